@@ -1,0 +1,150 @@
+# dtctl - top-level build.
+#
+#   make            build bin/dtctl bin/dtagent bin/dtsched bin/dttrain (developer build)
+#   make deps       install the Debian packages the project needs (only what is missing)
+#   make check      deps + build + unit tests under ASan/UBSan + end-to-end tests
+#   make demo       run the main job on a one-node local cluster
+#   make lint       cppcheck + clang-tidy
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
+#   make bench      benchmarks (not part of check)
+#   make install PREFIX=/usr/local
+#
+# Sources are found by wildcard: a new lib/foo.c or cli/cmd-foo.c needs no edit here.
+# Each program's main lives in one file (cli/dtctl.c, agent/dtagent.c,
+# scheduler/dtsched.c, trainer/dttrain.c); every other file of its folder goes into
+# an archive that unit tests link too.  Area-specific rules live in mk/*.mk.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+CC ?= cc
+BUILD ?= dev
+O := build/$(BUILD)
+PYTHON ?= /usr/bin/python3
+
+PKGS := libssh2 yaml-0.1 libcurl libmicrohttpd jansson sqlite3 libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -DDT_VERSION='"$(VERSION)"' -g -Ilib -I. -MMD -MP
+
+ifeq ($(BUILD),asan)
+  OPT := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDOPT := -fsanitize=address,undefined
+  NO_CUDA := 1
+else ifeq ($(BUILD),fuzz)
+  CC := clang
+  OPT := -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -DDT_FUZZING
+  LDOPT := -fsanitize=address,undefined
+  NO_CUDA := 1
+else
+  OPT := -O2
+  LDOPT :=
+endif
+
+CFLAGS ?=
+CFLAGS := $(BASE_CFLAGS) $(WARN) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+LDFLAGS := $(LDOPT) $(LDFLAGS)
+LIBS := $(PKG_LIBS) -lm -lpthread -ldl
+
+# --- component detection (printed as a ✓/✗ table by `make detect`) -------------
+CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
+NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
+HAVE_NCCL := $(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,)
+ifneq ($(NO_CUDA),)
+  NVCC :=
+  HAVE_NCCL :=
+endif
+HAVE_CUDA := $(if $(NVCC),1,)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS := $(shell pkg-config --libs ompi-c 2>/dev/null)
+HAVE_MPI := $(if $(MPI_LIBS),1,)
+HAVE_BLAS := $(if $(shell pkg-config --exists openblas 2>/dev/null && echo y),1,)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
+HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
+
+.PHONY: all detect deps check unit e2e demo lint fuzz bench install clean help
+all: detect bin/dtctl bin/dtagent bin/dtsched bin/dttrain
+
+help:
+	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+
+detect:
+	@printf '%s CUDA     %s\n' $(if $(HAVE_CUDA),'✓','✗') '$(if $(HAVE_CUDA),$(NVCC),not found (CPU-only dttrain; set CUDA_HOME or put nvcc on PATH))'
+	@printf '%s NCCL     %s\n' $(if $(HAVE_NCCL),'✓','✗') '$(if $(HAVE_NCCL),found,not found)'
+	@printf '%s MPI      %s\n' $(if $(HAVE_MPI),'✓','✗') '$(if $(HAVE_MPI),Open MPI,not found (make deps))'
+	@printf '%s OpenBLAS %s\n' $(if $(HAVE_BLAS),'✓','✗') '$(if $(HAVE_BLAS),found,not found (make deps))'
+	@printf '%s OpenMP   %s\n' $(if $(HAVE_OPENMP),'✓','✗') '$(if $(HAVE_OPENMP),found,not found)'
+
+# --- sources -------------------------------------------------------------------
+LIB_SRC := $(wildcard lib/*.c)
+CLI_SRC := $(filter-out cli/dtctl.c,$(wildcard cli/*.c))
+AGENT_SRC := $(filter-out agent/dtagent.c,$(wildcard agent/*.c))
+SCHED_SRC := $(filter-out scheduler/dtsched.c,$(wildcard scheduler/*.c))
+
+objs = $(patsubst %.c,$(O)/%.o,$(1))
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(O)/libdt.a: $(call objs,$(LIB_SRC))
+$(O)/libcli.a: $(call objs,$(CLI_SRC))
+$(O)/libagent.a: $(call objs,$(AGENT_SRC))
+$(O)/libsched.a: $(call objs,$(SCHED_SRC))
+$(O)/%.a:
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+ifeq ($(BUILD),dev)
+BINDIR := bin
+else
+BINDIR := $(O)/bin
+endif
+
+PROG_LIBS = $(O)/libcli.a $(O)/libagent.a $(O)/libsched.a $(O)/libdt.a
+
+$(BINDIR)/dtctl: $(O)/cli/dtctl.o $(PROG_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# Area rules: trainer (dttrain, CUDA), unit tests, fuzzing, benchmarks, ...
+include $(sort $(wildcard mk/*.mk))
+
+# --- the README's commands -----------------------------------------------------
+deps:
+	@scripts/deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory BUILD=asan unit
+	@$(MAKE) --no-print-directory e2e
+	@scripts/summary.sh
+
+demo: all
+	@scripts/demo.sh
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--inline-suppr --suppress=missingIncludeSystem --std=c11 -Ilib -I. \
+		-D_GNU_SOURCE lib cli agent scheduler trainer
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) cli/dtctl.c -- $(BASE_CFLAGS) $(PKG_CFLAGS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dtctl/templates
+	install -m 0755 bin/dtctl bin/dtagent bin/dtsched bin/dttrain $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 templates/* $(DESTDIR)$(PREFIX)/share/dtctl/templates/
+	@if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
+		install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build/$(BUILD) -name '*.d' 2>/dev/null)

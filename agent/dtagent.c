@@ -1,0 +1,25 @@
+/*
+ * dtagent.c - the node agent: starts, watches and stops task processes.
+ */
+#include "parse-options.h"
+#include "usage.h"
+
+#include <stdio.h>
+
+int main(int argc, const char **argv)
+{
+	static const char *const usage[] = { "dtagent [options]", NULL };
+	int version = 0;
+	struct option opts[] = {
+		OPT_BOOL('V', "version", &version, "print the version and exit"),
+		OPT_END(),
+	};
+
+	dt_set_progname("dtagent");
+	parse_options(argc - 1, argv + 1, opts, usage, 0);
+	if (version) {
+		printf("dtagent %s\n", DT_VERSION);
+		return 0;
+	}
+	return error("nothing to do yet; see 'dtagent --help'"), DT_EXIT_USAGE;
+}

@@ -1,0 +1,19 @@
+/*
+ * builtin.h - the dtctl subcommands.
+ *
+ * To add a command `dtctl foo`:
+ *   1. write cli/cmd-foo.c exporting `int cmd_foo(int argc, const char **argv)`;
+ *      argv[0] is "foo"; parse with parse_options(); return the exit code
+ *      (enum dt_exit in lib/usage.h);
+ *   2. declare it below and add a row to the table in cli/dtctl.c
+ *      (name, function, one-line summary);
+ *   3. document it in docs/man/dtctl-foo.1 (or docs/commands.md) and the README;
+ *   4. test it: tests/e2e/test_foo.py runs the real binary.
+ */
+#ifndef DT_BUILTIN_H
+#define DT_BUILTIN_H
+
+int cmd_validate(int argc, const char **argv);
+int cmd_version(int argc, const char **argv);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * json.c - jansson helpers with the project's defaults.
+ */
+#include "json.h"
+
+#include <stdio.h>
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+	strbuf_add(data, buf, size);
+	return 0;
+}
+
+void json_append(struct strbuf *sb, const json_t *j)
+{
+	json_dump_callback(j, dump_cb, sb, DT_JSON_FLAGS | JSON_COMPACT);
+}
+
+void json_print(const json_t *j)
+{
+	json_dumpf(j, stdout, DT_JSON_FLAGS | JSON_INDENT(2));
+	fputc('\n', stdout);
+}
+
+json_t *json_parse(const char *buf, size_t len, struct strbuf *err)
+{
+	json_error_t e;
+	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+
+	if (!j && err)
+		strbuf_addf(err, "line %d col %d: %s", e.line, e.column, e.text);
+	return j;
+}
+
+const char *json_get_str(const json_t *obj, const char *key, const char *def)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+long long json_get_int(const json_t *obj, const char *key, long long def)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_integer(v) ? json_integer_value(v) : def;
+}
+
+double json_get_real(const json_t *obj, const char *key, double def)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_number(v) ? json_number_value(v) : def;
+}

@@ -1,0 +1,27 @@
+/*
+ * json.h - the project's JSON conventions on top of jansson.
+ *
+ * Machine output (--json, the HTTP protocol) keeps insertion order so it is
+ * stable between runs.  Parsing errors carry line and column.
+ */
+#ifndef DT_JSON_H
+#define DT_JSON_H
+
+#include <jansson.h>
+#include "strbuf.h"
+
+#define DT_JSON_FLAGS (JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
+
+/* Append the compact serialisation of j to sb. */
+void json_append(struct strbuf *sb, const json_t *j);
+/* Print j indented to stdout with a trailing newline. */
+void json_print(const json_t *j);
+/* Parse len bytes; on failure return NULL and fill err ("line L col C: msg"). */
+json_t *json_parse(const char *buf, size_t len, struct strbuf *err);
+
+/* Typed getters with defaults; never crash on a missing or mistyped key. */
+const char *json_get_str(const json_t *obj, const char *key, const char *def);
+long long json_get_int(const json_t *obj, const char *key, long long def);
+double json_get_real(const json_t *obj, const char *key, double def);
+
+#endif

@@ -1,0 +1,239 @@
+/*
+ * parse-options.c - the declarative option parser (see parse-options.h).
+ */
+#include "parse-options.h"
+#include "strbuf.h"
+#include "strvec.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int takes_arg(const struct option *o)
+{
+	switch (o->type) {
+	case OPTION_STRING:
+	case OPTION_INT:
+	case OPTION_DOUBLE:
+	case OPTION_STRVEC:
+		return 1;
+	case OPTION_CALLBACK:
+		return !(o->flags & PARSE_OPT_NOARG);
+	default:
+		return 0;
+	}
+}
+
+static void opt_name(struct strbuf *sb, const struct option *o, int is_short)
+{
+	if (is_short)
+		strbuf_addf(sb, "-%c", o->short_name);
+	else
+		strbuf_addf(sb, "--%s", o->long_name);
+}
+
+static int set_value(const struct option *o, const char *arg, int unset, int is_short)
+{
+	struct strbuf name = STRBUF_INIT;
+	char *end;
+	int ret = 0;
+
+	opt_name(&name, o, is_short);
+	switch (o->type) {
+	case OPTION_BOOL:
+		*(int *)o->value = !unset;
+		break;
+	case OPTION_COUNT:
+		*(int *)o->value = unset ? 0 : *(int *)o->value + 1;
+		break;
+	case OPTION_STRING:
+		*(const char **)o->value = unset ? NULL : arg;
+		break;
+	case OPTION_STRVEC:
+		if (unset)
+			strvec_clear(o->value);
+		else
+			strvec_push(o->value, arg);
+		break;
+	case OPTION_INT: {
+		long v;
+
+		errno = 0;
+		v = strtol(arg, &end, 10);
+		if (!*arg || *end || errno || v < INT_MIN || v > INT_MAX)
+			ret = error("option '%s' expects an integer, got '%s'", name.buf, arg);
+		else
+			*(int *)o->value = (int)v;
+		break;
+	}
+	case OPTION_DOUBLE: {
+		double v;
+
+		errno = 0;
+		v = strtod(arg, &end);
+		if (!*arg || *end || errno || !isfinite(v))
+			ret = error("option '%s' expects a number, got '%s'", name.buf, arg);
+		else
+			*(double *)o->value = v;
+		break;
+	}
+	case OPTION_CALLBACK:
+		ret = o->callback(o, unset ? NULL : arg);
+		break;
+	default:
+		break;
+	}
+	strbuf_release(&name);
+	return ret;
+}
+
+void usage_with_options(const char *const *usagestr, const struct option *opts, int err)
+{
+	FILE *out = err ? stderr : stdout;
+
+	fprintf(out, "usage: %s\n", usagestr[0]);
+	for (usagestr++; *usagestr; usagestr++)
+		fprintf(out, "%s%s\n", **usagestr ? "   or: " : "", *usagestr);
+	fputc('\n', out);
+	for (; opts->type != OPTION_END; opts++) {
+		struct strbuf left = STRBUF_INIT;
+
+		if (opts->type == OPTION_GROUP) {
+			fprintf(out, "\n%s\n", opts->help);
+			continue;
+		}
+		strbuf_addstr(&left, "    ");
+		if (opts->short_name)
+			strbuf_addf(&left, "-%c%s", opts->short_name, opts->long_name ? ", " : "");
+		if (opts->long_name)
+			strbuf_addf(&left, "--%s", opts->long_name);
+		if (takes_arg(opts))
+			strbuf_addf(&left, " <%s>", opts->argh ? opts->argh : "value");
+		if (left.len >= 30)
+			fprintf(out, "%s\n%30s%s\n", left.buf, "", opts->help);
+		else
+			fprintf(out, "%-30s%s\n", left.buf, opts->help);
+		strbuf_release(&left);
+	}
+	fprintf(out, "    %-26s%s\n", "-h, --help", "show this help");
+}
+
+static void NORETURN_usage_error(const char *const *usagestr, const struct option *opts)
+{
+	usage_with_options(usagestr, opts, 1);
+	exit(DT_EXIT_USAGE);
+}
+
+static const struct option *find_long(const struct option *opts, const char *name, size_t n,
+				      int *unset)
+{
+	const struct option *o;
+
+	*unset = 0;
+	for (o = opts; o->type != OPTION_END; o++)
+		if (o->long_name && strlen(o->long_name) == n && !strncmp(o->long_name, name, n))
+			return o;
+	if (n > 3 && !strncmp(name, "no-", 3)) {
+		for (o = opts; o->type != OPTION_END; o++)
+			if (o->long_name && strlen(o->long_name) == n - 3 &&
+			    !strncmp(o->long_name, name + 3, n - 3) && !takes_arg(o)) {
+				*unset = 1;
+				return o;
+			}
+	}
+	return NULL;
+}
+
+int parse_options(int argc, const char **argv, const struct option *opts,
+		  const char *const *usagestr, int flags)
+{
+	int out = 0, i;
+
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--")) {
+			if (flags & PARSE_OPT_KEEP_DASHDASH)
+				argv[out++] = a;
+			for (i++; i < argc; i++)
+				argv[out++] = argv[i];
+			break;
+		}
+		if (a[0] != '-' || !a[1]) {
+			if (flags & PARSE_OPT_STOP_AT_NON_OPTION) {
+				for (; i < argc; i++)
+					argv[out++] = argv[i];
+				break;
+			}
+			argv[out++] = a;
+			continue;
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage_with_options(usagestr, opts, 0);
+			exit(DT_EXIT_OK);
+		}
+		if (a[1] == '-') {
+			const char *name = a + 2, *eq = strchr(name, '=');
+			size_t n = eq ? (size_t)(eq - name) : strlen(name);
+			int unset;
+			const struct option *o = find_long(opts, name, n, &unset);
+			const char *arg = NULL;
+
+			if (!o) {
+				error("unknown option '%.*s'", (int)(n + 2), a);
+				NORETURN_usage_error(usagestr, opts);
+			}
+			if (takes_arg(o)) {
+				if (eq)
+					arg = eq + 1;
+				else if (i + 1 < argc)
+					arg = argv[++i];
+				else {
+					error("option '--%s' requires a value", o->long_name);
+					NORETURN_usage_error(usagestr, opts);
+				}
+			} else if (eq) {
+				error("option '--%s' takes no value", o->long_name);
+				NORETURN_usage_error(usagestr, opts);
+			}
+			if (set_value(o, arg, unset, 0))
+				exit(DT_EXIT_USAGE);
+			continue;
+		}
+		/* short options, possibly bundled: -vvv, -n2, -n 2 */
+		for (const char *p = a + 1; *p; p++) {
+			const struct option *o;
+
+			for (o = opts; o->type != OPTION_END; o++)
+				if (o->short_name == *p)
+					break;
+			if (o->type == OPTION_END) {
+				error("unknown switch '%c'", *p);
+				NORETURN_usage_error(usagestr, opts);
+			}
+			if (takes_arg(o)) {
+				const char *arg;
+
+				if (p[1])
+					arg = p + 1;
+				else if (i + 1 < argc)
+					arg = argv[++i];
+				else {
+					error("switch '%c' requires a value", *p);
+					NORETURN_usage_error(usagestr, opts);
+				}
+				if (set_value(o, arg, 0, 1))
+					exit(DT_EXIT_USAGE);
+				break;
+			}
+			if (set_value(o, NULL, 0, 1))
+				exit(DT_EXIT_USAGE);
+		}
+	}
+	argv[out] = NULL;
+	return out;
+}

@@ -1,0 +1,72 @@
+/*
+ * parse-options.h - one declarative option parser for every program.
+ *
+ * Describe the options as an array ending in OPT_END(), then call
+ * parse_options().  -h/--help is built in (usage on stdout, exit 0); a bad
+ * option prints the error and the usage on stderr and exits DT_EXIT_USAGE.
+ * Non-option arguments are moved to the front of argv and counted in the
+ * return value; "--" ends option parsing (it is dropped unless
+ * PARSE_OPT_KEEP_DASHDASH).
+ *
+ *	int json = 0; const char *nodes = NULL;
+ *	struct option opts[] = {
+ *		OPT_BOOL(0, "json", &json, "print JSON"),
+ *		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes"),
+ *		OPT_END(),
+ *	};
+ *	argc = parse_options(argc, argv, opts, usage, 0);
+ */
+#ifndef DT_PARSE_OPTIONS_H
+#define DT_PARSE_OPTIONS_H
+
+enum parse_opt_type {
+	OPTION_END,
+	OPTION_GROUP,
+	OPTION_BOOL,
+	OPTION_COUNT,
+	OPTION_STRING,
+	OPTION_INT,
+	OPTION_DOUBLE,
+	OPTION_STRVEC,
+	OPTION_CALLBACK,
+};
+
+struct option;
+/* A callback gets the option and its argument (NULL for flags); return 0 or
+ * error(...) to reject the value. */
+typedef int parse_opt_cb(const struct option *opt, const char *arg);
+
+#define PARSE_OPT_NOARG 1      /* callback takes no argument */
+
+struct option {
+	enum parse_opt_type type;
+	int short_name;
+	const char *long_name;
+	void *value;
+	const char *argh;
+	const char *help;
+	int flags;
+	parse_opt_cb *callback;
+};
+
+#define OPT_END() { OPTION_END, 0, NULL, NULL, NULL, NULL, 0, NULL }
+#define OPT_GROUP(h) { OPTION_GROUP, 0, NULL, NULL, NULL, (h), 0, NULL }
+#define OPT_BOOL(s, l, v, h) { OPTION_BOOL, (s), (l), (v), NULL, (h), 0, NULL }
+#define OPT_COUNT(s, l, v, h) { OPTION_COUNT, (s), (l), (v), NULL, (h), 0, NULL }
+#define OPT_STRING(s, l, v, a, h) { OPTION_STRING, (s), (l), (v), (a), (h), 0, NULL }
+#define OPT_INT(s, l, v, h) { OPTION_INT, (s), (l), (v), "n", (h), 0, NULL }
+#define OPT_DOUBLE(s, l, v, h) { OPTION_DOUBLE, (s), (l), (v), "x", (h), 0, NULL }
+#define OPT_STRVEC(s, l, v, a, h) { OPTION_STRVEC, (s), (l), (v), (a), (h), 0, NULL }
+#define OPT_CALLBACK(s, l, v, a, h, cb) { OPTION_CALLBACK, (s), (l), (v), (a), (h), 0, (cb) }
+#define OPT_CALLBACK_NOARG(s, l, v, h, cb) \
+	{ OPTION_CALLBACK, (s), (l), (v), NULL, (h), PARSE_OPT_NOARG, (cb) }
+
+#define PARSE_OPT_STOP_AT_NON_OPTION 1
+#define PARSE_OPT_KEEP_DASHDASH 2
+
+int parse_options(int argc, const char **argv, const struct option *opts,
+		  const char *const *usagestr, int flags);
+/* Print usage (to stderr when err, else stdout). */
+void usage_with_options(const char *const *usagestr, const struct option *opts, int err);
+
+#endif

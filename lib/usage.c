@@ -1,0 +1,155 @@
+/*
+ * usage.c - error reporting and never-failing allocation for all programs.
+ */
+#include "usage.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *progname = "dtctl";
+
+void dt_set_progname(const char *name)
+{
+	const char *slash = strrchr(name, '/');
+	progname = slash ? slash + 1 : name;
+}
+
+const char *dt_progname(void)
+{
+	return progname;
+}
+
+static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
+{
+	char msg[4096];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (errnum)
+		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, msg, strerror(errnum));
+	else
+		fprintf(stderr, "%s: %s%s\n", progname, prefix, msg);
+}
+
+int error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("error: ", fmt, ap, 0);
+	va_end(ap);
+	return -1;
+}
+
+int error_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("error: ", fmt, ap, e);
+	va_end(ap);
+	return -1;
+}
+
+void warning(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("warning: ", fmt, ap, 0);
+	va_end(ap);
+}
+
+void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("fatal: ", fmt, ap, 0);
+	va_end(ap);
+	exit(DT_EXIT_FAIL);
+}
+
+void die_errno(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("fatal: ", fmt, ap, e);
+	va_end(ap);
+	exit(DT_EXIT_FAIL);
+}
+
+void die_code(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("fatal: ", fmt, ap, 0);
+	va_end(ap);
+	exit(code);
+}
+
+int dt_want_color(int fd)
+{
+	const char *nc = getenv("NO_COLOR");
+
+	if (nc && *nc)
+		return 0;
+	return isatty(fd);
+}
+
+static void oom(size_t n)
+{
+	fprintf(stderr, "%s: fatal: out of memory allocating %zu bytes\n", progname, n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t nmemb, size_t size)
+{
+	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+
+	if (!p)
+		oom(nmemb * size);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		oom(n);
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		oom(strlen(s));
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (!p)
+		oom(n);
+	return p;
+}

@@ -1,0 +1,63 @@
+/*
+ * usage.h - how every dtctl program reports problems.
+ *
+ * error() and warning() print "<prog>: error: ..." to stderr and return -1, so
+ * library code writes `return error("cannot open '%s'", path);`.  die() prints
+ * and exits; only programs (cli/, agent/, scheduler/, trainer/ main files) may
+ * call it, never lib/ code.  Messages are lowercase, name the thing in quotes
+ * and have no final period.
+ */
+#ifndef DT_USAGE_H
+#define DT_USAGE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdnoreturn.h>
+
+/* Exit codes of every dtctl program (DESIGN.md). */
+enum dt_exit {
+	DT_EXIT_OK = 0,
+	DT_EXIT_FAIL = 1,     /* the job or command failed */
+	DT_EXIT_USAGE = 2,    /* usage or configuration error: nothing started */
+	DT_EXIT_UNREACH = 3,  /* cannot reach or authenticate to the cluster */
+	DT_EXIT_INTR = 130,   /* interrupted */
+};
+
+#define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+void dt_set_progname(const char *name);
+const char *dt_progname(void);
+
+int error(const char *fmt, ...) DT_PRINTF(1, 2);
+int error_errno(const char *fmt, ...) DT_PRINTF(1, 2);
+void warning(const char *fmt, ...) DT_PRINTF(1, 2);
+noreturn void die(const char *fmt, ...) DT_PRINTF(1, 2);
+noreturn void die_errno(const char *fmt, ...) DT_PRINTF(1, 2);
+/* die with a specific exit code (DT_EXIT_USAGE for bad configuration, ...) */
+noreturn void die_code(int code, const char *fmt, ...) DT_PRINTF(2, 3);
+
+/* Colour only on a TTY and when NO_COLOR is unset. */
+int dt_want_color(int fd);
+
+/* Allocation that never returns NULL (aborts with a message instead). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+/* Grow an array `x` of `nr` used items to hold at least `want`. */
+#define ALLOC_GROW(x, want, alloc) \
+	do { \
+		if ((size_t)(want) > (alloc)) { \
+			size_t dt_n_ = (alloc) < 16 ? 16 : (alloc) * 2; \
+			if (dt_n_ < (size_t)(want)) \
+				dt_n_ = (size_t)(want); \
+			(x) = xrealloc((x), dt_n_ * sizeof(*(x))); \
+			(alloc) = dt_n_; \
+		} \
+	} while (0)
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,15 @@
+# Unit tests: every tests/unit/test_*.c is one cmocka program, linked against all
+# program archives, built with BUILD=asan by `make check` (ASan + UBSan).
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
+UNIT_LIBS = $(PROG_LIBS) $(TRAINER_LIB) $(LIBS) $(TRAINER_LINK) -lcmocka
+
+$(O)/tests/%: tests/unit/%.c $(PROG_LIBS) $(TRAINER_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests/unit -o $@ $< $(LDFLAGS) $(UNIT_LIBS)
+
+.PHONY: unit-build
+unit-build: $(UNIT_BIN) $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched $(BINDIR)/dttrain
+
+unit: unit-build
+	@scripts/run-unit.sh $(O) $(UNIT_BIN)

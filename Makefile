@@ -28,11 +28,11 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -DDT_VERSION='"$(VERSION)"' -g -Ilib -I. -MMD -MP
 
-ifeq ($(BUILD),asan)
+ifneq ($(filter asan%,$(BUILD)),)
   OPT := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDOPT := -fsanitize=address,undefined
   NO_CUDA := 1
-else ifeq ($(BUILD),fuzz)
+else ifneq ($(filter fuzz%,$(BUILD)),)
   CC := clang
   OPT := -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -DDT_FUZZING
   LDOPT := -fsanitize=address,undefined
@@ -97,6 +97,7 @@ $(O)/%.a:
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+# Helpers working side by side use their own BUILD=dev-NAME / asan-NAME trees.
 ifeq ($(BUILD),dev)
 BINDIR := bin
 else

@@ -1,0 +1,196 @@
+/*
+ * config.h - typed configuration for cluster.yaml, job.yaml and sweep.yaml.
+ *
+ * The loader (config.c, on libyaml) fills these structs, applies defaults,
+ * expands ${VAR} from the environment and host ranges (hostrange.h), and
+ * rejects anything it does not know.  On error a loader returns -1, leaves
+ * the struct released, and appends ONE message to `err` of the form
+ *
+ *     path:line:col: key 'ssh.fanout': expected a positive integer, found 'lots'
+ *
+ * (unknown keys add "; did you mean 'xyz'?").  Callers print it and exit
+ * DT_EXIT_USAGE; nothing may be started or written when loading fails.
+ *
+ * Ownership: every char * and array inside is owned by the struct and freed
+ * by the matching *_release().  Durations are milliseconds.
+ */
+#ifndef DT_CONFIG_H
+#define DT_CONFIG_H
+
+#include <stddef.h>
+#include <jansson.h>
+#include "strbuf.h"
+#include "strvec.h"
+
+#define CONFIG_MAX_BYTES (1024 * 1024)   /* larger files are refused */
+
+/* An ordered string map (env:, labels:, trainer args). */
+struct kv {
+	char *key;
+	char *value;
+};
+
+struct kvlist {
+	struct kv *items;
+	size_t nr, alloc;
+};
+
+void kvlist_set(struct kvlist *l, const char *key, const char *value);
+const char *kvlist_get(const struct kvlist *l, const char *key);
+void kvlist_release(struct kvlist *l);
+
+/* Where something was written, for messages about it after loading. */
+struct config_pos {
+	int line, col;   /* 1-based; 0 when not from a file */
+};
+
+/* ---------------------------------------------------------------- cluster */
+
+enum host_key_policy { HOST_KEY_TOFU, HOST_KEY_STRICT };
+enum install_mode { INSTALL_LOCAL, INSTALL_SHARED };
+
+#define GPUS_AUTO (-1)
+
+struct cluster_node {
+	char *name;            /* unique; defaults to host (after range expansion) */
+	char *host;            /* address or hostname; "local" = this machine, direct exec */
+	char *user;            /* defaults to cluster user, then $USER */
+	int port;              /* defaults to ssh.port */
+	int gpus;              /* GPUS_AUTO or a fixed count (tests fake GPUs with it) */
+	int slots;             /* CPU slots for procs_per_node jobs; default: nproc of node (0 = unknown) */
+	struct kvlist labels;
+	struct config_pos pos; /* the nodes: entry it came from */
+};
+
+struct cluster_config {
+	char *path;            /* file it was loaded from */
+	char *name;            /* cluster: */
+	char *user;            /* user: (default $USER) */
+	char *shared_dir;      /* shared_dir: (required, absolute) */
+	struct {
+		int port;                       /* 22 */
+		int fanout;                     /* 32 */
+		long long connect_timeout_ms;   /* 10s */
+		long long command_timeout_ms;   /* 10m, for one remote command */
+		enum host_key_policy host_key_policy;  /* tofu */
+		char *identity;                 /* existing private key, or NULL = generate */
+	} ssh;
+	struct cluster_node *nodes;
+	size_t nr_nodes;
+	struct {
+		char *template;                 /* path, relative paths against the file's dir */
+		long long timeout_ms;           /* 10m */
+		struct kvlist env;
+		struct kvlist vars;             /* user variables for the template */
+	} setup;
+	enum install_mode install;          /* local: ~/.dtctl/bin on each node */
+	struct {
+		int port;                       /* 7070 */
+		long long heartbeat_ms;         /* 2s */
+		long long dead_after_ms;        /* 10s */
+	} agent;
+	struct {
+		char *address;                  /* how agents reach dtsched; NULL = auto */
+		int port;                       /* 7071 */
+	} head;
+	struct {
+		char *interface;                /* NCCL_SOCKET_IFNAME / btl_tcp_if_include, or NULL */
+	} network;
+};
+
+int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);
+/* Same from memory; `name` is used in messages in place of the path. */
+int cluster_config_parse(struct cluster_config *c, const char *buf, size_t len,
+			 const char *name, struct strbuf *err);
+void cluster_config_release(struct cluster_config *c);
+json_t *cluster_config_to_json(const struct cluster_config *c);
+/* Index of the node called `name`, or -1. */
+int cluster_find_node(const struct cluster_config *c, const char *name);
+
+/* -------------------------------------------------------------------- job */
+
+enum launcher { LAUNCHER_AGENT, LAUNCHER_MPI };
+
+struct job_config {
+	char *path;
+	char *name;                 /* default: trainer model or argv[0] basename */
+	int nodes;                  /* 1 */
+	int gpus_per_node;          /* 0 when procs_per_node is used */
+	int procs_per_node;         /* 0 when gpus_per_node is used; default 1 when neither */
+	enum launcher launcher;     /* agent, except mpi for the built-in trainer by default */
+	int has_trainer;            /* trainer: given (else command:) */
+	struct kvlist trainer;      /* dttrain options, e.g. model=mlp, hidden=1024,1024 (lists joined by ',') */
+	struct strvec command;      /* argv for command: */
+	int shell;                  /* shell: true runs command[0] through /bin/sh -c */
+	char *workdir;
+	struct kvlist env;
+	long long timeout_ms;       /* 0 = none */
+	long long stall_after_ms;   /* 0 = off */
+	int retries;                /* 0 */
+	char *node_include;         /* host-range spec of allowed nodes, or NULL */
+	char *node_exclude;
+	struct kvlist labels;       /* required node labels */
+};
+
+int job_config_load(struct job_config *j, const char *path, struct strbuf *err);
+int job_config_parse(struct job_config *j, const char *buf, size_t len,
+		     const char *name, struct strbuf *err);
+void job_config_init(struct job_config *j);    /* the defaults, for flag-built jobs */
+void job_config_release(struct job_config *j);
+json_t *job_config_to_json(const struct job_config *j);
+
+/* ------------------------------------------------------------------ sweep */
+
+enum sweep_method { SWEEP_GRID, SWEEP_RANDOM, SWEEP_BAYES };
+enum sweep_goal { GOAL_MINIMIZE, GOAL_MAXIMIZE };
+
+enum param_kind {
+	PARAM_VALUE,        /* value: fixed */
+	PARAM_VALUES,       /* values: [..] (categorical) */
+	PARAM_UNIFORM,      /* distribution: uniform, min, max */
+	PARAM_INT_UNIFORM,
+	PARAM_LOG_UNIFORM,  /* log_uniform_values: min > 0 */
+	PARAM_Q_UNIFORM,    /* q */
+	PARAM_NORMAL,       /* mu, sigma */
+	PARAM_NESTED,       /* parameters: {...} */
+};
+
+struct sweep_param {
+	char *name;                 /* dotted for nested children: "opt.lr" */
+	enum param_kind kind;
+	struct strvec values;       /* PARAM_VALUE (1 item) and PARAM_VALUES, as written */
+	double min, max, q, mu, sigma;
+	struct config_pos pos;
+};
+
+struct sweep_config {
+	char *path;
+	enum sweep_method method;
+	char *metric_name;
+	enum sweep_goal goal;
+	struct sweep_param *params;  /* nested parameters are flattened with dotted names */
+	size_t nr_params;
+	int early_terminate;         /* hyperband given */
+	int et_min_iter;             /* 1 */
+	int et_eta;                  /* 3 */
+	int et_max_iter;             /* 0 = unbounded */
+	struct job_config job;       /* job: file (relative to the sweep file) or inline map */
+	int max_trials;              /* required for random/bayes; grid: default = grid size */
+	int parallel;                /* 0 = every free slot */
+	int gpus_per_trial;          /* 0 = job's own */
+	unsigned long long seed;     /* 0 when not given */
+	int max_failures;            /* 3 */
+};
+
+int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err);
+int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len,
+		       const char *name, struct strbuf *err);
+void sweep_config_release(struct sweep_config *s);
+json_t *sweep_config_to_json(const struct sweep_config *s);
+/* Number of grid points (product of value counts), or -1 if not a grid space. */
+long long sweep_grid_size(const struct sweep_config *s);
+
+/* Which kind a file is, from its top-level keys: "cluster", "job", "sweep". */
+const char *config_detect_kind(const char *path, struct strbuf *err);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * dthome.h - where dtctl keeps its files on the head and on nodes.
+ *
+ * The home is $DTCTL_HOME, else ~/.dtctl.  It is created 0700 on first use.
+ * Files (DESIGN.md): cluster.yaml, id_ed25519[.pub] (0600), known_hosts,
+ * ssh_config, secret (0600), state.db, dtsched.log, agent.log, bin/, tasks/.
+ */
+#ifndef DT_DTHOME_H
+#define DT_DTHOME_H
+
+#include "strbuf.h"
+
+/* The home directory path (not created). Owned by the module; do not free. */
+const char *dt_home(void);
+/* Create the home (0700) if missing and fix its mode; -1 with a message on failure. */
+int dt_home_ensure(void);
+/* Append dt_home()/name to sb. */
+void dt_home_path(struct strbuf *sb, const char *name);
+/* mkdir -p with `mode` for each created component; -1 with a message on failure. */
+int mkdir_p(const char *path, int mode);
+
+#endif

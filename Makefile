@@ -123,11 +123,8 @@ include $(sort $(wildcard mk/*.mk))
 deps:
 	@scripts/deps.sh
 
-check: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory BUILD=asan unit
-	@$(MAKE) --no-print-directory e2e
-	@scripts/summary.sh
+check:
+	@MAKE="$(MAKE)" scripts/check.sh
 
 demo: all
 	@scripts/demo.sh

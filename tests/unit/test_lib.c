@@ -1,0 +1,387 @@
+/*
+ * test_lib.c - unit tests for the lib/ core: strbuf, strvec, parse-options,
+ * run-command (including the parallel runner) and timestamps.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "parse-options.h"
+#include "run-command.h"
+#include "strbuf.h"
+#include "strvec.h"
+
+static void test_strbuf_basic(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char *s;
+	size_t len;
+
+	assert_string_equal(sb.buf, "");
+	strbuf_addstr(&sb, "abc");
+	strbuf_addch(&sb, '-');
+	strbuf_addf(&sb, "%d/%s", 42, "x");
+	assert_string_equal(sb.buf, "abc-42/x");
+	assert_int_equal(sb.len, 8);
+	strbuf_setlen(&sb, 3);
+	assert_string_equal(sb.buf, "abc");
+	s = strbuf_detach(&sb, &len);
+	assert_string_equal(s, "abc");
+	assert_int_equal(len, 3);
+	assert_string_equal(sb.buf, "");
+	free(s);
+	strbuf_release(&sb);
+}
+
+static void test_strbuf_addf_grows(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char big[5000];
+
+	memset(big, 'q', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	strbuf_addf(&sb, "<%s>", big);
+	assert_int_equal(sb.len, sizeof(big) + 1);
+	assert_int_equal(sb.buf[0], '<');
+	assert_int_equal(sb.buf[sb.len - 1], '>');
+	strbuf_release(&sb);
+}
+
+static void test_strbuf_trim_and_quote(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addstr(&sb, " \t hi there \n");
+	strbuf_trim(&sb);
+	assert_string_equal(sb.buf, "hi there");
+	strbuf_reset(&sb);
+	strbuf_add_shell_quoted(&sb, "it's $(rm -rf /); `x`\n");
+	assert_string_equal(sb.buf, "'it'\\''s $(rm -rf /); `x`\n'");
+	strbuf_release(&sb);
+}
+
+static void test_strbuf_shell_quote_roundtrip(void **state)
+{
+	const char *nasty = "a b'c\"d$e`f\\g\nh;i|j&k*";
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf cmd = STRBUF_INIT, out = STRBUF_INIT;
+
+	strbuf_addstr(&cmd, "printf %s ");
+	strbuf_add_shell_quoted(&cmd, nasty);
+	strvec_push(&cp.args, "/bin/sh");
+	strvec_push(&cp.args, "-c");
+	strvec_push(&cp.args, cmd.buf);
+	assert_int_equal(capture_command(&cp, &out, 0), 0);
+	assert_string_equal(out.buf, nasty);
+	child_process_clear(&cp);
+	strbuf_release(&cmd);
+	strbuf_release(&out);
+}
+
+static void test_write_file_atomic(void **state)
+{
+	char dir[] = "/tmp/dtctl-test-XXXXXX";
+	struct strbuf path = STRBUF_INIT, got = STRBUF_INIT;
+	struct stat st;
+
+	assert_non_null(mkdtemp(dir));
+	strbuf_addf(&path, "%s/f", dir);
+	assert_int_equal(write_file_atomic(path.buf, "hello\n", 6, 0600), 0);
+	assert_int_equal(strbuf_read_file(&got, path.buf, 0), 6);
+	assert_string_equal(got.buf, "hello\n");
+	assert_int_equal(stat(path.buf, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	/* limit refuses larger files and leaves the buffer as it was */
+	strbuf_reset(&got);
+	assert_int_equal(strbuf_read_file(&got, path.buf, 3), -1);
+	assert_int_equal(errno, EFBIG);
+	assert_int_equal(got.len, 0);
+	/* a missing directory fails cleanly and leaves no temp file */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/missing/f", dir);
+	assert_int_equal(write_file_atomic(path.buf, "x", 1, 0644), -1);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/f", dir);
+	unlink(path.buf);
+	assert_int_equal(rmdir(dir), 0);
+	strbuf_release(&path);
+	strbuf_release(&got);
+}
+
+static void test_strvec(void **state)
+{
+	struct strvec sv = STRVEC_INIT;
+
+	assert_null(sv.v[0]);
+	strvec_push(&sv, "a");
+	strvec_pushf(&sv, "b%d", 2);
+	strvec_split(&sv, ",,c,d,", ",");
+	assert_int_equal(sv.nr, 4);
+	assert_string_equal(sv.v[1], "b2");
+	assert_string_equal(sv.v[3], "d");
+	assert_null(sv.v[4]);
+	assert_int_equal(strvec_find(&sv, "c"), 2);
+	assert_int_equal(strvec_find(&sv, "zz"), -1);
+	strvec_pop(&sv);
+	assert_int_equal(sv.nr, 3);
+	strvec_clear(&sv);
+	assert_int_equal(sv.nr, 0);
+
+	strvec_setenv(&sv, "A", "1");
+	strvec_setenv(&sv, "AB", "2");
+	strvec_setenv(&sv, "A", "3");
+	assert_int_equal(sv.nr, 2);
+	assert_string_equal(sv.v[0], "A=3");
+	assert_string_equal(sv.v[1], "AB=2");
+	strvec_clear(&sv);
+}
+
+static const char *const test_usage[] = { "test [options] <args>", NULL };
+
+static void test_parse_options_good(void **state)
+{
+	int flag = 0, verbose = 0, n = 7;
+	double x = 0;
+	const char *name = NULL;
+	struct strvec multi = STRVEC_INIT;
+	struct option opts[] = {
+		OPT_BOOL('f', "flag", &flag, "a flag"),
+		OPT_COUNT('v', "verbose", &verbose, "more"),
+		OPT_INT('n', "num", &n, "a number"),
+		OPT_DOUBLE(0, "x", &x, "a real"),
+		OPT_STRING(0, "name", &name, "s", "a name"),
+		OPT_STRVEC('e', "env", &multi, "k=v", "repeatable"),
+		OPT_END(),
+	};
+	const char *argv[] = { "pos1", "-vv", "--num=3", "-fe", "A=1", "--name", "bob",
+			       "--x", "2.5", "pos2", "--env=B=2", "--", "-n", "9", NULL };
+	int argc = parse_options(14, argv, opts, test_usage, 0);
+
+	assert_int_equal(argc, 4);
+	assert_string_equal(argv[0], "pos1");
+	assert_string_equal(argv[1], "pos2");
+	assert_string_equal(argv[2], "-n");
+	assert_string_equal(argv[3], "9");
+	assert_int_equal(flag, 1);
+	assert_int_equal(verbose, 2);
+	assert_int_equal(n, 3);
+	assert_true(x == 2.5);
+	assert_string_equal(name, "bob");
+	assert_int_equal(multi.nr, 2);
+	assert_string_equal(multi.v[1], "B=2");
+	strvec_clear(&multi);
+}
+
+static void test_parse_options_stop_and_negate(void **state)
+{
+	int flag = 1;
+	struct option opts[] = {
+		OPT_BOOL(0, "flag", &flag, "a flag"),
+		OPT_END(),
+	};
+	const char *argv[] = { "--no-flag", "cmd", "--flag", NULL };
+	int argc = parse_options(3, argv, opts, test_usage, PARSE_OPT_STOP_AT_NON_OPTION);
+
+	assert_int_equal(flag, 0);
+	assert_int_equal(argc, 2);
+	assert_string_equal(argv[0], "cmd");
+	assert_string_equal(argv[1], "--flag");
+}
+
+/* Bad options exit with DT_EXIT_USAGE: check in a child process. */
+static int parse_in_child(int argc, const char **argv)
+{
+	int n = 0, status;
+	pid_t pid;
+	struct option opts[] = {
+		OPT_INT('n', "num", &n, "a number"),
+		OPT_END(),
+	};
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		parse_options(argc, argv, opts, test_usage, 0);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	return WEXITSTATUS(status);
+}
+
+static void test_parse_options_errors(void **state)
+{
+	const char *a1[] = { "--bogus", NULL };
+	const char *a2[] = { "--num", "abc", NULL };
+	const char *a3[] = { "--num", NULL };
+	const char *a4[] = { "-x", NULL };
+	const char *a5[] = { "--help", NULL };
+
+	assert_int_equal(parse_in_child(1, a1), 2);
+	assert_int_equal(parse_in_child(2, a2), 2);
+	assert_int_equal(parse_in_child(1, a3), 2);
+	assert_int_equal(parse_in_child(1, a4), 2);
+	assert_int_equal(parse_in_child(1, a5), 0);
+}
+
+static void test_run_command_codes(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf out = STRBUF_INIT;
+
+	strvec_pushv(&cp.args, (const char *[]){ "/bin/sh", "-c", "echo $FOO; exit 3", NULL });
+	strvec_push(&cp.env, "FOO=bar baz");
+	assert_int_equal(capture_command(&cp, &out, 0), 3);
+	assert_string_equal(out.buf, "bar baz\n");
+	child_process_clear(&cp);
+
+	child_process_init(&cp);
+	strvec_pushv(&cp.args, (const char *[]){ "/bin/sh", "-c", "kill -9 $$", NULL });
+	assert_int_equal(run_command(&cp), 128 + 9);
+	child_process_clear(&cp);
+
+	/* a missing program is reported by start_command, not as exit 127 */
+	child_process_init(&cp);
+	cp.no_stderr = 1;
+	strvec_push(&cp.args, "/nonexistent/program");
+	assert_int_equal(start_command(&cp), -1);
+	child_process_clear(&cp);
+
+	/* working directory */
+	child_process_init(&cp);
+	strbuf_reset(&out);
+	cp.dir = "/";
+	strvec_push(&cp.args, "pwd");
+	assert_int_equal(capture_command(&cp, &out, 0), 0);
+	assert_string_equal(out.buf, "/\n");
+	child_process_clear(&cp);
+	strbuf_release(&out);
+}
+
+struct pp_data {
+	int next;
+	int total;
+	int codes[8];
+	char outputs[8][32];
+};
+
+static int pp_next(struct child_process *cp, void *data, void **task)
+{
+	struct pp_data *d = data;
+
+	if (d->next >= d->total)
+		return 0;
+	strvec_push(&cp->args, "/bin/sh");
+	strvec_push(&cp->args, "-c");
+	if (d->next == 5)
+		strvec_push(&cp->args, "sleep 5");  /* times out */
+	else
+		strvec_pushf(&cp->args, "echo task%d; echo err%d >&2; exit %d", d->next, d->next,
+			     d->next);
+	*task = (void *)(intptr_t)d->next++;
+	return 1;
+}
+
+static void pp_done(int code, struct strbuf *output, void *data, void *task)
+{
+	struct pp_data *d = data;
+	int i = (int)(intptr_t)task;
+
+	d->codes[i] = code;
+	snprintf(d->outputs[i], sizeof(d->outputs[i]), "%s", output->buf);
+}
+
+static void test_run_parallel(void **state)
+{
+	struct pp_data d = { .total = 6 };
+	struct parallel_opts o = { .jobs = 3, .timeout_ms = 700, .next = pp_next,
+				   .done = pp_done, .data = &d };
+	long long t0 = dt_mono_ms();
+
+	assert_int_equal(run_processes_parallel(&o), 0);
+	assert_true(dt_mono_ms() - t0 < 4000);
+	for (int i = 0; i < 5; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "task%d\nerr%d\n", i, i);
+		assert_int_equal(d.codes[i], i);
+		assert_string_equal(d.outputs[i], want);
+	}
+	assert_int_equal(d.codes[5], 124);
+}
+
+static void test_timestamps(void **state)
+{
+	char ts[DT_TIMESTAMP_LEN];
+	long long us, now = dt_now_us();
+
+	dt_timestamp(ts, sizeof(ts));
+	assert_int_equal(strlen(ts), 27);
+	assert_int_equal(ts[10], 'T');
+	assert_int_equal(ts[26], 'Z');
+	us = dt_timestamp_parse(ts);
+	assert_true(us > 0 && llabs(us - now) < 5000000);
+	assert_int_equal(dt_timestamp_parse("2026-11-22T10:00:00.123456Z"), 1795341600123456LL);
+	assert_int_equal(dt_timestamp_parse("2026-11-22T10:00:00.5Z"), 1795341600500000LL);
+	assert_int_equal(dt_timestamp_parse("2026-11-22 10:00:00Z"), -1);
+	assert_int_equal(dt_timestamp_parse("2026-11-22T10:00:00.1"), -1);
+}
+
+static void test_json_helpers(void **state)
+{
+	struct strbuf err = STRBUF_INIT, out = STRBUF_INIT;
+	const char *doc = "{\"a\": 1, \"b\": \"x\", \"c\": 2.5}";
+	const char *dup = "{\"a\": 1, \"a\": 2}";
+	json_t *j = json_parse(doc, strlen(doc), &err);
+
+	assert_non_null(j);
+	assert_int_equal(json_get_int(j, "a", -1), 1);
+	assert_string_equal(json_get_str(j, "b", NULL), "x");
+	assert_true(json_get_real(j, "c", 0) == 2.5);
+	assert_int_equal(json_get_int(j, "b", -1), -1);
+	assert_null(json_get_str(j, "zz", NULL));
+	json_append(&out, j);
+	assert_string_equal(out.buf, "{\"a\":1,\"b\":\"x\",\"c\":2.5}");
+	json_decref(j);
+	assert_null(json_parse(dup, strlen(dup), &err));
+	assert_true(starts_with(err.buf, "line 1 col"));
+	strbuf_release(&err);
+	strbuf_release(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strbuf_basic),
+		cmocka_unit_test(test_strbuf_addf_grows),
+		cmocka_unit_test(test_strbuf_trim_and_quote),
+		cmocka_unit_test(test_strbuf_shell_quote_roundtrip),
+		cmocka_unit_test(test_write_file_atomic),
+		cmocka_unit_test(test_strvec),
+		cmocka_unit_test(test_parse_options_good),
+		cmocka_unit_test(test_parse_options_stop_and_negate),
+		cmocka_unit_test(test_parse_options_errors),
+		cmocka_unit_test(test_run_command_codes),
+		cmocka_unit_test(test_run_parallel),
+		cmocka_unit_test(test_timestamps),
+		cmocka_unit_test(test_json_helpers),
+	};
+
+	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
+}

@@ -1,0 +1,329 @@
+/*
+ * kernels_cpu.c - CPU reference kernels (see kernels.h).
+ *
+ * These are written to be read first and to be fast enough second: the CUDA
+ * kernels in kernels.cu are checked against them.  GEMMs go to OpenBLAS when
+ * available; the loops here are the memory-bound rest (bias + activation,
+ * loss, optimiser), parallelised with OpenMP only above a size where that pays.
+ */
+#include "trainer/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef DT_HAVE_BLAS
+#include <cblas.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many elements a loop is not worth waking the thread team. */
+#define PAR_MIN 65536
+
+void kernels_set_threads(int n)
+{
+	if (n <= 0)
+		return;
+#ifdef DT_HAVE_BLAS
+	openblas_set_num_threads(n);
+#endif
+#ifdef _OPENMP
+	omp_set_num_threads(n);
+#endif
+}
+
+void gemm_cpu(int trans_a, int trans_b, int m, int n, int k, float alpha,
+	      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+#ifdef DT_HAVE_BLAS
+	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+		    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+		    beta, c, ldc);
+#else
+	/* Plain loops; only builds without OpenBLAS use this. */
+#pragma omp parallel for if ((long)m * n * k > PAR_MIN)
+	for (int i = 0; i < m; i++) {
+		for (int j = 0; j < n; j++) {
+			float acc = 0.0f;
+
+			for (int p = 0; p < k; p++) {
+				float x = trans_a ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+				float y = trans_b ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+
+				acc += x * y;
+			}
+			c[(size_t)i * ldc + j] = alpha * acc +
+				(beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j]);
+		}
+	}
+#endif
+}
+
+float gelu_cpu(float x)
+{
+	const float k = 0.7978845608028654f;  /* sqrt(2 / pi) */
+	float u = k * (x + 0.044715f * x * x * x);
+
+	return 0.5f * x * (1.0f + tanhf(u));
+}
+
+float gelu_grad_cpu(float x)
+{
+	const float k = 0.7978845608028654f;
+	float u = k * (x + 0.044715f * x * x * x);
+	float t = tanhf(u);
+	float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+
+	return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d, enum act_kind act)
+{
+#pragma omp parallel for if ((long)n * d > PAR_MIN)
+	for (int i = 0; i < n; i++) {
+		float *row = y + (size_t)i * d;
+		float *prow = pre ? pre + (size_t)i * d : NULL;
+
+		switch (act) {
+		case ACT_NONE:
+			for (int j = 0; j < d; j++)
+				row[j] += bias[j];
+			break;
+		case ACT_RELU:
+			for (int j = 0; j < d; j++) {
+				float v = row[j] + bias[j];
+
+				row[j] = v > 0.0f ? v : 0.0f;
+			}
+			break;
+		case ACT_GELU:
+			for (int j = 0; j < d; j++) {
+				float v = row[j] + bias[j];
+
+				if (prow)
+					prow[j] = v;
+				row[j] = gelu_cpu(v);
+			}
+			break;
+		}
+		if (prow && act != ACT_GELU)
+			memcpy(prow, row, (size_t)d * sizeof(*row));
+	}
+}
+
+void act_backward_cpu(float *dy, const float *saved, size_t count, enum act_kind act)
+{
+	if (act == ACT_NONE)
+		return;
+#pragma omp parallel for if (count > PAR_MIN)
+	for (size_t i = 0; i < count; i++) {
+		if (act == ACT_RELU)
+			dy[i] = saved[i] > 0.0f ? dy[i] : 0.0f;
+		else
+			dy[i] *= gelu_grad_cpu(saved[i]);
+	}
+}
+
+void bias_grad_cpu(float *db, const float *dy, int n, int d, float beta)
+{
+	if (beta == 0.0f)
+		memset(db, 0, (size_t)d * sizeof(*db));
+	else if (beta != 1.0f)
+		for (int j = 0; j < d; j++)
+			db[j] *= beta;
+	for (int i = 0; i < n; i++) {
+		const float *row = dy + (size_t)i * d;
+
+		for (int j = 0; j < d; j++)
+			db[j] += row[j];
+	}
+}
+
+static double xent_row(const float *x, int c, int label, float *max_out, float *sum_out, int *argmax)
+{
+	float mx = x[0], sum = 0.0f;
+	int am = 0;
+
+	for (int j = 1; j < c; j++)
+		if (x[j] > mx) {
+			mx = x[j];
+			am = j;
+		}
+	for (int j = 0; j < c; j++)
+		sum += expf(x[j] - mx);
+	*max_out = mx;
+	*sum_out = sum;
+	*argmax = am;
+	return (double)logf(sum) - (double)(x[label] - mx);
+}
+
+double softmax_xent_cpu(float *dlogits, const float *logits, const int *labels,
+			int n, int c, float grad_scale, int *correct)
+{
+	double loss = 0.0;
+	int good = 0;
+
+	for (int i = 0; i < n; i++) {
+		const float *x = logits + (size_t)i * c;
+		float *dx = dlogits + (size_t)i * c;
+		float mx, sum;
+		int am;
+
+		loss += xent_row(x, c, labels[i], &mx, &sum, &am);
+		good += am == labels[i];
+		for (int j = 0; j < c; j++) {
+			float p = expf(x[j] - mx) / sum;
+
+			dx[j] = (p - (j == labels[i] ? 1.0f : 0.0f)) * grad_scale;
+		}
+	}
+	if (correct)
+		*correct = good;
+	return loss;
+}
+
+double softmax_xent_eval_cpu(const float *logits, const int *labels, int n, int c, int *correct)
+{
+	double loss = 0.0;
+	int good = 0;
+
+	for (int i = 0; i < n; i++) {
+		float mx, sum;
+		int am;
+
+		loss += xent_row(logits + (size_t)i * c, c, labels[i], &mx, &sum, &am);
+		good += am == labels[i];
+	}
+	if (correct)
+		*correct = good;
+	return loss;
+}
+
+void sgd_update_cpu(float *p, const float *g, float *mom, size_t n, float lr, float mu, float wd)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++) {
+		float d = g[i] + wd * p[i];
+
+		if (mom) {
+			mom[i] = mu * mom[i] + d;
+			d = mom[i];
+		}
+		p[i] -= lr * d;
+	}
+}
+
+void adamw_update_cpu(float *p, const float *g, float *m, float *v, size_t n, float lr,
+		      float beta1, float beta2, float eps, float wd, long long t)
+{
+	float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
+
+#pragma omp parallel for if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++) {
+		float mi = beta1 * m[i] + (1.0f - beta1) * g[i];
+		float vi = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+
+		m[i] = mi;
+		v[i] = vi;
+		p[i] -= lr * (wd * p[i] + (mi / c1) / (sqrtf(vi / c2) + eps));
+	}
+}
+
+double sumsq_cpu(const float *x, size_t n)
+{
+	double s = 0.0;
+
+#pragma omp parallel for reduction(+ : s) if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
+void scale_cpu(float *x, size_t n, float s)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+int all_finite_cpu(const float *x, size_t n)
+{
+	int ok = 1;
+
+	for (size_t i = 0; i < n; i++)
+		ok &= isfinite(x[i]) != 0;
+	return ok;
+}
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+uint16_t float_to_bf16(float f)
+{
+	uint32_t x = f2u(f);
+
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40);
+	x += 0x7fffu + ((x >> 16) & 1u);
+	return (uint16_t)(x >> 16);
+}
+
+float bf16_to_float(uint16_t h)
+{
+	return u2f((uint32_t)h << 16);
+}
+
+uint16_t float_to_fp16(float f)
+{
+	uint32_t x = f2u(f), ax = x & 0x7fffffffu;
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+
+	if (ax >= 0x7f800000u)   /* Inf, NaN */
+		return sign | (ax > 0x7f800000u ? 0x7e00 : 0x7c00);
+	if (ax >= 0x477ff000u)   /* rounds past 65504 */
+		return sign | 0x7c00;
+	if (ax < 0x38800000u)    /* below 2^-14: subnormal, units of 2^-24 */
+		return sign | (uint16_t)lrintf(u2f(ax) * 16777216.0f);
+	ax += 0xfffu + ((ax >> 13) & 1u);
+	return sign | (uint16_t)((ax - 0x38000000u) >> 13);
+}
+
+float fp16_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+
+	if (e == 0) {
+		float v = (float)m * (1.0f / 16777216.0f);
+
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return u2f(sign | 0x7f800000u | (m << 13));
+	return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+void cast_to_bf16_cpu(uint16_t *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = float_to_bf16(src[i]);
+}
+
+void cast_to_fp16_cpu(uint16_t *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = float_to_fp16(src[i]);
+}

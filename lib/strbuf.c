@@ -234,10 +234,8 @@ int write_file_atomic(const char *path, const void *data, size_t len, int mode)
 	}
 	if (fchmod(fd, (mode_t)mode) < 0 || fsync(fd) < 0)
 		goto fail_close;
-	if (close(fd) < 0) {
-		fd = -1;
+	if (close(fd) < 0)
 		goto fail_unlink;
-	}
 	if (rename(tmp.buf, path) < 0)
 		goto fail_unlink;
 	strbuf_release(&tmp);
@@ -274,7 +272,7 @@ int skip_prefix(const char *s, const char *prefix, const char **out)
 {
 	size_t n = strlen(prefix);
 
-	if (strncmp(s, prefix, n))
+	if (strncmp(s, prefix, n) != 0)
 		return 0;
 	*out = s + n;
 	return 1;

@@ -18,9 +18,12 @@ void strvec_init(struct strvec *sv)
 
 static const char *push_owned(struct strvec *sv, char *s)
 {
-	if (sv->v == empty_strvec)
-		sv->v = NULL;
-	ALLOC_GROW(sv->v, sv->nr + 2, sv->alloc);
+	if (sv->v == empty_strvec || sv->nr + 2 > sv->alloc) {
+		size_t n = sv->alloc < 8 ? 8 : sv->alloc * 2;
+
+		sv->v = xrealloc(sv->v == empty_strvec ? NULL : sv->v, n * sizeof(*sv->v));
+		sv->alloc = n;
+	}
 	sv->v[sv->nr++] = s;
 	sv->v[sv->nr] = NULL;
 	return s;

@@ -1,0 +1,106 @@
+/*
+ * model.h - what the training loop needs from a model.
+ *
+ * A model owns its activation buffers; its parameters, gradients and
+ * optimiser state live OUTSIDE it in flat float arrays of nr_params values
+ * (one allocation each), so the optimiser, the gradient all-reduce and the
+ * checkpoint code treat every model alike.  The model describes that flat
+ * array with named segments (which ones get weight decay) and with gradient
+ * buckets: contiguous ranges that backward finishes one after another and
+ * announces through a callback, so the all-reduce of bucket i overlaps the
+ * rest of backward.
+ *
+ * Adding a model: write trainer/model_<name>.c with a create function filling
+ * struct model (CPU) and, for the GPU, the same in a .cu file; add a row to
+ * the table in model.c.  The loop itself does not change.
+ *
+ * On the CUDA device every pointer handed to ops (params, grads, x, y) is a
+ * device pointer; on the CPU host memory.
+ */
+#ifndef DT_TRAINER_MODEL_H
+#define DT_TRAINER_MODEL_H
+
+#include <stddef.h>
+#include "strbuf.h"
+#include "trainer/kernels.h"
+#include "trainer/rng.h"
+
+#define MODEL_MAX_LAYERS 32
+
+struct param_seg {
+	char name[32];          /* "fc0.weight" */
+	size_t off, len;        /* in floats, into the flat parameter array */
+	int decay;              /* weight decay applies (weights yes, biases no) */
+	int fan_in;             /* for initialisation */
+};
+
+struct grad_bucket {
+	size_t off, len;
+};
+
+/* What to build; filled from the trainer options. */
+struct model_spec {
+	const char *name;               /* "mlp" */
+	int hidden[MODEL_MAX_LAYERS];
+	int nr_hidden;
+	enum act_kind act;
+	int input_dim, classes;
+	int max_batch;                  /* largest local micro-batch */
+};
+
+/* Called by backward when bucket `b` holds its final gradient. */
+typedef void model_bucket_fn(int b, void *data);
+
+struct model;
+
+struct model_ops {
+	/* Initialise the flat parameter array (host memory, always: the loop
+	 * copies to the device) deterministically from r. */
+	void (*init_params)(const struct model *m, float *params, struct rng *r);
+	/*
+	 * Forward, softmax cross-entropy and backward on n rows.  Gradients are
+	 * scaled by grad_scale (1/global batch, times the loss scale) and written
+	 * as grads = grad_beta * grads + new (grad_beta 0 or 1, for accumulation).
+	 * Returns the summed (unscaled) loss; *correct counts argmax hits.
+	 */
+	double (*train_step)(struct model *m, const float *params, float *grads, float grad_beta,
+			     const float *x, const int *y, int n, float grad_scale, int *correct,
+			     model_bucket_fn *ready, void *data);
+	/* Forward + loss only. */
+	double (*evaluate)(struct model *m, const float *params, const float *x, const int *y,
+			   int n, int *correct);
+	/* Logits of the last forward ([n, classes], host or device memory). */
+	const float *(*logits)(const struct model *m);
+	void (*release)(struct model *m);
+};
+
+struct model {
+	const struct model_ops *ops;
+	struct model_spec spec;
+	size_t nr_params;
+	struct param_seg segs[2 * MODEL_MAX_LAYERS];
+	int nr_segs;
+	struct grad_bucket buckets[MODEL_MAX_LAYERS];
+	int nr_buckets;
+	int on_gpu;
+	void *priv;
+	/* set by the mixed-precision GPU path: storage type of GEMM inputs */
+	int precision;
+};
+
+/* Build a model; returns 0, or -1 with a message in err. */
+int model_create(struct model *m, const struct model_spec *spec, int on_gpu, int precision,
+		 struct strbuf *err);
+void model_release(struct model *m);
+/* Known model names, for --help and errors: "mlp". */
+const char *model_names(void);
+
+/* Per-model constructors (model_<name>.c / .cu). */
+int mlp_create_cpu(struct model *m, struct strbuf *err);
+int mlp_create_cuda(struct model *m, struct strbuf *err);
+
+/* Shared by every implementation of "mlp": the flat layout and the init. */
+void mlp_layout(struct model *m);
+void model_init_params_default(const struct model *m, float *params, struct rng *r);
+
+#endif

@@ -120,6 +120,14 @@ $(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)
 # Area rules: trainer (dttrain, CUDA), unit tests, fuzzing, benchmarks, ...
 include $(sort $(wildcard mk/*.mk))
 
+# Benchmarks: each mk/bench-*.mk appends its target to BENCH_TARGETS and its
+# package installs to BENCH_DEPS (bench-only tools: pdsh, clustershell, torch, optuna).
+.PHONY: bench bench-deps
+bench-deps:
+	@DT_EXTRA_DEPS="$(sort $(BENCH_DEPS))" scripts/deps.sh
+bench: all bench-deps $(BENCH_TARGETS)
+	@echo "bench: figures and commands are in docs/BENCHMARKS.md"
+
 # --- the README's commands -----------------------------------------------------
 deps:
 	@scripts/deps.sh

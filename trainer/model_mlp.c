@@ -14,6 +14,7 @@
  */
 #include "trainer/model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct mlp_cpu {

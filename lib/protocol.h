@@ -1,0 +1,136 @@
+/*
+ * protocol.h - every endpoint spoken between dtctl, dtsched and dtagent.
+ *
+ * HTTP/1.1 + JSON, all paths under /v1 (plus the unsigned, read-only
+ * Prometheus /metrics).  Every response body is a JSON object carrying
+ * "protocol": DT_PROTOCOL_VERSION; errors are {"protocol": N, "error": "..."}
+ * with a 4xx/5xx status.  Bump DT_PROTOCOL_VERSION on any incompatible
+ * change of a path, method or field below.
+ *
+ * Signing (lib/auth.h): every /v1 request carries
+ *     X-DT-Timestamp: unix seconds (decimal)
+ *     X-DT-Nonce:     16..64 chars [A-Za-z0-9_-], unique per request
+ *     X-DT-Signature: hex HMAC-SHA256(key, METHOD "\n" PATH "\n" TIMESTAMP
+ *                     "\n" NONCE "\n" hex(sha256(body)))
+ * where key = the bytes of the hex cluster secret (~/.dtctl/secret) decoded,
+ * and PATH is the request path without any query string (the protocol uses
+ * no query strings).  Stale (> DT_AUTH_MAX_SKEW_S), replayed, unsigned or
+ * badly signed requests get 401 and change nothing.
+ *
+ * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
+ * path 404; a known path with another method 405.
+ *
+ * Times in bodies are dt_timestamp() strings ("2026-11-22T10:00:00.123456Z")
+ * and durations are milliseconds ("*_ms").
+ */
+#ifndef DT_PROTOCOL_H
+#define DT_PROTOCOL_H
+
+#define DT_PROTOCOL_VERSION 1
+
+#define DT_AGENT_PORT_DEFAULT 7070
+#define DT_HEAD_PORT_DEFAULT 7071
+
+#define DT_HDR_TIMESTAMP "X-DT-Timestamp"
+#define DT_HDR_NONCE "X-DT-Nonce"
+#define DT_HDR_SIGNATURE "X-DT-Signature"
+#define DT_AUTH_MAX_SKEW_S 60
+
+#define DT_MAX_BODY (1024 * 1024)
+
+/* Common to both daemons ---------------------------------------------------
+ *
+ * GET /v1/status
+ *   -> {protocol, program: "dtagent"|"dtsched", version, pid, name,
+ *       started_at, uptime_ms}
+ *
+ * GET /metrics        (NOT signed: read-only counters for Prometheus; it
+ *                      reveals no task command line, env or path)
+ *   -> text/plain; version=0.0.4
+ */
+#define DT_PATH_STATUS "/v1/status"
+#define DT_PATH_METRICS "/metrics"
+
+/* dtagent (every node, port agent.port) -------------------------------------
+ *
+ * POST /v1/tasks                      start a task
+ *   <- {id?          [A-Za-z0-9._-]{1,64}; generated "t-<hex>" if absent,
+ *       argv         ["prog", "arg", ...]  (required, non-empty),
+ *       shell?       false; true runs argv[0] with /bin/sh -c (argv[1..] = $0...),
+ *       env?         {"NAME": "value"} added to the agent's environment,
+ *       cwd?         working directory (default: the agent's home),
+ *       cuda_visible_devices?  "0,1" (sets CUDA_VISIBLE_DEVICES),
+ *       log?         absolute path of the log file (default ~/.dtctl/tasks/<id>.log),
+ *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
+ *       limits?      {nofile, nproc, core, memory_bytes, pids}  (rlimits; memory
+ *                    and pids also as cgroup limits where a cgroup is made),
+ *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
+ *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ *
+ * GET /v1/tasks                       -> {protocol, node, tasks: [TASK...]}
+ * GET /v1/tasks/<id>                  -> {protocol, task: TASK}   404 if unknown
+ * DELETE /v1/tasks/<id>               stop: SIGTERM to the whole tree, SIGKILL
+ *   <- {grace_ms?}  (optional body)    after grace, then verified gone
+ *   -> 202 {protocol, task: TASK}      (state "stopping", or final if already)
+ *
+ * TASK = {id, state, argv, shell, cwd, log, env_keys: [names], job_id, rank,
+ *         cuda_visible_devices, pid, pgid, supervisor_pid, cgroup (path or null),
+ *         exit_code (null until final; 128+N for signal N), signal, error,
+ *         stop_requested, leftovers_killed, created_at, started_at, ended_at}
+ * states: DT_TASK_* below; exited/failed/lost are final.
+ *
+ * GET /v1/inventory
+ *   -> {protocol, node, hostname, cpus, mem_total, mem_available, load1,
+ *       gpu_source: "nvml"|"fake"|"none",
+ *       gpus: [{index, name, uuid, memory_total, memory_used, utilization,
+ *               processes: [{pid, used_memory}]}]}
+ */
+#define DT_PATH_TASKS "/v1/tasks"
+#define DT_PATH_TASK_PREFIX "/v1/tasks/"
+#define DT_PATH_INVENTORY "/v1/inventory"
+
+#define DT_TASK_STARTING "starting"
+#define DT_TASK_RUNNING "running"
+#define DT_TASK_STOPPING "stopping"
+#define DT_TASK_EXITED "exited"     /* ran; see exit_code */
+#define DT_TASK_FAILED "failed"     /* could not start (bad cwd, no program, ...) */
+#define DT_TASK_LOST "lost"         /* its supervisor vanished; tree killed */
+
+#define DT_TASK_MARKER_ENV "DT_TASK_ID"   /* set in every task process */
+#define DT_TASK_GRACE_MS_DEFAULT 10000
+
+/* dtsched (the head, port head.port) -----------------------------------------
+ *
+ * POST /v1/heartbeat                  from each agent, every agent.heartbeat
+ *   <- {node, port, address?, agent_pid, agent_started_at, version,
+ *       inventory: (as GET /v1/inventory without protocol),
+ *       tasks: [TASK...] (every non-final task, and final ones ended in the
+ *               last DT_HEARTBEAT_RECENT_S seconds), seq}
+ *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms}
+ *
+ * GET /v1/nodes                       -> {protocol, nodes: [NODE...]}
+ * GET /v1/nodes/<name>                -> {protocol, node: NODE}  404 if unknown
+ * POST /v1/nodes/<name>/drain         -> {protocol, node: NODE}
+ * POST /v1/nodes/<name>/resume        -> {protocol, node: NODE}
+ * GET /v1/tasks                       -> {protocol, tasks: [HEADTASK...]} as
+ *                                        last reported (or marked lost)
+ *
+ * NODE = {name, state, address, port, gpus_total, gpus_used, gpu_util (mean %),
+ *         gpus: [...], cpus, mem_total, mem_available, tasks_running,
+ *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
+ *         agent_version}
+ * HEADTASK = {node, id, state, exit_code, job_id, rank, lost, updated_at}
+ */
+#define DT_PATH_HEARTBEAT "/v1/heartbeat"
+#define DT_PATH_NODES "/v1/nodes"
+#define DT_PATH_NODE_PREFIX "/v1/nodes/"
+#define DT_PATH_DRAIN_SUFFIX "/drain"
+#define DT_PATH_RESUME_SUFFIX "/resume"
+#define DT_HEARTBEAT_RECENT_S 60
+
+#define DT_NODE_UP "UP"
+#define DT_NODE_SUSPECT "SUSPECT"
+#define DT_NODE_DOWN "DOWN"
+#define DT_NODE_DRAINED "DRAINED"
+
+#endif

@@ -66,7 +66,14 @@ BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
 HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
 
 .PHONY: all detect deps check unit e2e demo lint fuzz bench install clean help
-all: detect bin/dtctl bin/dtagent bin/dtsched bin/dttrain
+# Side-by-side work trees: BUILD=dev-NAME / asan-NAME put everything under build/NAME.
+ifeq ($(BUILD),dev)
+BINDIR := bin
+else
+BINDIR := $(O)/bin
+endif
+PROGRAMS = $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched $(BINDIR)/dttrain
+all: detect $(PROGRAMS)
 
 help:
 	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
@@ -98,12 +105,6 @@ $(O)/%.a:
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-# Helpers working side by side use their own BUILD=dev-NAME / asan-NAME trees.
-ifeq ($(BUILD),dev)
-BINDIR := bin
-else
-BINDIR := $(O)/bin
-endif
 
 PROG_LIBS = $(O)/libcli.a $(O)/libagent.a $(O)/libsched.a $(O)/libdt.a
 

@@ -1,0 +1,222 @@
+"""Shared fixtures of dtctl's end-to-end tests (run with /usr/bin/python3 -m pytest).
+
+Fixtures
+  dtctl_bin     Path of the folder holding the built programs: $DTCTL_BIN, else <repo>/bin.
+  tmp_home      a fresh, empty DTCTL_HOME (set in os.environ for the test); its Path.
+  dtctl         dtctl(*args, **kw) -> CompletedProcess: runs the real <dtctl_bin>/dtctl with
+                text output captured and a timeout.  Uses tmp_home, so no test ever touches
+                the real ~/.dtctl.
+  fake_cluster  factory: fake_cluster(n, mode=None, fresh=False) -> FakeCluster, a cluster of
+                n fake nodes from tests/cluster/fakecluster (see tests/cluster/README.md).
+                Module-scoped: the cluster is torn down at the end of the module (or when the
+                same module asks for another size or mode), even when tests fail.  Only one
+                fake cluster exists at a time on a machine.  Skips, with the reason, when the
+                machine cannot run one (no sshd, no ssh client).
+
+Helpers other test modules can import: REPO, FAKECLUSTER, FakeCluster, Node, askpass_env().
+"""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence, Union
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FAKECLUSTER = REPO / "tests" / "cluster" / "fakecluster"
+SSHD = os.environ.get("FAKECLUSTER_SSHD") or "/usr/sbin/sshd"
+
+Argv = Union[str, Sequence[str]]
+
+
+def _default_stdin(kw: dict) -> None:
+    """subprocess.run keyword arguments: stdin is /dev/null unless input or stdin is given
+    (a test must never hang reading the terminal)."""
+    if "input" not in kw and "stdin" not in kw:
+        kw["stdin"] = subprocess.DEVNULL
+
+
+# --------------------------------------------------------------------------- dtctl
+
+@pytest.fixture(scope="session")
+def dtctl_bin() -> Path:
+    return Path(os.environ.get("DTCTL_BIN") or REPO / "bin").resolve()
+
+
+@pytest.fixture
+def tmp_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "dtctl-home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("DTCTL_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def dtctl(dtctl_bin, tmp_home):
+    """dtctl("run", "job.yaml", timeout=60, input=None, env={...}, cwd=None, check=False)."""
+    exe = dtctl_bin / "dtctl"
+
+    def run(*args, timeout: float = 60, env: Optional[dict] = None, check: bool = False,
+            **kw) -> subprocess.CompletedProcess:
+        if not os.access(exe, os.X_OK):
+            pytest.fail("%s is not built (run make, or set DTCTL_BIN)" % exe)
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        _default_stdin(kw)
+        return subprocess.run([str(exe)] + [str(a) for a in args], capture_output=True,
+                              text=True, timeout=timeout, env=full_env, check=check, **kw)
+    return run
+
+
+# --------------------------------------------------------------------------- fake cluster
+
+@dataclass
+class Node:
+    index: int          # 1-based
+    name: str           # dtnode<index>: hostname (netns mode) and /etc/hosts name
+    addr: str           # 10.88.0.(10+index) (netns) or 127.0.0.(10+index) (loopback)
+    port: int           # 22 (netns) or 22000+index (loopback)
+
+
+def askpass_env(askpass: str, base: Optional[dict] = None) -> dict:
+    """Environment making OpenSSH's client read its password from the askpass program."""
+    env = dict(os.environ if base is None else base)
+    env.update(SSH_ASKPASS=askpass, SSH_ASKPASS_REQUIRE="force")
+    env.setdefault("DISPLAY", ":0")
+    return env
+
+
+@dataclass
+class FakeCluster:
+    mode: str                   # "netns" or "loopback"
+    why: str                    # why that mode ("root", "no root: ...", ...)
+    nodes: List[Node]
+    user: str                   # test user on the nodes (dttest; loopback non-root: you)
+    password: str               # its password ("" in non-root loopback: use key)
+    key: str                    # private key path (non-root loopback only), else ""
+    shared: Path                # the "NFS" dir: same path on the host and on all nodes
+    state: Path                 # fakecluster's state dir
+    host_addr: str              # the host as the nodes see it (10.88.0.1 / 127.0.0.1)
+    ssh_config: Path            # ssh -F file: Host dtnode<I> entries, pinned host keys
+    known_hosts: Path           # the nodes' real host keys
+    askpass: Path               # prints the password (SSH_ASKPASS)
+    hostnames_distinct: bool    # False in loopback mode
+    raw: dict = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: dict = None) -> "FakeCluster":
+        p = subprocess.run([str(FAKECLUSTER), "env", "--json"], capture_output=True,
+                           text=True, timeout=30, env=env)
+        if p.returncode != 0:
+            raise RuntimeError("fakecluster env: %s" % p.stderr.strip())
+        c = json.loads(p.stdout)
+        return cls(mode=c["mode"], why=c["why"],
+                   nodes=[Node(n["index"], n["name"], n["addr"], n["port"])
+                          for n in c["nodes"]],
+                   user=c["user"], password=c["password"], key=c["key"],
+                   shared=Path(c["shared"]), state=Path(c["state"]),
+                   host_addr=c["host_addr"], ssh_config=Path(c["ssh_config"]),
+                   known_hosts=Path(c["known_hosts"]), askpass=Path(c["askpass"]),
+                   hostnames_distinct=c["hostnames_distinct"], raw=c)
+
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    def node(self, i: int) -> Node:
+        return self.nodes[i - 1]
+
+    def exec(self, i: int, argv: Argv, user: bool = False, timeout: float = 60,
+             check: bool = False, **kw) -> subprocess.CompletedProcess:
+        """Run argv (a list, or a str for /bin/sh -c) inside node i's namespaces, as root,
+        or as the test user with user=True.  Text output captured."""
+        if isinstance(argv, str):
+            argv = ["/bin/sh", "-c", argv]
+        cmd = [str(FAKECLUSTER), "exec"] + (["--user"] if user else []) + [str(i)] + list(argv)
+        _default_stdin(kw)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              check=check, env=self._env(), **kw)
+
+    def ssh_argv(self, i: int, argv: Argv = ()) -> List[str]:
+        """OpenSSH client command line to node i as the test user (pinned host keys)."""
+        if not isinstance(argv, str):
+            argv = shlex.join(argv)
+        return ["ssh", "-F", str(self.ssh_config), self.node(i).name] + ([argv] if argv else [])
+
+    def ssh(self, i: int, argv: Argv, timeout: float = 60, check: bool = False,
+            **kw) -> subprocess.CompletedProcess:
+        """Run argv on node i over real ssh as the test user, logging in with the password
+        (or the key in non-root loopback mode).  A str argv is a remote shell command; a
+        list is quoted so that it arrives as that argv."""
+        _default_stdin(kw)
+        return subprocess.run(self.ssh_argv(i, argv), capture_output=True, text=True,
+                              timeout=timeout, check=check,
+                              env=askpass_env(str(self.askpass)), **kw)
+
+    def down(self) -> subprocess.CompletedProcess:
+        return subprocess.run([str(FAKECLUSTER), "down"], capture_output=True, text=True,
+                              timeout=120, env=self._env())
+
+    def _env(self) -> dict:
+        return dict(os.environ, FAKECLUSTER_STATE=str(self.state))
+
+
+def fake_cluster_unavailable() -> Optional[str]:
+    """Why no fake cluster can run here, or None."""
+    if not os.access(SSHD, os.X_OK):
+        return "fake cluster: %s not found (Debian package openssh-server)" % SSHD
+    if not shutil.which("ssh"):
+        return "fake cluster: ssh client not found (Debian package openssh-client)"
+    if not shutil.which("ssh-keygen"):
+        return "fake cluster: ssh-keygen not found (Debian package openssh-client)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def fake_cluster(request):
+    """Factory: fake_cluster(n, mode=None, fresh=False) -> FakeCluster.
+
+    mode None lets fakecluster pick (netns as root, else loopback); "loopback" or "netns"
+    forces one.  The same module asking again for the same n and mode gets the running
+    cluster unless fresh=True.  Torn down at the end of the module, always."""
+    reason = fake_cluster_unavailable()
+    current = {}
+
+    def teardown():
+        if current.get("up"):
+            current.pop("up")
+            p = subprocess.run([str(FAKECLUSTER), "down"], capture_output=True, text=True,
+                               timeout=120)
+            if p.returncode != 0:
+                raise RuntimeError("fakecluster down failed: %s" % p.stderr.strip())
+
+    request.addfinalizer(teardown)
+
+    def make(n: int, mode: Optional[str] = None, fresh: bool = False) -> FakeCluster:
+        if reason:
+            pytest.skip(reason)
+        key = (n, mode)
+        if current.get("up") and current.get("key") == key and not fresh:
+            return current["cluster"]
+        env = dict(os.environ)
+        env.pop("FAKECLUSTER_MODE", None)
+        if mode:
+            env["FAKECLUSTER_MODE"] = mode
+        current["up"] = True            # from here on the finalizer runs down
+        p = subprocess.run([str(FAKECLUSTER), "up", str(n)], capture_output=True, text=True,
+                           timeout=120, env=env)
+        if p.returncode != 0:
+            pytest.fail("fakecluster up %d failed (rc %d):\n%s" % (n, p.returncode, p.stderr))
+        cluster = FakeCluster.from_env()
+        current.update(key=key, cluster=cluster)
+        # visible in -rs / -v output: which mode the e2e tests ran on
+        print("fakecluster: %d nodes, mode %s (%s)" % (n, cluster.mode, cluster.why))
+        return cluster
+
+    return make

@@ -17,16 +17,20 @@ static char *log_path;
 static size_t log_max;
 static int log_min = -1;
 
-void dt_timestamp(char *buf, size_t len)
+void dt_timestamp_format(char *buf, size_t len, long long us)
 {
-	struct timespec ts;
+	time_t sec = (time_t)(us / 1000000);
 	struct tm tm;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		 ts.tv_nsec / 1000);
+	gmtime_r(&sec, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", (tm.tm_year + 1900) % 10000,
+		 (tm.tm_mon + 1) % 100, tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100,
+		 tm.tm_sec % 100, (int)(us % 1000000));
+}
+
+void dt_timestamp(char *buf, size_t len)
+{
+	dt_timestamp_format(buf, len, dt_now_us());
 }
 
 long long dt_timestamp_parse(const char *s)

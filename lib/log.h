@@ -18,6 +18,8 @@ enum dtlog_level { DTLOG_DEBUG, DTLOG_INFO, DTLOG_WARN, DTLOG_ERROR };
 
 /* Format the current UTC time into buf (at least DT_TIMESTAMP_LEN bytes). */
 void dt_timestamp(char *buf, size_t len);
+/* Format a time given in microseconds since the epoch the same way. */
+void dt_timestamp_format(char *buf, size_t len, long long us);
 /* Parse a dt_timestamp string into microseconds since the epoch; -1 if bad. */
 long long dt_timestamp_parse(const char *s);
 /* Wall clock in microseconds since the epoch, and a monotonic clock in ms. */

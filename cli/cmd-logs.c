@@ -1,0 +1,488 @@
+/*
+ * cmd-logs.c - `dtctl logs JOB`: every rank's log, merged in time order.
+ *
+ * Reads <job>/logs/<rank>.log from the shared dir (lib/logmerge.h) and prints
+ * "[node rank] text", coloured per rank on a TTY.  With -f it polls (inotify
+ * cannot see writes from other NFS clients) until <job>/state holds a final
+ * state, picking up rank files that appear late.  --dedup folds a line that
+ * several ranks print alike within a couple of seconds into one "[ranks 0-7]".
+ * The rank -> node map comes from <job>/placement.json when it exists.
+ */
+#include "builtin.h"
+#include "hostrange.h"
+#include "jobdir.h"
+#include "json.h"
+#include "log.h"
+#include "logmerge.h"
+#include "parse-options.h"
+#include "units.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEDUP_WINDOW_US 2000000LL
+#define MAX_PENDING 256
+
+struct group {
+	char *text;
+	char stream;
+	long long ts;
+	int *ranks;
+	size_t nr, alloc;
+	const char *node;
+	int same_node;
+};
+
+struct logs_opts {
+	const char *ranks_spec, *node_spec, *grep, *since;
+	int tail, follow, dedup, no_prefix, json, interval_ms;
+	int color;
+	regex_t re;
+	int have_re;
+	int *ranks;         /* allowed ranks (sorted), NULL = all */
+	size_t nr_ranks;
+	struct strvec nodes;
+	long long since_us;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	interrupted = 1;
+}
+
+static int parse_int_list(const char *spec, int **out, size_t *nr)
+{
+	size_t alloc = 0;
+	const char *p = spec;
+
+	*out = NULL;
+	*nr = 0;
+	while (*p) {
+		char *end;
+		long a = strtol(p, &end, 10), b;
+
+		if (end == p || a < 0)
+			return error("bad rank list '%s' at '%s'", spec, p);
+		b = a;
+		if (*end == '-') {
+			p = end + 1;
+			b = strtol(p, &end, 10);
+			if (end == p || b < a)
+				return error("bad rank range in '%s'", spec);
+		}
+		if (b - a > 1000000)
+			return error("rank range too large in '%s'", spec);
+		for (long r = a; r <= b; r++) {
+			ALLOC_GROW(*out, *nr + 1, alloc);
+			(*out)[(*nr)++] = (int)r;
+		}
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return error("bad rank list '%s' at '%s'", spec, end);
+		p = end;
+	}
+	return 0;
+}
+
+static int rank_wanted(const struct logs_opts *o, int rank)
+{
+	if (!o->ranks)
+		return 1;
+	for (size_t i = 0; i < o->nr_ranks; i++)
+		if (o->ranks[i] == rank)
+			return 1;
+	return 0;
+}
+
+static int node_wanted(const struct logs_opts *o, const char *node)
+{
+	return !o->nodes.nr || strvec_find(&o->nodes, node) >= 0;
+}
+
+static void load_placement(const char *jobdir, struct strvec *nodes_by_rank)
+{
+	struct strbuf path = STRBUF_INIT, buf = STRBUF_INIT;
+	json_t *j, *ranks, *r;
+	size_t i;
+
+	strbuf_addf(&path, "%s/placement.json", jobdir);
+	if (strbuf_read_file(&buf, path.buf, 16 << 20) < 0)
+		goto out;
+	j = json_parse(buf.buf, buf.len, NULL);
+	ranks = json_object_get(j, "ranks");
+	json_array_foreach(ranks, i, r) {
+		long long rank = json_get_int(r, "rank", -1);
+		const char *node = json_get_str(r, "node", "?");
+
+		if (rank < 0 || rank > 1000000)
+			continue;
+		while (nodes_by_rank->nr <= (size_t)rank)
+			strvec_push(nodes_by_rank, "?");
+		free((char *)nodes_by_rank->v[rank]);
+		nodes_by_rank->v[rank] = xstrdup(node);
+	}
+	json_decref(j);
+out:
+	strbuf_release(&path);
+	strbuf_release(&buf);
+}
+
+/* Add rank files not yet in the set. */
+static void scan_ranks(struct logset *ls, const char *jobdir, const struct logs_opts *o,
+		       struct strvec *nodes_by_rank)
+{
+	struct strbuf dirpath = STRBUF_INIT, path = STRBUF_INIT;
+	DIR *d;
+	struct dirent *de;
+
+	strbuf_addf(&dirpath, "%s/logs", jobdir);
+	d = opendir(dirpath.buf);
+	if (!d)
+		goto out;
+	while ((de = readdir(d))) {
+		char *end;
+		long rank = strtol(de->d_name, &end, 10);
+		const char *node;
+		int known = 0;
+
+		if (end == de->d_name || strcmp(end, ".log") || rank < 0 || rank > 1000000)
+			continue;
+		for (size_t i = 0; i < ls->nr_src; i++)
+			if (ls->src[i].rank == rank)
+				known = 1;
+		if (known || !rank_wanted(o, (int)rank))
+			continue;
+		if ((size_t)rank >= nodes_by_rank->nr)
+			load_placement(jobdir, nodes_by_rank);
+		node = (size_t)rank < nodes_by_rank->nr ? nodes_by_rank->v[rank] : "?";
+		if (!node_wanted(o, node))
+			continue;
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%s", dirpath.buf, de->d_name);
+		logset_add(ls, path.buf, (int)rank, node);
+	}
+	closedir(d);
+out:
+	strbuf_release(&dirpath);
+	strbuf_release(&path);
+}
+
+static const char *rank_color(const struct logs_opts *o, int rank)
+{
+	static const char *colors[] = { "\033[36m", "\033[33m", "\033[35m", "\033[32m",
+					"\033[34m", "\033[91m" };
+
+	return o->color ? colors[rank % 6] : "";
+}
+
+static void print_line(const struct logs_opts *o, const char *prefix, int color_rank,
+		       char stream, long long ts, const char *text)
+{
+	if (o->json) {
+		json_t *j = json_pack("{s:s, s:s, s:s}", "source", prefix, "stream",
+				      stream == 'E' ? "stderr" : "stdout", "text", text);
+		struct strbuf sb = STRBUF_INIT;
+		char tsbuf[DT_TIMESTAMP_LEN];
+
+		dt_timestamp_format(tsbuf, sizeof(tsbuf), ts);
+		json_object_set_new(j, "time", json_string(tsbuf));
+		json_append(&sb, j);
+		puts(sb.buf);
+		strbuf_release(&sb);
+		json_decref(j);
+		return;
+	}
+	if (o->no_prefix) {
+		puts(text);
+		return;
+	}
+	printf("%s[%s]%s %s%s\n", rank_color(o, color_rank), prefix, o->color ? "\033[0m" : "",
+	       stream == 'E' && o->color ? "\033[31m" : "", text);
+	if (stream == 'E' && o->color)
+		fputs("\033[0m", stdout);
+}
+
+static int line_passes(const struct logs_opts *o, const struct logline *l)
+{
+	if (o->since_us && l->ts < o->since_us)
+		return 0;
+	if (o->have_re && regexec(&o->re, l->text, 0, NULL, 0) != 0)
+		return 0;
+	return 1;
+}
+
+static void print_single(const struct logs_opts *o, const char *node, int rank, char stream,
+			 long long ts, const char *text)
+{
+	struct strbuf p = STRBUF_INIT;
+
+	strbuf_addf(&p, "%s %d", node, rank);
+	print_line(o, p.buf, rank, stream, ts, text);
+	strbuf_release(&p);
+}
+
+static void flush_group(const struct logs_opts *o, struct group *g)
+{
+	if (g->nr == 1) {
+		print_single(o, g->node, g->ranks[0], g->stream, g->ts, g->text);
+	} else {
+		struct strbuf p = STRBUF_INIT;
+
+		strbuf_addstr(&p, "ranks ");
+		int_ranges_format(&p, g->ranks, g->nr);
+		if (g->same_node)
+			strbuf_addf(&p, " %s", g->node);
+		print_line(o, p.buf, g->ranks[0], g->stream, g->ts, g->text);
+		strbuf_release(&p);
+	}
+	free(g->text);
+	free(g->ranks);
+}
+
+struct dedup {
+	struct group g[MAX_PENDING];
+	size_t nr;
+};
+
+static void dedup_flush_before(const struct logs_opts *o, struct dedup *d, long long before)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < d->nr; i++) {
+		if (d->g[i].ts < before)
+			flush_group(o, &d->g[i]);
+		else
+			d->g[keep++] = d->g[i];
+	}
+	d->nr = keep;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void dedup_add(const struct logs_opts *o, struct dedup *d, const struct logline *l)
+{
+	struct group *g;
+
+	for (size_t i = 0; i < d->nr; i++) {
+		int seen = 0;
+
+		g = &d->g[i];
+		if (g->stream != l->stream || l->ts - g->ts > DEDUP_WINDOW_US ||
+		    strcmp(g->text, l->text))
+			continue;
+		for (size_t k = 0; k < g->nr; k++)
+			if (g->ranks[k] == l->rank)
+				seen = 1;
+		if (seen)
+			continue;
+		ALLOC_GROW(g->ranks, g->nr + 1, g->alloc);
+		g->ranks[g->nr++] = l->rank;
+		qsort(g->ranks, g->nr, sizeof(int), cmp_int);
+		if (strcmp(g->node, l->node))
+			g->same_node = 0;
+		return;
+	}
+	/* groups are kept in first-timestamp order, so flushing keeps time order */
+	dedup_flush_before(o, d, l->ts - DEDUP_WINDOW_US);
+	if (d->nr == MAX_PENDING) {
+		flush_group(o, &d->g[0]);
+		memmove(&d->g[0], &d->g[1], (--d->nr) * sizeof(d->g[0]));
+	}
+	g = &d->g[d->nr++];
+	memset(g, 0, sizeof(*g));
+	g->text = xstrdup(l->text);
+	g->stream = l->stream;
+	g->ts = l->ts;
+	g->node = l->node;
+	g->same_node = 1;
+	ALLOC_GROW(g->ranks, 1, g->alloc);
+	g->ranks[g->nr++] = l->rank;
+}
+
+static void show_batch(const struct logs_opts *o, struct logset *ls, struct dedup *d,
+		       size_t from)
+{
+	for (size_t i = from; i < ls->nr_lines; i++) {
+		const struct logline *l = &ls->lines[i];
+
+		if (!line_passes(o, l))
+			continue;
+		if (o->dedup)
+			dedup_add(o, d, l);
+		else
+			print_single(o, l->node, l->rank, l->stream, l->ts, l->text);
+	}
+}
+
+static int run_logs(struct logs_opts *o, const char *jobdir)
+{
+	struct logset ls;
+	struct strvec nodes_by_rank = STRVEC_INIT;
+	struct strbuf state = STRBUF_INIT;
+	struct dedup *d = xcalloc(1, sizeof(*d));
+	int ret = 0, first = 1;
+
+	logset_init(&ls);
+	load_placement(jobdir, &nodes_by_rank);
+	for (;;) {
+		int done = 0;
+		ssize_t n;
+
+		if (o->follow && jobdir_read_state(jobdir, &state) == 0 &&
+		    job_state_is_final(state.buf))
+			done = 1;
+		scan_ranks(&ls, jobdir, o, &nodes_by_rank);
+		n = logset_poll(&ls, done || !o->follow);
+		if (n < 0)
+			ret = 1;
+		if (n > 0) {
+			size_t from = 0;
+
+			if (first && o->tail >= 0) {
+				size_t kept = 0;
+
+				/* --tail counts lines that pass the filters */
+				for (size_t i = ls.nr_lines; i > 0 && kept < (size_t)o->tail; i--)
+					if (line_passes(o, &ls.lines[i - 1]))
+						kept++, from = i - 1;
+				if (!kept)
+					from = ls.nr_lines;
+			}
+			show_batch(o, &ls, d, from);
+		}
+		first = 0;
+		if (!o->follow || done || interrupted)
+			break;
+		if (o->dedup)
+			dedup_flush_before(o, d, dt_now_us() - DEDUP_WINDOW_US);
+		fflush(stdout);
+		usleep((useconds_t)o->interval_ms * 1000);
+	}
+	dedup_flush_before(o, d, 1LL << 62);
+	if (o->follow && !interrupted && state.len && strcmp(state.buf, "COMPLETED"))
+		fprintf(stderr, "dtctl: job ended %s\n", state.buf);
+	if (o->follow && state.len && strcmp(state.buf, "COMPLETED") &&
+	    job_state_is_final(state.buf))
+		ret = 1;
+	free(d);
+	strbuf_release(&state);
+	strvec_clear(&nodes_by_rank);
+	logset_release(&ls);
+	return interrupted ? DT_EXIT_INTR : ret;
+}
+
+int cmd_logs(int argc, const char **argv)
+{
+	static const char *const usage[] = {
+		"dtctl logs [options] <job>",
+		"",
+		"Print every rank's log of a job, merged in time order, as [node rank] lines.",
+		NULL,
+	};
+	const char *cluster = NULL, *shared = NULL;
+	struct logs_opts o;
+	struct strbuf jobdir = STRBUF_INIT;
+	int ret;
+	struct option opts[] = {
+		OPT_BOOL('f', "follow", &o.follow, "keep following until the job ends"),
+		OPT_STRING('r', "rank", &o.ranks_spec, "list", "only these ranks (0,2-5)"),
+		OPT_STRING(0, "node", &o.node_spec, "spec", "only ranks on these nodes (host range)"),
+		OPT_STRING('g', "grep", &o.grep, "regex", "only lines matching (POSIX extended)"),
+		OPT_STRING(0, "since", &o.since, "when", "only lines newer than 10m, or a timestamp"),
+		OPT_INT('n', "tail", &o.tail, "only the last n lines (then follow)"),
+		OPT_BOOL(0, "dedup", &o.dedup, "fold lines printed alike by several ranks"),
+		OPT_BOOL(0, "no-prefix", &o.no_prefix, "print the text only"),
+		OPT_BOOL(0, "json", &o.json, "one JSON object per line"),
+		OPT_INT(0, "interval", &o.interval_ms, "poll interval in ms when following (max 500)"),
+		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default ~/.dtctl/cluster.yaml)"),
+		OPT_STRING(0, "shared-dir", &shared, "dir", "the shared dir, instead of the cluster's"),
+		OPT_END(),
+	};
+
+	memset(&o, 0, sizeof(o));
+	o.tail = -1;
+	o.interval_ms = 200;
+	strvec_init(&o.nodes);
+	argc = parse_options(argc - 1, ++argv, opts, usage, 0);
+	if (argc != 1) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	if (o.interval_ms < 10 || o.interval_ms > 500)
+		return error("--interval must be between 10 and 500 ms"), DT_EXIT_USAGE;
+	if (o.ranks_spec && parse_int_list(o.ranks_spec, &o.ranks, &o.nr_ranks) < 0)
+		return DT_EXIT_USAGE;
+	if (o.node_spec) {
+		struct strbuf err = STRBUF_INIT;
+
+		if (hostrange_expand(o.node_spec, &o.nodes, &err) < 0) {
+			error("--node: %s", err.buf);
+			strbuf_release(&err);
+			free(o.ranks);
+			return DT_EXIT_USAGE;
+		}
+		strbuf_release(&err);
+	}
+	if (o.grep) {
+		int rc = regcomp(&o.re, o.grep, REG_EXTENDED | REG_NOSUB);
+
+		if (rc) {
+			char msg[256];
+
+			regerror(rc, &o.re, msg, sizeof(msg));
+			free(o.ranks);
+			strvec_clear(&o.nodes);
+			return error("--grep '%s': %s", o.grep, msg), DT_EXIT_USAGE;
+		}
+		o.have_re = 1;
+	}
+	if (o.since) {
+		long long ms;
+
+		o.since_us = dt_timestamp_parse(o.since);
+		if (o.since_us < 0) {
+			if (parse_duration_ms(o.since, &ms) < 0) {
+				error("--since '%s': expected a duration like 10m or a "
+				      "timestamp like 2026-11-22T10:00:00Z", o.since);
+				ret = DT_EXIT_USAGE;
+				goto out;
+			}
+			o.since_us = dt_now_us() - ms * 1000;
+		}
+	}
+	o.color = !o.json && !o.no_prefix && dt_want_color(1);
+	ret = jobdir_resolve(&jobdir, argv[0], cluster, shared);
+	if (ret)
+		goto out;
+	if (o.follow) {
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_sigint;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
+	ret = run_logs(&o, jobdir.buf);
+out:
+	if (o.have_re)
+		regfree(&o.re);
+	free(o.ranks);
+	strvec_clear(&o.nodes);
+	strbuf_release(&jobdir);
+	return ret;
+}

@@ -1,0 +1,243 @@
+/*
+ * launch.c - from a placed job to argv/env per process (see launch.h).
+ */
+#include "launch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void launch_job_argv(struct strvec *argv, const struct job_config *job, const char *bin_dir)
+{
+	if (!job->has_trainer) {
+		if (job->shell) {
+			strvec_push(argv, "/bin/sh");
+			strvec_push(argv, "-c");
+		}
+		for (size_t i = 0; i < job->command.nr; i++)
+			strvec_push(argv, job->command.v[i]);
+		return;
+	}
+	if (bin_dir)
+		strvec_pushf(argv, "%s/dttrain", bin_dir);
+	else
+		strvec_push(argv, "dttrain");
+	for (size_t i = 0; i < job->trainer.nr; i++) {
+		struct strbuf flag = STRBUF_INIT;
+
+		for (const char *k = job->trainer.items[i].key; *k; k++)
+			strbuf_addch(&flag, *k == '_' ? '-' : *k);
+		strvec_pushf(argv, "--%s=%s", flag.buf, job->trainer.items[i].value);
+		strbuf_release(&flag);
+	}
+}
+
+static void common_env(struct strvec *env, const struct job_config *job,
+		       const struct launch_opts *o, const struct launch_plan *p)
+{
+	for (size_t i = 0; i < job->env.nr; i++)
+		strvec_setenv(env, job->env.items[i].key, job->env.items[i].value);
+	if (o->extra_env)
+		for (size_t i = 0; i < o->extra_env->nr; i++)
+			strvec_setenv(env, o->extra_env->items[i].key, o->extra_env->items[i].value);
+	strvec_setenv(env, "DT_JOB_ID", o->job_id);
+	strvec_setenv(env, "DT_JOB_DIR", o->job_dir);
+	strvec_pushf(env, "DT_METRICS_FILE=%s/metrics.jsonl", o->job_dir);
+	if (o->resume)
+		strvec_setenv(env, "DT_RESUME", o->resume);
+	if (o->net_interface) {
+		strvec_setenv(env, "NCCL_SOCKET_IFNAME", o->net_interface);
+		strvec_setenv(env, "GLOO_SOCKET_IFNAME", o->net_interface);
+	}
+	if (o->bin_dir)
+		strvec_setenv(env, "DT_BIN_DIR", o->bin_dir);
+	(void)p;
+}
+
+static void build_agent_tasks(struct launch_plan *p, const struct job_config *job,
+			      const struct launch_node *nodes, const struct launch_opts *o)
+{
+	struct strbuf buf = STRBUF_INIT;
+
+	p->nr_tasks = (size_t)p->world;
+	p->tasks = xcalloc(p->nr_tasks, sizeof(*p->tasks));
+	for (int k = 0; k < p->nr_nodes; k++) {
+		for (int l = 0; l < p->per_node; l++) {
+			int r = k * p->per_node + l;
+			struct launch_task *t = &p->tasks[r];
+
+			t->node = k;
+			t->rank = r;
+			t->local_rank = l;
+			strvec_init(&t->argv);
+			strvec_init(&t->env);
+			launch_job_argv(&t->argv, job, o->bin_dir);
+			common_env(&t->env, job, o, p);
+			strvec_pushf(&t->env, "RANK=%d", r);
+			strvec_pushf(&t->env, "LOCAL_RANK=%d", l);
+			strvec_pushf(&t->env, "WORLD_SIZE=%d", p->world);
+			strvec_pushf(&t->env, "LOCAL_WORLD_SIZE=%d", p->per_node);
+			strvec_pushf(&t->env, "GROUP_RANK=%d", k);
+			strvec_pushf(&t->env, "NODE_RANK=%d", k);
+			strvec_pushf(&t->env, "ROLE_RANK=%d", r);
+			strvec_pushf(&t->env, "ROLE_WORLD_SIZE=%d", p->world);
+			strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
+			strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
+			strvec_pushf(&t->env, "TORCHELASTIC_RUN_ID=%s", o->job_id);
+			if (nodes[k].slots) {
+				t->cuda_visible_devices = xstrdup(nodes[k].slots);
+				strvec_pushf(&t->env, "CUDA_VISIBLE_DEVICES=%s", nodes[k].slots);
+			}
+			strbuf_reset(&buf);
+			strbuf_addf(&buf, "%s/logs/%d.log", o->job_dir, r);
+			t->log = xstrdup(buf.buf);
+		}
+	}
+	strbuf_release(&buf);
+}
+
+static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
+			   const struct launch_node *nodes, const struct launch_opts *o)
+{
+	struct launch_task *t;
+	struct strbuf buf = STRBUF_INIT;
+
+	p->nr_tasks = 1;
+	p->tasks = xcalloc(1, sizeof(*p->tasks));
+	t = &p->tasks[0];
+	t->node = 0;
+	t->rank = -1;
+	strvec_init(&t->argv);
+	strvec_init(&t->env);
+	common_env(&t->env, job, o, p);
+	strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
+	strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
+
+	strvec_push(&t->argv, "mpirun");
+	strvec_push(&t->argv, "--hostfile");
+	strvec_pushf(&t->argv, "%s/hostfile", o->job_dir);
+	strvec_push(&t->argv, "-np");
+	strvec_pushf(&t->argv, "%d", p->world);
+	strvec_push(&t->argv, "--map-by");
+	strvec_push(&t->argv, "slot");
+	strvec_push(&t->argv, "--bind-to");
+	strvec_push(&t->argv, "none");
+	strvec_push(&t->argv, "--tag-output");   /* only stray mpirun output; ranks log themselves */
+	if (o->ssh_config) {
+		strvec_pushv(&t->argv, (const char *[]){ "--mca", "plm_rsh_args", NULL });
+		strvec_pushf(&t->argv, "-F %s", o->ssh_config);
+	}
+	if (o->net_interface) {
+		strvec_pushv(&t->argv, (const char *[]){ "--mca", "btl_tcp_if_include",
+							 o->net_interface, "--mca",
+							 "oob_tcp_if_include", o->net_interface, NULL });
+	}
+	/* forward the job's environment to every rank by name (-x NAME) */
+	for (size_t i = 0; i < t->env.nr; i++) {
+		const char *eq = strchr(t->env.v[i], '=');
+
+		strvec_push(&t->argv, "-x");
+		strvec_pushf(&t->argv, "%.*s", (int)(eq - t->env.v[i]), t->env.v[i]);
+	}
+	/* every rank through the agent's rank logger: logs/<rank>.log, timestamped */
+	if (o->bin_dir)
+		strvec_pushf(&t->argv, "%s/dtagent", o->bin_dir);
+	else
+		strvec_push(&t->argv, "dtagent");
+	strvec_push(&t->argv, "rank-log");
+	strvec_pushf(&t->argv, "%s/logs", o->job_dir);
+	strvec_push(&t->argv, "--");
+	launch_job_argv(&t->argv, job, o->bin_dir);
+	if (nodes[0].slots)
+		t->cuda_visible_devices = xstrdup(nodes[0].slots);
+	strbuf_addf(&buf, "%s/logs/mpirun.log", o->job_dir);
+	t->log = strbuf_detach(&buf, NULL);
+}
+
+int launch_plan_build(struct launch_plan *p, const struct job_config *job,
+		      const struct launch_node *nodes, int nr_nodes,
+		      const struct launch_opts *o, struct strbuf *err)
+{
+	struct strbuf hf = STRBUF_INIT;
+
+	memset(p, 0, sizeof(*p));
+	if (nr_nodes < 1) {
+		strbuf_addstr(err, "no nodes to launch on");
+		return -1;
+	}
+	if (!job->has_trainer && !job->command.nr) {
+		strbuf_addstr(err, "job has neither 'trainer:' nor 'command:'");
+		return -1;
+	}
+	p->job_id = xstrdup(o->job_id);
+	p->job_dir = xstrdup(o->job_dir);
+	p->nr_nodes = nr_nodes;
+	p->gpu = job->gpus_per_node > 0;
+	p->per_node = p->gpu ? job->gpus_per_node : (job->procs_per_node > 0 ? job->procs_per_node : 1);
+	p->world = p->per_node * nr_nodes;
+	p->launcher = job->launcher;
+	p->master_addr = xstrdup(nodes[0].address ? nodes[0].address : nodes[0].name);
+	p->master_port = o->master_port;
+	for (int k = 0; k < nr_nodes; k++)
+		strbuf_addf(&hf, "%s slots=%d\n", nodes[k].name, p->per_node);
+	p->hostfile = strbuf_detach(&hf, NULL);
+	if (job->launcher == LAUNCHER_MPI)
+		build_mpi_task(p, job, nodes, o);
+	else
+		build_agent_tasks(p, job, nodes, o);
+	return 0;
+}
+
+void launch_plan_release(struct launch_plan *p)
+{
+	for (size_t i = 0; i < p->nr_tasks; i++) {
+		strvec_clear(&p->tasks[i].argv);
+		strvec_clear(&p->tasks[i].env);
+		free(p->tasks[i].cuda_visible_devices);
+		free(p->tasks[i].log);
+	}
+	free(p->tasks);
+	free(p->job_id);
+	free(p->job_dir);
+	free(p->master_addr);
+	free(p->hostfile);
+	memset(p, 0, sizeof(*p));
+}
+
+static json_t *strvec_json(const struct strvec *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < v->nr; i++)
+		json_array_append_new(a, json_string(v->v[i]));
+	return a;
+}
+
+json_t *launch_plan_to_json(const struct launch_plan *p)
+{
+	json_t *tasks = json_array();
+
+	for (size_t i = 0; i < p->nr_tasks; i++) {
+		const struct launch_task *t = &p->tasks[i];
+		json_t *env = json_object();
+
+		for (size_t e = 0; e < t->env.nr; e++) {
+			const char *eq = strchr(t->env.v[e], '=');
+			char *name = xstrndup(t->env.v[e], (size_t)(eq - t->env.v[e]));
+
+			json_object_set_new(env, name, json_string(eq + 1));
+			free(name);
+		}
+		json_array_append_new(tasks, json_pack("{s:i, s:i, s:i, s:o, s:o, s:s?, s:s}",
+						       "node", t->node, "rank", t->rank,
+						       "local_rank", t->local_rank,
+						       "argv", strvec_json(&t->argv), "env", env,
+						       "cuda_visible_devices", t->cuda_visible_devices,
+						       "log", t->log));
+	}
+	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:s, s:o}",
+			 "job_id", p->job_id, "job_dir", p->job_dir,
+			 "launcher", p->launcher == LAUNCHER_MPI ? "mpi" : "agent",
+			 "nodes", p->nr_nodes, "per_node", p->per_node, "world_size", p->world,
+			 "master_addr", p->master_addr, "master_port", p->master_port,
+			 "hostfile", p->hostfile, "tasks", tasks);
+}

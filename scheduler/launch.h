@@ -1,0 +1,75 @@
+/*
+ * launch.h - the exact processes a placed job becomes: one pure function from
+ * (job spec, placement, node addresses) to every rank's argv and environment,
+ * or to the mpirun command line and hostfile.  dtsched uses it to launch and
+ * `dtctl run --dry-run` prints it, so what is shown is what runs.
+ *
+ * Agent launcher: every rank is a task on its node's agent with the
+ * torchrun-compatible environment of DESIGN.md (RANK, LOCAL_RANK, WORLD_SIZE,
+ * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
+ * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
+ * MPI launcher: one task, on the first node, runs mpirun over a generated
+ * hostfile; each rank goes through `dtagent rank-log` so its output lands in
+ * logs/<rank>.log like the agent launcher's.
+ *
+ * Ownership: launch_plan_release() frees everything inside.
+ */
+#ifndef DT_LAUNCH_H
+#define DT_LAUNCH_H
+
+#include <jansson.h>
+#include "config.h"
+#include "strbuf.h"
+#include "strvec.h"
+
+struct launch_node {
+	const char *name;
+	const char *address;          /* how other nodes reach it (MASTER_ADDR) */
+	const char *slots;            /* "0,1" GPU indices, or NULL for CPU slots */
+};
+
+struct launch_task {
+	int node;                     /* index into the plan's nodes */
+	int rank;                     /* -1 for the mpirun task */
+	int local_rank;
+	struct strvec argv;
+	struct strvec env;            /* NAME=value */
+	char *cuda_visible_devices;   /* NULL when not a GPU job */
+	char *log;                    /* the log file it writes */
+};
+
+struct launch_plan {
+	char *job_id;
+	char *job_dir;
+	int nr_nodes;
+	int per_node;
+	int world;
+	int gpu;                      /* 1 when slots are GPUs */
+	enum launcher launcher;
+	char *master_addr;
+	int master_port;
+	struct launch_task *tasks;    /* ranks (agent) or the single mpirun task */
+	size_t nr_tasks;
+	char *hostfile;               /* Open MPI hostfile text (every launcher, for the record) */
+};
+
+struct launch_opts {
+	const char *job_id;
+	const char *job_dir;          /* <shared_dir>/jobs/<id> */
+	int master_port;
+	const char *resume;           /* checkpoint for DT_RESUME, or NULL */
+	const char *ssh_config;       /* for mpirun's plm_rsh_args, or NULL */
+	const char *net_interface;    /* btl/oob_tcp_if_include, NCCL_SOCKET_IFNAME, or NULL */
+	const char *bin_dir;          /* node-side dir of dtagent/dttrain, or NULL (PATH) */
+	const struct kvlist *extra_env;  /* e.g. DT_TRIAL_ID, DT_PARAM_* from sweeps */
+};
+
+int launch_plan_build(struct launch_plan *p, const struct job_config *job,
+		      const struct launch_node *nodes, int nr_nodes,
+		      const struct launch_opts *o, struct strbuf *err);
+void launch_plan_release(struct launch_plan *p);
+json_t *launch_plan_to_json(const struct launch_plan *p);
+/* The program argv of one rank (dttrain flags from trainer:, or command:). */
+void launch_job_argv(struct strvec *argv, const struct job_config *job, const char *bin_dir);
+
+#endif

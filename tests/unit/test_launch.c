@@ -1,0 +1,148 @@
+/*
+ * test_launch.c - the processes a placed job becomes: torchrun-compatible env
+ * per rank, dttrain flags from trainer:, argv passed verbatim, the mpirun line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "scheduler/launch.h"
+
+static const char *env_of(const struct launch_task *t, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < t->env.nr; i++)
+		if (!strncmp(t->env.v[i], name, n) && t->env.v[i][n] == '=')
+			return t->env.v[i] + n + 1;
+	return NULL;
+}
+
+static void load_job(struct job_config *j, const char *yaml)
+{
+	struct strbuf err = STRBUF_INIT;
+
+	if (job_config_parse(j, yaml, strlen(yaml), "job.yaml", &err) < 0)
+		fail_msg("job.yaml did not parse: %s", err.buf);
+	strbuf_release(&err);
+}
+
+static void test_agent_env(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1" }, { "n2", "10.88.0.12", "2,3" } };
+	struct launch_opts o = { .job_id = "j-000007", .job_dir = "/sh/jobs/j-000007",
+				 .master_port = 29611 };
+	const struct launch_task *t;
+
+	load_job(&job, "nodes: 2\ngpus_per_node: 2\nlauncher: agent\n"
+		 "command: [python, train.py, \"--msg=a b;$(x)\\n'q'\"]\nenv: {A: \"1 2\"}\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	assert_int_equal(p.world, 4);
+	assert_int_equal(p.nr_tasks, 4);
+	t = &p.tasks[3];
+	assert_int_equal(t->node, 1);
+	assert_string_equal(env_of(t, "RANK"), "3");
+	assert_string_equal(env_of(t, "LOCAL_RANK"), "1");
+	assert_string_equal(env_of(t, "WORLD_SIZE"), "4");
+	assert_string_equal(env_of(t, "LOCAL_WORLD_SIZE"), "2");
+	assert_string_equal(env_of(t, "GROUP_RANK"), "1");
+	assert_string_equal(env_of(t, "NODE_RANK"), "1");
+	assert_string_equal(env_of(t, "MASTER_ADDR"), "10.88.0.11");
+	assert_string_equal(env_of(t, "MASTER_PORT"), "29611");
+	assert_string_equal(env_of(t, "CUDA_VISIBLE_DEVICES"), "2,3");
+	assert_string_equal(env_of(t, "DT_JOB_ID"), "j-000007");
+	assert_string_equal(env_of(t, "DT_METRICS_FILE"), "/sh/jobs/j-000007/metrics.jsonl");
+	assert_string_equal(env_of(t, "A"), "1 2");
+	assert_null(env_of(t, "DT_RESUME"));
+	assert_string_equal(t->log, "/sh/jobs/j-000007/logs/3.log");
+	/* argv verbatim, no shell */
+	assert_int_equal(t->argv.nr, 3);
+	assert_string_equal(t->argv.v[2], "--msg=a b;$(x)\n'q'");
+	assert_string_equal(p.hostfile, "n1 slots=2\nn2 slots=2\n");
+	launch_plan_release(&p);
+	job_config_release(&job);
+	strbuf_release(&err);
+}
+
+static void test_trainer_mpi(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[2] = { { "n1", "n1", NULL }, { "n2", "n2", NULL } };
+	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1234,
+				 .resume = "/s/jobs/j-1/ckpt/last.ckpt", .ssh_config = "/h/ssh_config",
+				 .net_interface = "eth0", .bin_dir = "/h/.dtctl/bin" };
+	const struct launch_task *t;
+	int found_rsh = 0, found_if = 0, found_x = 0;
+
+	load_job(&job, "nodes: 2\nprocs_per_node: 2\n"
+		 "trainer: {model: mlp, hidden: [64, 32], lr: 0.1, grad_clip: 1}\n");
+	assert_int_equal(job.launcher, LAUNCHER_MPI);
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	assert_int_equal(p.nr_tasks, 1);
+	t = &p.tasks[0];
+	assert_string_equal(t->argv.v[0], "mpirun");
+	for (size_t i = 0; i + 1 < t->argv.nr; i++) {
+		if (!strcmp(t->argv.v[i], "plm_rsh_args") && !strcmp(t->argv.v[i + 1], "-F /h/ssh_config"))
+			found_rsh = 1;
+		if (!strcmp(t->argv.v[i], "btl_tcp_if_include") && !strcmp(t->argv.v[i + 1], "eth0"))
+			found_if = 1;
+		if (!strcmp(t->argv.v[i], "-x") && !strcmp(t->argv.v[i + 1], "DT_RESUME"))
+			found_x = 1;
+	}
+	assert_true(found_rsh && found_if && found_x);
+	assert_string_equal(env_of(t, "DT_RESUME"), "/s/jobs/j-1/ckpt/last.ckpt");
+	/* ... then the rank logger and dttrain with its flags */
+	assert_string_equal(t->argv.v[t->argv.nr - 5], "/h/.dtctl/bin/dttrain");
+	assert_string_equal(t->argv.v[t->argv.nr - 4], "--model=mlp");
+	assert_string_equal(t->argv.v[t->argv.nr - 3], "--hidden=64,32");
+	assert_string_equal(t->argv.v[t->argv.nr - 2], "--lr=0.1");
+	assert_string_equal(t->argv.v[t->argv.nr - 1], "--grad-clip=1");
+	assert_string_equal(t->argv.v[t->argv.nr - 6], "--");
+	assert_string_equal(t->argv.v[t->argv.nr - 7], "/s/jobs/j-1/logs");
+	assert_string_equal(t->argv.v[t->argv.nr - 8], "rank-log");
+	launch_plan_release(&p);
+	job_config_release(&job);
+	strbuf_release(&err);
+}
+
+static void test_json_dry_run(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL } };
+	struct launch_opts o = { .job_id = "j-2", .job_dir = "/s/jobs/j-2", .master_port = 5 };
+	json_t *j;
+
+	load_job(&job, "procs_per_node: 3\ncommand: [\"true\"]\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 1, &o, &err), 0);
+	j = launch_plan_to_json(&p);
+	assert_int_equal(json_integer_value(json_object_get(j, "world_size")), 3);
+	assert_int_equal(json_array_size(json_object_get(j, "tasks")), 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_array_get(json_object_get(j, "tasks"), 2), "env"), "RANK")), "2");
+	json_decref(j);
+	launch_plan_release(&p);
+	job_config_release(&job);
+	strbuf_release(&err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_agent_env),
+		cmocka_unit_test(test_trainer_mpi),
+		cmocka_unit_test(test_json_dry_run),
+	};
+
+	return cmocka_run_group_tests_name("launch", tests, NULL, NULL);
+}

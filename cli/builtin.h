@@ -13,6 +13,18 @@
 #ifndef DT_BUILTIN_H
 #define DT_BUILTIN_H
 
+int cmd_agents(int argc, const char **argv);
+int cmd_api(int argc, const char **argv);
+int cmd_doctor(int argc, const char **argv);
+int cmd_drain(int argc, const char **argv);
+int cmd_head(int argc, const char **argv);
+int cmd_nodes(int argc, const char **argv);
+int cmd_resume(int argc, const char **argv);
+int cmd_exec(int argc, const char **argv);
+int cmd_hosts(int argc, const char **argv);
+int cmd_init(int argc, const char **argv);
+int cmd_logs(int argc, const char **argv);
+int cmd_push(int argc, const char **argv);
 int cmd_validate(int argc, const char **argv);
 int cmd_version(int argc, const char **argv);
 

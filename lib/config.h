@@ -13,6 +13,10 @@
  *
  * Ownership: every char * and array inside is owned by the struct and freed
  * by the matching *_release().  Durations are milliseconds.
+ *
+ * Syntax (docs/config.md): ${VAR} and ${VAR:-default} are expanded in values
+ * (an unset VAR without default is an error), "$${" is a literal "${";
+ * YAML anchors and aliases are refused; durations need a unit ("90s").
  */
 #ifndef DT_CONFIG_H
 #define DT_CONFIG_H
@@ -127,8 +131,8 @@ struct job_config {
 	long long timeout_ms;       /* 0 = none */
 	long long stall_after_ms;   /* 0 = off */
 	int retries;                /* 0 */
-	char *node_include;         /* host-range spec of allowed nodes, or NULL */
-	char *node_exclude;
+	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
+	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */
 };
 
@@ -187,7 +191,9 @@ int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len,
 		       const char *name, struct strbuf *err);
 void sweep_config_release(struct sweep_config *s);
 json_t *sweep_config_to_json(const struct sweep_config *s);
-/* Number of grid points (product of value counts), or -1 if not a grid space. */
+/* Number of grid points (product of value counts), or -1 if not a grid space.
+ * int_uniform counts max - min + 1 points; the loader allows only value,
+ * values and int_uniform in a grid sweep. */
 long long sweep_grid_size(const struct sweep_config *s);
 
 /* Which kind a file is, from its top-level keys: "cluster", "job", "sweep". */

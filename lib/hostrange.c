@@ -48,6 +48,15 @@ static struct piece *add_piece(struct pattern *p)
 	return &p->pieces[p->nr++];
 }
 
+/* How a character appears in messages: 'x', or byte 0x0a for the unprintable. */
+static void describe_char(struct strbuf *err, unsigned char c)
+{
+	if (c >= 0x20 && c < 0x7f)
+		strbuf_addf(err, "'%c'", c);
+	else
+		strbuf_addf(err, "byte 0x%02x", c);
+}
+
 /* Read a number at spec[*i]; column numbers are 1-based. */
 static int read_number(const char *spec, size_t *i, long *v, int *width, struct strbuf *err)
 {
@@ -60,8 +69,10 @@ static int read_number(const char *spec, size_t *i, long *v, int *width, struct 
 	if (!n) {
 		if (!spec[*i])
 			strbuf_addf(err, "expected a number at column %zu, found the end", *i + 1);
-		else
-			strbuf_addf(err, "expected a number at column %zu, found '%c'", *i + 1, spec[*i]);
+		else {
+			strbuf_addf(err, "expected a number at column %zu, found ", *i + 1);
+			describe_char(err, (unsigned char)spec[*i]);
+		}
 		return -1;
 	}
 	if (n > MAX_DIGITS) {
@@ -128,7 +139,8 @@ static int parse_group(const char *spec, size_t *i, struct piece *g, struct strb
 			strbuf_addf(err, "unclosed '[' at column %zu", open + 1);
 			return -1;
 		}
-		strbuf_addf(err, "expected ',', '-' or ']' at column %zu, found '%c'", *i + 1, spec[*i]);
+		strbuf_addf(err, "expected ',', '-' or ']' at column %zu, found ", *i + 1);
+		describe_char(err, (unsigned char)spec[*i]);
 		return -1;
 	}
 }
@@ -158,7 +170,7 @@ static int parse_pattern(const char *spec, size_t *i, struct pattern *p, long *c
 			return -1;
 		} else if (isspace(c) || iscntrl(c)) {
 			strbuf_addf(err, "unexpected %s at column %zu",
-				    c == ' ' ? "space" : "control character", *i + 1);
+				    c == ' ' ? "space" : c == '\t' ? "tab" : "control character", *i + 1);
 			return -1;
 		} else {
 			size_t s = *i;

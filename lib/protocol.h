@@ -58,7 +58,7 @@
  *       argv         ["prog", "arg", ...]  (required, non-empty),
  *       shell?       false; true runs argv[0] with /bin/sh -c (argv[1..] = $0...),
  *       env?         {"NAME": "value"} added to the agent's environment,
- *       cwd?         working directory (default: the agent's home),
+ *       cwd?         working directory (default: $HOME of the agent),
  *       cuda_visible_devices?  "0,1" (sets CUDA_VISIBLE_DEVICES),
  *       log?         absolute path of the log file (default ~/.dtctl/tasks/<id>.log),
  *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
@@ -105,8 +105,13 @@
  *   <- {node, port, address?, agent_pid, agent_started_at, version,
  *       inventory: (as GET /v1/inventory without protocol),
  *       tasks: [TASK...] (every non-final task, and final ones ended in the
- *               last DT_HEARTBEAT_RECENT_S seconds), seq}
- *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms}
+ *               last DT_HEARTBEAT_RECENT_S seconds), seq,
+ *       full: true when tasks is the agent's whole table (its first heartbeat,
+ *             and the one after a reply with want_full)}
+ *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms,
+ *       want_full: dtsched (re)learns about the node: send the whole table next}
+ *   A full heartbeat reconciles: a live task dtsched knows but the agent does
+ *   not is marked lost.  An extra heartbeat is sent at once on a task change.
  *
  * GET /v1/nodes                       -> {protocol, nodes: [NODE...]}
  * GET /v1/nodes/<name>                -> {protocol, node: NODE}  404 if unknown
@@ -119,7 +124,8 @@
  *         gpus: [...], cpus, mem_total, mem_available, tasks_running,
  *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
  *         agent_version}
- * HEADTASK = {node, id, state, exit_code, job_id, rank, lost, updated_at}
+ * HEADTASK = {node, id, state, exit_code, job_id, rank, lost, reason, updated_at}
+ *   reason: "NODE_FAIL" when its node went DOWN, "unknown to its agent", or null.
  */
 #define DT_PATH_HEARTBEAT "/v1/heartbeat"
 #define DT_PATH_NODES "/v1/nodes"

@@ -1,25 +1,95 @@
 /*
- * dttrain.c - the built-in data-parallel trainer.
+ * dttrain.c - the built-in data-parallel trainer: main().
+ *
+ * Parses flags (and --config FILE.yaml, whose keys are the same flags),
+ * finds out how it was started (mpirun, torchrun-style env, or alone: see
+ * comm.h), runs train_run() and turns its result into an exit code:
+ * 0 done, 1 training failed, 2 usage or configuration error.  In a
+ * multi-rank job a failure that not every rank saw takes the whole job down
+ * (MPI_Abort / ncclCommAbort) so no peer waits in a collective for ever.
  */
 #include "parse-options.h"
+#include "strvec.h"
 #include "usage.h"
+#include "trainer/comm.h"
+#include "trainer/config.h"
+#include "trainer/train.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(int argc, const char **argv)
+/* The value of --config in argv, if any (needed before the real parse). */
+static const char *find_config(int argc, const char **argv)
 {
-	static const char *const usage[] = { "dttrain [options]", NULL };
-	int version = 0;
-	struct option opts[] = {
-		OPT_BOOL('V', "version", &version, "print the version and exit"),
-		OPT_END(),
+	const char *v = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			v = argv[++i];
+		else
+			skip_prefix(argv[i], "--config=", &v);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const usage[] = {
+		"dttrain [options]",
+		"mpirun -np N dttrain [options]",
+		"RANK=.. WORLD_SIZE=.. LOCAL_RANK=.. MASTER_ADDR=.. MASTER_PORT=.. dttrain [options]",
+		NULL,
 	};
+	struct train_config cfg;
+	struct option opts[TRAIN_MAX_OPTIONS + 1];
+	struct strvec args = STRVEC_INIT;
+	struct strbuf err = STRBUF_INIT;
+	struct train_result res;
+	struct comm comm;
+	const char *config;
+	int version = 0, code, nopts = 0;
 
 	dt_set_progname("dttrain");
-	parse_options(argc - 1, argv + 1, opts, usage, 0);
+	train_config_init(&cfg);
+	train_options(&cfg, opts);
+	while (opts[nopts].type != OPTION_END)
+		nopts++;
+	opts[nopts] = (struct option)OPT_BOOL('V', "version", &version, "print the version and exit");
+	opts[nopts + 1] = (struct option)OPT_END();
+
+	/* config-file flags first, so the command line overrides them */
+	strvec_push(&args, argv[0]);
+	config = find_config(argc, (const char **)argv);
+	if (config && train_config_yaml(config, opts, &args, &err))
+		die_code(DT_EXIT_USAGE, "%s", err.buf);
+	for (int i = 1; i < argc; i++)
+		strvec_push(&args, argv[i]);
+	if (parse_options((int)args.nr - 1, args.v + 1, opts, usage, 0) > 0)
+		die_code(DT_EXIT_USAGE, "unexpected argument '%s' (see 'dttrain --help')", args.v[1]);
 	if (version) {
 		printf("dttrain %s\n", DT_VERSION);
 		return 0;
 	}
-	return error("nothing to do yet; see 'dttrain --help'"), DT_EXIT_USAGE;
+	if (train_config_check(&cfg, &err))
+		die_code(DT_EXIT_USAGE, "%s", err.buf);
+
+	if (comm_startup(&comm, &argc, &argv, &err))
+		die_code(DT_EXIT_USAGE, "%s", err.buf);
+	memset(&res, 0, sizeof(res));
+	code = train_run(&cfg, &comm, &res, &err);
+	if (code) {
+		if (comm.world == 1)
+			error("%s", err.buf);
+		else if (comm.rank == 0 || !res.agreed)
+			error("rank %d on %s: %s", comm.rank, comm.host, err.buf);
+		if (comm.world > 1 && !res.agreed)
+			comm_abort(&comm, code);
+	}
+	comm_finish(&comm);
+	strvec_clear(&args);
+	strbuf_release(&err);
+	return code;
 }

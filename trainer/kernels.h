@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum act_kind { ACT_NONE, ACT_RELU, ACT_GELU };
 
 /*
@@ -76,7 +80,12 @@ float fp16_to_float(uint16_t h);
 void cast_to_bf16_cpu(uint16_t *dst, const float *src, size_t n);
 void cast_to_fp16_cpu(uint16_t *dst, const float *src, size_t n);
 
-/* Limit BLAS and OpenMP threads (0 = leave the libraries' defaults). */
+/* Threads per rank for the CPU kernels: OpenBLAS's when built with it (our
+ * loops then run on one thread), else OpenMP's.  0 leaves the defaults. */
 void kernels_set_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,15 +21,25 @@
 /* Below this many elements a loop is not worth waking the thread team. */
 #define PAR_MIN 65536
 
+/*
+ * With OpenBLAS, its threads do the GEMMs and our loops run on the calling
+ * thread alone: an OpenMP team would spin-wait while OpenBLAS's workers spin
+ * too, more busy threads than cores (measured: 2 cores, half the speed).
+ * The loops are memory-bound anyway.  Without BLAS, OpenMP runs everything.
+ */
 void kernels_set_threads(int n)
 {
 	if (n <= 0)
 		return;
 #ifdef DT_HAVE_BLAS
 	openblas_set_num_threads(n);
+#ifdef _OPENMP
+	omp_set_num_threads(1);
 #endif
+#else
 #ifdef _OPENMP
 	omp_set_num_threads(n);
+#endif
 #endif
 }
 
@@ -155,6 +165,8 @@ static double xent_row(const float *x, int c, int label, float *max_out, float *
 	*max_out = mx;
 	*sum_out = sum;
 	*argmax = am;
+	/* sum >= 1: the max term is exp(0) */
+	// cppcheck-suppress invalidFunctionArg
 	return (double)logf(sum) - (double)(x[label] - mx);
 }
 

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include "strbuf.h"
 #include "trainer/kernels.h"
-#include "trainer/rng.h"
+#include "rng.h"
 
 #define MODEL_MAX_LAYERS 32
 

@@ -1,0 +1,714 @@
+/*
+ * agent.c - the dtagent service (see agent.h): API handlers, the watcher
+ * loop over the task table and the heartbeat thread.
+ *
+ * The agent is deliberately thin: the task table on disk is the truth (the
+ * supervisors write it), the agent caches it in memory, refreshes an entry
+ * when its file changes (one stat per live task every 100 ms), and reports
+ * changes to dtsched at once.  Killing the agent loses nothing; a new one
+ * reloads the table and carries on.
+ */
+#include "agent.h"
+#include "auth.h"
+#include "dthome.h"
+#include "httpc.h"
+#include "httpd.h"
+#include "json.h"
+#include "log.h"
+#include "nvml.h"
+#include "proctree.h"
+#include "protocol.h"
+#include "supervise.h"
+#include "task.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCH_MS 100
+#define LIVENESS_MS 1000
+#define STARTING_TIMEOUT_MS 10000
+#define PRUNE_EVERY_MS 60000
+
+struct agent {
+	struct agent_opts o;
+	pthread_mutex_t lock;
+	pthread_cond_t hb_cond;
+	int hb_kick, stopping;
+	struct task_table tt;
+	struct strbuf dir;
+	struct dt_auth_key key;
+	struct dt_httpd *srv;
+	long long started_us, started_mono;
+	char name[256];
+	char head_host[256];
+	int head_port;
+	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
+};
+
+static json_t *ts_json(long long us)
+{
+	char buf[64];
+	time_t s = (time_t)(us / 1000000);
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us % 1000000);
+	return json_string(buf);
+}
+
+/* ------------------------------------------------------------- inventory */
+
+static void meminfo(unsigned long long *total, unsigned long long *avail)
+{
+	FILE *fp = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long v;
+
+	*total = *avail = 0;
+	while (fp && fgets(line, sizeof(line), fp)) {
+		if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
+			*total = v * 1024;
+		else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+			*avail = v * 1024;
+	}
+	if (fp)
+		fclose(fp);
+}
+
+json_t *inventory_collect(const char *node, int gpus)
+{
+	json_t *inv = json_object(), *arr = json_array();
+	unsigned long long total, avail;
+	char host[256] = "";
+	double load[3] = { 0, 0, 0 };
+	int nv = gpus != 0 ? dt_nvml_count() : 0, n;
+
+	gethostname(host, sizeof(host) - 1);
+	meminfo(&total, &avail);
+	getloadavg(load, 3);
+	n = gpus >= 0 ? gpus : nv;
+	for (int i = 0; i < n; i++) {
+		struct dt_gpu g;
+		json_t *procs = json_array();
+
+		if (i < nv && dt_nvml_query(i, &g) == 0) {
+			for (int p = 0; p < g.nr_procs; p++)
+				json_array_append_new(procs, json_pack("{s:i,s:I}", "pid", (int)g.procs[p].pid,
+								       "used_memory", (json_int_t)g.procs[p].used_memory));
+			json_array_append_new(arr, json_pack("{s:i,s:s,s:s,s:I,s:I,s:i,s:o}",
+				"index", i, "name", g.name, "uuid", g.uuid,
+				"memory_total", (json_int_t)g.memory_total,
+				"memory_used", (json_int_t)g.memory_used,
+				"utilization", g.utilization, "processes", procs));
+		} else {
+			json_array_append_new(arr, json_pack("{s:i,s:s,s:s,s:i,s:i,s:i,s:o}",
+				"index", i, "name", "fake", "uuid", "", "memory_total", 0,
+				"memory_used", 0, "utilization", 0, "processes", procs));
+		}
+	}
+	json_object_set_new(inv, "node", json_string(node));
+	json_object_set_new(inv, "hostname", json_string(host));
+	json_object_set_new(inv, "cpus", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+	json_object_set_new(inv, "mem_total", json_integer((json_int_t)total));
+	json_object_set_new(inv, "mem_available", json_integer((json_int_t)avail));
+	json_object_set_new(inv, "load1", json_real(load[0]));
+	json_object_set_new(inv, "gpu_source", json_string(nv > 0 ? "nvml" : n > 0 ? "fake" : "none"));
+	json_object_set_new(inv, "gpus", arr);
+	return inv;
+}
+
+/* ------------------------------------------------------------ task table */
+
+/* Re-read t's file if it changed; 1 if its state changed.  Lock held. */
+static int task_refresh(struct agent *a, struct task *t)
+{
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	struct stat st;
+	struct task fresh;
+	long long mtime;
+	int changed = 0;
+
+	task_path(&path, a->dir.buf, t->id);
+	if (stat(path.buf, &st) < 0)
+		goto out;
+	mtime = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	if (mtime == t->file_mtime_ns)
+		goto out;
+	if (task_load(a->dir.buf, t->id, &fresh, &err) < 0) {
+		dtlog(DTLOG_WARN, "%s", err.buf);
+		goto out;
+	}
+	changed = fresh.state != t->state;
+	if (!fresh.sup_pid && t->sup_pid)
+		fresh.sup_pid = t->sup_pid;   /* spawned, not yet recorded by itself */
+	fresh.file_mtime_ns = mtime;
+	fresh.changed_ms = changed ? dt_mono_ms() : t->changed_ms;
+	task_release(t);
+	*t = fresh;
+out:
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return changed;
+}
+
+static void kick_heartbeat(struct agent *a)
+{
+	a->hb_kick = 1;
+	pthread_cond_signal(&a->hb_cond);
+}
+
+/* The supervisor is gone and the task is not final: kill its tree, mark it lost. */
+static void task_mark_lost(struct agent *a, struct task *t, const char *why)
+{
+	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, t->id };
+	int n = proc_tree_signal(&pt, SIGKILL);
+
+	dtlog(DTLOG_WARN, "task %s: %s; marked lost%s", t->id, why,
+	      n ? " and its remaining processes killed" : "");
+	t->state = TASK_LOST;
+	t->has_exit = 0;
+	free(t->error);
+	t->error = xstrdup(why);
+	t->leftovers_killed += n;
+	t->ended_us = dt_now_us();
+	t->changed_ms = dt_mono_ms();
+	if (t->cgroup)
+		cgroup_remove(t->cgroup);
+	if (task_save(a->dir.buf, t) < 0)
+		dtlog(DTLOG_ERROR, "task %s: cannot save: %s", t->id, strerror(errno));
+	a->tasks_lost++;
+}
+
+static void check_liveness(struct agent *a, struct task *t)
+{
+	long long now = dt_mono_ms();
+
+	if (task_state_final(t->state))
+		return;
+	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start))
+		return;
+	if (!t->sup_pid && t->state == TASK_STARTING &&
+	    dt_now_us() - t->created_us < STARTING_TIMEOUT_MS * 1000LL)
+		return;
+	/* maybe it finished just now: read the file once more */
+	t->file_mtime_ns = 0;
+	task_refresh(a, t);
+	if (task_state_final(t->state))
+		return;
+	(void)now;
+	task_mark_lost(a, t, t->sup_pid ? "its supervisor process vanished"
+			      : "its supervisor never started");
+}
+
+static void prune_finished(struct agent *a)
+{
+	long long cutoff = dt_now_us() - a->o.keep_finished_ms * 1000LL;
+
+	for (size_t i = 0; i < a->tt.nr;) {
+		struct task *t = a->tt.items[i];
+
+		if (task_state_final(t->state) && t->ended_us && t->ended_us < cutoff) {
+			struct strbuf p = STRBUF_INIT;
+
+			task_path(&p, a->dir.buf, t->id);
+			unlink(p.buf);
+			if (!json_get_str(t->spec, "log", NULL)) {
+				strbuf_reset(&p);
+				strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
+				unlink(p.buf);
+			}
+			strbuf_release(&p);
+			task_table_remove(&a->tt, t->id);
+			continue;
+		}
+		i++;
+	}
+}
+
+/* -------------------------------------------------------------- handlers */
+
+static void h_status(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+
+	dt_http_json(resp, 200, json_pack("{s:s,s:s,s:i,s:s,s:o,s:I}",
+		"program", "dtagent", "version", DT_VERSION, "pid", (int)getpid(),
+		"name", a->name, "started_at", ts_json(a->started_us),
+		"uptime_ms", (json_int_t)(dt_mono_ms() - a->started_mono)));
+}
+
+static void h_inventory(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+
+	dt_http_json(resp, 200, inventory_collect(a->name, a->o.gpus));
+}
+
+static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	const char *id = json_get_str(req->json, "id", NULL);
+	char gen[TASK_ID_MAX + 1];
+	struct task *t;
+	json_t *spec;
+	struct stat st;
+	pid_t sup;
+
+	if (!req->json) {
+		dt_http_error(resp, 400, "a task request needs a JSON body with 'argv'");
+		return;
+	}
+	if (json_object_get(req->json, "id") && !task_id_valid(id)) {
+		dt_http_error(resp, 400, "task id must match [A-Za-z0-9._-]{1,64}");
+		return;
+	}
+	spec = task_spec_validate(req->json, &err);
+	if (!spec) {
+		dt_http_error(resp, 400, "%s", err.buf);
+		strbuf_release(&err);
+		return;
+	}
+	if (!id) {
+		char hex[DT_NONCE_HEX];
+
+		dt_random_hex(hex, 6);
+		snprintf(gen, sizeof(gen), "t-%s", hex);
+		id = gen;
+	}
+	pthread_mutex_lock(&a->lock);
+	task_path(&path, a->dir.buf, id);
+	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
+		pthread_mutex_unlock(&a->lock);
+		dt_http_error(resp, 409, "task '%s' already exists on node '%s'", id, a->name);
+		json_decref(spec);
+		strbuf_release(&path);
+		return;
+	}
+	t = xmalloc(sizeof(*t));
+	task_init(t);
+	memcpy(t->id, id, strlen(id) + 1);
+	t->spec = spec;
+	t->state = TASK_STARTING;
+	t->created_us = dt_now_us();
+	t->changed_ms = dt_mono_ms();
+	if (task_save(a->dir.buf, t) < 0) {
+		pthread_mutex_unlock(&a->lock);
+		dt_http_error(resp, 500, "cannot write '%s': %s", path.buf, strerror(errno));
+		task_release(t);
+		free(t);
+		strbuf_release(&path);
+		return;
+	}
+	sup = supervisor_spawn(a->o.exe, a->o.home, id);
+	if (sup <= 0) {
+		t->state = TASK_FAILED;
+		t->has_exit = 1;
+		t->exit_code = 127;
+		t->error = xstrdup("cannot spawn the task supervisor");
+		t->ended_us = dt_now_us();
+		task_save(a->dir.buf, t);
+	}
+	t->sup_pid = sup > 0 ? sup : 0;
+	task_table_add(&a->tt, t);
+	a->tasks_started++;
+	dt_http_json(resp, 201, json_pack("{s:o}", "task", task_to_json(t, 1)));
+	kick_heartbeat(a);
+	pthread_mutex_unlock(&a->lock);
+	strbuf_release(&path);
+}
+
+static void h_task_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	json_t *arr = json_array();
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->tt.nr; i++) {
+		if (!task_state_final(a->tt.items[i]->state))
+			task_refresh(a, a->tt.items[i]);
+		json_array_append_new(arr, task_to_json(a->tt.items[i], 1));
+	}
+	pthread_mutex_unlock(&a->lock);
+	dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "tasks", arr));
+}
+
+static void h_task_get(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct task *t;
+
+	pthread_mutex_lock(&a->lock);
+	t = task_table_find(&a->tt, req->param);
+	if (!t) {
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+	} else {
+		if (!task_state_final(t->state))
+			task_refresh(a, t);
+		dt_http_json(resp, 200, json_pack("{s:o}", "task", task_to_json(t, 1)));
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void h_task_stop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct task *t;
+	json_t *g = req->json ? json_object_get(req->json, "grace_ms") : NULL;
+	long long grace;
+
+	if (g && (!json_is_integer(g) || json_integer_value(g) < 0 ||
+		  json_integer_value(g) > 3600 * 1000)) {
+		dt_http_error(resp, 400, "'grace_ms' must be an integer from 0 to 3600000");
+		return;
+	}
+	pthread_mutex_lock(&a->lock);
+	t = task_table_find(&a->tt, req->param);
+	if (!t) {
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		goto out;
+	}
+	task_refresh(a, t);
+	if (!task_state_final(t->state)) {
+		grace = g ? json_integer_value(g) : json_get_int(t->spec, "grace_ms",
+								 DT_TASK_GRACE_MS_DEFAULT);
+		if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+			union sigval v;
+
+			v.sival_int = (int)grace;
+			if (sigqueue((pid_t)t->sup_pid, SIGTERM, v) < 0)
+				dtlog(DTLOG_WARN, "task %s: cannot signal its supervisor %lld: %s",
+				      t->id, t->sup_pid, strerror(errno));
+			dtlog(DTLOG_INFO, "task %s: stop requested (grace %lld ms)", t->id, grace);
+			t->stop_requested = 1;
+			if (t->state == TASK_RUNNING)
+				t->state = TASK_STOPPING;
+		} else {
+			check_liveness(a, t);
+		}
+	}
+	dt_http_json(resp, task_state_final(t->state) ? 200 : 202,
+		     json_pack("{s:o}", "task", task_to_json(t, 1)));
+out:
+	pthread_mutex_unlock(&a->lock);
+}
+
+static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct dt_httpd_stats st;
+	int counts[TASK_LOST + 1] = { 0 };
+	json_t *inv = inventory_collect(a->name, a->o.gpus), *gpu;
+	struct strbuf *o = &resp->text;
+	size_t i;
+
+	dt_httpd_get_stats(a->srv, &st);
+	pthread_mutex_lock(&a->lock);
+	for (i = 0; i < a->tt.nr; i++)
+		counts[a->tt.items[i]->state]++;
+	strbuf_addf(o, "# HELP dtagent_tasks Tasks in the agent's table by state.\n"
+		    "# TYPE dtagent_tasks gauge\n");
+	for (int s = 0; s <= TASK_LOST; s++)
+		strbuf_addf(o, "dtagent_tasks{node=\"%s\",state=\"%s\"} %d\n", a->name,
+			    task_state_name((enum task_state)s), counts[s]);
+	strbuf_addf(o, "# TYPE dtagent_tasks_started_total counter\n"
+		    "dtagent_tasks_started_total{node=\"%s\"} %llu\n", a->name, a->tasks_started);
+	strbuf_addf(o, "# TYPE dtagent_tasks_lost_total counter\n"
+		    "dtagent_tasks_lost_total{node=\"%s\"} %llu\n", a->name, a->tasks_lost);
+	strbuf_addf(o, "# TYPE dtagent_heartbeats_total counter\n"
+		    "dtagent_heartbeats_total{node=\"%s\",result=\"ok\"} %llu\n"
+		    "dtagent_heartbeats_total{node=\"%s\",result=\"failed\"} %llu\n",
+		    a->name, a->hb_sent, a->name, a->hb_failed);
+	pthread_mutex_unlock(&a->lock);
+	strbuf_addf(o, "# HELP dtagent_requests_total HTTP requests served.\n"
+		    "# TYPE dtagent_requests_total counter\n"
+		    "dtagent_requests_total{node=\"%s\"} %llu\n", a->name, st.requests);
+	strbuf_addf(o, "# HELP dtagent_requests_refused_total Requests refused, by reason.\n"
+		    "# TYPE dtagent_requests_refused_total counter\n"
+		    "dtagent_requests_refused_total{node=\"%s\",reason=\"unauthorized\"} %llu\n"
+		    "dtagent_requests_refused_total{node=\"%s\",reason=\"too_large\"} %llu\n"
+		    "dtagent_requests_refused_total{node=\"%s\",reason=\"bad_request\"} %llu\n"
+		    "dtagent_requests_refused_total{node=\"%s\",reason=\"not_found\"} %llu\n",
+		    a->name, st.unauthorized, a->name, st.too_large, a->name, st.bad_request,
+		    a->name, st.not_found);
+	strbuf_addstr(o, "# HELP dtagent_gpu_utilization_percent GPU utilisation.\n"
+		      "# TYPE dtagent_gpu_utilization_percent gauge\n");
+	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
+		strbuf_addf(o, "dtagent_gpu_utilization_percent{node=\"%s\",gpu=\"%zu\"} %lld\n",
+			    a->name, i, json_get_int(gpu, "utilization", 0));
+	strbuf_addstr(o, "# TYPE dtagent_gpu_memory_used_bytes gauge\n");
+	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
+		strbuf_addf(o, "dtagent_gpu_memory_used_bytes{node=\"%s\",gpu=\"%zu\"} %lld\n",
+			    a->name, i, json_get_int(gpu, "memory_used", 0));
+	strbuf_addstr(o, "# TYPE dtagent_gpu_memory_total_bytes gauge\n");
+	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
+		strbuf_addf(o, "dtagent_gpu_memory_total_bytes{node=\"%s\",gpu=\"%zu\"} %lld\n",
+			    a->name, i, json_get_int(gpu, "memory_total", 0));
+	json_decref(inv);
+	resp->content_type = "text/plain; version=0.0.4";
+}
+
+static const struct dt_http_route routes[] = {
+	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
+	{ "GET", DT_PATH_INVENTORY, 0, 0, h_inventory },
+	{ "POST", DT_PATH_TASKS, 0, 0, h_task_start },
+	{ "GET", DT_PATH_TASKS, 0, 0, h_task_list },
+	{ "GET", DT_PATH_TASK_PREFIX, 1, 0, h_task_get },
+	{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, h_task_stop },
+	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+};
+
+/* ------------------------------------------------------------ heartbeats */
+
+static json_t *heartbeat_tasks(struct agent *a, int full)
+{
+	json_t *arr = json_array();
+	long long recent = dt_now_us() - DT_HEARTBEAT_RECENT_S * 1000000LL;
+
+	for (size_t i = 0; i < a->tt.nr; i++) {
+		struct task *t = a->tt.items[i];
+
+		if (full || !task_state_final(t->state) || t->ended_us > recent)
+			json_array_append_new(arr, task_to_json(t, 1));
+	}
+	return arr;
+}
+
+static int split_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+	size_t n;
+
+	if (!colon || colon == s || !colon[1])
+		return -1;
+	n = (size_t)(colon - s);
+	if (n >= hostlen)
+		return -1;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = atoi(colon + 1);
+	return *port > 0 && *port < 65536 ? 0 : -1;
+}
+
+static void *heartbeat_thread(void *data)
+{
+	struct agent *a = data;
+	struct dt_httpc c;
+	long long seq = 0;
+	int failing = 0, full = 1;   /* the first heartbeat carries the whole table */
+
+	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.timeout_ms = 2000;
+	c.connect_timeout_ms = 1000;
+	pthread_mutex_lock(&a->lock);
+	while (!a->stopping) {
+		struct timespec until;
+		json_t *body, *reply = NULL;
+		struct strbuf err = STRBUF_INIT;
+		int code;
+
+		if (!a->hb_kick) {
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += a->o.heartbeat_ms / 1000;
+			until.tv_nsec += (a->o.heartbeat_ms % 1000) * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&a->hb_cond, &a->lock, &until);
+		}
+		if (a->stopping)
+			break;
+		a->hb_kick = 0;
+		body = json_pack("{s:s,s:i,s:i,s:o,s:s,s:o,s:I}", "node", a->name,
+				 "port", dt_httpd_port(a->srv), "agent_pid", (int)getpid(),
+				 "agent_started_at", ts_json(a->started_us), "version", DT_VERSION,
+				 "tasks", heartbeat_tasks(a, full), "seq", (json_int_t)++seq);
+		json_object_set_new(body, "full", json_boolean(full));
+		if (a->o.advertise)
+			json_object_set_new(body, "address", json_string(a->o.advertise));
+		pthread_mutex_unlock(&a->lock);
+		json_object_set_new(body, "inventory", inventory_collect(a->name, a->o.gpus));
+		code = dt_httpc_request(&c, "POST", DT_PATH_HEARTBEAT, body, &reply, &err);
+		pthread_mutex_lock(&a->lock);
+		if (code == 200) {
+			/* dtsched asks for the whole table when it (re)learns about us */
+			full = json_is_true(json_object_get(reply, "want_full"));
+			a->hb_sent++;
+			if (failing)
+				dtlog(DTLOG_INFO, "heartbeats to %s:%d work again", a->head_host, a->head_port);
+			failing = 0;
+		} else {
+			a->hb_failed++;
+			if (!failing)
+				dtlog(DTLOG_WARN, "heartbeat to dtsched failed: %s",
+				      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+			failing = 1;
+		}
+		json_decref(body);
+		json_decref(reply);
+		strbuf_release(&err);
+	}
+	pthread_mutex_unlock(&a->lock);
+	dt_httpc_release(&c);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ main */
+
+int agent_run(const struct agent_opts *o, int ready_fd)
+{
+	struct agent *a = xcalloc(1, sizeof(*a));
+	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT, secret = STRBUF_INIT;
+	pthread_t hb;
+	int have_hb = 0, n;
+	sigset_t set;
+	long long last_live = 0, last_prune = 0;
+
+	a->o = *o;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->hb_cond, NULL);
+	a->started_us = dt_now_us();
+	a->started_mono = dt_mono_ms();
+	if (o->name)
+		snprintf(a->name, sizeof(a->name), "%s", o->name);
+	else
+		gethostname(a->name, sizeof(a->name) - 1);
+	strbuf_init(&a->dir, 0);
+	strbuf_addf(&a->dir, "%s/tasks", o->home);
+
+	if (o->secret)
+		strbuf_addstr(&secret, o->secret);
+	else
+		strbuf_addf(&secret, "%s/secret", o->home);
+	if (dt_auth_key_load(&a->key, secret.buf) < 0) {
+		strbuf_addf(&err, "cannot load the cluster secret '%s'", secret.buf);
+		goto fail;
+	}
+	if (mkdir_p(a->dir.buf, 0700) < 0) {
+		strbuf_addf(&err, "cannot create '%s'", a->dir.buf);
+		goto fail;
+	}
+	if (o->head && split_hostport(o->head, a->head_host, sizeof(a->head_host), &a->head_port) < 0) {
+		strbuf_addf(&err, "--head '%s' is not ADDR:PORT", o->head);
+		goto fail;
+	}
+
+	/* re-adopt the tasks of an earlier agent */
+	n = task_table_load_dir(&a->tt, a->dir.buf, &err);
+	if (err.len)
+		dtlog(DTLOG_WARN, "%s", err.buf);
+	strbuf_reset(&err);
+	for (size_t i = 0; i < a->tt.nr; i++) {
+		struct task *t = a->tt.items[i];
+		struct stat st;
+		struct strbuf p = STRBUF_INIT;
+
+		task_path(&p, a->dir.buf, t->id);
+		if (stat(p.buf, &st) == 0)
+			t->file_mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		strbuf_release(&p);
+		check_liveness(a, t);
+	}
+	if (n)
+		dtlog(DTLOG_INFO, "loaded %d task(s) from '%s'", n, a->dir.buf);
+
+	/* SIGTERM/SIGINT/SIGHUP are taken by the watcher loop below */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ho.bind = o->bind;
+	ho.port = o->port;
+	ho.routes = routes;
+	ho.nr_routes = ARRAY_SIZE(routes);
+	ho.data = a;
+	ho.key = &a->key;
+	ho.max_body = DT_MAX_BODY;
+	ho.conn_limit = 256;
+	ho.timeout_s = 30;
+	a->srv = dt_httpd_start(&ho, &err);
+	if (!a->srv)
+		goto fail;
+	if (o->head && !pthread_create(&hb, NULL, heartbeat_thread, a))
+		have_hb = 1;
+	dtlog(DTLOG_INFO, "dtagent %s serving node '%s' on port %d%s%s (pid %d)", DT_VERSION,
+	      a->name, dt_httpd_port(a->srv), o->head ? ", heartbeats to " : "",
+	      o->head ? o->head : "", (int)getpid());
+	if (ready_fd >= 0) {
+		if (write(ready_fd, "ok\n", 3) < 0)
+			dtlog(DTLOG_WARN, "cannot report readiness");
+		close(ready_fd);
+		ready_fd = -1;
+	}
+
+	for (;;) {
+		struct timespec ts = { 0, WATCH_MS * 1000000L };
+		siginfo_t si;
+		int sig = sigtimedwait(&set, &si, &ts), changed = 0;
+		long long now = dt_mono_ms();
+
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		pthread_mutex_lock(&a->lock);
+		for (size_t i = 0; i < a->tt.nr; i++)
+			if (!task_state_final(a->tt.items[i]->state))
+				changed |= task_refresh(a, a->tt.items[i]);
+		if (now - last_live >= LIVENESS_MS) {
+			last_live = now;
+			for (size_t i = 0; i < a->tt.nr; i++) {
+				enum task_state before = a->tt.items[i]->state;
+
+				check_liveness(a, a->tt.items[i]);
+				changed |= before != a->tt.items[i]->state;
+			}
+		}
+		if (now - last_prune >= PRUNE_EVERY_MS) {
+			last_prune = now;
+			prune_finished(a);
+		}
+		if (changed)
+			kick_heartbeat(a);
+		pthread_mutex_unlock(&a->lock);
+	}
+	dtlog(DTLOG_INFO, "dtagent stopping (tasks keep running under their supervisors)");
+	pthread_mutex_lock(&a->lock);
+	a->stopping = 1;
+	pthread_cond_signal(&a->hb_cond);
+	pthread_mutex_unlock(&a->lock);
+	if (have_hb)
+		pthread_join(hb, NULL);
+	dt_httpd_stop(a->srv);
+	task_table_release(&a->tt);
+	strbuf_release(&a->dir);
+	strbuf_release(&secret);
+	free(a);
+	return 0;
+fail:
+	dtlog(DTLOG_ERROR, "%s", err.buf);
+	if (ready_fd >= 0) {
+		strbuf_addch(&err, '\n');
+		if (write(ready_fd, err.buf, err.len) < 0)
+			dtlog(DTLOG_WARN, "cannot report the failure");
+		close(ready_fd);
+	} else {
+		error("%s", err.buf);
+	}
+	strbuf_release(&err);
+	strbuf_release(&secret);
+	free(a);
+	return 1;
+}

@@ -1,0 +1,98 @@
+/*
+ * linelog.c - output bytes to timestamped log lines (see linelog.h).
+ */
+#include "linelog.h"
+#include "log.h"
+
+#include <string.h>
+
+void linelog_init(struct linelog *l, char tag, size_t max_line)
+{
+	l->tag = tag;
+	l->max_line = max_line ? max_line : LINELOG_MAX_LINE;
+	strbuf_init(&l->pending, 0);
+	l->after_cr = 0;
+}
+
+void linelog_release(struct linelog *l)
+{
+	strbuf_release(&l->pending);
+}
+
+static void emit(struct linelog *l, const char *s, size_t n, struct strbuf *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	char ts[DT_TIMESTAMP_LEN];
+
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addstr(out, ts);
+	strbuf_addch(out, ' ');
+	strbuf_addch(out, l->tag);
+	strbuf_addch(out, ' ');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+			strbuf_addstr(out, "\\x");
+			strbuf_addch(out, hex[c >> 4]);
+			strbuf_addch(out, hex[c & 15]);
+		} else {
+			strbuf_addch(out, (char)c);
+		}
+	}
+	strbuf_addch(out, '\n');
+}
+
+/* Emit max_line bytes of pending, cut before a UTF-8 continuation byte. */
+static void emit_split(struct linelog *l, struct strbuf *out)
+{
+	size_t cut = l->max_line;
+
+	for (int back = 0; back < 3 && cut > 1 &&
+	     ((unsigned char)l->pending.buf[cut] & 0xc0) == 0x80; back++)
+		cut--;
+	if (((unsigned char)l->pending.buf[cut] & 0xc0) == 0x80)
+		cut = l->max_line;   /* not UTF-8 after all: cut anywhere */
+	emit(l, l->pending.buf, cut, out);
+	memmove(l->pending.buf, l->pending.buf + cut, l->pending.len - cut);
+	strbuf_setlen(&l->pending, l->pending.len - cut);
+}
+
+void linelog_feed(struct linelog *l, const char *buf, size_t n, struct strbuf *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = buf[i];
+
+		if (c == '\n') {
+			if (!l->after_cr || l->pending.len)
+				emit(l, l->pending.buf, l->pending.len, out);
+			strbuf_reset(&l->pending);
+			l->after_cr = 0;
+		} else if (c == '\r') {
+			/* a lone \r ends a line; an empty one (redraw prefix) is dropped */
+			if (l->pending.len)
+				emit(l, l->pending.buf, l->pending.len, out);
+			strbuf_reset(&l->pending);
+			l->after_cr = 1;
+		} else {
+			/* take the run up to the next line end in one go */
+			size_t j = i;
+
+			while (j < n && buf[j] != '\n' && buf[j] != '\r')
+				j++;
+			strbuf_add(&l->pending, buf + i, j - i);
+			i = j - 1;
+			l->after_cr = 0;
+			while (l->pending.len > l->max_line)
+				emit_split(l, out);
+		}
+	}
+}
+
+void linelog_flush(struct linelog *l, struct strbuf *out)
+{
+	if (l->pending.len)
+		emit(l, l->pending.buf, l->pending.len, out);
+	strbuf_reset(&l->pending);
+	l->after_cr = 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * linelog.h - turning a task's output bytes into rank log lines.
+ *
+ * Every line of the log files of DESIGN.md is
+ *     2026-11-22T10:00:00.123456Z O text      (O = stdout, E = stderr)
+ * whatever the program writes: "\r\n" and a lone "\r" (progress bars) end a
+ * line, lines longer than max_line bytes are split (never inside a UTF-8
+ * sequence), and control bytes other than TAB are written as \xHH so that
+ * nothing can break the one-line-per-record format.  Other bytes, valid
+ * UTF-8 or not, are kept.
+ */
+#ifndef DT_AGENT_LINELOG_H
+#define DT_AGENT_LINELOG_H
+
+#include <stddef.h>
+#include "strbuf.h"
+
+#define LINELOG_MAX_LINE 16384
+
+struct linelog {
+	char tag;                /* 'O' or 'E' */
+	size_t max_line;
+	struct strbuf pending;   /* raw bytes of the unfinished line */
+	int after_cr;            /* the last byte was '\r' */
+};
+
+void linelog_init(struct linelog *l, char tag, size_t max_line);
+void linelog_release(struct linelog *l);
+/* Append the complete lines in buf (formatted) to out. */
+void linelog_feed(struct linelog *l, const char *buf, size_t n, struct strbuf *out);
+/* At end of stream: append the unfinished line, if any. */
+void linelog_flush(struct linelog *l, struct strbuf *out);
+
+#endif

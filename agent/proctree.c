@@ -1,0 +1,337 @@
+/*
+ * proctree.c - task process trees and cgroups (see proctree.h).
+ */
+#include "proctree.h"
+#include "dthome.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Read /proc/PID/stat: state, pgrp and start time. */
+static int read_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start)
+{
+	char path[64], buf[1024];
+	const char *p;
+	ssize_t n;
+	int fd;
+	unsigned long long f[20];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');   /* comm may contain spaces and parens */
+	if (!p || p[1] != ' ')
+		return -1;
+	p += 2;
+	if (state)
+		*state = *p;
+	p++;
+	/* fields 4.. (ppid, pgrp, session, tty, tpgid, flags, minflt, cminflt,
+	 * majflt, cmajflt, utime, stime, cutime, cstime, priority, nice,
+	 * num_threads, itrealvalue, starttime) */
+	for (int i = 0; i < 19; i++) {
+		char *end;
+
+		while (*p == ' ')
+			p++;
+		f[i] = strtoull(p, &end, 10);
+		if (end == p)
+			return -1;
+		p = end;
+	}
+	if (pgrp)
+		*pgrp = (pid_t)f[1];
+	if (start)
+		*start = f[18];
+	return 0;
+}
+
+unsigned long long proc_start_time(pid_t pid, char *state)
+{
+	unsigned long long start = 0;
+
+	if (pid <= 0 || read_stat(pid, state, NULL, &start) < 0)
+		return 0;
+	return start;
+}
+
+int proc_alive(pid_t pid, unsigned long long start)
+{
+	char st = 0;
+	unsigned long long s = proc_start_time(pid, &st);
+
+	if (!s || st == 'Z' || st == 'X')
+		return 0;
+	return !start || s == start;
+}
+
+/* Does /proc/PID/environ contain exactly `entry` (NAME=value)? */
+static int has_env_entry(pid_t pid, const char *entry)
+{
+	char path[64];
+	struct strbuf sb = STRBUF_INIT;
+	size_t n = strlen(entry);
+	int fd, found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (strbuf_read_fd(&sb, fd, 1024 * 1024) > 0) {
+		for (size_t i = 0; i < sb.len; i += strlen(sb.buf + i) + 1) {
+			if (!strncmp(sb.buf + i, entry, n) && sb.buf[i + n] == '\0') {
+				found = 1;
+				break;
+			}
+		}
+	}
+	close(fd);
+	strbuf_release(&sb);
+	return found;
+}
+
+struct pidset {
+	pid_t *v;
+	size_t nr, alloc;
+};
+
+static void pidset_add(struct pidset *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->nr; i++)
+		if (s->v[i] == pid)
+			return;
+	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
+	s->v[s->nr++] = pid;
+}
+
+/* Collect the live processes of the tree. */
+static void collect(const struct proc_tree *t, struct pidset *out)
+{
+	pid_t self = getpid();
+	struct strbuf marker = STRBUF_INIT;
+	DIR *d;
+	struct dirent *de;
+
+	if (t->cgroup) {
+		struct strbuf path = STRBUF_INIT, procs = STRBUF_INIT;
+
+		strbuf_addf(&path, "%s/cgroup.procs", t->cgroup);
+		if (strbuf_read_file(&procs, path.buf, 4 * 1024 * 1024) >= 0) {
+			char *p = procs.buf, *end;
+
+			for (;;) {
+				long v = strtol(p, &end, 10);
+
+				if (end == p)
+					break;
+				if (v > 0 && v != self && proc_alive((pid_t)v, 0))
+					pidset_add(out, (pid_t)v);
+				p = end;
+			}
+		}
+		strbuf_release(&path);
+		strbuf_release(&procs);
+	}
+	if (t->task_id)
+		strbuf_addf(&marker, "%s=%s", DT_TASK_MARKER_ENV, t->task_id);
+	d = opendir("/proc");
+	while (d && (de = readdir(d))) {
+		pid_t pid, pgrp = 0;
+		char st = 0;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		pid = (pid_t)atoi(de->d_name);
+		if (pid == self || read_stat(pid, &st, &pgrp, NULL) < 0 || st == 'Z' || st == 'X')
+			continue;
+		if ((t->pgid > 0 && pgrp == t->pgid) || (marker.len && has_env_entry(pid, marker.buf)))
+			pidset_add(out, pid);
+	}
+	if (d)
+		closedir(d);
+	strbuf_release(&marker);
+}
+
+int proc_tree_signal(const struct proc_tree *t, int sig)
+{
+	struct pidset s = { NULL, 0, 0 };
+	int n;
+
+	if (t->pgid > 1)
+		kill(-t->pgid, sig);
+	collect(t, &s);
+	for (size_t i = 0; i < s.nr; i++)
+		kill(s.v[i], sig);
+	n = (int)s.nr;
+	free(s.v);
+	return n;
+}
+
+int proc_tree_count(const struct proc_tree *t)
+{
+	struct pidset s = { NULL, 0, 0 };
+	int n;
+
+	collect(t, &s);
+	n = (int)s.nr;
+	free(s.v);
+	return n;
+}
+
+/* ---------------------------------------------------------------- cgroups */
+
+static int cgroup2_mount(struct strbuf *out)
+{
+	FILE *fp = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	int found = -1;
+
+	if (!fp)
+		return -1;
+	while (found < 0 && fgets(line, sizeof(line), fp)) {
+		/* id parent maj:min root mountpoint options... - fstype source superopts */
+		char *sep = strstr(line, " - ");
+		char mnt[2048];
+
+		if (!sep || strncmp(sep + 3, "cgroup2 ", 8))
+			continue;
+		if (sscanf(line, "%*s %*s %*s %*s %2047s", mnt) == 1) {
+			strbuf_addstr(out, mnt);
+			found = 0;
+		}
+	}
+	fclose(fp);
+	return found;
+}
+
+static int self_cgroup(struct strbuf *out)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int ret = -1;
+	char *p;
+
+	if (strbuf_read_file(&sb, "/proc/self/cgroup", 65536) < 0)
+		return -1;
+	for (p = sb.buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (starts_with(p, "0::")) {
+			char *e = strchr(p, '\n');
+
+			strbuf_add(out, p + 3, e ? (size_t)(e - p - 3) : strlen(p + 3));
+			ret = 0;
+			break;
+		}
+	}
+	strbuf_release(&sb);
+	return ret;
+}
+
+static int write_str(const char *dir, const char *file, const char *val)
+{
+	struct strbuf path = STRBUF_INIT;
+	int fd, ret = -1;
+
+	strbuf_addf(&path, "%s/%s", dir, file);
+	fd = open(path.buf, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ret = write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
+		close(fd);
+	}
+	strbuf_release(&path);
+	return ret;
+}
+
+static int try_dir(const char *parent, const char *id, struct strbuf *dir)
+{
+	struct strbuf p = STRBUF_INIT;
+	int ret = -1;
+
+	strbuf_addf(&p, "%s/dtctl", parent);
+	if (mkdir(p.buf, 0755) < 0 && errno != EEXIST)
+		goto out;
+	/* let the controllers reach the task cgroups where the parent allows it */
+	write_str(p.buf, "cgroup.subtree_control", "+memory +pids");
+	strbuf_addf(&p, "/%s", id);
+	if (mkdir(p.buf, 0755) < 0 && errno != EEXIST)
+		goto out;
+	strbuf_addbuf(dir, &p);
+	ret = 0;
+out:
+	strbuf_release(&p);
+	return ret;
+}
+
+int cgroup_create(const char *id, const json_t *limits, struct strbuf *dir, struct strbuf *why)
+{
+	struct strbuf mnt = STRBUF_INIT, self = STRBUF_INIT, parent = STRBUF_INIT;
+	int ret = -1;
+
+	if (cgroup2_mount(&mnt) < 0) {
+		strbuf_addstr(why, "no cgroup v2 mount");
+		goto out;
+	}
+	if (self_cgroup(&self) == 0 && strcmp(self.buf, "/")) {
+		strbuf_addf(&parent, "%s%s", mnt.buf, self.buf);
+		if (try_dir(parent.buf, id, dir) == 0) {
+			ret = 0;
+			goto limits;
+		}
+	}
+	if (try_dir(mnt.buf, id, dir) == 0) {
+		ret = 0;
+		goto limits;
+	}
+	strbuf_addf(why, "cannot create a cgroup under '%s': %s", mnt.buf, strerror(errno));
+	goto out;
+limits:
+	if (limits) {
+		long long mem = json_integer_value(json_object_get(limits, "memory_bytes"));
+		long long pids = json_integer_value(json_object_get(limits, "pids"));
+		char v[32];
+
+		if (mem > 0) {
+			snprintf(v, sizeof(v), "%lld", mem);
+			if (write_str(dir->buf, "memory.max", v) < 0)
+				strbuf_addstr(why, "memory.max not settable (memory controller not delegated); ");
+		}
+		if (pids > 0) {
+			snprintf(v, sizeof(v), "%lld", pids);
+			if (write_str(dir->buf, "pids.max", v) < 0)
+				strbuf_addstr(why, "pids.max not settable (pids controller not delegated); ");
+		}
+	}
+out:
+	strbuf_release(&mnt);
+	strbuf_release(&self);
+	strbuf_release(&parent);
+	return ret;
+}
+
+int cgroup_add_pid(const char *dir, pid_t pid)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	return write_str(dir, "cgroup.procs", v);
+}
+
+void cgroup_remove(const char *dir)
+{
+	if (dir)
+		rmdir(dir);
+}

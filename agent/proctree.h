@@ -1,0 +1,46 @@
+/*
+ * proctree.h - finding and signalling every process of a task, and the
+ * task's cgroup v2.
+ *
+ * A task's tree is the union of (1) its process group, (2) the processes in
+ * its cgroup, when one could be made, and (3) every process whose
+ * environment carries DT_TASK_ID=<id>: that catches descendants that called
+ * setsid() or changed their group where no cgroup is available.  The
+ * calling process is never part of it.  Zombies count as gone.
+ */
+#ifndef DT_AGENT_PROCTREE_H
+#define DT_AGENT_PROCTREE_H
+
+#include <jansson.h>
+#include <sys/types.h>
+#include "strbuf.h"
+
+struct proc_tree {
+	pid_t pgid;             /* 0 if unknown */
+	const char *cgroup;     /* cgroup directory or NULL */
+	const char *task_id;    /* marker value or NULL */
+};
+
+/* Send sig to every live process of the tree; returns how many there were. */
+int proc_tree_signal(const struct proc_tree *t, int sig);
+/* Count the live processes of the tree. */
+int proc_tree_count(const struct proc_tree *t);
+
+/* Start time of pid (clock ticks since boot, /proc/PID/stat field 22) and
+ * its state letter; 0 if there is no such process. */
+unsigned long long proc_start_time(pid_t pid, char *state);
+/* pid exists, is not a zombie and (if start != 0) started at `start`. */
+int proc_alive(pid_t pid, unsigned long long start);
+
+/*
+ * Make <cgroup2 mount><our cgroup>/dtctl/<id> or else <mount>/dtctl/<id>;
+ * 0 and the directory in dir, or -1 with the reason in why (no cgroup v2,
+ * no permission, ...).  Limits (memory_bytes, pids) are written where the
+ * controllers are available; failures to set them are added to why.
+ */
+int cgroup_create(const char *id, const json_t *limits, struct strbuf *dir, struct strbuf *why);
+int cgroup_add_pid(const char *dir, pid_t pid);
+/* Remove the (empty) cgroup directory. */
+void cgroup_remove(const char *dir);
+
+#endif

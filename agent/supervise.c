@@ -1,0 +1,580 @@
+/*
+ * supervise.c - one task's supervisor (see supervise.h).
+ *
+ * Life of a supervisor:
+ *   load <home>/tasks/<id>.json (state "starting") -> become the subreaper ->
+ *   open the log -> make the cgroup -> fork the task (it waits on a pipe
+ *   until it has been moved into the cgroup, then execs) -> save "running" ->
+ *   loop: copy output to the log, reap children, handle stop requests ->
+ *   after the main process ended, kill what is left of its tree, wait until
+ *   nothing is left -> save "exited" with the exit code -> remove the cgroup.
+ *
+ * Signals are taken through a signalfd so the loop is one poll().  They are
+ * already blocked when the supervisor is exec'd (supervisor_spawn), so an
+ * early stop request cannot kill it before it is ready.
+ */
+#include "supervise.h"
+#include "dthome.h"
+#include "json.h"
+#include "linelog.h"
+#include "log.h"
+#include "proctree.h"
+#include "protocol.h"
+#include "run-command.h"
+#include "strvec.h"
+#include "task.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define CLEANUP_GRACE_MS 2000     /* leftovers after the main process ended */
+#define KILL_GIVEUP_MS 10000      /* SIGKILL repeated this long at most */
+#define DRAIN_AFTER_EMPTY_MS 1000 /* pipes held open by a process outside the tree */
+
+static void blocked_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGCHLD);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGPIPE);
+}
+
+pid_t supervisor_spawn(const char *exe, const char *home, const char *id)
+{
+	const char *argv[] = { exe, "--supervise", id, "--home", home, NULL };
+	int p[2];
+	pid_t mid, sup = -1;
+	sigset_t set, old;
+	int status;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	blocked_set(&set);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	mid = fork();
+	if (mid == 0) {
+		pid_t gc;
+
+		/* the intermediate: new session, fork the supervisor, report its pid, go */
+		sigprocmask(SIG_SETMASK, &set, NULL);
+		close(p[0]);
+		setsid();
+		gc = fork();
+		if (gc == 0) {
+			int nul = open("/dev/null", O_RDWR);
+
+			if (nul >= 0) {
+				dup2(nul, 0);
+				dup2(nul, 1);
+				dup2(nul, 2);
+				if (nul > 2)
+					close(nul);
+			}
+			execv(exe, (char *const *)argv);
+			_exit(127);
+		}
+		if (write(p[1], &gc, sizeof(gc)) < 0)
+			_exit(1);
+		_exit(gc > 0 ? 0 : 1);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(p[1]);
+	if (mid > 0) {
+		if (read(p[0], &sup, sizeof(sup)) != sizeof(sup))
+			sup = -1;
+		while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+	close(p[0]);
+	return sup;
+}
+
+struct sup {
+	const char *home;
+	struct strbuf dir;            /* <home>/tasks */
+	struct task t;
+	int logfd;
+	struct linelog out, err;
+	int fd_out, fd_err;
+	int main_done;
+	long long grace_ms;
+	long long term_deadline;      /* when to escalate to SIGKILL (0 = not stopping) */
+	long long kill_started;
+	long long empty_since;        /* tree found empty at this time */
+	int leftovers_checked;
+	struct strbuf cgroup_why;
+};
+
+static void save(struct sup *s)
+{
+	if (task_save(s->dir.buf, &s->t) < 0)
+		dtlog(DTLOG_ERROR, "task %s: cannot save its state in '%s': %s", s->t.id,
+		      s->dir.buf, strerror(errno));
+}
+
+static void log_write(struct sup *s, struct strbuf *lines)
+{
+	const char *p = lines->buf;
+	size_t n = lines->len;
+
+	while (n && s->logfd >= 0) {
+		ssize_t w = write(s->logfd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			dtlog(DTLOG_ERROR, "task %s: cannot write its log: %s", s->t.id, strerror(errno));
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	strbuf_reset(lines);
+}
+
+/* A line of our own in the task's log (stderr stream), e.g. why it failed. */
+static void log_note(struct sup *s, const char *msg)
+{
+	struct linelog l;
+	struct strbuf out = STRBUF_INIT;
+
+	linelog_init(&l, 'E', 0);
+	linelog_feed(&l, msg, strlen(msg), &out);
+	linelog_flush(&l, &out);
+	log_write(s, &out);
+	linelog_release(&l);
+	strbuf_release(&out);
+}
+
+static void finish(struct sup *s, enum task_state st, int code, const char *why)
+{
+	s->t.state = st;
+	s->t.has_exit = 1;
+	s->t.exit_code = code;
+	if (why) {
+		free(s->t.error);
+		s->t.error = xstrdup(why);
+	}
+	s->t.ended_us = dt_now_us();
+	if (st == TASK_FAILED && s->t.cgroup) {
+		cgroup_remove(s->t.cgroup);
+		free(s->t.cgroup);
+		s->t.cgroup = NULL;
+	}
+	save(s);
+}
+
+static void set_limits(const json_t *limits)
+{
+	static const struct { const char *key; int res; } map[] = {
+		{ "nofile", RLIMIT_NOFILE }, { "nproc", RLIMIT_NPROC }, { "core", RLIMIT_CORE },
+	};
+
+	for (size_t i = 0; limits && i < ARRAY_SIZE(map); i++) {
+		json_t *v = json_object_get(limits, map[i].key);
+		struct rlimit rl;
+
+		if (!json_is_integer(v))
+			continue;
+		rl.rlim_cur = rl.rlim_max = (rlim_t)json_integer_value(v);
+		setrlimit(map[i].res, &rl);
+	}
+}
+
+/* Report errno and what failed to the supervisor, then die. */
+static void child_fail(int fd, const char *what)
+{
+	int e = errno;
+	char buf[300];
+	size_t n = strlen(what) > 255 ? 255 : strlen(what);
+
+	memcpy(buf, &e, sizeof(e));
+	memcpy(buf + sizeof(e), what, n);
+	if (write(fd, buf, sizeof(e) + n) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+static int start_task(struct sup *s)
+{
+	json_t *spec = s->t.spec, *v;
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	const char *cwd = json_get_str(spec, "cwd", NULL), *key;
+	int po[2], pe[2], report[2], go[2];
+	char buf[300];
+	ssize_t n;
+	pid_t pid;
+	size_t i;
+
+	if (!cwd)
+		cwd = getenv("HOME") && *getenv("HOME") ? getenv("HOME") : "/";
+	if (json_is_true(json_object_get(spec, "shell"))) {
+		strvec_push(&argv, "/bin/sh");
+		strvec_push(&argv, "-c");
+	}
+	json_array_foreach(json_object_get(spec, "argv"), i, v)
+		strvec_push(&argv, json_string_value(v));
+	for (char **e = environ; *e; e++)
+		strvec_push(&env, *e);
+	json_object_foreach(json_object_get(spec, "env"), key, v)
+		strvec_setenv(&env, key, json_string_value(v));
+	if (json_get_str(spec, "cuda_visible_devices", NULL))
+		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
+			      json_get_str(spec, "cuda_visible_devices", NULL));
+	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.id);
+
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+		finish(s, TASK_FAILED, 127, "cannot create pipes");
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		finish(s, TASK_FAILED, 127, "cannot fork");
+		return -1;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		int nul;
+
+		sigemptyset(&none);
+		for (int sig = 1; sig < 32; sig++)
+			signal(sig, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		prctl(PR_SET_PDEATHSIG, 0);
+		if (setsid() < 0)
+			child_fail(report[1], "setsid");
+		/* wait until the supervisor has moved us into the cgroup */
+		if (read(go[0], buf, 1) < 0)
+			child_fail(report[1], "sync");
+		nul = open("/dev/null", O_RDONLY);
+		if (nul < 0)
+			child_fail(report[1], "/dev/null");
+		dup2(nul, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		set_limits(json_object_get(spec, "limits"));
+		if (chdir(cwd) < 0)
+			child_fail(report[1], cwd);
+		environ = (char **)env.v;
+		execvp(argv.v[0], (char *const *)argv.v);
+		child_fail(report[1], "exec");
+	}
+	close(po[1]);
+	close(pe[1]);
+	close(report[1]);
+	close(go[0]);
+	s->t.pid = pid;
+	s->t.pgid = pid;
+	if (s->t.cgroup && cgroup_add_pid(s->t.cgroup, pid) < 0) {
+		dtlog(DTLOG_WARN, "task %s: cannot move it into cgroup '%s': %s; "
+		      "stopping will rely on its process group and %s marker",
+		      s->t.id, s->t.cgroup, strerror(errno), DT_TASK_MARKER_ENV);
+		cgroup_remove(s->t.cgroup);
+		free(s->t.cgroup);
+		s->t.cgroup = NULL;
+	}
+	if (write(go[1], "g", 1) < 0)
+		dtlog(DTLOG_WARN, "task %s: cannot release the child", s->t.id);
+	close(go[1]);
+	do
+		n = read(report[0], buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(report[0]);
+	strvec_clear(&argv);
+	strvec_clear(&env);
+	if (n >= (ssize_t)sizeof(int)) {
+		int e, status;
+		struct strbuf msg = STRBUF_INIT;
+
+		memcpy(&e, buf, sizeof(e));
+		buf[n] = '\0';
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!strcmp(buf + sizeof(e), "exec"))
+			strbuf_addf(&msg, "cannot run '%s': %s", json_string_value(
+				json_array_get(json_object_get(spec, "argv"), 0)), strerror(e));
+		else
+			strbuf_addf(&msg, "cannot start: %s: %s", buf + sizeof(e), strerror(e));
+		log_note(s, msg.buf);
+		close(po[0]);
+		close(pe[0]);
+		s->t.pid = 0;
+		s->t.pgid = 0;
+		finish(s, TASK_FAILED, 127, msg.buf);
+		strbuf_release(&msg);
+		return -1;
+	}
+	s->fd_out = po[0];
+	s->fd_err = pe[0];
+	fcntl(s->fd_out, F_SETFL, O_NONBLOCK);
+	fcntl(s->fd_err, F_SETFL, O_NONBLOCK);
+	s->t.state = s->t.stop_requested ? TASK_STOPPING : TASK_RUNNING;
+	s->t.started_us = dt_now_us();
+	save(s);
+	return 0;
+}
+
+static struct proc_tree tree_of(struct sup *s)
+{
+	struct proc_tree pt = { (pid_t)s->t.pgid, s->t.cgroup, s->t.id };
+
+	return pt;
+}
+
+static void request_stop(struct sup *s, long long grace_ms)
+{
+	struct proc_tree pt = tree_of(s);
+
+	if (s->term_deadline)
+		return;
+	s->t.stop_requested = 1;
+	if (!s->main_done) {
+		s->t.state = TASK_STOPPING;
+		save(s);
+	}
+	dtlog(DTLOG_INFO, "task %s: stopping (SIGTERM, SIGKILL after %lld ms)", s->t.id, grace_ms);
+	proc_tree_signal(&pt, SIGTERM);
+	s->term_deadline = dt_mono_ms() + grace_ms;
+}
+
+static void read_pipe(struct sup *s, int *fd, struct linelog *l)
+{
+	char buf[65536];
+	struct strbuf lines = STRBUF_INIT;
+
+	for (int rounds = 0; rounds < 16 && *fd >= 0; rounds++) {
+		ssize_t n = read(*fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			linelog_feed(l, buf, (size_t)n, &lines);
+			continue;
+		}
+		if (n < 0 && (errno == EINTR))
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		linelog_flush(l, &lines);   /* EOF or error */
+		close(*fd);
+		*fd = -1;
+	}
+	log_write(s, &lines);
+	strbuf_release(&lines);
+}
+
+static void reap(struct sup *s)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid == (pid_t)s->t.pid && !s->main_done) {
+			s->main_done = 1;
+			s->t.has_exit = 1;
+			s->t.exit_code = wait_status_to_code(status);
+			s->t.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+		}
+	}
+}
+
+int supervise_main(const char *home, const char *id)
+{
+	struct sup s;
+	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	sigset_t set;
+	int sfd;
+
+	memset(&s, 0, sizeof(s));
+	s.home = home;
+	s.logfd = s.fd_out = s.fd_err = -1;
+	strbuf_init(&s.dir, 0);
+	strbuf_init(&s.cgroup_why, 0);
+	strbuf_addf(&s.dir, "%s/tasks", home);
+	strbuf_addf(&path, "%s/agent.log", home);
+	dtlog_open(path.buf, 0);
+	blocked_set(&set);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (task_load(s.dir.buf, id, &s.t, &err) < 0) {
+		dtlog(DTLOG_ERROR, "supervisor: %s", err.buf);
+		return 1;
+	}
+	if (s.t.state != TASK_STARTING) {
+		dtlog(DTLOG_ERROR, "supervisor: task %s is already %s", id, task_state_name(s.t.state));
+		return 1;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	s.t.sup_pid = getpid();
+	s.t.sup_start = proc_start_time(getpid(), NULL);
+	s.grace_ms = json_get_int(s.t.spec, "grace_ms", DT_TASK_GRACE_MS_DEFAULT);
+	linelog_init(&s.out, 'O', 0);
+	linelog_init(&s.err, 'E', 0);
+
+	/* the log file */
+	strbuf_reset(&path);
+	if (json_get_str(s.t.spec, "log", NULL))
+		strbuf_addstr(&path, json_get_str(s.t.spec, "log", NULL));
+	else
+		strbuf_addf(&path, "%s/%s.log", s.dir.buf, id);
+	{
+		char *slash = strrchr(path.buf, '/');
+
+		if (slash && slash != path.buf) {
+			*slash = '\0';
+			mkdir_p(path.buf, 0755);
+			*slash = '/';
+		}
+	}
+	s.logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (s.logfd < 0) {
+		strbuf_reset(&err);
+		strbuf_addf(&err, "cannot open the log file '%s': %s", path.buf, strerror(errno));
+		finish(&s, TASK_FAILED, 127, err.buf);
+		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
+		return 0;
+	}
+
+	/* its cgroup, where the agent may make one */
+	{
+		struct strbuf dir = STRBUF_INIT;
+
+		if (getenv("DTAGENT_NO_CGROUP") && *getenv("DTAGENT_NO_CGROUP")) {
+			dtlog(DTLOG_DEBUG, "task %s: cgroups disabled by DTAGENT_NO_CGROUP", id);
+		} else if (cgroup_create(id, json_object_get(s.t.spec, "limits"), &dir, &s.cgroup_why) == 0) {
+			s.t.cgroup = strbuf_detach(&dir, NULL);
+			if (s.cgroup_why.len)
+				dtlog(DTLOG_WARN, "task %s: %s", id, s.cgroup_why.buf);
+		} else {
+			dtlog(DTLOG_INFO, "task %s: no cgroup (%s); stopping relies on its "
+			      "process group and %s marker", id, s.cgroup_why.buf, DT_TASK_MARKER_ENV);
+		}
+		strbuf_release(&dir);
+	}
+
+	if (start_task(&s) < 0)
+		goto done;
+	dtlog(DTLOG_DEBUG, "task %s: running as pid %lld", id, s.t.pid);
+
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{ sfd, POLLIN, 0 }, { s.fd_out, POLLIN, 0 }, { s.fd_err, POLLIN, 0 },
+		};
+		long long now = dt_mono_ms();
+		int timeout = -1;
+
+		if (s.term_deadline || s.main_done)
+			timeout = 100;
+		if (poll(pfd, 3, timeout) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD) {
+					reap(&s);
+				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+					long long g = s.grace_ms;
+
+					if (si.ssi_code == SI_QUEUE && si.ssi_int >= 0)
+						g = si.ssi_int;
+					request_stop(&s, g);
+				}
+			}
+		}
+		if (pfd[1].revents)
+			read_pipe(&s, &s.fd_out, &s.out);
+		if (pfd[2].revents)
+			read_pipe(&s, &s.fd_err, &s.err);
+		reap(&s);
+		now = dt_mono_ms();
+
+		if (s.main_done && !s.leftovers_checked) {
+			/* the main process ended: what is left of its tree goes too */
+			struct proc_tree pt = tree_of(&s);
+			int left = proc_tree_count(&pt);
+
+			s.leftovers_checked = 1;
+			if (left) {
+				s.t.leftovers_killed = left;
+				dtlog(DTLOG_INFO, "task %s: main process ended, stopping %d leftover process(es)",
+				      id, left);
+				if (!s.term_deadline) {
+					proc_tree_signal(&pt, SIGTERM);
+					s.term_deadline = now + (s.grace_ms < CLEANUP_GRACE_MS ?
+								 s.grace_ms : CLEANUP_GRACE_MS);
+				}
+			}
+		}
+		if (s.term_deadline && now >= s.term_deadline) {
+			struct proc_tree pt = tree_of(&s);
+
+			if (!s.kill_started)
+				s.kill_started = now;
+			if (proc_tree_signal(&pt, SIGKILL) && now - s.kill_started > KILL_GIVEUP_MS) {
+				dtlog(DTLOG_ERROR, "task %s: processes survive SIGKILL for %d s; giving up",
+				      id, KILL_GIVEUP_MS / 1000);
+				break;
+			}
+		}
+		if (s.main_done && s.leftovers_checked) {
+			struct proc_tree pt = tree_of(&s);
+
+			if (s.fd_out < 0 && s.fd_err < 0 && (!s.term_deadline || !proc_tree_count(&pt)))
+				break;
+			if (s.term_deadline || s.fd_out >= 0 || s.fd_err >= 0) {
+				if (proc_tree_count(&pt)) {
+					s.empty_since = 0;
+				} else if (!s.empty_since) {
+					s.empty_since = now;
+				} else if (now - s.empty_since > DRAIN_AFTER_EMPTY_MS) {
+					/* the tree is gone but something else holds the pipes */
+					break;
+				}
+			}
+		}
+	}
+	reap(&s);
+	if (s.fd_out >= 0)
+		read_pipe(&s, &s.fd_out, &s.out);
+	if (s.fd_err >= 0)
+		read_pipe(&s, &s.fd_err, &s.err);
+	{
+		struct strbuf lines = STRBUF_INIT;
+
+		linelog_flush(&s.out, &lines);
+		linelog_flush(&s.err, &lines);
+		log_write(&s, &lines);
+		strbuf_release(&lines);
+	}
+	if (s.t.cgroup)
+		cgroup_remove(s.t.cgroup);
+	finish(&s, TASK_EXITED, s.t.exit_code, NULL);
+	dtlog(DTLOG_DEBUG, "task %s: exited with %d", id, s.t.exit_code);
+done:
+	if (s.logfd >= 0)
+		close(s.logfd);
+	linelog_release(&s.out);
+	linelog_release(&s.err);
+	task_release(&s.t);
+	strbuf_release(&s.dir);
+	strbuf_release(&s.cgroup_why);
+	strbuf_release(&err);
+	strbuf_release(&path);
+	return 0;
+}

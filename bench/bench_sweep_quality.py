@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""bench_sweep_quality.py - sweep search quality: dtctl's TPE + ASHA against
+Optuna's TPESampler + SuccessiveHalvingPruner, on the same simulated
+training runs, in the same run.
+
+Each objective is a learning curve over epochs 1..E (see bench/sweep_sim.c,
+whose formulas this file repeats and must match):
+
+    loss(x, e) = f(x) + amp(x) * e**-rate(x) + noise * N(0, 1)
+
+Both sides run trials one after another, report every epoch to their
+pruner (rungs at min_iter * eta**k below E), count every epoch against the
+same budget of trial-epochs, and score the lowest loss reported.  Regret is
+that score minus the global minimum of f (a floor no run reaches, since
+the curve's residual at epoch E is positive).
+
+    make bench-deps && make BUILD=dev-sweep bench-sweep
+    /usr/bin/python3 bench/bench_sweep_quality.py --sim build/dev-sweep/bench/sweep_sim
+
+Prints one line per seed and a markdown table for docs/BENCHMARKS.md.
+Run it with Debian's /usr/bin/python3 (python3-optuna).
+"""
+import argparse
+import math
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+
+# ---------------------------------------------------------------- objectives
+
+def branin(x1, x2):
+    b, c, t = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
+    u = x2 - b * x1 * x1 + c * x1 - 6
+    return u * u + 10 * (1 - t) * math.cos(x1) + 10
+
+
+H_ALPHA = [1.0, 1.2, 3.0, 3.2]
+H_A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14],
+       [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
+H_P = [[0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886],
+       [0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991],
+       [0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650],
+       [0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381]]
+
+
+def hartmann6(x):
+    s = 0.0
+    for i in range(4):
+        inner = sum(H_A[i][j] * (x[j] - H_P[i][j]) ** 2 for j in range(6))
+        s += H_ALPHA[i] * math.exp(-inner)
+    return -s
+
+
+def branin_trial(t):
+    x1 = t.suggest_float("x1", -5, 10)
+    x2 = t.suggest_float("x2", 0, 15)
+    return branin(x1, x2), 3 + 2 * math.sin(x1 + x2), 0.7
+
+
+def hartmann_trial(t):
+    x = [t.suggest_float("x%d" % (i + 1), 0, 1) for i in range(6)]
+    return hartmann6(x), 1 + x[0], 0.7
+
+
+def mlp_trial(t):
+    lr = t.suggest_float("lr", 1e-5, 1, log=True)
+    batch = t.suggest_categorical("batch", [16, 32, 64, 128, 256, 512])
+    layers = t.suggest_int("layers", 1, 6)
+    drop = t.suggest_float("dropout", 0, 0.7)
+    opt = t.suggest_categorical("optimizer", ["sgd", "adam", "adamw"])
+    llr, lb = math.log10(lr), math.log2(batch / 128)
+    best = {"sgd": -1.0, "adam": -3.0, "adamw": -2.7}[opt] + 0.15 * lb
+    bonus = {"sgd": 0.04, "adam": 0.01, "adamw": 0.0}[opt]
+    f = (0.10 + 0.2 * (llr - best) ** 2 + 0.02 * (layers - 4) ** 2 +
+         0.4 * (drop - 0.25) ** 2 + bonus)
+    rate = min(max(0.5 + 0.25 * (llr + 3), 0.2), 1.2)
+    return f, 1.0, rate
+
+
+# name: (global minimum of f, noise sigma, trial -> (f, amp, rate))
+OBJECTIVES = {
+    "branin": (0.397887357729739, 0.02, branin_trial),
+    "hartmann6": (-3.32236801141551, 0.01, hartmann_trial),
+    "mlp": (0.10, 0.01, mlp_trial),
+}
+
+
+# ------------------------------------------------------------------- runners
+
+def run_optuna(name, seed, budget, epochs, eta, min_iter):
+    import optuna
+    f_star, noise, make = OBJECTIVES[name]
+    study = optuna.create_study(
+        direction="minimize",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=min_iter, reduction_factor=eta, min_early_stopping_rate=0))
+    rnd = random.Random(seed * 1000003 + 17)
+    used, best, trials = 0, math.inf, 0
+    while used < budget:
+        t = study.ask()
+        trials += 1
+        f, amp, rate = make(t)
+        for e in range(1, epochs + 1):
+            if used >= budget:
+                break
+            v = f + amp * e ** -rate + noise * rnd.gauss(0, 1)
+            used += 1
+            best = min(best, v)
+            t.report(v, e)
+            if e == epochs:
+                study.tell(t, v)
+                break
+            if t.should_prune():
+                study.tell(t, state=optuna.trial.TrialState.PRUNED)
+                break
+    return best, best - f_star, trials
+
+
+def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes"):
+    out = subprocess.run(
+        [sim, name, "--seed", str(seed), "--budget", str(budget), "--epochs", str(epochs),
+         "--eta", str(eta), "--min-iter", str(min_iter), "--method", method],
+        check=True, capture_output=True, text=True).stdout
+    kv = dict(item.split("=") for item in out.split())
+    return float(kv["best"]), float(kv["regret"]), int(kv["trials"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sim", required=True, help="path of the sweep_sim program")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--budget", type=int, default=810, help="trial-epochs per run (810)")
+    ap.add_argument("--epochs", type=int, default=27)
+    ap.add_argument("--eta", type=int, default=3)
+    ap.add_argument("--min-iter", type=int, default=1)
+    ap.add_argument("--objectives", default="branin,hartmann6,mlp")
+    args = ap.parse_args()
+    try:
+        import optuna
+    except ImportError:
+        sys.exit("bench_sweep_quality: python3-optuna is missing; run 'make bench-deps' "
+                 "and use /usr/bin/python3")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    rows = []
+    for name in args.objectives.split(","):
+        res = {"dtctl": [], "optuna": [], "random": []}
+        secs = {"dtctl": 0.0, "optuna": 0.0, "random": 0.0}
+        for seed in range(args.seeds):
+            common = (name, seed, args.budget, args.epochs, args.eta, args.min_iter)
+            t0 = time.monotonic()
+            d = run_dtctl(args.sim, *common)
+            t1 = time.monotonic()
+            r = run_dtctl(args.sim, *common, method="random")
+            t2 = time.monotonic()
+            o = run_optuna(*common)
+            t3 = time.monotonic()
+            secs["dtctl"] += t1 - t0
+            secs["random"] += t2 - t1
+            secs["optuna"] += t3 - t2
+            res["dtctl"].append(d)
+            res["random"].append(r)
+            res["optuna"].append(o)
+            print("%-10s seed %2d  dtctl %.5g (%d trials)  optuna %.5g (%d trials)  "
+                  "dtctl-random %.5g" % (name, seed, d[0], d[2], o[0], o[2], r[0]), flush=True)
+        med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+               for k, v in res.items()}
+        wins = sum(d[0] <= o[0] for d, o in zip(res["dtctl"], res["optuna"]))
+        rows.append((name, med, med["dtctl"][1] / med["optuna"][1], wins, secs))
+
+    print()
+    print("budget %d trial-epochs, %d epochs per full trial, ASHA/SHA min_iter %d eta %d, "
+          "%d seeds, medians" % (args.budget, args.epochs, args.min_iter, args.eta, args.seeds))
+    print()
+    print("| objective | dtctl TPE+ASHA best (regret) | Optuna TPE+SHA best (regret) | "
+          "regret ratio dtctl/Optuna | dtctl ≤ Optuna | dtctl random+ASHA best (regret) | "
+          "time dtctl / Optuna |")
+    print("|---|---|---|---|---|---|---|")
+    for name, med, ratio, wins, secs in rows:
+        print("| %s | %.4g (%.4g) | %.4g (%.4g) | %.2f | %d/%d | %.4g (%.4g) | %.1fs / %.1fs |" % (
+            name, med["dtctl"][0], med["dtctl"][1], med["optuna"][0], med["optuna"][1],
+            ratio, wins, args.seeds, med["random"][0], med["random"][1],
+            secs["dtctl"], secs["optuna"]))
+    ok = all(ratio <= 1.0 for _, _, ratio, _, _ in rows)
+    print()
+    print("sweep quality: %s (target: dtctl's median regret <= Optuna's on every objective)"
+          % ("OK" if ok else "BELOW TARGET"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

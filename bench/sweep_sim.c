@@ -1,0 +1,284 @@
+/*
+ * sweep_sim.c - drive dtctl's sweep search + ASHA on a simulated training
+ * run and print the best metric found within a budget of trial-epochs.
+ *
+ * Used by bench/bench_sweep_quality.py, which runs Optuna on the very same
+ * objectives (the formulas are written twice, here and there, and must stay
+ * identical).  A trial is a learning curve over epochs 1..E:
+ *
+ *     loss(x, e) = f(x) + amp(x) * e^-rate(x) + noise * N(0, 1)
+ *
+ * so a trial's metric approaches f(x) as it trains and the early epochs
+ * rank configurations imperfectly, which is what early stopping has to cope
+ * with.  Trials run one after another (parallel = 1, like Optuna's
+ * study.optimize); every epoch of every trial counts against the budget,
+ * and the score is the lowest metric reported by any trial at any epoch.
+ *
+ *     sweep_sim branin --seed 3 --budget 810
+ *     best=0.52 regret=0.122 trials=211 epochs=810
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "parse-options.h"
+#include "rng.h"
+#include "scheduler/asha.h"
+#include "scheduler/search.h"
+#include "usage.h"
+
+/* ---------------------------------------------------------- objectives */
+
+static double branin(const double *x)
+{
+	double b = 5.1 / (4 * M_PI * M_PI), c = 5 / M_PI, t = 1 / (8 * M_PI);
+	double u = x[1] - b * x[0] * x[0] + c * x[0] - 6;
+
+	return u * u + 10 * (1 - t) * cos(x[0]) + 10;
+}
+
+static double hartmann6(const double *x)
+{
+	static const double alpha[4] = { 1.0, 1.2, 3.0, 3.2 };
+	static const double A[4][6] = {
+		{ 10, 3, 17, 3.5, 1.7, 8 }, { 0.05, 10, 17, 0.1, 8, 14 },
+		{ 3, 3.5, 1.7, 10, 17, 8 }, { 17, 8, 0.05, 10, 0.1, 14 },
+	};
+	static const double P[4][6] = {
+		{ 0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886 },
+		{ 0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991 },
+		{ 0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650 },
+		{ 0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381 },
+	};
+	double sum = 0;
+
+	for (int i = 0; i < 4; i++) {
+		double inner = 0;
+
+		for (int j = 0; j < 6; j++)
+			inner += A[i][j] * (x[j] - P[i][j]) * (x[j] - P[i][j]);
+		sum += alpha[i] * exp(-inner);
+	}
+	return -sum;
+}
+
+/* A DL-flavoured space: lr, batch, layers, dropout, optimizer. */
+static const char *const mlp_batch[] = { "16", "32", "64", "128", "256", "512", NULL };
+static const char *const mlp_opt[] = { "sgd", "adam", "adamw", NULL };
+
+struct objective {
+	const char *name;
+	double f_star;       /* global minimum of the asymptote f, for regret */
+	double noise;
+	void (*space)(struct sweep_config *c);
+	/* f, amp and rate of the curve for the trial's parameters */
+	void (*curve)(const struct suggestion *sg, double *f, double *amp, double *rate);
+};
+
+static struct sweep_param *add_param(struct sweep_config *c, const char *name,
+				     enum param_kind kind, double min, double max)
+{
+	struct sweep_param *p;
+
+	c->params = xrealloc(c->params, (c->nr_params + 1) * sizeof(*c->params));
+	p = &c->params[c->nr_params++];
+	memset(p, 0, sizeof(*p));
+	strvec_init(&p->values);
+	p->name = xstrdup(name);
+	p->kind = kind;
+	p->min = min;
+	p->max = max;
+	p->q = 1;
+	p->sigma = 1;
+	return p;
+}
+
+static void add_values(struct sweep_config *c, const char *name, const char *const *v)
+{
+	struct sweep_param *p = add_param(c, name, PARAM_VALUES, 0, 0);
+
+	strvec_pushv(&p->values, (const char **)v);
+}
+
+static double num(const struct suggestion *sg, const char *name)
+{
+	const struct suggestion_item *it = suggestion_get(sg, name);
+
+	return it && it->is_num ? it->num : NAN;
+}
+
+static void branin_space(struct sweep_config *c)
+{
+	add_param(c, "x1", PARAM_UNIFORM, -5, 10);
+	add_param(c, "x2", PARAM_UNIFORM, 0, 15);
+}
+
+static void branin_curve(const struct suggestion *sg, double *f, double *amp, double *rate)
+{
+	double x[2] = { num(sg, "x1"), num(sg, "x2") };
+
+	*f = branin(x);
+	*amp = 3 + 2 * sin(x[0] + x[1]);
+	*rate = 0.7;
+}
+
+static void hartmann_space(struct sweep_config *c)
+{
+	static const char *const names[] = { "x1", "x2", "x3", "x4", "x5", "x6" };
+
+	for (int i = 0; i < 6; i++)
+		add_param(c, names[i], PARAM_UNIFORM, 0, 1);
+}
+
+static void hartmann_curve(const struct suggestion *sg, double *f, double *amp, double *rate)
+{
+	double x[6] = { num(sg, "x1"), num(sg, "x2"), num(sg, "x3"),
+			num(sg, "x4"), num(sg, "x5"), num(sg, "x6") };
+
+	*f = hartmann6(x);
+	*amp = 1 + x[0];
+	*rate = 0.7;
+}
+
+static void mlp_space(struct sweep_config *c)
+{
+	add_param(c, "lr", PARAM_LOG_UNIFORM, 1e-5, 1);
+	add_values(c, "batch", mlp_batch);
+	add_param(c, "layers", PARAM_INT_UNIFORM, 1, 6);
+	add_param(c, "dropout", PARAM_UNIFORM, 0, 0.7);
+	add_values(c, "optimizer", mlp_opt);
+}
+
+/*
+ * Each optimizer has its best learning rate, shifted up for larger batches;
+ * a larger lr learns faster (a steeper curve), so early epochs favour large
+ * learning rates more than the final loss does.
+ */
+static void mlp_curve(const struct suggestion *sg, double *f, double *amp, double *rate)
+{
+	const char *opt = suggestion_get(sg, "optimizer")->value;
+	double llr = log10(num(sg, "lr")), lb = log2(num(sg, "batch") / 128);
+	double best = !strcmp(opt, "sgd") ? -1.0 : !strcmp(opt, "adam") ? -3.0 : -2.7;
+	double bonus = !strcmp(opt, "sgd") ? 0.04 : !strcmp(opt, "adam") ? 0.01 : 0.0;
+	double layers = num(sg, "layers"), drop = num(sg, "dropout");
+
+	best += 0.15 * lb;
+	*f = 0.10 + 0.2 * (llr - best) * (llr - best) + 0.02 * (layers - 4) * (layers - 4) +
+	     0.4 * (drop - 0.25) * (drop - 0.25) + bonus;
+	*amp = 1.0;
+	*rate = fmin(fmax(0.5 + 0.25 * (llr + 3), 0.2), 1.2);
+}
+
+static const struct objective objectives[] = {
+	{ "branin", 0.397887357729739, 0.02, branin_space, branin_curve },
+	{ "hartmann6", -3.32236801141551, 0.01, hartmann_space, hartmann_curve },
+	{ "mlp", 0.10, 0.01, mlp_space, mlp_curve },
+};
+
+static void cfg_release(struct sweep_config *c)
+{
+	for (size_t i = 0; i < c->nr_params; i++) {
+		free(c->params[i].name);
+		strvec_clear(&c->params[i].values);
+	}
+	free(c->params);
+}
+
+int main(int argc, const char **argv)
+{
+	static const char *const usage[] = {
+		"sweep_sim [options] (branin | hartmann6 | mlp)", NULL,
+	};
+	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
+	int n_startup = -1, candidates = -1, multivariate = -1;
+	double gamma = -1;
+	const char *method = "bayes";
+	struct option opts[] = {
+		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
+		OPT_INT(0, "seed", &seed, "seed of the search and of the noise (0)"),
+		OPT_INT(0, "epochs", &epochs, "epochs of a full trial, ASHA's max_iter (27)"),
+		OPT_INT(0, "eta", &eta, "ASHA reduction factor (3)"),
+		OPT_INT(0, "min-iter", &min_iter, "ASHA first rung (1)"),
+		OPT_BOOL(0, "no-asha", &no_asha, "run every trial to the end"),
+		OPT_STRING(0, "method", &method, "m", "bayes or random (bayes)"),
+		OPT_INT(0, "n-startup", &n_startup, "TPE random trials first"),
+		OPT_INT(0, "candidates", &candidates, "TPE candidates per parameter"),
+		OPT_DOUBLE(0, "gamma", &gamma, "TPE good fraction"),
+		OPT_INT(0, "multivariate", &multivariate, "TPE joint (1) or per-parameter (0) densities"),
+		OPT_END(),
+	};
+	const struct objective *obj = NULL;
+	struct sweep_config cfg;
+	struct strbuf err = STRBUF_INIT;
+	struct suggestion sg = SUGGESTION_INIT;
+	struct search *s;
+	struct asha *a = NULL;
+	struct tpe_options to;
+	struct rng noise;
+	double best = INFINITY;
+	int used = 0, trials = 0;
+
+	dt_set_progname("sweep_sim");
+	argv++;   /* past the program name */
+	argc = parse_options(argc - 1, argv, opts, usage, 0);
+	for (size_t i = 0; argc == 1 && i < ARRAY_SIZE(objectives); i++)
+		if (!strcmp(argv[0], objectives[i].name))
+			obj = &objectives[i];
+	if (!obj || budget < 1 || epochs < 1) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.method = !strcmp(method, "random") ? SWEEP_RANDOM : SWEEP_BAYES;
+	cfg.goal = GOAL_MINIMIZE;
+	obj->space(&cfg);
+	s = search_new(&cfg, (uint64_t)seed, &err);
+	if (!s)
+		die_code(DT_EXIT_USAGE, "%s", err.buf);
+	search_get_tpe_options(s, &to);
+	if (n_startup >= 0)
+		to.n_startup = n_startup;
+	if (candidates > 0)
+		to.n_ei_candidates = candidates;
+	if (gamma > 0)
+		to.gamma = gamma;
+	if (multivariate >= 0)
+		to.multivariate = multivariate;
+	search_set_tpe_options(s, &to);
+	if (!no_asha && !(a = asha_new(min_iter, eta, epochs, GOAL_MINIMIZE)))
+		die_code(DT_EXIT_USAGE, "bad ASHA settings: min_iter %d eta %d", min_iter, eta);
+	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));
+
+	while (used < budget) {
+		double f, amp, rate;
+
+		if (search_suggest(s, &sg))
+			break;
+		trials++;
+		obj->curve(&sg, &f, &amp, &rate);
+		for (int e = 1; e <= epochs && used < budget; e++) {
+			double v = f + amp * pow(e, -rate) + obj->noise * rng_gauss(&noise);
+
+			used++;
+			best = fmin(best, v);
+			if (e == epochs) {
+				search_observe_at(s, &sg, v, SEARCH_COMPLETED, e);
+				break;
+			}
+			if (a && asha_report(a, trials, e, v) == ASHA_PRUNE) {
+				search_observe_at(s, &sg, v, SEARCH_PRUNED, e);
+				break;
+			}
+		}
+	}
+	printf("best=%.10g regret=%.10g trials=%d epochs=%d\n", best, best - obj->f_star,
+	       trials, used);
+	suggestion_release(&sg);
+	search_free(s);
+	asha_free(a);
+	cfg_release(&cfg);
+	strbuf_release(&err);
+	return 0;
+}

@@ -1,0 +1,633 @@
+/*
+ * cmd-doctor.c - `dtctl doctor`: a pre-flight check of the whole cluster.
+ *
+ * One pool (lib/ssh.h, sessions kept open between phases), driven by
+ * callbacks:
+ *
+ *   every node:   facts probe (cluster-ssh.c: versions, GPUs, clock, shared
+ *                 dir, interfaces, listening ports)
+ *   first node:   writes a random token into the shared dir; when it is
+ *                 written every other node reads it back; when all have
+ *                 read, the first node removes it
+ *   every node:   once all facts are in, tries a TCP connect to every other
+ *                 node's addresses (bash /dev/tcp, 2 s) to find interfaces
+ *                 that reach all nodes
+ *
+ * Then one verdict and one fix per check.  Exit 0 when every check passes,
+ * 1 otherwise (2 for bad configuration, 130 when interrupted).
+ */
+#include "builtin.h"
+#include "cluster-ssh.h"
+#include "json.h"
+#include "log.h"
+#include "parse-options.h"
+#include "usage.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/rand.h>
+
+#define RENDEZVOUS_PORT 29500
+#define SKEW_LIMIT_S 1.0
+
+struct doc_node {
+	int have_facts;
+	struct kvlist facts;
+	double skew;              /* node clock - head clock, seconds */
+	int token;                /* shared token: 1 read back ok, -1 wrong/missing, 0 not tried */
+	struct strbuf token_err;
+	struct strbuf reach;      /* "ok ADDR" / "fail ADDR" lines */
+};
+
+struct doctor {
+	struct cluster_config *c;
+	struct ssh_pool *p;
+	struct doc_node *nodes;
+	size_t nr;
+	size_t facts_pending, reads_pending;
+	char token[33];
+	struct strbuf token_path;
+	int writer_ok;
+	struct strbuf writer_err;
+	json_t *checks;
+	int failed;
+	int json;
+};
+
+static struct doctor *D;
+
+static struct doc_node *dnode(struct ssh_node *n)
+{
+	return &D->nodes[ssh_node_index(n)];
+}
+
+/* ------------------------------------------------------------ phases */
+
+static void reach_done(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	(void)arg;
+	if (r->error == SSH_OK)
+		strbuf_addbuf(&dnode(n)->reach, &r->out);
+}
+
+/* All facts are in: every node probes every other node's addresses. */
+static void start_reach(void)
+{
+	for (size_t i = 0; i < D->nr; i++) {
+		struct ssh_node *n = ssh_pool_node(D->p, i);
+		struct strbuf cmd = STRBUF_INIT;
+		int any = 0;
+
+		if (ssh_node_failed(n) || !D->nodes[i].have_facts)
+			continue;
+		strbuf_addstr(&cmd, "command -v bash >/dev/null 2>&1 || { echo nobash; exit 0; }; "
+			      "for a in");
+		for (size_t j = 0; j < D->nr; j++) {
+			const char *ifs = kvlist_get(&D->nodes[j].facts, "ifaces");
+			struct strvec list = STRVEC_INIT;
+
+			if (j == i || !ifs)
+				continue;
+			strvec_split(&list, ifs, ";");
+			for (size_t k = 0; k < list.nr; k++) {
+				const char *sp = strchr(list.v[k], ' ');
+				struct strbuf addr = STRBUF_INIT;
+
+				if (!sp)
+					continue;
+				strbuf_addstr(&addr, sp + 1);
+				strbuf_setlen(&addr, strcspn(addr.buf, "/"));
+				strbuf_addf(&addr, ":%d", ssh_node_target(ssh_pool_node(D->p, j))->port);
+				strbuf_addch(&cmd, ' ');
+				strbuf_add_shell_quoted(&cmd, addr.buf);
+				strbuf_release(&addr);
+				any = 1;
+			}
+			strvec_clear(&list);
+		}
+		strbuf_addstr(&cmd, "; do h=${a%:*}; p=${a##*:}; "
+			      "if timeout 2 bash -c \"exec 3<>/dev/tcp/$h/$p\" 2>/dev/null; "
+			      "then echo \"ok $h\"; else echo \"fail $h\"; fi; done");
+		if (any)
+			ssh_exec(n, cmd.buf, 60000, 0, reach_done, NULL);
+		strbuf_release(&cmd);
+	}
+}
+
+static void token_removed(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	(void)n, (void)r, (void)arg;
+}
+
+static void token_read(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct doc_node *d = dnode(n);
+
+	(void)arg;
+	if (r->error == SSH_OK && r->status == 0 && !strcmp(r->out.buf, D->token)) {
+		d->token = 1;
+	} else {
+		d->token = -1;
+		if (r->error == SSH_E_NODE)
+			strbuf_addstr(&d->token_err, "unreachable");
+		else if (r->status == 0)
+			strbuf_addstr(&d->token_err, "a different file is there");
+		else
+			strbuf_addstr(&d->token_err, "the file written by the first node is missing");
+	}
+	if (--D->reads_pending == 0) {
+		struct strbuf cmd = STRBUF_INIT;
+
+		strbuf_addstr(&cmd, "rm -f ");
+		strbuf_add_shell_quoted(&cmd, D->token_path.buf);
+		ssh_exec(ssh_pool_node(D->p, 0), cmd.buf, 30000, 0, token_removed, NULL);
+		strbuf_release(&cmd);
+	}
+}
+
+static void token_written(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct strbuf cmd = STRBUF_INIT;
+
+	(void)arg;
+	if (r->error != SSH_OK || r->status != 0) {
+		strbuf_addbuf(&D->writer_err, &r->err);
+		strbuf_trim(&D->writer_err);
+		if (!D->writer_err.len && r->message)
+			strbuf_addstr(&D->writer_err, r->message);
+		return;
+	}
+	D->writer_ok = 1;
+	dnode(n)->token = 1;
+	strbuf_addstr(&cmd, "cat ");
+	strbuf_add_shell_quoted(&cmd, D->token_path.buf);
+	for (size_t i = 1; i < D->nr; i++) {
+		if (ssh_node_failed(ssh_pool_node(D->p, i)))
+			continue;	/* would be dropped without a callback */
+		D->reads_pending++;
+		ssh_exec(ssh_pool_node(D->p, i), cmd.buf, 30000, 0, token_read, NULL);
+	}
+	if (!D->reads_pending) {
+		struct strbuf rm = STRBUF_INIT;
+
+		strbuf_addstr(&rm, "rm -f ");
+		strbuf_add_shell_quoted(&rm, D->token_path.buf);
+		ssh_exec(n, rm.buf, 30000, 0, token_removed, NULL);
+		strbuf_release(&rm);
+	}
+	strbuf_release(&cmd);
+}
+
+static void got_facts(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct doc_node *d = dnode(n);
+
+	(void)arg;
+	if (r->error == SSH_OK) {
+		double head = dt_now_us() / 1e6;   /* "time" is the probe's last line */
+		const char *t;
+
+		facts_parse(&d->facts, r->out.buf);
+		d->have_facts = 1;
+		t = kvlist_get(&d->facts, "time");
+		d->skew = t ? atof(t) - head : 0;
+	}
+	if (--D->facts_pending == 0)
+		start_reach();
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+static void verdict(const char *name, int ok, const char *detail, const char *fix)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "check", json_string(name));
+	json_object_set_new(o, "ok", json_boolean(ok));
+	json_object_set_new(o, "detail", json_string(detail));
+	json_object_set_new(o, "fix", ok || !fix ? json_null() : json_string(fix));
+	json_array_append_new(D->checks, o);
+	if (!ok)
+		D->failed = 1;
+	if (D->json)
+		return;
+	printf("%s %-10s %s\n", ok ? "PASS" : "FAIL", name, detail);
+	if (!ok && fix)
+		printf("     %-10s fix: %s\n", "", fix);
+}
+
+static const char *node_name(size_t i)
+{
+	return ssh_node_target(ssh_pool_node(D->p, i))->name;
+}
+
+static void check_ssh(void)
+{
+	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT;
+	int nbad = 0, changed = 0;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		struct ssh_node *n = ssh_pool_node(D->p, i);
+
+		if (!ssh_node_failed(n) || *ssh_node_auth(n))
+			continue;
+		nbad++;
+		changed |= !strcmp(ssh_node_hostkey_state(n), "CHANGED");
+		strbuf_addf(&bad, "%s%s", bad.len ? "; " : "", ssh_node_error(n));
+	}
+	if (!nbad)
+		strbuf_addf(&detail, "all %zu nodes reachable, host keys verified, key login works", D->nr);
+	else
+		strbuf_addf(&detail, "%d of %zu nodes not reachable: %s", nbad, D->nr, bad.buf);
+	verdict("ssh", !nbad, detail.buf, changed ?
+		"a node's host key changed: check it, then 'dtctl hosts forget NODE' and 'dtctl init'" :
+		"check the node is up and run 'dtctl init' (it sets up keys and host keys)");
+	strbuf_release(&detail);
+	strbuf_release(&bad);
+}
+
+static void check_clock(void)
+{
+	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT;
+	double worst = 0;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		if (!D->nodes[i].have_facts)
+			continue;
+		if (fabs(D->nodes[i].skew) > fabs(worst))
+			worst = D->nodes[i].skew;
+		if (fabs(D->nodes[i].skew) > SKEW_LIMIT_S)
+			strbuf_addf(&bad, "%s%s %+.2f s", bad.len ? ", " : "", node_name(i),
+				    D->nodes[i].skew);
+	}
+	if (bad.len)
+		strbuf_addf(&detail, "clocks differ from the head by more than %.1f s: %s",
+			    SKEW_LIMIT_S, bad.buf);
+	else
+		strbuf_addf(&detail, "clocks within %.2f s of the head", fabs(worst));
+	verdict("clock", !bad.len, detail.buf,
+		"run a time service on every node (chrony or systemd-timesyncd); signed requests "
+		"are refused beyond 60 s of skew and logs merge out of order");
+	strbuf_release(&detail);
+	strbuf_release(&bad);
+}
+
+/* The same value of fact `key` on every node, else name the groups. */
+static void check_same(const char *key, const char *label, const char *fix)
+{
+	struct strvec values = STRVEC_INIT;
+	struct strbuf detail = STRBUF_INIT;
+	int have = 0;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		const char *v = kvlist_get(&D->nodes[i].facts, key);
+
+		if (!D->nodes[i].have_facts)
+			continue;
+		have = 1;
+		if (strvec_find(&values, v ? v : "") < 0)
+			strvec_push(&values, v ? v : "");
+	}
+	if (!have) {
+		strvec_clear(&values);
+		return;
+	}
+	if (values.nr == 1) {
+		strbuf_addf(&detail, "%s %s on every node", label, *values.v[0] ? values.v[0] : "(none)");
+	} else {
+		strbuf_addf(&detail, "%s differs:", label);
+		for (size_t k = 0; k < values.nr; k++) {
+			struct strvec names = STRVEC_INIT;
+			struct strbuf folded = STRBUF_INIT;
+
+			for (size_t i = 0; i < D->nr; i++) {
+				const char *v = kvlist_get(&D->nodes[i].facts, key);
+
+				if (D->nodes[i].have_facts && !strcmp(v ? v : "", values.v[k]))
+					strvec_push(&names, node_name(i));
+			}
+			fold_names(&folded, names.v, names.nr);
+			strbuf_addf(&detail, "%s '%s' on %s", k ? ";" : "",
+				    *values.v[k] ? values.v[k] : "none", folded.buf);
+			strvec_clear(&names);
+			strbuf_release(&folded);
+		}
+	}
+	verdict(key, values.nr == 1, detail.buf, fix);
+	strvec_clear(&values);
+	strbuf_release(&detail);
+}
+
+static void check_gpus(void)
+{
+	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT, notes = STRBUF_INIT;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		const struct cluster_node *cn = &D->c->nodes[cluster_node_index(ssh_pool_node(D->p, i))];
+		const char *seen = kvlist_get(&D->nodes[i].facts, "gpus");
+
+		if (!D->nodes[i].have_facts || !seen)
+			continue;
+		if (!strcmp(seen, "none")) {
+			if (cn->gpus > 0 && !notes.len)
+				strbuf_addf(&notes, " (no nvidia-smi on %s: the configured %d GPUs are taken as given)",
+					    cn->name, cn->gpus);
+			continue;
+		}
+		if (cn->gpus != GPUS_AUTO && atoi(seen) != cn->gpus)
+			strbuf_addf(&bad, "%s%s has %s, cluster.yaml says %d", bad.len ? "; " : "",
+				    cn->name, seen, cn->gpus);
+	}
+	if (bad.len)
+		strbuf_addf(&detail, "GPU counts differ from cluster.yaml: %s", bad.buf);
+	else
+		strbuf_addf(&detail, "GPU counts match cluster.yaml%s", notes.buf);
+	verdict("gpus", !bad.len, detail.buf,
+		"fix 'gpus:' in cluster.yaml (or 'gpus: auto'), or check the driver with nvidia-smi");
+	strbuf_release(&detail);
+	strbuf_release(&bad);
+	strbuf_release(&notes);
+}
+
+static void check_shared(void)
+{
+	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT;
+	const char *fix = NULL;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		const char *s = kvlist_get(&D->nodes[i].facts, "shared");
+
+		if (!D->nodes[i].have_facts)
+			continue;
+		if (s && strcmp(s, "ok")) {
+			strbuf_addf(&bad, "%s%s: %s", bad.len ? "; " : "", node_name(i),
+				    !strcmp(s, "missing") ? "not there" : "not writable");
+			fix = "mount the shared dir at the same path on every node, writable by the user";
+		}
+	}
+	if (!D->writer_ok && D->nr) {
+		strbuf_addf(&bad, "%s%s cannot write a file there%s%s", bad.len ? "; " : "", node_name(0),
+			    D->writer_err.len ? ": " : "", D->writer_err.buf);
+		fix = fix ? fix : "make the shared dir writable by the cluster user";
+	} else {
+		for (size_t i = 1; i < D->nr; i++)
+			if (D->nodes[i].token < 0 && D->nodes[i].have_facts) {
+				strbuf_addf(&bad, "%s%s does not see the file %s wrote (%s): not the same dir",
+					    bad.len ? "; " : "", node_name(i), node_name(0),
+					    D->nodes[i].token_err.buf);
+				fix = "the shared dir must be ONE file system (NFS) mounted on every node; "
+				      "check 'findmnt' on the nodes named";
+			}
+	}
+	if (bad.len)
+		strbuf_addf(&detail, "shared dir %s: %s", D->c->shared_dir, bad.buf);
+	else
+		strbuf_addf(&detail, "shared dir %s mounted, writable and the same on every node",
+			    D->c->shared_dir);
+	verdict("shared", !bad.len, detail.buf, fix);
+	strbuf_release(&detail);
+	strbuf_release(&bad);
+}
+
+/* Interfaces: a name present on every node whose addresses all other nodes reach. */
+static void check_network(void)
+{
+	struct strvec names = STRVEC_INIT, good = STRVEC_INIT;
+	struct strbuf detail = STRBUF_INIT, fix = STRBUF_INIT;
+	int nodes_with_facts = 0, nobash = 0;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		const char *ifs = kvlist_get(&D->nodes[i].facts, "ifaces");
+		struct strvec list = STRVEC_INIT;
+
+		if (!D->nodes[i].have_facts)
+			continue;
+		nodes_with_facts++;
+		nobash |= strstr(D->nodes[i].reach.buf, "nobash") != NULL;
+		strvec_split(&list, ifs ? ifs : "", ";");
+		for (size_t k = 0; k < list.nr; k++) {
+			char *nm = xstrndup(list.v[k], strcspn(list.v[k], " "));
+
+			if (strvec_find(&names, nm) < 0)
+				strvec_push(&names, nm);
+			free(nm);
+		}
+		strvec_clear(&list);
+	}
+	for (size_t k = 0; k < names.nr; k++) {
+		int ok = 1;
+
+		for (size_t i = 0; i < D->nr && ok; i++) {
+			const char *ifs = kvlist_get(&D->nodes[i].facts, "ifaces");
+			struct strvec list = STRVEC_INIT;
+			int has = 0;
+
+			if (!D->nodes[i].have_facts)
+				continue;
+			strvec_split(&list, ifs ? ifs : "", ";");
+			for (size_t m = 0; m < list.nr; m++) {
+				struct strbuf probe = STRBUF_INIT, addr = STRBUF_INIT;
+				const char *sp = strchr(list.v[m], ' ');
+
+				if (!sp || strncmp(list.v[m], names.v[k], strlen(names.v[k])) ||
+				    list.v[m][strlen(names.v[k])] != ' ')
+					continue;
+				has = 1;
+				strbuf_addstr(&addr, sp + 1);
+				strbuf_setlen(&addr, strcspn(addr.buf, "/"));
+				/* every other node must have reached this address */
+				for (size_t j = 0; j < D->nr; j++) {
+					if (j == i || !D->nodes[j].have_facts)
+						continue;
+					strbuf_reset(&probe);
+					strbuf_addf(&probe, "ok %s\n", addr.buf);
+					if (!strstr(D->nodes[j].reach.buf, probe.buf))
+						ok = 0;
+				}
+				strbuf_release(&probe);
+				strbuf_release(&addr);
+			}
+			if (!has)
+				ok = 0;
+			strvec_clear(&list);
+		}
+		if (ok)
+			strvec_push(&good, names.v[k]);
+	}
+	if (nodes_with_facts < 2) {
+		strbuf_addstr(&detail, "fewer than two nodes answered: nothing to check between nodes");
+		verdict("network", 1, detail.buf, NULL);
+	} else if (good.nr) {
+		strbuf_addf(&detail, "interface %s reaches every node from every node", good.v[0]);
+		for (size_t k = 1; k < good.nr; k++)
+			strbuf_addf(&detail, "%s%s", k == 1 ? " (also: " : ", ", good.v[k]);
+		if (good.nr > 1)
+			strbuf_addch(&detail, ')');
+		strbuf_addf(&detail, "; use NCCL_SOCKET_IFNAME=%s and OMPI_MCA_btl_tcp_if_include=%s",
+			    good.v[0], good.v[0]);
+		verdict("network", 1, detail.buf, NULL);
+	} else {
+		strbuf_addstr(&detail, nobash ?
+			      "cannot test (no bash on a node for /dev/tcp probes)" :
+			      "no interface name reaches every node from every node");
+		strbuf_addstr(&fix, "connect the nodes on one network with the same interface name, "
+			      "or set network.interface / NCCL_SOCKET_IFNAME per node");
+		verdict("network", 0, detail.buf, fix.buf);
+	}
+	strvec_clear(&names);
+	strvec_clear(&good);
+	strbuf_release(&detail);
+	strbuf_release(&fix);
+}
+
+static int port_listening(const char *ports, int port)
+{
+	char hex[16];
+	const char *p = ports;
+
+	snprintf(hex, sizeof(hex), "%04X", port);
+	while (p && *p) {
+		while (*p == ' ')
+			p++;
+		if (!strncasecmp(p, hex, 4) && (p[4] == ' ' || !p[4]))
+			return 1;
+		p = strchr(p, ' ');
+	}
+	return 0;
+}
+
+static void check_port(void)
+{
+	struct strbuf detail = STRBUF_INIT;
+	const char *ports;
+	int port = RENDEZVOUS_PORT;
+
+	if (!D->nr || !D->nodes[0].have_facts)
+		return;
+	ports = kvlist_get(&D->nodes[0].facts, "ports");
+	while (port < RENDEZVOUS_PORT + 500 && port_listening(ports, port))
+		port++;
+	if (port == RENDEZVOUS_PORT)
+		strbuf_addf(&detail, "rendezvous port %d is free on %s (MASTER_ADDR)", port, node_name(0));
+	else
+		strbuf_addf(&detail, "port %d is taken on %s; %d is free", RENDEZVOUS_PORT,
+			    node_name(0), port);
+	verdict("port", port < RENDEZVOUS_PORT + 500, detail.buf,
+		"free a port for the rendezvous (MASTER_PORT) on the first node");
+	strbuf_release(&detail);
+}
+
+/* ----------------------------------------------------------------- main */
+
+int cmd_doctor(int argc, const char **argv)
+{
+	static const char *const usage[] = { "dtctl doctor [--nodes SPEC] [--json]", NULL };
+	const char *cluster = NULL, *nodes = NULL;
+	int json = 0, rc;
+	struct option opts[] = {
+		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
+		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_BOOL(0, "json", &json, "print the checks as JSON"),
+		OPT_END(),
+	};
+	struct cluster_config c;
+	struct ssh_pool_opts po;
+	struct doctor d;
+	struct strbuf cmd = STRBUF_INIT;
+	unsigned char rnd[16];
+	size_t *idx = NULL, nr = 0;
+
+	argv++;
+	argc = parse_options(argc - 1, argv, opts, usage, 0);
+	if (argc) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	if (cluster_load(&c, cluster) < 0)
+		return DT_EXIT_USAGE;
+	if (cluster_select(&c, nodes, &idx, &nr) < 0) {
+		free(idx);
+		cluster_config_release(&c);
+		return DT_EXIT_USAGE;
+	}
+	memset(&d, 0, sizeof(d));
+	D = &d;
+	d.c = &c;
+	d.nr = nr;
+	d.json = json;
+	d.checks = json_array();
+	strbuf_init(&d.token_path, 0);
+	strbuf_init(&d.writer_err, 0);
+	d.nodes = xcalloc(nr, sizeof(*d.nodes));
+	for (size_t i = 0; i < nr; i++) {
+		strbuf_init(&d.nodes[i].token_err, 0);
+		strbuf_init(&d.nodes[i].reach, 0);
+	}
+	RAND_bytes(rnd, sizeof(rnd));
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(d.token + 2 * i, 3, "%02x", rnd[i]);
+	strbuf_addf(&d.token_path, "%s/.dtctl-doctor-%s", c.shared_dir, d.token);
+
+	cluster_pool_opts(&po, &c);
+	po.keep_sessions = 1;
+	po.on_tick = json ? NULL : progress_tick;
+	ssh_catch_signals();
+	d.p = ssh_pool_new(&po);
+	cluster_pool_add(d.p, &c, idx, nr);
+	facts_command(&cmd, c.shared_dir);
+	d.facts_pending = nr;
+	for (size_t i = 0; i < nr; i++)
+		ssh_exec(ssh_pool_node(d.p, i), cmd.buf, 60000, 0, got_facts, NULL);
+	strbuf_reset(&cmd);
+	strbuf_addf(&cmd, "umask 022; printf %%s %s > ", d.token);
+	strbuf_add_shell_quoted(&cmd, d.token_path.buf);
+	if (nr)
+		ssh_exec(ssh_pool_node(d.p, 0), cmd.buf, 30000, 0, token_written, NULL);
+	rc = ssh_pool_run(d.p);
+	progress_clear();
+	if (rc < 0) {
+		error("interrupted");
+	} else {
+		check_ssh();
+		check_clock();
+		check_same("os", "OS", "install the same OS release on every node");
+		check_same("glibc", "glibc", "install the same OS release (glibc) on every node");
+		check_same("driver", "GPU driver", "install the same NVIDIA driver on every node");
+		check_same("cuda", "CUDA", "install the same CUDA toolkit everywhere (check PATH and ~/.dtctl/env.sh)");
+		check_same("nccl", "NCCL", "install the same NCCL version on every node");
+		check_same("mpi", "Open MPI", "install the same Open MPI everywhere; check PATH and "
+			   "~/.dtctl/env.sh on the odd nodes (which mpirun)");
+		check_gpus();
+		check_shared();
+		check_network();
+		check_port();
+		if (json) {
+			json_t *o = json_object();
+
+			json_object_set_new(o, "ok", json_boolean(!d.failed));
+			json_object_set(o, "checks", d.checks);
+			json_print(o);
+			json_decref(o);
+		} else {
+			printf("%s\n", d.failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
+		}
+	}
+	ssh_pool_free(d.p);
+	for (size_t i = 0; i < nr; i++) {
+		kvlist_release(&d.nodes[i].facts);
+		strbuf_release(&d.nodes[i].token_err);
+		strbuf_release(&d.nodes[i].reach);
+	}
+	free(d.nodes);
+	json_decref(d.checks);
+	strbuf_release(&d.token_path);
+	strbuf_release(&d.writer_err);
+	strbuf_release(&cmd);
+	free(idx);
+	cluster_config_release(&c);
+	if (rc < 0)
+		return DT_EXIT_INTR;
+	return d.failed ? DT_EXIT_FAIL : 0;
+}

@@ -1,0 +1,909 @@
+/*
+ * cmd-init.c - `dtctl init [cluster.yaml]`: make every node of the cluster
+ * reachable without a password, verified, set up and ready for agents.
+ *
+ * On the head, once: load and copy cluster.yaml to the dtctl home, make the
+ * cluster key pair (ssh-keygen, ed25519) unless ssh.identity names one, make
+ * the cluster secret, render the setup template per node, read the dtagent
+ * and dttrain binaries that sit beside this dtctl.
+ *
+ * Then on every node at once (lib/ssh.h, one process, ssh.fanout at a time):
+ *
+ *   connect, verify the host key (tofu / strict), log in (key, agent, password)
+ *   prepare:  ~/.ssh and ~/.dtctl (0700), report checksums of what is there
+ *   authorized_keys: add the cluster key once (SFTP temp + rename, 0600)
+ *   secret, binaries: upload only what differs (SHA-256), atomically
+ *   setup:    upload + run the rendered template when its hash changed;
+ *             output streamed "node: line" and saved to <shared>/init/<node>.log
+ *   facts:    versions and GPUs for the summary table
+ *   agents:   init_start_agents()
+ *
+ * Finally ~/.dtctl/ssh_config is written for OpenSSH and mpirun, and a table
+ * (or --json) says what happened on each node.  A node that fails stops there
+ * with one message; the others go on.  Exit: 0 all ok, 3 a node could not be
+ * reached or logged in to, 1 another failure, 2 bad configuration, 130 ^C.
+ */
+#include "builtin.h"
+#include "cluster-ssh.h"
+#include "dthome.h"
+#include "json.h"
+#include "log.h"
+#include "parse-options.h"
+#include "run-command.h"
+#include "secret.h"
+#include "usage.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SETUP_SCRIPT ".dtctl/setup.sh"
+#define SETUP_HASH ".dtctl/setup.sha256"
+#define NR_BINS 2
+
+struct init_ctx;
+
+struct init_node {
+	struct init_ctx *x;
+	size_t ci;                   /* index in the cluster config */
+	struct strbuf script;        /* rendered setup script, "" without a template */
+	struct strbuf script_hash;
+	struct strbuf remote;        /* what the prepare step reported */
+	struct strbuf log;           /* setup output, log line format */
+	struct strvec actions;       /* what changed on the node */
+	struct kvlist facts;
+	struct strbuf agent;         /* dtagent --version */
+	struct strbuf fail;          /* a failure that is not the node's connection */
+};
+
+struct init_bin {
+	const char *name;
+	struct strbuf data, hash;
+	int present;
+};
+
+struct init_ctx {
+	struct cluster_config *c;
+	struct strbuf pubkey;        /* one line, with newline */
+	struct strbuf secret;        /* hex + newline */
+	struct strbuf secret_hash;
+	struct init_bin bins[NR_BINS];
+	struct strbuf bin_dir;       /* where dtagent lives on the nodes */
+	int quiet;                   /* --json: no streamed output */
+	int force_setup;
+	struct init_node *nodes;     /* by pool index */
+};
+
+/* ------------------------------------------------------------- the head */
+
+static int read_pubkey(const char *priv, struct strbuf *pub_line)
+{
+	struct strbuf path = STRBUF_INIT, type = STRBUF_INIT;
+	int ret = -1;
+
+	strbuf_addf(&path, "%s.pub", priv);
+	if (strbuf_read_file(pub_line, path.buf, 64 << 10) < 0) {
+		error_errno("cannot read public key '%s' (make it with 'ssh-keygen -y -f %s > %s')",
+			    path.buf, priv, path.buf);
+		goto out;
+	}
+	strbuf_trim(pub_line);
+	if (ssh_pubkey_type(pub_line->buf, &type) < 0) {
+		error("'%s' is not an OpenSSH public key", path.buf);
+		goto out;
+	}
+	if (!strcmp(type.buf, "ssh-rsa") || !strcmp(type.buf, "ssh-dss")) {
+		error("'%s' is an %s key: libssh2 1.10 can only sign with ssh-rsa (SHA-1), not "
+		      "rsa-sha2-256/512, so OpenSSH 8.8 and later refuse it; use an ed25519 key "
+		      "(ssh-keygen -t ed25519), or drop ssh.identity to let dtctl make one",
+		      priv, type.buf);
+		goto out;
+	}
+	strbuf_addch(pub_line, '\n');
+	ret = 0;
+out:
+	strbuf_release(&path);
+	strbuf_release(&type);
+	return ret;
+}
+
+/* Generate dt_home()/id_ed25519 with ssh-keygen under a temp name, then rename. */
+static int ensure_cluster_key(const struct cluster_config *c, struct strbuf *pub_line)
+{
+	const char *priv = cluster_identity(c);
+	struct strbuf tmp = STRBUF_INIT, tmp_pub = STRBUF_INIT, pub = STRBUF_INIT,
+		      comment = STRBUF_INIT;
+	struct child_process cp = CHILD_PROCESS_INIT;
+	int ret = -1;
+
+	if (c->ssh.identity) {
+		if (access(priv, R_OK) < 0)
+			return error_errno("ssh.identity '%s' cannot be read", priv);
+		return read_pubkey(priv, pub_line);
+	}
+	if (access(priv, F_OK) == 0) {
+		struct stat st;
+
+		if (stat(priv, &st) == 0 && (st.st_mode & 077))
+			return error("private key '%s' is readable by others (mode %04o); "
+				     "run 'chmod 600 %s'", priv, (unsigned)(st.st_mode & 07777), priv);
+		return read_pubkey(priv, pub_line);
+	}
+	strbuf_addf(&tmp, "%s.tmp.%ld", priv, (long)getpid());
+	strbuf_addf(&tmp_pub, "%s.pub", tmp.buf);
+	strbuf_addf(&pub, "%s.pub", priv);
+	strbuf_addf(&comment, "dtctl@%s", c->name ? c->name : "cluster");
+	unlink(tmp.buf);
+	unlink(tmp_pub.buf);
+	strvec_pushv(&cp.args, (const char *[]){ "ssh-keygen", "-q", "-t", "ed25519", "-N", "",
+						 "-C", comment.buf, "-f", tmp.buf, NULL });
+	cp.no_stdin = 1;
+	cp.stdout_to_stderr = 1;
+	if (run_command(&cp) != 0) {
+		error("ssh-keygen failed to make the cluster key '%s' (is openssh-client installed?)",
+		      priv);
+		goto out;
+	}
+	if (chmod(tmp.buf, 0600) < 0 || rename(tmp_pub.buf, pub.buf) < 0 ||
+	    rename(tmp.buf, priv) < 0) {
+		error_errno("cannot install the cluster key '%s'", priv);
+		goto out;
+	}
+	fprintf(stderr, "%s: made the cluster key %s\n", dt_progname(), priv);
+	ret = read_pubkey(priv, pub_line);
+out:
+	unlink(tmp.buf);
+	unlink(tmp_pub.buf);
+	child_process_clear(&cp);
+	strbuf_release(&tmp);
+	strbuf_release(&tmp_pub);
+	strbuf_release(&pub);
+	strbuf_release(&comment);
+	return ret;
+}
+
+/* The dir holding the running dtctl, where dtagent and dttrain are built. */
+static void self_dir(struct strbuf *sb)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	strbuf_addstr(sb, buf);
+}
+
+static void load_bins(struct init_ctx *x)
+{
+	static const char *names[NR_BINS] = { "dtagent", "dttrain" };
+	struct strbuf dir = STRBUF_INIT;
+
+	self_dir(&dir);
+	for (int i = 0; i < NR_BINS; i++) {
+		struct init_bin *b = &x->bins[i];
+		struct strbuf path = STRBUF_INIT;
+
+		b->name = names[i];
+		strbuf_init(&b->data, 0);
+		strbuf_init(&b->hash, 0);
+		strbuf_addf(&path, "%s/%s", dir.buf, b->name);
+		if (strbuf_read_file(&b->data, path.buf, 0) >= 0) {
+			b->present = 1;
+			sha256_hex(&b->hash, b->data.buf, b->data.len);
+		} else {
+			warning("'%s' not found beside dtctl: not installing it on the nodes", path.buf);
+		}
+		strbuf_release(&path);
+	}
+	strbuf_release(&dir);
+}
+
+/* install: shared - one copy on the shared dir, written from the head. */
+static int install_shared_bins(struct init_ctx *x)
+{
+	for (int i = 0; i < NR_BINS; i++) {
+		struct init_bin *b = &x->bins[i];
+		struct strbuf path = STRBUF_INIT, old = STRBUF_INIT, h = STRBUF_INIT;
+		int ret = 0;
+
+		if (!b->present)
+			continue;
+		strbuf_addf(&path, "%s/%s", x->bin_dir.buf, b->name);
+		if (strbuf_read_file(&old, path.buf, 0) >= 0)
+			sha256_hex(&h, old.buf, old.len);
+		if (strcmp(h.buf, b->hash.buf) &&
+		    (mkdir_p(x->bin_dir.buf, 0755) < 0 ||
+		     write_file_atomic(path.buf, b->data.buf, b->data.len, 0755) < 0))
+			ret = error("install: shared: cannot write '%s'", path.buf);
+		strbuf_release(&path);
+		strbuf_release(&old);
+		strbuf_release(&h);
+		if (ret < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------- setup template */
+
+static void add_var(struct kvlist *vars, const char *k, const char *v)
+{
+	kvlist_set(vars, k, v);
+}
+
+/*
+ * Render `tpl`: every {{ name }} becomes the variable's value shell-quoted,
+ * except env_lines, which is already a list of quoted words.  An unknown
+ * name is an error naming the template line.
+ */
+static int render_template(const char *tpl, const char *tpl_name, const struct kvlist *vars,
+			   const char *env_lines, struct strbuf *out)
+{
+	const char *p = tpl;
+	int line = 1;
+
+	while (*p) {
+		const char *open = strstr(p, "{{"), *close, *a, *b;
+		char *name;
+
+		if (!open) {
+			strbuf_addstr(out, p);
+			break;
+		}
+		for (const char *q = p; q < open; q++)
+			line += *q == '\n';
+		strbuf_add(out, p, (size_t)(open - p));
+		close = strstr(open + 2, "}}");
+		if (!close)
+			return error("%s:%d: '{{' without '}}'", tpl_name, line);
+		a = open + 2;
+		b = close;
+		while (a < b && isspace((unsigned char)*a))
+			a++;
+		while (b > a && isspace((unsigned char)b[-1]))
+			b--;
+		name = xstrndup(a, (size_t)(b - a));
+		if (!strcmp(name, "env_lines")) {
+			strbuf_addstr(out, env_lines);
+		} else if (kvlist_get(vars, name)) {
+			strbuf_add_shell_quoted(out, kvlist_get(vars, name));
+		} else {
+			struct strbuf known = STRBUF_INIT;
+
+			for (size_t i = 0; i < vars->nr; i++)
+				strbuf_addf(&known, "%s%s", i ? ", " : "", vars->items[i].key);
+			error("%s:%d: unknown variable '%s' (known: %s, env_lines)", tpl_name, line,
+			      name, known.buf);
+			strbuf_release(&known);
+			free(name);
+			return -1;
+		}
+		free(name);
+		p = close + 2;
+	}
+	return 0;
+}
+
+static int render_setup(struct init_ctx *x, const char *tpl, size_t ci, struct strbuf *out)
+{
+	const struct cluster_config *c = x->c;
+	const struct cluster_node *cn = &c->nodes[ci];
+	struct kvlist vars = { NULL, 0, 0 };
+	struct strbuf tmp = STRBUF_INIT, env_lines = STRBUF_INIT;
+	int ret;
+
+	for (size_t i = 0; i < c->setup.vars.nr; i++)
+		add_var(&vars, c->setup.vars.items[i].key, c->setup.vars.items[i].value);
+	add_var(&vars, "node", cn->name);
+	strbuf_addf(&tmp, "%zu", ci);
+	add_var(&vars, "node_index", tmp.buf);
+	strbuf_reset(&tmp);
+	if (cn->gpus == GPUS_AUTO)
+		strbuf_addstr(&tmp, "auto");
+	else
+		strbuf_addf(&tmp, "%d", cn->gpus);
+	add_var(&vars, "gpus", tmp.buf);
+	add_var(&vars, "host", cn->host);
+	add_var(&vars, "user", cn->user ? cn->user : "");
+	add_var(&vars, "shared_dir", c->shared_dir);
+	add_var(&vars, "cluster", c->name ? c->name : "");
+	add_var(&vars, "bin_dir", x->bin_dir.buf);
+	for (size_t i = 0; i < c->setup.env.nr; i++) {
+		const char *k = c->setup.env.items[i].key;
+		struct strbuf l = STRBUF_INIT;
+
+		for (const char *q = k; *q; q++)
+			if (!(isalnum((unsigned char)*q) || *q == '_') || isdigit((unsigned char)*k)) {
+				strbuf_release(&l);
+				ret = error("setup.env: '%s' is not a valid environment variable name", k);
+				goto out;
+			}
+		strbuf_addf(&l, "export %s=", k);
+		strbuf_add_shell_quoted(&l, c->setup.env.items[i].value);
+		if (env_lines.len)
+			strbuf_addch(&env_lines, ' ');
+		strbuf_add_shell_quoted(&env_lines, l.buf);
+		strbuf_release(&l);
+	}
+	ret = render_template(tpl, c->setup.template, &vars, env_lines.buf, out);
+out:
+	kvlist_release(&vars);
+	strbuf_release(&tmp);
+	strbuf_release(&env_lines);
+	return ret;
+}
+
+/* -------------------------------------------------------- per node steps */
+
+static struct init_ctx *the_ctx;
+
+static struct init_node *inode(struct ssh_node *n)
+{
+	return &the_ctx->nodes[ssh_node_index(n)];
+}
+
+static int must_ok(struct ssh_node *n, struct ssh_result *r, const char *what)
+{
+	if (r->error == SSH_OK && r->status == 0)
+		return 1;
+	if (r->error == SSH_E_NODE)
+		return 0;	/* the node's own message says it all */
+	{
+		struct strbuf e = STRBUF_INIT;
+
+		strbuf_addbuf(&e, &r->err);
+		strbuf_trim(&e);
+		if (r->message)
+			ssh_node_fail(n, "%s", r->message);
+		else
+			ssh_node_fail(n, "%s: %s failed (exit %d)%s%s", ssh_node_target(n)->name, what,
+				      r->status, e.len ? ": " : "", e.buf);
+		strbuf_release(&e);
+	}
+	return 0;
+}
+
+/* The hash the node reported for a file, or "". */
+static const char *remote_hash(struct init_node *in, const char *file, struct strbuf *buf)
+{
+	strbuf_reset(buf);
+	for (const char *p = in->remote.buf; *p;) {
+		const char *nl = strchrnul(p, '\n'), *sp = memchr(p, ' ', (size_t)(nl - p));
+
+		if (sp) {
+			const char *name = sp;
+
+			while (name < nl && *name == ' ')
+				name++;
+			if ((size_t)(nl - name) == strlen(file) && !strncmp(name, file, strlen(file))) {
+				strbuf_add(buf, p, (size_t)(sp - p));
+				break;
+			}
+		}
+		p = *nl ? nl + 1 : nl;
+	}
+	return buf->buf;
+}
+
+static void uploaded(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	if (must_ok(n, r, "upload"))
+		strvec_push(&inode(n)->actions, arg);
+}
+
+static void write_setup_log(struct ssh_node *n)
+{
+	struct init_node *in = inode(n);
+	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT;
+
+	strbuf_addf(&dir, "%s/init", the_ctx->c->shared_dir);
+	strbuf_addf(&path, "%s/%s.log", dir.buf, ssh_node_target(n)->name);
+	if (mkdir_p(dir.buf, 0755) < 0 ||
+	    write_file_atomic(path.buf, in->log.buf, in->log.len, 0644) < 0)
+		warning("%s: cannot save the setup log to '%s' (is the shared dir mounted here?)",
+			ssh_node_target(n)->name, path.buf);
+	strbuf_release(&dir);
+	strbuf_release(&path);
+}
+
+static void setup_ran(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct init_node *in = inode(n);
+
+	(void)arg;
+	if (r->error == SSH_E_NODE)
+		return;
+	write_setup_log(n);
+	if (r->error == SSH_E_TIMEOUT) {
+		ssh_node_fail(n, "%s: setup script timed out after %.0f s (setup.timeout); see %s/init/%s.log",
+			      ssh_node_target(n)->name, the_ctx->c->setup.timeout_ms / 1000.0,
+			      the_ctx->c->shared_dir, ssh_node_target(n)->name);
+		return;
+	}
+	if (r->error != SSH_OK || r->status != 0) {
+		ssh_node_fail(n, "%s: setup script failed (exit %d); see %s/init/%s.log",
+			      ssh_node_target(n)->name, r->status, the_ctx->c->shared_dir,
+			      ssh_node_target(n)->name);
+		return;
+	}
+	strvec_push(&in->actions, "setup");
+	/* only now remember the hash: a failed setup runs again next time */
+	{
+		struct strbuf line = STRBUF_INIT;
+
+		strbuf_addf(&line, "%s\n", in->script_hash.buf);
+		ssh_upload(n, line.buf, line.len, SETUP_HASH, 0600, uploaded, "setup hash");
+		strbuf_release(&line);
+	}
+}
+
+static void got_facts(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	(void)arg;
+	if (r->error == SSH_OK)
+		facts_parse(&inode(n)->facts, r->out.buf);
+}
+
+static void agent_checked(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct init_node *in = inode(n);
+
+	(void)arg;
+	if (!must_ok(n, r, "dtagent"))
+		return;
+	strbuf_addbuf(&in->agent, &r->out);
+	strbuf_setlen(&in->agent, strcspn(in->agent.buf, "\n"));
+}
+
+/*
+ * Starting the agents (the agents work owns this step): runs AGENT_START on
+ * each node.  For now it only proves that the installed dtagent runs there;
+ * the agents engineer turns it into `dtagent --daemon` (and may check
+ * `dtagent --help` for the flag first).
+ */
+static void init_start_agents(struct ssh_node *n)
+{
+	struct strbuf cmd = STRBUF_INIT;
+
+	if (!the_ctx->bins[0].present)
+		return;
+	strbuf_add_shell_quoted(&cmd, the_ctx->bin_dir.buf);
+	strbuf_addstr(&cmd, "/dtagent --version");
+	ssh_exec(n, cmd.buf, 30000, 0, agent_checked, NULL);
+	strbuf_release(&cmd);
+}
+
+static void queue_rest(struct ssh_node *n)
+{
+	struct init_ctx *x = the_ctx;
+	struct init_node *in = inode(n);
+	struct strbuf h = STRBUF_INIT, cmd = STRBUF_INIT;
+
+	if (strcmp(remote_hash(in, ".dtctl/secret", &h), x->secret_hash.buf))
+		ssh_upload(n, x->secret.buf, x->secret.len, ".dtctl/secret", 0600, uploaded, "secret");
+	if (x->c->install == INSTALL_LOCAL) {
+		for (int i = 0; i < NR_BINS; i++) {
+			struct init_bin *b = &x->bins[i];
+			struct strbuf path = STRBUF_INIT;
+
+			if (!b->present)
+				continue;
+			strbuf_addf(&path, ".dtctl/bin/%s", b->name);
+			if (strcmp(remote_hash(in, path.buf, &h), b->hash.buf))
+				ssh_upload(n, b->data.buf, b->data.len, path.buf, 0755, uploaded,
+					   (void *)b->name);
+			strbuf_release(&path);
+		}
+	}
+	if (in->script.len &&
+	    (x->force_setup || strcmp(remote_hash(in, "setup", &h), in->script_hash.buf))) {
+		ssh_upload(n, in->script.buf, in->script.len, SETUP_SCRIPT, 0700, uploaded, "setup script");
+		strbuf_addstr(&cmd, "sh " SETUP_SCRIPT);
+		ssh_exec(n, cmd.buf, x->c->setup.timeout_ms, SSH_STREAM, setup_ran, NULL);
+	}
+	strbuf_reset(&cmd);
+	facts_command(&cmd, x->c->shared_dir);
+	ssh_exec(n, cmd.buf, 60000, 0, got_facts, NULL);
+	init_start_agents(n);
+	strbuf_release(&h);
+	strbuf_release(&cmd);
+}
+
+static void got_authorized_keys(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct strbuf merged = STRBUF_INIT;
+	int changed;
+
+	(void)arg;
+	if (r->error == SSH_E_NODE)
+		return;
+	if (r->error != SSH_OK && r->error != SSH_E_NOENT) {
+		ssh_node_fail(n, "%s", r->message ? r->message : "cannot read ~/.ssh/authorized_keys");
+		return;
+	}
+	changed = ssh_authorized_keys_merge(r->error == SSH_OK ? r->out.buf : "",
+					    r->error == SSH_OK ? r->out.len : 0,
+					    the_ctx->pubkey.buf, &merged);
+	if (changed > 0)
+		ssh_upload(n, merged.buf, merged.len, ".ssh/authorized_keys", 0600, uploaded,
+			   "authorized_keys");
+	strbuf_release(&merged);
+	queue_rest(n);
+}
+
+static void prepared(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	struct init_node *in = inode(n);
+
+	(void)arg;
+	if (r->error == SSH_OK && r->status != 0) {
+		struct strbuf e = STRBUF_INIT;
+
+		strbuf_addbuf(&e, &r->err);
+		strbuf_trim(&e);
+		ssh_node_fail(n, "%s: cannot create ~/.ssh and ~/.dtctl in the home directory "
+			      "(is it writable by %s?): %s", ssh_node_target(n)->name,
+			      ssh_node_target(n)->user, e.buf);
+		strbuf_release(&e);
+		return;
+	}
+	if (!must_ok(n, r, "prepare"))
+		return;
+	strbuf_addbuf(&in->remote, &r->out);
+	if (!strcmp(ssh_node_target(n)->host, "local")) {
+		queue_rest(n);	/* this machine: no authorized_keys to manage */
+		return;
+	}
+	ssh_read(n, ".ssh/authorized_keys", 4 << 20, got_authorized_keys, NULL);
+}
+
+static const char PREPARE_CMD[] =
+	"umask 077 && mkdir -p .ssh .dtctl/bin && chmod 700 .ssh .dtctl && "
+	"{ [ ! -f .ssh/authorized_keys ] || chmod 600 .ssh/authorized_keys; } && "
+	"for f in .dtctl/secret .dtctl/bin/dtagent .dtctl/bin/dttrain; do "
+	"if [ -f \"$f\" ]; then sha256sum \"$f\"; fi; done && "
+	"if [ -f " SETUP_HASH " ]; then printf '%s setup\\n' \"$(cat " SETUP_HASH ")\"; fi";
+
+/* --------------------------------------------------------------- output */
+
+static void setup_line(struct ssh_node *n, int is_stderr, const char *line, void *data)
+{
+	struct init_node *in = inode(n);
+	char ts[DT_TIMESTAMP_LEN];
+
+	(void)data;
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addf(&in->log, "%s %c %s\n", ts, is_stderr ? 'E' : 'O', line);
+	if (the_ctx->quiet)
+		return;
+	progress_clear();
+	printf("%s: %s\n", ssh_node_target(n)->name, line);
+	fflush(stdout);
+}
+
+static const char *fact(struct init_node *in, const char *k)
+{
+	const char *v = kvlist_get(&in->facts, k);
+
+	return v && *v ? v : "-";
+}
+
+static int node_code(struct ssh_node *n)
+{
+	if (!ssh_node_failed(n))
+		return 0;
+	/* failed before logging in: unreachable, host key, auth */
+	return *ssh_node_auth(n) ? DT_EXIT_FAIL : DT_EXIT_UNREACH;
+}
+
+static void print_table(struct ssh_pool *p)
+{
+	size_t nr = ssh_pool_count(p);
+
+	printf("%-12s %-16s %-10s %-14s %-5s %-10s %-6s %-8s %-8s %6s\n", "NODE", "ADDRESS",
+	       "RESULT", "HOST KEY", "GPUS", "DRIVER", "CUDA", "NCCL", "MPI", "SECS");
+	for (size_t i = 0; i < nr; i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+		struct init_node *in = &the_ctx->nodes[i];
+		const char *res = ssh_node_failed(n) ? "FAILED" : in->actions.nr ? "changed" : "unchanged";
+
+		printf("%-12s %-16s %-10s %-14s %-5s %-10s %-6s %-8s %-8s %6.1f\n",
+		       ssh_node_target(n)->name, ssh_node_target(n)->host, res,
+		       ssh_node_hostkey_state(n), fact(in, "gpus"), fact(in, "driver"),
+		       fact(in, "cuda"), fact(in, "nccl"), fact(in, "mpi"),
+		       ssh_node_elapsed_ms(n) / 1000.0);
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+		struct init_node *in = &the_ctx->nodes[i];
+
+		if (ssh_node_failed(n))
+			error("%s", ssh_node_error(n));
+		else if (in->actions.nr) {
+			printf("%s:", ssh_node_target(n)->name);
+			for (size_t k = 0; k < in->actions.nr; k++)
+				printf(" %s%s", in->actions.v[k], k + 1 < in->actions.nr ? "," : "");
+			printf("\n");
+		}
+	}
+}
+
+static void print_json(struct ssh_pool *p)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < ssh_pool_count(p); i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+		struct init_node *in = &the_ctx->nodes[i];
+		json_t *o = json_object(), *acts = json_array(), *facts = json_object();
+
+		for (size_t k = 0; k < in->actions.nr; k++)
+			json_array_append_new(acts, json_string(in->actions.v[k]));
+		for (size_t k = 0; k < in->facts.nr; k++)
+			json_object_set_new(facts, in->facts.items[k].key,
+					    json_string(in->facts.items[k].value));
+		json_object_set_new(o, "node", json_string(ssh_node_target(n)->name));
+		json_object_set_new(o, "host", json_string(ssh_node_target(n)->host));
+		json_object_set_new(o, "ok", json_boolean(!ssh_node_failed(n)));
+		json_object_set_new(o, "error", ssh_node_failed(n) ?
+				    json_string(ssh_node_error(n)) : json_null());
+		json_object_set_new(o, "host_key", json_string(ssh_node_hostkey_state(n)));
+		json_object_set_new(o, "fingerprint", json_string(ssh_node_fingerprint(n)));
+		json_object_set_new(o, "auth", json_string(ssh_node_auth(n)));
+		json_object_set_new(o, "changes", acts);
+		json_object_set_new(o, "facts", facts);
+		json_object_set_new(o, "agent", json_string(in->agent.buf));
+		json_object_set_new(o, "seconds", json_real(ssh_node_elapsed_ms(n) / 1000.0));
+		json_array_append_new(arr, o);
+	}
+	json_print(arr);
+	json_decref(arr);
+}
+
+/* ------------------------------------------------------------ ssh_config */
+
+static void cfg_quoted(struct strbuf *sb, const char *key, const char *val)
+{
+	strbuf_addf(sb, "    %s \"%s\"\n", key, val);
+}
+
+static int write_ssh_config(const struct cluster_config *c)
+{
+	struct strbuf sb = STRBUF_INIT, path = STRBUF_INIT, kh = STRBUF_INIT;
+	int ret;
+
+	dt_home_path(&path, "ssh_config");
+	dt_home_path(&kh, "known_hosts");
+	strbuf_addf(&sb, "# written by 'dtctl init' for cluster '%s' (%s); re-run it to change this file\n"
+		    "# use: ssh -F %s NODE\n", c->name ? c->name : "", c->path, path.buf);
+	for (size_t i = 0; i < c->nr_nodes; i++) {
+		const struct cluster_node *cn = &c->nodes[i];
+
+		if (!strcmp(cn->host, "local"))
+			continue;
+		strbuf_addf(&sb, "\nHost %s\n", cn->name);
+		strbuf_addf(&sb, "    HostName %s\n", cn->host);
+		if (cn->user)
+			strbuf_addf(&sb, "    User %s\n", cn->user);
+		strbuf_addf(&sb, "    Port %d\n", cn->port);
+		cfg_quoted(&sb, "IdentityFile", cluster_identity(c));
+		strbuf_addstr(&sb, "    IdentitiesOnly yes\n");
+		cfg_quoted(&sb, "UserKnownHostsFile", kh.buf);
+		strbuf_addstr(&sb, "    GlobalKnownHostsFile /dev/null\n"
+			      "    StrictHostKeyChecking yes\n"
+			      "    CheckHostIP no\n"
+			      "    BatchMode yes\n");
+	}
+	ret = write_file_atomic(path.buf, sb.buf, sb.len, 0600);
+	strbuf_release(&sb);
+	strbuf_release(&path);
+	strbuf_release(&kh);
+	return ret;
+}
+
+static int copy_cluster_file(const struct cluster_config *c)
+{
+	struct strbuf dst = STRBUF_INIT, data = STRBUF_INIT;
+	char *a, *b;
+	int ret = 0;
+
+	dt_home_path(&dst, "cluster.yaml");
+	a = realpath(c->path, NULL);
+	b = realpath(dst.buf, NULL);
+	if (!(a && b && !strcmp(a, b))) {
+		if (strbuf_read_file(&data, c->path, CONFIG_MAX_BYTES) < 0)
+			ret = error_errno("cannot read '%s'", c->path);
+		else
+			ret = write_file_atomic(dst.buf, data.buf, data.len, 0600);
+	}
+	free(a);
+	free(b);
+	strbuf_release(&dst);
+	strbuf_release(&data);
+	return ret;
+}
+
+/* ----------------------------------------------------------------- main */
+
+int cmd_init(int argc, const char **argv)
+{
+	static const char *const usage[] = {
+		"dtctl init [--accept-new-hosts] [--password-file FILE] [--nodes SPEC] [--json] [cluster.yaml]",
+		NULL };
+	const char *cluster = NULL, *pwfile = NULL, *nodes = NULL;
+	int accept_new = 0, json = 0, force_setup = 0;
+	struct option opts[] = {
+		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ./cluster.yaml)"),
+		OPT_BOOL(0, "accept-new-hosts", &accept_new,
+			 "tofu: remember new host keys without asking (prints their fingerprints)"),
+		OPT_STRING(0, "password-file", &pwfile, "file",
+			   "first-contact password in a file (or $DTCTL_PASSWORD)"),
+		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_BOOL(0, "force-setup", &force_setup, "run the setup script even if unchanged"),
+		OPT_BOOL(0, "json", &json, "print the results as JSON"),
+		OPT_END(),
+	};
+	struct cluster_config c;
+	struct init_ctx x;
+	struct ssh_pool_opts po;
+	struct ssh_pool *p = NULL;
+	struct strbuf tpl = STRBUF_INIT, hex = STRBUF_INIT;
+	char *password = NULL;
+	size_t *idx = NULL, nr = 0;
+	int code = DT_EXIT_USAGE, rc;
+
+	argv++;
+	argc = parse_options(argc - 1, argv, opts, usage, 0);
+	if (argc > 1 || (argc == 1 && cluster)) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	if (argc == 1)
+		cluster = argv[0];
+	if (!cluster && access("cluster.yaml", F_OK) == 0)
+		cluster = "cluster.yaml";
+	memset(&x, 0, sizeof(x));
+	if (cluster_load(&c, cluster) < 0)
+		return DT_EXIT_USAGE;
+	the_ctx = &x;
+	x.c = &c;
+	x.quiet = json;
+	x.force_setup = force_setup;
+	strbuf_init(&x.pubkey, 0);
+	strbuf_init(&x.secret, 0);
+	strbuf_init(&x.secret_hash, 0);
+	strbuf_init(&x.bin_dir, 0);
+	if (cluster_select(&c, nodes, &idx, &nr) < 0)
+		goto out;
+	if (pwfile || getenv("DTCTL_PASSWORD")) {
+		password = password_from(pwfile);
+		if (!password)
+			goto out;
+	}
+	if (c.setup.template && strbuf_read_file(&tpl, c.setup.template, 1 << 20) < 0) {
+		error_errno("setup.template '%s' cannot be read", c.setup.template);
+		goto out;
+	}
+	if (c.install == INSTALL_SHARED)
+		strbuf_addf(&x.bin_dir, "%s/bin", c.shared_dir);
+	else
+		strbuf_addstr(&x.bin_dir, ".dtctl/bin");	/* relative to the login dir */
+	/* everything that can fail on bad input comes before writing anything */
+	x.nodes = xcalloc(nr ? nr : 1, sizeof(*x.nodes));
+	for (size_t i = 0; i < nr; i++) {
+		struct init_node *in = &x.nodes[i];
+
+		in->x = &x;
+		in->ci = idx[i];
+		strbuf_init(&in->script, 0);
+		strbuf_init(&in->script_hash, 0);
+		strbuf_init(&in->remote, 0);
+		strbuf_init(&in->log, 0);
+		strbuf_init(&in->agent, 0);
+		strbuf_init(&in->fail, 0);
+		strvec_init(&in->actions);
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct init_node *in = &x.nodes[i];
+
+		if (tpl.len) {
+			if (render_setup(&x, tpl.buf, idx[i], &in->script) < 0)
+				goto out;
+			sha256_hex(&in->script_hash, in->script.buf, in->script.len);
+		}
+	}
+	if (dt_home_ensure() < 0 || ensure_cluster_key(&c, &x.pubkey) < 0 ||
+	    dt_secret_ensure(&hex) < 0)
+		goto out;
+	strbuf_addbuf(&x.secret, &hex);
+	strbuf_addch(&x.secret, '\n');
+	sha256_hex(&x.secret_hash, x.secret.buf, x.secret.len);
+	load_bins(&x);
+	if (c.install == INSTALL_SHARED && install_shared_bins(&x) < 0)
+		goto out;
+	if (copy_cluster_file(&c) < 0)
+		goto out;
+
+	cluster_pool_opts(&po, &c);
+	po.accept_new = accept_new;
+	po.ask_new = !accept_new && isatty(0) && isatty(2);
+	po.try_user_keys = 1;
+	po.try_agent = 1;
+	po.password = password;
+	po.get_password = password_prompt;
+	po.on_line = setup_line;
+	po.on_tick = json ? NULL : progress_tick;
+	ssh_catch_signals();
+	p = ssh_pool_new(&po);
+	cluster_pool_add(p, &c, idx, nr);
+	for (size_t i = 0; i < nr; i++)
+		ssh_exec(ssh_pool_node(p, i), PREPARE_CMD, 60000, 0, prepared, NULL);
+	rc = ssh_pool_run(p);
+	progress_clear();
+	if (write_ssh_config(&c) < 0)
+		warning("cannot write the OpenSSH config in '%s'", dt_home());
+	if (rc < 0) {
+		error("interrupted: partial uploads were removed; re-run 'dtctl init' to finish");
+		code = DT_EXIT_INTR;
+		goto out;
+	}
+	if (json)
+		print_json(p);
+	else
+		print_table(p);
+	code = 0;
+	for (size_t i = 0; i < nr; i++) {
+		int nc = node_code(ssh_pool_node(p, i));
+
+		if (nc > code)
+			code = nc;
+	}
+out:
+	ssh_pool_free(p);
+	if (x.nodes) {
+		for (size_t i = 0; i < nr; i++) {
+			struct init_node *in = &x.nodes[i];
+
+			strbuf_release(&in->script);
+			strbuf_release(&in->script_hash);
+			strbuf_release(&in->remote);
+			strbuf_release(&in->log);
+			strbuf_release(&in->agent);
+			strbuf_release(&in->fail);
+			strvec_clear(&in->actions);
+			kvlist_release(&in->facts);
+		}
+		free(x.nodes);
+	}
+	for (int i = 0; i < NR_BINS; i++) {
+		strbuf_release(&x.bins[i].data);
+		strbuf_release(&x.bins[i].hash);
+	}
+	strbuf_release(&x.pubkey);
+	if (x.secret.len)
+		memset(x.secret.buf, 0, x.secret.len);
+	strbuf_release(&x.secret);
+	strbuf_release(&x.secret_hash);
+	strbuf_release(&x.bin_dir);
+	if (hex.len)
+		memset(hex.buf, 0, hex.len);
+	strbuf_release(&hex);
+	strbuf_release(&tpl);
+	if (password) {
+		memset(password, 0, strlen(password));
+		free(password);
+	}
+	free(idx);
+	cluster_config_release(&c);
+	return code;
+}

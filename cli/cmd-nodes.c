@@ -1,0 +1,157 @@
+/*
+ * cmd-nodes.c - `dtctl nodes [--json]`, `dtctl drain NODE`, `dtctl resume NODE`:
+ * the node table of dtsched (started on demand).
+ */
+#include "builtin.h"
+#include "head.h"
+#include "json.h"
+#include "log.h"
+#include "parse-options.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* GET/POST path on dtsched; prints errors; 0 or a DT_EXIT code, reply in *out. */
+static int head_call(const char *method, const char *path, json_t **out)
+{
+	struct dt_httpc c;
+	struct strbuf err = STRBUF_INIT;
+	int code, st;
+
+	*out = NULL;
+	if ((code = head_connect(&c, 1)))
+		return code;
+	st = dt_httpc_request(&c, method, path, NULL, out, &err);
+	dt_httpc_release(&c);
+	if (st < 0) {
+		error("dtsched: %s", err.buf);
+		code = DT_EXIT_UNREACH;
+	} else if (st == 401) {
+		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));
+		code = DT_EXIT_UNREACH;
+	} else if (st == 404) {
+		error("%s", dt_httpc_reply_error(*out, st));
+		code = DT_EXIT_USAGE;
+	} else if (st != 200) {
+		error("dtsched: %s (HTTP %d)", dt_httpc_reply_error(*out, st), st);
+		code = DT_EXIT_FAIL;
+	}
+	strbuf_release(&err);
+	return code;
+}
+
+static void human_bytes(char *buf, size_t len, long long b)
+{
+	if (b >= 1LL << 30)
+		snprintf(buf, len, "%.0fG", (double)b / (1LL << 30));
+	else
+		snprintf(buf, len, "%.0fM", (double)b / (1LL << 20));
+}
+
+static void age_str(char *buf, size_t len, const json_t *n)
+{
+	const json_t *a = json_object_get(n, "heartbeat_age_ms");
+
+	if (json_is_integer(a))
+		snprintf(buf, len, "%.1fs ago", (double)json_integer_value(a) / 1000);
+	else if (json_get_str(n, "last_heartbeat", NULL))
+		snprintf(buf, len, "%s", json_get_str(n, "last_heartbeat", ""));
+	else
+		snprintf(buf, len, "never");
+}
+
+int cmd_nodes(int argc, const char **argv)
+{
+	static const char *const usage[] = { "dtctl nodes [--json]", NULL };
+	int json = 0, code, color = dt_want_color(1);
+	struct option opts[] = {
+		OPT_BOOL(0, "json", &json, "print the node table as JSON"),
+		OPT_END(),
+	};
+	json_t *reply, *nodes, *n;
+	size_t i;
+
+	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
+	argv++;
+	if (argc) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	if ((code = head_call("GET", DT_PATH_NODES, &reply)))
+		return json_decref(reply), code;
+	nodes = json_object_get(reply, "nodes");
+	if (json) {
+		json_t *o = json_pack("{s:O}", "nodes", nodes);
+
+		json_print(o);
+		json_decref(o);
+		json_decref(reply);
+		return 0;
+	}
+	printf("%-16s %-8s %-9s %5s %-13s %5s  %s\n", "NODE", "STATE", "GPUS", "UTIL", "MEMORY",
+	       "TASKS", "HEARTBEAT");
+	json_array_foreach(nodes, i, n) {
+		const char *st = json_get_str(n, "state", "?");
+		char gpus[32], mem[48], total[16], avail[16], age[48];
+		const char *on = "", *off = "";
+
+		snprintf(gpus, sizeof(gpus), "%lld/%lld", json_get_int(n, "gpus_used", 0),
+			 json_get_int(n, "gpus_total", 0));
+		human_bytes(total, sizeof(total), json_get_int(n, "mem_total", 0));
+		human_bytes(avail, sizeof(avail), json_get_int(n, "mem_available", 0));
+		snprintf(mem, sizeof(mem), "%s/%s", avail, total);
+		age_str(age, sizeof(age), n);
+		if (color) {
+			on = !strcmp(st, DT_NODE_UP) ? "\033[32m" : !strcmp(st, DT_NODE_DOWN) ?
+				"\033[31m" : "\033[33m";
+			off = "\033[0m";
+		}
+		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %s\n", json_get_str(n, "name", "?"),
+		       on, st, off, gpus, json_get_real(n, "gpu_util", 0), mem,
+		       json_get_int(n, "tasks_running", 0), age);
+	}
+	if (!json_array_size(nodes))
+		printf("(no nodes yet: agents appear here after their first heartbeat; "
+		       "see 'dtctl agents start')\n");
+	json_decref(reply);
+	return 0;
+}
+
+static int drain_or_resume(int argc, const char **argv, const char *suffix, const char *verb)
+{
+	const char *const usage[] = { verb[0] == 'd' ? "dtctl drain <node>" : "dtctl resume <node>",
+				      NULL };
+	struct option opts[] = { OPT_END() };
+	struct strbuf path = STRBUF_INIT;
+	json_t *reply;
+	int code;
+
+	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
+	argv++;
+	if (argc != 1) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, argv[0], suffix);
+	code = head_call("POST", path.buf, &reply);
+	if (!code) {
+		json_t *n = json_object_get(reply, "node");
+
+		printf("%s: %s (state %s)\n", argv[0], verb, json_get_str(n, "state", "?"));
+	}
+	json_decref(reply);
+	strbuf_release(&path);
+	return code;
+}
+
+int cmd_drain(int argc, const char **argv)
+{
+	return drain_or_resume(argc, argv, DT_PATH_DRAIN_SUFFIX, "drained");
+}
+
+int cmd_resume(int argc, const char **argv)
+{
+	return drain_or_resume(argc, argv, DT_PATH_RESUME_SUFFIX, "resumed");
+}

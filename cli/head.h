@@ -1,0 +1,35 @@
+/*
+ * head.h - how dtctl talks to dtsched: find it (cluster.yaml head.port,
+ * this machine), start it on demand, and send it signed requests.
+ *
+ *	struct dt_httpc c;
+ *	if ((code = head_connect(&c, 1)))      // 1: start dtsched if it is not running
+ *		return code;                    // DT_EXIT_UNREACH / DT_EXIT_USAGE, message printed
+ *	status = dt_httpc_request(&c, "GET", DT_PATH_NODES, NULL, &reply, &err);
+ *	dt_httpc_release(&c);
+ */
+#ifndef DT_CLI_HEAD_H
+#define DT_CLI_HEAD_H
+
+#include "config.h"
+#include "httpc.h"
+#include "strbuf.h"
+
+/* dtsched's port and the agents' timing from cluster.yaml (defaults when there is none). */
+struct head_settings {
+	int port;
+	long long heartbeat_ms, dead_after_ms;
+};
+void head_settings(struct head_settings *hs);
+
+/* The folder of the running dtctl (where dtagent and dtsched are built). */
+void dt_self_dir(struct strbuf *sb);
+
+/* Start dtsched (--daemon) if it is not running; 0 or a DT_EXIT code, message printed. */
+int head_start(int quiet);
+/* A client for dtsched, starting it first when `start`; 0 or a DT_EXIT code. */
+int head_connect(struct dt_httpc *c, int start);
+/* Load <home>/secret into key; DT_EXIT_UNREACH with a message if there is none. */
+int head_key(struct dt_auth_key *key);
+
+#endif

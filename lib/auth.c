@@ -1,0 +1,336 @@
+/*
+ * auth.c - HMAC-SHA256 request signing, verification and the nonce cache
+ * (see auth.h for the order of checks and protocol.h for the signed string).
+ */
+#include "auth.h"
+#include "protocol.h"
+#include "secret.h"
+#include "strbuf.h"
+#include "usage.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+static const char hexdig[] = "0123456789abcdef";
+
+static void to_hex(const unsigned char *in, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hexdig[in[i] >> 4];
+		out[2 * i + 1] = hexdig[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int dt_auth_key_from_hex(struct dt_auth_key *key, const char *hex)
+{
+	size_t n;
+
+	while (isspace((unsigned char)*hex))
+		hex++;
+	n = strlen(hex);
+	while (n && isspace((unsigned char)hex[n - 1]))
+		n--;
+	if (!n || n % 2 || n / 2 > DT_AUTH_KEY_MAX)
+		return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		int hi = hexval(hex[i]), lo = hexval(hex[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		key->bytes[i / 2] = (unsigned char)(hi << 4 | lo);
+	}
+	key->len = n / 2;
+	return 0;
+}
+
+int dt_auth_key_load(struct dt_auth_key *key, const char *path)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int ret = 0;
+
+	if (dt_secret_read(path, &sb) < 0)
+		ret = -1;
+	else if (dt_auth_key_from_hex(key, sb.buf) < 0)
+		ret = error("cluster secret '%s' is not a hex string of at most %d bytes",
+			    path, DT_AUTH_KEY_MAX);
+	strbuf_release(&sb);
+	return ret;
+}
+
+void dt_sha256_hex(const void *data, size_t len, char *out)
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+
+	SHA256(data ? data : (const void *)"", len, md);
+	to_hex(md, sizeof(md), out);
+}
+
+int dt_random_bytes(void *buf, size_t n)
+{
+	return RAND_bytes(buf, (int)n) == 1 ? 0 : -1;
+}
+
+int dt_random_hex(char *out, size_t n)
+{
+	unsigned char buf[64];
+
+	if (n > sizeof(buf) || dt_random_bytes(buf, n) < 0)
+		return -1;
+	to_hex(buf, n, out);
+	return 0;
+}
+
+void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,
+		  const char *timestamp, const char *nonce, const void *body, size_t len,
+		  char *sig)
+{
+	char bodyhash[DT_SHA256_HEX];
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	struct strbuf msg = STRBUF_INIT;
+
+	dt_sha256_hex(body, len, bodyhash);
+	strbuf_addf(&msg, "%s\n%s\n%s\n%s\n%s", method, path, timestamp, nonce, bodyhash);
+	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf,
+	     msg.len, mac, &maclen);
+	to_hex(mac, maclen, sig);
+	strbuf_release(&msg);
+}
+
+int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,
+			 const char *path, const void *body, size_t len,
+			 char ts[DT_TS_LEN], char nonce[DT_NONCE_HEX], char sig[DT_SHA256_HEX])
+{
+	if (dt_random_hex(nonce, 16) < 0)
+		return error("cannot get random bytes for a request nonce");
+	snprintf(ts, DT_TS_LEN, "%lld", (long long)time(NULL));
+	dt_auth_sign(key, method, path, ts, nonce, body, len, sig);
+	return 0;
+}
+
+const char *dt_auth_result_str(enum dt_auth_result r)
+{
+	switch (r) {
+	case DT_AUTH_OK: return "ok";
+	case DT_AUTH_MISSING: return "request is not signed (X-DT-Timestamp, X-DT-Nonce, X-DT-Signature)";
+	case DT_AUTH_MALFORMED: return "malformed signature headers";
+	case DT_AUTH_STALE: return "stale request: timestamp outside the allowed clock skew (check the clocks)";
+	case DT_AUTH_BAD_SIGNATURE: return "bad signature (is the cluster secret the same on both sides?)";
+	case DT_AUTH_REPLAY: return "replayed request (nonce already used)";
+	case DT_AUTH_OVERLOAD: return "too many requests in the replay window";
+	}
+	return "unknown";
+}
+
+/* ------------------------------------------------------------ nonce cache */
+
+/*
+ * A chained hash set of nonces with their expiry.  Expired entries are swept
+ * when the table reaches its sweep mark (amortised O(1) per insert); if it is
+ * still full after a sweep the request is refused (DT_AUTH_OVERLOAD): better
+ * than forgetting a nonce that could then be replayed.
+ */
+struct nonce_entry {
+	struct nonce_entry *next;
+	long long expires;
+	char nonce[65];
+};
+
+struct dt_nonce_cache {
+	pthread_mutex_t lock;
+	struct nonce_entry **buckets;
+	size_t nr_buckets, nr, max, sweep_at;
+	int ttl;
+};
+
+static size_t hash_str(const char *s)
+{
+	size_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+struct dt_nonce_cache *dt_nonce_cache_new(int skew_s, size_t max_entries)
+{
+	struct dt_nonce_cache *nc = xcalloc(1, sizeof(*nc));
+
+	pthread_mutex_init(&nc->lock, NULL);
+	nc->nr_buckets = 4096;
+	while (nc->nr_buckets < max_entries / 4 && nc->nr_buckets < (1u << 20))
+		nc->nr_buckets *= 2;
+	nc->buckets = xcalloc(nc->nr_buckets, sizeof(*nc->buckets));
+	nc->max = max_entries ? max_entries : 1;
+	nc->sweep_at = nc->max < 1024 ? nc->max : 1024;
+	nc->ttl = 2 * skew_s;
+	return nc;
+}
+
+void dt_nonce_cache_free(struct dt_nonce_cache *nc)
+{
+	if (!nc)
+		return;
+	for (size_t i = 0; i < nc->nr_buckets; i++) {
+		struct nonce_entry *e = nc->buckets[i];
+
+		while (e) {
+			struct nonce_entry *n = e->next;
+
+			free(e);
+			e = n;
+		}
+	}
+	free(nc->buckets);
+	pthread_mutex_destroy(&nc->lock);
+	free(nc);
+}
+
+static void sweep(struct dt_nonce_cache *nc, long long now_s)
+{
+	for (size_t i = 0; i < nc->nr_buckets; i++) {
+		struct nonce_entry **pp = &nc->buckets[i];
+
+		while (*pp) {
+			struct nonce_entry *e = *pp;
+
+			if (e->expires <= now_s) {
+				*pp = e->next;
+				free(e);
+				nc->nr--;
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	/* next sweep when the table has doubled, capped by the limit */
+	nc->sweep_at = nc->nr * 2 > 1024 ? nc->nr * 2 : 1024;
+	if (nc->sweep_at > nc->max)
+		nc->sweep_at = nc->max;
+}
+
+int dt_nonce_cache_add(struct dt_nonce_cache *nc, const char *nonce, long long now_s)
+{
+	size_t b;
+	struct nonce_entry *e;
+	int ret = 0;
+
+	if (strlen(nonce) >= sizeof(e->nonce))
+		return -1;
+	pthread_mutex_lock(&nc->lock);
+	b = hash_str(nonce) & (nc->nr_buckets - 1);
+	for (e = nc->buckets[b]; e; e = e->next) {
+		if (!strcmp(e->nonce, nonce) && e->expires > now_s) {
+			ret = 1;
+			goto out;
+		}
+	}
+	if (nc->nr >= nc->sweep_at)
+		sweep(nc, now_s);
+	if (nc->nr >= nc->max) {
+		ret = -1;
+		goto out;
+	}
+	e = xcalloc(1, sizeof(*e));
+	memcpy(e->nonce, nonce, strlen(nonce) + 1);   /* length checked above */
+	e->expires = now_s + nc->ttl;
+	e->next = nc->buckets[b];
+	nc->buckets[b] = e;
+	nc->nr++;
+out:
+	pthread_mutex_unlock(&nc->lock);
+	return ret;
+}
+
+size_t dt_nonce_cache_size(struct dt_nonce_cache *nc)
+{
+	size_t n;
+
+	pthread_mutex_lock(&nc->lock);
+	n = nc->nr;
+	pthread_mutex_unlock(&nc->lock);
+	return n;
+}
+
+/* ------------------------------------------------------------- verifying */
+
+static int nonce_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 16 || n > 64)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_')
+			return 0;
+	return 1;
+}
+
+static int parse_ts(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (!*s || strlen(s) > 18)
+		return -1;
+	for (const char *p = s; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonce_cache *nc,
+				   const char *method, const char *path,
+				   const char *timestamp, const char *nonce, const char *sig,
+				   const void *body, size_t len, long long now_s)
+{
+	char want[DT_SHA256_HEX], got[DT_SHA256_HEX];
+	long long ts;
+	int r;
+
+	if (!timestamp || !nonce || !sig)
+		return DT_AUTH_MISSING;
+	if (parse_ts(timestamp, &ts) < 0 || !nonce_ok(nonce) || strlen(sig) != 64)
+		return DT_AUTH_MALFORMED;
+	if (ts > now_s + DT_AUTH_MAX_SKEW_S || ts < now_s - DT_AUTH_MAX_SKEW_S)
+		return DT_AUTH_STALE;
+	dt_auth_sign(key, method, path, timestamp, nonce, body, len, want);
+	/* accept upper-case hex from other clients: compare lower-cased */
+	for (int i = 0; i < 64; i++)
+		got[i] = (char)tolower((unsigned char)sig[i]);
+	got[64] = '\0';
+	if (CRYPTO_memcmp(want, got, 64) != 0)
+		return DT_AUTH_BAD_SIGNATURE;
+	r = dt_nonce_cache_add(nc, nonce, now_s);
+	if (r > 0)
+		return DT_AUTH_REPLAY;
+	if (r < 0)
+		return DT_AUTH_OVERLOAD;
+	return DT_AUTH_OK;
+}

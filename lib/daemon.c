@@ -1,0 +1,157 @@
+/*
+ * daemon.c - pid file lock, detaching, readiness pipe, stopping (daemon.h).
+ */
+#include "daemon.h"
+#include "strbuf.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long long read_pid(const char *path)
+{
+	struct strbuf sb = STRBUF_INIT;
+	long long pid = 0;
+
+	if (strbuf_read_file(&sb, path, 64) > 0)
+		pid = atoll(sb.buf);
+	strbuf_release(&sb);
+	return pid;
+}
+
+int dt_pidfile_lock(const char *path, long long *holder)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+	*holder = 0;
+	if (fd < 0)
+		return error_errno("cannot open pid file '%s'", path);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		*holder = read_pid(path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void dt_pidfile_write(int fd)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+		warning("cannot write the pid file");
+}
+
+int dt_pidfile_running(const char *path, long long *pid)
+{
+	int fd = dt_pidfile_lock(path, pid);
+
+	if (fd >= 0) {
+		close(fd);
+		*pid = 0;
+		return 0;
+	}
+	return *pid > 0;
+}
+
+int dt_daemonize(const char *logfile, int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return error_errno("pipe");
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return error_errno("fork");
+	if (pid > 0) {
+		char buf[2048];
+		ssize_t n;
+		int st;
+
+		close(p[1]);
+		do
+			n = read(p[0], buf, sizeof(buf) - 1);
+		while (n < 0 && errno == EINTR);
+		waitpid(pid, &st, 0);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (!strcmp(buf, "ok\n"))
+				exit(0);
+			fprintf(stderr, "%s: error: %s", dt_progname(), buf);
+			exit(1);
+		}
+		fprintf(stderr, "%s: error: the daemon died while starting; see '%s'\n",
+			dt_progname(), logfile);
+		exit(1);
+	}
+	close(p[0]);
+	setsid();
+	pid = fork();
+	if (pid < 0)
+		_exit(1);
+	if (pid > 0)
+		_exit(0);
+	if (chdir("/") < 0)
+		_exit(1);
+	umask(022);
+	{
+		int nul = open("/dev/null", O_RDWR);
+		int lfd = open(logfile, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(lfd >= 0 ? lfd : nul, 2);
+		if (nul > 2)
+			close(nul);
+		if (lfd > 2)
+			close(lfd);
+	}
+	*ready_fd = p[1];
+	return 0;
+}
+
+void dt_daemon_ready(int *ready_fd, const char *msg)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	if (*ready_fd < 0)
+		return;
+	strbuf_addstr(&sb, msg ? msg : "ok");
+	strbuf_addch(&sb, '\n');
+	if (write(*ready_fd, sb.buf, sb.len) < 0)
+		warning("cannot report readiness");
+	close(*ready_fd);
+	*ready_fd = -1;
+	strbuf_release(&sb);
+}
+
+int dt_daemon_stop(const char *pidfile, const char *what, long long timeout_ms)
+{
+	long long pid;
+
+	if (!dt_pidfile_running(pidfile, &pid))
+		return 0;
+	if (kill((pid_t)pid, SIGTERM) < 0)
+		return error_errno("cannot stop %s (pid %lld)", what, pid);
+	for (long long waited = 0; waited < timeout_ms; waited += 50) {
+		usleep(50 * 1000);
+		if (!dt_pidfile_running(pidfile, &pid))
+			return 0;
+	}
+	kill((pid_t)pid, SIGKILL);
+	for (int i = 0; i < 40 && dt_pidfile_running(pidfile, &pid); i++)
+		usleep(50 * 1000);
+	warning("%s (pid %lld) did not stop in %lld ms: killed", what, pid, timeout_ms);
+	return 0;
+}

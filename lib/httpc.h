@@ -1,0 +1,51 @@
+/*
+ * httpc.h - the signed HTTP/JSON client (libcurl) for dtctl, dtsched and
+ * dtagent.
+ *
+ * One struct dt_httpc per peer; it keeps its connection alive between
+ * requests.  Not thread-safe: one client per thread.
+ *
+ *	struct dt_httpc c;
+ *	dt_httpc_init(&c, "10.88.0.11", 7070, &key);
+ *	code = dt_httpc_request(&c, "GET", "/v1/tasks", NULL, &reply, &err);
+ *	...
+ *	json_decref(reply);
+ *	dt_httpc_release(&c);
+ *
+ * Errors name the peer: "cannot reach 10.88.0.11:7070: Connection refused".
+ */
+#ifndef DT_HTTPC_H
+#define DT_HTTPC_H
+
+#include <jansson.h>
+#include "auth.h"
+#include "strbuf.h"
+
+struct dt_httpc {
+	char *host;
+	int port;
+	struct dt_auth_key key;
+	long timeout_ms;          /* whole request; default 10000 */
+	long connect_timeout_ms;  /* default 3000 */
+	void *curl;               /* CURL *, created on first use */
+	void *headers;
+};
+
+void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key);
+void dt_httpc_release(struct dt_httpc *c);
+
+/*
+ * Send a signed request with `body` (may be NULL) and return the HTTP status;
+ * the reply body is parsed into *reply (a JSON object, or NULL if the body was
+ * not JSON).  -1 when no HTTP answer came (err says why: unreachable, timeout).
+ * A 4xx/5xx status is returned as is; its {"error": ...} is in *reply.
+ */
+int dt_httpc_request(struct dt_httpc *c, const char *method, const char *path,
+		     const json_t *body, json_t **reply, struct strbuf *err);
+/* Same with a raw body and raw reply. */
+int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
+			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err);
+/* "error" of a reply, or a generic text for the status. */
+const char *dt_httpc_reply_error(const json_t *reply, int status);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * httpd.c - libmicrohttpd wrapper: limits, body accumulation, signature
+ * check, routing and JSON replies (see httpd.h).
+ *
+ * MHD calls the access handler several times per request: once with no body
+ * (we allocate the request context and may refuse early on Content-Length),
+ * once per body chunk, and once more with *upload_data_size == 0 when the
+ * body is complete; only then is the request dispatched.
+ */
+#include "httpd.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct dt_httpd {
+	struct MHD_Daemon *mhd;
+	struct dt_httpd_opts opts;
+	struct dt_nonce_cache *nonces;
+	pthread_mutex_t stats_lock;
+	struct dt_httpd_stats stats;
+	int port;
+};
+
+struct req_ctx {
+	struct strbuf body;
+	int too_large;
+};
+
+void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	json_decref(resp->json);
+	resp->json = json_pack("{s:s}", "error", sb.buf);
+	resp->status = status;
+	strbuf_release(&sb);
+}
+
+void dt_http_json(struct dt_http_response *resp, int status, json_t *obj)
+{
+	json_decref(resp->json);
+	resp->json = obj;
+	resp->status = status;
+}
+
+static void count(struct dt_httpd *srv, int status)
+{
+	pthread_mutex_lock(&srv->stats_lock);
+	srv->stats.requests++;
+	if (status == 401)
+		srv->stats.unauthorized++;
+	else if (status == 413)
+		srv->stats.too_large++;
+	else if (status == 400)
+		srv->stats.bad_request++;
+	else if (status == 404 || status == 405)
+		srv->stats.not_found++;
+	else if (status >= 500)
+		srv->stats.errors++;
+	pthread_mutex_unlock(&srv->stats_lock);
+}
+
+static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *conn,
+				  struct dt_http_response *resp)
+{
+	struct strbuf out = STRBUF_INIT;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	size_t len;
+	char *buf;
+
+	if (resp->json || !resp->text.len) {
+		json_t *body = json_object();
+
+		json_object_set_new(body, "protocol", json_integer(DT_PROTOCOL_VERSION));
+		if (resp->json && json_is_object(resp->json))
+			json_object_update(body, resp->json);
+		json_append(&out, body);
+		strbuf_addch(&out, '\n');
+		json_decref(body);
+		if (!resp->content_type)
+			resp->content_type = "application/json";
+	} else {
+		strbuf_addbuf(&out, &resp->text);
+		if (!resp->content_type)
+			resp->content_type = "text/plain; charset=utf-8";
+	}
+	buf = strbuf_detach(&out, &len);
+	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r, "Content-Type", resp->content_type);
+	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
+	MHD_destroy_response(r);
+	count(srv, resp->status);
+	return ret;
+}
+
+static const struct dt_http_route *find_route(struct dt_httpd *srv, const char *method,
+					      const char *path, int *path_known,
+					      const char **param)
+{
+	*path_known = 0;
+	for (size_t i = 0; i < srv->opts.nr_routes; i++) {
+		const struct dt_http_route *r = &srv->opts.routes[i];
+		int match;
+
+		if (r->prefix)
+			match = starts_with(path, r->path) && path[strlen(r->path)];
+		else
+			match = !strcmp(path, r->path);
+		if (!match)
+			continue;
+		*path_known = 1;
+		if (!strcmp(r->method, method)) {
+			*param = r->prefix ? path + strlen(r->path) : NULL;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
+		     const char *method, struct req_ctx *ctx, struct dt_http_response *resp)
+{
+	struct dt_http_request req;
+	const struct dt_http_route *route;
+	const union MHD_ConnectionInfo *ci;
+	int path_known, public_path = 0;
+	const char *param = NULL;
+
+	memset(&req, 0, sizeof(req));
+	req.method = method;
+	req.path = url;
+	req.body = ctx->body.buf;
+	req.body_len = ctx->body.len;
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr,
+			  req.remote, sizeof(req.remote));
+
+	if (ctx->too_large) {
+		dt_http_error(resp, 413, "request body over %zu bytes", srv->opts.max_body);
+		return;
+	}
+	route = find_route(srv, method, url, &path_known, &param);
+	/* public means: that method on that path, nothing else */
+	public_path = route && (route->flags & DT_ROUTE_PUBLIC);
+	if (!public_path) {
+		enum dt_auth_result a;
+
+		if (!srv->opts.key) {
+			dt_http_error(resp, 401, "server has no key");
+			return;
+		}
+		a = dt_auth_verify(srv->opts.key, srv->nonces, method, url,
+				   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_TIMESTAMP),
+				   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+				   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_SIGNATURE),
+				   ctx->body.buf, ctx->body.len, (long long)time(NULL));
+		if (a != DT_AUTH_OK) {
+			dtlog(DTLOG_WARN, "refused %s %s from %s: %s", method, url,
+			      req.remote, dt_auth_result_str(a));
+			dt_http_error(resp, 401, "%s", dt_auth_result_str(a));
+			return;
+		}
+	}
+	if (!route) {
+		if (path_known)
+			dt_http_error(resp, 405, "method %s not allowed on '%s'", method, url);
+		else
+			dt_http_error(resp, 404, "no such endpoint '%s' (protocol %d)", url,
+				      DT_PROTOCOL_VERSION);
+		return;
+	}
+	if (ctx->body.len) {
+		struct strbuf err = STRBUF_INIT;
+
+		req.json = json_parse(ctx->body.buf, ctx->body.len, &err);
+		if (!req.json || !json_is_object(req.json)) {
+			dt_http_error(resp, 400, "request body is not a JSON object%s%s",
+				      err.len ? ": " : "", err.buf);
+			strbuf_release(&err);
+			json_decref(req.json);
+			return;
+		}
+		strbuf_release(&err);
+	}
+	req.param = param;
+	route->fn(&req, resp, srv->opts.data);
+	json_decref(req.json);
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version,
+				 const char *upload_data, size_t *upload_data_size,
+				 void **con_cls)
+{
+	struct dt_httpd *srv = cls;
+	struct req_ctx *ctx = *con_cls;
+	struct dt_http_response resp;
+	enum MHD_Result ret;
+
+	if (!ctx) {
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     "Content-Length");
+
+		ctx = xcalloc(1, sizeof(*ctx));
+		strbuf_init(&ctx->body, 0);
+		*con_cls = ctx;
+		if (cl && strtoull(cl, NULL, 10) > srv->opts.max_body) {
+			/* refuse before reading the body; MHD closes the connection */
+			memset(&resp, 0, sizeof(resp));
+			strbuf_init(&resp.text, 0);
+			dt_http_error(&resp, 413, "request body over %zu bytes", srv->opts.max_body);
+			ret = send_reply(srv, conn, &resp);
+			json_decref(resp.json);
+			ctx->too_large = 2;
+			return ret;
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (!ctx->too_large) {
+			if (ctx->body.len + *upload_data_size > srv->opts.max_body) {
+				ctx->too_large = 1;
+				strbuf_release(&ctx->body);
+			} else {
+				strbuf_add(&ctx->body, upload_data, *upload_data_size);
+			}
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (ctx->too_large == 2)
+		return MHD_YES;   /* already answered */
+	memset(&resp, 0, sizeof(resp));
+	resp.status = 200;
+	strbuf_init(&resp.text, 0);
+	dispatch(srv, conn, url, method, ctx, &resp);
+	ret = send_reply(srv, conn, &resp);
+	json_decref(resp.json);
+	strbuf_release(&resp.text);
+	return ret;
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct req_ctx *ctx = *con_cls;
+
+	if (ctx) {
+		strbuf_release(&ctx->body);
+		free(ctx);
+		*con_cls = NULL;
+	}
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_vaddf(&sb, fmt, ap);
+	strbuf_rtrim(&sb);
+	dtlog(DTLOG_WARN, "httpd: %s", sb.buf);
+	strbuf_release(&sb);
+}
+
+struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf *err)
+{
+	struct dt_httpd *srv = xcalloc(1, sizeof(*srv));
+	struct sockaddr_in sa;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	const union MHD_DaemonInfo *di;
+
+	srv->opts = *opts;
+	if (!srv->opts.threads)
+		srv->opts.threads = 1;
+	pthread_mutex_init(&srv->stats_lock, NULL);
+	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((unsigned short)opts->port);
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (opts->bind && *opts->bind && inet_pton(AF_INET, opts->bind, &sa.sin_addr) != 1) {
+		strbuf_addf(err, "cannot listen on '%s': not an IPv4 address", opts->bind);
+		goto fail;
+	}
+	srv->mhd = MHD_start_daemon(flags, (unsigned short)opts->port, NULL, NULL,
+				    access_cb, srv,
+				    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv,
+				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				    MHD_OPTION_CONNECTION_LIMIT, opts->conn_limit,
+				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->conn_memory,
+				    MHD_OPTION_CONNECTION_TIMEOUT, opts->timeout_s,
+				    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv,
+				    opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+				    opts->threads, MHD_OPTION_END);
+	if (!srv->mhd) {
+		strbuf_addf(err, "cannot listen on %s:%d (port in use or not permitted?)",
+			    opts->bind && *opts->bind ? opts->bind : "0.0.0.0", opts->port);
+		goto fail;
+	}
+	di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	srv->port = di ? di->port : opts->port;
+	return srv;
+fail:
+	dt_nonce_cache_free(srv->nonces);
+	pthread_mutex_destroy(&srv->stats_lock);
+	free(srv);
+	return NULL;
+}
+
+void dt_httpd_stop(struct dt_httpd *srv)
+{
+	if (!srv)
+		return;
+	MHD_stop_daemon(srv->mhd);
+	dt_nonce_cache_free(srv->nonces);
+	pthread_mutex_destroy(&srv->stats_lock);
+	free(srv);
+}
+
+int dt_httpd_port(struct dt_httpd *srv)
+{
+	return srv->port;
+}
+
+void dt_httpd_get_stats(struct dt_httpd *srv, struct dt_httpd_stats *st)
+{
+	pthread_mutex_lock(&srv->stats_lock);
+	*st = srv->stats;
+	pthread_mutex_unlock(&srv->stats_lock);
+}

@@ -1,0 +1,96 @@
+/*
+ * httpd.h - the HTTP/JSON server of dtagent and dtsched (libmicrohttpd).
+ *
+ * A daemon describes its API as a table of routes and starts one server:
+ *
+ *	static const struct dt_http_route routes[] = {
+ *		{ "GET", DT_PATH_TASKS, 0, 0, list_tasks },
+ *		{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, stop_task },   // prefix: req->param = "<id>"
+ *		{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, metrics },
+ *	};
+ *	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+ *	o.port = 7070; o.routes = routes; o.nr_routes = ARRAY_SIZE(routes);
+ *	o.key = &key; o.data = agent;
+ *	srv = dt_httpd_start(&o, &err);
+ *
+ * The wrapper does everything common before a handler runs: connection and
+ * memory limits, request timeout, body accumulation with a size limit (413),
+ * signature check (401, lib/auth.h) unless the route is DT_ROUTE_PUBLIC,
+ * 404/405, JSON parsing of a non-empty body into an object (400).  Handlers
+ * fill a dt_http_response; JSON bodies get "protocol": DT_PROTOCOL_VERSION
+ * added.  Handlers run on the server's internal thread(s): with threads > 1
+ * they run concurrently and must lock what they share.
+ */
+#ifndef DT_HTTPD_H
+#define DT_HTTPD_H
+
+#include <stddef.h>
+#include <jansson.h>
+#include "auth.h"
+#include "strbuf.h"
+
+struct dt_http_request {
+	const char *method;
+	const char *path;
+	const char *param;       /* for prefix routes: the rest of the path after the prefix */
+	const char *body;        /* NUL-terminated copy of the body ("" when none) */
+	size_t body_len;
+	json_t *json;            /* the body parsed as a JSON object, NULL when the body is empty */
+	char remote[64];         /* client IP address */
+};
+
+struct dt_http_response {
+	int status;              /* 200 unless set */
+	json_t *json;            /* owned; sent as the body with "protocol" added */
+	struct strbuf text;      /* sent instead when json is NULL */
+	const char *content_type;
+};
+
+typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_response *resp,
+			     void *data);
+
+#define DT_ROUTE_PUBLIC 1    /* no signature needed (read-only endpoints only) */
+
+struct dt_http_route {
+	const char *method;
+	const char *path;
+	int prefix;              /* path is a prefix ending in '/', the rest goes to req->param */
+	int flags;
+	dt_http_handler *fn;
+};
+
+struct dt_httpd_opts {
+	const char *bind;        /* IPv4 address to listen on; NULL = all */
+	int port;                /* 0 = any free port (see dt_httpd_port) */
+	const struct dt_http_route *routes;
+	size_t nr_routes;
+	void *data;              /* passed to handlers */
+	const struct dt_auth_key *key;
+	size_t max_body;         /* 413 above this */
+	unsigned conn_limit;
+	size_t conn_memory;      /* per-connection memory limit of MHD */
+	unsigned timeout_s;      /* idle connection timeout */
+	unsigned threads;        /* 1 = one internal polling thread */
+};
+
+#define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1 }
+
+struct dt_httpd_stats {
+	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;
+};
+
+struct dt_httpd;
+/* Start serving; NULL with a message in err (e.g. port in use). */
+struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf *err);
+/* Stop serving, wait for handlers to return and free the server. */
+void dt_httpd_stop(struct dt_httpd *srv);
+int dt_httpd_port(struct dt_httpd *srv);
+void dt_httpd_get_stats(struct dt_httpd *srv, struct dt_httpd_stats *st);
+
+/* Set an error reply {"error": "..."}. */
+void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
+	DT_PRINTF(3, 4);
+/* Set a JSON reply; steals obj. */
+void dt_http_json(struct dt_http_response *resp, int status, json_t *obj);
+
+#endif

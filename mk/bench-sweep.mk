@@ -1,0 +1,20 @@
+# Sweep search quality: dtctl's TPE + ASHA (scheduler/search.c, asha.c) against
+# Optuna's TPESampler + SuccessiveHalvingPruner on simulated learning curves,
+# both driven the same way and measured in the same run.  Not part of check.
+#
+#   make bench-deps              installs python3-optuna (Debian), bench-only
+#   make bench-sweep             build bench/sweep_sim, run 10 seeds x 3 objectives
+#   make bench-sweep BENCH_SWEEP_ARGS='--seeds 3 --objectives branin'
+.PHONY: bench-sweep
+BENCH_TARGETS += bench-sweep
+BENCH_DEPS += python3-optuna
+SWEEP_SIM := $(O)/bench/sweep_sim
+BENCH_SWEEP_ARGS ?=
+
+$(SWEEP_SIM): bench/sweep_sim.c $(O)/libsched.a $(O)/libdt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(O)/libsched.a $(O)/libdt.a $(LIBS)
+
+bench-sweep: $(SWEEP_SIM)
+	$(PYTHON) bench/bench_sweep_quality.py --sim $(SWEEP_SIM) $(BENCH_SWEEP_ARGS)
+

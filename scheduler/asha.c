@@ -1,0 +1,265 @@
+/*
+ * asha.c - asynchronous successive halving (see asha.h for the rule).
+ *
+ * Each rung keeps its recorded values as "losses" (the metric, negated when
+ * the goal is maximize, NaN mapped to +inf) in a sorted array, so ranking a
+ * new value is a binary search.  Trials live in an array sorted by id; each
+ * keeps the value it recorded at every rung it reached, for snapshots.
+ */
+#include "scheduler/asha.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+#define ASHA_MAX_RUNGS 62   /* min_iter * eta^k stays below 2^62 */
+
+struct rung {
+	double resource;
+	double *loss;        /* sorted ascending: best first */
+	size_t nr, alloc;
+};
+
+struct asha_trial {
+	int id;
+	int pruned;
+	double *values;      /* values[k]: the raw value recorded at rung k */
+	size_t nr_values;    /* rungs reached */
+};
+
+struct asha {
+	int min_iter, eta, max_iter;
+	enum sweep_goal goal;
+	struct rung *rungs;
+	size_t nr_rungs;     /* rungs known so far (grown on demand when unbounded) */
+	int rungs_complete;  /* every rung below max_iter is in rungs[] */
+	struct asha_trial *trials;
+	size_t nr_trials, alloc_trials;
+};
+
+struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal)
+{
+	struct asha *a;
+
+	if (min_iter < 1 || eta < 2 || max_iter < 0)
+		return NULL;
+	a = xcalloc(1, sizeof(*a));
+	a->min_iter = min_iter;
+	a->eta = eta;
+	a->max_iter = max_iter;
+	a->goal = goal;
+	a->rungs = xcalloc(ASHA_MAX_RUNGS, sizeof(*a->rungs));
+	return a;
+}
+
+void asha_free(struct asha *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->nr_rungs; i++)
+		free(a->rungs[i].loss);
+	free(a->rungs);
+	for (size_t i = 0; i < a->nr_trials; i++)
+		free(a->trials[i].values);
+	free(a->trials);
+	free(a);
+}
+
+/* Append the next rung if there is one below max_iter; returns 1 if it did. */
+static int rung_append(struct asha *a)
+{
+	double r;
+
+	if (a->rungs_complete || a->nr_rungs == ASHA_MAX_RUNGS)
+		return 0;
+	r = a->nr_rungs ? a->rungs[a->nr_rungs - 1].resource * a->eta : a->min_iter;
+	if (a->max_iter > 0 && r >= a->max_iter) {
+		a->rungs_complete = 1;   /* max_iter itself is the end of training, not a rung */
+		return 0;
+	}
+	a->rungs[a->nr_rungs++].resource = r;
+	return 1;
+}
+
+/* Make rungs[] hold every rung at or below `resource`. */
+static void rungs_cover(struct asha *a, double resource)
+{
+	while (!a->nr_rungs || a->rungs[a->nr_rungs - 1].resource * a->eta <= resource)
+		if (!rung_append(a))
+			break;
+}
+
+double asha_rung_resource(struct asha *a, size_t k)
+{
+	while (k >= a->nr_rungs)
+		if (!rung_append(a))
+			return INFINITY;
+	return a->rungs[k].resource;
+}
+
+size_t asha_rung_count(const struct asha *a, size_t k)
+{
+	return k < a->nr_rungs ? a->rungs[k].nr : 0;
+}
+
+static double to_loss(const struct asha *a, double value)
+{
+	if (isnan(value))
+		return INFINITY;
+	return a->goal == GOAL_MAXIMIZE ? -value : value;
+}
+
+/* Number of values in the rung strictly better (smaller) than loss. */
+static size_t rung_better(const struct rung *r, double loss)
+{
+	size_t lo = 0, hi = r->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->loss[mid] < loss)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void rung_insert(struct rung *r, double loss)
+{
+	size_t at = rung_better(r, loss);
+
+	ALLOC_GROW(r->loss, r->nr + 1, r->alloc);
+	memmove(&r->loss[at + 1], &r->loss[at], (r->nr - at) * sizeof(double));
+	r->loss[at] = loss;
+	r->nr++;
+}
+
+/* The trial with this id, created (in id order) when `create`. */
+static struct asha_trial *trial_find(struct asha *a, int id, int create)
+{
+	size_t lo = 0, hi = a->nr_trials;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->trials[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < a->nr_trials && a->trials[lo].id == id)
+		return &a->trials[lo];
+	if (!create)
+		return NULL;
+	ALLOC_GROW(a->trials, a->nr_trials + 1, a->alloc_trials);
+	memmove(&a->trials[lo + 1], &a->trials[lo], (a->nr_trials - lo) * sizeof(*a->trials));
+	a->nr_trials++;
+	memset(&a->trials[lo], 0, sizeof(a->trials[lo]));
+	a->trials[lo].id = id;
+	return &a->trials[lo];
+}
+
+/* Record `value` for t at its next rung; returns 1 if t ranks to continue there. */
+static int trial_record(struct asha *a, struct asha_trial *t, double value)
+{
+	struct rung *r = &a->rungs[t->nr_values];
+	double loss = to_loss(a, value);
+	size_t better, keep;
+
+	t->values = xrealloc(t->values, (t->nr_values + 1) * sizeof(double));
+	t->values[t->nr_values++] = value;
+	better = rung_better(r, loss);
+	rung_insert(r, loss);
+	keep = r->nr / (size_t)a->eta;
+	if (keep < 1)
+		keep = 1;
+	return better < keep;
+}
+
+int asha_report(struct asha *a, int trial_id, double resource, double value)
+{
+	struct asha_trial *t = trial_find(a, trial_id, 1);
+
+	if (isnan(resource))
+		return t->pruned ? ASHA_PRUNE : ASHA_CONTINUE;
+	rungs_cover(a, resource);
+	while (t->nr_values < a->nr_rungs && a->rungs[t->nr_values].resource <= resource)
+		if (!trial_record(a, t, value))
+			t->pruned = 1;
+	return t->pruned ? ASHA_PRUNE : ASHA_CONTINUE;
+}
+
+int asha_is_pruned(const struct asha *a, int trial_id)
+{
+	struct asha_trial *t = trial_find((struct asha *)a, trial_id, 0);
+
+	return t ? t->pruned : 0;
+}
+
+json_t *asha_to_json(const struct asha *a)
+{
+	json_t *trials = json_array();
+
+	for (size_t i = 0; i < a->nr_trials; i++) {
+		const struct asha_trial *t = &a->trials[i];
+		json_t *vals = json_array();
+
+		for (size_t k = 0; k < t->nr_values; k++)
+			json_array_append_new(vals, isfinite(t->values[k]) ?
+					      json_real(t->values[k]) : json_null());
+		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
+							"values", vals, "pruned", t->pruned));
+	}
+	return json_pack("{s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
+			 "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
+			 "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
+			 "trials", trials);
+}
+
+struct asha *asha_from_json(const json_t *j, struct strbuf *err)
+{
+	const json_t *trials = json_object_get(j, "trials"), *tj;
+	const char *goal = json_get_str(j, "goal", "minimize");
+	struct asha *a;
+	size_t i;
+
+	if (json_get_int(j, "version", 0) != 1 || !json_is_array(trials)) {
+		strbuf_addstr(err, "asha state: not a version 1 state object");
+		return NULL;
+	}
+	a = asha_new((int)json_get_int(j, "min_iter", 0), (int)json_get_int(j, "eta", 0),
+		     (int)json_get_int(j, "max_iter", 0),
+		     !strcmp(goal, "maximize") ? GOAL_MAXIMIZE : GOAL_MINIMIZE);
+	if (!a) {
+		strbuf_addstr(err, "asha state: needs min_iter >= 1 and eta >= 2");
+		return NULL;
+	}
+	json_array_foreach(trials, i, tj) {
+		const json_t *vals = json_object_get(tj, "values"), *vj;
+		struct asha_trial *t;
+		size_t k;
+
+		if (!json_is_integer(json_object_get(tj, "id")) || !json_is_array(vals)) {
+			strbuf_addf(err, "asha state: trial %zu needs an integer id and values", i);
+			asha_free(a);
+			return NULL;
+		}
+		t = trial_find(a, (int)json_get_int(tj, "id", 0), 1);
+		json_array_foreach(vals, k, vj) {
+			double v = json_is_number(vj) ? json_number_value(vj) : NAN;
+
+			asha_rung_resource(a, t->nr_values);
+			if (t->nr_values >= a->nr_rungs) {
+				strbuf_addf(err, "asha state: trial %d has more values than rungs", t->id);
+				asha_free(a);
+				return NULL;
+			}
+			trial_record(a, t, v);
+		}
+		t->pruned = json_is_true(json_object_get(tj, "pruned"));
+	}
+	return a;
+}

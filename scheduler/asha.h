@@ -1,0 +1,71 @@
+/*
+ * asha.h - asynchronous successive halving: early stopping for sweeps.
+ *
+ * From the sweep file's `early_terminate: {type: hyperband, min_iter, eta,
+ * max_iter}`.  Rungs sit at resource levels min_iter * eta^k (k = 0, 1, ...)
+ * below max_iter (no bound when max_iter is 0).  Resource is whatever the
+ * metric's progress axis is: epoch or step.  One bracket, as in ASHA (Li et
+ * al., "A System for Massively Parallel Hyperparameter Tuning", 2020) with
+ * its stopping variant: a trial is not paused at a rung but told at once
+ * whether to go on.
+ *
+ * The rule, at each rung a trial reaches: record its value there, n being
+ * the number of values recorded at that rung so far (its own included);
+ * the trial continues if fewer than max(1, floor(n / eta)) recorded values
+ * are strictly better than its own, else it is pruned.  So the best value
+ * at a rung is never pruned, the first trial to reach a rung always goes on,
+ * and until eta trials have reached a rung only the best so far goes on.
+ *
+ * Determinism and recovery: the value a trial records at rung k is its
+ * first report with resource >= rung k, and every crossed rung records it,
+ * pruned or not.  So the rung tables - all that future decisions depend on -
+ * are a function of the SET of reports: replaying the stored metric
+ * reports through asha_report() (each trial's own reports in epoch order,
+ * trials interleaved in any order) rebuilds the same object.
+ * asha_to_json()/asha_from_json() do the same from a compact snapshot.
+ *
+ * Cost: O(log n) to rank, O(n) worst case to insert, per report.
+ */
+#ifndef DT_ASHA_H
+#define DT_ASHA_H
+
+#include <stddef.h>
+#include <jansson.h>
+#include "config.h"
+#include "strbuf.h"
+
+enum asha_decision {
+	ASHA_CONTINUE = 0,
+	ASHA_PRUNE = 1,
+};
+
+struct asha;
+
+/* NULL when min_iter < 1 or eta < 2 (the loader checks these first). */
+struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal);
+void asha_free(struct asha *a);
+
+/*
+ * Trial `trial_id` reported `value` at progress `resource` (epoch/step).
+ * Returns ASHA_PRUNE if the trial should stop now (and for every later
+ * report of a pruned trial), else ASHA_CONTINUE.  A NaN value counts as the
+ * worst possible.  Reports below the first rung only register the trial.
+ */
+int asha_report(struct asha *a, int trial_id, double resource, double value);
+
+/* Has trial_id been told to stop?  0 for unknown trials. */
+int asha_is_pruned(const struct asha *a, int trial_id);
+/* Resource level of rung k (grows the rung list if needed). */
+double asha_rung_resource(struct asha *a, size_t k);
+/* How many values rung k holds (0 for rungs nobody reached). */
+size_t asha_rung_count(const struct asha *a, size_t k);
+
+/*
+ * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "goal": "minimize",
+ *  "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
+ * values[k] is the value recorded at rung k; null for NaN.
+ */
+json_t *asha_to_json(const struct asha *a);
+struct asha *asha_from_json(const json_t *j, struct strbuf *err);
+
+#endif

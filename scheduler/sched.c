@@ -1,0 +1,823 @@
+/*
+ * sched.c - dtsched's node table, heartbeats, failure detection, SQLite
+ * persistence and HTTP handlers (see sched.h).
+ */
+#include "sched.h"
+#include "auth.h"
+#include "daemon.h"
+#include "dthome.h"
+#include "httpd.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS 100
+#define FLUSH_MS 5000
+
+struct node {
+	char *name;
+	char *address;
+	int port;
+	const char *state;          /* DT_NODE_* */
+	int drained;
+	int down_latched;           /* DOWN when loaded: stays DOWN until it heartbeats */
+	long long last_hb_us;       /* wall clock, 0 = never */
+	long long last_hb_mono;     /* 0 = not since this dtsched started */
+	json_t *inventory;
+	json_t *tasks;              /* id -> last known TASK (as in the database) */
+	int gpus_total, gpus_used, cpus, tasks_running;
+	double gpu_util;
+	long long mem_total, mem_available;
+	char *agent_version;
+	char *agent_started;
+	int want_full;
+	int dirty;
+};
+
+struct sched {
+	struct sched_opts o;
+	pthread_mutex_t lock;
+	struct node **nodes;        /* sorted by name */
+	size_t nr, alloc;
+	sqlite3 *db;
+	sqlite3_stmt *st_node, *st_task;
+	struct dt_httpd *srv;
+	struct dt_auth_key key;
+	long long started_mono, started_us;
+	unsigned long long heartbeats, nodes_failed;
+};
+
+int sched_fs_is_network(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	case 0x6969UL:        /* NFS */
+	case 0xff534d42UL:    /* CIFS */
+	case 0xfe534d42UL:    /* SMB2 */
+	case 0x517bUL:        /* SMB */
+	case 0x0bd00bd0UL:    /* Lustre */
+	case 0x47504653UL:    /* GPFS */
+	case 0x00c36400UL:    /* Ceph */
+	case 0x01021997UL:    /* 9p */
+	case 0x65735546UL:    /* FUSE (sshfs, ...): may be remote, refuse to be safe */
+		return 1;
+	}
+	return 0;
+}
+
+static json_t *ts_json(long long us)
+{
+	char buf[64];
+	time_t s = (time_t)(us / 1000000);
+	struct tm tm;
+
+	if (!us)
+		return json_null();
+	gmtime_r(&s, &tm);
+	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us % 1000000);
+	return json_string(buf);
+}
+
+static int task_state_final_str(const char *s)
+{
+	return s && (!strcmp(s, DT_TASK_EXITED) || !strcmp(s, DT_TASK_FAILED) ||
+		     !strcmp(s, DT_TASK_LOST));
+}
+
+/* ---------------------------------------------------------------- SQLite */
+
+static const char schema[] =
+	"PRAGMA journal_mode=WAL;"
+	"PRAGMA synchronous=NORMAL;"
+	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+	"CREATE TABLE IF NOT EXISTS nodes("
+	"  name TEXT PRIMARY KEY, address TEXT, port INTEGER, state TEXT,"
+	"  drained INTEGER NOT NULL DEFAULT 0, last_heartbeat_us INTEGER,"
+	"  inventory TEXT, agent_version TEXT, agent_started_at TEXT);"
+	"CREATE TABLE IF NOT EXISTS tasks("
+	"  node TEXT NOT NULL, id TEXT NOT NULL, state TEXT NOT NULL, exit_code INTEGER,"
+	"  job_id TEXT, rank INTEGER, reason TEXT, updated_us INTEGER, data TEXT,"
+	"  PRIMARY KEY(node, id));"
+	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
+	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
+
+static int db_exec(struct sched *s, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		dtlog(DTLOG_ERROR, "state.db: %s: %s", sql, msg ? msg : "?");
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void db_save_node(struct sched *s, struct node *n)
+{
+	sqlite3_stmt *st = s->st_node;
+	struct strbuf inv = STRBUF_INIT;
+
+	if (n->inventory)
+		json_append(&inv, n->inventory);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, n->address, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 3, n->port);
+	sqlite3_bind_text(st, 4, n->state, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 5, n->drained);
+	sqlite3_bind_int64(st, 6, n->last_hb_us);
+	if (n->inventory)
+		sqlite3_bind_text(st, 7, inv.buf, (int)inv.len, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 7);
+	sqlite3_bind_text(st, 8, n->agent_version, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 9, n->agent_started, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save node '%s': %s", n->name, sqlite3_errmsg(s->db));
+	n->dirty = 0;
+	strbuf_release(&inv);
+}
+
+static void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason)
+{
+	sqlite3_stmt *st = s->st_task;
+	struct strbuf data = STRBUF_INIT;
+	json_t *v;
+
+	json_append(&data, t);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, json_get_str(t, "id", ""), -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, json_get_str(t, "state", "?"), -1, SQLITE_TRANSIENT);
+	v = json_object_get(t, "exit_code");
+	if (json_is_integer(v))
+		sqlite3_bind_int64(st, 4, json_integer_value(v));
+	else
+		sqlite3_bind_null(st, 4);
+	if (json_get_str(t, "job_id", NULL))
+		sqlite3_bind_text(st, 5, json_get_str(t, "job_id", NULL), -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 5);
+	v = json_object_get(t, "rank");
+	if (json_is_integer(v))
+		sqlite3_bind_int64(st, 6, json_integer_value(v));
+	else
+		sqlite3_bind_null(st, 6);
+	if (reason)
+		sqlite3_bind_text(st, 7, reason, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 7);
+	sqlite3_bind_int64(st, 8, dt_now_us());
+	sqlite3_bind_text(st, 9, data.buf, (int)data.len, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save task '%s': %s",
+		      json_get_str(t, "id", ""), sqlite3_errmsg(s->db));
+	strbuf_release(&data);
+}
+
+/* ------------------------------------------------------------ node table */
+
+static int node_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, (*(struct node *const *)elem)->name);
+}
+
+static struct node *node_find(struct sched *s, const char *name)
+{
+	struct node **p = bsearch(name, s->nodes, s->nr, sizeof(*s->nodes), node_cmp);
+
+	return p ? *p : NULL;
+}
+
+static struct node *node_add(struct sched *s, const char *name)
+{
+	struct node *n = xcalloc(1, sizeof(*n));
+	size_t i = 0;
+
+	n->name = xstrdup(name);
+	n->address = xstrdup("");
+	n->state = DT_NODE_UP;
+	n->tasks = json_object();
+	n->want_full = 1;
+	while (i < s->nr && strcmp(s->nodes[i]->name, name) < 0)
+		i++;
+	ALLOC_GROW(s->nodes, s->nr + 1, s->alloc);
+	memmove(&s->nodes[i + 1], &s->nodes[i], (s->nr - i) * sizeof(*s->nodes));
+	s->nodes[i] = n;
+	s->nr++;
+	return n;
+}
+
+static void node_free(struct node *n)
+{
+	free(n->name);
+	free(n->address);
+	free(n->agent_version);
+	free(n->agent_started);
+	json_decref(n->inventory);
+	json_decref(n->tasks);
+	free(n);
+}
+
+static void set_str(char **dst, const char *v)
+{
+	if (*dst && v && !strcmp(*dst, v))
+		return;
+	free(*dst);
+	*dst = v ? xstrdup(v) : NULL;
+}
+
+/* gpus_total/used, utilisation and memory from the inventory and tasks. */
+static void node_derive(struct node *n)
+{
+	json_t *gpus = json_object_get(n->inventory, "gpus"), *g, *t;
+	size_t i;
+	const char *id;
+	unsigned char used[1024] = { 0 };
+	double util = 0;
+
+	n->gpus_total = (int)json_array_size(gpus);
+	n->cpus = (int)json_get_int(n->inventory, "cpus", 0);
+	n->mem_total = json_get_int(n->inventory, "mem_total", 0);
+	n->mem_available = json_get_int(n->inventory, "mem_available", 0);
+	json_array_foreach(gpus, i, g) {
+		util += (double)json_get_int(g, "utilization", 0);
+		if (i < sizeof(used) && json_array_size(json_object_get(g, "processes")))
+			used[i] = 1;
+	}
+	n->gpu_util = n->gpus_total ? util / n->gpus_total : 0;
+	n->tasks_running = 0;
+	json_object_foreach(n->tasks, id, t) {
+		const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
+
+		if (task_state_final_str(json_get_str(t, "state", NULL)))
+			continue;
+		n->tasks_running++;
+		while (cvd && *cvd) {
+			char *end;
+			long d = strtol(cvd, &end, 10);
+
+			if (end == cvd)
+				break;
+			if (d >= 0 && d < (long)sizeof(used) && d < n->gpus_total)
+				used[d] = 1;
+			cvd = *end == ',' ? end + 1 : end;
+			if (end == cvd && *cvd)
+				break;
+		}
+	}
+	n->gpus_used = 0;
+	for (int k = 0; k < n->gpus_total && k < (int)sizeof(used); k++)
+		n->gpus_used += used[k];
+}
+
+/* Mark every non-final task of n lost (NODE_FAIL or another reason). */
+static int node_lose_tasks(struct sched *s, struct node *n, const char *reason)
+{
+	json_t *t;
+	const char *id;
+	int lost = 0;
+
+	json_object_foreach(n->tasks, id, t) {
+		if (task_state_final_str(json_get_str(t, "state", NULL)))
+			continue;
+		json_object_set_new(t, "state", json_string(DT_TASK_LOST));
+		json_object_set_new(t, "reason", json_string(reason));
+		db_save_task(s, n->name, t, reason);
+		lost++;
+	}
+	return lost;
+}
+
+static void node_set_state(struct sched *s, struct node *n, const char *state)
+{
+	if (!strcmp(n->state, state))
+		return;
+	dtlog(!strcmp(state, DT_NODE_DOWN) ? DTLOG_WARN : DTLOG_INFO, "node '%s': %s -> %s",
+	      n->name, n->state, state);
+	if (!strcmp(state, DT_NODE_DOWN)) {
+		int lost = node_lose_tasks(s, n, "NODE_FAIL");
+
+		s->nodes_failed++;
+		if (lost)
+			dtlog(DTLOG_WARN, "node '%s' is down: %d task(s) marked lost (NODE_FAIL)",
+			      n->name, lost);
+		node_derive(n);
+	}
+	n->state = state;
+	db_save_node(s, n);
+}
+
+static void tick(struct sched *s)
+{
+	long long now = dt_mono_ms();
+
+	for (size_t i = 0; i < s->nr; i++) {
+		struct node *n = s->nodes[i];
+		long long seen = n->last_hb_mono ? n->last_hb_mono : s->started_mono;
+		long long age = now - seen;
+		const char *st;
+
+		if (n->down_latched || age > s->o.dead_after_ms)
+			st = DT_NODE_DOWN;
+		else if (age > s->o.dead_after_ms / 2)
+			st = DT_NODE_SUSPECT;
+		else
+			st = n->drained ? DT_NODE_DRAINED : DT_NODE_UP;
+		node_set_state(s, n, st);
+	}
+}
+
+static void flush_dirty(struct sched *s)
+{
+	int any = 0;
+
+	for (size_t i = 0; i < s->nr; i++)
+		if (s->nodes[i]->dirty) {
+			if (!any++)
+				db_exec(s, "BEGIN");
+			db_save_node(s, s->nodes[i]);
+		}
+	if (any)
+		db_exec(s, "COMMIT");
+}
+
+static int db_load(struct sched *s)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT name, address, port, state, drained, "
+			       "last_heartbeat_us, inventory, agent_version, agent_started_at "
+			       "FROM nodes ORDER BY name", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct node *n = node_add(s, (const char *)sqlite3_column_text(st, 0));
+		const char *state = (const char *)sqlite3_column_text(st, 3);
+		const char *inv = (const char *)sqlite3_column_text(st, 6);
+
+		set_str(&n->address, (const char *)sqlite3_column_text(st, 1));
+		n->port = sqlite3_column_int(st, 2);
+		n->drained = sqlite3_column_int(st, 4);
+		n->last_hb_us = sqlite3_column_int64(st, 5);
+		if (inv)
+			n->inventory = json_loads(inv, 0, NULL);
+		set_str(&n->agent_version, (const char *)sqlite3_column_text(st, 7));
+		set_str(&n->agent_started, (const char *)sqlite3_column_text(st, 8));
+		if (state && !strcmp(state, DT_NODE_DOWN)) {
+			n->state = DT_NODE_DOWN;
+			n->down_latched = 1;
+		} else if (state && !strcmp(state, DT_NODE_SUSPECT)) {
+			n->state = DT_NODE_SUSPECT;
+		} else {
+			n->state = n->drained ? DT_NODE_DRAINED : DT_NODE_UP;
+		}
+	}
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT node, data FROM tasks", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct node *n = node_find(s, (const char *)sqlite3_column_text(st, 0));
+		const char *data = (const char *)sqlite3_column_text(st, 1);
+		json_t *t = data ? json_loads(data, 0, NULL) : NULL;
+
+		if (n && t && json_get_str(t, "id", NULL))
+			json_object_set(n->tasks, json_get_str(t, "id", NULL), t);
+		json_decref(t);
+	}
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < s->nr; i++)
+		node_derive(s->nodes[i]);
+	return 0;
+}
+
+/* -------------------------------------------------------------- handlers */
+
+static json_t *node_json(struct sched *s, struct node *n, int detail)
+{
+	long long age = n->last_hb_mono ? dt_mono_ms() - n->last_hb_mono : -1;
+	json_t *j = json_object();
+
+	json_object_set_new(j, "name", json_string(n->name));
+	json_object_set_new(j, "state", json_string(n->state));
+	json_object_set_new(j, "address", json_string(n->address ? n->address : ""));
+	json_object_set_new(j, "port", json_integer(n->port));
+	json_object_set_new(j, "gpus_total", json_integer(n->gpus_total));
+	json_object_set_new(j, "gpus_used", json_integer(n->gpus_used));
+	json_object_set_new(j, "gpu_util", json_real(n->gpu_util));
+	json_object_set_new(j, "cpus", json_integer(n->cpus));
+	json_object_set_new(j, "mem_total", json_integer(n->mem_total));
+	json_object_set_new(j, "mem_available", json_integer(n->mem_available));
+	json_object_set_new(j, "tasks_running", json_integer(n->tasks_running));
+	json_object_set_new(j, "last_heartbeat", ts_json(n->last_hb_us));
+	json_object_set_new(j, "heartbeat_age_ms", age >= 0 ? json_integer(age) : json_null());
+	json_object_set_new(j, "drained", json_boolean(n->drained));
+	json_object_set_new(j, "agent_version", n->agent_version ? json_string(n->agent_version) : json_null());
+	if (detail) {
+		json_t *gpus = json_object_get(n->inventory, "gpus"), *tasks = json_array(), *t;
+		const char *id;
+
+		json_object_set_new(j, "gpus", gpus ? json_incref(gpus) : json_array());
+		json_object_foreach(n->tasks, id, t)
+			json_array_append(tasks, t);
+		json_object_set_new(j, "tasks", tasks);
+	}
+	return j;
+}
+
+static int node_name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n || n > 255)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+			return 0;
+	return 1;
+}
+
+static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *name = json_get_str(req->json, "node", NULL);
+	json_t *tasks = json_object_get(req->json, "tasks"), *t, *inv;
+	int full = json_is_true(json_object_get(req->json, "full")), changed = 0;
+	long long port = json_get_int(req->json, "port", 0);
+	struct node *n;
+	size_t i;
+
+	if (!req->json || !node_name_ok(name) || port <= 0 || port > 65535 ||
+	    (tasks && !json_is_array(tasks))) {
+		dt_http_error(resp, 400, "a heartbeat needs 'node' (a node name), 'port' and a 'tasks' array");
+		return;
+	}
+	inv = json_object_get(req->json, "inventory");
+	pthread_mutex_lock(&s->lock);
+	n = node_find(s, name);
+	if (!n) {
+		n = node_add(s, name);
+		dtlog(DTLOG_INFO, "node '%s' joined from %s", name, req->remote);
+		changed = 1;
+	}
+	s->heartbeats++;
+	set_str(&n->address, json_get_str(req->json, "address", req->remote));
+	n->port = (int)port;
+	n->last_hb_us = dt_now_us();
+	n->last_hb_mono = dt_mono_ms();
+	n->down_latched = 0;
+	if (json_is_object(inv)) {
+		json_decref(n->inventory);
+		n->inventory = json_incref(inv);
+	}
+	if (!n->agent_started || strcmp(n->agent_started, json_get_str(req->json, "agent_started_at", "")))
+		changed = 1;
+	set_str(&n->agent_version, json_get_str(req->json, "version", NULL));
+	set_str(&n->agent_started, json_get_str(req->json, "agent_started_at", ""));
+
+	/* task states: write what changed */
+	if (tasks) {
+		json_t *seen = json_object();
+		const char *id;
+		int in_txn = 0;
+
+		json_array_foreach(tasks, i, t) {
+			const char *tid = json_get_str(t, "id", NULL);
+			json_t *old;
+
+			if (!tid)
+				continue;
+			json_object_set_new(seen, tid, json_true());
+			old = json_object_get(n->tasks, tid);
+			if (old && json_equal(old, t))
+				continue;
+			if (!in_txn++)
+				db_exec(s, "BEGIN");
+			db_save_task(s, n->name, t, NULL);
+			json_object_set(n->tasks, tid, t);
+		}
+		/* drop from memory what the agent no longer reports; with a full
+		 * table, a live task it does not know is lost */
+		for (void *it = json_object_iter(n->tasks); it;) {
+			void *next = json_object_iter_next(n->tasks, it);
+
+			id = json_object_iter_key(it);
+			t = json_object_iter_value(it);
+			if (!json_object_get(seen, id)) {
+				if (full && !task_state_final_str(json_get_str(t, "state", NULL))) {
+					if (!in_txn++)
+						db_exec(s, "BEGIN");
+					json_object_set_new(t, "state", json_string(DT_TASK_LOST));
+					json_object_set_new(t, "reason", json_string("unknown to its agent"));
+					db_save_task(s, n->name, t, "unknown to its agent");
+					dtlog(DTLOG_WARN, "task '%s' on '%s': its agent does not know it; lost",
+					      id, n->name);
+				} else if (task_state_final_str(json_get_str(t, "state", NULL))) {
+					json_object_del(n->tasks, id);
+				}
+			}
+			it = next;
+		}
+		if (in_txn)
+			db_exec(s, "COMMIT");
+		json_decref(seen);
+	}
+	if (full)
+		n->want_full = 0;
+	node_derive(n);
+	n->dirty = 1;
+	if (changed)
+		db_save_node(s, n);
+	if (!strcmp(n->state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_SUSPECT))
+		node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
+	dt_http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:b}", "state", n->state,
+					  "heartbeat_ms", (json_int_t)s->o.heartbeat_ms,
+					  "dead_after_ms", (json_int_t)s->o.dead_after_ms,
+					  "want_full", n->want_full));
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *arr = json_array();
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->nr; i++)
+		json_array_append_new(arr, node_json(s, s->nodes[i], 0));
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:o}", "nodes", arr));
+}
+
+static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *p = req->param, *action = NULL;
+	char name[256];
+	size_t len = strcspn(p, "/");
+	struct node *n;
+
+	if (len >= sizeof(name)) {
+		dt_http_error(resp, 404, "no such node");
+		return;
+	}
+	memcpy(name, p, len);
+	name[len] = '\0';
+	if (p[len])
+		action = p + len;
+	if ((!strcmp(req->method, "GET") && action) ||
+	    (!strcmp(req->method, "POST") && (!action || (strcmp(action, DT_PATH_DRAIN_SUFFIX) &&
+							  strcmp(action, DT_PATH_RESUME_SUFFIX))))) {
+		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	n = node_find(s, name);
+	if (!n) {
+		dt_http_error(resp, 404, "no node '%s' (known nodes are those whose agent has sent a heartbeat)", name);
+	} else {
+		if (action) {
+			int drain = !strcmp(action, DT_PATH_DRAIN_SUFFIX);
+
+			if (n->drained != drain) {
+				n->drained = drain;
+				dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
+				if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
+					n->state = drain ? DT_NODE_DRAINED : DT_NODE_UP;
+				db_save_node(s, n);
+			}
+		}
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_json(s, n, 1)));
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *arr = json_array();
+	sqlite3_stmt *st;
+
+	pthread_mutex_lock(&s->lock);
+	if (sqlite3_prepare_v2(s->db, "SELECT node, id, state, exit_code, job_id, rank, reason, "
+			       "updated_us FROM tasks ORDER BY node, id", -1, &st, NULL) == SQLITE_OK) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			json_t *t = json_object();
+
+			json_object_set_new(t, "node", json_string((const char *)sqlite3_column_text(st, 0)));
+			json_object_set_new(t, "id", json_string((const char *)sqlite3_column_text(st, 1)));
+			json_object_set_new(t, "state", json_string((const char *)sqlite3_column_text(st, 2)));
+			json_object_set_new(t, "exit_code", sqlite3_column_type(st, 3) == SQLITE_NULL ?
+					    json_null() : json_integer(sqlite3_column_int(st, 3)));
+			json_object_set_new(t, "job_id", sqlite3_column_type(st, 4) == SQLITE_NULL ?
+					    json_null() : json_string((const char *)sqlite3_column_text(st, 4)));
+			json_object_set_new(t, "rank", sqlite3_column_type(st, 5) == SQLITE_NULL ?
+					    json_null() : json_integer(sqlite3_column_int(st, 5)));
+			json_object_set_new(t, "lost", json_boolean(!strcmp(
+				(const char *)sqlite3_column_text(st, 2), DT_TASK_LOST)));
+			json_object_set_new(t, "reason", sqlite3_column_type(st, 6) == SQLITE_NULL ?
+					    json_null() : json_string((const char *)sqlite3_column_text(st, 6)));
+			json_object_set_new(t, "updated_at", ts_json(sqlite3_column_int64(st, 7)));
+			json_array_append_new(arr, t);
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:o}", "tasks", arr));
+}
+
+static void h_status(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+
+	dt_http_json(resp, 200, json_pack("{s:s,s:s,s:i,s:s,s:o,s:I,s:I,s:I}",
+		"program", "dtsched", "version", DT_VERSION, "pid", (int)getpid(), "name", "head",
+		"started_at", ts_json(s->started_us),
+		"uptime_ms", (json_int_t)(dt_mono_ms() - s->started_mono),
+		"heartbeat_ms", (json_int_t)s->o.heartbeat_ms,
+		"dead_after_ms", (json_int_t)s->o.dead_after_ms));
+}
+
+static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	static const char *const states[] = { DT_NODE_UP, DT_NODE_SUSPECT, DT_NODE_DOWN, DT_NODE_DRAINED };
+	struct dt_httpd_stats st;
+	struct strbuf *o = &resp->text;
+	int count[4] = { 0 }, gpus = 0, used = 0, running = 0;
+
+	dt_httpd_get_stats(s->srv, &st);
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->nr; i++) {
+		for (int k = 0; k < 4; k++)
+			if (!strcmp(s->nodes[i]->state, states[k]))
+				count[k]++;
+		gpus += s->nodes[i]->gpus_total;
+		used += s->nodes[i]->gpus_used;
+		running += s->nodes[i]->tasks_running;
+	}
+	strbuf_addstr(o, "# HELP dtsched_nodes Nodes by state.\n# TYPE dtsched_nodes gauge\n");
+	for (int k = 0; k < 4; k++)
+		strbuf_addf(o, "dtsched_nodes{state=\"%s\"} %d\n", states[k], count[k]);
+	strbuf_addf(o, "# TYPE dtsched_gpus gauge\ndtsched_gpus{kind=\"total\"} %d\n"
+		    "dtsched_gpus{kind=\"used\"} %d\n", gpus, used);
+	strbuf_addf(o, "# TYPE dtsched_tasks_running gauge\ndtsched_tasks_running %d\n", running);
+	strbuf_addf(o, "# TYPE dtsched_heartbeats_total counter\ndtsched_heartbeats_total %llu\n",
+		    s->heartbeats);
+	strbuf_addf(o, "# TYPE dtsched_node_failures_total counter\ndtsched_node_failures_total %llu\n",
+		    s->nodes_failed);
+	pthread_mutex_unlock(&s->lock);
+	strbuf_addf(o, "# TYPE dtsched_requests_total counter\ndtsched_requests_total %llu\n",
+		    st.requests);
+	strbuf_addf(o, "# TYPE dtsched_requests_refused_total counter\n"
+		    "dtsched_requests_refused_total{reason=\"unauthorized\"} %llu\n"
+		    "dtsched_requests_refused_total{reason=\"too_large\"} %llu\n"
+		    "dtsched_requests_refused_total{reason=\"bad_request\"} %llu\n"
+		    "dtsched_requests_refused_total{reason=\"not_found\"} %llu\n",
+		    st.unauthorized, st.too_large, st.bad_request, st.not_found);
+	resp->content_type = "text/plain; version=0.0.4";
+}
+
+static const struct dt_http_route routes[] = {
+	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
+	{ "POST", DT_PATH_HEARTBEAT, 0, 0, h_heartbeat },
+	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
+	{ "GET", DT_PATH_NODE_PREFIX, 1, 0, h_node },
+	{ "POST", DT_PATH_NODE_PREFIX, 1, 0, h_node },
+	{ "GET", DT_PATH_TASKS, 0, 0, h_tasks },
+	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+};
+
+/* ------------------------------------------------------------------ run */
+
+int sched_run(const struct sched_opts *o, int *ready_fd)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	struct statfs fs;
+	sigset_t set;
+	long long last_flush = dt_mono_ms();
+	int ret = 1;
+
+	s->o = *o;
+	pthread_mutex_init(&s->lock, NULL);
+	s->started_mono = dt_mono_ms();
+	s->started_us = dt_now_us();
+	if (statfs(o->home, &fs) == 0 && sched_fs_is_network((long)fs.f_type)) {
+		strbuf_addf(&err, "'%s' is on a network file system (statfs type 0x%lx): dtsched keeps "
+			    "its SQLite state on the head's local disk only; set DTCTL_HOME to a "
+			    "local directory", o->home, (unsigned long)fs.f_type);
+		goto fail;
+	}
+	if (o->secret)
+		strbuf_addstr(&path, o->secret);
+	else
+		strbuf_addf(&path, "%s/secret", o->home);
+	if (dt_auth_key_load(&s->key, path.buf) < 0) {
+		strbuf_addf(&err, "cannot load the cluster secret '%s'", path.buf);
+		goto fail;
+	}
+	strbuf_reset(&path);
+	if (o->db_path)
+		strbuf_addstr(&path, o->db_path);
+	else
+		strbuf_addf(&path, "%s/state.db", o->home);
+	if (sqlite3_open_v2(path.buf, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		strbuf_addf(&err, "cannot open '%s': %s", path.buf, sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	sqlite3_busy_timeout(s->db, 5000);
+	if (db_exec(s, schema) < 0 ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO nodes(name, address, port, state, "
+			       "drained, last_heartbeat_us, inventory, agent_version, agent_started_at) "
+			       "VALUES(?,?,?,?,?,?,?,?,?)", -1, &s->st_node, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
+			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
+			       -1, &s->st_task, NULL) != SQLITE_OK ||
+	    db_load(s) < 0) {
+		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
+			    sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	if (s->nr)
+		dtlog(DTLOG_INFO, "loaded %zu node(s) from '%s'; waiting for their heartbeats",
+		      s->nr, path.buf);
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ho.bind = o->bind;
+	ho.port = o->port;
+	ho.routes = routes;
+	ho.nr_routes = ARRAY_SIZE(routes);
+	ho.data = s;
+	ho.key = &s->key;
+	ho.max_body = DT_MAX_BODY;
+	ho.conn_limit = 4096;
+	ho.timeout_s = 60;
+	s->srv = dt_httpd_start(&ho, &err);
+	if (!s->srv)
+		goto fail;
+	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d), DOWN after %lld ms without heartbeat",
+	      DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv), (int)getpid(),
+	      o->dead_after_ms);
+	dt_daemon_ready(ready_fd, NULL);
+
+	for (;;) {
+		struct timespec ts = { 0, TICK_MS * 1000000L };
+		siginfo_t si;
+		int sig = sigtimedwait(&set, &si, &ts);
+
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		pthread_mutex_lock(&s->lock);
+		tick(s);
+		if (dt_mono_ms() - last_flush >= FLUSH_MS) {
+			last_flush = dt_mono_ms();
+			flush_dirty(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	dtlog(DTLOG_INFO, "dtsched stopping");
+	dt_httpd_stop(s->srv);
+	pthread_mutex_lock(&s->lock);
+	flush_dirty(s);
+	pthread_mutex_unlock(&s->lock);
+	ret = 0;
+	goto out;
+fail:
+	dtlog(DTLOG_ERROR, "%s", err.buf);
+	if (*ready_fd >= 0)
+		dt_daemon_ready(ready_fd, err.buf);
+	else
+		error("%s", err.buf);
+out:
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	sqlite3_finalize(s->st_node);
+	sqlite3_finalize(s->st_task);
+	if (s->db)
+		sqlite3_close(s->db);
+	strbuf_release(&err);
+	strbuf_release(&path);
+	free(s);
+	return ret;
+}

@@ -1,0 +1,1275 @@
+/*
+ * search.c - grid, random and TPE suggestions for sweeps (see search.h).
+ *
+ * The space is copied out of the sweep config into one `struct dim` per
+ * parameter.  Fixed values and `values:` lists are categorical dimensions
+ * (a fixed value is a list of one); the distributions are numeric
+ * dimensions.  Observations keep one double per dimension: the numeric value
+ * as suggested, or the index of the choice.
+ *
+ * TPE (Bergstra et al., "Algorithms for Hyper-Parameter Optimization", 2011):
+ * after n_startup random trials, split the observed trials into the good
+ * (best gamma fraction) and the rest, model each group with a Parzen
+ * density, l(x) and g(x), draw n_ei_candidates points from l and keep the
+ * one with the largest l(x)/g(x).  Numeric kernels are Gaussians truncated
+ * to the space, in log space for log_uniform_values and on the continuous
+ * hull of int and q parameters (values rounded afterwards); categorical
+ * kernels are smoothed counts.  Two variants: multivariate (the default),
+ * where l and g are joint mixtures of product kernels, one per trial, so
+ * dependencies between parameters are kept; and univariate, one density
+ * and one choice per parameter.  docs/sweep-search.md has the rules and
+ * constants and why they were chosen.
+ *
+ * Everything a suggestion draws comes from the stream rng_mix(seed, seq, 0),
+ * so suggestions are reproducible and the state can be rebuilt by replay.
+ */
+#include "scheduler/search.h"
+
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "rng.h"
+
+enum dim_type { DIM_CAT, DIM_NUM };
+
+struct dim {
+	char *name;
+	enum param_kind kind;
+	enum dim_type type;
+	/* DIM_CAT: the choices as written, and their numbers where numeric */
+	char **choices;
+	double *choice_num;
+	int *choice_is_num;
+	size_t nr_choices;
+	/* DIM_NUM: the distribution as configured */
+	double min, max, q, mu, sigma;
+	long long kmin, kmax;        /* int: values kmin..kmax; q: multiples kmin*q..kmax*q */
+	double lo, hi;               /* bounds of the internal space (±inf for normal) */
+	double prior_mu, prior_sigma;
+};
+
+struct obs {
+	long long seq;
+	double *vals;                /* per dim: the number, or the choice index */
+	double value;                /* as reported; NaN for failed trials */
+	int state;
+	double resource;             /* NaN when unknown */
+};
+
+struct search {
+	enum sweep_method method;
+	enum sweep_goal goal;
+	uint64_t seed;
+	long long next_seq;
+	long long grid_size;         /* -1 unless grid */
+	struct dim *dims;
+	size_t nr_dims;
+	struct obs *obs;             /* sorted by seq, seqs unique */
+	size_t nr_obs, alloc_obs;
+	struct tpe_options tpe;
+};
+
+static const struct tpe_options tpe_defaults = {
+	.n_startup = 10,
+	.n_ei_candidates = 24,
+	.gamma = 0.10,
+	.gamma_cap = 25,
+	.prior_weight = 1.0,
+	.multivariate = 1,
+};
+
+/* ------------------------------------------------------------- numbers */
+
+void search_format_double(char *buf, size_t size, double v)
+{
+	if (v == 0) {
+		snprintf(buf, size, "0");   /* also -0 */
+		return;
+	}
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, size, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+/* A whole string that is a finite number, as YAML or a user wrote it. */
+static int parse_number(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || strchr(" \t\n", *s))
+		return 0;
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end || errno == ERANGE || !isfinite(v))
+		return 0;
+	/* strtod takes "nan", "inf", hex: only the first two are refused above, hex is fine */
+	*out = v;
+	return 1;
+}
+
+static double clampd(double v, double lo, double hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static long long clampll(long long v, long long lo, long long hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/*
+ * k*q with the binary noise of the product removed (3 * 0.1 is
+ * 0.30000000000000004; the user meant 0.3): 15 significant digits are
+ * exact for any decimal q a person writes.
+ */
+static double q_multiple(const struct dim *d, long long k)
+{
+	char buf[40];
+
+	snprintf(buf, sizeof(buf), "%.15g", (double)k * d->q);
+	return clampd(strtod(buf, NULL), d->min, d->max);
+}
+
+/* ----------------------------------------------------------- the space */
+
+static const char *kind_name(enum param_kind k)
+{
+	switch (k) {
+	case PARAM_VALUE: return "value";
+	case PARAM_VALUES: return "values";
+	case PARAM_UNIFORM: return "uniform";
+	case PARAM_INT_UNIFORM: return "int_uniform";
+	case PARAM_LOG_UNIFORM: return "log_uniform_values";
+	case PARAM_Q_UNIFORM: return "q_uniform";
+	case PARAM_NORMAL: return "normal";
+	case PARAM_NESTED: return "parameters";
+	}
+	return "?";
+}
+
+static const char *method_name(enum sweep_method m)
+{
+	return m == SWEEP_GRID ? "grid" : m == SWEEP_RANDOM ? "random" : "bayes";
+}
+
+static void add_where(struct strbuf *err, const struct sweep_config *cfg,
+		      const struct sweep_param *p)
+{
+	if (cfg->path && p->pos.line > 0)
+		strbuf_addf(err, "%s:%d:%d: ", cfg->path, p->pos.line, p->pos.col);
+	else if (cfg->path)
+		strbuf_addf(err, "%s: ", cfg->path);
+	strbuf_addf(err, "parameter '%s': ", p->name ? p->name : "?");
+}
+
+static void dim_release(struct dim *d)
+{
+	for (size_t i = 0; i < d->nr_choices; i++)
+		free(d->choices[i]);
+	free(d->choices);
+	free(d->choice_num);
+	free(d->choice_is_num);
+	free(d->name);
+}
+
+/* Fill d from p; 0, or -1 with the reason in err. */
+static int dim_init(struct dim *d, const struct sweep_config *cfg,
+		    const struct sweep_param *p, struct strbuf *err)
+{
+	memset(d, 0, sizeof(*d));
+	d->name = xstrdup(p->name);
+	d->kind = p->kind;
+	d->min = p->min;
+	d->max = p->max;
+	d->q = p->q;
+	d->mu = p->mu;
+	d->sigma = p->sigma;
+
+	if (p->kind == PARAM_VALUE || p->kind == PARAM_VALUES) {
+		size_t n = p->kind == PARAM_VALUE && p->values.nr > 1 ? 1 : p->values.nr;
+
+		d->type = DIM_CAT;
+		if (!n) {
+			add_where(err, cfg, p);
+			strbuf_addstr(err, "'values' needs at least one value");
+			return -1;
+		}
+		d->nr_choices = n;
+		d->choices = xcalloc(n, sizeof(*d->choices));
+		d->choice_num = xcalloc(n, sizeof(*d->choice_num));
+		d->choice_is_num = xcalloc(n, sizeof(*d->choice_is_num));
+		for (size_t i = 0; i < n; i++) {
+			d->choices[i] = xstrdup(p->values.v[i]);
+			d->choice_is_num[i] = parse_number(d->choices[i], &d->choice_num[i]);
+		}
+		return 0;
+	}
+
+	if ((p->kind == PARAM_UNIFORM || p->kind == PARAM_LOG_UNIFORM) && p->min == p->max &&
+	    isfinite(p->min) && (p->kind == PARAM_UNIFORM || p->min > 0) &&
+	    cfg->method != SWEEP_GRID) {
+		char buf[40];
+
+		/* min == max: a constant, which the Parzen estimators could not model (span 0) */
+		search_format_double(buf, sizeof(buf), p->min);
+		d->type = DIM_CAT;
+		d->nr_choices = 1;
+		d->choices = xcalloc(1, sizeof(*d->choices));
+		d->choice_num = xcalloc(1, sizeof(*d->choice_num));
+		d->choice_is_num = xcalloc(1, sizeof(*d->choice_is_num));
+		d->choices[0] = xstrdup(buf);
+		d->choice_num[0] = p->min;
+		d->choice_is_num[0] = 1;
+		return 0;
+	}
+	d->type = DIM_NUM;
+	if (cfg->method == SWEEP_GRID && p->kind != PARAM_INT_UNIFORM) {
+		add_where(err, cfg, p);
+		strbuf_addf(err, "grid search needs 'value', 'values' or int_uniform, found "
+			    "distribution '%s'; list the values or use method random or bayes",
+			    kind_name(p->kind));
+		return -1;
+	}
+	switch (p->kind) {
+	case PARAM_UNIFORM:
+	case PARAM_LOG_UNIFORM:
+		if (!isfinite(p->min) || !isfinite(p->max) || !(p->min < p->max) ||
+		    (p->kind == PARAM_LOG_UNIFORM && !(p->min > 0))) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "%s needs %smin <= max, found min=%g max=%g",
+				    kind_name(p->kind), p->kind == PARAM_LOG_UNIFORM ? "0 < " : "",
+				    p->min, p->max);
+			return -1;
+		}
+		d->lo = p->kind == PARAM_LOG_UNIFORM ? log(p->min) : p->min;
+		d->hi = p->kind == PARAM_LOG_UNIFORM ? log(p->max) : p->max;
+		break;
+	case PARAM_INT_UNIFORM:
+		d->kmin = isfinite(p->min) ? (long long)ceil(p->min) : 0;
+		d->kmax = isfinite(p->max) ? (long long)floor(p->max) : -1;
+		if (!isfinite(p->min) || !isfinite(p->max) || fabs(p->min) > 9e15 ||
+		    fabs(p->max) > 9e15 || d->kmin > d->kmax) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "int_uniform needs an integer in [min, max], found min=%g max=%g",
+				    p->min, p->max);
+			return -1;
+		}
+		d->lo = (double)d->kmin - 0.5;
+		d->hi = (double)d->kmax + 0.5;
+		break;
+	case PARAM_Q_UNIFORM:
+		if (!isfinite(p->q) || !(p->q > 0) || !isfinite(p->min) || !isfinite(p->max) ||
+		    !(p->min <= p->max) || fabs(p->min / p->q) > 9e15 || fabs(p->max / p->q) > 9e15) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "q_uniform needs q > 0 and min <= max, found q=%g min=%g max=%g",
+				    p->q, p->min, p->max);
+			return -1;
+		}
+		/* tolerate binary noise: min 0.3 with q 0.1 includes 0.3 */
+		d->kmin = (long long)ceil(p->min / p->q - 1e-9);
+		d->kmax = (long long)floor(p->max / p->q + 1e-9);
+		if (d->kmin > d->kmax) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "q_uniform: no multiple of q=%g lies in [%g, %g]",
+				    p->q, p->min, p->max);
+			return -1;
+		}
+		d->lo = ((double)d->kmin - 0.5) * p->q;
+		d->hi = ((double)d->kmax + 0.5) * p->q;
+		break;
+	case PARAM_NORMAL:
+		if (!isfinite(p->mu) || !isfinite(p->sigma) || !(p->sigma > 0)) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "normal needs a finite mu and sigma > 0, found mu=%g sigma=%g",
+				    p->mu, p->sigma);
+			return -1;
+		}
+		d->lo = -INFINITY;
+		d->hi = INFINITY;
+		d->prior_mu = p->mu;
+		d->prior_sigma = p->sigma;
+		return 0;
+	default:
+		add_where(err, cfg, p);
+		strbuf_addf(err, "cannot sample a '%s' parameter", kind_name(p->kind));
+		return -1;
+	}
+	d->prior_mu = 0.5 * (d->lo + d->hi);
+	d->prior_sigma = d->hi - d->lo;
+	return 0;
+}
+
+/* The internal coordinate TPE works in. */
+static double dim_to_internal(const struct dim *d, double v)
+{
+	return d->kind == PARAM_LOG_UNIFORM ? log(v) : v;
+}
+
+/* The value of internal coordinate x: rounded, snapped and clamped into the space. */
+static double dim_from_internal(const struct dim *d, double x)
+{
+	switch (d->kind) {
+	case PARAM_INT_UNIFORM:
+		return (double)clampll(llround(clampd(x, d->lo, d->hi)), d->kmin, d->kmax);
+	case PARAM_Q_UNIFORM:
+		return q_multiple(d, clampll(llround(clampd(x, d->lo, d->hi) / d->q), d->kmin, d->kmax));
+	case PARAM_LOG_UNIFORM:
+		return clampd(exp(x), d->min, d->max);
+	case PARAM_NORMAL:
+		return x;
+	default:
+		return clampd(x, d->min, d->max);
+	}
+}
+
+/* One value from the configured distribution itself. */
+static double dim_sample_prior(const struct dim *d, struct rng *r)
+{
+	if (d->type == DIM_CAT)
+		return (double)rng_below(r, d->nr_choices);
+	switch (d->kind) {
+	case PARAM_INT_UNIFORM:
+		return (double)(d->kmin + (long long)rng_below(r, (uint64_t)(d->kmax - d->kmin) + 1));
+	case PARAM_Q_UNIFORM:
+		/* W&B's round(U(min, max) / q) * q, kept inside [min, max] */
+		return dim_from_internal(d, d->min + (d->max - d->min) * rng_uniform01(r));
+	case PARAM_LOG_UNIFORM:
+		return dim_from_internal(d, d->lo + (d->hi - d->lo) * rng_uniform01(r));
+	case PARAM_NORMAL:
+		return d->mu + d->sigma * rng_gauss(r);
+	default:
+		return dim_from_internal(d, d->min + (d->max - d->min) * rng_uniform01(r));
+	}
+}
+
+/* Points of d in a grid: its choices, or the integers of an int_uniform. */
+static long long dim_grid_count(const struct dim *d)
+{
+	return d->type == DIM_CAT ? (long long)d->nr_choices : d->kmax - d->kmin + 1;
+}
+
+/* Is v (a number, or a choice index) a point of the space? */
+static int dim_contains(const struct dim *d, double v)
+{
+	if (!isfinite(v))
+		return 0;
+	if (d->type == DIM_CAT)
+		return v >= 0 && v < (double)d->nr_choices && v == floor(v);
+	if (d->kind == PARAM_NORMAL)
+		return 1;
+	return v >= d->min - 1e-12 * fabs(d->min) && v <= d->max + 1e-12 * fabs(d->max);
+}
+
+/* ---------------------------------------------------------- suggestions */
+
+void suggestion_release(struct suggestion *sg)
+{
+	for (size_t i = 0; i < sg->nr; i++) {
+		free(sg->items[i].name);
+		free(sg->items[i].value);
+	}
+	free(sg->items);
+	sg->items = NULL;
+	sg->nr = 0;
+	sg->seq = -1;
+}
+
+const struct suggestion_item *suggestion_get(const struct suggestion *sg, const char *name)
+{
+	for (size_t i = 0; i < sg->nr; i++)
+		if (!strcmp(sg->items[i].name, name))
+			return &sg->items[i];
+	return NULL;
+}
+
+static void item_set(struct suggestion_item *it, const char *name, const char *value)
+{
+	it->name = xstrdup(name);
+	it->value = xstrdup(value);
+	it->num = 0;
+	it->is_num = parse_number(value, &it->num);
+}
+
+json_t *suggestion_to_json(const struct suggestion *sg)
+{
+	json_t *params = json_object();
+
+	for (size_t i = 0; i < sg->nr; i++)
+		json_object_set_new(params, sg->items[i].name, json_string(sg->items[i].value));
+	return json_pack("{s:I, s:o}", "seq", (json_int_t)sg->seq, "params", params);
+}
+
+int suggestion_from_json(struct suggestion *sg, const json_t *j, struct strbuf *err)
+{
+	const json_t *params = json_object_get(j, "params"), *v;
+	const char *key;
+	size_t i = 0;
+
+	suggestion_release(sg);
+	if (!json_is_object(params) || !json_is_integer(json_object_get(j, "seq"))) {
+		strbuf_addstr(err, "suggestion: expected {\"seq\": N, \"params\": {...}}");
+		return -1;
+	}
+	sg->seq = json_integer_value(json_object_get(j, "seq"));
+	sg->items = xcalloc(json_object_size(params) + 1, sizeof(*sg->items));
+	json_object_foreach((json_t *)params, key, v) {
+		char buf[32];
+		const char *s = buf;
+
+		if (json_is_string(v))
+			s = json_string_value(v);
+		else if (json_is_integer(v))
+			snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		else if (json_is_real(v))
+			search_format_double(buf, sizeof(buf), json_real_value(v));
+		else {
+			strbuf_addf(err, "suggestion: parameter '%s' is neither a string nor a number", key);
+			sg->nr = i;
+			suggestion_release(sg);
+			return -1;
+		}
+		item_set(&sg->items[i++], key, s);
+	}
+	sg->nr = i;
+	return 0;
+}
+
+/* The suggestion for per-dimension values vals (numbers or choice indexes). */
+static void make_suggestion(const struct search *s, long long seq, const double *vals,
+			    struct suggestion *out)
+{
+	out->seq = seq;
+	out->nr = s->nr_dims;
+	out->items = xcalloc(s->nr_dims + 1, sizeof(*out->items));
+	for (size_t i = 0; i < s->nr_dims; i++) {
+		const struct dim *d = &s->dims[i];
+		char buf[40];
+
+		if (d->type == DIM_CAT) {
+			item_set(&out->items[i], d->name, d->choices[(size_t)vals[i]]);
+			continue;
+		}
+		if (d->kind == PARAM_INT_UNIFORM)
+			snprintf(buf, sizeof(buf), "%lld", (long long)vals[i]);
+		else
+			search_format_double(buf, sizeof(buf), vals[i]);
+		item_set(&out->items[i], d->name, buf);
+	}
+}
+
+/* Per-dimension values of sg; 0, or -1 when it does not fit the space. */
+static int read_suggestion(const struct search *s, const struct suggestion *sg, double *vals)
+{
+	for (size_t i = 0; i < s->nr_dims; i++) {
+		const struct dim *d = &s->dims[i];
+		const struct suggestion_item *it = suggestion_get(sg, d->name);
+		double num;
+
+		if (!it)
+			return -1;
+		num = it->is_num ? it->num : NAN;
+		if (!it->is_num && !parse_number(it->value, &num))
+			num = NAN;
+		if (d->type == DIM_CAT) {
+			size_t k;
+
+			/* by the string as written, else by numeric value ("1e-3" is 0.001) */
+			for (k = 0; k < d->nr_choices; k++)
+				if (!strcmp(d->choices[k], it->value))
+					break;
+			if (k == d->nr_choices && isfinite(num))
+				for (k = 0; k < d->nr_choices; k++)
+					if (d->choice_is_num[k] && d->choice_num[k] == num)
+						break;
+			if (k == d->nr_choices)
+				return -1;
+			vals[i] = (double)k;
+		} else {
+			if (!dim_contains(d, num))
+				return -1;
+			vals[i] = num;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ search object */
+
+struct search *search_new(const struct sweep_config *cfg, uint64_t seed, struct strbuf *err)
+{
+	struct search *s = xcalloc(1, sizeof(*s));
+
+	s->method = cfg->method;
+	s->goal = cfg->goal;
+	s->seed = seed;
+	s->tpe = tpe_defaults;
+	s->grid_size = -1;
+	s->dims = xcalloc(cfg->nr_params + 1, sizeof(*s->dims));
+	for (size_t i = 0; i < cfg->nr_params; i++) {
+		const struct sweep_param *p = &cfg->params[i];
+
+		if (p->kind == PARAM_NESTED)
+			continue;   /* a container; its children arrive flattened */
+		if (dim_init(&s->dims[s->nr_dims], cfg, p, err) < 0) {
+			dim_release(&s->dims[s->nr_dims]);
+			search_free(s);
+			return NULL;
+		}
+		for (size_t j = 0; j < s->nr_dims; j++)
+			if (!strcmp(s->dims[j].name, p->name)) {
+				add_where(err, cfg, p);
+				strbuf_addstr(err, "defined twice");
+				s->nr_dims++;
+				search_free(s);
+				return NULL;
+			}
+		s->nr_dims++;
+	}
+	if (s->method == SWEEP_GRID) {
+		long long n = 1;
+
+		for (size_t i = 0; i < s->nr_dims; i++) {
+			long long k = dim_grid_count(&s->dims[i]);
+
+			if (n > (1LL << 40) / k) {
+				if (cfg->path)
+					strbuf_addf(err, "%s: ", cfg->path);
+				strbuf_addstr(err, "grid has more than 2^40 points; use method random or bayes");
+				search_free(s);
+				return NULL;
+			}
+			n *= k;
+		}
+		s->grid_size = n;
+	}
+	return s;
+}
+
+void search_free(struct search *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nr_dims; i++)
+		dim_release(&s->dims[i]);
+	free(s->dims);
+	for (size_t i = 0; i < s->nr_obs; i++)
+		free(s->obs[i].vals);
+	free(s->obs);
+	free(s);
+}
+
+long long search_next_seq(const struct search *s)
+{
+	return s->next_seq;
+}
+
+void search_set_next_seq(struct search *s, long long seq)
+{
+	s->next_seq = seq < 0 ? 0 : seq;
+}
+
+long long search_grid_size(const struct search *s)
+{
+	return s->grid_size;
+}
+
+void search_get_tpe_options(const struct search *s, struct tpe_options *o)
+{
+	*o = s->tpe;
+}
+
+void search_set_tpe_options(struct search *s, const struct tpe_options *o)
+{
+	s->tpe = *o;
+	if (s->tpe.n_startup < 1)
+		s->tpe.n_startup = 1;
+	if (s->tpe.n_ei_candidates < 1)
+		s->tpe.n_ei_candidates = 1;
+	if (!(s->tpe.gamma > 0 && s->tpe.gamma <= 1))
+		s->tpe.gamma = tpe_defaults.gamma;
+	s->tpe.multivariate = !!s->tpe.multivariate;
+	if (s->tpe.gamma_cap < 1)
+		s->tpe.gamma_cap = 1;
+	if (!(s->tpe.prior_weight >= 0) || !isfinite(s->tpe.prior_weight))
+		s->tpe.prior_weight = tpe_defaults.prior_weight;
+}
+
+int search_observe_at(struct search *s, const struct suggestion *sg, double value,
+		      int state, double resource)
+{
+	double *vals = xcalloc(s->nr_dims + 1, sizeof(*vals));
+	size_t lo = 0, hi = s->nr_obs;
+	struct obs *o;
+
+	if (sg->seq < 0 || read_suggestion(s, sg, vals) < 0) {
+		free(vals);
+		return -1;
+	}
+	while (lo < hi) {   /* first obs with seq >= sg->seq */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->obs[mid].seq < sg->seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->nr_obs && s->obs[lo].seq == sg->seq) {
+		free(s->obs[lo].vals);
+	} else {
+		ALLOC_GROW(s->obs, s->nr_obs + 1, s->alloc_obs);
+		memmove(&s->obs[lo + 1], &s->obs[lo], (s->nr_obs - lo) * sizeof(*s->obs));
+		s->nr_obs++;
+	}
+	o = &s->obs[lo];
+	o->seq = sg->seq;
+	o->vals = vals;
+	o->value = value;
+	o->state = state == SEARCH_COMPLETED || state == SEARCH_PRUNED ? state : SEARCH_FAILED;
+	o->resource = isfinite(resource) && resource >= 0 ? resource : NAN;
+	return 0;
+}
+
+int search_observe(struct search *s, const struct suggestion *sg, double value, int state)
+{
+	return search_observe_at(s, sg, value, state, NAN);
+}
+
+/* -------------------------------------------------------------- TPE */
+
+/*
+ * One draw of N(mu, sigma) inside [lo, hi], by rejection: mu lies inside and
+ * sigma is at most the span, so at least a third of the draws land.
+ */
+static double truncated_gauss(struct rng *r, double mu, double sigma, double lo, double hi)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		double x = mu + sigma * rng_gauss(r);
+
+		if (x >= lo && x <= hi)
+			return x;
+	}
+	return clampd(mu, lo, hi);
+}
+
+/* log of the N(mu, sigma) density at x, divided by exp(logz), its mass inside the bounds */
+static double gauss_logpdf(double x, double mu, double sigma, double logz)
+{
+	double z = (x - mu) / sigma;
+
+	return -0.5 * z * z - log(sigma) - 0.5 * log(2 * M_PI) - logz;
+}
+
+/* A mixture of Gaussians truncated to [lo, hi]: one per point plus the prior. */
+struct parzen {
+	size_t n;
+	double *mu, *sigma, *w, *logw, *logz;
+	double lo, hi;
+};
+
+static double normal_cdf(double z)
+{
+	return 0.5 * erfc(-z * M_SQRT1_2);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Bandwidths follow the 2011 paper: each point's sigma is the larger of
+ * the distances to its neighbours (the bounds count as neighbours of the
+ * extreme points), clipped to [span / min(100, m + 1), span] so a cluster of
+ * equal points (int parameters) keeps a usable width and no kernel is wider
+ * than the prior.
+ */
+static void parzen_build(struct parzen *pz, const struct dim *d, const double *pts, size_t m,
+			 double prior_weight)
+{
+	double span = d->prior_sigma, smin, smax, lo_s, hi_s, total = 0;
+	size_t n = m + (prior_weight > 0 ? 1 : 0);
+
+	pz->n = n;
+	pz->lo = d->lo;
+	pz->hi = d->hi;
+	pz->mu = xcalloc(n + 1, sizeof(double));
+	pz->sigma = xcalloc(n + 1, sizeof(double));
+	pz->w = xcalloc(n + 1, sizeof(double));
+	pz->logw = xcalloc(n + 1, sizeof(double));
+	pz->logz = xcalloc(n + 1, sizeof(double));
+	memcpy(pz->mu, pts, m * sizeof(double));
+	qsort(pz->mu, m, sizeof(double), cmp_double);
+
+	smax = span;
+	smin = span / (double)(m + 1 < 100 ? m + 1 : 100);
+	lo_s = isfinite(d->lo) ? d->lo : fmin(m ? pz->mu[0] : d->mu, d->mu - 2 * d->sigma);
+	hi_s = isfinite(d->hi) ? d->hi : fmax(m ? pz->mu[m - 1] : d->mu, d->mu + 2 * d->sigma);
+	for (size_t i = 0; i < m; i++) {
+		double left = i > 0 ? pz->mu[i - 1] : lo_s;
+		double right = i + 1 < m ? pz->mu[i + 1] : hi_s;
+
+		pz->sigma[i] = clampd(fmax(pz->mu[i] - left, right - pz->mu[i]), smin, smax);
+		pz->w[i] = 1.0;
+	}
+	if (n > m) {
+		pz->mu[m] = d->prior_mu;
+		pz->sigma[m] = d->prior_sigma;
+		pz->w[m] = prior_weight;
+	}
+	for (size_t i = 0; i < n; i++)
+		total += pz->w[i];
+	for (size_t i = 0; i < n; i++) {
+		double z = 1.0;
+
+		pz->w[i] /= total;
+		pz->logw[i] = log(pz->w[i]);
+		if (isfinite(pz->lo))
+			z = normal_cdf((pz->hi - pz->mu[i]) / pz->sigma[i]) -
+			    normal_cdf((pz->lo - pz->mu[i]) / pz->sigma[i]);
+		pz->logz[i] = log(fmax(z, 1e-300));
+	}
+}
+
+static void parzen_release(struct parzen *pz)
+{
+	free(pz->mu);
+	free(pz->sigma);
+	free(pz->w);
+	free(pz->logw);
+	free(pz->logz);
+}
+
+static double parzen_logpdf(const struct parzen *pz, double x)
+{
+	double best = -INFINITY, sum = 0;
+	double *t = xcalloc(pz->n + 1, sizeof(double));
+
+	for (size_t i = 0; i < pz->n; i++) {
+		t[i] = pz->logw[i] + gauss_logpdf(x, pz->mu[i], pz->sigma[i], pz->logz[i]);
+		best = fmax(best, t[i]);
+	}
+	if (isfinite(best))
+		for (size_t i = 0; i < pz->n; i++)
+			sum += exp(t[i] - best);
+	free(t);
+	return isfinite(best) ? best + log(sum) : best;
+}
+
+static double parzen_sample(const struct parzen *pz, struct rng *r)
+{
+	size_t i = rng_choice(r, pz->w, pz->n);
+
+	return truncated_gauss(r, pz->mu[i], pz->sigma[i], pz->lo, pz->hi);
+}
+
+struct ranked {
+	double key1, key2;   /* sort keys, smaller is better */
+	long long seq;
+	size_t idx;
+};
+
+static int cmp_ranked(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+
+	if (x->key1 != y->key1)
+		return x->key1 < y->key1 ? -1 : 1;
+	if (x->key2 != y->key2)
+		return x->key2 < y->key2 ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/*
+ * Observed trials, best first: completed ones by value, then pruned ones
+ * by how far they got (deepest first) and then by value, as a pruned trial
+ * has only a partial-training value that should not outrank a finished
+ * one.  Failed trials and non-finite values are left out.  Returns the count.
+ */
+static size_t rank_observations(const struct search *s, struct ranked *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nr_obs; i++) {
+		const struct obs *o = &s->obs[i];
+		double loss = s->goal == GOAL_MAXIMIZE ? -o->value : o->value;
+		struct ranked *r = &out[n];
+
+		if (o->state == SEARCH_FAILED || !isfinite(loss))
+			continue;
+		r->seq = o->seq;
+		r->idx = i;
+		if (o->state == SEARCH_COMPLETED) {
+			r->key1 = -INFINITY;
+			r->key2 = loss;
+		} else {
+			r->key1 = isnan(o->resource) ? 0 : -o->resource;
+			r->key2 = loss;
+			if (r->key1 == -INFINITY)
+				r->key1 = -DBL_MAX;
+		}
+		n++;
+	}
+	qsort(out, n, sizeof(*out), cmp_ranked);
+	return n;
+}
+
+static double tpe_choose_numeric(const struct search *s, const struct dim *d, size_t di,
+				 const struct ranked *rk, size_t n, size_t n_good, struct rng *r)
+{
+	double *good = xcalloc(n + 1, sizeof(double)), *bad = xcalloc(n + 1, sizeof(double));
+	size_t ng = 0, nb = 0;
+	struct parzen l, g;
+	double best_x = 0, best_score = -INFINITY;
+
+	for (size_t i = 0; i < n; i++) {
+		double x = dim_to_internal(d, s->obs[rk[i].idx].vals[di]);
+
+		if (i < n_good)
+			good[ng++] = x;
+		else
+			bad[nb++] = x;
+	}
+	parzen_build(&l, d, good, ng, s->tpe.prior_weight);
+	parzen_build(&g, d, bad, nb, s->tpe.prior_weight);
+	if (!l.n || !g.n) {   /* prior_weight 0 and an empty side: nothing to model */
+		parzen_release(&l);
+		parzen_release(&g);
+		free(good);
+		free(bad);
+		return dim_sample_prior(d, r);
+	}
+	for (int c = 0; c < s->tpe.n_ei_candidates; c++) {
+		double x = parzen_sample(&l, r);
+		double score = parzen_logpdf(&l, x) - parzen_logpdf(&g, x);
+
+		if (score > best_score || c == 0) {
+			best_score = score;
+			best_x = x;
+		}
+	}
+	parzen_release(&l);
+	parzen_release(&g);
+	free(good);
+	free(bad);
+	return dim_from_internal(d, best_x);
+}
+
+/*
+ * Categorical: p(k) = (count(k) + w / K) / (m + w) with w the prior weight,
+ * i.e. the empirical frequencies smoothed toward uniform.
+ */
+static double tpe_choose_categorical(const struct search *s, const struct dim *d, size_t di,
+				     const struct ranked *rk, size_t n, size_t n_good,
+				     struct rng *r)
+{
+	size_t K = d->nr_choices;
+	double *cl = xcalloc(K, sizeof(double)), *cg = xcalloc(K, sizeof(double));
+	double w = s->tpe.prior_weight > 0 ? s->tpe.prior_weight : 1e-6;
+	double ml = 0, mg = 0, best_score = -INFINITY;
+	size_t best = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t k = (size_t)s->obs[rk[i].idx].vals[di];
+
+		if (i < n_good)
+			cl[k] += 1, ml += 1;
+		else
+			cg[k] += 1, mg += 1;
+	}
+	for (size_t k = 0; k < K; k++) {
+		cl[k] = (cl[k] + w / (double)K) / (ml + w);
+		cg[k] = (cg[k] + w / (double)K) / (mg + w);
+	}
+	for (int c = 0; c < s->tpe.n_ei_candidates; c++) {
+		size_t k = rng_choice(r, cl, K);
+		double score = log(cl[k]) - log(cg[k]);
+
+		if (score > best_score || c == 0) {
+			best_score = score;
+			best = k;
+		}
+	}
+	free(cl);
+	free(cg);
+	return (double)best;
+}
+
+/*
+ * Multivariate TPE: l and g are joint mixtures, one product kernel per
+ * observed trial (plus a prior product), so that dependencies between
+ * parameters (the best learning rate depends on the optimizer and the
+ * batch) survive.  A joint kernel needs wider per-dimension bandwidths than
+ * the 1-D neighbour rule gives, so each numeric dimension uses Scott's rule,
+ * sigma = 1.06 * sd * m^(-1 / (D + 4)), clipped like the univariate one.
+ * A categorical kernel keeps its own choice with probability 1 / (1 + beta)
+ * and is uniform otherwise.
+ */
+#define JOINT_CAT_BETA 0.5
+
+struct joint {
+	size_t m, D;          /* observed points, dimensions */
+	size_t n;             /* components: m points (+ 1 prior, the last) */
+	int has_prior;
+	double *w;            /* [n] */
+	double *x;            /* [m * D] the points: internal coordinates or choice indexes */
+	double *sigma;        /* [D] per numeric dimension, shared by the points */
+	double *logz;         /* [m * D] truncation normaliser per point and numeric dim */
+	double *prior_logz;   /* [D] */
+};
+
+static void joint_build(struct joint *j, const struct search *s, const struct ranked *rk,
+			size_t from, size_t to)
+{
+	size_t D = s->nr_dims, m = to - from, active = 0;
+	double total = 0;
+
+	memset(j, 0, sizeof(*j));
+	j->m = m;
+	j->D = D;
+	j->has_prior = s->tpe.prior_weight > 0 || m == 0;
+	j->n = m + (j->has_prior ? 1 : 0);
+	j->w = xcalloc(j->n + 1, sizeof(double));
+	j->x = xcalloc(m * D + 1, sizeof(double));
+	j->sigma = xcalloc(D + 1, sizeof(double));
+	j->logz = xcalloc(m * D + 1, sizeof(double));
+	j->prior_logz = xcalloc(D + 1, sizeof(double));
+	for (size_t d = 0; d < D; d++)
+		active += !(s->dims[d].type == DIM_CAT && s->dims[d].nr_choices == 1);
+	for (size_t i = 0; i < m; i++)
+		for (size_t d = 0; d < D; d++) {
+			const struct dim *dm = &s->dims[d];
+			double v = s->obs[rk[from + i].idx].vals[d];
+
+			j->x[i * D + d] = dm->type == DIM_NUM ? dim_to_internal(dm, v) : v;
+		}
+	for (size_t d = 0; d < D; d++) {
+		const struct dim *dm = &s->dims[d];
+		double mean = 0, var = 0, span = dm->prior_sigma, sd;
+
+		if (dm->type != DIM_NUM)
+			continue;
+		for (size_t i = 0; i < m; i++)
+			mean += j->x[i * D + d];
+		mean = m ? mean / (double)m : 0;
+		for (size_t i = 0; i < m; i++)
+			var += (j->x[i * D + d] - mean) * (j->x[i * D + d] - mean);
+		sd = m > 1 ? sqrt(var / (double)(m - 1)) : span;
+		j->sigma[d] = clampd(1.06 * sd * pow((double)(m ? m : 1), -1.0 / ((double)active + 4)),
+				     span / (double)(m + 1 < 100 ? m + 1 : 100), span);
+		for (size_t i = 0; i < m; i++) {
+			double z = 1, mu = j->x[i * D + d];
+
+			if (isfinite(dm->lo))
+				z = normal_cdf((dm->hi - mu) / j->sigma[d]) -
+				    normal_cdf((dm->lo - mu) / j->sigma[d]);
+			j->logz[i * D + d] = log(fmax(z, 1e-300));
+		}
+		j->prior_logz[d] = 0;
+		if (isfinite(dm->lo))
+			j->prior_logz[d] = log(fmax(normal_cdf((dm->hi - dm->prior_mu) / dm->prior_sigma) -
+						    normal_cdf((dm->lo - dm->prior_mu) / dm->prior_sigma),
+						    1e-300));
+	}
+	for (size_t i = 0; i < m; i++)
+		j->w[i] = 1;
+	if (j->has_prior)
+		j->w[m] = s->tpe.prior_weight > 0 ? s->tpe.prior_weight : 1;
+	for (size_t i = 0; i < j->n; i++)
+		total += j->w[i];
+	for (size_t i = 0; i < j->n; i++)
+		j->w[i] /= total;
+}
+
+static void joint_release(struct joint *j)
+{
+	free(j->w);
+	free(j->x);
+	free(j->sigma);
+	free(j->logz);
+	free(j->prior_logz);
+}
+
+/* log density of the point x (internal coordinates / choice indexes) */
+static double joint_logpdf(const struct joint *j, const struct search *s, const double *x)
+{
+	double best = -INFINITY, sum = 0;
+	double *t = xcalloc(j->n + 1, sizeof(double));
+
+	for (size_t i = 0; i < j->n; i++) {
+		int prior = j->has_prior && i == j->m;
+		double lp = log(j->w[i]);
+
+		for (size_t d = 0; d < j->D; d++) {
+			const struct dim *dm = &s->dims[d];
+
+			if (dm->type == DIM_CAT) {
+				double K = (double)dm->nr_choices;
+
+				if (dm->nr_choices == 1)
+					continue;
+				if (prior)
+					lp -= log(K);
+				else
+					lp += log(((x[d] == j->x[i * j->D + d]) + JOINT_CAT_BETA / K) /
+						  (1 + JOINT_CAT_BETA));
+			} else if (prior) {
+				lp += gauss_logpdf(x[d], dm->prior_mu, dm->prior_sigma, j->prior_logz[d]);
+			} else {
+				lp += gauss_logpdf(x[d], j->x[i * j->D + d], j->sigma[d],
+						   j->logz[i * j->D + d]);
+			}
+		}
+		t[i] = lp;
+		best = fmax(best, lp);
+	}
+	if (isfinite(best))
+		for (size_t i = 0; i < j->n; i++)
+			sum += exp(t[i] - best);
+	free(t);
+	return isfinite(best) ? best + log(sum) : best;
+}
+
+static void joint_sample(const struct joint *j, const struct search *s, struct rng *r, double *x)
+{
+	size_t i = rng_choice(r, j->w, j->n);
+	int prior = j->has_prior && i == j->m;
+
+	for (size_t d = 0; d < j->D; d++) {
+		const struct dim *dm = &s->dims[d];
+
+		if (dm->type == DIM_CAT) {
+			if (dm->nr_choices == 1)
+				x[d] = 0;
+			else if (prior || rng_uniform01(r) < JOINT_CAT_BETA / (1 + JOINT_CAT_BETA))
+				x[d] = (double)rng_below(r, dm->nr_choices);
+			else
+				x[d] = j->x[i * j->D + d];
+		} else if (prior) {
+			x[d] = truncated_gauss(r, dm->prior_mu, dm->prior_sigma, dm->lo, dm->hi);
+		} else {
+			x[d] = truncated_gauss(r, j->x[i * j->D + d], j->sigma[d], dm->lo, dm->hi);
+		}
+	}
+}
+
+static void tpe_choose_joint(const struct search *s, const struct ranked *rk, size_t n,
+			     size_t n_good, struct rng *r, double *vals)
+{
+	struct joint l, g;
+	double *x = xcalloc(s->nr_dims + 1, sizeof(double));
+	double best_score = -INFINITY;
+
+	joint_build(&l, s, rk, 0, n_good);
+	joint_build(&g, s, rk, n_good, n);
+	for (int c = 0; c < s->tpe.n_ei_candidates; c++) {
+		double score;
+
+		joint_sample(&l, s, r, x);
+		score = joint_logpdf(&l, s, x) - joint_logpdf(&g, s, x);
+		if (score > best_score || c == 0) {
+			best_score = score;
+			memcpy(vals, x, s->nr_dims * sizeof(double));
+		}
+	}
+	for (size_t d = 0; d < s->nr_dims; d++)
+		if (s->dims[d].type == DIM_NUM)
+			vals[d] = dim_from_internal(&s->dims[d], vals[d]);
+	joint_release(&l);
+	joint_release(&g);
+	free(x);
+}
+
+static void suggest_tpe(const struct search *s, struct rng *r, double *vals)
+{
+	struct ranked *rk = xcalloc(s->nr_obs + 1, sizeof(*rk));
+	size_t n = rank_observations(s, rk), n_good;
+
+	if (n < (size_t)s->tpe.n_startup) {
+		for (size_t i = 0; i < s->nr_dims; i++)
+			vals[i] = dim_sample_prior(&s->dims[i], r);
+		free(rk);
+		return;
+	}
+	n_good = (size_t)ceil(s->tpe.gamma * (double)n);
+	if (n_good > (size_t)s->tpe.gamma_cap)
+		n_good = (size_t)s->tpe.gamma_cap;
+	if (n_good < 1)
+		n_good = 1;
+	if (s->tpe.multivariate) {
+		tpe_choose_joint(s, rk, n, n_good, r, vals);
+		free(rk);
+		return;
+	}
+	for (size_t i = 0; i < s->nr_dims; i++) {
+		const struct dim *d = &s->dims[i];
+
+		if (d->type == DIM_CAT && d->nr_choices == 1)
+			vals[i] = 0;
+		else if (d->type == DIM_CAT)
+			vals[i] = tpe_choose_categorical(s, d, i, rk, n, n_good, r);
+		else
+			vals[i] = tpe_choose_numeric(s, d, i, rk, n, n_good, r);
+	}
+	free(rk);
+}
+
+/* ------------------------------------------------------------ suggest */
+
+int search_suggest(struct search *s, struct suggestion *out)
+{
+	double *vals = xcalloc(s->nr_dims + 1, sizeof(*vals));
+	long long seq = s->next_seq;
+	struct rng r;
+
+	suggestion_release(out);
+	if (s->method == SWEEP_GRID) {
+		long long rest = seq;
+
+		if (seq >= s->grid_size) {
+			free(vals);
+			return 1;
+		}
+		/* odometer: the last parameter turns fastest, values in the order written */
+		for (size_t i = s->nr_dims; i > 0; i--) {
+			const struct dim *d = &s->dims[i - 1];
+			long long k = dim_grid_count(d);
+
+			vals[i - 1] = (double)(rest % k + (d->type == DIM_NUM ? d->kmin : 0));
+			rest /= k;
+		}
+	} else {
+		rng_seed(&r, rng_mix(s->seed, (uint64_t)seq, 0));
+		if (s->method == SWEEP_BAYES)
+			suggest_tpe(s, &r, vals);
+		else
+			for (size_t i = 0; i < s->nr_dims; i++)
+				vals[i] = dim_sample_prior(&s->dims[i], &r);
+	}
+	make_suggestion(s, seq, vals, out);
+	s->next_seq++;
+	free(vals);
+	return 0;
+}
+
+/* --------------------------------------------------------- state JSON */
+
+static const char *state_name(int state)
+{
+	return state == SEARCH_COMPLETED ? "completed" : state == SEARCH_PRUNED ? "pruned" : "failed";
+}
+
+static json_t *json_number_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *search_state_to_json(const struct search *s)
+{
+	json_t *obs = json_array(), *j;
+	char seed[32];
+
+	for (size_t i = 0; i < s->nr_obs; i++) {
+		const struct obs *o = &s->obs[i];
+		struct suggestion sg = SUGGESTION_INIT;
+		json_t *sj;
+
+		make_suggestion(s, o->seq, o->vals, &sg);
+		sj = suggestion_to_json(&sg);
+		json_object_set_new(sj, "value", json_number_or_null(o->value));
+		json_object_set_new(sj, "state", json_string(state_name(o->state)));
+		json_object_set_new(sj, "resource", json_number_or_null(o->resource));
+		json_array_append_new(obs, sj);
+		suggestion_release(&sg);
+	}
+	snprintf(seed, sizeof(seed), "%" PRIu64, s->seed);
+	j = json_pack("{s:i, s:s, s:s, s:I, s:{s:i, s:i, s:f, s:i, s:f, s:b}, s:o}",
+		      "version", 1, "method", method_name(s->method), "seed", seed,
+		      "next_seq", (json_int_t)s->next_seq,
+		      "tpe", "n_startup", s->tpe.n_startup, "n_ei_candidates", s->tpe.n_ei_candidates,
+		      "gamma", s->tpe.gamma, "gamma_cap", s->tpe.gamma_cap,
+		      "prior_weight", s->tpe.prior_weight, "multivariate", s->tpe.multivariate,
+		      "observations", obs);
+	return j;
+}
+
+static int state_from_name(const char *name)
+{
+	if (name && !strcmp(name, "completed"))
+		return SEARCH_COMPLETED;
+	if (name && !strcmp(name, "pruned"))
+		return SEARCH_PRUNED;
+	return SEARCH_FAILED;
+}
+
+struct search *search_state_from_json(const struct sweep_config *cfg, const json_t *state,
+				      struct strbuf *err)
+{
+	const char *method = json_get_str(state, "method", NULL);
+	const char *seed_str = json_get_str(state, "seed", NULL);
+	const json_t *tpe = json_object_get(state, "tpe"), *obs = json_object_get(state, "observations");
+	unsigned long long seed;
+	struct tpe_options o = tpe_defaults;
+	struct search *s;
+	char *end;
+	size_t i;
+	const json_t *oj;
+	size_t err_len = err->len;
+
+	if (json_get_int(state, "version", 0) != 1 || !method || !seed_str || !json_is_array(obs)) {
+		strbuf_addstr(err, "search state: not a version 1 state object");
+		return NULL;
+	}
+	if (strcmp(method, method_name(cfg->method))) {
+		strbuf_addf(err, "search state: saved for method '%s', the sweep says '%s'",
+			    method, method_name(cfg->method));
+		return NULL;
+	}
+	errno = 0;
+	seed = strtoull(seed_str, &end, 10);
+	if (*end || !*seed_str || errno) {
+		strbuf_addf(err, "search state: bad seed '%s'", seed_str);
+		return NULL;
+	}
+	s = search_new(cfg, (uint64_t)seed, err);
+	if (!s)
+		return NULL;
+	if (json_is_object(tpe)) {
+		o.n_startup = (int)json_get_int(tpe, "n_startup", o.n_startup);
+		o.n_ei_candidates = (int)json_get_int(tpe, "n_ei_candidates", o.n_ei_candidates);
+		o.gamma = json_get_real(tpe, "gamma", o.gamma);
+		o.gamma_cap = (int)json_get_int(tpe, "gamma_cap", o.gamma_cap);
+		o.prior_weight = json_get_real(tpe, "prior_weight", o.prior_weight);
+		if (json_is_boolean(json_object_get(tpe, "multivariate")))
+			o.multivariate = json_is_true(json_object_get(tpe, "multivariate"));
+	}
+	search_set_tpe_options(s, &o);
+	search_set_next_seq(s, json_get_int(state, "next_seq", 0));
+	json_array_foreach(obs, i, oj) {
+		struct suggestion sg = SUGGESTION_INIT;
+		const json_t *v = json_object_get(oj, "value"), *res = json_object_get(oj, "resource");
+
+		if (suggestion_from_json(&sg, oj, err) < 0 ||
+		    search_observe_at(s, &sg, json_is_number(v) ? json_number_value(v) : NAN,
+				      state_from_name(json_get_str(oj, "state", NULL)),
+				      json_is_number(res) ? json_number_value(res) : NAN) < 0) {
+			if (err->len == err_len)
+				strbuf_addf(err, "search state: observation %zu does not fit the sweep's "
+					    "parameters (was the sweep file changed?)", i);
+			suggestion_release(&sg);
+			search_free(s);
+			return NULL;
+		}
+		suggestion_release(&sg);
+	}
+	return s;
+}

@@ -1,0 +1,301 @@
+"""dtagent on this machine (no fake cluster needed): the task API, signing and every
+refusal (401/413/400/404/405 with no side effect), log capture, stopping a whole
+process tree (setsid'd and SIGTERM-ignoring descendants included), re-adoption of a
+running task after kill -9 of the agent, one agent per home, /metrics."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from dtapi import DtApi, read_secret, sign
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_home(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secret = path / "secret"
+    secret.write_text(os.urandom(32).hex() + "\n")
+    secret.chmod(0o600)
+    return path
+
+
+class Agent:
+    def __init__(self, bin_dir, home, port, name="n1", extra=()):
+        self.exe = str(Path(bin_dir) / "dtagent")
+        self.home, self.port, self.name, self.extra = home, port, name, list(extra)
+        self.api = DtApi("127.0.0.1", port, read_secret(str(home)))
+
+    def start(self, env=None):
+        p = subprocess.run([self.exe, "--daemon", "--home", str(self.home), "--port",
+                            str(self.port), "--name", self.name, "--gpus", "2"] + self.extra,
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, **(env or {})))
+        assert p.returncode == 0, "dtagent --daemon failed: %s" % p.stderr
+        return p
+
+    def pid(self):
+        return int((self.home / "agent.pid").read_text())
+
+    def stop(self):
+        subprocess.run([self.exe, "--stop", "--home", str(self.home)], capture_output=True,
+                       timeout=30)
+
+    def tasks(self):
+        st, body = self.api.request("GET", "/v1/tasks")
+        assert st == 200, body
+        return body["tasks"]
+
+
+@pytest.fixture
+def agent(dtctl_bin, tmp_path):
+    a = Agent(dtctl_bin, make_home(tmp_path / "agent-home"), free_port(),
+              extra=["--heartbeat-ms", "200"])
+    a.start(env={"DTAGENT_NO_CGROUP": os.environ.get("DTAGENT_NO_CGROUP", "")})
+    yield a
+    a.stop()
+
+
+def procs_with_marker(task_id):
+    """pids whose environment holds DT_TASK_ID=<task_id>."""
+    found = []
+    want = b"DT_TASK_ID=" + task_id.encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/stat" % d) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if want in env and state != "Z":
+            found.append(int(d))
+    return found
+
+
+def test_task_lifecycle_and_log(agent, tmp_path):
+    log = tmp_path / "shared" / "jobs" / "j-1" / "logs" / "0.log"
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-1.0", "argv": ["sh", "-c", "echo out; echo err >&2; printf 'a\\rb\\r\\nbin\\001x'; "
+                                "echo cvd=$CUDA_VISIBLE_DEVICES lr=$LR id=$DT_TASK_ID pwd=$(pwd); exit 3"],
+        "env": {"LR": "0.1"}, "cuda_visible_devices": [0, 1], "cwd": str(tmp_path),
+        "log": str(log), "job_id": "j-1", "rank": 0})
+    assert st == 201, body
+    assert body["protocol"] == 1
+    assert body["task"]["id"] == "j-1.0"
+    t = agent.api.wait_task("j-1.0")
+    assert t["state"] == "exited" and t["exit_code"] == 3, t
+    assert t["job_id"] == "j-1" and t["rank"] == 0 and t["env_keys"] == ["LR"]
+    lines = log.read_text().splitlines()
+    texts = [l.split(" ", 2)[1:] for l in lines]
+    for l in lines:
+        assert len(l.split(" ")[0]) == 27 and l.split(" ")[0].endswith("Z"), l
+    assert ["O", "out"] in texts and ["E", "err"] in texts
+    assert ["O", "a"] in texts and ["O", "b"] in texts
+    assert ["O", "bin\\x01xcvd=0,1 lr=0.1 id=j-1.0 pwd=%s" % tmp_path] in texts, texts
+    # duplicate ids are refused
+    st, body = agent.api.request("POST", "/v1/tasks", {"id": "j-1.0", "argv": ["true"]})
+    assert st == 409, body
+
+
+def test_failed_start_is_reported(agent):
+    st, body = agent.api.request("POST", "/v1/tasks", {"argv": ["/nonexistent/prog"]})
+    assert st == 201
+    t = agent.api.wait_task(body["task"]["id"])
+    assert t["state"] == "failed" and t["exit_code"] == 127
+    assert "/nonexistent/prog" in t["error"]
+
+
+def test_shell_only_when_asked(agent, tmp_path):
+    marker = tmp_path / "m"
+    st, body = agent.api.request("POST", "/v1/tasks", {"argv": ["echo hi > %s" % marker]})
+    t = agent.api.wait_task(body["task"]["id"])
+    assert t["state"] == "failed", "argv[0] must not go through a shell: %s" % t
+    st, body = agent.api.request("POST", "/v1/tasks",
+                                 {"argv": ["echo hi > %s" % marker], "shell": True})
+    t = agent.api.wait_task(body["task"]["id"])
+    assert t["exit_code"] == 0 and marker.read_text() == "hi\n"
+
+
+BAD_REQUESTS = [
+    # name, method, path, body, header mutator -> expected status
+    ("unsigned", "POST", "/v1/tasks", b'{"argv":["touch","X"]}', "unsigned", 401),
+    ("wrong key", "POST", "/v1/tasks", b'{"argv":["touch","X"]}', "wrongkey", 401),
+    ("body changed", "POST", "/v1/tasks", b'{"argv":["touch","X"]}', "tamper", 401),
+    ("stale", "POST", "/v1/tasks", b'{"argv":["touch","X"]}', "stale", 401),
+    ("future", "POST", "/v1/tasks", b'{"argv":["touch","X"]}', "future", 401),
+    ("malformed json", "POST", "/v1/tasks", b'{"argv":["touch","X"]', "ok", 400),
+    ("not an object", "POST", "/v1/tasks", b'["touch","X"]', "ok", 400),
+    ("invalid spec", "POST", "/v1/tasks", b'{"argv":"touch X"}', "ok", 400),
+    ("unknown endpoint", "POST", "/v1/nope", b'{"argv":["touch","X"]}', "ok", 404),
+    ("wrong method", "PUT", "/v1/tasks", b'{"argv":["touch","X"]}', "ok", 405),
+    ("oversized", "POST", "/v1/tasks", b'{"argv":["touch","X"],"pad":"' + b"x" * (2 << 20) + b'"}',
+     "ok", 413),
+]
+
+
+@pytest.mark.parametrize("name,method,path,body,how,expected", BAD_REQUESTS,
+                         ids=[b[0] for b in BAD_REQUESTS])
+def test_bad_requests_change_nothing(agent, tmp_path, name, method, path, body, how, expected):
+    target = tmp_path / "X"
+    body = body.replace(b'"X"', json.dumps(str(target)).encode())
+    before = agent.tasks()
+    api = agent.api
+    now = int(time.time())
+    if how == "unsigned":
+        headers = {}
+    elif how == "wrongkey":
+        headers = api.signed_headers(method, path, body, key=os.urandom(32))
+    elif how == "tamper":
+        headers = api.signed_headers(method, path, body + b" ")
+    elif how == "stale":
+        headers = api.signed_headers(method, path, body, timestamp=now - 120)
+    elif how == "future":
+        headers = api.signed_headers(method, path, body, timestamp=now + 120)
+    else:
+        headers = api.signed_headers(method, path, body)
+    try:
+        status, text, _ = api.raw(method, path, body, headers)
+    except (ConnectionError, OSError):
+        status, text = 413, ""   # the server may close a connection whose body it refuses
+    assert status == expected, "%s: expected HTTP %d, got %d: %s" % (name, expected, status, text)
+    if text:
+        assert json.loads(text)["protocol"] == 1 and "error" in json.loads(text)
+    time.sleep(0.3)
+    assert agent.tasks() == before, "%s created a task" % name
+    assert not target.exists(), "%s ran something" % name
+    # the agent still serves
+    assert api.request("GET", "/v1/status")[0] == 200
+
+
+def test_replayed_request_is_refused(agent, tmp_path):
+    target = tmp_path / "replay"
+    body = json.dumps({"argv": ["sh", "-c", "echo x >> %s" % target]}).encode()
+    headers = agent.api.signed_headers("POST", "/v1/tasks", body)
+    status, text, _ = agent.api.raw("POST", "/v1/tasks", body, headers)
+    assert status == 201, text
+    agent.api.wait_task(json.loads(text)["task"]["id"])
+    n = len(agent.tasks())
+    status, text, _ = agent.api.raw("POST", "/v1/tasks", body, headers)
+    assert status == 401 and "replay" in text, text
+    time.sleep(0.3)
+    assert len(agent.tasks()) == n and target.read_text() == "x\n"
+
+
+TREE = r"""
+trap '' TERM
+sleep 300 &
+setsid sh -c 'trap "" TERM; sleep 301' &
+(sh -c 'trap "" TERM; exec sleep 302' &)
+echo ready
+wait
+"""
+
+
+@pytest.mark.parametrize("cgroup", ["auto", "off"])
+def test_stop_kills_whole_tree(dtctl_bin, tmp_path, cgroup):
+    a = Agent(dtctl_bin, make_home(tmp_path / "h"), free_port())
+    a.start(env={"DTAGENT_NO_CGROUP": "1" if cgroup == "off" else ""})
+    try:
+        st, body = a.api.request("POST", "/v1/tasks", {"id": "tree", "argv": [TREE],
+                                                       "shell": True, "grace_ms": 500})
+        assert st == 201
+        deadline = time.time() + 10
+        while len(procs_with_marker("tree")) < 4 and time.time() < deadline:
+            time.sleep(0.1)
+        assert len(procs_with_marker("tree")) >= 4
+        t0 = time.time()
+        st, body = a.api.request("DELETE", "/v1/tasks/tree")
+        assert st == 202 and body["task"]["state"] in ("stopping", "exited"), body
+        t = a.api.wait_task("tree", timeout=15)
+        assert t["stop_requested"] and t["exit_code"] == 137, t
+        assert time.time() - t0 < 5
+        left = procs_with_marker("tree")
+        assert not left, "processes of the task left behind: %s" % left
+    finally:
+        a.stop()
+
+
+def test_delete_grace_override_and_sigterm(agent):
+    st, body = agent.api.request("POST", "/v1/tasks", {"id": "polite", "argv": ["sleep", "100"]})
+    time.sleep(0.3)
+    st, body = agent.api.request("DELETE", "/v1/tasks/polite", {"grace_ms": 5000})
+    t = agent.api.wait_task("polite")
+    assert t["exit_code"] == 143 and t["signal"] == 15, t
+    st, body = agent.api.request("DELETE", "/v1/tasks/polite")
+    assert st == 200 and body["task"]["state"] == "exited"
+    assert agent.api.request("DELETE", "/v1/tasks/nosuch")[0] == 404
+    assert agent.api.request("DELETE", "/v1/tasks/polite", {"grace_ms": "x"})[0] == 400
+
+
+def test_task_survives_agent_kill9_and_is_readopted(agent, tmp_path):
+    log = tmp_path / "long.log"
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "long", "log": str(log),
+        "argv": ["sh", "-c", "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done; exit 7"]})
+    assert st == 201
+    time.sleep(0.8)
+    os.kill(agent.pid(), signal.SIGKILL)
+    time.sleep(0.5)
+    # the task goes on without its agent
+    assert procs_with_marker("long"), "the task died with its agent"
+    agent.start()
+    st, body = agent.api.request("GET", "/v1/tasks/long")
+    assert st == 200 and body["task"]["state"] in ("running", "exited"), body
+    t = agent.api.wait_task("long", timeout=20)
+    assert t["state"] == "exited" and t["exit_code"] == 7, t
+    ticks = [l.split(" ", 2)[2] for l in log.read_text().splitlines()]
+    assert ticks == ["tick %d" % i for i in range(1, 7)], ticks
+
+
+def test_supervisor_killed_means_lost(agent):
+    st, body = agent.api.request("POST", "/v1/tasks", {"id": "orphan", "argv": ["sleep", "100"]})
+    time.sleep(0.5)
+    st, body = agent.api.request("GET", "/v1/tasks/orphan")
+    os.kill(body["task"]["supervisor_pid"], signal.SIGKILL)
+    t = agent.api.wait_task("orphan", timeout=10)
+    assert t["state"] == "lost" and "supervisor" in t["error"], t
+    time.sleep(0.2)
+    assert not procs_with_marker("orphan")
+
+
+def test_one_agent_per_home_and_status(agent):
+    exe = agent.exe
+    p = subprocess.run([exe, "--home", str(agent.home), "--port", str(free_port())],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and "already running" in p.stdout
+    p = subprocess.run([exe, "--status", "--home", str(agent.home)], capture_output=True,
+                       text=True, timeout=10)
+    assert p.returncode == 0 and "running (pid %d)" % agent.pid() in p.stdout
+
+
+def test_port_in_use_fails_loudly(dtctl_bin, tmp_path, agent):
+    other = Agent(dtctl_bin, make_home(tmp_path / "other"), agent.port)
+    p = subprocess.run([other.exe, "--daemon", "--home", str(other.home), "--port",
+                        str(agent.port)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "port" in p.stderr, p.stderr
+
+
+def test_inventory_and_metrics(agent):
+    st, body = agent.api.request("GET", "/v1/inventory")
+    assert st == 200 and body["node"] == "n1" and len(body["gpus"]) == 2 and body["cpus"] >= 1
+    agent.api.request("GET", "/v1/tasks", sign=False)   # one refused request
+    status, text, headers = agent.api.raw("GET", "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert 'dtagent_requests_refused_total{node="n1",reason="unauthorized"}' in text
+    assert 'dtagent_gpu_utilization_percent{node="n1",gpu="1"} 0' in text
+    assert 'dtagent_tasks{node="n1",state="running"}' in text
+    # /metrics is read-only: nothing else is public
+    assert agent.api.raw("POST", "/metrics")[0] == 401

@@ -1,0 +1,79 @@
+"""dtctl doctor on the fake cluster: all checks pass on a clean cluster; a planted Open MPI
+version mismatch (a fake mpirun put first on PATH by ~/.dtctl/env.sh on one node) and a shared
+dir that is not shared (a private bind mount over it on one node) are both found and named."""
+
+import json
+import subprocess
+
+import pytest
+
+from test_init import home_of, write_cluster
+
+N = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_cluster):
+    c = fake_cluster(N)
+    if not c.password:
+        pytest.skip("fake cluster without password login (non-root loopback mode)")
+    return c
+
+
+@pytest.fixture
+def inited(cluster, dtctl, tmp_home, tmp_path):
+    cfg = write_cluster(tmp_path / "cluster.yaml", cluster)
+    p = dtctl("init", "--accept-new-hosts", cfg, env={"DTCTL_PASSWORD": cluster.password},
+              timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return cfg
+
+
+def test_clean_cluster_passes(cluster, dtctl, inited):
+    p = dtctl("doctor", "--cluster", inited, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "doctor: all checks passed" in p.stdout
+    p = dtctl("doctor", "--cluster", inited, "--json", timeout=120)
+    res = json.loads(p.stdout)
+    assert res["ok"] is True
+    names = [c["check"] for c in res["checks"]]
+    for want in ("ssh", "clock", "os", "glibc", "driver", "cuda", "nccl", "mpi", "gpus",
+                 "shared", "network", "port"):
+        assert want in names
+    if cluster.mode == "netns":
+        net = [c for c in res["checks"] if c["check"] == "network"][0]
+        assert "NCCL_SOCKET_IFNAME=eth0" in net["detail"]
+    assert not list(cluster.shared.glob(".dtctl-doctor-*")), "doctor left its probe file"
+
+
+def test_version_mismatch_and_unshared_dir(cluster, dtctl, inited):
+    c = cluster
+    if c.mode != "netns":
+        pytest.skip("needs private homes and mount namespaces (netns mode)")
+    h2 = home_of(c, 2)
+    fake = h2 / "fakebin"
+    env_sh = h2 / ".dtctl" / "env.sh"
+    c.exec(2, "mkdir -p fakebin && printf '#!/bin/sh\\necho \"mpirun (Open MPI) 9.9.9\"\\n' "
+              "> fakebin/mpirun && chmod 755 fakebin/mpirun && "
+              "echo 'export PATH=$HOME/fakebin:$PATH' > .dtctl/env.sh", user=True, check=True)
+    r = c.exec(3, "mkdir -p /tmp/private-shared && chown %s /tmp/private-shared && "
+                  "mount --bind /tmp/private-shared %s" % (c.user, c.shared))
+    assert r.returncode == 0, r.stderr
+    try:
+        p = dtctl("doctor", "--cluster", inited, timeout=120)
+        assert p.returncode == 1, p.stdout + p.stderr
+        out = p.stdout
+        mpi = [l for l in out.splitlines() if l.startswith("FAIL mpi")]
+        assert mpi, out
+        assert "'9.9.9' on dtnode2" in mpi[0] and "'4.1.4' on dtnode[1,3]" in mpi[0] or \
+            "on dtnode2" in mpi[0], mpi[0]
+        shared = [l for l in out.splitlines() if l.startswith("FAIL shared")]
+        assert shared and "dtnode3 does not see the file dtnode1 wrote" in shared[0], out
+        assert "fix:" in out
+        assert "PASS ssh" in out
+    finally:
+        c.exec(3, "umount %s" % c.shared)
+        fake_mpirun = fake / "mpirun"
+        if fake_mpirun.exists():
+            fake_mpirun.unlink()
+        env_sh.write_text("")

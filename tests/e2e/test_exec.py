@@ -1,0 +1,120 @@
+"""dtctl exec and push on the fake cluster (after dtctl init): own hostnames, exit codes,
+--merge grouping, quoting, timeouts, unreachable nodes, push."""
+
+import json
+import subprocess
+
+import pytest
+
+from test_init import write_cluster
+
+N = 4
+
+
+@pytest.fixture(scope="module")
+def ready(fake_cluster, tmp_path_factory):
+    """A cluster initialised once for the module: (cluster, cluster.yaml, dtctl home)."""
+    import os
+    c = fake_cluster(N)
+    if not c.password:
+        pytest.skip("fake cluster without password login (non-root loopback mode)")
+    home = tmp_path_factory.mktemp("exec-home")
+    cfg = write_cluster(home / "cluster.yaml", c)
+    env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_PASSWORD=c.password)
+    exe = os.path.join(os.environ.get("DTCTL_BIN") or str(__import__("conftest").REPO / "bin"), "dtctl")
+    p = subprocess.run([exe, "init", "--accept-new-hosts", str(cfg)], capture_output=True,
+                       text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return c, cfg, home
+
+
+@pytest.fixture
+def run(ready, dtctl, monkeypatch):
+    c, cfg, home = ready
+    monkeypatch.setenv("DTCTL_HOME", str(home))
+    monkeypatch.delenv("DTCTL_PASSWORD", raising=False)
+
+    def go(*args, **kw):
+        return dtctl(args[0], "--cluster", cfg, *args[1:], **kw)
+    return go
+
+
+def test_hostname_per_node(ready, run):
+    c = ready[0]
+    p = run("exec", "--", "hostname")
+    assert p.returncode == 0, p.stderr
+    lines = sorted(p.stdout.splitlines())
+    if c.mode == "netns":
+        assert lines == sorted("%s: %s" % (n.name, n.name) for n in c.nodes)
+    else:
+        assert len(lines) == N
+
+
+def test_exit_codes_propagate(ready, run):
+    p = run("exec", "--", "sh", "-c", 'case $(hostname) in dtnode2) exit 5;; *) exit 0;; esac')
+    if ready[0].mode == "netns":
+        assert p.returncode == 5
+    p = run("exec", "--nodes", "dtnode[1,3]", "--", "false")
+    assert p.returncode == 1
+    p = run("exec", "--", "true")
+    assert p.returncode == 0
+
+
+def test_merge_groups(ready, run):
+    c = ready[0]
+    p = run("exec", "--merge", "--", "sh", "-c",
+            'case $(hostname) in dtnode3) echo odd;; *) echo same;; esac')
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    if c.mode == "netns":
+        assert "----------------\ndtnode[1-2,4]\n----------------\nsame\n" in out, out
+        assert "----------------\ndtnode3\n----------------\nodd\n" in out, out
+    p = run("exec", "--merge", "--", "echo", "x")
+    assert "dtnode[1-4]\n----------------\nx\n" in p.stdout
+
+
+def test_quoting_is_exact(run):
+    weird = ["a b", "it's", "$HOME", "`id`", "x;y", "*"]
+    p = run("exec", "--nodes", "dtnode1", "--json", "--", "printf", "[%s]", *weird)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res[0]["stdout"] == "".join("[%s]" % w for w in weird)
+
+
+def test_timeout(run):
+    p = run("exec", "--timeout", "1s", "--nodes", "dtnode2", "--", "sleep", "30", timeout=20)
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert "dtnode2: command timed out after 1.0 s" in p.stderr
+
+
+def test_unreachable_node_gives_3_others_run(ready, run, tmp_path, dtctl):
+    c = ready[0]
+    cfg = tmp_path / "c.yaml"
+    nodes = "".join("  - {host: %s, name: %s, port: %d}\n" % (n.addr, n.name, n.port)
+                    for n in c.nodes[:2])
+    nodes += "  - {host: 10.88.0.250, name: ghost}\n"
+    cfg.write_text("cluster: fake\nuser: %s\nshared_dir: %s\nssh: {connect_timeout: 2s}\nnodes:\n%s"
+                   % (c.user, c.shared, nodes))
+    p = dtctl("exec", "--cluster", cfg, "--", "echo", "hi", timeout=30)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "ghost: timed out after 2 s connecting" in p.stderr
+    assert "%s: hi" % c.nodes[0].name in p.stdout and "%s: hi" % c.nodes[1].name in p.stdout
+
+
+def test_push(ready, run, tmp_path):
+    c = ready[0]
+    src = tmp_path / "tool.sh"
+    src.write_text("#!/bin/sh\necho pushed\n")
+    src.chmod(0o750)
+    p = run("push", src, "pushed-tool.sh")
+    assert p.returncode == 0, p.stderr
+    p = run("exec", "--merge", "--", "sh", "-c", "stat -c %a pushed-tool.sh && ./pushed-tool.sh")
+    assert "750\npushed\n" in p.stdout, p.stdout
+    p = run("push", src, "/nonexistent-dir/x")
+    assert p.returncode == 1
+    assert "no such" in p.stderr.lower() or "cannot create" in p.stderr
+
+
+def test_bad_usage(run):
+    assert run("exec").returncode == 2
+    assert run("exec", "--nodes", "nosuchnode", "--", "true").returncode == 2

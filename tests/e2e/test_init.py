@@ -1,0 +1,189 @@
+"""dtctl init on the fake cluster: password-only first contact -> key login for libssh2 and
+OpenSSH, idempotent re-run, setup template, binaries, secret; then exec on the result."""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+N = 4
+
+
+def write_cluster(path: Path, c, extra: str = "", nodes: str = None) -> Path:
+    if nodes is None:
+        nodes = "".join("  - {host: %s, name: %s, port: %d, gpus: 2}\n" % (n.addr, n.name, n.port)
+                        for n in c.nodes)
+    path.write_text("cluster: fake\nuser: %s\nshared_dir: %s\nnodes:\n%s%s"
+                    % (c.user, c.shared, nodes, extra))
+    return path
+
+
+def home_of(c, i) -> Path:
+    """The test user's home inside node i, as seen from the host."""
+    return c.state / ("node%d" % i) / "home"
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_cluster):
+    c = fake_cluster(N)
+    if not c.password:
+        pytest.skip("fake cluster without password login (non-root loopback mode)")
+    return c
+
+
+def test_init_password_then_keys(cluster, dtctl, tmp_home, tmp_path):
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="setup:\n  template: %s\n  env: {NCCL_SOCKET_IFNAME: eth0, ODD: \"it's $x\"}\n"
+                        % (REPO / "templates" / "setup-node.sh"))
+    pw = tmp_path / "pw"
+    pw.write_text(c.password + "\n")
+    p = dtctl("init", "--accept-new-hosts", "--password-file", pw, cfg, timeout=120)
+    assert p.returncode == 0, "init failed:\n%s\n%s" % (p.stdout, p.stderr)
+    for n in c.nodes:
+        assert "%s: setting up %s" % (n.name, n.name) in p.stdout, p.stdout
+        assert n.name in p.stdout and "changed" in p.stdout
+
+    # keys and files on the head
+    for name, mode in [("id_ed25519", 0o600), ("secret", 0o600), ("known_hosts", 0o600),
+                       ("ssh_config", 0o600)]:
+        st = (tmp_home / name).stat()
+        assert st.st_mode & 0o777 == mode, "%s has mode %o" % (name, st.st_mode & 0o777)
+    assert (tmp_home / "id_ed25519.pub").read_text().startswith("ssh-ed25519 ")
+    assert (tmp_home / "id_ed25519.pub").read_text().rstrip().endswith("dtctl@fake")
+    assert len((tmp_home / "secret").read_text().strip()) == 64
+    assert oct(tmp_home.stat().st_mode & 0o777) == oct(0o700)
+
+    # every node: OpenSSH with the written config, BatchMode (no password possible)
+    env = dict(os.environ)
+    env.pop("SSH_AUTH_SOCK", None)
+    for n in c.nodes:
+        r = subprocess.run(["ssh", "-F", str(tmp_home / "ssh_config"), n.name, "true"],
+                           capture_output=True, text=True, timeout=30, env=env,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, "OpenSSH to %s failed: %s" % (n.name, r.stderr)
+
+    # and dtctl exec (libssh2, key only: no password in the environment)
+    env = {"DTCTL_PASSWORD": ""}
+    p = dtctl("exec", "--cluster", cfg, "--", "sh", "-c", "echo $NCCL_SOCKET_IFNAME/$ODD",
+              timeout=60)
+    assert p.returncode == 0, p.stderr
+    for n in c.nodes:
+        assert "%s: eth0/it's $x" % n.name in p.stdout, p.stdout
+
+    # node side: modes, secret identical, binaries checksummed, setup log on the shared dir
+    secret = (tmp_home / "secret").read_bytes()
+    bin_dir = Path(os.environ.get("DTCTL_BIN") or REPO / "bin")
+    for i, n in enumerate(c.nodes, 1):
+        h = home_of(c, i)
+        if c.mode == "netns":
+            assert (h / ".ssh").stat().st_mode & 0o777 == 0o700
+            assert (h / ".ssh" / "authorized_keys").stat().st_mode & 0o777 == 0o600
+            assert (h / ".dtctl" / "secret").read_bytes() == secret
+            assert (h / ".dtctl" / "secret").stat().st_mode & 0o777 == 0o600
+            for b in ("dtagent", "dttrain"):
+                if (bin_dir / b).exists():
+                    assert hashlib.sha256((h / ".dtctl/bin" / b).read_bytes()).digest() == \
+                        hashlib.sha256((bin_dir / b).read_bytes()).digest()
+            assert not list(h.rglob("*.dtctl-tmp.*")), "temp files left behind"
+        log = c.shared / "init" / ("%s.log" % n.name)
+        assert log.exists() and " O setting up %s" % n.name in log.read_text()
+
+
+def test_second_init_changes_nothing(cluster, dtctl, tmp_home, tmp_path):
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="setup: {template: %s}\n" % (REPO / "templates" / "setup-node.sh"))
+    p = dtctl("init", "--accept-new-hosts", cfg, env={"DTCTL_PASSWORD": c.password}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    if c.mode != "netns":
+        pytest.skip("loopback mode: homes are shared, byte-identity per node not meaningful")
+    before = {i: (home_of(c, i) / ".ssh/authorized_keys").read_bytes() for i in range(1, N + 1)}
+    stamps = {i: (home_of(c, i) / ".dtctl/setup.sh").stat().st_mtime_ns for i in range(1, N + 1)}
+    # no password this time: the key must do
+    p = dtctl("init", cfg, env={"DTCTL_PASSWORD": ""}, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "setting up" not in p.stdout, "setup ran again:\n" + p.stdout
+    for n in c.nodes:
+        line = [l for l in p.stdout.splitlines() if l.startswith(n.name + " ")][0]
+        assert "unchanged" in line and "known" in line, line
+    for i in range(1, N + 1):
+        assert (home_of(c, i) / ".ssh/authorized_keys").read_bytes() == before[i]
+        blob = (tmp_home / "id_ed25519.pub").read_bytes().split()[1]
+        assert before[i].count(blob) == 1, "cluster key not exactly once in authorized_keys"
+        assert (home_of(c, i) / ".dtctl/setup.sh").stat().st_mtime_ns == stamps[i]
+
+
+def test_init_json_and_exit_codes(cluster, dtctl, tmp_home, tmp_path):
+    import json
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c)
+    p = dtctl("init", "--accept-new-hosts", "--json", cfg, env={"DTCTL_PASSWORD": c.password},
+              timeout=120)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert [r["node"] for r in res] == [n.name for n in c.nodes]
+    assert all(r["ok"] and r["fingerprint"].startswith("SHA256:") for r in res)
+    assert all(r["facts"].get("hostname") for r in res)
+
+
+def test_wrong_password(cluster, dtctl, tmp_home, tmp_path):
+    cfg = write_cluster(tmp_path / "cluster.yaml", cluster)
+    p = dtctl("init", "--accept-new-hosts", cfg, env={"DTCTL_PASSWORD": "not-" + cluster.password},
+              timeout=120)
+    assert p.returncode == 3, p.stdout + p.stderr
+    for n in cluster.nodes:
+        assert "%s: cannot log in" % n.name in p.stderr and "wrong password" in p.stderr
+
+
+def test_new_host_key_without_tty_is_refused(cluster, dtctl, tmp_home, tmp_path):
+    cfg = write_cluster(tmp_path / "cluster.yaml", cluster)
+    p = dtctl("init", cfg, env={"DTCTL_PASSWORD": cluster.password}, timeout=120)
+    assert p.returncode == 3
+    assert "SHA256:" in p.stderr and "--accept-new-hosts" in p.stderr
+    assert not (tmp_home / "known_hosts").exists() or \
+        (tmp_home / "known_hosts").read_text().strip() == ""
+
+
+def test_strict_policy_and_import(cluster, dtctl, tmp_home, tmp_path):
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c, extra="ssh: {host_key_policy: strict}\n")
+    env = {"DTCTL_PASSWORD": c.password}
+    p = dtctl("init", "--accept-new-hosts", cfg, env=env, timeout=120)
+    assert p.returncode == 3 and "strict" in p.stderr, p.stderr
+    # import from an OpenSSH known_hosts with hashed entries (ssh-keygen -H)
+    kh = tmp_path / "user_known_hosts"
+    lines = []
+    for line in c.known_hosts.read_text().splitlines():
+        names, rest = line.split(" ", 1)
+        for n in c.nodes:   # file it under the address the cluster file uses
+            if n.name in names.split(","):
+                lines.append("%s %s" % (n.addr if n.port == 22 else "[%s]:%d" % (n.addr, n.port), rest))
+    kh.write_text("\n".join(lines) + "\n")
+    subprocess.run(["ssh-keygen", "-H", "-f", str(kh)], check=True, capture_output=True)
+    assert "|1|" in kh.read_text()
+    p = dtctl("hosts", "import", "--from", kh, "--cluster", cfg)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "imported %d keys" % N in p.stdout
+    p = dtctl("init", cfg, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = dtctl("hosts", "list", "--cluster", cfg)
+    assert p.returncode == 0 and p.stdout.count("SHA256:") == N
+
+
+def test_duplicate_and_empty_nodes_are_usage_errors(cluster, dtctl, tmp_home, tmp_path):
+    n = cluster.nodes[0]
+    dup = write_cluster(tmp_path / "dup.yaml", cluster,
+                        nodes="  - {host: %s, port: %d}\n  - {host: %s, port: %d}\n"
+                        % (n.addr, n.port, n.addr, n.port))
+    p = dtctl("init", "--accept-new-hosts", dup)
+    assert p.returncode == 2, p.stderr
+    empty = write_cluster(tmp_path / "empty.yaml", cluster, nodes="")
+    empty.write_text(empty.read_text().replace("nodes:\n", "nodes: []\n"))
+    p = dtctl("init", "--accept-new-hosts", empty)
+    assert p.returncode == 2, p.stderr
+    assert not (tmp_home / "id_ed25519").exists(), "init wrote a key despite a bad config"

@@ -1,0 +1,240 @@
+/*
+ * test_asha.c - unit tests for scheduler/asha.c (asynchronous successive
+ * halving): rung levels, a hand-built pruning scenario, a brute-force
+ * reference of the rule on random reports, goal handling, replay in another
+ * interleaving and the JSON snapshot.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "rng.h"
+#include "scheduler/asha.h"
+
+static void test_rungs(void **state)
+{
+	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE), *u = asha_new(2, 4, 0, GOAL_MINIMIZE);
+
+	assert_true(asha_rung_resource(a, 0) == 1);
+	assert_true(asha_rung_resource(a, 1) == 3);
+	assert_true(asha_rung_resource(a, 2) == 9);
+	assert_true(isinf(asha_rung_resource(a, 3)));   /* 27 = max_iter: the end, not a rung */
+	assert_true(asha_rung_resource(u, 5) == 2048);   /* unbounded: 2 * 4^5 */
+	asha_free(a);
+	asha_free(u);
+	assert_null(asha_new(0, 3, 0, GOAL_MINIMIZE));
+	assert_null(asha_new(1, 1, 0, GOAL_MINIMIZE));
+}
+
+/*
+ * Nine trials reach epoch 1 with the values below, in this order.  With
+ * eta 3 a trial goes on iff fewer than max(1, floor(n/3)) recorded values
+ * beat it.
+ */
+static void test_scenario(void **state)
+{
+	static const struct {
+		int id;
+		double value;
+		int expect;
+	} rung0[] = {
+		{ 0, 5, ASHA_CONTINUE },   /* n=1 keep 1: first at the rung */
+		{ 1, 3, ASHA_CONTINUE },   /* n=2 keep 1: best */
+		{ 2, 7, ASHA_PRUNE },      /* n=3 keep 1: 2 better */
+		{ 3, 1, ASHA_CONTINUE },   /* best */
+		{ 4, 9, ASHA_PRUNE },
+		{ 5, 2, ASHA_CONTINUE },   /* n=6 keep 2: only 1 better */
+		{ 6, 4, ASHA_PRUNE },      /* n=7 keep 2: 3 better */
+		{ 7, 6, ASHA_PRUNE },
+		{ 8, 2.5, ASHA_CONTINUE }, /* n=9 keep 3: 2 better */
+	};
+	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE);
+
+	for (size_t i = 0; i < ARRAY_SIZE(rung0); i++) {
+		/* epoch 0.5 is below the first rung: nothing to decide */
+		assert_int_equal(asha_report(a, rung0[i].id, 0.5, 100), ASHA_CONTINUE);
+		if (asha_report(a, rung0[i].id, 1, rung0[i].value) != rung0[i].expect)
+			fail_msg("trial %d value %g at epoch 1: expected %s", rung0[i].id,
+				 rung0[i].value, rung0[i].expect == ASHA_PRUNE ? "prune" : "continue");
+	}
+	assert_int_equal(asha_rung_count(a, 0), 9);
+	/* epoch 2 is between rungs: survivors go on, the pruned stay pruned */
+	assert_int_equal(asha_report(a, 3, 2, 0.9), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 2, 2, 0.1), ASHA_PRUNE);
+	assert_true(asha_is_pruned(a, 2) && !asha_is_pruned(a, 3) && !asha_is_pruned(a, 99));
+	/* rung 1 (epoch 3): 0, 1, 3 arrive; 1 is worse than 3 and 0 ... */
+	assert_int_equal(asha_report(a, 3, 3, 0.8), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 0, 3, 2.0), ASHA_PRUNE);
+	assert_int_equal(asha_report(a, 1, 3, 1.5), ASHA_PRUNE);
+	/* ... and 5 skips epoch 3, reporting epoch 4: recorded at rung 1 */
+	assert_int_equal(asha_report(a, 5, 4, 0.7), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 1), 4);
+	/* epoch 27 is the end of training: no rung, no decision */
+	assert_int_equal(asha_report(a, 5, 27, 50), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 2), 1);   /* but it passed rung 2 (epoch 9) */
+	asha_free(a);
+}
+
+static void test_maximize_and_nan(void **state)
+{
+	struct asha *a = asha_new(1, 2, 0, GOAL_MAXIMIZE);
+
+	assert_int_equal(asha_report(a, 1, 1, 0.9), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 2, 1, 0.5), ASHA_PRUNE);   /* lower accuracy */
+	assert_int_equal(asha_report(a, 3, 1, 0.95), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 4, 1, NAN), ASHA_PRUNE);   /* diverged: worst */
+	asha_free(a);
+}
+
+/* The rule, counted by brute force over every recorded value. */
+struct ref_rung {
+	double v[4096];
+	size_t n;
+};
+
+static void test_random_against_reference(void **state)
+{
+	const int eta = 3, max_iter = 81, trials = 600;
+	struct asha *a = asha_new(1, eta, max_iter, GOAL_MINIMIZE);
+	static struct ref_rung ref[4];
+	int *epoch = xcalloc(trials, sizeof(int)), *dead = xcalloc(trials, sizeof(int));
+	double *quality = xcalloc(trials, sizeof(double));
+	struct rng r;
+	int live = trials, prunes = 0;
+
+	memset(ref, 0, sizeof(ref));
+	rng_seed(&r, 2024);
+	for (int t = 0; t < trials; t++)
+		quality[t] = rng_uniform01(&r);
+	while (live) {
+		/* advance a random live trial by one epoch: an asynchronous interleaving */
+		int t = (int)rng_below(&r, trials), dec, want = ASHA_CONTINUE, rung = -1;
+		double v;
+
+		if (dead[t])
+			continue;
+		epoch[t]++;
+		v = quality[t] + 1.0 / epoch[t] + 0.05 * rng_uniform01(&r);
+		for (int k = 0, res = 1; res < max_iter; k++, res *= eta)
+			if (epoch[t] == res)
+				rung = k;
+		if (rung >= 0) {
+			size_t better = 0, keep;
+
+			for (size_t i = 0; i < ref[rung].n; i++)
+				better += ref[rung].v[i] < v;
+			ref[rung].v[ref[rung].n++] = v;
+			keep = ref[rung].n / eta ? ref[rung].n / eta : 1;
+			want = better < keep ? ASHA_CONTINUE : ASHA_PRUNE;
+			/* the best value at a rung is never pruned */
+			if (better == 0)
+				assert_int_equal(want, ASHA_CONTINUE);
+		}
+		dec = asha_report(a, t, epoch[t], v);
+		if (dec != want)
+			fail_msg("trial %d epoch %d value %g: asha says %d, reference %d",
+				 t, epoch[t], v, dec, want);
+		if (dec == ASHA_PRUNE || epoch[t] == max_iter) {
+			dead[t] = 1;
+			live--;
+			prunes += dec == ASHA_PRUNE;
+		}
+	}
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(asha_rung_count(a, k), ref[k].n);
+	/* about 1/eta survive each rung */
+	assert_true(ref[1].n > trials / 5 && ref[1].n < trials / 2);
+	assert_true(prunes > trials * 9 / 10);
+	free(epoch);
+	free(dead);
+	free(quality);
+	asha_free(a);
+}
+
+/* Reports of 40 trials, 10 epochs each, values from a seeded learning curve. */
+static double curve(int t, int e)
+{
+	return 0.2 + 0.013 * ((t * 7919) % 97) + 1.0 / e;
+}
+
+static void test_replay_and_json(void **state)
+{
+	struct asha *a = asha_new(1, 3, 0, GOAL_MINIMIZE), *b = asha_new(1, 3, 0, GOAL_MINIMIZE);
+	struct asha *c;
+	struct strbuf s1 = STRBUF_INIT, s2 = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *j, *parsed, *j2;
+
+	/* a: trials one after the other; b: epoch-major interleaving */
+	for (int t = 0; t < 40; t++)
+		for (int e = 1; e <= 10; e++)
+			asha_report(a, t, e, curve(t, e));
+	for (int e = 1; e <= 10; e++)
+		for (int t = 39; t >= 0; t--)
+			asha_report(b, t, e, curve(t, e));
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(asha_rung_count(a, k), asha_rung_count(b, k));
+
+	j = asha_to_json(a);
+	json_append(&s1, j);
+	parsed = json_parse(s1.buf, s1.len, &err);
+	assert_non_null(parsed);
+	c = asha_from_json(parsed, &err);
+	if (!c)
+		fail_msg("asha_from_json: %s", err.buf);
+	j2 = asha_to_json(c);
+	json_append(&s2, j2);
+	assert_string_equal(s1.buf, s2.buf);
+
+	/* the same future decisions from all three */
+	for (int t = 100; t < 160; t++)
+		for (int e = 1; e <= 10; e++) {
+			double v = curve(t, e) - 0.1;
+			int da = asha_report(a, t, e, v);
+
+			assert_int_equal(asha_report(b, t, e, v), da);
+			assert_int_equal(asha_report(c, t, e, v), da);
+		}
+	json_decref(j);
+	json_decref(j2);
+	json_decref(parsed);
+	strbuf_release(&s1);
+	strbuf_release(&s2);
+	strbuf_release(&err);
+	asha_free(a);
+	asha_free(b);
+	asha_free(c);
+}
+
+static void test_from_json_errors(void **state)
+{
+	struct strbuf err = STRBUF_INIT;
+	json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:[{s:i, s:[f, f, f]}]}", "version", 1,
+			      "min_iter", 1, "eta", 3, "max_iter", 9, "trials", "id", 1, "values",
+			      1.0, 2.0, 3.0);
+
+	assert_null(asha_from_json(j, &err));
+	assert_non_null(strstr(err.buf, "more values than rungs"));
+	json_decref(j);
+	strbuf_release(&err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rungs),
+		cmocka_unit_test(test_scenario),
+		cmocka_unit_test(test_maximize_and_nan),
+		cmocka_unit_test(test_random_against_reference),
+		cmocka_unit_test(test_replay_and_json),
+		cmocka_unit_test(test_from_json_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

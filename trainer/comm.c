@@ -1,0 +1,371 @@
+/*
+ * comm.c - start-up (mpirun or torchrun-style env), NCCL/MPI gradient
+ * all-reduce, and bringing the whole job down on a fatal error.
+ */
+#include "trainer/comm.h"
+#include "trainer/check.h"
+#include "trainer/gpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The job's communicator, for dt_fatal() (set by comm_startup). */
+static struct comm *fatal_comm;
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return def;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || *end || v < 0 || v > 1 << 20 ? -1 : (int)v;
+}
+
+void dt_fatal(const char *file, int line, const char *what, const char *detail, const char *hint)
+{
+	struct comm *c = fatal_comm;
+
+	fprintf(stderr, "dttrain: error: rank %d on %s: %s:%d: %s: %s\nhint: %s\n",
+		c ? c->rank : 0, c ? c->host : "?", file, line, what, detail, hint);
+	fflush(stderr);
+	if (c)
+		comm_abort(c, DT_EXIT_FAIL);
+	exit(DT_EXIT_FAIL);
+}
+
+#ifdef DT_HAVE_MPI
+void dt_mpi_fatal(int err, const char *file, int line)
+{
+	char msg[MPI_MAX_ERROR_STRING];
+	int len = 0;
+
+	MPI_Error_string(err, msg, &len);
+	msg[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = '\0';
+	dt_fatal(file, line, "mpi", msg, DT_HINT_MPI);
+}
+#endif
+
+static int launched_by_mpirun(void)
+{
+	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+int comm_startup(struct comm *c, int *argc, char ***argv, struct strbuf *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->world = 1;
+	c->local_world = 1;
+	if (gethostname(c->host, sizeof(c->host) - 1))
+		snprintf(c->host, sizeof(c->host), "unknown");
+	fatal_comm = c;
+	if (launched_by_mpirun()) {
+#ifdef DT_HAVE_MPI
+		MPI_Init(argc, argv);
+		c->have_mpi = 1;
+		c->launched_by = 1;
+		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+		mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+		mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
+		c->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -2);
+		c->local_world = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", -2);
+		if (c->local_rank < 0 || c->local_world <= 0) {
+			MPI_Comm node;
+
+			mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank,
+						     MPI_INFO_NULL, &node));
+			mpiCheck(MPI_Comm_rank(node, &c->local_rank));
+			mpiCheck(MPI_Comm_size(node, &c->local_world));
+			MPI_Comm_free(&node);
+		}
+		return 0;
+#else
+		strbuf_addstr(err, "started by mpirun, but this dttrain was built without MPI");
+		return -1;
+#endif
+	}
+	if (getenv("WORLD_SIZE") || getenv("RANK")) {
+		c->launched_by = 2;
+		c->rank = env_int("RANK", 0);
+		c->world = env_int("WORLD_SIZE", 1);
+		c->local_rank = env_int("LOCAL_RANK", c->rank);
+		c->local_world = env_int("LOCAL_WORLD_SIZE", c->world);
+		if (c->rank < 0 || c->world <= 0 || c->rank >= c->world || c->local_rank < 0 ||
+		    c->local_world <= 0) {
+			strbuf_addf(err, "bad rank environment: RANK='%s' WORLD_SIZE='%s' LOCAL_RANK='%s'",
+				    getenv("RANK") ? getenv("RANK") : "",
+				    getenv("WORLD_SIZE") ? getenv("WORLD_SIZE") : "",
+				    getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+const char *comm_name(const struct comm *c)
+{
+	switch (c->kind) {
+	case COMM_MPI: return c->on_gpu ? "mpi (host-staged)" : "mpi";
+	case COMM_NCCL: return "nccl";
+	default: return "none";
+	}
+}
+
+#ifdef DT_HAVE_NCCL
+static int nccl_setup(struct comm *c, struct strbuf *err)
+{
+	ncclUniqueId id;
+	cudaStream_t s;
+	cudaEvent_t ev;
+	ncclComm_t nc;
+
+	if (c->rank == 0)
+		ncclCheck(ncclGetUniqueId(&id));
+	if (c->have_mpi) {
+#ifdef DT_HAVE_MPI
+		mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+#endif
+	} else {
+		const char *addr = getenv("MASTER_ADDR");
+		int port = env_int("MASTER_PORT", -1);
+
+		if (!addr || port <= 0 || port > 65535) {
+			strbuf_addstr(err, "several ranks without mpirun need MASTER_ADDR and MASTER_PORT");
+			return -1;
+		}
+		if (rendezvous_bcast(addr, port, c->rank, c->world, &id, sizeof(id),
+				     env_int("DT_RENDEZVOUS_TIMEOUT", 120) * 1000, err))
+			return -1;
+	}
+	cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	cudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+	ncclCheck(ncclCommInitRank(&nc, c->world, id, c->rank));
+	c->nccl = nc;
+	c->stream = s;
+	c->done = ev;
+	c->dev_scratch = gpu_malloc(16 * sizeof(double));
+	return 0;
+}
+
+/*
+ * Wait for the collectives stream without trusting it to finish: poll the
+ * event and NCCL's asynchronous error state, give up after the timeout.  A
+ * peer that died mid-collective would otherwise hang us for ever.
+ */
+static void nccl_wait(struct comm *c)
+{
+	struct timespec nap = { 0, 50000 };
+	time_t start = time(NULL);
+
+	cudaCheck(cudaEventRecord((cudaEvent_t)c->done, (cudaStream_t)c->stream));
+	for (;;) {
+		cudaError_t e = cudaEventQuery((cudaEvent_t)c->done);
+		ncclResult_t r, ar;
+
+		if (e == cudaSuccess)
+			break;
+		if (e != cudaErrorNotReady)
+			cudaCheck(e);
+		r = ncclCommGetAsyncError((ncclComm_t)c->nccl, &ar);
+		if (r != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress))
+			dt_fatal(__FILE__, __LINE__, "nccl",
+				 ncclGetErrorString(r != ncclSuccess ? r : ar), DT_HINT_NCCL);
+		if (c->timeout_s > 0 && time(NULL) - start > c->timeout_s) {
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "all-reduce did not finish in %d s (a peer died or hangs)",
+				 c->timeout_s);
+			dt_fatal(__FILE__, __LINE__, "nccl", msg, DT_HINT_NCCL);
+		}
+		nanosleep(&nap, NULL);
+	}
+	cudaCheck(cudaStreamWaitEvent((cudaStream_t)gpu_stream(), (cudaEvent_t)c->done, 0));
+}
+#endif
+
+int comm_setup(struct comm *c, enum backend b, int on_gpu, int timeout_s, struct strbuf *err)
+{
+	c->on_gpu = on_gpu;
+	c->timeout_s = timeout_s;
+	if (b == BACKEND_NCCL && !on_gpu) {
+		strbuf_addstr(err, "--backend nccl needs a GPU (use --backend mpi on CPUs)");
+		return -1;
+	}
+	if (c->world == 1) {
+		c->kind = COMM_SINGLE;
+		return 0;
+	}
+	if (on_gpu && b != BACKEND_MPI) {
+#ifdef DT_HAVE_NCCL
+		c->kind = COMM_NCCL;
+		return nccl_setup(c, err);
+#else
+		if (b == BACKEND_NCCL || !c->have_mpi) {
+			strbuf_addstr(err, "this dttrain was built without NCCL");
+			return -1;
+		}
+#endif
+	}
+	if (!c->have_mpi) {
+		strbuf_addf(err, "%d CPU ranks need MPI's collectives: start dttrain with mpirun "
+			    "(job.yaml: launcher: mpi), or run one rank", c->world);
+		return -1;
+	}
+	c->kind = COMM_MPI;
+	return 0;
+}
+
+void comm_bucket_start(struct comm *c, float *buf, size_t n)
+{
+	switch (c->kind) {
+	case COMM_SINGLE:
+		return;
+	case COMM_MPI:
+#ifdef DT_HAVE_MPI
+		if (c->on_gpu) {
+			/* no CUDA-aware MPI assumed: stage through the host, blocking */
+			if (c->stage_len < n) {
+				free(c->stage);
+				c->stage = xmalloc(n * sizeof(float));
+				c->stage_len = n;
+			}
+			gpu_d2h(c->stage, buf, n * sizeof(float));
+			mpiCheck(MPI_Allreduce(MPI_IN_PLACE, c->stage, (int)n, MPI_FLOAT, MPI_SUM,
+					       MPI_COMM_WORLD));
+			gpu_h2d(buf, c->stage, n * sizeof(float));
+			return;
+		}
+		{
+			MPI_Request *r;
+
+			if (c->nr_reqs + 1 > c->alloc_reqs) {
+				c->alloc_reqs = c->alloc_reqs ? 2 * c->alloc_reqs : 16;
+				c->reqs = xrealloc(c->reqs, (size_t)c->alloc_reqs * sizeof(MPI_Request));
+			}
+			r = (MPI_Request *)c->reqs + c->nr_reqs++;
+			mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+						MPI_COMM_WORLD, r));
+			/* nudge progress of the earlier buckets (no progress thread) */
+			if (c->nr_reqs > 1) {
+				int flag;
+
+				mpiCheck(MPI_Testall(c->nr_reqs - 1, c->reqs, &flag, MPI_STATUSES_IGNORE));
+			}
+		}
+#endif
+		return;
+	case COMM_NCCL:
+#ifdef DT_HAVE_NCCL
+		/* the collectives stream waits for the bucket's backward on the compute stream */
+		cudaCheck(cudaEventRecord((cudaEvent_t)c->done, (cudaStream_t)gpu_stream()));
+		cudaCheck(cudaStreamWaitEvent((cudaStream_t)c->stream, (cudaEvent_t)c->done, 0));
+		ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, (ncclComm_t)c->nccl,
+					(cudaStream_t)c->stream));
+#endif
+		return;
+	}
+}
+
+void comm_wait(struct comm *c)
+{
+	switch (c->kind) {
+	case COMM_SINGLE:
+		return;
+	case COMM_MPI:
+#ifdef DT_HAVE_MPI
+		if (c->nr_reqs)
+			mpiCheck(MPI_Waitall(c->nr_reqs, c->reqs, MPI_STATUSES_IGNORE));
+		c->nr_reqs = 0;
+#endif
+		return;
+	case COMM_NCCL:
+#ifdef DT_HAVE_NCCL
+		nccl_wait(c);
+#endif
+		return;
+	}
+}
+
+void comm_sum(struct comm *c, double *v, int n)
+{
+	switch (c->kind) {
+	case COMM_SINGLE:
+		return;
+	case COMM_MPI:
+#ifdef DT_HAVE_MPI
+		mpiCheck(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+#endif
+		return;
+	case COMM_NCCL:
+#ifdef DT_HAVE_NCCL
+		if (n > 16)
+			dt_fatal(__FILE__, __LINE__, "comm_sum", "more than 16 values", "a dttrain bug");
+		gpu_h2d(c->dev_scratch, v, (size_t)n * sizeof(double));
+		cudaCheck(cudaStreamSynchronize((cudaStream_t)gpu_stream()));
+		ncclCheck(ncclAllReduce(c->dev_scratch, c->dev_scratch, (size_t)n, ncclDouble, ncclSum,
+					(ncclComm_t)c->nccl, (cudaStream_t)c->stream));
+		nccl_wait(c);
+		gpu_d2h(v, c->dev_scratch, (size_t)n * sizeof(double));
+#endif
+		return;
+	}
+}
+
+int comm_any(struct comm *c, int flag)
+{
+	double v = flag ? 1.0 : 0.0;
+
+	comm_sum(c, &v, 1);
+	return v > 0.0;
+}
+
+void comm_abort(struct comm *c, int code)
+{
+	fflush(stdout);
+	fflush(stderr);
+#ifdef DT_HAVE_NCCL
+	if (c->kind == COMM_NCCL && c->nccl) {
+		ncclComm_t nc = (ncclComm_t)c->nccl;
+
+		c->nccl = NULL;
+		ncclCommAbort(nc);
+	}
+#endif
+#ifdef DT_HAVE_MPI
+	if (c->have_mpi && c->world > 1)
+		MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+	exit(code);
+}
+
+void comm_finish(struct comm *c)
+{
+#ifdef DT_HAVE_NCCL
+	if (c->kind == COMM_NCCL && c->nccl) {
+		ncclCommDestroy((ncclComm_t)c->nccl);
+		c->nccl = NULL;
+		gpu_free(c->dev_scratch);
+		cudaStreamDestroy((cudaStream_t)c->stream);
+		cudaEventDestroy((cudaEvent_t)c->done);
+	}
+#endif
+#ifdef DT_HAVE_MPI
+	if (c->have_mpi) {
+		MPI_Finalize();
+		c->have_mpi = 0;
+	}
+#endif
+	free(c->reqs);
+	c->reqs = NULL;
+	free(c->stage);
+	c->stage = NULL;
+	if (fatal_comm == c)
+		fatal_comm = NULL;
+}

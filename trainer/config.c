@@ -1,0 +1,439 @@
+/*
+ * config.c - dttrain's flag table, YAML config files and option checks.
+ */
+#include "trainer/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+void train_config_init(struct train_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->model = "mlp";
+	c->hidden = "1024,1024";
+	c->activation = "relu";
+	c->data = "synthetic";
+	c->train_size = 16384;
+	c->val_size = 4096;
+	c->input_dim = 784;
+	c->classes = 10;
+	c->teacher_hidden = 64;
+	c->val_fraction = 0.1;
+	c->epochs = 1;
+	c->batch = 256;
+	c->accum = 1;
+	c->lr = 0.01;
+	c->momentum = 0.9;
+	c->beta1 = 0.9;
+	c->beta2 = 0.999;
+	c->eps = 1e-8;
+	c->optimizer = "sgd";
+	c->schedule = "cosine";
+	c->seed = 1;
+	c->log_every = 10;
+	c->keep_checkpoints = 2;
+	c->precision = "fp32";
+	c->backend = "auto";
+	c->device = "auto";
+	c->loss_scale = 65536.0;
+	c->nccl_timeout = 300;
+}
+
+void train_options(struct train_config *c, struct option *opts)
+{
+	const struct option table[] = {
+		OPT_STRING(0, "config", &c->config, "file.yaml",
+			   "read flags from a YAML map (command-line flags win)"),
+		OPT_GROUP("model"),
+		OPT_STRING(0, "model", &c->model, "name", "model to train: mlp"),
+		OPT_STRING(0, "hidden", &c->hidden, "w1,w2,..", "hidden layer widths (default 1024,1024)"),
+		OPT_STRING(0, "activation", &c->activation, "fn", "relu or gelu"),
+		OPT_GROUP("data"),
+		OPT_STRING(0, "data", &c->data, "src", "synthetic, idx:DIR, idx:IMAGES,LABELS or csv:PATH"),
+		OPT_INT(0, "train-size", &c->train_size, "synthetic: training rows (16384)"),
+		OPT_INT(0, "val-size", &c->val_size, "synthetic: validation rows (4096)"),
+		OPT_INT(0, "input-dim", &c->input_dim, "synthetic: features per row (784)"),
+		OPT_INT(0, "classes", &c->classes, "synthetic: number of classes (10)"),
+		OPT_INT(0, "teacher-hidden", &c->teacher_hidden, "synthetic: teacher network width (64)"),
+		OPT_DOUBLE(0, "val-fraction", &c->val_fraction,
+			   "idx/csv without a validation file: rows held out (0.1)"),
+		OPT_GROUP("training"),
+		OPT_INT(0, "epochs", &c->epochs, "passes over the training set (1)"),
+		OPT_INT(0, "steps", &c->steps, "optimizer steps in all; overrides --epochs"),
+		OPT_INT(0, "batch", &c->batch, "GLOBAL batch per step, split across ranks (256)"),
+		OPT_INT(0, "accum", &c->accum, "micro-batches per step on each rank (1)"),
+		OPT_STRING(0, "optimizer", &c->optimizer, "name", "sgd (with momentum) or adamw"),
+		OPT_DOUBLE(0, "lr", &c->lr, "peak learning rate (0.01)"),
+		OPT_STRING(0, "schedule", &c->schedule, "name", "cosine (after warmup) or constant"),
+		OPT_INT(0, "warmup", &c->warmup, "linear warmup steps (0)"),
+		OPT_DOUBLE(0, "min-lr", &c->min_lr, "cosine floor, as a fraction of --lr (0)"),
+		OPT_DOUBLE(0, "momentum", &c->momentum, "sgd momentum (0.9)"),
+		OPT_DOUBLE(0, "beta1", &c->beta1, "adamw beta1 (0.9)"),
+		OPT_DOUBLE(0, "beta2", &c->beta2, "adamw beta2 (0.999)"),
+		OPT_DOUBLE(0, "eps", &c->eps, "adamw epsilon (1e-8)"),
+		OPT_DOUBLE(0, "weight-decay", &c->weight_decay, "weight decay on weights, not biases (0)"),
+		OPT_DOUBLE(0, "clip", &c->clip, "clip the global gradient norm to this (0 = off)"),
+		OPT_INT(0, "seed", &c->seed, "seed for data, init and shuffling (1)"),
+		OPT_GROUP("output"),
+		OPT_STRING(0, "metrics", &c->metrics, "file",
+			   "JSON lines from rank 0 (default $DT_METRICS_FILE)"),
+		OPT_INT(0, "log-every", &c->log_every, "steps between training log lines (10)"),
+		OPT_INT(0, "eval-every", &c->eval_every, "steps between validations (0 = each epoch)"),
+		OPT_STRING(0, "checkpoint-dir", &c->checkpoint_dir, "dir", "write checkpoints here"),
+		OPT_INT(0, "checkpoint-every", &c->checkpoint_every, "steps between checkpoints (0 = end only)"),
+		OPT_INT(0, "keep-checkpoints", &c->keep_checkpoints, "checkpoints kept (2)"),
+		OPT_STRING(0, "resume", &c->resume, "path",
+			   "continue from a checkpoint file or dir (default $DT_RESUME)"),
+		OPT_STRING(0, "save-weights", &c->save_weights, "file",
+			   "write the final parameters as raw little-endian float32"),
+		OPT_BOOL('q', "quiet", &c->quiet, "no per-step lines on stdout"),
+		OPT_GROUP("compute"),
+		OPT_STRING(0, "device", &c->device, "dev", "auto, cpu or cuda"),
+		OPT_STRING(0, "precision", &c->precision, "p", "fp32, bf16 or fp16 (GPU; fp32 master weights)"),
+		OPT_DOUBLE(0, "loss-scale", &c->loss_scale, "fp16: initial dynamic loss scale (65536)"),
+		OPT_STRING(0, "backend", &c->backend, "b", "auto, nccl (GPU) or mpi"),
+		OPT_INT(0, "threads", &c->threads, "CPU threads per rank (0 = cores / local ranks)"),
+		OPT_INT(0, "nccl-timeout", &c->nccl_timeout, "seconds before a stuck collective aborts (300)"),
+		OPT_END(),
+	};
+
+	if (ARRAY_SIZE(table) > TRAIN_MAX_OPTIONS)
+		abort();   /* programming error: raise TRAIN_MAX_OPTIONS */
+	memcpy(opts, table, sizeof(table));
+}
+
+int parse_int_list(const char *s, int *out, int max)
+{
+	int nr = 0;
+
+	while (*s == ' ')
+		s++;
+	if (!*s)
+		return 0;
+	for (;;) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (end == s || errno || v <= 0 || v > 1 << 20 || nr == max)
+			return -1;
+		out[nr++] = (int)v;
+		while (*end == ' ')
+			end++;
+		if (!*end)
+			return nr;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
+}
+
+static int pick(const char *what, const char *value, const char *const *names, int *out,
+		struct strbuf *err)
+{
+	struct strbuf all = STRBUF_INIT;
+
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(value, names[i])) {
+			*out = i;
+			return 0;
+		}
+	for (int i = 0; names[i]; i++)
+		strbuf_addf(&all, "%s%s", i ? ", " : "", names[i]);
+	strbuf_addf(err, "unknown %s '%s' (expected %s)", what, value, all.buf);
+	strbuf_release(&all);
+	return -1;
+}
+
+int train_config_check(struct train_config *c, struct strbuf *err)
+{
+	static const char *const acts[] = { "none", "relu", "gelu", NULL };
+	static const char *const optims[] = { "sgd", "adamw", NULL };
+	static const char *const precs[] = { "fp32", "bf16", "fp16", NULL };
+	static const char *const backends[] = { "auto", "nccl", "mpi", NULL };
+	static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
+	static const char *const scheds[] = { "cosine", "constant", NULL };
+	int v, n;
+
+	memset(&c->spec, 0, sizeof(c->spec));
+	c->spec.name = c->model;
+	n = parse_int_list(c->hidden ? c->hidden : "", c->spec.hidden, MODEL_MAX_LAYERS - 1);
+	if (n < 0) {
+		strbuf_addf(err, "option '--hidden' expects positive widths separated by commas, got '%s'",
+			    c->hidden);
+		return -1;
+	}
+	c->spec.nr_hidden = n;
+	if (pick("activation", c->activation, acts, &v, err))
+		return -1;
+	c->spec.act = (enum act_kind)v;
+	if (pick("optimizer", c->optimizer, optims, &v, err))
+		return -1;
+	c->optim = (enum optim_kind)v;
+	if (pick("precision", c->precision, precs, &v, err))
+		return -1;
+	c->prec = (enum precision)v;
+	if (pick("backend", c->backend, backends, &v, err))
+		return -1;
+	c->backend_kind = (enum backend)v;
+	if (pick("device", c->device, devices, &v, err))
+		return -1;
+	c->device_kind = (enum device)v;
+	if (pick("schedule", c->schedule, scheds, &v, err))
+		return -1;
+	c->sched = (enum schedule)v;
+	if (c->batch <= 0)
+		return strbuf_addf(err, "option '--batch' must be positive, got %d", c->batch), -1;
+	if (c->accum <= 0 || c->accum > c->batch)
+		return strbuf_addf(err, "option '--accum' must be between 1 and --batch, got %d", c->accum), -1;
+	if (c->epochs <= 0 && c->steps <= 0)
+		return strbuf_addf(err, "nothing to train: give --epochs or --steps > 0"), -1;
+	if (c->steps < 0 || c->warmup < 0 || c->log_every < 0 || c->eval_every < 0 ||
+	    c->checkpoint_every < 0 || c->threads < 0)
+		return strbuf_addf(err, "step counts and --threads must not be negative"), -1;
+	if (!(c->lr > 0))
+		return strbuf_addf(err, "option '--lr' must be positive, got %g", c->lr), -1;
+	if (c->momentum < 0 || c->momentum >= 1 || c->beta1 < 0 || c->beta1 >= 1 ||
+	    c->beta2 < 0 || c->beta2 >= 1 || c->eps <= 0)
+		return strbuf_addf(err, "momentum and betas must be in [0, 1), eps positive"), -1;
+	if (c->weight_decay < 0 || c->clip < 0 || c->min_lr < 0 || c->min_lr > 1)
+		return strbuf_addf(err, "weight decay and clip must be >= 0, --min-lr in [0, 1]"), -1;
+	if (c->val_fraction < 0 || c->val_fraction >= 1)
+		return strbuf_addf(err, "option '--val-fraction' must be in [0, 1)"), -1;
+	if (c->keep_checkpoints < 1)
+		return strbuf_addf(err, "option '--keep-checkpoints' must be at least 1"), -1;
+	if (!(c->loss_scale >= 1))
+		return strbuf_addf(err, "option '--loss-scale' must be at least 1"), -1;
+	if (c->prec != PREC_FP32 && c->device_kind == DEVICE_CPU)
+		return strbuf_addf(err, "--precision %s needs a GPU; the CPU path is fp32",
+				   c->precision), -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ YAML */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), *row = xcalloc(lb + 1, sizeof(size_t)), d;
+
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	d = row[lb];
+	free(row);
+	return d;
+}
+
+static const struct option *find_opt(const struct option *opts, const char *name)
+{
+	for (; opts->type != OPTION_END; opts++)
+		if (opts->long_name && !strcmp(opts->long_name, name))
+			return opts;
+	return NULL;
+}
+
+static const char *suggest(const struct option *opts, const char *name)
+{
+	const char *best = NULL;
+	size_t bd = 3;
+
+	for (; opts->type != OPTION_END; opts++) {
+		size_t d;
+
+		if (!opts->long_name)
+			continue;
+		d = edit_distance(opts->long_name, name);
+		if (d < bd) {
+			bd = d;
+			best = opts->long_name;
+		}
+	}
+	return best;
+}
+
+static int yaml_fail(struct strbuf *err, const char *path, const yaml_mark_t *m, const char *fmt, ...)
+	DT_PRINTF(4, 5);
+
+static int yaml_fail(struct strbuf *err, const char *path, const yaml_mark_t *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	strbuf_addf(err, "%s:%zu:%zu: ", path, m->line + 1, m->column + 1);
+	va_start(ap, fmt);
+	strbuf_vaddf(err, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1", "True", "TRUE", "Yes", NULL };
+	static const char *const no[] = { "false", "no", "off", "0", "False", "FALSE", "No", NULL };
+
+	for (int i = 0; yes[i]; i++)
+		if (!strcmp(s, yes[i]))
+			return *out = 1, 0;
+	for (int i = 0; no[i]; i++)
+		if (!strcmp(s, no[i]))
+			return *out = 0, 0;
+	return -1;
+}
+
+/*
+ * The file must be one flat mapping.  States: expecting a key, or a value
+ * for `key`; a sequence value collects its scalars into `list`.
+ */
+int train_config_yaml(const char *path, const struct option *opts, struct strvec *args,
+		      struct strbuf *err)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	struct strbuf buf = STRBUF_INIT, key = STRBUF_INIT, list = STRBUF_INIT;
+	struct strvec seen = STRVEC_INIT;
+	const struct option *opt = NULL;
+	yaml_mark_t key_mark = { 0, 0, 0 };
+	int depth = 0, in_list = 0, list_items = 0, have_key = 0, ret = -1, done = 0;
+
+	if (strbuf_read_file(&buf, path, 1 << 20) < 0) {
+		strbuf_addf(err, "cannot read '%s': %s", path, strerror(errno));
+		goto out_nofree;
+	}
+	if (!yaml_parser_initialize(&parser)) {
+		strbuf_addstr(err, "cannot initialise the YAML parser");
+		goto out_nofree;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf.buf, buf.len);
+	while (!done) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			yaml_fail(err, path, &parser.problem_mark, "%s",
+				  parser.problem ? parser.problem : "invalid YAML");
+			goto out;
+		}
+		switch (ev.type) {
+		case YAML_STREAM_END_EVENT:
+			done = 1;
+			break;
+		case YAML_STREAM_START_EVENT:
+		case YAML_DOCUMENT_START_EVENT:
+		case YAML_DOCUMENT_END_EVENT:
+			break;
+		case YAML_MAPPING_START_EVENT:
+			if (depth > 0 || in_list) {
+				yaml_fail(err, path, &ev.start_mark,
+					  "key '%s': expected a value or a list, found a map", key.buf);
+				goto out_event;
+			}
+			depth++;
+			break;
+		case YAML_MAPPING_END_EVENT:
+			depth--;
+			break;
+		case YAML_SEQUENCE_START_EVENT:
+			if (!have_key || in_list) {
+				yaml_fail(err, path, &ev.start_mark,
+					  "expected a flat map of flag names to values");
+				goto out_event;
+			}
+			in_list = 1;
+			list_items = 0;
+			strbuf_reset(&list);
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+			strvec_pushf(args, "--%s=%s", key.buf, list.buf);
+			in_list = 0;
+			have_key = 0;
+			break;
+		case YAML_SCALAR_EVENT: {
+			const char *s = (const char *)ev.data.scalar.value;
+
+			if (depth != 1) {
+				yaml_fail(err, path, &ev.start_mark,
+					  "expected a map of flag names to values");
+				goto out_event;
+			}
+			if (in_list) {
+				if (list_items++)
+					strbuf_addch(&list, ',');
+				strbuf_addstr(&list, s);
+				break;
+			}
+			if (!have_key) {
+				strbuf_reset(&key);
+				strbuf_addstr(&key, s);
+				for (char *p = key.buf; *p; p++)
+					if (*p == '_')
+						*p = '-';
+				key_mark = ev.start_mark;
+				opt = find_opt(opts, key.buf);
+				if (!opt || !strcmp(key.buf, "config")) {
+					const char *near = opt ? NULL : suggest(opts, key.buf);
+
+					if (opt)
+						yaml_fail(err, path, &key_mark,
+							  "a config file cannot name another config file");
+					else
+						yaml_fail(err, path, &key_mark, "unknown key '%s'%s%s%s", s,
+							  near ? "; did you mean '" : "",
+							  near ? near : "", near ? "'?" : "");
+					goto out_event;
+				}
+				if (strvec_find(&seen, key.buf) >= 0) {
+					yaml_fail(err, path, &key_mark, "key '%s' given twice", s);
+					goto out_event;
+				}
+				strvec_push(&seen, key.buf);
+				have_key = 1;
+				break;
+			}
+			if (opt->type == OPTION_BOOL || opt->type == OPTION_COUNT) {
+				int b;
+
+				if (parse_bool(s, &b)) {
+					yaml_fail(err, path, &ev.start_mark,
+						  "key '%s': expected true or false, found '%s'", key.buf, s);
+					goto out_event;
+				}
+				strvec_pushf(args, b ? "--%s" : "--no-%s", key.buf);
+			} else {
+				strvec_pushf(args, "--%s=%s", key.buf, s);
+			}
+			have_key = 0;
+			break;
+		}
+		default:
+			yaml_fail(err, path, &ev.start_mark, "anchors and aliases are not supported");
+			goto out_event;
+		}
+		yaml_event_delete(&ev);
+	}
+	ret = 0;
+	goto out;
+out_event:
+	yaml_event_delete(&ev);
+out:
+	yaml_parser_delete(&parser);
+out_nofree:
+	strbuf_release(&buf);
+	strbuf_release(&key);
+	strbuf_release(&list);
+	strvec_clear(&seen);
+	return ret;
+}

@@ -1,0 +1,50 @@
+/*
+ * gpu_stub.c - gpu.h for builds without CUDA: no devices, nothing to run.
+ *
+ * Only gpu_count() is reachable (it says 0, so the trainer stays on the CPU);
+ * the rest exist so the one training loop links in every build.
+ */
+#include "trainer/gpu.h"
+
+#ifndef DT_HAVE_CUDA
+#include <stdio.h>
+#include <stdlib.h>
+
+int gpu_count(void)
+{
+	return 0;
+}
+
+int gpu_init(int dev, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "this dttrain was built without CUDA");
+	return -1;
+}
+
+__attribute__((__noreturn__)) static void unreachable(const char *fn)
+{
+	fprintf(stderr, "dttrain: BUG: %s called in a build without CUDA\n", fn);
+	abort();
+}
+
+void gpu_shutdown(void) {}
+void *gpu_stream(void) { return NULL; }
+void gpu_sync(void) {}
+void *gpu_malloc(size_t bytes) { unreachable(__func__); }
+void gpu_free(void *p) { (void)p; }
+void gpu_h2d(void *dst, const void *src, size_t bytes) { unreachable(__func__); }
+void gpu_d2h(void *dst, const void *src, size_t bytes) { unreachable(__func__); }
+void gpu_memset0(void *p, size_t bytes) { unreachable(__func__); }
+void sgd_update_gpu(float *p, const float *g, float *mom, size_t n, float lr, float mu, float wd)
+{
+	unreachable(__func__);
+}
+void adamw_update_gpu(float *p, const float *g, float *m, float *v, size_t n, float lr,
+		      float beta1, float beta2, float eps, float wd, long long t)
+{
+	unreachable(__func__);
+}
+double sumsq_gpu(const float *x, size_t n) { unreachable(__func__); }
+void scale_gpu(float *x, size_t n, float s) { unreachable(__func__); }
+int all_finite_gpu(const float *x, size_t n) { unreachable(__func__); }
+#endif

@@ -23,7 +23,9 @@
  * with one message; the others go on.  Exit: 0 all ok, 3 a node could not be
  * reached or logged in to, 1 another failure, 2 bad configuration, 130 ^C.
  */
+#include "agents.h"
 #include "builtin.h"
+#include "head.h"
 #include "cluster-ssh.h"
 #include "dthome.h"
 #include "json.h"
@@ -76,6 +78,7 @@ struct init_ctx {
 	struct strbuf bin_dir;       /* where dtagent lives on the nodes */
 	int quiet;                   /* --json: no streamed output */
 	int force_setup;
+	int no_agents;               /* --no-agents: install only */
 	struct init_node *nodes;     /* by pool index */
 };
 
@@ -466,19 +469,20 @@ static void agent_checked(struct ssh_node *n, struct ssh_result *r, void *arg)
 }
 
 /*
- * Starting the agents (the agents work owns this step): runs AGENT_START on
- * each node.  For now it only proves that the installed dtagent runs there;
- * the agents engineer turns it into `dtagent --daemon` (and may check
- * `dtagent --help` for the flag first).
+ * Starting the agents: the same command line `dtctl agents start` uses
+ * (cli/agents.h: systemd user unit where one runs, else `dtagent --daemon`,
+ * which returns once the agent serves).  dtsched was started before the pool
+ * ran, so the first heartbeats have somewhere to go.
  */
 static void init_start_agents(struct ssh_node *n)
 {
 	struct strbuf cmd = STRBUF_INIT;
 
-	if (!the_ctx->bins[0].present)
+	if (the_ctx->no_agents)
 		return;
-	strbuf_add_shell_quoted(&cmd, the_ctx->bin_dir.buf);
-	strbuf_addstr(&cmd, "/dtagent --version");
+	if (the_ctx->c->install == INSTALL_LOCAL && !the_ctx->bins[0].present)
+		return;
+	agents_command(&cmd, the_ctx->c, inode(n)->ci, AGENTS_START);
 	ssh_exec(n, cmd.buf, 30000, 0, agent_checked, NULL);
 	strbuf_release(&cmd);
 }
@@ -741,7 +745,7 @@ int cmd_init(int argc, const char **argv)
 		"dtctl init [--accept-new-hosts] [--password-file FILE] [--nodes SPEC] [--json] [cluster.yaml]",
 		NULL };
 	const char *cluster = NULL, *pwfile = NULL, *nodes = NULL;
-	int accept_new = 0, json = 0, force_setup = 0;
+	int accept_new = 0, json = 0, force_setup = 0, no_agents = 0;
 	struct option opts[] = {
 		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ./cluster.yaml)"),
 		OPT_BOOL(0, "accept-new-hosts", &accept_new,
@@ -750,6 +754,7 @@ int cmd_init(int argc, const char **argv)
 			   "first-contact password in a file (or $DTCTL_PASSWORD)"),
 		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "force-setup", &force_setup, "run the setup script even if unchanged"),
+		OPT_BOOL(0, "no-agents", &no_agents, "install everything but do not start the agents"),
 		OPT_BOOL(0, "json", &json, "print the results as JSON"),
 		OPT_END(),
 	};
@@ -779,6 +784,7 @@ int cmd_init(int argc, const char **argv)
 	x.c = &c;
 	x.quiet = json;
 	x.force_setup = force_setup;
+	x.no_agents = no_agents;
 	strbuf_init(&x.pubkey, 0);
 	strbuf_init(&x.secret, 0);
 	strbuf_init(&x.secret_hash, 0);
@@ -833,6 +839,9 @@ int cmd_init(int argc, const char **argv)
 		goto out;
 	if (copy_cluster_file(&c) < 0)
 		goto out;
+	/* dtsched first, so the agents' first heartbeats have somewhere to go */
+	if (!no_agents && head_start(1) != 0)
+		warning("dtsched did not start; the agents will keep trying to reach it");
 
 	cluster_pool_opts(&po, &c);
 	po.accept_new = accept_new;

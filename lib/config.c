@@ -107,6 +107,7 @@ struct ctx {
 };
 
 static int fail_at(struct ctx *c, int line, int col, const char *fmt, ...) DT_PRINTF(4, 5);
+static void vfail(struct ctx *c, int line, int col, const char *fmt, va_list ap) DT_PRINTF(4, 0);
 /*
  * Append msg to the error with control characters escaped, so that a key
  * or value holding "\n" (quoted YAML) cannot break the one-line contract.
@@ -330,7 +331,8 @@ static struct ynode *ynode_new(enum ytype type, const yaml_mark_t *m)
 
 static void ynode_add(struct ynode *parent, struct ynode *kid)
 {
-	ALLOC_GROW(parent->kids, parent->nr + 1, parent->alloc);   /* NOLINT(bugprone-sizeof-expression): an array of pointers */
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	ALLOC_GROW(parent->kids, parent->nr + 1, parent->alloc);
 	parent->kids[parent->nr++] = kid;
 }
 
@@ -583,7 +585,8 @@ static int bad_value(struct ctx *c, const struct ynode *n, const char *path, con
 }
 
 /* A non-null scalar's expanded text, or an error naming `expected`. */
-static const char *want_scalar(struct ctx *c, struct ynode *n, const char *path, const char *expected)
+static const char *want_scalar(struct ctx *c, struct ynode *n, const char *path,
+			       const char *expected)
 {
 	if (n->type != Y_SCALAR || is_null(n)) {
 		bad_value(c, n, path, expected);
@@ -1229,7 +1232,8 @@ static int add_nodes(struct ctx *c, struct cluster_state *st, struct ynode *entr
 		goto out;
 	}
 	cc->nodes = xrealloc(cc->nodes, (cc->nr_nodes + hosts.nr) * sizeof(*cc->nodes));
-	ALLOC_GROW(st->origin, cc->nr_nodes + hosts.nr, st->origin_alloc);   /* NOLINT(bugprone-sizeof-expression) */
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	ALLOC_GROW(st->origin, cc->nr_nodes + hosts.nr, st->origin_alloc);
 	st->origin_path = xrealloc(st->origin_path, st->origin_alloc * sizeof(*st->origin_path));
 	st->host_origin = xrealloc(st->host_origin,
 				   st->origin_alloc * sizeof(struct ynode *));

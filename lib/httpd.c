@@ -268,6 +268,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 }
 
+static void mhd_logger(void *cls, const char *fmt, va_list ap) DT_PRINTF(2, 0);
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;

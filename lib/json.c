@@ -18,7 +18,7 @@ void json_append(struct strbuf *sb, const json_t *j)
 
 void json_print(const json_t *j)
 {
-	json_dumpf(j, stdout, DT_JSON_FLAGS | JSON_INDENT(2));
+	json_dumpf(j, stdout, DT_JSON_FLAGS | JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	fputc('\n', stdout);
 }
 

@@ -609,6 +609,7 @@ static void op_cleanup_remote(struct ssh_node *n, struct ssh_op *op)
 	libssh2_session_set_timeout(n->s, 0);
 }
 
+static void node_fail_v(struct ssh_node *n, const char *fmt, va_list ap) DT_PRINTF(2, 0);
 static void node_fail_v(struct ssh_node *n, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;

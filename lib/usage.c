@@ -22,6 +22,7 @@ const char *dt_progname(void)
 	return progname;
 }
 
+static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum) DT_PRINTF(2, 0);
 static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 {
 	char msg[4096];

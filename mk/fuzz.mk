@@ -16,10 +16,6 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz_config_LIBS = $(O)/libdt.a
 
 ifneq ($(filter fuzz%,$(BUILD)),)
-# clang's -Wformat=2 also flags vsnprintf(fmt) in va_list helpers that gcc
-# accepts (strbuf_vaddf has no format attribute); keep the rest of -Werror.
-CFLAGS += -Wno-format-nonliteral
-
 $(O)/fuzz/%: tests/fuzz/%.c $(O)/libdt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(or $($*_LIBS),$(O)/libdt.a) \

@@ -50,10 +50,51 @@ def dtctl_bin() -> Path:
 
 @pytest.fixture
 def tmp_home(tmp_path, monkeypatch) -> Path:
+    """A fresh DTCTL_HOME; daemons started with it (dtsched, a local dtagent) are
+    stopped at the end, whatever the test did."""
     home = tmp_path / "dtctl-home"
     home.mkdir(mode=0o700)
     monkeypatch.setenv("DTCTL_HOME", str(home))
-    return home
+    yield home
+    stop_home_daemons(home)
+
+
+def stop_home_daemons(home: Path) -> None:
+    """TERM, then KILL, every daemon whose pid file is in `home`."""
+    import signal
+    import time
+    pids = []
+    for name in ("dtsched.pid", "agent.pid"):
+        try:
+            pids.append(int((home / name).read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except OSError:
+                pass
+        if not alive:
+            return
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(_alive(p) for p in alive):
+            time.sleep(0.05)
+        pids = [p for p in alive if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture

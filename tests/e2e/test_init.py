@@ -187,3 +187,31 @@ def test_duplicate_and_empty_nodes_are_usage_errors(cluster, dtctl, tmp_home, tm
     p = dtctl("init", "--accept-new-hosts", empty)
     assert p.returncode == 2, p.stderr
     assert not (tmp_home / "id_ed25519").exists(), "init wrote a key despite a bad config"
+
+
+def test_init_starts_agents_and_head(cluster, dtctl, tmp_home, tmp_path):
+    """After init, dtsched runs on the head and every node's agent heartbeats to it: the
+    nodes are UP with the GPU counts of cluster.yaml (faked with gpus: 2)."""
+    import json
+    import time
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="agent: {heartbeat: 500ms, dead_after: 5s}\nhead: {address: %s}\n"
+                        % c.host_addr)
+    pw = tmp_path / "pw"
+    pw.write_text(c.password + "\n")
+    p = dtctl("init", "--accept-new-hosts", "--password-file", pw, cfg, timeout=120)
+    assert p.returncode == 0, "init failed:\n%s\n%s" % (p.stdout, p.stderr)
+    deadline = time.monotonic() + 20
+    while True:
+        r = dtctl("nodes", "--json", timeout=30)
+        nodes = json.loads(r.stdout)["nodes"] if r.returncode == 0 else []
+        up = sorted(n["name"] for n in nodes if n["state"] == "UP")
+        if up == sorted(n.name for n in c.nodes) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert up == sorted(n.name for n in c.nodes), (r.stdout, r.stderr)
+    assert all(n["gpus_total"] == 2 for n in nodes), nodes
+    # stop them again: the fixture's teardown would also, but this is the command users run
+    r = dtctl("agents", "stop", timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -16,12 +16,22 @@ the curve's residual at epoch E is positive).
 
     make bench-deps && make BUILD=dev-sweep bench-sweep
     /usr/bin/python3 bench/bench_sweep_quality.py --sim build/dev-sweep/bench/sweep_sim
+    # development seeds (never the reported 0-9), Optuna's results kept in a cache:
+    /usr/bin/python3 bench/bench_sweep_quality.py --sim ... --seed-start 100 --seeds 100 \
+        --cache build/dev-sweep/optuna-cache.json
+
+Optuna's runs are deterministic for a seed (TPESampler(seed), noise from
+random.Random(seed)), so --cache may keep them between runs: they are the
+slow half (about 5 s each against dtctl's 0.01 s), and reusing them only
+saves time.  The key includes every setting and Optuna's version.
 
 Prints one line per seed and a markdown table for docs/BENCHMARKS.md.
 Run it with Debian's /usr/bin/python3 (python3-optuna).
 """
 import argparse
+import json
 import math
+import os
 import random
 import statistics
 import subprocess
@@ -120,10 +130,10 @@ def run_optuna(name, seed, budget, epochs, eta, min_iter):
     return best, best - f_star, trials
 
 
-def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes"):
+def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes", extra=()):
     out = subprocess.run(
         [sim, name, "--seed", str(seed), "--budget", str(budget), "--epochs", str(epochs),
-         "--eta", str(eta), "--min-iter", str(min_iter), "--method", method],
+         "--eta", str(eta), "--min-iter", str(min_iter), "--method", method, *extra],
         check=True, capture_output=True, text=True).stdout
     kv = dict(item.split("=") for item in out.split())
     return float(kv["best"]), float(kv["regret"]), int(kv["trials"])
@@ -132,7 +142,12 @@ def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sim", required=True, help="path of the sweep_sim program")
-    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seeds", type=int, default=10, help="number of seeds (10)")
+    ap.add_argument("--seed-start", type=int, default=0,
+                    help="first seed (0); develop on other seeds than the reported 0-9")
+    ap.add_argument("--cache", help="JSON file keeping Optuna's results between runs")
+    ap.add_argument("--sim-args", default="",
+                    help="extra sweep_sim options for dtctl's TPE run (experiments)")
     ap.add_argument("--budget", type=int, default=810, help="trial-epochs per run (810)")
     ap.add_argument("--epochs", type=int, default=27)
     ap.add_argument("--eta", type=int, default=3)
@@ -145,20 +160,34 @@ def main():
         sys.exit("bench_sweep_quality: python3-optuna is missing; run 'make bench-deps' "
                  "and use /usr/bin/python3")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    cache = {}
+    if args.cache and os.path.exists(args.cache):
+        with open(args.cache) as f:
+            cache = json.load(f)
+    seeds = range(args.seed_start, args.seed_start + args.seeds)
 
     rows = []
     for name in args.objectives.split(","):
         res = {"dtctl": [], "optuna": [], "random": []}
         secs = {"dtctl": 0.0, "optuna": 0.0, "random": 0.0}
-        for seed in range(args.seeds):
+        for seed in seeds:
             common = (name, seed, args.budget, args.epochs, args.eta, args.min_iter)
+            key = "%s %s" % (optuna.__version__, " ".join(map(str, common)))
             t0 = time.monotonic()
-            d = run_dtctl(args.sim, *common)
+            d = run_dtctl(args.sim, *common, extra=args.sim_args.split())
             t1 = time.monotonic()
             r = run_dtctl(args.sim, *common, method="random")
             t2 = time.monotonic()
-            o = run_optuna(*common)
-            t3 = time.monotonic()
+            if key in cache:
+                o, t3 = tuple(cache[key][:3]), t2 + cache[key][3]
+            else:
+                o = run_optuna(*common)
+                t3 = time.monotonic()
+                cache[key] = list(o) + [t3 - t2]
+                if args.cache:
+                    with open(args.cache + ".tmp", "w") as f:
+                        json.dump(cache, f, indent=0, sort_keys=True)
+                    os.replace(args.cache + ".tmp", args.cache)
             secs["dtctl"] += t1 - t0
             secs["random"] += t2 - t1
             secs["optuna"] += t3 - t2
@@ -174,7 +203,8 @@ def main():
 
     print()
     print("budget %d trial-epochs, %d epochs per full trial, ASHA/SHA min_iter %d eta %d, "
-          "%d seeds, medians" % (args.budget, args.epochs, args.min_iter, args.eta, args.seeds))
+          "seeds %d-%d, medians" % (args.budget, args.epochs, args.min_iter, args.eta,
+                                    seeds[0], seeds[-1]))
     print()
     print("| objective | dtctl TPE+ASHA best (regret) | Optuna TPE+SHA best (regret) | "
           "regret ratio dtctl/Optuna | dtctl ≤ Optuna | dtctl random+ASHA best (regret) | "

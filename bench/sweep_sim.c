@@ -192,8 +192,8 @@ int main(int argc, const char **argv)
 		"sweep_sim [options] (branin | hartmann6 | mlp)", NULL,
 	};
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
-	int n_startup = -1, candidates = -1, multivariate = -1;
-	double gamma = -1;
+	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1;
+	double gamma = -1, bandwidth = -1;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -207,6 +207,8 @@ int main(int argc, const char **argv)
 		OPT_INT(0, "candidates", &candidates, "TPE candidates per parameter"),
 		OPT_DOUBLE(0, "gamma", &gamma, "TPE good fraction"),
 		OPT_INT(0, "multivariate", &multivariate, "TPE joint (1) or per-parameter (0) densities"),
+		OPT_DOUBLE(0, "bandwidth", &bandwidth, "TPE multivariate kernel width factor"),
+		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
 		OPT_END(),
 	};
 	const struct objective *obj = NULL;
@@ -246,9 +248,13 @@ int main(int argc, const char **argv)
 		to.gamma = gamma;
 	if (multivariate >= 0)
 		to.multivariate = multivariate;
+	if (bandwidth > 0)
+		to.bandwidth_factor = bandwidth;
 	search_set_tpe_options(s, &to);
 	if (!no_asha && !(a = asha_new(min_iter, eta, epochs, GOAL_MINIMIZE)))
 		die_code(DT_EXIT_USAGE, "bad ASHA settings: min_iter %d eta %d", min_iter, eta);
+	if (a && min_peers >= 0)
+		asha_set_min_peers(a, min_peers);
 	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));
 
 	while (used < budget) {

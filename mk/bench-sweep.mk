@@ -5,6 +5,8 @@
 #   make bench-deps              installs python3-optuna (Debian), bench-only
 #   make bench-sweep             build bench/sweep_sim, run 10 seeds x 3 objectives
 #   make bench-sweep BENCH_SWEEP_ARGS='--seeds 3 --objectives branin'
+#   make bench-sweep BENCH_SWEEP_ARGS='--seed-start 100 --seeds 100 --cache $(O)/optuna-cache.json'
+#                                choosing defaults: never on the reported seeds 0-9
 .PHONY: bench-sweep
 BENCH_TARGETS += bench-sweep
 BENCH_DEPS += python3-optuna

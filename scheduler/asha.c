@@ -31,6 +31,7 @@ struct asha_trial {
 
 struct asha {
 	int min_iter, eta, max_iter;
+	int min_peers;       /* other values a rung must hold before a trial may pass it */
 	enum sweep_goal goal;
 	struct rung *rungs;
 	size_t nr_rungs;     /* rungs known so far (grown on demand when unbounded) */
@@ -49,6 +50,7 @@ struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal)
 	a->min_iter = min_iter;
 	a->eta = eta;
 	a->max_iter = max_iter;
+	a->min_peers = ASHA_DEFAULT_MIN_PEERS;
 	a->goal = goal;
 	a->rungs = xcalloc(ASHA_MAX_RUNGS, sizeof(*a->rungs));
 	return a;
@@ -65,6 +67,16 @@ void asha_free(struct asha *a)
 		free(a->trials[i].values);
 	free(a->trials);
 	free(a);
+}
+
+void asha_set_min_peers(struct asha *a, int min_peers)
+{
+	a->min_peers = min_peers < 0 ? 0 : min_peers;
+}
+
+int asha_get_min_peers(const struct asha *a)
+{
+	return a->min_peers;
 }
 
 /* Append the next rung if there is one below max_iter; returns 1 if it did. */
@@ -162,7 +174,11 @@ static struct asha_trial *trial_find(struct asha *a, int id, int create)
 	return &a->trials[lo];
 }
 
-/* Record `value` for t at its next rung; returns 1 if t ranks to continue there. */
+/*
+ * Record `value` for t at its next rung; returns 1 if t ranks to continue
+ * there: in the top max(1, floor(n / eta)) of the n values recorded (its own
+ * included), and with at least min_peers other values to be compared with.
+ */
 static int trial_record(struct asha *a, struct asha_trial *t, double value)
 {
 	struct rung *r = &a->rungs[t->nr_values];
@@ -176,7 +192,7 @@ static int trial_record(struct asha *a, struct asha_trial *t, double value)
 	keep = r->nr / (size_t)a->eta;
 	if (keep < 1)
 		keep = 1;
-	return better < keep;
+	return better < keep && r->nr > (size_t)a->min_peers;
 }
 
 int asha_report(struct asha *a, int trial_id, double resource, double value)
@@ -213,8 +229,9 @@ json_t *asha_to_json(const struct asha *a)
 		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
 							"values", vals, "pruned", t->pruned));
 	}
-	return json_pack("{s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
+	return json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
 			 "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
+			 "min_peers", a->min_peers,
 			 "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
 			 "trials", trials);
 }
@@ -237,6 +254,8 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 		strbuf_addstr(err, "asha state: needs min_iter >= 1 and eta >= 2");
 		return NULL;
 	}
+	/* absent: a snapshot from before the setting, whose rule was min_peers 0 */
+	asha_set_min_peers(a, (int)json_get_int(j, "min_peers", 0));
 	json_array_foreach(trials, i, tj) {
 		const json_t *vals = json_object_get(tj, "values"), *vj;
 		struct asha_trial *t;

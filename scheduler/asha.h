@@ -12,9 +12,15 @@
  * The rule, at each rung a trial reaches: record its value there, n being
  * the number of values recorded at that rung so far (its own included);
  * the trial continues if fewer than max(1, floor(n / eta)) recorded values
- * are strictly better than its own, else it is pruned.  So the best value
- * at a rung is never pruned, the first trial to reach a rung always goes on,
- * and until eta trials have reached a rung only the best so far goes on.
+ * are strictly better than its own AND at least min_peers (default 1) other
+ * values are recorded there, else it is pruned.  So a trial goes on only
+ * after beating (or tying) a peer: the first trial to reach a rung stops
+ * there, its value still recorded for the later ones to be judged against;
+ * until eta trials have reached a rung only the best so far goes on; from
+ * the second arrival on, the best value at a rung is never pruned.
+ * min_peers 0 is the former rule, where the first trial to reach a rung
+ * always went on (so in a sequential sweep the first trial always ran to
+ * the end); docs/sweep-search.md has the measurements behind the change.
  *
  * Determinism and recovery: the value a trial records at rung k is its
  * first report with resource >= rung k, and every crossed rung records it,
@@ -46,6 +52,15 @@ struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal)
 void asha_free(struct asha *a);
 
 /*
+ * How many other values a rung must hold before a trial may continue past
+ * it (default ASHA_DEFAULT_MIN_PEERS = 1; 0: the first to arrive goes on).
+ * Set it before the first report; asha_to_json() records it.
+ */
+#define ASHA_DEFAULT_MIN_PEERS 1
+void asha_set_min_peers(struct asha *a, int min_peers);
+int asha_get_min_peers(const struct asha *a);
+
+/*
  * Trial `trial_id` reported `value` at progress `resource` (epoch/step).
  * Returns ASHA_PRUNE if the trial should stop now (and for every later
  * report of a pruned trial), else ASHA_CONTINUE.  A NaN value counts as the
@@ -61,9 +76,11 @@ double asha_rung_resource(struct asha *a, size_t k);
 size_t asha_rung_count(const struct asha *a, size_t k);
 
 /*
- * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "goal": "minimize",
- *  "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
- * values[k] is the value recorded at rung k; null for NaN.
+ * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "min_peers": 1,
+ *  "goal": "minimize", "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
+ * values[k] is the value recorded at rung k; null for NaN.  A snapshot
+ * without "min_peers" (written before it existed) is read with min_peers 0,
+ * the rule it was made under.
  */
 json_t *asha_to_json(const struct asha *a);
 struct asha *asha_from_json(const json_t *j, struct strbuf *err);

@@ -140,6 +140,7 @@ struct tpe_options {
 	int gamma_cap;        /* at most this many good trials: 25 */
 	double prior_weight;  /* weight of the prior component in l and g: 1.0 */
 	int multivariate;     /* joint densities over all parameters (1) or one per parameter */
+	double bandwidth_factor;  /* multivariate: Scott's-rule kernel widths times this: 0.7 */
 };
 void search_get_tpe_options(const struct search *s, struct tpe_options *o);
 void search_set_tpe_options(struct search *s, const struct tpe_options *o);

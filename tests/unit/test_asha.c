@@ -36,7 +36,8 @@ static void test_rungs(void **state)
 /*
  * Nine trials reach epoch 1 with the values below, in this order.  With
  * eta 3 a trial goes on iff fewer than max(1, floor(n/3)) recorded values
- * beat it.
+ * beat it.  This is the former rule, min_peers 0, where the first trial to
+ * reach a rung goes on; test_min_peers has the default.
  */
 static void test_scenario(void **state)
 {
@@ -57,6 +58,7 @@ static void test_scenario(void **state)
 	};
 	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE);
 
+	asha_set_min_peers(a, 0);
 	for (size_t i = 0; i < ARRAY_SIZE(rung0); i++) {
 		/* epoch 0.5 is below the first rung: nothing to decide */
 		assert_int_equal(asha_report(a, rung0[i].id, 0.5, 100), ASHA_CONTINUE);
@@ -82,10 +84,58 @@ static void test_scenario(void **state)
 	asha_free(a);
 }
 
+/*
+ * The default, min_peers 1: a trial passes a rung only with a peer to be
+ * compared with, so the first to arrive stops there (its value recorded),
+ * and the next ones are judged as before.
+ */
+static void test_min_peers(void **state)
+{
+	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE), *b = asha_new(1, 3, 27, GOAL_MINIMIZE);
+	struct strbuf err = STRBUF_INIT;
+	json_t *j;
+
+	assert_int_equal(asha_get_min_peers(a), 1);
+	assert_int_equal(asha_report(a, 0, 1, 5), ASHA_PRUNE);      /* alone at the rung */
+	assert_int_equal(asha_report(a, 1, 1, 3), ASHA_CONTINUE);   /* n=2, best */
+	assert_int_equal(asha_report(a, 2, 1, 4), ASHA_PRUNE);      /* n=3 keep 1 */
+	assert_int_equal(asha_report(a, 1, 3, 2), ASHA_PRUNE);      /* first at rung 1 */
+	assert_int_equal(asha_report(a, 3, 1, 1), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 3, 3, 1.5), ASHA_CONTINUE); /* beats trial 1 there */
+	assert_int_equal(asha_report(a, 3, 9, 1.2), ASHA_PRUNE);    /* first at rung 2 */
+	assert_int_equal(asha_rung_count(a, 0), 4);
+	/* min_peers 2: the second arrival needs one more peer too */
+	asha_set_min_peers(b, 2);
+	assert_int_equal(asha_report(b, 0, 1, 5), ASHA_PRUNE);
+	assert_int_equal(asha_report(b, 1, 1, 3), ASHA_PRUNE);
+	assert_int_equal(asha_report(b, 2, 1, 1), ASHA_CONTINUE);
+	/* the setting travels in the snapshot; one without it has the former rule */
+	j = asha_to_json(b);
+	assert_int_equal(json_integer_value(json_object_get(j, "min_peers")), 2);
+	asha_free(b);
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_int_equal(asha_get_min_peers(b), 2);
+	asha_free(b);
+	json_object_del(j, "min_peers");
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_int_equal(asha_get_min_peers(b), 0);
+	assert_int_equal(asha_report(b, 9, 3, 0.5), ASHA_CONTINUE);   /* alone at rung 1 */
+	json_decref(j);
+	strbuf_release(&err);
+	asha_free(a);
+	asha_free(b);
+}
+
 static void test_maximize_and_nan(void **state)
 {
 	struct asha *a = asha_new(1, 2, 0, GOAL_MAXIMIZE);
 
+	assert_int_equal(asha_report(a, 1, 1, 0.9), ASHA_PRUNE);      /* no peer yet */
+	asha_free(a);
+	a = asha_new(1, 2, 0, GOAL_MAXIMIZE);
+	asha_set_min_peers(a, 0);
 	assert_int_equal(asha_report(a, 1, 1, 0.9), ASHA_CONTINUE);
 	assert_int_equal(asha_report(a, 2, 1, 0.5), ASHA_PRUNE);   /* lower accuracy */
 	assert_int_equal(asha_report(a, 3, 1, 0.95), ASHA_CONTINUE);
@@ -99,7 +149,7 @@ struct ref_rung {
 	size_t n;
 };
 
-static void test_random_against_reference(void **state)
+static void random_against_reference(int min_peers)
 {
 	const int eta = 3, max_iter = 81, trials = 600;
 	struct asha *a = asha_new(1, eta, max_iter, GOAL_MINIMIZE);
@@ -109,6 +159,7 @@ static void test_random_against_reference(void **state)
 	struct rng r;
 	int live = trials, prunes = 0;
 
+	asha_set_min_peers(a, min_peers);
 	memset(ref, 0, sizeof(ref));
 	rng_seed(&r, 2024);
 	for (int t = 0; t < trials; t++)
@@ -132,9 +183,10 @@ static void test_random_against_reference(void **state)
 				better += ref[rung].v[i] < v;
 			ref[rung].v[ref[rung].n++] = v;
 			keep = ref[rung].n / eta ? ref[rung].n / eta : 1;
-			want = better < keep ? ASHA_CONTINUE : ASHA_PRUNE;
-			/* the best value at a rung is never pruned */
-			if (better == 0)
+			want = better < keep && ref[rung].n > (size_t)min_peers ?
+			       ASHA_CONTINUE : ASHA_PRUNE;
+			/* the best value at a rung with enough peers is never pruned */
+			if (better == 0 && ref[rung].n > (size_t)min_peers)
 				assert_int_equal(want, ASHA_CONTINUE);
 		}
 		dec = asha_report(a, t, epoch[t], v);
@@ -156,6 +208,13 @@ static void test_random_against_reference(void **state)
 	free(dead);
 	free(quality);
 	asha_free(a);
+}
+
+static void test_random_against_reference(void **state)
+{
+	random_against_reference(0);
+	random_against_reference(1);
+	random_against_reference(3);
 }
 
 /* Reports of 40 trials, 10 epochs each, values from a seeded learning curve. */
@@ -230,6 +289,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rungs),
 		cmocka_unit_test(test_scenario),
+		cmocka_unit_test(test_min_peers),
 		cmocka_unit_test(test_maximize_and_nan),
 		cmocka_unit_test(test_random_against_reference),
 		cmocka_unit_test(test_replay_and_json),

@@ -654,6 +654,104 @@ static void test_state_roundtrip_and_replay(void **state)
 	cfg_release(&c);
 }
 
+/*
+ * The multivariate kernels are Scott's rule times bandwidth_factor (0.7 by
+ * default): with the same history, suggestions under the default sit closer
+ * to the good region than with factor 1 (the former kernels) and farther
+ * than with 0.4.  The option is recorded in the state JSON; a state written
+ * before it existed is read with factor 1, so it replays as it was made.
+ */
+static double bandwidth_spread(double factor, struct tpe_options *got)
+{
+	struct tpe_options o;
+	struct sweep_config c;
+	struct suggestion sg = SUGGESTION_INIT;
+	struct search *s;
+	struct rng r;
+	double spread = 0;
+
+	cfg_init(&c, SWEEP_BAYES, GOAL_MINIMIZE);
+	add_param(&c, "x", PARAM_UNIFORM, 0, 10);
+	add_param(&c, "y", PARAM_UNIFORM, 0, 10);
+	s = must_new(&c, 21);
+	search_get_tpe_options(s, &o);
+	if (got)
+		*got = o;
+	if (factor > 0)
+		o.bandwidth_factor = factor;
+	search_set_tpe_options(s, &o);
+	rng_seed(&r, 4);
+	for (int k = 0; k < 60; k++) {
+		char buf[32];
+		double x = 10 * rng_uniform01(&r), y = 10 * rng_uniform01(&r);
+
+		/* a hand-built history: value = distance to (3, 7) */
+		search_suggest(s, &sg);
+		snprintf(buf, sizeof(buf), "%.6f", x);
+		free(sg.items[0].value);
+		sg.items[0].value = xstrdup(buf);
+		snprintf(buf, sizeof(buf), "%.6f", y);
+		free(sg.items[1].value);
+		sg.items[1].value = xstrdup(buf);
+		sg.items[0].num = strtod(sg.items[0].value, NULL);
+		sg.items[1].num = strtod(sg.items[1].value, NULL);
+		assert_int_equal(search_observe(s, &sg, hypot(x - 3, y - 7), SEARCH_COMPLETED), 0);
+	}
+	for (int k = 0; k < 300; k++) {   /* no observations: 300 draws from one model */
+		search_suggest(s, &sg);
+		spread += hypot(num_of(&sg, "x") - 3, num_of(&sg, "y") - 7) / 300;
+	}
+	suggestion_release(&sg);
+	search_free(s);
+	cfg_release(&c);
+	return spread;
+}
+
+static void test_tpe_bandwidth_factor(void **state)
+{
+	struct tpe_options o;
+	double narrow = bandwidth_spread(0.4, NULL), dflt = bandwidth_spread(-1, &o);
+	double scott = bandwidth_spread(1.0, NULL);
+	struct sweep_config c;
+	struct search *s, *back;
+	struct strbuf err = STRBUF_INIT;
+	json_t *j;
+
+	print_message("mean distance of suggestions to the optimum: factor 0.4 %.3f, "
+		      "default %.3f, 1.0 %.3f\n", narrow, dflt, scott);
+	assert_true(o.bandwidth_factor == 0.7);
+	if (!(narrow < dflt && dflt < scott))
+		fail_msg("expected narrower kernels to suggest closer to the good points: "
+			 "0.4 -> %g, 0.7 -> %g, 1.0 -> %g", narrow, dflt, scott);
+
+	build_tpe_cfg(&c);
+	s = must_new(&c, 5);
+	o.bandwidth_factor = 0.55;
+	search_set_tpe_options(s, &o);
+	j = search_state_to_json(s);
+	assert_true(json_real_value(json_object_get(json_object_get(j, "tpe"),
+						    "bandwidth_factor")) == 0.55);
+	back = search_state_from_json(&c, j, &err);
+	assert_non_null(back);
+	search_get_tpe_options(back, &o);
+	assert_true(o.bandwidth_factor == 0.55);
+	search_free(back);
+	json_object_del(json_object_get(j, "tpe"), "bandwidth_factor");
+	back = search_state_from_json(&c, j, &err);
+	assert_non_null(back);
+	search_get_tpe_options(back, &o);
+	assert_true(o.bandwidth_factor == 1.0);   /* the rule the old state was made under */
+	search_free(back);
+	o.bandwidth_factor = -3;                  /* refused: back to the default */
+	search_set_tpe_options(s, &o);
+	search_get_tpe_options(s, &o);
+	assert_true(o.bandwidth_factor == 0.7);
+	json_decref(j);
+	strbuf_release(&err);
+	search_free(s);
+	cfg_release(&c);
+}
+
 static void test_suggestion_json(void **state)
 {
 	struct suggestion sg = SUGGESTION_INIT, back = SUGGESTION_INIT;
@@ -695,6 +793,7 @@ int main(void)
 		cmocka_unit_test(test_tpe_beats_random),
 		cmocka_unit_test(test_tpe_mixed_space),
 		cmocka_unit_test(test_tpe_pruned_rank_after_completed),
+		cmocka_unit_test(test_tpe_bandwidth_factor),
 		cmocka_unit_test(test_observe_rejects_foreign),
 		cmocka_unit_test(test_state_roundtrip_and_replay),
 		cmocka_unit_test(test_suggestion_json),

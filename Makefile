@@ -137,13 +137,14 @@ check:
 	@MAKE="$(MAKE)" scripts/check.sh
 
 demo: all
-	@scripts/demo.sh
+	@DTCTL_BIN=$(CURDIR)/$(BINDIR) scripts/demo.sh
 
 LINT_SRC = $(LIB_SRC) $(CLI_SRC) cli/dtctl.c $(AGENT_SRC) agent/dtagent.c $(SCHED_SRC) \
 	scheduler/dtsched.c $(wildcard trainer/*.c)
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-		--inline-suppr --suppress=missingIncludeSystem --std=c11 -Ilib -I. \
+		--inline-suppr --suppress=missingIncludeSystem --library=tests/lint/jansson.cfg \
+		--std=c11 -Ilib -I. \
 		-D_GNU_SOURCE -DDT_VERSION='"$(VERSION)"' $(LINT_SRC)
 	clang-tidy --quiet $(LINT_SRC) -- $(BASE_CFLAGS) $(PKG_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) \
 		-DDT_HAVE_MPI -DDT_HAVE_BLAS 2>&1 | grep -v 'warnings generated' ; \

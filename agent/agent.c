@@ -4,7 +4,7 @@
  *
  * The agent is deliberately thin: the task table on disk is the truth (the
  * supervisors write it), the agent caches it in memory, refreshes an entry
- * when its file changes (one stat per live task every 100 ms), and reports
+ * when its file changes (one stat per live task every 50 ms), and reports
  * changes to dtsched at once.  Killing the agent loses nothing; a new one
  * reloads the table and carries on.
  */
@@ -23,16 +23,18 @@
 #include "usage.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
-#define WATCH_MS 100
+#define WATCH_MS 50
 #define LIVENESS_MS 1000
 #define STARTING_TIMEOUT_MS 10000
 #define PRUNE_EVERY_MS 60000
@@ -51,6 +53,8 @@ struct agent {
 	char head_host[256];
 	int head_port;
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
+	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
+	char bin_dir[4096];
 };
 
 static json_t *ts_json(long long us)
@@ -457,7 +461,67 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	resp->content_type = "text/plain; version=0.0.4";
 }
 
+/* 1 if `port` is free to listen on, on every address of this node. */
+static int port_is_free(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((unsigned short)port);
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+/*
+ * POST /v1/ports: a port free on this node for a job's rendezvous
+ * (MASTER_PORT).  Ports handed out in the last DT_PORT_RESERVE_S are skipped,
+ * so two jobs launched at once never share one even before either binds it.
+ */
+static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	long long lo = json_get_int(req->json, "min", DT_PORT_MIN_DEFAULT);
+	long long hi = json_get_int(req->json, "max", DT_PORT_MAX_DEFAULT);
+	long long now = dt_mono_ms();
+	int found = 0;
+
+	if (lo < 1024 || hi > 65535 || lo > hi) {
+		dt_http_error(resp, 400, "port range %lld-%lld: expected 1024 <= min <= max <= 65535",
+			      lo, hi);
+		return;
+	}
+	pthread_mutex_lock(&a->lock);
+	for (long long p = lo; p <= hi && !found; p++) {
+		int taken = 0;
+		size_t oldest = 0;
+
+		for (size_t i = 0; i < ARRAY_SIZE(a->ports); i++) {
+			if (a->ports[i].port == p && now - a->ports[i].at_ms < DT_PORT_RESERVE_S * 1000LL)
+				taken = 1;
+			if (a->ports[i].at_ms < a->ports[oldest].at_ms)
+				oldest = i;
+		}
+		if (taken || !port_is_free((int)p))
+			continue;
+		a->ports[oldest].port = (int)p;
+		a->ports[oldest].at_ms = now;
+		found = (int)p;
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (!found)
+		dt_http_error(resp, 503, "no free port in %lld-%lld on node '%s'", lo, hi, a->name);
+	else
+		dt_http_json(resp, 200, json_pack("{s:i,s:s}", "port", found, "node", a->name));
+}
+
 static const struct dt_http_route routes[] = {
+	{ "POST", DT_PATH_PORTS, 0, 0, h_ports },
 	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
 	{ "GET", DT_PATH_INVENTORY, 0, 0, h_inventory },
 	{ "POST", DT_PATH_TASKS, 0, 0, h_task_start },
@@ -536,6 +600,16 @@ static void *heartbeat_thread(void *data)
 		json_object_set_new(body, "full", json_boolean(full));
 		if (a->o.advertise)
 			json_object_set_new(body, "address", json_string(a->o.advertise));
+		json_object_set_new(body, "bin_dir", json_string(a->bin_dir));
+		json_object_set_new(body, "home", json_string(a->o.home));
+		{
+			struct strbuf sc = STRBUF_INIT;
+
+			strbuf_addf(&sc, "%s/ssh_config", a->o.home);
+			if (access(sc.buf, R_OK) == 0)
+				json_object_set_new(body, "ssh_config", json_string(sc.buf));
+			strbuf_release(&sc);
+		}
 		pthread_mutex_unlock(&a->lock);
 		json_object_set_new(body, "inventory", inventory_collect(a->name, a->o.gpus));
 		code = dt_httpc_request(&c, "POST", DT_PATH_HEARTBEAT, body, &reply, &err);
@@ -586,6 +660,9 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		gethostname(a->name, sizeof(a->name) - 1);
 	strbuf_init(&a->dir, 0);
 	strbuf_addf(&a->dir, "%s/tasks", o->home);
+	snprintf(a->bin_dir, sizeof(a->bin_dir), "%s", o->exe ? o->exe : "");
+	if (strrchr(a->bin_dir, '/'))
+		*strrchr(a->bin_dir, '/') = '\0';
 
 	if (o->secret)
 		strbuf_addstr(&secret, o->secret);

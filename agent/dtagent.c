@@ -6,6 +6,7 @@
  *   dtagent [--daemon] --port P --name N --head ADDR:PORT [--gpus N]  serve
  *   dtagent --stop | --status                                         manage
  *   dtagent --supervise ID --home DIR                                 internal
+ *   dtagent rank-log DIR -- PROG ARGS     one MPI rank's output to DIR/<rank>.log
  *
  * One agent per home: the pid file <home>/agent.pid is locked (flock) for
  * the agent's whole life, so a second one refuses to start.  --daemon
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "ranklog.h"
 #include "strbuf.h"
 #include "supervise.h"
 #include "usage.h"
@@ -95,6 +97,8 @@ int main(int argc, const char **argv)
 	long long holder;
 
 	dt_set_progname("dtagent");
+	if (argc >= 2 && !strcmp(argv[1], "rank-log"))
+		return ranklog_main(argc - 1, argv + 1);
 	parse_options(argc - 1, argv + 1, opts, usage, 0);
 	if (version) {
 		printf("dtagent %s\n", DT_VERSION);

@@ -211,6 +211,45 @@ static void child_fail(int fd, const char *what)
 	_exit(127);
 }
 
+/*
+ * PATH starts with the folder of this dtagent, so a task's `dttrain` or
+ * `dtagent rank-log` is this installation's (DESIGN.md: ~/.dtctl/bin).
+ */
+static void path_prefix_self(struct strvec *env)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *old = NULL;
+	struct strbuf path = STRBUF_INIT;
+	char *slash;
+
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash || slash == exe)
+		return;
+	*slash = '\0';
+	for (size_t i = 0; i < env->nr; i++)
+		if (starts_with(env->v[i], "PATH="))
+			old = env->v[i] + 5;
+	strbuf_addstr(&path, exe);
+	if (old && *old) {
+		size_t len = strlen(exe);
+
+		/* already first: leave it */
+		if (!strncmp(old, exe, len) && (old[len] == ':' || !old[len])) {
+			strbuf_release(&path);
+			return;
+		}
+		strbuf_addf(&path, ":%s", old);
+	} else {
+		strbuf_addstr(&path, ":/usr/local/bin:/usr/bin:/bin");
+	}
+	strvec_setenv(env, "PATH", path.buf);
+	strbuf_release(&path);
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
@@ -238,6 +277,7 @@ static int start_task(struct sup *s)
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.id);
+	path_prefix_self(&env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {

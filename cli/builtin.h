@@ -15,15 +15,19 @@
 
 int cmd_agents(int argc, const char **argv);
 int cmd_api(int argc, const char **argv);
+int cmd_cancel(int argc, const char **argv);
 int cmd_doctor(int argc, const char **argv);
 int cmd_drain(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_nodes(int argc, const char **argv);
 int cmd_resume(int argc, const char **argv);
+int cmd_run(int argc, const char **argv);
+int cmd_show(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);
 int cmd_init(int argc, const char **argv);
 int cmd_logs(int argc, const char **argv);
+int cmd_ps(int argc, const char **argv);
 int cmd_push(int argc, const char **argv);
 int cmd_validate(int argc, const char **argv);
 int cmd_version(int argc, const char **argv);

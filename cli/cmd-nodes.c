@@ -74,7 +74,6 @@ int cmd_nodes(int argc, const char **argv)
 	size_t i;
 
 	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
-	argv++;
 	if (argc) {
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;

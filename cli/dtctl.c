@@ -20,6 +20,7 @@ struct cmd_struct {
 static const struct cmd_struct commands[] = {
 	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes" },
 	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent" },
+	{ "cancel", cmd_cancel, "cancel jobs (pending or running)" },
 	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster" },
 	{ "drain", cmd_drain, "stop placing work on a node" },
 	{ "exec", cmd_exec, "run a command on the nodes in parallel" },
@@ -28,8 +29,11 @@ static const struct cmd_struct commands[] = {
 	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node" },
 	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order" },
 	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats" },
+	{ "ps", cmd_ps, "queued and running jobs (--all: history too)" },
 	{ "push", cmd_push, "copy a file to the nodes" },
 	{ "resume", cmd_resume, "place work on a drained node again" },
+	{ "run", cmd_run, "run a distributed job and stream its logs" },
+	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs" },
 	{ "validate", cmd_validate, "check configuration files and print them resolved" },
 	{ "version", cmd_version, "print the version" },
 };

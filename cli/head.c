@@ -132,3 +132,36 @@ int head_connect(struct dt_httpc *c, int start)
 	dt_httpc_init(c, "127.0.0.1", hs.port, &key);
 	return 0;
 }
+
+int head_api(const char *method, const char *path, const json_t *body, json_t **out,
+	     int *status)
+{
+	struct dt_httpc c;
+	struct strbuf err = STRBUF_INIT;
+	int code, st;
+
+	*out = NULL;
+	if (status)
+		*status = -1;
+	if ((code = head_connect(&c, 1)))
+		return code;
+	st = dt_httpc_request(&c, method, path, body, out, &err);
+	dt_httpc_release(&c);
+	if (status)
+		*status = st;
+	if (st < 0) {
+		error("cannot reach dtsched: %s (see '%s/dtsched.log')", err.buf, dt_home());
+		code = DT_EXIT_UNREACH;
+	} else if (st == 401) {
+		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));
+		code = DT_EXIT_UNREACH;
+	} else if (st == 400 || st == 404 || st == 422) {
+		error("%s", dt_httpc_reply_error(*out, st));
+		code = DT_EXIT_USAGE;
+	} else if (st < 200 || st >= 300) {
+		error("dtsched: %s (HTTP %d)", dt_httpc_reply_error(*out, st), st);
+		code = DT_EXIT_FAIL;
+	}
+	strbuf_release(&err);
+	return code;
+}

@@ -29,6 +29,15 @@ void dt_self_dir(struct strbuf *sb);
 int head_start(int quiet);
 /* A client for dtsched, starting it first when `start`; 0 or a DT_EXIT code. */
 int head_connect(struct dt_httpc *c, int start);
+/*
+ * One signed request to dtsched (started on demand): 0 with the reply in *out
+ * (also set on errors when there is one; the caller frees it), or the exit
+ * code after printing why: DT_EXIT_UNREACH (unreachable, 401), DT_EXIT_USAGE
+ * (400, 404, 422: nothing was done), DT_EXIT_FAIL (other statuses).
+ * *status gets the HTTP status (-1 when there was no answer) when not NULL.
+ */
+int head_api(const char *method, const char *path, const json_t *body, json_t **out,
+	     int *status);
 /* Load <home>/secret into key; DT_EXIT_UNREACH with a message if there is none. */
 int head_key(struct dt_auth_key *key);
 

@@ -159,7 +159,7 @@ int known_hosts_match_name(const char *patterns, const char *name)
 /* Split one line into fields; lines that are not entries keep hosts NULL. */
 static void parse_line(struct known_host *e, const char *line, size_t len)
 {
-	char *copy = xstrndup(line, len), *s = copy, *f[4];
+	char *copy = xstrndup(line, len), *s = copy, *f[4] = { NULL };
 	int nf = 0;
 	struct strbuf blob = STRBUF_INIT;
 

@@ -89,6 +89,25 @@
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
 #define DT_PATH_INVENTORY "/v1/inventory"
 
+/* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
+ *   <- {min?: 29500, max?: 29999}      range to scan (1024..65535, min <= max)
+ *   -> {protocol, port, node}          503 if every port of the range is taken
+ *   The agent binds each candidate on all addresses to check it is free and
+ *   hands out no port twice within DT_PORT_RESERVE_S, so two jobs starting
+ *   at once on one master node never get the same port.
+ *
+ * Every task the agent starts gets PATH prefixed with the agent's own bin
+ * directory, so `dttrain ...` and `dtagent rank-log ...` are this
+ * installation's.  `dtagent rank-log DIR -- PROG ARGS` (run by mpirun for
+ * each rank) writes DIR/<OMPI_COMM_WORLD_RANK>.log in the log format and
+ * DIR/../ranks/<rank>.json = {rank, node, pid, exit_code, started_at,
+ * ended_at} when the rank ends.
+ */
+#define DT_PATH_PORTS "/v1/ports"
+#define DT_PORT_MIN_DEFAULT 29500
+#define DT_PORT_MAX_DEFAULT 29999
+#define DT_PORT_RESERVE_S 120
+
 #define DT_TASK_STARTING "starting"
 #define DT_TASK_RUNNING "running"
 #define DT_TASK_STOPPING "stopping"
@@ -103,6 +122,8 @@
  *
  * POST /v1/heartbeat                  from each agent, every agent.heartbeat
  *   <- {node, port, address?, agent_pid, agent_started_at, version,
+ *       bin_dir?, home?, ssh_config? (<home>/ssh_config when it exists: mpirun's
+ *       plm_rsh_args -F on that node),
  *       inventory: (as GET /v1/inventory without protocol),
  *       tasks: [TASK...] (every non-final task, and final ones ended in the
  *               last DT_HEARTBEAT_RECENT_S seconds), seq,
@@ -133,6 +154,49 @@
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
 #define DT_HEARTBEAT_RECENT_S 60
+
+/* Jobs (dtctl <-> dtsched) ---------------------------------------------------
+ *
+ * POST /v1/jobs                       submit a job
+ *   <- {job: JOBSPEC (config.h job_config_to_json form: name, nodes,
+ *            gpus_per_node, procs_per_node, launcher, trainer | command, shell,
+ *            workdir, env, timeout, stall_after, retries, include_nodes,
+ *            exclude_nodes, labels),
+ *       shared_dir: the cluster's shared dir (job dirs go to <shared_dir>/jobs/<id>),
+ *       dry_run?: true = place and plan only, start and store nothing,
+ *       user?: who submitted (shown in ps)}
+ *   -> 201 {protocol, job: JOB}               queued (PENDING) or already RUNNING
+ *   -> 200 {protocol, dry_run: true, state: "RUNNING"|"PENDING", reason,
+ *           placement: [{node, address, slots}], plan: launch.h plan JSON}
+ *   -> 400 invalid spec (nothing queued)
+ *   -> 422 it can never fit: {error: "job needs 2 node(s) with 16 slot(s) ..."}
+ *
+ * GET /v1/jobs                        -> {protocol, jobs: [JOB...]} newest first
+ *                                        (every job dtsched remembers; clients filter)
+ * GET /v1/jobs/<id>                   -> {protocol, job: JOB (with details)}  404
+ * POST /v1/jobs/<id>/cancel           -> {protocol, job: JOB}  (final jobs: unchanged)
+ *
+ * JOB = {id, name, user, state, reason, submitted_at, started_at, ended_at,
+ *        elapsed_ms, nodes, per_node, gpu (slots are GPUs), world_size, launcher,
+ *        job_dir, attempt (0 = first run), retries, exit_code, failed_rank,
+ *        failed_node, stalled: [{rank, node, pid, idle_ms}],
+ *        placement: [{node, address, slots}],
+ *        details only: spec, master_port, history: [{state, at, reason}],
+ *        ranks: [{rank, node, task, state, exit_code, pid, log}], avoid: [node]}
+ * Every transition is in SQLite before it is acted on, and <job_dir>/state
+ * (one word) and <job_dir>/placement.json are rewritten atomically with it.
+ */
+#define DT_PATH_JOBS "/v1/jobs"
+#define DT_PATH_JOB_PREFIX "/v1/jobs/"
+#define DT_PATH_CANCEL_SUFFIX "/cancel"
+
+#define DT_JOB_PENDING "PENDING"
+#define DT_JOB_RUNNING "RUNNING"
+#define DT_JOB_COMPLETED "COMPLETED"
+#define DT_JOB_FAILED "FAILED"
+#define DT_JOB_CANCELLED "CANCELLED"
+#define DT_JOB_TIMEOUT "TIMEOUT"
+#define DT_JOB_NODE_FAIL "NODE_FAIL"
 
 #define DT_NODE_UP "UP"
 #define DT_NODE_SUSPECT "SUSPECT"

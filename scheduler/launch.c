@@ -138,6 +138,9 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 		strvec_push(&t->argv, "-x");
 		strvec_pushf(&t->argv, "%.*s", (int)(eq - t->env.v[i]), t->env.v[i]);
 	}
+	/* mpirun refuses root unless told (containers, the demo as root) */
+	strvec_setenv(&t->env, "OMPI_ALLOW_RUN_AS_ROOT", "1");
+	strvec_setenv(&t->env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
 	/* every rank through the agent's rank logger: logs/<rank>.log, timestamped */
 	if (o->bin_dir)
 		strvec_pushf(&t->argv, "%s/dtagent", o->bin_dir);
@@ -178,7 +181,8 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 	p->master_addr = xstrdup(nodes[0].address ? nodes[0].address : nodes[0].name);
 	p->master_port = o->master_port;
 	for (int k = 0; k < nr_nodes; k++)
-		strbuf_addf(&hf, "%s slots=%d\n", nodes[k].name, p->per_node);
+		strbuf_addf(&hf, "%s slots=%d\n", nodes[k].host ? nodes[k].host : nodes[k].name,
+			    p->per_node);
 	p->hostfile = strbuf_detach(&hf, NULL);
 	if (job->launcher == LAUNCHER_MPI)
 		build_mpi_task(p, job, nodes, o);

@@ -26,6 +26,7 @@ struct launch_node {
 	const char *name;
 	const char *address;          /* how other nodes reach it (MASTER_ADDR) */
 	const char *slots;            /* "0,1" GPU indices, or NULL for CPU slots */
+	const char *host;             /* its name in the hostfile (default: name) */
 };
 
 struct launch_task {

@@ -3,6 +3,7 @@
  * persistence and HTTP handlers (see sched.h).
  */
 #include "sched.h"
+#include "sched-int.h"
 #include "auth.h"
 #include "daemon.h"
 #include "dthome.h"
@@ -26,39 +27,6 @@
 #define TICK_MS 100
 #define FLUSH_MS 5000
 
-struct node {
-	char *name;
-	char *address;
-	int port;
-	const char *state;          /* DT_NODE_* */
-	int drained;
-	int down_latched;           /* DOWN when loaded: stays DOWN until it heartbeats */
-	long long last_hb_us;       /* wall clock, 0 = never */
-	long long last_hb_mono;     /* 0 = not since this dtsched started */
-	json_t *inventory;
-	json_t *tasks;              /* id -> last known TASK (as in the database) */
-	int gpus_total, gpus_used, cpus, tasks_running;
-	double gpu_util;
-	long long mem_total, mem_available;
-	char *agent_version;
-	char *agent_started;
-	int want_full;
-	int dirty;
-};
-
-struct sched {
-	struct sched_opts o;
-	pthread_mutex_t lock;
-	struct node **nodes;        /* sorted by name */
-	size_t nr, alloc;
-	sqlite3 *db;
-	sqlite3_stmt *st_node, *st_task;
-	struct dt_httpd *srv;
-	struct dt_auth_key key;
-	long long started_mono, started_us;
-	unsigned long long heartbeats, nodes_failed;
-};
-
 int sched_fs_is_network(long f_type)
 {
 	switch ((unsigned long)f_type) {
@@ -76,7 +44,7 @@ int sched_fs_is_network(long f_type)
 	return 0;
 }
 
-static json_t *ts_json(long long us)
+json_t *ts_json(long long us)
 {
 	char buf[64];
 	time_t s = (time_t)(us / 1000000);
@@ -113,7 +81,7 @@ static const char schema[] =
 	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
 	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
 
-static int db_exec(struct sched *s, const char *sql)
+int db_exec(struct sched *s, const char *sql)
 {
 	char *msg = NULL;
 
@@ -195,7 +163,7 @@ static int node_cmp(const void *key, const void *elem)
 	return strcmp(key, (*(struct node *const *)elem)->name);
 }
 
-static struct node *node_find(struct sched *s, const char *name)
+struct node *node_find(struct sched *s, const char *name)
 {
 	struct node **p = bsearch(name, s->nodes, s->nr, sizeof(*s->nodes), node_cmp);
 
@@ -227,6 +195,9 @@ static void node_free(struct node *n)
 	free(n->address);
 	free(n->agent_version);
 	free(n->agent_started);
+	free(n->bin_dir);
+	free(n->home);
+	free(n->ssh_config);
 	json_decref(n->inventory);
 	json_decref(n->tasks);
 	free(n);
@@ -485,13 +456,16 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	if (!n->agent_started || strcmp(n->agent_started, json_get_str(req->json, "agent_started_at", "")))
 		changed = 1;
 	set_str(&n->agent_version, json_get_str(req->json, "version", NULL));
+	set_str(&n->bin_dir, json_get_str(req->json, "bin_dir", NULL));
+	set_str(&n->home, json_get_str(req->json, "home", NULL));
+	set_str(&n->ssh_config, json_get_str(req->json, "ssh_config", NULL));
 	set_str(&n->agent_started, json_get_str(req->json, "agent_started_at", ""));
 
 	/* task states: write what changed */
 	if (tasks) {
 		json_t *seen = json_object();
 		const char *id;
-		int in_txn = 0;
+		int in_txn = 0, job_change = 0;
 
 		json_array_foreach(tasks, i, t) {
 			const char *tid = json_get_str(t, "id", NULL);
@@ -507,6 +481,8 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 				db_exec(s, "BEGIN");
 			db_save_task(s, n->name, t, NULL);
 			json_object_set(n->tasks, tid, t);
+			if (json_get_str(t, "job_id", NULL))
+				job_change = 1;
 		}
 		/* drop from memory what the agent no longer reports; with a full
 		 * table, a live task it does not know is lost */
@@ -533,6 +509,8 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		if (in_txn)
 			db_exec(s, "COMMIT");
 		json_decref(seen);
+		if (job_change)
+			sched_wake(s);
 	}
 	if (full)
 		n->want_full = 0;
@@ -690,7 +668,12 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	resp->content_type = "text/plain; version=0.0.4";
 }
 
-static const struct dt_http_route routes[] = {
+void sched_wake(struct sched *s)
+{
+	pthread_kill(s->main_thread, SIGUSR1);
+}
+
+static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
 	{ "POST", DT_PATH_HEARTBEAT, 0, 0, h_heartbeat },
 	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
@@ -709,8 +692,9 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
 	struct statfs fs;
 	sigset_t set;
-	long long last_flush = dt_mono_ms();
+	long long last_flush = dt_mono_ms(), last_tick = 0;
 	int ret = 1;
+	struct dt_http_route *routes = NULL;
 
 	s->o = *o;
 	pthread_mutex_init(&s->lock, NULL);
@@ -748,7 +732,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0) {
+	    db_load(s) < 0 || jobs_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;
@@ -761,12 +745,17 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);     /* sched_wake() */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	s->main_thread = pthread_self();
 	ho.bind = o->bind;
 	ho.port = o->port;
+	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes, sizeof(*routes));
+	memcpy(routes, base_routes, sizeof(base_routes));
+	memcpy(routes + ARRAY_SIZE(base_routes), jobs_routes, jobs_nr_routes * sizeof(*routes));
 	ho.routes = routes;
-	ho.nr_routes = ARRAY_SIZE(routes);
+	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
@@ -787,13 +776,17 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
-		pthread_mutex_lock(&s->lock);
-		tick(s);
-		if (dt_mono_ms() - last_flush >= FLUSH_MS) {
-			last_flush = dt_mono_ms();
-			flush_dirty(s);
+		if (sig != SIGUSR1 || dt_mono_ms() - last_tick >= TICK_MS) {
+			last_tick = dt_mono_ms();
+			pthread_mutex_lock(&s->lock);
+			tick(s);
+			if (dt_mono_ms() - last_flush >= FLUSH_MS) {
+				last_flush = dt_mono_ms();
+				flush_dirty(s);
+			}
+			pthread_mutex_unlock(&s->lock);
 		}
-		pthread_mutex_unlock(&s->lock);
+		jobs_step(s);
 	}
 	dtlog(DTLOG_INFO, "dtsched stopping");
 	dt_httpd_stop(s->srv);
@@ -812,6 +805,8 @@ out:
 	for (size_t i = 0; i < s->nr; i++)
 		node_free(s->nodes[i]);
 	free(s->nodes);
+	jobs_release(s);
+	free(routes);
 	sqlite3_finalize(s->st_node);
 	sqlite3_finalize(s->st_task);
 	if (s->db)

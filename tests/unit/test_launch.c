@@ -36,7 +36,7 @@ static void test_agent_env(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1" }, { "n2", "10.88.0.12", "2,3" } };
+	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1", NULL }, { "n2", "10.88.0.12", "2,3", NULL } };
 	struct launch_opts o = { .job_id = "j-000007", .job_dir = "/sh/jobs/j-000007",
 				 .master_port = 29611 };
 	const struct launch_task *t;
@@ -76,7 +76,7 @@ static void test_trainer_mpi(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "n1", NULL }, { "n2", "n2", NULL } };
+	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL }, { "n2", "n2", NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1234,
 				 .resume = "/s/jobs/j-1/ckpt/last.ckpt", .ssh_config = "/h/ssh_config",
 				 .net_interface = "eth0", .bin_dir = "/h/.dtctl/bin" };
@@ -119,7 +119,7 @@ static void test_json_dry_run(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL } };
+	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-2", .job_dir = "/s/jobs/j-2", .master_port = 5 };
 	json_t *j;
 

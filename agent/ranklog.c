@@ -1,0 +1,223 @@
+/*
+ * ranklog.c - the rank logger run by mpirun for each rank (see ranklog.h).
+ */
+#include "ranklog.h"
+#include "dthome.h"
+#include "json.h"
+#include "linelog.h"
+#include "log.h"
+#include "run-command.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+static int rank_from_env(void)
+{
+	static const char *const names[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+					     "RANK" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		const char *v = getenv(names[i]);
+		char *end;
+		long r;
+
+		if (!v || !*v)
+			continue;
+		r = strtol(v, &end, 10);
+		if (!*end && r >= 0 && r < 1000000)
+			return (int)r;
+	}
+	return -1;
+}
+
+static void write_all(int fd, struct strbuf *sb)
+{
+	const char *p = sb->buf;
+	size_t n = sb->len;
+
+	while (n && fd >= 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	strbuf_reset(sb);
+}
+
+/* Read what is there; on EOF flush and close *fd. */
+static void drain(int *fd, struct linelog *l, int logfd)
+{
+	char buf[65536];
+	struct strbuf lines = STRBUF_INIT;
+
+	for (int rounds = 0; rounds < 16 && *fd >= 0; rounds++) {
+		ssize_t n = read(*fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			linelog_feed(l, buf, (size_t)n, &lines);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		linelog_flush(l, &lines);
+		close(*fd);
+		*fd = -1;
+	}
+	write_all(logfd, &lines);
+	strbuf_release(&lines);
+}
+
+static void record_exit(const char *dir, int rank, pid_t pid, int code, int sig,
+			long long started, long long ended)
+{
+	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT;
+	char host[256] = "", ts1[DT_TIMESTAMP_LEN], ts2[DT_TIMESTAMP_LEN];
+	json_t *j;
+
+	gethostname(host, sizeof(host) - 1);
+	dt_timestamp_format(ts1, sizeof(ts1), started);
+	dt_timestamp_format(ts2, sizeof(ts2), ended);
+	strbuf_addf(&path, "%s/../ranks", dir);
+	mkdir_p(path.buf, 0775);
+	strbuf_addf(&path, "/%d.json", rank);
+	j = json_pack("{s:i,s:s,s:i,s:i,s:i,s:s,s:s}", "rank", rank, "node", host, "pid", (int)pid,
+		      "exit_code", code, "signal", sig, "started_at", ts1, "ended_at", ts2);
+	json_append(&body, j);
+	strbuf_addch(&body, '\n');
+	if (write_file_atomic(path.buf, body.buf, body.len, 0644) < 0)
+		warning("rank-log: cannot write '%s': %s", path.buf, strerror(errno));
+	json_decref(j);
+	strbuf_release(&path);
+	strbuf_release(&body);
+}
+
+int ranklog_main(int argc, const char **argv)
+{
+	const char *dir;
+	int rank = rank_from_env(), logfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
+	struct strbuf path = STRBUF_INIT;
+	struct linelog out, err;
+	sigset_t set, old;
+	long long started;
+	pid_t pid;
+
+	if (argc < 4 || strcmp(argv[2], "--")) {
+		fprintf(stderr, "usage: dtagent rank-log <dir> -- <program> [<args>...]\n");
+		return DT_EXIT_USAGE;
+	}
+	dir = argv[1];
+	if (rank < 0) {
+		error("rank-log: no rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, "
+		      "PMI_RANK or RANK); run it under mpirun");
+		return DT_EXIT_USAGE;
+	}
+	if (mkdir_p(dir, 0775) < 0)
+		return 127;
+	strbuf_addf(&path, "%s/%d.log", dir, rank);
+	logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0) {
+		error_errno("rank-log: cannot open '%s'", path.buf);
+		return 127;
+	}
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		error_errno("rank-log: cannot make pipes");
+		return 127;
+	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGPIPE);
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(&set, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	linelog_init(&out, 'O', 0);
+	linelog_init(&err, 'E', 0);
+	started = dt_now_us();
+	pid = fork();
+	if (pid < 0) {
+		error_errno("rank-log: cannot fork");
+		return 127;
+	}
+	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		execvp(argv[3], (char *const *)(argv + 3));
+		fprintf(stderr, "rank-log: cannot run '%s': %s\n", argv[3], strerror(errno));
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	fcntl(po[0], F_SETFL, O_NONBLOCK);
+	fcntl(pe[0], F_SETFL, O_NONBLOCK);
+	while (!done || po[0] >= 0 || pe[0] >= 0) {
+		struct pollfd pfd[3] = { { sfd, POLLIN, 0 }, { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+
+		/* once the program is gone, give a grandchild holding the pipes 1 s */
+		if (poll(pfd, 3, done ? 1000 : -1) == 0 && done)
+			break;
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				int status;
+
+				if (si.ssi_signo == SIGCHLD) {
+					while (!done && waitpid(pid, &status, WNOHANG) == pid) {
+						code = wait_status_to_code(status);
+						sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+						done = 1;
+					}
+				} else if (si.ssi_signo != SIGPIPE && !done) {
+					kill(pid, (int)si.ssi_signo);
+				}
+			}
+		}
+		if (pfd[1].revents)
+			drain(&po[0], &out, logfd);
+		if (pfd[2].revents)
+			drain(&pe[0], &err, logfd);
+	}
+	if (!done) {
+		int status;
+
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		code = wait_status_to_code(status);
+		sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	}
+	{
+		struct strbuf rest = STRBUF_INIT;
+
+		linelog_flush(&out, &rest);
+		linelog_flush(&err, &rest);
+		write_all(logfd, &rest);
+		strbuf_release(&rest);
+	}
+	close(logfd);
+	record_exit(dir, rank, pid, code, sig, started, dt_now_us());
+	linelog_release(&out);
+	linelog_release(&err);
+	strbuf_release(&path);
+	return code;
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""bench_run.py - `dtctl run` against bare mpirun, and `dtctl logs -f` against tail -F.
+
+1. Launch + finish a no-op 8-rank program (`true`) on 4 fake nodes (network namespaces,
+   one dtagent per node running as the cluster user, dtsched on the host), alternating,
+   in the same run:
+     * `dtctl run -n 4 -p 2 --launcher mpi -- true`   (whole command: submit, place,
+       port, mpirun + rank-log on node 1, state back, logs drained, exit)
+     * `dtctl run -n 4 -p 2 --launcher agent -- true` (8 tasks through 4 agents)
+     * bare `mpirun --hostfile H -np 8 true` typed on node 1 with the same hostfile and
+       ssh configuration (timed inside the node).
+   Targets: mpi <= 1.1x mpirun, agent <= 0.5x mpirun.
+2. Logs: 16 rank files in a job dir on the shared dir.
+     * follow latency: a writer appends a timestamped line to a random rank file every
+       20 ms; the time from the write to the line appearing on the reader's stdout, for
+       `dtctl logs -f` (polling, as it must on NFS) and `tail -F` (inotify locally).
+     * merged throughput: 16 x 50,000 existing lines, `dtctl logs JOB` (parse, merge
+       in time order, prefix) against `tail -q -n +1` of the same files (no merge).
+
+    bench/bench_run.py [--bin build/dev-run/bin] [--rounds 5]   (root: fake cluster)
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from conftest import FAKECLUSTER, FakeCluster  # noqa: E402
+from test_run import setup_ssh  # noqa: E402
+
+HEAD_PORT = 17871
+AGENT_PORT = 17870
+
+
+class Bench:
+    def __init__(self, fc, bin_dir, home):
+        self.fc, self.bin, self.home = fc, Path(bin_dir), home
+        self.env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_NO_SYSTEMD="1", NO_COLOR="1")
+
+    def agent_home(self, i):
+        return "/tmp/dtagent-home-%d" % i
+
+    def dtctl(self, *args, **kw):
+        return subprocess.run([str(self.bin / "dtctl")] + [str(a) for a in args],
+                              capture_output=True, text=True, env=self.env,
+                              stdin=subprocess.DEVNULL, **kw)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def launch_bench(b, rounds):
+    fc = b.fc
+    hostfile = fc.shared / "bench-hostfile"
+    hostfile.write_text("".join("%s slots=2\n" % n.addr for n in fc.nodes))
+    bare = ("t0=$(date +%%s%%N); mpirun --hostfile %s -np 8 --map-by slot --bind-to none "
+            "--mca plm_rsh_args '-F %s/ssh_config' true >/dev/null || exit 1; t1=$(date +%%s%%N); "
+            "echo $(( (t1 - t0) / 1000 ))" % (hostfile, b.agent_home(1)))
+    res = {"mpi": [], "agent": [], "mpirun": []}
+    for r in range(rounds + 1):          # round 0 warms up caches and is dropped
+        for kind in ("mpirun", "mpi", "agent"):
+            if kind == "mpirun":
+                p = fc.exec(1, bare, user=True, timeout=120)
+                assert p.returncode == 0, p.stderr
+                t = int(p.stdout.strip()) / 1e6
+            else:
+                t0 = time.perf_counter()
+                p = b.dtctl("run", "-n", 4, "-p", 2, "--launcher", kind, "--name",
+                            "bench-" + kind, "--", "true", timeout=120)
+                t = time.perf_counter() - t0
+                assert p.returncode == 0, p.stdout + p.stderr
+            if r:
+                res[kind].append(t)
+    return res
+
+
+def log_bench(b, work):
+    jd = work / "jobs" / "j-bench"
+    (jd / "logs").mkdir(parents=True, exist_ok=True)
+    (jd / "state").write_text("RUNNING\n")
+    files = [jd / "logs" / ("%d.log" % r) for r in range(16)]
+    for f in files:
+        f.write_text("")
+
+    def ts():
+        t = time.time()
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%06dZ" % int((t % 1) * 1e6)
+
+    def follow(argv, n=200):
+        """Start argv, write n marked lines, return latencies in ms."""
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=b.env, bufsize=1)
+        seen = {}
+
+        def reader():
+            for line in proc.stdout:
+                k = line.find("MARK ")
+                if k >= 0:
+                    seen[line[k + 5:].split()[0]] = time.perf_counter()
+        th = threading.Thread(target=reader, daemon=True)
+        th.start()
+        time.sleep(1.0)
+        sent = {}
+        handles = [open(f, "a") for f in files]
+        for i in range(n):
+            key = "k%d" % i
+            h = random.choice(handles)
+            sent[key] = time.perf_counter()
+            h.write("%s O MARK %s\n" % (ts(), key))
+            h.flush()
+            time.sleep(0.02)
+        time.sleep(1.0)
+        for h in handles:
+            h.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+        return [(seen[k] - sent[k]) * 1000 for k in sent if k in seen], len(seen)
+
+    lat = {}
+    lat["dtctl logs -f (--interval 200, default)"] = follow(
+        [str(b.bin / "dtctl"), "logs", "-f", "--shared-dir", str(work), "j-bench"])
+    lat["dtctl logs -f --interval 20"] = follow(
+        [str(b.bin / "dtctl"), "logs", "-f", "--interval", "20", "--shared-dir", str(work), "j-bench"])
+    lat["tail -F"] = follow(["tail", "-q", "-n", "0", "-F"] + [str(f) for f in files])
+
+    # throughput: 16 x 50,000 lines
+    n = 50000
+    for r, f in enumerate(files):
+        with open(f, "w") as h:
+            base = time.time() - 1000
+            for i in range(n):
+                t = base + i * 0.01 + r * 0.0001
+                h.write(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) +
+                        ".%06dZ O rank %d step %d loss 0.%06d\n" % (int((t % 1) * 1e6), r, i, i))
+    (jd / "state").write_text("COMPLETED\n")
+    thr = {}
+    for name, argv in (("dtctl logs (merged)", [str(b.bin / "dtctl"), "logs", "--shared-dir",
+                                                 str(work), "j-bench"]),
+                       ("tail -q -n +1 (no merge)", ["tail", "-q", "-n", "+1"] + [str(f) for f in files])):
+        best = None
+        for _ in range(3):
+            t0 = time.perf_counter()
+            p = subprocess.run(argv, stdout=subprocess.PIPE, env=b.env)
+            t = time.perf_counter() - t0
+            assert p.returncode == 0
+            lines = p.stdout.count(b"\n")
+            best = t if best is None or t < best else best
+        thr[name] = (16 * n / best, lines, best)
+    return lat, thr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=str(REPO / "bin"))
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_run: needs root (fake cluster in network namespaces)")
+    bin_dir = Path(a.bin).resolve()
+    p = subprocess.run([str(FAKECLUSTER), "up", "4"], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit("fakecluster up failed: " + p.stderr)
+    fc = FakeCluster.from_env()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-run-"))
+    home = tmp / "home"
+    home.mkdir(mode=0o700)
+    b = Bench(fc, bin_dir, home)
+    try:
+        nodes = "\n".join("  - {host: %s, name: %s, gpus: 0, slots: 2}" % (n.addr, n.name)
+                          for n in fc.nodes)
+        (home / "cluster.yaml").write_text(
+            "cluster: bench\nshared_dir: %s\nnodes:\n%s\nagent: {port: %d, heartbeat: 1s}\n"
+            "head: {address: %s, port: %d}\n" % (fc.shared, nodes, AGENT_PORT, fc.host_addr, HEAD_PORT))
+        assert b.dtctl("head", "start").returncode == 0
+        secret = (home / "secret").read_text().strip()
+
+        class Shim:   # what setup_ssh needs
+            def agent_home(self, i):
+                return b.agent_home(i)
+        setup_ssh(fc, Shim(), tmp)
+        for i, n in enumerate(fc.nodes, 1):
+            fc.exec(i, "mkdir -p -m 700 %s && umask 077 && printf '%%s\\n' %s > %s/secret"
+                    % (b.agent_home(i), secret, b.agent_home(i)), user=True, check=True)
+            p = fc.exec(i, [str(bin_dir / "dtagent"), "--home", b.agent_home(i), "--daemon",
+                            "--name", n.name, "--bind", n.addr, "--port", str(AGENT_PORT),
+                            "--gpus", "0", "--heartbeat-ms", "1000",
+                            "--head", "%s:%d" % (fc.host_addr, HEAD_PORT)], user=True)
+            assert p.returncode == 0, p.stderr
+        for _ in range(50):
+            p = b.dtctl("nodes", "--json")
+            if p.returncode == 0 and sum(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]) == 4:
+                break
+            time.sleep(0.2)
+        res = launch_bench(b, a.rounds)
+        lat, thr = log_bench(b, fc.shared)
+    finally:
+        for i in range(1, fc.n + 1):
+            fc.exec(i, [str(bin_dir / "dtagent"), "--home", b.agent_home(i), "--stop"], user=True)
+        b.dtctl("head", "stop")
+        subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
+
+    m = statistics.median(res["mpirun"])
+    print("\nlaunch + finish of 8 no-op ranks on 4 fake nodes (%d rounds, median):" % a.rounds)
+    print("| launcher | median s | min s | vs bare mpirun | target |")
+    print("|---|---|---|---|---|")
+    for kind, label, target in (("mpirun", "bare `mpirun -np 8 true` (on node 1)", ""),
+                                ("mpi", "`dtctl run --launcher mpi`", "<= 1.1x"),
+                                ("agent", "`dtctl run --launcher agent`", "<= 0.5x")):
+        md = statistics.median(res[kind])
+        print("| %s | %.3f | %.3f | %.2fx | %s |" % (label, md, min(res[kind]), md / m, target))
+    print("\nfollow latency, write -> shown (200 lines over 16 files, 20 ms apart):")
+    print("| reader | lines seen | p50 ms | p99 ms |")
+    print("|---|---|---|---|")
+    for name, (xs, seen) in lat.items():
+        print("| %s | %d/200 | %.1f | %.1f |" % (name, seen, pct(xs, 50), pct(xs, 99)))
+    print("\nthroughput over 16 x 50,000 lines (best of 3):")
+    print("| reader | lines/s | lines out | s |")
+    print("|---|---|---|---|")
+    for name, (rate, lines, t) in thr.items():
+        print("| %s | %.0f | %d | %.2f |" % (name, rate, lines, t))
+
+
+if __name__ == "__main__":
+    main()

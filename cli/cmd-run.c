@@ -1,0 +1,772 @@
+/*
+ * cmd-run.c - `dtctl run [job.yaml] [options] [-- program args...]`: submit one
+ * distributed job to dtsched and, unless --detach, stream every rank's log
+ * merged and prefixed "[node rank]" until the job ends, then exit with its
+ * exit code.
+ *
+ * The job is job.yaml (lib/config.c) with every field overridable by a flag,
+ * or built from flags alone (`dtctl run -n 2 -g 8 -- python train.py`).  It
+ * goes to dtsched as JSON (POST /v1/jobs); dtsched refuses at once, with the
+ * numbers, a job that can never fit.  --dry-run prints where the ranks would
+ * go, the hostfile, the environment and the exact command lines.
+ *
+ * Attached, logs are read from <job_dir>/logs on the shared dir the way
+ * `dtctl logs -f` does (lib/logmerge.h, polling) and the job's state comes
+ * from dtsched (GET /v1/jobs/<id>).  The first Ctrl-C asks, on a terminal,
+ * whether to cancel the job or detach; a second one (or the first, when
+ * stdin is not a terminal) cancels it.
+ */
+#include "builtin.h"
+#include "config.h"
+#include "head.h"
+#include "jobdir.h"
+#include "json.h"
+#include "log.h"
+#include "logmerge.h"
+#include "parse-options.h"
+#include "protocol.h"
+#include "units.h"
+#include "usage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define POLL_MS 50
+
+static volatile sig_atomic_t interrupts;
+
+static void on_sigint(int sig)
+{
+	interrupts++;
+}
+
+struct run_opts {
+	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json;
+	const char *launcher, *timeout, *stall_after, *include, *exclude, *workdir, *name;
+	const char *cluster;
+	struct strvec env, labels;
+};
+
+static int set_kv(struct kvlist *l, const char *item, const char *what)
+{
+	const char *eq = strchr(item, '=');
+	char *k;
+
+	if (!eq || eq == item)
+		return error("%s '%s': expected NAME=VALUE", what, item);
+	k = xstrndup(item, (size_t)(eq - item));
+	kvlist_set(l, k, eq + 1);
+	free(k);
+	return 0;
+}
+
+/* dttrain flags after `--` with --trainer: --key=value or --key value */
+static int trainer_args(struct job_config *j, const char **argv, int argc)
+{
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *eq;
+		struct strbuf key = STRBUF_INIT;
+
+		if (!starts_with(a, "--") || !a[2])
+			return error("--trainer: expected dttrain flags like --epochs=2, found '%s'", a);
+		eq = strchr(a, '=');
+		for (const char *p = a + 2; *p && p != eq; p++)
+			strbuf_addch(&key, *p == '-' ? '_' : *p);
+		if (eq) {
+			kvlist_set(&j->trainer, key.buf, eq + 1);
+		} else if (i + 1 < argc && !starts_with(argv[i + 1], "--")) {
+			kvlist_set(&j->trainer, key.buf, argv[++i]);
+		} else {
+			strbuf_release(&key);
+			return error("--trainer: flag '%s' needs a value (--flag=value)", a);
+		}
+		strbuf_release(&key);
+	}
+	return 0;
+}
+
+/* The job from job.yaml and/or flags; 0 or DT_EXIT_USAGE with a message. */
+static int build_job(struct job_config *j, struct run_opts *o, const char *file,
+		     const char **cmd, int nr_cmd)
+{
+	struct strbuf err = STRBUF_INIT;
+	long long ms;
+
+	if (file) {
+		if (job_config_load(j, file, &err) < 0) {
+			error("%s", err.buf);
+			strbuf_release(&err);
+			return DT_EXIT_USAGE;
+		}
+	} else {
+		job_config_init(j);
+		if (!nr_cmd && !o->trainer) {
+			error("nothing to run: give a job.yaml, or a command after '--' "
+			      "(dtctl run -n 2 -g 8 -- python train.py)");
+			return DT_EXIT_USAGE;
+		}
+	}
+	strbuf_release(&err);
+	if (nr_cmd || o->trainer) {
+		strvec_clear(&j->command);
+		kvlist_release(&j->trainer);
+		j->has_trainer = o->trainer;
+		if (o->trainer) {
+			if (trainer_args(j, cmd, nr_cmd) < 0)
+				return DT_EXIT_USAGE;
+			if (!o->launcher)
+				j->launcher = LAUNCHER_MPI;
+		} else {
+			for (int i = 0; i < nr_cmd; i++)
+				strvec_push(&j->command, cmd[i]);
+		}
+		if (!file || !j->name) {
+			free(j->name);
+			j->name = NULL;
+		}
+	}
+	if (o->shell)
+		j->shell = 1;
+	if (o->nodes >= 0) {
+		if (o->nodes < 1 || o->nodes > 256)
+			return error("--num-nodes %d: expected 1 to 256", o->nodes), DT_EXIT_USAGE;
+		j->nodes = o->nodes;
+	}
+	if (o->gpus >= 0 && o->procs >= 0)
+		return error("--gpus-per-node and --procs-per-node cannot be used together"),
+			DT_EXIT_USAGE;
+	if (o->gpus >= 0) {
+		if (o->gpus < 1 || o->gpus > 64)
+			return error("--gpus-per-node %d: expected 1 to 64", o->gpus), DT_EXIT_USAGE;
+		j->gpus_per_node = o->gpus;
+		j->procs_per_node = 0;
+	}
+	if (o->procs >= 0) {
+		if (o->procs < 1 || o->procs > 64)
+			return error("--procs-per-node %d: expected 1 to 64", o->procs), DT_EXIT_USAGE;
+		j->procs_per_node = o->procs;
+		j->gpus_per_node = 0;
+	}
+	if (o->launcher) {
+		if (!strcmp(o->launcher, "mpi"))
+			j->launcher = LAUNCHER_MPI;
+		else if (!strcmp(o->launcher, "agent"))
+			j->launcher = LAUNCHER_AGENT;
+		else
+			return error("--launcher '%s': expected agent or mpi", o->launcher),
+				DT_EXIT_USAGE;
+	}
+	if (o->timeout) {
+		if (parse_duration_ms(o->timeout, &ms) < 0)
+			return error("--timeout '%s': expected a duration like 90s, 2h",
+				     o->timeout), DT_EXIT_USAGE;
+		j->timeout_ms = ms;
+	}
+	if (o->stall_after) {
+		if (parse_duration_ms(o->stall_after, &ms) < 0)
+			return error("--stall-after '%s': expected a duration like 10m",
+				     o->stall_after), DT_EXIT_USAGE;
+		j->stall_after_ms = ms;
+	}
+	if (o->retries >= 0) {
+		if (o->retries > 1000)
+			return error("--retries %d: expected 0 to 1000", o->retries), DT_EXIT_USAGE;
+		j->retries = o->retries;
+	}
+	if (o->include) {
+		free(j->node_include);
+		j->node_include = xstrdup(o->include);
+	}
+	if (o->exclude) {
+		free(j->node_exclude);
+		j->node_exclude = xstrdup(o->exclude);
+	}
+	if (o->workdir) {
+		free(j->workdir);
+		j->workdir = xstrdup(o->workdir);
+	}
+	if (o->name) {
+		free(j->name);
+		j->name = xstrdup(o->name);
+	}
+	for (size_t i = 0; i < o->env.nr; i++)
+		if (set_kv(&j->env, o->env.v[i], "--env") < 0)
+			return DT_EXIT_USAGE;
+	for (size_t i = 0; i < o->labels.nr; i++)
+		if (set_kv(&j->labels, o->labels.v[i], "--label") < 0)
+			return DT_EXIT_USAGE;
+	if (!j->name) {
+		const char *prog = j->has_trainer ? "dttrain" : j->command.nr ? j->command.v[0] : "job";
+		const char *slash = strrchr(prog, '/');
+
+		j->name = xstrdup(slash ? slash + 1 : prog);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ dry run */
+
+static const char *env_get(const json_t *env, const char *k)
+{
+	return json_string_value(json_object_get(env, k));
+}
+
+static void print_dry_run(const json_t *r)
+{
+	const json_t *plan = json_object_get(r, "plan"), *tasks = json_object_get(plan, "tasks");
+	const json_t *pl = json_object_get(r, "placement"), *t0 = json_array_get(tasks, 0), *t, *p;
+	const char *k;
+	json_t *v;
+	size_t i;
+	int per = (int)json_get_int(plan, "per_node", 1);
+	int gpu = json_is_string(json_object_get(t0, "cuda_visible_devices"));
+
+	printf("dry run: nothing was started\n");
+	printf("job:       %s, %lld node(s) x %d %s, world size %lld, launcher %s\n",
+	       json_get_str(json_object_get(r, "spec"), "name", "?"), json_get_int(plan, "nodes", 0),
+	       per, gpu ? "GPU(s)" : "process(es)", json_get_int(plan, "world_size", 0),
+	       json_get_str(plan, "launcher", "?"));
+	if (!strcmp(json_get_str(r, "state", ""), DT_JOB_PENDING))
+		printf("now:       it would wait: %s (placement below: on an idle cluster)\n",
+		       json_get_str(r, "reason", ""));
+	else
+		printf("now:       it would start at once\n");
+	printf("placement:\n");
+	json_array_foreach(pl, i, p)
+		printf("  ranks %zu-%zu  %-16s %-15s %s %s\n", i * (size_t)per,
+		       i * (size_t)per + (size_t)per - 1, json_get_str(p, "node", "?"),
+		       json_get_str(p, "address", "?"), gpu ? "GPUs" : "slots",
+		       json_get_str(p, "slots", "?"));
+	printf("hostfile (<job_dir>/hostfile):\n");
+	{
+		const char *hf = json_get_str(plan, "hostfile", "");
+
+		while (*hf) {
+			size_t n = strcspn(hf, "\n");
+
+			printf("  %.*s\n", (int)n, hf);
+			hf += n + (hf[n] == '\n');
+		}
+	}
+	/* environment common to every task, then what differs */
+	printf("environment (every %s):\n", json_array_size(tasks) > 1 ? "rank" : "task");
+	json_object_foreach(json_object_get(t0, "env"), k, v) {
+		int same = 1;
+
+		json_array_foreach(tasks, i, t) {
+			const char *x = env_get(json_object_get(t, "env"), k);
+
+			if (!x || strcmp(x, json_string_value(v)))
+				same = 0;
+		}
+		if (same) {
+			struct strbuf q = STRBUF_INIT;
+
+			strbuf_add_shell_quoted(&q, json_string_value(v));
+			printf("  %s=%s\n", k, !strcmp(k, "MASTER_PORT") ?
+			       "<a free port on the master node, chosen at launch>" : q.buf);
+			strbuf_release(&q);
+		}
+	}
+	printf("command lines:\n");
+	json_array_foreach(tasks, i, t) {
+		struct strbuf line = STRBUF_INIT;
+		size_t a;
+		json_t *arg;
+		long long node = json_get_int(t, "node", 0);
+
+		json_object_foreach(json_object_get(t, "env"), k, v) {
+			const char *x = env_get(json_object_get(t0, "env"), k);
+			int same = 1;
+			size_t m;
+			json_t *u;
+
+			json_array_foreach(tasks, m, u) {
+				const char *y = env_get(json_object_get(u, "env"), k);
+
+				if (!y || !x || strcmp(y, x))
+					same = 0;
+			}
+			if (!same) {
+				strbuf_addf(&line, "%s=", k);
+				strbuf_add_shell_quoted(&line, json_string_value(v));
+				strbuf_addch(&line, ' ');
+			}
+		}
+		json_array_foreach(json_object_get(t, "argv"), a, arg) {
+			strbuf_add_shell_quoted(&line, json_string_value(arg));
+			strbuf_addch(&line, ' ');
+		}
+		strbuf_rtrim(&line);
+		if (json_get_int(t, "rank", -1) >= 0)
+			printf("  [%s rank %lld] %s\n", json_get_str(json_array_get(pl, (size_t)node),
+				"node", "?"), json_get_int(t, "rank", 0), line.buf);
+		else
+			printf("  [%s mpirun] %s\n", json_get_str(json_array_get(pl, (size_t)node),
+				"node", "?"), line.buf);
+		printf("      log: %s\n", json_get_str(t, "log", "?"));
+		strbuf_release(&line);
+	}
+}
+
+/* ------------------------------------------------------------- attached */
+
+struct follow {
+	const char *id;
+	char *job_dir;
+	struct logset ls;
+	struct strvec nodes_by_rank;
+	int attempt;
+	int color;
+};
+
+static void load_rank_nodes(struct follow *f)
+{
+	struct strbuf path = STRBUF_INIT, buf = STRBUF_INIT;
+	json_t *j, *r;
+	size_t i;
+
+	strvec_clear(&f->nodes_by_rank);
+	strbuf_addf(&path, "%s/placement.json", f->job_dir);
+	if (strbuf_read_file(&buf, path.buf, 16 << 20) >= 0) {
+		j = json_parse(buf.buf, buf.len, NULL);
+		json_array_foreach(json_object_get(j, "ranks"), i, r) {
+			long long rank = json_get_int(r, "rank", -1);
+
+			if (rank < 0 || rank > 1000000)
+				continue;
+			while (f->nodes_by_rank.nr <= (size_t)rank)
+				strvec_push(&f->nodes_by_rank, "?");
+			free((char *)f->nodes_by_rank.v[rank]);
+			f->nodes_by_rank.v[rank] = xstrdup(json_get_str(r, "node", "?"));
+		}
+		json_decref(j);
+	}
+	strbuf_release(&path);
+	strbuf_release(&buf);
+}
+
+static void scan_logs(struct follow *f)
+{
+	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT;
+	DIR *d;
+	struct dirent *de;
+
+	strbuf_addf(&dir, "%s/logs", f->job_dir);
+	d = opendir(dir.buf);
+	while (d && (de = readdir(d))) {
+		char *end;
+		long rank = strtol(de->d_name, &end, 10);
+		int known = 0;
+
+		if (end == de->d_name || strcmp(end, ".log") || rank < 0 || rank > 1000000)
+			continue;
+		for (size_t i = 0; i < f->ls.nr_src; i++)
+			if (f->ls.src[i].rank == rank)
+				known = 1;
+		if (known)
+			continue;
+		if ((size_t)rank >= f->nodes_by_rank.nr)
+			load_rank_nodes(f);
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%s", dir.buf, de->d_name);
+		logset_add(&f->ls, path.buf, (int)rank,
+			   (size_t)rank < f->nodes_by_rank.nr ? f->nodes_by_rank.v[rank] : "?");
+	}
+	if (d)
+		closedir(d);
+	strbuf_release(&dir);
+	strbuf_release(&path);
+}
+
+static void show_lines(struct follow *f, int final)
+{
+	static const char *colors[] = { "\033[36m", "\033[33m", "\033[35m", "\033[32m",
+					"\033[34m", "\033[91m" };
+
+	scan_logs(f);
+	if (logset_poll(&f->ls, final) <= 0)
+		return;
+	for (size_t i = 0; i < f->ls.nr_lines; i++) {
+		const struct logline *l = &f->ls.lines[i];
+
+		if (f->color)
+			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], l->node, l->rank,
+			       l->stream == 'E' ? "\033[31m" : "", l->text,
+			       l->stream == 'E' ? "\033[0m" : "");
+		else
+			printf("[%s %d] %s\n", l->node, l->rank, l->text);
+	}
+	fflush(stdout);
+}
+
+static int get_job(const char *id, json_t **job)
+{
+	struct strbuf path = STRBUF_INIT;
+	json_t *reply = NULL;
+	int code, st;
+
+	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, id);
+	code = head_api("GET", path.buf, NULL, &reply, &st);
+	strbuf_release(&path);
+	*job = NULL;
+	if (!code)
+		*job = json_incref(json_object_get(reply, "job"));
+	json_decref(reply);
+	return code;
+}
+
+static int cancel_job(const char *id)
+{
+	struct strbuf path = STRBUF_INIT;
+	json_t *reply = NULL;
+	int code;
+
+	strbuf_addf(&path, "%s%s%s", DT_PATH_JOB_PREFIX, id, DT_PATH_CANCEL_SUFFIX);
+	code = head_api("POST", path.buf, NULL, &reply, NULL);
+	strbuf_release(&path);
+	json_decref(reply);
+	return code;
+}
+
+/* On a terminal: 'c' cancels, 'd' detaches; 0 = no answer yet. */
+static int ask_cancel_or_detach(const char *id, int *asked)
+{
+	char buf[64];
+	struct pollfd p = { 0, POLLIN, 0 };
+	ssize_t n;
+
+	if (!*asked) {
+		fprintf(stderr, "\ndtctl: cancel job %s (c) or detach and leave it running (d)? "
+			"[c/d] (Ctrl-C again cancels) ", id);
+		fflush(stderr);
+		*asked = 1;
+	}
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	n = read(0, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 'c';
+	buf[n] = '\0';
+	for (char *c = buf; *c; c++) {
+		if (*c == 'c' || *c == 'C' || *c == 'y' || *c == 'Y')
+			return 'c';
+		if (*c == 'd' || *c == 'D' || *c == 'n' || *c == 'N')
+			return 'd';
+	}
+	fprintf(stderr, "dtctl: answer c (cancel) or d (detach) ");
+	return 0;
+}
+
+static void state_note(const json_t *job, const char *last_state, const char *last_reason)
+{
+	const char *st = json_get_str(job, "state", "?"), *reason = json_get_str(job, "reason", NULL);
+	json_t *pl = json_object_get(job, "placement"), *p;
+	size_t i;
+
+	if (!strcmp(st, DT_JOB_RUNNING)) {
+		struct strbuf nodes = STRBUF_INIT;
+
+		json_array_foreach(pl, i, p)
+			strbuf_addf(&nodes, "%s%s", i ? "," : "", json_get_str(p, "node", "?"));
+		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld rank(s)%s)\n",
+			json_get_str(job, "id", "?"), nodes.buf, json_get_int(job, "world_size", 0),
+			json_get_int(job, "attempt", 0) ? ", retry" : "");
+		strbuf_release(&nodes);
+	} else if (!strcmp(st, DT_JOB_PENDING)) {
+		if (last_state && !strcmp(last_state, st) && last_reason && reason &&
+		    !strcmp(last_reason, reason))
+			return;
+		fprintf(stderr, "dtctl: %s PENDING: %s\n", json_get_str(job, "id", "?"),
+			reason ? reason : "queued");
+	}
+}
+
+static int final_code(const json_t *job)
+{
+	const char *st = json_get_str(job, "state", "?");
+	json_t *c = json_object_get(job, "exit_code");
+
+	if (!strcmp(st, DT_JOB_COMPLETED))
+		return 0;
+	if (!strcmp(st, DT_JOB_FAILED) && json_is_integer(c) && json_integer_value(c) > 0 &&
+	    json_integer_value(c) < 256)
+		return (int)json_integer_value(c);
+	return DT_EXIT_FAIL;
+}
+
+static void final_note(const json_t *job)
+{
+	const char *st = json_get_str(job, "state", "?");
+	const char *reason = json_get_str(job, "reason", NULL);
+	struct strbuf el = STRBUF_INIT;
+	json_t *c = json_object_get(job, "exit_code");
+
+	format_duration(&el, json_get_int(job, "elapsed_ms", 0));
+	if (!strcmp(st, DT_JOB_COMPLETED))
+		fprintf(stderr, "dtctl: job %s COMPLETED in %s\n", json_get_str(job, "id", "?"), el.buf);
+	else if (json_is_integer(c) && json_integer_value(c))
+		fprintf(stderr, "dtctl: job %s %s after %s: %s (exit code %lld)\n",
+			json_get_str(job, "id", "?"), st, el.buf, reason ? reason : "", (long long)json_integer_value(c));
+	else
+		fprintf(stderr, "dtctl: job %s %s after %s%s%s\n", json_get_str(job, "id", "?"), st,
+			el.buf, reason ? ": " : "", reason ? reason : "");
+	strbuf_release(&el);
+}
+
+static int follow_job(json_t *job)
+{
+	struct follow f;
+	struct sigaction sa;
+	char *last_state = NULL, *last_reason = NULL;
+	long long last_state_poll = 0, unreachable_since = 0, stall_seen = 0;
+	int asked = 0, cancelled = 0, ret = DT_EXIT_FAIL, tty = isatty(0);
+	json_t *cur = json_incref(job);
+
+	memset(&f, 0, sizeof(f));
+	f.id = json_get_str(job, "id", "?");
+	f.job_dir = xstrdup(json_get_str(job, "job_dir", "."));
+	f.color = dt_want_color(1);
+	strvec_init(&f.nodes_by_rank);
+	logset_init(&f.ls);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	for (;;) {
+		long long now = dt_mono_ms();
+		const char *st;
+
+		if (interrupts && !cancelled) {
+			int answer = interrupts > 1 || !tty ? 'c' : ask_cancel_or_detach(f.id, &asked);
+
+			if (answer == 'd') {
+				fprintf(stderr, "dtctl: detached; job %s keeps running. Follow it with: "
+					"dtctl logs -f %s\n", f.id, f.id);
+				ret = 0;
+				break;
+			}
+			if (answer == 'c') {
+				fprintf(stderr, "\ndtctl: cancelling job %s\n", f.id);
+				if (cancel_job(f.id) == 0)
+					cancelled = 1;
+				else
+					cancelled = 2;
+			}
+		}
+		show_lines(&f, 0);
+		if (now - last_state_poll >= 2 * POLL_MS || cancelled == 1) {
+			json_t *j = NULL;
+			int code;
+
+			last_state_poll = now;
+			code = get_job(f.id, &j);
+			if (code == 0 && j) {
+				json_decref(cur);
+				cur = j;
+				unreachable_since = 0;
+			} else if (code == DT_EXIT_UNREACH) {
+				/* dtsched away: the state file on the shared dir still tells the end */
+				struct strbuf s2 = STRBUF_INIT;
+
+				if (!unreachable_since)
+					unreachable_since = now;
+				if (jobdir_read_state(f.job_dir, &s2) == 0 && job_state_is_final(s2.buf)) {
+					json_object_set_new(cur, "state", json_string(s2.buf));
+				} else if (now - unreachable_since > 60000) {
+					strbuf_release(&s2);
+					ret = DT_EXIT_UNREACH;
+					break;
+				}
+				strbuf_release(&s2);
+			}
+			st = json_get_str(cur, "state", "?");
+			if (json_get_int(cur, "attempt", 0) != f.attempt) {
+				f.attempt = (int)json_get_int(cur, "attempt", 0);
+				load_rank_nodes(&f);
+			}
+			if (!last_state || strcmp(last_state, st) ||
+			    strcmp(last_reason ? last_reason : "", json_get_str(cur, "reason", ""))) {
+				if (!strcmp(st, DT_JOB_RUNNING))
+					load_rank_nodes(&f);
+				if (!last_state || strcmp(last_state, st) || !strcmp(st, DT_JOB_PENDING))
+					state_note(cur, last_state, last_reason);
+				free(last_state);
+				free(last_reason);
+				last_state = xstrdup(st);
+				last_reason = xstrdup(json_get_str(cur, "reason", ""));
+			}
+			if (json_array_size(json_object_get(cur, "stalled")) && !stall_seen) {
+				json_t *s0 = json_array_get(json_object_get(cur, "stalled"), 0);
+
+				stall_seen = 1;
+				fprintf(stderr, "dtctl: %s STALLED: rank %lld on %s (pid %lld) has written "
+					"nothing for %lld s\n", f.id, json_get_int(s0, "rank", -1),
+					json_get_str(s0, "node", "?"), json_get_int(s0, "pid", 0),
+					json_get_int(s0, "idle_ms", 0) / 1000);
+			} else if (!json_array_size(json_object_get(cur, "stalled"))) {
+				stall_seen = 0;
+			}
+			if (job_state_is_final(st)) {
+				show_lines(&f, 1);
+				final_note(cur);
+				ret = cancelled ? DT_EXIT_INTR : final_code(cur);
+				break;
+			}
+		}
+		usleep(POLL_MS * 1000);
+	}
+	json_decref(cur);
+	free(last_state);
+	free(last_reason);
+	free(f.job_dir);
+	strvec_clear(&f.nodes_by_rank);
+	logset_release(&f.ls);
+	return ret;
+}
+
+static const char *whoami(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	const char *u = getenv("USER");
+
+	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
+}
+
+int cmd_run(int argc, const char **argv)
+{
+	static const char *const usage[] = {
+		"dtctl run [<job.yaml>] [options] [-- <program> [<args>...]]",
+		"",
+		"Run one distributed job and stream its logs; exits with the job's exit code.",
+		"   dtctl run job.yaml",
+		"   dtctl run -n 2 -g 8 -- python train.py --lr 3e-4",
+		"   dtctl run -n 2 -p 2 --trainer -- --model=mlp --epochs=1",
+		NULL,
+	};
+	struct run_opts o;
+	struct option opts[] = {
+		OPT_GROUP("size"),
+		OPT_INT('n', "num-nodes", &o.nodes, "number of nodes (job.yaml nodes:)"),
+		OPT_INT('g', "gpus-per-node", &o.gpus, "GPUs per node, one rank each"),
+		OPT_INT('p', "procs-per-node", &o.procs, "CPU processes per node (no GPUs)"),
+		OPT_GROUP("what runs"),
+		OPT_BOOL(0, "trainer", &o.trainer, "the words after -- are dttrain flags"),
+		OPT_STRING(0, "launcher", &o.launcher, "agent|mpi", "how ranks start"),
+		OPT_STRVEC('e', "env", &o.env, "NAME=VALUE", "environment for every rank (repeat)"),
+		OPT_STRING('w', "workdir", &o.workdir, "dir", "working directory of the ranks"),
+		OPT_BOOL(0, "shell", &o.shell, "run the command through /bin/sh -c"),
+		OPT_STRING(0, "name", &o.name, "name", "job name (default: the program)"),
+		OPT_GROUP("where"),
+		OPT_STRING(0, "nodes", &o.include, "spec", "only these nodes (host range)"),
+		OPT_STRING(0, "exclude", &o.exclude, "spec", "never these nodes"),
+		OPT_STRVEC('l', "label", &o.labels, "KEY=VALUE", "only nodes with this label (repeat)"),
+		OPT_GROUP("lifecycle"),
+		OPT_STRING(0, "timeout", &o.timeout, "duration", "end the job as TIMEOUT after this"),
+		OPT_INT(0, "retries", &o.retries, "requeue a FAILED/NODE_FAIL job this often"),
+		OPT_STRING(0, "stall-after", &o.stall_after, "duration",
+			   "flag ranks silent (no output, no metric) this long"),
+		OPT_GROUP("mode"),
+		OPT_BOOL(0, "dry-run", &o.dry_run, "print placement, hostfile, env and commands; start nothing"),
+		OPT_BOOL('d', "detach", &o.detach, "print the job id and return"),
+		OPT_BOOL(0, "json", &o.json, "machine output (with --dry-run or --detach)"),
+		OPT_STRING('c', "cluster", &o.cluster, "file", "cluster.yaml (default ~/.dtctl/cluster.yaml)"),
+		OPT_END(),
+	};
+	struct job_config job;
+	struct cluster_config cc;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	const char *file = NULL, *shared = getenv("DTCTL_SHARED_DIR");
+	const char **cmd = NULL;
+	int nr_cmd = 0, code, nargs, status;
+	json_t *req, *reply = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.nodes = o.gpus = o.procs = o.retries = -1;
+	strvec_init(&o.env);
+	strvec_init(&o.labels);
+	nargs = parse_options(argc - 1, argv + 1, opts, usage, PARSE_OPT_KEEP_DASHDASH);
+	argv++;
+	for (int i = 0; i < nargs; i++) {
+		if (!strcmp(argv[i], "--")) {
+			cmd = argv + i + 1;
+			nr_cmd = nargs - i - 1;
+			nargs = i;
+			break;
+		}
+	}
+	if (nargs > 1) {
+		error("one job file at most; put the program after '--' (dtctl run -- prog args)");
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	if (nargs == 1)
+		file = argv[0];
+	if ((o.detach || o.json) && o.dry_run && o.detach)
+		return error("--dry-run and --detach cannot be used together"), DT_EXIT_USAGE;
+	job_config_init(&job);
+	if ((code = build_job(&job, &o, file, cmd, nr_cmd)))
+		goto out;
+	if (!shared || !*shared) {
+		cluster_file_default(&path, o.cluster);
+		memset(&cc, 0, sizeof(cc));
+		if (cluster_config_load(&cc, path.buf, &err) < 0) {
+			error("%s", err.buf);
+			fprintf(stderr, "hint: run 'dtctl init -c cluster.yaml' or pass -c FILE\n");
+			code = DT_EXIT_USAGE;
+			goto out;
+		}
+		strbuf_reset(&path);
+		strbuf_addstr(&path, cc.shared_dir);
+		cluster_config_release(&cc);
+		shared = path.buf;
+	}
+	req = json_pack("{s:o,s:s,s:b,s:s}", "job", job_config_to_json(&job), "shared_dir", shared,
+			"dry_run", o.dry_run, "user", whoami());
+	code = head_api("POST", DT_PATH_JOBS, req, &reply, &status);
+	json_decref(req);
+	if (code) {
+		if (status == 422)
+			fprintf(stderr, "hint: nothing was queued; see 'dtctl nodes' for what the "
+				"cluster has\n");
+		goto out;
+	}
+	if (o.dry_run) {
+		if (o.json)
+			json_print(reply);
+		else
+			print_dry_run(reply);
+		goto out;
+	}
+	{
+		json_t *j = json_object_get(reply, "job");
+		const char *id = json_get_str(j, "id", "?");
+
+		if (o.detach) {
+			if (o.json)
+				json_print(j);
+			else
+				printf("%s\n", id);
+			goto out;
+		}
+		fprintf(stderr, "dtctl: job %s submitted (%s); logs: %s/logs\n", id,
+			json_get_str(j, "name", "?"), json_get_str(j, "job_dir", "?"));
+		code = follow_job(j);
+	}
+out:
+	json_decref(reply);
+	job_config_release(&job);
+	strvec_clear(&o.env);
+	strvec_clear(&o.labels);
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return code;
+}

@@ -47,6 +47,11 @@
 #define SETUP_SCRIPT ".dtctl/setup.sh"
 #define SETUP_HASH ".dtctl/setup.sha256"
 #define NR_BINS 2
+/* node-to-node SSH for mpirun (see push_mesh()) */
+#define MESH_KEY ".dtctl/id_ed25519"
+#define MESH_KNOWN_HOSTS ".dtctl/known_hosts"
+#define MESH_SSH_CONFIG ".dtctl/ssh_config"
+#define MESH_FILES MESH_KEY " " MESH_KNOWN_HOSTS " " MESH_SSH_CONFIG
 
 struct init_ctx;
 
@@ -79,6 +84,8 @@ struct init_ctx {
 	int quiet;                   /* --json: no streamed output */
 	int force_setup;
 	int no_agents;               /* --no-agents: install only */
+	struct strbuf mesh_key;      /* the generated cluster key, pushed for mpirun; "" if user-supplied */
+	struct strbuf mesh_key_hash;
 	struct init_node *nodes;     /* by pool index */
 };
 
@@ -495,6 +502,10 @@ static void queue_rest(struct ssh_node *n)
 
 	if (strcmp(remote_hash(in, ".dtctl/secret", &h), x->secret_hash.buf))
 		ssh_upload(n, x->secret.buf, x->secret.len, ".dtctl/secret", 0600, uploaded, "secret");
+	if (x->mesh_key.len && strcmp(ssh_node_target(n)->host, "local") &&
+	    strcmp(remote_hash(in, MESH_KEY, &h), x->mesh_key_hash.buf))
+		ssh_upload(n, x->mesh_key.buf, x->mesh_key.len, MESH_KEY, 0600, uploaded,
+			   "cluster key");
 	if (x->c->install == INSTALL_LOCAL) {
 		for (int i = 0; i < NR_BINS; i++) {
 			struct init_bin *b = &x->bins[i];
@@ -574,7 +585,7 @@ static void prepared(struct ssh_node *n, struct ssh_result *r, void *arg)
 static const char PREPARE_CMD[] =
 	"umask 077 && mkdir -p .ssh .dtctl/bin && chmod 700 .ssh .dtctl && "
 	"{ [ ! -f .ssh/authorized_keys ] || chmod 600 .ssh/authorized_keys; } && "
-	"for f in .dtctl/secret .dtctl/bin/dtagent .dtctl/bin/dttrain; do "
+	"for f in .dtctl/secret .dtctl/bin/dtagent .dtctl/bin/dttrain " MESH_FILES "; do "
 	"if [ -f \"$f\" ]; then sha256sum \"$f\"; fi; done && "
 	"if [ -f " SETUP_HASH " ]; then printf '%s setup\\n' \"$(cat " SETUP_HASH ")\"; fi";
 
@@ -739,6 +750,132 @@ static int copy_cluster_file(const struct cluster_config *c)
 
 /* ----------------------------------------------------------------- main */
 
+/*
+ * Node-to-node SSH for mpirun's launcher (plm_rsh_args -F ~/.dtctl/ssh_config):
+ * every node gets the cluster key (only the key init generated: a user's own
+ * ssh.identity is never copied anywhere), the cluster's known_hosts (so nodes
+ * verify each other's host keys exactly as the head does) and an ssh_config
+ * naming every node by name and address.  known_hosts is only complete once
+ * every node has been contacted, so this runs after the main pass, on the
+ * nodes whose copies differ, over a second short pool.
+ */
+static int load_mesh_key(const struct cluster_config *c, struct init_ctx *x)
+{
+	struct strbuf ours = STRBUF_INIT;
+	int ret = 0;
+
+	dt_home_path(&ours, "id_ed25519");
+	if (!strcmp(cluster_identity(c), ours.buf)) {
+		if (strbuf_read_file(&x->mesh_key, ours.buf, 64 << 10) < 0)
+			ret = error_errno("cannot read the cluster key '%s'", ours.buf);
+		else
+			sha256_hex(&x->mesh_key_hash, x->mesh_key.buf, x->mesh_key.len);
+	}
+	strbuf_release(&ours);
+	return ret;
+}
+
+static void render_node_ssh_config(struct strbuf *sb, const struct cluster_config *c, int with_key)
+{
+	strbuf_addf(sb, "# written by 'dtctl init' for cluster '%s': node-to-node SSH (mpirun)\n",
+		    c->name ? c->name : "");
+	for (size_t i = 0; i < c->nr_nodes; i++) {
+		const struct cluster_node *cn = &c->nodes[i];
+
+		if (!strcmp(cn->host, "local"))
+			continue;
+		strbuf_addf(sb, "\nHost %s", cn->name);
+		if (strcmp(cn->name, cn->host))
+			strbuf_addf(sb, " %s", cn->host);
+		strbuf_addf(sb, "\n    HostName %s\n    Port %d\n", cn->host, cn->port);
+		if (cn->user)
+			strbuf_addf(sb, "    User %s\n", cn->user);
+	}
+	strbuf_addstr(sb, "\nHost *\n");
+	if (with_key)
+		strbuf_addstr(sb, "    IdentityFile ~/" MESH_KEY "\n    IdentitiesOnly yes\n");
+	strbuf_addstr(sb, "    UserKnownHostsFile ~/" MESH_KNOWN_HOSTS "\n"
+		      "    GlobalKnownHostsFile /dev/null\n"
+		      "    StrictHostKeyChecking yes\n"
+		      "    CheckHostIP no\n"
+		      "    BatchMode yes\n");
+}
+
+static void mesh_uploaded(struct ssh_node *n, struct ssh_result *r, void *arg)
+{
+	if (r->error != SSH_OK || r->status != 0)
+		ssh_node_fail(n, "%s: cannot install %s for node-to-node SSH: %s",
+			      ssh_node_target(n)->name, (const char *)arg,
+			      ssh_node_error(n) ? ssh_node_error(n) : "upload failed");
+}
+
+static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct cluster_config *c)
+{
+	struct strbuf kh = STRBUF_INIT, cfg = STRBUF_INIT, khh = STRBUF_INIT, cfgh = STRBUF_INIT;
+	struct strbuf path = STRBUF_INIT, h = STRBUF_INIT;
+	struct ssh_pool_opts po;
+	struct ssh_pool *p = NULL;
+	size_t *idx = xcalloc(ssh_pool_count(p1) + 1, sizeof(*idx)), nr = 0;
+	int rc = 0;
+
+	dt_home_path(&path, "known_hosts");
+	if (strbuf_read_file(&kh, path.buf, 4 << 20) < 0)
+		goto out;	/* nothing was accepted: nothing to share */
+	render_node_ssh_config(&cfg, c, x->mesh_key.len > 0);
+	sha256_hex(&khh, kh.buf, kh.len);
+	sha256_hex(&cfgh, cfg.buf, cfg.len);
+	for (size_t i = 0; i < ssh_pool_count(p1); i++) {
+		struct ssh_node *n = ssh_pool_node(p1, i);
+		struct init_node *in = inode(n);
+
+		if (ssh_node_failed(n) || !strcmp(ssh_node_target(n)->host, "local"))
+			continue;
+		if (strcmp(remote_hash(in, MESH_KNOWN_HOSTS, &h), khh.buf) ||
+		    strcmp(remote_hash(in, MESH_SSH_CONFIG, &h), cfgh.buf))
+			idx[nr++] = in->ci;
+	}
+	if (!nr)
+		goto out;
+	cluster_pool_opts(&po, c);
+	po.on_tick = x->quiet ? NULL : progress_tick;
+	p = ssh_pool_new(&po);
+	cluster_pool_add(p, c, idx, nr);
+	for (size_t i = 0; i < nr; i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+
+		ssh_upload(n, kh.buf, kh.len, MESH_KNOWN_HOSTS, 0600, mesh_uploaded, "known_hosts");
+		ssh_upload(n, cfg.buf, cfg.len, MESH_SSH_CONFIG, 0600, mesh_uploaded, "ssh_config");
+	}
+	rc = ssh_pool_run(p);
+	progress_clear();
+	for (size_t i = 0; i < nr; i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+
+		if (ssh_node_failed(n)) {
+			/* report it on the main pass's node, which the table shows */
+			for (size_t k = 0; k < ssh_pool_count(p1); k++)
+				if (inode(ssh_pool_node(p1, k))->ci == idx[i])
+					ssh_node_fail(ssh_pool_node(p1, k), "%s", ssh_node_error(n));
+		} else {
+			for (size_t k = 0; k < ssh_pool_count(p1); k++)
+				if (inode(ssh_pool_node(p1, k))->ci == idx[i])
+					strvec_push(&inode(ssh_pool_node(p1, k))->actions,
+						    "node-to-node ssh");
+		}
+	}
+out:
+	if (p)
+		ssh_pool_free(p);
+	free(idx);
+	strbuf_release(&kh);
+	strbuf_release(&cfg);
+	strbuf_release(&khh);
+	strbuf_release(&cfgh);
+	strbuf_release(&path);
+	strbuf_release(&h);
+	return rc;
+}
+
 int cmd_init(int argc, const char **argv)
 {
 	static const char *const usage[] = {
@@ -785,6 +922,8 @@ int cmd_init(int argc, const char **argv)
 	x.quiet = json;
 	x.force_setup = force_setup;
 	x.no_agents = no_agents;
+	strbuf_init(&x.mesh_key, 0);
+	strbuf_init(&x.mesh_key_hash, 0);
 	strbuf_init(&x.pubkey, 0);
 	strbuf_init(&x.secret, 0);
 	strbuf_init(&x.secret_hash, 0);
@@ -833,6 +972,8 @@ int cmd_init(int argc, const char **argv)
 		goto out;
 	strbuf_addbuf(&x.secret, &hex);
 	strbuf_addch(&x.secret, '\n');
+	if (load_mesh_key(&c, &x) < 0)
+		goto out;
 	sha256_hex(&x.secret_hash, x.secret.buf, x.secret.len);
 	load_bins(&x);
 	if (c.install == INSTALL_SHARED && install_shared_bins(&x) < 0)
@@ -863,6 +1004,10 @@ int cmd_init(int argc, const char **argv)
 		warning("cannot write the OpenSSH config in '%s'", dt_home());
 	if (rc < 0) {
 		error("interrupted: partial uploads were removed; re-run 'dtctl init' to finish");
+		code = DT_EXIT_INTR;
+		goto out;
+	}
+	if (push_mesh(&x, p, &c) < 0) {
 		code = DT_EXIT_INTR;
 		goto out;
 	}
@@ -903,6 +1048,10 @@ out:
 		memset(x.secret.buf, 0, x.secret.len);
 	strbuf_release(&x.secret);
 	strbuf_release(&x.secret_hash);
+	if (x.mesh_key.len)
+		memset(x.mesh_key.buf, 0, x.mesh_key.len);
+	strbuf_release(&x.mesh_key);
+	strbuf_release(&x.mesh_key_hash);
 	strbuf_release(&x.bin_dir);
 	if (hex.len)
 		memset(hex.buf, 0, hex.len);

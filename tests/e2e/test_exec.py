@@ -24,8 +24,11 @@ def ready(fake_cluster, tmp_path_factory):
     exe = os.path.join(os.environ.get("DTCTL_BIN") or str(__import__("conftest").REPO / "bin"), "dtctl")
     p = subprocess.run([exe, "init", "--accept-new-hosts", str(cfg)], capture_output=True,
                        text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return c, cfg, home
+    try:
+        assert p.returncode == 0, p.stdout + p.stderr
+        yield c, cfg, home
+    finally:
+        __import__("conftest").stop_home_daemons(home)
 
 
 @pytest.fixture

@@ -215,3 +215,33 @@ def test_init_starts_agents_and_head(cluster, dtctl, tmp_home, tmp_path):
     # stop them again: the fixture's teardown would also, but this is the command users run
     r = dtctl("agents", "stop", timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_init_sets_up_node_to_node_ssh(cluster, dtctl, tmp_home, tmp_path):
+    """mpirun on one node logs in to the others: init pushes the cluster key, the
+    cluster's known_hosts and an ssh_config, so node 1 reaches node 2 by name and by
+    address with host keys verified and no password; a re-run pushes nothing."""
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c)
+    p = dtctl("init", "--no-agents", "--accept-new-hosts", cfg,
+              env={"DTCTL_PASSWORD": c.password}, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    n2 = c.nodes[1]
+    for target in (n2.name, n2.addr):
+        r = c.exec(1, ["ssh", "-F", ".dtctl/ssh_config", target, "hostname"], user=True)
+        assert r.returncode == 0 and r.stdout.strip() == n2.name, (target, r.stdout, r.stderr)
+    key = home_of(c, 2) / ".dtctl" / "id_ed25519"
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert key.read_bytes() == (tmp_home / "id_ed25519").read_bytes()
+    # a node with a forged key for node 2 is refused (checking is on, never "accept-new")
+    kh = home_of(c, 1) / ".dtctl" / "known_hosts"
+    good = kh.read_text()
+    forged = good.replace(n2.addr + " ", n2.addr + "-gone ")
+    kh.write_text(forged)
+    r = c.exec(1, ["ssh", "-F", ".dtctl/ssh_config", n2.addr, "true"], user=True)
+    assert r.returncode != 0 and "verification failed" in r.stderr, r.stderr
+    kh.write_text(good)
+    # re-run: nothing to push
+    p = dtctl("init", "--no-agents", cfg, env={"DTCTL_PASSWORD": ""}, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "node-to-node ssh" not in p.stdout, p.stdout

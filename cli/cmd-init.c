@@ -64,7 +64,8 @@ struct init_node {
 	struct strbuf log;           /* setup output, log line format */
 	struct strvec actions;       /* what changed on the node */
 	struct kvlist facts;
-	struct strbuf agent;         /* dtagent --version */
+	struct strbuf agent;
+	int restart_agent;           /* its secret or dtagent changed: restart a running agent */         /* dtagent --version */
 	struct strbuf fail;          /* a failure that is not the node's connection */
 };
 
@@ -489,7 +490,10 @@ static void init_start_agents(struct ssh_node *n)
 		return;
 	if (the_ctx->c->install == INSTALL_LOCAL && !the_ctx->bins[0].present)
 		return;
-	agents_command(&cmd, the_ctx->c, inode(n)->ci, AGENTS_START);
+	/* a running agent holds the old secret or binary: restart it (its tasks
+	 * live on under their supervisors and are re-adopted) */
+	agents_command(&cmd, the_ctx->c, inode(n)->ci,
+		       inode(n)->restart_agent ? AGENTS_RESTART : AGENTS_START);
 	ssh_exec(n, cmd.buf, 30000, 0, agent_checked, NULL);
 	strbuf_release(&cmd);
 }
@@ -500,8 +504,10 @@ static void queue_rest(struct ssh_node *n)
 	struct init_node *in = inode(n);
 	struct strbuf h = STRBUF_INIT, cmd = STRBUF_INIT;
 
-	if (strcmp(remote_hash(in, ".dtctl/secret", &h), x->secret_hash.buf))
+	if (strcmp(remote_hash(in, ".dtctl/secret", &h), x->secret_hash.buf)) {
 		ssh_upload(n, x->secret.buf, x->secret.len, ".dtctl/secret", 0600, uploaded, "secret");
+		in->restart_agent = 1;
+	}
 	if (x->mesh_key.len && strcmp(ssh_node_target(n)->host, "local") &&
 	    strcmp(remote_hash(in, MESH_KEY, &h), x->mesh_key_hash.buf))
 		ssh_upload(n, x->mesh_key.buf, x->mesh_key.len, MESH_KEY, 0600, uploaded,
@@ -514,9 +520,11 @@ static void queue_rest(struct ssh_node *n)
 			if (!b->present)
 				continue;
 			strbuf_addf(&path, ".dtctl/bin/%s", b->name);
-			if (strcmp(remote_hash(in, path.buf, &h), b->hash.buf))
+			if (strcmp(remote_hash(in, path.buf, &h), b->hash.buf)) {
 				ssh_upload(n, b->data.buf, b->data.len, path.buf, 0755, uploaded,
 					   (void *)b->name);
+				in->restart_agent = 1;
+			}
 			strbuf_release(&path);
 		}
 	}

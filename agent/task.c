@@ -251,20 +251,6 @@ void task_release(struct task *t)
 	task_init(t);
 }
 
-static json_t *ts_or_null(long long us)
-{
-	char buf[64];
-	time_t s = (time_t)(us / 1000000);
-	struct tm tm;
-
-	if (!us)
-		return json_null();
-	gmtime_r(&s, &tm);
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us % 1000000);
-	return json_string(buf);
-}
-
 static long long ts_parse(const json_t *j, const char *key)
 {
 	const char *s = json_get_str(j, key, NULL);
@@ -315,9 +301,9 @@ json_t *task_to_json(const struct task *t, int api)
 	json_object_set_new(j, "error", str_or_null(t->error));
 	json_object_set_new(j, "stop_requested", json_boolean(t->stop_requested));
 	json_object_set_new(j, "leftovers_killed", json_integer(t->leftovers_killed));
-	json_object_set_new(j, "created_at", ts_or_null(t->created_us));
-	json_object_set_new(j, "started_at", ts_or_null(t->started_us));
-	json_object_set_new(j, "ended_at", ts_or_null(t->ended_us));
+	json_object_set_new(j, "created_at", json_timestamp(t->created_us));
+	json_object_set_new(j, "started_at", json_timestamp(t->started_us));
+	json_object_set_new(j, "ended_at", json_timestamp(t->ended_us));
 	if (!t->spec)
 		json_decref(spec);
 	return j;

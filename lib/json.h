@@ -14,10 +14,19 @@
 
 /* Append the compact serialisation of j to sb. */
 void json_append(struct strbuf *sb, const json_t *j);
+/*
+ * Append s as a JSON string literal (quotes, escapes; UTF-8 passed through):
+ * for hand-built replies on hot paths where building jansson objects costs
+ * more than the reply (dtsched's node list).  s must be valid UTF-8.
+ */
+void json_append_str(struct strbuf *sb, const char *s);
 /* Print j indented to stdout with a trailing newline. */
 void json_print(const json_t *j);
 /* Parse len bytes; on failure return NULL and fill err ("line L col C: msg"). */
 json_t *json_parse(const char *buf, size_t len, struct strbuf *err);
+
+/* A dt_timestamp() string for `us` microseconds since the epoch; JSON null for 0. */
+json_t *json_timestamp(long long us);
 
 /* Typed getters with defaults; never crash on a missing or mistyped key. */
 const char *json_get_str(const json_t *obj, const char *key, const char *def);

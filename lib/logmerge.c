@@ -94,17 +94,6 @@ void log_sanitize(struct strbuf *out, const char *text, size_t len)
 	}
 }
 
-void logline_format(struct strbuf *out, long long ts_us, char stream, const char *text,
-		    size_t len)
-{
-	char ts[DT_TIMESTAMP_LEN];
-
-	dt_timestamp_format(ts, sizeof(ts), ts_us);
-	strbuf_addf(out, "%s %c ", ts, stream);
-	log_sanitize(out, text, len);
-	strbuf_addch(out, '\n');
-}
-
 void logset_init(struct logset *ls)
 {
 	memset(ls, 0, sizeof(*ls));

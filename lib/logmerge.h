@@ -59,9 +59,6 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
  * bytes and invalid UTF-8 become \xNN, tabs stay.
  */
 void log_sanitize(struct strbuf *out, const char *text, size_t len);
-/* Append a formatted log line "<timestamp> <stream> <text>\n" (the writer's side). */
-void logline_format(struct strbuf *out, long long ts_us, char stream, const char *text,
-		    size_t len);
 
 void logset_init(struct logset *ls);
 void logset_add(struct logset *ls, const char *path, int rank, const char *node);

@@ -262,7 +262,7 @@ static int start_task(struct sup *s)
 	size_t i;
 
 	if (!cwd)
-		cwd = getenv("HOME") && *getenv("HOME") ? getenv("HOME") : "/";
+		cwd = getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
 	if (json_is_true(json_object_get(spec, "shell"))) {
 		strvec_push(&argv, "/bin/sh");
 		strvec_push(&argv, "-c");
@@ -494,7 +494,7 @@ int supervise_main(const char *home, const char *id)
 	{
 		struct strbuf dir = STRBUF_INIT;
 
-		if (getenv("DTAGENT_NO_CGROUP") && *getenv("DTAGENT_NO_CGROUP")) {
+		if (getenv_nonempty("DTAGENT_NO_CGROUP")) {
 			dtlog(DTLOG_DEBUG, "task %s: cgroups disabled by DTAGENT_NO_CGROUP", id);
 		} else if (cgroup_create(id, json_object_get(s.t.spec, "limits"), &dir, &s.cgroup_why) == 0) {
 			s.t.cgroup = strbuf_detach(&dir, NULL);
@@ -515,7 +515,7 @@ int supervise_main(const char *home, const char *id)
 		struct pollfd pfd[3] = {
 			{ sfd, POLLIN, 0 }, { s.fd_out, POLLIN, 0 }, { s.fd_err, POLLIN, 0 },
 		};
-		long long now = dt_mono_ms();
+		long long now;
 		int timeout = -1;
 
 		if (s.term_deadline || s.main_done)

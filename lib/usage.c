@@ -95,11 +95,16 @@ void die_code(int code, const char *fmt, ...)
 	exit(code);
 }
 
+const char *getenv_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
 int dt_want_color(int fd)
 {
-	const char *nc = getenv("NO_COLOR");
-
-	if (nc && *nc)
+	if (getenv_nonempty("NO_COLOR"))
 		return 0;
 	return isatty(fd);
 }

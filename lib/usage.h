@@ -36,6 +36,9 @@ noreturn void die_errno(const char *fmt, ...) DT_PRINTF(1, 2);
 /* die with a specific exit code (DT_EXIT_USAGE for bad configuration, ...) */
 noreturn void die_code(int code, const char *fmt, ...) DT_PRINTF(2, 3);
 
+/* getenv() that treats an empty value as unset: NULL or a non-empty string. */
+const char *getenv_nonempty(const char *name);
+
 /* Colour only on a TTY and when NO_COLOR is unset. */
 int dt_want_color(int fd);
 

@@ -433,9 +433,9 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	code = maybe_resume(r, &start, err);
 	if (code)
 		goto out;
-	if (!cfg->checkpoint_dir && getenv("DT_JOB_DIR") && *getenv("DT_JOB_DIR")) {
+	if (!cfg->checkpoint_dir && getenv_nonempty("DT_JOB_DIR")) {
 		/* launched by dtctl: checkpoints go to the job's directory on the shared dir */
-		strbuf_addf(&ckdir, "%s/ckpt", getenv("DT_JOB_DIR"));
+		strbuf_addf(&ckdir, "%s/ckpt", getenv_nonempty("DT_JOB_DIR"));
 		cfg->checkpoint_dir = ckdir.buf;
 	}
 	sampler_init(&r->smp, r->train.n, cfg->batch, comm->rank, comm->world, (uint64_t)cfg->seed);

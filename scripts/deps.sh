@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential pkg-config libssh2-1-dev libyaml-dev libcurl4-openssl-dev
 libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev openmpi-bin libopenmpi-dev
 libopenblas-dev libcmocka-dev python3 python3-pytest python3-yaml openssh-server
-openssh-client iproute2 procps psmisc clang cppcheck clang-tidy valgrind"
+openssh-client iproute2 procps psmisc clang cppcheck clang-tidy valgrind chromium"
 [ -n "${DT_EXTRA_DEPS:-}" ] && PKGS="$PKGS $DT_EXTRA_DEPS"
 missing=""
 for p in $PKGS; do

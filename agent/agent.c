@@ -24,10 +24,13 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -569,6 +572,7 @@ static void *heartbeat_thread(void *data)
 	struct dt_httpc c;
 	long long seq = 0;
 	int failing = 0, full = 1;   /* the first heartbeat carries the whole table */
+	char acked[DT_SHA256_HEX] = "";   /* inventory hash dtsched has from us */
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
 	c.timeout_ms = 2000;
@@ -578,6 +582,7 @@ static void *heartbeat_thread(void *data)
 		struct timespec until;
 		json_t *body, *reply = NULL;
 		struct strbuf err = STRBUF_INIT;
+		char hash[DT_SHA256_HEX];
 		int code;
 
 		if (!a->hb_kick) {
@@ -611,10 +616,29 @@ static void *heartbeat_thread(void *data)
 			strbuf_release(&sc);
 		}
 		pthread_mutex_unlock(&a->lock);
-		json_object_set_new(body, "inventory", inventory_collect(a->name, a->o.gpus));
+		/* the inventory only when it changed since dtsched last took it */
+		{
+			json_t *inv = inventory_collect(a->name, a->o.gpus);
+			struct strbuf ib = STRBUF_INIT;
+
+			json_append(&ib, inv);
+			dt_sha256_hex(ib.buf, ib.len, hash);
+			strbuf_release(&ib);
+			json_object_set_new(body, "inventory_hash", json_string(hash));
+			if (strcmp(hash, acked))
+				json_object_set_new(body, "inventory", inv);
+			else
+				json_decref(inv);
+		}
 		code = dt_httpc_request(&c, "POST", DT_PATH_HEARTBEAT, body, &reply, &err);
 		pthread_mutex_lock(&a->lock);
 		if (code == 200) {
+			if (json_object_get(body, "inventory"))
+				memcpy(acked, hash, sizeof(acked));
+			if (json_is_true(json_object_get(reply, "want_inventory"))) {
+				acked[0] = '\0';
+				a->hb_kick = 1;   /* send it now */
+			}
 			/* dtsched asks for the whole table when it (re)learns about us */
 			full = json_is_true(json_object_get(reply, "want_full"));
 			a->hb_sent++;
@@ -648,6 +672,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	int have_hb = 0, n;
 	sigset_t set;
 	long long last_live = 0, last_prune = 0;
+	int sfd = -1, ifd = -1;
 
 	a->o = *o;
 	pthread_mutex_init(&a->lock, NULL);
@@ -732,12 +757,40 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		ready_fd = -1;
 	}
 
+	/*
+	 * Supervisors replace task files by rename: inotify on the tasks dir wakes
+	 * the loop the moment a task starts or ends (its heartbeat goes out at
+	 * once); the WATCH_MS scan stays as the fallback.  Signals come through
+	 * a signalfd so one poll() waits for both.
+	 */
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ifd >= 0 && inotify_add_watch(ifd, a->dir.buf, IN_MOVED_TO) < 0) {
+		close(ifd);
+		ifd = -1;
+	}
 	for (;;) {
-		struct timespec ts = { 0, WATCH_MS * 1000000L };
-		siginfo_t si;
-		int sig = sigtimedwait(&set, &si, &ts), changed = 0;
-		long long now = dt_mono_ms();
+		struct pollfd pf[2] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 } };
+		int sig = 0, changed = 0;
+		long long now;
 
+		if (sfd >= 0) {
+			struct signalfd_siginfo si;
+			char ev[4096];
+
+			if (poll(pf, 2, WATCH_MS) > 0) {
+				if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
+					sig = (int)si.ssi_signo;
+				while (ifd >= 0 && read(ifd, ev, sizeof(ev)) > 0)
+					;   /* drain: which file does not matter, the scan below reads them */
+			}
+		} else {
+			struct timespec ts = { 0, WATCH_MS * 1000000L };
+			siginfo_t si;
+
+			sig = sigtimedwait(&set, &si, &ts);
+		}
+		now = dt_mono_ms();
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 		pthread_mutex_lock(&a->lock);
@@ -761,6 +814,10 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 			kick_heartbeat(a);
 		pthread_mutex_unlock(&a->lock);
 	}
+	if (sfd >= 0)
+		close(sfd);
+	if (ifd >= 0)
+		close(ifd);
 	dtlog(DTLOG_INFO, "dtagent stopping (tasks keep running under their supervisors)");
 	pthread_mutex_lock(&a->lock);
 	a->stopping = 1;

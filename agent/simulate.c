@@ -3,6 +3,9 @@
  * agents heartbeating to dtsched, so dtsched's cost per node can be measured
  * without N machines.  One thread, one keep-alive connection per simulated
  * node (like real agents); the heartbeats are spread evenly over the period.
+ * Like a real agent it sends its inventory only when dtsched does not have it
+ * (the first heartbeat, or when the reply says want_inventory); the others
+ * carry its inventory_hash.
  */
 #include "agent.h"
 #include "auth.h"
@@ -27,6 +30,8 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 	const char *colon = strrchr(head, ':');
 	long long start = dt_mono_ms(), sent = 0, failed = 0, seq = 0;
 	json_t *inv;
+	unsigned char *have;         /* dtsched has node i's inventory */
+	char hash[DT_SHA256_HEX];
 
 	if (dt_auth_key_load(&key, secret) < 0)
 		return 1;
@@ -40,6 +45,7 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 		c[i].timeout_ms = 5000;
 	}
 	inv = inventory_collect("sim", gpus);
+	have = xcalloc((size_t)n, 1);
 	while (!duration_ms || dt_mono_ms() - start < duration_ms) {
 		long long round = dt_mono_ms();
 
@@ -54,12 +60,22 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 				usleep((useconds_t)(due - now) * 1000);
 			snprintf(name, sizeof(name), "sim%04d", i);
 			json_object_set_new(inv, "node", json_string(name));
-			body = json_pack("{s:s,s:i,s:i,s:s,s:O,s:[],s:I}", "node", name, "port", 7070 + i,
+			{
+				struct strbuf ib = STRBUF_INIT;
+
+				json_append(&ib, inv);
+				dt_sha256_hex(ib.buf, ib.len, hash);
+				strbuf_release(&ib);
+			}
+			body = json_pack("{s:s,s:i,s:i,s:s,s:s,s:[],s:I}", "node", name, "port", 7070 + i,
 					 "agent_pid", (int)getpid(), "version", DT_VERSION,
-					 "inventory", inv, "tasks", "seq", (json_int_t)seq);
-			if (dt_httpc_request(&c[i], "POST", DT_PATH_HEARTBEAT, body, &reply, &err) == 200)
+					 "inventory_hash", hash, "tasks", "seq", (json_int_t)seq);
+			if (!have[i])
+				json_object_set(body, "inventory", inv);
+			if (dt_httpc_request(&c[i], "POST", DT_PATH_HEARTBEAT, body, &reply, &err) == 200) {
 				sent++;
-			else if (failed++ < 5)
+				have[i] = !json_is_true(json_object_get(reply, "want_inventory"));
+			} else if (failed++ < 5)
 				fprintf(stderr, "simulate: %s: %s\n", name, err.len ? err.buf : "refused");
 			json_decref(body);
 			json_decref(reply);
@@ -72,6 +88,7 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 	for (int i = 0; i < n; i++)
 		dt_httpc_release(&c[i]);
 	free(c);
+	free(have);
 	json_decref(inv);
 	return failed ? 1 : 0;
 }

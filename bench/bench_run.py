@@ -67,6 +67,7 @@ def launch_bench(b, rounds):
             "--mca plm_rsh_args '-F %s/ssh_config' true >/dev/null || exit 1; t1=$(date +%%s%%N); "
             "echo $(( (t1 - t0) / 1000 ))" % (hostfile, b.agent_home(1)))
     res = {"mpi": [], "agent": [], "mpirun": []}
+    steps = {"mpi": [], "agent": []}
     for r in range(rounds + 1):          # round 0 warms up caches and is dropped
         for kind in ("mpirun", "mpi", "agent"):
             if kind == "mpirun":
@@ -74,14 +75,57 @@ def launch_bench(b, rounds):
                 assert p.returncode == 0, p.stderr
                 t = int(p.stdout.strip()) / 1e6
             else:
+                w0 = time.time()
                 t0 = time.perf_counter()
                 p = b.dtctl("run", "-n", 4, "-p", 2, "--launcher", kind, "--name",
                             "bench-" + kind, "--", "true", timeout=120)
                 t = time.perf_counter() - t0
+                w1 = time.time()
                 assert p.returncode == 0, p.stdout + p.stderr
+                if r:
+                    steps[kind].append(job_steps(b, p.stderr, w0, w1))
             if r:
                 res[kind].append(t)
-    return res
+    return res, steps
+
+
+def ts_parse(s):
+    """dt_timestamp() string -> unix seconds (float)."""
+    import calendar
+    if not s:
+        return None
+    base, frac = s.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1e6
+
+
+def job_steps(b, stderr, w0, w1):
+    """Where one `dtctl run` spent its time, from dtsched's and the ranks' timestamps (ms)."""
+    jid = next((w for line in stderr.splitlines() for w in line.split() if w.startswith("j-")), None)
+    if not jid:
+        return {}
+    p = b.dtctl("show", "--json", jid)
+    if p.returncode:
+        return {}
+    j = json.loads(p.stdout)
+    j = j.get("job", j)
+    hist = {h["state"]: ts_parse(h["at"]) for h in j.get("history", [])}
+    sub, run, end = ts_parse(j.get("submitted_at")), hist.get("RUNNING"), ts_parse(j.get("ended_at"))
+    starts, ends = [], []
+    rdir = Path(j["job_dir"]) / "ranks"
+    for f in (rdir.glob("*.json") if rdir.is_dir() else []):
+        x = json.loads(f.read_text())
+        starts.append(ts_parse(x.get("started_at")))
+        ends.append(ts_parse(x.get("ended_at")))
+    out = {"dtctl start -> submitted": sub - w0 if sub else None,
+           "submitted -> RUNNING": run - sub if run and sub else None}
+    if starts and all(starts) and all(ends):
+        out["RUNNING -> first rank starts"] = min(starts) - run
+        out["first rank start -> last rank end"] = max(ends) - min(starts)
+        out["last rank end -> job ended (dtsched)"] = end - max(ends)
+    else:
+        out["RUNNING -> job ended (dtsched)"] = end - run if end and run else None
+    out["job ended -> dtctl exits"] = w1 - end if end else None
+    return {k: round(v * 1000, 1) for k, v in out.items() if v is not None}
 
 
 def log_bench(b, work):
@@ -158,10 +202,34 @@ def log_bench(b, work):
     return lat, thr
 
 
+def print_launch(res, steps, rounds):
+    m = statistics.median(res["mpirun"])
+    print("\nlaunch + finish of 8 no-op ranks on 4 fake nodes (%d rounds, median):" % rounds)
+    print("| launcher | median s | min s | vs bare mpirun | target |")
+    print("|---|---|---|---|---|")
+    for kind, label, target in (("mpirun", "bare `mpirun -np 8 true` (on node 1)", ""),
+                                ("mpi", "`dtctl run --launcher mpi`", "<= 1.1x"),
+                                ("agent", "`dtctl run --launcher agent`", "<= 0.5x")):
+        md = statistics.median(res[kind])
+        print("| %s | %.3f | %.3f | %.2fx | %s |" % (label, md, min(res[kind]), md / m, target))
+    for kind in ("mpi", "agent"):
+        keys = []
+        for st in steps[kind]:
+            keys += [k for k in st if k not in keys]
+        print("\nwhere `dtctl run --launcher %s` spends its time (median ms over rounds):" % kind)
+        print("| step | median ms |")
+        print("|---|---|")
+        for k in keys:
+            xs = [st[k] for st in steps[kind] if k in st]
+            print("| %s | %.1f |" % (k, statistics.median(xs)))
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-logs", action="store_true", help="launch benchmark only")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench_run: needs root (fake cluster in network namespaces)")
@@ -200,23 +268,18 @@ def main():
             if p.returncode == 0 and sum(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]) == 4:
                 break
             time.sleep(0.2)
-        res = launch_bench(b, a.rounds)
-        lat, thr = log_bench(b, fc.shared)
+        res, steps = launch_bench(b, a.rounds)
+        print_launch(res, steps, a.rounds)
+        if not a.no_logs:
+            lat, thr = log_bench(b, fc.shared)
     finally:
         for i in range(1, fc.n + 1):
             fc.exec(i, [str(bin_dir / "dtagent"), "--home", b.agent_home(i), "--stop"], user=True)
         b.dtctl("head", "stop")
         subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
 
-    m = statistics.median(res["mpirun"])
-    print("\nlaunch + finish of 8 no-op ranks on 4 fake nodes (%d rounds, median):" % a.rounds)
-    print("| launcher | median s | min s | vs bare mpirun | target |")
-    print("|---|---|---|---|---|")
-    for kind, label, target in (("mpirun", "bare `mpirun -np 8 true` (on node 1)", ""),
-                                ("mpi", "`dtctl run --launcher mpi`", "<= 1.1x"),
-                                ("agent", "`dtctl run --launcher agent`", "<= 0.5x")):
-        md = statistics.median(res[kind])
-        print("| %s | %.3f | %.3f | %.2fx | %s |" % (label, md, min(res[kind]), md / m, target))
+    if a.no_logs:
+        return
     print("\nfollow latency, write -> shown (200 lines over 16 files, 20 ms apart):")
     print("| reader | lines seen | p50 ms | p99 ms |")
     print("|---|---|---|---|")

@@ -23,6 +23,9 @@ int cmd_nodes(int argc, const char **argv);
 int cmd_resume(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
 int cmd_show(int argc, const char **argv);
+int cmd_sweep(int argc, const char **argv);
+/* hidden, test-only: render a sweep export file (cli/sweep-report.c) */
+int cmd_sweep_report_file(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);
 int cmd_init(int argc, const char **argv);

@@ -423,6 +423,39 @@ static int get_job(const char *id, json_t **job)
 	return code;
 }
 
+/*
+ * Long-poll: the job once its version differs from *version (or after
+ * timeout_ms).  0 with *job set, DT_EXIT_UNREACH, or -1 when this dtsched has
+ * no /wait (the caller polls GET instead).  hc is kept open between calls.
+ */
+static int wait_job(struct dt_httpc *hc, const char *id, long long *version, long timeout_ms,
+		    json_t **job)
+{
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *body, *reply = NULL;
+	int st, code = 0;
+
+	*job = NULL;
+	strbuf_addf(&path, "%s%s%s", DT_PATH_JOB_PREFIX, id, DT_PATH_WAIT_SUFFIX);
+	body = json_pack("{s:I,s:I}", "since_version", (json_int_t)*version,
+			 "timeout_ms", (json_int_t)timeout_ms);
+	hc->timeout_ms = timeout_ms + 10000;
+	st = dt_httpc_request(hc, "POST", path.buf, body, &reply, &err);
+	if (st == 200 && json_is_object(json_object_get(reply, "job"))) {
+		*job = json_incref(json_object_get(reply, "job"));
+		*version = json_get_int(*job, "version", -1);
+	} else if (st < 0 || st == 401) {
+		code = DT_EXIT_UNREACH;
+	} else {
+		code = -1;
+	}
+	json_decref(body);
+	json_decref(reply);
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return code;
+}
+
 static int cancel_job(const char *id)
 {
 	struct strbuf path = STRBUF_INIT;
@@ -526,8 +559,10 @@ static int follow_job(json_t *job)
 	struct follow f;
 	struct sigaction sa;
 	char *last_state = NULL, *last_reason = NULL;
-	long long last_state_poll = 0, unreachable_since = 0, stall_seen = 0;
+	long long last_state_poll = 0, unreachable_since = 0, stall_seen = 0, version = -1;
 	int asked = 0, cancelled = 0, ret = DT_EXIT_FAIL, tty = isatty(0);
+	int long_poll = 0;            /* dtsched answers POST /v1/jobs/<id>/wait */
+	struct dt_httpc hc;
 	json_t *cur = json_incref(job);
 
 	memset(&f, 0, sizeof(f));
@@ -540,10 +575,19 @@ static int follow_job(json_t *job)
 	sa.sa_handler = on_sigint;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/*
+	 * The state comes by long-poll on one kept-alive connection: the request
+	 * returns the moment the job changes, or after POLL_MS, so logs are still
+	 * read every POLL_MS and an exit is seen at once instead of at the next poll.
+	 */
+	memset(&hc, 0, sizeof(hc));
+	if (!head_connect(&hc, 0))
+		long_poll = 1;
 
 	for (;;) {
 		long long now = dt_mono_ms();
 		const char *st;
+		int waited = 0;           /* this turn's long-poll took the place of the sleep */
 
 		if (interrupts && !cancelled) {
 			int answer = interrupts > 1 || !tty ? 'c' : ask_cancel_or_detach(f.id, &asked);
@@ -563,12 +607,19 @@ static int follow_job(json_t *job)
 			}
 		}
 		show_lines(&f, 0);
-		if (now - last_state_poll >= 2 * POLL_MS || cancelled == 1) {
+		if (long_poll || now - last_state_poll >= 2 * POLL_MS || cancelled == 1) {
 			json_t *j = NULL;
-			int code;
+			int code = -1;
 
 			last_state_poll = now;
-			code = get_job(f.id, &j);
+			if (long_poll && cancelled != 1) {
+				code = wait_job(&hc, f.id, &version, POLL_MS, &j);
+				waited = code == 0;
+				if (code < 0)
+					long_poll = 0;   /* an older dtsched: poll */
+			}
+			if (code < 0)
+				code = get_job(f.id, &j);
 			if (code == 0 && j) {
 				json_decref(cur);
 				cur = j;
@@ -622,8 +673,11 @@ static int follow_job(json_t *job)
 				break;
 			}
 		}
-		usleep(POLL_MS * 1000);
+		if (!waited)
+			usleep(POLL_MS * 1000);
 	}
+	if (hc.host)
+		dt_httpc_release(&hc);
 	json_decref(cur);
 	free(last_state);
 	free(last_reason);

@@ -34,6 +34,8 @@ static const struct cmd_struct commands[] = {
 	{ "resume", cmd_resume, "place work on a drained node again" },
 	{ "run", cmd_run, "run a distributed job and stream its logs" },
 	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs" },
+	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping" },
+	{ "sweep-report-file", cmd_sweep_report_file, NULL },   /* hidden: tests */
 	{ "validate", cmd_validate, "check configuration files and print them resolved" },
 	{ "version", cmd_version, "print the version" },
 };
@@ -42,7 +44,8 @@ static void list_commands(FILE *out)
 {
 	fprintf(out, "\ncommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(out, "    %-12s %s\n", commands[i].name, commands[i].summary);
+		if (commands[i].summary)   /* NULL: hidden */
+			fprintf(out, "    %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nrun 'dtctl <command> --help' for a command's options\n");
 }
 

@@ -2431,7 +2431,9 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 			return bad_value(c, v, path, "a non-negative integer");
 		return 0;
 	}
-	/* name, description: accepted for W&B compatibility, not used */
+	if (!strcmp(key, "name"))
+		return get_str(c, v, path, &s->name);
+	/* description: accepted for W&B compatibility, not used */
 	return want_scalar(c, v, path, "a string") ? 0 : -1;
 }
 
@@ -2615,6 +2617,7 @@ int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *e
 void sweep_config_release(struct sweep_config *s)
 {
 	free(s->path);
+	free(s->name);
 	free(s->metric_name);
 	for (size_t i = 0; i < s->nr_params; i++) {
 		free(s->params[i].name);

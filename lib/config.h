@@ -184,6 +184,7 @@ struct sweep_config {
 	int gpus_per_trial;          /* 0 = job's own */
 	unsigned long long seed;     /* 0 when not given */
 	int max_failures;            /* 3 */
+	char *name;                  /* name: (NULL when not given; dtctl sweep shows it) */
 };
 
 int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err);

@@ -18,9 +18,15 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+struct parked {
+	struct MHD_Connection *conn;
+	long long deadline_ms;
+};
 
 struct dt_httpd {
 	struct MHD_Daemon *mhd;
@@ -29,12 +35,32 @@ struct dt_httpd {
 	pthread_mutex_t stats_lock;
 	struct dt_httpd_stats stats;
 	int port;
+	/* long-poll: suspended connections, under park_lock */
+	pthread_mutex_t park_lock;
+	struct parked *parked;
+	size_t nr_parked, alloc_parked;
+	unsigned long long wake_gen;  /* bumped by every dt_httpd_wake() */
+	int stopping;
+	/* threads == 1: our own polling thread (see serve_loop) */
+	pthread_t thread;
+	int own_thread;
+	atomic_int quit;
 };
 
 struct req_ctx {
 	struct strbuf body;
 	int too_large;
+	int verified;                 /* signature checked (a parked request re-runs) */
+	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
 };
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
 {
@@ -158,7 +184,7 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	route = find_route(srv, method, url, &path_known, &param);
 	/* public means: that method on that path, nothing else */
 	public_path = route && (route->flags & DT_ROUTE_PUBLIC);
-	if (!public_path) {
+	if (!public_path && !ctx->verified) {
 		enum dt_auth_result a;
 
 		if (!srv->opts.key) {
@@ -176,6 +202,7 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 			dt_http_error(resp, 401, "%s", dt_auth_result_str(a));
 			return;
 		}
+		ctx->verified = 1;
 	}
 	if (!route) {
 		if (path_known)
@@ -199,7 +226,10 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		strbuf_release(&err);
 	}
 	req.param = param;
+	req.may_park = !ctx->deadline_ms || mono_ms() < ctx->deadline_ms;
 	route->fn(&req, resp, srv->opts.data);
+	if (!req.may_park)
+		resp->park_ms = 0;
 	json_decref(req.json);
 }
 
@@ -246,10 +276,39 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	}
 	if (ctx->too_large == 2)
 		return MHD_YES;   /* already answered */
-	memset(&resp, 0, sizeof(resp));
-	resp.status = 200;
-	strbuf_init(&resp.text, 0);
-	dispatch(srv, conn, url, method, ctx, &resp);
+	for (;;) {
+		unsigned long long gen;
+
+		memset(&resp, 0, sizeof(resp));
+		resp.status = 200;
+		strbuf_init(&resp.text, 0);
+		pthread_mutex_lock(&srv->park_lock);
+		gen = srv->wake_gen;
+		pthread_mutex_unlock(&srv->park_lock);
+		dispatch(srv, conn, url, method, ctx, &resp);
+		if (resp.park_ms <= 0)
+			break;
+		/* park, unless a wake came while the handler ran: then run it again */
+		pthread_mutex_lock(&srv->park_lock);
+		if (gen == srv->wake_gen && !srv->stopping) {
+			if (!ctx->deadline_ms)
+				ctx->deadline_ms = mono_ms() + resp.park_ms;
+			ALLOC_GROW(srv->parked, srv->nr_parked + 1, srv->alloc_parked);
+			srv->parked[srv->nr_parked].conn = conn;
+			srv->parked[srv->nr_parked].deadline_ms = ctx->deadline_ms;
+			srv->nr_parked++;
+			MHD_suspend_connection(conn);
+			pthread_mutex_unlock(&srv->park_lock);
+			json_decref(resp.json);
+			strbuf_release(&resp.text);
+			return MHD_YES;
+		}
+		if (srv->stopping)
+			ctx->deadline_ms = 1;   /* answer now */
+		pthread_mutex_unlock(&srv->park_lock);
+		json_decref(resp.json);
+		strbuf_release(&resp.text);
+	}
 	ret = send_reply(srv, conn, &resp);
 	json_decref(resp.json);
 	strbuf_release(&resp.text);
@@ -279,17 +338,55 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 	strbuf_release(&sb);
 }
 
+/*
+ * The polling thread of a one-thread server.  MHD's own internal thread wakes
+ * for every packet: 1000 agents heartbeating once a second are 1000 wake-ups
+ * a second, and on a virtual machine the wake-ups (IPIs, run-queue locks)
+ * cost more than the requests.  When busy (more than BUSY_RUNS returns from
+ * the poll in a 100 ms window) this loop lets requests gather for BATCH_MS
+ * after each round and then serves them together; when quiet it answers at
+ * once, so interactive latency is unchanged.
+ */
+#define BATCH_MS 5
+#define BUSY_RUNS 10
+
+static void *serve_loop(void *data)
+{
+	struct dt_httpd *srv = data;
+	long long window = mono_ms();
+	int runs = 0, busy = 0;
+
+	while (!atomic_load(&srv->quit)) {
+		MHD_run_wait(srv->mhd, 100);
+		runs++;
+		if (mono_ms() - window >= 100) {
+			busy = runs > BUSY_RUNS;
+			runs = 0;
+			window = mono_ms();
+		}
+		if (busy) {
+			struct timespec ts = { 0, BATCH_MS * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
 struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf *err)
 {
 	struct dt_httpd *srv = xcalloc(1, sizeof(*srv));
 	struct sockaddr_in sa;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
 	const union MHD_DaemonInfo *di;
 
 	srv->opts = *opts;
 	if (!srv->opts.threads)
 		srv->opts.threads = 1;
+	if (srv->opts.threads > 1)
+		flags |= MHD_USE_INTERNAL_POLLING_THREAD;
 	pthread_mutex_init(&srv->stats_lock, NULL);
+	pthread_mutex_init(&srv->park_lock, NULL);
 	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
@@ -316,21 +413,88 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	}
 	di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
 	srv->port = di ? di->port : opts->port;
+	if (srv->opts.threads == 1) {
+		if (pthread_create(&srv->thread, NULL, serve_loop, srv)) {
+			MHD_stop_daemon(srv->mhd);
+			strbuf_addf(err, "cannot start the HTTP server thread");
+			goto fail;
+		}
+		srv->own_thread = 1;
+	}
 	return srv;
 fail:
 	dt_nonce_cache_free(srv->nonces);
 	pthread_mutex_destroy(&srv->stats_lock);
+	pthread_mutex_destroy(&srv->park_lock);
 	free(srv);
 	return NULL;
+}
+
+/*
+ * Resume the parked requests (all, or those whose deadline passed); lock held.
+ * Returns ms until the next deadline of those left, -1 when none is left.
+ */
+static long long resume_parked(struct dt_httpd *srv, int all)
+{
+	long long now = mono_ms(), next = -1;
+	size_t k = 0;
+
+	for (size_t i = 0; i < srv->nr_parked; i++) {
+		if (all || now >= srv->parked[i].deadline_ms) {
+			MHD_resume_connection(srv->parked[i].conn);
+		} else {
+			if (next < 0 || srv->parked[i].deadline_ms - now < next)
+				next = srv->parked[i].deadline_ms - now;
+			srv->parked[k++] = srv->parked[i];
+		}
+	}
+	srv->nr_parked = k;
+	return next;
+}
+
+void dt_httpd_wake(struct dt_httpd *srv)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->park_lock);
+	srv->wake_gen++;
+	resume_parked(srv, 1);
+	pthread_mutex_unlock(&srv->park_lock);
+}
+
+long long dt_httpd_wake_expired(struct dt_httpd *srv)
+{
+	long long next = -1;
+
+	if (!srv)
+		return -1;
+	pthread_mutex_lock(&srv->park_lock);
+	if (srv->nr_parked)
+		next = resume_parked(srv, 0);
+	pthread_mutex_unlock(&srv->park_lock);
+	return next;
 }
 
 void dt_httpd_stop(struct dt_httpd *srv)
 {
 	if (!srv)
 		return;
+	/* MHD refuses to stop with suspended connections: answer them first */
+	pthread_mutex_lock(&srv->park_lock);
+	srv->stopping = 1;
+	resume_parked(srv, 1);
+	pthread_mutex_unlock(&srv->park_lock);
+	if (srv->own_thread) {
+		atomic_store(&srv->quit, 1);
+		pthread_join(srv->thread, NULL);
+		/* answer the requests resumed above (this thread is the loop now) */
+		MHD_run_wait(srv->mhd, 0);
+	}
 	MHD_stop_daemon(srv->mhd);
 	dt_nonce_cache_free(srv->nonces);
 	pthread_mutex_destroy(&srv->stats_lock);
+	pthread_mutex_destroy(&srv->park_lock);
+	free(srv->parked);
 	free(srv);
 }
 

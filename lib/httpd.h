@@ -20,6 +20,16 @@
  * fill a dt_http_response; JSON bodies get "protocol": DT_PROTOCOL_VERSION
  * added.  Handlers run on the server's internal thread(s): with threads > 1
  * they run concurrently and must lock what they share.
+ *
+ * Long-poll: a handler with nothing new to say may park the request instead
+ * of answering: when req->may_park, it sets resp->park_ms (how long the
+ * client is willing to wait) and leaves the rest of resp alone.  The
+ * connection is suspended (no thread is held) and the handler is called again
+ * with the same request after dt_httpd_wake() (something changed: every
+ * parked request is re-run) or once park_ms has passed, counted from the
+ * first park (then may_park is 0 and it must answer).  A re-run is not
+ * verified again (its nonce is already spent).  Deadlines are checked by
+ * dt_httpd_wake_expired(), which the daemon calls from its tick.
  */
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
@@ -37,6 +47,7 @@ struct dt_http_request {
 	size_t body_len;
 	json_t *json;            /* the body parsed as a JSON object, NULL when the body is empty */
 	char remote[64];         /* client IP address */
+	int may_park;            /* the handler may set resp->park_ms instead of answering */
 };
 
 struct dt_http_response {
@@ -44,6 +55,7 @@ struct dt_http_response {
 	json_t *json;            /* owned; sent as the body with "protocol" added */
 	struct strbuf text;      /* sent instead when json is NULL */
 	const char *content_type;
+	long long park_ms;       /* > 0: nothing to say yet, park the request (may_park only) */
 };
 
 typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_response *resp,
@@ -70,7 +82,9 @@ struct dt_httpd_opts {
 	unsigned conn_limit;
 	size_t conn_memory;      /* per-connection memory limit of MHD */
 	unsigned timeout_s;      /* idle connection timeout */
-	unsigned threads;        /* 1 = one internal polling thread */
+	unsigned threads;        /* 1 = one polling thread of ours that batches
+				  * requests when busy (httpd.c serve_loop); > 1 = MHD's
+				  * thread pool */
 };
 
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1 }
@@ -86,6 +100,11 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 void dt_httpd_stop(struct dt_httpd *srv);
 int dt_httpd_port(struct dt_httpd *srv);
 void dt_httpd_get_stats(struct dt_httpd *srv, struct dt_httpd_stats *st);
+/* Re-run every parked request (any thread; cheap when none is parked). */
+void dt_httpd_wake(struct dt_httpd *srv);
+/* Re-run the parked requests whose time is up (any thread); ms until the
+ * next deadline of those still parked, -1 when none is. */
+long long dt_httpd_wake_expired(struct dt_httpd *srv);
 
 /* Set an error reply {"error": "..."}. */
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)

@@ -4,7 +4,9 @@
 #include "json.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 static int dump_cb(const char *buf, size_t size, void *data)
 {
@@ -40,6 +42,153 @@ void json_append_str(struct strbuf *sb, const char *s)
 		}
 	}
 	strbuf_addch(sb, '"');
+}
+
+/* ------------------------------------------------ printing JSON text */
+
+static size_t skip_ws(const char *b, size_t i, size_t n)
+{
+	while (i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
+		i++;
+	return i;
+}
+
+/* End of the token at b[i] (a string with its quotes, a scalar or one
+ * punctuation byte); 0 when malformed. */
+static size_t token_end(const char *b, size_t i, size_t n)
+{
+	if (b[i] == '"') {
+		for (i++; i < n; i++) {
+			if (b[i] == '\\')
+				i++;
+			else if (b[i] == '"')
+				return i + 1;
+		}
+		return 0;
+	}
+	if (strchr("{}[],:", b[i]))
+		return i + 1;
+	if (!isalnum((unsigned char)b[i]) && b[i] != '-')
+		return 0;
+	while (i < n && (isalnum((unsigned char)b[i]) || strchr("+-.", b[i])))
+		i++;
+	return i;
+}
+
+static void indent(struct strbuf *sb, int depth)
+{
+	strbuf_addch(sb, '\n');
+	for (int d = 0; d < depth; d++)
+		strbuf_addstr(sb, "  ");
+}
+
+/* Indent the one value starting at b[*pi] into sb at `depth`; -1 if malformed. */
+static int print_value(struct strbuf *sb, const char *b, size_t *pi, size_t n, int depth)
+{
+	size_t i = skip_ws(b, *pi, n), e;
+	int d = 0;
+
+	do {
+		i = skip_ws(b, i, n);
+		if (i >= n || !(e = token_end(b, i, n)))
+			return -1;
+		switch (b[i]) {
+		case '{':
+		case '[': {
+			size_t k = skip_ws(b, e, n);
+
+			if (k < n && b[k] == (b[i] == '{' ? '}' : ']')) {
+				strbuf_addch(sb, b[i]);
+				strbuf_addch(sb, b[k]);
+				e = k + 1;
+				break;
+			}
+			strbuf_addch(sb, b[i]);
+			d++;
+			indent(sb, depth + d);
+			break;
+		}
+		case '}':
+		case ']':
+			if (--d < 0)
+				return -1;
+			indent(sb, depth + d);
+			strbuf_addch(sb, b[i]);
+			break;
+		case ',':
+			strbuf_addch(sb, ',');
+			indent(sb, depth + d);
+			break;
+		case ':':
+			strbuf_addstr(sb, ": ");
+			break;
+		default:
+			strbuf_add(sb, b + i, e - i);
+		}
+		i = e;
+	} while (d > 0);
+	*pi = i;
+	return 0;
+}
+
+int json_print_text(const char *buf, size_t len, const char *only)
+{
+	struct strbuf sb = STRBUF_INIT, skip = STRBUF_INIT;
+	size_t i = skip_ws(buf, 0, len), olen = only ? strlen(only) : 0;
+	int members = 0, ret = -1;
+
+	if (i >= len || buf[i] != '{')
+		goto out;
+	strbuf_addch(&sb, '{');
+	i = skip_ws(buf, i + 1, len);
+	if (i < len && buf[i] == '}') {
+		i++;
+	} else {
+		for (;;) {
+			size_t k = skip_ws(buf, i, len), e;
+			int keep;
+
+			if (k >= len || buf[k] != '"' || !(e = token_end(buf, k, len)))
+				goto out;
+			keep = !only || (e - k == olen + 2 && !memcmp(buf + k + 1, only, olen));
+			i = skip_ws(buf, e, len);
+			if (i >= len || buf[i] != ':')
+				goto out;
+			i++;
+			if (keep) {
+				if (members++)
+					strbuf_addch(&sb, ',');
+				indent(&sb, 1);
+				strbuf_add(&sb, buf + k, e - k);
+				strbuf_addstr(&sb, ": ");
+			}
+			strbuf_reset(&skip);
+			if (print_value(keep ? &sb : &skip, buf, &i, len, 1) < 0)
+				goto out;
+			i = skip_ws(buf, i, len);
+			if (i < len && buf[i] == ',') {
+				i++;
+				continue;
+			}
+			if (i < len && buf[i] == '}') {
+				i++;
+				break;
+			}
+			goto out;
+		}
+	}
+	if (members)
+		indent(&sb, 0);
+	strbuf_addch(&sb, '}');
+	if (skip_ws(buf, i, len) != len)
+		goto out;
+	strbuf_addch(&sb, '\n');
+	fwrite(sb.buf, 1, sb.len, stdout);
+	ret = 0;
+out:
+	strbuf_release(&sb);
+	strbuf_release(&skip);
+	return ret;
 }
 
 void json_print(const json_t *j)

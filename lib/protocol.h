@@ -175,8 +175,15 @@
  *                                        (every job dtsched remembers; clients filter)
  * GET /v1/jobs/<id>                   -> {protocol, job: JOB (with details)}  404
  * POST /v1/jobs/<id>/cancel           -> {protocol, job: JOB}  (final jobs: unchanged)
+ * POST /v1/jobs/<id>/wait             long-poll: the job once it changed
+ *   <- {since_version: the JOB.version the client has (-1 or absent: none),
+ *       timeout_ms: 0..DT_JOB_WAIT_MAX_MS (0 = answer at once)}
+ *   -> {protocol, job: JOB (with details)} as soon as JOB.version differs
+ *      from since_version or the job is final, else after timeout_ms (same
+ *      version: nothing changed).  dtsched holds no thread while it waits.
  *
- * JOB = {id, name, user, state, reason, submitted_at, started_at, ended_at,
+ * JOB = {id, version (bumped on every change dtsched records; restarts at 0
+ *        when dtsched restarts), name, user, state, reason, submitted_at, started_at, ended_at,
  *        elapsed_ms, nodes, per_node, gpu (slots are GPUs), world_size, launcher,
  *        job_dir, attempt (0 = first run), retries, exit_code, failed_rank,
  *        failed_node, stalled: [{rank, node, pid, idle_ms}],
@@ -189,6 +196,8 @@
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"
+#define DT_PATH_WAIT_SUFFIX "/wait"
+#define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"
 #define DT_JOB_RUNNING "RUNNING"
@@ -197,6 +206,48 @@
 #define DT_JOB_CANCELLED "CANCELLED"
 #define DT_JOB_TIMEOUT "TIMEOUT"
 #define DT_JOB_NODE_FAIL "NODE_FAIL"
+
+/* Sweeps (dtctl <-> dtsched; scheduler/sweeps.c, docs/sweep.md) -------------
+ *
+ * POST /v1/sweeps                     start a sweep
+ *   <- {sweep: SWEEPSPEC (config.h sweep_config_to_json form, job inline),
+ *       name?, shared_dir, user?}
+ *   -> 201 {protocol, sweep: SWEEP}   400 invalid (nothing started), 422 its
+ *                                     trial can never fit (nothing started)
+ * GET /v1/sweeps                      -> {protocol, sweeps: [SWEEP...]} newest first
+ * GET /v1/sweeps/<id or name>         -> {protocol, sweep: SWEEP, trials: [TRIAL...],
+ *                                         best: {trial, value, params} | null}
+ *                                        (exactly what `dtctl sweep export --json` prints)
+ * POST /v1/sweeps/<id>/pause | /resume | /stop   -> {protocol, sweep: SWEEP}
+ *
+ * SWEEP = {id, name, method, metric: {name, goal}, state, reason, max_trials,
+ *          parallel, created_at, ended_at, parameters: [{name, kind, min, max, q,
+ *          mu, sigma | values}], counts: {STATE: n}, trials_started, failures, user}
+ * TRIAL = {trial (1-based), job_id, params: {name: "value as passed"}, state,
+ *          value, no_metric, resource, created_at, ended_at, metrics: [{...}]}
+ * Every suggestion, trial state change and metric report is in SQLite
+ * (tables sweeps, sweep_trials, sweep_reports) before it is acted on.
+ */
+#define DT_PATH_SWEEPS "/v1/sweeps"
+#define DT_PATH_SWEEP_PREFIX "/v1/sweeps/"
+#define DT_PATH_PAUSE_SUFFIX "/pause"
+#define DT_PATH_STOP_SUFFIX "/stop"
+/* and DT_PATH_RESUME_SUFFIX "/resume" (nodes) */
+
+#define DT_SWEEP_RUNNING "RUNNING"
+#define DT_SWEEP_PAUSED "PAUSED"
+#define DT_SWEEP_STOPPED "STOPPED"
+#define DT_SWEEP_COMPLETED "COMPLETED"
+#define DT_SWEEP_FAILED "FAILED"
+
+#define DT_TRIAL_PENDING "PENDING"
+#define DT_TRIAL_RUNNING "RUNNING"
+#define DT_TRIAL_COMPLETED "COMPLETED"
+#define DT_TRIAL_PRUNED "PRUNED"
+#define DT_TRIAL_FAILED "FAILED"
+#define DT_TRIAL_CANCELLED "CANCELLED"
+
+#define DT_METRIC_PREFIX "DTCTL_METRIC"   /* stdout line: DTCTL_METRIC {"epoch": 1, ...} */
 
 #define DT_NODE_UP "UP"
 #define DT_NODE_SUSPECT "SUSPECT"

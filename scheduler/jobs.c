@@ -92,6 +92,7 @@ struct job {
 	char *failed_node;
 	int cancel;
 	int launch;               /* placed; the main loop must launch it */
+	long long version;        /* bumped by every job_save(): long-poll waiters compare it */
 	char *launch_error;
 	long long stall_checked_ms;
 };
@@ -361,6 +362,7 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	long long end = j->ended_us ? j->ended_us : dt_now_us();
 
 	json_object_set_new(o, "id", json_string(j->id));
+	json_object_set_new(o, "version", json_integer(j->version));
 	json_object_set_new(o, "name", json_string(j->name));
 	json_object_set_new(o, "user", json_string(j->user ? j->user : ""));
 	json_object_set_new(o, "state", json_string(j->state));
@@ -409,9 +411,13 @@ static json_t *hold_json(const struct hold *h)
 /* Write the job (and the holds it has) to SQLite; lock held. */
 static void job_save(struct sched *s, struct job *j)
 {
-	json_t *o = job_json(s, j, 1), *holds = json_array();
+	json_t *o, *holds = json_array();
 	struct strbuf data = STRBUF_INIT;
 	sqlite3_stmt *st = s->st_job;
+
+	j->version++;
+	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
+	o = job_json(s, j, 1);
 
 	for (size_t i = 0; i < s->nr_holds; i++)
 		if (!strcmp(s->holds[i]->job, j->id))
@@ -658,6 +664,10 @@ static void jobs_load(struct sched *s)
 		if (!strcmp(j->state, DT_JOB_RUNNING) && !j->hold) {
 			/* placed but never launched before dtsched stopped: place again */
 			j->state = DT_JOB_PENDING;
+		} else if (!strcmp(j->state, DT_JOB_RUNNING) && !j->hold->nr_tasks) {
+			/* placed, slots held, stopped before the launch recorded a task:
+			 * launch on the same slots (else no task would ever end it) */
+			j->launch = 1;
 		}
 		ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
 		s->jobs[s->nr_jobs++] = j;
@@ -1077,7 +1087,8 @@ static void check_running(struct sched *s, struct job *j)
 	struct strbuf why = STRBUF_INIT;
 
 	if (j->cancel) {
-		set_reason(j, "cancelled by the user");
+		if (!j->reason)   /* jobs_cancel() may have said why */
+			set_reason(j, "cancelled by the user");
 		end_attempt(s, j, DT_JOB_CANCELLED);
 		return;
 	}
@@ -1108,6 +1119,21 @@ static void check_running(struct sched *s, struct job *j)
 
 		if (!ht) {
 			all_ok = 0;
+			/* recorded, but its agent has sent its whole table since and never
+			 * had it: the POST never reached it (dtsched stopped mid-launch) */
+			if (n && n->last_hb_mono && !n->want_full && !t->gone &&
+			    dt_mono_ms() - h->launched_ms > 2 * LAUNCH_GONE_MS) {
+				if (!fail || strcmp("~", fail_at) < 0) {
+					fail = 1;
+					fail_at = "~";
+					fail_rank = t->rank;
+					fail_code = 1;
+					fail_node = t->node;
+					strbuf_reset(&why);
+					strbuf_addstr(&why, "was never started (its agent does not know "
+						      "the task)");
+				}
+			}
 			continue;
 		}
 		st = json_get_str(ht, "state", "");
@@ -1745,6 +1771,34 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
 }
 
+/*
+ * POST /v1/jobs/<id>/wait {since_version, timeout_ms}: the job as GET gives
+ * it, as soon as its version differs from since_version (or it is final), or
+ * after timeout_ms.  The request is parked in httpd meanwhile (no thread held);
+ * job_save() wakes it.
+ */
+static void h_job_wait(struct sched *s, const char *id, struct dt_http_request *req,
+		       struct dt_http_response *resp)
+{
+	long long since = json_get_int(req->json, "since_version", -1);
+	long long timeout = json_get_int(req->json, "timeout_ms", 0);
+	struct job *j;
+
+	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
+		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, id);
+	if (!j)
+		dt_http_error(resp, 404, "no job '%s'", id);
+	else if (j->version == since && !state_final(j->state) && timeout > 0 && req->may_park)
+		resp->park_ms = timeout;
+	else
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -1753,6 +1807,13 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 	const char *action = req->param[len] ? req->param + len : NULL;
 	struct job *j;
 
+	if (len < sizeof(id) && action && !strcmp(req->method, "POST") &&
+	    !strcmp(action, DT_PATH_WAIT_SUFFIX)) {
+		memcpy(id, req->param, len);
+		id[len] = '\0';
+		h_job_wait(s, id, req, resp);
+		return;
+	}
 	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
 	    (!strcmp(req->method, "POST") && (!action || strcmp(action, DT_PATH_CANCEL_SUFFIX)))) {
 		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
@@ -1765,21 +1826,125 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 	if (!j) {
 		dt_http_error(resp, 404, "no job '%s'", id);
 	} else {
-		if (action && !state_final(j->state) && !j->cancel) {
-			j->cancel = 1;
-			dtlog(DTLOG_INFO, "job %s: cancel requested", j->id);
-			if (!strcmp(j->state, DT_JOB_PENDING)) {
-				set_reason(j, "cancelled by the user while pending");
-				j->ended_us = dt_now_us();
-				job_transition(s, j, DT_JOB_CANCELLED);
-			} else {
-				job_save(s, j);
-			}
-			sched_wake(s);
-		}
+		if (action)
+			jobs_cancel(s, j->id, NULL);
 		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------- internal API (sweeps.c) */
+
+/*
+ * Queue a job from its JSON spec, as POST /v1/jobs does (no dry run).  Lock
+ * held.  0 with the id in `id`; -1 (invalid, cannot store) or -2 (can never
+ * fit) with one message in err.  The row and the job dir are written before
+ * it returns, inside whatever transaction the caller has open.
+ */
+int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const char *user,
+		char *id, size_t idlen, struct strbuf *err)
+{
+	struct job *j = job_new();
+	struct pool p = { NULL, 0, 0 };
+	struct place_result *res = xmalloc(sizeof(*res));
+	struct strbuf reason = STRBUF_INIT;
+	enum place_status st;
+	int ret = -1;
+
+	if (job_config_from_json(&j->cfg, spec, err) < 0)
+		goto out;
+	job_derive(j);
+	j->spec = job_config_to_json(&j->cfg);
+	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
+	j->user = xstrdup(user ? user : "");
+	j->shared_dir = xstrdup(shared);
+	cluster_refresh(s);
+	pool_build(s, &p, j->gpu);
+	st = job_try_place(s, j, &p, res, &reason);
+	if (st == PLACE_NEVER || st == PLACE_ERROR) {
+		strbuf_addbuf(err, &reason);
+		ret = -2;
+		goto out;
+	}
+	if (db_exec(s, "INSERT INTO jobs(state, updated_us) VALUES('PENDING', 0)") < 0) {
+		strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+		goto out;
+	}
+	j->seq = sqlite3_last_insert_rowid(s->db);
+	snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
+	{
+		struct strbuf d = STRBUF_INIT;
+
+		strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
+		j->job_dir = strbuf_detach(&d, NULL);
+	}
+	j->submitted_us = dt_now_us();
+	if (job_mkdirs(j, err) < 0)
+		goto out;
+	set_reason(j, "%s", st == PLACE_WAIT ? reason.buf : "placing");
+	history_add(j, DT_JOB_PENDING, "submitted");
+	job_save(s, j);
+	write_state_file(j);
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j;
+	snprintf(id, idlen, "%s", j->id);
+	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s'", j->id, j->name, j->user);
+	j = NULL;
+	ret = 0;
+	sched_wake(s);
+out:
+	if (j)
+		job_free(j);
+	free(p.n);
+	free(res);
+	strbuf_release(&reason);
+	return ret;
+}
+
+/* Cancel as POST /v1/jobs/<id>/cancel does; lock held.  -1 if unknown. */
+int jobs_cancel(struct sched *s, const char *id, const char *why)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j)
+		return -1;
+	if (!state_final(j->state) && !j->cancel) {
+		j->cancel = 1;
+		dtlog(DTLOG_INFO, "job %s: cancel requested%s%s", j->id, why ? ": " : "", why ? why : "");
+		if (!strcmp(j->state, DT_JOB_PENDING)) {
+			set_reason(j, "%s", why ? why : "cancelled by the user while pending");
+			j->ended_us = dt_now_us();
+			job_transition(s, j, DT_JOB_CANCELLED);
+		} else {
+			set_reason(j, "%s", why ? why : "cancelled by the user");
+			job_save(s, j);
+		}
+		sched_wake(s);
+	}
+	return 0;
+}
+
+/* What a job is now; the pointers live while the lock is held.  -1 if unknown. */
+int jobs_view(struct sched *s, const char *id, struct job_view *v)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j)
+		return -1;
+	v->state = j->state;
+	v->reason = j->reason;
+	v->job_dir = j->job_dir;
+	v->attempt = j->attempt;
+	v->cancelled = j->cancel;
+	v->started_us = j->started_us;
+	v->ended_us = j->ended_us;
+	return 0;
+}
+
+/* Place pending jobs now (a sweep just queued trials); lock held. */
+void jobs_schedule_now(struct sched *s)
+{
+	schedule_pending(s);
 }
 
 const struct dt_http_route jobs_routes[] = {

@@ -27,6 +27,8 @@ struct node {
 	long long last_hb_us;       /* wall clock, 0 = never */
 	long long last_hb_mono;     /* 0 = not since this dtsched started */
 	json_t *inventory;
+	char inv_hash[72];          /* the agent's inventory_hash for it ("" = unknown) */
+	long long saved_hb_us;      /* last_hb_us as last written to the database */
 	json_t *tasks;              /* id -> last known TASK (as in the database) */
 	int gpus_total, gpus_used, cpus, tasks_running;
 	double gpu_util;
@@ -62,6 +64,7 @@ struct sched {
 	long long cc_mtime_ns, cc_checked_ms;
 	json_t *orphans;            /* main thread: task id -> mono ms of the last stop sent */
 	struct jobs_clients *clients;  /* main thread: HTTP clients to agents */
+	struct sweeps *sweeps;      /* sweeps.c */
 };
 
 
@@ -77,5 +80,24 @@ void jobs_release(struct sched *s);
 void jobs_step(struct sched *s);         /* main thread, lock NOT held: schedule, launch, check */
 extern const struct dt_http_route jobs_routes[];
 extern const size_t jobs_nr_routes;
+
+/* jobs.c, the internal API sweeps.c uses (lock held for all of them) */
+struct job_view {
+	const char *state, *reason, *job_dir;
+	int attempt, cancelled;
+	long long started_us, ended_us;
+};
+int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir, const char *user,
+		char *id, size_t idlen, struct strbuf *err);   /* 0, -1 invalid, -2 never fits */
+int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unknown job */
+int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
+void jobs_schedule_now(struct sched *s);
+
+/* sweeps.c */
+int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */
+void sweeps_release(struct sched *s);
+void sweeps_step(struct sched *s);       /* main thread, lock NOT held */
+extern const struct dt_http_route sweeps_routes[];
+extern const size_t sweeps_nr_routes;
 
 #endif

@@ -26,6 +26,7 @@
 
 #define TICK_MS 100
 #define FLUSH_MS 5000
+#define HB_SAVE_US (60 * 1000000LL)   /* a node's heartbeat time is written at most this often */
 
 int sched_fs_is_network(long f_type)
 {
@@ -116,6 +117,7 @@ static void db_save_node(struct sched *s, struct node *n)
 	if (sqlite3_step(st) != SQLITE_DONE)
 		dtlog(DTLOG_ERROR, "state.db: cannot save node '%s': %s", n->name, sqlite3_errmsg(s->db));
 	n->dirty = 0;
+	n->saved_hb_us = n->last_hb_us;
 	strbuf_release(&inv);
 }
 
@@ -203,12 +205,16 @@ static void node_free(struct node *n)
 	free(n);
 }
 
-static void set_str(char **dst, const char *v)
+/* 1 when *dst changed */
+static int set_str(char **dst, const char *v)
 {
 	if (*dst && v && !strcmp(*dst, v))
-		return;
+		return 0;
+	if (!*dst && !v)
+		return 0;
 	free(*dst);
 	*dst = v ? xstrdup(v) : NULL;
+	return 1;
 }
 
 /* gpus_total/used, utilisation and memory from the inventory and tasks. */
@@ -426,7 +432,9 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	const char *name = json_get_str(req->json, "node", NULL);
 	json_t *tasks = json_object_get(req->json, "tasks"), *t, *inv;
 	int full = json_is_true(json_object_get(req->json, "full")), changed = 0;
+	int dirty = 0, derive = 0, want_inv = 0;
 	long long port = json_get_int(req->json, "port", 0);
+	const char *inv_hash = json_get_str(req->json, "inventory_hash", NULL);
 	struct node *n;
 	size_t i;
 
@@ -444,18 +452,29 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		changed = 1;
 	}
 	s->heartbeats++;
-	set_str(&n->address, json_get_str(req->json, "address", req->remote));
+	dirty |= set_str(&n->address, json_get_str(req->json, "address", req->remote));
+	dirty |= n->port != (int)port;
 	n->port = (int)port;
 	n->last_hb_us = dt_now_us();
 	n->last_hb_mono = dt_mono_ms();
 	n->down_latched = 0;
+	/*
+	 * The inventory travels only when it changed (protocol.h, inventory_hash):
+	 * keep ours when the hash matches, ask for it when we do not have it.
+	 */
 	if (json_is_object(inv)) {
-		json_decref(n->inventory);
-		n->inventory = json_incref(inv);
+		if (!inv_hash || strcmp(n->inv_hash, inv_hash) || !n->inventory) {
+			json_decref(n->inventory);
+			n->inventory = json_incref(inv);
+			dirty = derive = 1;
+		}
+		snprintf(n->inv_hash, sizeof(n->inv_hash), "%s", inv_hash ? inv_hash : "");
+	} else if (inv_hash && (!n->inventory || strcmp(n->inv_hash, inv_hash))) {
+		want_inv = 1;
 	}
 	if (!n->agent_started || strcmp(n->agent_started, json_get_str(req->json, "agent_started_at", "")))
 		changed = 1;
-	set_str(&n->agent_version, json_get_str(req->json, "version", NULL));
+	dirty |= set_str(&n->agent_version, json_get_str(req->json, "version", NULL));
 	set_str(&n->bin_dir, json_get_str(req->json, "bin_dir", NULL));
 	set_str(&n->home, json_get_str(req->json, "home", NULL));
 	set_str(&n->ssh_config, json_get_str(req->json, "ssh_config", NULL));
@@ -481,6 +500,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 				db_exec(s, "BEGIN");
 			db_save_task(s, n->name, t, NULL);
 			json_object_set(n->tasks, tid, t);
+			derive = 1;
 			if (json_get_str(t, "job_id", NULL))
 				job_change = 1;
 		}
@@ -500,8 +520,10 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 					db_save_task(s, n->name, t, "unknown to its agent");
 					dtlog(DTLOG_WARN, "task '%s' on '%s': its agent does not know it; lost",
 					      id, n->name);
+					derive = 1;
 				} else if (task_state_final_str(json_get_str(t, "state", NULL))) {
 					json_object_del(n->tasks, id);
+					derive = 1;
 				}
 			}
 			it = next;
@@ -514,29 +536,85 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	}
 	if (full)
 		n->want_full = 0;
-	node_derive(n);
-	n->dirty = 1;
+	if (derive || changed || full)
+		node_derive(n);
+	/* heartbeat times reach the database coarsely: state changes are what matter */
+	if (n->last_hb_us - n->saved_hb_us >= HB_SAVE_US)
+		dirty = 1;
+	if (dirty)
+		n->dirty = 1;
 	if (changed)
 		db_save_node(s, n);
 	if (!strcmp(n->state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_SUSPECT))
 		node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
-	dt_http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:b}", "state", n->state,
+	dt_http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:b,s:b}", "state", n->state,
 					  "heartbeat_ms", (json_int_t)s->o.heartbeat_ms,
 					  "dead_after_ms", (json_int_t)s->o.dead_after_ms,
-					  "want_full", n->want_full));
+					  "want_full", n->want_full, "want_inventory", want_inv));
 	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * One NODE of the list, written straight into sb: the same fields and order
+ * as node_json(n, 0), without building 1000 jansson objects under the lock
+ * (GET /v1/nodes on a big cluster was most of dtctl nodes' latency).
+ */
+static void node_list_append(struct strbuf *sb, const struct node *n, long long now_mono)
+{
+	char num[64];
+
+	strbuf_addstr(sb, "{\"name\":");
+	json_append_str(sb, n->name);
+	strbuf_addf(sb, ",\"state\":\"%s\",\"address\":", n->state);
+	json_append_str(sb, n->address ? n->address : "");
+	/* a real, as jansson writes it (never a bare integer: clients see a float) */
+	snprintf(num, sizeof(num), "%.17g", n->gpu_util);
+	if (!strpbrk(num, ".eEni"))
+		strcat(num, ".0");
+	strbuf_addf(sb, ",\"port\":%d,\"gpus_total\":%d,\"gpus_used\":%d,\"gpu_util\":%s,"
+		    "\"cpus\":%d,\"mem_total\":%lld,\"mem_available\":%lld,\"tasks_running\":%d,"
+		    "\"last_heartbeat\":", n->port, n->gpus_total, n->gpus_used, num, n->cpus,
+		    n->mem_total, n->mem_available, n->tasks_running);
+	if (n->last_hb_us) {
+		time_t sec = (time_t)(n->last_hb_us / 1000000);
+		struct tm tm;
+
+		gmtime_r(&sec, &tm);
+		strbuf_addf(sb, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ\"", tm.tm_year + 1900,
+			    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			    n->last_hb_us % 1000000);
+	} else {
+		strbuf_addstr(sb, "null");
+	}
+	if (n->last_hb_mono)
+		strbuf_addf(sb, ",\"heartbeat_age_ms\":%lld", now_mono - n->last_hb_mono);
+	else
+		strbuf_addstr(sb, ",\"heartbeat_age_ms\":null");
+	strbuf_addf(sb, ",\"drained\":%s,\"agent_version\":", n->drained ? "true" : "false");
+	if (n->agent_version)
+		json_append_str(sb, n->agent_version);
+	else
+		strbuf_addstr(sb, "null");
+	strbuf_addch(sb, '}');
 }
 
 static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	json_t *arr = json_array();
+	long long now = dt_mono_ms();
 
+	/* a hand-built JSON body: httpd sends resp->text as it is */
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->nr; i++)
-		json_array_append_new(arr, node_json(s, s->nodes[i], 0));
+	strbuf_grow(&resp->text, 320 * s->nr + 64);
+	strbuf_addf(&resp->text, "{\"protocol\":%d,\"nodes\":[", DT_PROTOCOL_VERSION);
+	for (size_t i = 0; i < s->nr; i++) {
+		if (i)
+			strbuf_addch(&resp->text, ',');
+		node_list_append(&resp->text, s->nodes[i], now);
+	}
 	pthread_mutex_unlock(&s->lock);
-	dt_http_json(resp, 200, json_pack("{s:o}", "nodes", arr));
+	strbuf_addstr(&resp->text, "]}\n");
+	resp->content_type = "application/json";
 }
 
 static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -732,7 +810,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0 || jobs_init(s) < 0) {
+	    db_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;
@@ -751,15 +829,21 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->main_thread = pthread_self();
 	ho.bind = o->bind;
 	ho.port = o->port;
-	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes, sizeof(*routes));
+	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, sizeof(*routes));
 	memcpy(routes, base_routes, sizeof(base_routes));
 	memcpy(routes + ARRAY_SIZE(base_routes), jobs_routes, jobs_nr_routes * sizeof(*routes));
+	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes, sweeps_routes,
+	       sweeps_nr_routes * sizeof(*routes));
 	ho.routes = routes;
-	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes;
+	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
 	ho.conn_limit = 4096;
+	/* MHD zeroes a connection's whole pool between keep-alive requests: 16 KiB
+	 * holds our headers (bodies stream through it) and is a quarter of the
+	 * memset per heartbeat of the 64 KiB default */
+	ho.conn_memory = 16 * 1024;
 	ho.timeout_s = 60;
 	s->srv = dt_httpd_start(&ho, &err);
 	if (!s->srv)
@@ -772,11 +856,15 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	for (;;) {
 		struct timespec ts = { 0, TICK_MS * 1000000L };
 		siginfo_t si;
-		int sig = sigtimedwait(&set, &si, &ts);
+		long long park = dt_httpd_wake_expired(s->srv);   /* long-polls due */
+		int sig;
 
+		if (park >= 0 && park < TICK_MS)
+			ts.tv_nsec = (park + 1) * 1000000L;
+		sig = sigtimedwait(&set, &si, &ts);
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
-		if (sig != SIGUSR1 || dt_mono_ms() - last_tick >= TICK_MS) {
+		if (sig == SIGHUP || dt_mono_ms() - last_tick >= TICK_MS) {
 			last_tick = dt_mono_ms();
 			pthread_mutex_lock(&s->lock);
 			tick(s);
@@ -786,6 +874,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			}
 			pthread_mutex_unlock(&s->lock);
 		}
+		sweeps_step(s);
 		jobs_step(s);
 	}
 	dtlog(DTLOG_INFO, "dtsched stopping");
@@ -805,6 +894,7 @@ out:
 	for (size_t i = 0; i < s->nr; i++)
 		node_free(s->nodes[i]);
 	free(s->nodes);
+	sweeps_release(s);
 	jobs_release(s);
 	free(routes);
 	sqlite3_finalize(s->st_node);

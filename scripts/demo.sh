@@ -6,7 +6,8 @@
 # is reached by direct exec: no sshd needed) and a shared dir under it; starts
 # dtsched and the local dtagent, runs a 2-rank CPU dttrain job with the mpi
 # launcher attached (logs streamed, every line prefixed with node and rank),
-# shows `dtctl ps --all` and `dtctl logs --dedup`, and stops both daemons at
+# shows `dtctl ps --all` and `dtctl logs --dedup`, runs a 4-trial sweep of a tiny
+# dttrain (2 at a time) and prints its best parameters, and stops both daemons at
 # the end, also when something failed.  Ports: DEMO_PORT (dtsched, 27071) and
 # DEMO_PORT-1 (the agent).  DTCTL_BIN picks the programs (default bin/).
 set -u
@@ -91,4 +92,29 @@ dtctl ps --all
 
 say "dtctl logs --dedup $job"
 dtctl logs --dedup --shared-dir "$DEMO/shared" "$job"
+[ $rc -eq 0 ] || exit $rc
+
+# a small sweep: 4 random trials of a tiny dttrain, 2 at a time, run by dtsched
+cat > "$DEMO/sweep.yaml" <<'YAML'
+name: demo-sweep
+method: random
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {distribution: log_uniform_values, min: 1.0e-3, max: 0.1}
+  batch: {values: [32, 64, 128]}
+job:
+  name: demo-trial
+  procs_per_node: 1
+  launcher: agent
+  trainer: {model: mlp, hidden: 64, epochs: 3, data: synthetic, train_size: 4096,
+            val_size: 512, threads: 1}
+max_trials: 4
+parallel: 2
+seed: 1
+YAML
+say "dtctl sweep $DEMO/sweep.yaml"
+dtctl sweep "$DEMO/sweep.yaml" || exit $?
+
+say "dtctl sweep best demo-sweep"
+dtctl sweep best demo-sweep
 exit $rc

@@ -365,6 +365,80 @@ static void test_json_helpers(void **state)
 	strbuf_release(&out);
 }
 
+/* What fn printed on stdout (through a temporary file). */
+static char *capture_stdout(void (*fn)(void *), void *arg)
+{
+	char path[] = "/tmp/dt-test-stdout-XXXXXX";
+	int fd = mkstemp(path), saved;
+	struct strbuf sb = STRBUF_INIT;
+
+	assert_true(fd >= 0);
+	fflush(stdout);
+	saved = dup(1);
+	dup2(fd, 1);
+	fn(arg);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	close(fd);
+	assert_int_equal(strbuf_read_file(&sb, path, 0) >= 0, 1);
+	unlink(path);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void print_tree(void *arg)
+{
+	json_print(arg);
+}
+
+static int text_ret;
+static void print_text(void *arg)
+{
+	text_ret = json_print_text(arg, strlen(arg), "nodes");
+}
+
+static void test_json_print_text(void **state)
+{
+	const char *reply = "{\"protocol\":1,\"nodes\":[{\"name\":\"a,b\\\"}{\",\"n\":-2.5,"
+			    "\"t\":true,\"x\":null,\"e\":[],\"o\":{},\"l\":[1,[2,{\"k\":\"v\"}]]},{}],"
+			    "\"after\":{\"z\":[1]}}";
+	const char *bad[] = { "", "[1]", "{\"nodes\":[1}", "{\"nodes\":[1]", "{\"nodes\":1} x",
+			      "{\"nodes\" 1}", "{\"nodes\":\"open}" };
+	json_t *j = json_loads(reply, 0, NULL), *want = json_object();
+	char *a, *b;
+
+	assert_non_null(j);
+	json_object_set(want, "nodes", json_object_get(j, "nodes"));
+	a = capture_stdout(print_tree, want);
+	b = capture_stdout(print_text, (void *)reply);
+	assert_int_equal(text_ret, 0);
+	assert_string_equal(b, a);
+	free(a);
+	free(b);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		b = capture_stdout(print_text, (void *)bad[i]);
+		assert_int_equal(text_ret, -1);
+		assert_string_equal(b, "");
+		free(b);
+	}
+	json_decref(j);
+	json_decref(want);
+}
+
+static void test_json_append_str(void **state)
+{
+	const char *in = "q\"b\\n\n\r\t\x01\x7f \xc3\xa9";
+	struct strbuf sb = STRBUF_INIT;
+	json_t *j;
+
+	json_append_str(&sb, in);
+	j = json_loads(sb.buf, JSON_DECODE_ANY, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(j), in);
+	json_decref(j);
+	strbuf_release(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +455,8 @@ int main(void)
 		cmocka_unit_test(test_run_parallel),
 		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_json_helpers),
+		cmocka_unit_test(test_json_print_text),
+		cmocka_unit_test(test_json_append_str),
 	};
 
 	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);

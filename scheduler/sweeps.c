@@ -1,0 +1,1457 @@
+/*
+ * sweeps.c - dtsched's sweep controller: `dtctl sweep` without a terminal.
+ *
+ * A sweep is a search (search.c: grid, random, TPE) whose suggestions run
+ * as trials, and a trial is an ordinary job submitted through jobs.c's
+ * internal API, so placement, launch, retries and NODE_FAIL are the job
+ * queue's.  The main loop calls sweeps_step() before jobs_step(); it
+ *
+ *   - follows every live trial's job, reads the metric reports its rank 0
+ *     wrote since the last look ($DT_METRICS_FILE lines, or "DTCTL_METRIC
+ *     {...}" lines in logs/0.log), stores them, and asks ASHA about each:
+ *     a pruned trial's job is cancelled at once, which frees its slot;
+ *   - ends trials with their job (COMPLETED with the last value or "no
+ *     metric", FAILED, a NODE_FAIL requeued as a new job) and tells the
+ *     search how they ended;
+ *   - tops the sweep up to `parallel` live trials (0: as long as the queue
+ *     has no trial waiting, i.e. every free slot), placing them at once.
+ *
+ * Durability: every suggestion (with the job it became, in one
+ * transaction), trial state change and report is in SQLite before it is
+ * acted on.  After a restart the search is rebuilt by replay
+ * (search_new + observe finished trials + search_set_next_seq) and ASHA by
+ * replaying the stored reports, in sweeps_init(); jobs.c re-adopts the
+ * running jobs, so live trials go on and finished ones are never rerun.
+ *
+ * Locking: everything here is under s->lock; file reads of metric sources
+ * are small and incremental (offsets kept per trial).
+ */
+#include "sched-int.h"
+#include "sweeps.h"
+#include "jobspec.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SCAN_MS 200               /* metric sources of a live trial, at most this often */
+#define MAX_RESUBMITS 3           /* NODE_FAIL requeues of one trial */
+#define SCAN_CHUNK (256 * 1024)
+
+/* ============================================================ pure helpers */
+
+json_t *sweep_parse_metric_line(const char *line, size_t len, int from_log)
+{
+	const char *p = line, *end = line + len;
+	json_t *o;
+	json_error_t e;
+
+	if (from_log) {
+		/* "<ts> O text": the timestamp, one space, the stream, one space */
+		const char *sp = memchr(p, ' ', len);
+
+		if (!sp || end - sp < 3 || sp[1] != 'O' || sp[2] != ' ')
+			return NULL;
+		p = sp + 3;
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if ((size_t)(end - p) < strlen(DT_METRIC_PREFIX) ||
+		    memcmp(p, DT_METRIC_PREFIX, strlen(DT_METRIC_PREFIX)))
+			return NULL;
+		p += strlen(DT_METRIC_PREFIX);
+		if (p < end && *p != ' ' && *p != '\t' && *p != '{')
+			return NULL;
+	}
+	while (p < end && isspace((unsigned char)*p))
+		p++;
+	while (end > p && isspace((unsigned char)end[-1]))
+		end--;
+	if (p == end || *p != '{')
+		return NULL;
+	o = json_loadb(p, (size_t)(end - p), JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+int sweep_metric_value(const json_t *r, const char *metric, double *value, double *resource)
+{
+	json_t *v = json_object_get(r, metric), *x;
+
+	if (!v)
+		return -1;
+	if (json_is_number(v))
+		*value = json_number_value(v);
+	else if (json_is_string(v) && !strcasecmp(json_string_value(v), "inf"))
+		*value = INFINITY;
+	else
+		*value = NAN;
+	*resource = -1;
+	x = json_object_get(r, "epoch");
+	if (!json_is_number(x))
+		x = json_object_get(r, "step");
+	if (json_is_number(x))
+		*resource = json_number_value(x);
+	return 0;
+}
+
+void sweep_param_env(struct strbuf *sb, const char *name)
+{
+	strbuf_addstr(sb, "DT_PARAM_");
+	for (const char *c = name; *c; c++)
+		strbuf_addch(sb, isalnum((unsigned char)*c) ? (char)toupper((unsigned char)*c) : '_');
+}
+
+/* Replace "{name}" of the suggestion's parameters in s; *used set when one was. */
+static char *substitute(const char *s, const struct suggestion *sg, int *used)
+{
+	struct strbuf out = STRBUF_INIT;
+
+	while (*s) {
+		const char *close;
+
+		if (*s == '{' && (close = strchr(s + 1, '}'))) {
+			size_t n = (size_t)(close - s - 1);
+			const struct suggestion_item *hit = NULL;
+
+			for (size_t i = 0; i < sg->nr; i++)
+				if (strlen(sg->items[i].name) == n && !memcmp(sg->items[i].name, s + 1, n))
+					hit = &sg->items[i];
+			if (hit) {
+				strbuf_addstr(&out, hit->value);
+				*used = 1;
+				s = close + 1;
+				continue;
+			}
+		}
+		strbuf_addch(&out, *s++);
+	}
+	return strbuf_detach(&out, NULL);
+}
+
+json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int trial,
+			 const char *sweep_id, const char *base, int gpus_per_trial)
+{
+	json_t *o = json_deep_copy(job), *cmd = json_object_get(o, "command"), *env, *tr, *v;
+	int shell = json_is_true(json_object_get(o, "shell")), used = 0;
+	struct strbuf sb = STRBUF_INIT;
+	const char *k;
+	size_t i;
+
+	/* a placeholder in env: counts as the user choosing where parameters go */
+	json_object_foreach(json_object_get(o, "env"), k, v) {
+		char *w = json_is_string(v) ? substitute(json_string_value(v), sg, &used) : NULL;
+
+		free(w);
+	}
+	if (json_is_array(cmd) && !shell) {
+		json_t *neu = json_array();
+
+		json_array_foreach(cmd, i, v) {
+			char *w = substitute(json_string_value(v) ? json_string_value(v) : "", sg, &used);
+
+			json_array_append_new(neu, json_string(w));
+			free(w);
+		}
+		if (!used)
+			for (i = 0; i < sg->nr; i++) {
+				strbuf_reset(&sb);
+				strbuf_addf(&sb, "--%s=%s", sg->items[i].name, sg->items[i].value);
+				json_array_append_new(neu, json_string(sb.buf));
+			}
+		json_object_set_new(o, "command", neu);
+	}
+	tr = json_object_get(o, "trainer");
+	if (json_is_object(tr))
+		for (i = 0; i < sg->nr; i++)
+			json_object_set_new(tr, sg->items[i].name, json_string(sg->items[i].value));
+	env = json_object_get(o, "env");
+	if (!json_is_object(env)) {
+		env = json_object();
+		json_object_set_new(o, "env", env);
+	}
+	json_object_foreach(env, k, v) {
+		if (json_is_string(v)) {
+			int u = 0;
+			char *w = substitute(json_string_value(v), sg, &u);
+
+			json_object_set_new(env, k, json_string(w));
+			free(w);
+		}
+	}
+	for (i = 0; i < sg->nr; i++) {
+		strbuf_reset(&sb);
+		sweep_param_env(&sb, sg->items[i].name);
+		json_object_set_new(env, sb.buf, json_string(sg->items[i].value));
+	}
+	strbuf_reset(&sb);
+	strbuf_addf(&sb, "%d", trial);
+	json_object_set_new(env, "DT_TRIAL_ID", json_string(sb.buf));
+	json_object_set_new(env, "DT_SWEEP_ID", json_string(sweep_id));
+	strbuf_reset(&sb);
+	strbuf_addf(&sb, "%s-t%d", base && *base ? base : sweep_id, trial);
+	json_object_set_new(o, "name", json_string(sb.buf));
+	if (json_get_int(o, "retries", 0) < 1)
+		json_object_set_new(o, "retries", json_integer(1));
+	if (gpus_per_trial > 0) {
+		json_object_set_new(o, "gpus_per_node", json_integer(gpus_per_trial));
+		json_object_set_new(o, "procs_per_node", json_integer(0));
+	}
+	json_object_del(o, "path");
+	strbuf_release(&sb);
+	return o;
+}
+
+static const struct {
+	const char *name;
+	enum param_kind kind;
+} kinds[] = {
+	{ "constant", PARAM_VALUE }, { "categorical", PARAM_VALUES }, { "uniform", PARAM_UNIFORM },
+	{ "int_uniform", PARAM_INT_UNIFORM }, { "log_uniform_values", PARAM_LOG_UNIFORM },
+	{ "q_uniform", PARAM_Q_UNIFORM }, { "normal", PARAM_NORMAL }, { "parameters", PARAM_NESTED },
+	/* the names the export uses */
+	{ "value", PARAM_VALUE }, { "values", PARAM_VALUES }, { "log_uniform", PARAM_LOG_UNIFORM },
+};
+
+static char *scalar_string(const json_t *v)
+{
+	char buf[64];
+
+	if (json_is_string(v))
+		return xstrdup(json_string_value(v));
+	if (json_is_integer(v)) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+		return xstrdup(buf);
+	}
+	if (json_is_real(v)) {
+		search_format_double(buf, sizeof(buf), json_real_value(v));
+		return xstrdup(buf);
+	}
+	if (json_is_true(v))
+		return xstrdup("true");
+	if (json_is_false(v))
+		return xstrdup("false");
+	return NULL;
+}
+
+int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbuf *err)
+{
+	const char *m = json_get_str(o, "method", ""), *k;
+	json_t *metric = json_object_get(o, "metric"), *params = json_object_get(o, "parameters");
+	json_t *et = json_object_get(o, "early_terminate"), *p;
+
+	memset(c, 0, sizeof(*c));
+	job_config_init(&c->job);
+	if (!json_is_object(o)) {
+		strbuf_addstr(err, "sweep: expected an object");
+		goto fail;
+	}
+	if (!strcmp(m, "grid"))
+		c->method = SWEEP_GRID;
+	else if (!strcmp(m, "random"))
+		c->method = SWEEP_RANDOM;
+	else if (!strcmp(m, "bayes"))
+		c->method = SWEEP_BAYES;
+	else {
+		strbuf_addf(err, "sweep: unknown method '%s' (grid, random or bayes)", m);
+		goto fail;
+	}
+	if (!json_is_object(metric) || !json_get_str(metric, "name", NULL)) {
+		strbuf_addstr(err, "sweep: 'metric' needs a 'name'");
+		goto fail;
+	}
+	c->metric_name = xstrdup(json_get_str(metric, "name", ""));
+	c->goal = !strcmp(json_get_str(metric, "goal", "minimize"), "maximize") ? GOAL_MAXIMIZE :
+		  GOAL_MINIMIZE;
+	if (!json_is_object(params) || !json_object_size(params)) {
+		strbuf_addstr(err, "sweep: 'parameters' must be a non-empty object");
+		goto fail;
+	}
+	c->params = xcalloc(json_object_size(params), sizeof(*c->params));
+	json_object_foreach(params, k, p) {
+		struct sweep_param *sp = &c->params[c->nr_params];
+		const char *d = json_get_str(p, "distribution", json_get_str(p, "kind", NULL));
+		json_t *vals = json_object_get(p, "values"), *v;
+		size_t i;
+		int found = 0;
+
+		strvec_init(&sp->values);
+		sp->name = xstrdup(k);
+		c->nr_params++;
+		if (!d)
+			d = json_object_get(p, "value") ? "constant" : vals ? "categorical" : "";
+		for (i = 0; i < ARRAY_SIZE(kinds); i++)
+			if (!strcmp(kinds[i].name, d)) {
+				sp->kind = kinds[i].kind;
+				found = 1;
+			}
+		if (!found) {
+			strbuf_addf(err, "sweep: parameter '%s': unknown distribution '%s'", k, d);
+			goto fail;
+		}
+		if (sp->kind == PARAM_VALUE) {
+			char *s = scalar_string(json_object_get(p, "value"));
+
+			if (!s && json_array_size(vals) == 1)
+				s = scalar_string(json_array_get(vals, 0));
+			if (!s) {
+				strbuf_addf(err, "sweep: parameter '%s': needs a 'value'", k);
+				goto fail;
+			}
+			strvec_push(&sp->values, s);
+			free(s);
+		} else if (sp->kind == PARAM_VALUES) {
+			json_array_foreach(vals, i, v) {
+				char *s = scalar_string(v);
+
+				if (!s) {
+					strbuf_addf(err, "sweep: parameter '%s': values[%zu] is not a scalar", k, i);
+					goto fail;
+				}
+				strvec_push(&sp->values, s);
+				free(s);
+			}
+			if (!sp->values.nr) {
+				strbuf_addf(err, "sweep: parameter '%s': 'values' is empty", k);
+				goto fail;
+			}
+		}
+		sp->min = json_get_real(p, "min", 0);
+		sp->max = json_get_real(p, "max", 0);
+		sp->q = json_get_real(p, "q", 1);
+		sp->mu = json_get_real(p, "mu", 0);
+		sp->sigma = json_get_real(p, "sigma", 1);
+	}
+	if (json_is_object(et)) {
+		c->early_terminate = 1;
+		c->et_min_iter = (int)json_get_int(et, "min_iter", 1);
+		c->et_eta = (int)json_get_int(et, "eta", 3);
+		c->et_max_iter = (int)json_get_int(et, "max_iter", 0);
+		if (c->et_min_iter < 1 || c->et_eta < 2) {
+			strbuf_addstr(err, "sweep: early_terminate needs min_iter >= 1 and eta >= 2");
+			goto fail;
+		}
+	}
+	c->max_trials = (int)json_get_int(o, "max_trials", 0);
+	c->parallel = (int)json_get_int(o, "parallel", 0);
+	c->gpus_per_trial = (int)json_get_int(o, "gpus_per_trial", 0);
+	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
+	c->max_failures = (int)json_get_int(o, "max_failures", 3);
+	if (c->method == SWEEP_GRID && c->max_trials <= 0)
+		c->max_trials = (int)json_get_int(o, "grid_size", 0);
+	if (c->max_trials <= 0 || c->parallel < 0 || c->max_failures < 1) {
+		strbuf_addstr(err, "sweep: needs max_trials > 0, parallel >= 0 and max_failures >= 1");
+		goto fail;
+	}
+	job_config_release(&c->job);
+	if (job_config_from_json(&c->job, json_object_get(o, "job"), err) < 0) {
+		job_config_init(&c->job);
+		goto fail;
+	}
+	return 0;
+fail:
+	sweep_config_release(c);
+	memset(c, 0, sizeof(*c));
+	return -1;
+}
+
+struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed,
+				   const struct sweep_replay_trial *t, size_t nr,
+				   struct strbuf *err)
+{
+	struct search *s = search_new(cfg, seed, err);
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < nr; i++) {
+		const char *st = t[i].state;
+
+		if (!strcmp(st, DT_TRIAL_COMPLETED) && t[i].has_value && !t[i].no_metric)
+			search_observe_at(s, t[i].sg, t[i].value, SEARCH_COMPLETED, t[i].resource);
+		else if (!strcmp(st, DT_TRIAL_PRUNED) && t[i].has_value)
+			search_observe_at(s, t[i].sg, t[i].value, SEARCH_PRUNED, t[i].resource);
+		else if (!strcmp(st, DT_TRIAL_COMPLETED) || !strcmp(st, DT_TRIAL_FAILED) ||
+			 !strcmp(st, DT_TRIAL_PRUNED))
+			search_observe_at(s, t[i].sg, NAN, SEARCH_FAILED, -1);
+	}
+	search_set_next_seq(s, (long long)nr);
+	return s;
+}
+
+struct asha *sweep_replay_asha(const struct sweep_config *cfg, const struct sweep_report *r,
+			       size_t nr)
+{
+	struct asha *a;
+
+	if (!cfg->early_terminate)
+		return NULL;
+	a = asha_new(cfg->et_min_iter, cfg->et_eta, cfg->et_max_iter, cfg->goal);
+	for (size_t i = 0; a && i < nr; i++)
+		asha_report(a, r[i].trial, r[i].resource, r[i].value);
+	return a;
+}
+
+/* ============================================================ the controller */
+
+struct trial {
+	int no;                   /* 1-based; its suggestion's seq is no - 1 */
+	char job[16];             /* "" while it has none */
+	struct suggestion sg;
+	const char *state;        /* DT_TRIAL_* */
+	int has_value, no_metric;
+	double value, resource;   /* last reported (PRUNED: the value it was pruned at) */
+	long long created_us, ended_us;
+	long long mf_off, log_off;    /* bytes of metrics.jsonl / logs/0.log read */
+	int resubmits;
+	int stop_pending;         /* PRUNED/CANCELLED: its job may still have to be stopped */
+	int nreports;
+	json_t *metrics;          /* the reports, in order */
+	long long scanned_ms;
+	char *reason;
+};
+
+struct sweep {
+	long long seq;
+	char id[16];
+	char *name, *shared_dir, *user;
+	json_t *spec;             /* SWEEPSPEC as received */
+	struct sweep_config cfg;
+	uint64_t seed;
+	const char *state;        /* DT_SWEEP_* */
+	char *reason;
+	long long created_us, ended_us;
+	struct search *search;
+	struct asha *asha;
+	struct trial **t;
+	size_t nr, alloc;
+	int failures, exhausted;
+	struct sweep_report *replay;   /* while loading: the stored reports, in order */
+	size_t nr_replay, alloc_replay;
+};
+
+struct sweeps {
+	struct sweep **v;
+	size_t nr, alloc;
+	sqlite3_stmt *st_sweep, *st_trial, *st_report;
+};
+
+static const char sweeps_schema[] =
+	"CREATE TABLE IF NOT EXISTS sweeps("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT, data TEXT);"
+	"CREATE TABLE IF NOT EXISTS sweep_trials("
+	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, job_id TEXT, state TEXT, data TEXT,"
+	"  PRIMARY KEY(sweep, trial));"
+	"CREATE TABLE IF NOT EXISTS sweep_reports("
+	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT,"
+	"  PRIMARY KEY(sweep, trial, n));";
+
+static int trial_final(const struct trial *t)
+{
+	return strcmp(t->state, DT_TRIAL_PENDING) && strcmp(t->state, DT_TRIAL_RUNNING);
+}
+
+static int sweep_final(const struct sweep *w)
+{
+	return strcmp(w->state, DT_SWEEP_RUNNING) && strcmp(w->state, DT_SWEEP_PAUSED);
+}
+
+static const char *const_of(const char *s, const char *const *all, size_t n, const char *def)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s && !strcmp(s, all[i]))
+			return all[i];
+	return def;
+}
+
+static const char *trial_state_const(const char *s)
+{
+	static const char *const all[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING, DT_TRIAL_COMPLETED,
+					   DT_TRIAL_PRUNED, DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
+
+	return const_of(s, all, ARRAY_SIZE(all), DT_TRIAL_FAILED);
+}
+
+static const char *sweep_state_const(const char *s)
+{
+	static const char *const all[] = { DT_SWEEP_RUNNING, DT_SWEEP_PAUSED, DT_SWEEP_STOPPED,
+					   DT_SWEEP_COMPLETED, DT_SWEEP_FAILED };
+
+	return const_of(s, all, ARRAY_SIZE(all), DT_SWEEP_FAILED);
+}
+
+static json_t *num_or_null(int has, double v)
+{
+	return has && isfinite(v) ? json_real(v) : json_null();
+}
+
+static void trial_free(struct trial *t)
+{
+	suggestion_release(&t->sg);
+	json_decref(t->metrics);
+	free(t->reason);
+	free(t);
+}
+
+static void sweep_free(struct sweep *w)
+{
+	for (size_t i = 0; i < w->nr; i++)
+		trial_free(w->t[i]);
+	free(w->t);
+	free(w->name);
+	free(w->shared_dir);
+	free(w->user);
+	free(w->reason);
+	free(w->replay);
+	json_decref(w->spec);
+	sweep_config_release(&w->cfg);
+	if (w->search)
+		search_free(w->search);
+	if (w->asha)
+		asha_free(w->asha);
+	free(w);
+}
+
+/* ---------------------------------------------------------------- SQLite */
+
+static void sweep_save(struct sched *s, struct sweep *w)
+{
+	sqlite3_stmt *st = s->sweeps->st_sweep;
+	char seed[32];
+	json_t *o;
+	char *data;
+
+	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
+	o = json_pack("{s:s,s:s,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
+		      "shared_dir", w->shared_dir, "user", w->user, "spec", w->spec, "seed", seed,
+		      "state", w->state, "reason", w->reason, "created_us", (json_int_t)w->created_us,
+		      "ended_us", (json_int_t)w->ended_us, "failures", w->failures);
+	data = json_dumps(o, JSON_COMPACT);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, w->id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, w->state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, data, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, w->seq);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save sweep %s: %s", w->id, sqlite3_errmsg(s->db));
+	free(data);
+	json_decref(o);
+}
+
+static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
+{
+	sqlite3_stmt *st = s->sweeps->st_trial;
+	json_t *o = json_pack("{s:o,s:b,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:i,s:s?}",
+			      "params", suggestion_to_json(&t->sg), "has_value", t->has_value,
+			      "value", isfinite(t->value) ? t->value : 0.0,
+			      "resource", isfinite(t->resource) ? t->resource : -1.0,
+			      "no_metric", t->no_metric, "created_us", (json_int_t)t->created_us,
+			      "ended_us", (json_int_t)t->ended_us, "mf_off", (json_int_t)t->mf_off,
+			      "log_off", (json_int_t)t->log_off, "resubmits", t->resubmits,
+			      "reason", t->reason);
+	char *data;
+
+	if (t->has_value && !isfinite(t->value))
+		json_object_set_new(o, "value_nan", json_true());
+	data = json_dumps(o, JSON_COMPACT);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, w->id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 2, t->no);
+	if (t->job[0])
+		sqlite3_bind_text(st, 3, t->job, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 3);
+	sqlite3_bind_text(st, 4, t->state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, data, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save trial %d of %s: %s", t->no, w->id,
+		      sqlite3_errmsg(s->db));
+	free(data);
+	json_decref(o);
+}
+
+static void report_save(struct sched *s, struct sweep *w, struct trial *t, int n, const json_t *r)
+{
+	sqlite3_stmt *st = s->sweeps->st_report;
+	char *data = json_dumps(r, JSON_COMPACT);
+
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, w->id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 2, t->no);
+	sqlite3_bind_int(st, 3, n);
+	sqlite3_bind_text(st, 4, data, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save a report of trial %d of %s: %s", t->no,
+		      w->id, sqlite3_errmsg(s->db));
+	free(data);
+}
+
+static void set_reason(char **dst, const char *fmt, ...) DT_PRINTF(2, 3);
+static void set_reason(char **dst, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	free(*dst);
+	*dst = strbuf_detach(&sb, NULL);
+}
+
+static void sweep_end(struct sched *s, struct sweep *w, const char *state)
+{
+	w->state = state;
+	w->ended_us = dt_now_us();
+	sweep_save(s, w);
+	dtlog(!strcmp(state, DT_SWEEP_FAILED) ? DTLOG_WARN : DTLOG_INFO, "sweep %s (%s): %s%s%s",
+	      w->id, w->name, state, w->reason ? ": " : "", w->reason ? w->reason : "");
+}
+
+/* A trial's state change: SQLite first, then whatever follows from it. */
+static void trial_set(struct sched *s, struct sweep *w, struct trial *t, const char *state)
+{
+	if (!strcmp(t->state, state))
+		return;
+	t->state = state;
+	if (trial_final(t) && !t->ended_us)
+		t->ended_us = dt_now_us();
+	trial_save(s, w, t);
+	dtlog(DTLOG_INFO, "sweep %s trial %d (%s): %s", w->id, t->no, t->job, state);
+}
+
+/* ------------------------------------------------------------ load */
+
+static struct sweep *sweep_from_row(const char *id, long long seq, const char *data)
+{
+	json_t *o = data ? json_loads(data, 0, NULL) : NULL;
+	struct strbuf err = STRBUF_INIT;
+	struct sweep *w;
+
+	if (!o)
+		return NULL;
+	w = xcalloc(1, sizeof(*w));
+	w->seq = seq;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->name = xstrdup(json_get_str(o, "name", id));
+	w->shared_dir = xstrdup(json_get_str(o, "shared_dir", ""));
+	w->user = xstrdup(json_get_str(o, "user", ""));
+	w->spec = json_incref(json_object_get(o, "spec"));
+	w->seed = strtoull(json_get_str(o, "seed", "1"), NULL, 10);
+	w->state = sweep_state_const(json_get_str(o, "state", NULL));
+	if (json_get_str(o, "reason", NULL))
+		w->reason = xstrdup(json_get_str(o, "reason", NULL));
+	w->created_us = json_get_int(o, "created_us", 0);
+	w->ended_us = json_get_int(o, "ended_us", 0);
+	w->failures = (int)json_get_int(o, "failures", 0);
+	json_decref(o);
+	if (sweep_config_from_json(&w->cfg, w->spec, &err) < 0) {
+		dtlog(DTLOG_WARN, "state.db: sweep %s: %s; skipped", id, err.buf);
+		strbuf_release(&err);
+		json_decref(w->spec);
+		w->spec = NULL;
+		memset(&w->cfg, 0, sizeof(w->cfg));
+		job_config_init(&w->cfg.job);
+		sweep_free(w);
+		return NULL;
+	}
+	strbuf_release(&err);
+	return w;
+}
+
+static struct sweep *sweep_find(struct sched *s, const char *id)
+{
+	struct sweeps *sw = s->sweeps;
+
+	for (size_t i = 0; i < sw->nr; i++)
+		if (!strcmp(sw->v[i]->id, id))
+			return sw->v[i];
+	for (size_t i = sw->nr; i > 0; i--)
+		if (!strcmp(sw->v[i - 1]->name, id))
+			return sw->v[i - 1];
+	return NULL;
+}
+
+static void sweeps_load(struct sched *s)
+{
+	struct sweeps *sw = s->sweeps;
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT seq, id, data FROM sweeps ORDER BY seq", -1, &st,
+			       NULL) != SQLITE_OK)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct sweep *w = sweep_from_row((const char *)sqlite3_column_text(st, 1),
+						 sqlite3_column_int64(st, 0),
+						 (const char *)sqlite3_column_text(st, 2));
+
+		if (!w)
+			continue;
+		ALLOC_GROW(sw->v, sw->nr + 1, sw->alloc);
+		sw->v[sw->nr++] = w;
+	}
+	sqlite3_finalize(st);
+
+	if (sqlite3_prepare_v2(s->db, "SELECT sweep, trial, job_id, state, data FROM sweep_trials "
+			       "ORDER BY sweep, trial", -1, &st, NULL) != SQLITE_OK)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct sweep *w = sweep_find(s, (const char *)sqlite3_column_text(st, 0));
+		const char *data = (const char *)sqlite3_column_text(st, 4);
+		json_t *o = data ? json_loads(data, 0, NULL) : NULL;
+		struct strbuf err = STRBUF_INIT;
+		struct trial *t;
+
+		if (!w || !o) {
+			json_decref(o);
+			continue;
+		}
+		t = xcalloc(1, sizeof(*t));
+		t->no = sqlite3_column_int(st, 1);
+		if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+			snprintf(t->job, sizeof(t->job), "%s", sqlite3_column_text(st, 2));
+		t->state = trial_state_const((const char *)sqlite3_column_text(st, 3));
+		t->sg.seq = -1;
+		if (suggestion_from_json(&t->sg, json_object_get(o, "params"), &err) < 0)
+			dtlog(DTLOG_WARN, "state.db: sweep %s trial %d: %s", w->id, t->no, err.buf);
+		t->has_value = json_is_true(json_object_get(o, "has_value"));
+		t->value = json_is_true(json_object_get(o, "value_nan")) ? NAN :
+			   json_get_real(o, "value", 0);
+		t->resource = json_get_real(o, "resource", -1);
+		t->no_metric = json_is_true(json_object_get(o, "no_metric"));
+		t->created_us = json_get_int(o, "created_us", 0);
+		t->ended_us = json_get_int(o, "ended_us", 0);
+		t->mf_off = json_get_int(o, "mf_off", 0);
+		t->log_off = json_get_int(o, "log_off", 0);
+		t->resubmits = (int)json_get_int(o, "resubmits", 0);
+		t->stop_pending = !strcmp(t->state, DT_TRIAL_PRUNED) ||
+				  !strcmp(t->state, DT_TRIAL_CANCELLED);
+		if (json_get_str(o, "reason", NULL))
+			t->reason = xstrdup(json_get_str(o, "reason", NULL));
+		t->metrics = json_array();
+		ALLOC_GROW(w->t, w->nr + 1, w->alloc);
+		w->t[w->nr++] = t;
+		json_decref(o);
+		strbuf_release(&err);
+	}
+	sqlite3_finalize(st);
+
+	/* in the order they were stored, which is the order ASHA heard them in */
+	if (sqlite3_prepare_v2(s->db, "SELECT sweep, trial, data FROM sweep_reports "
+			       "ORDER BY rowid", -1, &st, NULL) != SQLITE_OK)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct sweep *w = sweep_find(s, (const char *)sqlite3_column_text(st, 0));
+		int no = sqlite3_column_int(st, 1);
+		const char *data = (const char *)sqlite3_column_text(st, 2);
+		json_t *r = data ? json_loads(data, 0, NULL) : NULL;
+
+		if (w && r && no >= 1 && (size_t)no <= w->nr && w->t[no - 1]->no == no) {
+			struct trial *t = w->t[no - 1];
+			double v, res;
+
+			json_array_append(t->metrics, r);
+			t->nreports++;
+			if (sweep_metric_value(r, w->cfg.metric_name, &v, &res) == 0) {
+				ALLOC_GROW(w->replay, w->nr_replay + 1, w->alloc_replay);
+				w->replay[w->nr_replay].trial = no;
+				w->replay[w->nr_replay].resource = res >= 0 ? res : (double)t->nreports;
+				w->replay[w->nr_replay].value = v;
+				w->nr_replay++;
+			}
+		}
+		json_decref(r);
+	}
+	sqlite3_finalize(st);
+
+	/* rebuild the search and ASHA by replay */
+	for (size_t i = 0; i < sw->nr; i++) {
+		struct sweep *w = sw->v[i];
+		struct sweep_replay_trial *rt = xcalloc(w->nr + 1, sizeof(*rt));
+		size_t nrep = w->nr_replay;
+		struct strbuf err = STRBUF_INIT;
+
+		for (size_t k = 0; k < w->nr; k++) {
+			struct trial *t = w->t[k];
+
+			rt[k].sg = &t->sg;
+			rt[k].state = t->state;
+			rt[k].has_value = t->has_value;
+			rt[k].value = t->value;
+			rt[k].resource = t->resource;
+			rt[k].no_metric = t->no_metric;
+		}
+		w->search = sweep_replay_search(&w->cfg, w->seed, rt, w->nr, &err);
+		w->asha = sweep_replay_asha(&w->cfg, w->replay, w->nr_replay);
+		free(w->replay);
+		w->replay = NULL;
+		w->nr_replay = w->alloc_replay = 0;
+		if (!w->search && !sweep_final(w)) {
+			set_reason(&w->reason, "cannot rebuild the search: %s", err.buf);
+			sweep_end(s, w, DT_SWEEP_FAILED);
+		}
+		if (!sweep_final(w))
+			dtlog(DTLOG_INFO, "sweep %s (%s): resumed with %zu trial(s), %zu report(s) "
+			      "replayed", w->id, w->name, w->nr, nrep);
+		free(rt);
+		strbuf_release(&err);
+	}
+}
+
+int sweeps_init(struct sched *s)
+{
+	struct sweeps *sw = xcalloc(1, sizeof(*sw));
+
+	s->sweeps = sw;
+	if (db_exec(s, sweeps_schema) < 0 ||
+	    sqlite3_prepare_v2(s->db, "UPDATE sweeps SET id=?1, state=?2, data=?3 WHERE seq=?4", -1,
+			       &sw->st_sweep, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO sweep_trials(sweep, trial, job_id, "
+			       "state, data) VALUES(?,?,?,?,?)", -1, &sw->st_trial, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO sweep_reports(sweep, trial, n, data) "
+			       "VALUES(?,?,?,?)", -1, &sw->st_report, NULL) != SQLITE_OK)
+		return -1;
+	sweeps_load(s);
+	return 0;
+}
+
+void sweeps_release(struct sched *s)
+{
+	struct sweeps *sw = s->sweeps;
+
+	if (!sw)
+		return;
+	for (size_t i = 0; i < sw->nr; i++)
+		sweep_free(sw->v[i]);
+	free(sw->v);
+	sqlite3_finalize(sw->st_sweep);
+	sqlite3_finalize(sw->st_trial);
+	sqlite3_finalize(sw->st_report);
+	free(sw);
+	s->sweeps = NULL;
+}
+
+/* ------------------------------------------------------------ metrics */
+
+/* New complete lines of path from *off; reports carrying the metric go to out. */
+static void scan_source(const char *path, long long *off, int from_log, const char *metric,
+			json_t *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf;
+	ssize_t n;
+	size_t start = 0;
+
+	if (fd < 0)
+		return;
+	buf = xmalloc(SCAN_CHUNK);
+	for (;;) {
+		n = pread(fd, buf, SCAN_CHUNK, (off_t)*off);
+		if (n <= 0)
+			break;
+		start = 0;
+		for (size_t i = 0; i < (size_t)n; i++) {
+			json_t *r;
+			double v, res;
+
+			if (buf[i] != '\n')
+				continue;
+			r = sweep_parse_metric_line(buf + start, i - start, from_log);
+			if (r && sweep_metric_value(r, metric, &v, &res) == 0)
+				json_array_append(out, r);
+			json_decref(r);
+			start = i + 1;
+		}
+		if (!start) {
+			if (n == SCAN_CHUNK)      /* one line longer than a chunk: skip it */
+				*off += n;
+			break;
+		}
+		*off += (long long)start;
+		if (n < SCAN_CHUNK)
+			break;
+	}
+	free(buf);
+	close(fd);
+}
+
+static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
+{
+	struct job_view v;
+
+	t->stop_pending = 1;
+
+	if (t->job[0] && jobs_view(s, t->job, &v) == 0 && !v.cancelled &&
+	    (!strcmp(v.state, DT_JOB_PENDING) || !strcmp(v.state, DT_JOB_RUNNING)))
+		jobs_cancel(s, t->job, why);
+}
+
+/* Read what the trial reported since the last look; store, then ask ASHA. */
+static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const char *job_dir,
+		       int force)
+{
+	long long now = dt_mono_ms();
+	struct strbuf path = STRBUF_INIT;
+	json_t *got = json_array(), *r;
+	size_t i;
+
+	if (!force && now - t->scanned_ms < SCAN_MS)
+		goto out;
+	t->scanned_ms = now;
+	strbuf_addf(&path, "%s/metrics.jsonl", job_dir);
+	scan_source(path.buf, &t->mf_off, 0, w->cfg.metric_name, got);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/logs/0.log", job_dir);
+	scan_source(path.buf, &t->log_off, 1, w->cfg.metric_name, got);
+	if (!json_array_size(got))
+		goto out;
+	/* stored before ASHA hears of them */
+	db_exec(s, "BEGIN");
+	json_array_foreach(got, i, r) {
+		report_save(s, w, t, t->nreports++, r);
+		json_array_append(t->metrics, r);
+	}
+	json_array_foreach(got, i, r) {
+		double v = NAN, res = -1;
+
+		sweep_metric_value(r, w->cfg.metric_name, &v, &res);
+		if (res < 0)
+			res = (double)json_array_size(t->metrics) - (double)json_array_size(got) + (double)i + 1;
+		if (trial_final(t)) {
+			/* pruned earlier in this batch: ASHA still hears it, as a replay would */
+			if (w->asha)
+				asha_report(w->asha, t->no, res, v);
+			continue;
+		}
+		t->has_value = 1;
+		t->value = v;
+		t->resource = res;
+		if (w->asha && asha_report(w->asha, t->no, res, v) == ASHA_PRUNE) {
+			set_reason(&t->reason, "pruned by ASHA at %s %g (%s %g)",
+				   json_object_get(r, "epoch") ? "epoch" : "step", res,
+				   w->cfg.metric_name, v);
+			t->state = DT_TRIAL_PRUNED;
+			t->ended_us = dt_now_us();
+		}
+	}
+	trial_save(s, w, t);
+	db_exec(s, "COMMIT");
+	if (!strcmp(t->state, DT_TRIAL_PRUNED)) {
+		dtlog(DTLOG_INFO, "sweep %s trial %d (%s): %s", w->id, t->no, t->job, t->reason);
+		search_observe_at(w->search, &t->sg, t->value, SEARCH_PRUNED, t->resource);
+		cancel_trial_job(s, t, "pruned by the sweep");
+	}
+out:
+	json_decref(got);
+	strbuf_release(&path);
+}
+
+/* ------------------------------------------------------------ trials */
+
+/* Submit (or resubmit) trial t as a job; in one transaction with its row. */
+static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struct strbuf *err)
+{
+	json_t *spec = sweep_trial_spec(json_object_get(w->spec, "job"), &t->sg, t->no, w->id,
+					w->name, w->cfg.gpus_per_trial);
+	char id[16];
+	int rc;
+
+	db_exec(s, "BEGIN");
+	rc = jobs_submit(s, spec, w->shared_dir, w->user, id, sizeof(id), err);
+	json_decref(spec);
+	if (rc < 0) {
+		db_exec(s, "ROLLBACK");
+		return rc;
+	}
+	snprintf(t->job, sizeof(t->job), "%s", id);
+	t->state = DT_TRIAL_PENDING;
+	t->mf_off = t->log_off = 0;
+	trial_save(s, w, t);
+	db_exec(s, "COMMIT");
+	return 0;
+}
+
+static void sweep_fail(struct sched *s, struct sweep *w, const char *why)
+{
+	set_reason(&w->reason, "%s", why);
+	for (size_t i = 0; i < w->nr; i++)
+		if (!trial_final(w->t[i])) {
+			cancel_trial_job(s, w->t[i], "the sweep stopped");
+			trial_set(s, w, w->t[i], DT_TRIAL_CANCELLED);
+		}
+	sweep_end(s, w, DT_SWEEP_FAILED);
+}
+
+/* Follow trial t's job; lock held. */
+static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
+{
+	struct job_view v;
+	struct strbuf err = STRBUF_INIT;
+
+	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_CANCELLED)) {
+		/* until its job is over (after a restart too): stop it */
+		if (t->stop_pending) {
+			if (!t->job[0] || jobs_view(s, t->job, &v) < 0 ||
+			    (strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING)))
+				t->stop_pending = 0;
+			else if (!v.cancelled)
+				jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ?
+					    "pruned by the sweep" : "the sweep was stopped");
+		}
+		return;
+	}
+	if (trial_final(t))
+		return;
+	if (!t->job[0] || jobs_view(s, t->job, &v) < 0) {
+		/* its job never made it to the database: submit it again */
+		if (trial_submit(s, w, t, &err) < 0) {
+			set_reason(&t->reason, "cannot submit: %s", err.buf);
+			trial_set(s, w, t, DT_TRIAL_FAILED);
+		}
+		strbuf_release(&err);
+		return;
+	}
+	if (!strcmp(v.state, DT_JOB_PENDING)) {
+		strbuf_release(&err);
+		return;
+	}
+	if (!strcmp(v.state, DT_JOB_RUNNING)) {
+		trial_set(s, w, t, DT_TRIAL_RUNNING);
+		scan_trial(s, w, t, v.job_dir, 0);
+		strbuf_release(&err);
+		return;
+	}
+	/* the job is over: what it reported last, then the verdict */
+	{
+		char *job_dir = xstrdup(v.job_dir), *jreason = v.reason ? xstrdup(v.reason) : NULL;
+		const char *jst = v.state;
+
+		scan_trial(s, w, t, job_dir, 1);
+		if (!trial_final(t)) {
+			if (!strcmp(jst, DT_JOB_COMPLETED)) {
+				if (!t->has_value) {
+					t->no_metric = 1;
+					set_reason(&t->reason, "no metric: the trial never reported '%s'",
+						   w->cfg.metric_name);
+					search_observe_at(w->search, &t->sg, NAN, SEARCH_FAILED, -1);
+				} else {
+					search_observe_at(w->search, &t->sg, t->value, SEARCH_COMPLETED,
+							  t->resource);
+				}
+				trial_set(s, w, t, DT_TRIAL_COMPLETED);
+			} else if (!strcmp(jst, DT_JOB_NODE_FAIL) && t->resubmits < MAX_RESUBMITS) {
+				t->resubmits++;
+				dtlog(DTLOG_WARN, "sweep %s trial %d: job %s ended NODE_FAIL; requeued",
+				      w->id, t->no, t->job);
+				if (trial_submit(s, w, t, &err) < 0) {
+					set_reason(&t->reason, "cannot requeue: %s", err.buf);
+					trial_set(s, w, t, DT_TRIAL_FAILED);
+				}
+			} else if (!strcmp(jst, DT_JOB_CANCELLED)) {
+				set_reason(&t->reason, "its job %s was cancelled", t->job);
+				search_observe_at(w->search, &t->sg, NAN, SEARCH_FAILED, -1);
+				trial_set(s, w, t, DT_TRIAL_CANCELLED);
+			} else {
+				set_reason(&t->reason, "job %s %s%s%s", t->job, jst, jreason ? ": " : "",
+					   jreason ? jreason : "");
+				search_observe_at(w->search, &t->sg, NAN, SEARCH_FAILED, -1);
+				w->failures++;
+				trial_set(s, w, t, DT_TRIAL_FAILED);
+				sweep_save(s, w);
+				if (w->failures >= w->cfg.max_failures) {
+					struct strbuf why = STRBUF_INIT;
+
+					strbuf_addf(&why, "%d trial(s) failed (max_failures %d); last: trial %d: %s",
+						    w->failures, w->cfg.max_failures, t->no, t->reason);
+					sweep_fail(s, w, why.buf);
+					strbuf_release(&why);
+				}
+			}
+		}
+		free(job_dir);
+		free(jreason);
+	}
+	strbuf_release(&err);
+}
+
+/* Start new trials while the sweep wants them; lock held. */
+static void sweep_top_up(struct sched *s, struct sweep *w)
+{
+	for (;;) {
+		size_t live = 0, waiting = 0;
+		struct trial *t;
+		struct strbuf err = STRBUF_INIT;
+		int rc;
+
+		if (strcmp(w->state, DT_SWEEP_RUNNING) || w->exhausted ||
+		    w->nr >= (size_t)w->cfg.max_trials)
+			return;
+		for (size_t i = 0; i < w->nr; i++) {
+			struct job_view v;
+
+			if (trial_final(w->t[i]))
+				continue;
+			live++;
+			if (!w->t[i]->job[0] || jobs_view(s, w->t[i]->job, &v) < 0 ||
+			    !strcmp(v.state, DT_JOB_PENDING))
+				waiting++;
+		}
+		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
+			return;
+		t = xcalloc(1, sizeof(*t));
+		t->sg.seq = -1;
+		if (search_suggest(w->search, &t->sg) != 0) {
+			trial_free(t);
+			w->exhausted = 1;
+			return;
+		}
+		t->no = (int)w->nr + 1;
+		t->state = DT_TRIAL_PENDING;
+		t->created_us = dt_now_us();
+		t->metrics = json_array();
+		t->resource = -1;
+		rc = trial_submit(s, w, t, &err);
+		if (rc < 0) {
+			struct strbuf why = STRBUF_INIT;
+
+			strbuf_addf(&why, "cannot start trial %d: %s", t->no, err.buf);
+			trial_free(t);
+			sweep_fail(s, w, why.buf);
+			strbuf_release(&why);
+			strbuf_release(&err);
+			return;
+		}
+		ALLOC_GROW(w->t, w->nr + 1, w->alloc);
+		w->t[w->nr++] = t;
+		dtlog(DTLOG_INFO, "sweep %s: trial %d as job %s", w->id, t->no, t->job);
+		jobs_schedule_now(s);
+		strbuf_release(&err);
+	}
+}
+
+void sweeps_step(struct sched *s)
+{
+	struct sweeps *sw = s->sweeps;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; sw && i < sw->nr; i++) {
+		struct sweep *w = sw->v[i];
+		int live = 0;
+
+		if (sweep_final(w)) {
+			/* trials of an ended sweep whose jobs still run (a restart) */
+			for (size_t k = 0; k < w->nr; k++)
+				if (!trial_final(w->t[k]) || w->t[k]->stop_pending)
+					trial_follow(s, w, w->t[k]);
+			continue;
+		}
+		for (size_t k = 0; k < w->nr && !sweep_final(w); k++)
+			trial_follow(s, w, w->t[k]);
+		if (sweep_final(w))
+			continue;
+		sweep_top_up(s, w);
+		if (sweep_final(w))
+			continue;
+		for (size_t k = 0; k < w->nr; k++)
+			live += !trial_final(w->t[k]);
+		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
+		    (w->exhausted || w->nr >= (size_t)w->cfg.max_trials)) {
+			free(w->reason);
+			w->reason = NULL;
+			sweep_end(s, w, DT_SWEEP_COMPLETED);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------ JSON views */
+
+static const char *kind_label(enum param_kind k)
+{
+	switch (k) {
+	case PARAM_VALUE: return "value";
+	case PARAM_VALUES: return "values";
+	case PARAM_UNIFORM: return "uniform";
+	case PARAM_INT_UNIFORM: return "int_uniform";
+	case PARAM_LOG_UNIFORM: return "log_uniform";
+	case PARAM_Q_UNIFORM: return "q_uniform";
+	case PARAM_NORMAL: return "normal";
+	default: return "nested";
+	}
+}
+
+static json_t *sweep_json(struct sweep *w)
+{
+	json_t *params = json_array(), *counts = json_object();
+	static const char *const states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING, DT_TRIAL_COMPLETED,
+					      DT_TRIAL_PRUNED, DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
+
+	for (size_t i = 0; i < w->cfg.nr_params; i++) {
+		const struct sweep_param *p = &w->cfg.params[i];
+		json_t *o;
+
+		if (p->kind == PARAM_NESTED)
+			continue;
+		o = json_pack("{s:s,s:s}", "name", p->name, "kind", kind_label(p->kind));
+		if (p->kind == PARAM_VALUE || p->kind == PARAM_VALUES) {
+			json_t *v = json_array();
+
+			for (size_t k = 0; k < p->values.nr; k++)
+				json_array_append_new(v, json_string(p->values.v[k]));
+			json_object_set_new(o, "values", v);
+		} else if (p->kind == PARAM_NORMAL) {
+			json_object_set_new(o, "mu", json_real(p->mu));
+			json_object_set_new(o, "sigma", json_real(p->sigma));
+		} else {
+			json_object_set_new(o, "min", json_real(p->min));
+			json_object_set_new(o, "max", json_real(p->max));
+			if (p->kind == PARAM_Q_UNIFORM)
+				json_object_set_new(o, "q", json_real(p->q));
+		}
+		json_array_append_new(params, o);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(states); k++) {
+		int n = 0;
+
+		for (size_t i = 0; i < w->nr; i++)
+			n += !strcmp(w->t[i]->state, states[k]);
+		json_object_set_new(counts, states[k], json_integer(n));
+	}
+	return json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
+		"id", w->id, "name", w->name,
+		"method", w->cfg.method == SWEEP_GRID ? "grid" : w->cfg.method == SWEEP_RANDOM ?
+			  "random" : "bayes",
+		"metric", "name", w->cfg.metric_name, "goal",
+			  w->cfg.goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
+		"state", w->state, "reason", w->reason, "max_trials", w->cfg.max_trials,
+		"parallel", w->cfg.parallel, "created_at", ts_json(w->created_us),
+		"ended_at", ts_json(w->ended_us), "parameters", params, "counts", counts,
+		"trials_started", (int)w->nr, "failures", w->failures, "user", w->user);
+}
+
+static json_t *params_json(const struct trial *t)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; i < t->sg.nr; i++)
+		json_object_set_new(o, t->sg.items[i].name, json_string(t->sg.items[i].value));
+	return o;
+}
+
+static json_t *trial_json(const struct trial *t)
+{
+	return json_pack("{s:i,s:o,s:o,s:s,s:o,s:b,s:o,s:o,s:o,s:s?,s:O}", "trial", t->no,
+		"job_id", t->job[0] ? json_string(t->job) : json_null(), "params", params_json(t),
+		"state", t->state, "value", num_or_null(t->has_value, t->value),
+		"no_metric", t->no_metric,
+		"resource", t->resource >= 0 ? json_real(t->resource) : json_null(),
+		"created_at", ts_json(t->created_us), "ended_at", ts_json(t->ended_us),
+		"reason", t->reason, "metrics", t->metrics);
+}
+
+static const struct trial *best_trial(const struct sweep *w)
+{
+	const struct trial *best = NULL;
+
+	for (size_t i = 0; i < w->nr; i++) {
+		const struct trial *t = w->t[i];
+
+		if (strcmp(t->state, DT_TRIAL_COMPLETED) || !t->has_value || t->no_metric ||
+		    !isfinite(t->value))
+			continue;
+		if (!best || (w->cfg.goal == GOAL_MAXIMIZE ? t->value > best->value :
+			      t->value < best->value))
+			best = t;
+	}
+	return best;
+}
+
+static json_t *export_json(struct sweep *w)
+{
+	json_t *trials = json_array();
+	const struct trial *b = best_trial(w);
+
+	for (size_t i = 0; i < w->nr; i++)
+		json_array_append_new(trials, trial_json(w->t[i]));
+	return json_pack("{s:o,s:o,s:o}", "sweep", sweep_json(w), "trials", trials, "best",
+			 b ? json_pack("{s:i,s:f,s:o}", "trial", b->no, "value", b->value,
+				       "params", params_json(b)) : json_null());
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static uint64_t draw_seed(void)
+{
+	uint64_t v = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+			v = 0;
+		close(fd);
+	}
+	if (!v)
+		v = (uint64_t)dt_now_us() ^ ((uint64_t)getpid() << 32);
+	/* keep it a positive JSON integer */
+	v &= 0x7fffffffffffffffULL;
+	return v ? v : 1;
+}
+
+static void h_create(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *spec = json_object_get(req->json, "sweep");
+	const char *shared = json_get_str(req->json, "shared_dir", NULL);
+	struct strbuf err = STRBUF_INIT;
+	struct sweep *w = xcalloc(1, sizeof(*w));
+	struct sweeps *sw = s->sweeps;
+
+	if (!json_is_object(spec) || !shared || shared[0] != '/') {
+		dt_http_error(resp, 400, "a sweep request needs {\"sweep\": {...}, \"shared_dir\": \"/...\"}");
+		free(w);
+		return;
+	}
+	if (sweep_config_from_json(&w->cfg, spec, &err) < 0) {
+		dt_http_error(resp, 400, "%s", err.buf);
+		free(w);
+		strbuf_release(&err);
+		return;
+	}
+	w->seed = w->cfg.seed ? w->cfg.seed : draw_seed();
+	w->search = search_new(&w->cfg, w->seed, &err);
+	if (!w->search) {
+		dt_http_error(resp, 400, "%s", err.buf);
+		sweep_free(w);
+		strbuf_release(&err);
+		return;
+	}
+	if (w->cfg.early_terminate)
+		w->asha = asha_new(w->cfg.et_min_iter, w->cfg.et_eta, w->cfg.et_max_iter, w->cfg.goal);
+	if (w->cfg.method == SWEEP_GRID && search_grid_size(w->search) < w->cfg.max_trials)
+		w->cfg.max_trials = (int)search_grid_size(w->search);
+	w->spec = json_deep_copy(spec);
+	{
+		char seed[32];
+
+		snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
+		json_object_set_new(w->spec, "seed", json_integer((json_int_t)w->seed));
+		json_object_set_new(w->spec, "max_trials", json_integer(w->cfg.max_trials));
+		(void)seed;
+	}
+	w->shared_dir = xstrdup(shared);
+	w->user = xstrdup(json_get_str(req->json, "user", ""));
+	w->state = DT_SWEEP_RUNNING;
+	w->created_us = dt_now_us();
+
+	pthread_mutex_lock(&s->lock);
+	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") < 0) {
+		dt_http_error(resp, 500, "cannot store the sweep: %s", sqlite3_errmsg(s->db));
+		pthread_mutex_unlock(&s->lock);
+		sweep_free(w);
+		strbuf_release(&err);
+		return;
+	}
+	w->seq = sqlite3_last_insert_rowid(s->db);
+	snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
+	w->name = xstrdup(json_get_str(req->json, "name", NULL) ? json_get_str(req->json, "name", NULL)
+			  : w->id);
+	sweep_save(s, w);
+	ALLOC_GROW(sw->v, sw->nr + 1, sw->alloc);
+	sw->v[sw->nr++] = w;
+	dtlog(DTLOG_INFO, "sweep %s (%s): %s search, %d trial(s), parallel %d, seed %llu, by '%s'",
+	      w->id, w->name, json_get_str(spec, "method", "?"), w->cfg.max_trials, w->cfg.parallel,
+	      (unsigned long long)w->seed, w->user);
+	dt_http_json(resp, 201, json_pack("{s:o}", "sweep", sweep_json(w)));
+	sched_wake(s);
+	pthread_mutex_unlock(&s->lock);
+	strbuf_release(&err);
+}
+
+static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *arr = json_array();
+
+	(void)req;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = s->sweeps->nr; i > 0; i--)
+		json_array_append_new(arr, sweep_json(s->sweeps->v[i - 1]));
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
+}
+
+static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	char id[128];
+	size_t len = strcspn(req->param, "/");
+	const char *action = req->param[len] ? req->param + len : NULL;
+	struct sweep *w;
+
+	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
+	    (!strcmp(req->method, "POST") &&
+	     (!action || (strcmp(action, DT_PATH_PAUSE_SUFFIX) && strcmp(action, DT_PATH_RESUME_SUFFIX) &&
+			  strcmp(action, DT_PATH_STOP_SUFFIX))))) {
+		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
+		return;
+	}
+	memcpy(id, req->param, len);
+	id[len] = '\0';
+	pthread_mutex_lock(&s->lock);
+	w = sweep_find(s, id);
+	if (!w) {
+		dt_http_error(resp, 404, "no sweep '%s' (see 'dtctl sweep list')", id);
+		goto out;
+	}
+	if (!action) {
+		dt_http_json(resp, 200, export_json(w));
+		goto out;
+	}
+	if (sweep_final(w)) {
+		dt_http_error(resp, 409, "sweep %s is already %s", w->id, w->state);
+		goto out;
+	}
+	if (!strcmp(action, DT_PATH_PAUSE_SUFFIX) && !strcmp(w->state, DT_SWEEP_RUNNING)) {
+		w->state = DT_SWEEP_PAUSED;
+		sweep_save(s, w);
+		dtlog(DTLOG_INFO, "sweep %s: paused (running trials go on)", w->id);
+	} else if (!strcmp(action, DT_PATH_RESUME_SUFFIX) && !strcmp(w->state, DT_SWEEP_PAUSED)) {
+		w->state = DT_SWEEP_RUNNING;
+		sweep_save(s, w);
+		dtlog(DTLOG_INFO, "sweep %s: resumed", w->id);
+	} else if (!strcmp(action, DT_PATH_STOP_SUFFIX)) {
+		set_reason(&w->reason, "stopped by the user");
+		w->state = DT_SWEEP_STOPPED;
+		w->ended_us = dt_now_us();
+		sweep_save(s, w);
+		for (size_t i = 0; i < w->nr; i++)
+			if (!trial_final(w->t[i])) {
+				cancel_trial_job(s, w->t[i], "the sweep was stopped");
+				set_reason(&w->t[i]->reason, "the sweep was stopped");
+				trial_set(s, w, w->t[i], DT_TRIAL_CANCELLED);
+			}
+		dtlog(DTLOG_INFO, "sweep %s: stopped by the user", w->id);
+	}
+	sched_wake(s);
+	dt_http_json(resp, 200, json_pack("{s:o}", "sweep", sweep_json(w)));
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+const struct dt_http_route sweeps_routes[] = {
+	{ "POST", DT_PATH_SWEEPS, 0, 0, h_create },
+	{ "GET", DT_PATH_SWEEPS, 0, 0, h_list },
+	{ "GET", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
+	{ "POST", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
+};
+const size_t sweeps_nr_routes = ARRAY_SIZE(sweeps_routes);

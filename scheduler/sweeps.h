@@ -1,0 +1,89 @@
+/*
+ * sweeps.h - the pure pieces of dtsched's sweep controller (sweeps.c), kept
+ * apart from the daemon so the unit tests (tests/unit/test_sweep.c) can
+ * check them: reading metric lines, turning a suggestion into a trial's job
+ * spec, the sweep spec from its JSON form, and rebuilding the search and
+ * ASHA state by replay after a restart.
+ *
+ * The controller itself (sweeps_init/step/routes) is declared in
+ * sched-int.h with the rest of dtsched's internals.
+ *
+ * Ownership: functions returning json_t * or struct search * / struct asha *
+ * give the caller a new reference / object.
+ */
+#ifndef DT_SWEEPS_H
+#define DT_SWEEPS_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include "asha.h"
+#include "config.h"
+#include "search.h"
+#include "strbuf.h"
+
+/*
+ * One line of a metric source, without its newline.  from_log: a rank log
+ * line "<ts> O DTCTL_METRIC {...}" (stdout only; anything else is not a
+ * report); else a $DT_METRICS_FILE line, a JSON object.  A new object, or
+ * NULL when the line is no report.
+ */
+json_t *sweep_parse_metric_line(const char *line, size_t len, int from_log);
+
+/*
+ * From a report: *value (NaN for null, "nan" or a non-number) and *resource
+ * (epoch if present, else step, else -1).  0 when the report carries
+ * `metric`, -1 when it does not.
+ */
+int sweep_metric_value(const json_t *report, const char *metric, double *value,
+		       double *resource);
+
+/* DT_PARAM_<NAME>: upper-cased, every character but [A-Z0-9_] made '_'. */
+void sweep_param_env(struct strbuf *sb, const char *name);
+
+/*
+ * The job spec (jobspec.h JSON form) trial `trial` of sweep `sweep_id` runs:
+ *   - command: every "{name}" of a parameter in an argv word is replaced by
+ *     its value; when no argv word or env value has a placeholder, "--name=value" is appended
+ *     for every parameter (the W&B convention).  Never through a shell: with
+ *     `shell: true` nothing is substituted or appended (env only);
+ *   - trainer: every parameter becomes a trainer option (a dttrain flag
+ *     --name=value), replacing the job's own;
+ *   - env: DT_PARAM_<NAME>=value for every parameter, DT_TRIAL_ID=<trial>,
+ *     DT_SWEEP_ID=<sweep_id>; "{name}" substituted in env values;
+ *   - name "<base>-t<trial>", retries at least 1 (a failed trial is retried
+ *     once), gpus_per_node = gpus_per_trial when that is set.
+ */
+json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int trial,
+			 const char *sweep_id, const char *base, int gpus_per_trial);
+
+/* The sweep config from sweep_config_to_json()'s form (values may be strings). */
+int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbuf *err);
+
+/* A finished or running trial, as stored, for the replay below. */
+struct sweep_replay_trial {
+	const struct suggestion *sg;
+	const char *state;        /* DT_TRIAL_* */
+	int has_value;
+	double value, resource;
+	int no_metric;
+};
+
+/*
+ * The search after these trials (in trial order; trial i has seq i):
+ * search_new(cfg, seed), search_observe_at() for every finished one,
+ * search_set_next_seq(nr).  NULL + message on a bad space.
+ */
+struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed,
+				   const struct sweep_replay_trial *t, size_t nr,
+				   struct strbuf *err);
+
+struct sweep_report {
+	int trial;
+	double resource, value;
+};
+
+/* ASHA after these reports (each trial's own in order), or NULL without early_terminate. */
+struct asha *sweep_replay_asha(const struct sweep_config *cfg, const struct sweep_report *r,
+			       size_t nr);
+
+#endif

@@ -1,11 +1,13 @@
 /*
  * simulate.c - `dtagent --simulate-nodes N`: a benchmark driver that plays N
  * agents heartbeating to dtsched, so dtsched's cost per node can be measured
- * without N machines.  One thread, one keep-alive connection per simulated
- * node (like real agents); the heartbeats are spread evenly over the period.
- * Like a real agent it sends its inventory only when dtsched does not have it
- * (the first heartbeat, or when the reply says want_inventory); the others
- * carry its inventory_hash.
+ * without N machines.  One keep-alive connection per simulated node (like
+ * real agents), the heartbeats spread evenly over the period.  Real agents do
+ * not wait for each other, so the nodes are split over SIM_THREADS threads:
+ * one slow reply delays only the nodes of its thread, not all N.
+ * Like a real agent a node sends its inventory only when dtsched does not
+ * have it (the first heartbeat, or when the reply says want_inventory); the
+ * others carry its inventory_hash.
  */
 #include "agent.h"
 #include "auth.h"
@@ -15,23 +17,100 @@
 #include "protocol.h"
 #include "usage.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#define SIM_THREADS 16
+
+struct sim {
+	const char *host;
+	int port, n, gpus;
+	long long heartbeat_ms, duration_ms, start;
+	const struct dt_auth_key *key;
+	const json_t *inv;           /* collected once: each thread works on a copy */
+};
+
+struct sim_thread {
+	pthread_t th;
+	const struct sim *sim;
+	int first, step;             /* nodes first, first + step, ... */
+	long long sent, failed;
+};
+
+static void *sim_run(void *data)
+{
+	struct sim_thread *t = data;
+	const struct sim *sm = t->sim;
+	int count = (sm->n - t->first + t->step - 1) / t->step;
+	struct dt_httpc *c = xcalloc((size_t)count, sizeof(*c));
+	unsigned char *have = xcalloc((size_t)count, 1);   /* dtsched has node k's inventory */
+	json_t *inv = json_deep_copy(sm->inv);
+	char hash[DT_SHA256_HEX];
+	long long seq = 0;
+
+	for (int k = 0; k < count; k++) {
+		dt_httpc_init(&c[k], sm->host, sm->port, sm->key);
+		c[k].timeout_ms = 5000;
+	}
+	while (!sm->duration_ms || dt_mono_ms() - sm->start < sm->duration_ms) {
+		long long round = sm->start + seq * sm->heartbeat_ms;
+
+		seq++;
+		for (int k = 0; k < count; k++) {
+			int i = t->first + k * t->step;
+			char name[64];
+			json_t *body, *reply = NULL;
+			struct strbuf err = STRBUF_INIT, ib = STRBUF_INIT;
+			long long due = round + sm->heartbeat_ms * i / sm->n, now = dt_mono_ms();
+
+			if (due > now)
+				usleep((useconds_t)(due - now) * 1000);
+			snprintf(name, sizeof(name), "sim%04d", i);
+			json_object_set_new(inv, "node", json_string(name));
+			json_append(&ib, inv);
+			dt_sha256_hex(ib.buf, ib.len, hash);
+			strbuf_release(&ib);
+			body = json_pack("{s:s,s:i,s:i,s:s,s:s,s:[],s:I}", "node", name, "port", 7070 + i,
+					 "agent_pid", (int)getpid(), "version", DT_VERSION,
+					 "inventory_hash", hash, "tasks", "seq", (json_int_t)seq);
+			if (!have[k])
+				json_object_set(body, "inventory", inv);
+			if (dt_httpc_request(&c[k], "POST", DT_PATH_HEARTBEAT, body, &reply, &err) == 200) {
+				t->sent++;
+				have[k] = !json_is_true(json_object_get(reply, "want_inventory"));
+			} else if (t->failed++ < 5) {
+				fprintf(stderr, "simulate: %s: %s\n", name, err.len ? err.buf : "refused");
+			}
+			json_decref(body);
+			json_decref(reply);
+			strbuf_release(&err);
+		}
+		while (dt_mono_ms() < round + sm->heartbeat_ms)
+			usleep(1000);
+	}
+	for (int k = 0; k < count; k++)
+		dt_httpc_release(&c[k]);
+	free(c);
+	free(have);
+	json_decref(inv);
+	return NULL;
+}
+
 int agent_simulate(const char *head, const char *secret, int n, long long heartbeat_ms,
 		   long long duration_ms, int gpus)
 {
 	struct dt_auth_key key;
-	struct dt_httpc *c;
+	struct sim sm;
+	struct sim_thread th[SIM_THREADS];
 	char host[256];
 	const char *colon = strrchr(head, ':');
-	long long start = dt_mono_ms(), sent = 0, failed = 0, seq = 0;
+	long long sent = 0, failed = 0;
+	int nr = n < SIM_THREADS ? n : SIM_THREADS;
 	json_t *inv;
-	unsigned char *have;         /* dtsched has node i's inventory */
-	char hash[DT_SHA256_HEX];
 
 	if (dt_auth_key_load(&key, secret) < 0)
 		return 1;
@@ -39,56 +118,29 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 		return error("--head '%s' is not ADDR:PORT", head), 2;
 	memcpy(host, head, (size_t)(colon - head));
 	host[colon - head] = '\0';
-	c = xcalloc((size_t)n, sizeof(*c));
-	for (int i = 0; i < n; i++) {
-		dt_httpc_init(&c[i], host, atoi(colon + 1), &key);
-		c[i].timeout_ms = 5000;
+	sm.host = host;
+	sm.port = atoi(colon + 1);
+	sm.n = n;
+	sm.gpus = gpus;
+	sm.heartbeat_ms = heartbeat_ms;
+	sm.duration_ms = duration_ms;
+	sm.start = dt_mono_ms();
+	sm.key = &key;
+	sm.inv = inv = inventory_collect("sim", gpus);
+	for (int i = 0; i < nr; i++) {
+		th[i].sim = &sm;
+		th[i].first = i;
+		th[i].step = nr;
+		th[i].sent = th[i].failed = 0;
+		if (pthread_create(&th[i].th, NULL, sim_run, &th[i]))
+			die("simulate: cannot start a thread");
 	}
-	inv = inventory_collect("sim", gpus);
-	have = xcalloc((size_t)n, 1);
-	while (!duration_ms || dt_mono_ms() - start < duration_ms) {
-		long long round = dt_mono_ms();
-
-		seq++;
-		for (int i = 0; i < n; i++) {
-			char name[64];
-			json_t *body, *reply = NULL;
-			struct strbuf err = STRBUF_INIT;
-			long long due = round + heartbeat_ms * i / n, now = dt_mono_ms();
-
-			if (due > now)
-				usleep((useconds_t)(due - now) * 1000);
-			snprintf(name, sizeof(name), "sim%04d", i);
-			json_object_set_new(inv, "node", json_string(name));
-			{
-				struct strbuf ib = STRBUF_INIT;
-
-				json_append(&ib, inv);
-				dt_sha256_hex(ib.buf, ib.len, hash);
-				strbuf_release(&ib);
-			}
-			body = json_pack("{s:s,s:i,s:i,s:s,s:s,s:[],s:I}", "node", name, "port", 7070 + i,
-					 "agent_pid", (int)getpid(), "version", DT_VERSION,
-					 "inventory_hash", hash, "tasks", "seq", (json_int_t)seq);
-			if (!have[i])
-				json_object_set(body, "inventory", inv);
-			if (dt_httpc_request(&c[i], "POST", DT_PATH_HEARTBEAT, body, &reply, &err) == 200) {
-				sent++;
-				have[i] = !json_is_true(json_object_get(reply, "want_inventory"));
-			} else if (failed++ < 5)
-				fprintf(stderr, "simulate: %s: %s\n", name, err.len ? err.buf : "refused");
-			json_decref(body);
-			json_decref(reply);
-			strbuf_release(&err);
-		}
-		while (dt_mono_ms() - round < heartbeat_ms)
-			usleep(1000);
+	for (int i = 0; i < nr; i++) {
+		pthread_join(th[i].th, NULL);
+		sent += th[i].sent;
+		failed += th[i].failed;
 	}
-	printf("{\"nodes\": %d, \"heartbeats\": %lld, \"failed\": %lld}\n", n, sent, failed);
-	for (int i = 0; i < n; i++)
-		dt_httpc_release(&c[i]);
-	free(c);
-	free(have);
 	json_decref(inv);
+	printf("{\"nodes\": %d, \"heartbeats\": %lld, \"failed\": %lld}\n", n, sent, failed);
 	return failed ? 1 : 0;
 }

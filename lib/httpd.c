@@ -347,7 +347,9 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
  * after each round and then serves them together; when quiet it answers at
  * once, so interactive latency is unchanged.
  */
+#ifndef BATCH_MS
 #define BATCH_MS 5
+#endif
 #define BUSY_RUNS 10
 
 static void *serve_loop(void *data)
@@ -364,7 +366,7 @@ static void *serve_loop(void *data)
 			runs = 0;
 			window = mono_ms();
 		}
-		if (busy) {
+		if (busy && BATCH_MS > 0) {
 			struct timespec ts = { 0, BATCH_MS * 1000000L };
 
 			nanosleep(&ts, NULL);

@@ -124,13 +124,18 @@
  *   <- {node, port, address?, agent_pid, agent_started_at, version,
  *       bin_dir?, home?, ssh_config? (<home>/ssh_config when it exists: mpirun's
  *       plm_rsh_args -F on that node),
- *       inventory: (as GET /v1/inventory without protocol),
+ *       inventory_hash?: hex sha256 of the agent's compact inventory JSON,
+ *       inventory?: (as GET /v1/inventory without protocol) -- required
+ *               without inventory_hash; with it, sent only when the hash
+ *               changed since dtsched last took it, or when asked,
  *       tasks: [TASK...] (every non-final task, and final ones ended in the
  *               last DT_HEARTBEAT_RECENT_S seconds), seq,
  *       full: true when tasks is the agent's whole table (its first heartbeat,
  *             and the one after a reply with want_full)}
  *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms,
- *       want_full: dtsched (re)learns about the node: send the whole table next}
+ *       want_full: dtsched (re)learns about the node: send the whole table next,
+ *       want_inventory: dtsched has no inventory for that hash (it restarted,
+ *             or the node is new): send the inventory now}
  *   A full heartbeat reconciles: a live task dtsched knows but the agent does
  *   not is marked lost.  An extra heartbeat is sent at once on a task change.
  *

@@ -26,7 +26,9 @@
 
 #define TICK_MS 100
 #define FLUSH_MS 5000
-#define HB_SAVE_US (60 * 1000000LL)   /* a node's heartbeat time is written at most this often */
+/* a node's heartbeat time and inventory are written at most this often
+ * (state changes, drain/resume and new agents at once) */
+#define HB_SAVE_US (60 * 1000000LL)
 
 int sched_fs_is_network(long f_type)
 {
@@ -466,7 +468,11 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		if (!inv_hash || strcmp(n->inv_hash, inv_hash) || !n->inventory) {
 			json_decref(n->inventory);
 			n->inventory = json_incref(inv);
-			dirty = derive = 1;
+			/* memory and load change every second on a real node: the
+			 * database copy (for display while DOWN) follows coarsely */
+			derive = 1;
+			if (!n->saved_hb_us)
+				dirty = 1;
 		}
 		snprintf(n->inv_hash, sizeof(n->inv_hash), "%s", inv_hash ? inv_hash : "");
 	} else if (inv_hash && (!n->inventory || strcmp(n->inv_hash, inv_hash))) {

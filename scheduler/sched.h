@@ -9,10 +9,10 @@
  * State: <home>/state.db (SQLite, WAL), on the head's local disk only:
  * sched_run() refuses a home on a network file system.  Memory is the working
  * copy; the database is written on every change of a node's state or of a
- * task's state, and heartbeat times/inventories are flushed every few
- * seconds in one transaction, so a restarted dtsched knows every node and
- * task, and the agents' first heartbeats (which carry their whole task
- * tables) reconcile it with reality.
+ * task's state, and other node changes are flushed every few seconds in one
+ * transaction (inventories and heartbeat times at most once a minute), so a
+ * restarted dtsched knows every node and task, and the agents' first
+ * heartbeats (which carry their whole task tables) reconcile it with reality.
  */
 #ifndef DT_SCHED_H
 #define DT_SCHED_H

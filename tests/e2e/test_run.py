@@ -163,23 +163,27 @@ def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
         "dead_after: %dms}\nhead: {address: %s, port: %d}\n"
         % (fc.shared, nodes, AGENT_PORT, DEAD_AFTER_MS, fc.host_addr, HEAD_PORT))
     ctx = Ctx(fc, dtctl_bin, home, env)
-    assert ctx.dtctl("head", "start").returncode == 0
-    secret = (home / "secret").read_text().strip()
-    for i in range(1, fc.n + 1):
-        p = fc.exec(i, "mkdir -p -m 700 %s && umask 077 && printf '%%s\\n' %s > %s/secret"
-                    % (ctx.agent_home(i), secret, ctx.agent_home(i)), user=True)
-        assert p.returncode == 0, p.stderr
-    setup_ssh(fc, ctx, tmp)
-    for i in range(1, fc.n + 1):
-        ctx.start_agent(i)
-    ctx.wait_nodes_up()
-    yield ctx
-    for j in ctx.jobs():
-        if j["state"] in ("PENDING", "RUNNING"):
-            ctx.dtctl("cancel", j["id"])
-    for i in range(1, fc.n + 1):
-        ctx.stop_agent(i)
-    ctx.dtctl("head", "stop")
+    try:
+        assert ctx.dtctl("head", "start").returncode == 0
+        secret = (home / "secret").read_text().strip()
+        for i in range(1, fc.n + 1):
+            p = fc.exec(i, "mkdir -p -m 700 %s && umask 077 && printf '%%s\\n' %s > %s/secret"
+                        % (ctx.agent_home(i), secret, ctx.agent_home(i)), user=True)
+            assert p.returncode == 0, p.stderr
+        setup_ssh(fc, ctx, tmp)
+        for i in range(1, fc.n + 1):
+            ctx.start_agent(i)
+        ctx.wait_nodes_up()
+        yield ctx
+        for j in ctx.jobs():
+            if j["state"] in ("PENDING", "RUNNING"):
+                ctx.dtctl("cancel", j["id"])
+        for i in range(1, fc.n + 1):
+            ctx.stop_agent(i)
+        ctx.dtctl("head", "stop")
+    finally:
+        # whatever failed above: no dtsched left holding the port for the next module
+        __import__("conftest").stop_home_daemons(home)
 
 
 def gpus_free(ctx, timeout=10):

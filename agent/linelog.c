@@ -2,6 +2,9 @@
  * linelog.c - output bytes to timestamped log lines (see linelog.h).
  */
 #include "linelog.h"
+
+#include <errno.h>
+#include <unistd.h>
 #include "log.h"
 
 #include <string.h>
@@ -95,4 +98,25 @@ void linelog_flush(struct linelog *l, struct strbuf *out)
 		emit(l, l->pending.buf, l->pending.len, out);
 	strbuf_reset(&l->pending);
 	l->after_cr = 0;
+}
+
+void linelog_read(struct linelog *l, int *fd, struct strbuf *out)
+{
+	char buf[65536];
+
+	for (int rounds = 0; rounds < 16 && *fd >= 0; rounds++) {
+		ssize_t n = read(*fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			linelog_feed(l, buf, (size_t)n, out);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		linelog_flush(l, out);   /* end of file, or an error */
+		close(*fd);
+		*fd = -1;
+	}
 }

@@ -30,5 +30,12 @@ void linelog_release(struct linelog *l);
 void linelog_feed(struct linelog *l, const char *buf, size_t n, struct strbuf *out);
 /* At end of stream: append the unfinished line, if any. */
 void linelog_flush(struct linelog *l, struct strbuf *out);
+/*
+ * Read what the non-blocking pipe *fd holds (a bounded number of reads, so one
+ * chatty stream cannot starve the others) and append the complete lines to
+ * out; at end of file or on an error flush the unfinished line, close *fd and
+ * set it to -1.
+ */
+void linelog_read(struct linelog *l, int *fd, struct strbuf *out);
 
 #endif

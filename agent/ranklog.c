@@ -64,24 +64,9 @@ static void write_all(int fd, struct strbuf *sb)
 /* Read what is there; on EOF flush and close *fd. */
 static void drain(int *fd, struct linelog *l, int logfd)
 {
-	char buf[65536];
 	struct strbuf lines = STRBUF_INIT;
 
-	for (int rounds = 0; rounds < 16 && *fd >= 0; rounds++) {
-		ssize_t n = read(*fd, buf, sizeof(buf));
-
-		if (n > 0) {
-			linelog_feed(l, buf, (size_t)n, &lines);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		linelog_flush(l, &lines);
-		close(*fd);
-		*fd = -1;
-	}
+	linelog_read(l, fd, &lines);
 	write_all(logfd, &lines);
 	strbuf_release(&lines);
 }

@@ -396,24 +396,9 @@ static void request_stop(struct sup *s, long long grace_ms)
 
 static void read_pipe(struct sup *s, int *fd, struct linelog *l)
 {
-	char buf[65536];
 	struct strbuf lines = STRBUF_INIT;
 
-	for (int rounds = 0; rounds < 16 && *fd >= 0; rounds++) {
-		ssize_t n = read(*fd, buf, sizeof(buf));
-
-		if (n > 0) {
-			linelog_feed(l, buf, (size_t)n, &lines);
-			continue;
-		}
-		if (n < 0 && (errno == EINTR))
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			break;
-		linelog_flush(l, &lines);   /* EOF or error */
-		close(*fd);
-		*fd = -1;
-	}
+	linelog_read(l, fd, &lines);
 	log_write(s, &lines);
 	strbuf_release(&lines);
 }

@@ -305,7 +305,7 @@ static const struct cluster_node *cc_node(struct sched *s, const char *name)
 static void history_add(struct job *j, const char *state, const char *reason)
 {
 	json_array_append_new(j->history, json_pack("{s:s,s:o,s:s?}", "state", state,
-						     "at", ts_json(dt_now_us()), "reason", reason));
+						     "at", json_timestamp(dt_now_us()), "reason", reason));
 }
 
 static void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -367,9 +367,9 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "user", json_string(j->user ? j->user : ""));
 	json_object_set_new(o, "state", json_string(j->state));
 	json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
-	json_object_set_new(o, "submitted_at", ts_json(j->submitted_us));
-	json_object_set_new(o, "started_at", ts_json(j->started_us));
-	json_object_set_new(o, "ended_at", ts_json(j->ended_us));
+	json_object_set_new(o, "submitted_at", json_timestamp(j->submitted_us));
+	json_object_set_new(o, "started_at", json_timestamp(j->started_us));
+	json_object_set_new(o, "ended_at", json_timestamp(j->ended_us));
 	json_object_set_new(o, "elapsed_ms", json_integer(j->started_us ?
 							  (end - j->started_us) / 1000 : 0));
 	json_object_set_new(o, "nodes", json_integer(j->cfg.nodes));

@@ -70,7 +70,6 @@ struct sched {
 
 struct node *node_find(struct sched *s, const char *name);
 int db_exec(struct sched *s, const char *sql);
-json_t *ts_json(long long us);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
 void sched_wake(struct sched *s);
 

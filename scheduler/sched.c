@@ -47,20 +47,6 @@ int sched_fs_is_network(long f_type)
 	return 0;
 }
 
-json_t *ts_json(long long us)
-{
-	char buf[64];
-	time_t s = (time_t)(us / 1000000);
-	struct tm tm;
-
-	if (!us)
-		return json_null();
-	gmtime_r(&s, &tm);
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us % 1000000);
-	return json_string(buf);
-}
-
 static int task_state_final_str(const char *s)
 {
 	return s && (!strcmp(s, DT_TASK_EXITED) || !strcmp(s, DT_TASK_FAILED) ||
@@ -400,7 +386,7 @@ static json_t *node_json(struct sched *s, struct node *n, int detail)
 	json_object_set_new(j, "mem_total", json_integer(n->mem_total));
 	json_object_set_new(j, "mem_available", json_integer(n->mem_available));
 	json_object_set_new(j, "tasks_running", json_integer(n->tasks_running));
-	json_object_set_new(j, "last_heartbeat", ts_json(n->last_hb_us));
+	json_object_set_new(j, "last_heartbeat", json_timestamp(n->last_hb_us));
 	json_object_set_new(j, "heartbeat_age_ms", age >= 0 ? json_integer(age) : json_null());
 	json_object_set_new(j, "drained", json_boolean(n->drained));
 	json_object_set_new(j, "agent_version", n->agent_version ? json_string(n->agent_version) : json_null());
@@ -691,7 +677,7 @@ static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, 
 				(const char *)sqlite3_column_text(st, 2), DT_TASK_LOST)));
 			json_object_set_new(t, "reason", sqlite3_column_type(st, 6) == SQLITE_NULL ?
 					    json_null() : json_string((const char *)sqlite3_column_text(st, 6)));
-			json_object_set_new(t, "updated_at", ts_json(sqlite3_column_int64(st, 7)));
+			json_object_set_new(t, "updated_at", json_timestamp(sqlite3_column_int64(st, 7)));
 			json_array_append_new(arr, t);
 		}
 		sqlite3_finalize(st);
@@ -706,7 +692,7 @@ static void h_status(struct dt_http_request *req, struct dt_http_response *resp,
 
 	dt_http_json(resp, 200, json_pack("{s:s,s:s,s:i,s:s,s:o,s:I,s:I,s:I}",
 		"program", "dtsched", "version", DT_VERSION, "pid", (int)getpid(), "name", "head",
-		"started_at", ts_json(s->started_us),
+		"started_at", json_timestamp(s->started_us),
 		"uptime_ms", (json_int_t)(dt_mono_ms() - s->started_mono),
 		"heartbeat_ms", (json_int_t)s->o.heartbeat_ms,
 		"dead_after_ms", (json_int_t)s->o.dead_after_ms));

@@ -1234,8 +1234,8 @@ static json_t *sweep_json(struct sweep *w)
 		"metric", "name", w->cfg.metric_name, "goal",
 			  w->cfg.goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
 		"state", w->state, "reason", w->reason, "max_trials", w->cfg.max_trials,
-		"parallel", w->cfg.parallel, "created_at", ts_json(w->created_us),
-		"ended_at", ts_json(w->ended_us), "parameters", params, "counts", counts,
+		"parallel", w->cfg.parallel, "created_at", json_timestamp(w->created_us),
+		"ended_at", json_timestamp(w->ended_us), "parameters", params, "counts", counts,
 		"trials_started", (int)w->nr, "failures", w->failures, "user", w->user);
 }
 
@@ -1255,7 +1255,7 @@ static json_t *trial_json(const struct trial *t)
 		"state", t->state, "value", num_or_null(t->has_value, t->value),
 		"no_metric", t->no_metric,
 		"resource", t->resource >= 0 ? json_real(t->resource) : json_null(),
-		"created_at", ts_json(t->created_us), "ended_at", ts_json(t->ended_us),
+		"created_at", json_timestamp(t->created_us), "ended_at", json_timestamp(t->ended_us),
 		"reason", t->reason, "metrics", t->metrics);
 }
 

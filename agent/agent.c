@@ -754,7 +754,6 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		if (write(ready_fd, "ok\n", 3) < 0)
 			dtlog(DTLOG_WARN, "cannot report readiness");
 		close(ready_fd);
-		ready_fd = -1;
 	}
 
 	/*

@@ -113,7 +113,7 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 		json_t *body = json_object();
 
 		json_object_set_new(body, "protocol", json_integer(DT_PROTOCOL_VERSION));
-		if (resp->json && json_is_object(resp->json))
+		if (json_is_object(resp->json))
 			json_object_update(body, resp->json);
 		json_append(&out, body);
 		strbuf_addch(&out, '\n');

@@ -1529,22 +1529,37 @@ out:
 	return ret;
 }
 
-int cluster_config_parse(struct cluster_config *cc, const char *buf, size_t len,
-			 const char *name, struct strbuf *err)
-{
-	struct ctx c = { name, dir_of(name, 0), err };
-	struct ynode *top = NULL;
-	int ret = -1;
+/*
+ * What differs between cluster.yaml, job.yaml and sweep.yaml for parsing and
+ * loading: config_parse_kind() and config_load_kind() below do the rest.
+ */
+struct config_kind {
+	void (*defaults)(void *cfg);
+	int (*from_tree)(struct ctx *c, void *cfg, struct ynode *top);
+	void (*release)(void *cfg);
+	char **(*path)(void *cfg);
+};
 
-	cluster_defaults(cc);
-	cc->path = xstrdup(name);
-	if (load_tree(&c, buf, len, &top) == 0 && cluster_from_tree(&c, cc, top) == 0)
-		ret = 0;
-	ynode_free(top);
-	free(c.dir);
-	if (ret < 0)
-		cluster_config_release(cc);
-	return ret;
+static int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf,
+			     size_t len, const char *name, char *dir, struct strbuf *err);
+static int config_load_kind(const struct config_kind *k, void *cfg, const char *path,
+			    struct strbuf *err);
+
+static void cluster_defaults_v(void *cfg) { cluster_defaults(cfg); }
+static int cluster_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
+{
+	return cluster_from_tree(c, cfg, top);
+}
+static void cluster_release_v(void *cfg) { cluster_config_release(cfg); }
+static char **cluster_path(void *cfg) { return &((struct cluster_config *)cfg)->path; }
+static const struct config_kind cluster_kind = {
+	cluster_defaults_v, cluster_from_tree_v, cluster_release_v, cluster_path
+};
+
+int cluster_config_parse(struct cluster_config *cc, const char *buf, size_t len, const char *name,
+		     struct strbuf *err)
+{
+	return config_parse_kind(&cluster_kind, cc, buf, len, name, dir_of(name, 0), err);
 }
 
 /* Shared by the three *_load(): read, then parse with an absolute base dir. */
@@ -1556,27 +1571,51 @@ static int load_file(const char *path, struct strbuf *err, struct strbuf *buf, c
 	return 0;
 }
 
-int cluster_config_load(struct cluster_config *cc, const char *path, struct strbuf *err)
+/*
+ * One parse for the three kinds: defaults, the YAML tree, the kind's own walk
+ * over it; on error the struct is released (and stays valid to release again).
+ * Takes ownership of dir.
+ */
+static int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf,
+			     size_t len, const char *name, char *dir, struct strbuf *err)
 {
-	struct strbuf buf = STRBUF_INIT;
-	struct ctx c = { path, NULL, err };
+	struct ctx c = { name, dir, err };
 	struct ynode *top = NULL;
 	int ret = -1;
 
-	cluster_defaults(cc);
-	if (load_file(path, err, &buf, &c.dir) < 0) {
-		strbuf_release(&buf);
-		return -1;
-	}
-	cc->path = xstrdup(path);
-	if (load_tree(&c, buf.buf, buf.len, &top) == 0 && cluster_from_tree(&c, cc, top) == 0)
+	k->defaults(cfg);
+	*k->path(cfg) = xstrdup(name);
+	if (load_tree(&c, buf, len, &top) == 0 && k->from_tree(&c, cfg, top) == 0)
 		ret = 0;
 	ynode_free(top);
 	free(c.dir);
-	strbuf_release(&buf);
 	if (ret < 0)
-		cluster_config_release(cc);
+		k->release(cfg);
 	return ret;
+}
+
+/* The same from a file: size limit, UTF-8 and a base dir for relative paths. */
+static int config_load_kind(const struct config_kind *k, void *cfg, const char *path,
+			    struct strbuf *err)
+{
+	struct strbuf buf = STRBUF_INIT;
+	char *dir = NULL;
+	int ret;
+
+	if (load_file(path, err, &buf, &dir) < 0) {
+		k->defaults(cfg);
+		strbuf_release(&buf);
+		return -1;
+	}
+	ret = config_parse_kind(k, cfg, buf.buf, buf.len, path, dir, err);
+	strbuf_release(&buf);
+	return ret;
+}
+
+
+int cluster_config_load(struct cluster_config *cc, const char *path, struct strbuf *err)
+{
+	return config_load_kind(&cluster_kind, cc, path, err);
 }
 
 void cluster_config_release(struct cluster_config *cc)
@@ -1875,45 +1914,26 @@ void job_config_release(struct job_config *j)
 	job_config_init(j);
 }
 
-int job_config_parse(struct job_config *j, const char *buf, size_t len, const char *name,
-		     struct strbuf *err)
+static void job_defaults_v(void *cfg) { job_config_init(cfg); }
+static int job_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
 {
-	struct ctx c = { name, dir_of(name, 0), err };
-	struct ynode *top = NULL;
-	int ret = -1;
+	return job_from_tree(c, cfg, top, "");
+}
+static void job_release_v(void *cfg) { job_config_release(cfg); }
+static char **job_path(void *cfg) { return &((struct job_config *)cfg)->path; }
+static const struct config_kind job_kind = {
+	job_defaults_v, job_from_tree_v, job_release_v, job_path
+};
 
-	job_config_init(j);
-	j->path = xstrdup(name);
-	if (load_tree(&c, buf, len, &top) == 0 && job_from_tree(&c, j, top, "") == 0)
-		ret = 0;
-	ynode_free(top);
-	free(c.dir);
-	if (ret < 0)
-		job_config_release(j);
-	return ret;
+int job_config_parse(struct job_config *j, const char *buf, size_t len, const char *name,
+		 struct strbuf *err)
+{
+	return config_parse_kind(&job_kind, j, buf, len, name, dir_of(name, 0), err);
 }
 
 int job_config_load(struct job_config *j, const char *path, struct strbuf *err)
 {
-	struct strbuf buf = STRBUF_INIT;
-	struct ctx c = { path, NULL, err };
-	struct ynode *top = NULL;
-	int ret = -1;
-
-	job_config_init(j);
-	if (load_file(path, err, &buf, &c.dir) < 0) {
-		strbuf_release(&buf);
-		return -1;
-	}
-	j->path = xstrdup(path);
-	if (load_tree(&c, buf.buf, buf.len, &top) == 0 && job_from_tree(&c, j, top, "") == 0)
-		ret = 0;
-	ynode_free(top);
-	free(c.dir);
-	strbuf_release(&buf);
-	if (ret < 0)
-		job_config_release(j);
-	return ret;
+	return config_load_kind(&job_kind, j, path, err);
 }
 
 /* --------------------------------------------------------------- sweep */
@@ -2573,45 +2593,26 @@ static int sweep_from_tree(struct ctx *c, struct sweep_config *s, struct ynode *
 	return sweep_checks(c, &st, top);
 }
 
-int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len, const char *name,
-		       struct strbuf *err)
+static void sweep_defaults_v(void *cfg) { sweep_defaults(cfg); }
+static int sweep_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
 {
-	struct ctx c = { name, dir_of(name, 0), err };
-	struct ynode *top = NULL;
-	int ret = -1;
+	return sweep_from_tree(c, cfg, top);
+}
+static void sweep_release_v(void *cfg) { sweep_config_release(cfg); }
+static char **sweep_path(void *cfg) { return &((struct sweep_config *)cfg)->path; }
+static const struct config_kind sweep_kind = {
+	sweep_defaults_v, sweep_from_tree_v, sweep_release_v, sweep_path
+};
 
-	sweep_defaults(s);
-	s->path = xstrdup(name);
-	if (load_tree(&c, buf, len, &top) == 0 && sweep_from_tree(&c, s, top) == 0)
-		ret = 0;
-	ynode_free(top);
-	free(c.dir);
-	if (ret < 0)
-		sweep_config_release(s);
-	return ret;
+int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len, const char *name,
+		   struct strbuf *err)
+{
+	return config_parse_kind(&sweep_kind, s, buf, len, name, dir_of(name, 0), err);
 }
 
 int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err)
 {
-	struct strbuf buf = STRBUF_INIT;
-	struct ctx c = { path, NULL, err };
-	struct ynode *top = NULL;
-	int ret = -1;
-
-	sweep_defaults(s);
-	if (load_file(path, err, &buf, &c.dir) < 0) {
-		strbuf_release(&buf);
-		return -1;
-	}
-	s->path = xstrdup(path);
-	if (load_tree(&c, buf.buf, buf.len, &top) == 0 && sweep_from_tree(&c, s, top) == 0)
-		ret = 0;
-	ynode_free(top);
-	free(c.dir);
-	strbuf_release(&buf);
-	if (ret < 0)
-		sweep_config_release(s);
-	return ret;
+	return config_load_kind(&sweep_kind, s, path, err);
 }
 
 void sweep_config_release(struct sweep_config *s)

@@ -261,3 +261,65 @@ def fake_cluster(request):
         return cluster
 
     return make
+
+
+# --------------------------------------------------------------------------- head + agents
+
+class HeadCluster:
+    """dtsched on the host and one dtagent per fake node (as the cluster user), for the
+    run and sweep tests.  Subclasses add what their tests need."""
+
+    def __init__(self, fc, bin_dir, home, env, head_port, agent_port, gpus, tag,
+                 dtctl_timeout=90):
+        self.fc, self.bin, self.home, self.env = fc, Path(bin_dir), home, env
+        self.head_port, self.agent_port, self.gpus, self.tag = head_port, agent_port, gpus, tag
+        self.dtctl_timeout = dtctl_timeout
+
+    def dtctl(self, *args, timeout=None, **kw):
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.run([str(self.bin / "dtctl")] + [str(a) for a in args],
+                              capture_output=True, text=True, env=self.env,
+                              timeout=timeout or self.dtctl_timeout, **kw)
+
+    def popen(self, *args):
+        return subprocess.Popen([str(self.bin / "dtctl")] + [str(a) for a in args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.env, stdin=subprocess.DEVNULL)
+
+    def agent_home(self, i):
+        return "/tmp/dtagent-%s-%d" % (self.tag, i)
+
+    def port(self, i):
+        return self.agent_port + 10 * i
+
+    def start_agent(self, i):
+        n = self.fc.node(i)
+        p = self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--daemon",
+                             "--name", n.name, "--bind", n.addr, "--port", str(self.port(i)),
+                             "--gpus", str(self.gpus), "--heartbeat-ms", "300",
+                             "--head", "%s:%d" % (self.fc.host_addr, self.head_port)], user=True)
+        assert p.returncode == 0, "agent on %s: %s" % (n.name, p.stderr)
+
+    def stop_agent(self, i):
+        self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--stop"],
+                     user=True)
+
+    def nodes(self):
+        p = self.dtctl("nodes", "--json")
+        assert p.returncode == 0, p.stderr
+        return {n["name"]: n for n in json.loads(p.stdout)["nodes"]}
+
+    def wait_nodes_up(self, timeout=20):
+        import time
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            nodes = self.nodes()
+            if all(nodes.get(n.name, {}).get("state") == "UP" for n in self.fc.nodes):
+                return
+            time.sleep(0.2)
+        raise AssertionError("nodes not UP: %s" % self.nodes())
+
+    def jobs(self):
+        p = self.dtctl("ps", "--all", "--json")
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)["jobs"]

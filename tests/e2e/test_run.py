@@ -23,57 +23,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HeadCluster
+
 HEAD_PORT = 17671
 AGENT_PORT = 17670
 DEAD_AFTER_MS = 2000
 PY = "/usr/bin/python3"
 
 
-class Ctx:
+class Ctx(HeadCluster):
     def __init__(self, fc, bin_dir, home, env):
-        self.fc, self.bin, self.home, self.env = fc, Path(bin_dir), home, env
-
-    def dtctl(self, *args, timeout=90, **kw):
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        return subprocess.run([str(self.bin / "dtctl")] + [str(a) for a in args],
-                              capture_output=True, text=True, timeout=timeout, env=self.env, **kw)
-
-    def popen(self, *args):
-        return subprocess.Popen([str(self.bin / "dtctl")] + [str(a) for a in args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.env, stdin=subprocess.DEVNULL)
-
-    def agent_home(self, i):
-        return "/tmp/dtagent-home-%d" % i
-
-    def port(self, i):
-        return AGENT_PORT + 10 * i
-
-    def start_agent(self, i):
-        n = self.fc.node(i)
-        p = self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--daemon",
-                             "--name", n.name, "--bind", n.addr, "--port", str(self.port(i)),
-                             "--gpus", "4", "--heartbeat-ms", "300",
-                             "--head", "%s:%d" % (self.fc.host_addr, HEAD_PORT)], user=True)
-        assert p.returncode == 0, "agent on %s: %s" % (n.name, p.stderr)
-
-    def stop_agent(self, i):
-        self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--stop"],
-                     user=True)
-
-    def nodes(self):
-        p = self.dtctl("nodes", "--json")
-        assert p.returncode == 0, p.stderr
-        return {n["name"]: n for n in json.loads(p.stdout)["nodes"]}
-
-    def wait_nodes_up(self, timeout=15):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            nodes = self.nodes()
-            if all(nodes.get(n.name, {}).get("state") == "UP" for n in self.fc.nodes):
-                return
-            time.sleep(0.2)
-        raise AssertionError("nodes not UP: %s" % self.nodes())
+        super().__init__(fc, bin_dir, home, env, HEAD_PORT, AGENT_PORT, gpus=4, tag="home")
 
     def show(self, job):
         p = self.dtctl("show", "--json", job)
@@ -100,10 +60,6 @@ class Ctx:
         assert p.returncode == 0, p.stderr
         return p.stdout
 
-    def jobs(self):
-        p = self.dtctl("ps", "--all", "--json")
-        assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)["jobs"]
 
 
 def procs_with(marker):

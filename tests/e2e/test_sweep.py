@@ -20,10 +20,11 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+
+from conftest import HeadCluster
 
 HEAD_PORT = 17691
 AGENT_PORT = 17690
@@ -31,51 +32,11 @@ DEAD_AFTER_MS = 2000
 PY = "/usr/bin/python3"
 
 
-class Ctx:
+class Ctx(HeadCluster):
     def __init__(self, fc, bin_dir, home, env, tmp):
-        self.fc, self.bin, self.home, self.env, self.tmp = fc, Path(bin_dir), home, env, tmp
-
-    def dtctl(self, *args, timeout=120, **kw):
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        return subprocess.run([str(self.bin / "dtctl")] + [str(a) for a in args],
-                              capture_output=True, text=True, timeout=timeout, env=self.env, **kw)
-
-    def agent_home(self, i):
-        return "/tmp/dtagent-sweep-%d" % i
-
-    def port(self, i):
-        return AGENT_PORT + 10 * i
-
-    def start_agent(self, i):
-        n = self.fc.node(i)
-        p = self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--daemon",
-                             "--name", n.name, "--bind", n.addr, "--port", str(self.port(i)),
-                             "--gpus", "2", "--heartbeat-ms", "300",
-                             "--head", "%s:%d" % (self.fc.host_addr, HEAD_PORT)], user=True)
-        assert p.returncode == 0, "agent on %s: %s" % (n.name, p.stderr)
-
-    def stop_agent(self, i):
-        self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--stop"],
-                     user=True)
-
-    def nodes(self):
-        p = self.dtctl("nodes", "--json")
-        assert p.returncode == 0, p.stderr
-        return {n["name"]: n for n in json.loads(p.stdout)["nodes"]}
-
-    def wait_nodes_up(self, timeout=20):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            nodes = self.nodes()
-            if all(nodes.get(n.name, {}).get("state") == "UP" for n in self.fc.nodes):
-                return
-            time.sleep(0.2)
-        raise AssertionError("nodes not UP: %s" % self.nodes())
-
-    def jobs(self):
-        p = self.dtctl("ps", "--all", "--json")
-        assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)["jobs"]
+        super().__init__(fc, bin_dir, home, env, HEAD_PORT, AGENT_PORT, gpus=2, tag="sweep",
+                         dtctl_timeout=120)
+        self.tmp = tmp
 
     def sweeps(self):
         p = self.dtctl("sweep", "list", "--json")

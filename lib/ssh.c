@@ -177,28 +177,25 @@ void sha256_hex(struct strbuf *sb, const void *data, size_t len)
 }
 
 /* Split a public key line "type base64 [comment]" into its first two fields. */
+/* Append the next blank-separated word of *p to out and move past it; -1 if none. */
+static int next_word(const char **p, struct strbuf *out)
+{
+	const char *q;
+
+	while (**p == ' ' || **p == '\t')
+		(*p)++;
+	for (q = *p; *q && !isspace((unsigned char)*q); q++)
+		;
+	if (q == *p)
+		return -1;
+	strbuf_add(out, *p, (size_t)(q - *p));
+	*p = q;
+	return 0;
+}
+
 static int pubkey_fields(const char *line, struct strbuf *type, struct strbuf *b64)
 {
-	const char *p = line, *q;
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	q = p;
-	while (*q && !isspace((unsigned char)*q))
-		q++;
-	if (q == p)
-		return -1;
-	strbuf_add(type, p, (size_t)(q - p));
-	p = q;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	q = p;
-	while (*q && !isspace((unsigned char)*q))
-		q++;
-	if (q == p)
-		return -1;
-	strbuf_add(b64, p, (size_t)(q - p));
-	return 0;
+	return next_word(&line, type) < 0 || next_word(&line, b64) < 0 ? -1 : 0;
 }
 
 int ssh_pubkey_type(const char *pubkey_line, struct strbuf *type)

@@ -1607,6 +1607,45 @@ void jobs_step(struct sched *s)
 
 /* -------------------------------------------------------------- handlers */
 
+/*
+ * Queue a checked job: its row first (the row's seq is the id), then the job
+ * dir on the shared dir, then PENDING with `reason`.  On failure -1 with one
+ * message in err, the row removed again and the job still the caller's.
+ */
+static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
+		       struct strbuf *err)
+{
+	struct strbuf d = STRBUF_INIT;
+
+	if (db_exec(s, "INSERT INTO jobs(state, updated_us) VALUES('PENDING', 0)") < 0) {
+		strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+		return -1;
+	}
+	j->seq = sqlite3_last_insert_rowid(s->db);
+	snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
+	strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
+	j->job_dir = strbuf_detach(&d, NULL);
+	j->submitted_us = dt_now_us();
+	if (job_mkdirs(j, err) < 0) {
+		sqlite3_stmt *del;
+
+		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &del, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(del, 1, j->seq);
+			sqlite3_step(del);
+			sqlite3_finalize(del);
+		}
+		strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
+		return -1;
+	}
+	set_reason(j, "%s", reason);
+	history_add(j, DT_JOB_PENDING, "submitted");
+	job_save(s, j);
+	write_state_file(j);
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j;
+	return 0;
+}
+
 static void h_submit(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -1714,35 +1753,11 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		free(ln);
 		goto out;
 	}
-	/* queue it: the row first (its seq is the id), then the job dir */
-	if (db_exec(s, "INSERT INTO jobs(state, updated_us) VALUES('PENDING', 0)") < 0) {
-		dt_http_error(resp, 500, "cannot store the job: %s", sqlite3_errmsg(s->db));
+	strbuf_reset(&err);
+	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", &err) < 0) {
+		dt_http_error(resp, 500, "%s", err.buf);
 		goto out;
 	}
-	j->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
-	strbuf_reset(&err);
-	strbuf_addf(&err, "%s/jobs/%s", shared, j->id);
-	j->job_dir = xstrdup(err.buf);
-	j->submitted_us = dt_now_us();
-	strbuf_reset(&err);
-	if (job_mkdirs(j, &err) < 0) {
-		sqlite3_stmt *del;
-
-		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &del, NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(del, 1, j->seq);
-			sqlite3_step(del);
-			sqlite3_finalize(del);
-		}
-		dt_http_error(resp, 500, "%s (is shared_dir '%s' mounted on the head?)", err.buf, shared);
-		goto out;
-	}
-	set_reason(j, "%s", st == PLACE_WAIT ? reason.buf : "placing");
-	history_add(j, DT_JOB_PENDING, "submitted");
-	job_save(s, j);
-	write_state_file(j);
-	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
-	s->jobs[s->nr_jobs++] = j;
 	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s', %d node(s) x %d %s", j->id, j->name,
 	      j->user, j->cfg.nodes, j->per_node, j->gpu ? "GPU(s)" : "process(es)");
 	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json(s, j, 1)));
@@ -1866,27 +1881,8 @@ int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const c
 		ret = -2;
 		goto out;
 	}
-	if (db_exec(s, "INSERT INTO jobs(state, updated_us) VALUES('PENDING', 0)") < 0) {
-		strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", err) < 0)
 		goto out;
-	}
-	j->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
-	{
-		struct strbuf d = STRBUF_INIT;
-
-		strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
-		j->job_dir = strbuf_detach(&d, NULL);
-	}
-	j->submitted_us = dt_now_us();
-	if (job_mkdirs(j, err) < 0)
-		goto out;
-	set_reason(j, "%s", st == PLACE_WAIT ? reason.buf : "placing");
-	history_add(j, DT_JOB_PENDING, "submitted");
-	job_save(s, j);
-	write_state_file(j);
-	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
-	s->jobs[s->nr_jobs++] = j;
 	snprintf(id, idlen, "%s", j->id);
 	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s'", j->id, j->name, j->user);
 	j = NULL;

@@ -269,11 +269,25 @@ class HeadCluster:
     """dtsched on the host and one dtagent per fake node (as the cluster user), for the
     run and sweep tests.  Subclasses add what their tests need."""
 
-    def __init__(self, fc, bin_dir, home, env, head_port, agent_port, gpus, tag,
+    def __init__(self, fc, bin_dir, tmp, head_port, agent_port, gpus, tag, dead_after_ms,
                  dtctl_timeout=90):
-        self.fc, self.bin, self.home, self.env = fc, Path(bin_dir), home, env
+        """A private DTCTL_HOME under tmp with a cluster.yaml naming every fake node
+        (gpus GPUs and 2 CPU slots each, 300 ms heartbeats)."""
+        self.fc, self.bin, self.tmp = fc, Path(bin_dir), tmp
         self.head_port, self.agent_port, self.gpus, self.tag = head_port, agent_port, gpus, tag
         self.dtctl_timeout = dtctl_timeout
+        self.home = tmp / "home"
+        self.home.mkdir(mode=0o700)
+        self.env = dict(os.environ, DTCTL_HOME=str(self.home), DTCTL_NO_SYSTEMD="1",
+                        NO_COLOR="1")
+        self.env.pop("DTCTL_SHARED_DIR", None)
+        self.env.pop("DTCTL_CLUSTER", None)
+        nodes = "\n".join("  - {host: %s, name: %s, gpus: %d, slots: 2}" % (n.addr, n.name, gpus)
+                          for n in fc.nodes)
+        (self.home / "cluster.yaml").write_text(
+            "cluster: t\nshared_dir: %s\nnodes:\n%s\nagent: {port: %d, heartbeat: 300ms, "
+            "dead_after: %dms}\nhead: {address: %s, port: %d}\n"
+            % (fc.shared, nodes, agent_port, dead_after_ms, fc.host_addr, head_port))
 
     def dtctl(self, *args, timeout=None, **kw):
         kw.setdefault("stdin", subprocess.DEVNULL)

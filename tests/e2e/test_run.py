@@ -32,8 +32,9 @@ PY = "/usr/bin/python3"
 
 
 class Ctx(HeadCluster):
-    def __init__(self, fc, bin_dir, home, env):
-        super().__init__(fc, bin_dir, home, env, HEAD_PORT, AGENT_PORT, gpus=4, tag="home")
+    def __init__(self, fc, bin_dir, tmp):
+        super().__init__(fc, bin_dir, tmp, HEAD_PORT, AGENT_PORT, gpus=4, tag="home",
+                         dead_after_ms=DEAD_AFTER_MS)
 
     def show(self, job):
         p = self.dtctl("show", "--json", job)
@@ -107,18 +108,8 @@ def setup_ssh(fc, ctx, tmp):
 def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
     fc = fake_cluster(3)
     tmp = tmp_path_factory.mktemp("run")
-    home = tmp / "home"
-    home.mkdir(mode=0o700)
-    env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_NO_SYSTEMD="1", NO_COLOR="1")
-    env.pop("DTCTL_SHARED_DIR", None)
-    env.pop("DTCTL_CLUSTER", None)
-    nodes = "\n".join("  - {host: %s, name: %s, gpus: 4, slots: 2}" % (n.addr, n.name)
-                      for n in fc.nodes)
-    (home / "cluster.yaml").write_text(
-        "cluster: t\nshared_dir: %s\nnodes:\n%s\nagent: {port: %d, heartbeat: 300ms, "
-        "dead_after: %dms}\nhead: {address: %s, port: %d}\n"
-        % (fc.shared, nodes, AGENT_PORT, DEAD_AFTER_MS, fc.host_addr, HEAD_PORT))
-    ctx = Ctx(fc, dtctl_bin, home, env)
+    ctx = Ctx(fc, dtctl_bin, tmp)
+    home = ctx.home
     try:
         assert ctx.dtctl("head", "start").returncode == 0
         secret = (home / "secret").read_text().strip()

@@ -20,7 +20,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -33,10 +32,9 @@ PY = "/usr/bin/python3"
 
 
 class Ctx(HeadCluster):
-    def __init__(self, fc, bin_dir, home, env, tmp):
-        super().__init__(fc, bin_dir, home, env, HEAD_PORT, AGENT_PORT, gpus=2, tag="sweep",
-                         dtctl_timeout=120)
-        self.tmp = tmp
+    def __init__(self, fc, bin_dir, tmp):
+        super().__init__(fc, bin_dir, tmp, HEAD_PORT, AGENT_PORT, gpus=2, tag="sweep",
+                         dead_after_ms=DEAD_AFTER_MS, dtctl_timeout=120)
 
     def sweeps(self):
         p = self.dtctl("sweep", "list", "--json")
@@ -88,18 +86,8 @@ class Ctx(HeadCluster):
 def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
     fc = fake_cluster(3)
     tmp = tmp_path_factory.mktemp("sweep")
-    home = tmp / "home"
-    home.mkdir(mode=0o700)
-    env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_NO_SYSTEMD="1", NO_COLOR="1")
-    env.pop("DTCTL_SHARED_DIR", None)
-    env.pop("DTCTL_CLUSTER", None)
-    nodes = "\n".join("  - {host: %s, name: %s, gpus: 2, slots: 2}" % (n.addr, n.name)
-                      for n in fc.nodes)
-    (home / "cluster.yaml").write_text(
-        "cluster: t\nshared_dir: %s\nnodes:\n%s\nagent: {port: %d, heartbeat: 300ms, "
-        "dead_after: %dms}\nhead: {address: %s, port: %d}\n"
-        % (fc.shared, nodes, AGENT_PORT, DEAD_AFTER_MS, fc.host_addr, HEAD_PORT))
-    ctx = Ctx(fc, dtctl_bin, home, env, tmp)
+    ctx = Ctx(fc, dtctl_bin, tmp)
+    home = ctx.home
     assert ctx.dtctl("head", "start").returncode == 0
     try:
         secret = (home / "secret").read_text().strip()

@@ -824,6 +824,7 @@ static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct clust
 	struct ssh_pool_opts po;
 	struct ssh_pool *p = NULL;
 	size_t *idx = xcalloc(ssh_pool_count(p1) + 1, sizeof(*idx)), nr = 0;
+	struct ssh_node **main_node = xcalloc(ssh_pool_count(p1) + 1, sizeof(*main_node));
 	int rc = 0;
 
 	dt_home_path(&path, "known_hosts");
@@ -839,8 +840,10 @@ static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct clust
 		if (ssh_node_failed(n) || !strcmp(ssh_node_target(n)->host, "local"))
 			continue;
 		if (strcmp(remote_hash(in, MESH_KNOWN_HOSTS, &h), khh.buf) ||
-		    strcmp(remote_hash(in, MESH_SSH_CONFIG, &h), cfgh.buf))
+		    strcmp(remote_hash(in, MESH_SSH_CONFIG, &h), cfgh.buf)) {
+			main_node[nr] = n;	/* the main pass's node, which the table shows */
 			idx[nr++] = in->ci;
+		}
 	}
 	if (!nr)
 		goto out;
@@ -859,22 +862,16 @@ static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct clust
 	for (size_t i = 0; i < nr; i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 
-		if (ssh_node_failed(n)) {
-			/* report it on the main pass's node, which the table shows */
-			for (size_t k = 0; k < ssh_pool_count(p1); k++)
-				if (inode(ssh_pool_node(p1, k))->ci == idx[i])
-					ssh_node_fail(ssh_pool_node(p1, k), "%s", ssh_node_error(n));
-		} else {
-			for (size_t k = 0; k < ssh_pool_count(p1); k++)
-				if (inode(ssh_pool_node(p1, k))->ci == idx[i])
-					strvec_push(&inode(ssh_pool_node(p1, k))->actions,
-						    "node-to-node ssh");
-		}
+		if (ssh_node_failed(n))
+			ssh_node_fail(main_node[i], "%s", ssh_node_error(n));
+		else
+			strvec_push(&inode(main_node[i])->actions, "node-to-node ssh");
 	}
 out:
 	if (p)
 		ssh_pool_free(p);
 	free(idx);
+	free(main_node);
 	strbuf_release(&kh);
 	strbuf_release(&cfg);
 	strbuf_release(&khh);

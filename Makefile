@@ -1,6 +1,6 @@
 # dtctl - top-level build.
 #
-#   make            build bin/dtctl bin/dtagent bin/dtsched bin/dttrain (developer build)
+#   make            build bin/dtctl bin/dtagent bin/dtshim bin/dtsched bin/dttrain (developer build)
 #   make deps       install the Debian packages the project needs (only what is missing)
 #   make check      deps + build + unit tests under ASan/UBSan + end-to-end tests
 #   make demo       run the main job on a one-node local cluster
@@ -72,7 +72,7 @@ BINDIR := bin
 else
 BINDIR := $(O)/bin
 endif
-PROGRAMS = $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched $(BINDIR)/dttrain
+PROGRAMS = $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched $(BINDIR)/dttrain
 all: detect $(PROGRAMS)
 
 help:
@@ -88,7 +88,7 @@ detect:
 # --- sources -------------------------------------------------------------------
 LIB_SRC := $(wildcard lib/*.c)
 CLI_SRC := $(filter-out cli/dtctl.c,$(wildcard cli/*.c))
-AGENT_SRC := $(filter-out agent/dtagent.c,$(wildcard agent/*.c))
+AGENT_SRC := $(filter-out agent/dtagent.c agent/dtshim.c,$(wildcard agent/*.c))
 SCHED_SRC := $(filter-out scheduler/dtsched.c,$(wildcard scheduler/*.c))
 
 objs = $(patsubst %.c,$(O)/%.o,$(1))
@@ -114,6 +114,11 @@ $(BINDIR)/dtctl: $(O)/cli/dtctl.o $(PROG_LIBS)
 $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+# dtshim: exec'd per task and per MPI rank, so it links only what it uses
+# (--as-needed drops curl, microhttpd and their TLS stacks: see agent/dtshim.c)
+$(BINDIR)/dtshim: $(O)/agent/dtshim.o $(O)/libagent.a $(O)/libdt.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(LIBS)
 $(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -139,7 +144,7 @@ check:
 demo: all
 	@DTCTL_BIN=$(CURDIR)/$(BINDIR) scripts/demo.sh
 
-LINT_SRC = $(LIB_SRC) $(CLI_SRC) cli/dtctl.c $(AGENT_SRC) agent/dtagent.c $(SCHED_SRC) \
+LINT_SRC = $(LIB_SRC) $(CLI_SRC) cli/dtctl.c $(AGENT_SRC) agent/dtagent.c agent/dtshim.c $(SCHED_SRC) \
 	scheduler/dtsched.c $(wildcard trainer/*.c)
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
@@ -152,7 +157,7 @@ lint:
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dtctl/templates
-	install -m 0755 bin/dtctl bin/dtagent bin/dtsched bin/dttrain $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/dtctl bin/dtagent bin/dtshim bin/dtsched bin/dttrain $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 templates/* $(DESTDIR)$(PREFIX)/share/dtctl/templates/
 	@if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
 		install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi

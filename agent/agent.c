@@ -58,6 +58,7 @@ struct agent {
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
 	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
 	char bin_dir[4096];
+	char sup_exe[4096];          /* dtshim beside us, else dtagent itself */
 };
 
 static json_t *ts_json(long long us)
@@ -165,6 +166,43 @@ out:
 	strbuf_release(&path);
 	strbuf_release(&err);
 	return changed;
+}
+
+/*
+ * The task files renamed into place since the last look: make the scan re-read
+ * them whatever their mtime says.  A supervisor can write "running" and
+ * "exited" within one tick of the kernel's coarse file clock, and then the
+ * mtime alone would hide the exit until the task's next change (never).
+ */
+static void take_renames(struct agent *a, int ifd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	pthread_mutex_lock(&a->lock);
+	while ((n = read(ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			size_t len = ev->len ? strlen(ev->name) : 0;
+
+			if (len > 5 && ends_with(ev->name, ".json")) {
+				char id[256];
+				struct task *t;
+
+				if (len - 5 < sizeof(id)) {
+					memcpy(id, ev->name, len - 5);
+					id[len - 5] = '\0';
+					t = task_table_find(&a->tt, id);
+					if (t)
+						t->file_mtime_ns = -1;
+				}
+			}
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (n < 0 && errno == EINVAL)
+		dtlog(DTLOG_WARN, "inotify: event larger than the buffer");
+	pthread_mutex_unlock(&a->lock);
 }
 
 static void kick_heartbeat(struct agent *a)
@@ -316,7 +354,7 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 		strbuf_release(&path);
 		return;
 	}
-	sup = supervisor_spawn(a->o.exe, a->o.home, id);
+	sup = supervisor_spawn(a->sup_exe, a->o.home, id);
 	if (sup <= 0) {
 		t->state = TASK_FAILED;
 		t->has_exit = 1;
@@ -688,6 +726,13 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	snprintf(a->bin_dir, sizeof(a->bin_dir), "%s", o->exe ? o->exe : "");
 	if (strrchr(a->bin_dir, '/'))
 		*strrchr(a->bin_dir, '/') = '\0';
+	if (!o->exe || (size_t)snprintf(a->sup_exe, sizeof(a->sup_exe), "%.4080s/dtshim",
+					a->bin_dir) >= sizeof(a->sup_exe) ||
+	    access(a->sup_exe, X_OK) < 0) {
+		dtlog(DTLOG_WARN, "no '%s': supervising tasks with dtagent itself (slower start)",
+		      a->sup_exe);
+		snprintf(a->sup_exe, sizeof(a->sup_exe), "%s", o->exe ? o->exe : "dtagent");
+	}
 
 	if (o->secret)
 		strbuf_addstr(&secret, o->secret);
@@ -732,6 +777,16 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	{
+		/* supervisors are our children (supervisor_spawn) but nobody waits
+		 * for them: no zombies (exec resets this flag in the child) */
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		sa.sa_flags = SA_NOCLDWAIT;
+		sigaction(SIGCHLD, &sa, NULL);
+	}
 
 	ho.bind = o->bind;
 	ho.port = o->port;
@@ -775,13 +830,12 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 
 		if (sfd >= 0) {
 			struct signalfd_siginfo si;
-			char ev[4096];
 
 			if (poll(pf, 2, WATCH_MS) > 0) {
 				if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
 					sig = (int)si.ssi_signo;
-				while (ifd >= 0 && read(ifd, ev, sizeof(ev)) > 0)
-					;   /* drain: which file does not matter, the scan below reads them */
+				if (ifd >= 0 && (pf[1].revents & POLLIN))
+					take_renames(a, ifd);
 			}
 		} else {
 			struct timespec ts = { 0, WATCH_MS * 1000000L };

@@ -88,7 +88,7 @@ static void record_exit(const char *dir, int rank, pid_t pid, int code, int sig,
 		      "exit_code", code, "signal", sig, "started_at", ts1, "ended_at", ts2);
 	json_append(&body, j);
 	strbuf_addch(&body, '\n');
-	if (write_file_atomic(path.buf, body.buf, body.len, 0644) < 0)
+	if (write_file_replace(path.buf, body.buf, body.len, 0644) < 0)
 		warning("rank-log: cannot write '%s': %s", path.buf, strerror(errno));
 	json_decref(j);
 	strbuf_release(&path);

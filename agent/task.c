@@ -363,7 +363,7 @@ int task_save(const char *dir, const struct task *t)
 	json_append(&body, j);
 	strbuf_addch(&body, '\n');
 	task_path(&path, dir, t->id);
-	ret = write_file_atomic(path.buf, body.buf, body.len, 0600);
+	ret = write_file_replace(path.buf, body.buf, body.len, 0600);
 	json_decref(j);
 	strbuf_release(&path);
 	strbuf_release(&body);

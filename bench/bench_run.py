@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from conftest import FAKECLUSTER, FakeCluster  # noqa: E402
 from test_run import setup_ssh  # noqa: E402
 
-HEAD_PORT = 17871
-AGENT_PORT = 17870
+HEAD_PORT = 17881
+AGENT_PORT = 17880
 
 
 class Bench:
@@ -212,6 +212,13 @@ def print_launch(res, steps, rounds):
                                 ("agent", "`dtctl run --launcher agent`", "<= 0.5x")):
         md = statistics.median(res[kind])
         print("| %s | %.3f | %.3f | %.2fx | %s |" % (label, md, min(res[kind]), md / m, target))
+    # each round ran the three back to back: the paired figures see less of the
+    # machine's drift than the ratio of medians
+    print("\npaired per round (median over rounds): mpi - mpirun %+.0f ms, mpi/mpirun %.2fx, "
+          "agent/mpirun %.2fx" % (
+              1000 * statistics.median(x - y for x, y in zip(res["mpi"], res["mpirun"])),
+              statistics.median(x / y for x, y in zip(res["mpi"], res["mpirun"])),
+              statistics.median(x / y for x, y in zip(res["agent"], res["mpirun"]))))
     for kind in ("mpi", "agent"):
         keys = []
         for st in steps[kind]:

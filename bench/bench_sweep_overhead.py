@@ -119,6 +119,24 @@ def main():
         "turnover_median_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "turnover_p95_ms": round(sorted(gaps)[int(0.95 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
     }
+    # where each trial's job spends the time beyond its program (agent task records)
+    phases = {"placed -> task created (dtsched -> agent)": [],
+              "task created -> program started (supervisor)": [],
+              "program ran": [],
+              "program ended -> job ended (agent -> dtsched)": []}
+    for t in ex["trials"]:
+        j = jobs[t["job_id"]]
+        tf = home / "tasks" / ("%s.0.r0.json" % t["job_id"])
+        if not tf.exists():
+            continue
+        tk = json.loads(tf.read_text())
+        if not (tk.get("created_at") and tk.get("started_at") and tk.get("ended_at")):
+            continue
+        c, st, en = ts(tk["created_at"]), ts(tk["started_at"]), ts(tk["ended_at"])
+        vals = (c - ts(j["started_at"]), st - c, en - st, ts(j["ended_at"]) - en)
+        for k, v in zip(phases, vals):
+            phases[k].append(v * 1000)
+    res["phases_median_ms"] = {k: round(statistics.median(v), 1) for k, v in phases.items() if v}
     print(json.dumps(res, indent=1))
     print("sweep overhead: %d x %gs trials on %d slots: makespan %.2f s, ideal %.2f s, "
           "ratio %.3f (target <= 1.05)%s" % (a.trials, a.duration, a.slots, makespan, ideal,

@@ -46,7 +46,7 @@
 
 #define SETUP_SCRIPT ".dtctl/setup.sh"
 #define SETUP_HASH ".dtctl/setup.sha256"
-#define NR_BINS 2
+#define NR_BINS 3
 /* node-to-node SSH for mpirun (see push_mesh()) */
 #define MESH_KEY ".dtctl/id_ed25519"
 #define MESH_KNOWN_HOSTS ".dtctl/known_hosts"
@@ -196,7 +196,7 @@ static void self_dir(struct strbuf *sb)
 
 static void load_bins(struct init_ctx *x)
 {
-	static const char *names[NR_BINS] = { "dtagent", "dttrain" };
+	static const char *names[NR_BINS] = { "dtagent", "dtshim", "dttrain" };
 	struct strbuf dir = STRBUF_INIT;
 
 	self_dir(&dir);

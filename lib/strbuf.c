@@ -211,7 +211,7 @@ int strbuf_getline(struct strbuf *sb, FILE *fp)
 	return sb->len ? 0 : EOF;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len, int mode)
+static int write_file_rename(const char *path, const void *data, size_t len, int mode, int sync)
 {
 	struct strbuf tmp = STRBUF_INIT;
 	const char *p = data;
@@ -232,7 +232,7 @@ int write_file_atomic(const char *path, const void *data, size_t len, int mode)
 		p += n;
 		len -= (size_t)n;
 	}
-	if (fchmod(fd, (mode_t)mode) < 0 || fsync(fd) < 0)
+	if (fchmod(fd, (mode_t)mode) < 0 || (sync && fsync(fd) < 0))
 		goto fail_close;
 	if (close(fd) < 0)
 		goto fail_unlink;
@@ -254,6 +254,16 @@ fail:
 	strbuf_release(&tmp);
 	errno = e;
 	return -1;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, int mode)
+{
+	return write_file_rename(path, data, len, mode, 1);
+}
+
+int write_file_replace(const char *path, const void *data, size_t len, int mode)
+{
+	return write_file_rename(path, data, len, mode, 0);
 }
 
 int starts_with(const char *s, const char *prefix)

@@ -58,6 +58,15 @@ int strbuf_getline(struct strbuf *sb, FILE *fp);
  * chmod to `mode`, rename over the target.  Never leaves a partial file.
  */
 int write_file_atomic(const char *path, const void *data, size_t len, int mode);
+/*
+ * The same without the fsync: readers never see a partial file, but after a
+ * power loss the file may be old or empty.  For state that is rewritten
+ * often and is worthless after a crash of the machine anyway (a task file
+ * describes processes that died with it; job-dir files dtsched rewrites
+ * from its database).  An fsync costs milliseconds on a busy disk and a
+ * COMMIT round trip on NFS.
+ */
+int write_file_replace(const char *path, const void *data, size_t len, int mode);
 
 int starts_with(const char *s, const char *prefix);
 int ends_with(const char *s, const char *suffix);

@@ -11,5 +11,5 @@ BENCH_TARGETS += bench-exec
 BENCH_DEPS += pdsh clustershell
 BENCH_EXEC_ARGS ?=
 
-bench-exec: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dttrain
+bench-exec: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dttrain
 	bench/bench_exec.sh -b $(BINDIR) $(BENCH_EXEC_ARGS)

@@ -8,5 +8,5 @@
 BENCH_TARGETS += bench-run
 BENCH_RUN_ARGS ?=
 
-bench-run: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched
+bench-run: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched
 	$(PYTHON) bench/bench_run.py --bin $(BINDIR) $(BENCH_RUN_ARGS)

@@ -8,6 +8,6 @@
 BENCH_TARGETS += bench-sweep-overhead
 BENCH_SWEEP_OVERHEAD_ARGS ?=
 
-bench-sweep-overhead: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched
+bench-sweep-overhead: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched
 	$(PYTHON) bench/bench_sweep_overhead.py --bin $(BINDIR) --work $(O)/bench-sweep-overhead \
 		$(BENCH_SWEEP_OVERHEAD_ARGS)

@@ -9,7 +9,7 @@ $(O)/tests/%: tests/unit/%.c $(PROG_LIBS) $(TRAINER_LIB)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests/unit -o $@ $< $(LDFLAGS) $(UNIT_LIBS)
 
 .PHONY: unit-build
-unit-build: $(UNIT_BIN) $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtsched $(BINDIR)/dttrain
+unit-build: $(UNIT_BIN) $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched $(BINDIR)/dttrain
 
 unit: unit-build
 	@scripts/run-unit.sh $(O) $(UNIT_BIN)

@@ -141,7 +141,7 @@ static void job_file(const struct job *j, const char *name, const char *data, si
 	struct strbuf path = STRBUF_INIT;
 
 	strbuf_addf(&path, "%s/%s", j->job_dir, name);
-	if (write_file_atomic(path.buf, data, len, 0644) < 0)
+	if (write_file_replace(path.buf, data, len, 0644) < 0)
 		dtlog(DTLOG_WARN, "job %s: cannot write '%s': %s", j->id, path.buf, strerror(errno));
 	else
 		chown_like_shared(j, path.buf);

@@ -141,11 +141,11 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	/* mpirun refuses root unless told (containers, the demo as root) */
 	strvec_setenv(&t->env, "OMPI_ALLOW_RUN_AS_ROOT", "1");
 	strvec_setenv(&t->env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-	/* every rank through the agent's rank logger: logs/<rank>.log, timestamped */
+	/* every rank through the rank logger (dtshim): logs/<rank>.log, timestamped */
 	if (o->bin_dir)
-		strvec_pushf(&t->argv, "%s/dtagent", o->bin_dir);
+		strvec_pushf(&t->argv, "%s/dtshim", o->bin_dir);
 	else
-		strvec_push(&t->argv, "dtagent");
+		strvec_push(&t->argv, "dtshim");
 	strvec_push(&t->argv, "rank-log");
 	strvec_pushf(&t->argv, "%s/logs", o->job_dir);
 	strvec_push(&t->argv, "--");

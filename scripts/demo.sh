@@ -26,7 +26,7 @@ else
 fi
 dtctl() { "$BIN/dtctl" "$@"; }
 
-for p in dtctl dtagent dtsched dttrain; do
+for p in dtctl dtagent dtshim dtsched dttrain; do
 	[ -x "$BIN/$p" ] || { echo "demo: $BIN/$p is missing (run make)"; exit 2; }
 done
 command -v mpirun >/dev/null || { echo "demo: mpirun not found (run make deps: Open MPI)"; exit 2; }

@@ -5,6 +5,7 @@ running task after kill -9 of the agent, one agent per home, /metrics."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -269,6 +270,88 @@ def test_supervisor_killed_means_lost(agent):
     assert t["state"] == "lost" and "supervisor" in t["error"], t
     time.sleep(0.2)
     assert not procs_with_marker("orphan")
+
+
+def test_quick_exits_are_all_seen(agent):
+    """30 tasks that end at once: a supervisor writes "running" and "exited" within
+    one tick of the file clock, so an mtime check alone would miss the exit (the task
+    then turned "lost" when its supervisor was gone). Each must be seen exited, code 0,
+    and leave no zombie supervisor behind (the agent does not wait for them)."""
+    for i in range(30):
+        st, body = agent.api.request("POST", "/v1/tasks", {"id": "quick-%d" % i, "argv": ["true"]})
+        assert st == 201, body
+    sups = []
+    for i in range(30):
+        t = agent.api.wait_task("quick-%d" % i, timeout=5)
+        assert t["state"] == "exited" and t["exit_code"] == 0, t
+        sups.append(t["supervisor_pid"])
+    time.sleep(0.3)
+    for pid in sups:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue        # gone, as it should be
+        assert not (fields[0] == "Z" and int(fields[1]) == agent.pid()), \
+            "supervisor %d is a zombie of the agent" % pid
+
+
+def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
+    """A supervisor may write "running" and then "exited" within one tick of the
+    kernel's coarse file clock. The agent must still see the second version (it
+    re-reads every file renamed into place): simulated here with a stopped
+    supervisor and a rewrite that keeps the mtime, which only the inotify path sees."""
+    st, body = agent.api.request("POST", "/v1/tasks", {"id": "tick", "argv": ["sleep", "60"]})
+    assert st == 201, body
+    t = agent.api.wait_task("tick", states=("running",), timeout=5)
+    sup, pid = t["supervisor_pid"], t["pid"]
+    os.kill(sup, signal.SIGSTOP)
+    try:
+        f = agent.home / "tasks" / "tick.json"
+        j = json.loads(f.read_text())
+        assert j["state"] == "running"
+        mtime = f.stat().st_mtime_ns
+        j.update(state="exited", exit_code=5, ended_at=j["started_at"])
+        tmp = f.with_name("tick.json.tmp.test")
+        tmp.write_text(json.dumps(j))
+        os.utime(tmp, ns=(mtime, mtime))
+        os.rename(tmp, f)
+        t = agent.api.wait_task("tick", timeout=5)
+        assert t["state"] == "exited" and t["exit_code"] == 5, t
+    finally:
+        for p in (pid, sup):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_supervisor_is_dtshim_or_dtagent_without_it(agent, dtctl_bin, tmp_path):
+    """Tasks are supervised by the small dtshim beside dtagent; an agent whose bin dir
+    has no dtshim says so and supervises with itself."""
+    st, body = agent.api.request("POST", "/v1/tasks", {"id": "shim", "argv": ["sleep", "30"]})
+    assert st == 201, body
+    time.sleep(0.3)
+    t = agent.api.wait_task("shim", states=("running",), timeout=5)
+    assert os.readlink("/proc/%d/exe" % t["supervisor_pid"]).endswith("/dtshim")
+    agent.api.request("DELETE", "/v1/tasks/shim", {"grace_ms": 0})
+
+    lone = tmp_path / "lone-bin"
+    lone.mkdir()
+    shutil.copy2(Path(dtctl_bin) / "dtagent", lone / "dtagent")
+    b = Agent(lone, make_home(tmp_path / "lone-home"), free_port(), name="lone")
+    b.start()
+    try:
+        st, body = b.api.request("POST", "/v1/tasks", {"id": "self", "argv": ["sleep", "30"]})
+        assert st == 201, body
+        t = b.api.wait_task("self", states=("running",), timeout=5)
+        assert os.readlink("/proc/%d/exe" % t["supervisor_pid"]) == str(lone / "dtagent")
+        b.api.request("DELETE", "/v1/tasks/self", {"grace_ms": 0})
+        t = b.api.wait_task("self", timeout=10)
+        assert t["state"] == "exited", t
+        assert "no '%s'" % (lone / "dtshim") in (b.home / "agent.log").read_text()
+    finally:
+        b.stop()
 
 
 def test_one_agent_per_home_and_status(agent):

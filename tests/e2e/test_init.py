@@ -85,7 +85,7 @@ def test_init_password_then_keys(cluster, dtctl, tmp_home, tmp_path):
             assert (h / ".ssh" / "authorized_keys").stat().st_mode & 0o777 == 0o600
             assert (h / ".dtctl" / "secret").read_bytes() == secret
             assert (h / ".dtctl" / "secret").stat().st_mode & 0o777 == 0o600
-            for b in ("dtagent", "dttrain"):
+            for b in ("dtagent", "dtshim", "dttrain"):
                 if (bin_dir / b).exists():
                     assert hashlib.sha256((h / ".dtctl/bin" / b).read_bytes()).digest() == \
                         hashlib.sha256((bin_dir / b).read_bytes()).digest()

@@ -109,6 +109,7 @@ static void test_trainer_mpi(void **state)
 	assert_string_equal(t->argv.v[t->argv.nr - 6], "--");
 	assert_string_equal(t->argv.v[t->argv.nr - 7], "/s/jobs/j-1/logs");
 	assert_string_equal(t->argv.v[t->argv.nr - 8], "rank-log");
+	assert_string_equal(t->argv.v[t->argv.nr - 9], "/h/.dtctl/bin/dtshim");
 	launch_plan_release(&p);
 	job_config_release(&job);
 	strbuf_release(&err);

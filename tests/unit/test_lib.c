@@ -113,10 +113,18 @@ static void test_write_file_atomic(void **state)
 	strbuf_reset(&path);
 	strbuf_addf(&path, "%s/missing/f", dir);
 	assert_int_equal(write_file_atomic(path.buf, "x", 1, 0644), -1);
+	assert_int_equal(write_file_replace(path.buf, "x", 1, 0644), -1);
 	strbuf_reset(&path);
 	strbuf_addf(&path, "%s/f", dir);
+	/* the no-fsync variant replaces the file whole, with its mode */
+	assert_int_equal(write_file_replace(path.buf, "replaced\n", 9, 0644), 0);
+	strbuf_reset(&got);
+	assert_int_equal(strbuf_read_file(&got, path.buf, 0), 9);
+	assert_string_equal(got.buf, "replaced\n");
+	assert_int_equal(stat(path.buf, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
 	unlink(path.buf);
-	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(rmdir(dir), 0);   /* no temp file left beside it */
 	strbuf_release(&path);
 	strbuf_release(&got);
 }

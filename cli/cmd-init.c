@@ -593,7 +593,8 @@ static void prepared(struct ssh_node *n, struct ssh_result *r, void *arg)
 static const char PREPARE_CMD[] =
 	"umask 077 && mkdir -p .ssh .dtctl/bin && chmod 700 .ssh .dtctl && "
 	"{ [ ! -f .ssh/authorized_keys ] || chmod 600 .ssh/authorized_keys; } && "
-	"for f in .dtctl/secret .dtctl/bin/dtagent .dtctl/bin/dttrain " MESH_FILES "; do "
+	"for f in .dtctl/secret .dtctl/bin/dtagent .dtctl/bin/dtshim .dtctl/bin/dttrain " MESH_FILES 
+	"; do "
 	"if [ -f \"$f\" ]; then sha256sum \"$f\"; fi; done && "
 	"if [ -f " SETUP_HASH " ]; then printf '%s setup\\n' \"$(cat " SETUP_HASH ")\"; fi";
 

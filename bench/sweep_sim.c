@@ -16,6 +16,8 @@
  *
  *     sweep_sim branin --seed 3 --budget 810
  *     best=0.52 regret=0.122 trials=211 epochs=810
+ *
+ * --trace prints every trial to stderr (epochs run, last value, f, params).
  */
 #include <math.h>
 #include <stdio.h>
@@ -192,8 +194,8 @@ int main(int argc, const char **argv)
 		"sweep_sim [options] (branin | hartmann6 | mlp)", NULL,
 	};
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
-	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1;
-	double gamma = -1, bandwidth = -1;
+	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
+	double gamma = -1, bandwidth = -1, cat_beta = NAN;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -208,7 +210,9 @@ int main(int argc, const char **argv)
 		OPT_DOUBLE(0, "gamma", &gamma, "TPE good fraction"),
 		OPT_INT(0, "multivariate", &multivariate, "TPE joint (1) or per-parameter (0) densities"),
 		OPT_DOUBLE(0, "bandwidth", &bandwidth, "TPE multivariate kernel width factor"),
+		OPT_DOUBLE(0, "cat-beta", &cat_beta, "TPE multivariate categorical kernel: beta (< 0: shared prior)"),
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
+		OPT_BOOL(0, "trace", &trace, "print every trial to stderr"),
 		OPT_END(),
 	};
 	const struct objective *obj = NULL;
@@ -250,6 +254,8 @@ int main(int argc, const char **argv)
 		to.multivariate = multivariate;
 	if (bandwidth > 0)
 		to.bandwidth_factor = bandwidth;
+	if (!isnan(cat_beta))
+		to.cat_beta = cat_beta;
 	search_set_tpe_options(s, &to);
 	if (!no_asha && !(a = asha_new(min_iter, eta, epochs, GOAL_MINIMIZE)))
 		die_code(DT_EXIT_USAGE, "bad ASHA settings: min_iter %d eta %d", min_iter, eta);
@@ -266,17 +272,25 @@ int main(int argc, const char **argv)
 		obj->curve(&sg, &f, &amp, &rate);
 		for (int e = 1; e <= epochs && used < budget; e++) {
 			double v = f + amp * pow(e, -rate) + obj->noise * rng_gauss(&noise);
+			int end = e == epochs || used + 1 >= budget;
 
 			used++;
 			best = fmin(best, v);
 			if (e == epochs) {
 				search_observe_at(s, &sg, v, SEARCH_COMPLETED, e);
-				break;
-			}
-			if (a && asha_report(a, trials, e, v) == ASHA_PRUNE) {
+			} else if (a && asha_report(a, trials, e, v) == ASHA_PRUNE) {
 				search_observe_at(s, &sg, v, SEARCH_PRUNED, e);
-				break;
+				end = 1;
 			}
+			if (trace && end) {
+				fprintf(stderr, "trial %d epochs %d value %.5g f %.5g best %.5g", trials, e,
+					v, f, best);
+				for (size_t i = 0; i < sg.nr; i++)
+					fprintf(stderr, " %s=%s", sg.items[i].name, sg.items[i].value);
+				fputc('\n', stderr);
+			}
+			if (end)
+				break;
 		}
 	}
 	printf("best=%.10g regret=%.10g trials=%d epochs=%d\n", best, best - obj->f_star,

@@ -141,6 +141,13 @@ struct tpe_options {
 	double prior_weight;  /* weight of the prior component in l and g: 1.0 */
 	int multivariate;     /* joint densities over all parameters (1) or one per parameter */
 	double bandwidth_factor;  /* multivariate: Scott's-rule kernel widths times this: 0.7 */
+	/*
+	 * multivariate: a categorical kernel keeps its trial's choice with
+	 * probability 1 / (1 + beta), else is uniform.  < 0 (default -1): beta =
+	 * K * prior_weight / (m + 1), K choices, m trials in the group (l or g);
+	 * >= 0: this fixed beta (0.5 before the default changed).
+	 */
+	double cat_beta;
 };
 void search_get_tpe_options(const struct search *s, struct tpe_options *o);
 void search_set_tpe_options(struct search *s, const struct tpe_options *o);

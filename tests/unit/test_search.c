@@ -752,6 +752,118 @@ static void test_tpe_bandwidth_factor(void **state)
 	cfg_release(&c);
 }
 
+/*
+ * Categorical kernels of the multivariate estimator.  By default (cat_beta
+ * < 0) a trial's kernel smooths its choice by prior_weight / (m + 1) per
+ * choice, m the trials in its group, so g (most of the trials) is sharp
+ * and l (a few) is broad: a choice that nobody tried scores high, a choice
+ * tried and found bad scores low.  With the former fixed beta 0.5, g was as
+ * smooth as l and an untried choice looked no better than a failed one.
+ *
+ * History: 60 trials; "a" near x = 3 is good, "a" elsewhere and all of "b"
+ * are bad, "c" was never tried.  Returns how many of 300 suggestions from
+ * that one model pick "c" and "b".
+ */
+static void cat_kernel_counts(double cat_beta, struct tpe_options *got, int *n_c, int *n_b)
+{
+	static const char *const opt[] = { "a", "b", "c", NULL };
+	struct tpe_options o;
+	struct sweep_config c;
+	struct suggestion sg = SUGGESTION_INIT;
+	struct search *s;
+	struct rng r;
+
+	cfg_init(&c, SWEEP_BAYES, GOAL_MINIMIZE);
+	add_values(&c, "opt", opt);
+	add_param(&c, "x", PARAM_UNIFORM, 0, 10);
+	s = must_new(&c, 17);
+	search_get_tpe_options(s, &o);
+	if (got)
+		*got = o;
+	if (!isnan(cat_beta))
+		o.cat_beta = cat_beta;
+	search_set_tpe_options(s, &o);
+	rng_seed(&r, 8);
+	for (int k = 0; k < 60; k++) {
+		char buf[32];
+		double x = 10 * rng_uniform01(&r);
+		int is_a = k % 2 == 0;
+
+		search_suggest(s, &sg);
+		free(sg.items[0].value);
+		sg.items[0].value = xstrdup(is_a ? "a" : "b");
+		snprintf(buf, sizeof(buf), "%.6f", x);
+		free(sg.items[1].value);
+		sg.items[1].value = xstrdup(buf);
+		sg.items[1].num = strtod(buf, NULL);
+		assert_int_equal(search_observe(s, &sg, fabs(x - 3) + (is_a ? 0 : 5),
+						SEARCH_COMPLETED), 0);
+	}
+	*n_c = *n_b = 0;
+	for (int k = 0; k < 300; k++) {   /* no observations: 300 draws from one model */
+		const char *v;
+
+		search_suggest(s, &sg);
+		v = suggestion_get(&sg, "opt")->value;
+		*n_c += !strcmp(v, "c");
+		*n_b += !strcmp(v, "b");
+	}
+	suggestion_release(&sg);
+	search_free(s);
+	cfg_release(&c);
+}
+
+static void test_tpe_categorical_kernel(void **state)
+{
+	struct tpe_options o;
+	struct sweep_config c;
+	struct search *s, *back;
+	struct strbuf err = STRBUF_INIT;
+	int dflt_c, dflt_b, fixed_c, fixed_b;
+	json_t *j;
+
+	cat_kernel_counts(NAN, &o, &dflt_c, &dflt_b);
+	cat_kernel_counts(0.5, NULL, &fixed_c, &fixed_b);
+	print_message("of 300 suggestions, untried 'c' / failed 'b': default %d / %d, "
+		      "fixed beta 0.5 %d / %d\n", dflt_c, dflt_b, fixed_c, fixed_b);
+	assert_true(o.cat_beta < 0);
+	if (!(dflt_c > 2 * fixed_c && dflt_c > 30))
+		fail_msg("expected the shared-prior kernels to try the untried choice more often "
+			 "than fixed beta 0.5: %d vs %d of 300", dflt_c, fixed_c);
+	if (!(dflt_b < dflt_c && dflt_b < 30))
+		fail_msg("expected the failed choice to stay rare: %d of 300 ('c': %d)", dflt_b, dflt_c);
+
+	build_tpe_cfg(&c);
+	s = must_new(&c, 5);
+	o.cat_beta = 0.25;
+	search_set_tpe_options(s, &o);
+	j = search_state_to_json(s);
+	assert_true(json_real_value(json_object_get(json_object_get(j, "tpe"), "cat_beta")) == 0.25);
+	back = search_state_from_json(&c, j, &err);
+	assert_non_null(back);
+	search_get_tpe_options(back, &o);
+	assert_true(o.cat_beta == 0.25);
+	search_free(back);
+	json_object_del(json_object_get(j, "tpe"), "cat_beta");
+	back = search_state_from_json(&c, j, &err);
+	assert_non_null(back);
+	search_get_tpe_options(back, &o);
+	assert_true(o.cat_beta == 0.5);    /* the rule the old state was made under */
+	search_free(back);
+	o.cat_beta = -7;                   /* any negative: the shared prior */
+	search_set_tpe_options(s, &o);
+	search_get_tpe_options(s, &o);
+	assert_true(o.cat_beta == -1);
+	o.cat_beta = NAN;                  /* refused: back to the default */
+	search_set_tpe_options(s, &o);
+	search_get_tpe_options(s, &o);
+	assert_true(o.cat_beta == -1);
+	json_decref(j);
+	strbuf_release(&err);
+	search_free(s);
+	cfg_release(&c);
+}
+
 static void test_suggestion_json(void **state)
 {
 	struct suggestion sg = SUGGESTION_INIT, back = SUGGESTION_INIT;
@@ -794,6 +906,7 @@ int main(void)
 		cmocka_unit_test(test_tpe_mixed_space),
 		cmocka_unit_test(test_tpe_pruned_rank_after_completed),
 		cmocka_unit_test(test_tpe_bandwidth_factor),
+		cmocka_unit_test(test_tpe_categorical_kernel),
 		cmocka_unit_test(test_observe_rejects_foreign),
 		cmocka_unit_test(test_state_roundtrip_and_replay),
 		cmocka_unit_test(test_suggestion_json),

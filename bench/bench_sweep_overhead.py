@@ -89,6 +89,14 @@ def main():
                 sys.exit("sweep %s still %s" % (sid, ex["sweep"]["state"]))
             time.sleep(0.5)
         jobs = {j["id"]: j for j in json.loads(dtctl("ps", "--all", "--json").stdout)["jobs"]}
+        cpu = {}
+        for name in ("dtsched", "agent"):   # CPU seconds the daemons used for the whole sweep
+            try:
+                pid = int((home / ("%s.pid" % name)).read_text().split()[0])
+                f = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+                cpu[name] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, ValueError, IndexError):
+                pass
     finally:
         dtctl("agents", "stop", check=False)
         dtctl("head", "stop", check=False)
@@ -136,6 +144,7 @@ def main():
         vals = (c - ts(j["started_at"]), st - c, en - st, ts(j["ended_at"]) - en)
         for k, v in zip(phases, vals):
             phases[k].append(v * 1000)
+    res["daemon_cpu_ms_per_trial"] = {k: round(v * 1000 / a.trials, 2) for k, v in cpu.items()}
     res["phases_median_ms"] = {k: round(statistics.median(v), 1) for k, v in phases.items() if v}
     print(json.dumps(res, indent=1))
     print("sweep overhead: %d x %gs trials on %d slots: makespan %.2f s, ideal %.2f s, "

@@ -71,6 +71,7 @@ struct hold {
 	struct htask *tasks;
 	size_t nr_tasks, alloc_tasks;
 	int released;             /* the attempt is over: stop what is left */
+	int busy;                 /* a launch thread uses it: keep it (check_holds) */
 	long long released_ms, stop_sent_ms, launched_ms;
 };
 
@@ -91,7 +92,7 @@ struct job {
 	int has_exit, exit_code, failed_rank;
 	char *failed_node;
 	int cancel;
-	int launch;               /* placed; the main loop must launch it */
+	int launch;               /* placed: 1 = to launch, 2 = a launch thread is at it */
 	long long version;        /* bumped by every job_save(): long-poll waiters compare it */
 	char *launch_error;
 	long long stall_checked_ms;
@@ -100,7 +101,21 @@ struct job {
 struct jobs_clients {
 	struct cli { char key[300]; struct dt_httpc c; } **v;
 	size_t nr, alloc;
+	int launches;             /* s->clients only: launch threads running (lock) */
 };
+
+#define LAUNCH_RUNNING 2      /* job->launch while its launch thread runs */
+
+static void clients_release(struct jobs_clients *c)
+{
+	for (size_t i = 0; i < c->nr; i++) {
+		dt_httpc_release(&c->v[i]->c);
+		free(c->v[i]);
+	}
+	free(c->v);
+	c->v = NULL;
+	c->nr = c->alloc = 0;
+}
 
 static int state_final(const char *st)
 {
@@ -692,6 +707,21 @@ int jobs_init(struct sched *s)
 
 void jobs_release(struct sched *s)
 {
+	/* launch threads still out (each request times out within seconds) */
+	for (int waited = 0;; waited++) {
+		int n;
+
+		pthread_mutex_lock(&s->lock);
+		n = s->clients ? s->clients->launches : 0;
+		pthread_mutex_unlock(&s->lock);
+		if (!n)
+			break;
+		if (waited == 3000) {
+			dtlog(DTLOG_WARN, "%d launch(es) still running at exit; not freeing the jobs", n);
+			return;
+		}
+		usleep(10000);
+	}
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		job_free(s->jobs[i]);
 	free(s->jobs);
@@ -699,11 +729,7 @@ void jobs_release(struct sched *s)
 		hold_free(s->holds[i]);
 	free(s->holds);
 	if (s->clients) {
-		for (size_t i = 0; i < s->clients->nr; i++) {
-			dt_httpc_release(&s->clients->v[i]->c);
-			free(s->clients->v[i]);
-		}
-		free(s->clients->v);
+		clients_release(s->clients);
 		free(s->clients);
 	}
 	json_decref(s->orphans);
@@ -1252,7 +1278,7 @@ static void check_holds(struct sched *s, struct actions *a)
 		struct hold *h = s->holds[k];
 		int live = 0, resend = now - h->stop_sent_ms >= STOP_RESEND_MS;
 
-		if (!h->released) {
+		if (!h->released || h->busy) {
 			k++;
 			continue;
 		}
@@ -1313,9 +1339,10 @@ static void check_orphans(struct sched *s, struct actions *a)
 	}
 }
 
-static struct dt_httpc *client_for(struct sched *s, const char *addr, int port)
+/* A kept-alive client per agent, from cache c (one cache per thread). */
+static struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char *addr,
+				   int port)
 {
-	struct jobs_clients *c = s->clients;
 	char key[300];
 	struct cli *x;
 
@@ -1340,7 +1367,8 @@ static void do_stop(struct sched *s, struct action *x)
 	int code;
 
 	strbuf_addf(&path, "%s%s", DT_PATH_TASK_PREFIX, x->task);
-	code = dt_httpc_request(client_for(s, x->addr, x->port), "DELETE", path.buf, body, &reply, &err);
+	code = dt_httpc_request(client_for(s, s->clients, x->addr, x->port), "DELETE", path.buf, body,
+				&reply, &err);
 	if (code < 0 || code >= 500)
 		dtlog(DTLOG_WARN, "cannot stop task '%s' on '%s': %s", x->task, x->node,
 		      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
@@ -1365,24 +1393,29 @@ struct post {
 	json_t *body;
 };
 
-/* Launch a placed job: port, plan, files, one task per rank (or mpirun). */
-static void do_launch(struct sched *s, struct job *j)
+/*
+ * Launch a placed job: port, plan, files, one task per rank (or mpirun).  On
+ * a launch thread (launch_thread), with its own clients `cc`; h is the hold
+ * it was started for, pinned (busy) so check_holds keeps it.  The lock is
+ * taken between the requests; if the attempt ended meanwhile (cancel, node
+ * DOWN), j->hold is no longer h and nothing more is done for it.
+ */
+static void do_launch(struct sched *s, struct job *j, struct hold *h, struct jobs_clients *cc)
 {
 	struct launch_node *ln;
 	struct launch_opts lo;
 	struct launch_plan plan;
 	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT;
 	char *maddr, *resume = NULL, *bin_dir = NULL, *ssh_config = NULL, *iface = NULL;
+	char *hostfile = NULL;
 	int mport, port = 0, nr, code;
 	struct post *posts = NULL;
 	size_t nr_posts = 0;
 	json_t *reply = NULL, *req;
-	struct hold *h;
 
 	/* 1. what to ask the master node for */
 	pthread_mutex_lock(&s->lock);
-	h = j->hold;
-	if (!h || !j->launch) {
+	if (j->hold != h || j->launch != LAUNCH_RUNNING) {
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
@@ -1402,7 +1435,8 @@ static void do_launch(struct sched *s, struct job *j)
 
 	/* 2. a free port on the master node (MASTER_PORT) */
 	req = json_object();
-	code = dt_httpc_request(client_for(s, maddr, mport), "POST", DT_PATH_PORTS, req, &reply, &err);
+	code = dt_httpc_request(client_for(s, cc, maddr, mport), "POST", DT_PATH_PORTS, req, &reply,
+				&err);
 	json_decref(req);
 	if (code == 200)
 		port = (int)json_get_int(reply, "port", 0);
@@ -1410,6 +1444,10 @@ static void do_launch(struct sched *s, struct job *j)
 	reply = NULL;
 
 	pthread_mutex_lock(&s->lock);
+	if (j->hold != h) {           /* ended while we asked: nothing started */
+		pthread_mutex_unlock(&s->lock);
+		goto out;
+	}
 	if (!port) {
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "cannot get a free port on master node '%s': %s", h->place[0].node,
@@ -1465,16 +1503,10 @@ static void do_launch(struct sched *s, struct job *j)
 			free(slots[k]);
 		free(slots);
 	}
-	job_file(j, "hostfile", plan.hostfile, strlen(plan.hostfile));
-	{
-		json_t *spec = json_deep_copy(j->spec);
-
-		strbuf_reset(&sb);
-		json_append(&sb, spec);
-		strbuf_addch(&sb, '\n');
-		job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
-		json_decref(spec);
-	}
+	hostfile = xstrdup(plan.hostfile);
+	strbuf_reset(&sb);
+	json_append(&sb, j->spec);
+	strbuf_addch(&sb, '\n');
 	posts = xcalloc(plan.nr_tasks, sizeof(*posts));
 	for (size_t i = 0; i < plan.nr_tasks; i++) {
 		struct launch_task *t = &plan.tasks[i];
@@ -1518,16 +1550,21 @@ static void do_launch(struct sched *s, struct job *j)
 	free(ln);
 	pthread_mutex_unlock(&s->lock);
 
+	/* the job dir files, outside the lock (the shared dir may be slow NFS);
+	 * job_dir and shared_dir never change once the job is queued */
+	job_file(j, "hostfile", hostfile, strlen(hostfile));
+	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
+
 	/* 4. start every task */
 	for (size_t i = 0; i < nr_posts; i++) {
 		struct post *p = &posts[i];
 
 		strbuf_reset(&err);
-		code = dt_httpc_request(client_for(s, p->addr, p->port), "POST", DT_PATH_TASKS,
+		code = dt_httpc_request(client_for(s, cc, p->addr, p->port), "POST", DT_PATH_TASKS,
 					p->body, &reply, &err);
 		if (code != 201) {
 			pthread_mutex_lock(&s->lock);
-			if (!j->launch_error) {
+			if (!j->launch_error && j->hold == h) {
 				strbuf_reset(&sb);
 				strbuf_addf(&sb, "cannot start %s%d on node '%s': %s",
 					    p->rank >= 0 ? "rank " : "mpirun", p->rank >= 0 ? p->rank : 0,
@@ -1543,7 +1580,8 @@ static void do_launch(struct sched *s, struct job *j)
 		reply = NULL;
 	}
 	pthread_mutex_lock(&s->lock);
-	j->launch = 0;
+	if (j->hold == h)
+		j->launch = 0;
 	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
 	      nr_posts, nr, maddr, port, resume ? ", resuming from " : "", resume ? resume : "");
 	pthread_mutex_unlock(&s->lock);
@@ -1557,6 +1595,7 @@ out:
 	free(posts);
 	free(maddr);
 	free(resume);
+	free(hostfile);
 	free(bin_dir);
 	free(ssh_config);
 	free(iface);
@@ -1564,10 +1603,41 @@ out:
 	strbuf_release(&sb);
 }
 
+struct launch_arg {
+	struct sched *s;
+	struct job *j;
+	struct hold *h;
+};
+
+/*
+ * One placed job's launch, off the main thread: the main loop goes on
+ * ending, placing and launching other jobs while this one waits for its
+ * agents (in a sweep, eight trials ending together used to be launched one
+ * after another, each behind the requests of the one before, and the ends
+ * that arrived meanwhile waited too).
+ */
+static void *launch_thread(void *arg)
+{
+	struct launch_arg *la = arg;
+	struct jobs_clients own = { NULL, 0, 0, 0 };
+
+	do_launch(la->s, la->j, la->h, &own);
+	clients_release(&own);
+	pthread_mutex_lock(&la->s->lock);
+	la->h->busy--;
+	la->s->clients->launches--;
+	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
+		la->j->launch = 0;
+	pthread_mutex_unlock(&la->s->lock);
+	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
+	free(la);
+	return NULL;
+}
+
 void jobs_step(struct sched *s)
 {
 	struct actions a = { NULL, 0, 0 };
-	struct job **launch = NULL;
+	struct launch_arg **launch = NULL;
 	size_t nr_launch = 0, alloc_launch = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -1578,11 +1648,22 @@ void jobs_step(struct sched *s)
 	check_holds(s, &a);
 	check_orphans(s, &a);
 	schedule_pending(s);
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (s->jobs[i]->launch) {
-			ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
-			launch[nr_launch++] = s->jobs[i];
-		}
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+		struct launch_arg *la;
+
+		if (j->launch != 1 || !j->hold)
+			continue;
+		la = xmalloc(sizeof(*la));
+		la->s = s;
+		la->j = j;
+		la->h = j->hold;
+		j->launch = LAUNCH_RUNNING;
+		j->hold->busy++;
+		s->clients->launches++;
+		ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
+		launch[nr_launch++] = la;
+	}
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {
@@ -1591,15 +1672,17 @@ void jobs_step(struct sched *s)
 		free(a.v[i].node);
 		free(a.v[i].task);
 	}
-	for (size_t i = 0; i < nr_launch; i++)
-		do_launch(s, launch[i]);
-	/* a launch error or an early exit is handled at once */
-	if (nr_launch) {
-		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < nr_launch; i++)
-			if (!strcmp(launch[i]->state, DT_JOB_RUNNING))
-				check_running(s, launch[i]);
-		pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < nr_launch; i++) {
+		pthread_t t;
+		pthread_attr_t at;
+		int started;
+
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		started = !pthread_create(&t, &at, launch_thread, launch[i]);
+		pthread_attr_destroy(&at);
+		if (!started)
+			launch_thread(launch[i]);   /* no thread to be had: here, then */
 	}
 	free(a.v);
 	free(launch);

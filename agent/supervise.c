@@ -36,8 +36,10 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/sched.h>        /* struct clone_args, CLONE_INTO_CGROUP */
 
 extern char **environ;
 
@@ -251,6 +253,46 @@ static void path_prefix_self(struct strvec *env)
 	strbuf_release(&path);
 }
 
+/*
+ * fork(), but when the task has a cgroup v2 directory the child is born in
+ * it (clone3 CLONE_INTO_CGROUP, Linux 5.7): moving a process afterwards
+ * (cgroup.procs) takes the kernel's cgroup_threadgroup_rwsem for writing,
+ * which waits for an RCU grace period: 10-20 ms per task start measured
+ * here, against ~2.5 ms for the whole start without it.  *in_cgroup says
+ * whether it worked; else the caller moves the child as before.  Only the
+ * single-threaded supervisor calls this (a raw clone3 child must not rely
+ * on glibc's fork handlers: it only resets signals, dups and execs).
+ */
+static pid_t fork_into_cgroup(const char *cgroup, int *in_cgroup)
+{
+	*in_cgroup = 0;
+#ifdef CLONE_INTO_CGROUP
+	if (cgroup && !getenv_nonempty("DTAGENT_NO_CLONE_INTO_CGROUP")) {
+		int fd = open(cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			struct clone_args ca;
+			long pid;
+
+			memset(&ca, 0, sizeof(ca));
+			ca.flags = CLONE_INTO_CGROUP;
+			ca.exit_signal = SIGCHLD;
+			ca.cgroup = (unsigned long long)fd;
+			pid = syscall(SYS_clone3, &ca, sizeof(ca));
+			if (pid == 0)
+				return 0;
+			close(fd);
+			if (pid > 0) {
+				*in_cgroup = 1;
+				return (pid_t)pid;
+			}
+			/* ENOSYS (old kernel), EINVAL/EBUSY (not a v2 leaf), EACCES: as before */
+		}
+	}
+#endif
+	return fork();
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
@@ -261,6 +303,7 @@ static int start_task(struct sup *s)
 	ssize_t n;
 	pid_t pid;
 	size_t i;
+	int in_cgroup;
 
 	if (!cwd)
 		cwd = getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
@@ -285,7 +328,7 @@ static int start_task(struct sup *s)
 		finish(s, TASK_FAILED, 127, "cannot create pipes");
 		return -1;
 	}
-	pid = fork();
+	pid = fork_into_cgroup(s->t.cgroup, &in_cgroup);
 	if (pid < 0) {
 		finish(s, TASK_FAILED, 127, "cannot fork");
 		return -1;
@@ -323,7 +366,7 @@ static int start_task(struct sup *s)
 	close(go[0]);
 	s->t.pid = pid;
 	s->t.pgid = pid;
-	if (s->t.cgroup && cgroup_add_pid(s->t.cgroup, pid) < 0) {
+	if (s->t.cgroup && !in_cgroup && cgroup_add_pid(s->t.cgroup, pid) < 0) {
 		dtlog(DTLOG_WARN, "task %s: cannot move it into cgroup '%s': %s; "
 		      "stopping will rely on its process group and %s marker",
 		      s->t.id, s->t.cgroup, strerror(errno), DT_TASK_MARKER_ENV);

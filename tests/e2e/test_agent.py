@@ -229,6 +229,31 @@ def test_stop_kills_whole_tree(dtctl_bin, tmp_path, cgroup):
         a.stop()
 
 
+@pytest.mark.parametrize("how", ["clone3", "moved"])
+def test_task_runs_in_its_cgroup(dtctl_bin, tmp_path, how):
+    """The task is in its own cgroup from its first instruction: born there with
+    clone3(CLONE_INTO_CGROUP) by default, or moved there before it execs (the older
+    path, forced here with DTAGENT_NO_CLONE_INTO_CGROUP)."""
+    a = Agent(dtctl_bin, make_home(tmp_path / "h"), free_port())
+    a.start(env={"DTAGENT_NO_CGROUP": "",
+                 "DTAGENT_NO_CLONE_INTO_CGROUP": "1" if how == "moved" else ""})
+    try:
+        st, body = a.api.request("POST", "/v1/tasks", {"id": "cg", "argv": ["sleep", "30"]})
+        assert st == 201, body
+        t = a.api.wait_task("cg", states=("running",), timeout=5)
+        if not t["cgroup"]:
+            pytest.skip("no cgroup v2 this agent may write here: %s" %
+                        (a.home / "agent.log").read_text()[-300:])
+        procs = Path(t["cgroup"], "cgroup.procs").read_text().split()
+        assert str(t["pid"]) in procs, (t, procs)
+        a.api.request("DELETE", "/v1/tasks/cg", {"grace_ms": 0})
+        t = a.api.wait_task("cg", timeout=10)
+        assert t["state"] == "exited"
+        assert not Path(t["cgroup"] or "/nonexistent-cgroup").exists(), "cgroup left behind"
+    finally:
+        a.stop()
+
+
 def test_delete_grace_override_and_sigterm(agent):
     st, body = agent.api.request("POST", "/v1/tasks", {"id": "polite", "argv": ["sleep", "100"]})
     time.sleep(0.3)

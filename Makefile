@@ -22,7 +22,7 @@ BUILD ?= dev
 O := build/$(BUILD)
 PYTHON ?= /usr/bin/python3
 
-PKGS := libssh2 yaml-0.1 libcurl libmicrohttpd jansson sqlite3 libcrypto
+PKGS := libssh2 yaml-0.1 libmicrohttpd jansson sqlite3 libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -115,7 +115,7 @@ $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 # dtshim: exec'd per task and per MPI rank, so it links only what it uses
-# (--as-needed drops curl, microhttpd and their TLS stacks: see agent/dtshim.c)
+# (--as-needed drops microhttpd, SQLite, libssh2 and their TLS stacks: see agent/dtshim.c)
 $(BINDIR)/dtshim: $(O)/agent/dtshim.o $(O)/libagent.a $(O)/libdt.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(LIBS)

@@ -4,9 +4,10 @@
  *   dtshim --supervise ID --home DIR      one task's supervisor (agent/supervise.c)
  *   dtshim rank-log DIR -- PROG ARGS      one MPI rank's output to DIR/<rank>.log
  *
- * Both used to be modes of dtagent, which links libcurl, libmicrohttpd and
- * their TLS stacks (35 shared libraries): every exec of it cost ~9 ms of
- * CPU in the dynamic linker, once per task and once per MPI rank.  dtshim
+ * Both used to be modes of dtagent, which then linked libcurl, libmicrohttpd
+ * and their TLS stacks (35 shared libraries; 15 without libcurl): every exec
+ * of it cost ~9 ms of CPU in the dynamic linker, once per task and once per
+ * MPI rank.  dtshim
  * links only what these two modes use (libc and jansson), so an exec costs
  * about what /bin/true does.  dtagent keeps both modes for agents whose bin
  * directory has no dtshim (supervisor_exe() falls back to dtagent itself).

@@ -1,21 +1,75 @@
 /*
- * httpc.c - signed requests with libcurl (see httpc.h).
+ * httpc.c - signed HTTP/1.1 requests over a kept-alive TCP connection (see
+ * httpc.h).
+ *
+ * Why no libcurl: it was the only reason every dtctl, dtagent and dtsched
+ * process loaded 33 shared libraries (its TLS, HTTP/2, Kerberos, LDAP, ...
+ * stacks), about 7 ms of exec time per process, paid by every `dtctl run`.
+ * The client only ever speaks plain HTTP/1.1 to our own servers
+ * (lib/httpd.c): no TLS, proxies, redirects or compression, so the subset
+ * needed is small and is all here.
+ *
+ * One request: resolve the host (once per client; the address that answered
+ * is remembered) -> non-blocking connect within connect_timeout_ms -> send
+ * the head and the body -> read the status line and headers (HEAD_MAX at
+ * most) -> the body by Content-Length, chunked, or up to EOF (BODY_MAX at
+ * most).  Every wait is a poll() bounded by the request's deadline
+ * (timeout_ms from the start); sends use MSG_NOSIGNAL, so a peer that went
+ * away is an error, not a SIGPIPE.
+ *
+ * Keep-alive: the connection stays open for the next request unless the
+ * reply said "Connection: close", was read up to EOF, or anything went wrong.
+ * A server may close an idle connection just as we reuse it: when sending on
+ * a reused connection fails, or it ends (EOF, reset) before a single byte of
+ * reply, the same signed request is sent once more on a fresh connection.
+ * Never after reply bytes arrived (the request may have run); and since the
+ * nonce is the same, a server that did see the first copy refuses the second
+ * as a replay instead of running it twice.
+ *
+ * Parsing is strict: anything malformed is an error naming the peer, and the
+ * connection is closed.
  */
 #include "httpc.h"
 #include "json.h"
 #include "protocol.h"
 #include "usage.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+#define HEAD_MAX (64 * 1024)           /* status line + headers (and trailers) */
+#define BODY_MAX (64 * 1024 * 1024)    /* refuse absurd replies */
+#define RETRY (-2)                     /* reused connection was dead: send again */
 
-static void curl_setup(void)
+/* The state of one request on the connection. */
+struct conn_io {
+	struct dt_httpc *c;
+	struct strbuf *err;
+	long long start, deadline;     /* monotonic ms; deadline 0 = none */
+	int reused;                    /* the connection served an earlier request */
+	size_t got;                    /* reply bytes received */
+	char *buf;                     /* HEAD_MAX bytes: unread data is buf[pos..len) */
+	size_t pos, len;
+	int sys_errno;                 /* of the last failed recv/send */
+};
+
+static long long mono_ms(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key)
@@ -27,91 +81,687 @@ void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct 
 		c->key = *key;
 	c->timeout_ms = 10000;
 	c->connect_timeout_ms = 3000;
+	c->fd = -1;
+}
+
+static void conn_close(struct dt_httpc *c)
+{
+	if (c->connected)
+		close(c->fd);
+	c->connected = 0;
+	c->fd = -1;
 }
 
 void dt_httpc_release(struct dt_httpc *c)
 {
-	if (c->curl)
-		curl_easy_cleanup(c->curl);
+	conn_close(c);
 	free(c->host);
 	memset(c, 0, sizeof(*c));
+	c->fd = -1;
 }
 
-static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *data)
+/*
+ * Wait until fd is ready for `events` or `deadline` (0 = none) passes:
+ * 1 ready, 0 timed out, -1 poll failed (errno).
+ */
+static int wait_fd(int fd, short events, long long deadline)
 {
-	struct strbuf *sb = data;
+	struct pollfd p;
+	long long left;
+	int r;
 
-	if (sb->len + size * nmemb > 64 * 1024 * 1024)
-		return 0;   /* refuse absurd replies */
-	strbuf_add(sb, ptr, size * nmemb);
-	return size * nmemb;
+	for (;;) {
+		int ms = -1;
+
+		if (deadline) {
+			left = deadline - mono_ms();
+			if (left <= 0)
+				return 0;
+			ms = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		p.fd = fd;
+		p.events = events;
+		p.revents = 0;
+		r = poll(&p, 1, ms);
+		if (r > 0)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static void timed_out(struct conn_io *io)
+{
+	strbuf_addf(io->err, "no answer from %s:%d within %ld ms", io->c->host, io->c->port,
+		    io->c->timeout_ms);
+}
+
+static int bad_reply(struct conn_io *io, const char *what)
+{
+	strbuf_addf(io->err, "bad reply from %s:%d: %s", io->c->host, io->c->port, what);
+	return -1;
+}
+
+/*
+ * One non-blocking connect to sa, waiting until `deadline` (0 = none): the
+ * socket, or -1 with *syserr set (ETIMEDOUT when the deadline passed).
+ */
+static int connect_one(const struct sockaddr *sa, socklen_t len, long long deadline, int *syserr)
+{
+	int fd, one = 1, soerr = 0, r;
+	socklen_t sl = sizeof(soerr);
+
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		*syserr = errno;
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, sa, len) == 0)
+		return fd;
+	if (errno != EINPROGRESS && errno != EINTR) {
+		*syserr = errno;
+		close(fd);
+		return -1;
+	}
+	r = wait_fd(fd, POLLOUT, deadline);
+	if (r <= 0) {
+		*syserr = r ? errno : ETIMEDOUT;
+		close(fd);
+		return -1;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		soerr = errno;
+	if (soerr) {
+		*syserr = soerr;
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Connect c (every address of the host in turn, or the one that answered
+ * before), within connect_timeout_ms and the request's deadline; -1 with a
+ * message in io->err.
+ */
+static int conn_open(struct conn_io *io)
+{
+	struct dt_httpc *c = io->c;
+	struct addrinfo hints, *res = NULL, *ai;
+	long long deadline = io->deadline, cdl = 0;
+	char portstr[16], name[256];
+	const char *host = c->host;
+	size_t hl = strlen(host);
+	int fd = -1, syserr = 0, g;
+
+	if (c->connect_timeout_ms > 0) {
+		cdl = mono_ms() + c->connect_timeout_ms;
+		if (!deadline || cdl < deadline)
+			deadline = cdl;
+	}
+	if (c->addrlen) {
+		fd = connect_one((const struct sockaddr *)&c->addr, c->addrlen, deadline, &syserr);
+		if (fd < 0)
+			c->addrlen = 0;   /* resolve again next time: the host may have moved */
+	} else {
+		/* "[::1]" as in a URL: resolve what is inside the brackets */
+		if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']' && hl - 2 < sizeof(name)) {
+			memcpy(name, host + 1, hl - 2);
+			name[hl - 2] = '\0';
+			host = name;
+		}
+		snprintf(portstr, sizeof(portstr), "%d", c->port);
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_NUMERICSERV;
+		g = getaddrinfo(host, portstr, &hints, &res);
+		if (g) {
+			strbuf_addf(io->err, "cannot reach %s:%d: cannot resolve '%s': %s", c->host,
+				    c->port, host, g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+			return -1;
+		}
+		for (ai = res; ai; ai = ai->ai_next) {
+			if (ai->ai_addrlen > sizeof(c->addr))
+				continue;
+			fd = connect_one(ai->ai_addr, ai->ai_addrlen, deadline, &syserr);
+			if (fd >= 0) {
+				memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
+				c->addrlen = ai->ai_addrlen;
+				break;
+			}
+			if (syserr == ETIMEDOUT && deadline && mono_ms() >= deadline)
+				break;
+		}
+		freeaddrinfo(res);
+	}
+	if (fd < 0) {
+		if (syserr == ETIMEDOUT && deadline && mono_ms() >= deadline) {
+			if (deadline == cdl)
+				strbuf_addf(io->err, "cannot reach %s:%d: connection timed out after %ld ms",
+					    c->host, c->port, c->connect_timeout_ms);
+			else
+				timed_out(io);
+		} else {
+			strbuf_addf(io->err, "cannot reach %s:%d: %s", c->host, c->port,
+				    strerror(syserr ? syserr : EADDRNOTAVAIL));
+		}
+		return -1;
+	}
+	c->fd = fd;
+	c->connected = 1;
+	return 0;
+}
+
+/* An idle kept-alive connection that is readable was closed by the server
+ * (or is out of step with it). */
+static int conn_stale(struct dt_httpc *c)
+{
+	struct pollfd p = { c->fd, POLLIN, 0 };
+
+	return poll(&p, 1, 0) != 0;
+}
+
+/* Send iov[0..n) whole; 0, RETRY (reused connection found dead) or -1. */
+static int send_all(struct conn_io *io, struct iovec *iov, int n)
+{
+	struct msghdr msg;
+	ssize_t w;
+	int r;
+
+	while (n > 0) {
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = iov;
+		msg.msg_iovlen = (size_t)n;
+		w = sendmsg(io->c->fd, &msg, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				r = wait_fd(io->c->fd, POLLOUT, io->deadline);
+				if (r > 0)
+					continue;
+				if (!r)
+					timed_out(io);
+				else
+					strbuf_addf(io->err, "cannot wait for %s:%d: %s", io->c->host,
+						    io->c->port, strerror(errno));
+				return -1;
+			}
+			if (io->reused)
+				return RETRY;
+			strbuf_addf(io->err, "lost the connection to %s:%d: %s", io->c->host,
+				    io->c->port, strerror(errno));
+			return -1;
+		}
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Read more reply bytes into io->buf (unread bytes moved to its start first):
+ * > 0 bytes read, 0 EOF, -1 recv failed (io->sys_errno), -2 timed out or poll
+ * failed (message in io->err).  The buffer must not be full.
+ */
+static ssize_t io_fill(struct conn_io *io)
+{
+	ssize_t n;
+	int r;
+
+	if (io->pos) {
+		memmove(io->buf, io->buf + io->pos, io->len - io->pos);
+		io->len -= io->pos;
+		io->pos = 0;
+	}
+	for (;;) {
+		n = recv(io->c->fd, io->buf + io->len, HEAD_MAX - io->len, 0);
+		if (n > 0) {
+			io->len += (size_t)n;
+			io->got += (size_t)n;
+			return n;
+		}
+		if (!n)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			io->sys_errno = errno;
+			return -1;
+		}
+		r = wait_fd(io->c->fd, POLLIN, io->deadline);
+		if (r <= 0) {
+			if (r)
+				strbuf_addf(io->err, "cannot wait for %s:%d: %s", io->c->host,
+					    io->c->port, strerror(errno));
+			else
+				timed_out(io);
+			return -2;
+		}
+	}
+}
+
+/* The message for an io_fill() result n <= 0 in the middle of a reply; -1. */
+static int cut_short(struct conn_io *io, ssize_t n)
+{
+	if (n == -2)
+		return -1;
+	if (!n)
+		strbuf_addf(io->err, "incomplete reply from %s:%d: connection closed", io->c->host,
+			    io->c->port);
+	else
+		strbuf_addf(io->err, "lost the connection to %s:%d: %s", io->c->host, io->c->port,
+			    strerror(io->sys_errno));
+	return -1;
+}
+
+/* Find "\r\n" in buf[from..len); its offset or -1. */
+static long find_crlf(const struct conn_io *io, size_t from)
+{
+	for (size_t i = from; i + 1 < io->len; i++)
+		if (io->buf[i] == '\r' && io->buf[i + 1] == '\n')
+			return (long)i;
+	return -1;
+}
+
+/*
+ * Read one CRLF-terminated line of the body framing (chunk size, trailer):
+ * *line points into io->buf (valid until the next read) and is NUL-free
+ * checked by the caller; the line is consumed.  -1 on error.
+ */
+static int read_line(struct conn_io *io, const char **line, size_t *len)
+{
+	size_t seen = 0;       /* unread bytes already searched, but the last */
+	long e;
+	ssize_t n;
+
+	while ((e = find_crlf(io, io->pos + seen)) < 0) {
+		if (io->len - io->pos >= HEAD_MAX)
+			return bad_reply(io, "line of the chunked body too long");
+		seen = io->len > io->pos ? io->len - io->pos - 1 : 0;
+		n = io_fill(io);   /* moves the unread bytes to the start */
+		if (n <= 0)
+			return cut_short(io, n);
+	}
+	*line = io->buf + io->pos;
+	*len = (size_t)e - io->pos;
+	io->pos = (size_t)e + 2;
+	return 0;
+}
+
+/* Move n body bytes into out (checking BODY_MAX); -1 on error. */
+static int read_body(struct conn_io *io, struct strbuf *out, size_t base, size_t n)
+{
+	ssize_t r;
+
+	if (out->len - base + n > BODY_MAX) {
+		strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host, io->c->port,
+			    BODY_MAX >> 20);
+		return -1;
+	}
+	while (n) {
+		size_t k = io->len - io->pos;
+
+		if (!k) {
+			r = io_fill(io);
+			if (r <= 0)
+				return cut_short(io, r);
+			continue;
+		}
+		if (k > n)
+			k = n;
+		strbuf_add(out, io->buf + io->pos, k);
+		io->pos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Everything up to EOF into out (a reply without length); -1 on error. */
+static int read_to_eof(struct conn_io *io, struct strbuf *out, size_t base)
+{
+	ssize_t r;
+
+	for (;;) {
+		size_t k = io->len - io->pos;
+
+		if (out->len - base + k > BODY_MAX) {
+			strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
+				    io->c->port, BODY_MAX >> 20);
+			return -1;
+		}
+		strbuf_add(out, io->buf + io->pos, k);
+		io->pos = io->len = 0;
+		r = io_fill(io);
+		if (!r)
+			return 0;
+		if (r < 0)
+			return cut_short(io, r);
+	}
+}
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* A chunked body into out; -1 on error. */
+static int read_chunked(struct conn_io *io, struct strbuf *out, size_t base)
+{
+	const char *line = NULL;
+	size_t len = 0, i, size, trailers = 0;
+
+	for (;;) {
+		if (read_line(io, &line, &len) < 0)
+			return -1;
+		size = 0;
+		for (i = 0; i < len && hexval((unsigned char)line[i]) >= 0; i++) {
+			if (size > BODY_MAX) {
+				strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
+					    io->c->port, BODY_MAX >> 20);
+				return -1;
+			}
+			size = size * 16 + (size_t)hexval((unsigned char)line[i]);
+		}
+		if (!i)
+			return bad_reply(io, "bad chunk size");
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i < len && line[i] != ';')
+			return bad_reply(io, "bad chunk size");
+		if (memchr(line, '\0', len) || memchr(line, '\n', len))
+			return bad_reply(io, "bad chunk size");
+		if (!size)
+			break;
+		if (read_body(io, out, base, size) < 0)
+			return -1;
+		if (read_line(io, &line, &len) < 0)
+			return -1;
+		if (len)
+			return bad_reply(io, "chunk longer than its size");
+	}
+	/* trailers (ignored) up to the empty line */
+	for (;;) {
+		if (read_line(io, &line, &len) < 0)
+			return -1;
+		if (!len)
+			return 0;
+		trailers += len + 2;
+		if (trailers > HEAD_MAX)
+			return bad_reply(io, "trailers over 64 KiB");
+	}
+}
+
+/* What the head of a reply says. */
+struct reply_head {
+	int status;
+	int http10;
+	int chunked;
+	long long content_length;   /* -1 if none */
+	int close, keep_alive;
+};
+
+static int is_tchar(int ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		(ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* Does the comma-separated list v[0..n) contain token tok (any case)? */
+static int has_token(const char *v, size_t n, const char *tok)
+{
+	size_t tl = strlen(tok), i = 0;
+
+	while (i < n) {
+		size_t s, e;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < n && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == tl && !strncasecmp(v + s, tok, tl))
+			return 1;
+	}
+	return 0;
+}
+
+/* One header line; -1 (message set) if malformed. */
+static int parse_header(struct conn_io *io, const char *p, size_t n, struct reply_head *h)
+{
+	size_t i = 0, nl, vs, ve;
+	const char *v;
+
+	while (i < n && is_tchar((unsigned char)p[i]))
+		i++;
+	if (!i || i >= n || p[i] != ':')
+		return bad_reply(io, "malformed header line");
+	nl = i++;
+	while (i < n && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	vs = i;
+	ve = n;
+	while (ve > vs && (p[ve - 1] == ' ' || p[ve - 1] == '\t'))
+		ve--;
+	for (i = vs; i < ve; i++) {
+		unsigned char ch = (unsigned char)p[i];
+
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+			return bad_reply(io, "control character in a header");
+	}
+	v = p + vs;
+	if (nl == 14 && !strncasecmp(p, "Content-Length", nl)) {
+		long long cl = 0;
+
+		if (ve == vs)
+			return bad_reply(io, "bad Content-Length");
+		for (i = vs; i < ve; i++) {
+			if (p[i] < '0' || p[i] > '9')
+				return bad_reply(io, "bad Content-Length");
+			if (cl <= BODY_MAX)
+				cl = cl * 10 + (p[i] - '0');
+		}
+		if (h->content_length >= 0 && h->content_length != cl)
+			return bad_reply(io, "two different Content-Lengths");
+		h->content_length = cl;
+	} else if (nl == 17 && !strncasecmp(p, "Transfer-Encoding", nl)) {
+		if (ve - vs != 7 || strncasecmp(v, "chunked", 7) || h->chunked) {
+			strbuf_addf(io->err, "bad reply from %s:%d: unsupported Transfer-Encoding '%.*s'",
+				    io->c->host, io->c->port, (int)(ve - vs > 64 ? 64 : ve - vs), v);
+			return -1;
+		}
+		h->chunked = 1;
+	} else if (nl == 10 && !strncasecmp(p, "Connection", nl)) {
+		if (has_token(v, ve - vs, "close"))
+			h->close = 1;
+		if (has_token(v, ve - vs, "keep-alive"))
+			h->keep_alive = 1;
+	}
+	return 0;
+}
+
+/* The head buf[0..end) (end is past its final empty line); -1 if malformed. */
+static int parse_head(struct conn_io *io, size_t end, struct reply_head *h)
+{
+	const char *b = io->buf;
+	size_t i = 0;
+	long e;
+
+	memset(h, 0, sizeof(*h));
+	h->content_length = -1;
+	if (memchr(b, '\0', end))
+		return bad_reply(io, "NUL byte in the headers");
+	e = find_crlf(io, 0);
+	/* "HTTP/1.x NNN[ reason]" */
+	if (e < 12 || memcmp(b, "HTTP/1.", 7) || (b[7] != '0' && b[7] != '1') || b[8] != ' ' ||
+	    b[9] < '1' || b[9] > '5' || b[10] < '0' || b[10] > '9' || b[11] < '0' || b[11] > '9' ||
+	    (e > 12 && b[12] != ' ') || memchr(b, '\n', (size_t)e) || memchr(b, '\r', (size_t)e))
+		return bad_reply(io, "malformed status line");
+	h->http10 = b[7] == '0';
+	h->status = (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
+	i = (size_t)e + 2;
+	while (i + 2 < end) {   /* each line up to the final empty one */
+		e = find_crlf(io, i);
+		if (e < 0 || memchr(b + i, '\n', (size_t)e - i) || memchr(b + i, '\r', (size_t)e - i))
+			return bad_reply(io, "malformed header line");
+		if (parse_header(io, b + i, (size_t)e - i, h) < 0)
+			return -1;
+		i = (size_t)e + 2;
+	}
+	return 0;
+}
+
+/*
+ * Read the reply into out: the status, RETRY (reused connection closed before
+ * any reply byte) or -1.  *keep says whether the connection can serve
+ * another request.
+ */
+static int read_reply(struct conn_io *io, const char *method, struct strbuf *out, int *keep)
+{
+	struct reply_head h;
+	size_t end = 0, from = 0, base = out->len;
+	ssize_t n;
+	char *p;
+
+	*keep = 0;
+	for (;;) {
+		/* the head: up to the first empty line */
+		while (!(p = io->len >= 4 ? memmem(io->buf + from, io->len - from, "\r\n\r\n", 4) : NULL)) {
+			if (io->len >= HEAD_MAX)
+				return bad_reply(io, "headers over 64 KiB");
+			from = io->len > 3 ? io->len - 3 : 0;
+			n = io_fill(io);
+			if (n > 0)
+				continue;
+			if (n != -2 && !io->got && io->reused &&
+			    (!n || io->sys_errno == ECONNRESET || io->sys_errno == EPIPE))
+				return RETRY;
+			if (!n && !io->got) {
+				strbuf_addf(io->err, "no reply from %s:%d: connection closed",
+					    io->c->host, io->c->port);
+				return -1;
+			}
+			return cut_short(io, n);
+		}
+		end = (size_t)(p - io->buf) + 4;
+		if (parse_head(io, end, &h) < 0)
+			return -1;
+		io->pos = end;
+		if (h.status >= 200 || h.status == 101)
+			break;
+		/* an interim 1xx reply: the real one follows */
+		memmove(io->buf, io->buf + end, io->len - end);
+		io->len -= end;
+		io->pos = 0;
+		from = 0;
+	}
+	if (h.status == 101)
+		return bad_reply(io, "unexpected protocol switch");
+	if (h.status == 204 || h.status == 304 || !strcmp(method, "HEAD")) {
+		/* no body */
+	} else if (h.chunked) {
+		if (h.content_length >= 0)
+			h.close = 1;   /* chunked wins over a Content-Length; trust no more */
+		if (read_chunked(io, out, base) < 0)
+			return -1;
+	} else if (h.content_length >= 0) {
+		if (h.content_length > BODY_MAX) {
+			strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
+				    io->c->port, BODY_MAX >> 20);
+			return -1;
+		}
+		if (read_body(io, out, base, (size_t)h.content_length) < 0)
+			return -1;
+	} else {
+		if (read_to_eof(io, out, base) < 0)
+			return -1;
+		h.close = 1;
+	}
+	/* bytes after the reply mean we are out of step with the server */
+	*keep = !h.close && (!h.http10 || h.keep_alive) && io->pos == io->len;
+	return h.status;
 }
 
 int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
 	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX];
-	struct strbuf url = STRBUF_INIT, h = STRBUF_INIT;
-	struct curl_slist *hdrs = NULL;
-	CURLcode rc;
-	long status = 0;
-	CURL *curl;
+	struct strbuf head = STRBUF_INIT;
+	struct conn_io io;
+	struct iovec iov[2];
+	size_t reply_len = reply->len;
+	int ret, keep = 0;
 
-	pthread_once(&curl_once, curl_setup);
-	if (!c->curl)
-		c->curl = curl_easy_init();
-	curl = c->curl;
-	if (!curl) {
-		strbuf_addf(err, "cannot create an HTTP client for %s:%d", c->host, c->port);
-		return -1;
-	}
-	if (dt_auth_sign_request(&c->key, method, path, body, body ? len : 0, ts, nonce, sig) < 0) {
+	if (!body)
+		len = 0;
+	if (dt_auth_sign_request(&c->key, method, path, body, len, ts, nonce, sig) < 0) {
 		strbuf_addf(err, "cannot sign a request to %s:%d", c->host, c->port);
 		return -1;
 	}
-	strbuf_addf(&url, "http://%s:%d%s", c->host, c->port, path);
-	strbuf_addf(&h, "%s: %s", DT_HDR_TIMESTAMP, ts);
-	hdrs = curl_slist_append(hdrs, h.buf);
-	strbuf_reset(&h);
-	strbuf_addf(&h, "%s: %s", DT_HDR_NONCE, nonce);
-	hdrs = curl_slist_append(hdrs, h.buf);
-	strbuf_reset(&h);
-	strbuf_addf(&h, "%s: %s", DT_HDR_SIGNATURE, sig);
-	hdrs = curl_slist_append(hdrs, h.buf);
-	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-	hdrs = curl_slist_append(hdrs, "Expect:");
+	strbuf_addf(&head, "%s %s HTTP/1.1\r\n", method, path);
+	if (strchr(c->host, ':') && c->host[0] != '[')
+		strbuf_addf(&head, "Host: [%s]:%d\r\n", c->host, c->port);
+	else
+		strbuf_addf(&head, "Host: %s:%d\r\n", c->host, c->port);
+	strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n", DT_HDR_TIMESTAMP, ts,
+		    DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig);
+	if (body)
+		strbuf_addstr(&head, "Content-Type: application/json\r\n");
+	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);
 
-	curl_easy_reset(curl);
-	curl_easy_setopt(curl, CURLOPT_URL, url.buf);
-	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, reply);
-	curl_easy_setopt(curl, CURLOPT_PROXY, "");   /* never through $http_proxy */
-	if (body) {
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-	} else if (!strcmp(method, "GET")) {
-		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+	memset(&io, 0, sizeof(io));
+	io.c = c;
+	io.err = err;
+	io.start = mono_ms();
+	io.deadline = c->timeout_ms > 0 ? io.start + c->timeout_ms : 0;
+	io.buf = xmalloc(HEAD_MAX);
+	for (int attempt = 0;; attempt++) {
+		io.reused = c->connected;
+		io.got = io.pos = io.len = 0;
+		if (io.reused && conn_stale(c)) {
+			conn_close(c);   /* closed while idle: not worth a retry */
+			io.reused = 0;
+		}
+		if (!c->connected && conn_open(&io) < 0) {
+			ret = -1;
+			break;
+		}
+		iov[0].iov_base = head.buf;
+		iov[0].iov_len = head.len;
+		iov[1].iov_base = (void *)(body ? body : "");
+		iov[1].iov_len = len;
+		ret = send_all(&io, iov, len ? 2 : 1);
+		if (!ret)
+			ret = read_reply(&io, method, reply, &keep);
+		if (ret != RETRY)
+			break;
+		conn_close(c);   /* and once more on a fresh connection (never reused: no RETRY) */
 	}
-	rc = curl_easy_perform(curl);
-	curl_slist_free_all(hdrs);
-	strbuf_release(&url);
-	strbuf_release(&h);
-	if (rc != CURLE_OK) {
-		if (rc == CURLE_OPERATION_TIMEDOUT)
-			strbuf_addf(err, "no answer from %s:%d within %ld ms", c->host, c->port,
-				    c->timeout_ms);
-		else
-			strbuf_addf(err, "cannot reach %s:%d: %s", c->host, c->port,
-				    curl_easy_strerror(rc));
-		return -1;
-	}
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-	return (int)status;
+	if (ret < 0 || !keep)
+		conn_close(c);
+	if (ret < 0)
+		strbuf_setlen(reply, reply_len);
+	free(io.buf);
+	strbuf_release(&head);
+	return ret;
 }
 
 int dt_httpc_request(struct dt_httpc *c, const char *method, const char *path,

@@ -1,9 +1,9 @@
 /*
- * httpc.h - the signed HTTP/JSON client (libcurl) for dtctl, dtsched and
- * dtagent.
+ * httpc.h - the signed HTTP/JSON client for dtctl, dtsched and dtagent.
  *
  * One struct dt_httpc per peer; it keeps its connection alive between
- * requests.  Not thread-safe: one client per thread.
+ * requests.  Not thread-safe: one client per thread.  Plain HTTP/1.1 to our
+ * own servers only (no TLS, proxies, redirects or compression): see httpc.c.
  *
  *	struct dt_httpc c;
  *	dt_httpc_init(&c, "10.88.0.11", 7070, &key);
@@ -12,12 +12,14 @@
  *	json_decref(reply);
  *	dt_httpc_release(&c);
  *
- * Errors name the peer: "cannot reach 10.88.0.11:7070: Connection refused".
+ * Errors name the peer: "cannot reach 10.88.0.11:7070: Connection refused",
+ * "no answer from 10.88.0.11:7070 within 10000 ms".
  */
 #ifndef DT_HTTPC_H
 #define DT_HTTPC_H
 
 #include <jansson.h>
+#include <sys/socket.h>
 #include "auth.h"
 #include "strbuf.h"
 
@@ -27,8 +29,11 @@ struct dt_httpc {
 	struct dt_auth_key key;
 	long timeout_ms;          /* whole request; default 10000 */
 	long connect_timeout_ms;  /* default 3000 */
-	void *curl;               /* CURL *, created on first use */
-	void *headers;
+	/* private to httpc.c */
+	int connected;            /* fd is a kept-alive connection */
+	int fd;
+	struct sockaddr_storage addr;  /* the address that answered, once resolved */
+	socklen_t addrlen;        /* 0 until then */
 };
 
 void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key);

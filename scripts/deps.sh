@@ -2,7 +2,7 @@
 # Install the Debian packages dtctl needs, only those missing, and say which.
 # Idempotent: a second run installs nothing and prints "deps: all present".
 set -eu
-PKGS="build-essential pkg-config libssh2-1-dev libyaml-dev libcurl4-openssl-dev
+PKGS="build-essential pkg-config libssh2-1-dev libyaml-dev
 libmicrohttpd-dev libjansson-dev libsqlite3-dev libssl-dev openmpi-bin libopenmpi-dev
 libopenblas-dev libcmocka-dev python3 python3-pytest python3-yaml openssh-server
 openssh-client iproute2 procps psmisc clang cppcheck clang-tidy valgrind chromium"

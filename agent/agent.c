@@ -58,6 +58,7 @@ struct agent {
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
 	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
 	char bin_dir[4096];
+	long long hb_acked;          /* last heartbeat seq dtsched answered 200 */
 	char sup_exe[4096];          /* dtshim beside us, else dtagent itself */
 };
 
@@ -132,6 +133,41 @@ json_t *inventory_collect(const char *node, int gpus)
 	json_object_set_new(inv, "gpu_source", json_string(nv > 0 ? "nvml" : n > 0 ? "fake" : "none"));
 	json_object_set_new(inv, "gpus", arr);
 	return inv;
+}
+
+/*
+ * The part of an inventory that changes from second to second -- free memory,
+ * load, each GPU's memory use, utilisation and processes -- moved out of inv
+ * into a heartbeat's "usage" (protocol.h).  What is left describes the node
+ * and changes only when the node does: inventory_hash covers that part, so
+ * the whole inventory travels again only when it changes.  Free memory is
+ * rounded down to USAGE_MEM_STEP (far below what `dtctl nodes` prints), so an
+ * idle node's usage changes at most as often as its load average (5 s).
+ */
+#define USAGE_MEM_STEP (16LL << 20)
+
+static json_t *inventory_take_usage(json_t *inv)
+{
+	json_t *usage = json_object(), *ugpus = json_array(), *g;
+	long long mem = json_integer_value(json_object_get(inv, "mem_available"));
+	size_t i;
+
+	json_object_set_new(usage, "mem_available", json_integer(mem / USAGE_MEM_STEP * USAGE_MEM_STEP));
+	json_object_set(usage, "load1", json_object_get(inv, "load1"));
+	json_array_foreach(json_object_get(inv, "gpus"), i, g) {
+		json_array_append_new(ugpus, json_pack("{s:O,s:O,s:O,s:O}",
+			"index", json_object_get(g, "index"),
+			"memory_used", json_object_get(g, "memory_used"),
+			"utilization", json_object_get(g, "utilization"),
+			"processes", json_object_get(g, "processes")));
+		json_object_del(g, "memory_used");
+		json_object_del(g, "utilization");
+		json_object_del(g, "processes");
+	}
+	json_object_set_new(usage, "gpus", ugpus);
+	json_object_del(inv, "mem_available");
+	json_object_del(inv, "load1");
+	return usage;
 }
 
 /* ------------------------------------------------------------ task table */
@@ -574,16 +610,27 @@ static const struct dt_http_route routes[] = {
 
 /* ------------------------------------------------------------ heartbeats */
 
-static json_t *heartbeat_tasks(struct agent *a, int full)
+/*
+ * The tasks for heartbeat `seq`: every live one, and a final one until a
+ * heartbeat that carried it final was answered 200 (hb_acked), so each end
+ * is sent once or twice, not with every heartbeat for a minute (a sweep
+ * of 1 s trials had ~500 of them in each heartbeat, a few per second).
+ * dtsched keeps final tasks DT_HEARTBEAT_RECENT_S after they ended.  A full
+ * heartbeat (after a dtsched restart) carries the whole table.  Lock held.
+ */
+static json_t *heartbeat_tasks(struct agent *a, int full, long long seq)
 {
 	json_t *arr = json_array();
-	long long recent = dt_now_us() - DT_HEARTBEAT_RECENT_S * 1000000LL;
 
 	for (size_t i = 0; i < a->tt.nr; i++) {
 		struct task *t = a->tt.items[i];
 
-		if (full || !task_state_final(t->state) || t->ended_us > recent)
-			json_array_append_new(arr, task_to_json(t, 1));
+		if (task_state_final(t->state) && !full && t->final_seq &&
+		    t->final_seq <= a->hb_acked)
+			continue;
+		if (task_state_final(t->state) && !t->final_seq)
+			t->final_seq = seq;
+		json_array_append_new(arr, task_to_json(t, 1));
 	}
 	return arr;
 }
@@ -611,6 +658,7 @@ static void *heartbeat_thread(void *data)
 	long long seq = 0;
 	int failing = 0, full = 1;   /* the first heartbeat carries the whole table */
 	char acked[DT_SHA256_HEX] = "";   /* inventory hash dtsched has from us */
+	struct strbuf usage_acked = STRBUF_INIT;   /* the usage it has from us ("" = none) */
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
 	c.timeout_ms = 2000;
@@ -636,10 +684,11 @@ static void *heartbeat_thread(void *data)
 		if (a->stopping)
 			break;
 		a->hb_kick = 0;
+		seq++;
 		body = json_pack("{s:s,s:i,s:i,s:o,s:s,s:o,s:I}", "node", a->name,
 				 "port", dt_httpd_port(a->srv), "agent_pid", (int)getpid(),
 				 "agent_started_at", ts_json(a->started_us), "version", DT_VERSION,
-				 "tasks", heartbeat_tasks(a, full), "seq", (json_int_t)++seq);
+				 "tasks", heartbeat_tasks(a, full, seq), "seq", (json_int_t)seq);
 		json_object_set_new(body, "full", json_boolean(full));
 		if (a->o.advertise)
 			json_object_set_new(body, "address", json_string(a->o.advertise));
@@ -654,27 +703,46 @@ static void *heartbeat_thread(void *data)
 			strbuf_release(&sc);
 		}
 		pthread_mutex_unlock(&a->lock);
-		/* the inventory only when it changed since dtsched last took it */
+		/*
+		 * The inventory only when the node changed since dtsched last took
+		 * it (the hash leaves out the usage numbers), the usage only when
+		 * it changed; the whole inventory still carries the current numbers
+		 * for a dtsched that does not know "usage".
+		 */
 		{
 			json_t *inv = inventory_collect(a->name, a->o.gpus);
+			json_t *fixed = json_deep_copy(inv), *usage = inventory_take_usage(fixed);
 			struct strbuf ib = STRBUF_INIT;
 
-			json_append(&ib, inv);
+			json_append(&ib, fixed);
 			dt_sha256_hex(ib.buf, ib.len, hash);
-			strbuf_release(&ib);
 			json_object_set_new(body, "inventory_hash", json_string(hash));
 			if (strcmp(hash, acked))
 				json_object_set_new(body, "inventory", inv);
 			else
 				json_decref(inv);
+			strbuf_reset(&ib);
+			json_append(&ib, usage);
+			if (strcmp(ib.buf, usage_acked.buf))
+				json_object_set_new(body, "usage", usage);
+			else
+				json_decref(usage);
+			json_decref(fixed);
+			strbuf_release(&ib);
 		}
 		code = dt_httpc_request(&c, "POST", DT_PATH_HEARTBEAT, body, &reply, &err);
 		pthread_mutex_lock(&a->lock);
 		if (code == 200) {
+			a->hb_acked = seq;     /* its final tasks need not be sent again */
 			if (json_object_get(body, "inventory"))
 				memcpy(acked, hash, sizeof(acked));
+			if (json_object_get(body, "usage")) {
+				strbuf_reset(&usage_acked);
+				json_append(&usage_acked, json_object_get(body, "usage"));
+			}
 			if (json_is_true(json_object_get(reply, "want_inventory"))) {
 				acked[0] = '\0';
+				strbuf_reset(&usage_acked);
 				a->hb_kick = 1;   /* send it now */
 			}
 			/* dtsched asks for the whole table when it (re)learns about us */
@@ -696,6 +764,7 @@ static void *heartbeat_thread(void *data)
 	}
 	pthread_mutex_unlock(&a->lock);
 	dt_httpc_release(&c);
+	strbuf_release(&usage_acked);
 	return NULL;
 }
 

@@ -48,6 +48,7 @@ struct task {
 	/* agent-side bookkeeping, not saved */
 	long long file_mtime_ns;
 	long long changed_ms;       /* dt_mono_ms() of the last state change seen */
+	long long final_seq;        /* the heartbeat that first carried it final (0: none yet) */
 };
 
 const char *task_state_name(enum task_state s);

@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -78,11 +79,89 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
 	return ret;
 }
 
+/*
+ * Per-thread OpenSSL state.  OpenSSL 3 looks an algorithm up by name (a
+ * locked property query, then a fresh context) on every one-shot call such
+ * as SHA256() or HMAC(): with 1000 heartbeats a second that was most of the
+ * cost of checking a signature.  SHA-256 and HMAC are fetched once per
+ * process, and each thread keeps a digest context and an HMAC context keyed
+ * with the last key it used (re-keyed only when another key comes along;
+ * EVP_MAC_init with a NULL key restarts with the key it holds).  Contexts are
+ * never shared between threads, so no lock is needed after the fetch; they
+ * are freed when their thread exits.  If anything here fails, the callers
+ * fall back to the one-shot calls.
+ */
+struct auth_tls {
+	EVP_MD_CTX *md;
+	EVP_MAC_CTX *mac;
+	size_t keylen;                      /* of the key mac holds; 0 = not keyed */
+	unsigned char key[DT_AUTH_KEY_MAX];
+};
+
+static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tls_key;
+static int tls_ok;
+static EVP_MD *sha256_md;                   /* process lifetime */
+static EVP_MAC *hmac_mac;
+
+static void tls_free(void *data)
+{
+	struct auth_tls *t = data;
+
+	EVP_MD_CTX_free(t->md);
+	EVP_MAC_CTX_free(t->mac);
+	OPENSSL_cleanse(t->key, sizeof(t->key));
+	free(t);
+}
+
+static void algs_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+	hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	tls_ok = sha256_md && hmac_mac && !pthread_key_create(&tls_key, tls_free);
+}
+
+/* This thread's contexts (created on first use); NULL if OpenSSL refused. */
+static struct auth_tls *auth_tls_get(void)
+{
+	struct auth_tls *t;
+
+	pthread_once(&algs_once, algs_fetch);
+	if (!tls_ok)
+		return NULL;
+	t = pthread_getspecific(tls_key);
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->md = EVP_MD_CTX_new();
+	t->mac = EVP_MAC_CTX_new(hmac_mac);
+	if (!t->md || !t->mac || pthread_setspecific(tls_key, t)) {
+		tls_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static int sha256_cached(const void *data, size_t len, unsigned char *md)
+{
+	struct auth_tls *t = auth_tls_get();
+	unsigned int n = 0;
+
+	return t && EVP_DigestInit_ex2(t->md, sha256_md, NULL) &&
+		EVP_DigestUpdate(t->md, data, len) && EVP_DigestFinal_ex(t->md, md, &n) &&
+		n == SHA256_DIGEST_LENGTH ? 0 : -1;
+}
+
 void dt_sha256_hex(const void *data, size_t len, char *out)
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];
 
-	SHA256(data ? data : (const void *)"", len, md);
+	if (!data)
+		data = "";
+	if (sha256_cached(data, len, md) < 0)
+		SHA256(data, len, md);
 	to_hex(md, sizeof(md), out);
 }
 
@@ -101,21 +180,71 @@ int dt_random_hex(char *out, size_t n)
 	return 0;
 }
 
+/*
+ * HMAC of the signed string (protocol.h) with this thread's keyed context,
+ * fed piece by piece (no formatted copy); -1 if OpenSSL refused.
+ */
+static int hmac_cached(const struct dt_auth_key *key, const char *const part[5],
+		       unsigned char *mac, size_t *maclen)
+{
+	struct auth_tls *t = auth_tls_get();
+	OSSL_PARAM params[2];
+
+	if (!t)
+		return -1;
+	if (t->keylen != key->len || CRYPTO_memcmp(t->key, key->bytes, key->len)) {
+		params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
+		params[1] = OSSL_PARAM_construct_end();
+		t->keylen = 0;
+		if (!EVP_MAC_init(t->mac, key->bytes, key->len, params))
+			return -1;
+		memcpy(t->key, key->bytes, key->len);
+		t->keylen = key->len;
+	} else if (!EVP_MAC_init(t->mac, NULL, 0, NULL)) {
+		t->keylen = 0;
+		return -1;
+	}
+	for (int i = 0; i < 5; i++) {
+		if ((i && !EVP_MAC_update(t->mac, (const unsigned char *)"\n", 1)) ||
+		    !EVP_MAC_update(t->mac, (const unsigned char *)part[i], strlen(part[i]))) {
+			t->keylen = 0;
+			return -1;
+		}
+	}
+	if (!EVP_MAC_final(t->mac, mac, maclen, EVP_MAX_MD_SIZE)) {
+		t->keylen = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* The same with the one-shot call (when the cached contexts are unavailable). */
+static void hmac_oneshot(const struct dt_auth_key *key, const char *const part[5],
+			 unsigned char *mac, size_t *maclen)
+{
+	struct strbuf msg = STRBUF_INIT;
+	unsigned int n = 0;
+
+	strbuf_addf(&msg, "%s\n%s\n%s\n%s\n%s", part[0], part[1], part[2], part[3], part[4]);
+	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf, msg.len,
+	     mac, &n);
+	*maclen = n;
+	strbuf_release(&msg);
+}
+
 void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,
 		  const char *timestamp, const char *nonce, const void *body, size_t len,
 		  char *sig)
 {
 	char bodyhash[DT_SHA256_HEX];
+	const char *const part[5] = { method, path, timestamp, nonce, bodyhash };
 	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
-	struct strbuf msg = STRBUF_INIT;
+	size_t maclen = 0;
 
 	dt_sha256_hex(body, len, bodyhash);
-	strbuf_addf(&msg, "%s\n%s\n%s\n%s\n%s", method, path, timestamp, nonce, bodyhash);
-	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf,
-	     msg.len, mac, &maclen);
+	if (hmac_cached(key, part, mac, &maclen) < 0)
+		hmac_oneshot(key, part, mac, &maclen);
 	to_hex(mac, maclen, sig);
-	strbuf_release(&msg);
 }
 
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,

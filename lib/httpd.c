@@ -21,7 +21,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 struct parked {
 	struct MHD_Connection *conn;
@@ -45,6 +47,9 @@ struct dt_httpd {
 	pthread_t thread;
 	int own_thread;
 	atomic_int quit;
+	int batch_fd;                 /* epoll of the listening socket only, -1 if none */
+	atomic_int big_replies;       /* replies of BIG_REPLY bytes or more being sent */
+	atomic_llong fresh_until_ms;  /* a connection was opened: no batching until then */
 };
 
 struct req_ctx {
@@ -52,6 +57,7 @@ struct req_ctx {
 	int too_large;
 	int verified;                 /* signature checked (a parked request re-runs) */
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
+	int big;                      /* counted in srv->big_replies until completed */
 };
 
 static long long mono_ms(void)
@@ -100,8 +106,11 @@ static void count(struct dt_httpd *srv, int status)
 	pthread_mutex_unlock(&srv->stats_lock);
 }
 
+/* a reply this big needs several rounds of the poll loop (see serve_loop) */
+#define BIG_REPLY (64 * 1024)
+
 static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *conn,
-				  struct dt_http_response *resp)
+				  struct req_ctx *ctx, struct dt_http_response *resp)
 {
 	struct strbuf out = STRBUF_INIT;
 	struct MHD_Response *r;
@@ -120,18 +129,41 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 		json_decref(body);
 		if (!resp->content_type)
 			resp->content_type = "application/json";
+		buf = strbuf_detach(&out, &len);
 	} else {
-		strbuf_addbuf(&out, &resp->text);
+		buf = strbuf_detach(&resp->text, &len);   /* no copy of a big reply */
 		if (!resp->content_type)
 			resp->content_type = "text/plain; charset=utf-8";
 	}
-	buf = strbuf_detach(&out, &len);
+	if (len >= BIG_REPLY && !ctx->big) {
+		ctx->big = 1;
+		atomic_fetch_add(&srv->big_replies, 1);
+	}
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	count(srv, resp->status);
 	return ret;
+}
+
+int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *resp)
+{
+	struct strbuf err = STRBUF_INIT;
+
+	if (!req->body_len)
+		return 0;
+	req->json = json_parse(req->body, req->body_len, &err);
+	if (!req->json || !json_is_object(req->json)) {
+		dt_http_error(resp, 400, "request body is not a JSON object%s%s",
+			      err.len ? ": " : "", err.buf);
+		strbuf_release(&err);
+		json_decref(req->json);
+		req->json = NULL;
+		return -1;
+	}
+	strbuf_release(&err);
+	return 0;
 }
 
 static const struct dt_http_route *find_route(struct dt_httpd *srv, const char *method,
@@ -212,19 +244,8 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 				      DT_PROTOCOL_VERSION);
 		return;
 	}
-	if (ctx->body.len) {
-		struct strbuf err = STRBUF_INIT;
-
-		req.json = json_parse(ctx->body.buf, ctx->body.len, &err);
-		if (!req.json || !json_is_object(req.json)) {
-			dt_http_error(resp, 400, "request body is not a JSON object%s%s",
-				      err.len ? ": " : "", err.buf);
-			strbuf_release(&err);
-			json_decref(req.json);
-			return;
-		}
-		strbuf_release(&err);
-	}
+	if (!(route->flags & DT_ROUTE_RAW_BODY) && dt_http_parse_body(&req, resp) < 0)
+		return;
 	req.param = param;
 	req.may_park = !ctx->deadline_ms || mono_ms() < ctx->deadline_ms;
 	route->fn(&req, resp, srv->opts.data);
@@ -255,7 +276,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 			memset(&resp, 0, sizeof(resp));
 			strbuf_init(&resp.text, 0);
 			dt_http_error(&resp, 413, "request body over %zu bytes", srv->opts.max_body);
-			ret = send_reply(srv, conn, &resp);
+			ret = send_reply(srv, conn, ctx, &resp);
 			json_decref(resp.json);
 			ctx->too_large = 2;
 			return ret;
@@ -309,7 +330,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		json_decref(resp.json);
 		strbuf_release(&resp.text);
 	}
-	ret = send_reply(srv, conn, &resp);
+	ret = send_reply(srv, conn, ctx, &resp);
 	json_decref(resp.json);
 	strbuf_release(&resp.text);
 	return ret;
@@ -318,9 +339,12 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct dt_httpd *srv = cls;
 	struct req_ctx *ctx = *con_cls;
 
 	if (ctx) {
+		if (ctx->big)
+			atomic_fetch_sub(&srv->big_replies, 1);
 		strbuf_release(&ctx->body);
 		free(ctx);
 		*con_cls = NULL;
@@ -346,33 +370,83 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
  * the poll in a 100 ms window) this loop lets requests gather for BATCH_MS
  * after each round and then serves them together; when quiet it answers at
  * once, so interactive latency is unchanged.
+ *
+ * Batching must not slow down what needs several rounds: a new connection
+ * (accept, then read the request) and a big reply (sent as fast as the client
+ * reads it).  So the wait between rounds is an epoll_wait on the listening
+ * socket alone (a connecting client ends it at once; the agents' keep-alive
+ * connections do not), after a new connection there is no batching for
+ * FRESH_MS, and none while a reply of BIG_REPLY bytes or more is in flight.
  */
 #ifndef BATCH_MS
 #define BATCH_MS 5
 #endif
 #define BUSY_RUNS 10
+#define FRESH_MS 100
+
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			      enum MHD_ConnectionNotificationCode code)
+{
+	struct dt_httpd *srv = cls;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_store(&srv->fresh_until_ms, mono_ms() + FRESH_MS);
+}
+
+static void batch_wait(struct dt_httpd *srv)
+{
+	struct epoll_event ev;
+
+	if (srv->batch_fd >= 0) {
+		epoll_wait(srv->batch_fd, &ev, 1, BATCH_MS);
+	} else {
+		struct timespec ts = { 0, BATCH_MS * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+}
 
 static void *serve_loop(void *data)
 {
 	struct dt_httpd *srv = data;
-	long long window = mono_ms();
+	long long window = mono_ms(), now;
 	int runs = 0, busy = 0;
 
 	while (!atomic_load(&srv->quit)) {
 		MHD_run_wait(srv->mhd, 100);
 		runs++;
-		if (mono_ms() - window >= 100) {
+		now = mono_ms();
+		if (now - window >= 100) {
 			busy = runs > BUSY_RUNS;
 			runs = 0;
-			window = mono_ms();
+			window = now;
 		}
-		if (busy && BATCH_MS > 0) {
-			struct timespec ts = { 0, BATCH_MS * 1000000L };
-
-			nanosleep(&ts, NULL);
-		}
+		if (busy && BATCH_MS > 0 && !atomic_load(&srv->big_replies) &&
+		    now >= atomic_load(&srv->fresh_until_ms))
+			batch_wait(srv);
 	}
 	return NULL;
+}
+
+/* The epoll set batch_wait() sleeps on: the listening socket only. */
+static int batch_fd_open(struct dt_httpd *srv)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+	struct epoll_event ev;
+	int fd;
+
+	if (!di || di->listen_fd < 0)
+		return -1;
+	fd = epoll_create1(EPOLL_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	if (epoll_ctl(fd, EPOLL_CTL_ADD, di->listen_fd, &ev) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf *err)
@@ -383,6 +457,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	const union MHD_DaemonInfo *di;
 
 	srv->opts = *opts;
+	srv->batch_fd = -1;
 	if (!srv->opts.threads)
 		srv->opts.threads = 1;
 	if (srv->opts.threads > 1)
@@ -406,6 +481,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->conn_memory,
 				    MHD_OPTION_CONNECTION_TIMEOUT, opts->timeout_s,
 				    MHD_OPTION_NOTIFY_COMPLETED, completed_cb, srv,
+				    MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
 				    opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 				    opts->threads, MHD_OPTION_END);
 	if (!srv->mhd) {
@@ -416,7 +492,10 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
 	srv->port = di ? di->port : opts->port;
 	if (srv->opts.threads == 1) {
+		srv->batch_fd = batch_fd_open(srv);   /* else: plain sleeps */
 		if (pthread_create(&srv->thread, NULL, serve_loop, srv)) {
+			if (srv->batch_fd >= 0)
+				close(srv->batch_fd);
 			MHD_stop_daemon(srv->mhd);
 			strbuf_addf(err, "cannot start the HTTP server thread");
 			goto fail;
@@ -491,6 +570,8 @@ void dt_httpd_stop(struct dt_httpd *srv)
 		pthread_join(srv->thread, NULL);
 		/* answer the requests resumed above (this thread is the loop now) */
 		MHD_run_wait(srv->mhd, 0);
+		if (srv->batch_fd >= 0)
+			close(srv->batch_fd);
 	}
 	MHD_stop_daemon(srv->mhd);
 	dt_nonce_cache_free(srv->nonces);

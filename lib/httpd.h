@@ -62,6 +62,9 @@ typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_respons
 			     void *data);
 
 #define DT_ROUTE_PUBLIC 1    /* no signature needed (read-only endpoints only) */
+#define DT_ROUTE_RAW_BODY 2  /* the body is not parsed: req->json is NULL and the
+			      * handler reads req->body (dt_http_parse_body()
+			      * does what the server would have done) */
 
 struct dt_http_route {
 	const char *method;
@@ -111,5 +114,10 @@ void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, .
 	DT_PRINTF(3, 4);
 /* Set a JSON reply; steals obj. */
 void dt_http_json(struct dt_http_response *resp, int status, json_t *obj);
+/* Parse a non-empty req->body into req->json (freed by the server after the
+ * handler, as always); -1 with a 400 reply in resp when it is not a JSON
+ * object.  The server does this before every handler except on
+ * DT_ROUTE_RAW_BODY routes. */
+int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *resp);
 
 #endif

@@ -124,12 +124,20 @@
  *   <- {node, port, address?, agent_pid, agent_started_at, version,
  *       bin_dir?, home?, ssh_config? (<home>/ssh_config when it exists: mpirun's
  *       plm_rsh_args -F on that node),
- *       inventory_hash?: hex sha256 of the agent's compact inventory JSON,
+ *       inventory_hash?: hex sha256 of the agent's compact inventory JSON
+ *               without its usage numbers (mem_available, load1, and each
+ *               GPU's memory_used, utilization, processes), so it changes
+ *               only when the node does,
  *       inventory?: (as GET /v1/inventory without protocol) -- required
  *               without inventory_hash; with it, sent only when the hash
  *               changed since dtsched last took it, or when asked,
- *       tasks: [TASK...] (every non-final task, and final ones ended in the
- *               last DT_HEARTBEAT_RECENT_S seconds), seq,
+ *       usage?: {mem_available, load1, gpus: [{index, memory_used,
+ *               utilization, processes}]} -- those numbers, sent when they
+ *               changed since dtsched last took them (mem_available rounded
+ *               down to 16 MiB); dtsched applies them to the inventory it has,
+ *       tasks: [TASK...] (every non-final task, and a final one until a
+ *               heartbeat carrying it was answered 200; dtsched keeps final
+ *               tasks in memory DT_HEARTBEAT_RECENT_S after they ended), seq,
  *       full: true when tasks is the agent's whole table (its first heartbeat,
  *             and the one after a reply with want_full)}
  *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms,

@@ -68,6 +68,31 @@ struct sched {
 };
 
 
+/*
+ * sched.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).
+ * Strings and JSON values point into the parsed body and live as long as it.
+ */
+struct heartbeat {
+	const char *node, *address, *version, *inventory_hash, *agent_started_at;
+	const char *bin_dir, *home, *ssh_config;
+	long long port;               /* 0 when absent or not an integer */
+	int full;
+	int has_tasks;                /* "tasks" is present (tasks NULL: an empty array) */
+	json_t *tasks;                /* NULL, or not an array (a 400) */
+	json_t *inventory;
+	json_t *usage;                /* the inventory's changing numbers, when they changed */
+};
+/*
+ * The common heartbeat (an idle node: flat, ASCII strings without escapes,
+ * integers, booleans, "tasks": [], no inventory) read without jansson.  buf
+ * (len bytes, NUL-terminated) is modified in place.  0 with *hb filled, or
+ * -1 when the body is anything else (then parse it with jansson, which also
+ * says what is wrong with a bad one): -1 is never an error by itself, and 0
+ * is only returned for a body jansson reads the same way.
+ */
+int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
+void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
+
 struct node *node_find(struct sched *s, const char *name);
 int db_exec(struct sched *s, const char *sql);
 /* Make the main loop run jobs_step() now instead of at its next tick. */

@@ -15,9 +15,11 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
@@ -414,35 +416,257 @@ static int node_name_ok(const char *s)
 	return 1;
 }
 
+/* ------------------------------------------------------------ heartbeats */
+
+void heartbeat_from_json(const json_t *j, struct heartbeat *hb)
+{
+	memset(hb, 0, sizeof(*hb));
+	hb->node = json_get_str(j, "node", NULL);
+	hb->address = json_get_str(j, "address", NULL);
+	hb->version = json_get_str(j, "version", NULL);
+	hb->inventory_hash = json_get_str(j, "inventory_hash", NULL);
+	hb->agent_started_at = json_get_str(j, "agent_started_at", NULL);
+	hb->bin_dir = json_get_str(j, "bin_dir", NULL);
+	hb->home = json_get_str(j, "home", NULL);
+	hb->ssh_config = json_get_str(j, "ssh_config", NULL);
+	hb->port = json_get_int(j, "port", 0);
+	hb->full = json_is_true(json_object_get(j, "full"));
+	hb->tasks = json_object_get(j, "tasks");
+	hb->has_tasks = hb->tasks != NULL;
+	hb->inventory = json_object_get(j, "inventory");
+	hb->usage = json_object_get(j, "usage");
+}
+
+/*
+ * A heartbeat's "usage" (protocol.h) into the inventory we hold: free memory,
+ * load and each GPU's memory use, utilisation and processes travel without the
+ * rest of the inventory.  Only values of the expected types are taken.
+ */
+static void inventory_apply_usage(json_t *inv, const json_t *usage)
+{
+	json_t *gpus = json_object_get(inv, "gpus"), *u, *g, *v;
+	size_t i, k;
+
+	if (json_is_integer(v = json_object_get(usage, "mem_available")))
+		json_object_set(inv, "mem_available", v);
+	if (json_is_number(v = json_object_get(usage, "load1")))
+		json_object_set(inv, "load1", v);
+	json_array_foreach(json_object_get(usage, "gpus"), i, u) {
+		json_t *index = json_object_get(u, "index");
+
+		if (!json_is_integer(index))
+			continue;
+		json_array_foreach(gpus, k, g) {
+			if (!json_equal(json_object_get(g, "index"), index))
+				continue;
+			if (json_is_integer(v = json_object_get(u, "memory_used")))
+				json_object_set(g, "memory_used", v);
+			if (json_is_integer(v = json_object_get(u, "utilization")))
+				json_object_set(g, "utilization", v);
+			if (json_is_array(v = json_object_get(u, "processes")))
+				json_object_set(g, "processes", v);
+			break;
+		}
+	}
+}
+
+/*
+ * A thousand agents heartbeat every second, and jansson's parse of the small
+ * body (a hash table and a dozen allocations) was a tenth of dtsched's CPU.
+ * This reads only a strict subset of JSON; whatever is outside it -- escapes,
+ * non-ASCII, reals, nesting, tasks, an inventory, a key twice, a known key
+ * with an unexpected type, anything malformed -- returns -1 so that the
+ * caller uses jansson, so behaviour (and every error message) stays jansson's.
+ */
+#define HB_MAX_KEYS 32
+
+static size_t hb_ws(const char *b, size_t i, size_t n)
+{
+	while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* A string at b[i] == '"': printable ASCII without escapes, NUL-terminated in
+ * place; the index after it, 0 when it is outside the subset. */
+static size_t hb_string(char *b, size_t i, size_t n, const char **out)
+{
+	size_t start = ++i;
+
+	for (; i < n && b[i] != '"'; i++)
+		if ((unsigned char)b[i] < 0x20 || (unsigned char)b[i] > 0x7e || b[i] == '\\')
+			return 0;
+	if (i >= n)
+		return 0;
+	b[i] = '\0';
+	*out = b + start;
+	return i + 1;
+}
+
+int heartbeat_parse_fast(char *b, size_t n, struct heartbeat *hb)
+{
+	static const struct { const char *key; size_t off; } str_keys[] = {
+		{ "node", offsetof(struct heartbeat, node) },
+		{ "address", offsetof(struct heartbeat, address) },
+		{ "version", offsetof(struct heartbeat, version) },
+		{ "inventory_hash", offsetof(struct heartbeat, inventory_hash) },
+		{ "agent_started_at", offsetof(struct heartbeat, agent_started_at) },
+		{ "bin_dir", offsetof(struct heartbeat, bin_dir) },
+		{ "home", offsetof(struct heartbeat, home) },
+		{ "ssh_config", offsetof(struct heartbeat, ssh_config) },
+	};
+	const char *keys[HB_MAX_KEYS];
+	size_t nr_keys = 0, i;
+
+	memset(hb, 0, sizeof(*hb));
+	i = hb_ws(b, 0, n);
+	if (i >= n || b[i] != '{')
+		return -1;
+	i = hb_ws(b, i + 1, n);
+	if (i < n && b[i] == '}') {
+		i++;
+		goto end;
+	}
+	for (;;) {
+		const char *key, *str = NULL;
+		enum { V_STR, V_INT, V_BOOL, V_NULL, V_EMPTY_ARRAY } type;
+		long long num = 0;
+		int truth = 0, known = 0;
+
+		if (i >= n || b[i] != '"' || !(i = hb_string(b, i, n, &key)))
+			return -1;
+		/* jansson (JSON_REJECT_DUPLICATES) refuses a key twice */
+		if (nr_keys == HB_MAX_KEYS)
+			return -1;
+		for (size_t k = 0; k < nr_keys; k++)
+			if (!strcmp(keys[k], key))
+				return -1;
+		keys[nr_keys++] = key;
+		i = hb_ws(b, i, n);
+		if (i >= n || b[i] != ':')
+			return -1;
+		i = hb_ws(b, i + 1, n);
+		if (i >= n)
+			return -1;
+		if (b[i] == '"') {
+			if (!(i = hb_string(b, i, n, &str)))
+				return -1;
+			type = V_STR;
+		} else if (b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
+			/* an integer as JSON writes it: no leading zero, no fraction,
+			 * no exponent, small enough for jansson's json_int_t */
+			int neg = b[i] == '-', digits = 0;
+
+			if (neg)
+				i++;
+			if (i >= n || b[i] < '0' || b[i] > '9' ||
+			    (b[i] == '0' && i + 1 < n && b[i + 1] >= '0' && b[i + 1] <= '9'))
+				return -1;
+			for (; i < n && b[i] >= '0' && b[i] <= '9'; i++) {
+				if (++digits > 18)
+					return -1;
+				num = num * 10 + (b[i] - '0');
+			}
+			if (i < n && (b[i] == '.' || b[i] == 'e' || b[i] == 'E'))
+				return -1;
+			if (neg)
+				num = -num;
+			type = V_INT;
+		} else if (n - i >= 4 && !memcmp(b + i, "true", 4)) {
+			i += 4;
+			truth = 1;
+			type = V_BOOL;
+		} else if (n - i >= 5 && !memcmp(b + i, "false", 5)) {
+			i += 5;
+			type = V_BOOL;
+		} else if (n - i >= 4 && !memcmp(b + i, "null", 4)) {
+			i += 4;
+			type = V_NULL;
+		} else if (b[i] == '[') {
+			i = hb_ws(b, i + 1, n);
+			if (i >= n || b[i] != ']')
+				return -1;
+			i++;
+			type = V_EMPTY_ARRAY;
+		} else {
+			return -1;
+		}
+		/* the known keys, with the types the handler reads them as */
+		for (size_t k = 0; k < ARRAY_SIZE(str_keys) && !known; k++) {
+			if (strcmp(key, str_keys[k].key))
+				continue;
+			if (type != V_STR)
+				return -1;
+			*(const char **)((char *)hb + str_keys[k].off) = str;
+			known = 1;
+		}
+		if (!known) {
+			if (!strcmp(key, "port")) {
+				if (type != V_INT)
+					return -1;
+				hb->port = num;
+			} else if (!strcmp(key, "full")) {
+				if (type != V_BOOL)
+					return -1;
+				hb->full = truth;
+			} else if (!strcmp(key, "tasks")) {
+				if (type != V_EMPTY_ARRAY)
+					return -1;
+				hb->has_tasks = 1;
+			} else if (!strcmp(key, "inventory")) {
+				return -1;
+			}
+		}
+		i = hb_ws(b, i, n);
+		if (i < n && b[i] == ',') {
+			i = hb_ws(b, i + 1, n);
+			continue;
+		}
+		if (i < n && b[i] == '}') {
+			i++;
+			break;
+		}
+		return -1;
+	}
+end:
+	/* nothing but white space after the object (a NUL is not white space) */
+	return hb_ws(b, i, n) == n ? 0 : -1;
+}
+
 static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	const char *name = json_get_str(req->json, "node", NULL);
-	json_t *tasks = json_object_get(req->json, "tasks"), *t, *inv;
-	int full = json_is_true(json_object_get(req->json, "full")), changed = 0;
-	int dirty = 0, derive = 0, want_inv = 0;
-	long long port = json_get_int(req->json, "port", 0);
-	const char *inv_hash = json_get_str(req->json, "inventory_hash", NULL);
+	struct heartbeat hb;
+	char fast[4096];
+	json_t *t;
+	int changed = 0, dirty = 0, derive = 0, want_inv = 0;
 	struct node *n;
 	size_t i;
 
-	if (!req->json || !node_name_ok(name) || port <= 0 || port > 65535 ||
-	    (tasks && !json_is_array(tasks))) {
+	/* the fast reader on a copy of a small body; else jansson */
+	if (req->body_len >= sizeof(fast) ||
+	    (memcpy(fast, req->body, req->body_len + 1),
+	     heartbeat_parse_fast(fast, req->body_len, &hb) < 0)) {
+		if (dt_http_parse_body(req, resp) < 0)
+			return;
+		heartbeat_from_json(req->json, &hb);
+	}
+	if (!node_name_ok(hb.node) || hb.port <= 0 || hb.port > 65535 ||
+	    (hb.tasks && !json_is_array(hb.tasks))) {
 		dt_http_error(resp, 400, "a heartbeat needs 'node' (a node name), 'port' and a 'tasks' array");
 		return;
 	}
-	inv = json_object_get(req->json, "inventory");
 	pthread_mutex_lock(&s->lock);
-	n = node_find(s, name);
+	n = node_find(s, hb.node);
 	if (!n) {
-		n = node_add(s, name);
-		dtlog(DTLOG_INFO, "node '%s' joined from %s", name, req->remote);
+		n = node_add(s, hb.node);
+		dtlog(DTLOG_INFO, "node '%s' joined from %s", hb.node, req->remote);
 		changed = 1;
 	}
 	s->heartbeats++;
-	dirty |= set_str(&n->address, json_get_str(req->json, "address", req->remote));
-	dirty |= n->port != (int)port;
-	n->port = (int)port;
+	dirty |= set_str(&n->address, hb.address ? hb.address : req->remote);
+	dirty |= n->port != (int)hb.port;
+	n->port = (int)hb.port;
 	n->last_hb_us = dt_now_us();
 	n->last_hb_mono = dt_mono_ms();
 	n->down_latched = 0;
@@ -450,30 +674,36 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	 * The inventory travels only when it changed (protocol.h, inventory_hash):
 	 * keep ours when the hash matches, ask for it when we do not have it.
 	 */
-	if (json_is_object(inv)) {
-		if (!inv_hash || strcmp(n->inv_hash, inv_hash) || !n->inventory) {
+	if (json_is_object(hb.inventory)) {
+		if (!hb.inventory_hash || strcmp(n->inv_hash, hb.inventory_hash) || !n->inventory) {
 			json_decref(n->inventory);
-			n->inventory = json_incref(inv);
+			n->inventory = json_incref(hb.inventory);
 			/* memory and load change every second on a real node: the
 			 * database copy (for display while DOWN) follows coarsely */
 			derive = 1;
 			if (!n->saved_hb_us)
 				dirty = 1;
 		}
-		snprintf(n->inv_hash, sizeof(n->inv_hash), "%s", inv_hash ? inv_hash : "");
-	} else if (inv_hash && (!n->inventory || strcmp(n->inv_hash, inv_hash))) {
+		snprintf(n->inv_hash, sizeof(n->inv_hash), "%s",
+			 hb.inventory_hash ? hb.inventory_hash : "");
+	} else if (hb.inventory_hash && (!n->inventory || strcmp(n->inv_hash, hb.inventory_hash))) {
 		want_inv = 1;
 	}
-	if (!n->agent_started || strcmp(n->agent_started, json_get_str(req->json, "agent_started_at", "")))
+	if (json_is_object(hb.usage) && n->inventory && !want_inv) {
+		inventory_apply_usage(n->inventory, hb.usage);
+		derive = 1;
+	}
+	if (!n->agent_started || strcmp(n->agent_started, hb.agent_started_at ? hb.agent_started_at : ""))
 		changed = 1;
-	dirty |= set_str(&n->agent_version, json_get_str(req->json, "version", NULL));
-	set_str(&n->bin_dir, json_get_str(req->json, "bin_dir", NULL));
-	set_str(&n->home, json_get_str(req->json, "home", NULL));
-	set_str(&n->ssh_config, json_get_str(req->json, "ssh_config", NULL));
-	set_str(&n->agent_started, json_get_str(req->json, "agent_started_at", ""));
+	dirty |= set_str(&n->agent_version, hb.version);
+	set_str(&n->bin_dir, hb.bin_dir);
+	set_str(&n->home, hb.home);
+	set_str(&n->ssh_config, hb.ssh_config);
+	set_str(&n->agent_started, hb.agent_started_at ? hb.agent_started_at : "");
 
 	/* task states: write what changed */
-	if (tasks) {
+	if (hb.has_tasks) {
+		json_t *tasks = hb.tasks;
 		json_t *seen = json_object();
 		const char *id;
 		int in_txn = 0, job_change = 0;
@@ -496,15 +726,18 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 			if (json_get_str(t, "job_id", NULL))
 				job_change = 1;
 		}
-		/* drop from memory what the agent no longer reports; with a full
-		 * table, a live task it does not know is lost */
+		/* drop from memory final tasks the agent no longer reports, once
+		 * they ended DT_HEARTBEAT_RECENT_S ago (agents send a final task
+		 * until a heartbeat with it was answered, then stop: the job and
+		 * sweep code still read it here); with a full table, a live task
+		 * the agent does not know is lost */
 		for (void *it = json_object_iter(n->tasks); it;) {
 			void *next = json_object_iter_next(n->tasks, it);
 
 			id = json_object_iter_key(it);
 			t = json_object_iter_value(it);
 			if (!json_object_get(seen, id)) {
-				if (full && !task_state_final_str(json_get_str(t, "state", NULL))) {
+				if (hb.full && !task_state_final_str(json_get_str(t, "state", NULL))) {
 					if (!in_txn++)
 						db_exec(s, "BEGIN");
 					json_object_set_new(t, "state", json_string(DT_TASK_LOST));
@@ -513,7 +746,9 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 					dtlog(DTLOG_WARN, "task '%s' on '%s': its agent does not know it; lost",
 					      id, n->name);
 					derive = 1;
-				} else if (task_state_final_str(json_get_str(t, "state", NULL))) {
+				} else if (task_state_final_str(json_get_str(t, "state", NULL)) &&
+					   dt_timestamp_parse(json_get_str(t, "ended_at", "")) <
+					   dt_now_us() - DT_HEARTBEAT_RECENT_S * 1000000LL) {
 					json_object_del(n->tasks, id);
 					derive = 1;
 				}
@@ -526,9 +761,9 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		if (job_change)
 			sched_wake(s);
 	}
-	if (full)
+	if (hb.full)
 		n->want_full = 0;
-	if (derive || changed || full)
+	if (derive || changed || hb.full)
 		node_derive(n);
 	/* heartbeat times reach the database coarsely: state changes are what matter */
 	if (n->last_hb_us - n->saved_hb_us >= HB_SAVE_US)
@@ -539,52 +774,137 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		db_save_node(s, n);
 	if (!strcmp(n->state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_SUSPECT))
 		node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
-	dt_http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:b,s:b}", "state", n->state,
-					  "heartbeat_ms", (json_int_t)s->o.heartbeat_ms,
-					  "dead_after_ms", (json_int_t)s->o.dead_after_ms,
-					  "want_full", n->want_full, "want_inventory", want_inv));
+	/* written by hand like h_nodes (1000 a second: a jansson object and a
+	 * dump each were a tenth of dtsched's time); states are plain words */
+	strbuf_addf(&resp->text, "{\"protocol\":%d,\"state\":\"%s\",\"heartbeat_ms\":%lld,"
+		    "\"dead_after_ms\":%lld,\"want_full\":%s,\"want_inventory\":%s}\n",
+		    DT_PROTOCOL_VERSION, n->state, s->o.heartbeat_ms, s->o.dead_after_ms,
+		    n->want_full ? "true" : "false", want_inv ? "true" : "false");
+	resp->content_type = "application/json";
 	pthread_mutex_unlock(&s->lock);
 }
 
 /*
- * One NODE of the list, written straight into sb: the same fields and order
- * as node_json(n, 0), without building 1000 jansson objects under the lock
- * (GET /v1/nodes on a big cluster was most of dtctl nodes' latency).
+ * GET /v1/nodes on a big cluster: the list is written straight into the
+ * reply, without building 1000 jansson objects under the lock, and without
+ * printf (vfprintf per field was most of the 4 ms a 1000-node list took).
+ * The output is byte for byte what json_dumps(node_json(n, 0)) gives.
  */
-static void node_list_append(struct strbuf *sb, const struct node *n, long long now_mono)
+struct node_list_ctx {
+	long long now_mono;
+	time_t ts_sec;              /* last_heartbeat seconds already formatted ... */
+	char ts_text[64];           /* ... as "YYYY-MM-DDTHH:MM:SS" (most nodes share it) */
+};
+
+static char *put_str(char *p, const char *str)
 {
-	char num[64];
+	size_t n = strlen(str);
+
+	memcpy(p, str, n);
+	return p + n;
+}
+
+static char *put_ll(char *p, long long v)
+{
+	char tmp[24];
+	int n = 0;
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+	} while (u /= 10);
+	if (v < 0)
+		*p++ = '-';
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* a JSON string; the common case (nothing to escape) in one copy */
+static void add_json_str(struct strbuf *sb, const char *str)
+{
+	const unsigned char *c = (const unsigned char *)str;
+
+	while (*c >= 0x20 && *c != '"' && *c != '\\' && *c != 0x7f)
+		c++;
+	if (*c) {
+		json_append_str(sb, str);
+		return;
+	}
+	strbuf_addch(sb, '"');
+	strbuf_add(sb, str, (size_t)(c - (const unsigned char *)str));
+	strbuf_addch(sb, '"');
+}
+
+static void node_list_append(struct strbuf *sb, const struct node *n, struct node_list_ctx *lc)
+{
+	char buf[640], *p = buf;   /* the fixed fields: at most 469 bytes */
 
 	strbuf_addstr(sb, "{\"name\":");
-	json_append_str(sb, n->name);
-	strbuf_addf(sb, ",\"state\":\"%s\",\"address\":", n->state);
-	json_append_str(sb, n->address ? n->address : "");
+	add_json_str(sb, n->name);
+	strbuf_addstr(sb, ",\"state\":");
+	add_json_str(sb, n->state);
+	strbuf_addstr(sb, ",\"address\":");
+	add_json_str(sb, n->address ? n->address : "");
+	p = put_str(p, ",\"port\":");
+	p = put_ll(p, n->port);
+	p = put_str(p, ",\"gpus_total\":");
+	p = put_ll(p, n->gpus_total);
+	p = put_str(p, ",\"gpus_used\":");
+	p = put_ll(p, n->gpus_used);
 	/* a real, as jansson writes it (never a bare integer: clients see a float) */
-	snprintf(num, sizeof(num), "%.17g", n->gpu_util);
-	if (!strpbrk(num, ".eEni"))
-		strcat(num, ".0");
-	strbuf_addf(sb, ",\"port\":%d,\"gpus_total\":%d,\"gpus_used\":%d,\"gpu_util\":%s,"
-		    "\"cpus\":%d,\"mem_total\":%lld,\"mem_available\":%lld,\"tasks_running\":%d,"
-		    "\"last_heartbeat\":", n->port, n->gpus_total, n->gpus_used, num, n->cpus,
-		    n->mem_total, n->mem_available, n->tasks_running);
+	p = put_str(p, ",\"gpu_util\":");
+	if (n->gpu_util == 0 && !signbit(n->gpu_util)) {
+		p = put_str(p, "0.0");
+	} else {
+		char num[64];
+
+		snprintf(num, sizeof(num), "%.17g", n->gpu_util);
+		if (!strpbrk(num, ".eEni"))
+			strcat(num, ".0");
+		p = put_str(p, num);
+	}
+	p = put_str(p, ",\"cpus\":");
+	p = put_ll(p, n->cpus);
+	p = put_str(p, ",\"mem_total\":");
+	p = put_ll(p, n->mem_total);
+	p = put_str(p, ",\"mem_available\":");
+	p = put_ll(p, n->mem_available);
+	p = put_str(p, ",\"tasks_running\":");
+	p = put_ll(p, n->tasks_running);
+	p = put_str(p, ",\"last_heartbeat\":");
 	if (n->last_hb_us) {
 		time_t sec = (time_t)(n->last_hb_us / 1000000);
-		struct tm tm;
+		long long us = n->last_hb_us % 1000000;
 
-		gmtime_r(&sec, &tm);
-		strbuf_addf(sb, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ\"", tm.tm_year + 1900,
-			    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			    n->last_hb_us % 1000000);
+		if (sec != lc->ts_sec || !lc->ts_text[0]) {
+			struct tm tm;
+
+			gmtime_r(&sec, &tm);
+			snprintf(lc->ts_text, sizeof(lc->ts_text), "%04d-%02d-%02dT%02d:%02d:%02d",
+				 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+				 tm.tm_min, tm.tm_sec);
+			lc->ts_sec = sec;
+		}
+		*p++ = '"';
+		p = put_str(p, lc->ts_text);
+		*p++ = '.';
+		for (long long d = 100000; d; d /= 10)
+			*p++ = (char)('0' + us / d % 10);
+		p = put_str(p, "Z\"");
 	} else {
-		strbuf_addstr(sb, "null");
+		p = put_str(p, "null");
 	}
+	p = put_str(p, ",\"heartbeat_age_ms\":");
 	if (n->last_hb_mono)
-		strbuf_addf(sb, ",\"heartbeat_age_ms\":%lld", now_mono - n->last_hb_mono);
+		p = put_ll(p, lc->now_mono - n->last_hb_mono);
 	else
-		strbuf_addstr(sb, ",\"heartbeat_age_ms\":null");
-	strbuf_addf(sb, ",\"drained\":%s,\"agent_version\":", n->drained ? "true" : "false");
+		p = put_str(p, "null");
+	p = put_str(p, n->drained ? ",\"drained\":true" : ",\"drained\":false");
+	p = put_str(p, ",\"agent_version\":");
+	strbuf_add(sb, buf, (size_t)(p - buf));
 	if (n->agent_version)
-		json_append_str(sb, n->agent_version);
+		add_json_str(sb, n->agent_version);
 	else
 		strbuf_addstr(sb, "null");
 	strbuf_addch(sb, '}');
@@ -593,16 +913,16 @@ static void node_list_append(struct strbuf *sb, const struct node *n, long long 
 static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	long long now = dt_mono_ms();
+	struct node_list_ctx lc = { dt_mono_ms(), 0, "" };
 
 	/* a hand-built JSON body: httpd sends resp->text as it is */
 	pthread_mutex_lock(&s->lock);
-	strbuf_grow(&resp->text, 320 * s->nr + 64);
+	strbuf_grow(&resp->text, 440 * s->nr + 64);
 	strbuf_addf(&resp->text, "{\"protocol\":%d,\"nodes\":[", DT_PROTOCOL_VERSION);
 	for (size_t i = 0; i < s->nr; i++) {
 		if (i)
 			strbuf_addch(&resp->text, ',');
-		node_list_append(&resp->text, s->nodes[i], now);
+		node_list_append(&resp->text, s->nodes[i], &lc);
 	}
 	pthread_mutex_unlock(&s->lock);
 	strbuf_addstr(&resp->text, "]}\n");
@@ -745,7 +1065,7 @@ void sched_wake(struct sched *s)
 
 static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "POST", DT_PATH_HEARTBEAT, 0, 0, h_heartbeat },
+	{ "POST", DT_PATH_HEARTBEAT, 0, DT_ROUTE_RAW_BODY, h_heartbeat },
 	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
 	{ "GET", DT_PATH_NODE_PREFIX, 1, 0, h_node },
 	{ "POST", DT_PATH_NODE_PREFIX, 1, 0, h_node },
@@ -835,7 +1155,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	/* MHD zeroes a connection's whole pool between keep-alive requests: 16 KiB
 	 * holds our headers (bodies stream through it) and is a quarter of the
 	 * memset per heartbeat of the 64 KiB default */
-	ho.conn_memory = 16 * 1024;
+	ho.conn_memory = 8 * 1024;
 	ho.timeout_s = 60;
 	s->srv = dt_httpd_start(&ho, &err);
 	if (!s->srv)

@@ -351,6 +351,89 @@ def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
                 pass
 
 
+class FakeHead:
+    """A stand-in for dtsched's POST /v1/heartbeat: records every heartbeat body and
+    answers with `policy(body)` -> (status, extra reply fields)."""
+
+    def __init__(self, policy):
+        import http.server
+        import threading
+        head = self
+        self.beats, self.policy = [], policy
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                head.beats.append(body)
+                code, extra = head.policy(body)
+                out = json.dumps(dict({"protocol": 1, "state": "UP"}, **extra)).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *a):
+                pass
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def carrying(self, task_id):
+        """indexes of the heartbeats that carried task_id final"""
+        return [i for i, b in enumerate(self.beats)
+                if any(t["id"] == task_id and t["state"] == "exited" for t in b.get("tasks", []))]
+
+
+def test_heartbeats_send_a_final_task_until_answered(dtctl_bin, tmp_path):
+    """A task's end is sent in heartbeats until one carrying it is answered 200, then
+    no more (a sweep's ended trials used to ride along in every heartbeat for a minute);
+    a failed heartbeat means it is sent again, and dtsched asking for the full table
+    gets every task."""
+    state = {"failed": False, "want_full": False}
+
+    def policy(body):
+        ids = [t["id"] for t in body.get("tasks", []) if t["state"] == "exited"]
+        if "once" in ids and not state["failed"]:
+            state["failed"] = True
+            return 503, {}
+        if state["want_full"]:
+            state["want_full"] = False
+            return 200, {"want_full": True}
+        return 200, {}
+    head = FakeHead(policy)
+    a = Agent(dtctl_bin, make_home(tmp_path / "hb-home"), free_port(), name="hb",
+              extra=["--heartbeat-ms", "100", "--head", "127.0.0.1:%d" % head.port])
+    a.start(env={"DTAGENT_NO_CGROUP": "1"})
+    try:
+        st, body = a.api.request("POST", "/v1/tasks", {"id": "once", "argv": ["true"]})
+        assert st == 201, body
+        t = a.api.wait_task("once", timeout=5)
+        assert t["state"] == "exited", t
+        deadline = time.time() + 5
+        while len(head.carrying("once")) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        first, second = head.carrying("once")[:2]
+        assert state["failed"], "the heartbeat carrying the end was never failed"
+        n = len(head.beats)
+        while len(head.beats) < n + 6 and time.time() < deadline + 5:
+            time.sleep(0.05)
+        assert len(head.beats) >= n + 6, "heartbeats stopped"
+        # after the 503 it came once more, and then never again
+        assert head.carrying("once") == [first, second], head.carrying("once")
+        assert second > first
+        # dtsched (re)learning about the node asks for the whole table: it is back
+        state["want_full"] = True
+        deadline = time.time() + 5
+        while len(head.carrying("once")) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        full = head.beats[head.carrying("once")[2]]
+        assert full["full"] is True, full
+    finally:
+        a.stop()
+        head.srv.shutdown()
+
+
 def test_supervisor_is_dtshim_or_dtagent_without_it(agent, dtctl_bin, tmp_path):
     """Tasks are supervised by the small dtshim beside dtagent; an agent whose bin dir
     has no dtshim says so and supervises with itself."""

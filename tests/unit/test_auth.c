@@ -1,7 +1,8 @@
 /*
  * test_auth.c - request signing (lib/auth.h): the signed string, a known
  * vector computed independently (Python hmac), every refusal reason, the
- * nonce cache's replay window and limit.
+ * nonce cache's replay window and limit, and the per-thread OpenSSL contexts
+ * (re-keying, many calls, several threads) against one-shot HMAC().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,9 +10,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "auth.h"
 
@@ -20,12 +25,21 @@
 
 static void test_sha256(void **state)
 {
-	char out[DT_SHA256_HEX];
+	char out[DT_SHA256_HEX], *a;
 
 	dt_sha256_hex("", 0, out);
 	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	dt_sha256_hex(NULL, 0, out);
 	assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	dt_sha256_hex("abc", 3, out);
+	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	/* many blocks, then a short one again on the same (per-thread) context */
+	a = malloc(1000000);
+	assert_non_null(a);
+	memset(a, 'a', 1000000);
+	dt_sha256_hex(a, 1000000, out);
+	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	free(a);
 	dt_sha256_hex("abc", 3, out);
 	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
@@ -108,6 +122,117 @@ static void test_verify(void **state)
 	dt_nonce_cache_free(nc);
 }
 
+/* The signature computed the slow, obvious way: format the string, one-shot HMAC(). */
+static void ref_sign(const struct dt_auth_key *k, const char *method, const char *path,
+		     const char *ts, const char *nonce, const char *body, char *sig)
+{
+	char bodyhash[DT_SHA256_HEX], msg[512];
+	unsigned char md[EVP_MAX_MD_SIZE], bmd[EVP_MAX_MD_SIZE];
+	unsigned int n = 0, bn = 0;
+
+	EVP_Digest(body, strlen(body), bmd, &bn, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < bn; i++)
+		snprintf(bodyhash + 2 * i, 3, "%02x", bmd[i]);
+	snprintf(msg, sizeof(msg), "%s\n%s\n%s\n%s\n%s", method, path, ts, nonce, bodyhash);
+	HMAC(EVP_sha256(), k->bytes, (int)k->len, (const unsigned char *)msg, strlen(msg), md, &n);
+	for (unsigned i = 0; i < n; i++)
+		snprintf(sig + 2 * i, 3, "%02x", md[i]);
+}
+
+/*
+ * The thread's HMAC context is keyed once and restarted per call: many calls,
+ * keys of other lengths in between, must each give the one-shot result.
+ */
+static void test_sign_cached(void **state)
+{
+	struct dt_auth_key k, other, short_key;
+	char sig[DT_SHA256_HEX], want[DT_SHA256_HEX], body[64], nonce[40];
+
+	dt_auth_key_from_hex(&k, SECRET);
+	dt_auth_key_from_hex(&other, "ff" SECRET "ff");
+	dt_auth_key_from_hex(&short_key, "0011");
+	for (int i = 0; i < 300; i++) {
+		const struct dt_auth_key *key = i % 3 == 0 ? &k : i % 3 == 1 ? &other : &short_key;
+
+		snprintf(body, sizeof(body), "{\"seq\":%d}", i);
+		snprintf(nonce, sizeof(nonce), "nonce-%016d", i);
+		dt_auth_sign(key, "POST", "/v1/heartbeat", "1700000000", nonce, body,
+			     strlen(body), sig);
+		ref_sign(key, "POST", "/v1/heartbeat", "1700000000", nonce, body, want);
+		assert_string_equal(sig, want);
+		/* the same request twice in a row: the context restarts cleanly */
+		dt_auth_sign(key, "POST", "/v1/heartbeat", "1700000000", nonce, body,
+			     strlen(body), sig);
+		assert_string_equal(sig, want);
+	}
+	/* and the independent vector still holds after all that re-keying */
+	dt_auth_sign(&k, "POST", "/v1/tasks", "1700000000", "0123456789abcdef0123456789abcdef",
+		     "{\"argv\":[\"true\"]}", 17, sig);
+	assert_string_equal(sig, EXPECTED_SIG);
+	/* a key that differs only in its last byte is not taken for the cached one */
+	other = k;
+	other.bytes[31] ^= 1;
+	dt_auth_sign(&other, "POST", "/v1/tasks", "1700000000",
+		     "0123456789abcdef0123456789abcdef", "{\"argv\":[\"true\"]}", 17, sig);
+	assert_string_not_equal(sig, EXPECTED_SIG);
+}
+
+struct sign_thread {
+	pthread_t th;
+	int id, bad;
+	struct dt_nonce_cache *nc;
+};
+
+/* each thread signs and verifies with two keys; all share one nonce cache */
+static void *sign_thread_run(void *data)
+{
+	struct sign_thread *t = data;
+	struct dt_auth_key k, other;
+	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], want[DT_SHA256_HEX];
+	char body[64];
+	long long now = (long long)time(NULL);
+
+	dt_auth_key_from_hex(&k, SECRET);
+	dt_auth_key_from_hex(&other, "ff" SECRET "ff");
+	for (int i = 0; i < 200; i++) {
+		const struct dt_auth_key *key = (i + t->id) % 2 ? &k : &other;
+		const struct dt_auth_key *wrong = key == &k ? &other : &k;
+
+		snprintf(body, sizeof(body), "{\"thread\":%d,\"i\":%d}", t->id, i);
+		if (dt_auth_sign_request(key, "POST", "/v1/heartbeat", body, strlen(body),
+					 ts, nonce, sig) < 0) {
+			t->bad++;
+			continue;
+		}
+		ref_sign(key, "POST", "/v1/heartbeat", ts, nonce, body, want);
+		t->bad += strcmp(sig, want) != 0;
+		t->bad += dt_auth_verify(wrong, t->nc, "POST", "/v1/heartbeat", ts, nonce, sig,
+					 body, strlen(body), now) != DT_AUTH_BAD_SIGNATURE;
+		t->bad += dt_auth_verify(key, t->nc, "POST", "/v1/heartbeat", ts, nonce, sig,
+					 body, strlen(body), now) != DT_AUTH_OK;
+	}
+	return NULL;
+}
+
+static void test_sign_threads(void **state)
+{
+	struct sign_thread th[8];
+	struct dt_nonce_cache *nc = dt_nonce_cache_new(60, 10000);
+
+	for (int i = 0; i < 8; i++) {
+		th[i].id = i;
+		th[i].bad = 0;
+		th[i].nc = nc;
+		assert_int_equal(pthread_create(&th[i].th, NULL, sign_thread_run, &th[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i].th, NULL);
+		assert_int_equal(th[i].bad, 0);
+	}
+	assert_int_equal(dt_nonce_cache_size(nc), 8 * 200);
+	dt_nonce_cache_free(nc);
+}
+
 static void test_nonce_cache(void **state)
 {
 	struct dt_nonce_cache *nc = dt_nonce_cache_new(60, 2000);
@@ -146,6 +271,8 @@ int main(void)
 		cmocka_unit_test(test_key),
 		cmocka_unit_test(test_sign_vector),
 		cmocka_unit_test(test_verify),
+		cmocka_unit_test(test_sign_cached),
+		cmocka_unit_test(test_sign_threads),
 		cmocka_unit_test(test_nonce_cache),
 		cmocka_unit_test(test_random),
 	};

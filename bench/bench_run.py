@@ -66,14 +66,32 @@ def launch_bench(b, rounds):
     bare = ("t0=$(date +%%s%%N); mpirun --hostfile %s -np 8 --map-by slot --bind-to none "
             "--mca plm_rsh_args '-F %s/ssh_config' true >/dev/null || exit 1; t1=$(date +%%s%%N); "
             "echo $(( (t1 - t0) / 1000 ))" % (hostfile, b.agent_home(1)))
-    res = {"mpi": [], "agent": [], "mpirun": []}
-    steps = {"mpi": [], "agent": []}
+    # the same with every rank wrapped in dtctl's rank logger: what the wrapper costs
+    rl = fc.shared / "bench-ranklog"
+    logged = bare.replace(" true >/dev/null", " %s/dtshim rank-log %s/logs -- true >/dev/null"
+                          % (b.bin, rl)).replace("echo $(( (t1 - t0) / 1000 ))", "echo $t0 $t1")
+    res = {"mpi": [], "agent": [], "mpirun": [], "mpirun+ranklog": []}
+    steps = {"mpi": [], "agent": [], "mpirun+ranklog": []}
     for r in range(rounds + 1):          # round 0 warms up caches and is dropped
-        for kind in ("mpirun", "mpi", "agent"):
+        for kind in ("mpirun", "mpi", "agent", "mpirun+ranklog"):
             if kind == "mpirun":
                 p = fc.exec(1, bare, user=True, timeout=120)
                 assert p.returncode == 0, p.stderr
                 t = int(p.stdout.strip()) / 1e6
+            elif kind == "mpirun+ranklog":
+                p = fc.exec(1, logged, user=True, timeout=120)
+                assert p.returncode == 0, p.stderr
+                t0, t1 = [int(x) / 1e9 for x in p.stdout.split()]
+                t = t1 - t0
+                ranks = [json.loads(f.read_text()) for f in (rl / "ranks").glob("*.json")]
+                if r and len(ranks) == 8:
+                    st = min(ts_parse(x["started_at"]) for x in ranks)
+                    en = max(ts_parse(x["ended_at"]) for x in ranks)
+                    steps[kind].append({"mpirun start -> first rank starts": round((st - t0) * 1000, 1),
+                                        "first rank start -> last rank end": round((en - st) * 1000, 1),
+                                        "last rank end -> mpirun exits": round((t1 - en) * 1000, 1)})
+                for f in (rl / "ranks").glob("*.json"):
+                    f.unlink()
             else:
                 w0 = time.time()
                 t0 = time.perf_counter()
@@ -208,6 +226,7 @@ def print_launch(res, steps, rounds):
     print("| launcher | median s | min s | vs bare mpirun | target |")
     print("|---|---|---|---|---|")
     for kind, label, target in (("mpirun", "bare `mpirun -np 8 true` (on node 1)", ""),
+                                ("mpirun+ranklog", "bare mpirun, ranks wrapped in `dtshim rank-log`", ""),
                                 ("mpi", "`dtctl run --launcher mpi`", "<= 1.1x"),
                                 ("agent", "`dtctl run --launcher agent`", "<= 0.5x")):
         md = statistics.median(res[kind])
@@ -219,7 +238,7 @@ def print_launch(res, steps, rounds):
               1000 * statistics.median(x - y for x, y in zip(res["mpi"], res["mpirun"])),
               statistics.median(x / y for x, y in zip(res["mpi"], res["mpirun"])),
               statistics.median(x / y for x, y in zip(res["agent"], res["mpirun"]))))
-    for kind in ("mpi", "agent"):
+    for kind in ("mpirun+ranklog", "mpi", "agent"):
         keys = []
         for st in steps[kind]:
             keys += [k for k in st if k not in keys]

@@ -146,11 +146,24 @@ def main():
             phases[k].append(v * 1000)
     res["daemon_cpu_ms_per_trial"] = {k: round(v * 1000 / a.trials, 2) for k, v in cpu.items()}
     res["phases_median_ms"] = {k: round(statistics.median(v), 1) for k, v in phases.items() if v}
+    res["phases_p95_max_ms"] = {k: [round(sorted(v)[int(0.95 * (len(v) - 1))], 1), round(max(v), 1)]
+                                for k, v in phases.items() if v}
+    # the same trials through the simplest pool there is, right after, on the same
+    # machine: what it shows above ideal is the machine (a busy or stalled VM), not dtctl
+    t0 = time.time()
+    subprocess.run("seq %d | xargs -P %d -I{} sleep %g" % (a.trials, a.slots, a.duration),
+                   shell=True, check=True)
+    pool = time.time() - t0
+    res["xargs_pool_makespan_s"] = round(pool, 3)
+    res["xargs_pool_ratio"] = round(pool / ideal, 4)
+    res["dtctl_vs_xargs_pool"] = round(makespan / pool, 4)
     print(json.dumps(res, indent=1))
     print("sweep overhead: %d x %gs trials on %d slots: makespan %.2f s, ideal %.2f s, "
           "ratio %.3f (target <= 1.05)%s" % (a.trials, a.duration, a.slots, makespan, ideal,
                                               makespan / ideal,
                                               "" if makespan / ideal <= 1.05 else "  ABOVE TARGET"))
+    print("same trials through `xargs -P %d` right after: %.2f s (%.3f of ideal); dtctl / xargs %.3f"
+          % (a.slots, pool, pool / ideal, makespan / pool))
     (work / "result.json").write_text(json.dumps(res, indent=1) + "\n")
     return 0 if sw["state"] == "COMPLETED" else 1
 

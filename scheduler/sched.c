@@ -1152,8 +1152,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
 	ho.conn_limit = 4096;
-	/* MHD zeroes a connection's whole pool between keep-alive requests: 16 KiB
-	 * holds our headers (bodies stream through it) and is a quarter of the
+	/* MHD zeroes a connection's whole pool between keep-alive requests: 8 KiB
+	 * holds our headers (bodies stream through it) and is an eighth of the
 	 * memset per heartbeat of the 64 KiB default */
 	ho.conn_memory = 8 * 1024;
 	ho.timeout_s = 60;

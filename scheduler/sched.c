@@ -796,12 +796,10 @@ struct node_list_ctx {
 	char ts_text[64];           /* ... as "YYYY-MM-DDTHH:MM:SS" (most nodes share it) */
 };
 
+/* Append str at p (NUL-terminated there, the next put overwrites it); the end. */
 static char *put_str(char *p, const char *str)
 {
-	size_t n = strlen(str);
-
-	memcpy(p, str, n);
-	return p + n;
+	return stpcpy(p, str);
 }
 
 static char *put_ll(char *p, long long v)

@@ -1625,11 +1625,12 @@ static void *launch_thread(void *arg)
 	clients_release(&own);
 	pthread_mutex_lock(&la->s->lock);
 	la->h->busy--;
-	la->s->clients->launches--;
 	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
 		la->j->launch = 0;
-	pthread_mutex_unlock(&la->s->lock);
 	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
+	/* last: once this is 0 (and the lock free) jobs_release may free s */
+	la->s->clients->launches--;
+	pthread_mutex_unlock(&la->s->lock);
 	free(la);
 	return NULL;
 }

@@ -625,11 +625,12 @@ static json_t *heartbeat_tasks(struct agent *a, int full, long long seq)
 	for (size_t i = 0; i < a->tt.nr; i++) {
 		struct task *t = a->tt.items[i];
 
-		if (task_state_final(t->state) && !full && t->final_seq &&
-		    t->final_seq <= a->hb_acked)
-			continue;
-		if (task_state_final(t->state) && !t->final_seq)
-			t->final_seq = seq;
+		if (task_state_final(t->state)) {
+			if (!t->final_seq)
+				t->final_seq = seq;
+			else if (!full && t->final_seq <= a->hb_acked)
+				continue;
+		}
 		json_array_append_new(arr, task_to_json(t, 1));
 	}
 	return arr;

@@ -32,17 +32,6 @@ static void to_hex(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int dt_auth_key_from_hex(struct dt_auth_key *key, const char *hex)
 {
 	size_t n;
@@ -55,7 +44,7 @@ int dt_auth_key_from_hex(struct dt_auth_key *key, const char *hex)
 	if (!n || n % 2 || n / 2 > DT_AUTH_KEY_MAX)
 		return -1;
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = hexval(hex[i]), lo = hexval(hex[i + 1]);
+		int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -1;

@@ -449,17 +449,6 @@ static int read_to_eof(struct conn_io *io, struct strbuf *out, size_t base)
 	}
 }
 
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* A chunked body into out; -1 on error. */
 static int read_chunked(struct conn_io *io, struct strbuf *out, size_t base)
 {
@@ -470,13 +459,13 @@ static int read_chunked(struct conn_io *io, struct strbuf *out, size_t base)
 		if (read_line(io, &line, &len) < 0)
 			return -1;
 		size = 0;
-		for (i = 0; i < len && hexval((unsigned char)line[i]) >= 0; i++) {
+		for (i = 0; i < len && hex_value((unsigned char)line[i]) >= 0; i++) {
 			if (size > BODY_MAX) {
 				strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
 					    io->c->port, BODY_MAX >> 20);
 				return -1;
 			}
-			size = size * 16 + (size_t)hexval((unsigned char)line[i]);
+			size = size * 16 + (size_t)hex_value((unsigned char)line[i]);
 		}
 		if (!i)
 			return bad_reply(io, "bad chunk size");

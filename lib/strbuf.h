@@ -68,6 +68,9 @@ int write_file_atomic(const char *path, const void *data, size_t len, int mode);
  */
 int write_file_replace(const char *path, const void *data, size_t len, int mode);
 
+/* The value of hex digit c (either case), or -1. */
+int hex_value(int c);
+
 int starts_with(const char *s, const char *prefix);
 int ends_with(const char *s, const char *suffix);
 /* If s starts with prefix, set *out past it and return 1. */

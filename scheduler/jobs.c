@@ -1398,7 +1398,8 @@ struct post {
  * a launch thread (launch_thread), with its own clients `cc`; h is the hold
  * it was started for, pinned (busy) so check_holds keeps it.  The lock is
  * taken between the requests; if the attempt ended meanwhile (cancel, node
- * DOWN), j->hold is no longer h and nothing more is done for it.
+ * DOWN), j->hold is no longer h and nothing more is done for it.  The
+ * caller (launch_thread) clears j->launch when it returns.
  */
 static void do_launch(struct sched *s, struct job *j, struct hold *h, struct jobs_clients *cc)
 {
@@ -1407,7 +1408,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	struct launch_plan plan;
 	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT;
 	char *maddr, *resume = NULL, *bin_dir = NULL, *ssh_config = NULL, *iface = NULL;
-	char *hostfile = NULL;
 	int mport, port = 0, nr, code;
 	struct post *posts = NULL;
 	size_t nr_posts = 0;
@@ -1453,7 +1453,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		strbuf_addf(&sb, "cannot get a free port on master node '%s': %s", h->place[0].node,
 			    code < 0 ? err.buf : "no free port in 29500-29999");
 		j->launch_error = strbuf_detach(&sb, NULL);
-		j->launch = 0;
 		pthread_mutex_unlock(&s->lock);
 		goto out;
 	}
@@ -1491,7 +1490,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		strbuf_reset(&err);
 		if (launch_plan_build(&plan, &j->cfg, ln, nr, &lo, &err) < 0) {
 			j->launch_error = xstrdup(err.buf);
-			j->launch = 0;
 			for (int k = 0; k < nr; k++)
 				free(slots[k]);
 			free(slots);
@@ -1503,7 +1501,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 			free(slots[k]);
 		free(slots);
 	}
-	hostfile = xstrdup(plan.hostfile);
 	strbuf_reset(&sb);
 	json_append(&sb, j->spec);
 	strbuf_addch(&sb, '\n');
@@ -1546,14 +1543,14 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	}
 	h->launched_ms = dt_mono_ms();
 	job_save(s, j);
-	launch_plan_release(&plan);
 	free(ln);
 	pthread_mutex_unlock(&s->lock);
 
 	/* the job dir files, outside the lock (the shared dir may be slow NFS);
 	 * job_dir and shared_dir never change once the job is queued */
-	job_file(j, "hostfile", hostfile, strlen(hostfile));
+	job_file(j, "hostfile", plan.hostfile, strlen(plan.hostfile));
 	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
+	launch_plan_release(&plan);
 
 	/* 4. start every task */
 	for (size_t i = 0; i < nr_posts; i++) {
@@ -1579,12 +1576,8 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		json_decref(reply);
 		reply = NULL;
 	}
-	pthread_mutex_lock(&s->lock);
-	if (j->hold == h)
-		j->launch = 0;
 	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
 	      nr_posts, nr, maddr, port, resume ? ", resuming from " : "", resume ? resume : "");
-	pthread_mutex_unlock(&s->lock);
 out:
 	for (size_t i = 0; i < nr_posts; i++) {
 		free(posts[i].addr);
@@ -1595,7 +1588,6 @@ out:
 	free(posts);
 	free(maddr);
 	free(resume);
-	free(hostfile);
 	free(bin_dir);
 	free(ssh_config);
 	free(iface);

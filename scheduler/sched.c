@@ -372,38 +372,6 @@ static int db_load(struct sched *s)
 
 /* -------------------------------------------------------------- handlers */
 
-static json_t *node_json(struct sched *s, struct node *n, int detail)
-{
-	long long age = n->last_hb_mono ? dt_mono_ms() - n->last_hb_mono : -1;
-	json_t *j = json_object();
-
-	json_object_set_new(j, "name", json_string(n->name));
-	json_object_set_new(j, "state", json_string(n->state));
-	json_object_set_new(j, "address", json_string(n->address ? n->address : ""));
-	json_object_set_new(j, "port", json_integer(n->port));
-	json_object_set_new(j, "gpus_total", json_integer(n->gpus_total));
-	json_object_set_new(j, "gpus_used", json_integer(n->gpus_used));
-	json_object_set_new(j, "gpu_util", json_real(n->gpu_util));
-	json_object_set_new(j, "cpus", json_integer(n->cpus));
-	json_object_set_new(j, "mem_total", json_integer(n->mem_total));
-	json_object_set_new(j, "mem_available", json_integer(n->mem_available));
-	json_object_set_new(j, "tasks_running", json_integer(n->tasks_running));
-	json_object_set_new(j, "last_heartbeat", json_timestamp(n->last_hb_us));
-	json_object_set_new(j, "heartbeat_age_ms", age >= 0 ? json_integer(age) : json_null());
-	json_object_set_new(j, "drained", json_boolean(n->drained));
-	json_object_set_new(j, "agent_version", n->agent_version ? json_string(n->agent_version) : json_null());
-	if (detail) {
-		json_t *gpus = json_object_get(n->inventory, "gpus"), *tasks = json_array(), *t;
-		const char *id;
-
-		json_object_set_new(j, "gpus", gpus ? json_incref(gpus) : json_array());
-		json_object_foreach(n->tasks, id, t)
-			json_array_append(tasks, t);
-		json_object_set_new(j, "tasks", tasks);
-	}
-	return j;
-}
-
 static int node_name_ok(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
@@ -788,7 +756,8 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
  * GET /v1/nodes on a big cluster: the list is written straight into the
  * reply, without building 1000 jansson objects under the lock, and without
  * printf (vfprintf per field was most of the 4 ms a 1000-node list took).
- * The output is byte for byte what json_dumps(node_json(n, 0)) gives.
+ * It is the one writer of a node's fields: GET /v1/nodes/<name> parses its
+ * output and adds the GPUs and tasks (node_detail_json).
  */
 struct node_list_ctx {
 	long long now_mono;
@@ -908,6 +877,26 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 	strbuf_addch(sb, '}');
 }
 
+/* One node with its GPUs and tasks (GET /v1/nodes/<name>); lock held. */
+static json_t *node_detail_json(struct node *n)
+{
+	struct node_list_ctx lc = { dt_mono_ms(), 0, "" };
+	struct strbuf sb = STRBUF_INIT;
+	json_t *j, *gpus = json_object_get(n->inventory, "gpus"), *tasks = json_array(), *t;
+	const char *id;
+
+	node_list_append(&sb, n, &lc);
+	j = json_loadb(sb.buf, sb.len, 0, NULL);
+	strbuf_release(&sb);
+	if (!j)
+		j = json_object();   /* cannot happen: node_list_append writes valid JSON */
+	json_object_set_new(j, "gpus", gpus ? json_incref(gpus) : json_array());
+	json_object_foreach(n->tasks, id, t)
+		json_array_append(tasks, t);
+	json_object_set_new(j, "tasks", tasks);
+	return j;
+}
+
 static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -965,7 +954,7 @@ static void h_node(struct dt_http_request *req, struct dt_http_response *resp, v
 				db_save_node(s, n);
 			}
 		}
-		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_json(s, n, 1)));
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
 	}
 	pthread_mutex_unlock(&s->lock);
 }

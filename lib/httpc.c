@@ -30,6 +30,7 @@
  * connection is closed.
  */
 #include "httpc.h"
+#include "log.h"
 #include "json.h"
 #include "protocol.h"
 #include "usage.h"
@@ -63,14 +64,6 @@ struct conn_io {
 	size_t pos, len;
 	int sys_errno;                 /* of the last failed recv/send */
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key)
 {
@@ -114,7 +107,7 @@ static int wait_fd(int fd, short events, long long deadline)
 		int ms = -1;
 
 		if (deadline) {
-			left = deadline - mono_ms();
+			left = deadline - dt_mono_ms();
 			if (left <= 0)
 				return 0;
 			ms = left > INT_MAX ? INT_MAX : (int)left;
@@ -196,7 +189,7 @@ static int conn_open(struct conn_io *io)
 	int fd = -1, syserr = 0, g;
 
 	if (c->connect_timeout_ms > 0) {
-		cdl = mono_ms() + c->connect_timeout_ms;
+		cdl = dt_mono_ms() + c->connect_timeout_ms;
 		if (!deadline || cdl < deadline)
 			deadline = cdl;
 	}
@@ -231,13 +224,13 @@ static int conn_open(struct conn_io *io)
 				c->addrlen = ai->ai_addrlen;
 				break;
 			}
-			if (syserr == ETIMEDOUT && deadline && mono_ms() >= deadline)
+			if (syserr == ETIMEDOUT && deadline && dt_mono_ms() >= deadline)
 				break;
 		}
 		freeaddrinfo(res);
 	}
 	if (fd < 0) {
-		if (syserr == ETIMEDOUT && deadline && mono_ms() >= deadline) {
+		if (syserr == ETIMEDOUT && deadline && dt_mono_ms() >= deadline) {
 			if (deadline == cdl)
 				strbuf_addf(io->err, "cannot reach %s:%d: connection timed out after %ld ms",
 					    c->host, c->port, c->connect_timeout_ms);
@@ -719,7 +712,7 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 	memset(&io, 0, sizeof(io));
 	io.c = c;
 	io.err = err;
-	io.start = mono_ms();
+	io.start = dt_mono_ms();
 	io.deadline = c->timeout_ms > 0 ? io.start + c->timeout_ms : 0;
 	io.buf = xmalloc(HEAD_MAX);
 	for (int attempt = 0;; attempt++) {

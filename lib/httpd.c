@@ -60,14 +60,6 @@ struct req_ctx {
 	int big;                      /* counted in srv->big_replies until completed */
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -247,7 +239,7 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	if (!(route->flags & DT_ROUTE_RAW_BODY) && dt_http_parse_body(&req, resp) < 0)
 		return;
 	req.param = param;
-	req.may_park = !ctx->deadline_ms || mono_ms() < ctx->deadline_ms;
+	req.may_park = !ctx->deadline_ms || dt_mono_ms() < ctx->deadline_ms;
 	route->fn(&req, resp, srv->opts.data);
 	if (!req.may_park)
 		resp->park_ms = 0;
@@ -313,7 +305,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		pthread_mutex_lock(&srv->park_lock);
 		if (gen == srv->wake_gen && !srv->stopping) {
 			if (!ctx->deadline_ms)
-				ctx->deadline_ms = mono_ms() + resp.park_ms;
+				ctx->deadline_ms = dt_mono_ms() + resp.park_ms;
 			ALLOC_GROW(srv->parked, srv->nr_parked + 1, srv->alloc_parked);
 			srv->parked[srv->nr_parked].conn = conn;
 			srv->parked[srv->nr_parked].deadline_ms = ctx->deadline_ms;
@@ -390,7 +382,7 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 	struct dt_httpd *srv = cls;
 
 	if (code == MHD_CONNECTION_NOTIFY_STARTED)
-		atomic_store(&srv->fresh_until_ms, mono_ms() + FRESH_MS);
+		atomic_store(&srv->fresh_until_ms, dt_mono_ms() + FRESH_MS);
 }
 
 static void batch_wait(struct dt_httpd *srv)
@@ -409,13 +401,13 @@ static void batch_wait(struct dt_httpd *srv)
 static void *serve_loop(void *data)
 {
 	struct dt_httpd *srv = data;
-	long long window = mono_ms(), now;
+	long long window = dt_mono_ms(), now;
 	int runs = 0, busy = 0;
 
 	while (!atomic_load(&srv->quit)) {
 		MHD_run_wait(srv->mhd, 100);
 		runs++;
-		now = mono_ms();
+		now = dt_mono_ms();
 		if (now - window >= 100) {
 			busy = runs > BUSY_RUNS;
 			runs = 0;
@@ -517,7 +509,7 @@ fail:
  */
 static long long resume_parked(struct dt_httpd *srv, int all)
 {
-	long long now = mono_ms(), next = -1;
+	long long now = dt_mono_ms(), next = -1;
 	size_t k = 0;
 
 	for (size_t i = 0; i < srv->nr_parked; i++) {

@@ -2,6 +2,7 @@
  * run-command.c - starting, waiting for and multiplexing child processes.
  */
 #include "run-command.h"
+#include "log.h"
 #include "usage.h"
 
 #include <errno.h>
@@ -235,14 +236,6 @@ int capture_command(struct child_process *cp, struct strbuf *out, size_t limit)
 	return n < 0 ? -1 : code;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct pp_slot {
 	struct child_process cp;
 	struct strbuf output;
@@ -302,7 +295,7 @@ int run_processes_parallel(const struct parallel_opts *opts)
 				strbuf_release(&s->output);
 				continue;
 			}
-			s->started = now_ms();
+			s->started = dt_mono_ms();
 			s->used = 1;
 			running++;
 		}
@@ -337,7 +330,7 @@ int run_processes_parallel(const struct parallel_opts *opts)
 				}
 			}
 			if (opts->timeout_ms && !s->timed_out &&
-			    now_ms() - s->started > opts->timeout_ms) {
+			    dt_mono_ms() - s->started > opts->timeout_ms) {
 				s->timed_out = 1;
 				kill(-s->cp.pid, SIGKILL);
 			}

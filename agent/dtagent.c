@@ -7,6 +7,7 @@
  *   dtagent --stop | --status                                         manage
  *   dtagent --supervise ID --home DIR                                 internal
  *   dtagent rank-log DIR -- PROG ARGS     one MPI rank's output to DIR/<rank>.log
+ *   dtagent rsh HOST WORD...              mpirun's orted launcher via agents (rsh.h)
  *
  * One agent per home: the pid file <home>/agent.pid is locked (flock) for
  * the agent's whole life, so a second one refuses to start.  --daemon
@@ -20,6 +21,7 @@
 #include "parse-options.h"
 #include "protocol.h"
 #include "ranklog.h"
+#include "rsh.h"
 #include "strbuf.h"
 #include "supervise.h"
 #include "usage.h"
@@ -99,6 +101,8 @@ int main(int argc, const char **argv)
 	dt_set_progname("dtagent");
 	if (argc >= 2 && !strcmp(argv[1], "rank-log"))
 		return ranklog_main(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "rsh"))
+		return rsh_main(argc - 1, argv + 1);
 	parse_options(argc - 1, argv + 1, opts, usage, 0);
 	if (version) {
 		printf("dtagent %s\n", DT_VERSION);

@@ -1110,6 +1110,16 @@ static int network_key(struct ctx *c, const char *key, struct ynode *v, const ch
 	return get_str(c, v, path, &cc->network.interface);
 }
 
+static const char *const orted_launches[] = { "agent", "ssh", NULL };
+
+static int mpi_key(struct ctx *c, const char *key, struct ynode *v, const char *path, void *data)
+{
+	struct cluster_config *cc = data;
+
+	(void)key;   /* orted_launch, the only key */
+	return get_enum(c, v, path, orted_launches, &cc->mpi.orted_ssh);
+}
+
 /* One nodes: entry before its host range is expanded. */
 struct node_entry {
 	char *host, *name, *user;
@@ -1300,9 +1310,10 @@ static const char *const setup_keys[] = { "template", "timeout", "env", "vars", 
 static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", NULL };
 static const char *const head_keys[] = { "address", "port", NULL };
 static const char *const network_keys[] = { "interface", NULL };
+static const char *const mpi_keys[] = { "orted_launch", NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", NULL,
+	"network", "mpi", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -1352,6 +1363,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		return walk_map(c, v, path, agent_keys, NULL, agent_key, cc);
 	if (!strcmp(key, "head"))
 		return walk_map(c, v, path, head_keys, NULL, head_key, cc);
+	if (!strcmp(key, "mpi"))
+		return walk_map(c, v, path, mpi_keys, NULL, mpi_key, cc);
 	return walk_map(c, v, path, network_keys, NULL, network_key, cc);   /* network */
 }
 
@@ -2637,7 +2650,8 @@ const char *config_detect_kind(const char *path, struct strbuf *err)
 		"method", "parameters", "metric", "early_terminate", "max_trials", "program", NULL,
 	};
 	static const char *const cluster_only[] = {
-		"shared_dir", "cluster", "ssh", "setup", "agent", "head", "install", "network", NULL,
+		"shared_dir", "cluster", "ssh", "setup", "agent", "head", "install", "network", "mpi",
+		NULL,
 	};
 	static const char *const job_only[] = {
 		"trainer", "command", "gpus_per_node", "procs_per_node", "launcher", "retries",
@@ -2771,6 +2785,8 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 
 	json_object_set_new(net, "interface", str_or_null(cc->network.interface));
 	json_object_set_new(o, "network", net);
+	json_object_set_new(o, "mpi", json_pack("{s:s}", "orted_launch",
+						 orted_launches[cc->mpi.orted_ssh ? 1 : 0]));
 	return o;
 }
 

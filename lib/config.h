@@ -100,6 +100,9 @@ struct cluster_config {
 	struct {
 		char *interface;                /* NCCL_SOCKET_IFNAME / btl_tcp_if_include, or NULL */
 	} network;
+	struct {
+		int orted_ssh;                  /* orted_launch: ssh (default agent: agent/rsh.h) */
+	} mpi;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);

@@ -1307,7 +1307,17 @@ static void check_holds(struct sched *s, struct actions *a)
 	}
 }
 
-/* Tasks of jobs that no hold knows (a node back from DOWN, a restart). */
+/* An orted task of attempt j->attempt: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
+static int is_orted_of(const char *id, const struct job *j)
+{
+	char prefix[64];
+
+	snprintf(prefix, sizeof(prefix), "%s.%d.orted-", j->id, j->attempt);
+	return starts_with(id, prefix);
+}
+
+/* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and
+ * the orteds of an attempt that has ended. */
 static void check_orphans(struct sched *s, struct actions *a)
 {
 	static long long last;
@@ -1326,9 +1336,12 @@ static void check_orphans(struct sched *s, struct actions *a)
 		json_object_foreach(n->tasks, id, t) {
 			const char *jid = json_get_str(t, "job_id", NULL);
 			long long sent = json_get_int(s->orphans, id, 0);
+			struct job *j;
 
-			if (!jid || task_final(t) || !job_find(s, jid) || hold_has_task(s, id))
+			if (!jid || task_final(t) || !(j = job_find(s, jid)) || hold_has_task(s, id))
 				continue;
+			if (j->hold && is_orted_of(id, j))
+				continue;     /* started by the attempt's mpirun (agent/rsh.h) */
 			if (sent && now - sent < STOP_RESEND_MS)
 				continue;
 			dtlog(DTLOG_WARN, "task '%s' of job %s on '%s' belongs to no live attempt; "
@@ -1476,6 +1489,11 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 			ln[k].address = h->place[k].address;
 			ln[k].host = h->place[k].address;
 			ln[k].slots = j->gpu ? slots[k] : NULL;
+			{
+				struct node *nk = node_find(s, h->place[k].node);
+
+				ln[k].agent_port = nk ? nk->port : 0;
+			}
 		}
 		memset(&lo, 0, sizeof(lo));
 		lo.job_id = j->id;
@@ -1486,6 +1504,7 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		if (j->cfg.launcher == LAUNCHER_MPI) {
 			lo.ssh_config = ssh_config;
 			lo.bin_dir = bin_dir;
+			lo.orted_ssh = s->cc && s->cc->mpi.orted_ssh;
 		}
 		strbuf_reset(&err);
 		if (launch_plan_build(&plan, &j->cfg, ln, nr, &lo, &err) < 0) {
@@ -1793,6 +1812,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 			ln[k].address = n->address && *n->address ? n->address : n->name;
 			ln[k].host = ln[k].address;
 			ln[k].slots = j->gpu ? slots[k] : NULL;
+			ln[k].agent_port = n->port;
 			json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "node", n->name,
 							    "address", ln[k].address, "slots", slots[k]));
 		}
@@ -1811,6 +1831,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 			if (j->cfg.launcher == LAUNCHER_MPI) {
 				lo.ssh_config = m->ssh_config;
 				lo.bin_dir = m->bin_dir;
+				lo.orted_ssh = s->cc && s->cc->mpi.orted_ssh;
 			}
 		}
 		if (res->nr && launch_plan_build(&plan, &j->cfg, ln, res->nr, &lo, &reason) == 0) {

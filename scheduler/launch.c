@@ -96,7 +96,8 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 }
 
 static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
-			   const struct launch_node *nodes, const struct launch_opts *o)
+			   const struct launch_node *nodes, int nr_nodes,
+			   const struct launch_opts *o)
 {
 	struct launch_task *t;
 	struct strbuf buf = STRBUF_INIT;
@@ -122,7 +123,19 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	strvec_push(&t->argv, "--bind-to");
 	strvec_push(&t->argv, "none");
 	strvec_push(&t->argv, "--tag-output");   /* only stray mpirun output; ranks log themselves */
-	if (o->ssh_config) {
+	if (!o->orted_ssh && nr_nodes > 1) {
+		/*
+		 * orted through the agents (agent/rsh.h): no ssh handshake per
+		 * node; flat (the tree spawn would need the map on every node);
+		 * attached, so the orted stays its task's main process
+		 */
+		strvec_pushv(&t->argv, (const char *[]){ "--mca", "plm_rsh_agent", NULL });
+		strvec_pushf(&t->argv, "%s%sdtagent rsh", o->bin_dir ? o->bin_dir : "",
+			     o->bin_dir ? "/" : "");
+		strvec_pushv(&t->argv, (const char *[]){ "--mca", "plm_rsh_no_tree_spawn", "1",
+							 "--mca", "orte_leave_session_attached", "1",
+							 NULL });
+	} else if (o->ssh_config) {
 		strvec_pushv(&t->argv, (const char *[]){ "--mca", "plm_rsh_args", NULL });
 		strvec_pushf(&t->argv, "-F %s", o->ssh_config);
 	}
@@ -137,6 +150,16 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 
 		strvec_push(&t->argv, "-x");
 		strvec_pushf(&t->argv, "%.*s", (int)(eq - t->env.v[i]), t->env.v[i]);
+	}
+	/* where `dtagent rsh` finds each node's agent (not forwarded to ranks) */
+	if (!o->orted_ssh && nr_nodes > 1) {
+		struct strbuf map = STRBUF_INIT;
+
+		for (int k = 0; k < nr_nodes; k++)
+			strbuf_addf(&map, "%s%s=%d", k ? "," : "",
+				    nodes[k].host ? nodes[k].host : nodes[k].name, nodes[k].agent_port);
+		strvec_setenv(&t->env, "DT_ORTED_AGENTS", map.buf);
+		strbuf_release(&map);
 	}
 	/* mpirun refuses root unless told (containers, the demo as root) */
 	strvec_setenv(&t->env, "OMPI_ALLOW_RUN_AS_ROOT", "1");
@@ -185,7 +208,7 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 			    p->per_node);
 	p->hostfile = strbuf_detach(&hf, NULL);
 	if (job->launcher == LAUNCHER_MPI)
-		build_mpi_task(p, job, nodes, o);
+		build_mpi_task(p, job, nodes, nr_nodes, o);
 	else
 		build_agent_tasks(p, job, nodes, o);
 	return 0;

@@ -9,8 +9,10 @@
  * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
  * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
  * MPI launcher: one task, on the first node, runs mpirun over a generated
- * hostfile; each rank goes through `dtagent rank-log` so its output lands in
- * logs/<rank>.log like the agent launcher's.
+ * hostfile; each rank goes through `dtshim rank-log` so its output lands in
+ * logs/<rank>.log like the agent launcher's.  mpirun starts the orted of
+ * every other node through that node's agent (`dtagent rsh`, agent/rsh.h),
+ * or over ssh with init's ssh configuration when mpi.orted_launch is ssh.
  *
  * Ownership: launch_plan_release() frees everything inside.
  */
@@ -27,6 +29,7 @@ struct launch_node {
 	const char *address;          /* how other nodes reach it (MASTER_ADDR) */
 	const char *slots;            /* "0,1" GPU indices, or NULL for CPU slots */
 	const char *host;             /* its name in the hostfile (default: name) */
+	int agent_port;               /* its agent's port (mpi launcher, orted via agents) */
 };
 
 struct launch_task {
@@ -63,6 +66,8 @@ struct launch_opts {
 	const char *net_interface;    /* btl/oob_tcp_if_include, NCCL_SOCKET_IFNAME, or NULL */
 	const char *bin_dir;          /* node-side dir of dtagent/dttrain, or NULL (PATH) */
 	const struct kvlist *extra_env;  /* e.g. DT_TRIAL_ID, DT_PARAM_* from sweeps */
+	int orted_ssh;                /* mpi: start orted over ssh (mpi.orted_launch: ssh)
+				       * instead of through the agents (agent/rsh.h) */
 };
 
 int launch_plan_build(struct launch_plan *p, const struct job_config *job,

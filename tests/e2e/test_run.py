@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HeadCluster
+from dtapi import DtApi, read_secret
 
 HEAD_PORT = 17671
 AGENT_PORT = 17670
@@ -176,6 +177,109 @@ def test_mpi_launcher_dttrain_2x2(cluster):
     line = (jd / "logs" / "0.log").read_text().splitlines()[0]
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [OE] ", line), line
     assert "done:" in p.stdout and "[%s 0]" % j["placement"][0]["node"] in p.stdout
+    # the second node's orted came through its agent (`dtagent rsh`), not over ssh: a
+    # task of that agent, labelled with the job, exited 0, its output in the job's logs
+    i2 = next(i for i in range(1, cluster.fc.n + 1)
+              if cluster.fc.node(i).name == j["placement"][1]["node"])
+    addr2 = cluster.fc.node(i2).addr
+    assert (jd / "logs" / ("orted-%s.log" % addr2)).exists(), sorted(os.listdir(jd / "logs"))
+    api = DtApi(addr2, cluster.port(i2), read_secret(str(cluster.home)))
+    st, body = api.request("GET", "/v1/tasks/%s.0.orted-%s" % (job, addr2))
+    assert st == 200, body
+    t = body["task"]
+    assert t["state"] == "exited" and t["exit_code"] == 0 and t["job_id"] == job, t
+    assert "orted" in t["argv"][0] and "orte_hnp_uri" in t["argv"][0], t["argv"]
+
+
+def test_mpi_orted_launch_ssh(cluster):
+    """`mpi: {orted_launch: ssh}` in cluster.yaml: mpirun starts the orteds over ssh with
+    init's ssh configuration instead of through the agents, and the job still runs."""
+    if cluster.fc.mode != "netns":
+        pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
+                    % cluster.fc.mode)
+    cy = cluster.home / "cluster.yaml"
+    orig = cy.read_text()
+
+    def plan_says(want, gone):
+        # dtsched re-reads cluster.yaml when it changes (checked once a second)
+        deadline = time.time() + 15
+        while True:
+            p = cluster.dtctl("run", "--dry-run", "-n", 2, "-p", 1, "--launcher", "mpi", "--",
+                              "true")
+            if p.returncode == 0 and want in p.stdout and gone not in p.stdout:
+                return
+            assert time.time() < deadline, p.stdout + p.stderr
+            time.sleep(0.3)
+
+    try:
+        cy.write_text(orig + "mpi: {orted_launch: ssh}\n")
+        plan_says("plm_rsh_args", "plm_rsh_agent")
+        p = cluster.dtctl("run", "-n", 2, "-p", 1, "--launcher", "mpi", "--name", "mpissh", "--",
+                          "hostname", timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        job = re.search(r"job (j-\d+) submitted", p.stderr).group(1)
+        j = cluster.show(job)
+        jd = Path(j["job_dir"])
+        assert not list((jd / "logs").glob("orted-*.log")), sorted(os.listdir(jd / "logs"))
+        names = sorted(x["node"] for x in j["placement"])
+        assert sorted(l.split()[-1] for l in p.stdout.splitlines() if l.strip()) == names, p.stdout
+    finally:
+        cy.write_text(orig)
+    plan_says("plm_rsh_agent", "plm_rsh_args")
+
+
+def test_rsh_through_an_agent(cluster):
+    """`dtagent rsh HOST WORDS` (what mpirun runs instead of ssh) against a real agent: the
+    words run on HOST as one task, its exit code comes back, a wrong key or an unknown
+    host fail like ssh (255, with the reason), and SIGTERM stops the remote task."""
+    if cluster.fc.mode != "netns":
+        pytest.skip("needs a node with its own address (fake cluster mode %s)" % cluster.fc.mode)
+    n2 = cluster.fc.node(2)
+    probe = Path(cluster.fc.shared) / ("rsh-probe-" + uuid.uuid4().hex[:8])
+    env = dict(os.environ, DTCTL_HOME=str(cluster.home), DT_TASK_ID="j-rsh%s.0.mpirun"
+               % uuid.uuid4().hex[:6], DT_ORTED_AGENTS="%s=%d,elsewhere=1" % (n2.addr, cluster.port(2)))
+    env.pop("DT_JOB_DIR", None)
+    rsh = [str(cluster.bin / "dtagent"), "rsh"]
+    # words are joined and run by a shell on the node, as ssh does with a remote command
+    p = subprocess.run(rsh + [n2.addr, "hostname", ">", str(probe), ";", "exit", "7"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 7, p.stderr
+    assert probe.read_text().strip() == n2.name
+    # the same id twice (one task per attempt and host): refused, clearly
+    p = subprocess.run(rsh + [n2.addr, "true"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 255 and "already exists" in p.stderr, p.stderr
+    # no port for that host
+    p = subprocess.run(rsh + ["10.99.0.1", "true"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 255 and "no agent port for host '10.99.0.1'" in p.stderr, p.stderr
+    # another cluster's key: the agent refuses, nothing runs
+    other = cluster.tmp / "other-home"
+    other.mkdir(mode=0o700, exist_ok=True)
+    (other / "secret").write_text("ab" * 32 + "\n")
+    (other / "secret").chmod(0o600)
+    p = subprocess.run(rsh + [n2.addr, "touch", str(probe) + ".bad"],
+                       env=dict(env, DTCTL_HOME=str(other), DT_TASK_ID="j-bad.0.mpirun"),
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 255 and "cannot start orted on %s" % n2.addr in p.stderr, p.stderr
+    assert "401" in p.stderr or "signature" in p.stderr, p.stderr
+    assert not Path(str(probe) + ".bad").exists()
+    # hang-up: SIGTERM to rsh stops the remote task (as a dropped ssh session would)
+    marker = "rshhup-" + uuid.uuid4().hex[:8]
+    tid = "j-hup%s.0.mpirun" % uuid.uuid4().hex[:6]
+    r = subprocess.Popen(rsh + [n2.addr, "sleep", "60", ";", "echo", marker],
+                         env=dict(env, DT_TASK_ID=tid), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while not procs_with("sleep 60 ; echo " + marker) and time.time() < deadline:
+        time.sleep(0.05)
+    assert procs_with("sleep 60 ; echo " + marker), "the remote task did not start"
+    r.send_signal(signal.SIGTERM)
+    assert r.wait(timeout=10) == 255
+    wait_no_procs(marker, 6)
+    api = DtApi(n2.addr, cluster.port(2), read_secret(str(cluster.home)))
+    st, body = api.request("GET", "/v1/tasks/%s" % tid.replace(".mpirun", ".orted-" + n2.addr))
+    assert st == 200 and body["task"]["state"] == "exited" and body["task"]["stop_requested"], body
 
 
 def test_agent_launcher_dttrain_2x2(cluster):

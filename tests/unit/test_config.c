@@ -64,7 +64,7 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\n"
 	  "colour: red\n"
 	  "nodes: [local]\n",
-	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network')" },
+	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi')" },
 	{ "duration_plain_number", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -96,6 +96,18 @@ static const struct bad_case bad_cases[] = {
 	  "install: nfs\n"
 	  "nodes: [local]\n",
 	  "t.yaml:3:10: key 'install': expected 'local' or 'shared', found 'nfs'" },
+	{ "orted_launch", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "mpi: {orted_launch: rsh}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:21: key 'mpi.orted_launch': expected 'agent' or 'ssh', found 'rsh'" },
+	{ "mpi_unknown_key", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "mpi: {launcher: ssh}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:7: unknown key 'mpi.launcher' (expected 'orted_launch')" },
 	{ "missing_shared_dir", "cluster",
 	  "cluster: lab\n"
 	  "nodes: [local]\n",
@@ -705,7 +717,8 @@ static void test_cluster_full(void **state)
 		"install: shared\n"
 		"agent: {port: 9000, heartbeat: 500ms, dead_after: 3s}\n"
 		"head: {address: 10.0.0.1, port: 9001}\n"
-		"network: {interface: eth0}\n";
+		"network: {interface: eth0}\n"
+		"mpi: {orted_launch: ssh}\n";
 	struct cluster_config c;
 	struct strbuf err = STRBUF_INIT;
 
@@ -718,6 +731,7 @@ static void test_cluster_full(void **state)
 	assert_int_equal(c.ssh.connect_timeout_ms, 5000);
 	assert_int_equal(c.ssh.command_timeout_ms, 600000);
 	assert_int_equal(c.ssh.host_key_policy, HOST_KEY_STRICT);
+	assert_int_equal(c.mpi.orted_ssh, 1);
 	assert_int_equal(c.nr_nodes, 5);
 	assert_string_equal(c.nodes[0].name, "gpu01.lab");
 	assert_string_equal(c.nodes[2].host, "gpu03.lab");

@@ -36,7 +36,8 @@ static void test_agent_env(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1", NULL }, { "n2", "10.88.0.12", "2,3", NULL } };
+	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1", NULL, 0 },
+					{ "n2", "10.88.0.12", "2,3", NULL, 0 } };
 	struct launch_opts o = { .job_id = "j-000007", .job_dir = "/sh/jobs/j-000007",
 				 .master_port = 29611 };
 	const struct launch_task *t;
@@ -76,12 +77,14 @@ static void test_trainer_mpi(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL }, { "n2", "n2", NULL, NULL } };
+	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070 },
+					{ "n2", "n2", NULL, NULL, 7071 } };
 	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1234,
 				 .resume = "/s/jobs/j-1/ckpt/last.ckpt", .ssh_config = "/h/ssh_config",
 				 .net_interface = "eth0", .bin_dir = "/h/.dtctl/bin" };
 	const struct launch_task *t;
-	int found_rsh = 0, found_if = 0, found_x = 0;
+	int found_rsh = 0, found_if = 0, found_x = 0, found_args = 0, found_attached = 0;
+	int found_flat = 0, found_xmap = 0;
 
 	load_job(&job, "nodes: 2\nprocs_per_node: 2\n"
 		 "trainer: {model: mlp, hidden: [64, 32], lr: 0.1, grad_clip: 1}\n");
@@ -91,14 +94,28 @@ static void test_trainer_mpi(void **state)
 	t = &p.tasks[0];
 	assert_string_equal(t->argv.v[0], "mpirun");
 	for (size_t i = 0; i + 1 < t->argv.nr; i++) {
-		if (!strcmp(t->argv.v[i], "plm_rsh_args") && !strcmp(t->argv.v[i + 1], "-F /h/ssh_config"))
+		/* orted through the agents by default (agent/rsh.h), not ssh */
+		if (!strcmp(t->argv.v[i], "plm_rsh_agent") &&
+		    !strcmp(t->argv.v[i + 1], "/h/.dtctl/bin/dtagent rsh"))
 			found_rsh = 1;
+		if (!strcmp(t->argv.v[i], "plm_rsh_args"))
+			found_args = 1;
+		if (!strcmp(t->argv.v[i], "orte_leave_session_attached") &&
+		    !strcmp(t->argv.v[i + 1], "1"))
+			found_attached = 1;
+		if (!strcmp(t->argv.v[i], "plm_rsh_no_tree_spawn") && !strcmp(t->argv.v[i + 1], "1"))
+			found_flat = 1;
 		if (!strcmp(t->argv.v[i], "btl_tcp_if_include") && !strcmp(t->argv.v[i + 1], "eth0"))
 			found_if = 1;
 		if (!strcmp(t->argv.v[i], "-x") && !strcmp(t->argv.v[i + 1], "DT_RESUME"))
 			found_x = 1;
+		if (!strcmp(t->argv.v[i], "-x") && !strcmp(t->argv.v[i + 1], "DT_ORTED_AGENTS"))
+			found_xmap = 1;
 	}
-	assert_true(found_rsh && found_if && found_x);
+	assert_true(found_rsh && found_attached && found_flat && found_if && found_x);
+	assert_false(found_args || found_xmap);
+	/* where `dtagent rsh` finds each node's agent, by its hostfile name */
+	assert_string_equal(env_of(t, "DT_ORTED_AGENTS"), "n1=7070,n2=7071");
 	assert_string_equal(env_of(t, "DT_RESUME"), "/s/jobs/j-1/ckpt/last.ckpt");
 	/* ... then the rank logger and dttrain with its flags */
 	assert_string_equal(t->argv.v[t->argv.nr - 5], "/h/.dtctl/bin/dttrain");
@@ -111,6 +128,32 @@ static void test_trainer_mpi(void **state)
 	assert_string_equal(t->argv.v[t->argv.nr - 8], "rank-log");
 	assert_string_equal(t->argv.v[t->argv.nr - 9], "/h/.dtctl/bin/dtshim");
 	launch_plan_release(&p);
+
+	/* mpi.orted_launch: ssh: init's ssh configuration, no agent map */
+	o.orted_ssh = 1;
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	t = &p.tasks[0];
+	found_rsh = found_args = 0;
+	for (size_t i = 0; i + 1 < t->argv.nr; i++) {
+		if (!strcmp(t->argv.v[i], "plm_rsh_agent"))
+			found_rsh = 1;
+		if (!strcmp(t->argv.v[i], "plm_rsh_args") &&
+		    !strcmp(t->argv.v[i + 1], "-F /h/ssh_config"))
+			found_args = 1;
+	}
+	assert_true(found_args);
+	assert_false(found_rsh);
+	assert_null(env_of(t, "DT_ORTED_AGENTS"));
+	launch_plan_release(&p);
+
+	/* one node: mpirun starts nothing remote, so neither */
+	o.orted_ssh = 0;
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 1, &o, &err), 0);
+	t = &p.tasks[0];
+	for (size_t i = 0; i < t->argv.nr; i++)
+		assert_string_not_equal(t->argv.v[i], "plm_rsh_agent");
+	assert_null(env_of(t, "DT_ORTED_AGENTS"));
+	launch_plan_release(&p);
 	job_config_release(&job);
 	strbuf_release(&err);
 }
@@ -120,7 +163,7 @@ static void test_json_dry_run(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL, NULL } };
+	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL, NULL, 0 } };
 	struct launch_opts o = { .job_id = "j-2", .job_dir = "/s/jobs/j-2", .master_port = 5 };
 	json_t *j;
 

@@ -10,6 +10,7 @@
  */
 #include "agent.h"
 #include "auth.h"
+#include "beacon.h"
 #include "dthome.h"
 #include "httpc.h"
 #include "httpd.h"
@@ -23,6 +24,7 @@
 #include "usage.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -59,6 +61,13 @@ struct agent {
 	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
 	char bin_dir[4096];
 	long long hb_acked;          /* last heartbeat seq dtsched answered 200 */
+	/* beacons (protocol.h): the UDP socket they go out of and resyncs come
+	 * in on (-1: none), and what the heartbeat thread shares about them */
+	int beacon_fd;
+	int hb_force;                /* a valid resync came: next beat is HTTP, now */
+	long long hb_seq;            /* the last seq used, beacon or HTTP */
+	long long resync_seq;        /* the last beacon seq a resync was taken for */
+	unsigned long long beacons_sent, resyncs;
 	char sup_exe[4096];          /* dtshim beside us, else dtagent itself */
 };
 
@@ -507,8 +516,11 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		    "dtagent_tasks_lost_total{node=\"%s\"} %llu\n", a->name, a->tasks_lost);
 	strbuf_addf(o, "# TYPE dtagent_heartbeats_total counter\n"
 		    "dtagent_heartbeats_total{node=\"%s\",result=\"ok\"} %llu\n"
-		    "dtagent_heartbeats_total{node=\"%s\",result=\"failed\"} %llu\n",
-		    a->name, a->hb_sent, a->name, a->hb_failed);
+		    "dtagent_heartbeats_total{node=\"%s\",result=\"failed\"} %llu\n"
+		    "dtagent_heartbeats_total{node=\"%s\",result=\"beacon\"} %llu\n",
+		    a->name, a->hb_sent, a->name, a->hb_failed, a->name, a->beacons_sent);
+	strbuf_addf(o, "# TYPE dtagent_beacon_resyncs_total counter\n"
+		    "dtagent_beacon_resyncs_total{node=\"%s\"} %llu\n", a->name, a->resyncs);
 	pthread_mutex_unlock(&a->lock);
 	strbuf_addf(o, "# HELP dtagent_requests_total HTTP requests served.\n"
 		    "# TYPE dtagent_requests_total counter\n"
@@ -652,6 +664,98 @@ static int split_hostport(const char *s, char *host, size_t hostlen, int *port)
 	return *port > 0 && *port < 65536 ? 0 : -1;
 }
 
+/* 1 when tasks (a heartbeat's array) holds a final task: not yet acknowledged */
+static int has_final_task(const json_t *tasks)
+{
+	size_t i;
+	json_t *t;
+
+	json_array_foreach(tasks, i, t) {
+		const char *st = json_get_str(t, "state", "");
+
+		if (!strcmp(st, DT_TASK_EXITED) || !strcmp(st, DT_TASK_FAILED) ||
+		    !strcmp(st, DT_TASK_LOST))
+			return 1;
+	}
+	return 0;
+}
+
+/* dtsched's address for beacons: its host, the HTTP port's number, over UDP */
+static int head_udp_addr(struct agent *a, struct sockaddr_in *sa)
+{
+	struct addrinfo hints, *res = NULL;
+	char port[16];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	hints.ai_socktype = SOCK_DGRAM;
+	snprintf(port, sizeof(port), "%d", a->head_port);
+	if (getaddrinfo(a->head_host, port, &hints, &res) || !res)
+		return -1;
+	memcpy(sa, res->ai_addr, sizeof(*sa));
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* One beacon for seq (lock NOT held); 0 when it went out. */
+static int send_beacon(struct agent *a, const struct sockaddr_in *sa, long long seq,
+		       const char *hash, const char *digest)
+{
+	struct dt_beacon b;
+	char buf[DT_BEACON_MAX + 1];
+	json_t *ts = ts_json(a->started_us);
+	int n;
+
+	memset(&b, 0, sizeof(b));
+	snprintf(b.started, sizeof(b.started), "%.47s", json_string_value(ts));
+	json_decref(ts);
+	snprintf(b.node, sizeof(b.node), "%s", a->name);
+	b.seq = seq;
+	b.time = (long long)time(NULL);
+	snprintf(b.inventory_hash, sizeof(b.inventory_hash), "%s", hash);
+	snprintf(b.tasks_digest, sizeof(b.tasks_digest), "%s", digest);
+	n = dt_beacon_encode(&a->key, &b, buf, sizeof(buf));
+	if (n < 0)
+		return -1;
+	return sendto(a->beacon_fd, buf, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)sa,
+		      sizeof(*sa)) == n ? 0 : -1;
+}
+
+/*
+ * Resyncs from dtsched (protocol.h), read by the watcher loop: one with our
+ * name, a good MAC and the seq of a beacon sent since our last acknowledged
+ * HTTP heartbeat makes the next heartbeat an HTTP one, sent now.  Anything
+ * else is dropped.
+ */
+static void take_resyncs(struct agent *a)
+{
+	char buf[DT_BEACON_MAX + 1], node[256];
+	ssize_t n;
+
+	while ((n = recv(a->beacon_fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC)) >= 0) {
+		long long seq;
+
+		if ((size_t)n > DT_BEACON_MAX ||
+		    dt_resync_verify(&a->key, buf, (size_t)n, (long long)time(NULL), node,
+				     &seq) != DT_BEACON_OK || strcmp(node, a->name))
+			continue;
+		pthread_mutex_lock(&a->lock);
+		if (seq > a->hb_acked && seq > a->resync_seq && seq <= a->hb_seq) {
+			a->resync_seq = seq;
+			a->resyncs++;
+			a->hb_force = 1;
+			kick_heartbeat(a);
+			dtlog(DTLOG_INFO, "dtsched asked for a heartbeat (resync after beacon %lld)", seq);
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+/*
+ * Each beat: an HTTP heartbeat, or -- when dtsched takes them and nothing
+ * changed since its last answered one -- a UDP beacon (lib/beacon.h decides,
+ * the simulator uses the same rule).
+ */
 static void *heartbeat_thread(void *data)
 {
 	struct agent *a = data;
@@ -660,6 +764,9 @@ static void *heartbeat_thread(void *data)
 	int failing = 0, full = 1;   /* the first heartbeat carries the whole table */
 	char acked[DT_SHA256_HEX] = "";   /* inventory hash dtsched has from us */
 	struct strbuf usage_acked = STRBUF_INIT;   /* the usage it has from us ("" = none) */
+	struct dt_beacon_policy pol = DT_BEACON_POLICY_INIT;
+	struct sockaddr_in head_sa;
+	int have_sa = 0, paused_before = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
 	c.timeout_ms = 2000;
@@ -667,10 +774,10 @@ static void *heartbeat_thread(void *data)
 	pthread_mutex_lock(&a->lock);
 	while (!a->stopping) {
 		struct timespec until;
-		json_t *body, *reply = NULL;
-		struct strbuf err = STRBUF_INIT;
-		char hash[DT_SHA256_HEX];
-		int code;
+		json_t *body, *reply = NULL, *tasks, *inv, *fixed, *usage;
+		struct strbuf err = STRBUF_INIT, ib = STRBUF_INIT;
+		char hash[DT_SHA256_HEX], digest[DT_TASKS_DIGEST_HEX];
+		int code, kicked, changed, with_usage;
 
 		if (!a->hb_kick) {
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -684,13 +791,51 @@ static void *heartbeat_thread(void *data)
 		}
 		if (a->stopping)
 			break;
-		a->hb_kick = 0;
+		kicked = a->hb_kick || a->hb_force;
+		if (a->hb_force)
+			dt_beacon_policy_resynced(&pol);
+		a->hb_kick = a->hb_force = 0;
 		seq++;
+		a->hb_seq = seq;
+		tasks = heartbeat_tasks(a, full, seq);
+		pthread_mutex_unlock(&a->lock);
+		dt_tasks_digest(tasks, digest);
+		/*
+		 * The inventory only when the node changed since dtsched last took
+		 * it (the hash leaves out the usage numbers), the usage only when
+		 * it changed; the whole inventory still carries the current numbers
+		 * for a dtsched that does not know "usage".
+		 */
+		inv = inventory_collect(a->name, a->o.gpus);
+		fixed = json_deep_copy(inv);
+		usage = inventory_take_usage(fixed);
+		json_append(&ib, fixed);
+		dt_sha256_hex(ib.buf, ib.len, hash);
+		strbuf_reset(&ib);
+		json_append(&ib, usage);
+		with_usage = strcmp(ib.buf, usage_acked.buf) != 0;
+		changed = kicked || full || has_final_task(tasks) || strcmp(hash, acked) || with_usage;
+		if (!have_sa && a->beacon_fd >= 0)
+			have_sa = head_udp_addr(a, &head_sa) == 0;
+		if (have_sa && dt_beacon_policy_due(&pol, dt_mono_ms(), a->o.heartbeat_ms, changed,
+						    digest) &&
+		    send_beacon(a, &head_sa, seq, hash, digest) == 0) {
+			dt_beacon_policy_sent(&pol);
+			json_decref(tasks);
+			json_decref(inv);
+			json_decref(fixed);
+			json_decref(usage);
+			strbuf_release(&ib);
+			pthread_mutex_lock(&a->lock);
+			a->beacons_sent++;
+			continue;
+		}
 		body = json_pack("{s:s,s:i,s:i,s:o,s:s,s:o,s:I}", "node", a->name,
 				 "port", dt_httpd_port(a->srv), "agent_pid", (int)getpid(),
 				 "agent_started_at", ts_json(a->started_us), "version", DT_VERSION,
-				 "tasks", heartbeat_tasks(a, full, seq), "seq", (json_int_t)seq);
+				 "tasks", tasks, "seq", (json_int_t)seq);
 		json_object_set_new(body, "full", json_boolean(full));
+		json_object_set_new(body, "tasks_digest", json_string(digest));
 		if (a->o.advertise)
 			json_object_set_new(body, "address", json_string(a->o.advertise));
 		json_object_set_new(body, "bin_dir", json_string(a->bin_dir));
@@ -703,34 +848,17 @@ static void *heartbeat_thread(void *data)
 				json_object_set_new(body, "ssh_config", json_string(sc.buf));
 			strbuf_release(&sc);
 		}
-		pthread_mutex_unlock(&a->lock);
-		/*
-		 * The inventory only when the node changed since dtsched last took
-		 * it (the hash leaves out the usage numbers), the usage only when
-		 * it changed; the whole inventory still carries the current numbers
-		 * for a dtsched that does not know "usage".
-		 */
-		{
-			json_t *inv = inventory_collect(a->name, a->o.gpus);
-			json_t *fixed = json_deep_copy(inv), *usage = inventory_take_usage(fixed);
-			struct strbuf ib = STRBUF_INIT;
-
-			json_append(&ib, fixed);
-			dt_sha256_hex(ib.buf, ib.len, hash);
-			json_object_set_new(body, "inventory_hash", json_string(hash));
-			if (strcmp(hash, acked))
-				json_object_set_new(body, "inventory", inv);
-			else
-				json_decref(inv);
-			strbuf_reset(&ib);
-			json_append(&ib, usage);
-			if (strcmp(ib.buf, usage_acked.buf))
-				json_object_set_new(body, "usage", usage);
-			else
-				json_decref(usage);
-			json_decref(fixed);
-			strbuf_release(&ib);
-		}
+		json_object_set_new(body, "inventory_hash", json_string(hash));
+		if (strcmp(hash, acked))
+			json_object_set_new(body, "inventory", inv);
+		else
+			json_decref(inv);
+		if (with_usage)
+			json_object_set_new(body, "usage", usage);
+		else
+			json_decref(usage);
+		json_decref(fixed);
+		strbuf_release(&ib);
 		code = dt_httpc_request(&c, "POST", DT_PATH_HEARTBEAT, body, &reply, &err);
 		pthread_mutex_lock(&a->lock);
 		if (code == 200) {
@@ -748,11 +876,17 @@ static void *heartbeat_thread(void *data)
 			}
 			/* dtsched asks for the whole table when it (re)learns about us */
 			full = json_is_true(json_object_get(reply, "want_full"));
+			if (dt_beacon_policy_http_ok(&pol, dt_mono_ms(), reply, digest))
+				dtlog(paused_before++ ? DTLOG_INFO : DTLOG_WARN,
+				      "dtsched received none of our last UDP beacons (is UDP port %d "
+				      "of %s blocked?): HTTP heartbeats only for %lld min",
+				      a->head_port, a->head_host, DT_BEACON_RETRY_MS / 60000);
 			a->hb_sent++;
 			if (failing)
 				dtlog(DTLOG_INFO, "heartbeats to %s:%d work again", a->head_host, a->head_port);
 			failing = 0;
 		} else {
+			dt_beacon_policy_http_failed(&pol);
 			a->hb_failed++;
 			if (!failing)
 				dtlog(DTLOG_WARN, "heartbeat to dtsched failed: %s",
@@ -783,6 +917,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	int sfd = -1, ifd = -1;
 
 	a->o = *o;
+	a->beacon_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->hb_cond, NULL);
 	a->started_us = dt_now_us();
@@ -870,6 +1005,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->srv = dt_httpd_start(&ho, &err);
 	if (!a->srv)
 		goto fail;
+	if (o->head)
+		a->beacon_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (o->head && !pthread_create(&hb, NULL, heartbeat_thread, a))
 		have_hb = 1;
 	dtlog(DTLOG_INFO, "dtagent %s serving node '%s' on port %d%s%s (pid %d)", DT_VERSION,
@@ -894,18 +1031,21 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		ifd = -1;
 	}
 	for (;;) {
-		struct pollfd pf[2] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 } };
+		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 },
+					{ a->beacon_fd, POLLIN, 0 } };
 		int sig = 0, changed = 0;
 		long long now;
 
 		if (sfd >= 0) {
 			struct signalfd_siginfo si;
 
-			if (poll(pf, 2, WATCH_MS) > 0) {
+			if (poll(pf, 3, WATCH_MS) > 0) {
 				if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
 					sig = (int)si.ssi_signo;
 				if (ifd >= 0 && (pf[1].revents & POLLIN))
 					take_renames(a, ifd);
+				if (a->beacon_fd >= 0 && (pf[2].revents & POLLIN))
+					take_resyncs(a);
 			}
 		} else {
 			struct timespec ts = { 0, WATCH_MS * 1000000L };
@@ -948,6 +1088,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	pthread_mutex_unlock(&a->lock);
 	if (have_hb)
 		pthread_join(hb, NULL);
+	if (a->beacon_fd >= 0)
+		close(a->beacon_fd);
 	dt_httpd_stop(a->srv);
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);

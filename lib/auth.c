@@ -173,7 +173,7 @@ int dt_random_hex(char *out, size_t n)
  * HMAC of the signed string (protocol.h) with this thread's keyed context,
  * fed piece by piece (no formatted copy); -1 if OpenSSL refused.
  */
-static int hmac_cached(const struct dt_auth_key *key, const char *const part[5],
+static int hmac_cached(const struct dt_auth_key *key, const char *const part[], int nr_parts,
 		       unsigned char *mac, size_t *maclen)
 {
 	struct auth_tls *t = auth_tls_get();
@@ -193,7 +193,7 @@ static int hmac_cached(const struct dt_auth_key *key, const char *const part[5],
 		t->keylen = 0;
 		return -1;
 	}
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < nr_parts; i++) {
 		if ((i && !EVP_MAC_update(t->mac, (const unsigned char *)"\n", 1)) ||
 		    !EVP_MAC_update(t->mac, (const unsigned char *)part[i], strlen(part[i]))) {
 			t->keylen = 0;
@@ -231,9 +231,25 @@ void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char 
 	size_t maclen = 0;
 
 	dt_sha256_hex(body, len, bodyhash);
-	if (hmac_cached(key, part, mac, &maclen) < 0)
+	if (hmac_cached(key, part, 5, mac, &maclen) < 0)
 		hmac_oneshot(key, part, mac, &maclen);
 	to_hex(mac, maclen, sig);
+}
+
+void dt_auth_mac_hex(const struct dt_auth_key *key, const char *msg, char *out)
+{
+	const char *const part[1] = { msg };
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	size_t maclen = 0;
+
+	if (hmac_cached(key, part, 1, mac, &maclen) < 0) {
+		unsigned int n = 0;
+
+		HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg,
+		     strlen(msg), mac, &n);
+		maclen = n;
+	}
+	to_hex(mac, maclen, out);
 }
 
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,

@@ -45,6 +45,9 @@ int dt_random_hex(char *out, size_t n);
 void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,
 		  const char *timestamp, const char *nonce, const void *body, size_t len,
 		  char *sig);
+/* hex HMAC-SHA256 of the NUL-terminated msg with key into out (DT_SHA256_HEX),
+ * with this thread's cached context: the MAC of a UDP beacon (beacon.h). */
+void dt_auth_mac_hex(const struct dt_auth_key *key, const char *msg, char *out);
 /* Fresh timestamp + nonce and the signature for them. */
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,
 			 const char *path, const void *body, size_t len,

@@ -48,8 +48,19 @@ struct dt_httpd {
 	int own_thread;
 	atomic_int quit;
 	int batch_fd;                 /* epoll of the listening socket only, -1 if none */
+	int loop_fd;                  /* epoll of MHD's epoll fd and the extra fds, -1 if none */
+	int mhd_fd;                   /* MHD's own epoll fd */
+	struct extra_fd *extras;      /* dt_httpd_add_fd(), freed by dt_httpd_stop() */
 	atomic_int big_replies;       /* replies of BIG_REPLY bytes or more being sent */
 	atomic_llong fresh_until_ms;  /* a connection was opened: no batching until then */
+};
+
+/* an fd served by the polling thread besides HTTP (dt_httpd_add_fd) */
+struct extra_fd {
+	struct extra_fd *next;
+	int fd;
+	dt_httpd_fd_cb *cb;
+	void *data;
 };
 
 struct req_ctx {
@@ -369,6 +380,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
  * socket alone (a connecting client ends it at once; the agents' keep-alive
  * connections do not), after a new connection there is no batching for
  * FRESH_MS, and none while a reply of BIG_REPLY bytes or more is in flight.
+ *
+ * The loop waits on an epoll set of its own holding MHD's epoll fd and the
+ * fds given to dt_httpd_add_fd() (dtsched's UDP beacon socket): a round
+ * serves whatever is ready of both, so datagrams that came in during a batch
+ * wait are drained together (recvmmsg) like the requests, with no thread or
+ * wake-up of their own.
  */
 #ifndef BATCH_MS
 #define BATCH_MS 5
@@ -398,6 +415,42 @@ static void batch_wait(struct dt_httpd *srv)
 	}
 }
 
+/*
+ * One round: wait for MHD's epoll fd or an extra fd (at most until MHD's next
+ * timeout), let MHD serve, then call the extra fds' callbacks.  When only an
+ * extra fd woke us and MHD has no timeout due, MHD is not run at all (a
+ * beacon costs no MHD work).
+ */
+static void serve_round(struct dt_httpd *srv)
+{
+	struct epoll_event ev[8];
+	MHD_UNSIGNED_LONG_LONG to = 0;
+	int timeout = 100, n, mhd = 0;
+
+	if (srv->loop_fd < 0) {
+		MHD_run_wait(srv->mhd, 100);
+		return;
+	}
+	if (MHD_get_timeout(srv->mhd, &to) == MHD_YES && to < 100)
+		timeout = (int)to;
+	n = epoll_wait(srv->loop_fd, ev, ARRAY_SIZE(ev), timeout);
+	if (n <= 0)
+		mhd = 1;
+	for (int i = 0; i < n; i++)
+		if (!ev[i].data.ptr)
+			mhd = 1;
+	if (!mhd && MHD_get_timeout(srv->mhd, &to) == MHD_YES && to == 0)
+		mhd = 1;
+	if (mhd)
+		MHD_run(srv->mhd);
+	for (int i = 0; i < n; i++) {
+		struct extra_fd *x = ev[i].data.ptr;
+
+		if (x)
+			x->cb(x->fd, x->data);
+	}
+}
+
 static void *serve_loop(void *data)
 {
 	struct dt_httpd *srv = data;
@@ -405,7 +458,7 @@ static void *serve_loop(void *data)
 	int runs = 0, busy = 0;
 
 	while (!atomic_load(&srv->quit)) {
-		MHD_run_wait(srv->mhd, 100);
+		serve_round(srv);
 		runs++;
 		now = dt_mono_ms();
 		if (now - window >= 100) {
@@ -420,25 +473,69 @@ static void *serve_loop(void *data)
 	return NULL;
 }
 
-/* The epoll set batch_wait() sleeps on: the listening socket only. */
-static int batch_fd_open(struct dt_httpd *srv)
+/* The epoll set serve_round() waits on: MHD's epoll fd (data.ptr NULL), to
+ * which dt_httpd_add_fd() adds its fds. */
+/* A new epoll set watching `watched` for input (data.ptr NULL), or -1. */
+static int epoll_set_of(int watched)
 {
-	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_LISTEN_FD);
 	struct epoll_event ev;
-	int fd;
+	int fd = epoll_create1(EPOLL_CLOEXEC);
 
-	if (!di || di->listen_fd < 0)
-		return -1;
-	fd = epoll_create1(EPOLL_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN;
-	if (epoll_ctl(fd, EPOLL_CTL_ADD, di->listen_fd, &ev) < 0) {
+	ev.data.ptr = NULL;
+	if (epoll_ctl(fd, EPOLL_CTL_ADD, watched, &ev) < 0) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int loop_fd_open(struct dt_httpd *srv)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	int fd;
+
+	if (!di || di->epoll_fd < 0)
+		return -1;
+	fd = epoll_set_of(di->epoll_fd);
+	if (fd >= 0)
+		srv->mhd_fd = di->epoll_fd;
+	return fd;
+}
+
+int dt_httpd_add_fd(struct dt_httpd *srv, int fd, dt_httpd_fd_cb *cb, void *data)
+{
+	struct extra_fd *x;
+	struct epoll_event ev;
+
+	if (!srv || srv->loop_fd < 0)
+		return -1;
+	x = xcalloc(1, sizeof(*x));
+	x->fd = fd;
+	x->cb = cb;
+	x->data = data;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.ptr = x;
+	/* the list is only walked by dt_httpd_stop(): no lock with the loop */
+	pthread_mutex_lock(&srv->park_lock);
+	x->next = srv->extras;
+	srv->extras = x;
+	pthread_mutex_unlock(&srv->park_lock);
+	return epoll_ctl(srv->loop_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -1 : 0;
+}
+
+/* The epoll set batch_wait() sleeps on: the listening socket only. */
+static int batch_fd_open(struct dt_httpd *srv)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+
+	if (!di || di->listen_fd < 0)
+		return -1;
+	return epoll_set_of(di->listen_fd);
 }
 
 struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf *err)
@@ -450,6 +547,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 
 	srv->opts = *opts;
 	srv->batch_fd = -1;
+	srv->loop_fd = -1;
 	if (!srv->opts.threads)
 		srv->opts.threads = 1;
 	if (srv->opts.threads > 1)
@@ -485,9 +583,12 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	srv->port = di ? di->port : opts->port;
 	if (srv->opts.threads == 1) {
 		srv->batch_fd = batch_fd_open(srv);   /* else: plain sleeps */
+		srv->loop_fd = loop_fd_open(srv);     /* else: MHD_run_wait, no extra fds */
 		if (pthread_create(&srv->thread, NULL, serve_loop, srv)) {
 			if (srv->batch_fd >= 0)
 				close(srv->batch_fd);
+			if (srv->loop_fd >= 0)
+				close(srv->loop_fd);
 			MHD_stop_daemon(srv->mhd);
 			strbuf_addf(err, "cannot start the HTTP server thread");
 			goto fail;
@@ -564,6 +665,14 @@ void dt_httpd_stop(struct dt_httpd *srv)
 		MHD_run_wait(srv->mhd, 0);
 		if (srv->batch_fd >= 0)
 			close(srv->batch_fd);
+		if (srv->loop_fd >= 0)
+			close(srv->loop_fd);
+	}
+	while (srv->extras) {
+		struct extra_fd *x = srv->extras;
+
+		srv->extras = x->next;
+		free(x);
 	}
 	MHD_stop_daemon(srv->mhd);
 	dt_nonce_cache_free(srv->nonces);

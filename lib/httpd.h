@@ -109,6 +109,16 @@ void dt_httpd_wake(struct dt_httpd *srv);
  * next deadline of those still parked, -1 when none is. */
 long long dt_httpd_wake_expired(struct dt_httpd *srv);
 
+/*
+ * Serve fd (non-blocking, e.g. dtsched's UDP beacon socket) in the same
+ * one-thread loop as HTTP: cb(fd, data) runs on the polling thread whenever
+ * fd is readable, after MHD's round, under the same batching (httpd.c
+ * serve_loop), so it should drain everything pending.  Only for threads == 1;
+ * -1 otherwise.  The fd stays the caller's: close it after dt_httpd_stop().
+ */
+typedef void dt_httpd_fd_cb(int fd, void *data);
+int dt_httpd_add_fd(struct dt_httpd *srv, int fd, dt_httpd_fd_cb *cb, void *data);
+
 /* Set an error reply {"error": "..."}. */
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
 	DT_PRINTF(3, 4);

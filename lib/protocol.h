@@ -139,11 +139,17 @@
  *               heartbeat carrying it was answered 200; dtsched keeps final
  *               tasks in memory DT_HEARTBEAT_RECENT_S after they ended), seq,
  *       full: true when tasks is the agent's whole table (its first heartbeat,
- *             and the one after a reply with want_full)}
+ *             and the one after a reply with want_full),
+ *       tasks_digest?: 16 hex digits, dt_tasks_digest() of this "tasks" array
+ *             (a beacon must carry the same one)}
  *   -> {protocol, state: node state, heartbeat_ms, dead_after_ms,
  *       want_full: dtsched (re)learns about the node: send the whole table next,
  *       want_inventory: dtsched has no inventory for that hash (it restarted,
- *             or the node is new): send the inventory now}
+ *             or the node is new): send the inventory now,
+ *       beacon?: true when dtsched takes UDP beacons (below); absent from an
+ *             older dtsched, which therefore never gets any,
+ *       beacons_seen?: beacons dtsched accepted from this node since its
+ *             previous HTTP heartbeat}
  *   A full heartbeat reconciles: a live task dtsched knows but the agent does
  *   not is marked lost.  An extra heartbeat is sent at once on a task change.
  *
@@ -162,6 +168,53 @@
  *   reason: "NODE_FAIL" when its node went DOWN, "unknown to its agent", or null.
  */
 #define DT_PATH_HEARTBEAT "/v1/heartbeat"
+
+/* Beacons (dtagent -> dtsched, UDP; lib/beacon.h, docs/agents.md) ------------
+ *
+ * An idle agent's heartbeat without HTTP: one datagram to dtsched's address
+ * and the UDP port of the same number as its HTTP port, no reply.  One line
+ * of printable ASCII, fields separated by single spaces, at most
+ * DT_BEACON_MAX bytes:
+ *     DTB1 NODE STARTED SEQ TIME INVENTORY_HASH TASKS_DIGEST MAC
+ *   NODE            [A-Za-z0-9._-]{1,255}
+ *   STARTED         the agent's agent_started_at ([A-Za-z0-9._:+-]{1,47})
+ *   SEQ             the agent's heartbeat seq: one counter per agent start
+ *                   for HTTP heartbeats and beacons alike, decimal, > 0
+ *   TIME            unix seconds (decimal)
+ *   INVENTORY_HASH  64 lower-case hex digits, as in the heartbeat
+ *   TASKS_DIGEST    16 lower-case hex digits: the tasks_digest of the agent's
+ *                   last HTTP heartbeat answered 200
+ *   MAC             hex HMAC-SHA256(key, everything before " MAC"), lower case
+ * (A signed HTTP string always has four "\n", a datagram none: neither can
+ * pass for the other.)  dtsched takes a beacon, i.e. the node's heartbeat
+ * time is refreshed and SUSPECT turns UP exactly as for an idle HTTP
+ * heartbeat, only when: it is in the format (else dropped; "DTB2": dropped as
+ * another version), TIME within DT_AUTH_MAX_SKEW_S of dtsched's clock, MAC
+ * good (constant-time compare), the node known, not DOWN, not waiting for a
+ * full table, STARTED, INVENTORY_HASH and TASKS_DIGEST equal to what its last
+ * HTTP heartbeat said, and SEQ above every seq seen from that agent start
+ * (HTTP heartbeats included: a replay is dropped).  A well-signed, fresh
+ * beacon refused for any other reason (dtsched restarted, node DOWN, hash or
+ * digest differ, unknown node) is answered with one resync datagram to its
+ * source address, at most one per node per DT_RESYNC_MIN_MS:
+ *     DTR1 NODE SEQ TIME MAC
+ * (SEQ: the beacon's; TIME: dtsched's; MAC as above), always shorter than the
+ * beacon it answers.  An agent that gets a resync with its own node name, the
+ * seq of a beacon it sent and a good MAC sends an HTTP heartbeat at once.
+ * Nothing unauthenticated is ever answered.
+ *
+ * An agent sends beacons only after an HTTP heartbeat answered 200 with
+ * "beacon": true, only while nothing changed since (tasks, final tasks not
+ * yet acknowledged, inventory, usage, want_full/want_inventory), and only
+ * while its next beat is within dead_after_ms/2 of that heartbeat: an idle
+ * node still sends an HTTP heartbeat every dead_after/2.  When it sent
+ * DT_BEACON_UNSEEN_MAX (3) or more beacons and the replies' beacons_seen say
+ * none arrived, it stops sending them for DT_BEACON_RETRY_MS (5 min).
+ */
+#define DT_BEACON_MAGIC "DTB1"
+#define DT_RESYNC_MAGIC "DTR1"
+#define DT_BEACON_MAX 512
+#define DT_RESYNC_MIN_MS 250
 #define DT_PATH_NODES "/v1/nodes"
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"

@@ -40,6 +40,21 @@ struct node {
 	char *bin_dir;              /* the agent's bin dir (dtagent, dttrain) */
 	char *home;                 /* the agent's home */
 	char *ssh_config;           /* <home>/ssh_config when the agent has one */
+	/* beacons (protocol.h): what the last HTTP heartbeat said, for comparing */
+	long long last_seq;         /* highest seq seen from agent_started's agent */
+	char tasks_digest[24];      /* its tasks_digest ("" = none: no beacons) */
+	unsigned beacons_since_http;   /* accepted since the last HTTP heartbeat */
+	unsigned long long beacons_accepted, beacons_refused;
+	long long resync_mono;      /* when a resync was last sent for it */
+};
+
+/* why beacons were dropped or taken (GET /metrics) */
+enum beacon_count {
+	BEACON_ACCEPTED,
+	BEACON_TOO_LARGE, BEACON_VERSION, BEACON_MALFORMED, BEACON_STALE, BEACON_BAD_MAC,
+	BEACON_REPLAY, BEACON_UNKNOWN_NODE, BEACON_NODE_DOWN, BEACON_MISMATCH,
+	BEACON_IGNORED,             /* DTSCHED_TEST_DROP_BEACONS: read and dropped */
+	NR_BEACON_COUNTS
 };
 
 struct sched {
@@ -53,6 +68,11 @@ struct sched {
 	struct dt_auth_key key;
 	long long started_mono, started_us;
 	unsigned long long heartbeats, nodes_failed;
+	int beacon_fd;              /* UDP beacons, -1 when not taken */
+	int beacons_ignored;        /* test only: read beacons and drop them */
+	unsigned long long beacons[NR_BEACON_COUNTS], resyncs_sent;
+	long long resync_window_ms; /* global limit on resyncs for unknown nodes */
+	unsigned resyncs_in_window;
 	pthread_t main_thread;
 	/* jobs (jobs.c) */
 	struct job **jobs;          /* in submission order */
@@ -74,8 +94,9 @@ struct sched {
  */
 struct heartbeat {
 	const char *node, *address, *version, *inventory_hash, *agent_started_at;
-	const char *bin_dir, *home, *ssh_config;
+	const char *bin_dir, *home, *ssh_config, *tasks_digest;
 	long long port;               /* 0 when absent or not an integer */
+	long long seq;                /* 0 when absent or not an integer */
 	int full;
 	int has_tasks;                /* "tasks" is present (tasks NULL: an empty array) */
 	json_t *tasks;                /* NULL, or not an array (a 400) */
@@ -94,6 +115,17 @@ int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
 void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
 struct node *node_find(struct sched *s, const char *name);
+struct node *node_add(struct sched *s, const char *name);   /* lock held */
+void node_free(struct node *n);
+/*
+ * One UDP beacon datagram (protocol.h) received at unix time now_s; lock NOT
+ * held.  Counts it in s->beacons; when it was well signed but is refused for
+ * a reason its agent can fix with an HTTP heartbeat, writes the resync to
+ * send back into reply (at most reply_size, never more than len) and returns
+ * its length; else 0.
+ */
+size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
+		    char *reply, size_t reply_size);
 int db_exec(struct sched *s, const char *sql);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
 void sched_wake(struct sched *s);

@@ -5,6 +5,7 @@
 #include "sched.h"
 #include "sched-int.h"
 #include "auth.h"
+#include "beacon.h"
 #include "daemon.h"
 #include "dthome.h"
 #include "httpd.h"
@@ -13,15 +14,18 @@
 #include "protocol.h"
 #include "usage.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <netinet/in.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,7 +166,7 @@ struct node *node_find(struct sched *s, const char *name)
 	return p ? *p : NULL;
 }
 
-static struct node *node_add(struct sched *s, const char *name)
+struct node *node_add(struct sched *s, const char *name)
 {
 	struct node *n = xcalloc(1, sizeof(*n));
 	size_t i = 0;
@@ -181,7 +185,7 @@ static struct node *node_add(struct sched *s, const char *name)
 	return n;
 }
 
-static void node_free(struct node *n)
+void node_free(struct node *n)
 {
 	free(n->name);
 	free(n->address);
@@ -397,7 +401,9 @@ void heartbeat_from_json(const json_t *j, struct heartbeat *hb)
 	hb->bin_dir = json_get_str(j, "bin_dir", NULL);
 	hb->home = json_get_str(j, "home", NULL);
 	hb->ssh_config = json_get_str(j, "ssh_config", NULL);
+	hb->tasks_digest = json_get_str(j, "tasks_digest", NULL);
 	hb->port = json_get_int(j, "port", 0);
+	hb->seq = json_get_int(j, "seq", 0);
 	hb->full = json_is_true(json_object_get(j, "full"));
 	hb->tasks = json_object_get(j, "tasks");
 	hb->has_tasks = hb->tasks != NULL;
@@ -482,6 +488,7 @@ int heartbeat_parse_fast(char *b, size_t n, struct heartbeat *hb)
 		{ "bin_dir", offsetof(struct heartbeat, bin_dir) },
 		{ "home", offsetof(struct heartbeat, home) },
 		{ "ssh_config", offsetof(struct heartbeat, ssh_config) },
+		{ "tasks_digest", offsetof(struct heartbeat, tasks_digest) },
 	};
 	const char *keys[HB_MAX_KEYS];
 	size_t nr_keys = 0, i;
@@ -573,6 +580,10 @@ int heartbeat_parse_fast(char *b, size_t n, struct heartbeat *hb)
 				if (type != V_INT)
 					return -1;
 				hb->port = num;
+			} else if (!strcmp(key, "seq")) {
+				if (type != V_INT)
+					return -1;
+				hb->seq = num;
 			} else if (!strcmp(key, "full")) {
 				if (type != V_BOOL)
 					return -1;
@@ -661,8 +672,15 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		inventory_apply_usage(n->inventory, hb.usage);
 		derive = 1;
 	}
-	if (!n->agent_started || strcmp(n->agent_started, hb.agent_started_at ? hb.agent_started_at : ""))
+	if (!n->agent_started || strcmp(n->agent_started, hb.agent_started_at ? hb.agent_started_at : "")) {
 		changed = 1;
+		n->last_seq = 0;      /* another agent: its own seq */
+	}
+	/* what a beacon must match (protocol.h): seq above this, same digest */
+	if (hb.seq > n->last_seq)
+		n->last_seq = hb.seq;
+	snprintf(n->tasks_digest, sizeof(n->tasks_digest), "%s",
+		 hb.tasks_digest && strlen(hb.tasks_digest) == 16 ? hb.tasks_digest : "");
 	dirty |= set_str(&n->agent_version, hb.version);
 	set_str(&n->bin_dir, hb.bin_dir);
 	set_str(&n->home, hb.home);
@@ -745,11 +763,182 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	/* written by hand like h_nodes (1000 a second: a jansson object and a
 	 * dump each were a tenth of dtsched's time); states are plain words */
 	strbuf_addf(&resp->text, "{\"protocol\":%d,\"state\":\"%s\",\"heartbeat_ms\":%lld,"
-		    "\"dead_after_ms\":%lld,\"want_full\":%s,\"want_inventory\":%s}\n",
+		    "\"dead_after_ms\":%lld,\"want_full\":%s,\"want_inventory\":%s%s,"
+		    "\"beacons_seen\":%u}\n",
 		    DT_PROTOCOL_VERSION, n->state, s->o.heartbeat_ms, s->o.dead_after_ms,
-		    n->want_full ? "true" : "false", want_inv ? "true" : "false");
+		    n->want_full ? "true" : "false", want_inv ? "true" : "false",
+		    s->beacon_fd >= 0 ? ",\"beacon\":true" : "", n->beacons_since_http);
+	n->beacons_since_http = 0;
 	resp->content_type = "application/json";
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------- beacons */
+
+/*
+ * May dtsched send a resync for n (NULL: an unknown node) now?  One per node
+ * per DT_RESYNC_MIN_MS, and at most RESYNC_UNKNOWN_MAX a second in all for
+ * unknown nodes (after a restart every beacon comes from one), so a replayed
+ * beacon cannot make dtsched send more than it receives.  Lock held.
+ */
+#define RESYNC_UNKNOWN_MAX 2000
+
+static int resync_allowed(struct sched *s, struct node *n, long long now)
+{
+	if (n) {
+		if (n->resync_mono && now - n->resync_mono < DT_RESYNC_MIN_MS)
+			return 0;
+		n->resync_mono = now;
+		return 1;
+	}
+	if (now - s->resync_window_ms >= 1000) {
+		s->resync_window_ms = now;
+		s->resyncs_in_window = 0;
+	}
+	return s->resyncs_in_window++ < RESYNC_UNKNOWN_MAX;
+}
+
+size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
+		    char *reply, size_t reply_size)
+{
+	struct dt_beacon b;
+	enum dt_beacon_result r = dt_beacon_verify(&s->key, buf, len, now_s, &b);
+	enum beacon_count why;
+	struct node *n;
+	long long now = dt_mono_ms();
+	int rlen;
+
+	if (r != DT_BEACON_OK) {
+		why = r == DT_BEACON_TOO_LARGE ? BEACON_TOO_LARGE : r == DT_BEACON_VERSION ?
+			BEACON_VERSION : r == DT_BEACON_STALE ? BEACON_STALE : r == DT_BEACON_BAD_MAC ?
+			BEACON_BAD_MAC : BEACON_MALFORMED;
+		pthread_mutex_lock(&s->lock);
+		s->beacons[why]++;
+		pthread_mutex_unlock(&s->lock);
+		return 0;     /* never answer what is not ours */
+	}
+	pthread_mutex_lock(&s->lock);
+	n = node_find(s, b.node);
+	if (!n) {
+		why = BEACON_UNKNOWN_NODE;
+	} else if (!n->agent_started || strcmp(n->agent_started, b.started)) {
+		why = BEACON_MISMATCH;        /* another agent start than we know */
+	} else if (b.seq <= n->last_seq) {
+		s->beacons[BEACON_REPLAY]++;
+		n->beacons_refused++;
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	} else {
+		n->last_seq = b.seq;
+		if (!strcmp(n->state, DT_NODE_DOWN) || n->down_latched)
+			why = BEACON_NODE_DOWN;
+		else if (!n->last_hb_mono || n->want_full || !n->inventory ||
+			 strcmp(n->inv_hash, b.inventory_hash) || strcmp(n->tasks_digest, b.tasks_digest))
+			why = BEACON_MISMATCH;
+		else
+			why = BEACON_ACCEPTED;
+	}
+	s->beacons[why]++;
+	if (why == BEACON_ACCEPTED) {
+		/* what an idle HTTP heartbeat does to the node, and nothing more */
+		n->beacons_accepted++;
+		n->beacons_since_http++;
+		n->last_hb_us = dt_now_us();
+		n->last_hb_mono = now;
+		if (n->last_hb_us - n->saved_hb_us >= HB_SAVE_US)
+			n->dirty = 1;
+		if (!strcmp(n->state, DT_NODE_SUSPECT))
+			node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (n)
+		n->beacons_refused++;
+	rlen = resync_allowed(s, n, now) ?
+		dt_resync_encode(&s->key, b.node, b.seq, now_s, reply, reply_size) : -1;
+	if (rlen > 0 && (size_t)rlen < len)
+		s->resyncs_sent++;
+	pthread_mutex_unlock(&s->lock);
+	return rlen > 0 && (size_t)rlen < len ? (size_t)rlen : 0;
+}
+
+/*
+ * The beacon socket's callback on the HTTP server's polling thread
+ * (dt_httpd_add_fd): drain every datagram pending, BEACON_BATCH per
+ * recvmmsg, and send the resyncs.  MSG_TRUNC in a message's flags means it
+ * was longer than the buffer: sched_beacon() gets its real length and
+ * refuses it as too large.
+ */
+#define BEACON_BATCH 32
+
+static void beacon_read(int fd, void *data)
+{
+	struct sched *s = data;
+	char bufs[BEACON_BATCH][DT_BEACON_MAX + 1];   /* 16 KiB of the loop's stack */
+	struct mmsghdr msgs[BEACON_BATCH];
+	struct iovec iov[BEACON_BATCH];
+	struct sockaddr_in from[BEACON_BATCH];
+	char reply[DT_BEACON_MAX + 1];
+	int got;
+
+	do {
+		long long now_s = (long long)time(NULL);
+
+		memset(msgs, 0, sizeof(msgs));
+		for (int i = 0; i < BEACON_BATCH; i++) {
+			iov[i].iov_base = bufs[i];
+			iov[i].iov_len = DT_BEACON_MAX + 1;
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+			msgs[i].msg_hdr.msg_name = &from[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+		}
+		got = recvmmsg(fd, msgs, BEACON_BATCH, MSG_DONTWAIT, NULL);
+		for (int i = 0; i < got; i++) {
+			size_t len = msgs[i].msg_len, rlen;
+
+			if (s->beacons_ignored) {
+				pthread_mutex_lock(&s->lock);
+				s->beacons[BEACON_IGNORED]++;
+				pthread_mutex_unlock(&s->lock);
+				continue;
+			}
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				len = DT_BEACON_MAX + 1;
+			rlen = sched_beacon(s, bufs[i], len, now_s, reply, sizeof(reply));
+			if (rlen && msgs[i].msg_hdr.msg_namelen == sizeof(from[i]))
+				sendto(fd, reply, rlen, MSG_DONTWAIT, (struct sockaddr *)&from[i],
+				       sizeof(from[i]));
+		}
+	} while (got == BEACON_BATCH);
+}
+
+/* The UDP socket on the HTTP port's number; -1 (and a warning) if not. */
+static int beacon_open(struct sched *s)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), size = 1 << 20;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((unsigned short)dt_httpd_port(s->srv));
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (s->o.bind && *s->o.bind)
+		inet_pton(AF_INET, s->o.bind, &sa.sin_addr);   /* checked by dt_httpd_start */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		dtlog(DTLOG_WARN, "no UDP beacons: cannot bind UDP port %d: %s (agents keep "
+		      "sending HTTP heartbeats)", dt_httpd_port(s->srv), strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	if (dt_httpd_add_fd(s->srv, fd, beacon_read, s) < 0) {
+		dtlog(DTLOG_WARN, "no UDP beacons: the HTTP server cannot serve another fd");
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /*
@@ -891,6 +1080,8 @@ static json_t *node_detail_json(struct node *n)
 	if (!j)
 		j = json_object();   /* cannot happen: node_list_append writes valid JSON */
 	json_object_set_new(j, "gpus", gpus ? json_incref(gpus) : json_array());
+	json_object_set_new(j, "beacons", json_pack("{s:I,s:I}",
+		"accepted", (json_int_t)n->beacons_accepted, "refused", (json_int_t)n->beacons_refused));
 	json_object_foreach(n->tasks, id, t)
 		json_array_append(tasks, t);
 	json_object_set_new(j, "tasks", tasks);
@@ -1033,6 +1224,24 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		    s->heartbeats);
 	strbuf_addf(o, "# TYPE dtsched_node_failures_total counter\ndtsched_node_failures_total %llu\n",
 		    s->nodes_failed);
+	{
+		static const char *const why[NR_BEACON_COUNTS] = {
+			[BEACON_ACCEPTED] = "accepted", [BEACON_TOO_LARGE] = "too_large",
+			[BEACON_VERSION] = "version", [BEACON_MALFORMED] = "malformed",
+			[BEACON_STALE] = "stale", [BEACON_BAD_MAC] = "bad_mac",
+			[BEACON_REPLAY] = "replay", [BEACON_UNKNOWN_NODE] = "unknown_node",
+			[BEACON_NODE_DOWN] = "node_down", [BEACON_MISMATCH] = "mismatch",
+			[BEACON_IGNORED] = "ignored",
+		};
+
+		strbuf_addstr(o, "# HELP dtsched_beacons_total UDP beacons by result: accepted, "
+			      "or why refused.\n# TYPE dtsched_beacons_total counter\n");
+		for (int k = 0; k < NR_BEACON_COUNTS; k++)
+			strbuf_addf(o, "dtsched_beacons_total{result=\"%s\"} %llu\n", why[k],
+				    s->beacons[k]);
+		strbuf_addf(o, "# TYPE dtsched_beacon_resyncs_total counter\n"
+			    "dtsched_beacon_resyncs_total %llu\n", s->resyncs_sent);
+	}
 	pthread_mutex_unlock(&s->lock);
 	strbuf_addf(o, "# TYPE dtsched_requests_total counter\ndtsched_requests_total %llu\n",
 		    st.requests);
@@ -1074,6 +1283,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	struct dt_http_route *routes = NULL;
 
 	s->o = *o;
+	s->beacon_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	s->started_mono = dt_mono_ms();
 	s->started_us = dt_now_us();
@@ -1147,8 +1357,14 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->srv = dt_httpd_start(&ho, &err);
 	if (!s->srv)
 		goto fail;
-	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d), DOWN after %lld ms without heartbeat",
-	      DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv), (int)getpid(),
+	/* test only: take beacons off the socket and drop them (a firewall that
+	 * drops UDP), while still telling agents that beacons are taken */
+	s->beacons_ignored = getenv("DTSCHED_TEST_DROP_BEACONS") &&
+		*getenv("DTSCHED_TEST_DROP_BEACONS") == '1';
+	s->beacon_fd = beacon_open(s);
+	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d, UDP beacons %s), DOWN after %lld ms "
+	      "without heartbeat", DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv),
+	      (int)getpid(), s->beacon_fd < 0 ? "off" : s->beacons_ignored ? "DROPPED (test)" : "on",
 	      o->dead_after_ms);
 	dt_daemon_ready(ready_fd, NULL);
 
@@ -1178,6 +1394,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	}
 	dtlog(DTLOG_INFO, "dtsched stopping");
 	dt_httpd_stop(s->srv);
+	if (s->beacon_fd >= 0)
+		close(s->beacon_fd);
 	pthread_mutex_lock(&s->lock);
 	flush_dirty(s);
 	pthread_mutex_unlock(&s->lock);

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    !same_str(f.version, h.version) || !same_str(f.inventory_hash, h.inventory_hash) ||
 	    !same_str(f.agent_started_at, h.agent_started_at) || !same_str(f.bin_dir, h.bin_dir) ||
 	    !same_str(f.home, h.home) || !same_str(f.ssh_config, h.ssh_config) ||
-	    f.port != h.port || f.full != h.full || f.has_tasks != h.has_tasks || h.inventory ||
+	    f.port != h.port || !same_str(f.tasks_digest, h.tasks_digest) || f.seq != h.seq || f.full != h.full || f.has_tasks != h.has_tasks || h.inventory ||
 	    (h.usage && !json_is_null(h.usage)) ||
 	    (h.tasks && (!json_is_array(h.tasks) || json_array_size(h.tasks))))
 		abort();

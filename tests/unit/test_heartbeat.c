@@ -55,6 +55,7 @@ static int agrees_with_jansson(const char *body, size_t len, const struct heartb
 		same_str(f->agent_started_at, h.agent_started_at) &&
 		same_str(f->bin_dir, h.bin_dir) && same_str(f->home, h.home) &&
 		same_str(f->ssh_config, h.ssh_config) && f->port == h.port &&
+		same_str(f->tasks_digest, h.tasks_digest) && f->seq == h.seq &&
 		f->full == h.full && f->has_tasks == h.has_tasks && !h.inventory &&
 		(!h.usage || json_is_null(h.usage)) &&
 		(!h.tasks || (json_is_array(h.tasks) && !json_array_size(h.tasks)));
@@ -78,6 +79,7 @@ static void test_idle_heartbeat(void **state)
 	assert_null(hb.tasks);
 	assert_null(hb.inventory);
 	assert_int_equal(hb.full, 0);
+	assert_int_equal(hb.seq, 17);
 	assert_true(agrees_with_jansson(IDLE, strlen(IDLE), &hb));
 	free(copy);
 }

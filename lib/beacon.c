@@ -135,10 +135,12 @@ static enum dt_beacon_result check_mac(const struct dt_auth_key *key, char **fie
 
 	if (!hex_ok(field[last], 64))
 		return DT_BEACON_MALFORMED;
-	/* put the spaces back between the signed fields */
+	/* put the spaces back between the signed fields, then split them again */
 	for (int i = 1; i < last; i++)
-		field[i][-1] = ' ';
+		*(field[i] - 1) = ' ';
 	dt_auth_mac_hex(key, field[0], want);
+	for (int i = 1; i < last; i++)
+		*(field[i] - 1) = '\0';
 	return CRYPTO_memcmp(want, field[last], 64) ? DT_BEACON_BAD_MAC : DT_BEACON_OK;
 }
 
@@ -195,12 +197,9 @@ enum dt_beacon_result dt_beacon_verify(const struct dt_auth_key *key, const void
 	r = check_mac(key, f, 7);
 	if (r != DT_BEACON_OK)
 		return r;
-	/* check_mac joined the fields again: lengths were checked above */
-	memcpy(out->node, f[1], (size_t)(f[2] - 1 - f[1]));
-	out->node[f[2] - 1 - f[1]] = '\0';
-	memcpy(out->started, f[2], (size_t)(f[3] - 1 - f[2]));
-	out->started[f[3] - 1 - f[2]] = '\0';
-	f[4][-1] = f[5][-1] = f[6][-1] = '\0';
+	/* lengths were checked above (name_ok, started_ok, hex_ok) */
+	memcpy(out->node, f[1], strlen(f[1]) + 1);
+	memcpy(out->started, f[2], strlen(f[2]) + 1);
 	out->seq = number(f[3]);
 	out->time = number(f[4]);
 	memcpy(out->inventory_hash, f[5], 65);
@@ -239,10 +238,8 @@ enum dt_beacon_result dt_resync_verify(const struct dt_auth_key *key, const void
 	r = check_mac(key, f, 4);
 	if (r != DT_BEACON_OK)
 		return r;
-	f[3][-1] = '\0';
 	*seq = number(f[2]);
-	memcpy(node, f[1], (size_t)(f[2] - 1 - f[1]));
-	node[f[2] - 1 - f[1]] = '\0';
+	memcpy(node, f[1], strlen(f[1]) + 1);
 	return DT_BEACON_OK;
 }
 

@@ -1359,8 +1359,11 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		goto fail;
 	/* test only: take beacons off the socket and drop them (a firewall that
 	 * drops UDP), while still telling agents that beacons are taken */
-	s->beacons_ignored = getenv("DTSCHED_TEST_DROP_BEACONS") &&
-		*getenv("DTSCHED_TEST_DROP_BEACONS") == '1';
+	{
+		const char *drop = getenv("DTSCHED_TEST_DROP_BEACONS");
+
+		s->beacons_ignored = drop && *drop == '1';
+	}
 	s->beacon_fd = beacon_open(s);
 	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d, UDP beacons %s), DOWN after %lld ms "
 	      "without heartbeat", DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv),

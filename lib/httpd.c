@@ -473,8 +473,6 @@ static void *serve_loop(void *data)
 	return NULL;
 }
 
-/* The epoll set serve_round() waits on: MHD's epoll fd (data.ptr NULL), to
- * which dt_httpd_add_fd() adds its fds. */
 /* A new epoll set watching `watched` for input (data.ptr NULL), or -1. */
 static int epoll_set_of(int watched)
 {
@@ -493,6 +491,8 @@ static int epoll_set_of(int watched)
 	return fd;
 }
 
+/* The epoll set serve_round() waits on: MHD's epoll fd (data.ptr NULL), to
+ * which dt_httpd_add_fd() adds its fds. */
 static int loop_fd_open(struct dt_httpd *srv)
 {
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);

@@ -278,8 +278,14 @@ def test_rsh_through_an_agent(cluster):
     assert r.wait(timeout=10) == 255
     wait_no_procs(marker, 6)
     api = DtApi(n2.addr, cluster.port(2), read_secret(str(cluster.home)))
-    st, body = api.request("GET", "/v1/tasks/%s" % tid.replace(".mpirun", ".orted-" + n2.addr))
-    assert st == 200 and body["task"]["state"] == "exited" and body["task"]["stop_requested"], body
+    deadline = time.time() + 10     # the supervisor records the end a moment later
+    while True:
+        st, body = api.request("GET", "/v1/tasks/%s" % tid.replace(".mpirun", ".orted-" + n2.addr))
+        assert st == 200 and body["task"]["stop_requested"], body
+        if body["task"]["state"] != "stopping" or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert body["task"]["state"] == "exited", body
 
 
 def test_agent_launcher_dttrain_2x2(cluster):

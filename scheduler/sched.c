@@ -161,8 +161,11 @@ static int node_cmp(const void *key, const void *elem)
 
 struct node *node_find(struct sched *s, const char *name)
 {
-	struct node **p = bsearch(name, s->nodes, s->nr, sizeof(*s->nodes), node_cmp);
+	struct node **p;
 
+	if (!s->nr)
+		return NULL;          /* s->nodes may be NULL: bsearch must not see it */
+	p = bsearch(name, s->nodes, s->nr, sizeof(*s->nodes), node_cmp);
 	return p ? *p : NULL;
 }
 

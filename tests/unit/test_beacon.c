@@ -232,6 +232,24 @@ static size_t take(struct sched *s, const char *node, long long seq, char *reply
 	return sched_beacon(s, buf, (size_t)n, NOW, reply, DT_BEACON_MAX + 1);
 }
 
+/* dtsched before any node is known (just started on an empty database): a
+ * beacon is an unknown node's, and looking a node up must not hand bsearch
+ * the NULL table (UBSan aborted dtsched on the first GET /v1/nodes/<name>) */
+static void test_sched_no_nodes_yet(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	char reply[DT_BEACON_MAX + 1];
+
+	pthread_mutex_init(&s->lock, NULL);
+	s->key = key;
+	s->beacon_fd = 3;
+	assert_null(node_find(s, "n1"));
+	assert_true(take(s, "n1", 1, reply) > 0);      /* a resync: "tell me who you are" */
+	assert_int_equal(s->beacons[BEACON_UNKNOWN_NODE], 1);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 static void test_sched_accepts_and_refuses(void **state)
 {
 	struct sched *s = sched_new();
@@ -429,6 +447,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_resync),
+		cmocka_unit_test(test_sched_no_nodes_yet),
 		cmocka_unit_test(test_sched_accepts_and_refuses),
 		cmocka_unit_test(test_policy),
 		cmocka_unit_test(test_mutations),

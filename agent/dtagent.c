@@ -128,17 +128,22 @@ int main(int argc, const char **argv)
 	if (dt_home_ensure() < 0)
 		return 1;
 	dt_home_path(&pidfile, "agent.pid");
-	if (status)
-		return do_status(pidfile.buf, name ? name : "this node");
+	if (status || stop) {
+		int rc;
 
-	if (stop) {
-		if (dt_daemon_stop(pidfile.buf, "dtagent", 10000) < 0)
-			return 1;
-		printf("dtagent on %s: stopped\n", name ? name : "this node");
-		return 0;
+		if (status) {
+			rc = do_status(pidfile.buf, name ? name : "this node");
+		} else {
+			rc = dt_daemon_stop(pidfile.buf, "dtagent", 10000) < 0 ? 1 : 0;
+			if (!rc)
+				printf("dtagent on %s: stopped\n", name ? name : "this node");
+		}
+		strbuf_release(&pidfile);
+		return rc;
 	}
 	lockfd = dt_pidfile_lock(pidfile.buf, &holder);
 	if (lockfd < 0) {
+		strbuf_release(&pidfile);
 		if (holder > 0) {
 			printf("dtagent: already running (pid %lld)\n", holder);
 			return daemonize ? 0 : 1;

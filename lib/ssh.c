@@ -830,26 +830,72 @@ static int connect_next(struct ssh_node *n, int *last_errno)
 	return 0;
 }
 
+/* 1 when the comma list has the item name */
+static int comma_list_has(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	while (*list) {
+		size_t n = strcspn(list, ",");
+
+		if (n == len && !strncmp(list, name, len))
+			return 1;
+		list += n;
+		if (*list == ',')
+			list++;
+	}
+	return 0;
+}
+
+/*
+ * Append to out each method of the comma list `want` that libssh2 supports
+ * (algs) and out does not have yet.  libssh2_session_method_pref() strips an
+ * unsupported name itself, but with an overlapping memcpy (undefined: ASan
+ * reports it), so it is only ever given names it supports, once each.
+ */
+static void add_supported(struct strbuf *out, const char *want, const char **algs, int nr)
+{
+	while (*want) {
+		size_t len = strcspn(want, ",");
+
+		for (int i = 0; i < nr; i++) {
+			if (strlen(algs[i]) != len || strncmp(algs[i], want, len))
+				continue;
+			if (!comma_list_has(out->buf, algs[i]))
+				strbuf_addf(out, "%s%s", out->len ? "," : "", algs[i]);
+			break;
+		}
+		want += len;
+		if (*want == ',')
+			want++;
+	}
+}
+
 static void set_hostkey_prefs(struct ssh_node *n)
 {
 	static const char defaults[] = "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
 				       "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa";
-	struct strbuf name = STRBUF_INIT, known = STRBUF_INIT;
+	struct strbuf name = STRBUF_INIT, known = STRBUF_INIT, prefs = STRBUF_INIT;
+	const char **algs = NULL;
+	int nr = libssh2_session_supported_algs(n->s, LIBSSH2_METHOD_HOSTKEY, &algs);
 
+	if (nr <= 0) {
+		/* cannot tell: libssh2's own default order */
+		strbuf_release(&name);
+		return;
+	}
 	/* Like OpenSSH: ask first for the key types we already know for the host,
 	 * so a host with several keys is checked against the one on file. */
 	known_hosts_name(&name, n->t.host, n->t.port);
 	known_hosts_types(&n->pool->kh, name.buf, &known);
-	if (known.len) {
-		strbuf_addch(&known, ',');
-		strbuf_addstr(&known, defaults);
-		if (libssh2_session_method_pref(n->s, LIBSSH2_METHOD_HOSTKEY, known.buf) == 0)
-			goto out;
-	}
-	libssh2_session_method_pref(n->s, LIBSSH2_METHOD_HOSTKEY, defaults);
-out:
+	add_supported(&prefs, known.buf, algs, nr);
+	add_supported(&prefs, defaults, algs, nr);
+	if (prefs.len)
+		libssh2_session_method_pref(n->s, LIBSSH2_METHOD_HOSTKEY, prefs.buf);
+	libssh2_free(n->s, (void *)algs);
 	strbuf_release(&name);
 	strbuf_release(&known);
+	strbuf_release(&prefs);
 }
 
 static void step_connect(struct ssh_node *n)

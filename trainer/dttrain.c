@@ -46,6 +46,7 @@ int main(int argc, char **argv)
 	struct train_config cfg;
 	struct option opts[TRAIN_MAX_OPTIONS + 1];
 	struct strvec args = STRVEC_INIT;
+	const char **pv;
 	struct strbuf err = STRBUF_INIT;
 	struct train_result res;
 	struct comm comm;
@@ -67,10 +68,16 @@ int main(int argc, char **argv)
 		die_code(DT_EXIT_USAGE, "%s", err.buf);
 	for (int i = 1; i < argc; i++)
 		strvec_push(&args, argv[i]);
-	if (parse_options((int)args.nr - 1, args.v + 1, opts, usage, 0) > 0)
-		die_code(DT_EXIT_USAGE, "unexpected argument '%s' (see 'dttrain --help')", args.v[1]);
+	/* parse_options() compacts the array it is given: hand it a copy of the
+	 * pointers, so args still owns (and frees) every string */
+	pv = xcalloc(args.nr + 1, sizeof(*pv));
+	memcpy(pv, args.v, args.nr * sizeof(*pv));
+	if (parse_options((int)args.nr - 1, pv + 1, opts, usage, 0) > 0)
+		die_code(DT_EXIT_USAGE, "unexpected argument '%s' (see 'dttrain --help')", pv[1]);
+	free(pv);
 	if (version) {
 		printf("dttrain %s\n", DT_VERSION);
+		strvec_clear(&args);
 		return 0;
 	}
 	if (train_config_check(&cfg, &err))

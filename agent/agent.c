@@ -814,7 +814,13 @@ static void *heartbeat_thread(void *data)
 		strbuf_reset(&ib);
 		json_append(&ib, usage);
 		with_usage = strcmp(ib.buf, usage_acked.buf) != 0;
-		changed = kicked || full || has_final_task(tasks) || strcmp(hash, acked) || with_usage;
+		/*
+		 * Usage numbers (free memory, load, GPU utilisation) alone do not
+		 * make this beat an HTTP one: they ride on the next one, at most
+		 * dead_after/2 later.  On a busy node they move every second, and
+		 * forcing HTTP for them would leave beacons to idle nodes only.
+		 */
+		changed = kicked || full || has_final_task(tasks) || strcmp(hash, acked);
 		if (!have_sa && a->beacon_fd >= 0)
 			have_sa = head_udp_addr(a, &head_sa) == 0;
 		if (have_sa && dt_beacon_policy_due(&pol, dt_mono_ms(), a->o.heartbeat_ms, changed,

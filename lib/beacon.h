@@ -90,8 +90,9 @@ struct dt_beacon_policy {
 /*
  * 1 when this beat may be a beacon: dtsched said it takes them, nothing
  * changed since the last heartbeat it answered 200 (changed: a task started,
- * changed or ended, a final task not yet acknowledged, inventory or usage
- * moved, dtsched asked for the full table or the inventory, a resync came;
+ * changed or ended, a final task not yet acknowledged, the inventory (not
+ * its usage numbers) changed, dtsched asked for the full table or the
+ * inventory, a resync came;
  * digest: the tasks_digest now), beacons are not paused, and the next beat
  * will still be within dead_after/2 of that heartbeat (now - http_ok + hb_ms
  * <= dead_after/2), so an HTTP heartbeat goes out at least every dead_after/2

@@ -205,7 +205,8 @@
  *
  * An agent sends beacons only after an HTTP heartbeat answered 200 with
  * "beacon": true, only while nothing changed since (tasks, final tasks not
- * yet acknowledged, inventory, usage, want_full/want_inventory), and only
+ * yet acknowledged, inventory, want_full/want_inventory; usage numbers alone
+ * wait for the next HTTP heartbeat), and only
  * while its next beat is within dead_after_ms/2 of that heartbeat: an idle
  * node still sends an HTTP heartbeat every dead_after/2.  When it sent
  * DT_BEACON_UNSEEN_MAX (3) or more beacons and the replies' beacons_seen say

@@ -176,8 +176,7 @@ def test_dtsched_restart_resyncs_agent(local):
     """After a restart dtsched knows nothing an agent's beacons can match: it answers with
     a resync and the agent sends its HTTP heartbeat at once, not dead_after/2 later.
     (dtsched is restarted just after an HTTP heartbeat, so the agent's next beat is a
-    beacon; a real idle agent may still send HTTP when its load average moves: then the
-    restart is tried again.)"""
+    beacon; should a task event make it an HTTP one, the restart is tried again.)"""
     lc = local(dead_after_ms=10000)
     lc.wait("beacons accepted", lambda: lc.beacons() > 0, 8)
     resynced = 0

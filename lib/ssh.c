@@ -830,39 +830,23 @@ static int connect_next(struct ssh_node *n, int *last_errno)
 	return 0;
 }
 
-/* 1 when the comma list has the item name */
-static int comma_list_has(const char *list, const char *name)
-{
-	size_t len = strlen(name);
-
-	while (*list) {
-		size_t n = strcspn(list, ",");
-
-		if (n == len && !strncmp(list, name, len))
-			return 1;
-		list += n;
-		if (*list == ',')
-			list++;
-	}
-	return 0;
-}
-
 /*
  * Append to out each method of the comma list `want` that libssh2 supports
- * (algs) and out does not have yet.  libssh2_session_method_pref() strips an
+ * (algs[i], not yet used[i]).  libssh2_session_method_pref() strips an
  * unsupported name itself, but with an overlapping memcpy (undefined: ASan
  * reports it), so it is only ever given names it supports, once each.
  */
-static void add_supported(struct strbuf *out, const char *want, const char **algs, int nr)
+static void add_supported(struct strbuf *out, const char *want, const char **algs, int nr,
+			  char *used)
 {
 	while (*want) {
 		size_t len = strcspn(want, ",");
 
 		for (int i = 0; i < nr; i++) {
-			if (strlen(algs[i]) != len || strncmp(algs[i], want, len))
+			if (used[i] || strlen(algs[i]) != len || strncmp(algs[i], want, len))
 				continue;
-			if (!comma_list_has(out->buf, algs[i]))
-				strbuf_addf(out, "%s%s", out->len ? "," : "", algs[i]);
+			strbuf_addf(out, "%s%s", out->len ? "," : "", algs[i]);
+			used[i] = 1;
 			break;
 		}
 		want += len;
@@ -877,22 +861,22 @@ static void set_hostkey_prefs(struct ssh_node *n)
 				       "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa";
 	struct strbuf name = STRBUF_INIT, known = STRBUF_INIT, prefs = STRBUF_INIT;
 	const char **algs = NULL;
+	char *used;
 	int nr = libssh2_session_supported_algs(n->s, LIBSSH2_METHOD_HOSTKEY, &algs);
 
-	if (nr <= 0) {
-		/* cannot tell: libssh2's own default order */
-		strbuf_release(&name);
-		return;
-	}
+	if (nr <= 0)
+		return;   /* cannot tell: libssh2's own default order */
 	/* Like OpenSSH: ask first for the key types we already know for the host,
 	 * so a host with several keys is checked against the one on file. */
+	used = xcalloc((size_t)nr, 1);
 	known_hosts_name(&name, n->t.host, n->t.port);
 	known_hosts_types(&n->pool->kh, name.buf, &known);
-	add_supported(&prefs, known.buf, algs, nr);
-	add_supported(&prefs, defaults, algs, nr);
+	add_supported(&prefs, known.buf, algs, nr, used);
+	add_supported(&prefs, defaults, algs, nr, used);
 	if (prefs.len)
 		libssh2_session_method_pref(n->s, LIBSSH2_METHOD_HOSTKEY, prefs.buf);
 	libssh2_free(n->s, (void *)algs);
+	free(used);
 	strbuf_release(&name);
 	strbuf_release(&known);
 	strbuf_release(&prefs);

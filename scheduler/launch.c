@@ -101,6 +101,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 {
 	struct launch_task *t;
 	struct strbuf buf = STRBUF_INIT;
+	int via_agents = !o->orted_ssh && nr_nodes > 1;   /* one node: nothing remote */
 
 	p->nr_tasks = 1;
 	p->tasks = xcalloc(1, sizeof(*p->tasks));
@@ -123,7 +124,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	strvec_push(&t->argv, "--bind-to");
 	strvec_push(&t->argv, "none");
 	strvec_push(&t->argv, "--tag-output");   /* only stray mpirun output; ranks log themselves */
-	if (!o->orted_ssh && nr_nodes > 1) {
+	if (via_agents) {
 		/*
 		 * orted through the agents (agent/rsh.h): no ssh handshake per
 		 * node; flat (the tree spawn would need the map on every node);
@@ -152,7 +153,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 		strvec_pushf(&t->argv, "%.*s", (int)(eq - t->env.v[i]), t->env.v[i]);
 	}
 	/* where `dtagent rsh` finds each node's agent (not forwarded to ranks) */
-	if (!o->orted_ssh && nr_nodes > 1) {
+	if (via_agents) {
 		struct strbuf map = STRBUF_INIT;
 
 		for (int k = 0; k < nr_nodes; k++)

@@ -995,6 +995,12 @@ static void add_json_str(struct strbuf *sb, const char *str)
 	strbuf_addch(sb, '"');
 }
 
+/* ,"key":<integer> (key given with its quotes and colon) */
+static char *put_key_ll(char *p, const char *key, long long v)
+{
+	return put_ll(put_str(p, key), v);
+}
+
 static void node_list_append(struct strbuf *sb, const struct node *n, struct node_list_ctx *lc)
 {
 	char buf[640], *p = buf;   /* the fixed fields: at most 469 bytes */
@@ -1005,12 +1011,9 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 	add_json_str(sb, n->state);
 	strbuf_addstr(sb, ",\"address\":");
 	add_json_str(sb, n->address ? n->address : "");
-	p = put_str(p, ",\"port\":");
-	p = put_ll(p, n->port);
-	p = put_str(p, ",\"gpus_total\":");
-	p = put_ll(p, n->gpus_total);
-	p = put_str(p, ",\"gpus_used\":");
-	p = put_ll(p, n->gpus_used);
+	p = put_key_ll(p, ",\"port\":", n->port);
+	p = put_key_ll(p, ",\"gpus_total\":", n->gpus_total);
+	p = put_key_ll(p, ",\"gpus_used\":", n->gpus_used);
 	/* a real, as jansson writes it (never a bare integer: clients see a float) */
 	p = put_str(p, ",\"gpu_util\":");
 	if (n->gpu_util == 0 && !signbit(n->gpu_util)) {
@@ -1023,14 +1026,10 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 			strcat(num, ".0");
 		p = put_str(p, num);
 	}
-	p = put_str(p, ",\"cpus\":");
-	p = put_ll(p, n->cpus);
-	p = put_str(p, ",\"mem_total\":");
-	p = put_ll(p, n->mem_total);
-	p = put_str(p, ",\"mem_available\":");
-	p = put_ll(p, n->mem_available);
-	p = put_str(p, ",\"tasks_running\":");
-	p = put_ll(p, n->tasks_running);
+	p = put_key_ll(p, ",\"cpus\":", n->cpus);
+	p = put_key_ll(p, ",\"mem_total\":", n->mem_total);
+	p = put_key_ll(p, ",\"mem_available\":", n->mem_available);
+	p = put_key_ll(p, ",\"tasks_running\":", n->tasks_running);
 	p = put_str(p, ",\"last_heartbeat\":");
 	if (n->last_hb_us) {
 		time_t sec = (time_t)(n->last_hb_us / 1000000);

@@ -200,15 +200,26 @@ static int listen_on(int family, int *port)
 	return fd;
 }
 
-static void canned_start(struct canned *s, const struct step *steps, int n)
+/* The script on a loopback port of family af; -1 (nothing started) when
+ * this machine cannot listen there (no IPv6). */
+static int canned_start_af(struct canned *s, const struct step *steps, int n, int af)
 {
 	memset(s, 0, sizeof(*s));
 	strbuf_init(&s->last, 0);
 	s->steps = steps;
 	s->nr_steps = n;
-	s->lfd = listen_on(AF_INET, &s->port);
-	assert_true(s->lfd >= 0);
+	s->lfd = listen_on(af, &s->port);
+	if (s->lfd < 0) {
+		strbuf_release(&s->last);
+		return -1;
+	}
 	assert_int_equal(pthread_create(&s->th, NULL, canned_serve, s), 0);
+	return 0;
+}
+
+static void canned_start(struct canned *s, const struct step *steps, int n)
+{
+	assert_int_equal(canned_start_af(s, steps, n, AF_INET), 0);
 }
 
 /* Wait for the script to end; the number of connections still pending (retries too many). */
@@ -661,16 +672,8 @@ static void test_ipv6_literal(void **state)
 	struct canned s;
 	struct dt_httpc c;
 
-	memset(&s, 0, sizeof(s));
-	strbuf_init(&s.last, 0);
-	s.steps = steps;
-	s.nr_steps = 1;
-	s.lfd = listen_on(AF_INET6, &s.port);
-	if (s.lfd < 0) {
-		strbuf_release(&s.last);
+	if (canned_start_af(&s, steps, 1, AF_INET6) < 0)
 		skip();
-	}
-	assert_int_equal(pthread_create(&s.th, NULL, canned_serve, &s), 0);
 	dt_httpc_init(&c, "::1", s.port, NULL);
 	assert_int_equal(dt_httpc_request_raw(&c, "GET", "/6", NULL, 0, &out, &err), 200);
 	strbuf_addf(&host, "\r\nHost: [::1]:%d\r\n", s.port);

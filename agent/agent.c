@@ -259,7 +259,7 @@ static void kick_heartbeat(struct agent *a)
 /* The supervisor is gone and the task is not final: kill its tree, mark it lost. */
 static void task_mark_lost(struct agent *a, struct task *t, const char *why)
 {
-	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, t->id };
+	struct proc_tree pt = task_proc_tree(t);
 	int n = proc_tree_signal(&pt, SIGKILL);
 
 	dtlog(DTLOG_WARN, "task %s: %s; marked lost%s", t->id, why,
@@ -391,7 +391,7 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	t->state = TASK_STARTING;
 	t->created_us = dt_now_us();
 	t->changed_ms = dt_mono_ms();
-	if (task_save(a->dir.buf, t) < 0) {
+	if (dt_random_hex(t->marker, TASK_MARKER_HEX / 2) < 0 || task_save(a->dir.buf, t) < 0) {
 		pthread_mutex_unlock(&a->lock);
 		dt_http_error(resp, 500, "cannot write '%s': %s", path.buf, strerror(errno));
 		task_release(t);

@@ -148,8 +148,8 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 		strbuf_release(&path);
 		strbuf_release(&procs);
 	}
-	if (t->task_id)
-		strbuf_addf(&marker, "%s=%s", DT_TASK_MARKER_ENV, t->task_id);
+	if (t->marker_name && t->marker && *t->marker)
+		strbuf_addf(&marker, "%s=%s", t->marker_name, t->marker);
 	d = opendir("/proc");
 	while (d && (de = readdir(d))) {
 		pid_t pid, pgrp = 0;
@@ -256,7 +256,7 @@ static int write_str(const char *dir, const char *file, const char *val)
 	return ret;
 }
 
-static int try_dir(const char *parent, const char *id, struct strbuf *dir)
+static int try_dir(const char *parent, const char *name, struct strbuf *dir)
 {
 	struct strbuf p = STRBUF_INIT;
 	int ret = -1;
@@ -266,8 +266,8 @@ static int try_dir(const char *parent, const char *id, struct strbuf *dir)
 		goto out;
 	/* let the controllers reach the task cgroups where the parent allows it */
 	write_str(p.buf, "cgroup.subtree_control", "+memory +pids");
-	strbuf_addf(&p, "/%s", id);
-	if (mkdir(p.buf, 0755) < 0 && errno != EEXIST)
+	strbuf_addf(&p, "/%s", name);
+	if (mkdir(p.buf, 0755) < 0)     /* never one that exists: it is someone else's */
 		goto out;
 	strbuf_addbuf(dir, &p);
 	ret = 0;
@@ -276,7 +276,7 @@ out:
 	return ret;
 }
 
-int cgroup_create(const char *id, const json_t *limits, struct strbuf *dir, struct strbuf *why)
+int cgroup_create(const char *name, const json_t *limits, struct strbuf *dir, struct strbuf *why)
 {
 	struct strbuf mnt = STRBUF_INIT, self = STRBUF_INIT, parent = STRBUF_INIT;
 	int ret = -1;
@@ -287,12 +287,12 @@ int cgroup_create(const char *id, const json_t *limits, struct strbuf *dir, stru
 	}
 	if (self_cgroup(&self) == 0 && strcmp(self.buf, "/")) {
 		strbuf_addf(&parent, "%s%s", mnt.buf, self.buf);
-		if (try_dir(parent.buf, id, dir) == 0) {
+		if (try_dir(parent.buf, name, dir) == 0) {
 			ret = 0;
 			goto limits;
 		}
 	}
-	if (try_dir(mnt.buf, id, dir) == 0) {
+	if (try_dir(mnt.buf, name, dir) == 0) {
 		ret = 0;
 		goto limits;
 	}

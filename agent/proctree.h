@@ -4,8 +4,9 @@
  *
  * A task's tree is the union of (1) its process group, (2) the processes in
  * its cgroup, when one could be made, and (3) every process whose
- * environment carries DT_TASK_ID=<id>: that catches descendants that called
- * setsid() or changed their group where no cgroup is available.  The
+ * environment carries its marker (DT_TASK_INSTANCE=<random>, unique to the
+ * task's run): that catches descendants that called setsid() or changed
+ * their group where no cgroup is available.  The
  * calling process is never part of it.  Zombies count as gone.
  */
 #ifndef DT_AGENT_PROCTREE_H
@@ -16,9 +17,10 @@
 #include "strbuf.h"
 
 struct proc_tree {
-	pid_t pgid;             /* 0 if unknown */
-	const char *cgroup;     /* cgroup directory or NULL */
-	const char *task_id;    /* marker value or NULL */
+	pid_t pgid;              /* 0 if unknown */
+	const char *cgroup;      /* cgroup directory or NULL */
+	const char *marker_name; /* environment entry marker_name=marker, or NULL */
+	const char *marker;
 };
 
 /* Send sig to every live process of the tree; returns how many there were. */
@@ -33,12 +35,13 @@ unsigned long long proc_start_time(pid_t pid, char *state);
 int proc_alive(pid_t pid, unsigned long long start);
 
 /*
- * Make <cgroup2 mount><our cgroup>/dtctl/<id> or else <mount>/dtctl/<id>;
+ * Make <cgroup2 mount><our cgroup>/dtctl/<name> or else <mount>/dtctl/<name>;
  * 0 and the directory in dir, or -1 with the reason in why (no cgroup v2,
- * no permission, ...).  Limits (memory_bytes, pids) are written where the
+ * no permission, ...).  A directory that exists already is never used: it
+ * belongs to another task.  Limits (memory_bytes, pids) are written where the
  * controllers are available; failures to set them are added to why.
  */
-int cgroup_create(const char *id, const json_t *limits, struct strbuf *dir, struct strbuf *why);
+int cgroup_create(const char *name, const json_t *limits, struct strbuf *dir, struct strbuf *why);
 int cgroup_add_pid(const char *dir, pid_t pid);
 /* Remove the (empty) cgroup directory. */
 void cgroup_remove(const char *dir);

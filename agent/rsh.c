@@ -191,7 +191,7 @@ static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 int rsh_main(int argc, const char **argv)
 {
 	const char *host, *map = getenv("DT_ORTED_AGENTS"), *jobdir = getenv("DT_JOB_DIR");
-	const char *jobid = getenv("DT_JOB_ID"), *marker = getenv(DT_TASK_MARKER_ENV);
+	const char *jobid = getenv("DT_JOB_ID"), *marker = getenv(DT_TASK_ID_ENV);
 	struct strbuf id = STRBUF_INIT, cmd = STRBUF_INIT, path = STRBUF_INIT, err = STRBUF_INIT;
 	struct strbuf secret = STRBUF_INIT, log = STRBUF_INIT;
 	struct dt_auth_key key;

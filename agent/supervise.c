@@ -14,6 +14,7 @@
  * early stop request cannot kill it before it is ready.
  */
 #include "supervise.h"
+#include "auth.h"
 #include "dthome.h"
 #include "json.h"
 #include "linelog.h"
@@ -320,7 +321,8 @@ static int start_task(struct sup *s)
 	if (json_get_str(spec, "cuda_visible_devices", NULL))
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
-	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.id);
+	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
+	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
 	path_prefix_self(&env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
@@ -417,9 +419,7 @@ static int start_task(struct sup *s)
 
 static struct proc_tree tree_of(struct sup *s)
 {
-	struct proc_tree pt = { (pid_t)s->t.pgid, s->t.cgroup, s->t.id };
-
-	return pt;
+	return task_proc_tree(&s->t);
 }
 
 static void request_stop(struct sup *s, long long grace_ms)
@@ -488,6 +488,10 @@ int supervise_main(const char *home, const char *id)
 		dtlog(DTLOG_ERROR, "supervisor: task %s is already %s", id, task_state_name(s.t.state));
 		return 1;
 	}
+	if (!s.t.marker[0] && dt_random_hex(s.t.marker, TASK_MARKER_HEX / 2) < 0) {
+		dtlog(DTLOG_ERROR, "supervisor: task %s: no random bytes for its marker", id);
+		return 1;
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	s.t.sup_pid = getpid();
 	s.t.sup_start = proc_start_time(getpid(), NULL);
@@ -519,13 +523,16 @@ int supervise_main(const char *home, const char *id)
 		return 0;
 	}
 
-	/* its cgroup, where the agent may make one */
+	/* its cgroup, where the agent may make one: <id>.<marker prefix>, so that
+	 * agents of other homes on this host never share one */
 	{
-		struct strbuf dir = STRBUF_INIT;
+		struct strbuf dir = STRBUF_INIT, name = STRBUF_INIT;
 
+		strbuf_addf(&name, "%s.%.8s", id, s.t.marker);
 		if (getenv_nonempty("DTAGENT_NO_CGROUP")) {
 			dtlog(DTLOG_DEBUG, "task %s: cgroups disabled by DTAGENT_NO_CGROUP", id);
-		} else if (cgroup_create(id, json_object_get(s.t.spec, "limits"), &dir, &s.cgroup_why) == 0) {
+		} else if (cgroup_create(name.buf, json_object_get(s.t.spec, "limits"), &dir,
+					 &s.cgroup_why) == 0) {
 			s.t.cgroup = strbuf_detach(&dir, NULL);
 			if (s.cgroup_why.len)
 				dtlog(DTLOG_WARN, "task %s: %s", id, s.cgroup_why.buf);
@@ -534,6 +541,7 @@ int supervise_main(const char *home, const char *id)
 			      "process group and %s marker", id, s.cgroup_why.buf, DT_TASK_MARKER_ENV);
 		}
 		strbuf_release(&dir);
+		strbuf_release(&name);
 	}
 
 	if (start_task(&s) < 0)

@@ -129,7 +129,8 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 			goto fail;
 		}
 		json_object_foreach(v, name, ev) {
-			if (!env_name_valid(name) || !strcmp(name, DT_TASK_MARKER_ENV)) {
+			if (!env_name_valid(name) || !strcmp(name, DT_TASK_ID_ENV) ||
+			    !strcmp(name, DT_TASK_MARKER_ENV)) {
 				strbuf_addf(err, "'env': '%s' is not a settable variable name", name);
 				goto fail;
 			}
@@ -293,8 +294,11 @@ json_t *task_to_json(const struct task *t, int api)
 	json_object_set_new(j, "pid", t->pid ? json_integer(t->pid) : json_null());
 	json_object_set_new(j, "pgid", t->pgid ? json_integer(t->pgid) : json_null());
 	json_object_set_new(j, "supervisor_pid", t->sup_pid ? json_integer(t->sup_pid) : json_null());
-	if (!api)
+	if (!api) {
 		json_object_set_new(j, "supervisor_start", json_integer((json_int_t)t->sup_start));
+		if (t->marker[0])
+			json_object_set_new(j, "marker", json_string(t->marker));
+	}
 	json_object_set_new(j, "cgroup", str_or_null(t->cgroup));
 	json_object_set_new(j, "exit_code", t->has_exit ? json_integer(t->exit_code) : json_null());
 	json_object_set_new(j, "signal", t->signal ? json_integer(t->signal) : json_null());
@@ -336,6 +340,9 @@ int task_from_json(struct task *t, const json_t *j, struct strbuf *err)
 	t->sup_start = (unsigned long long)json_get_int(j, "supervisor_start", 0);
 	s = json_get_str(j, "cgroup", NULL);
 	t->cgroup = s ? xstrdup(s) : NULL;
+	s = json_get_str(j, "marker", "");
+	if (strlen(s) == TASK_MARKER_HEX && strspn(s, "0123456789abcdef") == TASK_MARKER_HEX)
+		memcpy(t->marker, s, TASK_MARKER_HEX + 1);
 	t->has_exit = json_is_integer(json_object_get(j, "exit_code"));
 	t->exit_code = (int)json_get_int(j, "exit_code", 0);
 	t->signal = (int)json_get_int(j, "signal", 0);
@@ -474,4 +481,15 @@ int task_table_load_dir(struct task_table *tt, const char *dir, struct strbuf *e
 	}
 	closedir(d);
 	return n;
+}
+
+struct proc_tree task_proc_tree(const struct task *t)
+{
+	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, DT_TASK_MARKER_ENV, t->marker };
+
+	if (!t->marker[0]) {
+		pt.marker_name = DT_TASK_ID_ENV;
+		pt.marker = t->id;
+	}
+	return pt;
 }

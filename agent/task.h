@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 #include <sys/types.h>
+#include "proctree.h"
 #include "strbuf.h"
 
 #define TASK_ID_MAX 64
@@ -30,6 +31,8 @@ enum task_state {
 	TASK_LOST,
 };
 
+#define TASK_MARKER_HEX 32
+
 struct task {
 	char id[TASK_ID_MAX + 1];
 	enum task_state state;
@@ -38,6 +41,8 @@ struct task {
 	long long sup_pid;          /* the supervisor */
 	unsigned long long sup_start;  /* its start time (/proc/PID/stat field 22), against pid reuse */
 	char *cgroup;               /* the task's cgroup directory, or NULL */
+	char marker[TASK_MARKER_HEX + 1]; /* DT_TASK_INSTANCE of its processes; "" before
+				     * the supervisor made one (or a pre-marker task file) */
 	int has_exit;
 	int exit_code;              /* 128+N when killed by signal N */
 	int signal;
@@ -70,6 +75,12 @@ void task_release(struct task *t);
 json_t *task_to_json(const struct task *t, int api);
 /* Fill t from the file form; -1 with a message if it is not a task. */
 int task_from_json(struct task *t, const json_t *j, struct strbuf *err);
+
+/*
+ * The process tree of t for proctree.h: its group, cgroup and marker.  A task
+ * file written before markers existed is matched by DT_TASK_ID=<id>, as then.
+ */
+struct proc_tree task_proc_tree(const struct task *t);
 
 /* <dir>/<id>.json */
 void task_path(struct strbuf *sb, const char *dir, const char *id);

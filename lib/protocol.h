@@ -115,7 +115,12 @@
 #define DT_TASK_FAILED "failed"     /* could not start (bad cwd, no program, ...) */
 #define DT_TASK_LOST "lost"         /* its supervisor vanished; tree killed */
 
-#define DT_TASK_MARKER_ENV "DT_TASK_ID"   /* set in every task process */
+#define DT_TASK_ID_ENV "DT_TASK_ID"     /* the task id, set in every task process */
+/* 32 random hex digits, set in every task process: what the agent looks for
+ * in /proc/PID/environ to find a task's descendants.  Unlike the id it is
+ * unique to this run of the task, so agents of other homes (other users,
+ * other clusters) on the same host never take each other's processes. */
+#define DT_TASK_MARKER_ENV "DT_TASK_INSTANCE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
 
 /* dtsched (the head, port head.port) -----------------------------------------

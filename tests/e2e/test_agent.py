@@ -209,24 +209,69 @@ wait
 def test_stop_kills_whole_tree(dtctl_bin, tmp_path, cgroup):
     a = Agent(dtctl_bin, make_home(tmp_path / "h"), free_port())
     a.start(env={"DTAGENT_NO_CGROUP": "1" if cgroup == "off" else ""})
+    tid = "tree-%d" % os.getpid()    # this run's own, whatever else runs on the machine
     try:
-        st, body = a.api.request("POST", "/v1/tasks", {"id": "tree", "argv": [TREE],
+        st, body = a.api.request("POST", "/v1/tasks", {"id": tid, "argv": [TREE],
                                                        "shell": True, "grace_ms": 500})
         assert st == 201
         deadline = time.time() + 10
-        while len(procs_with_marker("tree")) < 4 and time.time() < deadline:
+        while len(procs_with_marker(tid)) < 4 and time.time() < deadline:
             time.sleep(0.1)
-        assert len(procs_with_marker("tree")) >= 4
+        assert len(procs_with_marker(tid)) >= 4
         t0 = time.time()
-        st, body = a.api.request("DELETE", "/v1/tasks/tree")
+        st, body = a.api.request("DELETE", "/v1/tasks/" + tid)
         assert st == 202 and body["task"]["state"] in ("stopping", "exited"), body
-        t = a.api.wait_task("tree", timeout=15)
+        t = a.api.wait_task(tid, timeout=15)
         assert t["stop_requested"] and t["exit_code"] == 137, t
         assert time.time() - t0 < 5
-        left = procs_with_marker("tree")
+        left = procs_with_marker(tid)
         assert not left, "processes of the task left behind: %s" % left
     finally:
         a.stop()
+
+
+@pytest.mark.parametrize("cgroup", ["auto", "off"])
+def test_agents_of_other_homes_keep_to_their_own_tasks(dtctl_bin, tmp_path, cgroup):
+    """Two agents on one host (two users' clusters, or the nodes of a fake cluster) whose
+    tasks have the same id: stopping one agent's task, and the leftover sweep after it,
+    must not touch the other's processes, its setsid'd ones included, nor share its
+    cgroup."""
+    env = {"DTAGENT_NO_CGROUP": "1" if cgroup == "off" else ""}
+    agents = [Agent(dtctl_bin, make_home(tmp_path / ("h%d" % i)), free_port()) for i in (0, 1)]
+    tid = "twin-%d" % os.getpid()
+    pidfiles = [tmp_path / ("pid%d" % i) for i in (0, 1)]
+    try:
+        for a, pf in zip(agents, pidfiles):
+            a.start(env=env)
+            # a descendant in its own session, out of the task's process group
+            script = "setsid sleep 300 & echo $! > %s; wait" % pf
+            st, body = a.api.request("POST", "/v1/tasks", {"id": tid, "argv": [script],
+                                                           "shell": True, "grace_ms": 200})
+            assert st == 201, body
+        for a in agents:
+            a.api.wait_task(tid, states=("running",), timeout=10)
+        deadline = time.time() + 10
+        while not all(pf.exists() and pf.read_text().strip() for pf in pidfiles):
+            assert time.time() < deadline, "the tasks did not start their sleep"
+            time.sleep(0.05)
+        sleeps = [int(pf.read_text()) for pf in pidfiles]
+        t0, t1 = (a.api.request("GET", "/v1/tasks/" + tid)[1]["task"] for a in agents)
+        if cgroup == "auto" and t0["cgroup"]:
+            assert t0["cgroup"] != t1["cgroup"], (t0["cgroup"], t1["cgroup"])
+        st, body = agents[0].api.request("DELETE", "/v1/tasks/" + tid)
+        assert st == 202, body
+        t = agents[0].api.wait_task(tid, timeout=15)
+        assert t["stop_requested"], t
+        with pytest.raises(ProcessLookupError):
+            os.kill(sleeps[0], 0)
+        time.sleep(0.5)    # past the stopped task's leftover sweep
+        os.kill(sleeps[1], 0)    # the other agent's setsid'd process is alive
+        st, body = agents[1].api.request("GET", "/v1/tasks/" + tid)
+        assert st == 200 and body["task"]["state"] == "running", body
+    finally:
+        for a in agents:
+            a.api.request("DELETE", "/v1/tasks/" + tid, {"grace_ms": 0})
+            a.stop()
 
 
 @pytest.mark.parametrize("how", ["clone3", "moved"])

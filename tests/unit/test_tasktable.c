@@ -90,6 +90,7 @@ static void test_validate(void **state)
 	}
 	expect_invalid("{\"argv\":[\"x\"],\"shell\":\"yes\"}", "shell");
 	expect_invalid("{\"argv\":[\"x\"],\"env\":{\"DT_TASK_ID\":\"y\"}}", "DT_TASK_ID");
+	expect_invalid("{\"argv\":[\"x\"],\"env\":{\"DT_TASK_INSTANCE\":\"y\"}}", "DT_TASK_INSTANCE");
 	expect_invalid("{\"argv\":[\"x\"],\"env\":{\"A\":1}}", "env.A");
 	expect_invalid("{\"argv\":[\"x\"],\"cwd\":\"relative\"}", "cwd");
 	expect_invalid("{\"argv\":[\"x\"],\"grace_ms\":-1}", "grace_ms");
@@ -118,6 +119,7 @@ static void test_roundtrip(void **state)
 	t.sup_pid = 1233;
 	t.sup_start = 987654321ULL;
 	t.cgroup = strdup("/sys/fs/cgroup/dtctl/t-1");
+	strcpy(t.marker, "0123456789abcdef0123456789abcdef");
 	t.has_exit = 1;
 	t.exit_code = 143;
 	t.signal = 15;
@@ -135,6 +137,15 @@ static void test_roundtrip(void **state)
 	assert_int_equal(back.pid, 1234);
 	assert_int_equal(back.sup_start, 987654321ULL);
 	assert_string_equal(back.cgroup, "/sys/fs/cgroup/dtctl/t-1");
+	assert_string_equal(back.marker, t.marker);
+	{
+		struct proc_tree pt = task_proc_tree(&back);
+
+		assert_int_equal(pt.pgid, 1234);
+		assert_string_equal(pt.cgroup, back.cgroup);
+		assert_string_equal(pt.marker_name, "DT_TASK_INSTANCE");
+		assert_string_equal(pt.marker, t.marker);
+	}
 	assert_true(back.has_exit);
 	assert_int_equal(back.exit_code, 143);
 	assert_int_equal(back.signal, 15);
@@ -151,6 +162,7 @@ static void test_roundtrip(void **state)
 			    "SECRET_TOKEN");
 	assert_string_equal(json_get_str(api, "created_at", ""), "2026-11-22T10:00:00.123456Z");
 	assert_true(json_is_null(json_object_get(api, "started_at")));
+	assert_null(json_object_get(api, "marker"));
 	{
 		struct strbuf dump = STRBUF_INIT;
 
@@ -168,6 +180,19 @@ static void test_roundtrip(void **state)
 	assert_int_equal(task_load(dir, "t-1", &back, &err), 0);
 	assert_false(back.has_exit);
 	assert_int_equal(back.state, TASK_RUNNING);
+
+	/* a task file from before markers (or with a damaged one) is matched by its id */
+	back.marker[0] = '\0';
+	assert_int_equal(task_save(dir, &back), 0);
+	task_release(&back);
+	assert_int_equal(task_load(dir, "t-1", &back, &err), 0);
+	assert_string_equal(back.marker, "");
+	{
+		struct proc_tree pt = task_proc_tree(&back);
+
+		assert_string_equal(pt.marker_name, "DT_TASK_ID");
+		assert_string_equal(pt.marker, "t-1");
+	}
 
 	task_release(&back);
 	task_release(&t);

@@ -1,0 +1,124 @@
+/*
+ * fuzz_logline.c - libFuzzer target for the rank log reader behind
+ * `dtctl logs` (lib/logmerge.c): logline_parse(), log_sanitize() and a whole
+ * logset_poll() over a file holding the input.
+ *
+ * Rank logs are written by whatever the user's program prints, so every byte
+ * sequence must come out as lines a terminal can show safely.  Besides the
+ * sanitizers, checked against an independent strict UTF-8 decoder:
+ *   - sanitized text is valid UTF-8 (no overlong forms, no surrogates, nothing
+ *     above U+10FFFF) and has no C0 control byte but TAB, and no DEL;
+ *   - a parsed line's text lies inside the line, its stream is O or E, and its
+ *     timestamp is not negative;
+ *   - the reader returns the lines in (timestamp, arrival) order, each with
+ *     stream O, E or '?', and never more lines than the input has newlines + 1.
+ * Built and run by `make fuzz` (mk/fuzz.mk).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "logmerge.h"
+
+/* 1 if s[0..n) is strict UTF-8 (RFC 3629). */
+static int utf8_strict(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned int c = s[i], cp, need, min;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if (c >= 0xC2 && c <= 0xDF) {
+			need = 1, cp = c & 0x1F, min = 0x80;
+		} else if (c >= 0xE0 && c <= 0xEF) {
+			need = 2, cp = c & 0x0F, min = 0x800;
+		} else if (c >= 0xF0 && c <= 0xF4) {
+			need = 3, cp = c & 0x07, min = 0x10000;
+		} else {
+			return 0;
+		}
+		if (n - i <= need)
+			return 0;
+		for (unsigned int k = 1; k <= need; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (s[i + k] & 0x3F);
+		}
+		if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return 0;
+		i += need + 1;
+	}
+	return 1;
+}
+
+static void check_safe(const char *t, size_t n)
+{
+	if (!utf8_strict((const unsigned char *)t, n))
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)t[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			abort();
+	}
+}
+
+static char path[64];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *buf = (const char *)data, *text;
+	struct strbuf out = STRBUF_INIT;
+	struct logset ls;
+	size_t newlines = 0;
+	long long ts;
+	char stream;
+	ssize_t n;
+	FILE *fp;
+
+	/* the pure functions, on the whole input as one line */
+	if (logline_parse(buf, size, &ts, &stream, &text) == 0) {
+		if (text < buf || text > buf + size || (stream != 'O' && stream != 'E') || ts < 0)
+			abort();
+	}
+	log_sanitize(&out, buf, size);
+	check_safe(out.buf, out.len);
+	strbuf_release(&out);
+
+	/* the reader, on the input as a log file */
+	if (!path[0])
+		snprintf(path, sizeof(path), "/tmp/fuzz_logline.%d.log", (int)getpid());
+	fp = fopen(path, "w");
+	if (!fp)
+		abort();
+	if (size && fwrite(data, 1, size, fp) != size)
+		abort();
+	fclose(fp);
+	for (size_t i = 0; i < size; i++)
+		newlines += data[i] == '\n';
+	logset_init(&ls);
+	logset_add(&ls, path, 3, "node1");
+	n = logset_poll(&ls, 1);
+	if (n < 0 || (size_t)n > newlines + 1 + size / LOG_MAX_LINE)
+		abort();
+	for (ssize_t i = 0; i < n; i++) {
+		const struct logline *l = &ls.lines[i];
+
+		check_safe(l->text, strlen(l->text));
+		if (l->stream != 'O' && l->stream != 'E' && l->stream != '?')
+			abort();
+		if (l->rank != 3 || strcmp(l->node, "node1"))
+			abort();
+		if (i && (l->ts < ls.lines[i - 1].ts ||
+			  (l->ts == ls.lines[i - 1].ts && l->seq < ls.lines[i - 1].seq)))
+			abort();
+	}
+	logset_release(&ls);
+	return 0;
+}

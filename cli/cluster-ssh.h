@@ -21,7 +21,8 @@ int cluster_load(struct cluster_config *c, const char *path);
 
 /*
  * The node indices named by `spec` (host-range syntax over node names, or
- * NULL for all) into *idx (malloc'ed).  -1 with a message for unknown names.
+ * NULL for all) into *idx (malloc'ed, also on failure: the caller frees it).
+ * -1 with a message for unknown names.
  */
 int cluster_select(const struct cluster_config *c, const char *spec, size_t **idx, size_t *nr);
 

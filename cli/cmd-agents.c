@@ -198,14 +198,17 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 	struct agents_ctx x;
 	size_t *idx = NULL, nr = 0;
 	int code = 0;
-	json_t *arr = json_array();
+	json_t *arr;
 
-	if (cluster_select(c, nodes_spec, &idx, &nr) < 0)
+	if (cluster_select(c, nodes_spec, &idx, &nr) < 0) {
+		free(idx);
 		return DT_EXIT_USAGE;
+	}
 	if ((action == AGENTS_START || action == AGENTS_RESTART) && (code = head_start(1))) {
 		free(idx);
 		return code;
 	}
+	arr = json_array();
 	memset(&po, 0, sizeof(po));
 	cluster_pool_opts(&po, c);
 	/* results by config index (what cluster_node_index() gives back) */

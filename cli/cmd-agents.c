@@ -79,7 +79,7 @@ void agents_command(struct strbuf *cmd, const struct cluster_config *c, size_t i
 {
 	const struct cluster_node *n = &c->nodes[i];
 	int local = !strcmp(n->host, "local");
-	struct strbuf bin = STRBUF_INIT, args = STRBUF_INIT, head = STRBUF_INIT, q = STRBUF_INIT;
+	struct strbuf bin = STRBUF_INIT, args = STRBUF_INIT, head = STRBUF_INIT;
 	const char *no_systemd = getenv("DTCTL_NO_SYSTEMD");
 	char *unit = NULL;
 
@@ -167,7 +167,6 @@ void agents_command(struct strbuf *cmd, const struct cluster_config *c, size_t i
 	strbuf_release(&bin);
 	strbuf_release(&args);
 	strbuf_release(&head);
-	strbuf_release(&q);
 }
 
 struct agents_ctx {

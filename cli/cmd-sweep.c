@@ -180,6 +180,13 @@ static void render_table(struct strbuf *sb, const json_t *ex)
 	}
 }
 
+/* ", pruned (no trial completed)" when the best trial is a pruned one */
+static const char *best_pruned_note(const json_t *b)
+{
+	return !strcmp(json_get_str(b, "state", DT_TRIAL_COMPLETED), DT_TRIAL_PRUNED) ?
+	       ", pruned (no trial completed)" : "";
+}
+
 static void print_best_line(FILE *f, const json_t *ex)
 {
 	const json_t *b = json_object_get(ex, "best"), *sw = json_object_get(ex, "sweep");
@@ -190,9 +197,9 @@ static void print_best_line(FILE *f, const json_t *ex)
 		return;
 	}
 	params_line(&p, json_object_get(b, "params"));
-	fprintf(f, "best: trial %lld, %s = %.6g (%s)\n", json_get_int(b, "trial", 0),
+	fprintf(f, "best: trial %lld, %s = %.6g%s (%s)\n", json_get_int(b, "trial", 0),
 		json_get_str(json_object_get(sw, "metric"), "name", "metric"),
-		json_get_real(b, "value", NAN), p.buf);
+		json_get_real(b, "value", NAN), best_pruned_note(b), p.buf);
 	strbuf_release(&p);
 }
 
@@ -474,39 +481,6 @@ static int cmd_status(const char *id, int json)
 	return 0;
 }
 
-/* A YAML scalar that reads back as this string (quoted when it would not). */
-static void yaml_scalar(struct strbuf *sb, const char *v)
-{
-	static const char *const special[] = { "", "~", "null", "Null", "NULL", "true", "True", "TRUE",
-					       "false", "False", "FALSE", "yes", "no", "on", "off",
-					       "y", "n", "Yes", "No", "On", "Off" };
-	int plain = 1;
-
-	for (size_t i = 0; i < ARRAY_SIZE(special); i++)
-		if (!strcmp(v, special[i]))
-			plain = 0;
-	for (const char *c = v; *c && plain; c++)
-		if (!(isalnum((unsigned char)*c) || strchr("._-+/", *c)))
-			plain = 0;
-	if (plain && strchr("-+.", v[0]) && !(v[1] && (isdigit((unsigned char)v[1]) || v[1] == '.')))
-		plain = 0;
-	if (plain) {
-		strbuf_addstr(sb, v);
-		return;
-	}
-	strbuf_addch(sb, '"');
-	for (const char *c = v; *c; c++) {
-		if (*c == '"' || *c == '\\')
-			strbuf_addch(sb, '\\');
-		if (*c == '\n') {
-			strbuf_addstr(sb, "\\n");
-			continue;
-		}
-		strbuf_addch(sb, *c);
-	}
-	strbuf_addch(sb, '"');
-}
-
 static int cmd_best(const char *id, int json)
 {
 	json_t *ex = NULL, *b, *v;
@@ -518,7 +492,7 @@ static int cmd_best(const char *id, int json)
 		return json_decref(ex), code;
 	b = json_object_get(ex, "best");
 	if (!json_is_object(b)) {
-		error("sweep %s has no completed trial with a metric yet", id);
+		error("sweep %s has no trial with a metric yet", id);
 		json_decref(ex);
 		return DT_EXIT_FAIL;
 	}
@@ -527,15 +501,15 @@ static int cmd_best(const char *id, int json)
 		json_decref(ex);
 		return 0;
 	}
-	strbuf_addf(&sb, "# sweep %s (%s): best trial %lld, %s = %.6g\n",
+	strbuf_addf(&sb, "# sweep %s (%s): best trial %lld, %s = %.6g%s\n",
 		    json_get_str(json_object_get(ex, "sweep"), "id", "?"),
 		    json_get_str(json_object_get(ex, "sweep"), "name", "?"), json_get_int(b, "trial", 0),
 		    json_get_str(json_object_get(json_object_get(ex, "sweep"), "metric"), "name", "?"),
-		    json_get_real(b, "value", NAN));
+		    json_get_real(b, "value", NAN), best_pruned_note(b));
 	json_object_foreach(json_object_get(b, "params"), k, v) {
-		yaml_scalar(&sb, k);
+		yaml_append_scalar(&sb, k, 0);
 		strbuf_addstr(&sb, ": ");
-		yaml_scalar(&sb, json_string_value(v) ? json_string_value(v) : "");
+		yaml_append_scalar(&sb, json_string_value(v) ? json_string_value(v) : "", 1);
 		strbuf_addch(&sb, '\n');
 	}
 	fputs(sb.buf, stdout);

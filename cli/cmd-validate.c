@@ -27,12 +27,8 @@ static void print_scalar(struct strbuf *out, const json_t *j)
 	if (json_is_string(j)) {
 		const char *s = json_string_value(j);
 
-		/* quote what a YAML reader would take for something else */
-		if (!*s || strpbrk(s, ":#{}[],&*!|>'\"%@`") || s[0] == ' ' || s[0] == '-' ||
-		    !strcmp(s, "true") || !strcmp(s, "false") || !strcmp(s, "null"))
-			strbuf_addf(out, "\"%s\"", s);
-		else
-			strbuf_addstr(out, s);
+		/* quoted where a YAML reader would take it for something else */
+		yaml_append_scalar(out, s, 0);
 	} else if (json_is_null(j)) {
 		strbuf_addstr(out, "~");
 	} else if (json_is_integer(j)) {

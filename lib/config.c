@@ -19,6 +19,7 @@
  * struct is released before returning -1.
  */
 #include "config.h"
+#include "json.h"
 #include "hostrange.h"
 #include "units.h"
 
@@ -30,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -2894,4 +2896,40 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 	json_object_set_new(o, "max_failures", json_integer(s->max_failures));
 	json_object_set_new(o, "job", job_config_to_json(&s->job));
 	return o;
+}
+
+static int yaml_plain_ok(const char *s, int numbers_plain)
+{
+	static const char *const words[] = {
+		"true", "false", "null", "~", "yes", "no", "on", "off", "y", "n", NULL,
+	};
+	char *end;
+
+	if (!*s)
+		return 0;
+	for (const char *c = s; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("._-+/", *c))
+			return 0;
+	for (size_t i = 0; words[i]; i++)
+		if (!strcasecmp(s, words[i]))
+			return 0;
+	(void)strtod(s, &end);
+	if (!*end)      /* 1e3, -2, .5, 0x10, inf, nan: a number to a reader */
+		return numbers_plain && (isdigit((unsigned char)s[0]) ||
+					 ((s[0] == '-' || s[0] == '+' || s[0] == '.') &&
+					  (isdigit((unsigned char)s[1]) || s[1] == '.'))) &&
+		       !strchr(s, 'x') && !strchr(s, 'X');
+	if (strchr("-+.", s[0]))        /* -x: a list item; .inf, +x */
+		return 0;
+	if (isdigit((unsigned char)s[0]) && strpbrk(s + 1, "-bBoOxX"))
+		return 0;       /* 2026-11-22 (a date), 0b101, 0o17 */
+	return 1;
+}
+
+void yaml_append_scalar(struct strbuf *sb, const char *s, int numbers_plain)
+{
+	if (yaml_plain_ok(s, numbers_plain))
+		strbuf_addstr(sb, s);
+	else
+		json_append_str(sb, s);
 }

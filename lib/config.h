@@ -203,4 +203,14 @@ long long sweep_grid_size(const struct sweep_config *s);
 /* Which kind a file is, from its top-level keys: "cluster", "job", "sweep". */
 const char *config_detect_kind(const char *path, struct strbuf *err);
 
+/*
+ * Append s as a YAML scalar that a YAML 1.1 reader (libyaml, PyYAML) reads
+ * back as s: plain where that is safe, else double-quoted with JSON escapes
+ * (a JSON string is a valid YAML double-quoted scalar).  With numbers_plain a
+ * decimal number stays plain, so it reads back as that number (`sweep best`'s
+ * parameters, to paste into a job); otherwise it is quoted and stays a string.
+ * s must be valid UTF-8 (what the loader gives).
+ */
+void yaml_append_scalar(struct strbuf *sb, const char *s, int numbers_plain);
+
 #endif

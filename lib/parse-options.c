@@ -94,10 +94,14 @@ static int set_value(const struct option *o, const char *arg, int unset, int is_
 void usage_with_options(const char *const *usagestr, const struct option *opts, int err)
 {
 	FILE *out = err ? stderr : stdout;
+	int text = 0;   /* past the first empty line: a description, indented */
 
 	fprintf(out, "usage: %s\n", usagestr[0]);
-	for (usagestr++; *usagestr; usagestr++)
-		fprintf(out, "%s%s\n", **usagestr ? "   or: " : "", *usagestr);
+	for (usagestr++; *usagestr; usagestr++) {
+		if (!**usagestr)
+			text = 1;
+		fprintf(out, "%s%s\n", !**usagestr ? "" : text ? "    " : "   or: ", *usagestr);
+	}
 	fputc('\n', out);
 	for (; opts->type != OPTION_END; opts++) {
 		struct strbuf left = STRBUF_INIT;

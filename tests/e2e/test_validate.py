@@ -128,3 +128,30 @@ def test_missing_file_and_help(dtctl, tmp_path):
     assert r.returncode == 0 and "dtctl validate" in r.stdout
     r = dtctl("validate")
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("cmd", ["run", "logs", "sweep"])
+def test_help_description_is_not_a_usage_form(dtctl, cmd):
+    """Usage forms get "or:"; the description after the empty line does not."""
+    r = dtctl(cmd, "--help")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("usage: dtctl %s" % cmd), lines[0]
+    forms = lines[1:lines.index("")]
+    assert all(l.startswith("   or: dtctl %s" % cmd) for l in forms), forms
+    desc = lines[lines.index("") + 1]
+    assert desc.startswith("    ") and "or:" not in desc and desc.strip()[0].isupper(), desc
+
+
+def test_text_output_reads_back_as_the_same_strings(dtctl, tmp_path):
+    """The text form is YAML: every string a reader would take for something else
+    (quotes, backslashes, numbers, booleans, a leading dash, control characters)
+    is quoted with escapes, so it reads back as the same string."""
+    import yaml
+    words = ['echo "DTCTL_METRIC {\\"loss\\": 1}"', "back\\slash", "1e3", "0x10", ".5",
+             "yes", "Off", "~", "-x", "a: b", "trailing ", "tab\there", "plain", "caf\u00e9",
+             "lr={lr}"]
+    p = write(tmp_path, "job.yaml", "command: %s\n" % json.dumps(words))
+    r = dtctl("validate", p)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["command"] == words, r.stdout

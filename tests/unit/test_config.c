@@ -1209,6 +1209,38 @@ static void test_kvlist(void **state)
 	assert_int_equal(l.nr, 0);
 }
 
+static void test_yaml_append_scalar(void **state)
+{
+	static const struct { const char *in; int numbers_plain; const char *out; } cases[] = {
+		{ "plain", 0, "plain" },
+		{ "/mnt/nfs/x_1.yaml", 0, "/mnt/nfs/x_1.yaml" },
+		{ "10s", 0, "10s" },
+		{ "caf\xc3\xa9", 0, "\"caf\xc3\xa9\"" },
+		{ "", 0, "\"\"" },
+		{ "a: b", 0, "\"a: b\"" },
+		{ "say \"hi\"\\", 0, "\"say \\\"hi\\\"\\\\\"" },
+		{ "tab\tnl\n", 0, "\"tab\\tnl\\n\"" },
+		{ "yes", 0, "\"yes\"" }, { "Off", 1, "\"Off\"" }, { "~", 1, "\"~\"" },
+		{ "-x", 0, "\"-x\"" }, { ".inf", 1, "\".inf\"" },
+		{ "2026-11-22", 1, "\"2026-11-22\"" }, { "0b101", 1, "\"0b101\"" },
+		{ "0x10", 1, "\"0x10\"" },
+		/* numbers: strings unless asked to stay numbers */
+		{ "0.001", 0, "\"0.001\"" }, { "0.001", 1, "0.001" },
+		{ "1e-3", 1, "1e-3" }, { "-2", 1, "-2" }, { ".5", 1, ".5" }, { "-2", 0, "\"-2\"" },
+		{ "nan", 1, "\"nan\"" }, { "inf", 1, "\"inf\"" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		struct strbuf sb = STRBUF_INIT;
+
+		yaml_append_scalar(&sb, cases[i].in, cases[i].numbers_plain);
+		if (strcmp(sb.buf, cases[i].out))
+			fail_msg("'%s' (numbers_plain %d): got %s, want %s", cases[i].in,
+				 cases[i].numbers_plain, sb.buf, cases[i].out);
+		strbuf_release(&sb);
+	}
+}
+
 static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_cluster_full),
 	cmocka_unit_test(test_cluster_defaults),
@@ -1226,6 +1258,7 @@ static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_load_huge_file),
 	cmocka_unit_test(test_detect_kind),
 	cmocka_unit_test(test_kvlist),
+	cmocka_unit_test(test_yaml_append_scalar),
 };
 
 int main(void)

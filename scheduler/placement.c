@@ -58,6 +58,30 @@ static int cmp_name(const void *a, const void *b, void *nodes)
 	return strcmp(n[x->idx].name, n[y->idx].name);
 }
 
+/* "; no node named a, b in the cluster" for the names of inc no node has */
+static void add_unknown(struct strbuf *reason, const struct strvec *inc,
+			const struct place_node *nodes, size_t nr)
+{
+	size_t shown = 0, unknown = 0;
+
+	for (size_t k = 0; k < inc->nr; k++) {
+		size_t i;
+
+		for (i = 0; i < nr && strcmp(nodes[i].name, inc->v[k]); i++)
+			;
+		if (i < nr)
+			continue;
+		if (!unknown++)
+			strbuf_addstr(reason, "; no node named ");
+		if (shown < 5)
+			strbuf_addf(reason, "%s'%s'", shown++ ? ", " : "", inc->v[k]);
+	}
+	if (unknown > shown)
+		strbuf_addf(reason, " and %zu more", unknown - shown);
+	if (unknown)
+		strbuf_addstr(reason, " in the cluster");
+}
+
 enum place_status placement_try(const struct place_node *nodes, size_t nr,
 				const struct place_req *req, struct place_result *res,
 				struct strbuf *reason)
@@ -113,6 +137,7 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 		strbuf_addf(reason, "job needs %d node(s) with %d slot(s) each, but only %d of the "
 			    "%d selected node(s) have that many (%zu node(s) in the cluster)",
 			    req->nodes, req->per_node, big_enough, eligible, nr);
+		add_unknown(reason, &inc, nodes, nr);
 		st = PLACE_NEVER;
 		goto out;
 	}

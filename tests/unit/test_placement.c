@@ -72,6 +72,18 @@ static void test_never_fits_with_numbers(void **state)
 	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_NEVER);
 	assert_string_equal(why.buf, "job needs 2 node(s) with 8 slot(s) each, but only 1 of the "
 			    "2 selected node(s) have that many (2 node(s) in the cluster)");
+
+	/* names that match no node are named (a typo, or a node never seen) */
+	req.nodes = 1;
+	req.per_node = 1;
+	req.include = "n2,nosuch,gpu[1-7]";
+	strbuf_reset(&why);
+	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_OK);
+	req.include = "nosuch,gpu[1-6]";
+	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_NEVER);
+	assert_string_equal(why.buf, "job needs 1 node(s) with 1 slot(s) each, but only 0 of the "
+			    "0 selected node(s) have that many (2 node(s) in the cluster); no node "
+			    "named 'nosuch', 'gpu1', 'gpu2', 'gpu3', 'gpu4' and 2 more in the cluster");
 	strbuf_release(&why);
 }
 

@@ -1259,19 +1259,35 @@ static json_t *trial_json(const struct trial *t)
 		"reason", t->reason, "metrics", t->metrics);
 }
 
+/*
+ * The best COMPLETED trial with a value; while there is none, the best PRUNED
+ * one, ranked as the search ranks them (the furthest trained first, then by
+ * value): a small sweep under ASHA can end with every trial pruned, and its
+ * best trial is still worth naming.  A partial value never outranks a finished
+ * one.
+ */
 static const struct trial *best_trial(const struct sweep *w)
 {
 	const struct trial *best = NULL;
+	int maximize = w->cfg.goal == GOAL_MAXIMIZE;
 
-	for (size_t i = 0; i < w->nr; i++) {
-		const struct trial *t = w->t[i];
+	for (int pass = 0; pass < 2 && !best; pass++) {
+		const char *state = pass ? DT_TRIAL_PRUNED : DT_TRIAL_COMPLETED;
 
-		if (strcmp(t->state, DT_TRIAL_COMPLETED) || !t->has_value || t->no_metric ||
-		    !isfinite(t->value))
-			continue;
-		if (!best || (w->cfg.goal == GOAL_MAXIMIZE ? t->value > best->value :
-			      t->value < best->value))
-			best = t;
+		for (size_t i = 0; i < w->nr; i++) {
+			const struct trial *t = w->t[i];
+
+			if (strcmp(t->state, state) || !t->has_value || t->no_metric ||
+			    !isfinite(t->value))
+				continue;
+			if (best && pass && t->resource != best->resource) {
+				if (t->resource > best->resource)
+					best = t;
+				continue;
+			}
+			if (!best || (maximize ? t->value > best->value : t->value < best->value))
+				best = t;
+		}
 	}
 	return best;
 }
@@ -1284,8 +1300,10 @@ static json_t *export_json(struct sweep *w)
 	for (size_t i = 0; i < w->nr; i++)
 		json_array_append_new(trials, trial_json(w->t[i]));
 	return json_pack("{s:o,s:o,s:o}", "sweep", sweep_json(w), "trials", trials, "best",
-			 b ? json_pack("{s:i,s:f,s:o}", "trial", b->no, "value", b->value,
-				       "params", params_json(b)) : json_null());
+			 b ? json_pack("{s:i,s:f,s:o,s:s,s:o}", "trial", b->no, "value", b->value,
+				       "params", params_json(b), "state", b->state, "resource",
+				       b->resource >= 0 ? json_real(b->resource) : json_null())
+			   : json_null());
 }
 
 /* ------------------------------------------------------------ handlers */

@@ -293,6 +293,33 @@ parallel: 1
     assert all(jobs[st[i]["job_id"]]["state"] == "CANCELLED" for i in (1, 2, 3, 4, 5, 7)), jobs
 
 
+def test_every_trial_pruned_best_is_the_furthest_trained(cluster):
+    """A small sweep under ASHA can end with no trial COMPLETED: 1 is pruned at epoch 1
+    (no peer), 2 passes epoch 1 and is pruned at 2 (the first there).  The sweep still
+    names a best trial: the furthest trained pruned one, marked as pruned."""
+    script = cluster.write("asha_trial.py", ASHA_TRIAL)
+    f = cluster.sweep_file("asha2.yaml", """
+method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  q: {values: [0.5, 0.1]}
+early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}
+job: {name: asha2, procs_per_node: 1, command: [%s, %s]}
+parallel: 1
+""" % (PY, script))
+    sid = cluster.submit(f)
+    ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED"], 60)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [(t["state"], t["resource"]) for t in ex["trials"]] == [("PRUNED", 1), ("PRUNED", 2)]
+    b = ex["best"]
+    assert b["trial"] == 2 and b["state"] == "PRUNED" and b["resource"] == 2, b
+    assert abs(b["value"] - 0.6) < 1e-9 and b["params"] == {"q": "0.1"}, b
+    p = cluster.dtctl("sweep", "best", sid)
+    assert p.returncode == 0, p.stderr
+    assert "best trial 2, loss = 0.6, pruned (no trial completed)" in p.stdout, p.stdout
+    assert "q: 0.1" in p.stdout, p.stdout
+
+
 # ----------------------------------------------------------------------------- grid script
 
 GRID_TRIAL = r'''

@@ -139,6 +139,25 @@ def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes", ex
     return float(kv["best"]), float(kv["regret"]), int(kv["trials"])
 
 
+def ratio_ci(pairs, n=4000, level=0.95):
+    """Paired bootstrap over seeds of median(dtctl regret) / median(Optuna regret): how much
+    the ratio of a table row could move with other seeds of the same size."""
+    import random
+    rng = random.Random(12345)
+    ratios = []
+    for _ in range(n):
+        s = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        den = statistics.median(o for _, o in s)
+        if den > 0:
+            ratios.append(statistics.median(d for d, _ in s) / den)
+    ratios.sort()
+    if not ratios:
+        return float("nan"), float("nan")
+    lo = ratios[int((1 - level) / 2 * len(ratios))]
+    hi = ratios[min(len(ratios) - 1, int((1 + level) / 2 * len(ratios)))]
+    return lo, hi
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sim", required=True, help="path of the sweep_sim program")
@@ -199,7 +218,8 @@ def main():
         med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
                for k, v in res.items()}
         wins = sum(d[0] <= o[0] for d, o in zip(res["dtctl"], res["optuna"]))
-        rows.append((name, med, med["dtctl"][1] / med["optuna"][1], wins, secs))
+        ci = ratio_ci([(d[1], o[1]) for d, o in zip(res["dtctl"], res["optuna"])])
+        rows.append((name, med, med["dtctl"][1] / med["optuna"][1], wins, secs, ci))
 
     print()
     print("budget %d trial-epochs, %d epochs per full trial, ASHA/SHA min_iter %d eta %d, "
@@ -207,15 +227,16 @@ def main():
                                     seeds[0], seeds[-1]))
     print()
     print("| objective | dtctl TPE+ASHA best (regret) | Optuna TPE+SHA best (regret) | "
-          "regret ratio dtctl/Optuna | dtctl ≤ Optuna | dtctl random+ASHA best (regret) | "
-          "time dtctl / Optuna |")
-    print("|---|---|---|---|---|---|---|")
-    for name, med, ratio, wins, secs in rows:
-        print("| %s | %.4g (%.4g) | %.4g (%.4g) | %.2f | %d/%d | %.4g (%.4g) | %.1fs / %.1fs |" % (
-            name, med["dtctl"][0], med["dtctl"][1], med["optuna"][0], med["optuna"][1],
-            ratio, wins, args.seeds, med["random"][0], med["random"][1],
-            secs["dtctl"], secs["optuna"]))
-    ok = all(ratio <= 1.0 for _, _, ratio, _, _ in rows)
+          "regret ratio dtctl/Optuna | 95 % bootstrap interval of the ratio | dtctl ≤ Optuna | "
+          "dtctl random+ASHA best (regret) | time dtctl / Optuna |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, med, ratio, wins, secs, ci in rows:
+        print("| %s | %.4g (%.4g) | %.4g (%.4g) | %.2f | %.2f–%.2f | %d/%d | %.4g (%.4g) | "
+              "%.1fs / %.1fs |" % (
+                  name, med["dtctl"][0], med["dtctl"][1], med["optuna"][0], med["optuna"][1],
+                  ratio, ci[0], ci[1], wins, args.seeds, med["random"][0], med["random"][1],
+                  secs["dtctl"], secs["optuna"]))
+    ok = all(row[2] <= 1.0 for row in rows)
     print()
     print("sweep quality: %s (target: dtctl's median regret <= Optuna's on every objective)"
           % ("OK" if ok else "BELOW TARGET"))

@@ -15,6 +15,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 
 fuzz_config_LIBS = $(O)/libdt.a
 fuzz_heartbeat_LIBS = $(O)/libsched.a $(O)/libcli.a $(O)/libagent.a $(O)/libsched.a $(O)/libdt.a
+fuzz_specs_LIBS = $(O)/libsched.a $(O)/libcli.a $(O)/libagent.a $(O)/libsched.a $(O)/libdt.a
 
 ifneq ($(filter fuzz%,$(BUILD)),)
 $(O)/fuzz/%: tests/fuzz/%.c $(O)/libdt.a
@@ -23,6 +24,7 @@ $(O)/fuzz/%: tests/fuzz/%.c $(O)/libdt.a
 		$(LDFLAGS) -fsanitize=fuzzer $(LIBS)
 
 $(O)/fuzz/fuzz_heartbeat: $(O)/libsched.a $(O)/libcli.a $(O)/libagent.a
+$(O)/fuzz/fuzz_specs: $(O)/libsched.a $(O)/libcli.a $(O)/libagent.a
 
 fuzz-build: $(addprefix $(O)/fuzz/,$(FUZZ_TARGETS))
 

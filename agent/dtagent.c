@@ -15,6 +15,7 @@
  * returns only once the agent serves, or with its error.
  */
 #include "agent.h"
+#include "sanitize.h"
 #include "daemon.h"
 #include "dthome.h"
 #include "log.h"
@@ -61,6 +62,8 @@ static char *self_exe(const char *argv0)
 	buf[n] = '\0';
 	return xstrdup(buf);
 }
+
+DT_LSAN_DEFAULTS("")
 
 int main(int argc, const char **argv)
 {

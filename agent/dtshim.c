@@ -13,6 +13,7 @@
  * directory has no dtshim (supervisor_exe() falls back to dtagent itself).
  */
 #include "dthome.h"
+#include "sanitize.h"
 #include "ranklog.h"
 #include "supervise.h"
 #include "usage.h"
@@ -28,6 +29,8 @@ static int usage_error(void)
 		"(internal helper of dtagent; see docs/agents.md)\n");
 	return DT_EXIT_USAGE;
 }
+
+DT_LSAN_DEFAULTS("")
 
 int main(int argc, const char **argv)
 {

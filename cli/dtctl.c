@@ -3,6 +3,7 @@
  * that maps subcommand names to their cmd_*() functions (see builtin.h).
  */
 #include "builtin.h"
+#include "sanitize.h"
 #include "parse-options.h"
 #include "usage.h"
 
@@ -70,6 +71,8 @@ int cmd_version(int argc, const char **argv)
 		printf("dtctl %s\n", DT_VERSION);
 	return 0;
 }
+
+DT_LSAN_DEFAULTS("")
 
 int main(int argc, const char **argv)
 {

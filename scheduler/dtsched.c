@@ -9,6 +9,7 @@
  * is locked for its whole life; its log is <home>/dtsched.log.
  */
 #include "daemon.h"
+#include "sanitize.h"
 #include "dthome.h"
 #include "log.h"
 #include "parse-options.h"
@@ -18,6 +19,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+
+DT_LSAN_DEFAULTS("")
 
 int main(int argc, const char **argv)
 {

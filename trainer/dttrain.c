@@ -9,6 +9,7 @@
  * (MPI_Abort / ncclCommAbort) so no peer waits in a collective for ever.
  */
 #include "parse-options.h"
+#include "sanitize.h"
 #include "strvec.h"
 #include "usage.h"
 #include "trainer/comm.h"
@@ -29,17 +30,15 @@
  * the fast one stops at their first frame, which no suppression could match.
  * A leak with no frame in these libraries is still reported.
  */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-	return "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\n"
-	       "leak:libpmix.so\nleak:libhwloc.so\nleak:libevent\nleak:mca_\n";
-}
+DT_LSAN_DEFAULTS("leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\n"
+		 "leak:libpmix.so\nleak:libhwloc.so\nleak:libevent\nleak:mca_\n")
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
 {
 	return "fast_unwind_on_malloc=0";
 }
+#else
+DT_LSAN_DEFAULTS("")
 #endif
 
 /* The value of --config in argv, if any (needed before the real parse). */

@@ -17,7 +17,8 @@
  *     sweep_sim branin --seed 3 --budget 810
  *     best=0.52 regret=0.122 trials=211 epochs=810
  *
- * --trace prints every trial to stderr (epochs run, last value, f, params).
+ * --trace prints every trial to stderr (epochs run, last value, f, params),
+ * and the rung check's agreement between consecutive rungs at the end.
  */
 #include <math.h>
 #include <stdio.h>
@@ -195,7 +196,8 @@ int main(int argc, const char **argv)
 	};
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
 	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
-	double gamma = -1, bandwidth = -1, cat_beta = NAN;
+	double gamma = -1, bandwidth = -1, cat_beta = NAN, check_gamma = 0.5, check_widen = 3;
+	int check_trials = 0;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -212,6 +214,12 @@ int main(int argc, const char **argv)
 		OPT_DOUBLE(0, "bandwidth", &bandwidth, "TPE multivariate kernel width factor"),
 		OPT_DOUBLE(0, "cat-beta", &cat_beta, "TPE multivariate categorical kernel: beta (< 0: shared prior)"),
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
+		OPT_INT(0, "rung-check", &check_trials,
+			"ASHA rung check: trials in rungs k and k+1 needed (0: off)"),
+		OPT_DOUBLE(0, "rung-check-gamma", &check_gamma,
+			   "ASHA rung check: widen rung k while its agreement is below this (0.5)"),
+		OPT_DOUBLE(0, "rung-check-widen", &check_widen,
+			   "ASHA rung check: keep widen * n / eta then (3: everyone)"),
 		OPT_BOOL(0, "trace", &trace, "print every trial to stderr"),
 		OPT_END(),
 	};
@@ -261,6 +269,8 @@ int main(int argc, const char **argv)
 		die_code(DT_EXIT_USAGE, "bad ASHA settings: min_iter %d eta %d", min_iter, eta);
 	if (a && min_peers >= 0)
 		asha_set_min_peers(a, min_peers);
+	if (a && check_trials > 0)
+		asha_set_rung_check(a, check_trials, check_gamma, check_widen);
 	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));
 
 	while (used < budget) {
@@ -292,6 +302,12 @@ int main(int argc, const char **argv)
 			if (end)
 				break;
 		}
+	}
+	for (size_t k = 0; trace && a && asha_rung_count(a, k + 1); k++) {
+		size_t m;
+		double g = asha_rung_agreement(a, k, &m);
+
+		fprintf(stderr, "rung %zu/%zu agreement: gamma %.3f over %zu trials\n", k, k + 1, g, m);
 	}
 	printf("best=%.10g regret=%.10g trials=%d epochs=%d\n", best, best - obj->f_star,
 	       trials, used);

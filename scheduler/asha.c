@@ -5,6 +5,9 @@
  * the goal is maximize, NaN mapped to +inf) in a sorted array, so ranking a
  * new value is a binary search.  Trials live in an array sorted by id; each
  * keeps the value it recorded at every rung it reached, for snapshots.
+ * For the rung check, each rung k also counts the concordant and discordant
+ * pairs of trials holding values at rungs k and k + 1, updated when a trial
+ * records at rung k + 1 (compared with every trial already holding both).
  */
 #include "scheduler/asha.h"
 
@@ -20,6 +23,9 @@ struct rung {
 	double resource;
 	double *loss;        /* sorted ascending: best first */
 	size_t nr, alloc;
+	/* trials holding values here and at the next rung, and their pairs */
+	size_t nr_both;
+	unsigned long long concordant, discordant;
 };
 
 struct asha_trial {
@@ -32,6 +38,9 @@ struct asha_trial {
 struct asha {
 	int min_iter, eta, max_iter;
 	int min_peers;       /* other values a rung must hold before a trial may pass it */
+	int check_trials;    /* rung check: trials in both rungs needed (0: off) */
+	double check_gamma;  /* rung check: agreement below which the rung is widened */
+	double check_widen;  /* rung check: keep floor(widen * n / eta) then */
 	enum sweep_goal goal;
 	struct rung *rungs;
 	size_t nr_rungs;     /* rungs known so far (grown on demand when unbounded) */
@@ -77,6 +86,22 @@ void asha_set_min_peers(struct asha *a, int min_peers)
 int asha_get_min_peers(const struct asha *a)
 {
 	return a->min_peers;
+}
+
+void asha_set_rung_check(struct asha *a, int min_trials, double min_gamma, double widen)
+{
+	a->check_trials = min_trials < 0 ? 0 : min_trials;
+	a->check_gamma = min_gamma;
+	a->check_widen = widen < 1 ? 1 : widen;
+}
+
+int asha_get_rung_check(const struct asha *a, double *min_gamma, double *widen)
+{
+	if (min_gamma)
+		*min_gamma = a->check_gamma;
+	if (widen)
+		*widen = a->check_widen;
+	return a->check_trials;
 }
 
 /* Append the next rung if there is one below max_iter; returns 1 if it did. */
@@ -174,25 +199,83 @@ static struct asha_trial *trial_find(struct asha *a, int id, int create)
 	return &a->trials[lo];
 }
 
+static int sign(double x)
+{
+	return (x > 0) - (x < 0);
+}
+
+double asha_rung_agreement(const struct asha *a, size_t k, size_t *trials)
+{
+	const struct rung *r = k < a->nr_rungs ? &a->rungs[k] : NULL;
+	unsigned long long c = r ? r->concordant : 0, d = r ? r->discordant : 0;
+
+	if (trials)
+		*trials = r ? r->nr_both : 0;
+	return c + d ? ((double)c - (double)d) / (double)(c + d) : 1;
+}
+
+/*
+ * t has just recorded its value at rung k + 1: count its pairs with every
+ * trial holding values at both k and k + 1.  Each pair of trials is counted
+ * once, by the later of the two to reach rung k + 1, so the counts depend
+ * only on the values, not on the order they arrived in.
+ */
+static void rung_count_pairs(struct asha *a, const struct asha_trial *t, size_t k)
+{
+	struct rung *r = &a->rungs[k];
+	double x = to_loss(a, t->values[k]), y = to_loss(a, t->values[k + 1]);
+
+	for (size_t i = 0; i < a->nr_trials; i++) {
+		const struct asha_trial *u = &a->trials[i];
+		int c;
+
+		if (u == t || u->nr_values < k + 2)
+			continue;
+		c = sign(x - to_loss(a, u->values[k])) * sign(y - to_loss(a, u->values[k + 1]));
+		r->concordant += c > 0;
+		r->discordant += c < 0;
+	}
+	r->nr_both++;
+}
+
+/*
+ * How many of the n values at rung k may go on: max(1, floor(n / eta)), or,
+ * when the rung check finds rung k's ranking disagreeing with rung k + 1's,
+ * floor(widen * n / eta).
+ */
+static size_t rung_keep(const struct asha *a, size_t k)
+{
+	size_t n = a->rungs[k].nr, keep = n / (size_t)a->eta, trials;
+
+	if (a->check_trials && asha_rung_agreement(a, k, &trials) < a->check_gamma &&
+	    trials >= (size_t)a->check_trials) {
+		size_t wide = (size_t)floor(a->check_widen * (double)n / a->eta);
+
+		if (wide > keep)
+			keep = wide;
+	}
+	return keep < 1 ? 1 : keep;
+}
+
 /*
  * Record `value` for t at its next rung; returns 1 if t ranks to continue
- * there: in the top max(1, floor(n / eta)) of the n values recorded (its own
- * included), and with at least min_peers other values to be compared with.
+ * there: in the top rung_keep() of the n values recorded (its own included),
+ * and with at least min_peers other values to be compared with.
  */
 static int trial_record(struct asha *a, struct asha_trial *t, double value)
 {
-	struct rung *r = &a->rungs[t->nr_values];
+	size_t k = t->nr_values;
+	struct rung *r = &a->rungs[k];
 	double loss = to_loss(a, value);
-	size_t better, keep;
+	size_t better;
 
 	t->values = xrealloc(t->values, (t->nr_values + 1) * sizeof(double));
 	t->values[t->nr_values++] = value;
+	if (k)
+		rung_count_pairs(a, t, k - 1);
 	better = rung_better(r, loss);
 	rung_insert(r, loss);
-	keep = r->nr / (size_t)a->eta;
-	if (keep < 1)
-		keep = 1;
-	return better < keep && r->nr > (size_t)a->min_peers;
+	return better < rung_keep(a, k) && r->nr > (size_t)a->min_peers;
 }
 
 int asha_report(struct asha *a, int trial_id, double resource, double value)
@@ -217,7 +300,7 @@ int asha_is_pruned(const struct asha *a, int trial_id)
 
 json_t *asha_to_json(const struct asha *a)
 {
-	json_t *trials = json_array();
+	json_t *trials = json_array(), *j;
 
 	for (size_t i = 0; i < a->nr_trials; i++) {
 		const struct asha_trial *t = &a->trials[i];
@@ -229,16 +312,23 @@ json_t *asha_to_json(const struct asha *a)
 		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
 							"values", vals, "pruned", t->pruned));
 	}
-	return json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
-			 "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
-			 "min_peers", a->min_peers,
-			 "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
-			 "trials", trials);
+	j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
+		      "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
+		      "min_peers", a->min_peers,
+		      "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
+		      "trials", trials);
+	if (a->check_trials)
+		json_object_set_new(j, "rung_check", json_pack("{s:i, s:f, s:f}",
+							       "min_trials", a->check_trials,
+							       "min_gamma", a->check_gamma,
+							       "widen", a->check_widen));
+	return j;
 }
 
 struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 {
 	const json_t *trials = json_object_get(j, "trials"), *tj;
+	const json_t *check = json_object_get(j, "rung_check");
 	const char *goal = json_get_str(j, "goal", "minimize");
 	struct asha *a;
 	size_t i;
@@ -256,6 +346,11 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 	}
 	/* absent: a snapshot from before the setting, whose rule was min_peers 0 */
 	asha_set_min_peers(a, (int)json_get_int(j, "min_peers", 0));
+	/* absent: no rung check, as in every snapshot from before it existed */
+	if (json_is_object(check))
+		asha_set_rung_check(a, (int)json_get_int(check, "min_trials", 0),
+				    json_number_value(json_object_get(check, "min_gamma")),
+				    json_number_value(json_object_get(check, "widen")));
 	json_array_foreach(trials, i, tj) {
 		const json_t *vals = json_object_get(tj, "values"), *vj;
 		struct asha_trial *t;

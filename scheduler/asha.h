@@ -61,6 +61,27 @@ void asha_set_min_peers(struct asha *a, int min_peers);
 int asha_get_min_peers(const struct asha *a);
 
 /*
+ * The rung check (off by default; an experiment after PASHA, Bohdal et al.
+ * 2022): rung k's ranking is trusted only while it agrees with rung k + 1's.
+ * Agreement is Goodman and Kruskal's gamma over the trials holding values at
+ * both rungs, (concordant - discordant) / (concordant + discordant) pairs,
+ * ties left out (1 with no untied pair).  While at least min_trials trials
+ * hold both and gamma < min_gamma, rung k keeps the top floor(widen * n /
+ * eta) instead of max(1, floor(n / eta)); widen >= eta lets every trial
+ * through (still recorded).  The counts are a function of the rung values,
+ * so replay and snapshots keep working.  Those trials are the ones that
+ * passed rung k, a selected set, which lowers gamma even when rung k
+ * predicts well; docs/sweep-search.md has the measurements (no gain on the
+ * benchmark, hence off).  min_trials 0 turns it off.  Set it before the
+ * first report; asha_to_json() records it.
+ */
+void asha_set_rung_check(struct asha *a, int min_trials, double min_gamma, double widen);
+/* min_trials (0: off), and the other two settings where non-NULL. */
+int asha_get_rung_check(const struct asha *a, double *min_gamma, double *widen);
+/* gamma between rungs k and k + 1, and how many trials hold both. */
+double asha_rung_agreement(const struct asha *a, size_t k, size_t *trials);
+
+/*
  * Trial `trial_id` reported `value` at progress `resource` (epoch/step).
  * Returns ASHA_PRUNE if the trial should stop now (and for every later
  * report of a pruned trial), else ASHA_CONTINUE.  A NaN value counts as the
@@ -80,7 +101,8 @@ size_t asha_rung_count(const struct asha *a, size_t k);
  *  "goal": "minimize", "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
  * values[k] is the value recorded at rung k; null for NaN.  A snapshot
  * without "min_peers" (written before it existed) is read with min_peers 0,
- * the rule it was made under.
+ * the rule it was made under.  "rung_check": {"min_trials", "min_gamma",
+ * "widen"} is written only when the check is on; absent, it is off.
  */
 json_t *asha_to_json(const struct asha *a);
 struct asha *asha_from_json(const json_t *j, struct strbuf *err);

@@ -2,7 +2,7 @@
  * test_asha.c - unit tests for scheduler/asha.c (asynchronous successive
  * halving): rung levels, a hand-built pruning scenario, a brute-force
  * reference of the rule on random reports, goal handling, replay in another
- * interleaving and the JSON snapshot.
+ * interleaving and the JSON snapshot, and the optional rung check.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,6 +124,206 @@ static void test_min_peers(void **state)
 	assert_int_equal(asha_report(b, 9, 3, 0.5), ASHA_CONTINUE);   /* alone at rung 1 */
 	json_decref(j);
 	strbuf_release(&err);
+	asha_free(a);
+	asha_free(b);
+}
+
+/*
+ * Trials 0..n-1 report epoch 1 (rung 0) value 1 + i and epoch 3 (rung 1)
+ * value at1[i]; then a trial worse than all of them reaches rung 0.
+ */
+static int rung_check_newcomer(struct asha *a, const double *at1, int n)
+{
+	for (int i = 0; i < n; i++) {
+		asha_report(a, i, 1, 1 + i);
+		asha_report(a, i, 3, at1[i]);
+	}
+	return asha_report(a, 100, 1, 50);
+}
+
+static struct asha *rung_check_new(int min_trials, double widen)
+{
+	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE);
+
+	asha_set_rung_check(a, min_trials, 0.5, widen);
+	return a;
+}
+
+/*
+ * The rung check: while rung 0's ranking disagrees with rung 1's (gamma
+ * below 0.5 over at least min_trials trials), rung 0 keeps widen * n / eta.
+ */
+static void test_rung_check(void **state)
+{
+	static const double reversed[] = { 4, 3, 2, 1 }, agree[] = { 1, 2, 3, 4 };
+	static const double one_off[] = { 1, 3, 2 }, tied[] = { 1, 2, 2 };
+	struct asha *a;
+	size_t m;
+	double g, w;
+
+	/* off by default: the newcomer, worst of 5 at rung 0, stops */
+	a = asha_new(1, 3, 27, GOAL_MINIMIZE);
+	assert_int_equal(asha_get_rung_check(a, NULL, NULL), 0);
+	assert_int_equal(rung_check_newcomer(a, reversed, 4), ASHA_PRUNE);
+	assert_true(asha_rung_agreement(a, 0, &m) == -1 && m == 4);
+	asha_free(a);
+	/* on, rankings reversed: widen 3 lets everyone through, still recorded */
+	a = rung_check_new(3, 3);
+	assert_int_equal(asha_get_rung_check(a, &g, &w), 3);
+	assert_true(g == 0.5 && w == 3);
+	assert_int_equal(rung_check_newcomer(a, reversed, 4), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 0), 5);
+	asha_free(a);
+	/* on, rankings agreeing: the rule as before */
+	a = rung_check_new(3, 3);
+	assert_int_equal(rung_check_newcomer(a, agree, 4), ASHA_PRUNE);
+	assert_true(asha_rung_agreement(a, 0, NULL) == 1);
+	asha_free(a);
+	/* too few trials in both rungs to judge */
+	a = rung_check_new(5, 3);
+	assert_int_equal(rung_check_newcomer(a, reversed, 4), ASHA_PRUNE);
+	asha_free(a);
+	/* widen 1.5: keep floor(1.5 n / 3) instead of floor(n / 3) */
+	a = rung_check_new(3, 1.5);
+	assert_int_equal(rung_check_newcomer(a, reversed, 4), ASHA_PRUNE);   /* n=5 keep 2 */
+	assert_int_equal(asha_report(a, 101, 1, 2.5), ASHA_CONTINUE);   /* n=6 keep 3 (not 2), 2 better */
+	assert_int_equal(asha_report(a, 102, 1, 3.5), ASHA_PRUNE);      /* n=7 keep 3, 4 better */
+	asha_free(a);
+	/* gamma by hand: pairs (0,1) (0,2) concordant, (1,2) discordant; a tie counts neither */
+	a = rung_check_new(3, 3);
+	rung_check_newcomer(a, one_off, 3);
+	g = asha_rung_agreement(a, 0, &m);
+	assert_true(fabs(g - 1.0 / 3) < 1e-12 && m == 3);
+	asha_free(a);
+	a = rung_check_new(3, 3);
+	rung_check_newcomer(a, tied, 3);
+	assert_true(asha_rung_agreement(a, 0, NULL) == 1);
+	asha_free(a);
+}
+
+/* The check's setting and pair counts survive a snapshot; one without it is off. */
+static void test_rung_check_json(void **state)
+{
+	static const double reversed[] = { 4, 3, 2, 1 };
+	struct asha *a = rung_check_new(3, 3), *b;
+	struct strbuf err = STRBUF_INIT;
+	json_t *j;
+	double g, w;
+	size_t m;
+
+	asha_report(a, 0, 1, 1);
+	asha_report(a, 0, 3, 4);
+	for (int i = 1; i < 4; i++) {
+		asha_report(a, i, 1, 1 + i);
+		asha_report(a, i, 3, reversed[i]);
+	}
+	j = asha_to_json(a);
+	b = asha_from_json(j, &err);
+	if (!b)
+		fail_msg("asha_from_json: %s", err.buf);
+	assert_int_equal(asha_get_rung_check(b, &g, &w), 3);
+	assert_true(g == 0.5 && w == 3);
+	assert_true(asha_rung_agreement(b, 0, &m) == -1 && m == 4);
+	assert_int_equal(asha_report(a, 100, 1, 50), ASHA_CONTINUE);
+	assert_int_equal(asha_report(b, 100, 1, 50), ASHA_CONTINUE);
+	asha_free(b);
+	/* an old snapshot: no "rung_check", so the former rule prunes the newcomer */
+	json_object_del(j, "rung_check");
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_int_equal(asha_get_rung_check(b, NULL, NULL), 0);
+	assert_int_equal(asha_report(b, 100, 1, 50), ASHA_PRUNE);
+	asha_free(b);
+	json_decref(j);
+	/* off: nothing written */
+	b = asha_new(1, 3, 27, GOAL_MINIMIZE);
+	j = asha_to_json(b);
+	assert_null(json_object_get(j, "rung_check"));
+	json_decref(j);
+	asha_free(b);
+	asha_free(a);
+	strbuf_release(&err);
+}
+
+/* gamma between rungs k and k+1 by brute force over a snapshot's values */
+static double brute_gamma(const json_t *j, size_t k, size_t *m)
+{
+	const json_t *trials = json_object_get(j, "trials"), *ti, *tj;
+	size_t i, jx;
+	long c = 0, d = 0;
+
+	*m = 0;
+	json_array_foreach(trials, i, ti) {
+		const json_t *vi = json_object_get(ti, "values");
+
+		if (json_array_size(vi) < k + 2)
+			continue;
+		++*m;
+		json_array_foreach(trials, jx, tj) {
+			const json_t *vj = json_object_get(tj, "values");
+			double dx, dy;
+
+			if (jx >= i)
+				break;
+			if (json_array_size(vj) < k + 2)
+				continue;
+			dx = json_number_value(json_array_get(vi, k)) -
+			     json_number_value(json_array_get(vj, k));
+			dy = json_number_value(json_array_get(vi, k + 1)) -
+			     json_number_value(json_array_get(vj, k + 1));
+			c += dx * dy > 0;
+			d += dx * dy < 0;
+		}
+	}
+	return c + d ? (double)(c - d) / (double)(c + d) : 1;
+}
+
+/*
+ * Curves whose rate differs between trials, so rung rankings disagree:
+ * two interleavings give the same rung tables, pair counts and decisions,
+ * and the counts match a brute-force gamma.
+ */
+static double crossing(int t, int e)
+{
+	double q = ((t * 7919) % 97) / 970.0;   /* 0 to 0.1: the rate matters more */
+
+	return q + pow(e, -0.2 - 2 * ((t * 104729) % 89) / 89.0);
+}
+
+static void test_rung_check_replay(void **state)
+{
+	struct asha *a = rung_check_new(6, 3), *b = rung_check_new(6, 3);
+	int stop[60], widened = 0;
+
+	/* a: trials one after the other, each until it is pruned */
+	for (int t = 0; t < 60; t++)
+		for (stop[t] = 1; stop[t] <= 12; stop[t]++)
+			if (asha_report(a, t, stop[t], crossing(t, stop[t])) == ASHA_PRUNE)
+				break;
+	/* b: the same reports, epoch-major */
+	for (int e = 1; e <= 12; e++)
+		for (int t = 59; t >= 0; t--)
+			if (e <= stop[t])
+				asha_report(b, t, e, crossing(t, e));
+	for (size_t k = 0; k < 3; k++) {
+		size_t ma, mb, mr;
+		double ga = asha_rung_agreement(a, k, &ma), gb = asha_rung_agreement(b, k, &mb);
+		json_t *j = asha_to_json(a);
+
+		assert_int_equal(asha_rung_count(a, k), asha_rung_count(b, k));
+		assert_true(ga == gb && ma == mb);
+		assert_true(fabs(brute_gamma(j, k, &mr) - ga) < 1e-12 && mr == ma);
+		json_decref(j);
+	}
+	/* the same decisions from here on, and the check does act: trials worse
+	 * than every value at rung 0 still go on while the rankings disagree */
+	for (int t = 200; t < 260; t++) {
+		int d = asha_report(a, t, 1, 10 + t);
+
+		assert_int_equal(asha_report(b, t, 1, 10 + t), d);
+		widened += d == ASHA_CONTINUE;
+	}
+	assert_true(asha_rung_agreement(a, 0, NULL) < 0.5 && widened == 60);
 	asha_free(a);
 	asha_free(b);
 }
@@ -290,6 +490,9 @@ int main(void)
 		cmocka_unit_test(test_rungs),
 		cmocka_unit_test(test_scenario),
 		cmocka_unit_test(test_min_peers),
+		cmocka_unit_test(test_rung_check),
+		cmocka_unit_test(test_rung_check_json),
+		cmocka_unit_test(test_rung_check_replay),
 		cmocka_unit_test(test_maximize_and_nan),
 		cmocka_unit_test(test_random_against_reference),
 		cmocka_unit_test(test_replay_and_json),

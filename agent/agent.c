@@ -628,12 +628,15 @@ static const struct dt_http_route routes[] = {
  * is sent once or twice, not with every heartbeat for a minute (a sweep
  * of 1 s trials had ~500 of them in each heartbeat, a few per second).
  * dtsched keeps final tasks DT_HEARTBEAT_RECENT_S after they ended.  A full
- * heartbeat (after a dtsched restart) carries the whole table.  Lock held.
+ * heartbeat (after a dtsched restart) carries the whole table.  *has_final:
+ * whether the array holds a final task (one not yet acknowledged, or any in a
+ * full table).  Lock held.
  */
-static json_t *heartbeat_tasks(struct agent *a, int full, long long seq)
+static json_t *heartbeat_tasks(struct agent *a, int full, long long seq, int *has_final)
 {
 	json_t *arr = json_array();
 
+	*has_final = 0;
 	for (size_t i = 0; i < a->tt.nr; i++) {
 		struct task *t = a->tt.items[i];
 
@@ -642,6 +645,7 @@ static json_t *heartbeat_tasks(struct agent *a, int full, long long seq)
 				t->final_seq = seq;
 			else if (!full && t->final_seq <= a->hb_acked)
 				continue;
+			*has_final = 1;
 		}
 		json_array_append_new(arr, task_to_json(t, 1));
 	}
@@ -662,22 +666,6 @@ static int split_hostport(const char *s, char *host, size_t hostlen, int *port)
 	host[n] = '\0';
 	*port = atoi(colon + 1);
 	return *port > 0 && *port < 65536 ? 0 : -1;
-}
-
-/* 1 when tasks (a heartbeat's array) holds a final task: not yet acknowledged */
-static int has_final_task(const json_t *tasks)
-{
-	size_t i;
-	json_t *t;
-
-	json_array_foreach(tasks, i, t) {
-		const char *st = json_get_str(t, "state", "");
-
-		if (!strcmp(st, DT_TASK_EXITED) || !strcmp(st, DT_TASK_FAILED) ||
-		    !strcmp(st, DT_TASK_LOST))
-			return 1;
-	}
-	return 0;
 }
 
 /* dtsched's address for beacons: its host, the HTTP port's number, over UDP */
@@ -777,7 +765,7 @@ static void *heartbeat_thread(void *data)
 		json_t *body, *reply = NULL, *tasks, *inv, *fixed, *usage;
 		struct strbuf err = STRBUF_INIT, ib = STRBUF_INIT;
 		char hash[DT_SHA256_HEX], digest[DT_TASKS_DIGEST_HEX];
-		int code, kicked, changed, with_usage;
+		int code, kicked, changed, with_usage, has_final;
 
 		if (!a->hb_kick) {
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -797,7 +785,7 @@ static void *heartbeat_thread(void *data)
 		a->hb_kick = a->hb_force = 0;
 		seq++;
 		a->hb_seq = seq;
-		tasks = heartbeat_tasks(a, full, seq);
+		tasks = heartbeat_tasks(a, full, seq, &has_final);
 		pthread_mutex_unlock(&a->lock);
 		dt_tasks_digest(tasks, digest);
 		/*
@@ -820,7 +808,7 @@ static void *heartbeat_thread(void *data)
 		 * dead_after/2 later.  On a busy node they move every second, and
 		 * forcing HTTP for them would leave beacons to idle nodes only.
 		 */
-		changed = kicked || full || has_final_task(tasks) || strcmp(hash, acked);
+		changed = kicked || full || has_final || strcmp(hash, acked);
 		if (!have_sa && a->beacon_fd >= 0)
 			have_sa = head_udp_addr(a, &head_sa) == 0;
 		if (have_sa && dt_beacon_policy_due(&pol, dt_mono_ms(), a->o.heartbeat_ms, changed,

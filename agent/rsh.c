@@ -9,6 +9,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "task.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -147,10 +148,10 @@ static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 		t = json_object_get(reply, "task");
 		if (st == 200 && json_is_object(t)) {
 			const char *state = json_get_str(t, "state", "");
+			enum task_state ts;
 
 			unreachable_since = 0;
-			if (!strcmp(state, DT_TASK_EXITED) || !strcmp(state, DT_TASK_FAILED) ||
-			    !strcmp(state, DT_TASK_LOST)) {
+			if (task_state_parse(state, &ts) == 0 && task_state_final(ts)) {
 				json_t *code = json_object_get(t, "exit_code");
 				int rc = json_is_integer(code) ? (int)json_integer_value(code) : RSH_FAIL;
 

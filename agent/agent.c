@@ -24,7 +24,6 @@
 #include "usage.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -668,31 +667,12 @@ static int split_hostport(const char *s, char *host, size_t hostlen, int *port)
 	return *port > 0 && *port < 65536 ? 0 : -1;
 }
 
-/* dtsched's address for beacons: its host, the HTTP port's number, over UDP */
-static int head_udp_addr(struct agent *a, struct sockaddr_in *sa)
-{
-	struct addrinfo hints, *res = NULL;
-	char port[16];
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
-	hints.ai_socktype = SOCK_DGRAM;
-	snprintf(port, sizeof(port), "%d", a->head_port);
-	if (getaddrinfo(a->head_host, port, &hints, &res) || !res)
-		return -1;
-	memcpy(sa, res->ai_addr, sizeof(*sa));
-	freeaddrinfo(res);
-	return 0;
-}
-
 /* One beacon for seq (lock NOT held); 0 when it went out. */
 static int send_beacon(struct agent *a, const struct sockaddr_in *sa, long long seq,
 		       const char *hash, const char *digest)
 {
 	struct dt_beacon b;
-	char buf[DT_BEACON_MAX + 1];
 	json_t *ts = ts_json(a->started_us);
-	int n;
 
 	memset(&b, 0, sizeof(b));
 	snprintf(b.started, sizeof(b.started), "%.47s", json_string_value(ts));
@@ -702,11 +682,7 @@ static int send_beacon(struct agent *a, const struct sockaddr_in *sa, long long 
 	b.time = (long long)time(NULL);
 	snprintf(b.inventory_hash, sizeof(b.inventory_hash), "%s", hash);
 	snprintf(b.tasks_digest, sizeof(b.tasks_digest), "%s", digest);
-	n = dt_beacon_encode(&a->key, &b, buf, sizeof(buf));
-	if (n < 0)
-		return -1;
-	return sendto(a->beacon_fd, buf, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)sa,
-		      sizeof(*sa)) == n ? 0 : -1;
+	return dt_beacon_send(a->beacon_fd, sa, &a->key, &b);
 }
 
 /*
@@ -717,15 +693,11 @@ static int send_beacon(struct agent *a, const struct sockaddr_in *sa, long long 
  */
 static void take_resyncs(struct agent *a)
 {
-	char buf[DT_BEACON_MAX + 1], node[256];
-	ssize_t n;
+	char node[256];
+	long long seq;
 
-	while ((n = recv(a->beacon_fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC)) >= 0) {
-		long long seq;
-
-		if ((size_t)n > DT_BEACON_MAX ||
-		    dt_resync_verify(&a->key, buf, (size_t)n, (long long)time(NULL), node,
-				     &seq) != DT_BEACON_OK || strcmp(node, a->name))
+	while (dt_resync_recv(a->beacon_fd, &a->key, (long long)time(NULL), node, &seq)) {
+		if (strcmp(node, a->name))
 			continue;
 		pthread_mutex_lock(&a->lock);
 		if (seq > a->hb_acked && seq > a->resync_seq && seq <= a->hb_seq) {
@@ -810,7 +782,7 @@ static void *heartbeat_thread(void *data)
 		 */
 		changed = kicked || full || has_final || strcmp(hash, acked);
 		if (!have_sa && a->beacon_fd >= 0)
-			have_sa = head_udp_addr(a, &head_sa) == 0;
+			have_sa = dt_beacon_addr(a->head_host, a->head_port, &head_sa) == 0;
 		if (have_sa && dt_beacon_policy_due(&pol, dt_mono_ms(), a->o.heartbeat_ms, changed,
 						    digest) &&
 		    send_beacon(a, &head_sa, seq, hash, digest) == 0) {

@@ -23,7 +23,6 @@
 #include "protocol.h"
 #include "usage.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -57,16 +56,13 @@ struct sim_thread {
 static void sim_resyncs(struct sim_thread *t, int fd, unsigned char *resync,
 			struct dt_beacon_policy *pol, int count)
 {
-	char buf[DT_BEACON_MAX + 1], node[256];
-	ssize_t n;
+	char node[256];
+	long long seq;
 
-	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC)) >= 0) {
-		long long seq;
+	while (dt_resync_recv(fd, t->sim->key, (long long)time(NULL), node, &seq)) {
 		int i, k;
 
-		if ((size_t)n > DT_BEACON_MAX ||
-		    dt_resync_verify(t->sim->key, buf, (size_t)n, (long long)time(NULL), node,
-				     &seq) != DT_BEACON_OK || sscanf(node, "sim%d", &i) != 1)
+		if (sscanf(node, "sim%d", &i) != 1)
 			continue;
 		k = (i - t->first) / t->step;
 		if (i < t->first || (i - t->first) % t->step || k >= count)
@@ -136,8 +132,6 @@ static void *sim_run(void *data)
 			if (fd >= 0 && dt_beacon_policy_due(&pol[k], dt_mono_ms(), sm->heartbeat_ms,
 							    changed, digest)) {
 				struct dt_beacon b;
-				char buf[DT_BEACON_MAX + 1];
-				int n;
 
 				memset(&b, 0, sizeof(b));
 				memcpy(b.node, name, strlen(name) + 1);
@@ -146,10 +140,7 @@ static void *sim_run(void *data)
 				b.time = (long long)time(NULL);
 				memcpy(b.inventory_hash, hash, sizeof(hash));
 				memcpy(b.tasks_digest, digest, sizeof(digest));
-				n = dt_beacon_encode(sm->key, &b, buf, sizeof(buf));
-				if (n > 0 && sendto(fd, buf, (size_t)n, MSG_DONTWAIT,
-						    (const struct sockaddr *)&sm->head_sa,
-						    sizeof(sm->head_sa)) == n) {
+				if (dt_beacon_send(fd, &sm->head_sa, sm->key, &b) == 0) {
 					dt_beacon_policy_sent(&pol[k]);
 					t->beacons++;
 					continue;
@@ -202,7 +193,6 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 	char host[256];
 	const char *colon = strrchr(head, ':');
 	long long sent = 0, failed = 0, beacons = 0;
-	struct addrinfo hints, *res = NULL;
 	json_t *ts;
 	int nr = n < SIM_THREADS ? n : SIM_THREADS;
 	json_t *inv;
@@ -225,14 +215,8 @@ int agent_simulate(const char *head, const char *secret, int n, long long heartb
 	ts = json_timestamp(dt_now_us());
 	snprintf(sm.started, sizeof(sm.started), "%.47s", json_string_value(ts));
 	json_decref(ts);
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
-	hints.ai_socktype = SOCK_DGRAM;
-	memset(&sm.head_sa, 0, sizeof(sm.head_sa));
-	if (getaddrinfo(host, colon + 1, &hints, &res) || !res)
+	if (dt_beacon_addr(host, sm.port, &sm.head_sa) < 0)
 		return error("simulate: cannot resolve '%s'", host), 2;
-	memcpy(&sm.head_sa, res->ai_addr, sizeof(sm.head_sa));
-	freeaddrinfo(res);
 	for (int i = 0; i < nr; i++) {
 		th[i].sim = &sm;
 		th[i].first = i;

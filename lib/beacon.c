@@ -13,9 +13,11 @@
 #include "strbuf.h"
 #include "usage.h"
 
+#include <netdb.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 const char *dt_beacon_result_str(enum dt_beacon_result r)
 {
@@ -241,6 +243,50 @@ enum dt_beacon_result dt_resync_verify(const struct dt_auth_key *key, const void
 	*seq = number(f[2]);
 	memcpy(node, f[1], strlen(f[1]) + 1);
 	return DT_BEACON_OK;
+}
+
+/* ------------------------------------------------------------- sockets */
+
+int dt_beacon_addr(const char *host, int port, struct sockaddr_in *sa)
+{
+	struct addrinfo hints, *res = NULL;
+	char service[16];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	hints.ai_socktype = SOCK_DGRAM;
+	snprintf(service, sizeof(service), "%d", port);
+	memset(sa, 0, sizeof(*sa));
+	if (getaddrinfo(host, service, &hints, &res) || !res)
+		return -1;
+	memcpy(sa, res->ai_addr, sizeof(*sa));
+	freeaddrinfo(res);
+	return 0;
+}
+
+int dt_beacon_send(int fd, const struct sockaddr_in *sa, const struct dt_auth_key *key,
+		   const struct dt_beacon *b)
+{
+	char buf[DT_BEACON_MAX + 1];
+	int n = dt_beacon_encode(key, b, buf, sizeof(buf));
+
+	if (n < 0)
+		return -1;
+	return sendto(fd, buf, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)sa,
+		      sizeof(*sa)) == n ? 0 : -1;
+}
+
+int dt_resync_recv(int fd, const struct dt_auth_key *key, long long now_s, char node[256],
+		   long long *seq)
+{
+	char buf[DT_BEACON_MAX + 1];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC)) >= 0)
+		if ((size_t)n <= DT_BEACON_MAX &&
+		    dt_resync_verify(key, buf, (size_t)n, now_s, node, seq) == DT_BEACON_OK)
+			return 1;
+	return 0;
 }
 
 void dt_tasks_digest(const json_t *tasks, char out[DT_TASKS_DIGEST_HEX])

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include "auth.h"
 #include "protocol.h"
 
@@ -57,6 +58,20 @@ int dt_resync_encode(const struct dt_auth_key *key, const char *node, long long 
 enum dt_beacon_result dt_resync_verify(const struct dt_auth_key *key, const void *buf,
 				       size_t len, long long now_s, char node[256],
 				       long long *seq);
+
+/*
+ * The socket side, shared by dtagent and its simulator.  dt_beacon_addr():
+ * dtsched's beacon address, its host and the HTTP port's number over UDP
+ * (IPv4); -1 if it does not resolve.  dt_beacon_send(): encode b and send it
+ * on fd to sa; 0 when it went out whole.  dt_resync_recv(): the next resync
+ * waiting on the non-blocking fd that verifies at now_s, skipping any other
+ * datagram; 1 with node and seq, 0 when none is left.
+ */
+int dt_beacon_addr(const char *host, int port, struct sockaddr_in *sa);
+int dt_beacon_send(int fd, const struct sockaddr_in *sa, const struct dt_auth_key *key,
+		   const struct dt_beacon *b);
+int dt_resync_recv(int fd, const struct dt_auth_key *key, long long now_s, char node[256],
+		   long long *seq);
 
 /* tasks_digest of a heartbeat's "tasks" array: the first 16 hex digits of the
  * SHA-256 of its compact JSON. */

@@ -47,14 +47,7 @@ int task_state_final(enum task_state s)
 
 int task_id_valid(const char *id)
 {
-	size_t n = id ? strlen(id) : 0;
-
-	if (!n || n > TASK_ID_MAX || id[0] == '.')
-		return 0;
-	for (; *id; id++)
-		if (!isalnum((unsigned char)*id) && *id != '.' && *id != '_' && *id != '-')
-			return 0;
-	return 1;
+	return id && id[0] != '.' && name_chars_ok(id, TASK_ID_MAX, "._-");
 }
 
 static int env_name_valid(const char *s)

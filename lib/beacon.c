@@ -34,35 +34,15 @@ const char *dt_beacon_result_str(enum dt_beacon_result r)
 
 /* ------------------------------------------------------------- fields */
 
-static int is_name_char(int c)
+static int name_ok(const char *s)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		c == '.' || c == '_' || c == '-';
+	return name_chars_ok(s, 255, "._-");
 }
 
-static int name_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (!n || n > max)
-		return 0;
-	for (; *s; s++)
-		if (!is_name_char((unsigned char)*s))
-			return 0;
-	return 1;
-}
-
-/* agent_started_at: a dt_timestamp() string; letters, digits and ":.+-" */
+/* agent_started_at: a dt_timestamp() string; letters, digits and "._:+-" */
 static int started_ok(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (!n || n >= sizeof(((struct dt_beacon *)0)->started))
-		return 0;
-	for (; *s; s++)
-		if (!is_name_char((unsigned char)*s) && *s != ':' && *s != '+')
-			return 0;
-	return 1;
+	return name_chars_ok(s, sizeof(((struct dt_beacon *)0)->started) - 1, "._-:+");
 }
 
 static int hex_ok(const char *s, size_t want)
@@ -172,7 +152,7 @@ int dt_beacon_encode(const struct dt_auth_key *key, const struct dt_beacon *b,
 {
 	int n;
 
-	if (!name_ok(b->node, 255) || !started_ok(b->started) || b->seq <= 0 ||
+	if (!name_ok(b->node) || !started_ok(b->started) || b->seq <= 0 ||
 	    b->seq > 999999999999999999LL || b->time < 0 || b->time > 999999999999999999LL ||
 	    !hex_ok(b->inventory_hash, 64) || !hex_ok(b->tasks_digest, 16))
 		return -1;
@@ -191,7 +171,7 @@ enum dt_beacon_result dt_beacon_verify(const struct dt_auth_key *key, const void
 
 	if (r != DT_BEACON_OK)
 		return r;
-	if (!name_ok(f[1], 255) || !started_ok(f[2]) || number(f[3]) <= 0 || number(f[4]) < 0 ||
+	if (!name_ok(f[1]) || !started_ok(f[2]) || number(f[3]) <= 0 || number(f[4]) < 0 ||
 	    !hex_ok(f[5], 64) || !hex_ok(f[6], 16))
 		return DT_BEACON_MALFORMED;
 	if (!fresh(number(f[4]), now_s))
@@ -216,7 +196,7 @@ int dt_resync_encode(const struct dt_auth_key *key, const char *node, long long 
 {
 	int n;
 
-	if (!name_ok(node, 255) || seq <= 0 || seq > 999999999999999999LL || now_s < 0)
+	if (!name_ok(node) || seq <= 0 || seq > 999999999999999999LL || now_s < 0)
 		return -1;
 	if (size > DT_BEACON_MAX + 1)
 		size = DT_BEACON_MAX + 1;
@@ -233,7 +213,7 @@ enum dt_beacon_result dt_resync_verify(const struct dt_auth_key *key, const void
 
 	if (r != DT_BEACON_OK)
 		return r;
-	if (!name_ok(f[1], 255) || number(f[2]) <= 0 || number(f[3]) < 0)
+	if (!name_ok(f[1]) || number(f[2]) <= 0 || number(f[3]) < 0)
 		return DT_BEACON_MALFORMED;
 	if (!fresh(number(f[3]), now_s))
 		return DT_BEACON_STALE;

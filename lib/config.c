@@ -1132,12 +1132,7 @@ struct node_entry {
 
 static int valid_node_name(const char *s)
 {
-	if (!*s)
-		return 0;
-	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
-			return 0;
-	return 1;
+	return name_chars_ok(s, SIZE_MAX, "._-");
 }
 
 static int valid_host_chars(const char *s)

@@ -277,6 +277,20 @@ int hex_value(int c)
 	return -1;
 }
 
+int name_chars_ok(const char *s, size_t max, const char *extra)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++) {
+		char c = s[n];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr(extra, c)))
+			return 0;
+	}
+	return n && n <= max;
+}
+
 int starts_with(const char *s, const char *prefix)
 {
 	return strncmp(s, prefix, strlen(prefix)) == 0;

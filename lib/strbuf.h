@@ -70,6 +70,9 @@ int write_file_replace(const char *path, const void *data, size_t len, int mode)
 
 /* The value of hex digit c (either case), or -1. */
 int hex_value(int c);
+/* 1 when s has 1 to max characters, each an ASCII letter or digit or one of
+ * extra (node names, task ids: extra "._-"). */
+int name_chars_ok(const char *s, size_t max, const char *extra);
 
 int starts_with(const char *s, const char *prefix);
 int ends_with(const char *s, const char *suffix);

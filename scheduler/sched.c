@@ -381,14 +381,7 @@ static int db_load(struct sched *s)
 
 static int node_name_ok(const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
-
-	if (!n || n > 255)
-		return 0;
-	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
-			return 0;
-	return 1;
+	return s && name_chars_ok(s, 255, "._-");
 }
 
 /* ------------------------------------------------------------ heartbeats */

@@ -208,17 +208,30 @@ static int hmac_cached(const struct dt_auth_key *key, const char *const part[], 
 }
 
 /* The same with the one-shot call (when the cached contexts are unavailable). */
-static void hmac_oneshot(const struct dt_auth_key *key, const char *const part[5],
+static void hmac_oneshot(const struct dt_auth_key *key, const char *const part[], int nr_parts,
 			 unsigned char *mac, size_t *maclen)
 {
 	struct strbuf msg = STRBUF_INIT;
 	unsigned int n = 0;
 
-	strbuf_addf(&msg, "%s\n%s\n%s\n%s\n%s", part[0], part[1], part[2], part[3], part[4]);
+	for (int i = 0; i < nr_parts; i++)
+		strbuf_addf(&msg, "%s%s", i ? "\n" : "", part[i]);
 	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf, msg.len,
 	     mac, &n);
 	*maclen = n;
 	strbuf_release(&msg);
+}
+
+/* Hex HMAC of the parts joined by "\n": the thread's cached context, else one-shot. */
+static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
+			   char *out)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	size_t maclen = 0;
+
+	if (hmac_cached(key, part, nr_parts, mac, &maclen) < 0)
+		hmac_oneshot(key, part, nr_parts, mac, &maclen);
+	to_hex(mac, maclen, out);
 }
 
 void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,
@@ -227,29 +240,16 @@ void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char 
 {
 	char bodyhash[DT_SHA256_HEX];
 	const char *const part[5] = { method, path, timestamp, nonce, bodyhash };
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	size_t maclen = 0;
 
 	dt_sha256_hex(body, len, bodyhash);
-	if (hmac_cached(key, part, 5, mac, &maclen) < 0)
-		hmac_oneshot(key, part, mac, &maclen);
-	to_hex(mac, maclen, sig);
+	hmac_parts_hex(key, part, 5, sig);
 }
 
 void dt_auth_mac_hex(const struct dt_auth_key *key, const char *msg, char *out)
 {
 	const char *const part[1] = { msg };
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	size_t maclen = 0;
 
-	if (hmac_cached(key, part, 1, mac, &maclen) < 0) {
-		unsigned int n = 0;
-
-		HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg,
-		     strlen(msg), mac, &n);
-		maclen = n;
-	}
-	to_hex(mac, maclen, out);
+	hmac_parts_hex(key, part, 1, out);
 }
 
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,

@@ -49,7 +49,6 @@ struct dt_httpd {
 	atomic_int quit;
 	int batch_fd;                 /* epoll of the listening socket only, -1 if none */
 	int loop_fd;                  /* epoll of MHD's epoll fd and the extra fds, -1 if none */
-	int mhd_fd;                   /* MHD's own epoll fd */
 	struct extra_fd *extras;      /* dt_httpd_add_fd(), freed by dt_httpd_stop() */
 	atomic_int big_replies;       /* replies of BIG_REPLY bytes or more being sent */
 	atomic_llong fresh_until_ms;  /* a connection was opened: no batching until then */
@@ -496,14 +495,10 @@ static int epoll_set_of(int watched)
 static int loop_fd_open(struct dt_httpd *srv)
 {
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-	int fd;
 
 	if (!di || di->epoll_fd < 0)
 		return -1;
-	fd = epoll_set_of(di->epoll_fd);
-	if (fd >= 0)
-		srv->mhd_fd = di->epoll_fd;
-	return fd;
+	return epoll_set_of(di->epoll_fd);
 }
 
 int dt_httpd_add_fd(struct dt_httpd *srv, int fd, dt_httpd_fd_cb *cb, void *data)

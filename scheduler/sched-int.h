@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include "auth.h"
+#include "beacon.h"
 #include "config.h"
 #include "httpd.h"
 #include "sched.h"
@@ -48,10 +49,13 @@ struct node {
 	long long resync_mono;      /* when a resync was last sent for it */
 };
 
-/* why beacons were dropped or taken (GET /metrics) */
+/* why beacons were dropped or taken (GET /metrics); the first six are
+ * dt_beacon_verify()'s results */
 enum beacon_count {
-	BEACON_ACCEPTED,
-	BEACON_TOO_LARGE, BEACON_VERSION, BEACON_MALFORMED, BEACON_STALE, BEACON_BAD_MAC,
+	BEACON_ACCEPTED = DT_BEACON_OK,
+	BEACON_TOO_LARGE = DT_BEACON_TOO_LARGE, BEACON_VERSION = DT_BEACON_VERSION,
+	BEACON_MALFORMED = DT_BEACON_MALFORMED, BEACON_STALE = DT_BEACON_STALE,
+	BEACON_BAD_MAC = DT_BEACON_BAD_MAC,
 	BEACON_REPLAY, BEACON_UNKNOWN_NODE, BEACON_NODE_DOWN, BEACON_MISMATCH,
 	BEACON_IGNORED,             /* DTSCHED_TEST_DROP_BEACONS: read and dropped */
 	NR_BEACON_COUNTS

@@ -805,11 +805,8 @@ size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_
 	int rlen;
 
 	if (r != DT_BEACON_OK) {
-		why = r == DT_BEACON_TOO_LARGE ? BEACON_TOO_LARGE : r == DT_BEACON_VERSION ?
-			BEACON_VERSION : r == DT_BEACON_STALE ? BEACON_STALE : r == DT_BEACON_BAD_MAC ?
-			BEACON_BAD_MAC : BEACON_MALFORMED;
 		pthread_mutex_lock(&s->lock);
-		s->beacons[why]++;
+		s->beacons[(enum beacon_count)r]++;
 		pthread_mutex_unlock(&s->lock);
 		return 0;     /* never answer what is not ours */
 	}

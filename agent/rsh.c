@@ -88,7 +88,7 @@ void rsh_task_id(struct strbuf *out, const char *mpirun_id, const char *host)
 		ml -= sizeof(suffix) - 1;
 	if (ml)
 		strbuf_addf(out, "%.*s.", (int)ml, mpirun_id);
-	strbuf_addstr(out, "orted-");
+	strbuf_addstr(out, DT_ORTED_TASK_TAG);
 	for (const char *h = host; *h; h++)
 		strbuf_addch(out, isalnum((unsigned char)*h) || *h == '.' || *h == '_' || *h == '-' ?
 			     *h : '-');

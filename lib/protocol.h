@@ -122,6 +122,9 @@
  * other clusters) on the same host never take each other's processes. */
 #define DT_TASK_MARKER_ENV "DT_TASK_INSTANCE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
+/* an orted started through the agents (agent/rsh.h) is task
+ * "<job>.<attempt>." DT_ORTED_TASK_TAG "<host>" (dtsched spares it, jobs.c) */
+#define DT_ORTED_TASK_TAG "orted-"
 
 /* dtsched (the head, port head.port) -----------------------------------------
  *

@@ -1312,7 +1312,7 @@ static int is_orted_of(const char *id, const struct job *j)
 {
 	char prefix[64];
 
-	snprintf(prefix, sizeof(prefix), "%s.%d.orted-", j->id, j->attempt);
+	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, j->attempt);
 	return starts_with(id, prefix);
 }
 

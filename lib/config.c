@@ -2909,11 +2909,9 @@ static int yaml_plain_ok(const char *s, int numbers_plain)
 		if (!strcasecmp(s, words[i]))
 			return 0;
 	(void)strtod(s, &end);
-	if (!*end)      /* 1e3, -2, .5, 0x10, inf, nan: a number to a reader */
-		return numbers_plain && (isdigit((unsigned char)s[0]) ||
-					 ((s[0] == '-' || s[0] == '+' || s[0] == '.') &&
-					  (isdigit((unsigned char)s[1]) || s[1] == '.'))) &&
-		       !strchr(s, 'x') && !strchr(s, 'X');
+	if (!*end)      /* 1e3, -2, .5, 0x10, inf, nan: a number to a reader; plain
+			 * only if asked and decimal (not 0x10, inf, nan) */
+		return numbers_plain && !s[strspn(s, "0123456789.eE+-")];
 	if (strchr("-+.", s[0]))        /* -x: a list item; .inf, +x */
 		return 0;
 	if (isdigit((unsigned char)s[0]) && strpbrk(s + 1, "-bBoOxX"))

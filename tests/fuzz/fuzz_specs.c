@@ -21,9 +21,16 @@
 #include "agent/task.h"
 #include "scheduler/jobspec.h"
 
-static char *dump(const json_t *j)
+/* abort() unless a and b serialise to the same JSON */
+static void same_json(const json_t *a, const json_t *b)
 {
-	return json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+	char *sa = json_dumps(a, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+	char *sb = json_dumps(b, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (!sa || !sb || strcmp(sa, sb))
+		abort();
+	free(sa);
+	free(sb);
 }
 
 static void job_round_trip(const json_t *in)
@@ -31,7 +38,6 @@ static void job_round_trip(const json_t *in)
 	struct job_config a, b;
 	struct strbuf err = STRBUF_INIT;
 	json_t *ja, *jb;
-	char *sa, *sb;
 
 	if (job_config_from_json(&a, in, &err) < 0) {
 		if (!err.len)
@@ -43,12 +49,7 @@ static void job_round_trip(const json_t *in)
 	if (job_config_from_json(&b, ja, &err) < 0)
 		abort();    /* dtsched could not re-read what it stored */
 	jb = job_config_to_json(&b);
-	sa = dump(ja);
-	sb = dump(jb);
-	if (!sa || !sb || strcmp(sa, sb))
-		abort();
-	free(sa);
-	free(sb);
+	same_json(ja, jb);
 	json_decref(ja);
 	json_decref(jb);
 	job_config_release(&a);
@@ -60,7 +61,6 @@ static void task_again(const json_t *in)
 {
 	struct strbuf err = STRBUF_INIT;
 	json_t *s1 = task_spec_validate(in, &err), *s2;
-	char *a, *b;
 
 	if (!s1) {
 		if (!err.len)
@@ -71,12 +71,7 @@ static void task_again(const json_t *in)
 	s2 = task_spec_validate(s1, &err);
 	if (!s2)
 		abort();
-	a = dump(s1);
-	b = dump(s2);
-	if (!a || !b || strcmp(a, b))
-		abort();
-	free(a);
-	free(b);
+	same_json(s1, s2);
 	json_decref(s1);
 	json_decref(s2);
 	strbuf_release(&err);

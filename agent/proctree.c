@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 /* Read /proc/PID/stat: state, pgrp and start time. */
-static int read_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start)
+static int read_stat(pid_t pid, char *state, pid_t *ppid, pid_t *pgrp, unsigned long long *start)
 {
 	char path[64], buf[1024];
 	const char *p;
@@ -55,6 +55,8 @@ static int read_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *st
 			return -1;
 		p = end;
 	}
+	if (ppid)
+		*ppid = (pid_t)f[0];
 	if (pgrp)
 		*pgrp = (pid_t)f[1];
 	if (start)
@@ -66,7 +68,7 @@ unsigned long long proc_start_time(pid_t pid, char *state)
 {
 	unsigned long long start = 0;
 
-	if (pid <= 0 || read_stat(pid, state, NULL, &start) < 0)
+	if (pid <= 0 || read_stat(pid, state, NULL, NULL, &start) < 0)
 		return 0;
 	return start;
 }
@@ -120,11 +122,27 @@ static void pidset_add(struct pidset *s, pid_t pid)
 	s->v[s->nr++] = pid;
 }
 
+static int pidset_has(const struct pidset *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->nr; i++)
+		if (s->v[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* parents.v[i] is the parent of all.v[i]: appended without the dedupe of pidset_add */
+static void pidset_add_parent(struct pidset *s, pid_t ppid)
+{
+	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
+	s->v[s->nr++] = ppid;
+}
+
 /* Collect the live processes of the tree. */
 static void collect(const struct proc_tree *t, struct pidset *out)
 {
 	pid_t self = getpid();
 	struct strbuf marker = STRBUF_INIT;
+	struct pidset all = { NULL, 0, 0 }, parents = { NULL, 0, 0 };
 	DIR *d;
 	struct dirent *de;
 
@@ -152,19 +170,40 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 		strbuf_addf(&marker, "%s=%s", t->marker_name, t->marker);
 	d = opendir("/proc");
 	while (d && (de = readdir(d))) {
-		pid_t pid, pgrp = 0;
+		pid_t pid, ppid = 0, pgrp = 0;
 		char st = 0;
 
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		pid = (pid_t)atoi(de->d_name);
-		if (pid == self || read_stat(pid, &st, &pgrp, NULL) < 0 || st == 'Z' || st == 'X')
+		if (pid == self || read_stat(pid, &st, &ppid, &pgrp, NULL) < 0 || st == 'Z' || st == 'X')
 			continue;
 		if ((t->pgid > 0 && pgrp == t->pgid) || (marker.len && has_env_entry(pid, marker.buf)))
 			pidset_add(out, pid);
+		if (t->parent > 0) {
+			pidset_add(&all, pid);
+			pidset_add_parent(&parents, ppid);
+		}
 	}
 	if (d)
 		closedir(d);
+	/* descendants of t->parent: fixpoint over (pid, ppid) pairs */
+	for (size_t round = 0; t->parent > 0 && round < all.nr; round++) {
+		int grew = 0;
+
+		for (size_t i = 0; i < all.nr; i++) {
+			pid_t pp = parents.v[i];
+
+			if ((pp == t->parent || pidset_has(out, pp)) && !pidset_has(out, all.v[i])) {
+				pidset_add(out, all.v[i]);
+				grew = 1;
+			}
+		}
+		if (!grew)
+			break;
+	}
+	free(all.v);
+	free(parents.v);
 	strbuf_release(&marker);
 }
 

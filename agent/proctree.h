@@ -6,7 +6,9 @@
  * its cgroup, when one could be made, and (3) every process whose
  * environment carries its marker (DT_TASK_INSTANCE=<random>, unique to the
  * task's run): that catches descendants that called setsid() or changed
- * their group where no cgroup is available.  The
+ * their group where no cgroup is available, and (4) every descendant of
+ * `parent`, the task's supervisor, which is a child subreaper: a daemon
+ * that double-forked and cleared its environment is reparented to it.  The
  * calling process is never part of it.  Zombies count as gone.
  */
 #ifndef DT_AGENT_PROCTREE_H
@@ -21,6 +23,7 @@ struct proc_tree {
 	const char *cgroup;      /* cgroup directory or NULL */
 	const char *marker_name; /* environment entry marker_name=marker, or NULL */
 	const char *marker;
+	pid_t parent;            /* every descendant of this process, or 0 */
 };
 
 /* Send sig to every live process of the tree; returns how many there were. */

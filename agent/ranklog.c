@@ -7,6 +7,7 @@
 #include "linelog.h"
 #include "log.h"
 #include "run-command.h"
+#include "safefile.h"
 #include "usage.h"
 
 #include <errno.h>
@@ -42,6 +43,12 @@ static int rank_from_env(void)
 	return -1;
 }
 
+/* What could not be written to the rank's log (ENOSPC, EIO), for ranks/<r>.json. */
+static struct {
+	long long lines, bytes;
+	int err;
+} lost;
+
 static void write_all(int fd, struct strbuf *sb)
 {
 	const char *p = sb->buf;
@@ -53,10 +60,20 @@ static void write_all(int fd, struct strbuf *sb)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
+			if (!lost.err)
+				lost.err = errno;
 			break;
 		}
 		p += w;
 		n -= (size_t)w;
+	}
+	if (n) {
+		long long nl = 0;
+
+		for (size_t i = 0; i < n; i++)
+			nl += p[i] == '\n';
+		lost.lines += nl ? nl : 1;
+		lost.bytes += (long long)n;
 	}
 	strbuf_reset(sb);
 }
@@ -71,35 +88,48 @@ static void drain(int *fd, struct linelog *l, int logfd)
 	strbuf_release(&lines);
 }
 
-static void record_exit(const char *dir, int rank, pid_t pid, int code, int sig,
-			long long started, long long ended)
+static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long long started,
+			long long ended)
 {
-	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT;
+	struct strbuf name = STRBUF_INIT, body = STRBUF_INIT, why = STRBUF_INIT;
 	char host[256] = "", ts1[DT_TIMESTAMP_LEN], ts2[DT_TIMESTAMP_LEN];
+	int rfd;
 	json_t *j;
 
 	gethostname(host, sizeof(host) - 1);
 	dt_timestamp_format(ts1, sizeof(ts1), started);
 	dt_timestamp_format(ts2, sizeof(ts2), ended);
-	strbuf_addf(&path, "%s/../ranks", dir);
-	mkdir_p(path.buf, 0775);
-	strbuf_addf(&path, "/%d.json", rank);
+	/* <job dir>/ranks beside <job dir>/logs, made by dtsched; never through a link */
+	rfd = openat(dfd, "../ranks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0 && errno == ENOENT && mkdirat(dfd, "../ranks", 0775) == 0)
+		rfd = openat(dfd, "../ranks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	strbuf_addf(&name, "%d.json", rank);
 	j = json_pack("{s:i,s:s,s:i,s:i,s:i,s:s,s:s}", "rank", rank, "node", host, "pid", (int)pid,
 		      "exit_code", code, "signal", sig, "started_at", ts1, "ended_at", ts2);
+	if (lost.lines || lost.bytes) {
+		json_object_set_new(j, "log_lost_lines", json_integer(lost.lines));
+		json_object_set_new(j, "log_lost_bytes", json_integer(lost.bytes));
+		json_object_set_new(j, "log_error", json_string(strerror(lost.err)));
+	}
 	json_append(&body, j);
 	strbuf_addch(&body, '\n');
-	if (write_file_replace(path.buf, body.buf, body.len, 0644) < 0)
-		warning("rank-log: cannot write '%s': %s", path.buf, strerror(errno));
+	if (rfd < 0)
+		warning("rank-log: cannot open the ranks dir beside the logs: %s", strerror(errno));
+	else if (sf_write_at(rfd, name.buf, body.buf, body.len, 0644, 0, &why) < 0)
+		warning("rank-log: cannot write ranks/%s: %s", name.buf, why.buf);
+	if (rfd >= 0)
+		close(rfd);
 	json_decref(j);
-	strbuf_release(&path);
+	strbuf_release(&name);
 	strbuf_release(&body);
+	strbuf_release(&why);
 }
 
 int ranklog_main(int argc, const char **argv)
 {
 	const char *dir;
-	int rank = rank_from_env(), logfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
-	struct strbuf path = STRBUF_INIT;
+	int rank = rank_from_env(), logfd, dfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
 	struct linelog out, err;
 	sigset_t set, old;
 	long long started;
@@ -117,10 +147,13 @@ int ranklog_main(int argc, const char **argv)
 	}
 	if (mkdir_p(dir, 0775) < 0)
 		return 127;
-	strbuf_addf(&path, "%s/%d.log", dir, rank);
-	logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* the logs dir is shared with user code: the log is a regular file or nothing */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	strbuf_addf(&path, "%d.log", rank);
+	logfd = dfd < 0 ? -1 : sf_open_append_at(dfd, path.buf, 0644, 0, &why);
 	if (logfd < 0) {
-		error_errno("rank-log: cannot open '%s'", path.buf);
+		error("rank-log: cannot open '%s/%s': %s", dir, path.buf,
+		      dfd < 0 ? strerror(errno) : why.buf);
 		return 127;
 	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
@@ -200,7 +233,9 @@ int ranklog_main(int argc, const char **argv)
 		strbuf_release(&rest);
 	}
 	close(logfd);
-	record_exit(dir, rank, pid, code, sig, started, dt_now_us());
+	record_exit(dfd, rank, pid, code, sig, started, dt_now_us());
+	close(dfd);
+	strbuf_release(&why);
 	linelog_release(&out);
 	linelog_release(&err);
 	strbuf_release(&path);

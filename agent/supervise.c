@@ -20,6 +20,7 @@
 #include "linelog.h"
 #include "log.h"
 #include "proctree.h"
+#include "safefile.h"
 #include "protocol.h"
 #include "run-command.h"
 #include "strvec.h"
@@ -132,6 +133,11 @@ static void save(struct sup *s)
 		      s->dir.buf, strerror(errno));
 }
 
+/*
+ * Lines that cannot be written (ENOSPC, EIO on the shared dir) are counted
+ * in the task, with the first error, so that the loss reaches the job's
+ * state and the user instead of only agent.log.
+ */
 static void log_write(struct sup *s, struct strbuf *lines)
 {
 	const char *p = lines->buf;
@@ -143,13 +149,75 @@ static void log_write(struct sup *s, struct strbuf *lines)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			dtlog(DTLOG_ERROR, "task %s: cannot write its log: %s", s->t.id, strerror(errno));
+			if (!s->t.log_error) {
+				s->t.log_error = xstrdup(strerror(errno));
+				dtlog(DTLOG_ERROR, "task %s: cannot write its log: %s (lost lines are "
+				      "counted in the task)", s->t.id, strerror(errno));
+			}
 			break;
 		}
 		p += w;
 		n -= (size_t)w;
 	}
+	if (n) {
+		/* whole lines lost; a line cut by a partial write counts as lost too */
+		long long nl = 0;
+
+		for (size_t i = 0; i < n; i++)
+			nl += p[i] == '\n';
+		s->t.log_lost_lines += nl ? nl : 1;
+		s->t.log_lost_bytes += (long long)n;
+	}
 	strbuf_reset(lines);
+}
+
+/*
+ * The task's log: below the spec's log_root (the shared dir) every
+ * directory is walked without following links (lib/safefile.h); without a
+ * log_root (older dtsched, orted tasks) at least the file itself is never a
+ * link, a FIFO or anything but a regular file.  Our own tasks dir otherwise.
+ */
+static int open_task_log(struct sup *s, struct strbuf *why)
+{
+	const char *log = json_get_str(s->t.spec, "log", NULL);
+	const char *root = json_get_str(s->t.spec, "log_root", NULL);
+	const char *rel = log && root ? sf_below(log, root) : NULL;
+	struct strbuf dir = STRBUF_INIT, own = STRBUF_INIT;
+	const char *base, *slash;
+	int dfd, fd;
+
+	if (!log) {
+		strbuf_addf(&own, "%s/%s.log", s->dir.buf, s->t.id);
+		log = own.buf;
+	}
+	slash = strrchr(rel ? rel : log, '/');
+	base = slash ? slash + 1 : rel;
+	if (rel) {
+		strbuf_add(&dir, rel, slash ? (size_t)(slash - rel) : 0);
+		dfd = sf_dir(root, dir.buf, SF_MKDIRS, why);
+	} else {
+		strbuf_add(&dir, log, slash == log ? 1 : (size_t)(slash - log));
+		if (mkdir_p(dir.buf, 0755) < 0) {
+			/* the open below says why */
+		}
+		dfd = open(dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			strbuf_addf(why, "'%s': %s", dir.buf, strerror(errno));
+	}
+	fd = dfd < 0 ? -1 : sf_open_append_at(dfd, base, 0644, 0, why);
+	if (dfd >= 0)
+		close(dfd);
+	if (fd < 0) {
+		struct strbuf msg = STRBUF_INIT;
+
+		strbuf_addf(&msg, "cannot open the log file '%s': %s", log, why->buf);
+		strbuf_reset(why);
+		strbuf_addbuf(why, &msg);
+		strbuf_release(&msg);
+	}
+	strbuf_release(&dir);
+	strbuf_release(&own);
+	return fd;
 }
 
 /* A line of our own in the task's log (stderr stream), e.g. why it failed. */
@@ -419,7 +487,10 @@ static int start_task(struct sup *s)
 
 static struct proc_tree tree_of(struct sup *s)
 {
-	return task_proc_tree(&s->t);
+	struct proc_tree pt = task_proc_tree(&s->t);
+
+	pt.parent = getpid();   /* we are the subreaper: every descendant is the task's */
+	return pt;
 }
 
 static void request_stop(struct sup *s, long long grace_ms)
@@ -492,7 +563,11 @@ int supervise_main(const char *home, const char *id)
 		dtlog(DTLOG_ERROR, "supervisor: task %s: no random bytes for its marker", id);
 		return 1;
 	}
+	/* orphans of the task (double forks, daemons with a cleared environment)
+	 * become our children: the tree is every descendant of ours, whatever
+	 * its process group or environment (proctree.c) */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	snprintf(s.t.containment, sizeof(s.t.containment), "subreaper");
 	s.t.sup_pid = getpid();
 	s.t.sup_start = proc_start_time(getpid(), NULL);
 	s.grace_ms = json_get_int(s.t.spec, "grace_ms", DT_TASK_GRACE_MS_DEFAULT);
@@ -500,24 +575,8 @@ int supervise_main(const char *home, const char *id)
 	linelog_init(&s.err, 'E', 0);
 
 	/* the log file */
-	strbuf_reset(&path);
-	if (json_get_str(s.t.spec, "log", NULL))
-		strbuf_addstr(&path, json_get_str(s.t.spec, "log", NULL));
-	else
-		strbuf_addf(&path, "%s/%s.log", s.dir.buf, id);
-	{
-		char *slash = strrchr(path.buf, '/');
-
-		if (slash && slash != path.buf) {
-			*slash = '\0';
-			mkdir_p(path.buf, 0755);
-			*slash = '/';
-		}
-	}
-	s.logfd = open(path.buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	s.logfd = open_task_log(&s, &err);
 	if (s.logfd < 0) {
-		strbuf_reset(&err);
-		strbuf_addf(&err, "cannot open the log file '%s': %s", path.buf, strerror(errno));
 		finish(&s, TASK_FAILED, 127, err.buf);
 		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
 		return 0;
@@ -534,6 +593,7 @@ int supervise_main(const char *home, const char *id)
 		} else if (cgroup_create(name.buf, json_object_get(s.t.spec, "limits"), &dir,
 					 &s.cgroup_why) == 0) {
 			s.t.cgroup = strbuf_detach(&dir, NULL);
+			snprintf(s.t.containment, sizeof(s.t.containment), "cgroup");
 			if (s.cgroup_why.len)
 				dtlog(DTLOG_WARN, "task %s: %s", id, s.cgroup_why.buf);
 		} else {

@@ -2,6 +2,7 @@
  * task.c - task records, their JSON forms and the on-disk table (task.h).
  */
 #include "task.h"
+#include "safefile.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -71,7 +72,7 @@ static const char *const limit_keys[] = { "nofile", "nproc", "core", "memory_byt
 json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
-		"id", "argv", "shell", "env", "cwd", "cuda_visible_devices", "log",
+		"id", "argv", "shell", "env", "cwd", "cuda_visible_devices", "log", "log_root",
 		"grace_ms", "limits", "job_id", "rank",
 	};
 	json_t *spec = json_object(), *v;
@@ -137,8 +138,8 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		json_object_set_new(spec, "env", json_object());
 	}
 
-	for (int i = 0; i < 2; i++) {
-		const char *k = i ? "log" : "cwd";
+	for (int i = 0; i < 3; i++) {
+		const char *k = i == 2 ? "log_root" : i ? "log" : "cwd";
 
 		v = json_object_get(req, k);
 		if (!v || json_is_null(v))
@@ -148,6 +149,15 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 			goto fail;
 		}
 		json_object_set(spec, k, v);
+	}
+	if (json_get_str(spec, "log_root", NULL)) {
+		const char *rel = json_get_str(spec, "log", NULL) ?
+			sf_below(json_get_str(spec, "log", NULL), json_get_str(spec, "log_root", NULL)) : NULL;
+
+		if (!rel || !*rel) {
+			strbuf_addstr(err, "'log' must be below 'log_root'");
+			goto fail;
+		}
 	}
 
 	v = json_object_get(req, "cuda_visible_devices");
@@ -242,6 +252,7 @@ void task_release(struct task *t)
 	json_decref(t->spec);
 	free(t->cgroup);
 	free(t->error);
+	free(t->log_error);
 	task_init(t);
 }
 
@@ -298,6 +309,12 @@ json_t *task_to_json(const struct task *t, int api)
 	json_object_set_new(j, "error", str_or_null(t->error));
 	json_object_set_new(j, "stop_requested", json_boolean(t->stop_requested));
 	json_object_set_new(j, "leftovers_killed", json_integer(t->leftovers_killed));
+	json_object_set_new(j, "containment", str_or_null(t->containment[0] ? t->containment : NULL));
+	if (t->log_lost_lines || t->log_lost_bytes || t->log_error) {
+		json_object_set_new(j, "log_lost_lines", json_integer(t->log_lost_lines));
+		json_object_set_new(j, "log_lost_bytes", json_integer(t->log_lost_bytes));
+		json_object_set_new(j, "log_error", str_or_null(t->log_error));
+	}
 	json_object_set_new(j, "created_at", json_timestamp(t->created_us));
 	json_object_set_new(j, "started_at", json_timestamp(t->started_us));
 	json_object_set_new(j, "ended_at", json_timestamp(t->ended_us));
@@ -343,6 +360,11 @@ int task_from_json(struct task *t, const json_t *j, struct strbuf *err)
 	t->error = s ? xstrdup(s) : NULL;
 	t->stop_requested = json_is_true(json_object_get(j, "stop_requested"));
 	t->leftovers_killed = (int)json_get_int(j, "leftovers_killed", 0);
+	snprintf(t->containment, sizeof(t->containment), "%s", json_get_str(j, "containment", ""));
+	t->log_lost_lines = json_get_int(j, "log_lost_lines", 0);
+	t->log_lost_bytes = json_get_int(j, "log_lost_bytes", 0);
+	s = json_get_str(j, "log_error", NULL);
+	t->log_error = s ? xstrdup(s) : NULL;
 	t->created_us = ts_parse(j, "created_at");
 	t->started_us = ts_parse(j, "started_at");
 	t->ended_us = ts_parse(j, "ended_at");
@@ -478,7 +500,7 @@ int task_table_load_dir(struct task_table *tt, const char *dir, struct strbuf *e
 
 struct proc_tree task_proc_tree(const struct task *t)
 {
-	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, DT_TASK_MARKER_ENV, t->marker };
+	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, DT_TASK_MARKER_ENV, t->marker, 0 };
 
 	if (!t->marker[0]) {
 		pt.marker_name = DT_TASK_ID_ENV;

@@ -49,6 +49,10 @@ struct task {
 	char *error;                /* why it failed or was lost */
 	int stop_requested;
 	int leftovers_killed;       /* processes of the tree killed after the main one ended */
+	char containment[16];       /* how its processes were held: "cgroup" or "subreaper" */
+	long long log_lost_lines;   /* output lines that could not be written to its log */
+	long long log_lost_bytes;
+	char *log_error;            /* the first log write error (ENOSPC, EIO, ...), or NULL */
 	long long created_us, started_us, ended_us;
 	/* agent-side bookkeeping, not saved */
 	long long file_mtime_ns;

@@ -19,6 +19,7 @@
 #include "builtin.h"
 #include "config.h"
 #include "head.h"
+#include "safefile.h"
 #include "jobdir.h"
 #include "json.h"
 #include "log.h"
@@ -335,7 +336,7 @@ static void load_rank_nodes(struct follow *f)
 
 	strvec_clear(&f->nodes_by_rank);
 	strbuf_addf(&path, "%s/placement.json", f->job_dir);
-	if (strbuf_read_file(&buf, path.buf, 16 << 20) >= 0) {
+	if (sf_read_path(path.buf, &buf, 16 << 20, NULL) >= 0) {
 		j = json_parse(buf.buf, buf.len, NULL);
 		json_array_foreach(json_object_get(j, "ranks"), i, r) {
 			long long rank = json_get_int(r, "rank", -1);

@@ -2,6 +2,7 @@
  * jobdir.c - job directories on the shared dir (see jobdir.h).
  */
 #include "jobdir.h"
+#include "safefile.h"
 #include "config.h"
 #include "dthome.h"
 
@@ -76,7 +77,7 @@ int jobdir_read_state(const char *jobdir, struct strbuf *sb)
 
 	strbuf_addf(&path, "%s/state", jobdir);
 	strbuf_reset(sb);
-	n = strbuf_read_file(sb, path.buf, 4096);
+	n = sf_read_path(path.buf, sb, 4096, NULL);
 	strbuf_release(&path);
 	if (n < 0)
 		return -1;

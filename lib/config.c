@@ -1663,8 +1663,8 @@ int cluster_find_node(const struct cluster_config *cc, const char *name)
 static const char *const launchers[] = { "agent", "mpi", NULL };
 static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
-	"shell", "workdir", "env", "timeout", "stall_after", "retries", "include_nodes",
-	"exclude_nodes", "labels", NULL,
+	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
+	"include_nodes", "exclude_nodes", "labels", NULL,
 };
 
 struct job_state {
@@ -1769,6 +1769,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 	}
 	if (!strcmp(key, "shell"))
 		return get_bool(c, v, path, &j->shell);
+	if (!strcmp(key, "strict_logging"))
+		return get_bool(c, v, path, &j->strict_logging);
 	if (!strcmp(key, "workdir"))
 		return get_str(c, v, path, &j->workdir);
 	if (!strcmp(key, "env"))
@@ -2814,6 +2816,7 @@ json_t *job_config_to_json(const struct job_config *j)
 	set_duration(o, "timeout", j->timeout_ms);
 	set_duration(o, "stall_after", j->stall_after_ms);
 	json_object_set_new(o, "retries", json_integer(j->retries));
+	json_object_set_new(o, "strict_logging", json_boolean(j->strict_logging));
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));

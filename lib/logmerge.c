@@ -2,6 +2,7 @@
  * logmerge.c - incremental, merged reading of rank log files (see logmerge.h).
  */
 #include "logmerge.h"
+#include "safefile.h"
 #include "log.h"
 
 #include <errno.h>
@@ -150,12 +151,19 @@ static void emit(struct logset *ls, struct logsrc *s, const char *line, size_t l
 static int read_source(struct logset *ls, struct logsrc *s, int final)
 {
 	struct stat st;
-	int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	struct strbuf why = STRBUF_INIT;
+	/* a rank can leave anything at its log's path: a FIFO must not hang us */
+	int fd = sf_open_path_read(s->path, NULL, &why);
 	char buf[65536];
 	ssize_t n;
 
-	if (fd < 0)
-		return errno == ENOENT ? 0 : error_errno("cannot read log '%s'", s->path);
+	if (fd < 0) {
+		int ret = errno == ENOENT ? 0 : error("cannot read log: %s", why.buf);
+
+		strbuf_release(&why);
+		return ret;
+	}
+	strbuf_release(&why);
 	if (fstat(fd, &st) == 0 && (st.st_ino != s->ino || st.st_size < s->offset)) {
 		if (s->ino)
 			s->offset = 0;  /* replaced or truncated: start over */

@@ -211,61 +211,6 @@ int strbuf_getline(struct strbuf *sb, FILE *fp)
 	return sb->len ? 0 : EOF;
 }
 
-static int write_file_rename(const char *path, const void *data, size_t len, int mode, int sync)
-{
-	struct strbuf tmp = STRBUF_INIT;
-	const char *p = data;
-	int fd, e;
-
-	strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
-		goto fail;
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail_close;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	if (fchmod(fd, (mode_t)mode) < 0 || (sync && fsync(fd) < 0))
-		goto fail_close;
-	if (close(fd) < 0)
-		goto fail_unlink;
-	if (rename(tmp.buf, path) < 0)
-		goto fail_unlink;
-	strbuf_release(&tmp);
-	return 0;
-
-fail_close:
-	e = errno;
-	close(fd);
-	errno = e;
-fail_unlink:
-	e = errno;
-	unlink(tmp.buf);
-	errno = e;
-fail:
-	e = errno;
-	strbuf_release(&tmp);
-	errno = e;
-	return -1;
-}
-
-int write_file_atomic(const char *path, const void *data, size_t len, int mode)
-{
-	return write_file_rename(path, data, len, mode, 1);
-}
-
-int write_file_replace(const char *path, const void *data, size_t len, int mode)
-{
-	return write_file_rename(path, data, len, mode, 0);
-}
-
 int hex_value(int c)
 {
 	if (c >= '0' && c <= '9')

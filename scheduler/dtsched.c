@@ -30,7 +30,7 @@ int main(int argc, const char **argv)
 		NULL,
 	};
 	int version = 0, daemonize = 0, stop = 0, status = 0, port = DT_HEAD_PORT_DEFAULT;
-	int dead_after = 10000, heartbeat = 2000, lockfd, ready = -1;
+	int dead_after = 10000, heartbeat = 2000, lockfd, ready = -1, ret;
 	const char *bind = NULL, *home = NULL, *db = NULL;
 	struct option opts[] = {
 		OPT_BOOL('V', "version", &version, "print the version and exit"),
@@ -92,5 +92,8 @@ int main(int argc, const char **argv)
 	so.port = port;
 	so.dead_after_ms = dead_after;
 	so.heartbeat_ms = heartbeat;
-	return sched_run(&so, &ready);
+	ret = sched_run(&so, &ready);
+	strbuf_release(&pidfile);
+	strbuf_release(&logfile);
+	return ret;
 }

@@ -24,6 +24,7 @@
  * DOWN comes back with its ranks still running) are stopped too.
  */
 #include "sched-int.h"
+#include "safefile.h"
 #include "jobspec.h"
 #include "launch.h"
 #include "placement.h"
@@ -96,6 +97,8 @@ struct job {
 	long long version;        /* bumped by every job_save(): long-poll waiters compare it */
 	char *launch_error;
 	long long stall_checked_ms;
+	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
+	char *log_error;          /* the first such write error, e.g. "No space left on device" */
 };
 
 struct jobs_clients {
@@ -139,48 +142,105 @@ static struct job *job_find(struct sched *s, const char *id)
 
 /* --------------------------------------------------------------- files */
 
-/* As root on a shared dir owned by someone else (NFS root_squash, the fake
- * cluster), hand new job dirs to that owner so agents running as the
- * cluster user can write their logs there. */
-static void chown_like_shared(const struct job *j, const char *path)
-{
-	struct stat st;
+/*
+ * Job dir files go through lib/safefile.h: every rank can write in its job
+ * dir, and dtsched (maybe root) must never follow a link it planted, block
+ * on its FIFO, or chown anything but what it just made.  As root on a shared
+ * dir owned by someone else (NFS root_squash, the fake cluster), what
+ * dtsched makes is handed to that owner (SF_OWNER: fchown on the fd) so
+ * agents running as the cluster user can write their logs there.
+ */
 
-	if (geteuid() == 0 && j->shared_dir && stat(j->shared_dir, &st) == 0 && st.st_uid != 0)
-		if (chown(path, st.st_uid, st.st_gid) < 0)
-			dtlog(DTLOG_WARN, "cannot chown '%s': %s", path, strerror(errno));
+/* "jobs/<id>/<name>" below the shared dir ("jobs/<id>" for name NULL). */
+static void job_rel(const struct job *j, const char *name, struct strbuf *rel)
+{
+	strbuf_reset(rel);
+	strbuf_addf(rel, "jobs/%s%s%s", j->id, name ? "/" : "", name ? name : "");
 }
 
 static void job_file(const struct job *j, const char *name, const char *data, size_t len)
 {
-	struct strbuf path = STRBUF_INIT;
+	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
-	strbuf_addf(&path, "%s/%s", j->job_dir, name);
-	if (write_file_replace(path.buf, data, len, 0644) < 0)
-		dtlog(DTLOG_WARN, "job %s: cannot write '%s': %s", j->id, path.buf, strerror(errno));
-	else
-		chown_like_shared(j, path.buf);
-	strbuf_release(&path);
+	job_rel(j, name, &rel);
+	if (sf_write(j->shared_dir, rel.buf, data, len, 0644, SF_OWNER, &why) < 0)
+		dtlog(DTLOG_WARN, "job %s: cannot write the job file: %s", j->id, why.buf);
+	strbuf_release(&rel);
+	strbuf_release(&why);
 }
 
+/* Modification time (ns) of the regular file <job dir>/<name>, 0 if none. */
+static long long job_mtime_ns(const struct job *j, const char *name)
+{
+	struct strbuf rel = STRBUF_INIT;
+	struct stat st;
+	long long ns = 0;
+
+	job_rel(j, name, &rel);
+	if (sf_stat(j->shared_dir, rel.buf, &st, NULL) == 0)
+		ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	strbuf_release(&rel);
+	return ns;
+}
+
+/* The highest N of the jobs/j-N dirs on the shared dir (0 if none). */
+static long long highest_job_dir(const char *shared)
+{
+	DIR *d = sf_opendir(shared, "jobs", NULL);
+	struct dirent *de;
+	long long max = 0;
+
+	while (d && (de = readdir(d))) {
+		char *end;
+		long long v;
+
+		if (strncmp(de->d_name, "j-", 2))
+			continue;
+		v = strtoll(de->d_name + 2, &end, 10);
+		if (!*end && v > max)
+			max = v;
+	}
+	if (d)
+		closedir(d);
+	return max;
+}
+
+/*
+ * Make the job dir: jobs/<id> must be new (an id whose dir exists belongs to
+ * a job of an earlier head: errno EEXIST), then its subdirs.
+ */
 static int job_mkdirs(const struct job *j, struct strbuf *err)
 {
-	static const char *const sub[] = { "", "/logs", "/ckpt", "/ranks" };
-	struct strbuf p = STRBUF_INIT;
+	static const char *const sub[] = { "logs", "ckpt", "ranks" };
+	struct strbuf why = STRBUF_INIT;
+	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), fd = -1, e;
 
-	for (size_t i = 0; i < ARRAY_SIZE(sub); i++) {
-		strbuf_reset(&p);
-		strbuf_addf(&p, "%s%s", j->job_dir, sub[i]);
-		if (mkdir_p(p.buf, 0775) < 0 || chmod(p.buf, 0775) < 0) {
-			strbuf_addf(err, "cannot create the job directory '%s': %s", p.buf,
-				    strerror(errno));
-			strbuf_release(&p);
-			return -1;
-		}
-		chown_like_shared(j, p.buf);
+	if (dfd >= 0) {
+		fd = sf_mkdir_new_at(dfd, j->id, 0775, SF_OWNER, &why);
+		close(dfd);
 	}
-	strbuf_release(&p);
-	return 0;
+	for (size_t i = 0; fd >= 0 && i < ARRAY_SIZE(sub); i++) {
+		int sfd = sf_mkdir_new_at(fd, sub[i], 0775, SF_OWNER, &why);
+
+		if (sfd < 0) {
+			e = errno;
+			close(fd);
+			fd = -1;
+			errno = e;
+		} else {
+			close(sfd);
+		}
+	}
+	if (fd >= 0) {
+		close(fd);
+		strbuf_release(&why);
+		return 0;
+	}
+	e = errno;
+	strbuf_addf(err, "cannot create the job directory in '%s/jobs': %s", j->shared_dir, why.buf);
+	strbuf_release(&why);
+	errno = e;
+	return -1;
 }
 
 static void write_state_file(const struct job *j)
@@ -229,48 +289,63 @@ static void write_placement_file(const struct job *j)
 	strbuf_release(&sb);
 }
 
-/* DT_RESUME: the checkpoint dttrain's "latest" names, else the newest file. */
+/*
+ * DT_RESUME: the checkpoint dttrain's "latest" names, else the newest regular
+ * file.  ckpt/ is the job's own: a link, FIFO or directory there is skipped.
+ */
 static char *latest_checkpoint(const struct job *j)
 {
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, buf = STRBUF_INIT;
+	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
 	char *best = NULL;
 	long long best_ns = -1;
+	struct stat st;
 	DIR *d;
 	struct dirent *de;
 
-	strbuf_addf(&dir, "%s/ckpt", j->job_dir);
-	strbuf_addf(&path, "%s/latest", dir.buf);
-	if (strbuf_read_file(&buf, path.buf, 4096) > 0) {
+	job_rel(j, "ckpt", &rel);
+	d = sf_opendir(j->shared_dir, rel.buf, &why);
+	if (!d) {
+		if (errno != ENOENT)
+			dtlog(DTLOG_WARN, "job %s: no checkpoint to resume from: %s", j->id, why.buf);
+		goto out;
+	}
+	if (sf_read_at(dirfd(d), "latest", &buf, 4096, &why) > 0) {
 		strbuf_trim(&buf);
-		if (buf.len && !strchr(buf.buf, '/')) {
-			strbuf_reset(&path);
-			strbuf_addf(&path, "%s/%s", dir.buf, buf.buf);
-			if (access(path.buf, R_OK) == 0)
-				best = strbuf_detach(&path, NULL);
-		}
+		if (buf.len && !strchr(buf.buf, '/') && sf_stat_at(dirfd(d), buf.buf, &st) == 0 &&
+		    S_ISREG(st.st_mode))
+			best = xstrdup(buf.buf);
+	} else if (errno != ENOENT) {
+		dtlog(DTLOG_WARN, "job %s: ignoring ckpt/latest: %s", j->id, why.buf);
 	}
-	if (!best && (d = opendir(dir.buf))) {
-		while ((de = readdir(d))) {
-			struct stat st;
+	while (!best && (de = readdir(d))) {
+		long long ns;
 
-			if (de->d_name[0] == '.' || ends_with(de->d_name, ".tmp") ||
-			    !strcmp(de->d_name, "latest"))
-				continue;
-			strbuf_reset(&path);
-			strbuf_addf(&path, "%s/%s", dir.buf, de->d_name);
-			if (stat(path.buf, &st) < 0 || !S_ISREG(st.st_mode))
-				continue;
-			if ((long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec > best_ns) {
-				best_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-				free(best);
-				best = xstrdup(path.buf);
-			}
+		if (de->d_name[0] == '.' || ends_with(de->d_name, ".tmp") ||
+		    !strcmp(de->d_name, "latest") || sf_stat_at(dirfd(d), de->d_name, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		if (ns > best_ns) {
+			best_ns = ns;
+			strbuf_reset(&buf);
+			strbuf_addstr(&buf, de->d_name);
 		}
-		closedir(d);
 	}
-	strbuf_release(&dir);
-	strbuf_release(&path);
+	if (!best && best_ns >= 0)
+		best = xstrdup(buf.buf);
+	closedir(d);
+	if (best) {
+		char *name = best;
+
+		strbuf_reset(&buf);
+		strbuf_addf(&buf, "%s/ckpt/%s", j->job_dir, name);
+		free(name);
+		best = strbuf_detach(&buf, NULL);
+	}
+out:
+	strbuf_release(&rel);
 	strbuf_release(&buf);
+	strbuf_release(&why);
 	return best;
 }
 
@@ -360,12 +435,15 @@ static json_t *ranks_json(struct sched *s, const struct job *j)
 			strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, t->rank);
 		else
 			strbuf_addf(&log, "%s/logs/mpirun.log", j->job_dir);
-		json_array_append_new(a, json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s}",
+		json_array_append_new(a, json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s,s:s?,s:I}",
 			"rank", t->rank, "node", t->node, "task", t->id,
 			"state", ht ? json_get_str(ht, "state", "?") : (t->gone ? "gone" : "starting"),
 			"exit_code", code ? code : json_null(),
 			"pid", ht && json_object_get(ht, "pid") ? json_object_get(ht, "pid") : json_null(),
-			"log", log.buf));
+			"log", log.buf,
+			/* how its processes were held: "cgroup" or "subreaper" (agent/proctree.h) */
+			"containment", ht ? json_get_str(ht, "containment", NULL) : NULL,
+			"log_lost_lines", (json_int_t)(ht ? json_get_int(ht, "log_lost_lines", 0) : 0)));
 		strbuf_release(&log);
 	}
 	return a;
@@ -400,6 +478,22 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
 	json_object_set_new(o, "stalled", json_incref(j->stalled));
 	json_object_set_new(o, "placement", json_incref(j->placement));
+	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
+	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
+	{
+		json_t *w = json_array();
+
+		if (j->log_lost_lines || j->log_error) {
+			struct strbuf m = STRBUF_INIT;
+
+			strbuf_addf(&m, "%lld output line%s of its ranks could not be logged (%s)",
+				    j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
+				    j->log_error ? j->log_error : "write error");
+			json_array_append_new(w, json_string(m.buf));
+			strbuf_release(&m);
+		}
+		json_object_set_new(o, "warnings", w);
+	}
 	if (detail) {
 		json_object_set_new(o, "spec", json_incref(j->spec));
 		json_object_set_new(o, "shared_dir", json_string(j->shared_dir));
@@ -485,6 +579,7 @@ static void job_free(struct job *j)
 	json_decref(j->placement);
 	free(j->failed_node);
 	free(j->launch_error);
+	free(j->log_error);
 	free(j);
 }
 
@@ -650,6 +745,9 @@ static void jobs_load(struct sched *s)
 		j->exit_code = (int)json_get_int(o, "exit_code", 0);
 		j->failed_rank = (int)json_get_int(o, "failed_rank", -1);
 		j->cancel = json_is_true(json_object_get(o, "cancel"));
+		j->log_lost_lines = json_get_int(o, "log_lost_lines", 0);
+		if (json_get_str(o, "log_error", NULL))
+			j->log_error = xstrdup(json_get_str(o, "log_error", NULL));
 		if (json_get_str(o, "failed_node", NULL))
 			j->failed_node = xstrdup(json_get_str(o, "failed_node", NULL));
 		if (json_is_array(json_object_get(o, "history"))) {
@@ -926,11 +1024,73 @@ static void schedule_pending(struct sched *s)
 
 /* The attempt is over: release its slots (stopping what is left), then
  * requeue for a retry or end in `state`.  Lock held. */
+/*
+ * Output lines this attempt's ranks could not write to their logs (full or
+ * failing shared disk): from the agents' task states, and for mpi jobs from
+ * ranks/<r>.json, which each rank logger writes at its end.
+ */
+static void count_log_loss(struct sched *s, struct job *j)
+{
+	long long lost = 0;
+	const char *err = NULL;
+	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
+	char *mpi_err = NULL;
+	DIR *d;
+	struct dirent *de;
+
+	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
+		struct node *n = node_find(s, j->hold->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, j->hold->tasks[i].id) : NULL;
+
+		lost += json_get_int(ht, "log_lost_lines", 0);
+		if (!err)
+			err = json_get_str(ht, "log_error", NULL);
+	}
+	job_rel(j, "ranks", &rel);
+	d = j->cfg.launcher == LAUNCHER_MPI ? sf_opendir(j->shared_dir, rel.buf, NULL) : NULL;
+	while (d && (de = readdir(d))) {
+		json_t *o;
+
+		strbuf_reset(&buf);
+		if (!ends_with(de->d_name, ".json") ||
+		    sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
+			continue;
+		o = json_loads(buf.buf, 0, NULL);
+		if (o && dt_timestamp_parse(json_get_str(o, "ended_at", "")) >= j->started_us) {
+			lost += json_get_int(o, "log_lost_lines", 0);
+			if (!err && !mpi_err && json_get_str(o, "log_error", NULL))
+				mpi_err = xstrdup(json_get_str(o, "log_error", NULL));
+		}
+		json_decref(o);
+	}
+	if (d)
+		closedir(d);
+	if (lost || err || mpi_err) {
+		j->log_lost_lines += lost;
+		if (!j->log_error)
+			j->log_error = xstrdup(err ? err : mpi_err ? mpi_err : "write error");
+		dtlog(DTLOG_WARN, "job %s: %lld output line(s) of its ranks could not be logged: %s",
+		      j->id, lost, j->log_error);
+	}
+	free(mpi_err);
+	strbuf_release(&rel);
+	strbuf_release(&buf);
+}
+
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
-	int retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-		    j->attempt < j->cfg.retries && !j->cancel;
+	int retry;
 
+	count_log_loss(s, j);
+	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
+		state = DT_JOB_FAILED;
+		j->exit_code = 1;
+		set_reason(j, "%lld output line%s could not be logged (%s) and the job asks for "
+			   "strict_logging", j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
+			   j->log_error);
+	}
+	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+		j->attempt < j->cfg.retries && !j->cancel;
 	if (j->hold) {
 		json_decref(j->last_ranks);
 		j->last_ranks = ranks_json(s, j);
@@ -970,24 +1130,22 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 /* For mpi jobs: the first rank that failed, from <job_dir>/ranks/<r>.json. */
 static int mpi_first_failure(const struct job *j, int *rank, int *code, char **node)
 {
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, buf = STRBUF_INIT;
+	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
 	char best[64] = "";
 	DIR *d;
 	struct dirent *de;
 	int found = 0;
 
-	strbuf_addf(&dir, "%s/ranks", j->job_dir);
-	d = opendir(dir.buf);
+	job_rel(j, "ranks", &rel);
+	d = sf_opendir(j->shared_dir, rel.buf, NULL);
 	while (d && (de = readdir(d))) {
 		json_t *o;
 		const char *ended;
 
 		if (!ends_with(de->d_name, ".json"))
 			continue;
-		strbuf_reset(&path);
 		strbuf_reset(&buf);
-		strbuf_addf(&path, "%s/%s", dir.buf, de->d_name);
-		if (strbuf_read_file(&buf, path.buf, 65536) < 0)
+		if (sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
 			continue;
 		o = json_loads(buf.buf, 0, NULL);
 		ended = json_get_str(o, "ended_at", "");
@@ -1006,8 +1164,7 @@ static int mpi_first_failure(const struct job *j, int *rank, int *code, char **n
 	}
 	if (d)
 		closedir(d);
-	strbuf_release(&dir);
-	strbuf_release(&path);
+	strbuf_release(&rel);
 	strbuf_release(&buf);
 	return found;
 }
@@ -1026,14 +1183,11 @@ static void check_stall(struct sched *s, struct job *j)
 	long long now = dt_mono_ms(), now_us = dt_now_us(), metrics_ns = 0;
 	struct strbuf path = STRBUF_INIT;
 	json_t *stalled = json_array();
-	struct stat st;
 
 	if (!j->cfg.stall_after_ms || now - j->stall_checked_ms < STALL_SCAN_MS || !j->hold)
 		goto out;
 	j->stall_checked_ms = now;
-	strbuf_addf(&path, "%s/metrics.jsonl", j->job_dir);
-	if (stat(path.buf, &st) == 0)
-		metrics_ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	metrics_ns = job_mtime_ns(j, "metrics.jsonl");
 	for (size_t i = 0; i < j->hold->nr_tasks; i++) {
 		const struct htask *t = &j->hold->tasks[i];
 		struct node *n = node_find(s, t->node);
@@ -1049,11 +1203,13 @@ static void check_stall(struct sched *s, struct job *j)
 			long long lr = last;
 			int rank = t->rank >= 0 ? t->rank : r;
 
+			long long log_ns;
+
 			strbuf_reset(&path);
-			strbuf_addf(&path, "%s/logs/%d.log", j->job_dir, rank);
-			if (stat(&path.buf[0], &st) == 0 &&
-			    (long long)st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000 > lr)
-				lr = (long long)st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000;
+			strbuf_addf(&path, "logs/%d.log", rank);
+			log_ns = job_mtime_ns(j, path.buf);
+			if (log_ns / 1000 > lr)
+				lr = log_ns / 1000;
 			idle = (now_us - lr) / 1000;
 			if (idle < j->cfg.stall_after_ms)
 				continue;
@@ -1077,16 +1233,14 @@ static void check_stall(struct sched *s, struct job *j)
 			    json_get_int(f, "pid", 0), json_get_int(f, "idle_ms", 0) / 1000);
 		{
 			/* events.log: one line per event, appended by dtsched only */
-			struct strbuf p = STRBUF_INIT;
-			FILE *fp;
+			struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
-			strbuf_addf(&p, "%s/events.log", j->job_dir);
-			fp = fopen(p.buf, "ae");
-			if (fp) {
-				fputs(ev.buf, fp);
-				fclose(fp);
-			}
-			strbuf_release(&p);
+			job_rel(j, "events.log", &rel);
+			if (sf_append(j->shared_dir, rel.buf, ev.buf, ev.len, 0644, SF_OWNER, &why) < 0)
+				dtlog(DTLOG_WARN, "job %s: cannot append to events.log: %s", j->id,
+				      why.buf);
+			strbuf_release(&rel);
+			strbuf_release(&why);
 		}
 		strbuf_release(&ev);
 	}
@@ -1552,6 +1706,8 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		p->body = json_pack("{s:s,s:o,s:o,s:s,s:i,s:s,s:i}", "id", p->id, "argv", argv,
 				    "env", env, "log", t->log, "grace_ms", STOP_GRACE_MS,
 				    "job_id", j->id, "rank", t->rank);
+		/* the agent walks the log's path below the shared dir without links */
+		json_object_set_new(p->body, "log_root", json_string(j->shared_dir));
 		if (j->cfg.workdir)
 			json_object_set_new(p->body, "cwd", json_string(j->cfg.workdir));
 		if (t->cuda_visible_devices)
@@ -1710,28 +1866,60 @@ void jobs_step(struct sched *s)
 static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
 		       struct strbuf *err)
 {
-	struct strbuf d = STRBUF_INIT;
+	long long floor = 0;
 
-	if (db_exec(s, "INSERT INTO jobs(state, updated_us) VALUES('PENDING', 0)") < 0) {
-		strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
-		return -1;
-	}
-	j->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
-	strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
-	j->job_dir = strbuf_detach(&d, NULL);
-	j->submitted_us = dt_now_us();
-	if (job_mkdirs(j, err) < 0) {
-		sqlite3_stmt *del;
+	/*
+	 * Ids never repeat for a cluster, even after state.db was lost or the head
+	 * was set up again: an id whose job dir exists on the shared dir belongs
+	 * to an earlier job, so the counter jumps past the highest one there.
+	 */
+	for (int tries = 0;; tries++) {
+		sqlite3_stmt *st;
+		int rc;
 
-		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &del, NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(del, 1, j->seq);
-			sqlite3_step(del);
-			sqlite3_finalize(del);
+		if (floor)
+			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(seq, state, updated_us) "
+						"VALUES(?, 'PENDING', 0)", -1, &st, NULL);
+		else
+			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(state, updated_us) "
+						"VALUES('PENDING', 0)", -1, &st, NULL);
+		if (rc == SQLITE_OK) {
+			if (floor)
+				sqlite3_bind_int64(st, 1, floor);
+			rc = sqlite3_step(st);
+			sqlite3_finalize(st);
 		}
-		strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
-		return -1;
+		if (rc != SQLITE_DONE) {
+			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+			return -1;
+		}
+		j->seq = sqlite3_last_insert_rowid(s->db);
+		snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
+		{
+			struct strbuf d = STRBUF_INIT;
+
+			strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
+			free(j->job_dir);
+			j->job_dir = strbuf_detach(&d, NULL);
+		}
+		if (job_mkdirs(j, err) == 0)
+			break;
+		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, j->seq);
+			sqlite3_step(st);
+			sqlite3_finalize(st);
+		}
+		if (errno != EEXIST || tries >= 3) {
+			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
+			return -1;
+		}
+		strbuf_reset(err);
+		floor = highest_job_dir(shared);
+		floor = (floor > j->seq ? floor : j->seq) + 1;
+		dtlog(DTLOG_WARN, "job dir '%s' exists from an earlier head: job ids go on from "
+		      "j-%06lld", j->job_dir, floor);
 	}
+	j->submitted_us = dt_now_us();
 	set_reason(j, "%s", reason);
 	history_add(j, DT_JOB_PENDING, "submitted");
 	job_save(s, j);
@@ -2027,6 +2215,7 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	v->state = j->state;
 	v->reason = j->reason;
 	v->job_dir = j->job_dir;
+	v->shared_dir = j->shared_dir;
 	v->attempt = j->attempt;
 	v->cancelled = j->cancel;
 	v->started_us = j->started_us;

@@ -109,7 +109,8 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	static const char *const known[] = {
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
-		"stall_after_ms", "retries", "include_nodes", "exclude_nodes", "labels", NULL,
+		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
+		"labels", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -160,6 +161,12 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		goto fail;
 	}
 	j->shell = json_is_true(v);
+	v = json_object_get(o, "strict_logging");
+	if (v && !json_is_null(v) && !json_is_boolean(v)) {
+		strbuf_addstr(err, "job: 'strict_logging' must be true or false");
+		goto fail;
+	}
+	j->strict_logging = json_is_true(v);
 	v = json_object_get(o, "launcher");
 	if (v && !json_is_null(v)) {
 		const char *l = json_string_value(v);

@@ -143,7 +143,7 @@ extern const size_t jobs_nr_routes;
 
 /* jobs.c, the internal API sweeps.c uses (lock held for all of them) */
 struct job_view {
-	const char *state, *reason, *job_dir;
+	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;
 	long long started_us, ended_us;
 };

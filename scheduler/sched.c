@@ -17,6 +17,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1263,6 +1265,32 @@ static const struct dt_http_route base_routes[] = {
 
 /* ------------------------------------------------------------------ run */
 
+/*
+ * state.db holds every job's spec and env: 0600, and so its -wal and -shm
+ * (SQLite gives them the database file's mode).  An older install's 0644
+ * files are narrowed too.
+ */
+static void db_make_private(const char *path)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	struct strbuf p = STRBUF_INIT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(suffix); i++) {
+		int fd;
+
+		strbuf_reset(&p);
+		strbuf_addf(&p, "%s%s", path, suffix[i]);
+		fd = open(p.buf, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (i ? 0 : O_CREAT),
+			  0600);
+		if (fd < 0)
+			continue;
+		if (fchmod(fd, 0600) < 0)
+			dtlog(DTLOG_WARN, "cannot make '%s' private (0600): %s", p.buf, strerror(errno));
+		close(fd);
+	}
+	strbuf_release(&p);
+}
+
 int sched_run(const struct sched_opts *o, int *ready_fd)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -1298,6 +1326,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		strbuf_addstr(&path, o->db_path);
 	else
 		strbuf_addf(&path, "%s/state.db", o->home);
+	db_make_private(path.buf);
 	if (sqlite3_open_v2(path.buf, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		strbuf_addf(&err, "cannot open '%s': %s", path.buf, sqlite3_errmsg(s->db));

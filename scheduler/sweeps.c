@@ -27,6 +27,7 @@
  * are small and incremental (offsets kept per trial).
  */
 #include "sched-int.h"
+#include "safefile.h"
 #include "sweeps.h"
 #include "jobspec.h"
 #include "json.h"
@@ -843,22 +844,42 @@ void sweeps_release(struct sched *s)
 
 /* ------------------------------------------------------------ metrics */
 
-/* New complete lines of path from *off; reports carrying the metric go to out. */
-static void scan_source(const char *path, long long *off, int from_log, const char *metric,
-			json_t *out)
+#define SCAN_MAX_BYTES (8 * SCAN_CHUNK)   /* per look: a huge file is read over many looks */
+
+/*
+ * New complete lines of root/rel from *off; reports carrying the metric go
+ * to out.  The file is the trial's own (hostile): opened without following
+ * links or blocking on a FIFO, regular files only, a bounded amount per look.
+ */
+static void scan_source(const char *root, const char *rel, long long *off, int from_log,
+			const char *metric, json_t *out)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct strbuf why = STRBUF_INIT;
+	const char *slash = strrchr(rel, '/');
+	struct strbuf dir = STRBUF_INIT;
+	size_t total = 0;
 	char *buf;
 	ssize_t n;
 	size_t start = 0;
+	int dfd, fd;
 
+	strbuf_add(&dir, rel, slash ? (size_t)(slash - rel) : 0);
+	dfd = sf_dir(root, dir.buf, 0, &why);
+	fd = dfd < 0 ? -1 : sf_open_read_at(dfd, slash ? slash + 1 : rel, NULL, &why);
+	if (fd < 0 && errno != ENOENT)
+		dtlog(DTLOG_WARN, "trial metrics: ignoring %s", why.buf);
+	if (dfd >= 0)
+		close(dfd);
+	strbuf_release(&dir);
+	strbuf_release(&why);
 	if (fd < 0)
 		return;
 	buf = xmalloc(SCAN_CHUNK);
-	for (;;) {
+	while (total < SCAN_MAX_BYTES) {
 		n = pread(fd, buf, SCAN_CHUNK, (off_t)*off);
 		if (n <= 0)
 			break;
+		total += (size_t)n;
 		start = 0;
 		for (size_t i = 0; i < (size_t)n; i++) {
 			json_t *r;
@@ -897,22 +918,29 @@ static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 }
 
 /* Read what the trial reported since the last look; store, then ask ASHA. */
-static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const char *job_dir,
-		       int force)
+static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const char *shared,
+		       const char *job_dir, int force)
 {
 	long long now = dt_mono_ms();
 	struct strbuf path = STRBUF_INIT;
 	json_t *got = json_array(), *r;
+	const char *rel;
 	size_t i;
 
 	if (!force && now - t->scanned_ms < SCAN_MS)
 		goto out;
 	t->scanned_ms = now;
-	strbuf_addf(&path, "%s/metrics.jsonl", job_dir);
-	scan_source(path.buf, &t->mf_off, 0, w->cfg.metric_name, got);
+	rel = sf_below(job_dir, shared);
+	if (!rel || !*rel) {
+		dtlog(DTLOG_WARN, "sweep %s trial %d: job dir '%s' is not below '%s'", w->id, t->no,
+		      job_dir, shared);
+		goto out;
+	}
+	strbuf_addf(&path, "%s/metrics.jsonl", rel);
+	scan_source(shared, path.buf, &t->mf_off, 0, w->cfg.metric_name, got);
 	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/logs/0.log", job_dir);
-	scan_source(path.buf, &t->log_off, 1, w->cfg.metric_name, got);
+	strbuf_addf(&path, "%s/logs/0.log", rel);
+	scan_source(shared, path.buf, &t->log_off, 1, w->cfg.metric_name, got);
 	if (!json_array_size(got))
 		goto out;
 	/* stored before ASHA hears of them */
@@ -1027,16 +1055,16 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 	}
 	if (!strcmp(v.state, DT_JOB_RUNNING)) {
 		trial_set(s, w, t, DT_TRIAL_RUNNING);
-		scan_trial(s, w, t, v.job_dir, 0);
+		scan_trial(s, w, t, v.shared_dir, v.job_dir, 0);
 		strbuf_release(&err);
 		return;
 	}
 	/* the job is over: what it reported last, then the verdict */
 	{
-		char *job_dir = xstrdup(v.job_dir), *jreason = v.reason ? xstrdup(v.reason) : NULL;
+		char *job_dir = xstrdup(v.job_dir), *shared = xstrdup(v.shared_dir), *jreason = v.reason ? xstrdup(v.reason) : NULL;
 		const char *jst = v.state;
 
-		scan_trial(s, w, t, job_dir, 1);
+		scan_trial(s, w, t, shared, job_dir, 1);
 		if (!trial_final(t)) {
 			if (!strcmp(jst, DT_JOB_COMPLETED)) {
 				if (!t->has_value) {
@@ -1079,6 +1107,7 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 			}
 		}
 		free(job_dir);
+		free(shared);
 		free(jreason);
 	}
 	strbuf_release(&err);

@@ -1,0 +1,546 @@
+/*
+ * safefile.c - files in directories that user code can write (see safefile.h).
+ *
+ * One walk (sf_dir), one reader (sf_read_at), one writer (sf_write_at) and
+ * one appender (sf_append_at); write_file_atomic() for the trusted homes goes
+ * through the same writer, so there is one temp-file-and-rename in the tree.
+ */
+#include "safefile.h"
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SF_DIR_MODE 0775
+
+static const char *type_name(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISLNK(m))
+		return "a symbolic link";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	return "not a regular file";
+}
+
+/* One line of why: "'<what>' <reason>"; errno is kept. */
+static int fail(struct strbuf *why, const char *what, const char *name, int e, size_t limit)
+{
+	if (why) {
+		strbuf_reset(why);
+		strbuf_addf(why, "'%s%s%s' ", what ? what : "", what && *what && name ? "/" : "",
+			    name ? name : "");
+		switch (e) {
+		case ELOOP:
+			strbuf_addstr(why, "is a symbolic link (not followed)");
+			break;
+		case ENXIO:
+			strbuf_addstr(why, "is a FIFO or socket with no peer (not opened)");
+			break;
+		case EFBIG:
+			strbuf_addf(why, "is larger than %zu bytes (not read)", limit);
+			break;
+		default:
+			strbuf_addstr(why, strerror(e));
+		}
+	}
+	errno = e;
+	return -1;
+}
+
+static int fail_type(struct strbuf *why, const char *name, mode_t m, int e)
+{
+	if (why) {
+		strbuf_reset(why);
+		strbuf_addf(why, "'%s' is %s (not used)", name, type_name(m));
+	}
+	errno = e;
+	return -1;
+}
+
+int sf_next_component(const char **p, char *name, size_t size)
+{
+	const char *s = *p, *e;
+	size_t n;
+
+	while (*s == '/')
+		s++;
+	if (!*s) {
+		*p = s;
+		return 0;
+	}
+	e = strchrnul(s, '/');
+	n = (size_t)(e - s);
+	*p = e;
+	if (n >= size || n > NAME_MAX || (n == 1 && s[0] == '.') ||
+	    (n == 2 && s[0] == '.' && s[1] == '.'))
+		return -1;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	return 1;
+}
+
+/* As root, hand what we made to the owner of the directory it is in. */
+static void give_like_parent(int dfd, int fd, unsigned flags)
+{
+	struct stat pst;
+
+	if (!(flags & SF_OWNER) || geteuid() != 0 || fstat(dfd, &pst) < 0 || pst.st_uid == 0)
+		return;
+	if (fchown(fd, pst.st_uid, pst.st_gid) < 0) {
+		/* best effort, as before: the agents may then be unable to write */
+	}
+}
+
+int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why)
+{
+	char name[NAME_MAX + 1];
+	const char *p = rel ? rel : "";
+	int dfd, r;
+
+	if (!root || root[0] != '/')
+		return fail(why, root ? root : "(no root)", NULL, EINVAL, 0);
+	if (*p == '/')
+		return fail(why, rel, NULL, EINVAL, 0);
+	/* the root itself is trusted (it may be an administrator's symlink) */
+	dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+	if (dfd < 0)
+		return fail(why, root, NULL, errno, 0);
+	while ((r = sf_next_component(&p, name, sizeof(name))) != 0) {
+		int fd, e;
+
+		if (r < 0) {
+			close(dfd);
+			return fail(why, rel, NULL, EINVAL, 0);
+		}
+		/* a new dir gets 0775 whatever the umask: agents of the cluster user write there */
+		fd = (flags & SF_MKDIRS) ? sf_mkdir_new_at(dfd, name, SF_DIR_MODE, flags, NULL) : -1;
+		if (fd < 0) {
+			fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+				    O_NONBLOCK);
+		}
+		e = errno;
+		if (fd < 0) {
+			struct stat st;
+
+			/* ENOTDIR also for a symlink with O_DIRECTORY|O_NOFOLLOW: say which */
+			if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode))
+				e = ELOOP;
+			close(dfd);
+			return fail(why, rel, NULL, e, 0);
+		}
+		close(dfd);
+		dfd = fd;
+	}
+	return dfd;
+}
+
+int sf_open_read_at(int dfd, const char *name, struct stat *st, struct strbuf *why)
+{
+	struct stat sb;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+
+	if (!st)
+		st = &sb;
+	if (fd < 0)
+		return fail(why, name, NULL, errno, 0);
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		mode_t m = st->st_mode;
+
+		close(fd);
+		return fail_type(why, name, m, S_ISDIR(m) ? EISDIR : EINVAL);
+	}
+	return fd;
+}
+
+/* Read fd to its end, refusing more than limit bytes (0 = no limit). */
+static ssize_t read_bounded(int fd, struct strbuf *sb, size_t limit, const struct stat *st)
+{
+	size_t start = sb->len;
+
+	if (limit && (size_t)st->st_size > limit) {
+		errno = EFBIG;
+		return -1;
+	}
+	for (;;) {
+		ssize_t n;
+
+		strbuf_grow(sb, 8192);
+		n = read(fd, sb->buf + sb->len, sb->alloc - sb->len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			strbuf_setlen(sb, start);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		strbuf_setlen(sb, sb->len + (size_t)n);
+		if (limit && sb->len - start > limit) {
+			strbuf_setlen(sb, start);
+			errno = EFBIG;
+			return -1;
+		}
+	}
+	return (ssize_t)(sb->len - start);
+}
+
+ssize_t sf_read_at(int dfd, const char *name, struct strbuf *sb, size_t limit, struct strbuf *why)
+{
+	struct stat st;
+	int fd = sf_open_read_at(dfd, name, &st, why);
+	ssize_t n;
+	int e;
+
+	if (fd < 0)
+		return -1;
+	n = read_bounded(fd, sb, limit, &st);
+	e = errno;
+	close(fd);
+	if (n < 0)
+		return fail(why, name, NULL, e, limit);
+	return n;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int sf_write_at(int dfd, const char *name, const void *data, size_t len, int mode,
+		unsigned flags, struct strbuf *why)
+{
+	char rnd[17], tmp[NAME_MAX + 1];
+	int fd = -1, e;
+
+	if (strchr(name, '/') || strlen(name) + 24 > NAME_MAX)
+		return fail(why, name, NULL, EINVAL, 0);
+	for (int tries = 0; fd < 0 && tries < 8; tries++) {
+		if (dt_random_hex(rnd, 8) < 0)
+			return fail(why, name, NULL, EAGAIN, 0);
+		snprintf(tmp, sizeof(tmp), ".%s.tmp.%s", name, rnd);
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return fail(why, name, NULL, errno, 0);
+	}
+	if (fd < 0)
+		return fail(why, name, NULL, EEXIST, 0);
+	if (write_all(fd, data, len) < 0 || fchmod(fd, (mode_t)mode) < 0 ||
+	    ((flags & SF_SYNC) && fsync(fd) < 0))
+		goto fail_close;
+	give_like_parent(dfd, fd, flags);
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail_close;
+	}
+	fd = -1;
+	/* renameat replaces a symlink or file at name itself, never its target */
+	if (renameat(dfd, tmp, dfd, name) < 0)
+		goto fail_close;
+	return 0;
+
+fail_close:
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	unlinkat(dfd, tmp, 0);
+	return fail(why, name, NULL, e, 0);
+}
+
+int sf_open_append_at(int dfd, const char *name, int mode, unsigned flags, struct strbuf *why)
+{
+	struct stat st;
+	int fd;
+
+	fd = openat(dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+		    O_CLOEXEC | O_NOCTTY, mode);
+	if (fd < 0)
+		return fail(why, name, NULL, errno, 0);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail_type(why, name, st.st_mode, EINVAL);
+	}
+	if (st.st_size == 0)
+		give_like_parent(dfd, fd, flags);
+	return fd;
+}
+
+int sf_append_at(int dfd, const char *name, const void *data, size_t len, int mode,
+		 unsigned flags, struct strbuf *why)
+{
+	int fd = sf_open_append_at(dfd, name, mode, flags, why), e;
+
+	if (fd < 0)
+		return -1;
+	if (write_all(fd, data, len) < 0) {
+		e = errno;
+		close(fd);
+		return fail(why, name, NULL, e, 0);
+	}
+	if (close(fd) < 0)
+		return fail(why, name, NULL, errno, 0);
+	return 0;
+}
+
+int sf_stat_at(int dfd, const char *name, struct stat *st)
+{
+	return fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW);
+}
+
+/*
+ * Split rel into its directory part (copied into dir) and last component;
+ * -1 (EINVAL) for a rel without one.
+ */
+static int split(const char *rel, struct strbuf *dir, const char **base)
+{
+	const char *slash = strrchr(rel, '/');
+	const char *b = slash ? slash + 1 : rel;
+
+	if (!*b || !strcmp(b, ".") || !strcmp(b, "..") || strlen(b) > NAME_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	strbuf_reset(dir);
+	if (slash)
+		strbuf_add(dir, rel, (size_t)(slash - rel));
+	*base = b;
+	return 0;
+}
+
+/* The parent dir fd of root/rel and its last name; the `what` of errors is rel. */
+static int walk_parent(const char *root, const char *rel, unsigned flags, const char **base,
+		       struct strbuf *why)
+{
+	struct strbuf dir = STRBUF_INIT;
+	int dfd;
+
+	if (split(rel, &dir, base) < 0) {
+		strbuf_release(&dir);
+		return fail(why, rel, NULL, EINVAL, 0);
+	}
+	dfd = sf_dir(root, dir.buf, flags, why);
+	strbuf_release(&dir);
+	return dfd;
+}
+
+/* Errors of the *_at forms name only the last component: make them name rel. */
+static void name_rel(struct strbuf *why, const char *base, const char *rel)
+{
+	struct strbuf q = STRBUF_INIT;
+
+	if (!why || base == rel)
+		return;
+	strbuf_addf(&q, "'%s'", base);
+	if (starts_with(why->buf, q.buf)) {
+		struct strbuf n = STRBUF_INIT;
+
+		strbuf_addf(&n, "'%s'%s", rel, why->buf + q.len);
+		strbuf_reset(why);
+		strbuf_addbuf(why, &n);
+		strbuf_release(&n);
+	}
+	strbuf_release(&q);
+}
+
+ssize_t sf_read(const char *root, const char *rel, struct strbuf *sb, size_t limit,
+		struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, 0, &base, why), e;
+	ssize_t n;
+
+	if (dfd < 0)
+		return -1;
+	n = sf_read_at(dfd, base, sb, limit, why);
+	e = errno;
+	close(dfd);
+	name_rel(why, base, rel);
+	errno = e;
+	return n;
+}
+
+int sf_write(const char *root, const char *rel, const void *data, size_t len, int mode,
+	     unsigned flags, struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, flags & (SF_MKDIRS | SF_OWNER), &base, why), r, e;
+
+	if (dfd < 0)
+		return -1;
+	r = sf_write_at(dfd, base, data, len, mode, flags, why);
+	e = errno;
+	close(dfd);
+	name_rel(why, base, rel);
+	errno = e;
+	return r;
+}
+
+int sf_append(const char *root, const char *rel, const void *data, size_t len, int mode,
+	      unsigned flags, struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, flags & (SF_MKDIRS | SF_OWNER), &base, why), r, e;
+
+	if (dfd < 0)
+		return -1;
+	r = sf_append_at(dfd, base, data, len, mode, flags, why);
+	e = errno;
+	close(dfd);
+	name_rel(why, base, rel);
+	errno = e;
+	return r;
+}
+
+int sf_stat(const char *root, const char *rel, struct stat *st, struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, 0, &base, why), r, e;
+
+	if (dfd < 0)
+		return -1;
+	r = sf_stat_at(dfd, base, st);
+	e = errno;
+	close(dfd);
+	if (r < 0)
+		return fail(why, rel, NULL, e, 0);
+	if (!S_ISREG(st->st_mode))
+		return fail_type(why, rel, st->st_mode, S_ISLNK(st->st_mode) ? ELOOP : EINVAL);
+	return 0;
+}
+
+int sf_mkdirs(const char *root, const char *rel, int mode, unsigned flags, struct strbuf *why)
+{
+	int dfd = sf_dir(root, rel, flags | SF_MKDIRS, why);
+
+	if (dfd < 0)
+		return -1;
+	if (mode != SF_DIR_MODE && fchmod(dfd, (mode_t)mode) < 0) {
+		int e = errno;
+
+		close(dfd);
+		return fail(why, rel, NULL, e, 0);
+	}
+	close(dfd);
+	return 0;
+}
+
+int sf_mkdir_new_at(int dfd, const char *name, int mode, unsigned flags, struct strbuf *why)
+{
+	int fd;
+
+	if (mkdirat(dfd, name, (mode_t)mode) < 0)
+		return fail(why, name, NULL, errno, 0);
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(why, name, NULL, errno, 0);
+	if (fchmod(fd, (mode_t)mode) < 0) {
+		/* not fatal: it exists, with the umask's mode */
+	}
+	give_like_parent(dfd, fd, flags);
+	return fd;
+}
+
+DIR *sf_opendir(const char *root, const char *rel, struct strbuf *why)
+{
+	int dfd = sf_dir(root, rel, 0, why);
+	DIR *d;
+
+	if (dfd < 0)
+		return NULL;
+	d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+
+		close(dfd);
+		fail(why, rel, NULL, e, 0);
+	}
+	return d;
+}
+
+int sf_open_path_read(const char *path, struct stat *st, struct strbuf *why)
+{
+	return sf_open_read_at(AT_FDCWD, path, st, why);
+}
+
+ssize_t sf_read_path(const char *path, struct strbuf *sb, size_t limit, struct strbuf *why)
+{
+	return sf_read_at(AT_FDCWD, path, sb, limit, why);
+}
+
+const char *sf_below(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	while (n > 1 && root[n - 1] == '/')
+		n--;
+	if (strncmp(path, root, n))
+		return NULL;
+	if (!path[n])
+		return path + n;
+	if (path[n] != '/')
+		return NULL;
+	while (path[n] == '/')
+		n++;
+	return path + n;
+}
+
+/*
+ * write_file_atomic / write_file_replace (declared in strbuf.h): the same
+ * writer, for files in our own trusted homes, whose directory is opened by
+ * path.
+ */
+static int write_file_rename(const char *path, const void *data, size_t len, int mode,
+			     unsigned flags)
+{
+	const char *slash = strrchr(path, '/');
+	struct strbuf dir = STRBUF_INIT;
+	int dfd, r, e;
+
+	if (slash)
+		strbuf_add(&dir, path, slash == path ? 1 : (size_t)(slash - path));
+	else
+		strbuf_addch(&dir, '.');
+	dfd = open(dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	strbuf_release(&dir);
+	if (dfd < 0)
+		return -1;
+	r = sf_write_at(dfd, slash ? slash + 1 : path, data, len, mode, flags, NULL);
+	e = errno;
+	close(dfd);
+	errno = e;
+	return r;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, int mode)
+{
+	return write_file_rename(path, data, len, mode, SF_SYNC);
+}
+
+int write_file_replace(const char *path, const void *data, size_t len, int mode)
+{
+	return write_file_rename(path, data, len, mode, 0);
+}

@@ -106,6 +106,9 @@ int cmd_ps(int argc, const char **argv)
 				    json_get_int(s0, "pid", 0), json_get_int(s0, "idle_ms", 0) / 1000);
 		} else
 			nodelist(&where, j);
+		if (json_get_int(j, "log_lost_lines", 0) > 0)
+			strbuf_addf(&where, " (log: %lld line%s lost)", json_get_int(j, "log_lost_lines", 0),
+				    json_get_int(j, "log_lost_lines", 0) == 1 ? "" : "s");
 		if (color) {
 			on = !strcmp(st, DT_JOB_RUNNING) || !strcmp(st, DT_JOB_COMPLETED) ? "\033[32m" :
 			     !strcmp(st, DT_JOB_PENDING) ? "\033[33m" : "\033[31m";
@@ -162,6 +165,13 @@ int cmd_show(int argc, const char **argv)
 	       json_get_str(j, "reason", ""));
 	if (json_is_integer(json_object_get(j, "exit_code")))
 		printf("exit code:  %lld\n", json_get_int(j, "exit_code", 0));
+	{
+		size_t wi;
+		json_t *w;
+
+		json_array_foreach(json_object_get(j, "warnings"), wi, w)
+			printf("warning:    %s\n", json_string_value(w));
+	}
 	if (json_get_str(j, "failed_node", NULL))
 		printf("failed:     rank %lld on %s\n", json_get_int(j, "failed_rank", -1),
 		       json_get_str(j, "failed_node", "?"));

@@ -552,6 +552,15 @@ static void final_note(const json_t *job)
 	else
 		fprintf(stderr, "dtctl: job %s %s after %s%s%s\n", json_get_str(job, "id", "?"), st,
 			el.buf, reason ? ": " : "", reason ? reason : "");
+	{
+		/* e.g. output lost to a full shared disk: never silent */
+		size_t i;
+		json_t *w;
+
+		json_array_foreach(json_object_get(job, "warnings"), i, w)
+			fprintf(stderr, "dtctl: warning: job %s: %s\n", json_get_str(job, "id", "?"),
+				json_string_value(w));
+	}
 	strbuf_release(&el);
 }
 

@@ -3,7 +3,7 @@
 #   make            build bin/dtctl bin/dtagent bin/dtshim bin/dtsched bin/dttrain (developer build)
 #   make deps       install the Debian packages the project needs (only what is missing)
 #   make check      deps + build + unit tests under ASan/UBSan + end-to-end tests
-#   make demo       run the main job on a one-node local cluster
+#   make demo       deps (build set) + build + the main job on a one-node local cluster
 #   make lint       cppcheck + clang-tidy
 #   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench      benchmarks (not part of check)
@@ -141,7 +141,11 @@ deps:
 check:
 	@MAKE="$(MAKE)" scripts/check.sh
 
-demo: all
+# deps first, then the build in a new make: this one computed pkg-config's flags
+# (and found no MPI, BLAS or OpenMP) before the packages were there.
+demo:
+	@scripts/deps.sh --build
+	@$(MAKE) --no-print-directory -j2 all
 	@DTCTL_BIN=$(CURDIR)/$(BINDIR) scripts/demo.sh
 
 LINT_SRC = $(LIB_SRC) $(CLI_SRC) cli/dtctl.c $(AGENT_SRC) agent/dtagent.c agent/dtshim.c $(SCHED_SRC) \

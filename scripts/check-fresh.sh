@@ -10,14 +10,17 @@
 #      needs / to be a mount point, and `nsenter --mount` (entering a fake node) would
 #      land in the host's / instead of ROOT.
 #
-# The network namespace is the host's: the fake cluster's bridge, 10.88.0.0/24 and the
-# test ports are shared with the machine, so the check holds /tmp/dtctl-fakecluster.lock
-# (flock) like every e2e run here.  Prints each stage's time and ends with the check's
+# The demo and the package installs use the host's network (the Debian archive).  The
+# check runs in a network namespace of its own (only lo), after `./dt deps` installed its
+# packages: the fake cluster's bridge, 10.88.0.0/24 and the test ports are then private to
+# it, so it cannot clash with e2e runs on the machine and needs no lock.  FRESH_NET=host
+# runs it in the host's network instead, holding /tmp/dtctl-fakecluster.lock (flock) like
+# every e2e run there.  Prints each stage's time and ends with the check's
 # "N passed, N failed, N skipped" line; logs and timings are in build/check-fresh/.
 #
 # Environment: FRESH_ROOT (default /var/tmp/dtctl-fresh.PID; must not exist), FRESH_KEEP=1
 # keeps it, FRESH_MIRROR (http://deb.debian.org/debian), FRESH_DEMO_TIMEOUT (1800 s),
-# FRESH_CHECK_TIMEOUT (5400 s), FRESH_LOCK_WAIT (3600 s).
+# FRESH_CHECK_TIMEOUT (5400 s), FRESH_NET (private | host), FRESH_LOCK_WAIT (3600 s, host only).
 set -eu
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -80,12 +83,16 @@ chmod 700 "$ROOT/root"
 git clone -q "$SRC" "$ROOT/root/dtctl" && git -C "$ROOT/root/dtctl" checkout -q "$REV" ||
 	die "git clone of $SRC into $ROOT/root/dtctl failed"
 
-# inroot LOG CMD: run CMD (sh) in /root/dtctl of ROOT as root, in new pid + mount
-# namespaces with ROOT as /, proc, /sys, /dev and a fresh /run; env -i.  The shell
-# that is pid 1 there does not exec CMD, so it reaps orphans (daemons) while it waits.
+# inroot [--net] LOG CMD: run CMD (sh) in /root/dtctl of ROOT as root, in new pid +
+# mount namespaces with ROOT as /, proc, /sys, /dev and a fresh /run; env -i.  --net:
+# also a new network namespace with only lo (up).  The shell that is pid 1 there does
+# not exec CMD, so it reaps orphans (daemons) while it waits.
 inroot() {
-	unshare --mount --pid --fork --kill-child --propagation private /bin/sh -eu -c '
+	net=""
+	[ "$1" != --net ] || { net=--net; shift; }
+	unshare --mount --pid --fork --kill-child --propagation private $net /bin/sh -eu -c '
 		root=$1
+		[ -z "$3" ] || ip link set lo up
 		mount --bind "$root" "$root"
 		cd "$root"
 		mount -t proc proc proc
@@ -100,7 +107,7 @@ inroot() {
 		env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/sh LANG=C.UTF-8 TERM=dumb \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			/bin/sh -c "cd /root/dtctl && $2"
-		' check-fresh-init "$ROOT" "$2" >"$1" 2>&1 </dev/null
+		' check-fresh-init "$ROOT" "$2" "$net" >"$1" 2>&1 </dev/null
 }
 
 # --- 2. the demo -----------------------------------------------------------------
@@ -112,17 +119,25 @@ if [ $rc -ne 0 ]; then show_failure "./dt demo" "$OUT/demo.log" $rc; exit 1; fi
 took demo "$t"
 grep -E '^deps: |^demo: ' "$OUT/demo.log" | sed 's/^/check-fresh:   /'
 
-# --- 3. the check (holds the fake cluster's lock) ---------------------------------
+# --- 3. the check -----------------------------------------------------------------
 echo "check-fresh: ./dt check in the fresh root (log: $OUT/check.log)"
-if ! flock -n "$LOCK" true; then
-	echo "check-fresh: waiting for $LOCK (another e2e run on this machine)"
-fi
 t=$(now)
 rc=0
-exec 9>>"$LOCK"
-flock -w "${FRESH_LOCK_WAIT:-3600}" 9 || die "$LOCK still held after ${FRESH_LOCK_WAIT:-3600} s: try later"
-inroot "$OUT/check.log" "timeout ${FRESH_CHECK_TIMEOUT:-5400} ./dt check" || rc=$?
-exec 9>&-
+if [ "${FRESH_NET:-private}" = host ]; then
+	exec 9>>"$LOCK"
+	flock -n 9 || echo "check-fresh: waiting for $LOCK (another e2e run on this machine)"
+	flock -w "${FRESH_LOCK_WAIT:-3600}" 9 || die "$LOCK still held after ${FRESH_LOCK_WAIT:-3600} s: try later"
+	inroot "$OUT/check.log" "timeout ${FRESH_CHECK_TIMEOUT:-5400} ./dt check" || rc=$?
+	exec 9>&-
+else
+	# packages first, with the host's network; then the check, offline in its own
+	# network namespace (its deps step finds everything present)
+	inroot "$OUT/deps.log" "./dt deps" || rc=$?
+	if [ $rc -ne 0 ]; then show_failure "./dt deps" "$OUT/deps.log" $rc; exit 1; fi
+	cat "$OUT/deps.log" >"$OUT/check.log"
+	inroot --net "$OUT/check.log.part" "timeout ${FRESH_CHECK_TIMEOUT:-5400} ./dt check" || rc=$?
+	cat "$OUT/check.log.part" >>"$OUT/check.log" && rm -f "$OUT/check.log.part"
+fi
 took check "$t"
 grep -E '^deps: ' "$OUT/check.log" | sed 's/^/check-fresh:   /'
 last=$(tail -n 1 "$OUT/check.log")

@@ -134,6 +134,7 @@ else
 	# network namespace (its deps step finds everything present)
 	inroot "$OUT/deps.log" "./dt deps" || rc=$?
 	if [ $rc -ne 0 ]; then show_failure "./dt deps" "$OUT/deps.log" $rc; exit 1; fi
+	took "check (its deps step)" "$t"
 	cat "$OUT/deps.log" >"$OUT/check.log"
 	inroot --net "$OUT/check.log.part" "timeout ${FRESH_CHECK_TIMEOUT:-5400} ./dt check" || rc=$?
 	cat "$OUT/check.log.part" >>"$OUT/check.log" && rm -f "$OUT/check.log.part"

@@ -3,7 +3,8 @@
 #   make            build bin/dtctl bin/dtagent bin/dtshim bin/dtsched bin/dttrain (developer build)
 #   make deps       install the Debian packages the project needs (only what is missing)
 #   make check      deps + build + unit tests under ASan/UBSan + end-to-end tests
-#   make demo       run the main job on a one-node local cluster
+#   make demo       deps (build set) + build + the main job on a one-node local cluster
+#   make check-fresh  ./dt demo + ./dt check in a bare Debian 12 root (mmdebstrap; slow, not CI)
 #   make lint       cppcheck + clang-tidy
 #   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench      benchmarks (not part of check)
@@ -65,7 +66,7 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
 HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all detect deps check unit e2e demo lint fuzz bench install clean help
+.PHONY: all detect deps check check-fresh unit e2e demo lint fuzz bench install clean help
 # Side-by-side work trees: BUILD=dev-NAME / asan-NAME put everything under build/NAME.
 ifeq ($(BUILD),dev)
 BINDIR := bin
@@ -76,7 +77,7 @@ PROGRAMS = $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched 
 all: detect $(PROGRAMS)
 
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
 
 detect:
 	@printf '%s CUDA     %s\n' $(if $(HAVE_CUDA),'✓','✗') '$(if $(HAVE_CUDA),$(NVCC),not found (CPU-only dttrain; set CUDA_HOME or put nvcc on PATH))'
@@ -141,7 +142,15 @@ deps:
 check:
 	@MAKE="$(MAKE)" scripts/check.sh
 
-demo: all
+# the README's commands on a bare Debian 12 (mmdebstrap), from a clone under /root
+check-fresh:
+	@scripts/check-fresh.sh
+
+# deps first, then the build in a new make: this one computed pkg-config's flags
+# (and found no MPI, BLAS or OpenMP) before the packages were there.
+demo:
+	@scripts/deps.sh --build
+	@$(MAKE) --no-print-directory -j2 all
 	@DTCTL_BIN=$(CURDIR)/$(BINDIR) scripts/demo.sh
 
 LINT_SRC = $(LIB_SRC) $(CLI_SRC) cli/dtctl.c $(AGENT_SRC) agent/dtagent.c agent/dtshim.c $(SCHED_SRC) \

@@ -8,8 +8,8 @@ set -u
 MAKE=${MAKE:-make}
 rc=0
 rm -f build/results/unit.txt build/results/e2e.xml build/results/e2e-asan.xml
-scripts/deps.sh || exit 1
-$MAKE --no-print-directory -j2 all || { echo "check: build failed"; echo "0 passed, 1 failed"; exit 1; }
+scripts/deps.sh || { echo "check: installing dependencies failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+$MAKE --no-print-directory -j2 all || { echo "check: build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 $MAKE --no-print-directory -j2 BUILD=asan unit || rc=1
 $MAKE --no-print-directory e2e || rc=1
 $MAKE --no-print-directory -j2 BUILD=asan e2e E2E_PATHS='$(E2E_ASAN_PATHS)' \

@@ -14,13 +14,24 @@ Fixtures
                 machine cannot run one (no sshd, no ssh client).
 
 Helpers other test modules can import: REPO, FAKECLUSTER, FakeCluster, Node, askpass_env().
+
+Programs run as the fake cluster's test user (dtagent, and the dtshim and dttrain it
+starts) must be reachable by that user.  A clone under /root (0700 on Debian) or any
+other private directory is not: then, as root, the session copies the programs once to
+a fresh 0755 directory under /var/tmp (visible inside the nodes, unlike /tmp), points
+DTCTL_BIN at it for every test, and removes it at the end.  If that cannot be done the
+session stops at once with one line saying why.  Nothing else the test user reads comes
+from the checkout (setup templates and job files are read by dtctl, which runs as you).
 """
 
 import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
@@ -39,6 +50,74 @@ def _default_stdin(kw: dict) -> None:
     (a test must never hang reading the terminal)."""
     if "input" not in kw and "stdin" not in kw:
         kw["stdin"] = subprocess.DEVNULL
+
+
+# --------------------------------------------------------------------------- programs
+
+PROGRAMS = ("dtctl", "dtagent", "dtshim", "dtsched", "dttrain")
+_STAGED: List[Path] = []
+
+
+def others_cannot_reach(path: Path) -> Optional[str]:
+    """Why a user that is neither the owner nor in the group cannot run the programs in
+    directory `path` (the first directory on the way without o+x), or None."""
+    p = path.resolve()
+    for d in [p] + list(p.parents):
+        try:
+            mode = d.stat().st_mode
+        except OSError as e:
+            return "%s: %s" % (d, e.strerror)
+        if not mode & stat.S_IXOTH:
+            return "%s is mode %04o" % (d, stat.S_IMODE(mode))
+    for name in PROGRAMS:
+        f = p / name
+        if f.exists() and (f.stat().st_mode & 0o005) != 0o005:
+            return "%s is mode %04o" % (f, stat.S_IMODE(f.stat().st_mode))
+    return None
+
+
+def stage_programs(bin_dir: Path) -> Path:
+    """Copy the built programs of bin_dir to a new root-owned 0755 directory under
+    /var/tmp (the nodes share it; their /tmp is private); returns its bin/."""
+    top = Path(tempfile.mkdtemp(prefix="dtctl-e2e-", dir="/var/tmp"))
+    _STAGED.append(top)
+    os.chmod(top, 0o755)
+    out = top / "bin"
+    out.mkdir(mode=0o755)
+    os.chmod(out, 0o755)
+    for name in PROGRAMS:
+        if (bin_dir / name).exists():
+            shutil.copy2(bin_dir / name, out / name)
+            os.chmod(out / name, 0o755)
+    return out
+
+
+def pytest_configure(config):
+    """As root, make the programs reachable by the fake cluster's test user (see the top
+    of this file), before any test module reads DTCTL_BIN."""
+    if os.geteuid() != 0:
+        return      # the fake cluster's user is you (loopback mode): nothing to do
+    bin_dir = Path(os.environ.get("DTCTL_BIN") or REPO / "bin").resolve()
+    why = others_cannot_reach(bin_dir)
+    if why is None:
+        return
+    try:
+        staged = stage_programs(bin_dir)
+    except OSError as e:
+        sys.stderr.write("e2e: cannot run: the fake cluster's test user cannot reach %s (%s) "
+                         "and copying the programs to /var/tmp failed (%s): clone the repo "
+                         "under a world-readable directory such as /srv or /opt\n"
+                         % (bin_dir, why, e))
+        pytest.exit("programs unreachable by the test user", returncode=3)
+    os.environ["DTCTL_BIN"] = str(staged)
+    print("e2e: %s is not reachable by the fake cluster's test user (%s): running the "
+          "copies in %s" % (bin_dir, why, staged))
+
+
+def pytest_unconfigure(config):
+    for top in _STAGED:
+        shutil.rmtree(top, ignore_errors=True)
+    _STAGED.clear()
 
 
 # --------------------------------------------------------------------------- dtctl

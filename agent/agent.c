@@ -532,6 +532,17 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		    "dtagent_requests_refused_total{node=\"%s\",reason=\"not_found\"} %llu\n",
 		    a->name, st.unauthorized, a->name, st.too_large, a->name, st.bad_request,
 		    a->name, st.not_found);
+	strbuf_addf(o, "# HELP dtagent_connections Open HTTP connections; unsigned: no signed "
+		    "request yet (evictable in a flood).\n# TYPE dtagent_connections gauge\n"
+		    "dtagent_connections{node=\"%s\",kind=\"all\"} %llu\n"
+		    "dtagent_connections{node=\"%s\",kind=\"unsigned\"} %llu\n",
+		    a->name, st.conns_open, a->name, st.conns_unsigned);
+	strbuf_addf(o, "# HELP dtagent_connections_closed_total Connections closed without a "
+		    "signed request: no request in time, or evicted in a flood.\n"
+		    "# TYPE dtagent_connections_closed_total counter\n"
+		    "dtagent_connections_closed_total{node=\"%s\",reason=\"no_request\"} %llu\n"
+		    "dtagent_connections_closed_total{node=\"%s\",reason=\"flood\"} %llu\n",
+		    a->name, st.closed_no_request, a->name, st.closed_flood);
 	strbuf_addstr(o, "# HELP dtagent_gpu_utilization_percent GPU utilisation.\n"
 		      "# TYPE dtagent_gpu_utilization_percent gauge\n");
 	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +54,30 @@ struct dt_httpd {
 	struct extra_fd *extras;      /* dt_httpd_add_fd(), freed by dt_httpd_stop() */
 	atomic_int big_replies;       /* replies of BIG_REPLY bytes or more being sent */
 	atomic_llong fresh_until_ms;  /* a connection was opened: no batching until then */
+	/* flood defence (httpd.h): the connections without a signed request yet,
+	 * in accept order, and the counters; under conn_lock */
+	pthread_mutex_t conn_lock;
+	struct dt_conn_limits limits;
+	struct dt_idle_conn **idle;
+	size_t nr_idle, alloc_idle;
+	unsigned long long conns_open, closed_no_request, closed_flood;
+	unsigned long long log_no_request, log_flood;   /* not logged yet */
+	long long log_from_ms;        /* when the first of those was closed */
+	char log_peer[48];            /* the address of the last one closed */
+	long long sweep_ms;           /* serve_loop: last periodic check */
+};
+
+/*
+ * One connection, from MHD's STARTED to its CLOSED notification (the socket
+ * context).  Only the fd is used to close it, under conn_lock: MHD notifies
+ * CLOSED (which unlists it, under the lock) before it closes the fd, so the fd
+ * is never one reused by another connection.
+ */
+struct conn_track {
+	struct dt_idle_conn idle;     /* first: srv->idle points at it */
+	int fd;
+	int listed;                   /* in srv->idle */
+	int signed_req;               /* carried a signed request: never evicted */
 };
 
 /* an fd served by the polling thread besides HTTP (dt_httpd_add_fd) */
@@ -256,6 +282,222 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	json_decref(req.json);
 }
 
+/* --- connection floods (httpd.h) ----------------------------------------------- */
+
+/* closes are logged at most this often (a flood is thousands a second) */
+#define FLOOD_LOG_MS 10000
+/* serve_loop checks fresh_timeout_ms this often when nothing connects */
+#define SWEEP_MS 1000
+/* the least default peer_idle_limit (dt_httpd_start) */
+#define MIN_PEER_IDLE 32
+
+size_t dt_httpd_pick_victims(struct dt_idle_conn *const *v, size_t n, const char *peer,
+			     const struct dt_conn_limits *lim, long long now_ms)
+{
+	size_t kept = 0, peer_kept = 0, closed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		v[i]->victim = DT_CONN_KEEP;
+		if (!v[i]->requested && lim->fresh_timeout_ms > 0 &&
+		    now_ms - v[i]->accepted_ms >= lim->fresh_timeout_ms) {
+			v[i]->victim = DT_CONN_NO_REQUEST;
+			closed++;
+			continue;
+		}
+		kept++;
+		if (peer && !strcmp(v[i]->peer, peer))
+			peer_kept++;
+	}
+	/* oldest first: a client that sends its request right after connecting
+	 * is always among the newest, so it is served */
+	for (size_t i = 0; lim->peer_idle_limit && peer_kept > lim->peer_idle_limit && i < n; i++) {
+		if (v[i]->victim || strcmp(v[i]->peer, peer))
+			continue;
+		v[i]->victim = DT_CONN_FLOOD;
+		peer_kept--;
+		kept--;
+		closed++;
+	}
+	for (size_t i = 0; lim->idle_limit && kept > lim->idle_limit && i < n; i++) {
+		if (v[i]->victim)
+			continue;
+		v[i]->victim = DT_CONN_FLOOD;
+		kept--;
+		closed++;
+	}
+	return closed;
+}
+
+/*
+ * Log the closes of the last FLOOD_LOG_MS in one line, once that long has
+ * passed since the first of them (or now with force); conn_lock held.
+ */
+static void flood_log(struct dt_httpd *srv, long long now, int force)
+{
+	unsigned long long n = srv->log_no_request + srv->log_flood;
+	long long secs = (now - srv->log_from_ms + 999) / 1000;
+
+	if (!n || (!force && now - srv->log_from_ms < FLOOD_LOG_MS))
+		return;
+	if (srv->log_flood)
+		dtlog(DTLOG_WARN, "httpd: connection flood: closed %llu connection(s) without a "
+		      "signed request in %llds: %llu evicted over the limits (%u per address, "
+		      "%u in all), %llu silent for %lld ms; the last from %s", n, secs,
+		      srv->log_flood, srv->limits.peer_idle_limit, srv->limits.idle_limit,
+		      srv->log_no_request, srv->limits.fresh_timeout_ms, srv->log_peer);
+	else
+		dtlog(DTLOG_INFO, "httpd: closed %llu connection(s) that sent no request within "
+		      "%lld ms in %llds; the last from %s", n, srv->limits.fresh_timeout_ms, secs,
+		      srv->log_peer);
+	srv->log_no_request = srv->log_flood = 0;
+}
+
+/* Close what dt_httpd_pick_victims() picks and unlist it; conn_lock held. */
+static void sweep(struct dt_httpd *srv, const char *peer, long long now)
+{
+	size_t k = 0;
+
+	if (dt_httpd_pick_victims(srv->idle, srv->nr_idle, peer, &srv->limits, now)) {
+		for (size_t i = 0; i < srv->nr_idle; i++) {
+			struct conn_track *t = (struct conn_track *)srv->idle[i];
+
+			if (t->idle.victim == DT_CONN_KEEP) {
+				srv->idle[k++] = &t->idle;
+				continue;
+			}
+			/* MHD reads EOF on its next round and closes it (CLOSED
+			 * then frees t); close() here would race with MHD */
+			shutdown(t->fd, SHUT_RDWR);
+			t->listed = 0;
+			if (!srv->log_no_request && !srv->log_flood)
+				srv->log_from_ms = now;
+			if (t->idle.victim == DT_CONN_FLOOD) {
+				srv->closed_flood++;
+				srv->log_flood++;
+			} else {
+				srv->closed_no_request++;
+				srv->log_no_request++;
+			}
+			memcpy(srv->log_peer, t->idle.peer, sizeof(srv->log_peer));
+		}
+		srv->nr_idle = k;
+	}
+	flood_log(srv, now, 0);
+}
+
+static void unlist(struct dt_httpd *srv, struct conn_track *t)
+{
+	/* from the end: a connection is most often unlisted by its first
+	 * request, right after it was listed */
+	for (size_t i = srv->nr_idle; i-- > 0;) {
+		if (srv->idle[i] != &t->idle)
+			continue;
+		memmove(srv->idle + i, srv->idle + i + 1, (srv->nr_idle - i - 1) * sizeof(*srv->idle));
+		srv->nr_idle--;
+		break;
+	}
+	t->listed = 0;
+}
+
+static void peer_name(char *buf, size_t len, const struct sockaddr *sa)
+{
+	snprintf(buf, len, "?");
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
+			  (socklen_t)len);
+}
+
+/* A connection was accepted: list it, then make room (MHD's thread). */
+static void conn_started(struct dt_httpd *srv, struct MHD_Connection *conn, void **socket_context)
+{
+	struct conn_track *t = xcalloc(1, sizeof(*t));
+	const union MHD_ConnectionInfo *ci;
+	long long now = dt_mono_ms();
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	t->fd = ci ? ci->connect_fd : -1;
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	peer_name(t->idle.peer, sizeof(t->idle.peer), ci ? ci->client_addr : NULL);
+	t->idle.accepted_ms = now;
+	*socket_context = t;
+	pthread_mutex_lock(&srv->conn_lock);
+	srv->conns_open++;
+	if (t->fd >= 0) {
+		ALLOC_GROW(srv->idle, srv->nr_idle + 1, srv->alloc_idle);
+		srv->idle[srv->nr_idle++] = &t->idle;
+		t->listed = 1;
+	}
+	sweep(srv, t->idle.peer, now);
+	pthread_mutex_unlock(&srv->conn_lock);
+}
+
+static void conn_closed(struct dt_httpd *srv, void **socket_context)
+{
+	struct conn_track *t = *socket_context;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&srv->conn_lock);
+	if (t->listed)
+		unlist(srv, t);
+	srv->conns_open--;
+	pthread_mutex_unlock(&srv->conn_lock);
+	free(t);
+	*socket_context = NULL;
+}
+
+/* A complete request was dispatched on conn (any MHD thread). */
+static void conn_requested(struct dt_httpd *srv, struct MHD_Connection *conn, int verified)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_track *t = ci ? ci->socket_context : NULL;
+
+	/* signed_req is only written here, on the connection's own thread */
+	if (!t || t->signed_req)
+		return;
+	pthread_mutex_lock(&srv->conn_lock);
+	t->idle.requested = 1;
+	if (verified) {
+		t->signed_req = 1;
+		if (t->listed)
+			unlist(srv, t);
+	}
+	pthread_mutex_unlock(&srv->conn_lock);
+}
+
+/* The periodic check of a one-thread server (serve_loop). */
+static void conn_tick(struct dt_httpd *srv, long long now)
+{
+	pthread_mutex_lock(&srv->conn_lock);
+	sweep(srv, NULL, now);
+	pthread_mutex_unlock(&srv->conn_lock);
+}
+
+/*
+ * MHD polls with epoll, so FD_SETSIZE is no limit, but the soft limit on open
+ * files (often 1024) is: raise it to what conn_limit needs, as far as the hard
+ * limit allows.  Never lowered, and no higher than needed: the agent's tasks
+ * inherit it.
+ */
+static void raise_nofile(unsigned conn_limit)
+{
+	rlim_t want = (rlim_t)conn_limit + 128;   /* + logs, database, pipes, epoll */
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		dtlog(DTLOG_WARN, "httpd: open file limit %llu is below what %u connections need",
+		      (unsigned long long)rl.rlim_cur, conn_limit);
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
 				 const char *method, const char *version,
 				 const char *upload_data, size_t *upload_data_size,
@@ -309,6 +551,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		gen = srv->wake_gen;
 		pthread_mutex_unlock(&srv->park_lock);
 		dispatch(srv, conn, url, method, ctx, &resp);
+		conn_requested(srv, conn, ctx->verified);
 		if (resp.park_ms <= 0)
 			break;
 		/* park, unless a wake came while the handler ran: then run it again */
@@ -397,8 +640,12 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 {
 	struct dt_httpd *srv = cls;
 
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		atomic_store(&srv->fresh_until_ms, dt_mono_ms() + FRESH_MS);
+		conn_started(srv, conn, socket_context);
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		conn_closed(srv, socket_context);
+	}
 }
 
 static void batch_wait(struct dt_httpd *srv)
@@ -460,6 +707,10 @@ static void *serve_loop(void *data)
 		serve_round(srv);
 		runs++;
 		now = dt_mono_ms();
+		if (now - srv->sweep_ms >= SWEEP_MS) {
+			srv->sweep_ms = now;
+			conn_tick(srv, now);
+		}
 		if (now - window >= 100) {
 			busy = runs > BUSY_RUNS;
 			runs = 0;
@@ -549,6 +800,20 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 		flags |= MHD_USE_INTERNAL_POLLING_THREAD;
 	pthread_mutex_init(&srv->stats_lock, NULL);
 	pthread_mutex_init(&srv->park_lock, NULL);
+	pthread_mutex_init(&srv->conn_lock, NULL);
+	srv->limits.idle_limit = opts->idle_limit ? opts->idle_limit : opts->conn_limit / 2;
+	/* a quarter of that, but no fewer than MHD may accept from one address
+	 * before it reads the first of them (up to 11 a round): a client's
+	 * connection must not be evicted before its request was read */
+	srv->limits.peer_idle_limit = opts->peer_idle_limit ? opts->peer_idle_limit :
+		srv->limits.idle_limit / 4 > MIN_PEER_IDLE ? srv->limits.idle_limit / 4 :
+		MIN_PEER_IDLE;
+	if (!srv->limits.idle_limit)
+		srv->limits.idle_limit = 1;
+	if (srv->limits.peer_idle_limit > srv->limits.idle_limit)
+		srv->limits.peer_idle_limit = srv->limits.idle_limit;
+	srv->limits.fresh_timeout_ms = opts->fresh_timeout_ms;
+	raise_nofile(opts->conn_limit);
 	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
@@ -595,6 +860,7 @@ fail:
 	dt_nonce_cache_free(srv->nonces);
 	pthread_mutex_destroy(&srv->stats_lock);
 	pthread_mutex_destroy(&srv->park_lock);
+	pthread_mutex_destroy(&srv->conn_lock);
 	free(srv);
 	return NULL;
 }
@@ -669,10 +935,15 @@ void dt_httpd_stop(struct dt_httpd *srv)
 		srv->extras = x->next;
 		free(x);
 	}
-	MHD_stop_daemon(srv->mhd);
+	MHD_stop_daemon(srv->mhd);   /* CLOSED for every connection: none listed now */
+	pthread_mutex_lock(&srv->conn_lock);
+	flood_log(srv, dt_mono_ms(), 1);
+	pthread_mutex_unlock(&srv->conn_lock);
 	dt_nonce_cache_free(srv->nonces);
 	pthread_mutex_destroy(&srv->stats_lock);
 	pthread_mutex_destroy(&srv->park_lock);
+	pthread_mutex_destroy(&srv->conn_lock);
+	free(srv->idle);
 	free(srv->parked);
 	free(srv);
 }
@@ -687,4 +958,10 @@ void dt_httpd_get_stats(struct dt_httpd *srv, struct dt_httpd_stats *st)
 	pthread_mutex_lock(&srv->stats_lock);
 	*st = srv->stats;
 	pthread_mutex_unlock(&srv->stats_lock);
+	pthread_mutex_lock(&srv->conn_lock);
+	st->conns_open = srv->conns_open;
+	st->conns_unsigned = srv->nr_idle;
+	st->closed_no_request = srv->closed_no_request;
+	st->closed_flood = srv->closed_flood;
+	pthread_mutex_unlock(&srv->conn_lock);
 }

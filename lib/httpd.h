@@ -30,6 +30,24 @@
  * first park (then may_park is 0 and it must answer).  A re-run is not
  * verified again (its nonce is already spent).  Deadlines are checked by
  * dt_httpd_wake_expired(), which the daemon calls from its tick.
+ *
+ * Connection floods: anyone who can reach the port can open connections and
+ * send nothing, and MHD keeps each one until timeout_s and stops accepting at
+ * conn_limit, so a few hundred idle sockets used to lock dtsched and the CLI
+ * out of an agent.  So the server tracks every connection that has not yet
+ * carried a signed request, in accept order, and closes (shutdown(), which
+ * MHD sees as EOF) those that
+ *   - sent no complete request within fresh_timeout_ms (5 s), or
+ *   - are the oldest when their client address holds more than
+ *     peer_idle_limit of them, or all addresses together more than
+ *     idle_limit (both below conn_limit).
+ * The evicted are always the oldest: a client whose request follows its
+ * connect, as dtsched's and the CLI's do, is served even when it shares its
+ * address with the flood (a refusal by address would lock out dtsched, which
+ * often shares 127.0.0.1 or a NAT address with everyone).  Connections that
+ * carried a signed request are never evicted; the room between idle_limit
+ * and conn_limit is theirs.  Closes are counted in dt_httpd_stats and logged
+ * at most every 10 s.
  */
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
@@ -88,12 +106,25 @@ struct dt_httpd_opts {
 	unsigned threads;        /* 1 = one polling thread of ours that batches
 				  * requests when busy (httpd.c serve_loop); > 1 = MHD's
 				  * thread pool */
+	/* flood limits (above); 0 = conn_limit / 2, and idle_limit / 4 but
+	 * at least 32 */
+	unsigned idle_limit;     /* connections without a signed request, in all */
+	unsigned peer_idle_limit;  /* the same, per client address */
+	unsigned fresh_timeout_ms; /* closed when no complete request came by then;
+				    * checked every second (threads == 1) and at
+				    * every accept */
 };
 
-#define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1 }
+#define DT_HTTPD_FRESH_TIMEOUT_MS 5000
+#define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;
+	unsigned long long conns_open;       /* now */
+	unsigned long long conns_unsigned;   /* now: open, no signed request yet */
+	unsigned long long closed_no_request; /* closed after fresh_timeout_ms */
+	unsigned long long closed_flood;     /* evicted over idle_limit or peer_idle_limit */
 };
 
 struct dt_httpd;
@@ -118,6 +149,33 @@ long long dt_httpd_wake_expired(struct dt_httpd *srv);
  */
 typedef void dt_httpd_fd_cb(int fd, void *data);
 int dt_httpd_add_fd(struct dt_httpd *srv, int fd, dt_httpd_fd_cb *cb, void *data);
+
+/*
+ * The eviction policy, on its own for tests.  v: the connections that have
+ * not carried a signed request, in accept order (oldest first); peer: the
+ * address of the one just accepted (the last of v), NULL for a periodic
+ * check.  Sets each one's `victim` (what to close, and why) and returns how
+ * many are to be closed: first those without a complete request after
+ * fresh_timeout_ms, then the oldest of peer's while it has more than
+ * peer_idle_limit, then the oldest of all while there are more than
+ * idle_limit.  A limit of 0 is no limit.
+ */
+enum dt_conn_victim { DT_CONN_KEEP, DT_CONN_NO_REQUEST, DT_CONN_FLOOD };
+
+struct dt_idle_conn {
+	char peer[48];           /* client address */
+	long long accepted_ms;   /* dt_mono_ms() */
+	int requested;           /* a complete request came (not signed: public, refused) */
+	enum dt_conn_victim victim;
+};
+
+struct dt_conn_limits {
+	unsigned idle_limit, peer_idle_limit;
+	long long fresh_timeout_ms;
+};
+
+size_t dt_httpd_pick_victims(struct dt_idle_conn *const *v, size_t n, const char *peer,
+			     const struct dt_conn_limits *lim, long long now_ms);
 
 /* Set an error reply {"error": "..."}. */
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)

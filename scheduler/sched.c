@@ -1245,6 +1245,16 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		    "dtsched_requests_refused_total{reason=\"bad_request\"} %llu\n"
 		    "dtsched_requests_refused_total{reason=\"not_found\"} %llu\n",
 		    st.unauthorized, st.too_large, st.bad_request, st.not_found);
+	strbuf_addf(o, "# HELP dtsched_connections Open HTTP connections; unsigned: no signed "
+		    "request yet (evictable in a flood).\n# TYPE dtsched_connections gauge\n"
+		    "dtsched_connections{kind=\"all\"} %llu\n"
+		    "dtsched_connections{kind=\"unsigned\"} %llu\n", st.conns_open, st.conns_unsigned);
+	strbuf_addf(o, "# HELP dtsched_connections_closed_total Connections closed without a "
+		    "signed request: no request in time, or evicted in a flood.\n"
+		    "# TYPE dtsched_connections_closed_total counter\n"
+		    "dtsched_connections_closed_total{reason=\"no_request\"} %llu\n"
+		    "dtsched_connections_closed_total{reason=\"flood\"} %llu\n",
+		    st.closed_no_request, st.closed_flood);
 	resp->content_type = "text/plain; version=0.0.4";
 }
 

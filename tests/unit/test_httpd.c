@@ -1,0 +1,367 @@
+/*
+ * test_httpd.c - the connection flood defence of lib/httpd.c: the eviction
+ * policy on its own (dt_httpd_pick_victims: the short timeout, the oldest
+ * evicted per address then in all, the newest kept, 0 = no limit), and the
+ * real server, one-thread and thread-pool, flooded with idle connections
+ * from the same address as its signed client: the signed request is still
+ * answered, the flood is evicted down to the limits, the rest is closed
+ * after the short timeout, and signed keep-alive connections are never
+ * evicted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "httpc.h"
+#include "httpd.h"
+#include "json.h"
+
+#define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* --- the policy ------------------------------------------------------------------ */
+
+#define MAXC 16
+
+struct set {
+	struct dt_idle_conn c[MAXC];
+	struct dt_idle_conn *v[MAXC];
+	size_t n;
+};
+
+static void add(struct set *s, const char *peer, long long at, int requested)
+{
+	struct dt_idle_conn *c = &s->c[s->n];
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	c->accepted_ms = at;
+	c->requested = requested;
+	c->victim = DT_CONN_FLOOD;   /* must be reset by the policy */
+	s->v[s->n] = c;
+	s->n++;
+}
+
+/* the victims as a string: '.' kept, 't' timed out, 'f' evicted */
+static const char *picked(struct set *s, const char *peer, unsigned idle, unsigned per_peer,
+			  long long timeout, long long now, size_t *n)
+{
+	static char out[MAXC + 1];
+	struct dt_conn_limits lim = { idle, per_peer, timeout };
+	size_t count = dt_httpd_pick_victims(s->v, s->n, peer, &lim, now), k = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		out[i] = ".tf"[s->v[i]->victim];
+		k += s->v[i]->victim != DT_CONN_KEEP;
+	}
+	out[s->n] = '\0';
+	assert_int_equal(count, k);
+	if (n)
+		*n = count;
+	return out;
+}
+
+static void test_policy_under_limits(void **state)
+{
+	struct set s = { .n = 0 };
+	size_t n;
+
+	for (int i = 0; i < 4; i++)
+		add(&s, "10.0.0.1", 1000 + i, 0);
+	assert_string_equal(picked(&s, "10.0.0.1", 8, 4, 5000, 2000, &n), "....");
+	assert_int_equal(n, 0);
+	assert_string_equal(picked(&s, NULL, 8, 4, 5000, 2000, &n), "....");
+	/* nothing at all */
+	s.n = 0;
+	assert_string_equal(picked(&s, "10.0.0.1", 8, 4, 5000, 2000, &n), "");
+	assert_int_equal(n, 0);
+}
+
+static void test_policy_timeout(void **state)
+{
+	struct set s = { .n = 0 };
+
+	add(&s, "a", 0, 0);        /* silent 6 s: closed */
+	add(&s, "a", 0, 1);        /* as old, but it sent a request: kept */
+	add(&s, "b", 1000, 0);     /* exactly 5 s: closed */
+	add(&s, "b", 1001, 0);     /* 4.999 s */
+	add(&s, "a", 5999, 0);
+	assert_string_equal(picked(&s, NULL, 100, 100, 5000, 6000, NULL), "t.t..");
+	/* a timeout of 0 is none */
+	assert_string_equal(picked(&s, NULL, 100, 100, 0, 6000, NULL), ".....");
+}
+
+static void test_policy_peer_oldest_first(void **state)
+{
+	struct set s = { .n = 0 };
+
+	add(&s, "a", 10, 0);
+	add(&s, "b", 11, 0);
+	add(&s, "a", 12, 1);
+	add(&s, "a", 13, 0);
+	add(&s, "b", 14, 0);
+	add(&s, "a", 15, 0);       /* just accepted */
+	/* a holds 4, 2 allowed: its 2 oldest go, b's and the newest stay */
+	assert_string_equal(picked(&s, "a", 100, 2, 5000, 20, NULL), "f.f...");
+	/* b arriving does not evict a's */
+	assert_string_equal(picked(&s, "b", 100, 2, 5000, 20, NULL), "......");
+	/* 0 is no per-address limit */
+	assert_string_equal(picked(&s, "a", 100, 0, 5000, 20, NULL), "......");
+	/* the newest is kept even with a limit of 1 */
+	assert_string_equal(picked(&s, "a", 100, 1, 5000, 20, NULL), "f.ff..");
+	assert_int_equal(s.v[5]->victim, DT_CONN_KEEP);
+}
+
+static void test_policy_total_oldest_first(void **state)
+{
+	struct set s = { .n = 0 };
+
+	for (int i = 0; i < 8; i++)
+		add(&s, i % 2 ? "b" : "a", 100 + i, 0);
+	assert_string_equal(picked(&s, "a", 5, 8, 5000, 200, NULL), "fff.....");
+	/* the timed out count against the total first */
+	s.v[1]->accepted_ms = -10000;
+	assert_string_equal(picked(&s, "a", 5, 8, 5000, 200, NULL), "ftf.....");
+	/* per address, then in all: a's 4 -> 2, then 6 left -> 3 */
+	s.v[1]->accepted_ms = 101;
+	assert_string_equal(picked(&s, "a", 3, 2, 5000, 200, NULL), "fffff...");
+	/* 0 is no total limit; a periodic check (no peer) applies the total */
+	assert_string_equal(picked(&s, NULL, 0, 2, 5000, 200, NULL), "........");
+	assert_string_equal(picked(&s, NULL, 6, 2, 5000, 200, NULL), "ff......");
+}
+
+/* --- the real server ------------------------------------------------------------- */
+
+static void echo(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	dt_http_json(resp, 200, json_pack("{s:s}", "method", req->method));
+}
+
+static void pub(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	strbuf_addstr(&resp->text, "ok\n");
+}
+
+static const struct dt_http_route routes[] = {
+	{ "GET", "/v1/echo", 0, 0, echo },
+	{ "GET", "/pub", 0, DT_ROUTE_PUBLIC, pub },
+};
+
+#define CONN_LIMIT 128                /* idle_limit 64 */
+#define PEER_LIMIT 32                 /* peer_idle_limit: idle_limit / 4, at least 32 */
+#define FRESH_MS 400
+#define FLOOD 300                     /* well over conn_limit */
+
+static struct dt_httpd *start(const struct dt_auth_key *key, unsigned threads)
+{
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT;
+	struct dt_httpd *srv;
+
+	o.bind = "127.0.0.1";
+	o.routes = routes;
+	o.nr_routes = sizeof(routes) / sizeof(routes[0]);
+	o.key = key;
+	o.conn_limit = CONN_LIMIT;
+	o.fresh_timeout_ms = FRESH_MS;
+	o.threads = threads;
+	srv = dt_httpd_start(&o, &err);
+	if (!srv)
+		fail_msg("cannot start the test server: %s", err.buf);
+	strbuf_release(&err);
+	return srv;
+}
+
+static int connect_idle(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((unsigned short)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* loopback: the handshake completes in the kernel, accepted or not */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		fail_msg("connect: %s", strerror(errno));
+	return fd;
+}
+
+/* How many of fds the server closed (EOF or reset), without blocking. */
+static int closed_by_server(const int *fds, int n)
+{
+	int closed = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct pollfd p = { fds[i], POLLIN, 0 };
+		char c;
+
+		if (poll(&p, 1, 0) == 1 && recv(fds[i], &c, 1, MSG_DONTWAIT) <= 0)
+			closed++;
+	}
+	return closed;
+}
+
+/* Read an HTTP reply to its end ("ok\n", the /pub body). */
+static void read_reply(int fd)
+{
+	char buf[1024];
+	size_t len = 0;
+	long long deadline = now_ms() + 2000;
+
+	while (now_ms() < deadline && len < sizeof(buf) - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		assert_true(n > 0);
+		len += (size_t)n;
+		buf[len] = '\0';
+		if (strstr(buf, "\r\n\r\nok\n"))
+			return;
+	}
+	fail_msg("no reply to GET /pub: '%s'", buf);
+}
+
+static void stats(struct dt_httpd *srv, struct dt_httpd_stats *st)
+{
+	dt_httpd_get_stats(srv, st);
+}
+
+static void signed_get(struct dt_httpc *c)
+{
+	struct strbuf err = STRBUF_INIT;
+	json_t *reply = NULL;
+	long long t0 = now_ms();
+	int code = dt_httpc_request(c, "GET", "/v1/echo", NULL, &reply, &err);
+
+	if (code != 200)
+		fail_msg("signed request under a flood: %d %s", code, err.buf);
+	assert_string_equal(json_get_str(reply, "method", ""), "GET");
+	assert_true(now_ms() - t0 < 2000);
+	json_decref(reply);
+	strbuf_release(&err);
+}
+
+static void flood(unsigned threads)
+{
+	struct dt_auth_key key;
+	struct dt_httpd *srv;
+	struct dt_httpd_stats st;
+	struct dt_httpc keep, fresh;
+	static int fds[FLOOD];
+	int port, pub_fd;
+	long long deadline;
+
+	assert_int_equal(dt_auth_key_from_hex(&key, SECRET), 0);
+	srv = start(&key, threads);
+	port = dt_httpd_port(srv);
+
+	/* a signed keep-alive connection from before the flood */
+	dt_httpc_init(&keep, "127.0.0.1", port, &key);
+	signed_get(&keep);
+	assert_true(keep.connected);
+
+	/* one that sent only a public request: evictable like the silent ones */
+	pub_fd = connect_idle(port);
+	assert_int_equal(write(pub_fd, "GET /pub HTTP/1.1\r\nHost: x\r\n\r\n", 30), 30);
+	read_reply(pub_fd);
+
+	for (int i = 0; i < FLOOD; i++)
+		fds[i] = connect_idle(port);
+
+	/* a fresh signed client from the same address gets through, and so
+	 * does the keep-alive one (never evicted) */
+	dt_httpc_init(&fresh, "127.0.0.1", port, &key);
+	signed_get(&fresh);
+	signed_get(&keep);
+
+	/* all but the newest peer_idle_limit of the flood were evicted, and
+	 * the public-only one, the oldest, first */
+	deadline = now_ms() + 3000;
+	while (closed_by_server(fds, FLOOD) < FLOOD - PEER_LIMIT && now_ms() < deadline)
+		sleep_ms(20);
+	assert_true(closed_by_server(fds, FLOOD) >= FLOOD - PEER_LIMIT);
+	assert_int_equal(closed_by_server(&pub_fd, 1), 1);
+	stats(srv, &st);
+	assert_true(st.closed_flood >= FLOOD - PEER_LIMIT);
+	assert_true(st.conns_unsigned <= PEER_LIMIT);
+	assert_true(st.conns_open <= CONN_LIMIT);
+
+	/* the rest after FRESH_MS (one thread: the periodic check; a pool:
+	 * the next connection) */
+	deadline = now_ms() + FRESH_MS + 3000;
+	while (closed_by_server(fds, FLOOD) < FLOOD && now_ms() < deadline) {
+		if (threads > 1)
+			close(connect_idle(port));
+		sleep_ms(50);
+	}
+	assert_int_equal(closed_by_server(fds, FLOOD), FLOOD);
+	stats(srv, &st);
+	assert_true(st.closed_no_request > 0);
+
+	/* the signed connections are still served */
+	signed_get(&keep);
+	signed_get(&fresh);
+	assert_true(keep.connected);
+
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	close(pub_fd);
+	dt_httpc_release(&keep);
+	dt_httpc_release(&fresh);
+	dt_httpd_stop(srv);
+}
+
+static void test_flood_one_thread(void **state)
+{
+	flood(1);
+}
+
+static void test_flood_thread_pool(void **state)
+{
+	flood(4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_policy_under_limits),
+		cmocka_unit_test(test_policy_timeout),
+		cmocka_unit_test(test_policy_peer_oldest_first),
+		cmocka_unit_test(test_policy_total_oldest_first),
+		cmocka_unit_test(test_flood_one_thread),
+		cmocka_unit_test(test_flood_thread_pool),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <unistd.h>
 #include "log.h"
+#include "term.h"
 
 #include <string.h>
 
@@ -24,7 +25,6 @@ void linelog_release(struct linelog *l)
 
 static void emit(struct linelog *l, const char *s, size_t n, struct strbuf *out)
 {
-	static const char hex[] = "0123456789abcdef";
 	char ts[DT_TIMESTAMP_LEN];
 
 	dt_timestamp(ts, sizeof(ts));
@@ -32,17 +32,8 @@ static void emit(struct linelog *l, const char *s, size_t n, struct strbuf *out)
 	strbuf_addch(out, ' ');
 	strbuf_addch(out, l->tag);
 	strbuf_addch(out, ' ');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if ((c < 0x20 && c != '\t') || c == 0x7f) {
-			strbuf_addstr(out, "\\x");
-			strbuf_addch(out, hex[c >> 4]);
-			strbuf_addch(out, hex[c & 15]);
-		} else {
-			strbuf_addch(out, (char)c);
-		}
-	}
+	/* the one escaping of dtctl's output (term.h): a log line stays one line */
+	term_sanitize(out, s, n, TERM_KEEP_TAB);
 	strbuf_addch(out, '\n');
 }
 

@@ -5,9 +5,9 @@
  *     2026-11-22T10:00:00.123456Z O text      (O = stdout, E = stderr)
  * whatever the program writes: "\r\n" and a lone "\r" (progress bars) end a
  * line, lines longer than max_line bytes are split (never inside a UTF-8
- * sequence), and control bytes other than TAB are written as \xHH so that
- * nothing can break the one-line-per-record format.  Other bytes, valid
- * UTF-8 or not, are kept.
+ * sequence), and the text is term_sanitize()d with tabs kept (ESC as \e,
+ * other control bytes and invalid UTF-8 as \xHH: lib/term.h) so that nothing
+ * can break the one-line-per-record format nor a terminal showing the file.
  */
 #ifndef DT_AGENT_LINELOG_H
 #define DT_AGENT_LINELOG_H

@@ -9,6 +9,7 @@
 #include "head.h"
 #include "json.h"
 #include "parse-options.h"
+#include "term.h"
 #include "protocol.h"
 #include "ssh.h"
 #include "usage.h"
@@ -247,7 +248,9 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 			const char *o = x.out[i].buf;
 
 			skip_prefix(o, "dtagent on this node: ", &o);
-			printf("%-16s %s\n", c->nodes[i].name, *o ? o : ok ? "ok" : "failed");
+			/* one row per node: the node's output is shown on one line */
+			printf("%-16s %s\n", term_str(c->nodes[i].name),
+			       *o ? term_str(o) : ok ? "ok" : "failed");
 		}
 		if (x.codes[i] < 0)
 			code = code ? code : DT_EXIT_UNREACH;

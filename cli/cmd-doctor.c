@@ -21,6 +21,7 @@
 #include "json.h"
 #include "log.h"
 #include "parse-options.h"
+#include "term.h"
 #include "usage.h"
 
 #include <math.h>
@@ -213,9 +214,10 @@ static void verdict(const char *name, int ok, const char *detail, const char *fi
 		D->failed = 1;
 	if (D->json)
 		return;
-	printf("%s %-10s %s\n", ok ? "PASS" : "FAIL", name, detail);
+	/* details quote what the nodes reported (versions, interfaces, errors) */
+	printf("%s %-10s %s\n", ok ? "PASS" : "FAIL", name, term_str(detail));
 	if (!ok && fix)
-		printf("     %-10s fix: %s\n", "", fix);
+		printf("     %-10s fix: %s\n", "", term_str(fix));
 }
 
 static const char *node_name(size_t i)

@@ -13,6 +13,7 @@
 #include "cluster-ssh.h"
 #include "json.h"
 #include "parse-options.h"
+#include "term.h"
 #include "units.h"
 #include "usage.h"
 
@@ -41,7 +42,8 @@ static void exec_line(struct ssh_node *n, int is_stderr, const char *line, void 
 	if (x->merge || x->json)
 		return;
 	progress_clear();
-	fprintf(is_stderr ? stderr : stdout, "%s: %s\n", ssh_node_target(n)->name, line);
+	/* the command's own output passes as ssh would pass it; the prefix is ours */
+	fprintf(is_stderr ? stderr : stdout, "%s: %s\n", term_str(ssh_node_target(n)->name), line);
 }
 
 static void exec_done(struct ssh_node *n, struct ssh_result *r, void *arg)
@@ -97,7 +99,7 @@ static void print_merged(struct ssh_pool *p, struct exec_ctx *x)
 			strvec_push(&names, ssh_node_target(ssh_pool_node(p, j))->name);
 		}
 		fold_names(&folded, names.v, names.nr);
-		printf("----------------\n%s\n----------------\n", folded.buf);
+		printf("----------------\n%s\n----------------\n", term_str(folded.buf));
 		strbuf_addbuf(&text, &x->res[i].out);
 		strbuf_addbuf(&text, &x->res[i].err);
 		fputs(text.buf, stdout);
@@ -235,7 +237,7 @@ static void push_done(struct ssh_node *n, struct ssh_result *r, void *arg)
 	struct push_ctx *x = arg;
 
 	if (r->error == SSH_OK) {
-		printf("%s: ok (%.2f s)\n", ssh_node_target(n)->name, r->ms / 1000.0);
+		printf("%s: ok (%.2f s)\n", term_str(ssh_node_target(n)->name), r->ms / 1000.0);
 		return;
 	}
 	if (r->error == SSH_E_NODE)

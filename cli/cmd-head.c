@@ -9,6 +9,7 @@
 #include "head.h"
 #include "json.h"
 #include "parse-options.h"
+#include "term.h"
 #include "protocol.h"
 #include "usage.h"
 
@@ -64,7 +65,7 @@ int cmd_head(int argc, const char **argv)
 			       port, json_get_int(reply, "uptime_ms", 0) / 1000);
 		} else if (pid) {
 			printf("dtsched: running (pid %lld) but not answering: %s\n", pid,
-			       err.len ? err.buf : "bad reply");
+			       err.len ? term_str(err.buf) : "bad reply");
 		} else {
 			printf("dtsched: not running\n");
 		}

@@ -12,6 +12,7 @@
 #include "dthome.h"
 #include "knownhosts.h"
 #include "parse-options.h"
+#include "term.h"
 #include "usage.h"
 
 #include <stdio.h>
@@ -53,12 +54,14 @@ static int hosts_list(const struct cluster_config *c, const struct known_hosts *
 			if (!e->hosts || e->marker || !known_hosts_match_name(e->hosts, name.buf))
 				continue;
 			ssh_fingerprint(&fp, e->blob, e->blob_len);
-			printf("%-16s %-24s %-20s %s\n", cn->name, name.buf, e->keytype, fp.buf);
+			printf("%-16s %-24s %-20s %s\n", term_str(cn->name), term_str(name.buf),
+			       term_str(e->keytype), fp.buf);
 			strbuf_release(&fp);
 			any = 1;
 		}
 		if (!any)
-			printf("%-16s %-24s %-20s %s\n", cn->name, name.buf, "-", "(not known)");
+			printf("%-16s %-24s %-20s %s\n", term_str(cn->name), term_str(name.buf), "-",
+			       "(not known)");
 		strbuf_release(&name);
 	}
 	return 0;
@@ -81,7 +84,8 @@ static int hosts_forget(const struct cluster_config *c, struct known_hosts *kh,
 			strbuf_addstr(&name, argv[i]);	/* a host name as written in the file */
 		n = known_hosts_forget(kh, name.buf);
 		if (n)
-			printf("forgot %d key%s of %s (%s)\n", n, n == 1 ? "" : "s", argv[i], name.buf);
+			printf("forgot %d key%s of %s (%s)\n", n, n == 1 ? "" : "s", term_str(argv[i]),
+			       term_str(name.buf));
 		else
 			warning("no known key for '%s' (%s)", argv[i], name.buf);
 		removed += n;
@@ -161,7 +165,8 @@ static int hosts_import(const struct cluster_config *c, struct known_hosts *kh, 
 	kh_path(&path);
 	if (added && (dt_home_ensure() < 0 || known_hosts_save(kh, path.buf) < 0))
 		ret = DT_EXIT_FAIL;
-	printf("imported %d key%s from %s into %s%s\n", added, added == 1 ? "" : "s", from, path.buf,
+	printf("imported %d key%s from %s into %s%s\n", added, added == 1 ? "" : "s",
+	       term_str(from), term_str(path.buf),
 	       missing ? "; some nodes have no key there" : "");
 	if (missing && !ret)
 		ret = DT_EXIT_FAIL;

@@ -31,6 +31,7 @@
 #include "json.h"
 #include "log.h"
 #include "parse-options.h"
+#include "term.h"
 #include "run-command.h"
 #include "secret.h"
 #include "usage.h"
@@ -165,7 +166,7 @@ static int ensure_cluster_key(const struct cluster_config *c, struct strbuf *pub
 		error_errno("cannot install the cluster key '%s'", priv);
 		goto out;
 	}
-	fprintf(stderr, "%s: made the cluster key %s\n", dt_progname(), priv);
+	fprintf(stderr, "%s: made the cluster key %s\n", dt_progname(), term_str(priv));
 	ret = read_pubkey(priv, pub_line);
 out:
 	unlink(tmp.buf);
@@ -611,7 +612,7 @@ static void setup_line(struct ssh_node *n, int is_stderr, const char *line, void
 	if (the_ctx->quiet)
 		return;
 	progress_clear();
-	printf("%s: %s\n", ssh_node_target(n)->name, line);
+	printf("%s: %s\n", term_str(ssh_node_target(n)->name), term_str(line));
 	fflush(stdout);
 }
 
@@ -642,9 +643,10 @@ static void print_table(struct ssh_pool *p)
 		const char *res = ssh_node_failed(n) ? "FAILED" : in->actions.nr ? "changed" : "unchanged";
 
 		printf("%-12s %-16s %-10s %-14s %-5s %-10s %-6s %-8s %-8s %6.1f\n",
-		       ssh_node_target(n)->name, ssh_node_target(n)->host, res,
-		       ssh_node_hostkey_state(n), fact(in, "gpus"), fact(in, "driver"),
-		       fact(in, "cuda"), fact(in, "nccl"), fact(in, "mpi"),
+		       term_str(ssh_node_target(n)->name), term_str(ssh_node_target(n)->host), res,
+		       ssh_node_hostkey_state(n), term_str(fact(in, "gpus")),
+		       term_str(fact(in, "driver")), term_str(fact(in, "cuda")),
+		       term_str(fact(in, "nccl")), term_str(fact(in, "mpi")),
 		       ssh_node_elapsed_ms(n) / 1000.0);
 	}
 	for (size_t i = 0; i < nr; i++) {
@@ -654,7 +656,7 @@ static void print_table(struct ssh_pool *p)
 		if (ssh_node_failed(n))
 			error("%s", ssh_node_error(n));
 		else if (in->actions.nr) {
-			printf("%s:", ssh_node_target(n)->name);
+			printf("%s:", term_str(ssh_node_target(n)->name));
 			for (size_t k = 0; k < in->actions.nr; k++)
 				printf(" %s%s", in->actions.v[k], k + 1 < in->actions.nr ? "," : "");
 			printf("\n");

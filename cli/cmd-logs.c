@@ -15,6 +15,7 @@
 #include "log.h"
 #include "logmerge.h"
 #include "parse-options.h"
+#include "term.h"
 #include "units.h"
 
 #include <dirent.h>
@@ -206,7 +207,9 @@ static void print_line(const struct logs_opts *o, const char *prefix, int color_
 		puts(text);
 		return;
 	}
-	printf("%s[%s]%s %s%s\n", rank_color(o, color_rank), prefix, o->color ? "\033[0m" : "",
+	/* the text is log_sanitize()d; the prefix holds node names from placement.json */
+	printf("%s[%s]%s %s%s\n", rank_color(o, color_rank), term_str(prefix),
+	       o->color ? "\033[0m" : "",
 	       stream == 'E' && o->color ? "\033[31m" : "", text);
 	if (stream == 'E' && o->color)
 		fputs("\033[0m", stdout);
@@ -375,7 +378,7 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	}
 	dedup_flush_before(o, d, 1LL << 62);
 	if (o->follow && !interrupted && state.len && strcmp(state.buf, "COMPLETED"))
-		fprintf(stderr, "dtctl: job ended %s\n", state.buf);
+		fprintf(stderr, "dtctl: job ended %s\n", term_str(state.buf));
 	if (o->follow && state.len && strcmp(state.buf, "COMPLETED") &&
 	    job_state_is_final(state.buf))
 		ret = 1;

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "term.h"
 #include "usage.h"
 
 #include <stdio.h>
@@ -90,7 +91,7 @@ static void age_str(char *buf, size_t len, const json_t *n)
 	if (json_is_integer(a))
 		snprintf(buf, len, "%.1fs ago", (double)json_integer_value(a) / 1000);
 	else if (json_get_str(n, "last_heartbeat", NULL))
-		snprintf(buf, len, "%s", json_get_str(n, "last_heartbeat", ""));
+		snprintf(buf, len, "%s", term_str(json_get_str(n, "last_heartbeat", "")));
 	else
 		snprintf(buf, len, "never");
 }
@@ -134,8 +135,8 @@ int cmd_nodes(int argc, const char **argv)
 				"\033[31m" : "\033[33m";
 			off = "\033[0m";
 		}
-		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %s\n", json_get_str(n, "name", "?"),
-		       on, st, off, gpus, json_get_real(n, "gpu_util", 0), mem,
+		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %s\n",
+		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus, json_get_real(n, "gpu_util", 0), mem,
 		       json_get_int(n, "tasks_running", 0), age);
 	}
 	if (!json_array_size(nodes))
@@ -165,7 +166,8 @@ static int drain_or_resume(int argc, const char **argv, const char *suffix, cons
 	if (!code) {
 		json_t *n = json_object_get(reply, "node");
 
-		printf("%s: %s (state %s)\n", argv[0], verb, json_get_str(n, "state", "?"));
+		printf("%s: %s (state %s)\n", term_str(argv[0]), verb,
+		       term_str(json_get_str(n, "state", "?")));
 	}
 	json_decref(reply);
 	strbuf_release(&path);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "term.h"
 #include "units.h"
 #include "usage.h"
 
@@ -40,7 +41,7 @@ static void nodelist(struct strbuf *sb, const json_t *job)
 	size_t i;
 
 	json_array_foreach(json_object_get(job, "placement"), i, p)
-		strbuf_addf(sb, "%s%s", i ? "," : "", json_get_str(p, "node", "?"));
+		strbuf_addf(sb, "%s%s", i ? "," : "", term_str(json_get_str(p, "node", "?")));
 }
 
 static const char *shown_state(const json_t *j)
@@ -96,13 +97,13 @@ int cmd_ps(int argc, const char **argv)
 		fmt_time(t, sizeof(t), json_get_int(j, "elapsed_ms", 0));
 		if (!strcmp(json_get_str(j, "state", ""), DT_JOB_PENDING) ||
 		    (json_get_str(j, "reason", NULL) && is_final(st) && strcmp(st, DT_JOB_COMPLETED)))
-			strbuf_addf(&where, "(%s)", json_get_str(j, "reason", "queued"));
+			strbuf_addf(&where, "(%s)", term_str(json_get_str(j, "reason", "queued")));
 		else if (!strcmp(st, "STALLED")) {
 			json_t *s0 = json_array_get(json_object_get(j, "stalled"), 0);
 
 			nodelist(&where, j);
 			strbuf_addf(&where, " (rank %lld on %s pid %lld silent %llds)",
-				    json_get_int(s0, "rank", -1), json_get_str(s0, "node", "?"),
+				    json_get_int(s0, "rank", -1), term_str(json_get_str(s0, "node", "?")),
 				    json_get_int(s0, "pid", 0), json_get_int(s0, "idle_ms", 0) / 1000);
 		} else
 			nodelist(&where, j);
@@ -115,8 +116,8 @@ int cmd_ps(int argc, const char **argv)
 			off = "\033[0m";
 		}
 		printf("%-10s %-16.16s %-10.10s %s%-10s%s %10s %5lld %5lld  %s\n",
-		       json_get_str(j, "id", "?"), json_get_str(j, "name", "?"),
-		       json_get_str(j, "user", ""), on, st, off, t, json_get_int(j, "nodes", 0),
+		       term_str(json_get_str(j, "id", "?")), term_str(json_get_str(j, "name", "?")),
+		       term_str(json_get_str(j, "user", "")), on, term_str(st), off, t, json_get_int(j, "nodes", 0),
 		       json_get_int(j, "world_size", 0), where.buf);
 		strbuf_release(&where);
 		shown++;
@@ -159,10 +160,10 @@ int cmd_show(int argc, const char **argv)
 		return 0;
 	}
 	spec = json_object_get(j, "spec");
-	printf("job:        %s (%s), submitted by %s\n", json_get_str(j, "id", "?"),
-	       json_get_str(j, "name", "?"), json_get_str(j, "user", "?"));
-	printf("state:      %s%s%s\n", shown_state(j), json_get_str(j, "reason", NULL) ? ": " : "",
-	       json_get_str(j, "reason", ""));
+	printf("job:        %s (%s), submitted by %s\n", term_str(json_get_str(j, "id", "?")),
+	       term_str(json_get_str(j, "name", "?")), term_str(json_get_str(j, "user", "?")));
+	printf("state:      %s%s%s\n", term_str(shown_state(j)),
+	       json_get_str(j, "reason", NULL) ? ": " : "", term_str(json_get_str(j, "reason", "")));
 	if (json_is_integer(json_object_get(j, "exit_code")))
 		printf("exit code:  %lld\n", json_get_int(j, "exit_code", 0));
 	{
@@ -174,38 +175,40 @@ int cmd_show(int argc, const char **argv)
 	}
 	if (json_get_str(j, "failed_node", NULL))
 		printf("failed:     rank %lld on %s\n", json_get_int(j, "failed_rank", -1),
-		       json_get_str(j, "failed_node", "?"));
+		       term_str(json_get_str(j, "failed_node", "?")));
 	format_duration(&d, json_get_int(j, "elapsed_ms", 0));
 	printf("size:       %lld node(s) x %lld %s = %lld rank(s), launcher %s\n",
 	       json_get_int(j, "nodes", 0), json_get_int(j, "per_node", 0),
 	       json_is_true(json_object_get(j, "gpu")) ? "GPU(s)" : "process(es)",
-	       json_get_int(j, "world_size", 0), json_get_str(j, "launcher", "?"));
+	       json_get_int(j, "world_size", 0), term_str(json_get_str(j, "launcher", "?")));
 	printf("times:      submitted %s, started %s, ended %s (ran %s)\n",
-	       json_get_str(j, "submitted_at", "-"), json_get_str(j, "started_at", "-"),
-	       json_get_str(j, "ended_at", "-"), d.buf);
+	       term_str(json_get_str(j, "submitted_at", "-")),
+	       term_str(json_get_str(j, "started_at", "-")),
+	       term_str(json_get_str(j, "ended_at", "-")), d.buf);
 	printf("attempt:    %lld of %lld (retries: %lld)\n", json_get_int(j, "attempt", 0) + 1,
 	       json_get_int(j, "retries", 0) + 1, json_get_int(j, "retries", 0));
-	printf("job dir:    %s\n", json_get_str(j, "job_dir", "?"));
+	printf("job dir:    %s\n", term_str(json_get_str(j, "job_dir", "?")));
 	if (json_get_int(j, "master_port", 0))
-		printf("master:     %s:%lld\n", json_get_str(json_array_get(json_object_get(j,
-		       "placement"), 0), "address", "?"), json_get_int(j, "master_port", 0));
+		printf("master:     %s:%lld\n", term_str(json_get_str(json_array_get(
+		       json_object_get(j, "placement"), 0), "address", "?")),
+		       json_get_int(j, "master_port", 0));
 	if (json_array_size(json_object_get(j, "avoid"))) {
 		printf("avoids:    ");
 		json_array_foreach(json_object_get(j, "avoid"), i, x)
-			printf(" %s", json_string_value(x));
+			printf(" %s", term_str(json_string_value(x)));
 		printf("\n");
 	}
 	(void)spec;
 	printf("placement:\n");
 	json_array_foreach(json_object_get(j, "placement"), i, x)
-		printf("  %-16s %-15s %s %s\n", json_get_str(x, "node", "?"),
-		       json_get_str(x, "address", "?"),
+		printf("  %-16s %-15s %s %s\n", term_str(json_get_str(x, "node", "?")),
+		       term_str(json_get_str(x, "address", "?")),
 		       json_is_true(json_object_get(j, "gpu")) ? "GPUs" : "slots",
-		       json_get_str(x, "slots", ""));
+		       term_str(json_get_str(x, "slots", "")));
 	printf("history:\n");
 	json_array_foreach(json_object_get(j, "history"), i, x)
-		printf("  %s  %-10s %s\n", json_get_str(x, "at", "?"), json_get_str(x, "state", "?"),
-		       json_get_str(x, "reason", ""));
+		printf("  %s  %-10s %s\n", term_str(json_get_str(x, "at", "?")),
+		       term_str(json_get_str(x, "state", "?")), term_str(json_get_str(x, "reason", "")));
 	printf("ranks:\n  %5s %-16s %-9s %5s %8s  %s\n", "RANK", "NODE", "STATE", "EXIT", "PID", "LOG");
 	json_array_foreach(json_object_get(j, "ranks"), i, x) {
 		char rank[16], code_s[16], pid[16];
@@ -216,15 +219,16 @@ int cmd_show(int argc, const char **argv)
 			 "%lld" : "-", json_get_int(x, "exit_code", 0));
 		snprintf(pid, sizeof(pid), json_is_integer(json_object_get(x, "pid")) ? "%lld" : "-",
 			 json_get_int(x, "pid", 0));
-		printf("  %5s %-16s %-9s %5s %8s  %s\n", rank, json_get_str(x, "node", "?"),
-		       json_get_str(x, "state", "?"), code_s, pid, json_get_str(x, "log", ""));
+		printf("  %5s %-16s %-9s %5s %8s  %s\n", rank, term_str(json_get_str(x, "node", "?")),
+		       term_str(json_get_str(x, "state", "?")), code_s, pid,
+		       term_str(json_get_str(x, "log", "")));
 	}
 	if (!strcmp(json_get_str(j, "launcher", ""), "mpi"))
 		printf("  (mpi: one log per rank in %s/logs/<rank>.log, exit codes in %s/ranks/)\n",
-		       json_get_str(j, "job_dir", "?"), json_get_str(j, "job_dir", "?"));
+		       term_str(json_get_str(j, "job_dir", "?")), term_str(json_get_str(j, "job_dir", "?")));
 	json_array_foreach(json_object_get(j, "stalled"), i, x)
 		printf("STALLED: rank %lld on %s, pid %lld, silent for %lld s\n",
-		       json_get_int(x, "rank", -1), json_get_str(x, "node", "?"),
+		       json_get_int(x, "rank", -1), term_str(json_get_str(x, "node", "?")),
 		       json_get_int(x, "pid", 0), json_get_int(x, "idle_ms", 0) / 1000);
 	strbuf_release(&d);
 	json_decref(reply);
@@ -259,11 +263,12 @@ int cmd_cancel(int argc, const char **argv)
 			j = json_object_get(reply, "job");
 			st = json_get_str(j, "state", "?");
 			if (!strcmp(st, DT_JOB_RUNNING))
-				printf("%s: cancelling (its ranks are being stopped)\n", argv[i]);
+				printf("%s: cancelling (its ranks are being stopped)\n",
+				       term_str(argv[i]));
 			else if (!strcmp(st, DT_JOB_CANCELLED))
-				printf("%s: CANCELLED\n", argv[i]);
+				printf("%s: CANCELLED\n", term_str(argv[i]));
 			else
-				printf("%s: already %s\n", argv[i], st);
+				printf("%s: already %s\n", term_str(argv[i]), term_str(st));
 		}
 		json_decref(reply);
 	}

@@ -26,6 +26,7 @@
 #include "logmerge.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "term.h"
 #include "units.h"
 #include "usage.h"
 
@@ -231,30 +232,35 @@ static void print_dry_run(const json_t *r)
 
 	printf("dry run: nothing was started\n");
 	printf("job:       %s, %lld node(s) x %d %s, world size %lld, launcher %s\n",
-	       json_get_str(json_object_get(r, "spec"), "name", "?"), json_get_int(plan, "nodes", 0),
-	       per, gpu ? "GPU(s)" : "process(es)", json_get_int(plan, "world_size", 0),
-	       json_get_str(plan, "launcher", "?"));
+	       term_str(json_get_str(json_object_get(r, "spec"), "name", "?")),
+	       json_get_int(plan, "nodes", 0), per, gpu ? "GPU(s)" : "process(es)",
+	       json_get_int(plan, "world_size", 0), term_str(json_get_str(plan, "launcher", "?")));
 	if (!strcmp(json_get_str(r, "state", ""), DT_JOB_PENDING))
 		printf("now:       it would wait: %s (placement below: on an idle cluster)\n",
-		       json_get_str(r, "reason", ""));
+		       term_str(json_get_str(r, "reason", "")));
 	else
 		printf("now:       it would start at once\n");
 	printf("placement:\n");
 	json_array_foreach(pl, i, p)
 		printf("  ranks %zu-%zu  %-16s %-15s %s %s\n", i * (size_t)per,
-		       i * (size_t)per + (size_t)per - 1, json_get_str(p, "node", "?"),
-		       json_get_str(p, "address", "?"), gpu ? "GPUs" : "slots",
-		       json_get_str(p, "slots", "?"));
+		       i * (size_t)per + (size_t)per - 1, term_str(json_get_str(p, "node", "?")),
+		       term_str(json_get_str(p, "address", "?")), gpu ? "GPUs" : "slots",
+		       term_str(json_get_str(p, "slots", "?")));
 	printf("hostfile (<job_dir>/hostfile):\n");
 	{
 		const char *hf = json_get_str(plan, "hostfile", "");
 
+		struct strbuf safe = STRBUF_INIT;
+
 		while (*hf) {
 			size_t n = strcspn(hf, "\n");
 
-			printf("  %.*s\n", (int)n, hf);
+			strbuf_reset(&safe);
+			term_sanitize(&safe, hf, n, 0);
+			printf("  %s\n", safe.buf);
 			hf += n + (hf[n] == '\n');
 		}
+		strbuf_release(&safe);
 	}
 	/* environment common to every task, then what differs */
 	printf("environment (every %s):\n", json_array_size(tasks) > 1 ? "rank" : "task");
@@ -271,8 +277,8 @@ static void print_dry_run(const json_t *r)
 			struct strbuf q = STRBUF_INIT;
 
 			strbuf_add_shell_quoted(&q, json_string_value(v));
-			printf("  %s=%s\n", k, !strcmp(k, "MASTER_PORT") ?
-			       "<a free port on the master node, chosen at launch>" : q.buf);
+			printf("  %s=%s\n", term_str(k), !strcmp(k, "MASTER_PORT") ?
+			       "<a free port on the master node, chosen at launch>" : term_str(q.buf));
 			strbuf_release(&q);
 		}
 	}
@@ -307,12 +313,13 @@ static void print_dry_run(const json_t *r)
 		}
 		strbuf_rtrim(&line);
 		if (json_get_int(t, "rank", -1) >= 0)
-			printf("  [%s rank %lld] %s\n", json_get_str(json_array_get(pl, (size_t)node),
-				"node", "?"), json_get_int(t, "rank", 0), line.buf);
+			printf("  [%s rank %lld] %s\n", term_str(json_get_str(json_array_get(pl,
+				(size_t)node), "node", "?")), json_get_int(t, "rank", 0),
+				term_str(line.buf));
 		else
-			printf("  [%s mpirun] %s\n", json_get_str(json_array_get(pl, (size_t)node),
-				"node", "?"), line.buf);
-		printf("      log: %s\n", json_get_str(t, "log", "?"));
+			printf("  [%s mpirun] %s\n", term_str(json_get_str(json_array_get(pl,
+				(size_t)node), "node", "?")), term_str(line.buf));
+		printf("      log: %s\n", term_str(json_get_str(t, "log", "?")));
 		strbuf_release(&line);
 	}
 }
@@ -399,11 +406,11 @@ static void show_lines(struct follow *f, int final)
 		const struct logline *l = &f->ls.lines[i];
 
 		if (f->color)
-			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], l->node, l->rank,
+			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(l->node), l->rank,
 			       l->stream == 'E' ? "\033[31m" : "", l->text,
 			       l->stream == 'E' ? "\033[0m" : "");
 		else
-			printf("[%s %d] %s\n", l->node, l->rank, l->text);
+			printf("[%s %d] %s\n", term_str(l->node), l->rank, l->text);
 	}
 	fflush(stdout);
 }
@@ -479,7 +486,7 @@ static int ask_cancel_or_detach(const char *id, int *asked)
 
 	if (!*asked) {
 		fprintf(stderr, "\ndtctl: cancel job %s (c) or detach and leave it running (d)? "
-			"[c/d] (Ctrl-C again cancels) ", id);
+			"[c/d] (Ctrl-C again cancels) ", term_str(id));
 		fflush(stderr);
 		*asked = 1;
 	}
@@ -509,17 +516,17 @@ static void state_note(const json_t *job, const char *last_state, const char *la
 		struct strbuf nodes = STRBUF_INIT;
 
 		json_array_foreach(pl, i, p)
-			strbuf_addf(&nodes, "%s%s", i ? "," : "", json_get_str(p, "node", "?"));
+			strbuf_addf(&nodes, "%s%s", i ? "," : "", term_str(json_get_str(p, "node", "?")));
 		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld rank(s)%s)\n",
-			json_get_str(job, "id", "?"), nodes.buf, json_get_int(job, "world_size", 0),
+			term_str(json_get_str(job, "id", "?")), nodes.buf, json_get_int(job, "world_size", 0),
 			json_get_int(job, "attempt", 0) ? ", retry" : "");
 		strbuf_release(&nodes);
 	} else if (!strcmp(st, DT_JOB_PENDING)) {
 		if (last_state && !strcmp(last_state, st) && last_reason && reason &&
 		    !strcmp(last_reason, reason))
 			return;
-		fprintf(stderr, "dtctl: %s PENDING: %s\n", json_get_str(job, "id", "?"),
-			reason ? reason : "queued");
+		fprintf(stderr, "dtctl: %s PENDING: %s\n", term_str(json_get_str(job, "id", "?")),
+			term_str(reason ? reason : "queued"));
 	}
 }
 
@@ -538,19 +545,20 @@ static int final_code(const json_t *job)
 
 static void final_note(const json_t *job)
 {
-	const char *st = json_get_str(job, "state", "?");
-	const char *reason = json_get_str(job, "reason", NULL);
+	const char *st = term_str(json_get_str(job, "state", "?"));
+	const char *reason = term_str(json_get_str(job, "reason", NULL));
+	const char *id = term_str(json_get_str(job, "id", "?"));
 	struct strbuf el = STRBUF_INIT;
 	json_t *c = json_object_get(job, "exit_code");
 
 	format_duration(&el, json_get_int(job, "elapsed_ms", 0));
 	if (!strcmp(st, DT_JOB_COMPLETED))
-		fprintf(stderr, "dtctl: job %s COMPLETED in %s\n", json_get_str(job, "id", "?"), el.buf);
+		fprintf(stderr, "dtctl: job %s COMPLETED in %s\n", id, el.buf);
 	else if (json_is_integer(c) && json_integer_value(c))
 		fprintf(stderr, "dtctl: job %s %s after %s: %s (exit code %lld)\n",
-			json_get_str(job, "id", "?"), st, el.buf, reason ? reason : "", (long long)json_integer_value(c));
+			id, st, el.buf, reason ? reason : "", (long long)json_integer_value(c));
 	else
-		fprintf(stderr, "dtctl: job %s %s after %s%s%s\n", json_get_str(job, "id", "?"), st,
+		fprintf(stderr, "dtctl: job %s %s after %s%s%s\n", id, st,
 			el.buf, reason ? ": " : "", reason ? reason : "");
 	{
 		/* e.g. output lost to a full shared disk: never silent */
@@ -604,12 +612,12 @@ static int follow_job(json_t *job)
 
 			if (answer == 'd') {
 				fprintf(stderr, "dtctl: detached; job %s keeps running. Follow it with: "
-					"dtctl logs -f %s\n", f.id, f.id);
+					"dtctl logs -f %s\n", term_str(f.id), term_str(f.id));
 				ret = 0;
 				break;
 			}
 			if (answer == 'c') {
-				fprintf(stderr, "\ndtctl: cancelling job %s\n", f.id);
+				fprintf(stderr, "\ndtctl: cancelling job %s\n", term_str(f.id));
 				if (cancel_job(f.id) == 0)
 					cancelled = 1;
 				else
@@ -670,8 +678,8 @@ static int follow_job(json_t *job)
 
 				stall_seen = 1;
 				fprintf(stderr, "dtctl: %s STALLED: rank %lld on %s (pid %lld) has written "
-					"nothing for %lld s\n", f.id, json_get_int(s0, "rank", -1),
-					json_get_str(s0, "node", "?"), json_get_int(s0, "pid", 0),
+					"nothing for %lld s\n", term_str(f.id), json_get_int(s0, "rank", -1),
+					term_str(json_get_str(s0, "node", "?")), json_get_int(s0, "pid", 0),
 					json_get_int(s0, "idle_ms", 0) / 1000);
 			} else if (!json_array_size(json_object_get(cur, "stalled"))) {
 				stall_seen = 0;
@@ -818,11 +826,11 @@ int cmd_run(int argc, const char **argv)
 			if (o.json)
 				json_print(j);
 			else
-				printf("%s\n", id);
+				printf("%s\n", term_str(id));
 			goto out;
 		}
-		fprintf(stderr, "dtctl: job %s submitted (%s); logs: %s/logs\n", id,
-			json_get_str(j, "name", "?"), json_get_str(j, "job_dir", "?"));
+		fprintf(stderr, "dtctl: job %s submitted (%s); logs: %s/logs\n", term_str(id),
+			term_str(json_get_str(j, "name", "?")), term_str(json_get_str(j, "job_dir", "?")));
 		code = follow_job(j);
 	}
 out:

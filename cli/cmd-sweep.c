@@ -21,6 +21,7 @@
 #include "protocol.h"
 #include "strbuf.h"
 #include "sweep-report.h"
+#include "term.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -83,8 +84,8 @@ static void params_line(struct strbuf *sb, const json_t *params)
 	int first = 1;
 
 	json_object_foreach((json_t *)params, k, v) {
-		strbuf_addf(sb, "%s%s=%s", first ? "" : " ", k, json_string_value(v) ?
-			    json_string_value(v) : "?");
+		strbuf_addf(sb, "%s%s=%s", first ? "" : " ", term_str(k),
+			    term_str(json_string_value(v) ? json_string_value(v) : "?"));
 		first = 0;
 	}
 }
@@ -151,7 +152,7 @@ static void render_table(struct strbuf *sb, const json_t *ex)
 		strbuf_release(&p);
 	}
 	strbuf_addf(sb, "%-5s  %-*s  %-9s  %-12s  %-12s\n", "TRIAL", (int)pw, "PARAMETERS", "STATE",
-		    metric, "BEST");
+		    term_str(metric), "BEST");
 	json_array_foreach((json_t *)trials, i, t) {
 		struct strbuf p = STRBUF_INIT;
 		const json_t *v = json_object_get(t, "value");
@@ -175,7 +176,7 @@ static void render_table(struct strbuf *sb, const json_t *ex)
 		else
 			snprintf(bs, sizeof(bs), "%.6g", best);
 		strbuf_addf(sb, "%-5lld  %-*s  %-9s  %-12s  %-12s\n", json_get_int(t, "trial", 0),
-			    (int)pw, p.buf, st, val, bs);
+			    (int)pw, p.buf, term_str(st), val, bs);
 		strbuf_release(&p);
 	}
 }
@@ -198,7 +199,7 @@ static void print_best_line(FILE *f, const json_t *ex)
 	}
 	params_line(&p, json_object_get(b, "params"));
 	fprintf(f, "best: trial %lld, %s = %.6g%s (%s)\n", json_get_int(b, "trial", 0),
-		json_get_str(json_object_get(sw, "metric"), "name", "metric"),
+		term_str(json_get_str(json_object_get(sw, "metric"), "name", "metric")),
 		json_get_real(b, "value", NAN), best_pruned_note(b), p.buf);
 	strbuf_release(&p);
 }
@@ -249,9 +250,10 @@ static int follow(const char *id)
 
 			if (lines)
 				printf("\033[%dA\033[J", lines);
-			strbuf_addf(&sb, "sweep %s (%s) %s\n", json_get_str(json_object_get(ex, "sweep"), "id", id),
-				    json_get_str(json_object_get(ex, "sweep"), "name", ""),
-				    json_get_str(json_object_get(ex, "sweep"), "state", "?"));
+			strbuf_addf(&sb, "sweep %s (%s) %s\n",
+				    term_str(json_get_str(json_object_get(ex, "sweep"), "id", id)),
+				    term_str(json_get_str(json_object_get(ex, "sweep"), "name", "")),
+				    term_str(json_get_str(json_object_get(ex, "sweep"), "state", "?")));
 			render_table(&sb, ex);
 			progress(&sb, ex, 1);
 			strbuf_addch(&sb, '\n');
@@ -276,11 +278,11 @@ static int follow(const char *id)
 					snprintf(val, sizeof(val), "no metric");
 				else
 					fmt_value(val, sizeof(val), json_object_get(t, "value"));
-				printf("trial %s %s %s (%s = %s)%s%s\n", key, st, p.buf,
-				       json_get_str(json_object_get(json_object_get(ex, "sweep"), "metric"),
-						    "name", "metric"), val,
+				printf("trial %s %s %s (%s = %s)%s%s\n", key, term_str(st), p.buf,
+				       term_str(json_get_str(json_object_get(json_object_get(ex, "sweep"),
+						    "metric"), "name", "metric")), val,
 				       json_get_str(t, "job_id", NULL) ? " job " : "",
-				       json_get_str(t, "job_id", ""));
+				       term_str(json_get_str(t, "job_id", "")));
 				strbuf_release(&p);
 			}
 			if (dt_mono_ms() - last_plain >= PLAIN_PROGRESS_MS || sweep_ended(ex)) {
@@ -296,9 +298,9 @@ static int follow(const char *id)
 		if (sweep_ended(ex)) {
 			const char *reason = json_get_str(json_object_get(ex, "sweep"), "reason", NULL);
 
-			fprintf(stderr, "dtctl: sweep %s %s%s%s\n", id,
-				json_get_str(json_object_get(ex, "sweep"), "state", "?"),
-				reason ? ": " : "", reason ? reason : "");
+			fprintf(stderr, "dtctl: sweep %s %s%s%s\n", term_str(id),
+				term_str(json_get_str(json_object_get(ex, "sweep"), "state", "?")),
+				reason ? ": " : "", reason ? term_str(reason) : "");
 			print_best_line(stdout, ex);
 			code = sweep_exit_code(ex);
 			break;
@@ -308,7 +310,8 @@ static int follow(const char *id)
 	}
 	if (interrupted) {
 		fprintf(stderr, "\ndtctl: detached; sweep %s keeps running in dtsched "
-			"('dtctl sweep status %s', 'dtctl sweep stop %s')\n", id, id, id);
+			"('dtctl sweep status %s', 'dtctl sweep stop %s')\n", term_str(id), term_str(id),
+			term_str(id));
 		code = 0;
 	}
 	json_decref(ex);
@@ -330,7 +333,8 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 	memset(&cfg, 0, sizeof(cfg));
 	if (sweep_config_load(&cfg, file, &err) < 0) {
 		error("%s", err.buf);
-		fprintf(stderr, "hint: nothing was started; 'dtctl validate %s' checks the file\n", file);
+		fprintf(stderr, "hint: nothing was started; 'dtctl validate %s' checks the file\n",
+			term_str(file));
 		strbuf_release(&err);
 		return DT_EXIT_USAGE;
 	}
@@ -400,11 +404,11 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 			if (json)
 				json_print(sw);
 			else
-				printf("%s\n", id);
+				printf("%s\n", term_str(id));
 		} else {
 			fprintf(stderr, "dtctl: sweep %s submitted (%s, %s, %lld trial(s)); Ctrl-C detaches\n",
-				id, json_get_str(sw, "name", "?"), json_get_str(sw, "method", "?"),
-				json_get_int(sw, "max_trials", 0));
+				term_str(id), term_str(json_get_str(sw, "name", "?")),
+				term_str(json_get_str(sw, "method", "?")), json_get_int(sw, "max_trials", 0));
 			code = follow(id);
 		}
 		free(id);
@@ -438,9 +442,11 @@ static int cmd_list(int json)
 
 			snprintf(tr, sizeof(tr), "%lld/%lld", json_get_int(sw, "trials_started", 0),
 				 json_get_int(sw, "max_trials", 0));
-			printf("%-9s  %-16s  %-7s  %-10s  %-8s  %s\n", json_get_str(sw, "id", "?"),
-			       json_get_str(sw, "name", "?"), json_get_str(sw, "method", "?"),
-			       json_get_str(sw, "state", "?"), tr, json_get_str(sw, "created_at", ""));
+			printf("%-9s  %-16s  %-7s  %-10s  %-8s  %s\n", term_str(json_get_str(sw, "id", "?")),
+			       term_str(json_get_str(sw, "name", "?")),
+			       term_str(json_get_str(sw, "method", "?")),
+			       term_str(json_get_str(sw, "state", "?")), tr,
+			       term_str(json_get_str(sw, "created_at", "")));
 		}
 	}
 	json_decref(reply);
@@ -464,12 +470,13 @@ static int cmd_status(const char *id, int json)
 		return 0;
 	}
 	sw = json_object_get(ex, "sweep");
-	printf("sweep %s (%s): %s, %s search, %s %s\n", json_get_str(sw, "id", "?"),
-	       json_get_str(sw, "name", "?"), json_get_str(sw, "state", "?"),
-	       json_get_str(sw, "method", "?"), json_get_str(json_object_get(sw, "metric"), "goal", "?"),
-	       json_get_str(json_object_get(sw, "metric"), "name", "?"));
+	printf("sweep %s (%s): %s, %s search, %s %s\n", term_str(json_get_str(sw, "id", "?")),
+	       term_str(json_get_str(sw, "name", "?")), term_str(json_get_str(sw, "state", "?")),
+	       term_str(json_get_str(sw, "method", "?")),
+	       term_str(json_get_str(json_object_get(sw, "metric"), "goal", "?")),
+	       term_str(json_get_str(json_object_get(sw, "metric"), "name", "?")));
 	if (json_get_str(sw, "reason", NULL))
-		printf("reason: %s\n", json_get_str(sw, "reason", ""));
+		printf("reason: %s\n", term_str(json_get_str(sw, "reason", "")));
 	render_table(&sb, ex);
 	fputs(sb.buf, stdout);
 	strbuf_reset(&sb);
@@ -501,10 +508,13 @@ static int cmd_best(const char *id, int json)
 		json_decref(ex);
 		return 0;
 	}
+	/* the header is for reading; the parameters below are YAML, exact (escaped by its rules) */
 	strbuf_addf(&sb, "# sweep %s (%s): best trial %lld, %s = %.6g%s\n",
-		    json_get_str(json_object_get(ex, "sweep"), "id", "?"),
-		    json_get_str(json_object_get(ex, "sweep"), "name", "?"), json_get_int(b, "trial", 0),
-		    json_get_str(json_object_get(json_object_get(ex, "sweep"), "metric"), "name", "?"),
+		    term_str(json_get_str(json_object_get(ex, "sweep"), "id", "?")),
+		    term_str(json_get_str(json_object_get(ex, "sweep"), "name", "?")),
+		    json_get_int(b, "trial", 0),
+		    term_str(json_get_str(json_object_get(json_object_get(ex, "sweep"), "metric"),
+					  "name", "?")),
 		    json_get_real(b, "value", NAN), best_pruned_note(b));
 	json_object_foreach(json_object_get(b, "params"), k, v) {
 		yaml_append_scalar(&sb, k, 0);
@@ -567,8 +577,11 @@ static int cmd_export(const char *id, int csv)
 		char val[64];
 		const json_t *v = json_object_get(t, "value"), *r = json_object_get(t, "resource");
 
-		strbuf_addf(&sb, "%lld,%s,%s,", json_get_int(t, "trial", 0), json_get_str(t, "job_id", ""),
-			    json_get_str(t, "state", ""));
+		strbuf_addf(&sb, "%lld,", json_get_int(t, "trial", 0));
+		csv_field(&sb, json_get_str(t, "job_id", ""));
+		strbuf_addch(&sb, ',');
+		csv_field(&sb, json_get_str(t, "state", ""));
+		strbuf_addch(&sb, ',');
 		if (json_is_number(v)) {
 			snprintf(val, sizeof(val), "%.17g", json_number_value(v));
 			strbuf_addstr(&sb, val);
@@ -582,7 +595,23 @@ static int cmd_export(const char *id, int csv)
 			strbuf_addch(&sb, ',');
 			csv_field(&sb, json_get_str(json_object_get(t, "params"), json_get_str(p, "name", ""), ""));
 		}
-		strbuf_addf(&sb, ",%s,%s\n", json_get_str(t, "created_at", ""), json_get_str(t, "ended_at", ""));
+		strbuf_addch(&sb, ',');
+		csv_field(&sb, json_get_str(t, "created_at", ""));
+		strbuf_addch(&sb, ',');
+		csv_field(&sb, json_get_str(t, "ended_at", ""));
+		strbuf_addch(&sb, '\n');
+	}
+	if (isatty(1)) {
+		/*
+		 * CSV is for files and programs, so its bytes are exact; on a
+		 * terminal it is read by a person, so it is made safe (as ls does
+		 * with file names).  Quoted fields keep their line breaks.
+		 */
+		struct strbuf safe = STRBUF_INIT;
+
+		term_sanitize(&safe, sb.buf, sb.len, TERM_KEEP_NL);
+		strbuf_release(&sb);
+		sb = safe;
 	}
 	fputs(sb.buf, stdout);
 	strbuf_release(&sb);
@@ -606,7 +635,7 @@ static int cmd_report(const char *id, const char *out)
 		error("cannot write '%s': %s", out, strerror(errno));
 		code = DT_EXIT_FAIL;
 	} else {
-		fprintf(stderr, "dtctl: report of sweep %s written to %s\n", id, out);
+		fprintf(stderr, "dtctl: report of sweep %s written to %s\n", term_str(id), term_str(out));
 	}
 	strbuf_release(&html);
 	strbuf_release(&err);
@@ -626,7 +655,8 @@ static int cmd_action(const char *id, const char *suffix)
 	if (!code) {
 		const json_t *sw = json_object_get(reply, "sweep");
 
-		printf("sweep %s %s\n", json_get_str(sw, "id", id), json_get_str(sw, "state", "?"));
+		printf("sweep %s %s\n", term_str(json_get_str(sw, "id", id)),
+		       term_str(json_get_str(sw, "state", "?")));
 	}
 	json_decref(reply);
 	strbuf_release(&path);

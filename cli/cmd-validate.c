@@ -11,6 +11,7 @@
 #include "config.h"
 #include "json.h"
 #include "parse-options.h"
+#include "term.h"
 #include "strbuf.h"
 #include "usage.h"
 
@@ -66,7 +67,9 @@ static void print_object(struct strbuf *out, const json_t *o, int indent, int fi
 		if (!(first && first_inline))
 			strbuf_addf(out, "%*s", indent, "");
 		first = 0;
-		strbuf_addf(out, "%s:", key);
+		/* user keys (env, labels, parameters) may hold what a YAML escape made */
+		term_sanitize(out, key, strlen(key), 0);
+		strbuf_addch(out, ':');
 		if (is_scalar(v)) {
 			strbuf_addch(out, ' ');
 			print_scalar(out, v);
@@ -196,8 +199,8 @@ int cmd_validate(int argc, const char **argv)
 				struct strbuf out = STRBUF_INIT;
 
 				strbuf_addf(&out, "%s# %s: %s file, valid\n", i ? "\n" : "",
-					    json_string_value(json_object_get(v, "path")),
-					    json_string_value(json_object_get(v, "kind")));
+					    term_str(json_string_value(json_object_get(v, "path"))),
+					    term_str(json_string_value(json_object_get(v, "kind"))));
 				print_object(&out, v, 0, 0);
 				fputs(out.buf, stdout);
 				strbuf_release(&out);

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "json.h"
 #include "hostrange.h"
+#include "term.h"
 #include "units.h"
 
 #include <ctype.h>
@@ -110,33 +111,14 @@ struct ctx {
 
 static int fail_at(struct ctx *c, int line, int col, const char *fmt, ...) DT_PRINTF(4, 5);
 static void vfail(struct ctx *c, int line, int col, const char *fmt, va_list ap) DT_PRINTF(4, 0);
-/*
- * Append msg to the error with control characters escaped, so that a key
- * or value holding "\n" (quoted YAML) cannot break the one-line contract.
- */
-static void add_one_line(struct strbuf *err, const char *msg)
-{
-	for (; *msg; msg++) {
-		unsigned char ch = (unsigned char)*msg;
-
-		if (ch == '\n')
-			strbuf_addstr(err, "\\n");
-		else if (ch == '\t')
-			strbuf_addstr(err, "\\t");
-		else if (ch < 0x20 || ch == 0x7f)
-			strbuf_addf(err, "\\x%02x", ch);
-		else
-			strbuf_addch(err, (char)ch);
-	}
-}
-
 static void vfail(struct ctx *c, int line, int col, const char *fmt, va_list ap)
 {
 	struct strbuf msg = STRBUF_INIT;
 
 	strbuf_addf(&msg, "%s:%d:%d: ", c->name, line, col);
 	strbuf_vaddf(&msg, fmt, ap);
-	add_one_line(c->err, msg.buf);
+	/* a key or value holding "\n" (quoted YAML) cannot break the one-line contract */
+	term_sanitize(c->err, msg.buf, msg.len, 0);
 	strbuf_release(&msg);
 }
 
@@ -174,37 +156,6 @@ static int is_null(const struct ynode *n)
 }
 
 /* ------------------------------------------------ stage 1: the raw bytes */
-
-/* Decode one UTF-8 sequence; returns its length or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t left, unsigned *cp)
-{
-	unsigned c = s[0], min;
-	size_t n;
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if ((c & 0xe0) == 0xc0) {
-		n = 2; min = 0x80; c &= 0x1f;
-	} else if ((c & 0xf0) == 0xe0) {
-		n = 3; min = 0x800; c &= 0x0f;
-	} else if ((c & 0xf8) == 0xf0) {
-		n = 4; min = 0x10000; c &= 0x07;
-	} else {
-		return 0;
-	}
-	if (left < n)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return n;
-}
 
 /* Is code point cp a line break for libyaml (so our columns match its)? */
 static int is_break(unsigned cp, const unsigned char *next, size_t left)

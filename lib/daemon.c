@@ -88,7 +88,9 @@ int dt_daemonize(const char *logfile, int *ready_fd)
 			buf[n] = '\0';
 			if (!strcmp(buf, "ok\n"))
 				exit(0);
-			fprintf(stderr, "%s: error: %s", dt_progname(), buf);
+			if (buf[n - 1] == '\n')
+				buf[n - 1] = '\0';
+			error("%s", buf);   /* escaped there: it may quote a configured name */
 			exit(1);
 		}
 		fprintf(stderr, "%s: error: the daemon died while starting; see '%s'\n",

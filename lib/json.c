@@ -31,14 +31,19 @@ void json_append_str(struct strbuf *sb, const char *s)
 		case '\n': strbuf_addstr(sb, "\\n"); break;
 		case '\r': strbuf_addstr(sb, "\\r"); break;
 		case '\t': strbuf_addstr(sb, "\\t"); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f) {
-				strbuf_addstr(sb, "\\u00");
-				strbuf_addch(sb, hex[*p >> 4]);
-				strbuf_addch(sb, hex[*p & 15]);
-			} else {
-				strbuf_addch(sb, (char)*p);
+		default: {
+			unsigned c = *p;
+
+			if (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+				c = *++p;   /* a C1 control (U+0080-U+009F): a terminal may take it as CSI */
+			} else if (c >= 0x20 && c != 0x7f) {
+				strbuf_addch(sb, (char)c);
+				break;
 			}
+			strbuf_addstr(sb, "\\u00");
+			strbuf_addch(sb, hex[c >> 4]);
+			strbuf_addch(sb, hex[c & 15]);
+		}
 		}
 	}
 	strbuf_addch(sb, '"');

@@ -15,7 +15,8 @@
 /* Append the compact serialisation of j to sb. */
 void json_append(struct strbuf *sb, const json_t *j);
 /*
- * Append s as a JSON string literal (quotes, escapes; UTF-8 passed through):
+ * Append s as a JSON string literal (quotes, escapes, control characters C0,
+ * DEL and C1 as \u00XX so the text is safe on a terminal; other UTF-8 passed through):
  * for hand-built replies on hot paths where building jansson objects costs
  * more than the reply (dtsched's node list).  s must be valid UTF-8.
  */

@@ -4,6 +4,7 @@
 #include "logmerge.h"
 #include "safefile.h"
 #include "log.h"
+#include "term.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,63 +37,17 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
 	return 0;
 }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t want;
-	unsigned int cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xE0) == 0xC0) {
-		want = 2;
-		cp = s[0] & 0x1F;
-	} else if ((s[0] & 0xF0) == 0xE0) {
-		want = 3;
-		cp = s[0] & 0x0F;
-	} else if ((s[0] & 0xF8) == 0xF0) {
-		want = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < want)
-		return 0;
-	for (size_t i = 1; i < want; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((want == 2 && cp < 0x80) || (want == 3 && cp < 0x800) ||
-	    (want == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return want;
-}
-
 void log_sanitize(struct strbuf *out, const char *text, size_t len)
 {
-	const unsigned char *s = (const unsigned char *)text;
 	size_t start = 0;
 
 	/* a progress bar: keep the last non-empty segment after a carriage return */
 	for (size_t i = 0; i < len; i++)
-		if (s[i] == '\r' && i + 1 < len)
+		if (text[i] == '\r' && i + 1 < len)
 			start = i + 1;
-	for (size_t i = start; i < len;) {
-		size_t n = utf8_len(s + i, len - i);
-
-		if (n == 1 && (s[i] < 0x20 || s[i] == 0x7f) && s[i] != '\t') {
-			if (s[i] != '\r' && s[i] != '\n')
-				strbuf_addf(out, "\\x%02x", s[i]);
-			i++;
-		} else if (n == 0) {
-			strbuf_addf(out, "\\x%02x", s[i]);
-			i++;
-		} else {
-			strbuf_add(out, s + i, n);
-			i += n;
-		}
-	}
+	while (len > start && (text[len - 1] == '\r' || text[len - 1] == '\n'))
+		len--;   /* a line end is not part of the text */
+	term_sanitize(out, text + start, len - start, TERM_KEEP_TAB);
 }
 
 void logset_init(struct logset *ls)

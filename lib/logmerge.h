@@ -55,8 +55,8 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
 		  const char **text);
 /*
  * Append `text` made safe for a terminal: a carriage return keeps only what
- * follows the last one (as a terminal would show a progress bar), other control
- * bytes and invalid UTF-8 become \xNN, tabs stay.
+ * follows the last one (as a terminal would show a progress bar), the rest is
+ * term_sanitize()d with tabs kept (term.h).
  */
 void log_sanitize(struct strbuf *out, const char *text, size_t len);
 

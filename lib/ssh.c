@@ -13,6 +13,7 @@
 #include "knownhosts.h"
 #include "log.h"
 #include "run-command.h"
+#include "term.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -659,13 +660,15 @@ static void pool_shift(struct ssh_pool *p, long long ms)
 static int ask_yes_no(const char *question)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
+	struct strbuf safe = STRBUF_INIT;   /* it names a node and its key type */
 	char answer[64];
 	int yes = 0;
 
 	if (!tty)
 		return 0;
+	term_sanitize(&safe, question, strlen(question), TERM_KEEP_NL);
 	for (;;) {
-		fputs(question, tty);
+		fputs(safe.buf, tty);
 		fflush(tty);
 		if (!fgets(answer, sizeof(answer), tty))
 			break;
@@ -679,6 +682,7 @@ static int ask_yes_no(const char *question)
 		fputs("please type 'yes' or 'no': ", tty);
 	}
 	fclose(tty);
+	strbuf_release(&safe);
 	return yes;
 }
 
@@ -755,7 +759,7 @@ static int check_host_key(struct ssh_node *n)
 		}
 	} else {
 		fprintf(stderr, "%s: %s: new host key %s %s accepted (--accept-new-hosts)\n",
-			dt_progname(), n->t.name, type.buf, n->fingerprint.buf);
+			dt_progname(), term_str(n->t.name), term_str(type.buf), n->fingerprint.buf);
 	}
 	known_hosts_add(&p->kh, name.buf, key, len);
 	if (known_hosts_save(&p->kh, p->o.known_hosts) < 0) {

@@ -2,6 +2,7 @@
  * usage.c - error reporting and never-failing allocation for all programs.
  */
 #include "usage.h"
+#include "term.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,13 +26,21 @@ const char *dt_progname(void)
 static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum) DT_PRINTF(2, 0);
 static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 {
-	char msg[4096];
+	struct strbuf msg = STRBUF_INIT, safe = STRBUF_INIT;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/*
+	 * The last line of defence: a message may quote a name from a spec, a
+	 * reply of dtsched or an agent, and ours are plain text, so escaping
+	 * control bytes here costs nothing (lines and tabs are layout: kept).
+	 */
+	strbuf_vaddf(&msg, fmt, ap);
+	term_sanitize(&safe, msg.buf, msg.len, TERM_KEEP_NL | TERM_KEEP_TAB);
 	if (errnum)
-		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, msg, strerror(errnum));
+		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, safe.buf, strerror(errnum));
 	else
-		fprintf(stderr, "%s: %s%s\n", progname, prefix, msg);
+		fprintf(stderr, "%s: %s%s\n", progname, prefix, safe.buf);
+	strbuf_release(&msg);
+	strbuf_release(&safe);
 }
 
 int error(const char *fmt, ...)

@@ -13,7 +13,8 @@ Fixtures
                 fake cluster exists at a time on a machine.  Skips, with the reason, when the
                 machine cannot run one (no sshd, no ssh client).
 
-Helpers other test modules can import: REPO, FAKECLUSTER, FakeCluster, Node, askpass_env().
+Helpers other test modules can import: REPO, FAKECLUSTER, FakeCluster, Node, askpass_env(),
+free_ports(), LocalCluster (a one-node cluster with host: local, no fake cluster needed).
 
 Programs run as the fake cluster's test user (dtagent, and the dtshim and dttrain it
 starts) must be reachable by that user.  A clone under /root (0700 on Debian) or any
@@ -28,10 +29,12 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
@@ -192,6 +195,89 @@ def dtctl(dtctl_bin, tmp_home):
         return subprocess.run([str(exe)] + [str(a) for a in args], capture_output=True,
                               text=True, timeout=timeout, env=full_env, check=check, **kw)
     return run
+
+
+# --------------------------------------------------------------------------- local cluster
+
+def free_ports(n: int) -> list:
+    """n distinct free TCP ports (all bound at once, so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class LocalCluster:
+    """A one-node cluster on this machine (host: local): its own DTCTL_HOME, shared dir
+    and free ports, so it needs no fake cluster.  start() runs dtsched and the agent and
+    waits for the node to be UP; stop() ends them whatever happened."""
+
+    def __init__(self, exe: Path, tmp: Path, name: str = "local"):
+        self.exe, self.tmp = exe, tmp
+        self.home = tmp / "home"
+        self.home.mkdir(mode=0o700)
+        self.shared = tmp / "shared"
+        self.shared.mkdir()
+        self.env = dict(os.environ, DTCTL_HOME=str(self.home), DTCTL_NO_SYSTEMD="1",
+                        NO_COLOR="1")
+        self.env.pop("DTCTL_CLUSTER", None)
+        self.env.pop("DTCTL_SHARED_DIR", None)
+        agent_port, head_port = free_ports(2)
+        (self.home / "cluster.yaml").write_text(
+            "cluster: %s\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: 2}\n"
+            "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
+            % (name, self.shared, agent_port, head_port))
+
+    def dtctl(self, *args, timeout=60, text=True):
+        """Plain dtctl; text=False keeps stdout and stderr as bytes."""
+        return subprocess.run([str(self.exe)] + [str(a) for a in args], capture_output=True,
+                              text=text, timeout=timeout, env=self.env,
+                              stdin=subprocess.DEVNULL)
+
+    def start(self):
+        for what in (("head", "start"), ("agents", "start")):
+            p = self.dtctl(*what)
+            assert p.returncode == 0, "dtctl %s: %s%s\ndtsched.log:\n%s\nagent.log:\n%s" % (
+                " ".join(what), p.stdout, p.stderr, self.log("dtsched.log"),
+                self.log("agent.log"))
+        self.wait_up()
+
+    def stop(self):
+        self.dtctl("agents", "stop")
+        self.dtctl("head", "stop")
+        stop_home_daemons(self.home)
+
+    def wait_up(self, timeout=20):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.dtctl("nodes", "--json")
+            if last.returncode == 0 and any(n.get("name") == "local" and n.get("state") == "UP"
+                                            for n in json.loads(last.stdout)["nodes"]):
+                return
+            time.sleep(0.2)
+        pytest.fail("node 'local' not UP after %ds: %s%s\nagent.log:\n%s"
+                    % (timeout, last.stdout, last.stderr, self.log("agent.log")))
+
+    def log(self, name):
+        try:
+            return (self.home / name).read_text(errors="replace")[-4000:]
+        except OSError:
+            return "(none)"
+
+    def job_id(self, name):
+        """The id of the newest job called name, from `dtctl ps --all --json`."""
+        p = self.dtctl("ps", "--all", "--json")
+        assert p.returncode == 0, "dtctl ps --all --json: %s" % p.stderr
+        ids = [j["id"] for j in json.loads(p.stdout)["jobs"] if j["name"] == name]
+        assert ids, "no job '%s' in dtctl ps --all (the run case must pass first)" % name
+        return max(ids)
 
 
 # --------------------------------------------------------------------------- fake cluster

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HeadCluster, stop_home_daemons
+from conftest import HeadCluster, LocalCluster, stop_home_daemons
 
 HEAD_PORT = 17771
 AGENT_PORT = 17770
@@ -231,54 +231,19 @@ def test_daemonized_rank_is_killed_without_cgroup(cluster):
 
 # ------------------------------------------------------------------ full shared disk
 
-class Local:
-    """A one-node local cluster whose shared dir is a 1 MiB tmpfs."""
-
-    def __init__(self, bin_dir, tmp):
-        self.bin, self.tmp = Path(bin_dir), tmp
-        self.home = tmp / "home"
-        self.home.mkdir(mode=0o700)
-        self.shared = tmp / "small"
-        self.shared.mkdir()
-        self.env = dict(os.environ, DTCTL_HOME=str(self.home), DTCTL_NO_SYSTEMD="1",
-                        NO_COLOR="1")
-        self.env.pop("DTCTL_CLUSTER", None)
-        self.env.pop("DTCTL_SHARED_DIR", None)
-        from test_valgrind import free_ports
-        agent_port, head_port = free_ports(2)
-        (self.home / "cluster.yaml").write_text(
-            "cluster: full\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: 2}\n"
-            "agent: {port: %d, heartbeat: 300ms, dead_after: 5s}\nhead: {port: %d}\n"
-            % (self.shared, agent_port, head_port))
-
-    def dtctl(self, *args, timeout=60):
-        return subprocess.run([str(self.bin / "dtctl")] + [str(a) for a in args],
-                              capture_output=True, text=True, timeout=timeout, env=self.env,
-                              stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture(scope="module")
 def full_disk(dtctl_bin, tmp_path_factory):
+    """A one-node local cluster whose shared dir is a 1 MiB tmpfs."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    c = Local(dtctl_bin, tmp_path_factory.mktemp("fulldisk"))
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path_factory.mktemp("fulldisk"), name="full")
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(c.shared)]).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        for what in (("head", "start"), ("agents", "start")):
-            p = c.dtctl(*what)
-            assert p.returncode == 0, p.stdout + p.stderr
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            p = c.dtctl("nodes", "--json")
-            if p.returncode == 0 and any(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]):
-                break
-            time.sleep(0.2)
+        c.start()
         yield c
     finally:
-        c.dtctl("agents", "stop")
-        c.dtctl("head", "stop")
-        stop_home_daemons(c.home)
+        c.stop()
         subprocess.run(["umount", "-l", str(c.shared)])
 
 

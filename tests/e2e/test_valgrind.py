@@ -22,14 +22,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, stop_home_daemons
+from conftest import REPO, LocalCluster
 
 TEMPLATES = REPO / "templates"
 SUPP = REPO / "tests" / "valgrind.supp"
@@ -140,38 +139,12 @@ JOB_NAME = "vg-hello"
 SWEEP_NAME = "vg-sweep"
 
 
-def free_ports(n: int) -> list:
-    """n distinct free TCP ports (all bound at once, so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class Local:
-    """A one-node local cluster: DTCTL_HOME, shared dir, job and sweep files."""
+class Local(LocalCluster):
+    """The one-node local cluster with a job and a sweep file; vg() runs dtctl under
+    memcheck."""
 
     def __init__(self, exe: Path, tmp: Path):
-        self.exe, self.tmp = exe, tmp
-        self.home = tmp / "home"
-        self.home.mkdir(mode=0o700)
-        self.shared = tmp / "shared"
-        self.shared.mkdir()
-        self.env = dict(os.environ, DTCTL_HOME=str(self.home), DTCTL_NO_SYSTEMD="1",
-                        NO_COLOR="1")
-        self.env.pop("DTCTL_CLUSTER", None)
-        self.env.pop("DTCTL_SHARED_DIR", None)
-        agent_port, head_port = free_ports(2)
-        (self.home / "cluster.yaml").write_text(
-            "cluster: vg\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: 2}\n"
-            "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
-            % (self.shared, agent_port, head_port))
+        super().__init__(exe, tmp, "vg")
         self.job = tmp / "job.yaml"
         self.job.write_text(
             "name: %s\nnodes: 1\nprocs_per_node: 2\nlauncher: agent\n"
@@ -183,56 +156,18 @@ class Local:
             "job:\n  name: vg-trial\n  procs_per_node: 1\n  launcher: agent\n"
             "  command: [sh, -c, 'echo \"DTCTL_METRIC {\\\"loss\\\": {x}}\"']\n" % SWEEP_NAME)
 
-    def dtctl(self, *args, timeout=60):
-        """Plain dtctl (not under valgrind): setup and lookups."""
-        return subprocess.run([str(self.exe)] + [str(a) for a in args], capture_output=True,
-                              text=True, timeout=timeout, env=self.env,
-                              stdin=subprocess.DEVNULL)
-
     def vg(self, args, want_rc=0):
         return run_vg(self.exe, self.tmp / "vg", args, env=self.env, want_rc=want_rc)
-
-    def wait_up(self, timeout=20):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = self.dtctl("nodes", "--json")
-            if last.returncode == 0 and any(n.get("name") == "local" and n.get("state") == "UP"
-                                            for n in json.loads(last.stdout)["nodes"]):
-                return
-            time.sleep(0.2)
-        pytest.fail("node 'local' not UP after %ds: %s%s\nagent.log:\n%s"
-                    % (timeout, last.stdout, last.stderr, self.log("agent.log")))
-
-    def log(self, name):
-        try:
-            return (self.home / name).read_text(errors="replace")[-4000:]
-        except OSError:
-            return "(none)"
-
-    def job_id(self, name):
-        """The id of the newest job called name, from plain `dtctl ps --all --json`."""
-        p = self.dtctl("ps", "--all", "--json")
-        assert p.returncode == 0, "dtctl ps --all --json: %s" % p.stderr
-        ids = [j["id"] for j in json.loads(p.stdout)["jobs"] if j["name"] == name]
-        assert ids, "no job '%s' in dtctl ps --all (the run case must pass first)" % name
-        return max(ids)
 
 
 @pytest.fixture(scope="module")
 def local(vg_dtctl, tmp_path_factory):
     c = Local(vg_dtctl, tmp_path_factory.mktemp("vg-local"))
     try:
-        for what in (("head", "start"), ("agents", "start")):
-            p = c.dtctl(*what)
-            assert p.returncode == 0, "dtctl %s: %s%s\ndtsched.log:\n%s\nagent.log:\n%s" % (
-                " ".join(what), p.stdout, p.stderr, c.log("dtsched.log"), c.log("agent.log"))
-        c.wait_up()
+        c.start()
         yield c
     finally:
-        c.dtctl("agents", "stop")
-        c.dtctl("head", "stop")
-        stop_home_daemons(c.home)
+        c.stop()
 
 
 # Order matters: the cases after "run" and "sweep" read what those made.

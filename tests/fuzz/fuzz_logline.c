@@ -7,7 +7,8 @@
  * sequence must come out as lines a terminal can show safely.  Besides the
  * sanitizers, checked against an independent strict UTF-8 decoder:
  *   - sanitized text is valid UTF-8 (no overlong forms, no surrogates, nothing
- *     above U+10FFFF) and has no C0 control byte but TAB, and no DEL;
+ *     above U+10FFFF) and has no C0 control byte but TAB, no DEL and no C1
+ *     control (lib/term.h);
  *   - a parsed line's text lies inside the line, its stream is O or E, and its
  *     timestamp is not negative;
  *   - the reader returns the lines in (timestamp, arrival) order, each with
@@ -64,6 +65,9 @@ static void check_safe(const char *t, size_t n)
 		unsigned char c = (unsigned char)t[i];
 
 		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			abort();
+		/* a C1 control (U+0080-U+009F), which a terminal may take as CSI */
+		if (c == 0xc2 && i + 1 < n && (unsigned char)t[i + 1] <= 0x9f)
 			abort();
 	}
 }

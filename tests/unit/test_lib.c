@@ -1,6 +1,7 @@
 /*
  * test_lib.c - unit tests for the lib/ core: strbuf, strvec, parse-options,
- * run-command (including the parallel runner) and timestamps.
+ * run-command (including the parallel runner), timestamps, JSON helpers and
+ * the terminal escaping of term.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,10 +20,12 @@
 
 #include "json.h"
 #include "log.h"
+#include "logmerge.h"
 #include "parse-options.h"
 #include "run-command.h"
 #include "strbuf.h"
 #include "strvec.h"
+#include "term.h"
 
 static void test_strbuf_basic(void **state)
 {
@@ -374,19 +377,20 @@ static void test_json_helpers(void **state)
 }
 
 /* What fn printed on stdout (through a temporary file). */
-static char *capture_stdout(void (*fn)(void *), void *arg)
+/* What fn(arg) writes to fp (stdout or stderr). */
+static char *capture(FILE *fp, void (*fn)(void *), void *arg)
 {
 	char path[] = "/tmp/dt-test-stdout-XXXXXX";
-	int fd = mkstemp(path), saved;
+	int fd = mkstemp(path), saved, out = fileno(fp);
 	struct strbuf sb = STRBUF_INIT;
 
 	assert_true(fd >= 0);
-	fflush(stdout);
-	saved = dup(1);
-	dup2(fd, 1);
+	fflush(fp);
+	saved = dup(out);
+	dup2(fd, out);
 	fn(arg);
-	fflush(stdout);
-	dup2(saved, 1);
+	fflush(fp);
+	dup2(saved, out);
 	close(saved);
 	close(fd);
 	assert_int_equal(strbuf_read_file(&sb, path, 0) >= 0, 1);
@@ -417,14 +421,14 @@ static void test_json_print_text(void **state)
 
 	assert_non_null(j);
 	json_object_set(want, "nodes", json_object_get(j, "nodes"));
-	a = capture_stdout(print_tree, want);
-	b = capture_stdout(print_text, (void *)reply);
+	a = capture(stdout, print_tree, want);
+	b = capture(stdout, print_text, (void *)reply);
 	assert_int_equal(text_ret, 0);
 	assert_string_equal(b, a);
 	free(a);
 	free(b);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
-		b = capture_stdout(print_text, (void *)bad[i]);
+		b = capture(stdout, print_text, (void *)bad[i]);
 		assert_int_equal(text_ret, -1);
 		assert_string_equal(b, "");
 		free(b);
@@ -445,6 +449,117 @@ static void test_json_append_str(void **state)
 	assert_string_equal(json_string_value(j), in);
 	json_decref(j);
 	strbuf_release(&sb);
+
+	/* C1 controls escaped (exact after decoding); other UTF-8 kept, even 0x97 in 日 */
+	json_append_str(&sb, "a\xc2\x9b" "2J\xc2\x80\xc2\xa0\xe6\x97\xa5\xc3\xa9");
+	assert_string_equal(sb.buf, "\"a\\u009b2J\\u0080\xc2\xa0\xe6\x97\xa5\xc3\xa9\"");
+	strbuf_release(&sb);
+}
+
+static void test_term_sanitize(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len;           /* 0: strlen(in) */
+		unsigned flags;
+		const char *want;
+	} cases[] = {
+		{ "plain text 123", 0, 0, "plain text 123" },
+		{ "", 0, 0, "" },
+		/* ESC alone, an OSC title (ended by BEL), a CSI clear */
+		{ "\033", 0, 0, "\\e" },
+		{ "a\033]2;x\007b", 0, 0, "a\\e]2;x\\x07b" },
+		{ "\033[2J\033[31mred", 0, 0, "\\e[2J\\e[31mred" },
+		{ "\033]8;;http://x\033\\link", 0, 0, "\\e]8;;http://x\\e\\link" },
+		/* other C0 controls and DEL */
+		{ "\001\010\013\014\177", 0, 0, "\\x01\\x08\\x0b\\x0c\\x7f" },
+		/* C1 controls: raw bytes are invalid UTF-8; in UTF-8 form both bytes shown */
+		{ "\x9b" "2J\x90\x9d", 0, 0, "\\x9b2J\\x90\\x9d" },
+		{ "\xc2\x9b" "2J\xc2\x80\xc2\x9f", 0, 0, "\\xc2\\x9b2J\\xc2\\x80\\xc2\\x9f" },
+		/* U+00A0 (just past C1) and valid multibyte text stay */
+		{ "\xc2\xa0 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82", 0, 0,
+		  "\xc2\xa0 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82" },
+		/* invalid UTF-8: stray continuation, truncated sequence, overlong, surrogate, > U+10FFFF */
+		{ "a\x80z", 0, 0, "a\\x80z" },
+		{ "\xe6\x97", 0, 0, "\\xe6\\x97" },
+		{ "\xe6\x97z", 0, 0, "\\xe6\\x97z" },
+		{ "\xc0\xaf", 0, 0, "\\xc0\\xaf" },
+		{ "\xed\xa0\x80", 0, 0, "\\xed\\xa0\\x80" },
+		{ "\xf4\x90\x80\x80", 0, 0, "\\xf4\\x90\\x80\\x80" },
+		{ "\xff\xfe", 0, 0, "\\xff\\xfe" },
+		/* tabs, newlines, CR: escaped in a field, kept where asked */
+		{ "a\tb\nc\rd", 0, 0, "a\\tb\\nc\\rd" },
+		{ "a\tb\nc\rd", 0, TERM_KEEP_TAB, "a\tb\\nc\\rd" },
+		{ "a\tb\nc\rd", 0, TERM_KEEP_NL, "a\\tb\nc\\rd" },
+		/* a backslash is not doubled */
+		{ "C:\\x41", 0, 0, "C:\\x41" },
+		/* NUL inside a length-delimited string, and a length that ends mid-sequence */
+		{ "a\0b\033", 4, 0, "a\\x00b\\e" },
+		{ "x\xc3\xa9", 2, 0, "x\\xc3" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct strbuf sb = STRBUF_INIT;
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].in);
+
+		strbuf_addstr(&sb, ">");   /* appends */
+		term_sanitize(&sb, cases[i].in, len, cases[i].flags);
+		if (strcmp(sb.buf + 1, cases[i].want) || sb.buf[0] != '>')
+			fail_msg("case %zu: got '%s', want '%s'", i, sb.buf + 1, cases[i].want);
+		strbuf_release(&sb);
+	}
+}
+
+static void test_term_str(void **state)
+{
+	const char *first = term_str("n\033[2J");
+	const char *keep[TERM_STR_SLOTS];
+
+	assert_null(term_str(NULL));
+	assert_string_equal(first, "n\\e[2J");
+	/* the slots rotate: TERM_STR_SLOTS results are alive at once */
+	for (int i = 0; i < TERM_STR_SLOTS; i++) {
+		char in[16];
+
+		snprintf(in, sizeof(in), "%d\t", i);
+		keep[i] = term_str(in);
+	}
+	for (int i = 0; i < TERM_STR_SLOTS; i++) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "%d\\t", i);
+		assert_string_equal(keep[i], want);
+	}
+}
+
+static void test_log_sanitize(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+	const char *line = "10%\r50%\r\033[1m100%\a\tok\xc2\x9b\r";
+
+	/* a progress bar keeps its last state; ESC, BEL and C1 escaped, tabs kept */
+	log_sanitize(&sb, line, strlen(line));
+	assert_string_equal(sb.buf, "\\e[1m100%\\x07\tok\\xc2\\x9b");
+	strbuf_release(&sb);
+}
+
+static void report_hostile(void *arg)
+{
+	error("job '%s' not found", (const char *)arg);
+	warning("two\nlines\tand a tab");
+}
+
+static void test_error_escapes(void **state)
+{
+	char *out;
+
+	dt_set_progname("test_lib");
+	out = capture(stderr, report_hostile, (void *)"x\033]2;pwned\007\x9b");
+
+	/* the last line of defence: control bytes from a quoted string never reach stderr raw */
+	assert_string_equal(out, "test_lib: error: job 'x\\e]2;pwned\\x07\\x9b' not found\n"
+			    "test_lib: warning: two\nlines\tand a tab\n");
+	free(out);
 }
 
 int main(void)
@@ -465,6 +580,10 @@ int main(void)
 		cmocka_unit_test(test_json_helpers),
 		cmocka_unit_test(test_json_print_text),
 		cmocka_unit_test(test_json_append_str),
+		cmocka_unit_test(test_term_sanitize),
+		cmocka_unit_test(test_term_str),
+		cmocka_unit_test(test_log_sanitize),
+		cmocka_unit_test(test_error_escapes),
 	};
 
 	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);

@@ -98,7 +98,7 @@ int main(int argc, const char **argv)
 	};
 	struct agent_opts ao;
 	struct strbuf pidfile = STRBUF_INIT, logfile = STRBUF_INIT;
-	int lockfd, ready = -1;
+	int lockfd, ready = -1, rc;
 	long long holder;
 
 	dt_set_progname("dtagent");
@@ -132,8 +132,6 @@ int main(int argc, const char **argv)
 		return 1;
 	dt_home_path(&pidfile, "agent.pid");
 	if (status || stop) {
-		int rc;
-
 		if (status) {
 			rc = do_status(pidfile.buf, name ? name : "this node");
 		} else {
@@ -172,5 +170,10 @@ int main(int argc, const char **argv)
 	dt_pidfile_write(lockfd);
 	if (dtlog_open(logfile.buf, AGENT_LOG_MAX) < 0 && daemonize)
 		_exit(1);
-	return agent_run(&ao, ready);
+	rc = agent_run(&ao, ready);
+	/* a clean exit under LeakSanitizer */
+	free((char *)ao.exe);
+	strbuf_release(&pidfile);
+	strbuf_release(&logfile);
+	return rc;
 }

@@ -155,7 +155,13 @@ int sf_open_read_at(int dfd, const char *name, struct stat *st, struct strbuf *w
 		st = &sb;
 	if (fd < 0)
 		return fail(why, name, NULL, errno, 0);
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail(why, name, NULL, e, 0);
+	}
+	if (!S_ISREG(st->st_mode)) {
 		mode_t m = st->st_mode;
 
 		close(fd);
@@ -198,7 +204,7 @@ static ssize_t read_bounded(int fd, struct strbuf *sb, size_t limit, const struc
 
 ssize_t sf_read_at(int dfd, const char *name, struct strbuf *sb, size_t limit, struct strbuf *why)
 {
-	struct stat st;
+	struct stat st = { 0 };
 	int fd = sf_open_read_at(dfd, name, &st, why);
 	ssize_t n;
 	int e;
@@ -280,7 +286,13 @@ int sf_open_append_at(int dfd, const char *name, int mode, unsigned flags, struc
 		    O_CLOEXEC | O_NOCTTY, mode);
 	if (fd < 0)
 		return fail(why, name, NULL, errno, 0);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail(why, name, NULL, e, 0);
+	}
+	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		return fail_type(why, name, st.st_mode, EINVAL);
 	}
@@ -338,6 +350,7 @@ static int walk_parent(const char *root, const char *rel, unsigned flags, const 
 	struct strbuf dir = STRBUF_INIT;
 	int dfd;
 
+	*base = rel;
 	if (split(rel, &dir, base) < 0) {
 		strbuf_release(&dir);
 		return fail(why, rel, NULL, EINVAL, 0);

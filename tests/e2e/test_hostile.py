@@ -279,3 +279,17 @@ def test_full_shared_disk_is_a_visible_warning(full_disk):
     jid = json.loads(full_disk.dtctl("ps", "--all", "--json").stdout)["jobs"][-1]["id"]
     j = json.loads(full_disk.dtctl("show", "--json", jid).stdout)
     assert j["state"] == "FAILED" and "strict_logging" in j["reason"], j
+
+
+def test_fifo_at_a_rank_log_does_not_hang_logs_or_show(cluster):
+    """A rank swaps its own log for a FIFO: `dtctl logs` and `show` answer at once."""
+    jid = cluster.submit("--name", "logfifo", "--", "sh", "-c",
+                         'echo before; rm -f "$DT_JOB_DIR/logs/0.log"; '
+                         'mkfifo "$DT_JOB_DIR/logs/0.log"; echo after')
+    j = cluster.wait_job(jid, ("COMPLETED", "FAILED"))
+    assert stat.S_ISFIFO(os.lstat(Path(j["job_dir"]) / "logs" / "0.log").st_mode)
+    t0 = time.monotonic()
+    p = cluster.dtctl("logs", jid, timeout=10)
+    assert time.monotonic() - t0 < 5, "dtctl logs hung on a FIFO"
+    assert p.returncode != 0 and "FIFO" in p.stderr, p.stdout + p.stderr
+    cluster.answers_fast("a FIFO at logs/0.log")

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "nvml.h"
 #include "proctree.h"
+#include "promtext.h"
 #include "protocol.h"
 #include "supervise.h"
 #include "task.h"
@@ -496,66 +497,113 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	struct agent *a = data;
 	struct dt_httpd_stats st;
 	int counts[TASK_LOST + 1] = { 0 };
-	json_t *inv = inventory_collect(a->name, a->o.gpus), *gpu;
+	json_t *inv = inventory_collect(a->name, a->o.gpus), *gpu, *gpus;
 	struct strbuf *o = &resp->text;
+	const char *node[] = { "node", a->name, NULL };
+	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs;
 	size_t i;
 
 	dt_httpd_get_stats(a->srv, &st);
 	pthread_mutex_lock(&a->lock);
 	for (i = 0; i < a->tt.nr; i++)
 		counts[a->tt.items[i]->state]++;
-	strbuf_addf(o, "# HELP dtagent_tasks Tasks in the agent's table by state.\n"
-		    "# TYPE dtagent_tasks gauge\n");
-	for (int s = 0; s <= TASK_LOST; s++)
-		strbuf_addf(o, "dtagent_tasks{node=\"%s\",state=\"%s\"} %d\n", a->name,
-			    task_state_name((enum task_state)s), counts[s]);
-	strbuf_addf(o, "# TYPE dtagent_tasks_started_total counter\n"
-		    "dtagent_tasks_started_total{node=\"%s\"} %llu\n", a->name, a->tasks_started);
-	strbuf_addf(o, "# TYPE dtagent_tasks_lost_total counter\n"
-		    "dtagent_tasks_lost_total{node=\"%s\"} %llu\n", a->name, a->tasks_lost);
-	strbuf_addf(o, "# TYPE dtagent_heartbeats_total counter\n"
-		    "dtagent_heartbeats_total{node=\"%s\",result=\"ok\"} %llu\n"
-		    "dtagent_heartbeats_total{node=\"%s\",result=\"failed\"} %llu\n"
-		    "dtagent_heartbeats_total{node=\"%s\",result=\"beacon\"} %llu\n",
-		    a->name, a->hb_sent, a->name, a->hb_failed, a->name, a->beacons_sent);
-	strbuf_addf(o, "# TYPE dtagent_beacon_resyncs_total counter\n"
-		    "dtagent_beacon_resyncs_total{node=\"%s\"} %llu\n", a->name, a->resyncs);
+	started = a->tasks_started;
+	lost = a->tasks_lost;
+	hb_ok = a->hb_sent;
+	hb_failed = a->hb_failed;
+	beacons = a->beacons_sent;
+	resyncs = a->resyncs;
 	pthread_mutex_unlock(&a->lock);
-	strbuf_addf(o, "# HELP dtagent_requests_total HTTP requests served.\n"
-		    "# TYPE dtagent_requests_total counter\n"
-		    "dtagent_requests_total{node=\"%s\"} %llu\n", a->name, st.requests);
-	strbuf_addf(o, "# HELP dtagent_requests_refused_total Requests refused, by reason.\n"
-		    "# TYPE dtagent_requests_refused_total counter\n"
-		    "dtagent_requests_refused_total{node=\"%s\",reason=\"unauthorized\"} %llu\n"
-		    "dtagent_requests_refused_total{node=\"%s\",reason=\"too_large\"} %llu\n"
-		    "dtagent_requests_refused_total{node=\"%s\",reason=\"bad_request\"} %llu\n"
-		    "dtagent_requests_refused_total{node=\"%s\",reason=\"not_found\"} %llu\n",
-		    a->name, st.unauthorized, a->name, st.too_large, a->name, st.bad_request,
-		    a->name, st.not_found);
-	strbuf_addf(o, "# HELP dtagent_connections Open HTTP connections; unsigned: no signed "
-		    "request yet (evictable in a flood).\n# TYPE dtagent_connections gauge\n"
-		    "dtagent_connections{node=\"%s\",kind=\"all\"} %llu\n"
-		    "dtagent_connections{node=\"%s\",kind=\"unsigned\"} %llu\n",
-		    a->name, st.conns_open, a->name, st.conns_unsigned);
-	strbuf_addf(o, "# HELP dtagent_connections_closed_total Connections closed without a "
-		    "signed request: no request in time, or evicted in a flood.\n"
-		    "# TYPE dtagent_connections_closed_total counter\n"
-		    "dtagent_connections_closed_total{node=\"%s\",reason=\"no_request\"} %llu\n"
-		    "dtagent_connections_closed_total{node=\"%s\",reason=\"flood\"} %llu\n",
-		    a->name, st.closed_no_request, a->name, st.closed_flood);
-	strbuf_addstr(o, "# HELP dtagent_gpu_utilization_percent GPU utilisation.\n"
-		      "# TYPE dtagent_gpu_utilization_percent gauge\n");
-	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
-		strbuf_addf(o, "dtagent_gpu_utilization_percent{node=\"%s\",gpu=\"%zu\"} %lld\n",
-			    a->name, i, json_get_int(gpu, "utilization", 0));
-	strbuf_addstr(o, "# TYPE dtagent_gpu_memory_used_bytes gauge\n");
-	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
-		strbuf_addf(o, "dtagent_gpu_memory_used_bytes{node=\"%s\",gpu=\"%zu\"} %lld\n",
-			    a->name, i, json_get_int(gpu, "memory_used", 0));
-	strbuf_addstr(o, "# TYPE dtagent_gpu_memory_total_bytes gauge\n");
-	json_array_foreach(json_object_get(inv, "gpus"), i, gpu)
-		strbuf_addf(o, "dtagent_gpu_memory_total_bytes{node=\"%s\",gpu=\"%zu\"} %lld\n",
-			    a->name, i, json_get_int(gpu, "memory_total", 0));
+
+	prom_family(o, "dtagent_tasks", "gauge", "Tasks in the agent's table by state.");
+	for (int k = 0; k <= TASK_LOST; k++) {
+		const char *l[] = { "node", a->name, "state", task_state_name((enum task_state)k), NULL };
+
+		prom_sample(o, "dtagent_tasks", l, counts[k]);
+	}
+	prom_family(o, "dtagent_tasks_started_total", "counter", "Tasks started by this agent.");
+	prom_sample(o, "dtagent_tasks_started_total", node, (double)started);
+	prom_family(o, "dtagent_tasks_lost_total", "counter",
+		    "Tasks whose supervisor vanished (marked lost).");
+	prom_sample(o, "dtagent_tasks_lost_total", node, (double)lost);
+	prom_family(o, "dtagent_heartbeats_total", "counter",
+		    "Heartbeats sent to dtsched by result: ok, failed, or a UDP beacon.");
+	{
+		const char *l1[] = { "node", a->name, "result", "ok", NULL };
+		const char *l2[] = { "node", a->name, "result", "failed", NULL };
+		const char *l3[] = { "node", a->name, "result", "beacon", NULL };
+
+		prom_sample(o, "dtagent_heartbeats_total", l1, (double)hb_ok);
+		prom_sample(o, "dtagent_heartbeats_total", l2, (double)hb_failed);
+		prom_sample(o, "dtagent_heartbeats_total", l3, (double)beacons);
+	}
+	prom_family(o, "dtagent_beacon_resyncs_total", "counter",
+		    "Full heartbeats sent because dtsched asked for a resync.");
+	prom_sample(o, "dtagent_beacon_resyncs_total", node, (double)resyncs);
+	prom_family(o, "dtagent_requests_total", "counter", "HTTP requests served.");
+	prom_sample(o, "dtagent_requests_total", node, (double)st.requests);
+	prom_family(o, "dtagent_requests_refused_total", "counter", "Requests refused, by reason.");
+	{
+		static const char *const why[] = { "unauthorized", "too_large", "bad_request",
+						   "not_found" };
+		unsigned long long v[] = { st.unauthorized, st.too_large, st.bad_request,
+					   st.not_found };
+
+		for (size_t k = 0; k < ARRAY_SIZE(why); k++) {
+			const char *l[] = { "node", a->name, "reason", why[k], NULL };
+
+			prom_sample(o, "dtagent_requests_refused_total", l, (double)v[k]);
+		}
+	}
+	prom_family(o, "dtagent_connections", "gauge", "Open HTTP connections; unsigned: no "
+		    "signed request yet (evictable in a flood).");
+	{
+		const char *l1[] = { "node", a->name, "kind", "all", NULL };
+		const char *l2[] = { "node", a->name, "kind", "unsigned", NULL };
+
+		prom_sample(o, "dtagent_connections", l1, (double)st.conns_open);
+		prom_sample(o, "dtagent_connections", l2, (double)st.conns_unsigned);
+	}
+	prom_family(o, "dtagent_connections_closed_total", "counter", "Connections closed "
+		    "without a signed request: no request in time, or evicted in a flood.");
+	{
+		const char *l1[] = { "node", a->name, "reason", "no_request", NULL };
+		const char *l2[] = { "node", a->name, "reason", "flood", NULL };
+
+		prom_sample(o, "dtagent_connections_closed_total", l1, (double)st.closed_no_request);
+		prom_sample(o, "dtagent_connections_closed_total", l2, (double)st.closed_flood);
+	}
+	gpus = json_object_get(inv, "gpus");
+	prom_family(o, "dtagent_gpus", "gauge", "GPUs on this node (capacity).");
+	prom_sample(o, "dtagent_gpus", node, (double)json_array_size(gpus));
+	prom_family(o, "dtagent_gpu_utilization_ratio", "gauge",
+		    "GPU utilisation over the driver's last sample period, 0 to 1.");
+	json_array_foreach(gpus, i, gpu) {
+		char idx[24];
+		const char *l[] = { "node", a->name, "gpu", idx, NULL };
+
+		snprintf(idx, sizeof(idx), "%zu", i);
+		prom_sample(o, "dtagent_gpu_utilization_ratio", l,
+			    (double)json_get_int(gpu, "utilization", 0) / 100.0);
+	}
+	prom_family(o, "dtagent_gpu_memory_used_bytes", "gauge", "GPU memory in use.");
+	json_array_foreach(gpus, i, gpu) {
+		char idx[24];
+		const char *l[] = { "node", a->name, "gpu", idx, NULL };
+
+		snprintf(idx, sizeof(idx), "%zu", i);
+		prom_sample(o, "dtagent_gpu_memory_used_bytes", l,
+			    (double)json_get_int(gpu, "memory_used", 0));
+	}
+	prom_family(o, "dtagent_gpu_memory_bytes", "gauge", "GPU memory (capacity).");
+	json_array_foreach(gpus, i, gpu) {
+		char idx[24];
+		const char *l[] = { "node", a->name, "gpu", idx, NULL };
+
+		snprintf(idx, sizeof(idx), "%zu", i);
+		prom_sample(o, "dtagent_gpu_memory_bytes", l,
+			    (double)json_get_int(gpu, "memory_total", 0));
+	}
 	json_decref(inv);
 	resp->content_type = "text/plain; version=0.0.4";
 }

@@ -61,8 +61,10 @@ enum beacon_count {
 	NR_BEACON_COUNTS
 };
 
+struct jobs_stats;
 struct sched {
 	struct sched_opts o;
+	struct jobs_stats *jstats;  /* jobs.c: counters and histograms for /metrics */
 	pthread_mutex_t lock;
 	struct node **nodes;        /* sorted by name */
 	size_t nr, alloc;
@@ -157,6 +159,9 @@ void jobs_schedule_now(struct sched *s);
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */
 void sweeps_release(struct sched *s);
 void sweeps_step(struct sched *s);       /* main thread, lock NOT held */
+/* /metrics families of jobs.c and sweeps.c (lock held) */
+void jobs_metrics(struct sched *s, struct strbuf *o);
+void sweeps_metrics(struct sched *s, struct strbuf *o);
 extern const struct dt_http_route sweeps_routes[];
 extern const size_t sweeps_nr_routes;
 

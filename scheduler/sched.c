@@ -4,6 +4,7 @@
  */
 #include "sched.h"
 #include "sched-int.h"
+#include "promtext.h"
 #include "auth.h"
 #include "beacon.h"
 #include "daemon.h"
@@ -1190,10 +1191,29 @@ static void h_status(struct dt_http_request *req, struct dt_http_response *resp,
 		"dead_after_ms", (json_int_t)s->o.dead_after_ms));
 }
 
+/* Sample name{key="value"} for a one-label family. */
+static void sample1(struct strbuf *o, const char *name, const char *key, const char *value,
+		    double v)
+{
+	const char *l[] = { key, value, NULL };
+
+	prom_sample(o, name, key ? l : NULL, v);
+}
+
 static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
 	static const char *const states[] = { DT_NODE_UP, DT_NODE_SUSPECT, DT_NODE_DOWN, DT_NODE_DRAINED };
+	static const char *const why[NR_BEACON_COUNTS] = {
+		[BEACON_ACCEPTED] = "accepted", [BEACON_TOO_LARGE] = "too_large",
+		[BEACON_VERSION] = "version", [BEACON_MALFORMED] = "malformed",
+		[BEACON_STALE] = "stale", [BEACON_BAD_MAC] = "bad_mac",
+		[BEACON_REPLAY] = "replay", [BEACON_UNKNOWN_NODE] = "unknown_node",
+		[BEACON_NODE_DOWN] = "node_down", [BEACON_MISMATCH] = "mismatch",
+		[BEACON_IGNORED] = "ignored",
+	};
+	static const char *const refused[] = { "unauthorized", "too_large", "bad_request",
+					       "not_found" };
 	struct dt_httpd_stats st;
 	struct strbuf *o = &resp->text;
 	int count[4] = { 0 }, gpus = 0, used = 0, running = 0;
@@ -1208,53 +1228,50 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		used += s->nodes[i]->gpus_used;
 		running += s->nodes[i]->tasks_running;
 	}
-	strbuf_addstr(o, "# HELP dtsched_nodes Nodes by state.\n# TYPE dtsched_nodes gauge\n");
+	prom_family(o, "dtsched_nodes", "gauge", "Nodes by state.");
 	for (int k = 0; k < 4; k++)
-		strbuf_addf(o, "dtsched_nodes{state=\"%s\"} %d\n", states[k], count[k]);
-	strbuf_addf(o, "# TYPE dtsched_gpus gauge\ndtsched_gpus{kind=\"total\"} %d\n"
-		    "dtsched_gpus{kind=\"used\"} %d\n", gpus, used);
-	strbuf_addf(o, "# TYPE dtsched_tasks_running gauge\ndtsched_tasks_running %d\n", running);
-	strbuf_addf(o, "# TYPE dtsched_heartbeats_total counter\ndtsched_heartbeats_total %llu\n",
-		    s->heartbeats);
-	strbuf_addf(o, "# TYPE dtsched_node_failures_total counter\ndtsched_node_failures_total %llu\n",
-		    s->nodes_failed);
-	{
-		static const char *const why[NR_BEACON_COUNTS] = {
-			[BEACON_ACCEPTED] = "accepted", [BEACON_TOO_LARGE] = "too_large",
-			[BEACON_VERSION] = "version", [BEACON_MALFORMED] = "malformed",
-			[BEACON_STALE] = "stale", [BEACON_BAD_MAC] = "bad_mac",
-			[BEACON_REPLAY] = "replay", [BEACON_UNKNOWN_NODE] = "unknown_node",
-			[BEACON_NODE_DOWN] = "node_down", [BEACON_MISMATCH] = "mismatch",
-			[BEACON_IGNORED] = "ignored",
-		};
-
-		strbuf_addstr(o, "# HELP dtsched_beacons_total UDP beacons by result: accepted, "
-			      "or why refused.\n# TYPE dtsched_beacons_total counter\n");
-		for (int k = 0; k < NR_BEACON_COUNTS; k++)
-			strbuf_addf(o, "dtsched_beacons_total{result=\"%s\"} %llu\n", why[k],
-				    s->beacons[k]);
-		strbuf_addf(o, "# TYPE dtsched_beacon_resyncs_total counter\n"
-			    "dtsched_beacon_resyncs_total %llu\n", s->resyncs_sent);
-	}
+		sample1(o, "dtsched_nodes", "state", states[k], count[k]);
+	/* capacity and usage are two gauges, so sum() and ratios work */
+	prom_family(o, "dtsched_gpus", "gauge", "GPUs of all nodes (capacity).");
+	sample1(o, "dtsched_gpus", NULL, NULL, gpus);
+	prom_family(o, "dtsched_gpus_used", "gauge", "GPUs reserved by running jobs.");
+	sample1(o, "dtsched_gpus_used", NULL, NULL, used);
+	prom_family(o, "dtsched_tasks_running", "gauge", "Tasks the agents report running.");
+	sample1(o, "dtsched_tasks_running", NULL, NULL, running);
+	prom_family(o, "dtsched_heartbeats_total", "counter", "HTTP heartbeats received.");
+	sample1(o, "dtsched_heartbeats_total", NULL, NULL, (double)s->heartbeats);
+	prom_family(o, "dtsched_node_failures_total", "counter",
+		    "Nodes marked DOWN for missing heartbeats.");
+	sample1(o, "dtsched_node_failures_total", NULL, NULL, (double)s->nodes_failed);
+	prom_family(o, "dtsched_beacons_total", "counter",
+		    "UDP beacons by result: accepted, or why refused.");
+	for (int k = 0; k < NR_BEACON_COUNTS; k++)
+		sample1(o, "dtsched_beacons_total", "result", why[k], (double)s->beacons[k]);
+	prom_family(o, "dtsched_beacon_resyncs_total", "counter",
+		    "Resyncs asked of agents whose beacon did not match their last heartbeat.");
+	sample1(o, "dtsched_beacon_resyncs_total", NULL, NULL, (double)s->resyncs_sent);
+	jobs_metrics(s, o);
+	sweeps_metrics(s, o);
 	pthread_mutex_unlock(&s->lock);
-	strbuf_addf(o, "# TYPE dtsched_requests_total counter\ndtsched_requests_total %llu\n",
-		    st.requests);
-	strbuf_addf(o, "# TYPE dtsched_requests_refused_total counter\n"
-		    "dtsched_requests_refused_total{reason=\"unauthorized\"} %llu\n"
-		    "dtsched_requests_refused_total{reason=\"too_large\"} %llu\n"
-		    "dtsched_requests_refused_total{reason=\"bad_request\"} %llu\n"
-		    "dtsched_requests_refused_total{reason=\"not_found\"} %llu\n",
-		    st.unauthorized, st.too_large, st.bad_request, st.not_found);
-	strbuf_addf(o, "# HELP dtsched_connections Open HTTP connections; unsigned: no signed "
-		    "request yet (evictable in a flood).\n# TYPE dtsched_connections gauge\n"
-		    "dtsched_connections{kind=\"all\"} %llu\n"
-		    "dtsched_connections{kind=\"unsigned\"} %llu\n", st.conns_open, st.conns_unsigned);
-	strbuf_addf(o, "# HELP dtsched_connections_closed_total Connections closed without a "
-		    "signed request: no request in time, or evicted in a flood.\n"
-		    "# TYPE dtsched_connections_closed_total counter\n"
-		    "dtsched_connections_closed_total{reason=\"no_request\"} %llu\n"
-		    "dtsched_connections_closed_total{reason=\"flood\"} %llu\n",
-		    st.closed_no_request, st.closed_flood);
+	prom_family(o, "dtsched_requests_total", "counter", "HTTP requests served.");
+	sample1(o, "dtsched_requests_total", NULL, NULL, (double)st.requests);
+	prom_family(o, "dtsched_requests_refused_total", "counter", "Requests refused, by reason.");
+	{
+		unsigned long long v[] = { st.unauthorized, st.too_large, st.bad_request,
+					   st.not_found };
+
+		for (size_t k = 0; k < ARRAY_SIZE(refused); k++)
+			sample1(o, "dtsched_requests_refused_total", "reason", refused[k], (double)v[k]);
+	}
+	prom_family(o, "dtsched_connections", "gauge", "Open HTTP connections; unsigned: no "
+		    "signed request yet (evictable in a flood).");
+	sample1(o, "dtsched_connections", "kind", "all", (double)st.conns_open);
+	sample1(o, "dtsched_connections", "kind", "unsigned", (double)st.conns_unsigned);
+	prom_family(o, "dtsched_connections_closed_total", "counter", "Connections closed "
+		    "without a signed request: no request in time, or evicted in a flood.");
+	sample1(o, "dtsched_connections_closed_total", "reason", "no_request",
+		(double)st.closed_no_request);
+	sample1(o, "dtsched_connections_closed_total", "reason", "flood", (double)st.closed_flood);
 	resp->content_type = "text/plain; version=0.0.4";
 }
 

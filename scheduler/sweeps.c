@@ -28,6 +28,7 @@
  */
 #include "sched-int.h"
 #include "safefile.h"
+#include "promtext.h"
 #include "sweeps.h"
 #include "jobspec.h"
 #include "json.h"
@@ -1502,3 +1503,38 @@ const struct dt_http_route sweeps_routes[] = {
 	{ "POST", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
 };
 const size_t sweeps_nr_routes = ARRAY_SIZE(sweeps_routes);
+
+void sweeps_metrics(struct sched *s, struct strbuf *o)
+{
+	static const char *const sweep_states[] = { DT_SWEEP_RUNNING, DT_SWEEP_PAUSED,
+						    DT_SWEEP_STOPPED, DT_SWEEP_COMPLETED,
+						    DT_SWEEP_FAILED };
+	static const char *const trial_states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING,
+						    DT_TRIAL_COMPLETED, DT_TRIAL_PRUNED,
+						    DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
+	unsigned long long ns[ARRAY_SIZE(sweep_states)] = { 0 };
+	unsigned long long nt[ARRAY_SIZE(trial_states)] = { 0 };
+	struct sweeps *sw = s->sweeps;
+
+	for (size_t i = 0; sw && i < sw->nr; i++) {
+		const struct sweep *w = sw->v[i];
+
+		for (size_t k = 0; k < ARRAY_SIZE(sweep_states); k++)
+			ns[k] += !strcmp(w->state, sweep_states[k]);
+		for (size_t t = 0; t < w->nr; t++)
+			for (size_t k = 0; k < ARRAY_SIZE(trial_states); k++)
+				nt[k] += !strcmp(w->t[t]->state, trial_states[k]);
+	}
+	prom_family(o, "dtsched_sweeps", "gauge", "Sweeps known to dtsched, by state.");
+	for (size_t k = 0; k < ARRAY_SIZE(sweep_states); k++) {
+		const char *l[] = { "state", sweep_states[k], NULL };
+
+		prom_sample(o, "dtsched_sweeps", l, (double)ns[k]);
+	}
+	prom_family(o, "dtsched_sweep_trials", "gauge", "Trials of all sweeps, by state.");
+	for (size_t k = 0; k < ARRAY_SIZE(trial_states); k++) {
+		const char *l[] = { "state", trial_states[k], NULL };
+
+		prom_sample(o, "dtsched_sweep_trials", l, (double)nt[k]);
+	}
+}

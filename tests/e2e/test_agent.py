@@ -531,7 +531,7 @@ def test_inventory_and_metrics(agent):
     status, text, headers = agent.api.raw("GET", "/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     assert 'dtagent_requests_refused_total{node="n1",reason="unauthorized"}' in text
-    assert 'dtagent_gpu_utilization_percent{node="n1",gpu="1"} 0' in text
+    assert 'dtagent_gpu_utilization_ratio{node="n1",gpu="1"} 0' in text
     assert 'dtagent_tasks{node="n1",state="running"}' in text
     # /metrics is read-only: nothing else is public
     assert agent.api.raw("POST", "/metrics")[0] == 401

@@ -231,9 +231,10 @@ static void print_dry_run(const json_t *r)
 	int gpu = json_is_string(json_object_get(t0, "cuda_visible_devices"));
 
 	printf("dry run: nothing was started\n");
-	printf("job:       %s, %lld node(s) x %d %s, world size %lld, launcher %s\n",
+	printf("job:       %s, %lld %s x %d %s, world size %lld, launcher %s\n",
 	       term_str(json_get_str(json_object_get(r, "spec"), "name", "?")),
-	       json_get_int(plan, "nodes", 0), per, gpu ? "GPU(s)" : "process(es)",
+	       json_get_int(plan, "nodes", 0), plural(json_get_int(plan, "nodes", 0), "node", "nodes"),
+	       per, gpu ? plural(per, "GPU", "GPUs") : plural(per, "process", "processes"),
 	       json_get_int(plan, "world_size", 0), term_str(json_get_str(plan, "launcher", "?")));
 	if (!strcmp(json_get_str(r, "state", ""), DT_JOB_PENDING))
 		printf("now:       it would wait: %s (placement below: on an idle cluster)\n",
@@ -514,11 +515,12 @@ static void state_note(const json_t *job, const char *last_state, const char *la
 
 	if (!strcmp(st, DT_JOB_RUNNING)) {
 		struct strbuf nodes = STRBUF_INIT;
+		long long ws = json_get_int(job, "world_size", 0);
 
 		json_array_foreach(pl, i, p)
 			strbuf_addf(&nodes, "%s%s", i ? "," : "", term_str(json_get_str(p, "node", "?")));
-		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld rank(s)%s)\n",
-			term_str(json_get_str(job, "id", "?")), nodes.buf, json_get_int(job, "world_size", 0),
+		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld %s%s)\n",
+			term_str(json_get_str(job, "id", "?")), nodes.buf, ws, plural(ws, "rank", "ranks"),
 			json_get_int(job, "attempt", 0) ? ", retry" : "");
 		strbuf_release(&nodes);
 	} else if (!strcmp(st, DT_JOB_PENDING)) {
@@ -551,7 +553,7 @@ static void final_note(const json_t *job)
 	struct strbuf el = STRBUF_INIT;
 	json_t *c = json_object_get(job, "exit_code");
 
-	format_duration(&el, json_get_int(job, "elapsed_ms", 0));
+	format_duration_human(&el, json_get_int(job, "elapsed_ms", 0));
 	if (!strcmp(st, DT_JOB_COMPLETED))
 		fprintf(stderr, "dtctl: job %s COMPLETED in %s\n", id, el.buf);
 	else if (json_is_integer(c) && json_integer_value(c))

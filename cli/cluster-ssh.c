@@ -5,6 +5,7 @@
 #include "dthome.h"
 #include "hostrange.h"
 #include "log.h"
+#include "units.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -207,8 +208,9 @@ void progress_tick(struct ssh_pool *p, void *data)
 	if (!progress_enabled())
 		return;
 	ssh_pool_progress(p, &done, &running, &failed);
-	fprintf(stderr, "\r\033[K%zu nodes: %d done, %d running, %d failed",
-		ssh_pool_count(p), done, running, failed);
+	fprintf(stderr, "\r\033[K%zu %s: %d done, %d running, %d failed",
+		ssh_pool_count(p), plural((long long)ssh_pool_count(p), "node", "nodes"), done, running,
+		failed);
 	fflush(stderr);
 	progress_shown = 1;
 }

@@ -53,20 +53,10 @@ static void source_addr_for(const char *host, struct strbuf *out)
 /* templates/dtagent.service beside the build or the installation; NULL if none. */
 static char *read_unit_template(void)
 {
-	static const char *const rel[] = {
-		"/../templates/dtagent.service", "/../../../templates/dtagent.service",
-		"/../share/dtctl/templates/dtagent.service",
-	};
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, sb = STRBUF_INIT;
+	struct strbuf path = STRBUF_INIT, sb = STRBUF_INIT;
 
-	dt_self_dir(&dir);
-	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
-		strbuf_reset(&path);
-		strbuf_addf(&path, "%s%s", dir.buf, rel[i]);
-		if (strbuf_read_file(&sb, path.buf, 65536) > 0)
-			break;
-	}
-	strbuf_release(&dir);
+	if (!dt_builtin_template("dtagent.service", &path))
+		strbuf_read_file(&sb, path.buf, 65536);
 	strbuf_release(&path);
 	if (!sb.len) {
 		strbuf_release(&sb);

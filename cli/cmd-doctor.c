@@ -22,6 +22,7 @@
 #include "log.h"
 #include "parse-options.h"
 #include "term.h"
+#include "units.h"
 #include "usage.h"
 
 #include <math.h>
@@ -240,9 +241,11 @@ static void check_ssh(void)
 		strbuf_addf(&bad, "%s%s", bad.len ? "; " : "", ssh_node_error(n));
 	}
 	if (!nbad)
-		strbuf_addf(&detail, "all %zu nodes reachable, host keys verified, key login works", D->nr);
+		strbuf_addf(&detail, "%s%zu %s reachable, host keys verified, key login works",
+			    D->nr == 1 ? "" : "all ", D->nr, plural((long long)D->nr, "node", "nodes"));
 	else
-		strbuf_addf(&detail, "%d of %zu nodes not reachable: %s", nbad, D->nr, bad.buf);
+		strbuf_addf(&detail, "%d of %zu %s not reachable: %s", nbad, D->nr,
+			    plural((long long)D->nr, "node", "nodes"), bad.buf);
 	verdict("ssh", !nbad, detail.buf, changed ?
 		"a node's host key changed: check it, then 'dtctl hosts forget NODE' and 'dtctl init'" :
 		"check the node is up and run 'dtctl init' (it sets up keys and host keys)");

@@ -237,7 +237,11 @@ static void push_done(struct ssh_node *n, struct ssh_result *r, void *arg)
 	struct push_ctx *x = arg;
 
 	if (r->error == SSH_OK) {
-		printf("%s: ok (%.2f s)\n", term_str(ssh_node_target(n)->name), r->ms / 1000.0);
+		struct strbuf d = STRBUF_INIT;
+
+		format_duration_human(&d, r->ms);
+		printf("%s: ok (%s)\n", term_str(ssh_node_target(n)->name), d.buf);
+		strbuf_release(&d);
 		return;
 	}
 	if (r->error == SSH_E_NODE)

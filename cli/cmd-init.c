@@ -943,9 +943,21 @@ int cmd_init(int argc, const char **argv)
 		if (!password)
 			goto out;
 	}
-	if (c.setup.template && strbuf_read_file(&tpl, c.setup.template, 1 << 20) < 0) {
-		error_errno("setup.template '%s' cannot be read", c.setup.template);
-		goto out;
+	{
+		struct strbuf tpl_path = STRBUF_INIT, err = STRBUF_INIT;
+
+		if (cluster_setup_template(&c, &tpl_path, &err) < 0 ||
+		    (tpl_path.len && strbuf_read_file(&tpl, tpl_path.buf, 1 << 20) < 0)) {
+			if (err.len)
+				error("%s", err.buf);
+			else
+				error_errno("setup.template '%s' cannot be read", tpl_path.buf);
+			strbuf_release(&tpl_path);
+			strbuf_release(&err);
+			goto out;
+		}
+		strbuf_release(&tpl_path);
+		strbuf_release(&err);
 	}
 	if (c.install == INSTALL_SHARED)
 		strbuf_addf(&x.bin_dir, "%s/bin", c.shared_dir);

@@ -9,6 +9,7 @@
 #include "parse-options.h"
 #include "protocol.h"
 #include "term.h"
+#include "units.h"
 #include "usage.h"
 
 #include <stdio.h>
@@ -89,7 +90,13 @@ static void age_str(char *buf, size_t len, const json_t *n)
 	const json_t *a = json_object_get(n, "heartbeat_age_ms");
 
 	if (json_is_integer(a))
-		snprintf(buf, len, "%.1fs ago", (double)json_integer_value(a) / 1000);
+	{
+		struct strbuf d = STRBUF_INIT;
+
+		format_duration_human(&d, json_integer_value(a));
+		snprintf(buf, len, "%s ago", d.buf);
+		strbuf_release(&d);
+	}
 	else if (json_get_str(n, "last_heartbeat", NULL))
 		snprintf(buf, len, "%s", term_str(json_get_str(n, "last_heartbeat", "")));
 	else
@@ -121,14 +128,16 @@ int cmd_nodes(int argc, const char **argv)
 	       "TASKS", "HEARTBEAT");
 	json_array_foreach(nodes, i, n) {
 		const char *st = json_get_str(n, "state", "?");
-		char gpus[32], mem[48], total[16], avail[16], age[48];
+		char gpus[32], mem[48], total[16], used[16], age[48];
 		const char *on = "", *off = "";
+		long long mt = json_get_int(n, "mem_total", 0), ma = json_get_int(n, "mem_available", 0);
 
 		snprintf(gpus, sizeof(gpus), "%lld/%lld", json_get_int(n, "gpus_used", 0),
 			 json_get_int(n, "gpus_total", 0));
-		human_bytes(total, sizeof(total), json_get_int(n, "mem_total", 0));
-		human_bytes(avail, sizeof(avail), json_get_int(n, "mem_available", 0));
-		snprintf(mem, sizeof(mem), "%s/%s", avail, total);
+		/* used/total, read like GPUS next to it */
+		human_bytes(total, sizeof(total), mt);
+		human_bytes(used, sizeof(used), ma < mt ? mt - ma : 0);
+		snprintf(mem, sizeof(mem), "%s/%s", used, total);
 		age_str(age, sizeof(age), n);
 		if (color) {
 			on = !strcmp(st, DT_NODE_UP) ? "\033[32m" : !strcmp(st, DT_NODE_DOWN) ?

@@ -176,11 +176,17 @@ int cmd_show(int argc, const char **argv)
 	if (json_get_str(j, "failed_node", NULL))
 		printf("failed:     rank %lld on %s\n", json_get_int(j, "failed_rank", -1),
 		       term_str(json_get_str(j, "failed_node", "?")));
-	format_duration(&d, json_get_int(j, "elapsed_ms", 0));
-	printf("size:       %lld node(s) x %lld %s = %lld rank(s), launcher %s\n",
-	       json_get_int(j, "nodes", 0), json_get_int(j, "per_node", 0),
-	       json_is_true(json_object_get(j, "gpu")) ? "GPU(s)" : "process(es)",
-	       json_get_int(j, "world_size", 0), term_str(json_get_str(j, "launcher", "?")));
+	format_duration_human(&d, json_get_int(j, "elapsed_ms", 0));
+	{
+		long long nn = json_get_int(j, "nodes", 0), per = json_get_int(j, "per_node", 0);
+		long long ws = json_get_int(j, "world_size", 0);
+
+		printf("size:       %lld %s x %lld %s = %lld %s, launcher %s\n",
+		       nn, plural(nn, "node", "nodes"), per,
+		       json_is_true(json_object_get(j, "gpu")) ? plural(per, "GPU", "GPUs") :
+		       plural(per, "process", "processes"), ws, plural(ws, "rank", "ranks"),
+		       term_str(json_get_str(j, "launcher", "?")));
+	}
 	printf("times:      submitted %s, started %s, ended %s (ran %s)\n",
 	       term_str(json_get_str(j, "submitted_at", "-")),
 	       term_str(json_get_str(j, "started_at", "-")),

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define POLL_MS 50
@@ -231,9 +232,10 @@ static void print_dry_run(const json_t *r)
 	int gpu = json_is_string(json_object_get(t0, "cuda_visible_devices"));
 
 	printf("dry run: nothing was started\n");
-	printf("job:       %s, %lld node(s) x %d %s, world size %lld, launcher %s\n",
+	printf("job:       %s, %lld %s x %d %s, world size %lld, launcher %s\n",
 	       term_str(json_get_str(json_object_get(r, "spec"), "name", "?")),
-	       json_get_int(plan, "nodes", 0), per, gpu ? "GPU(s)" : "process(es)",
+	       json_get_int(plan, "nodes", 0), plural(json_get_int(plan, "nodes", 0), "node", "nodes"),
+	       per, gpu ? plural(per, "GPU", "GPUs") : plural(per, "process", "processes"),
 	       json_get_int(plan, "world_size", 0), term_str(json_get_str(plan, "launcher", "?")));
 	if (!strcmp(json_get_str(r, "state", ""), DT_JOB_PENDING))
 		printf("now:       it would wait: %s (placement below: on an idle cluster)\n",
@@ -477,6 +479,39 @@ static int cancel_job(const char *id)
 	return code;
 }
 
+static struct termios saved_tty;
+static int tty_changed;
+
+static void tty_restore(void)
+{
+	if (tty_changed && tcsetattr(0, TCSADRAIN, &saved_tty) == 0)
+		tty_changed = 0;
+}
+
+/*
+ * The prompt takes one key without Enter or echo (cbreak).  ISIG stays on so
+ * that a second Ctrl-C still raises SIGINT.  Restored when answered, when
+ * follow_job() returns however it ends, and at exit (die() paths).
+ */
+static void tty_single_key(void)
+{
+	static int registered;
+	struct termios t;
+
+	if (tty_changed || tcgetattr(0, &saved_tty) < 0)
+		return;
+	t = saved_tty;
+	t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	if (!registered) {
+		atexit(tty_restore);
+		registered = 1;
+	}
+	if (tcsetattr(0, TCSADRAIN, &t) == 0)
+		tty_changed = 1;
+}
+
 /* On a terminal: 'c' cancels, 'd' detaches; 0 = no answer yet. */
 static int ask_cancel_or_detach(const char *id, int *asked)
 {
@@ -485,6 +520,7 @@ static int ask_cancel_or_detach(const char *id, int *asked)
 	ssize_t n;
 
 	if (!*asked) {
+		tty_single_key();
 		fprintf(stderr, "\ndtctl: cancel job %s (c) or detach and leave it running (d)? "
 			"[c/d] (Ctrl-C again cancels) ", term_str(id));
 		fflush(stderr);
@@ -497,10 +533,14 @@ static int ask_cancel_or_detach(const char *id, int *asked)
 		return 'c';
 	buf[n] = '\0';
 	for (char *c = buf; *c; c++) {
-		if (*c == 'c' || *c == 'C' || *c == 'y' || *c == 'Y')
-			return 'c';
-		if (*c == 'd' || *c == 'D' || *c == 'n' || *c == 'N')
-			return 'd';
+		int a = *c == 'c' || *c == 'C' || *c == 'y' || *c == 'Y' ? 'c' :
+			*c == 'd' || *c == 'D' || *c == 'n' || *c == 'N' ? 'd' : 0;
+
+		if (a) {
+			tty_restore();
+			fprintf(stderr, "%c\n", a);   /* the key, unechoed in cbreak mode */
+			return a;
+		}
 	}
 	fprintf(stderr, "dtctl: answer c (cancel) or d (detach) ");
 	return 0;
@@ -514,11 +554,12 @@ static void state_note(const json_t *job, const char *last_state, const char *la
 
 	if (!strcmp(st, DT_JOB_RUNNING)) {
 		struct strbuf nodes = STRBUF_INIT;
+		long long ws = json_get_int(job, "world_size", 0);
 
 		json_array_foreach(pl, i, p)
 			strbuf_addf(&nodes, "%s%s", i ? "," : "", term_str(json_get_str(p, "node", "?")));
-		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld rank(s)%s)\n",
-			term_str(json_get_str(job, "id", "?")), nodes.buf, json_get_int(job, "world_size", 0),
+		fprintf(stderr, "dtctl: %s RUNNING on %s (%lld %s%s)\n",
+			term_str(json_get_str(job, "id", "?")), nodes.buf, ws, plural(ws, "rank", "ranks"),
 			json_get_int(job, "attempt", 0) ? ", retry" : "");
 		strbuf_release(&nodes);
 	} else if (!strcmp(st, DT_JOB_PENDING)) {
@@ -551,7 +592,7 @@ static void final_note(const json_t *job)
 	struct strbuf el = STRBUF_INIT;
 	json_t *c = json_object_get(job, "exit_code");
 
-	format_duration(&el, json_get_int(job, "elapsed_ms", 0));
+	format_duration_human(&el, json_get_int(job, "elapsed_ms", 0));
 	if (!strcmp(st, DT_JOB_COMPLETED))
 		fprintf(stderr, "dtctl: job %s COMPLETED in %s\n", id, el.buf);
 	else if (json_is_integer(c) && json_integer_value(c))
@@ -607,8 +648,14 @@ static int follow_job(json_t *job)
 		const char *st;
 		int waited = 0;           /* this turn's long-poll took the place of the sleep */
 
+		int prompting = 0;        /* the question waits: no log line may scroll it away */
+
 		if (interrupts && !cancelled) {
 			int answer = interrupts > 1 || !tty ? 'c' : ask_cancel_or_detach(f.id, &asked);
+
+			if (answer)
+				tty_restore();    /* also after a second Ctrl-C */
+			prompting = !answer;
 
 			if (answer == 'd') {
 				fprintf(stderr, "dtctl: detached; job %s keeps running. Follow it with: "
@@ -624,7 +671,8 @@ static int follow_job(json_t *job)
 					cancelled = 2;
 			}
 		}
-		show_lines(&f, 0);
+		if (!prompting)
+			show_lines(&f, 0);
 		if (long_poll || now - last_state_poll >= 2 * POLL_MS || cancelled == 1) {
 			json_t *j = NULL;
 			int code = -1;
@@ -694,6 +742,7 @@ static int follow_job(json_t *job)
 		if (!waited)
 			usleep(POLL_MS * 1000);
 	}
+	tty_restore();
 	if (hc.host)
 		dt_httpc_release(&hc);
 	json_decref(cur);

@@ -22,6 +22,7 @@
 #include "strbuf.h"
 #include "sweep-report.h"
 #include "term.h"
+#include "units.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -84,20 +85,11 @@ static void params_line(struct strbuf *sb, const json_t *params)
 	int first = 1;
 
 	json_object_foreach((json_t *)params, k, v) {
-		strbuf_addf(sb, "%s%s=%s", first ? "" : " ", term_str(k),
-			    term_str(json_string_value(v) ? json_string_value(v) : "?"));
+		strbuf_addf(sb, "%s%s=", first ? "" : " ", term_str(k));
+		/* the exact values are in `sweep best` and the export; people read 6 digits */
+		format_number_text_human(sb, term_str(json_string_value(v) ? json_string_value(v) : "?"));
 		first = 0;
 	}
-}
-
-static void fmt_duration(struct strbuf *sb, long long s)
-{
-	if (s >= 3600)
-		strbuf_addf(sb, "%lldh%02lldm", s / 3600, s / 60 % 60);
-	else if (s >= 60)
-		strbuf_addf(sb, "%lldm%02llds", s / 60, s % 60);
-	else
-		strbuf_addf(sb, "%llds", s);
 }
 
 /* "12/50 done, 6 running; ETA 3m10s" from the export. */
@@ -130,7 +122,7 @@ static void progress(struct strbuf *sb, const json_t *ex, int bar)
 		long long per = (now - created) / done;
 
 		strbuf_addstr(sb, "; ETA ");
-		fmt_duration(sb, per * (max - done) / 1000000);
+		format_duration_human(sb, per * (max - done) / 1000);
 	}
 }
 
@@ -406,9 +398,11 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 			else
 				printf("%s\n", term_str(id));
 		} else {
-			fprintf(stderr, "dtctl: sweep %s submitted (%s, %s, %lld trial(s)); Ctrl-C detaches\n",
+			long long max = json_get_int(sw, "max_trials", 0);
+
+			fprintf(stderr, "dtctl: sweep %s submitted (%s, %s, %lld %s); Ctrl-C detaches\n",
 				term_str(id), term_str(json_get_str(sw, "name", "?")),
-				term_str(json_get_str(sw, "method", "?")), json_get_int(sw, "max_trials", 0));
+				term_str(json_get_str(sw, "method", "?")), max, plural(max, "trial", "trials"));
 			code = follow(id);
 		}
 		free(id);
@@ -574,7 +568,6 @@ static int cmd_export(const char *id, int csv)
 	}
 	strbuf_addstr(&sb, ",created_at,ended_at\n");
 	json_array_foreach(json_object_get(ex, "trials"), i, t) {
-		char val[64];
 		const json_t *v = json_object_get(t, "value"), *r = json_object_get(t, "resource");
 
 		strbuf_addf(&sb, "%lld,", json_get_int(t, "trial", 0));
@@ -582,15 +575,11 @@ static int cmd_export(const char *id, int csv)
 		strbuf_addch(&sb, ',');
 		csv_field(&sb, json_get_str(t, "state", ""));
 		strbuf_addch(&sb, ',');
-		if (json_is_number(v)) {
-			snprintf(val, sizeof(val), "%.17g", json_number_value(v));
-			strbuf_addstr(&sb, val);
-		}
+		if (json_is_number(v))
+			format_number_exact(&sb, json_number_value(v));
 		strbuf_addf(&sb, ",%s,", json_is_true(json_object_get(t, "no_metric")) ? "true" : "false");
-		if (json_is_number(r)) {
-			snprintf(val, sizeof(val), "%.17g", json_number_value(r));
-			strbuf_addstr(&sb, val);
-		}
+		if (json_is_number(r))
+			format_number_exact(&sb, json_number_value(r));
 		json_array_foreach(json_object_get(sw, "parameters"), k, p) {
 			strbuf_addch(&sb, ',');
 			csv_field(&sb, json_get_str(json_object_get(t, "params"), json_get_str(p, "name", ""), ""));

@@ -122,9 +122,17 @@ static json_t *load_one(const char *path, const char *kind, struct strbuf *err)
 		return NULL;
 	if (!strcmp(kind, "cluster")) {
 		struct cluster_config c;
+		struct strbuf tpl = STRBUF_INIT;
 
 		if (cluster_config_load(&c, path, err) < 0)
 			return NULL;
+		/* what init will read: a config naming a missing file is not valid */
+		if (cluster_setup_template(&c, &tpl, err) < 0) {
+			strbuf_release(&tpl);
+			cluster_config_release(&c);
+			return NULL;
+		}
+		strbuf_release(&tpl);
 		j = cluster_config_to_json(&c);
 		cluster_config_release(&c);
 	} else if (!strcmp(kind, "job")) {
@@ -136,9 +144,16 @@ static json_t *load_one(const char *path, const char *kind, struct strbuf *err)
 		job_config_release(&jc);
 	} else {
 		struct sweep_config s;
+		struct strbuf warn = STRBUF_INIT;
 
 		if (sweep_config_load(&s, path, err) < 0)
 			return NULL;
+		if (sweep_config_warnings(&s, &warn))
+			for (char *l = warn.buf, *nl; (nl = strchr(l, '\n')); l = nl + 1) {
+				*nl = '\0';
+				warning("%s", term_str(l));
+			}
+		strbuf_release(&warn);
 		j = sweep_config_to_json(&s);
 		sweep_config_release(&s);
 	}

@@ -18,6 +18,7 @@
 #include "builtin.h"
 #include "sweep-report.h"
 #include "parse-options.h"
+#include "units.h"
 #include "usage.h"
 
 #include <errno.h>
@@ -246,7 +247,11 @@ static const char *param_text(const json_t *v, char *buf, size_t len)
 	if (json_is_string(v))
 		return json_string_value(v);
 	if (json_is_number(v)) {
-		snprintf(buf, len, "%.17g", json_number_value(v));
+		struct strbuf sb = STRBUF_INIT;
+
+		format_number_exact(&sb, json_number_value(v));
+		snprintf(buf, len, "%s", sb.buf);
+		strbuf_release(&sb);
 		return buf;
 	}
 	return NULL;

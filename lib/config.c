@@ -19,6 +19,7 @@
  * struct is released before returning -1.
  */
 #include "config.h"
+#include "dthome.h"
 #include "json.h"
 #include "hostrange.h"
 #include "term.h"
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -101,6 +103,9 @@ static void ynode_free(struct ynode *n)
 	free(n->expanded);
 	free(n);
 }
+
+/* setup.template: builtin:setup-node.sh is the template shipped with dtctl */
+#define BUILTIN_PREFIX "builtin:"
 
 /* Everything a walk needs to report errors and resolve relative paths. */
 struct ctx {
@@ -1023,6 +1028,10 @@ static int setup_key(struct ctx *c, const char *key, struct ynode *v, const char
 
 		if (get_str(c, v, path, &cc->setup.template) < 0)
 			return -1;
+		cc->setup.template_pos.line = v->line;
+		cc->setup.template_pos.col = v->col;
+		if (starts_with(cc->setup.template, BUILTIN_PREFIX))
+			return 0;
 		p = resolve_path(c, cc->setup.template);
 		free(cc->setup.template);
 		cc->setup.template = p;
@@ -1599,6 +1608,46 @@ void cluster_config_release(struct cluster_config *cc)
 	free(cc->head.address);
 	free(cc->network.interface);
 	memset(cc, 0, sizeof(*cc));
+}
+
+int cluster_setup_template(const struct cluster_config *c, struct strbuf *path,
+			   struct strbuf *err)
+{
+	const char *t = c->setup.template;
+	const struct config_pos *pos = &c->setup.template_pos;
+	struct strbuf where = STRBUF_INIT;
+	struct stat st;
+	int ret = 0, bad;
+
+	if (!t)
+		return 0;
+	strbuf_addf(&where, "%s:%d:%d: key 'setup.template'", c->path ? c->path : "cluster.yaml",
+		    pos->line, pos->col);
+	if (starts_with(t, BUILTIN_PREFIX)) {
+		struct strbuf found = STRBUF_INIT;
+
+		if (dt_builtin_template(t + strlen(BUILTIN_PREFIX), &found) < 0) {
+			strbuf_addf(err, "%s: no built-in template '%s' (looked for %s); the built-in "
+				    "one is '%ssetup-node.sh', or name a file", where.buf,
+				    t + strlen(BUILTIN_PREFIX), found.buf, BUILTIN_PREFIX);
+			ret = -1;
+		} else {
+			strbuf_addbuf(path, &found);
+		}
+		strbuf_release(&found);
+	} else if ((bad = stat(t, &st) < 0 || access(t, R_OK) < 0 ? errno :
+			  !S_ISREG(st.st_mode) ? -1 : 0)) {
+		const char *why = bad > 0 ? strerror(bad) : "not a regular file";
+
+		strbuf_addf(err, "%s: cannot read '%s': %s; write 'template: %ssetup-node.sh' for "
+			    "the one shipped with dtctl, or copy dtctl's templates/setup-node.sh there",
+			    where.buf, t, why, BUILTIN_PREFIX);
+		ret = -1;
+	} else {
+		strbuf_addstr(path, t);
+	}
+	strbuf_release(&where);
+	return ret;
 }
 
 int cluster_find_node(const struct cluster_config *cc, const char *name)
@@ -2378,6 +2427,8 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	if (!strcmp(key, "early_terminate")) {
 		st->et = v;
 		s->early_terminate = 1;
+		s->et_pos.line = v->line;
+		s->et_pos.col = v->col;
 		if (walk_map(c, v, path, et_keys, et_foreign, et_key, s) < 0)
 			return -1;
 		if (!map_get(v, "type"))
@@ -2576,6 +2627,20 @@ int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len, cons
 int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err)
 {
 	return config_load_kind(&sweep_kind, s, path, err);
+}
+
+int sweep_config_warnings(const struct sweep_config *s, struct strbuf *out)
+{
+	int n = 0;
+
+	if (s->early_terminate && !s->et_max_iter) {
+		strbuf_addf(out, "%s:%d:%d: early_terminate: hyperband without max_iter: the last "
+			    "epoch a trial reports can be a rung, where ASHA stops the first trial to "
+			    "reach it; set max_iter to the number of epochs (or steps) a trial runs\n",
+			    s->path ? s->path : "sweep.yaml", s->et_pos.line, s->et_pos.col);
+		n++;
+	}
+	return n;
 }
 
 void sweep_config_release(struct sweep_config *s)

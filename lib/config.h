@@ -82,7 +82,9 @@ struct cluster_config {
 	struct cluster_node *nodes;
 	size_t nr_nodes;
 	struct {
-		char *template;                 /* path, relative paths against the file's dir */
+		char *template;                 /* path, relative paths against the file's dir,
+						 * or "builtin:NAME" (cluster_setup_template()) */
+		struct config_pos template_pos;
 		long long timeout_ms;           /* 10m */
 		struct kvlist env;
 		struct kvlist vars;             /* user variables for the template */
@@ -111,6 +113,15 @@ int cluster_config_parse(struct cluster_config *c, const char *buf, size_t len,
 			 const char *name, struct strbuf *err);
 void cluster_config_release(struct cluster_config *c);
 json_t *cluster_config_to_json(const struct cluster_config *c);
+/*
+ * The file setup.template names, checked readable: a path, or for
+ * "builtin:NAME" the template shipped with dtctl (dt_builtin_template()).
+ * 0 with the path appended to `path` (nothing without a template); -1 with
+ * "cluster.yaml:line:col: ..." and what to do in err.  The loader leaves this
+ * to validate and init: a copied cluster.yaml is loaded by every command.
+ */
+int cluster_setup_template(const struct cluster_config *c, struct strbuf *path,
+			   struct strbuf *err);
 /* Index of the node called `name`, or -1. */
 int cluster_find_node(const struct cluster_config *c, const char *name);
 
@@ -182,6 +193,7 @@ struct sweep_config {
 	int et_min_iter;             /* 1 */
 	int et_eta;                  /* 3 */
 	int et_max_iter;             /* 0 = unbounded */
+	struct config_pos et_pos;    /* the early_terminate: mapping */
 	struct job_config job;       /* job: file (relative to the sweep file) or inline map */
 	int max_trials;              /* required for random/bayes; grid: default = grid size */
 	int parallel;                /* 0 = every free slot */
@@ -195,6 +207,9 @@ int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *e
 int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len,
 		       const char *name, struct strbuf *err);
 void sweep_config_release(struct sweep_config *s);
+/* Append "file:line:col: ..." lines for what is valid but likely a mistake
+ * (hyperband without max_iter); the number of lines appended. */
+int sweep_config_warnings(const struct sweep_config *s, struct strbuf *out);
 json_t *sweep_config_to_json(const struct sweep_config *s);
 /* Number of grid points (product of value counts), or -1 if not a grid space.
  * int_uniform counts max - min + 1 points; the loader allows only value,

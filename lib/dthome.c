@@ -77,3 +77,36 @@ void dt_home_path(struct strbuf *sb, const char *name)
 {
 	strbuf_addf(sb, "%s/%s", dt_home(), name);
 }
+
+int dt_builtin_template(const char *name, struct strbuf *path)
+{
+	/* bin/ of a build, build/<kind>/bin of an out-of-tree one, <prefix>/bin */
+	static const char *const rel[] = {
+		"/../templates/", "/../../../templates/", "/../share/dtctl/templates/",
+	};
+	struct strbuf cand = STRBUF_INIT, tried = STRBUF_INIT;
+	char exe[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct stat st;
+
+	exe[n > 0 ? n : 0] = '\0';
+	if (n <= 0 || !(slash = strrchr(exe, '/')))
+		snprintf(exe, sizeof(exe), ".");
+	else
+		*slash = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+		strbuf_reset(&cand);
+		strbuf_addf(&cand, "%s%s%s", exe, rel[i], name);
+		if (!stat(cand.buf, &st) && S_ISREG(st.st_mode) && !access(cand.buf, R_OK)) {
+			strbuf_addbuf(path, &cand);
+			strbuf_release(&cand);
+			strbuf_release(&tried);
+			return 0;
+		}
+		strbuf_addf(&tried, "%s%s", !i ? "" : i + 1 < ARRAY_SIZE(rel) ? ", " : " or ", cand.buf);
+	}
+	strbuf_addbuf(path, &tried);
+	strbuf_release(&cand);
+	strbuf_release(&tried);
+	return -1;
+}

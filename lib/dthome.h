@@ -19,4 +19,12 @@ void dt_home_path(struct strbuf *sb, const char *name);
 /* mkdir -p with `mode` for each created component; -1 with a message on failure. */
 int mkdir_p(const char *path, int mode);
 
+/*
+ * templates/<name> shipped with the programs: beside the build (bin/../templates)
+ * or the installation (<prefix>/share/dtctl/templates), found from
+ * /proc/self/exe.  0 with the readable file's path appended to path, or -1
+ * with the places looked at appended ("a, b or c").
+ */
+int dt_builtin_template(const char *name, struct strbuf *path);
+
 #endif

@@ -7,7 +7,12 @@
  */
 #include "units.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -176,4 +181,69 @@ void format_duration(struct strbuf *sb, long long ms)
 			ms %= parts[i].ms;
 		}
 	}
+}
+
+void format_duration_human(struct strbuf *sb, long long ms)
+{
+	long long r;
+
+	if (ms < 0) {
+		strbuf_addch(sb, '-');
+		ms = ms == LLONG_MIN ? LLONG_MAX : -ms;
+	}
+	/* each step rounds, then checks the rounded value, so 59.96s is "1m00s" */
+	if (ms < 1000) {
+		strbuf_addf(sb, ms ? "%lldms" : "0s", ms);
+	} else if ((r = (ms + 50) / 100) < 600) {
+		if (r % 10)
+			strbuf_addf(sb, "%lld.%llds", r / 10, r % 10);
+		else
+			strbuf_addf(sb, "%llds", r / 10);
+	} else if ((r = (ms + 500) / 1000) < 3600) {
+		strbuf_addf(sb, "%lldm%02llds", r / 60, r % 60);
+	} else if ((r = (ms + 30000) / 60000) < 24 * 60) {
+		strbuf_addf(sb, "%lldh%02lldm", r / 60, r % 60);
+	} else {
+		r = (ms / 2 + 900000) / 1800000;   /* hours, rounded, without overflow */
+		strbuf_addf(sb, "%lldd%02lldh", r / 24, r % 24);
+	}
+}
+
+void format_number_human(struct strbuf *sb, double v)
+{
+	strbuf_addf(sb, "%.6g", v);
+}
+
+void format_number_exact(struct strbuf *sb, double v)
+{
+	char buf[40];
+
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (!isfinite(v) || strtod(buf, NULL) == v)
+			break;
+	}
+	strbuf_addstr(sb, buf);
+}
+
+void format_number_text_human(struct strbuf *sb, const char *s)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || isspace((unsigned char)*s)) {
+		strbuf_addstr(sb, s ? s : "");
+		return;
+	}
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end || errno == ERANGE || !isfinite(v) || strpbrk(s, "xXnN"))
+		strbuf_addstr(sb, s);   /* not a plain decimal number: "adam", "0x10", "nan" */
+	else
+		format_number_human(sb, v);
+}
+
+const char *plural(long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
 }

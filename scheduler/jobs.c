@@ -1454,7 +1454,7 @@ static void check_running(struct sched *s, struct job *j)
 	} else if (j->cfg.timeout_ms && dt_mono_ms() - j->run_mono > j->cfg.timeout_ms) {
 		struct strbuf d = STRBUF_INIT;
 
-		format_duration(&d, j->cfg.timeout_ms);
+		format_duration_human(&d, j->cfg.timeout_ms);
 		set_reason(j, "ran longer than its timeout of %s", d.buf);
 		strbuf_release(&d);
 		end_attempt(s, j, DT_JOB_TIMEOUT);

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "units.h"
 #include "usage.h"
 
 #include <arpa/inet.h>
@@ -1012,12 +1013,13 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 	if (n->gpu_util == 0 && !signbit(n->gpu_util)) {
 		p = put_str(p, "0.0");
 	} else {
-		char num[64];
+		struct strbuf num = STRBUF_INIT;
 
-		snprintf(num, sizeof(num), "%.17g", n->gpu_util);
-		if (!strpbrk(num, ".eEni"))
-			strcat(num, ".0");
-		p = put_str(p, num);
+		format_number_exact(&num, n->gpu_util);
+		if (!strpbrk(num.buf, ".eEni"))
+			strbuf_addstr(&num, ".0");
+		p = put_str(p, num.buf);
+		strbuf_release(&num);
 	}
 	p = put_key_ll(p, ",\"cpus\":", n->cpus);
 	p = put_key_ll(p, ",\"mem_total\":", n->mem_total);

@@ -248,6 +248,18 @@ class LocalCluster:
                 self.log("agent.log"))
         self.wait_up()
 
+    def __enter__(self):
+        """`with LocalCluster(...) as c:` starts it and stops it whatever happens."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
     def stop(self):
         self.dtctl("agents", "stop")
         self.dtctl("head", "stop")

@@ -28,6 +28,7 @@ def test_cluster_json_defaults(dtctl, tmp_path):
     p = write(tmp_path, "cluster.yaml",
               "shared_dir: /mnt/nfs\nuser: alice\nnodes:\n  - host: gpu[01-03]\n"
               "  - {host: local, gpus: 0}\nsetup: {template: setup.sh}\n")
+    write(tmp_path, "setup.sh", "#!/bin/sh\n")    # validate checks that it can be read
     r = dtctl("validate", "--json", p)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)

@@ -1,10 +1,11 @@
 /*
- * test_units.c - durations and sizes (lib/units.h).
+ * test_units.c - durations, sizes, numbers and plurals (lib/units.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "strbuf.h"
@@ -103,6 +104,73 @@ static void test_format(void **state)
 	check_format(-1500, "-1s500ms");
 }
 
+static void check_human(long long ms, const char *want)
+{
+	struct strbuf sb = STRBUF_INIT;
+	long long back;
+
+	format_duration_human(&sb, ms);
+	assert_string_equal(sb.buf, want);
+	/* lossy, but still a duration the config parser reads */
+	if (ms >= 0)
+		assert_int_equal(parse_duration_ms(sb.buf, &back), 0);
+	strbuf_release(&sb);
+}
+
+static void test_format_human(void **state)
+{
+	check_human(0, "0s");
+	check_human(250, "250ms");
+	check_human(999, "999ms");
+	check_human(1000, "1s");
+	check_human(33795, "33.8s");
+	check_human(59960, "1m00s");       /* rounds up into the next form */
+	check_human(125000, "2m05s");
+	check_human(3600000 + 2 * 60000 + 10000, "1h02m");
+	check_human(3599600, "1h00m");
+	check_human(86400000LL * 3 + 4 * 3600000LL, "3d04h");
+	check_human(-1500, "-1.5s");
+}
+
+static void check_number(double v, const char *human, const char *exact)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	format_number_human(&sb, v);
+	assert_string_equal(sb.buf, human);
+	strbuf_reset(&sb);
+	format_number_exact(&sb, v);
+	assert_string_equal(sb.buf, exact);
+	assert_true(strtod(sb.buf, NULL) == v);
+	strbuf_release(&sb);
+}
+
+static void test_numbers(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	check_number(0.00021785297075753034, "0.000217853", "0.00021785297075753034");
+	check_number(2.3209644030000001, "2.32096", "2.320964403");
+	check_number(0.1 + 0.2, "0.3", "0.30000000000000004");
+	check_number(512, "512", "512");
+	check_number(1e-3, "0.001", "0.001");
+	check_number(1.0 / 3, "0.333333", "0.3333333333333333");
+	format_number_text_human(&sb, "0.00021785297075753034");
+	format_number_text_human(&sb, " ");
+	format_number_text_human(&sb, "adam");
+	format_number_text_human(&sb, " 1e-3");
+	format_number_text_human(&sb, "nan");
+	assert_string_equal(sb.buf, "0.000217853 adam 1e-3nan");
+	strbuf_release(&sb);
+}
+
+static void test_plural(void **state)
+{
+	assert_string_equal(plural(1, "node", "nodes"), "node");
+	assert_string_equal(plural(0, "node", "nodes"), "nodes");
+	assert_string_equal(plural(2, "process", "processes"), "processes");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -110,6 +178,9 @@ int main(void)
 		cmocka_unit_test(test_duration_bad),
 		cmocka_unit_test(test_size),
 		cmocka_unit_test(test_format),
+		cmocka_unit_test(test_format_human),
+		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_plural),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

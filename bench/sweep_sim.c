@@ -197,7 +197,7 @@ int main(int argc, const char **argv)
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
 	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
 	double gamma = -1, bandwidth = -1, cat_beta = NAN, check_gamma = 0.5, check_widen = 3;
-	int check_trials = 0;
+	int check_trials = 0, grace = 1;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -214,6 +214,8 @@ int main(int argc, const char **argv)
 		OPT_DOUBLE(0, "bandwidth", &bandwidth, "TPE multivariate kernel width factor"),
 		OPT_DOUBLE(0, "cat-beta", &cat_beta, "TPE multivariate categorical kernel: beta (< 0: shared prior)"),
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
+		OPT_INT(0, "grace", &grace, "ASHA grace rule (1, the default; 0: the rule of the figures "
+			"before the sweep conformance issue)"),
 		OPT_INT(0, "rung-check", &check_trials,
 			"ASHA rung check: trials in rungs k and k+1 needed (0: off)"),
 		OPT_DOUBLE(0, "rung-check-gamma", &check_gamma,
@@ -269,6 +271,8 @@ int main(int argc, const char **argv)
 		die_code(DT_EXIT_USAGE, "bad ASHA settings: min_iter %d eta %d", min_iter, eta);
 	if (a && min_peers >= 0)
 		asha_set_min_peers(a, min_peers);
+	if (a)
+		asha_set_grace(a, grace);
 	if (a && check_trials > 0)
 		asha_set_rung_check(a, check_trials, check_gamma, check_widen);
 	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));

@@ -38,6 +38,7 @@ struct asha_trial {
 struct asha {
 	int min_iter, eta, max_iter;
 	int min_peers;       /* other values a rung must hold before a trial may pass it */
+	int grace;           /* the first eta arrivals at a rung and its best always go on */
 	int check_trials;    /* rung check: trials in both rungs needed (0: off) */
 	double check_gamma;  /* rung check: agreement below which the rung is widened */
 	double check_widen;  /* rung check: keep floor(widen * n / eta) then */
@@ -60,6 +61,7 @@ struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal)
 	a->eta = eta;
 	a->max_iter = max_iter;
 	a->min_peers = ASHA_DEFAULT_MIN_PEERS;
+	a->grace = 1;
 	a->goal = goal;
 	a->rungs = xcalloc(ASHA_MAX_RUNGS, sizeof(*a->rungs));
 	return a;
@@ -81,6 +83,16 @@ void asha_free(struct asha *a)
 void asha_set_min_peers(struct asha *a, int min_peers)
 {
 	a->min_peers = min_peers < 0 ? 0 : min_peers;
+}
+
+void asha_set_grace(struct asha *a, int on)
+{
+	a->grace = !!on;
+}
+
+int asha_get_grace(const struct asha *a)
+{
+	return a->grace;
 }
 
 int asha_get_min_peers(const struct asha *a)
@@ -258,6 +270,24 @@ static size_t rung_keep(const struct asha *a, size_t k)
 }
 
 /*
+ * Trials other than `self` that went on past rung k: they reached a later
+ * rung, or are at k unpruned.  A function of the trials' states, so replays
+ * and snapshots rebuild it.
+ */
+static size_t rung_went_on(const struct asha *a, size_t k, const struct asha_trial *self)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->nr_trials; i++) {
+		const struct asha_trial *t = &a->trials[i];
+
+		if (t != self && (t->nr_values > k + 1 || (t->nr_values == k + 1 && !t->pruned)))
+			n++;
+	}
+	return n;
+}
+
+/*
  * Record `value` for t at its next rung; returns 1 if t ranks to continue
  * there: in the top rung_keep() of the n values recorded (its own included),
  * and with at least min_peers other values to be compared with.
@@ -275,7 +305,14 @@ static int trial_record(struct asha *a, struct asha_trial *t, double value)
 		rung_count_pairs(a, t, k - 1);
 	better = rung_better(r, loss);
 	rung_insert(r, loss);
-	return better < rung_keep(a, k) && r->nr > (size_t)a->min_peers;
+	if (better < rung_keep(a, k) && r->nr > (size_t)a->min_peers)
+		return 1;
+	/* grace: fewer than eta values there before it (nothing to rank it
+	 * against yet, as when several trials arrive together), or the best one,
+	 * or the rung has let fewer than floor(n / eta) go on so far (arrivals
+	 * in ever worse order would otherwise starve the next rung) */
+	return a->grace && (r->nr <= (size_t)a->eta || better == 0 ||
+			    rung_went_on(a, k, t) < r->nr / (size_t)a->eta);
 }
 
 int asha_report(struct asha *a, int trial_id, double resource, double value)
@@ -312,9 +349,9 @@ json_t *asha_to_json(const struct asha *a)
 		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
 							"values", vals, "pruned", t->pruned));
 	}
-	j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:o}", "version", 1,
+	j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:o}", "version", 1,
 		      "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
-		      "min_peers", a->min_peers,
+		      "min_peers", a->min_peers, "grace", a->grace,
 		      "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
 		      "trials", trials);
 	if (a->check_trials)
@@ -346,6 +383,8 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 	}
 	/* absent: a snapshot from before the setting, whose rule was min_peers 0 */
 	asha_set_min_peers(a, (int)json_get_int(j, "min_peers", 0));
+	/* absent: a snapshot from before the grace rule, made without it */
+	asha_set_grace(a, json_is_true(json_object_get(j, "grace")));
 	/* absent: no rung check, as in every snapshot from before it existed */
 	if (json_is_object(check))
 		asha_set_rung_check(a, (int)json_get_int(check, "min_trials", 0),

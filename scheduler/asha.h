@@ -22,6 +22,17 @@
  * always went on (so in a sequential sweep the first trial always ran to
  * the end); docs/sweep-search.md has the measurements behind the change.
  *
+ * Grace (on by default since the sweep conformance issue; Ray Tune's and
+ * W&B's hyperband behave so): a trial that reaches a rung holding fewer than
+ * eta values (its own not counted) goes on, and so does the best value at a
+ * rung, and so does any trial while fewer than floor(n / eta) of the rung's
+ * trials have gone on past it (a quota, as promotion-based ASHA keeps; it
+ * matters only when arrivals come in ever worse order).  Without it, in a parallel
+ * sweep the first trial to reach a rung was judged alone and stopped, and a
+ * sweep of templates/sweep.yaml ended with every trial pruned.  So with eta
+ * 3 and max_iter = 9 * min_iter, a sweep of N trials in random order trains
+ * at least floor(N / 9) of them to max_iter (tests/unit/test_asha.c).
+ *
  * Determinism and recovery: the value a trial records at rung k is its
  * first report with resource >= rung k, and every crossed rung records it,
  * pruned or not.  So the rung tables - all that future decisions depend on -
@@ -59,6 +70,9 @@ void asha_free(struct asha *a);
 #define ASHA_DEFAULT_MIN_PEERS 1
 void asha_set_min_peers(struct asha *a, int min_peers);
 int asha_get_min_peers(const struct asha *a);
+/* The grace rule above: on (1) by asha_new(); 0 is the rule of older snapshots. */
+void asha_set_grace(struct asha *a, int on);
+int asha_get_grace(const struct asha *a);
 
 /*
  * The rung check (off by default; an experiment after PASHA, Bohdal et al.
@@ -101,7 +115,7 @@ size_t asha_rung_count(const struct asha *a, size_t k);
  *  "goal": "minimize", "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
  * values[k] is the value recorded at rung k; null for NaN.  A snapshot
  * without "min_peers" (written before it existed) is read with min_peers 0,
- * the rule it was made under.  "rung_check": {"min_trials", "min_gamma",
+ * one without "grace" with grace off: the rules it was made under.  "rung_check": {"min_trials", "min_gamma",
  * "widen"} is written only when the check is on; absent, it is off.
  */
 json_t *asha_to_json(const struct asha *a);

@@ -58,6 +58,7 @@ static void test_scenario(void **state)
 	};
 	struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE);
 
+	asha_set_grace(a, 0);
 	asha_set_min_peers(a, 0);
 	for (size_t i = 0; i < ARRAY_SIZE(rung0); i++) {
 		/* epoch 0.5 is below the first rung: nothing to decide */
@@ -95,6 +96,8 @@ static void test_min_peers(void **state)
 	struct strbuf err = STRBUF_INIT;
 	json_t *j;
 
+	asha_set_grace(a, 0);
+	asha_set_grace(b, 0);
 	assert_int_equal(asha_get_min_peers(a), 1);
 	assert_int_equal(asha_report(a, 0, 1, 5), ASHA_PRUNE);      /* alone at the rung */
 	assert_int_equal(asha_report(a, 1, 1, 3), ASHA_CONTINUE);   /* n=2, best */
@@ -332,9 +335,11 @@ static void test_maximize_and_nan(void **state)
 {
 	struct asha *a = asha_new(1, 2, 0, GOAL_MAXIMIZE);
 
+	asha_set_grace(a, 0);
 	assert_int_equal(asha_report(a, 1, 1, 0.9), ASHA_PRUNE);      /* no peer yet */
 	asha_free(a);
 	a = asha_new(1, 2, 0, GOAL_MAXIMIZE);
+	asha_set_grace(a, 0);
 	asha_set_min_peers(a, 0);
 	assert_int_equal(asha_report(a, 1, 1, 0.9), ASHA_CONTINUE);
 	assert_int_equal(asha_report(a, 2, 1, 0.5), ASHA_PRUNE);   /* lower accuracy */
@@ -349,7 +354,7 @@ struct ref_rung {
 	size_t n;
 };
 
-static void random_against_reference(int min_peers)
+static void random_against_reference(int min_peers, int grace)
 {
 	const int eta = 3, max_iter = 81, trials = 600;
 	struct asha *a = asha_new(1, eta, max_iter, GOAL_MINIMIZE);
@@ -358,8 +363,10 @@ static void random_against_reference(int min_peers)
 	double *quality = xcalloc(trials, sizeof(double));
 	struct rng r;
 	int live = trials, prunes = 0;
+	size_t went_on[4] = { 0 };
 
 	asha_set_min_peers(a, min_peers);
+	asha_set_grace(a, grace);
 	memset(ref, 0, sizeof(ref));
 	rng_seed(&r, 2024);
 	for (int t = 0; t < trials; t++)
@@ -385,6 +392,12 @@ static void random_against_reference(int min_peers)
 			keep = ref[rung].n / eta ? ref[rung].n / eta : 1;
 			want = better < keep && ref[rung].n > (size_t)min_peers ?
 			       ASHA_CONTINUE : ASHA_PRUNE;
+			/* grace: fewer than eta values there before it, the best, or
+			 * fewer than floor(n / eta) went on past the rung so far */
+			if (grace && (ref[rung].n - 1 < (size_t)eta || better == 0 ||
+				      went_on[rung] < ref[rung].n / eta))
+				want = ASHA_CONTINUE;
+			went_on[rung] += want == ASHA_CONTINUE;
 			/* the best value at a rung with enough peers is never pruned */
 			if (better == 0 && ref[rung].n > (size_t)min_peers)
 				assert_int_equal(want, ASHA_CONTINUE);
@@ -412,9 +425,80 @@ static void random_against_reference(int min_peers)
 
 static void test_random_against_reference(void **state)
 {
-	random_against_reference(0);
-	random_against_reference(1);
-	random_against_reference(3);
+	random_against_reference(0, 0);
+	random_against_reference(1, 0);
+	random_against_reference(3, 0);
+	random_against_reference(1, 1);
+}
+
+/*
+ * The default since the sweep conformance issue: the first eta trials to
+ * reach a rung and the best one there go on, so trials that arrive together
+ * in a parallel sweep are not judged alone.
+ */
+static void test_grace(void **state)
+{
+	struct asha *a = asha_new(1, 3, 9, GOAL_MINIMIZE), *b;
+	struct strbuf err = STRBUF_INIT;
+	json_t *j;
+
+	assert_int_equal(asha_get_grace(a), 1);
+	assert_int_equal(asha_report(a, 0, 1, 5), ASHA_CONTINUE);   /* alone at the rung */
+	assert_int_equal(asha_report(a, 1, 1, 9), ASHA_CONTINUE);   /* 1 before it */
+	assert_int_equal(asha_report(a, 2, 1, 8), ASHA_CONTINUE);   /* 2 before it */
+	assert_int_equal(asha_report(a, 3, 1, 7), ASHA_PRUNE);      /* n=4 keep 1: 1 better */
+	assert_int_equal(asha_report(a, 4, 1, 1), ASHA_CONTINUE);   /* the best */
+	assert_int_equal(asha_report(a, 5, 1, 6), ASHA_PRUNE);
+	assert_int_equal(asha_report(a, 0, 3, 4), ASHA_CONTINUE);   /* first at rung 1 */
+	/* in the snapshot; one without it (older dtsched) keeps the old rule */
+	j = asha_to_json(a);
+	assert_true(json_is_true(json_object_get(j, "grace")));
+	json_object_del(j, "grace");
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_int_equal(asha_get_grace(b), 0);
+	assert_int_equal(asha_report(b, 7, 3, 9), ASHA_PRUNE);      /* 1 better, keep 1 */
+	json_decref(j);
+	strbuf_release(&err);
+	asha_free(a);
+	asha_free(b);
+}
+
+/*
+ * eta 3, max_iter 9: a sweep of N trials whose reports interleave at random
+ * (parallel workers) trains at least floor(N / 9) of them to max_iter; with
+ * the former rule (min_peers 1, no grace) and N small it often trained none.
+ */
+static void test_grace_trains_enough(void **state)
+{
+	for (int seed = 0; seed < 200; seed++) {
+		const int n = 9 + seed % 40;
+		struct asha *a = asha_new(1, 3, 9, GOAL_MINIMIZE);
+		int epoch[64] = { 0 }, dead[64] = { 0 }, live = n, done = 0;
+		double q[64];
+		struct rng r;
+
+		rng_seed(&r, (uint64_t)seed);
+		for (int t = 0; t < n; t++)
+			q[t] = rng_uniform01(&r);
+		while (live) {
+			int t = (int)rng_below(&r, (uint64_t)n);
+
+			if (dead[t])
+				continue;
+			epoch[t]++;
+			if (asha_report(a, t, epoch[t], q[t] + 1.0 / epoch[t]) == ASHA_PRUNE ||
+			    epoch[t] == 9) {
+				dead[t] = 1;
+				live--;
+				done += epoch[t] == 9 && !asha_is_pruned(a, t);
+			}
+		}
+		if (done < n / 9)
+			fail_msg("seed %d: %d trials, %d trained to max_iter, want >= %d", seed, n,
+				 done, n / 9);
+		asha_free(a);
+	}
 }
 
 /* Reports of 40 trials, 10 epochs each, values from a seeded learning curve. */
@@ -490,6 +574,8 @@ int main(void)
 		cmocka_unit_test(test_rungs),
 		cmocka_unit_test(test_scenario),
 		cmocka_unit_test(test_min_peers),
+		cmocka_unit_test(test_grace),
+		cmocka_unit_test(test_grace_trains_enough),
 		cmocka_unit_test(test_rung_check),
 		cmocka_unit_test(test_rung_check_json),
 		cmocka_unit_test(test_rung_check_replay),

@@ -362,11 +362,164 @@ static pid_t fork_into_cgroup(const char *cgroup, int *in_cgroup)
 	return fork();
 }
 
+/*
+ * Variables of the login session the agent was started from (`dtctl init`
+ * starts it over ssh) or of the supervisor's own shell-like state: they
+ * describe a session the task is not part of, so no task inherits them.
+ */
+static int session_leftover(const char *entry)
+{
+	static const char *const names[] = { "MOTD_SHOWN", "SHLVL", "OLDPWD", "PWD", "_", "MAIL",
+					      "TERM", NULL };
+	size_t len = strcspn(entry, "=");
+
+	if (starts_with(entry, "SSH_") || starts_with(entry, "XDG_SESSION_"))
+		return 1;
+	for (int i = 0; names[i]; i++)
+		if (strlen(names[i]) == len && !strncmp(entry, names[i], len))
+			return 1;
+	return 0;
+}
+
+static void push_env_clean(struct strvec *env, const char *entry)
+{
+	if (strchr(entry, '=') && !session_leftover(entry))
+		strvec_push(env, entry);
+}
+
+#define ENV_SH_TIMEOUT_MS 10000
+
+struct env_sh_run {
+	const char *path;
+	const struct strvec *base;
+	int started, code;
+	struct strbuf out;
+};
+
+static int env_sh_next(struct child_process *cp, void *data, void **task)
+{
+	struct env_sh_run *r = data;
+
+	(void)task;
+	if (r->started++)
+		return 0;
+	/* env.sh's own output and errors go nowhere; only `env -0` reaches us */
+	strvec_pushv(&cp->args, (const char *[]){ "/bin/sh", "-c",
+		". \"$1\" >/dev/null 2>&1 </dev/null; exec env -0", "sh", r->path, NULL });
+	cp->clean_env = 1;
+	strvec_pushv(&cp->env, r->base->v);
+	return 1;
+}
+
+static void env_sh_done(int code, struct strbuf *output, void *data, void *task)
+{
+	struct env_sh_run *r = data;
+
+	(void)task;
+	r->code = code;
+	strbuf_addbuf(&r->out, output);
+}
+
+/*
+ * The environment every task starts from: the agent's own, less the login
+ * session's leftovers, with <home>/env.sh (written by the setup template
+ * from cluster.yaml's setup.env, plus whatever a custom template adds: PATH,
+ * module loads) sourced over it, as `dtctl exec` does.  It is sourced at
+ * each task's start, by /bin/sh, so a changed env.sh (init ran setup again)
+ * counts from the next task on without restarting the agent; the cost is
+ * one sh and one env exec (~1 ms) where the file exists.  A broken or hung
+ * env.sh (ENV_SH_TIMEOUT_MS) is a note in the task's log, and the task
+ * starts without it rather than not at all.
+ */
+static void task_base_env(struct sup *s, struct strvec *env)
+{
+	struct env_sh_run r;
+	struct parallel_opts po;
+	struct strbuf path = STRBUF_INIT;
+	struct stat st;
+
+	for (char **e = environ; *e; e++)
+		push_env_clean(env, *e);
+	strbuf_addf(&path, "%s/env.sh", s->home);
+	if (stat(path.buf, &st) < 0 || !S_ISREG(st.st_mode)) {
+		strbuf_release(&path);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.path = path.buf;
+	r.base = env;
+	strbuf_init(&r.out, 0);
+	memset(&po, 0, sizeof(po));
+	po.jobs = 1;
+	po.timeout_ms = ENV_SH_TIMEOUT_MS;
+	po.next = env_sh_next;
+	po.done = env_sh_done;
+	po.data = &r;
+	if (run_processes_parallel(&po) == 0 && r.code == 0 && r.out.len) {
+		strvec_clear(env);
+		for (const char *p = r.out.buf; p < r.out.buf + r.out.len; p += strlen(p) + 1)
+			push_env_clean(env, p);
+	} else {
+		struct strbuf msg = STRBUF_INIT;
+
+		strbuf_addf(&msg, "dtagent: note: sourcing '%s' failed (%s %d); the task starts "
+			    "without it (check it with: sh -n '%s')", path.buf,
+			    r.code == 124 ? "timed out after" : "exit code",
+			    r.code == 124 ? ENV_SH_TIMEOUT_MS / 1000 : r.code, path.buf);
+		log_note(s, msg.buf);
+		strbuf_release(&msg);
+	}
+	strbuf_release(&r.out);
+	strbuf_release(&path);
+}
+
+/*
+ * Where the task starts: its spec's cwd (-w/--workdir: it must exist, or the
+ * task fails), else the directory `dtctl run` was called from when it
+ * exists on this node (a project dir on the shared dir), else the agent's
+ * home, with a one-line note, from the first rank of the node only, so a
+ * job's output says it once per node and not once per rank.
+ */
+static const char *task_cwd(struct sup *s)
+{
+	const char *cwd = json_get_str(s->t.spec, "cwd", NULL);
+	const char *submit = json_get_str(s->t.spec, "submit_dir", NULL);
+	const char *home = getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
+	const char *lrank = json_get_str(json_object_get(s->t.spec, "env"), "LOCAL_RANK", NULL);
+	const char *why;
+	struct stat st;
+
+	if (cwd)
+		return cwd;
+	if (!submit)
+		return home;
+	if (stat(submit, &st) < 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(st.st_mode))
+		why = "not a directory";
+	else if (access(submit, X_OK) < 0)
+		why = strerror(errno);
+	else
+		return submit;
+	if (!lrank || !strcmp(lrank, "0")) {
+		struct strbuf msg = STRBUF_INIT;
+		char host[256] = "";
+
+		gethostname(host, sizeof(host) - 1);
+		strbuf_addf(&msg, "dtagent: note: the submit directory '%s' does not exist on %s "
+			    "(%s); starting in '%s' (choose one with dtctl run -w DIR)", submit, host,
+			    why, home);
+		log_note(s, msg.buf);
+		strbuf_release(&msg);
+	}
+	return home;
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
-	const char *cwd = json_get_str(spec, "cwd", NULL), *key;
+	const char *cwd = task_cwd(s), *key;
 	int po[2], pe[2], report[2], go[2];
 	char buf[300];
 	ssize_t n;
@@ -374,16 +527,14 @@ static int start_task(struct sup *s)
 	size_t i;
 	int in_cgroup;
 
-	if (!cwd)
-		cwd = getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
 	if (json_is_true(json_object_get(spec, "shell"))) {
 		strvec_push(&argv, "/bin/sh");
 		strvec_push(&argv, "-c");
 	}
 	json_array_foreach(json_object_get(spec, "argv"), i, v)
 		strvec_push(&argv, json_string_value(v));
-	for (char **e = environ; *e; e++)
-		strvec_push(&env, *e);
+	task_base_env(s, &env);
+	strvec_setenv(&env, "PWD", cwd);
 	json_object_foreach(json_object_get(spec, "env"), key, v)
 		strvec_setenv(&env, key, json_string_value(v));
 	if (json_get_str(spec, "cuda_visible_devices", NULL))

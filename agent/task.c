@@ -72,8 +72,8 @@ static const char *const limit_keys[] = { "nofile", "nproc", "core", "memory_byt
 json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
-		"id", "argv", "shell", "env", "cwd", "cuda_visible_devices", "log", "log_root",
-		"grace_ms", "limits", "job_id", "rank",
+		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
+		"log_root", "grace_ms", "limits", "job_id", "rank",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -138,8 +138,9 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		json_object_set_new(spec, "env", json_object());
 	}
 
-	for (int i = 0; i < 3; i++) {
-		const char *k = i == 2 ? "log_root" : i ? "log" : "cwd";
+	for (int i = 0; i < 4; i++) {
+		static const char *const paths[] = { "cwd", "log", "log_root", "submit_dir" };
+		const char *k = paths[i];
 
 		v = json_object_get(req, k);
 		if (!v || json_is_null(v))

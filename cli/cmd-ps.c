@@ -215,7 +215,7 @@ int cmd_show(int argc, const char **argv)
 	json_array_foreach(json_object_get(j, "history"), i, x)
 		printf("  %s  %-10s %s\n", term_str(json_get_str(x, "at", "?")),
 		       term_str(json_get_str(x, "state", "?")), term_str(json_get_str(x, "reason", "")));
-	printf("ranks:\n  %5s %-16s %-9s %5s %8s  %s\n", "RANK", "NODE", "STATE", "EXIT", "PID", "LOG");
+	printf("ranks:\n  %5s %-16s %-15s %5s %8s  %s\n", "RANK", "NODE", "STATE", "EXIT", "PID", "LOG");
 	json_array_foreach(json_object_get(j, "ranks"), i, x) {
 		char rank[16], code_s[16], pid[16];
 
@@ -225,13 +225,11 @@ int cmd_show(int argc, const char **argv)
 			 "%lld" : "-", json_get_int(x, "exit_code", 0));
 		snprintf(pid, sizeof(pid), json_is_integer(json_object_get(x, "pid")) ? "%lld" : "-",
 			 json_get_int(x, "pid", 0));
-		printf("  %5s %-16s %-9s %5s %8s  %s\n", rank, term_str(json_get_str(x, "node", "?")),
-		       term_str(json_get_str(x, "state", "?")), code_s, pid,
+		/* "killed by dtctl", "lost with node": how a rank ended that did not end itself */
+		printf("  %5s %-16s %-15s %5s %8s  %s\n", rank, term_str(json_get_str(x, "node", "?")),
+		       term_str(json_get_str(x, "reason", json_get_str(x, "state", "?"))), code_s, pid,
 		       term_str(json_get_str(x, "log", "")));
 	}
-	if (!strcmp(json_get_str(j, "launcher", ""), "mpi"))
-		printf("  (mpi: one log per rank in %s/logs/<rank>.log, exit codes in %s/ranks/)\n",
-		       term_str(json_get_str(j, "job_dir", "?")), term_str(json_get_str(j, "job_dir", "?")));
 	json_array_foreach(json_object_get(j, "stalled"), i, x)
 		printf("STALLED: rank %lld on %s, pid %lld, silent for %lld s\n",
 		       json_get_int(x, "rank", -1), term_str(json_get_str(x, "node", "?")),

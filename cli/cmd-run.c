@@ -192,8 +192,16 @@ static int build_job(struct job_config *j, struct run_opts *o, const char *file,
 		j->node_exclude = xstrdup(o->exclude);
 	}
 	if (o->workdir) {
+		char *cwd = o->workdir[0] == '/' ? NULL : getcwd(NULL, 0);
+		struct strbuf wd = STRBUF_INIT;
+
+		/* the agents want an absolute path: -w is relative to where we are */
+		if (cwd)
+			strbuf_addf(&wd, "%s/", cwd);
+		strbuf_addstr(&wd, o->workdir);
 		free(j->workdir);
-		j->workdir = xstrdup(o->workdir);
+		j->workdir = strbuf_detach(&wd, NULL);
+		free(cwd);
 	}
 	if (o->name) {
 		free(j->name);
@@ -807,6 +815,7 @@ int cmd_run(int argc, const char **argv)
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
 	const char *file = NULL, *shared = getenv("DTCTL_SHARED_DIR");
 	const char **cmd = NULL;
+	char *submit_dir;
 	int nr_cmd = 0, code, nargs, status;
 	json_t *req, *reply = NULL;
 
@@ -850,8 +859,10 @@ int cmd_run(int argc, const char **argv)
 		cluster_config_release(&cc);
 		shared = path.buf;
 	}
-	req = json_pack("{s:o,s:s,s:b,s:s}", "job", job_config_to_json(&job), "shared_dir", shared,
-			"dry_run", o.dry_run, "user", whoami());
+	submit_dir = getcwd(NULL, 0);   /* the ranks start here where it exists on their node */
+	req = json_pack("{s:o,s:s,s:b,s:s,s:s?}", "job", job_config_to_json(&job), "shared_dir",
+			shared, "dry_run", o.dry_run, "user", whoami(), "submit_dir", submit_dir);
+	free(submit_dir);
 	code = head_api("POST", DT_PATH_JOBS, req, &reply, &status);
 	json_decref(req);
 	if (code) {

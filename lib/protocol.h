@@ -58,7 +58,9 @@
  *       argv         ["prog", "arg", ...]  (required, non-empty),
  *       shell?       false; true runs argv[0] with /bin/sh -c (argv[1..] = $0...),
  *       env?         {"NAME": "value"} added to the agent's environment,
- *       cwd?         working directory (default: $HOME of the agent),
+ *       cwd?         working directory; the task fails if it is missing,
+ *       submit_dir?  without cwd: start here when it exists on the node, else in
+ *                    $HOME of the agent with a note in the log (dtctl run's cwd),
  *       cuda_visible_devices?  "0,1" (sets CUDA_VISIBLE_DEVICES),
  *       log?         absolute path of the log file (default ~/.dtctl/tasks/<id>.log),
  *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
@@ -239,7 +241,9 @@
  *            exclude_nodes, labels),
  *       shared_dir: the cluster's shared dir (job dirs go to <shared_dir>/jobs/<id>),
  *       dry_run?: true = place and plan only, start and store nothing,
- *       user?: who submitted (shown in ps)}
+ *       user?: who submitted (shown in ps),
+ *       submit_dir?: the absolute directory dtctl ran in: the ranks start there
+ *                    where it exists on their node (the job's workdir wins)}
  *   -> 201 {protocol, job: JOB}               queued (PENDING) or already RUNNING
  *   -> 200 {protocol, dry_run: true, state: "RUNNING"|"PENDING", reason,
  *           placement: [{node, address, slots}], plan: launch.h plan JSON}
@@ -264,7 +268,14 @@
  *        failed_node, stalled: [{rank, node, pid, idle_ms}],
  *        placement: [{node, address, slots}],
  *        details only: spec, master_port, history: [{state, at, reason}],
- *        ranks: [{rank, node, task, state, exit_code, pid, log}], avoid: [node]}
+ *        ranks: [{rank, node, task, state, exit_code, pid, log, reason?}],
+ *        avoid: [node]}
+ *        A rank's state is its task's (starting, running, stopping, exited,
+ *        failed, lost) or, once the job ended, "killed" (reason "killed by
+ *        dtctl": still running when another rank failed or the job was
+ *        cancelled or timed out, so dtsched stopped it) or "lost" (reason
+ *        "lost with node": its node went down).  mpi jobs list the mpirun
+ *        task (rank -1) and then every rank, from <job_dir>/ranks/<r>.json.
  * Every transition is in SQLite before it is acted on, and <job_dir>/state
  * (one word) and <job_dir>/placement.json are rewritten atomically with it.
  */

@@ -81,6 +81,7 @@ struct job {
 	long long seq;
 	char id[16];
 	char *name, *user, *job_dir, *shared_dir;
+	char *submit_dir;         /* where dtctl ran (the ranks start there if it exists) */
 	json_t *spec;
 	struct job_config cfg;
 	const char *state;
@@ -415,17 +416,136 @@ static void set_reason(struct job *j, const char *fmt, ...)
 	j->reason = strbuf_detach(&sb, NULL);
 }
 
-/* Per-rank view of the current attempt, from what the agents reported. */
-static json_t *ranks_json(struct sched *s, const struct job *j)
+/*
+ * For mpi jobs: this attempt's <job_dir>/ranks/<r>.json records, which each
+ * rank logger (agent/ranklog.c) writes when its rank ends, as an array
+ * indexed by rank (null where none).  The shared dir is hostile: read
+ * through the safe-file layer, bounded; files of an earlier attempt are
+ * older than this one's start.
+ */
+static json_t *mpi_rank_records(const struct job *j)
 {
-	json_t *a = json_array();
+	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
+	json_t *recs = json_array();
+	DIR *d;
+	struct dirent *de;
+
+	for (int r = 0; r < j->world; r++)
+		json_array_append_new(recs, json_null());
+	job_rel(j, "ranks", &rel);
+	d = sf_opendir(j->shared_dir, rel.buf, NULL);
+	while (d && (de = readdir(d))) {
+		json_t *o;
+		long long r;
+
+		if (!ends_with(de->d_name, ".json"))
+			continue;
+		strbuf_reset(&buf);
+		if (sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
+			continue;
+		o = json_loads(buf.buf, 0, NULL);
+		r = json_get_int(o, "rank", -1);
+		if (json_is_object(o) && r >= 0 && r < j->world &&
+		    dt_timestamp_parse(json_get_str(o, "ended_at", "")) >= j->started_us)
+			json_array_set(recs, (size_t)r, o);
+		json_decref(o);
+	}
+	if (d)
+		closedir(d);
+	strbuf_release(&rel);
+	strbuf_release(&buf);
+	return recs;
+}
+
+static int node_lost(struct sched *s, const char *name)
+{
+	struct node *n = node_find(s, name);
+
+	return !n || !strcmp(n->state, DT_NODE_DOWN);
+}
+
+/*
+ * The end of a rank that had not ended on its own when the attempt did:
+ * dtsched stops it (another rank failed, cancel, timeout), or its node is
+ * gone with it.  Without this, the last heartbeat's "running" would be the
+ * rank's state forever.
+ */
+static void rank_set_end(json_t *r, int lost)
+{
+	json_object_set_new(r, "state", json_string(lost ? "lost" : "killed"));
+	json_object_set_new(r, "reason", json_string(lost ? "lost with node" : "killed by dtctl"));
+}
+
+static int rank_state_final(const char *st)
+{
+	return !strcmp(st, DT_TASK_EXITED) || !strcmp(st, DT_TASK_FAILED) ||
+		!strcmp(st, DT_TASK_LOST) || !strcmp(st, "killed") || !strcmp(st, "gone");
+}
+
+/*
+ * Every rank of an mpi job after the mpirun task: its record where its rank
+ * logger wrote one, else the mpirun task's state (the ranks run as long as
+ * it does).  Records are read only when the attempt ends (`ending`): while
+ * it runs, the shared dir is not read under the lock on every save.
+ */
+static void mpi_ranks(struct sched *s, const struct job *j, json_t *a, const json_t *mpirun,
+		      int ending)
+{
 	const struct hold *h = j->hold;
+	json_t *recs = ending ? mpi_rank_records(j) : json_array();
+	const char *mst = json_get_str(mpirun, "state", "starting");
+
+	for (int r = 0; r < j->world; r++) {
+		const char *node = h->place[j->per_node > 0 ? r / j->per_node : 0].node;
+		json_t *rec = json_array_get(recs, (size_t)r), *o;
+		struct strbuf log = STRBUF_INIT;
+
+		strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, r);
+		o = json_pack("{s:i,s:s,s:s,s:s,s:n,s:n,s:s}", "rank", r, "node", node,
+			      "task", json_get_str(mpirun, "task", ""), "state",
+			      rank_state_final(mst) ? DT_TASK_EXITED : mst, "exit_code", "pid",
+			      "log", log.buf);
+		if (json_is_object(rec)) {
+			int sig = (int)json_get_int(rec, "signal", 0);
+
+			json_object_set_new(o, "state", json_string(DT_TASK_EXITED));
+			json_object_set(o, "exit_code", json_object_get(rec, "exit_code"));
+			json_object_set(o, "pid", json_object_get(rec, "pid"));
+			/* mpirun stopped it because another rank failed, or dtsched did */
+			if ((sig == SIGTERM || sig == SIGKILL) && r != j->failed_rank)
+				rank_set_end(o, 0);
+		} else if (ending) {
+			rank_set_end(o, node_lost(s, node));
+		}
+		json_array_append_new(a, o);
+		strbuf_release(&log);
+	}
+	json_decref(recs);
+}
+
+/*
+ * Per-rank view of the current attempt, from what the agents reported;
+ * `ending`: the attempt is over (end_attempt keeps this as last_ranks), so
+ * a rank still running is one dtsched stops now, or one lost with its node.
+ */
+static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
+{
+	json_t *a = json_array(), *r;
+	const struct hold *h = j->hold;
+	size_t i;
 
 	if (!h) {
 		json_decref(a);
-		return j->last_ranks ? json_incref(j->last_ranks) : json_array();
+		if (!j->last_ranks)
+			return json_array();
+		/* a snapshot of an older dtsched may still say "running" */
+		a = json_deep_copy(j->last_ranks);
+		json_array_foreach(a, i, r)
+			if (state_final(j->state) && !rank_state_final(json_get_str(r, "state", "")))
+				rank_set_end(r, 0);
+		return a;
 	}
-	for (size_t i = 0; i < h->nr_tasks; i++) {
+	for (i = 0; i < h->nr_tasks; i++) {
 		const struct htask *t = &h->tasks[i];
 		struct node *n = node_find(s, t->node);
 		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
@@ -436,7 +556,7 @@ static json_t *ranks_json(struct sched *s, const struct job *j)
 			strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, t->rank);
 		else
 			strbuf_addf(&log, "%s/logs/mpirun.log", j->job_dir);
-		json_array_append_new(a, json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s,s:s?,s:I}",
+		r = json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s,s:s?,s:I}",
 			"rank", t->rank, "node", t->node, "task", t->id,
 			"state", ht ? json_get_str(ht, "state", "?") : (t->gone ? "gone" : "starting"),
 			"exit_code", code ? code : json_null(),
@@ -444,7 +564,15 @@ static json_t *ranks_json(struct sched *s, const struct job *j)
 			"log", log.buf,
 			/* how its processes were held: "cgroup" or "subreaper" (agent/proctree.h) */
 			"containment", ht ? json_get_str(ht, "containment", NULL) : NULL,
-			"log_lost_lines", (json_int_t)(ht ? json_get_int(ht, "log_lost_lines", 0) : 0)));
+			"log_lost_lines", (json_int_t)(ht ? json_get_int(ht, "log_lost_lines", 0) : 0));
+		if (ht && !strcmp(json_get_str(ht, "state", ""), DT_TASK_LOST) &&
+		    !strcmp(json_get_str(ht, "reason", ""), "NODE_FAIL"))
+			json_object_set_new(r, "reason", json_string("lost with node"));
+		else if (ending && !rank_state_final(json_get_str(r, "state", "")))
+			rank_set_end(r, node_lost(s, t->node));
+		json_array_append_new(a, r);
+		if (t->rank < 0 && j->cfg.launcher == LAUNCHER_MPI)
+			mpi_ranks(s, j, a, r, ending);
 		strbuf_release(&log);
 	}
 	return a;
@@ -498,9 +626,11 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	if (detail) {
 		json_object_set_new(o, "spec", json_incref(j->spec));
 		json_object_set_new(o, "shared_dir", json_string(j->shared_dir));
+		json_object_set_new(o, "submit_dir", j->submit_dir ? json_string(j->submit_dir) :
+				    json_null());
 		json_object_set_new(o, "master_port", json_integer(j->master_port));
 		json_object_set_new(o, "history", json_incref(j->history));
-		json_object_set_new(o, "ranks", ranks_json(s, j));
+		json_object_set_new(o, "ranks", ranks_json(s, j, 0));
 		json_object_set_new(o, "avoid", json_incref(j->avoid));
 	}
 	return o;
@@ -647,6 +777,7 @@ static void job_free(struct job *j)
 	free(j->user);
 	free(j->job_dir);
 	free(j->shared_dir);
+	free(j->submit_dir);
 	json_decref(j->spec);
 	job_config_release(&j->cfg);
 	free(j->reason);
@@ -807,6 +938,8 @@ static void jobs_load(struct sched *s)
 		j->user = xstrdup(json_get_str(o, "user", ""));
 		j->job_dir = xstrdup(json_get_str(o, "job_dir", ""));
 		j->shared_dir = xstrdup(json_get_str(o, "shared_dir", ""));
+		if (json_get_str(o, "submit_dir", NULL))
+			j->submit_dir = xstrdup(json_get_str(o, "submit_dir", NULL));
 		j->state = state_const(json_get_str(o, "state", NULL));
 		if (json_get_str(o, "reason", NULL))
 			j->reason = xstrdup(json_get_str(o, "reason", NULL));
@@ -1113,10 +1246,9 @@ static void count_log_loss(struct sched *s, struct job *j)
 {
 	long long lost = 0;
 	const char *err = NULL;
-	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
 	char *mpi_err = NULL;
-	DIR *d;
-	struct dirent *de;
+	json_t *recs, *o;
+	size_t r;
 
 	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
 		struct node *n = node_find(s, j->hold->tasks[i].node);
@@ -1126,25 +1258,13 @@ static void count_log_loss(struct sched *s, struct job *j)
 		if (!err)
 			err = json_get_str(ht, "log_error", NULL);
 	}
-	job_rel(j, "ranks", &rel);
-	d = j->cfg.launcher == LAUNCHER_MPI ? sf_opendir(j->shared_dir, rel.buf, NULL) : NULL;
-	while (d && (de = readdir(d))) {
-		json_t *o;
-
-		strbuf_reset(&buf);
-		if (!ends_with(de->d_name, ".json") ||
-		    sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
-			continue;
-		o = json_loads(buf.buf, 0, NULL);
-		if (o && dt_timestamp_parse(json_get_str(o, "ended_at", "")) >= j->started_us) {
-			lost += json_get_int(o, "log_lost_lines", 0);
-			if (!err && !mpi_err && json_get_str(o, "log_error", NULL))
-				mpi_err = xstrdup(json_get_str(o, "log_error", NULL));
-		}
-		json_decref(o);
+	recs = j->cfg.launcher == LAUNCHER_MPI ? mpi_rank_records(j) : json_array();
+	json_array_foreach(recs, r, o) {
+		lost += json_get_int(o, "log_lost_lines", 0);
+		if (!err && !mpi_err && json_get_str(o, "log_error", NULL))
+			mpi_err = xstrdup(json_get_str(o, "log_error", NULL));
 	}
-	if (d)
-		closedir(d);
+	json_decref(recs);
 	if (lost || err || mpi_err) {
 		j->log_lost_lines += lost;
 		if (!j->log_error)
@@ -1153,8 +1273,6 @@ static void count_log_loss(struct sched *s, struct job *j)
 		      j->id, lost, j->log_error);
 	}
 	free(mpi_err);
-	strbuf_release(&rel);
-	strbuf_release(&buf);
 }
 
 static void end_attempt(struct sched *s, struct job *j, const char *state)
@@ -1173,7 +1291,7 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->attempt < j->cfg.retries && !j->cancel;
 	if (j->hold) {
 		json_decref(j->last_ranks);
-		j->last_ranks = ranks_json(s, j);
+		j->last_ranks = ranks_json(s, j, 1);
 		j->hold->released = 1;
 		j->hold->released_ms = dt_mono_ms();
 		j->hold = NULL;
@@ -1210,43 +1328,23 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 /* For mpi jobs: the first rank that failed, from <job_dir>/ranks/<r>.json. */
 static int mpi_first_failure(const struct job *j, int *rank, int *code, char **node)
 {
-	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
-	char best[64] = "";
-	DIR *d;
-	struct dirent *de;
-	int found = 0;
+	json_t *recs = mpi_rank_records(j), *o;
+	const char *best = NULL;
+	size_t r;
 
-	job_rel(j, "ranks", &rel);
-	d = sf_opendir(j->shared_dir, rel.buf, NULL);
-	while (d && (de = readdir(d))) {
-		json_t *o;
-		const char *ended;
+	json_array_foreach(recs, r, o) {
+		const char *ended = json_get_str(o, "ended_at", "");
 
-		if (!ends_with(de->d_name, ".json"))
-			continue;
-		strbuf_reset(&buf);
-		if (sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
-			continue;
-		o = json_loads(buf.buf, 0, NULL);
-		ended = json_get_str(o, "ended_at", "");
-		/* files of an earlier attempt are older than this one's start */
-		if (o && json_get_int(o, "exit_code", 0) != 0 &&
-		    dt_timestamp_parse(ended) >= j->started_us &&
-		    (!found || strcmp(ended, best) < 0)) {
-			found = 1;
-			snprintf(best, sizeof(best), "%s", ended);
+		if (json_get_int(o, "exit_code", 0) != 0 && (!best || strcmp(ended, best) < 0)) {
+			best = ended;
 			*rank = (int)json_get_int(o, "rank", -1);
 			*code = (int)json_get_int(o, "exit_code", 1);
 			free(*node);
 			*node = xstrdup(json_get_str(o, "node", "?"));
 		}
-		json_decref(o);
 	}
-	if (d)
-		closedir(d);
-	strbuf_release(&rel);
-	strbuf_release(&buf);
-	return found;
+	json_decref(recs);
+	return best != NULL;
 }
 
 static void describe_code(struct strbuf *sb, int code)
@@ -1641,6 +1739,26 @@ struct post {
 };
 
 /*
+ * What the plan of j takes from the cluster and the job besides its
+ * placement, the same for the launch and for --dry-run; the master node's
+ * ssh_config and bin_dir for the mpi launcher.  Lock held; lo points into
+ * s->cc and j, so it is used before the lock is let go.
+ */
+static void launch_opts_from(struct sched *s, const struct job *j, struct launch_opts *lo,
+			     const char *ssh_config, const char *bin_dir)
+{
+	memset(lo, 0, sizeof(*lo));
+	lo->submit_dir = j->submit_dir;
+	if (s->cc)
+		lo->setup_env = &s->cc->setup.env;
+	if (j->cfg.launcher == LAUNCHER_MPI) {
+		lo->ssh_config = ssh_config;
+		lo->bin_dir = bin_dir;
+		lo->orted_ssh = s->cc && s->cc->mpi.orted_ssh;
+	}
+}
+
+/*
  * Launch a placed job: port, plan, files, one task per rank (or mpirun).  On
  * a launch thread (launch_thread), with its own clients `cc`; h is the hold
  * it was started for, pinned (busy) so check_holds keeps it.  The lock is
@@ -1729,17 +1847,12 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 				ln[k].agent_port = nk ? nk->port : 0;
 			}
 		}
-		memset(&lo, 0, sizeof(lo));
+		launch_opts_from(s, j, &lo, ssh_config, bin_dir);
 		lo.job_id = j->id;
 		lo.job_dir = j->job_dir;
 		lo.master_port = port;
 		lo.resume = resume;
 		lo.net_interface = iface;
-		if (j->cfg.launcher == LAUNCHER_MPI) {
-			lo.ssh_config = ssh_config;
-			lo.bin_dir = bin_dir;
-			lo.orted_ssh = s->cc && s->cc->mpi.orted_ssh;
-		}
 		strbuf_reset(&err);
 		if (launch_plan_build(&plan, &j->cfg, ln, nr, &lo, &err) < 0) {
 			j->launch_error = xstrdup(err.buf);
@@ -1788,8 +1901,10 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 				    "job_id", j->id, "rank", t->rank);
 		/* the agent walks the log's path below the shared dir without links */
 		json_object_set_new(p->body, "log_root", json_string(j->shared_dir));
-		if (j->cfg.workdir)
-			json_object_set_new(p->body, "cwd", json_string(j->cfg.workdir));
+		if (plan.cwd)
+			json_object_set_new(p->body, "cwd", json_string(plan.cwd));
+		if (plan.submit_dir)
+			json_object_set_new(p->body, "submit_dir", json_string(plan.submit_dir));
 		if (t->cuda_visible_devices)
 			json_object_set_new(p->body, "cuda_visible_devices",
 					    json_string(t->cuda_visible_devices));
@@ -2019,6 +2134,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	struct pool p = { NULL, 0, 0 };
 	struct place_result *res = xmalloc(sizeof(*res));
 	enum place_status st;
+	json_t *v;
 
 	if (!req->json || !json_object_get(req->json, "job")) {
 		dt_http_error(resp, 400, "a job request needs {\"job\": {...}, \"shared_dir\": \"...\"}");
@@ -2032,11 +2148,20 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		dt_http_error(resp, 400, "'shared_dir' must be an absolute path (the cluster's shared dir)");
 		goto out_nolock;
 	}
+	v = json_object_get(req->json, "submit_dir");
+	if (v && !json_is_null(v) && (!json_is_string(v) || json_string_value(v)[0] != '/' ||
+				      strlen(json_string_value(v)) != json_string_length(v) ||
+				      json_string_length(v) >= 4096)) {
+		dt_http_error(resp, 400, "'submit_dir' must be an absolute path (where dtctl ran)");
+		goto out_nolock;
+	}
 	job_derive(j);
 	j->spec = job_config_to_json(&j->cfg);
 	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
 	j->user = xstrdup(json_get_str(req->json, "user", ""));
 	j->shared_dir = xstrdup(shared);
+	if (json_get_str(req->json, "submit_dir", NULL))
+		j->submit_dir = xstrdup(json_get_str(req->json, "submit_dir", NULL));
 
 	pthread_mutex_lock(&s->lock);
 	cluster_refresh(s);
@@ -2084,24 +2209,19 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 			json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "node", n->name,
 							    "address", ln[k].address, "slots", slots[k]));
 		}
-		memset(&lo, 0, sizeof(lo));
+		if (res->nr)
+			launch_opts_from(s, j, &lo, s->nodes[res->node[0]]->ssh_config,
+					 s->nodes[res->node[0]]->bin_dir);
+		else
+			memset(&lo, 0, sizeof(lo));
 		lo.job_id = "j-DRYRUN";
 		snprintf(j->id, sizeof(j->id), "j-DRYRUN");
 		strbuf_reset(&err);
 		strbuf_addf(&err, "%s/jobs/<id>", shared);
 		lo.job_dir = err.buf;
 		lo.master_port = 0;
-		if (res->nr) {
-			struct node *m = s->nodes[res->node[0]];
-
-			if (s->cc && s->cc->network.interface)
-				lo.net_interface = s->cc->network.interface;
-			if (j->cfg.launcher == LAUNCHER_MPI) {
-				lo.ssh_config = m->ssh_config;
-				lo.bin_dir = m->bin_dir;
-				lo.orted_ssh = s->cc && s->cc->mpi.orted_ssh;
-			}
-		}
+		if (res->nr && s->cc && s->cc->network.interface)
+			lo.net_interface = s->cc->network.interface;
 		if (res->nr && launch_plan_build(&plan, &j->cfg, ln, res->nr, &lo, &reason) == 0) {
 			o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
 				      st == PLACE_OK ? DT_JOB_RUNNING : DT_JOB_PENDING, "reason",

@@ -34,6 +34,10 @@ void launch_job_argv(struct strvec *argv, const struct job_config *job, const ch
 static void common_env(struct strvec *env, const struct job_config *job,
 		       const struct launch_opts *o, const struct launch_plan *p)
 {
+	/* node-wide settings first, so that the job's own env overrides them */
+	if (o->setup_env)
+		for (size_t i = 0; i < o->setup_env->nr; i++)
+			strvec_setenv(env, o->setup_env->items[i].key, o->setup_env->items[i].value);
 	for (size_t i = 0; i < job->env.nr; i++)
 		strvec_setenv(env, job->env.items[i].key, job->env.items[i].value);
 	if (o->extra_env)
@@ -140,6 +144,14 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 		strvec_pushv(&t->argv, (const char *[]){ "--mca", "plm_rsh_args", NULL });
 		strvec_pushf(&t->argv, "-F %s", o->ssh_config);
 	}
+	/*
+	 * A workdir must exist on every node (else mpirun fails, as a rank of the
+	 * agent launcher does); without one mpirun starts in the submit dir and
+	 * Open MPI starts each rank in mpirun's directory where it exists on
+	 * that node, else in the orted's (the agent's home).
+	 */
+	if (job->workdir)
+		strvec_pushv(&t->argv, (const char *[]){ "--wdir", job->workdir, NULL });
 	if (o->net_interface) {
 		strvec_pushv(&t->argv, (const char *[]){ "--mca", "btl_tcp_if_include",
 							 o->net_interface, "--mca",
@@ -208,6 +220,10 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 		strbuf_addf(&hf, "%s slots=%d\n", nodes[k].host ? nodes[k].host : nodes[k].name,
 			    p->per_node);
 	p->hostfile = strbuf_detach(&hf, NULL);
+	if (job->workdir)
+		p->cwd = xstrdup(job->workdir);
+	else if (o->submit_dir)
+		p->submit_dir = xstrdup(o->submit_dir);
 	if (job->launcher == LAUNCHER_MPI)
 		build_mpi_task(p, job, nodes, nr_nodes, o);
 	else
@@ -228,6 +244,8 @@ void launch_plan_release(struct launch_plan *p)
 	free(p->job_dir);
 	free(p->master_addr);
 	free(p->hostfile);
+	free(p->cwd);
+	free(p->submit_dir);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -262,10 +280,11 @@ json_t *launch_plan_to_json(const struct launch_plan *p)
 						       "cuda_visible_devices", t->cuda_visible_devices,
 						       "log", t->log));
 	}
-	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:s, s:o}",
+	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:s, s:o, s:s?, s:s?}",
 			 "job_id", p->job_id, "job_dir", p->job_dir,
 			 "launcher", p->launcher == LAUNCHER_MPI ? "mpi" : "agent",
 			 "nodes", p->nr_nodes, "per_node", p->per_node, "world_size", p->world,
 			 "master_addr", p->master_addr, "master_port", p->master_port,
-			 "hostfile", p->hostfile, "tasks", tasks);
+			 "hostfile", p->hostfile, "tasks", tasks, "cwd", p->cwd,
+			 "submit_dir", p->submit_dir);
 }

@@ -8,6 +8,8 @@
  * torchrun-compatible environment of DESIGN.md (RANK, LOCAL_RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
  * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
+ * Both: cluster.yaml's setup.env under the job's env; the tasks start in the
+ * job's workdir, else in the submit directory where it exists on the node.
  * MPI launcher: one task, on the first node, runs mpirun over a generated
  * hostfile; each rank goes through `dtshim rank-log` so its output lands in
  * logs/<rank>.log like the agent launcher's.  mpirun starts the orted of
@@ -55,6 +57,8 @@ struct launch_plan {
 	struct launch_task *tasks;    /* ranks (agent) or the single mpirun task */
 	size_t nr_tasks;
 	char *hostfile;               /* Open MPI hostfile text (every launcher, for the record) */
+	char *cwd;                    /* every task's working directory (job workdir), or NULL */
+	char *submit_dir;             /* without cwd: start there where it exists, or NULL */
 };
 
 struct launch_opts {
@@ -66,6 +70,9 @@ struct launch_opts {
 	const char *net_interface;    /* btl/oob_tcp_if_include, NCCL_SOCKET_IFNAME, or NULL */
 	const char *bin_dir;          /* node-side dir of dtagent/dttrain, or NULL (PATH) */
 	const struct kvlist *extra_env;  /* e.g. DT_TRIAL_ID, DT_PARAM_* from sweeps */
+	const struct kvlist *setup_env;  /* cluster.yaml setup.env (the job's env wins) */
+	const char *submit_dir;       /* where `dtctl run` ran: the ranks' directory where it
+				       * exists on their node, unless the job has a workdir */
 	int orted_ssh;                /* mpi: start orted over ssh (mpi.orted_launch: ssh)
 				       * instead of through the agents (agent/rsh.h) */
 };

@@ -495,6 +495,30 @@ class HeadCluster:
         self.fc.exec(i, [str(self.bin / "dtagent"), "--home", self.agent_home(i), "--stop"],
                      user=True)
 
+    def give_secret(self, i, extra=""):
+        """Node i's agent home with the cluster secret (`dtctl head start` made it), as
+        init leaves it; extra: more shell run there as the cluster user."""
+        secret = (self.home / "secret").read_text().strip()
+        h = self.agent_home(i)
+        p = self.fc.exec(i, "mkdir -p -m 700 %s && umask 077 && printf '%%s\\n' %s > %s/secret%s"
+                         % (h, secret, h, " && " + extra if extra else ""), user=True)
+        assert p.returncode == 0, p.stderr
+
+    def show(self, job):
+        """`dtctl show --json job`, parsed."""
+        p = self.dtctl("show", "--json", job)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    def shutdown(self):
+        """Cancel what still runs, stop the agents and dtsched."""
+        for j in self.jobs():
+            if j["state"] in ("PENDING", "RUNNING"):
+                self.dtctl("cancel", j["id"])
+        for i in range(1, self.fc.n + 1):
+            self.stop_agent(i)
+        self.dtctl("head", "stop")
+
     def nodes(self):
         p = self.dtctl("nodes", "--json")
         assert p.returncode == 0, p.stderr

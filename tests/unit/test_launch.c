@@ -158,6 +158,50 @@ static void test_trainer_mpi(void **state)
 	strbuf_release(&err);
 }
 
+/*
+ * cluster.yaml's setup.env reaches every task under the job's env (which
+ * wins); the job's workdir is every task's cwd (and mpirun's --wdir), else
+ * the submit dir is sent for the agent to use where it exists.
+ */
+static void test_setup_env_and_dirs(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070 },
+					{ "n2", "n2", NULL, NULL, 7070 } };
+	struct kvlist setup = { NULL, 0, 0 };
+	struct launch_opts o = { .job_id = "j-000009", .job_dir = "/sh/jobs/j-000009",
+				 .setup_env = &setup, .submit_dir = "/sh/proj" };
+	int wdir = 0;
+
+	kvlist_set(&setup, "NCCL_SOCKET_IFNAME", "eth9");
+	kvlist_set(&setup, "A", "from setup");
+	load_job(&job, "nodes: 2\nlauncher: agent\ncommand: [python, t.py]\nenv: {A: job}\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	assert_string_equal(env_of(&p.tasks[1], "NCCL_SOCKET_IFNAME"), "eth9");
+	assert_string_equal(env_of(&p.tasks[1], "A"), "job");
+	assert_null(p.cwd);
+	assert_string_equal(p.submit_dir, "/sh/proj");
+	launch_plan_release(&p);
+	job_config_release(&job);
+
+	load_job(&job, "nodes: 2\nlauncher: mpi\nworkdir: /sh/w\ncommand: [python, t.py]\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	assert_string_equal(p.cwd, "/sh/w");
+	assert_null(p.submit_dir);
+	assert_string_equal(env_of(&p.tasks[0], "NCCL_SOCKET_IFNAME"), "eth9");
+	for (size_t i = 0; i + 1 < p.tasks[0].argv.nr; i++)
+		if (!strcmp(p.tasks[0].argv.v[i], "--wdir") &&
+		    !strcmp(p.tasks[0].argv.v[i + 1], "/sh/w"))
+			wdir = 1;
+	assert_true(wdir);
+	launch_plan_release(&p);
+	job_config_release(&job);
+	kvlist_release(&setup);
+	strbuf_release(&err);
+}
+
 static void test_json_dry_run(void **state)
 {
 	struct job_config job;
@@ -185,6 +229,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_env),
 		cmocka_unit_test(test_trainer_mpi),
+		cmocka_unit_test(test_setup_env_and_dirs),
 		cmocka_unit_test(test_json_dry_run),
 	};
 

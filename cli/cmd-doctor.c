@@ -530,7 +530,7 @@ int cmd_doctor(int argc, const char **argv)
 	const char *nodes = NULL;
 	int json = 0, rc;
 	struct option opts[] = {
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "json", &json, "print the checks as JSON"),
 		OPT_END(),
 	};

@@ -120,7 +120,7 @@ int cmd_exec(int argc, const char **argv)
 	const char *nodes = NULL, *timeout = NULL;
 	int merge = 0, json = 0, code = 0;
 	struct option opts[] = {
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_STRING('t', "timeout", &timeout, "duration", "per-node command timeout (e.g. 30s)"),
 		OPT_BOOL('m', "merge", &merge, "group nodes with identical output (like dshbak -c)"),
 		OPT_BOOL(0, "json", &json, "print results as JSON"),
@@ -250,7 +250,7 @@ int cmd_push(int argc, const char **argv)
 	static const char *const usage[] = { "dtctl push [--nodes SPEC] [--mode MODE] SRC DEST", NULL };
 	const char *nodes = NULL, *mode_s = NULL;
 	struct option opts[] = {
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_STRING(0, "mode", &mode_s, "octal", "file mode on the nodes (default: the source's)"),
 		OPT_END(),
 	};

@@ -898,7 +898,7 @@ int cmd_init(int argc, const char **argv)
 			 "tofu: remember new host keys without asking (prints their fingerprints)"),
 		OPT_STRING(0, "password-file", &pwfile, "file",
 			   "first-contact password in a file (or $DTCTL_PASSWORD)"),
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "force-setup", &force_setup, "run the setup script even if unchanged"),
 		OPT_BOOL(0, "no-agents", &no_agents, "install everything but do not start the agents"),
 		OPT_BOOL(0, "json", &json, "print the results as JSON"),

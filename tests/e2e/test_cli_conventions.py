@@ -105,6 +105,13 @@ def test_cluster_option_everywhere_two_clusters(dtctl_bin, tmp_path, two):
     a, b = two
     home = tmp_path / "elsewhere"
     home.mkdir(mode=0o700)
+    try:
+        check_two_clusters(dtctl_bin, home, a, b)
+    finally:
+        stop_home_daemons(home)   # a dtctl that ignored -c would have started one here
+
+
+def check_two_clusters(dtctl_bin, home, a, b):
     env = bare_env(home)
     exe = dtctl_bin / "dtctl"
     ca, cb = a.home / "cluster.yaml", b.home / "cluster.yaml"
@@ -269,3 +276,25 @@ def test_unknown_ids_and_repeats_exit_the_same_everywhere(one):
         rs = [one.dtctl("sweep", verb, sid) for _ in range(2)]
         assert [r.returncode for r in rs] == [0, 0], "sweep %s twice: %s" % (
             verb, [(r.returncode, r.stderr) for r in rs])
+
+
+COMMANDS = ["agents", "api", "cancel", "doctor", "drain", "exec", "hosts", "head", "init", "logs",
+            "nodes", "ps", "push", "resume", "run", "show", "sweep", "validate", "version"]
+
+
+def test_short_options_mean_one_thing(dtctl_bin, tmp_path):
+    """Across every command's --help, a short letter stands for one long option, and
+    every command lists -c/--cluster."""
+    env = bare_env(tmp_path)
+    seen = {}
+    for cmd in COMMANDS:
+        p = run(dtctl_bin / "dtctl", env, cmd, "--help")
+        assert p.returncode == 0, "dtctl %s --help: %s" % (cmd, p.stderr)
+        pairs = re.findall(r"^\s+-(\w), --([\w-]+)", p.stdout, re.M)
+        assert ("c", "cluster") in pairs, "dtctl %s --help lists no -c/--cluster" % cmd
+        for short, long in pairs:
+            if short == "h":
+                continue
+            seen.setdefault(short, {}).setdefault(long, []).append(cmd)
+    clashes = {s: l for s, l in seen.items() if len(l) > 1}
+    assert not clashes, "short options with several meanings: %s" % clashes

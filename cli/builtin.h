@@ -6,7 +6,9 @@
  *      argv[0] is "foo"; parse with parse_options(); return the exit code
  *      (enum dt_exit in lib/usage.h);
  *   2. declare it below and add a row to the table in cli/dtctl.c
- *      (name, function, one-line summary);
+ *      (name, function, one-line summary, what it needs: cli/setup.h flags;
+ *      -c/--cluster is then parsed for it and the_cluster resolved before it
+ *      runs; --json output goes through json_doc_print(), docs/json.md);
  *   3. document it in docs/man/dtctl-foo.1 (or docs/commands.md) and the README;
  *   4. test it: tests/e2e/test_foo.py runs the real binary.
  */

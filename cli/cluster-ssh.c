@@ -16,32 +16,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-int cluster_load(struct cluster_config *c, const char *path)
-{
-	struct strbuf err = STRBUF_INIT, def = STRBUF_INIT;
-	int ret;
-
-	if (!path) {
-		dt_home_path(&def, "cluster.yaml");
-		if (access(def.buf, F_OK) == 0)
-			path = def.buf;
-		else if (access("cluster.yaml", F_OK) == 0)
-			path = "cluster.yaml";
-		else {
-			error("no cluster file: give one with --cluster FILE, or run 'dtctl init FILE' "
-			      "(looked for '%s' and './cluster.yaml')", def.buf);
-			strbuf_release(&def);
-			return -1;
-		}
-	}
-	ret = cluster_config_load(c, path, &err);
-	if (ret < 0)
-		error("%s", err.buf);
-	strbuf_release(&err);
-	strbuf_release(&def);
-	return ret;
-}
-
 int cluster_select(const struct cluster_config *c, const char *spec, size_t **idx, size_t *nr)
 {
 	struct strvec names = STRVEC_INIT;

@@ -1,6 +1,6 @@
 /*
  * cluster-ssh.h - what the SSH commands (init, exec, push, doctor, hosts)
- * share on top of lib/ssh.h: finding and loading cluster.yaml, picking nodes
+ * share on top of lib/ssh.h (their cluster comes from cli/setup.h): picking nodes
  * with --nodes, pool options from the configuration, the node facts probe
  * (OS, glibc, GPUs, driver, CUDA, NCCL, MPI, clock, interfaces), the progress
  * line and the shared results table.
@@ -11,13 +11,6 @@
 #include "config.h"
 #include "ssh.h"
 #include "strbuf.h"
-
-/*
- * Load the cluster file: `path`, else $DTCTL_HOME/cluster.yaml, else
- * ./cluster.yaml.  Prints the loader's message and returns -1 on error
- * (callers exit DT_EXIT_USAGE).
- */
-int cluster_load(struct cluster_config *c, const char *path);
 
 /*
  * The node indices named by `spec` (host-range syntax over node names, or

@@ -5,6 +5,7 @@
 #include "agents.h"
 #include "builtin.h"
 #include "cluster-ssh.h"
+#include "setup.h"
 #include "dthome.h"
 #include "head.h"
 #include "json.h"
@@ -194,7 +195,7 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 		free(idx);
 		return DT_EXIT_USAGE;
 	}
-	if ((action == AGENTS_START || action == AGENTS_RESTART) && (code = head_start(1))) {
+	if ((action == AGENTS_START || action == AGENTS_RESTART) && (code = head_start(1, 0))) {
 		free(idx);
 		return code;
 	}
@@ -231,7 +232,7 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 		strbuf_trim(&x.out[i]);
 		if (json) {
 			json_array_append_new(arr, json_pack("{s:s,s:i,s:s,s:b}", "node", c->nodes[i].name,
-				"exit", x.codes[i], "output", x.out[i].buf,
+				"exit_code", x.codes[i], "output", x.out[i].buf,
 				"running", action == AGENTS_STATUS ? x.codes[i] == 0 : ok));
 		} else {
 			/* the agent prints "dtagent on this node: ..." */
@@ -247,8 +248,12 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 		else if (!ok || (action == AGENTS_STATUS && x.codes[i]))
 			code = DT_EXIT_FAIL;
 	}
-	if (json)
-		json_print(arr);
+	if (json) {
+		json_t *doc = json_pack("{s:O}", "nodes", arr);
+
+		json_doc_print(doc);
+		json_decref(doc);
+	}
 	json_decref(arr);
 	for (size_t k = 0; k < c->nr_nodes; k++)
 		strbuf_release(&x.out[k]);
@@ -267,18 +272,17 @@ int agents_start(const struct cluster_config *c, const char *nodes_spec)
 int cmd_agents(int argc, const char **argv)
 {
 	static const char *const usage[] = {
-		"dtctl agents (start | stop | restart | status) [--nodes SPEC] [-c cluster.yaml] [--json]",
+		"dtctl agents (start | stop | restart | status) [--nodes SPEC] [--json]",
 		NULL,
 	};
-	const char *nodes = NULL, *cluster = NULL;
+	const char *nodes = NULL;
 	int json = 0, code;
 	struct option opts[] = {
 		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
 		OPT_BOOL(0, "json", &json, "print JSON"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	enum agents_action a;
 
 	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
@@ -297,10 +301,6 @@ int cmd_agents(int argc, const char **argv)
 		a = AGENTS_STATUS;
 	else
 		return error("unknown action '%s'; see 'dtctl agents --help'", argv[0]), DT_EXIT_USAGE;
-	memset(&c, 0, sizeof(c));
-	if (cluster_load(&c, cluster) < 0)
-		return DT_EXIT_USAGE;
-	code = agents_run(&c, nodes, a, json);
-	cluster_config_release(&c);
+	code = agents_run(c, nodes, a, json);
 	return code;
 }

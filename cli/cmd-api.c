@@ -59,7 +59,7 @@ int cmd_api(int argc, const char **argv)
 		host = xstrndup(agent, (size_t)(colon - agent));
 		dt_httpc_init(&c, host, atoi(colon + 1), &key);
 		free(host);
-	} else if ((code = head_connect(&c, 1))) {
+	} else if ((code = head_connect(&c))) {
 		return code;
 	}
 	st = dt_httpc_request_raw(&c, argv[0], argv[1], body, body ? strlen(body) : 0, &out, &err);

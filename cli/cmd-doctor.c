@@ -18,6 +18,7 @@
  */
 #include "builtin.h"
 #include "cluster-ssh.h"
+#include "setup.h"
 #include "json.h"
 #include "log.h"
 #include "parse-options.h"
@@ -529,15 +530,14 @@ static void check_port(void)
 int cmd_doctor(int argc, const char **argv)
 {
 	static const char *const usage[] = { "dtctl doctor [--nodes SPEC] [--json]", NULL };
-	const char *cluster = NULL, *nodes = NULL;
+	const char *nodes = NULL;
 	int json = 0, rc;
 	struct option opts[] = {
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "json", &json, "print the checks as JSON"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	struct ssh_pool_opts po;
 	struct doctor d;
 	struct strbuf cmd = STRBUF_INIT;
@@ -550,16 +550,13 @@ int cmd_doctor(int argc, const char **argv)
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
-	if (cluster_load(&c, cluster) < 0)
-		return DT_EXIT_USAGE;
-	if (cluster_select(&c, nodes, &idx, &nr) < 0) {
+	if (cluster_select(c, nodes, &idx, &nr) < 0) {
 		free(idx);
-		cluster_config_release(&c);
 		return DT_EXIT_USAGE;
 	}
 	memset(&d, 0, sizeof(d));
 	D = &d;
-	d.c = &c;
+	d.c = c;
 	d.nr = nr;
 	d.json = json;
 	d.checks = json_array();
@@ -573,15 +570,15 @@ int cmd_doctor(int argc, const char **argv)
 	RAND_bytes(rnd, sizeof(rnd));
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(d.token + 2 * i, 3, "%02x", rnd[i]);
-	strbuf_addf(&d.token_path, "%s/.dtctl-doctor-%s", c.shared_dir, d.token);
+	strbuf_addf(&d.token_path, "%s/.dtctl-doctor-%s", c->shared_dir, d.token);
 
-	cluster_pool_opts(&po, &c);
+	cluster_pool_opts(&po, c);
 	po.keep_sessions = 1;
 	po.on_tick = json ? NULL : progress_tick;
 	ssh_catch_signals();
 	d.p = ssh_pool_new(&po);
-	cluster_pool_add(d.p, &c, idx, nr);
-	facts_command(&cmd, c.shared_dir);
+	cluster_pool_add(d.p, c, idx, nr);
+	facts_command(&cmd, c->shared_dir);
 	d.facts_pending = nr;
 	for (size_t i = 0; i < nr; i++)
 		ssh_exec(ssh_pool_node(d.p, i), cmd.buf, 60000, 0, got_facts, NULL);
@@ -613,7 +610,7 @@ int cmd_doctor(int argc, const char **argv)
 
 			json_object_set_new(o, "ok", json_boolean(!d.failed));
 			json_object_set(o, "checks", d.checks);
-			json_print(o);
+			json_doc_print(o);
 			json_decref(o);
 		} else {
 			printf("%s\n", d.failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
@@ -631,7 +628,6 @@ int cmd_doctor(int argc, const char **argv)
 	strbuf_release(&d.writer_err);
 	strbuf_release(&cmd);
 	free(idx);
-	cluster_config_release(&c);
 	if (rc < 0)
 		return DT_EXIT_INTR;
 	return d.failed ? DT_EXIT_FAIL : 0;

@@ -11,6 +11,7 @@
  */
 #include "builtin.h"
 #include "cluster-ssh.h"
+#include "setup.h"
 #include "json.h"
 #include "parse-options.h"
 #include "term.h"
@@ -116,17 +117,16 @@ int cmd_exec(int argc, const char **argv)
 {
 	static const char *const usage[] = {
 		"dtctl exec [--nodes SPEC] [--timeout D] [--merge] [--json] -- CMD [ARGS...]", NULL };
-	const char *cluster = NULL, *nodes = NULL, *timeout = NULL;
+	const char *nodes = NULL, *timeout = NULL;
 	int merge = 0, json = 0, code = 0;
 	struct option opts[] = {
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_STRING('t', "timeout", &timeout, "duration", "per-node command timeout (e.g. 30s)"),
 		OPT_BOOL('m', "merge", &merge, "group nodes with identical output (like dshbak -c)"),
 		OPT_BOOL(0, "json", &json, "print results as JSON"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	struct ssh_pool_opts po;
 	struct ssh_pool *p;
 	struct exec_ctx x = { 0 };
@@ -146,10 +146,7 @@ int cmd_exec(int argc, const char **argv)
 		error("--timeout: '%s' is not a duration (e.g. 30s, 5m)", timeout);
 		return DT_EXIT_USAGE;
 	}
-	if (cluster_load(&c, cluster) < 0)
-		return DT_EXIT_USAGE;
-	if (cluster_select(&c, nodes, &idx, &nr) < 0) {
-		cluster_config_release(&c);
+	if (cluster_select(c, nodes, &idx, &nr) < 0) {
 		free(idx);
 		return DT_EXIT_USAGE;
 	}
@@ -157,7 +154,7 @@ int cmd_exec(int argc, const char **argv)
 	strbuf_addstr(&cmd, "if [ -r .dtctl/env.sh ]; then . ./.dtctl/env.sh >/dev/null 2>&1; fi; ");
 	ssh_quote_argv(&cmd, argv);
 
-	cluster_pool_opts(&po, &c);
+	cluster_pool_opts(&po, c);
 	x.merge = merge;
 	x.json = json;
 	x.res = xcalloc(nr, sizeof(*x.res));
@@ -171,7 +168,7 @@ int cmd_exec(int argc, const char **argv)
 	po.data = &x;
 	ssh_catch_signals();
 	p = ssh_pool_new(&po);
-	cluster_pool_add(p, &c, idx, nr);
+	cluster_pool_add(p, c, idx, nr);
 	for (size_t i = 0; i < nr; i++)
 		ssh_exec(ssh_pool_node(p, i), cmd.buf, timeout_ms, SSH_STREAM, exec_done, &x);
 	rc = ssh_pool_run(p);
@@ -200,15 +197,16 @@ int cmd_exec(int argc, const char **argv)
 			json_t *o = json_object();
 
 			json_object_set_new(o, "node", json_string(ssh_node_target(n)->name));
-			json_object_set_new(o, "host", json_string(ssh_node_target(n)->host));
-			json_object_set_new(o, "exit", e->code < 0 ? json_null() : json_integer(e->code));
+			json_object_set_new(o, "address", json_string(ssh_node_target(n)->host));
+			json_object_set_new(o, "exit_code", e->code < 0 ? json_null() : json_integer(e->code));
 			json_object_set_new(o, "stdout", json_string(e->out.buf));
 			json_object_set_new(o, "stderr", json_string(e->err.buf));
 			json_object_set_new(o, "error", e->msg.len ? json_string(e->msg.buf) : json_null());
-			json_object_set_new(o, "seconds", json_real(e->ms / 1000.0));
+			json_object_set_new(o, "elapsed_ms", json_integer(e->ms));
 			json_array_append_new(arr, o);
 		}
-		json_print(arr);
+		arr = json_pack("{s:o}", "nodes", arr);
+		json_doc_print(arr);
 		json_decref(arr);
 	}
 	for (size_t i = 0; i < nr; i++) {
@@ -220,7 +218,6 @@ int cmd_exec(int argc, const char **argv)
 	ssh_pool_free(p);
 	strbuf_release(&cmd);
 	free(idx);
-	cluster_config_release(&c);
 	if (rc < 0)
 		return DT_EXIT_INTR;
 	return code > 255 ? 255 : code;
@@ -255,14 +252,13 @@ static void push_done(struct ssh_node *n, struct ssh_result *r, void *arg)
 int cmd_push(int argc, const char **argv)
 {
 	static const char *const usage[] = { "dtctl push [--nodes SPEC] [--mode MODE] SRC DEST", NULL };
-	const char *cluster = NULL, *nodes = NULL, *mode_s = NULL;
+	const char *nodes = NULL, *mode_s = NULL;
 	struct option opts[] = {
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_STRING(0, "mode", &mode_s, "octal", "file mode on the nodes (default: the source's)"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	struct ssh_pool_opts po;
 	struct ssh_pool *p;
 	struct push_ctx x = { 0, 0 };
@@ -302,21 +298,16 @@ int cmd_push(int argc, const char **argv)
 
 		strbuf_addstr(&dest, base ? base + 1 : argv[0]);
 	}
-	if (cluster_load(&c, cluster) < 0) {
-		strbuf_release(&data);
-		return DT_EXIT_USAGE;
-	}
-	if (cluster_select(&c, nodes, &idx, &nr) < 0) {
-		cluster_config_release(&c);
+	if (cluster_select(c, nodes, &idx, &nr) < 0) {
 		free(idx);
 		strbuf_release(&data);
 		return DT_EXIT_USAGE;
 	}
-	cluster_pool_opts(&po, &c);
+	cluster_pool_opts(&po, c);
 	po.on_tick = progress_tick;
 	ssh_catch_signals();
 	p = ssh_pool_new(&po);
-	cluster_pool_add(p, &c, idx, nr);
+	cluster_pool_add(p, c, idx, nr);
 	for (size_t i = 0; i < nr; i++)
 		ssh_upload(ssh_pool_node(p, i), data.buf, data.len, dest.buf, mode, push_done, &x);
 	rc = ssh_pool_run(p);
@@ -325,7 +316,6 @@ int cmd_push(int argc, const char **argv)
 	strbuf_release(&data);
 	strbuf_release(&dest);
 	free(idx);
-	cluster_config_release(&c);
 	if (rc < 0)
 		return DT_EXIT_INTR;
 	return x.unreachable ? DT_EXIT_UNREACH : x.failed ? DT_EXIT_FAIL : 0;

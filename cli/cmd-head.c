@@ -1,7 +1,8 @@
 /*
  * cmd-head.c - `dtctl head start|stop|status`: the dtsched daemon of this
- * head.  Other commands start it on demand (cli/head.c); these manage it
- * explicitly.
+ * head.  Commands that submit work start it on demand (cli/head.c); these
+ * manage it explicitly.  `start` also restarts a dtsched that runs with other
+ * head settings than the cluster's (head.port changed in cluster.yaml).
  */
 #include "builtin.h"
 #include "daemon.h"
@@ -11,6 +12,7 @@
 #include "parse-options.h"
 #include "term.h"
 #include "protocol.h"
+#include "setup.h"
 #include "usage.h"
 
 #include <stdio.h>
@@ -36,7 +38,7 @@ int cmd_head(int argc, const char **argv)
 	}
 	dt_home_path(&pidfile, "dtsched.pid");
 	if (!strcmp(argv[0], "start")) {
-		ret = head_start(0);
+		ret = head_start(0, 1);
 		if (!ret && dt_pidfile_running(pidfile.buf, &pid))
 			printf("dtsched: running (pid %lld)\n", pid);
 	} else if (!strcmp(argv[0], "stop")) {
@@ -49,7 +51,7 @@ int cmd_head(int argc, const char **argv)
 		json_t *reply = NULL;
 		int st = -1, port = 0;
 
-		if (dt_pidfile_running(pidfile.buf, &pid) && !head_connect(&c, 0)) {
+		if (dt_pidfile_running(pidfile.buf, &pid) && !head_connect(&c)) {
 			st = dt_httpc_request(&c, "GET", DT_PATH_STATUS, NULL, &reply, &err);
 			port = c.port;
 			dt_httpc_release(&c);
@@ -58,7 +60,7 @@ int cmd_head(int argc, const char **argv)
 			json_t *o = st == 200 && reply ? json_incref(reply) : json_pack("{s:b}", "running", 0);
 
 			json_object_set_new(o, "running", json_boolean(st == 200));
-			json_print(o);
+			json_doc_print(o);
 			json_decref(o);
 		} else if (st == 200) {
 			printf("dtsched: running (pid %lld, port %d, up %lld s)\n", pid,

@@ -9,6 +9,7 @@
  */
 #include "builtin.h"
 #include "cluster-ssh.h"
+#include "setup.h"
 #include "dthome.h"
 #include "knownhosts.h"
 #include "parse-options.h"
@@ -179,13 +180,12 @@ out:
 
 int cmd_hosts(int argc, const char **argv)
 {
-	const char *cluster = NULL, *from = NULL;
+	const char *from = NULL;
 	struct option opts[] = {
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ~/.dtctl/cluster.yaml)"),
 		OPT_STRING(0, "from", &from, "file", "import: known_hosts to read (default: ~/.ssh/known_hosts)"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	struct known_hosts kh = KNOWN_HOSTS_INIT;
 	struct strbuf path = STRBUF_INIT;
 	const char *sub;
@@ -207,20 +207,17 @@ int cmd_hosts(int argc, const char **argv)
 		error("hosts forget: name the node(s)");
 		return DT_EXIT_USAGE;
 	}
-	if (cluster_load(&c, cluster) < 0)
-		return DT_EXIT_USAGE;
 	kh_path(&path);
 	if (known_hosts_load(&kh, path.buf) < 0) {
 		ret = DT_EXIT_FAIL;
 	} else if (!strcmp(sub, "list")) {
-		ret = hosts_list(&c, &kh);
+		ret = hosts_list(c, &kh);
 	} else if (!strcmp(sub, "forget")) {
-		ret = hosts_forget(&c, &kh, argc - 1, argv + 1);
+		ret = hosts_forget(c, &kh, argc - 1, argv + 1);
 	} else {
-		ret = hosts_import(&c, &kh, from);
+		ret = hosts_import(c, &kh, from);
 	}
 	known_hosts_release(&kh);
 	strbuf_release(&path);
-	cluster_config_release(&c);
 	return ret;
 }

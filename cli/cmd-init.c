@@ -27,6 +27,7 @@
 #include "builtin.h"
 #include "head.h"
 #include "cluster-ssh.h"
+#include "setup.h"
 #include "dthome.h"
 #include "json.h"
 #include "log.h"
@@ -679,7 +680,7 @@ static void print_json(struct ssh_pool *p)
 			json_object_set_new(facts, in->facts.items[k].key,
 					    json_string(in->facts.items[k].value));
 		json_object_set_new(o, "node", json_string(ssh_node_target(n)->name));
-		json_object_set_new(o, "host", json_string(ssh_node_target(n)->host));
+		json_object_set_new(o, "address", json_string(ssh_node_target(n)->host));
 		json_object_set_new(o, "ok", json_boolean(!ssh_node_failed(n)));
 		json_object_set_new(o, "error", ssh_node_failed(n) ?
 				    json_string(ssh_node_error(n)) : json_null());
@@ -689,10 +690,11 @@ static void print_json(struct ssh_pool *p)
 		json_object_set_new(o, "changes", acts);
 		json_object_set_new(o, "facts", facts);
 		json_object_set_new(o, "agent", json_string(in->agent.buf));
-		json_object_set_new(o, "seconds", json_real(ssh_node_elapsed_ms(n) / 1000.0));
+		json_object_set_new(o, "elapsed_ms", json_integer(ssh_node_elapsed_ms(n)));
 		json_array_append_new(arr, o);
 	}
-	json_print(arr);
+	arr = json_pack("{s:o}", "nodes", arr);
+	json_doc_print(arr);
 	json_decref(arr);
 }
 
@@ -889,21 +891,20 @@ int cmd_init(int argc, const char **argv)
 	static const char *const usage[] = {
 		"dtctl init [--accept-new-hosts] [--password-file FILE] [--nodes SPEC] [--json] [cluster.yaml]",
 		NULL };
-	const char *cluster = NULL, *pwfile = NULL, *nodes = NULL;
+	const char *pwfile = NULL, *nodes = NULL;
 	int accept_new = 0, json = 0, force_setup = 0, no_agents = 0;
 	struct option opts[] = {
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default: ./cluster.yaml)"),
 		OPT_BOOL(0, "accept-new-hosts", &accept_new,
 			 "tofu: remember new host keys without asking (prints their fingerprints)"),
 		OPT_STRING(0, "password-file", &pwfile, "file",
 			   "first-contact password in a file (or $DTCTL_PASSWORD)"),
-		OPT_STRING('n', "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
+		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "force-setup", &force_setup, "run the setup script even if unchanged"),
 		OPT_BOOL(0, "no-agents", &no_agents, "install everything but do not start the agents"),
 		OPT_BOOL(0, "json", &json, "print the results as JSON"),
 		OPT_END(),
 	};
-	struct cluster_config c;
+	struct cluster_config *c = &the_cluster.config;
 	struct init_ctx x;
 	struct ssh_pool_opts po;
 	struct ssh_pool *p = NULL;
@@ -914,19 +915,27 @@ int cmd_init(int argc, const char **argv)
 
 	argv++;
 	argc = parse_options(argc - 1, argv, opts, usage, 0);
-	if (argc > 1 || (argc == 1 && cluster)) {
+	if (argc > 1 || (argc == 1 && the_cluster.given)) {
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
+	/* init's own file first: the argument, else ./cluster.yaml, else the usual ones */
 	if (argc == 1)
-		cluster = argv[0];
-	if (!cluster && access("cluster.yaml", F_OK) == 0)
-		cluster = "cluster.yaml";
-	memset(&x, 0, sizeof(x));
-	if (cluster_load(&c, cluster) < 0)
+		the_cluster.given = argv[0];
+	if (!the_cluster.given && !getenv_nonempty("DTCTL_CLUSTER") &&
+	    access("cluster.yaml", F_OK) == 0)
+		the_cluster.given = "cluster.yaml";
+	if ((code = cluster_setup(USE_CLUSTER)))
+		return code;
+	if (!the_cluster.file) {
+		error("no cluster file: name one ('dtctl init cluster.yaml'; a template: "
+		      "templates/cluster.yaml)");
 		return DT_EXIT_USAGE;
+	}
+	code = DT_EXIT_USAGE;
+	memset(&x, 0, sizeof(x));
 	the_ctx = &x;
-	x.c = &c;
+	x.c = c;
 	x.quiet = json;
 	x.force_setup = force_setup;
 	x.no_agents = no_agents;
@@ -936,7 +945,7 @@ int cmd_init(int argc, const char **argv)
 	strbuf_init(&x.secret, 0);
 	strbuf_init(&x.secret_hash, 0);
 	strbuf_init(&x.bin_dir, 0);
-	if (cluster_select(&c, nodes, &idx, &nr) < 0)
+	if (cluster_select(c, nodes, &idx, &nr) < 0)
 		goto out;
 	if (pwfile || getenv("DTCTL_PASSWORD")) {
 		password = password_from(pwfile);
@@ -946,7 +955,7 @@ int cmd_init(int argc, const char **argv)
 	{
 		struct strbuf tpl_path = STRBUF_INIT, err = STRBUF_INIT;
 
-		if (cluster_setup_template(&c, &tpl_path, &err) < 0 ||
+		if (cluster_setup_template(c, &tpl_path, &err) < 0 ||
 		    (tpl_path.len && strbuf_read_file(&tpl, tpl_path.buf, 1 << 20) < 0)) {
 			if (err.len)
 				error("%s", err.buf);
@@ -959,8 +968,8 @@ int cmd_init(int argc, const char **argv)
 		strbuf_release(&tpl_path);
 		strbuf_release(&err);
 	}
-	if (c.install == INSTALL_SHARED)
-		strbuf_addf(&x.bin_dir, "%s/bin", c.shared_dir);
+	if (c->install == INSTALL_SHARED)
+		strbuf_addf(&x.bin_dir, "%s/bin", c->shared_dir);
 	else
 		strbuf_addstr(&x.bin_dir, ".dtctl/bin");	/* relative to the login dir */
 	/* everything that can fail on bad input comes before writing anything */
@@ -987,24 +996,24 @@ int cmd_init(int argc, const char **argv)
 			sha256_hex(&in->script_hash, in->script.buf, in->script.len);
 		}
 	}
-	if (dt_home_ensure() < 0 || ensure_cluster_key(&c, &x.pubkey) < 0 ||
+	if (dt_home_ensure() < 0 || ensure_cluster_key(c, &x.pubkey) < 0 ||
 	    dt_secret_ensure(&hex) < 0)
 		goto out;
 	strbuf_addbuf(&x.secret, &hex);
 	strbuf_addch(&x.secret, '\n');
-	if (load_mesh_key(&c, &x) < 0)
+	if (load_mesh_key(c, &x) < 0)
 		goto out;
 	sha256_hex(&x.secret_hash, x.secret.buf, x.secret.len);
 	load_bins(&x);
-	if (c.install == INSTALL_SHARED && install_shared_bins(&x) < 0)
+	if (c->install == INSTALL_SHARED && install_shared_bins(&x) < 0)
 		goto out;
-	if (copy_cluster_file(&c) < 0)
+	if (copy_cluster_file(c) < 0)
 		goto out;
 	/* dtsched first, so the agents' first heartbeats have somewhere to go */
-	if (!no_agents && head_start(1) != 0)
+	if (!no_agents && head_start(1, 1) != 0)
 		warning("dtsched did not start; the agents will keep trying to reach it");
 
-	cluster_pool_opts(&po, &c);
+	cluster_pool_opts(&po, c);
 	po.accept_new = accept_new;
 	po.ask_new = !accept_new && isatty(0) && isatty(2);
 	po.try_user_keys = 1;
@@ -1015,19 +1024,19 @@ int cmd_init(int argc, const char **argv)
 	po.on_tick = json ? NULL : progress_tick;
 	ssh_catch_signals();
 	p = ssh_pool_new(&po);
-	cluster_pool_add(p, &c, idx, nr);
+	cluster_pool_add(p, c, idx, nr);
 	for (size_t i = 0; i < nr; i++)
 		ssh_exec(ssh_pool_node(p, i), PREPARE_CMD, 60000, 0, prepared, NULL);
 	rc = ssh_pool_run(p);
 	progress_clear();
-	if (write_ssh_config(&c) < 0)
+	if (write_ssh_config(c) < 0)
 		warning("cannot write the OpenSSH config in '%s'", dt_home());
 	if (rc < 0) {
 		error("interrupted: partial uploads were removed; re-run 'dtctl init' to finish");
 		code = DT_EXIT_INTR;
 		goto out;
 	}
-	if (push_mesh(&x, p, &c) < 0) {
+	if (push_mesh(&x, p, c) < 0) {
 		code = DT_EXIT_INTR;
 		goto out;
 	}
@@ -1082,6 +1091,5 @@ out:
 		free(password);
 	}
 	free(idx);
-	cluster_config_release(&c);
 	return code;
 }

@@ -12,6 +12,7 @@
 #include "hostrange.h"
 #include "jobdir.h"
 #include "json.h"
+#include "setup.h"
 #include "log.h"
 #include "logmerge.h"
 #include "parse-options.h"
@@ -186,17 +187,27 @@ static const char *rank_color(const struct logs_opts *o, int rank)
 	return o->color ? colors[rank % 6] : "";
 }
 
-static void print_line(const struct logs_opts *o, const char *prefix, int color_rank,
-		       char stream, long long ts, const char *text)
+/*
+ * One line: [prefix] text, or with --json one object per line (docs/json.md):
+ * node (NULL: ranks on several nodes), rank (the first) and ranks (all the
+ * line stands for: several with --dedup) as separate fields.
+ */
+static void print_line(const struct logs_opts *o, const char *prefix, const char *node,
+		       const int *ranks, size_t nr, char stream, long long ts, const char *text)
 {
-	if (o->json) {
-		json_t *j = json_pack("{s:s, s:s, s:s}", "source", prefix, "stream",
-				      stream == 'E' ? "stderr" : "stdout", "text", text);
-		struct strbuf sb = STRBUF_INIT;
-		char tsbuf[DT_TIMESTAMP_LEN];
+	int color_rank = ranks[0];
 
+	if (o->json) {
+		char tsbuf[DT_TIMESTAMP_LEN];
+		json_t *j, *rs = json_array();
+		struct strbuf sb = STRBUF_INIT;
+
+		for (size_t i = 0; i < nr; i++)
+			json_array_append_new(rs, json_integer(ranks[i]));
 		dt_timestamp_format(tsbuf, sizeof(tsbuf), ts);
-		json_object_set_new(j, "time", json_string(tsbuf));
+		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:s, s:s}", "schema", 1, "time", tsbuf,
+			      "node", node, "rank", ranks[0], "ranks", rs, "stream",
+			      stream == 'E' ? "stderr" : "stdout", "text", text);
 		json_append(&sb, j);
 		puts(sb.buf);
 		strbuf_release(&sb);
@@ -230,7 +241,7 @@ static void print_single(const struct logs_opts *o, const char *node, int rank, 
 	struct strbuf p = STRBUF_INIT;
 
 	strbuf_addf(&p, "%s %d", node, rank);
-	print_line(o, p.buf, rank, stream, ts, text);
+	print_line(o, p.buf, node, &rank, 1, stream, ts, text);
 	strbuf_release(&p);
 }
 
@@ -245,7 +256,8 @@ static void flush_group(const struct logs_opts *o, struct group *g)
 		int_ranges_format(&p, g->ranks, g->nr);
 		if (g->same_node)
 			strbuf_addf(&p, " %s", g->node);
-		print_line(o, p.buf, g->ranks[0], g->stream, g->ts, g->text);
+		print_line(o, p.buf, g->same_node ? g->node : NULL, g->ranks, g->nr, g->stream,
+			   g->ts, g->text);
 		strbuf_release(&p);
 	}
 	free(g->text);
@@ -397,7 +409,7 @@ int cmd_logs(int argc, const char **argv)
 		"Print every rank's log of a job, merged in time order, as [node rank] lines.",
 		NULL,
 	};
-	const char *cluster = NULL, *shared = NULL;
+	const char *shared = NULL;
 	struct logs_opts o;
 	struct strbuf jobdir = STRBUF_INIT;
 	int ret;
@@ -405,14 +417,13 @@ int cmd_logs(int argc, const char **argv)
 		OPT_BOOL('f', "follow", &o.follow, "keep following until the job ends"),
 		OPT_STRING('r', "rank", &o.ranks_spec, "list", "only these ranks (0,2-5)"),
 		OPT_STRING(0, "node", &o.node_spec, "spec", "only ranks on these nodes (host range)"),
-		OPT_STRING('g', "grep", &o.grep, "regex", "only lines matching (POSIX extended)"),
+		OPT_STRING(0, "grep", &o.grep, "regex", "only lines matching (POSIX extended)"),
 		OPT_STRING(0, "since", &o.since, "when", "only lines newer than 10m, or a timestamp"),
-		OPT_INT('n', "tail", &o.tail, "only the last n lines (then follow)"),
+		OPT_INT(0, "tail", &o.tail, "only the last n lines (then follow)"),
 		OPT_BOOL(0, "dedup", &o.dedup, "fold lines printed alike by several ranks"),
 		OPT_BOOL(0, "no-prefix", &o.no_prefix, "print the text only"),
 		OPT_BOOL(0, "json", &o.json, "one JSON object per line"),
 		OPT_INT(0, "interval", &o.interval_ms, "poll interval in ms when following (max 500)"),
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default ~/.dtctl/cluster.yaml)"),
 		OPT_STRING(0, "shared-dir", &shared, "dir", "the shared dir, instead of the cluster's"),
 		OPT_END(),
 	};
@@ -469,7 +480,9 @@ int cmd_logs(int argc, const char **argv)
 		}
 	}
 	o.color = !o.json && !o.no_prefix && dt_want_color(1);
-	ret = jobdir_resolve(&jobdir, argv[0], cluster, shared);
+	if (shared)
+		the_cluster.shared_dir = shared;
+	ret = jobdir_resolve(&jobdir, argv[0]);
 	if (ret)
 		goto out;
 	if (o.follow) {

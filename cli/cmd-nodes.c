@@ -1,6 +1,6 @@
 /*
  * cmd-nodes.c - `dtctl nodes [--json]`, `dtctl drain NODE`, `dtctl resume NODE`:
- * the node table of dtsched (started on demand).
+ * the node table of dtsched (never started here: cli/setup.h).
  */
 #include "builtin.h"
 #include "head.h"
@@ -8,41 +8,13 @@
 #include "log.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "setup.h"
 #include "term.h"
 #include "units.h"
 #include "usage.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* GET/POST path on dtsched; prints errors; 0 or a DT_EXIT code, reply in *out. */
-static int head_call(const char *method, const char *path, json_t **out)
-{
-	struct dt_httpc c;
-	struct strbuf err = STRBUF_INIT;
-	int code, st;
-
-	*out = NULL;
-	if ((code = head_connect(&c, 1)))
-		return code;
-	st = dt_httpc_request(&c, method, path, NULL, out, &err);
-	dt_httpc_release(&c);
-	if (st < 0) {
-		error("dtsched: %s", err.buf);
-		code = DT_EXIT_UNREACH;
-	} else if (st == 401) {
-		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));
-		code = DT_EXIT_UNREACH;
-	} else if (st == 404) {
-		error("%s", dt_httpc_reply_error(*out, st));
-		code = DT_EXIT_USAGE;
-	} else if (st != 200) {
-		error("dtsched: %s (HTTP %d)", dt_httpc_reply_error(*out, st), st);
-		code = DT_EXIT_FAIL;
-	}
-	strbuf_release(&err);
-	return code;
-}
 
 /*
  * `dtctl nodes --json`: dtsched's reply printed as it comes, re-indented
@@ -55,14 +27,16 @@ static int print_nodes_json(void)
 	struct strbuf out = STRBUF_INIT, err = STRBUF_INIT;
 	int code, st;
 
-	if ((code = head_connect(&c, 1)))
+	if ((code = head_connect(&c)))
 		return code;
 	st = dt_httpc_request_raw(&c, "GET", DT_PATH_NODES, NULL, 0, &out, &err);
 	dt_httpc_release(&c);
-	if (st == 200 && json_print_text(out.buf, out.len, "nodes") == 0) {
+	if (st == 200 && json_print_text(out.buf, out.len, "nodes", "\"schema\": 1") == 0) {
+		json_printed = 1;
 		code = 0;
 	} else if (st < 0) {
-		error("dtsched: %s", err.buf);
+		error("cannot reach dtsched at %s:%d: %s", the_cluster.head_address,
+		      the_cluster.head_port, err.buf);
 		code = DT_EXIT_UNREACH;
 	} else {
 		json_t *reply = json_parse(out.buf, out.len, NULL);
@@ -121,7 +95,7 @@ int cmd_nodes(int argc, const char **argv)
 	}
 	if (json)
 		return print_nodes_json();
-	if ((code = head_call("GET", DT_PATH_NODES, &reply)))
+	if ((code = head_api("GET", DT_PATH_NODES, NULL, &reply, NULL)))
 		return json_decref(reply), code;
 	nodes = json_object_get(reply, "nodes");
 	printf("%-16s %-8s %-9s %5s %-13s %5s  %s\n", "NODE", "STATE", "GPUS", "UTIL", "MEMORY",
@@ -171,7 +145,7 @@ static int drain_or_resume(int argc, const char **argv, const char *suffix, cons
 		return DT_EXIT_USAGE;
 	}
 	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, argv[0], suffix);
-	code = head_call("POST", path.buf, &reply);
+	code = head_api("POST", path.buf, NULL, &reply, NULL);
 	if (!code) {
 		json_t *n = json_object_get(reply, "node");
 

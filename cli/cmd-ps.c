@@ -5,6 +5,7 @@
  * table (GET /v1/jobs, GET /v1/jobs/<id>, POST /v1/jobs/<id>/cancel).
  */
 #include "builtin.h"
+#include "setup.h"
 #include "head.h"
 #include "json.h"
 #include "log.h"
@@ -82,7 +83,7 @@ int cmd_ps(int argc, const char **argv)
 	if (json) {
 		json_t *o = json_pack("{s:o}", "jobs", out);
 
-		json_print(o);
+		json_doc_print(o);
 		json_decref(o);
 		json_decref(reply);
 		return 0;
@@ -155,7 +156,10 @@ int cmd_show(int argc, const char **argv)
 		return json_decref(reply), code;
 	j = json_object_get(reply, "job");
 	if (json) {
-		json_print(j);
+		json_t *doc = json_pack("{s:O}", "job", j);
+
+		json_doc_print(doc);
+		json_decref(doc);
 		json_decref(reply);
 		return 0;
 	}
@@ -191,8 +195,9 @@ int cmd_show(int argc, const char **argv)
 	       term_str(json_get_str(j, "submitted_at", "-")),
 	       term_str(json_get_str(j, "started_at", "-")),
 	       term_str(json_get_str(j, "ended_at", "-")), d.buf);
-	printf("attempt:    %lld of %lld (retries: %lld)\n", json_get_int(j, "attempt", 0) + 1,
-	       json_get_int(j, "retries", 0) + 1, json_get_int(j, "retries", 0));
+	/* the JSON's numbers as they are (docs/json.md): attempt 0 is the first run */
+	printf("retried:    %lld of %lld time(s) (attempt %lld)\n", json_get_int(j, "attempt", 0),
+	       json_get_int(j, "retries", 0), json_get_int(j, "attempt", 0));
 	printf("job dir:    %s\n", term_str(json_get_str(j, "job_dir", "?")));
 	if (json_get_int(j, "master_port", 0))
 		printf("master:     %s:%lld\n", term_str(json_get_str(json_array_get(

@@ -19,6 +19,7 @@
 #include "builtin.h"
 #include "config.h"
 #include "head.h"
+#include "setup.h"
 #include "safefile.h"
 #include "jobdir.h"
 #include "json.h"
@@ -53,7 +54,6 @@ static void on_sigint(int sig)
 struct run_opts {
 	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json;
 	const char *launcher, *timeout, *stall_after, *include, *exclude, *workdir, *name;
-	const char *cluster;
 	struct strvec env, labels;
 };
 
@@ -648,7 +648,7 @@ static int follow_job(json_t *job)
 	 * read every POLL_MS and an exit is seen at once instead of at the next poll.
 	 */
 	memset(&hc, 0, sizeof(hc));
-	if (!head_connect(&hc, 0))
+	if (!head_connect(&hc))
 		long_poll = 1;
 
 	for (;;) {
@@ -807,13 +807,10 @@ int cmd_run(int argc, const char **argv)
 		OPT_BOOL(0, "dry-run", &o.dry_run, "print placement, hostfile, env and commands; start nothing"),
 		OPT_BOOL('d', "detach", &o.detach, "print the job id and return"),
 		OPT_BOOL(0, "json", &o.json, "machine output (with --dry-run or --detach)"),
-		OPT_STRING('c', "cluster", &o.cluster, "file", "cluster.yaml (default ~/.dtctl/cluster.yaml)"),
 		OPT_END(),
 	};
 	struct job_config job;
-	struct cluster_config cc;
-	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
-	const char *file = NULL, *shared = getenv("DTCTL_SHARED_DIR");
+	const char *file = NULL;
 	const char **cmd = NULL;
 	char *submit_dir;
 	int nr_cmd = 0, code, nargs, status;
@@ -845,23 +842,11 @@ int cmd_run(int argc, const char **argv)
 	job_config_init(&job);
 	if ((code = build_job(&job, &o, file, cmd, nr_cmd)))
 		goto out;
-	if (!shared || !*shared) {
-		cluster_file_default(&path, o.cluster);
-		memset(&cc, 0, sizeof(cc));
-		if (cluster_config_load(&cc, path.buf, &err) < 0) {
-			error("%s", err.buf);
-			fprintf(stderr, "hint: run 'dtctl init -c cluster.yaml' or pass -c FILE\n");
-			code = DT_EXIT_USAGE;
-			goto out;
-		}
-		strbuf_reset(&path);
-		strbuf_addstr(&path, cc.shared_dir);
-		cluster_config_release(&cc);
-		shared = path.buf;
-	}
+	/* the shared dir of the cluster whose head gets the job (cli/setup.h) */
 	submit_dir = getcwd(NULL, 0);   /* the ranks start here where it exists on their node */
 	req = json_pack("{s:o,s:s,s:b,s:s,s:s?}", "job", job_config_to_json(&job), "shared_dir",
-			shared, "dry_run", o.dry_run, "user", whoami(), "submit_dir", submit_dir);
+			the_cluster.shared_dir, "dry_run", o.dry_run, "user", whoami(),
+			"submit_dir", submit_dir);
 	free(submit_dir);
 	code = head_api("POST", DT_PATH_JOBS, req, &reply, &status);
 	json_decref(req);
@@ -873,7 +858,7 @@ int cmd_run(int argc, const char **argv)
 	}
 	if (o.dry_run) {
 		if (o.json)
-			json_print(reply);
+			json_doc_print(reply);
 		else
 			print_dry_run(reply);
 		goto out;
@@ -884,7 +869,7 @@ int cmd_run(int argc, const char **argv)
 
 		if (o.detach) {
 			if (o.json)
-				json_print(j);
+				json_doc_print(reply);
 			else
 				printf("%s\n", term_str(id));
 			goto out;
@@ -898,7 +883,5 @@ out:
 	job_config_release(&job);
 	strvec_clear(&o.env);
 	strvec_clear(&o.labels);
-	strbuf_release(&path);
-	strbuf_release(&err);
 	return code;
 }

@@ -14,6 +14,7 @@
 #include "builtin.h"
 #include "config.h"
 #include "head.h"
+#include "setup.h"
 #include "jobdir.h"
 #include "json.h"
 #include "log.h"
@@ -313,12 +314,10 @@ static int follow(const char *id)
 
 /* ------------------------------------------------------------ submit */
 
-static int submit(const char *file, int detach, int json, const char *name, const char *cluster)
+static int submit(const char *file, int detach, int json, const char *name)
 {
 	struct sweep_config cfg;
-	struct cluster_config cc;
-	struct strbuf err = STRBUF_INIT, shared = STRBUF_INIT, nm = STRBUF_INIT;
-	const char *env_shared = getenv("DTCTL_SHARED_DIR");
+	struct strbuf err = STRBUF_INIT, nm = STRBUF_INIT;
 	json_t *spec, *params, *req, *reply = NULL;
 	int code, status;
 
@@ -329,25 +328,6 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 			term_str(file));
 		strbuf_release(&err);
 		return DT_EXIT_USAGE;
-	}
-	if (env_shared && *env_shared) {
-		strbuf_addstr(&shared, env_shared);
-	} else {
-		struct strbuf path = STRBUF_INIT;
-
-		cluster_file_default(&path, cluster);
-		memset(&cc, 0, sizeof(cc));
-		if (cluster_config_load(&cc, path.buf, &err) < 0) {
-			error("%s", err.buf);
-			fprintf(stderr, "hint: run 'dtctl init -c cluster.yaml' or pass -c FILE\n");
-			strbuf_release(&path);
-			strbuf_release(&err);
-			sweep_config_release(&cfg);
-			return DT_EXIT_USAGE;
-		}
-		strbuf_addstr(&shared, cc.shared_dir);
-		cluster_config_release(&cc);
-		strbuf_release(&path);
 	}
 	spec = sweep_config_to_json(&cfg);
 	json_object_del(spec, "path");
@@ -379,7 +359,7 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 		if (strrchr(nm.buf, '.') && strrchr(nm.buf, '.') != nm.buf)
 			strbuf_setlen(&nm, (size_t)(strrchr(nm.buf, '.') - nm.buf));
 	}
-	req = json_pack("{s:o,s:s,s:s,s:s}", "sweep", spec, "shared_dir", shared.buf, "user",
+	req = json_pack("{s:o,s:s,s:s,s:s}", "sweep", spec, "shared_dir", the_cluster.shared_dir, "user",
 			whoami(), "name", nm.buf);
 	code = head_api("POST", DT_PATH_SWEEPS, req, &reply, &status);
 	json_decref(req);
@@ -394,7 +374,7 @@ static int submit(const char *file, int detach, int json, const char *name, cons
 
 		if (detach) {
 			if (json)
-				json_print(sw);
+				json_doc_print(reply);
 			else
 				printf("%s\n", term_str(id));
 		} else {
@@ -411,7 +391,6 @@ out:
 	json_decref(reply);
 	sweep_config_release(&cfg);
 	strbuf_release(&err);
-	strbuf_release(&shared);
 	strbuf_release(&nm);
 	return code;
 }
@@ -427,7 +406,7 @@ static int cmd_list(int json)
 	if (code)
 		return json_decref(reply), code;
 	if (json) {
-		json_print(reply);
+		json_doc_print(reply);
 	} else {
 		printf("%-9s  %-16s  %-7s  %-10s  %-8s  %s\n", "SWEEP", "NAME", "METHOD", "STATE",
 		       "TRIALS", "CREATED");
@@ -459,7 +438,7 @@ static int cmd_status(const char *id, int json)
 	json_object_del(ex, "protocol");
 	if (json) {
 		json_object_set_new(ex, "protocol", json_integer(DT_PROTOCOL_VERSION));
-		json_print(ex);
+		json_doc_print(ex);
 		json_decref(ex);
 		return 0;
 	}
@@ -493,12 +472,22 @@ static int cmd_best(const char *id, int json)
 		return json_decref(ex), code;
 	b = json_object_get(ex, "best");
 	if (!json_is_object(b)) {
-		error("sweep %s has no trial with a metric yet", id);
+		struct strbuf msg = STRBUF_INIT;
+
+		strbuf_addf(&msg, "sweep %s has no trial with a metric yet", id);
+		if (json)
+			json_error_print(msg.buf, DT_EXIT_FAIL);
+		else
+			error("%s", msg.buf);
+		strbuf_release(&msg);
 		json_decref(ex);
 		return DT_EXIT_FAIL;
 	}
 	if (json) {
-		json_print(b);
+		json_t *doc = json_pack("{s:O,s:O}", "sweep", json_object_get(ex, "sweep"), "best", b);
+
+		json_doc_print(doc);
+		json_decref(doc);
 		json_decref(ex);
 		return 0;
 	}
@@ -553,7 +542,7 @@ static int cmd_export(const char *id, int csv)
 		json_object_set(o, "sweep", json_object_get(ex, "sweep"));
 		json_object_set(o, "trials", json_object_get(ex, "trials"));
 		json_object_set(o, "best", json_object_get(ex, "best"));
-		json_print(o);
+		json_doc_print(o);
 		json_decref(o);
 		json_decref(ex);
 		return 0;
@@ -668,14 +657,14 @@ int cmd_sweep(int argc, const char **argv)
 		NULL,
 	};
 	int detach = 0, json = 0, csv = 0, nargs;
-	const char *name = NULL, *cluster = NULL, *out = NULL, *sub = NULL;
+	const char *name = NULL, *out = NULL, *sub = NULL;
+	int code;
 	struct option opts[] = {
 		OPT_BOOL('d', "detach", &detach, "print the sweep id and return"),
 		OPT_BOOL(0, "json", &json, "machine output"),
 		OPT_BOOL(0, "csv", &csv, "export: CSV (one row per trial)"),
 		OPT_STRING(0, "name", &name, "name", "sweep name (default: name: in the file, else the file's name)"),
 		OPT_STRING('o', "output", &out, "file", "report: the HTML file to write"),
-		OPT_STRING('c', "cluster", &cluster, "file", "cluster.yaml (default ~/.dtctl/cluster.yaml)"),
 		OPT_END(),
 	};
 	static const char *const subs[] = { "list", "status", "best", "export", "report", "pause",
@@ -691,12 +680,15 @@ int cmd_sweep(int argc, const char **argv)
 			}
 	nargs = parse_options(argc - 1, argv + 1, opts, usage, 0);
 	argv++;
+	/* submitting starts dtsched when needed; the other subcommands only read or steer */
+	if ((code = cluster_setup(sub ? NEED_HEAD : NEED_SHARED | NEED_HEAD | START_HEAD)))
+		return code;
 	if (!sub) {
 		if (nargs != 1) {
 			usage_with_options(usage, opts, 1);
 			return DT_EXIT_USAGE;
 		}
-		return submit(argv[0], detach, json, name, cluster);
+		return submit(argv[0], detach, json, name);
 	}
 	if (!strcmp(sub, "list")) {
 		if (nargs) {

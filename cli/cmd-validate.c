@@ -8,6 +8,7 @@
  * the stable machine form (one object, or an array for several files).
  */
 #include "builtin.h"
+#include "setup.h"
 #include "config.h"
 #include "json.h"
 #include "parse-options.h"
@@ -182,8 +183,17 @@ int cmd_validate(int argc, const char **argv)
 
 	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);   /* files: argv[1..argc] */
 	if (argc < 1) {
-		usage_with_options(usage, opts, 1);
-		return DT_EXIT_USAGE;
+		/* no file: the cluster's (-c, $DTCTL_CLUSTER, init's), checked by the setup */
+		int code = cluster_setup(USE_CLUSTER);
+
+		if (code)
+			return code;
+		if (!the_cluster.file) {
+			usage_with_options(usage, opts, 1);
+			return DT_EXIT_USAGE;
+		}
+		argv[1] = the_cluster.file;
+		argc = 1;
 	}
 	if (kind && strcmp(kind, "cluster") != 0 && strcmp(kind, "job") != 0 &&
 	    strcmp(kind, "sweep") != 0) {
@@ -205,7 +215,10 @@ int cmd_validate(int argc, const char **argv)
 	}
 	if (!failed) {
 		if (json) {
-			json_print(json_array_size(all) == 1 ? json_array_get(all, 0) : all);
+			json_t *doc = json_pack("{s:O}", "files", all);
+
+			json_doc_print(doc);
+			json_decref(doc);
 		} else {
 			size_t i;
 			json_t *v;

@@ -1,8 +1,15 @@
 /*
  * dtctl.c - the dtctl command-line entry point: global options and the table
  * that maps subcommand names to their cmd_*() functions (see builtin.h).
+ *
+ * Each row also says what the command needs (cli/setup.h): every command
+ * accepts -c/--cluster (before or after its name), and the setup resolves
+ * the cluster right after the command has parsed its options, before it does
+ * anything, so -c means the same everywhere.  With --json, a failure is
+ * reported as JSON on stdout too (docs/json.md).
  */
 #include "builtin.h"
+#include "setup.h"
 #include "sanitize.h"
 #include "parse-options.h"
 #include "usage.h"
@@ -16,29 +23,30 @@ struct cmd_struct {
 	const char *name;
 	int (*fn)(int argc, const char **argv);
 	const char *summary;
+	int flags;   /* enum setup_flags */
 };
 
 static const struct cmd_struct commands[] = {
-	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes" },
-	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent" },
-	{ "cancel", cmd_cancel, "cancel jobs (pending or running)" },
-	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster" },
-	{ "drain", cmd_drain, "stop placing work on a node" },
-	{ "exec", cmd_exec, "run a command on the nodes in parallel" },
-	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys" },
-	{ "head", cmd_head, "start, stop or check dtsched, the head service" },
-	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node" },
-	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order" },
-	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats" },
-	{ "ps", cmd_ps, "queued and running jobs (--all: history too)" },
-	{ "push", cmd_push, "copy a file to the nodes" },
-	{ "resume", cmd_resume, "place work on a drained node again" },
-	{ "run", cmd_run, "run a distributed job and stream its logs" },
-	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs" },
-	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping" },
-	{ "sweep-report-file", cmd_sweep_report_file, NULL },   /* hidden: tests */
-	{ "validate", cmd_validate, "check configuration files and print them resolved" },
-	{ "version", cmd_version, "print the version" },
+	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER },
+	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },
+	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
+	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
+	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
+	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
+	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
+	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
+	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node", 0 },   /* picks its file itself */
+	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order", USE_CLUSTER },
+	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats", NEED_HEAD },
+	{ "ps", cmd_ps, "queued and running jobs (--all: history too)", NEED_HEAD },
+	{ "push", cmd_push, "copy a file to the nodes", NEED_CLUSTER },
+	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD },
+	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD },
+	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
+	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
+	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
+	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
+	{ "version", cmd_version, "print the version", 0 },
 };
 
 static void list_commands(FILE *out)
@@ -51,7 +59,7 @@ static void list_commands(FILE *out)
 }
 
 static const char *const dtctl_usage[] = {
-	"dtctl [--version] [--help] <command> [<args>]",
+	"dtctl [--version] [--help] [-c <cluster.yaml>] <command> [<args>]",
 	NULL,
 };
 
@@ -65,20 +73,64 @@ int cmd_version(int argc, const char **argv)
 	static const char *const usage[] = { "dtctl version [--json]", NULL };
 
 	parse_options(argc - 1, argv + 1, opts, usage, 0);
-	if (json)
-		printf("{\"version\": \"%s\"}\n", DT_VERSION);
-	else
+	if (json) {
+		json_t *doc = json_pack("{s:s}", "version", DT_VERSION);
+
+		json_doc_print(doc);
+		json_decref(doc);
+	} else {
 		printf("dtctl %s\n", DT_VERSION);
+	}
 	return 0;
 }
 
 DT_LSAN_DEFAULTS("")
+
+static const struct cmd_struct *current;
+
+/* after the command's parse_options(): resolve its cluster (or say why not) */
+static void run_setup(void)
+{
+	int code = current->flags ? cluster_setup(current->flags) : 0;
+
+	if (code)
+		dt_exit(code);
+}
+
+/* a --json command that failed without printing its own JSON error */
+static void json_exit(int code)
+{
+	if (json_mode && code && !json_printed) {
+		fflush(stdout);
+		json_error_print(*dt_last_error() ? dt_last_error() : "failed", code);
+	}
+	fflush(stdout);
+}
+
+static int run_command_row(const struct cmd_struct *cmd, int argc, const char **argv)
+{
+	int code;
+
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--json"))
+			json_mode = 1;
+	current = cmd;
+	parse_options_common(cluster_options, run_setup);
+	dt_set_exit_hook(json_exit);
+	code = cmd->fn(argc, argv);
+	if (fflush(stdout) || ferror(stdout))
+		error("cannot write to standard output"), code = DT_EXIT_FAIL;
+	json_exit(code);
+	return code;
+}
 
 int main(int argc, const char **argv)
 {
 	int show_version = 0;
 	struct option opts[] = {
 		OPT_BOOL('V', "version", &show_version, "print the version and exit"),
+		OPT_STRING('c', "cluster", &the_cluster.given, "file",
+			   "the cluster (default: $DTCTL_CLUSTER, else the one 'dtctl init' set up)"),
 		OPT_END(),
 	};
 
@@ -109,13 +161,8 @@ int main(int argc, const char **argv)
 		return DT_EXIT_USAGE;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
-		if (!strcmp(commands[i].name, argv[0])) {
-			int code = commands[i].fn(argc, argv);
-
-			if (fflush(stdout) || ferror(stdout))
-				return error("cannot write to standard output"), DT_EXIT_FAIL;
-			return code;
-		}
+		if (!strcmp(commands[i].name, argv[0]))
+			return run_command_row(&commands[i], argc, argv);
 	}
 	error("'%s' is not a dtctl command; see 'dtctl --help'", argv[0]);
 	return DT_EXIT_USAGE;

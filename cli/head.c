@@ -1,10 +1,12 @@
 /*
  * head.c - finding, starting and talking to dtsched (see head.h).
  *
- * dtsched runs on the head (this machine) and is started on demand: the first
- * command that needs it runs `dtsched --daemon` from the folder of dtctl,
- * which returns once it serves.  Its port and failure timing come from
- * cluster.yaml (head.port, agent.heartbeat, agent.dead_after).
+ * dtsched runs on the head (this machine).  Commands that submit work (run,
+ * sweep, agents start, init, head start) start it when it is not running:
+ * `dtsched --daemon` from the folder of dtctl, which returns once it serves;
+ * read-only ones never do.  Its port and failure timing come from the
+ * command's cluster (the_cluster, cli/setup.h: head.port, agent.heartbeat,
+ * agent.dead_after).
  */
 #include "head.h"
 #include "daemon.h"
@@ -13,6 +15,7 @@
 #include "protocol.h"
 #include "run-command.h"
 #include "secret.h"
+#include "setup.h"
 #include "usage.h"
 
 #include <limits.h>
@@ -36,29 +39,6 @@ void dt_self_dir(struct strbuf *sb)
 	strbuf_addstr(sb, buf);
 }
 
-void head_settings(struct head_settings *hs)
-{
-	struct cluster_config c;
-	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
-
-	hs->port = DT_HEAD_PORT_DEFAULT;
-	hs->heartbeat_ms = 2000;
-	hs->dead_after_ms = 10000;
-	dt_home_path(&path, "cluster.yaml");
-	memset(&c, 0, sizeof(c));
-	if (access(path.buf, R_OK) == 0 && cluster_config_load(&c, path.buf, &err) == 0) {
-		if (c.head.port > 0)
-			hs->port = c.head.port;
-		if (c.agent.heartbeat_ms > 0)
-			hs->heartbeat_ms = c.agent.heartbeat_ms;
-		if (c.agent.dead_after_ms > 0)
-			hs->dead_after_ms = c.agent.dead_after_ms;
-		cluster_config_release(&c);
-	}
-	strbuf_release(&path);
-	strbuf_release(&err);
-}
-
 int head_key(struct dt_auth_key *key)
 {
 	struct strbuf path = STRBUF_INIT;
@@ -79,11 +59,53 @@ int head_key(struct dt_auth_key *key)
 	return ret;
 }
 
-int head_start(int quiet)
+/* dtsched's command line for the_cluster's head settings */
+static void head_args(struct strvec *args)
 {
-	struct head_settings hs;
+	struct strbuf dir = STRBUF_INIT;
+
+	dt_self_dir(&dir);
+	strvec_pushf(args, "%s/dtsched", dir.buf);
+	strvec_push(args, "--daemon");
+	strvec_pushf(args, "--port=%d", the_cluster.head_port);
+	strvec_pushf(args, "--heartbeat-ms=%lld", the_cluster.heartbeat_ms);
+	strvec_pushf(args, "--dead-after-ms=%lld", the_cluster.dead_after_ms);
+	strbuf_release(&dir);
+}
+
+/*
+ * Whether the running dtsched `pid` was started with `args` (its options,
+ * not its path): a head.port or agent timing changed in cluster.yaml since
+ * means it must restart, else later commands would talk to the wrong port.
+ */
+static int head_args_match(long long pid, const struct strvec *args)
+{
+	struct strbuf path = STRBUF_INIT, cmdline = STRBUF_INIT;
+	const char *p, *end;
+	size_t i = 1;
+	int same = 1;
+
+	strbuf_addf(&path, "/proc/%lld/cmdline", pid);
+	if (strbuf_read_file(&cmdline, path.buf, 4096) < 0) {
+		strbuf_release(&path);
+		return 1;   /* cannot tell: leave it alone */
+	}
+	p = cmdline.buf + strlen(cmdline.buf) + 1;   /* past its path */
+	end = cmdline.buf + cmdline.len;
+	for (; p < end && i < args->nr; p += strlen(p) + 1, i++)
+		if (strcmp(p, args->v[i]))
+			same = 0;
+	if (p < end || i < args->nr)
+		same = 0;
+	strbuf_release(&path);
+	strbuf_release(&cmdline);
+	return same;
+}
+
+int head_start(int quiet, int restart)
+{
 	struct child_process cp = CHILD_PROCESS_INIT;
-	struct strbuf dir = STRBUF_INIT, pidfile = STRBUF_INIT;
+	struct strbuf pidfile = STRBUF_INIT;
 	struct dt_auth_key key;
 	long long pid;
 	int code;
@@ -92,24 +114,27 @@ int head_start(int quiet)
 		return DT_EXIT_USAGE;
 	if ((code = head_key(&key)))
 		return code;
+	head_args(&cp.args);
 	dt_home_path(&pidfile, "dtsched.pid");
 	if (dt_pidfile_running(pidfile.buf, &pid)) {
-		strbuf_release(&pidfile);
-		return 0;
+		if (!restart || head_args_match(pid, &cp.args)) {
+			child_process_clear(&cp);
+			strbuf_release(&pidfile);
+			return 0;
+		}
+		fprintf(stderr, "%s: the head settings changed (port %d): restarting dtsched (pid %lld)\n",
+			dt_progname(), the_cluster.head_port, pid);
+		if (dt_daemon_stop(pidfile.buf, "dtsched", 10000) < 0) {
+			child_process_clear(&cp);
+			strbuf_release(&pidfile);
+			return DT_EXIT_FAIL;
+		}
 	}
-	head_settings(&hs);
-	dt_self_dir(&dir);
-	strvec_pushf(&cp.args, "%s/dtsched", dir.buf);
-	strvec_push(&cp.args, "--daemon");
-	strvec_pushf(&cp.args, "--port=%d", hs.port);
-	strvec_pushf(&cp.args, "--heartbeat-ms=%lld", hs.heartbeat_ms);
-	strvec_pushf(&cp.args, "--dead-after-ms=%lld", hs.dead_after_ms);
 	cp.no_stdin = 1;
 	if (quiet)
 		cp.no_stdout = 1;
 	code = run_command(&cp);
 	child_process_clear(&cp);
-	strbuf_release(&dir);
 	strbuf_release(&pidfile);
 	if (code) {
 		error("cannot start dtsched (see '%s/dtsched.log')", dt_home());
@@ -118,18 +143,14 @@ int head_start(int quiet)
 	return 0;
 }
 
-int head_connect(struct dt_httpc *c, int start)
+int head_connect(struct dt_httpc *c)
 {
-	struct head_settings hs;
 	struct dt_auth_key key;
 	int code;
 
-	if (start && (code = head_start(1)))
-		return code;
 	if ((code = head_key(&key)))
 		return code;
-	head_settings(&hs);
-	dt_httpc_init(c, "127.0.0.1", hs.port, &key);
+	dt_httpc_init(c, the_cluster.head_address, the_cluster.head_port, &key);
 	return 0;
 }
 
@@ -143,14 +164,19 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	*out = NULL;
 	if (status)
 		*status = -1;
-	if ((code = head_connect(&c, 1)))
+	if ((the_cluster.flags & START_HEAD) && (code = head_start(1, 0)))
+		return code;
+	if ((code = head_connect(&c)))
 		return code;
 	st = dt_httpc_request(&c, method, path, body, out, &err);
 	dt_httpc_release(&c);
 	if (status)
 		*status = st;
 	if (st < 0) {
-		error("cannot reach dtsched: %s (see '%s/dtsched.log')", err.buf, dt_home());
+		error("cannot reach dtsched at %s:%d: %s", the_cluster.head_address,
+		      the_cluster.head_port, err.buf);
+		fprintf(stderr, "hint: is it running? 'dtctl head status'; start it with "
+			"'dtctl head start' (log: '%s/dtsched.log')\n", dt_home());
 		code = DT_EXIT_UNREACH;
 	} else if (st == 401) {
 		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));

@@ -1,9 +1,9 @@
 /*
- * head.h - how dtctl talks to dtsched: find it (cluster.yaml head.port,
- * this machine), start it on demand, and send it signed requests.
+ * head.h - how dtctl talks to dtsched: find it (the_cluster's head.port,
+ * this machine), start it when the command may, and send it signed requests.
  *
  *	struct dt_httpc c;
- *	if ((code = head_connect(&c, 1)))      // 1: start dtsched if it is not running
+ *	if ((code = head_connect(&c)))
  *		return code;                    // DT_EXIT_UNREACH / DT_EXIT_USAGE, message printed
  *	status = dt_httpc_request(&c, "GET", DT_PATH_NODES, NULL, &reply, &err);
  *	dt_httpc_release(&c);
@@ -15,22 +15,20 @@
 #include "httpc.h"
 #include "strbuf.h"
 
-/* dtsched's port and the agents' timing from cluster.yaml (defaults when there is none). */
-struct head_settings {
-	int port;
-	long long heartbeat_ms, dead_after_ms;
-};
-void head_settings(struct head_settings *hs);
-
 /* The folder of the running dtctl (where dtagent and dtsched are built). */
 void dt_self_dir(struct strbuf *sb);
 
-/* Start dtsched (--daemon) if it is not running; 0 or a DT_EXIT code, message printed. */
-int head_start(int quiet);
-/* A client for dtsched, starting it first when `start`; 0 or a DT_EXIT code. */
-int head_connect(struct dt_httpc *c, int start);
 /*
- * One signed request to dtsched (started on demand): 0 with the reply in *out
+ * Start dtsched (--daemon) for the_cluster if it is not running; with
+ * `restart`, also restart one started with other head settings (head.port,
+ * agent timing).  0 or a DT_EXIT code, message printed.
+ */
+int head_start(int quiet, int restart);
+/* A client for the_cluster's dtsched (never starts it); 0 or a DT_EXIT code. */
+int head_connect(struct dt_httpc *c);
+/*
+ * One signed request to dtsched (started first when the command's row says
+ * START_HEAD, cli/setup.h): 0 with the reply in *out
  * (also set on errors when there is one; the caller frees it), or the exit
  * code after printing why: DT_EXIT_UNREACH (unreachable, 401), DT_EXIT_USAGE
  * (400, 404, 422: nothing was done), DT_EXIT_FAIL (other statuses).

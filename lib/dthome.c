@@ -36,6 +36,12 @@ const char *dt_home(void)
 	return home;
 }
 
+void dt_home_reset(void)
+{
+	free(home);
+	home = NULL;
+}
+
 int mkdir_p(const char *path, int mode)
 {
 	struct strbuf sb = STRBUF_INIT;

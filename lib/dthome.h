@@ -12,6 +12,8 @@
 
 /* The home directory path (not created). Owned by the module; do not free. */
 const char *dt_home(void);
+/* Forget the home found so far: the next dt_home() reads $DTCTL_HOME again. */
+void dt_home_reset(void);
 /* Create the home (0700) if missing and fix its mode; -1 with a message on failure. */
 int dt_home_ensure(void);
 /* Append dt_home()/name to sb. */

@@ -136,7 +136,7 @@ static int print_value(struct strbuf *sb, const char *b, size_t *pi, size_t n, i
 	return 0;
 }
 
-int json_print_text(const char *buf, size_t len, const char *only)
+int json_print_text(const char *buf, size_t len, const char *only, const char *first)
 {
 	struct strbuf sb = STRBUF_INIT, skip = STRBUF_INIT;
 	size_t i = skip_ws(buf, 0, len), olen = only ? strlen(only) : 0;
@@ -145,6 +145,11 @@ int json_print_text(const char *buf, size_t len, const char *only)
 	if (i >= len || buf[i] != '{')
 		goto out;
 	strbuf_addch(&sb, '{');
+	if (first) {
+		indent(&sb, 1);
+		strbuf_addstr(&sb, first);
+		members++;
+	}
 	i = skip_ws(buf, i + 1, len);
 	if (i < len && buf[i] == '}') {
 		i++;

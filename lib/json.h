@@ -25,11 +25,12 @@ void json_append_str(struct strbuf *sb, const char *s);
  * Print the JSON object text buf[0..len) indented as json_print() does (2
  * spaces, "key": value, {} and [] when empty) without parsing it into a tree:
  * for big replies passed through (dtctl nodes --json, 1000 nodes).  With
- * `only`, the top-level object keeps just that member.  Strings and numbers
+ * `only`, the top-level object keeps just that member; `first` (raw member
+ * text such as "\"schema\": 1", or NULL) goes before it.  Strings and numbers
  * are copied as they are.  -1 and nothing printed when buf is not one JSON
  * object (unbalanced, truncated, trailing bytes).
  */
-int json_print_text(const char *buf, size_t len, const char *only);
+int json_print_text(const char *buf, size_t len, const char *only, const char *first);
 /* Print j indented to stdout with a trailing newline. */
 void json_print(const json_t *j);
 /* Parse len bytes; on failure return NULL and fill err ("line L col C: msg"). */

@@ -91,18 +91,18 @@ static int set_value(const struct option *o, const char *arg, int unset, int is_
 	return ret;
 }
 
-void usage_with_options(const char *const *usagestr, const struct option *opts, int err)
-{
-	FILE *out = err ? stderr : stdout;
-	int text = 0;   /* past the first empty line: a description, indented */
+/* see parse_options_common() */
+static const struct option *common_opts;
+static void (*common_after)(void);
 
-	fprintf(out, "usage: %s\n", usagestr[0]);
-	for (usagestr++; *usagestr; usagestr++) {
-		if (!**usagestr)
-			text = 1;
-		fprintf(out, "%s%s\n", !**usagestr ? "" : text ? "    " : "   or: ", *usagestr);
-	}
-	fputc('\n', out);
+void parse_options_common(const struct option *common, void (*after)(void))
+{
+	common_opts = common;
+	common_after = after;
+}
+
+static void print_opts(FILE *out, const struct option *opts)
+{
 	for (; opts->type != OPTION_END; opts++) {
 		struct strbuf left = STRBUF_INIT;
 
@@ -123,17 +123,34 @@ void usage_with_options(const char *const *usagestr, const struct option *opts, 
 			fprintf(out, "%-30s%s\n", left.buf, opts->help);
 		strbuf_release(&left);
 	}
+}
+
+void usage_with_options(const char *const *usagestr, const struct option *opts, int err)
+{
+	FILE *out = err ? stderr : stdout;
+	int text = 0;   /* past the first empty line: a description, indented */
+
+	fprintf(out, "usage: %s\n", usagestr[0]);
+	for (usagestr++; *usagestr; usagestr++) {
+		if (!**usagestr)
+			text = 1;
+		fprintf(out, "%s%s\n", !**usagestr ? "" : text ? "    " : "   or: ", *usagestr);
+	}
+	fputc('\n', out);
+	print_opts(out, opts);
+	if (common_opts)
+		print_opts(out, common_opts);
 	fprintf(out, "    %-26s%s\n", "-h, --help", "show this help");
 }
 
 static void NORETURN_usage_error(const char *const *usagestr, const struct option *opts)
 {
 	usage_with_options(usagestr, opts, 1);
-	exit(DT_EXIT_USAGE);
+	dt_exit(DT_EXIT_USAGE);
 }
 
-static const struct option *find_long(const struct option *opts, const char *name, size_t n,
-				      int *unset)
+static const struct option *find_long_in(const struct option *opts, const char *name, size_t n,
+					 int *unset)
 {
 	const struct option *o;
 
@@ -149,6 +166,22 @@ static const struct option *find_long(const struct option *opts, const char *nam
 				return o;
 			}
 	}
+	return NULL;
+}
+
+static const struct option *find_long(const struct option *opts, const char *name, size_t n,
+				      int *unset)
+{
+	const struct option *o = find_long_in(opts, name, n, unset);
+
+	return o || !common_opts ? o : find_long_in(common_opts, name, n, unset);
+}
+
+static const struct option *find_short(const struct option *opts, int c)
+{
+	for (const struct option *o = opts; o->type != OPTION_END; o++)
+		if (o->short_name == c)
+			return o;
 	return NULL;
 }
 
@@ -205,17 +238,16 @@ int parse_options(int argc, const char **argv, const struct option *opts,
 				NORETURN_usage_error(usagestr, opts);
 			}
 			if (set_value(o, arg, unset, 0))
-				exit(DT_EXIT_USAGE);
+				dt_exit(DT_EXIT_USAGE);
 			continue;
 		}
 		/* short options, possibly bundled: -vvv, -n2, -n 2 */
 		for (const char *p = a + 1; *p; p++) {
-			const struct option *o;
+			const struct option *o = find_short(opts, *p);
 
-			for (o = opts; o->type != OPTION_END; o++)
-				if (o->short_name == *p)
-					break;
-			if (o->type == OPTION_END) {
+			if (!o && common_opts)
+				o = find_short(common_opts, *p);
+			if (!o) {
 				error("unknown switch '%c'", *p);
 				NORETURN_usage_error(usagestr, opts);
 			}
@@ -231,13 +263,19 @@ int parse_options(int argc, const char **argv, const struct option *opts,
 					NORETURN_usage_error(usagestr, opts);
 				}
 				if (set_value(o, arg, 0, 1))
-					exit(DT_EXIT_USAGE);
+					dt_exit(DT_EXIT_USAGE);
 				break;
 			}
 			if (set_value(o, NULL, 0, 1))
-				exit(DT_EXIT_USAGE);
+				dt_exit(DT_EXIT_USAGE);
 		}
 	}
 	argv[out] = NULL;
+	if (common_after) {
+		void (*after)(void) = common_after;
+
+		common_after = NULL;   /* once: subcommands may parse again */
+		after();
+	}
 	return out;
 }

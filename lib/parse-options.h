@@ -66,6 +66,14 @@ struct option {
 
 int parse_options(int argc, const char **argv, const struct option *opts,
 		  const char *const *usagestr, int flags);
+/*
+ * Options every later parse_options() call of this program accepts after the
+ * caller's own, listed in every --help (dtctl: -c/--cluster, so that it means
+ * the same in every command), and a function called once, after the first
+ * parse_options() call has parsed its arguments (dtctl: the command table's
+ * setup, see cli/cluster.h).  NULL for none.
+ */
+void parse_options_common(const struct option *common, void (*after)(void));
 /* Print usage (to stderr when err, else stdout). */
 void usage_with_options(const char *const *usagestr, const struct option *opts, int err);
 

@@ -23,6 +23,31 @@ const char *dt_progname(void)
 	return progname;
 }
 
+/* the last error() or die() message, for programs that report it again (dtctl --json) */
+static struct strbuf last_error = STRBUF_INIT;
+static void (*exit_hook)(int code);
+
+const char *dt_last_error(void)
+{
+	return last_error.buf;
+}
+
+void dt_set_exit_hook(void (*hook)(int code))
+{
+	exit_hook = hook;
+}
+
+void dt_exit(int code)
+{
+	if (exit_hook) {
+		void (*hook)(int) = exit_hook;
+
+		exit_hook = NULL;
+		hook(code);
+	}
+	exit(code);
+}
+
 static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum) DT_PRINTF(2, 0);
 static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 {
@@ -35,6 +60,12 @@ static void vreport(const char *prefix, const char *fmt, va_list ap, int errnum)
 	 */
 	strbuf_vaddf(&msg, fmt, ap);
 	term_sanitize(&safe, msg.buf, msg.len, TERM_KEEP_NL | TERM_KEEP_TAB);
+	if (strcmp(prefix, "warning: ")) {
+		strbuf_reset(&last_error);
+		strbuf_addbuf(&last_error, &safe);
+		if (errnum)
+			strbuf_addf(&last_error, ": %s", strerror(errnum));
+	}
 	if (errnum)
 		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, safe.buf, strerror(errnum));
 	else
@@ -80,7 +111,7 @@ void die(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("fatal: ", fmt, ap, 0);
 	va_end(ap);
-	exit(DT_EXIT_FAIL);
+	dt_exit(DT_EXIT_FAIL);
 }
 
 void die_errno(const char *fmt, ...)
@@ -91,7 +122,7 @@ void die_errno(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("fatal: ", fmt, ap, e);
 	va_end(ap);
-	exit(DT_EXIT_FAIL);
+	dt_exit(DT_EXIT_FAIL);
 }
 
 void die_code(int code, const char *fmt, ...)
@@ -101,7 +132,7 @@ void die_code(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("fatal: ", fmt, ap, 0);
 	va_end(ap);
-	exit(code);
+	dt_exit(code);
 }
 
 const char *getenv_nonempty(const char *name)

@@ -14,14 +14,25 @@
 #include <stddef.h>
 #include <stdnoreturn.h>
 
-/* Exit codes of every dtctl program (DESIGN.md). */
+/*
+ * Exit codes of every dtctl program (the table in docs/json.md, "Exit codes"):
+ * an unknown job, sweep or node is a usage error (2: nothing was done); asking
+ * again for what is already done (cancel, stop, pause twice) succeeds (0) and
+ * says "already ...".
+ */
 enum dt_exit {
 	DT_EXIT_OK = 0,
 	DT_EXIT_FAIL = 1,     /* the job or command failed */
-	DT_EXIT_USAGE = 2,    /* usage or configuration error: nothing started */
-	DT_EXIT_UNREACH = 3,  /* cannot reach or authenticate to the cluster */
+	DT_EXIT_USAGE = 2,    /* usage or configuration error, unknown id: nothing started */
+	DT_EXIT_UNREACH = 3,  /* cannot reach or authenticate to the cluster, none set up */
 	DT_EXIT_INTR = 130,   /* interrupted */
 };
+
+/* exit(code), after the hook a program set (dtctl: the JSON error of --json); die() uses it. */
+noreturn void dt_exit(int code);
+void dt_set_exit_hook(void (*hook)(int code));
+/* The text of the last error()/die() message ("" if none). */
+const char *dt_last_error(void);
 
 #define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 

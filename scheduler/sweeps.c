@@ -1465,7 +1465,8 @@ static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_json(resp, 200, export_json(w));
 		goto out;
 	}
-	if (sweep_final(w)) {
+	/* stopping a finished sweep again is done already (like cancel, pause twice) */
+	if (sweep_final(w) && strcmp(action, DT_PATH_STOP_SUFFIX)) {
 		dt_http_error(resp, 409, "sweep %s is already %s", w->id, w->state);
 		goto out;
 	}
@@ -1477,7 +1478,7 @@ static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, 
 		w->state = DT_SWEEP_RUNNING;
 		sweep_save(s, w);
 		dtlog(DTLOG_INFO, "sweep %s: resumed", w->id);
-	} else if (!strcmp(action, DT_PATH_STOP_SUFFIX)) {
+	} else if (!strcmp(action, DT_PATH_STOP_SUFFIX) && !sweep_final(w)) {
 		set_reason(&w->reason, "stopped by the user");
 		w->state = DT_SWEEP_STOPPED;
 		w->ended_us = dt_now_us();

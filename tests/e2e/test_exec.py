@@ -80,7 +80,7 @@ def test_quoting_is_exact(run):
     weird = ["a b", "it's", "$HOME", "`id`", "x;y", "*"]
     p = run("exec", "--nodes", "dtnode1", "--json", "--", "printf", "[%s]", *weird)
     assert p.returncode == 0, p.stderr
-    res = json.loads(p.stdout)
+    res = json.loads(p.stdout)["nodes"]
     assert res[0]["stdout"] == "".join("[%s]" % w for w in weird)
 
 

@@ -51,7 +51,7 @@ class Ctx(HeadCluster):
     def show(self, job):
         p = self.dtctl("show", "--json", job, timeout=5)
         assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
+        return json.loads(p.stdout)["job"]
 
     def wait_job(self, job, states, timeout=40):
         deadline = time.time() + timeout
@@ -255,7 +255,7 @@ def test_full_shared_disk_is_a_visible_warning(full_disk):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "could not be logged" in p.stderr, p.stderr
     jid = json.loads(full_disk.dtctl("ps", "--all", "--json").stdout)["jobs"][-1]["id"]
-    j = json.loads(full_disk.dtctl("show", "--json", jid).stdout)
+    j = json.loads(full_disk.dtctl("show", "--json", jid).stdout)["job"]
     assert j["state"] == "COMPLETED", j
     lost = j["log_lost_lines"]
     logged = 0
@@ -277,7 +277,7 @@ def test_full_shared_disk_is_a_visible_warning(full_disk):
     p = full_disk.dtctl("run", job, timeout=90)
     assert p.returncode == 1, p.stdout + p.stderr
     jid = json.loads(full_disk.dtctl("ps", "--all", "--json").stdout)["jobs"][-1]["id"]
-    j = json.loads(full_disk.dtctl("show", "--json", jid).stdout)
+    j = json.loads(full_disk.dtctl("show", "--json", jid).stdout)["job"]
     assert j["state"] == "FAILED" and "strict_logging" in j["reason"], j
 
 

@@ -125,7 +125,7 @@ def test_init_json_and_exit_codes(cluster, dtctl, tmp_home, tmp_path):
     p = dtctl("init", "--accept-new-hosts", "--json", cfg, env={"DTCTL_PASSWORD": c.password},
               timeout=120)
     assert p.returncode == 0, p.stderr
-    res = json.loads(p.stdout)
+    res = json.loads(p.stdout)["nodes"]
     assert [r["node"] for r in res] == [n.name for n in c.nodes]
     assert all(r["ok"] and r["fingerprint"].startswith("SHA256:") for r in res)
     assert all(r["facts"].get("hostname") for r in res)

@@ -103,8 +103,8 @@ def test_json_output(job):
     write(1, [(1, "E", 'say "hi"')])
     r = logs("--shared-dir", str(shared), "--json", "j-000001")
     rec = json.loads(r.stdout)
-    assert rec == {"source": "n1 1", "stream": "stderr", "text": 'say "hi"',
-                   "time": ts(1)}
+    assert rec == {"schema": 1, "node": "n1", "rank": 1, "ranks": [1], "stream": "stderr",
+                   "text": 'say "hi"', "time": ts(1)}
 
 
 def test_follow_until_job_ends(job):
@@ -165,7 +165,8 @@ def test_follow_latency_under_500ms(job):
 def test_errors(job, tmp_path):
     shared, jd, write = job
     r = logs("--shared-dir", str(shared), "j-999999")
-    assert r.returncode == 1 and b"no job 'j-999999'" in r.stderr
+    # an unknown job is a usage error (2), as in show and cancel (docs/json.md)
+    assert r.returncode == 2 and b"no job 'j-999999'" in r.stderr
     r = logs("--shared-dir", str(shared), "--rank", "3-1", "j-000001")
     assert r.returncode == 2 and b"bad rank range" in r.stderr
     r = logs("--shared-dir", str(shared), "--grep", "(", "j-000001")
@@ -174,6 +175,7 @@ def test_errors(job, tmp_path):
     assert r.returncode == 2
     r = logs("j-000001", env=dict(os.environ, DTCTL_HOME=str(tmp_path / "nohome"),
                                   DTCTL_CLUSTER=""))
-    assert r.returncode == 2 and b"cluster.yaml" in r.stderr
+    # no cluster set up: the same exit 3 and message as every command
+    assert r.returncode == 3 and b"no cluster set up here" in r.stderr
     r = logs()
     assert r.returncode == 2 and b"usage: dtctl logs" in r.stderr

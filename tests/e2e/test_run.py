@@ -40,7 +40,7 @@ class Ctx(HeadCluster):
     def show(self, job):
         p = self.dtctl("show", "--json", job)
         assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
+        return json.loads(p.stdout)["job"]
 
     def wait_job(self, job, states, timeout=30):
         deadline = time.time() + timeout

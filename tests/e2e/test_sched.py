@@ -219,7 +219,10 @@ def test_dtsched_kill9_restart_matches_reality(cluster):
     pid = int((cluster.home / "dtsched.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     time.sleep(1.5)      # r-2 ends while dtsched is down
-    # dtctl starts dtsched on demand
+    # read-only commands never start dtsched: `head start` does (docs/json.md, exit 3)
+    p = cluster.dtctl("nodes")
+    assert p.returncode == 3 and "cannot reach dtsched" in p.stderr, p.stdout + p.stderr
+    assert cluster.dtctl("head", "start").returncode == 0
     nodes = cluster.nodes()
     assert set(n.name for n in cluster.fc.nodes) <= set(nodes)
     for n in cluster.fc.nodes:

@@ -190,7 +190,7 @@ seed: 11
     for s, _ in spans:
         assert sum(1 for a, b in spans if a <= s < b) <= 6, spans
     # parameters reached dttrain as flags
-    show = json.loads(cluster.dtctl("show", "--json", best["job_id"]).stdout)
+    show = json.loads(cluster.dtctl("show", "--json", best["job_id"]).stdout)["job"]
     assert show["spec"]["trainer"]["lr"] == best["params"]["lr"], show["spec"]
     assert show["spec"]["env"]["DT_PARAM_LR"] == best["params"]["lr"]
     # best as YAML, export as CSV
@@ -525,7 +525,7 @@ max_trials: 6
         ["pgrep", "-f", "--", "--home %s" % cluster.agent_home(3)], capture_output=True,
         text=True).stdout.split()]
     for jid in on_victim:
-        show = json.loads(cluster.dtctl("show", "--json", jid).stdout)
+        show = json.loads(cluster.dtctl("show", "--json", jid).stdout)["job"]
         victims += [r["pid"] for r in show["ranks"] if r.get("pid")]
     for pid in victims:
         try:
@@ -537,7 +537,7 @@ max_trials: 6
         assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
         assert len(ex["trials"]) == 6 and all(t["state"] == "COMPLETED" for t in ex["trials"])
         for jid in on_victim:
-            show = json.loads(cluster.dtctl("show", "--json", jid).stdout)
+            show = json.loads(cluster.dtctl("show", "--json", jid).stdout)["job"]
             assert show["state"] == "COMPLETED", show
             hist = [h["state"] for h in show["history"]]
             assert "NODE_FAIL" in hist, show["history"]

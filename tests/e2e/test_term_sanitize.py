@@ -78,7 +78,7 @@ def test_ps_and_show_json_exact(local, job):
     jid, _ = job
     jobs = json.loads(local.dtctl("ps", "--all", "--json").stdout)["jobs"]
     assert [j["name"] for j in jobs if j["id"] == jid] == [JOB_NAME]
-    shown = json.loads(local.dtctl("show", "--json", jid).stdout)
+    shown = json.loads(local.dtctl("show", "--json", jid).stdout)["job"]
     assert shown["name"] == JOB_NAME
     assert shown["spec"]["command"][-1] == ARG, shown["spec"]
 
@@ -133,7 +133,7 @@ def test_sweep_json_exact(local, sweep):
     ex = json.loads(local.dtctl("sweep", "status", "--json", sid).stdout)
     assert ex["sweep"]["name"] == SWEEP_NAME
     assert {t["params"]["tag"] for t in ex["trials"]} == {TAG}
-    best = json.loads(local.dtctl("sweep", "best", "--json", sid).stdout)
+    best = json.loads(local.dtctl("sweep", "best", "--json", sid).stdout)["best"]
     assert best["params"]["tag"] == TAG
 
 

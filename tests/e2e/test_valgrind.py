@@ -112,7 +112,7 @@ def test_validate_json(vg_dtctl, no_cluster_env, tmp_path):
     f.write_text("shared_dir: /mnt/nfs\nuser: alice\nnodes:\n  - host: gpu[01-03]\n"
                  "  - {host: local, gpus: 0}\nssh: {port: 2222}\n")
     p = run_vg(vg_dtctl, tmp_path, ["validate", "--json", f], env=no_cluster_env)
-    c = json.loads(p.stdout)
+    c = json.loads(p.stdout)["files"][0]
     assert c["kind"] == "cluster"
     assert [n["name"] for n in c["nodes"]] == ["gpu01", "gpu02", "gpu03", "local"]
 

@@ -31,7 +31,7 @@ def test_cluster_json_defaults(dtctl, tmp_path):
     write(tmp_path, "setup.sh", "#!/bin/sh\n")    # validate checks that it can be read
     r = dtctl("validate", "--json", p)
     assert r.returncode == 0, r.stderr
-    c = json.loads(r.stdout)
+    c = json.loads(r.stdout)["files"][0]
     assert c["kind"] == "cluster"
     assert c["cluster"] == "dtctl"
     assert c["ssh"] == {"port": 22, "fanout": 32, "connect_timeout": "10s",
@@ -51,7 +51,7 @@ def test_job_json_defaults(dtctl, tmp_path):
     p = write(tmp_path, "job.yaml", "command: [python, train.py]\ntimeout: 1h30m\n")
     r = dtctl("validate", "--json", p)
     assert r.returncode == 0, r.stderr
-    j = json.loads(r.stdout)
+    j = json.loads(r.stdout)["files"][0]
     assert j["kind"] == "job"
     assert j["name"] == "python" and j["launcher"] == "agent"
     assert j["nodes"] == 1 and j["procs_per_node"] == 1 and j["gpus_per_node"] == 0
@@ -69,7 +69,7 @@ def test_sweep_json_with_relative_job(dtctl, tmp_path):
           "job: ../job.yaml\n")
     r = dtctl("validate", "--json", sub / "s.yaml")
     assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)
+    s = json.loads(r.stdout)["files"][0]
     assert s["kind"] == "sweep"
     assert s["max_trials"] == 6 and s["grid_size"] == 6
     assert list(s["parameters"]) == ["lr", "opt.m"]
@@ -86,7 +86,7 @@ def test_several_files_and_kind_option(dtctl, tmp_path):
     b = write(tmp_path, "b.yaml", "nodes: 2\ncommand: [x]\n")
     r = dtctl("validate", "--json", "--kind", "job", b, TEMPLATES / "job.yaml")
     assert r.returncode == 0, r.stderr
-    both = json.loads(r.stdout)
+    both = json.loads(r.stdout)["files"]
     assert [x["kind"] for x in both] == ["job", "job"]
     r = dtctl("validate", "--kind", "pod", b)
     assert r.returncode == 2 and "--kind" in r.stderr

@@ -406,7 +406,7 @@ static void print_tree(void *arg)
 static int text_ret;
 static void print_text(void *arg)
 {
-	text_ret = json_print_text(arg, strlen(arg), "nodes");
+	text_ret = json_print_text(arg, strlen(arg), "nodes", NULL);
 }
 
 static void test_json_print_text(void **state)

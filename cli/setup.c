@@ -1,0 +1,148 @@
+/*
+ * setup.c - the cluster of a dtctl command (see setup.h) and the JSON
+ * envelope of every --json output (docs/json.md).
+ */
+#include "setup.h"
+#include "dthome.h"
+#include "parse-options.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct dt_cluster the_cluster;
+int json_mode, json_printed;
+
+const struct option cluster_options[] = {
+	OPT_GROUP("common options"),
+	OPT_STRING('c', "cluster", &the_cluster.given, "file",
+		   "the cluster (default: $DTCTL_CLUSTER, else the one 'dtctl init' set up)"),
+	OPT_END(),
+};
+
+static int not_set_up(void)
+{
+	error("no cluster set up here: run 'dtctl init -c cluster.yaml'");
+	fprintf(stderr, "hint: or name one with -c FILE or $DTCTL_CLUSTER (home '%s')\n", dt_home());
+	return DT_EXIT_UNREACH;
+}
+
+/*
+ * A cluster file in a dtctl home (the copy init made, or a test's home) brings
+ * that home: its secret and its dtsched, whatever $DTCTL_HOME says.
+ */
+static void adopt_home(const char *file)
+{
+	struct strbuf dir = STRBUF_INIT;
+	const char *slash = strrchr(file, '/');
+
+	strbuf_add(&dir, file, slash ? (size_t)(slash - file) : 1);
+	if (!slash)
+		strbuf_reset(&dir), strbuf_addch(&dir, '.');
+	strbuf_addstr(&dir, "/secret");
+	if (access(dir.buf, F_OK) == 0) {
+		strbuf_setlen(&dir, dir.len - strlen("/secret"));
+		/* children (dtsched, a local dtagent) must agree: the environment */
+		setenv("DTCTL_HOME", dir.buf, 1);
+		dt_home_reset();
+	}
+	strbuf_release(&dir);
+}
+
+static int load(void)
+{
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	const char *env = getenv_nonempty("DTCTL_CLUSTER");
+
+	if (the_cluster.given || env) {
+		strbuf_addstr(&path, the_cluster.given ? the_cluster.given : env);
+		if (access(path.buf, F_OK) < 0) {
+			error("cluster file '%s' does not exist (from %s)", path.buf,
+			      the_cluster.given ? "-c" : "$DTCTL_CLUSTER");
+			strbuf_release(&path);
+			return DT_EXIT_USAGE;
+		}
+		adopt_home(path.buf);
+	} else {
+		dt_home_path(&path, "cluster.yaml");
+		if (access(path.buf, F_OK) < 0) {
+			strbuf_release(&path);
+			return 0;
+		}
+	}
+	if (cluster_config_load(&the_cluster.config, path.buf, &err) < 0) {
+		error("%s", err.buf);
+		strbuf_release(&path);
+		strbuf_release(&err);
+		return DT_EXIT_USAGE;
+	}
+	the_cluster.file = strbuf_detach(&path, NULL);
+	strbuf_release(&err);
+	return 0;
+}
+
+int cluster_setup(int flags)
+{
+	struct cluster_config *c = &the_cluster.config;
+	int code;
+
+	if (!(the_cluster.flags & USE_CLUSTER)) {
+		the_cluster.flags |= USE_CLUSTER;
+		the_cluster.head_address = "127.0.0.1";
+		the_cluster.head_port = DT_HEAD_PORT_DEFAULT;
+		the_cluster.heartbeat_ms = 2000;
+		the_cluster.dead_after_ms = 10000;
+		if ((code = load()))
+			return code;
+		if (the_cluster.file) {
+			if (c->head.port > 0)
+				the_cluster.head_port = c->head.port;
+			if (c->agent.heartbeat_ms > 0)
+				the_cluster.heartbeat_ms = c->agent.heartbeat_ms;
+			if (c->agent.dead_after_ms > 0)
+				the_cluster.dead_after_ms = c->agent.dead_after_ms;
+			the_cluster.shared_dir = c->shared_dir;
+		}
+		if (getenv_nonempty("DTCTL_SHARED_DIR"))
+			the_cluster.shared_dir = getenv("DTCTL_SHARED_DIR");
+		the_cluster.home = dt_home();
+	}
+	if ((flags & NEED_CLUSTER) && !the_cluster.file)
+		return not_set_up();
+	if ((flags & NEED_SHARED) && !the_cluster.shared_dir)
+		return not_set_up();
+	if ((flags & NEED_HEAD) && !(flags & START_HEAD)) {
+		struct strbuf secret = STRBUF_INIT;
+		int missing;
+
+		/* no secret: no head ever ran here, and a read-only command starts none */
+		dt_home_path(&secret, "secret");
+		missing = access(secret.buf, F_OK) < 0;
+		strbuf_release(&secret);
+		if (missing || !the_cluster.file)
+			return not_set_up();
+	}
+	the_cluster.flags |= flags;
+	return 0;
+}
+
+void json_doc_print(json_t *doc)
+{
+	json_t *o = json_pack("{s:i}", "schema", 1);
+
+	json_object_update(o, doc);
+	json_print(o);
+	json_decref(o);
+	json_printed = 1;
+}
+
+void json_error_print(const char *message, int exit_code)
+{
+	json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", message, "exit_code", exit_code);
+
+	json_doc_print(o);
+	json_decref(o);
+}

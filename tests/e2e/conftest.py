@@ -508,7 +508,7 @@ class HeadCluster:
         """`dtctl show --json job`, parsed."""
         p = self.dtctl("show", "--json", job)
         assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
+        return json.loads(p.stdout)["job"]
 
     def shutdown(self):
         """Cancel what still runs, stop the agents and dtsched."""

@@ -224,7 +224,7 @@ def test_ctrl_c_prompt_holds_logs_and_takes_one_key(local):
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
         jid = local.job_id(name)
         p = local.dtctl("show", jid, "--json")
-        assert json.loads(p.stdout)["state"] == "RUNNING", p.stdout
+        assert json.loads(p.stdout)["job"]["state"] == "RUNNING", p.stdout
     finally:
         if pid:
             os.kill(pid, signal.SIGKILL)

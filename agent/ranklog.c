@@ -8,6 +8,7 @@
 #include "log.h"
 #include "run-command.h"
 #include "safefile.h"
+#include "protocol.h"
 #include "usage.h"
 
 #include <errno.h>
@@ -41,6 +42,37 @@ static int rank_from_env(void)
 			return (int)r;
 	}
 	return -1;
+}
+
+/*
+ * The mpi launcher's GPU binding (scheduler/launch.c): rank r runs on node
+ * r / per_node of the hostfile and sees that node's reservation, whatever
+ * the orted that started it had in its environment.
+ */
+static void bind_gpus(int rank)
+{
+	const char *map = getenv(DT_GPU_SLOTS_ENV), *per = getenv(DT_RANKS_PER_NODE_ENV);
+	long n = per ? strtol(per, NULL, 10) : 0, node;
+	const char *p;
+
+	if (!map || n <= 0)
+		return;
+	node = rank / n;
+	for (p = map; node > 0 && p; node--) {
+		p = strchr(p, '|');
+		if (p)
+			p++;
+	}
+	if (p) {
+		size_t len = strcspn(p, "|");
+		char *v = xmalloc(len + 1);
+
+		memcpy(v, p, len);
+		v[len] = '\0';
+		setenv("CUDA_VISIBLE_DEVICES", v, 1);
+		setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+		free(v);
+	}
 }
 
 /* What could not be written to the rank's log (ENOSPC, EIO), for ranks/<r>.json. */
@@ -176,6 +208,7 @@ int ranklog_main(int argc, const char **argv)
 		return 127;
 	}
 	if (pid == 0) {
+		bind_gpus(rank);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(po[1], 1);

@@ -220,7 +220,9 @@ int cmd_show(int argc, const char **argv)
 	json_array_foreach(json_object_get(j, "history"), i, x)
 		printf("  %s  %-10s %s\n", term_str(json_get_str(x, "at", "?")),
 		       term_str(json_get_str(x, "state", "?")), term_str(json_get_str(x, "reason", "")));
-	printf("ranks:\n  %5s %-16s %-15s %5s %8s  %s\n", "RANK", "NODE", "STATE", "EXIT", "PID", "LOG");
+	/* GPUS: the rank's CUDA_VISIBLE_DEVICES; HELD: its containment (cgroup or subreaper) */
+	printf("ranks:\n  %5s %-16s %-15s %5s %8s %-8s %-9s  %s\n", "RANK", "NODE", "STATE", "EXIT",
+	       "PID", "GPUS", "HELD", "LOG");
 	json_array_foreach(json_object_get(j, "ranks"), i, x) {
 		char rank[16], code_s[16], pid[16];
 
@@ -231,8 +233,11 @@ int cmd_show(int argc, const char **argv)
 		snprintf(pid, sizeof(pid), json_is_integer(json_object_get(x, "pid")) ? "%lld" : "-",
 			 json_get_int(x, "pid", 0));
 		/* "killed by dtctl", "lost with node": how a rank ended that did not end itself */
-		printf("  %5s %-16s %-15s %5s %8s  %s\n", rank, term_str(json_get_str(x, "node", "?")),
+		printf("  %5s %-16s %-15s %5s %8s %-8s %-9s  %s\n", rank,
+		       term_str(json_get_str(x, "node", "?")),
 		       term_str(json_get_str(x, "reason", json_get_str(x, "state", "?"))), code_s, pid,
+		       *json_get_str(x, "gpus", "") ? term_str(json_get_str(x, "gpus", "")) : "-",
+		       term_str(json_get_str(x, "containment", "-")),
 		       term_str(json_get_str(x, "log", "")));
 	}
 	json_array_foreach(json_object_get(j, "stalled"), i, x)

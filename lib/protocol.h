@@ -123,6 +123,13 @@
  * unique to this run of the task, so agents of other homes (other users,
  * other clusters) on the same host never take each other's processes. */
 #define DT_TASK_MARKER_ENV "DT_TASK_INSTANCE"
+/*
+ * The mpi launcher's GPU map, for the rank logger (agent/ranklog.c): every
+ * node's reserved GPUs in hostfile order, "0,1|2,3", and the ranks per node;
+ * rank r sets CUDA_VISIBLE_DEVICES to field r / per_node.
+ */
+#define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
+#define DT_RANKS_PER_NODE_ENV "DT_RANKS_PER_NODE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
 /* an orted started through the agents (agent/rsh.h) is task
  * "<job>.<attempt>." DT_ORTED_TASK_TAG "<host>" (dtsched spares it, jobs.c) */

@@ -105,3 +105,18 @@ void strvec_setenv(struct strvec *sv, const char *name, const char *value)
 	}
 	push_owned(sv, strbuf_detach(&sb, NULL));
 }
+
+void strvec_unsetenv(struct strvec *sv, const char *name)
+{
+	size_t n = strlen(name), k = 0;
+
+	for (size_t i = 0; i < sv->nr; i++) {
+		if (!strncmp(sv->v[i], name, n) && sv->v[i][n] == '=')
+			free((char *)sv->v[i]);
+		else
+			sv->v[k++] = sv->v[i];
+	}
+	sv->nr = k;
+	if (sv->v)
+		sv->v[sv->nr] = NULL;
+}

@@ -31,5 +31,7 @@ void strvec_split(struct strvec *sv, const char *s, const char *seps);
 int strvec_find(const struct strvec *sv, const char *s);
 /* For env vectors: set NAME=value, replacing an existing NAME. */
 void strvec_setenv(struct strvec *sv, const char *name, const char *value);
+/* For env vectors: remove every NAME=... entry. */
+void strvec_unsetenv(struct strvec *sv, const char *name);
 
 #endif

@@ -575,6 +575,14 @@ static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
 			mpi_ranks(s, j, a, r, ending);
 		strbuf_release(&log);
 	}
+	/* each rank's GPUs: its node's reservation (launch.c binds both launchers so) */
+	json_array_foreach(a, i, r) {
+		json_int_t rank = json_get_int(r, "rank", -1);
+		json_t *pl = json_array_get(j->placement, rank < 0 ? 0 :
+					    (size_t)(rank / (j->per_node > 0 ? j->per_node : 1)));
+
+		json_object_set_new(r, "gpus", json_string(j->gpu ? json_get_str(pl, "slots", "") : ""));
+	}
 	return a;
 }
 

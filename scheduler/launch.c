@@ -2,6 +2,7 @@
  * launch.c - from a placed job to argv/env per process (see launch.h).
  */
 #include "launch.h"
+#include "protocol.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,21 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	}
 	if (o->bin_dir)
 		strvec_setenv(env, "DT_BIN_DIR", o->bin_dir);
-	(void)p;
+	/*
+	 * GPU binding, the same for both launchers (after the job's env: the
+	 * reservation wins): a job without GPUs sees none (as flux's gpubind
+	 * does), so neither dttrain's --device auto nor a PyTorch script takes
+	 * another job's; slot numbers are NVML's, which is PCI bus order, so CUDA
+	 * must count in that order too (its default is fastest first).  Each
+	 * rank's CUDA_VISIBLE_DEVICES is its node's reservation: set per task by
+	 * the agent launcher, per rank by the mpi launcher's rank logger.
+	 */
+	if (!p->gpu) {
+		strvec_setenv(env, "CUDA_VISIBLE_DEVICES", "-1");
+	} else {
+		strvec_setenv(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+		strvec_unsetenv(env, "CUDA_VISIBLE_DEVICES");
+	}
 }
 
 static void build_agent_tasks(struct launch_plan *p, const struct job_config *job,
@@ -87,9 +102,9 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
 			strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
 			strvec_pushf(&t->env, "TORCHELASTIC_RUN_ID=%s", o->job_id);
-			if (nodes[k].slots) {
+			if (p->gpu && nodes[k].slots) {
 				t->cuda_visible_devices = xstrdup(nodes[k].slots);
-				strvec_pushf(&t->env, "CUDA_VISIBLE_DEVICES=%s", nodes[k].slots);
+				strvec_setenv(&t->env, "CUDA_VISIBLE_DEVICES", nodes[k].slots);
 			}
 			strbuf_reset(&buf);
 			strbuf_addf(&buf, "%s/logs/%d.log", o->job_dir, r);
@@ -117,6 +132,22 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	common_env(&t->env, job, o, p);
 	strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
 	strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
+	if (p->gpu) {
+		/*
+		 * Every node's reservation, in hostfile order; with --map-by slot
+		 * rank r runs on node r / per_node, and its rank logger (dtshim
+		 * rank-log, agent/ranklog.c) sets CUDA_VISIBLE_DEVICES from this:
+		 * orted on other nodes, started through their agents or ssh, would
+		 * otherwise pass on whatever GPUs their own environment shows.
+		 */
+		struct strbuf map = STRBUF_INIT;
+
+		for (int k = 0; k < nr_nodes; k++)
+			strbuf_addf(&map, "%s%s", k ? "|" : "", nodes[k].slots ? nodes[k].slots : "");
+		strvec_setenv(&t->env, DT_GPU_SLOTS_ENV, map.buf);
+		strvec_pushf(&t->env, "%s=%d", DT_RANKS_PER_NODE_ENV, p->per_node);
+		strbuf_release(&map);
+	}
 
 	strvec_push(&t->argv, "mpirun");
 	strvec_push(&t->argv, "--hostfile");
@@ -186,7 +217,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	strvec_pushf(&t->argv, "%s/logs", o->job_dir);
 	strvec_push(&t->argv, "--");
 	launch_job_argv(&t->argv, job, o->bin_dir);
-	if (nodes[0].slots)
+	if (p->gpu && nodes[0].slots)
 		t->cuda_visible_devices = xstrdup(nodes[0].slots);
 	strbuf_addf(&buf, "%s/logs/mpirun.log", o->job_dir);
 	t->log = strbuf_detach(&buf, NULL);

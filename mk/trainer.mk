@@ -89,6 +89,18 @@ $(TRAINER_GPU_TEST): tests/unit/test_trainer_gpu.c $(O)/libtrainer.a $(O)/libdt.
 		$(O)/libdt.a $(LIBS) $(TRAINER_LINK) -lcmocka -lstdc++
 e2e: $(TRAINER_GPU_TEST)
 endif
+# Where nvidia-smi lists a GPU, a skip would be a pass that tested nothing (a
+# driver too old for the runtime used to look like "no GPU"): DT_REQUIRE_GPU=1
+# turns every skip into a failure.  An explicit DT_REQUIRE_GPU wins.
+GPU_SEEN = $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+TRAINER_REQUIRE_GPU = $${DT_REQUIRE_GPU:-$(if $(filter-out 0,$(GPU_SEEN)),1,0)}
 .PHONY: trainer-gpu-test
 trainer-gpu-test: $(TRAINER_GPU_TEST)
-	$(if $(TRAINER_GPU_TEST),$(TRAINER_GPU_TEST),@echo "trainer-gpu-test: built without CUDA; skipped")
+ifneq ($(TRAINER_GPU_TEST),)
+	DT_REQUIRE_GPU=$(TRAINER_REQUIRE_GPU) $(TRAINER_GPU_TEST)
+else
+	@if [ "$(TRAINER_REQUIRE_GPU)" != 0 ]; then \
+		echo "trainer-gpu-test: a GPU is required (DT_REQUIRE_GPU, or nvidia-smi lists one)," \
+			"but this build has no CUDA: put nvcc on PATH or set CUDA_HOME" >&2; exit 1; fi
+	@echo "trainer-gpu-test: built without CUDA; skipped"
+endif

@@ -58,3 +58,28 @@ def test_require_gpu_turns_skip_into_failure():
         raise AssertionError("DT_REQUIRE_GPU=1, yet tests were skipped:\n" + out)
     if r.returncode != 0:
         assert "DT_REQUIRE_GPU is set, but no CUDA device is visible" in out, out
+
+
+BENCHES = ("bias_act", "gemm", "optimizer", "softmax_xent")
+
+
+def test_kernel_benchmarks_validate_or_skip_clearly():
+    """bench/cuda: with a GPU each program validates its kernel against the CPU twin
+    and ends "OK"; without one it says "skipped" and exits 0 (1 under DT_REQUIRE_GPU)."""
+    prog = find_program()
+    if prog is None:
+        gpu_skip("kernel benchmarks not built: this dttrain has no CUDA")
+    bench_dir = prog.parent.parent / "bench-cuda"
+    for name in BENCHES:
+        b = bench_dir / name
+        assert b.exists(), "%s not built (mk/bench-kernels.mk builds it with the e2e programs)" % b
+        r = subprocess.run([str(b)], capture_output=True, text=True, timeout=600,
+                           stdin=subprocess.DEVNULL, env=dict(os.environ, DT_REQUIRE_GPU="0"))
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out
+        if "no CUDA device visible; skipped" in out:
+            continue
+        assert out.rstrip().endswith("bench %s: OK" % name), out
+        assert "FAILED" not in out, out
+    if "skipped" in out:
+        gpu_skip("no GPU on this machine: kernel benchmarks built and skipped")

@@ -133,9 +133,8 @@ static void add_missing(struct strbuf *sb, const char *served, int world)
 static int serve_peer(int peer, const char *job, int world, char *served, const void *blob,
 		      size_t len, long long deadline, int *refused)
 {
-	unsigned char hello[RV_HEADER], reply[4 + 1 + 255];
+	unsigned char hello[RV_HEADER];
 	char peer_job[256];
-	size_t jl = strlen(job);
 	int rank;
 
 	deadline = min_ll(deadline, dt_mono_ms() + RV_PEER_MS);
@@ -147,10 +146,13 @@ static int serve_peer(int peer, const char *job, int world, char *served, const 
 	peer_job[hello[5]] = '\0';
 	if (hello[4] != RV_VERSION || strcmp(peer_job, job)) {
 		/* tell it who we are, so that its error can name the other job */
-		memcpy(reply, "DTNO", 4);
-		reply[4] = (unsigned char)jl;
-		memcpy(reply + 5, job, jl);
-		io_full(peer, reply, 5 + jl, 1, deadline);
+		struct strbuf reply = STRBUF_INIT;
+
+		strbuf_add(&reply, "DTNO", 4);
+		strbuf_addch(&reply, (char)strlen(job));
+		strbuf_addstr(&reply, job);
+		io_full(peer, reply.buf, reply.len, 1, deadline);
+		strbuf_release(&reply);
 		(*refused)++;
 		return 0;
 	}
@@ -242,18 +244,19 @@ static int connect_by(int fd, const struct sockaddr *sa, socklen_t salen, long l
 static int ask(int fd, const char *job, int rank, void *blob, size_t len, long long deadline,
 	       char *other_job)
 {
-	unsigned char hello[RV_HEADER + 255], status[5];
-	size_t jl = strlen(job);
+	struct strbuf hello = STRBUF_INIT;
+	unsigned char status[5];
+	int sent;
 
-	memcpy(hello, "DTRV", 4);
-	hello[4] = RV_VERSION;
-	hello[5] = (unsigned char)jl;
-	hello[6] = (unsigned char)(rank >> 24);
-	hello[7] = (unsigned char)(rank >> 16);
-	hello[8] = (unsigned char)(rank >> 8);
-	hello[9] = (unsigned char)rank;
-	memcpy(hello + RV_HEADER, job, jl);
-	if (io_full(fd, hello, RV_HEADER + jl, 1, deadline) || io_full(fd, status, 4, 0, deadline))
+	strbuf_add(&hello, "DTRV", 4);
+	strbuf_addch(&hello, RV_VERSION);
+	strbuf_addch(&hello, (char)strlen(job));
+	for (int shift = 24; shift >= 0; shift -= 8)
+		strbuf_addch(&hello, (char)(rank >> shift));
+	strbuf_addstr(&hello, job);
+	sent = io_full(fd, hello.buf, hello.len, 1, deadline);
+	strbuf_release(&hello);
+	if (sent || io_full(fd, status, 4, 0, deadline))
 		return -1;
 	if (!memcmp(status, "DTOK", 4))
 		return io_full(fd, blob, len, 0, deadline) ? -1 : 1;

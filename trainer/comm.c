@@ -3,6 +3,7 @@
  * all-reduce, and bringing the whole job down on a fatal error.
  */
 #include "trainer/comm.h"
+#include "log.h"
 #include "trainer/check.h"
 #include "trainer/gpu.h"
 
@@ -118,13 +119,98 @@ const char *comm_name(const struct comm *c)
 	}
 }
 
+/*
+ * The one polling loop for everything that completes in the background: a
+ * non-blocking NCCL communicator's init and finalize, and the collectives.
+ * Polls every 50 us (a bucket's all-reduce is short, latency matters), every
+ * 5 ms after the first second (an init of many ranks is not).
+ */
+int comm_wait_op(const struct pending_op *op, int timeout_ms, struct strbuf *err)
+{
+	long long start = dt_mono_ms();
+
+	for (;;) {
+		long long waited;
+		struct timespec nap = { 0, 50000 };
+		int r = op->poll(op->ctx, err);
+
+		if (r > 0)
+			return 0;
+		if (r < 0)
+			break;
+		waited = dt_mono_ms() - start;
+		if (timeout_ms > 0 && waited >= timeout_ms) {
+			strbuf_addf(err, "%s did not finish in %.3g s", op->what, timeout_ms / 1000.0);
+			break;
+		}
+		if (waited > 1000)
+			nap.tv_nsec = 5000000;
+		nanosleep(&nap, NULL);
+	}
+	if (op->abort)
+		op->abort(op->ctx);
+	return -1;
+}
+
 #ifdef DT_HAVE_NCCL
+/* A non-blocking communicator's state: ncclInProgress until init/finalize is done. */
+static int nccl_poll(void *ctx, struct strbuf *err)
+{
+	ncclResult_t r, state = ncclSuccess;
+
+	r = ncclCommGetAsyncError((ncclComm_t)ctx, &state);
+	if (r == ncclSuccess && state == ncclInProgress)
+		return 0;
+	if (r == ncclSuccess && state == ncclSuccess)
+		return 1;
+	strbuf_addf(err, "nccl: %s", ncclGetErrorString(r != ncclSuccess ? r : state));
+	return -1;
+}
+
+static void nccl_abort(void *ctx)
+{
+	ncclCommAbort((ncclComm_t)ctx);
+}
+
+/*
+ * ncclCommInitRank blocks until every rank joined: one rank that crashed
+ * after the id exchange (or never got it) hung all the others for ever.  A
+ * non-blocking communicator is polled instead, and aborted at the deadline.
+ */
+static int nccl_init_bounded(struct comm *c, ncclUniqueId id, struct strbuf *err)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t nc = NULL;
+	ncclResult_t r;
+	char what[96];
+	struct pending_op op = { what, nccl_poll, nccl_abort, NULL };
+
+	cfg.blocking = 0;
+	r = ncclCommInitRankConfig(&nc, c->world, id, c->rank, &cfg);
+	if (r != ncclSuccess && r != ncclInProgress) {
+		strbuf_addf(err, "rank %d: ncclCommInitRankConfig: %s (%s)", c->rank,
+			    ncclGetErrorString(r), DT_HINT_NCCL);
+		if (nc)
+			ncclCommAbort(nc);
+		return -1;
+	}
+	snprintf(what, sizeof(what), "NCCL init of %d ranks", c->world);
+	op.ctx = nc;
+	if (comm_wait_op(&op, c->timeout_s * 1000, err)) {
+		strbuf_addf(err, " on rank %d (%s): a rank that did not join (crashed, or stuck "
+			    "before NCCL init: see the other ranks' logs) or nodes that cannot reach "
+			    "each other; %s", c->rank, c->host, DT_HINT_NCCL);
+		return -1;
+	}
+	c->nccl = nc;
+	return 0;
+}
+
 static int nccl_setup(struct comm *c, struct strbuf *err)
 {
 	ncclUniqueId id;
 	cudaStream_t s;
 	cudaEvent_t ev;
-	ncclComm_t nc;
 
 	if (c->rank == 0)
 		ncclCheck(ncclGetUniqueId(&id));
@@ -140,18 +226,31 @@ static int nccl_setup(struct comm *c, struct strbuf *err)
 			strbuf_addstr(err, "several ranks without mpirun need MASTER_ADDR and MASTER_PORT");
 			return -1;
 		}
-		if (rendezvous_bcast(addr, port, c->rank, c->world, &id, sizeof(id),
-				     env_int("DT_RENDEZVOUS_TIMEOUT", 120) * 1000, err))
+		if (rendezvous_bcast(addr, port, getenv("DT_JOB_ID"), c->rank, c->world, &id,
+				     sizeof(id), env_int("DT_RENDEZVOUS_TIMEOUT", 120) * 1000, err))
 			return -1;
 	}
 	cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	cudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-	ncclCheck(ncclCommInitRank(&nc, c->world, id, c->rank));
-	c->nccl = nc;
+	if (nccl_init_bounded(c, id, err))
+		return -1;
 	c->stream = s;
 	c->done = ev;
 	c->dev_scratch = gpu_malloc(16 * sizeof(double));
 	return 0;
+}
+
+/* The collectives' event, and NCCL's asynchronous error meanwhile. */
+static int collective_poll(void *ctx, struct strbuf *err)
+{
+	struct comm *c = ctx;
+	cudaError_t e = cudaEventQuery((cudaEvent_t)c->done);
+
+	if (e == cudaSuccess)
+		return 1;
+	if (e != cudaErrorNotReady)
+		cudaCheck(e);
+	return nccl_poll(c->nccl, err) < 0 ? -1 : 0;
 }
 
 /*
@@ -161,30 +260,13 @@ static int nccl_setup(struct comm *c, struct strbuf *err)
  */
 static void nccl_wait(struct comm *c)
 {
-	struct timespec nap = { 0, 50000 };
-	time_t start = time(NULL);
+	struct pending_op op = { "all-reduce", collective_poll, NULL, c };
+	struct strbuf err = STRBUF_INIT;
 
 	cudaCheck(cudaEventRecord((cudaEvent_t)c->done, (cudaStream_t)c->stream));
-	for (;;) {
-		cudaError_t e = cudaEventQuery((cudaEvent_t)c->done);
-		ncclResult_t r, ar;
-
-		if (e == cudaSuccess)
-			break;
-		if (e != cudaErrorNotReady)
-			cudaCheck(e);
-		r = ncclCommGetAsyncError((ncclComm_t)c->nccl, &ar);
-		if (r != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress))
-			dt_fatal(__FILE__, __LINE__, "nccl",
-				 ncclGetErrorString(r != ncclSuccess ? r : ar), DT_HINT_NCCL);
-		if (c->timeout_s > 0 && time(NULL) - start > c->timeout_s) {
-			char msg[128];
-
-			snprintf(msg, sizeof(msg), "all-reduce did not finish in %d s (a peer died or hangs)",
-				 c->timeout_s);
-			dt_fatal(__FILE__, __LINE__, "nccl", msg, DT_HINT_NCCL);
-		}
-		nanosleep(&nap, NULL);
+	if (comm_wait_op(&op, c->timeout_s * 1000, &err)) {
+		strbuf_addstr(&err, " (a peer died or hangs)");
+		dt_fatal(__FILE__, __LINE__, "nccl", err.buf, DT_HINT_NCCL);
 	}
 	cudaCheck(cudaStreamWaitEvent((cudaStream_t)gpu_stream(), (cudaEvent_t)c->done, 0));
 }
@@ -349,7 +431,16 @@ void comm_finish(struct comm *c)
 {
 #ifdef DT_HAVE_NCCL
 	if (c->kind == COMM_NCCL && c->nccl) {
-		ncclCommDestroy((ncclComm_t)c->nccl);
+		/* non-blocking communicator: finalize is polled, bounded like init */
+		struct pending_op op = { "NCCL finalize", nccl_poll, nccl_abort, c->nccl };
+		struct strbuf err = STRBUF_INIT;
+
+		ncclCommFinalize((ncclComm_t)c->nccl);
+		if (comm_wait_op(&op, c->timeout_s * 1000, &err))
+			warning("rank %d: %s; communicator aborted", c->rank, err.buf);
+		else
+			ncclCommDestroy((ncclComm_t)c->nccl);
+		strbuf_release(&err);
 		c->nccl = NULL;
 		gpu_free(c->dev_scratch);
 		cudaStreamDestroy((cudaStream_t)c->stream);

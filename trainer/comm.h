@@ -68,8 +68,33 @@ __attribute__((__noreturn__)) void comm_abort(struct comm *c, int code);
 /* Orderly end: ncclCommDestroy, MPI_Finalize. */
 void comm_finish(struct comm *c);
 
-/* TCP rendezvous: rank 0 listens on port and hands `len` bytes to world-1 peers. */
-int rendezvous_bcast(const char *addr, int port, int rank, int world, void *blob, size_t len,
-		     int timeout_ms, struct strbuf *err);
+/*
+ * TCP rendezvous: rank 0 listens on port (dual-stack, or IPv4 where the
+ * kernel has no IPv6) and hands `len` bytes to world-1 peers of the same
+ * `job` (DT_JOB_ID; a peer of another job is refused and told whose port it
+ * reached).  Everything, connects included, ends within timeout_ms; rank 0's
+ * error names the ranks that never came.  0, or -1 with err.
+ */
+int rendezvous_bcast(const char *addr, int port, const char *job, int rank, int world, void *blob,
+		     size_t len, int timeout_ms, struct strbuf *err);
+
+/*
+ * An operation that completes in the background (a non-blocking NCCL
+ * communicator's init or finalize, a collective), waited for with a deadline.
+ * poll() says 1 done, 0 not yet, -1 failed (with err); abort() releases what
+ * the operation holds when it failed or ran out of time.
+ */
+struct pending_op {
+	const char *what;            /* "NCCL init of 8 ranks", for the message */
+	int (*poll)(void *ctx, struct strbuf *err);
+	void (*abort)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Poll op until done; timeout_ms <= 0 waits for ever.  0 when done; -1 with
+ * err (and op->abort called once) when it failed or did not finish in time.
+ */
+int comm_wait_op(const struct pending_op *op, int timeout_ms, struct strbuf *err);
 
 #endif

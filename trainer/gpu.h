@@ -17,8 +17,18 @@
 extern "C" {
 #endif
 
-/* Visible devices (0 without CUDA or without a GPU; never fails). */
-int gpu_count(void);
+/*
+ * Visible devices: 0 without CUDA, without a driver or without a device; -1
+ * with a message in err for any other CUDA error (a driver too old for the
+ * runtime, ...), which the caller reports, and fails on where it expected GPUs.
+ */
+int gpu_count(char *err, size_t errlen);
+/*
+ * DT_REQUIRE_GPU set to anything but "" or "0": a GPU test or benchmark that
+ * finds no usable GPU fails instead of skipping (make trainer-gpu-test sets
+ * it where nvidia-smi sees a GPU).  Same answer in every build.
+ */
+int gpu_required(void);
 /* Select device `dev`, create the compute stream and cuBLAS handles. */
 int gpu_init(int dev, char *err, size_t errlen);
 void gpu_shutdown(void);

@@ -1,16 +1,27 @@
 /*
- * gpu_stub.c - gpu.h for builds without CUDA: no devices, nothing to run.
+ * gpu_stub.c - gpu.h for builds without CUDA: no devices, nothing to run;
+ * and gpu_required(), the same in every build.
  *
  * Only gpu_count() is reachable (it says 0, so the trainer stays on the CPU);
  * the rest exist so the one training loop links in every build.
  */
 #include "trainer/gpu.h"
 
-#ifndef DT_HAVE_CUDA
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-int gpu_count(void)
+/* Here rather than in kernels.cu: the answer must not depend on the build. */
+int gpu_required(void)
+{
+	const char *v = getenv("DT_REQUIRE_GPU");
+
+	return v && *v && strcmp(v, "0");
+}
+
+#ifndef DT_HAVE_CUDA
+
+int gpu_count(char *err, size_t errlen)
 {
 	return 0;
 }

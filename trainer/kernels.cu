@@ -50,15 +50,34 @@ static unsigned blocks_for(size_t n)
 	return (unsigned)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
 }
 
-extern "C" int gpu_count(void)
+/*
+ * Only "no device" and "no driver at all" (a CPU node: cudaDriverGetVersion
+ * says 0) mean zero GPUs.  Anything else -- a driver older than this CUDA
+ * runtime needs, a driver/module mismatch, a GPU fallen off the bus -- is an
+ * error to report: taking it for "0 GPUs" trained silently on the CPU and let
+ * the GPU tests "pass" by skipping everything.
+ */
+extern "C" int gpu_count(char *err, size_t errlen)
 {
-	int n = 0;
+	int n = 0, drv = 0, rt = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
 
-	if (cudaGetDeviceCount(&n) != cudaSuccess) {
-		cudaGetLastError();   /* no driver / no device: not an error here */
+	if (e == cudaSuccess)
+		return n;
+	cudaGetLastError();   /* clear the sticky copy: the caller may go on on the CPU */
+	cudaDriverGetVersion(&drv);
+	cudaRuntimeGetVersion(&rt);
+	if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && drv == 0))
 		return 0;
-	}
-	return n;
+	if (e == cudaErrorInsufficientDriver)
+		snprintf(err, errlen, "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d "
+			 "runtime this dttrain was built with (update the driver, or build dttrain "
+			 "with an older CUDA toolkit)", drv / 1000, drv % 1000 / 10, rt / 1000,
+			 rt % 1000 / 10);
+	else
+		snprintf(err, errlen, "cannot count the GPUs: %s (%s); check the GPU with nvidia-smi",
+			 cudaGetErrorName(e), cudaGetErrorString(e));
+	return -1;
 }
 
 extern "C" void gpu_shutdown(void);
@@ -254,21 +273,26 @@ extern "C" void bias_grad_gpu(float *db, const float *dy, int n, int d, float be
 
 /*
  * One warp per row: max, sum of exp, then the gradient; lane 0 writes the
- * row's loss and whether argmax == label.  dlogits may alias logits (each
- * lane reads its elements before writing them, after the reductions).
+ * row's loss and whether argmax == label.  dlogits may alias logits
+ * (kernels.h allows it): each lane writes only the elements it read, and
+ * the one element every lane's loss needs, x[label], is read by all lanes
+ * before any write, with a __syncwarp() in between.  Without that, lanes are
+ * scheduled independently (Volta and later) and the lane owning the label
+ * column could overwrite it before lane 0 read it for the loss.
  */
 __global__ static void softmax_xent_kernel(float *dlogits, const float *logits, const int *labels,
 					   int n, int c, float grad_scale, float *rowloss, int want_grad)
 {
 	int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
 	const float *x;
-	float mx = -INFINITY, sum = 0.0f;
+	float mx = -INFINITY, sum = 0.0f, xl;
 	int am = 0, label;
 
 	if (row >= n)
 		return;
 	x = logits + (size_t)row * c;
 	label = labels[row];
+	xl = x[label];
 	for (int j = lane; j < c; j += 32)
 		if (x[j] > mx) {
 			mx = x[j];
@@ -288,11 +312,12 @@ __global__ static void softmax_xent_kernel(float *dlogits, const float *logits, 
 	for (int off = 16; off; off /= 2)
 		sum += __shfl_xor_sync(0xffffffffu, sum, off);
 	if (lane == 0) {
-		rowloss[2 * row] = logf(sum) - (x[label] - mx);
+		rowloss[2 * row] = logf(sum) - (xl - mx);
 		rowloss[2 * row + 1] = am == label ? 1.0f : 0.0f;
 	}
 	if (!want_grad)
 		return;
+	__syncwarp();   /* every lane's reads of x are done before any lane writes */
 	for (int j = lane; j < c; j += 32) {
 		float p = expf(x[j] - mx) / sum;
 

@@ -31,7 +31,8 @@ void gemm_cpu(int trans_a, int trans_b, int m, int n, int k, float alpha,
 	      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 /* Fused epilogue of a linear layer: y[i,j] = act(y[i,j] + bias[j]); when pre
- * is not NULL it receives the pre-activation (GELU's backward needs it). */
+ * is not NULL it receives the pre-activation y[i,j] + bias[j], for every
+ * activation (GELU's backward needs it; the CUDA twin writes the same). */
 void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d, enum act_kind act);
 
 /* dpre = dy * act'(.) in place on dy; `saved` is the pre-activation for GELU

@@ -88,6 +88,11 @@ float gelu_grad_cpu(float x)
 	return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+/*
+ * pre gets y + bias for every activation, as kernels.h says and the CUDA twin
+ * does: a caller may keep ReLU's pre-activation too (act_backward_cpu only
+ * needs its sign, which the output shares).
+ */
 void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d, enum act_kind act)
 {
 #pragma omp parallel for if ((long)n * d > PAR_MIN)
@@ -95,15 +100,20 @@ void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d,
 		float *row = y + (size_t)i * d;
 		float *prow = pre ? pre + (size_t)i * d : NULL;
 
+		/* one loop per activation, so each vectorises (-O3) */
 		switch (act) {
 		case ACT_NONE:
 			for (int j = 0; j < d; j++)
 				row[j] += bias[j];
+			if (prow)
+				memcpy(prow, row, (size_t)d * sizeof(*row));
 			break;
 		case ACT_RELU:
 			for (int j = 0; j < d; j++) {
 				float v = row[j] + bias[j];
 
+				if (prow)
+					prow[j] = v;
 				row[j] = v > 0.0f ? v : 0.0f;
 			}
 			break;
@@ -117,8 +127,6 @@ void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d,
 			}
 			break;
 		}
-		if (prow && act != ACT_GELU)
-			memcpy(prow, row, (size_t)d * sizeof(*row));
 	}
 }
 

@@ -224,19 +224,51 @@ static int save_checkpoint(struct run *r, long long step, int bpe, struct strbuf
 	return 0;
 }
 
+#ifdef DT_HAVE_CUDA
+#define HAVE_CUDA_BUILD 1
+#else
+#define HAVE_CUDA_BUILD 0
+#endif
+
+/*
+ * Whether this rank was given GPUs: CUDA_VISIBLE_DEVICES names at least one
+ * (the launcher's binding; "" or "-1" is how a job without GPUs is told).
+ */
+static int gpus_given(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+
+	return v && *v && strncmp(v, "-1", 2);
+}
+
 /* Load data, choose the device, set up comm and the model; DT_EXIT_* code. */
 static int setup(struct run *r, struct strbuf *err)
 {
 	struct train_config *cfg = r->cfg;
 	struct data_opts dopt = DATA_OPTS_INIT;
 	int ngpu, on_gpu, world = r->comm->world, per_rank;
+	char cuda_err[256] = "";
 	size_t bytes;
 
-	ngpu = cfg->device_kind == DEVICE_CPU ? 0 : gpu_count();
+	ngpu = cfg->device_kind == DEVICE_CPU ? 0 : gpu_count(cuda_err, sizeof(cuda_err));
+	if (ngpu < 0) {
+		/* a broken CUDA set-up is an error where GPUs were asked for or given */
+		if (cfg->device_kind == DEVICE_CUDA || gpus_given()) {
+			strbuf_addf(err, "rank %d: %s", r->comm->rank, cuda_err);
+			return DT_EXIT_FAIL;
+		}
+		warning("rank %d: %s; training on the CPU", r->comm->rank, cuda_err);
+		ngpu = 0;
+	}
 	if (cfg->device_kind == DEVICE_CUDA && ngpu == 0) {
 		strbuf_addstr(err, "--device cuda: no GPU visible (check CUDA_VISIBLE_DEVICES, nvidia-smi)");
 		return DT_EXIT_USAGE;
 	}
+	if (ngpu == 0 && cfg->device_kind == DEVICE_AUTO && gpus_given())
+		warning("rank %d: CUDA_VISIBLE_DEVICES='%s' names GPUs, but %s; training on the CPU",
+			r->comm->rank, getenv("CUDA_VISIBLE_DEVICES"),
+			HAVE_CUDA_BUILD ? "no GPU is visible (nvidia-smi?)" :
+					  "this dttrain was built without CUDA");
 	on_gpu = ngpu > 0;
 	if (!on_gpu && cfg->prec != PREC_FP32) {
 		strbuf_addf(err, "--precision %s needs a GPU; the CPU path is fp32", cfg->precision);

@@ -385,6 +385,20 @@ class FakeCluster:
         return dict(os.environ, FAKECLUSTER_STATE=str(self.state))
 
 
+def gpu_required() -> bool:
+    """DT_REQUIRE_GPU set (not "" or "0"): a GPU test that would skip fails instead.
+    `make trainer-gpu-test` sets it where nvidia-smi lists a GPU."""
+    return os.environ.get("DT_REQUIRE_GPU", "") not in ("", "0")
+
+
+def gpu_skip(reason: str) -> None:
+    """Skip a test for want of a GPU (or a CUDA build), or fail under DT_REQUIRE_GPU,
+    where such a skip would be a pass that tested nothing."""
+    if gpu_required():
+        pytest.fail("DT_REQUIRE_GPU is set, but: " + reason)
+    pytest.skip(reason)
+
+
 def fake_cluster_unavailable() -> Optional[str]:
     """Why no fake cluster can run here, or None."""
     if not os.access(SSHD, os.X_OK):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HeadCluster
+from conftest import HeadCluster, gpu_skip
 from dtapi import DtApi, read_secret
 
 HEAD_PORT = 17671
@@ -298,8 +298,8 @@ def test_agent_launcher_dttrain_2x2(cluster):
         assert "COMPLETED" in p.stderr
         return
     assert "FAILED" in p.stderr and "need MPI" in p.stdout, p.stdout + p.stderr
-    pytest.skip("no GPU here: dttrain's CPU ranks need the mpi launcher (the agent-launched "
-                "job failed fast with dttrain's message, as it should)")
+    gpu_skip("no GPU here: dttrain's CPU ranks need the mpi launcher (the agent-launched "
+             "job failed fast with dttrain's message, as it should)")
 
 
 TORCHRUN_STYLE = r'''

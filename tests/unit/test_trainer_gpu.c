@@ -32,6 +32,9 @@
 #ifndef DT_HAVE_CUDA
 static void test_skipped(void **state)
 {
+	if (gpu_required())
+		fail_msg("dttrain GPU twin tests: DT_REQUIRE_GPU is set, but this build has no CUDA "
+			 "(build with nvcc on PATH or CUDA_HOME set, without NO_CUDA)");
 	print_message("dttrain GPU twin tests: this build has no CUDA; skipped "
 		      "(run tests/e2e/test_trainer_gpu.py on a machine with a GPU)\n");
 	skip();
@@ -52,8 +55,20 @@ static int have_gpu;
 static int setup(void **state)
 {
 	char err[256];
+	int n = gpu_count(err, sizeof(err));
 
-	if (gpu_count() == 0) {
+	if (n < 0) {
+		/* a broken CUDA set-up is a failure, never a skip */
+		print_message("dttrain GPU twin tests: %s\n", err);
+		return -1;
+	}
+	if (n == 0 && gpu_required()) {
+		print_message("dttrain GPU twin tests: DT_REQUIRE_GPU is set, but no CUDA device is "
+			      "visible (nvidia-smi; CUDA_VISIBLE_DEVICES='%s')\n",
+			      getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
+		return -1;
+	}
+	if (n == 0) {
 		print_message("dttrain GPU twin tests: no CUDA device visible; every test skips\n");
 		return 0;
 	}
@@ -259,6 +274,13 @@ static void test_softmax_xent(void **state)
 	expect_close("softmax_xent grad", g, dc, N * C, 1e-7, 1e-4);
 	lg = softmax_xent_eval_gpu(dx, dy, N, C, &gc);
 	assert_float_equal(lg, lc, 1e-4 * fabs(lc));
+	free(g);
+	/* in place (dlogits == logits, as kernels.h allows): same loss and gradient */
+	lg = softmax_xent_gpu(dx, dx, dy, N, C, 0.125f, &gc);
+	assert_float_equal(lg, lc, 1e-4 * fabs(lc));
+	assert_int_equal(gc, cc);
+	g = down(dx, N * C);
+	expect_close("softmax_xent grad in place", g, dc, N * C, 1e-7, 1e-4);
 	free(g);
 	gpu_free(dx);
 	gpu_free(dd);

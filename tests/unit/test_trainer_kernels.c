@@ -92,6 +92,36 @@ static void test_bias_act(void **state)
 	}
 }
 
+/*
+ * The contract kernels.h states and the CUDA twin keeps: `pre` is y + bias
+ * for EVERY activation, negative values of ReLU included, and y is act(pre).
+ * (The reference once copied ReLU's output into pre, so the GPU twin test
+ * disagreed on every negative pre-activation.)
+ */
+static void test_bias_act_pre_is_preactivation(void **state)
+{
+	enum { N = 3, D = 5 };
+	float b[D] = { 0.5f, -1, 1, -0.25f, 2 };
+
+	for (int act = ACT_NONE; act <= ACT_GELU; act++) {
+		float y0[N * D], y[N * D], pre[N * D];
+
+		for (int i = 0; i < N * D; i++)
+			y0[i] = (float)(i % 7) - 3.5f;
+		memcpy(y, y0, sizeof(y));
+		memset(pre, 0xff, sizeof(pre));   /* NaN: a value never written shows */
+		bias_act_forward_cpu(y, pre, b, N, D, (enum act_kind)act);
+		for (int i = 0; i < N * D; i++) {
+			float v = y0[i] + b[i % D];
+			float want = act == ACT_RELU ? (v > 0 ? v : 0) : act == ACT_GELU ? gelu_cpu(v) : v;
+
+			if (pre[i] != v)
+				fail_msg("act %d: pre[%d] = %g, want the pre-activation %g", act, i, pre[i], v);
+			assert_float_equal(y[i], want, 0);
+		}
+	}
+}
+
 static void test_bias_grad(void **state)
 {
 	float dy[6] = { 1, 2, 3, 4, 5, 6 }, db[3] = { 10, 10, 10 };
@@ -388,6 +418,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_transposes),
 		cmocka_unit_test(test_bias_act),
+		cmocka_unit_test(test_bias_act_pre_is_preactivation),
 		cmocka_unit_test(test_bias_grad),
 		cmocka_unit_test(test_softmax_xent),
 		cmocka_unit_test(test_mlp_grads_relu),

@@ -1757,6 +1757,8 @@ static void launch_opts_from(struct sched *s, const struct job *j, struct launch
 {
 	memset(lo, 0, sizeof(*lo));
 	lo->submit_dir = j->submit_dir;
+	lo->attempt = j->attempt;
+	lo->max_restarts = j->cfg.retries;
 	if (s->cc)
 		lo->setup_env = &s->cc->setup.env;
 	if (j->cfg.launcher == LAUNCHER_MPI) {

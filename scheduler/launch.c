@@ -72,6 +72,16 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	}
 }
 
+static int env_has(const struct strvec *env, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < env->nr; i++)
+		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
+			return 1;
+	return 0;
+}
+
 static void build_agent_tasks(struct launch_plan *p, const struct job_config *job,
 			      const struct launch_node *nodes, const struct launch_opts *o)
 {
@@ -102,6 +112,24 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
 			strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
 			strvec_pushf(&t->env, "TORCHELASTIC_RUN_ID=%s", o->job_id);
+			/* the rest of torchrun's worker environment, same values for the
+			 * same shape (tests/e2e/test_torchrun_env.py checks it against
+			 * torch.distributed.run); TORCHELASTIC_USE_AGENT_STORE is left
+			 * out: there is no agent store, rank 0 hosts the TCPStore */
+			strvec_pushf(&t->env, "GROUP_WORLD_SIZE=%d", p->nr_nodes);
+			strvec_push(&t->env, "ROLE_NAME=default");
+			strvec_pushf(&t->env, "TORCHELASTIC_RESTART_COUNT=%d", o->attempt);
+			strvec_pushf(&t->env, "TORCHELASTIC_MAX_RESTARTS=%d", o->max_restarts);
+			/* torchrun's rule: one OpenMP thread per rank when several share a
+			 * node, unless the job or the cluster sets it */
+			if (p->per_node > 1 && !env_has(&t->env, "OMP_NUM_THREADS"))
+				strvec_push(&t->env, "OMP_NUM_THREADS=1");
+			/* as torchrun: NCCL errors end the collective instead of hanging it */
+			if (!env_has(&t->env, "NCCL_ASYNC_ERROR_HANDLING"))
+				strvec_push(&t->env, "NCCL_ASYNC_ERROR_HANDLING=1");
+			/* where torch.distributed.elastic's @record writes a rank's traceback */
+			strvec_pushf(&t->env, "TORCHELASTIC_ERROR_FILE=%s/ranks/%d.error.json",
+				     o->job_dir, r);
 			if (p->gpu && nodes[k].slots) {
 				t->cuda_visible_devices = xstrdup(nodes[k].slots);
 				strvec_setenv(&t->env, "CUDA_VISIBLE_DEVICES", nodes[k].slots);

@@ -73,6 +73,8 @@ struct launch_opts {
 	const struct kvlist *setup_env;  /* cluster.yaml setup.env (the job's env wins) */
 	const char *submit_dir;       /* where `dtctl run` ran: the ranks' directory where it
 				       * exists on their node, unless the job has a workdir */
+	int attempt;                  /* 0 for the first run: TORCHELASTIC_RESTART_COUNT */
+	int max_restarts;             /* the job's retries: TORCHELASTIC_MAX_RESTARTS */
 	int orted_ssh;                /* mpi: start orted over ssh (mpi.orted_launch: ssh)
 				       * instead of through the agents (agent/rsh.h) */
 };

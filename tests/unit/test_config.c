@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1073,6 +1074,74 @@ static void test_sweep_bayes(void **state)
 	strbuf_release(&err);
 }
 
+/* A W&B file as W&B's docs write it: everything it holds is read, as W&B means it. */
+static void test_sweep_wandb(void **state)
+{
+	static const char yaml[] =
+		"program: train.py\n"
+		"project: p\n"
+		"entity: e\n"
+		"description: d\n"
+		"method: random\n"
+		"metric: {name: loss, goal: maximize, target: 0.9}\n"
+		"run_cap: 7\n"
+		"early_terminate: {type: hyperband, max_iter: 100, s: 2, eta: 3.0}\n"
+		"parameters:\n"
+		"  lr: {distribution: log_uniform, min: -2, max: 0}\n"
+		"  inv: {distribution: inv_log_uniform, min: 0, max: 2}\n"
+		"  w: {distribution: q_log_uniform_values, min: 1, max: 8, q: 1}\n"
+		"  f: {values: [true, 'true', 0.10, 1e-3, null, [1, 2], {k: v}]}\n"
+		"  c: {values: [a, b], probabilities: [0.25, 0.75]}\n"
+		"  opt: {parameters: {lr: {value: 0.1}}}\n";
+	struct sweep_config s;
+	struct strbuf err = STRBUF_INIT, warn = STRBUF_INIT;
+	const struct sweep_param *p;
+
+	(void)state;
+	assert_int_equal(sweep_config_parse(&s, yaml, strlen(yaml), "w.yaml", &err), 0);
+	assert_true(s.wandb);
+	assert_string_equal(s.program, "train.py");
+	/* W&B's default command */
+	assert_int_equal(s.command.nr, 4);
+	assert_string_equal(s.command.v[0], "${env}");
+	assert_string_equal(s.command.v[3], "${args}");
+	assert_int_equal(s.max_trials, 7);
+	assert_true(s.has_target && s.target == 0.9 && s.goal == GOAL_MAXIMIZE);
+	/* max_iter 100, s 2, eta 3: bands 33 and 11; rungs 11, 33 (below 99) */
+	assert_int_equal(s.et_min_iter, 11);
+	assert_int_equal(s.et_eta, 3);
+	assert_int_equal(s.et_max_iter, 99);
+	p = find_param(&s, "lr");
+	assert_int_equal(p->kind, PARAM_LOG_UNIFORM);
+	assert_true(fabs(p->min - exp(-2)) < 1e-15 && p->max == 1);
+	p = find_param(&s, "inv");
+	assert_int_equal(p->kind, PARAM_LOG_UNIFORM);
+	assert_true(fabs(p->min - exp(-2)) < 1e-15 && p->max == 1);
+	p = find_param(&s, "w");
+	assert_int_equal(p->kind, PARAM_Q_LOG_UNIFORM);
+	assert_true(p->q_int);
+	p = find_param(&s, "f");
+	assert_int_equal(p->values.nr, 7);
+	assert_string_equal(p->values.v[5], "[1, 2]");
+	assert_string_equal(p->values.v[6], "{\"k\": \"v\"}");
+	/* typed as PyYAML types them: 1e-3 without a '.' is a string there */
+	assert_string_equal(p->typed.v[0], "true");
+	assert_string_equal(p->typed.v[1], "\"true\"");
+	assert_string_equal(p->typed.v[2], "0.10000000000000001");
+	assert_string_equal(p->typed.v[3], "\"1e-3\"");
+	assert_string_equal(p->typed.v[4], "null");
+	p = find_param(&s, "c");
+	assert_true(p->probs && p->probs[1] == 0.75);
+	p = find_param(&s, "opt.lr");
+	assert_int_equal(p->path.nr, 2);
+	assert_string_equal(p->path.v[0], "opt");
+	assert_int_equal(sweep_config_warnings(&s, &warn), 3);
+	assert_non_null(strstr(warn.buf, "w.yaml:2:10: note: 'project' is accepted and ignored"));
+	sweep_config_release(&s);
+	strbuf_release(&err);
+	strbuf_release(&warn);
+}
+
 static void test_sweep_grid_default_trials(void **state)
 {
 	static const char yaml[] =
@@ -1297,6 +1366,7 @@ static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_job_init),
 	cmocka_unit_test(test_sweep_bayes),
 	cmocka_unit_test(test_sweep_grid_default_trials),
+	cmocka_unit_test(test_sweep_wandb),
 	cmocka_unit_test(test_load_relative_paths),
 	cmocka_unit_test(test_load_job_file_error),
 	cmocka_unit_test(test_load_missing_file),

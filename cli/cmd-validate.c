@@ -106,6 +106,10 @@ static void print_value(struct strbuf *out, const json_t *j, int indent)
 			strbuf_addf(out, "%*s- ", indent, "");
 			if (json_is_object(v)) {
 				print_object(out, v, indent + 2, 1);
+			} else if (json_is_array(v)) {
+				/* a list in a list (a sweep's values: [[64, 64], [128]]) */
+				strbuf_setlen(out, out->len - 1);
+				print_value(out, v, indent + 2);
 			} else {
 				print_scalar(out, v);
 				strbuf_addch(out, '\n');

@@ -172,13 +172,39 @@ enum param_kind {
 	PARAM_Q_UNIFORM,    /* q */
 	PARAM_NORMAL,       /* mu, sigma */
 	PARAM_NESTED,       /* parameters: {...} */
+	PARAM_Q_LOG_UNIFORM,  /* q_log_uniform_values: round(log-uniform / q) * q */
+	PARAM_Q_NORMAL,     /* round(normal / q) * q */
+	PARAM_LOG_NORMAL,   /* exp(normal(mu, sigma)) */
+	PARAM_Q_LOG_NORMAL, /* round(exp(normal) / q) * q */
+	PARAM_BETA,         /* beta(a, b) on [0, 1] */
+	PARAM_Q_BETA,       /* round(beta / q) * q */
 };
+
+/*
+ * W&B's other spellings are loaded as one of the kinds above with the same
+ * distribution: log_uniform and q_log_uniform (bounds are natural logs) as
+ * PARAM_LOG_UNIFORM / PARAM_Q_LOG_UNIFORM with min = e^min, max = e^max;
+ * inv_log_uniform_values (exp(-U(-ln max, -ln min)), which is log-uniform on
+ * [min, max]) as PARAM_LOG_UNIFORM, and inv_log_uniform (bounds -ln) as
+ * PARAM_LOG_UNIFORM on [e^-max, e^-min]; `probabilities:` makes a
+ * PARAM_VALUES weighted.  `dist` keeps the name as written, for messages.
+ */
 
 struct sweep_param {
 	char *name;                 /* dotted for nested children: "opt.lr" */
 	enum param_kind kind;
-	struct strvec values;       /* PARAM_VALUE (1 item) and PARAM_VALUES, as written */
-	double min, max, q, mu, sigma;
+	char *dist;                 /* the distribution as written, NULL when implied */
+	/*
+	 * PARAM_VALUE (1 item) and PARAM_VALUES: each value as written; a list
+	 * or mapping as JSON text ({"env_id": "Env-v0", "max_steps": 1000}).
+	 * `typed` holds the same values as JSON with the types a YAML 1.1
+	 * reader (PyYAML, W&B) gives them: true, 0.1, "0.10" (quoted), null.
+	 */
+	struct strvec values, typed;
+	struct strvec path;         /* the name's parts: ["opt", "lr"] for a nested opt.lr */
+	double *probs;              /* PARAM_VALUES: probabilities: (values.nr), or NULL */
+	double min, max, q, mu, sigma, a, b;
+	int q_int;                  /* q written as an integer: quantized values are integers */
 	struct config_pos pos;
 };
 
@@ -192,7 +218,9 @@ struct sweep_config {
 	int early_terminate;         /* hyperband given */
 	int et_min_iter;             /* 1 */
 	int et_eta;                  /* 3 */
-	int et_max_iter;             /* 0 = unbounded */
+	int et_max_iter;             /* 0 = unbounded; with W&B's `s`: the bound that ends
+				      * the rungs at W&B's last band */
+	int et_s;                    /* W&B's s (bands max_iter / eta^k, k = 1..s), 0 = none */
 	struct config_pos et_pos;    /* the early_terminate: mapping */
 	struct job_config job;       /* job: file (relative to the sweep file) or inline map */
 	int max_trials;              /* required for random/bayes; grid: default = grid size */
@@ -201,7 +229,23 @@ struct sweep_config {
 	unsigned long long seed;     /* 0 when not given */
 	int max_failures;            /* 3 */
 	char *name;                  /* name: (NULL when not given; dtctl sweep shows it) */
+	/*
+	 * W&B's form: `program:` and `command:` (a list with the agent's macros,
+	 * default ${env} ${interpreter} ${program} ${args}), expanded for each
+	 * trial by the sweep controller (sweep_wandb_argv() in scheduler/sweeps.h).
+	 * The job then gives only the trial's shape (nodes, GPUs, env).
+	 */
+	int wandb;                   /* program: or command: given */
+	char *program;               /* NULL when not given */
+	struct strvec command;       /* the command: items as written (${envvar:X} expanded) */
+	int run_cap;                 /* W&B's run_cap (0 = none); max_trials is the smaller */
+	int has_target;              /* metric.target: no new trials once a value reaches it */
+	double target;
+	struct strvec notes;         /* W&B keys accepted and ignored, one line each */
 };
+
+/* W&B's name of a kind: "categorical", "log_uniform_values", ...; "parameters" for a group. */
+const char *sweep_param_kind_name(enum param_kind k);
 
 int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err);
 int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len,

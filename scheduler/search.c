@@ -45,9 +45,11 @@ struct dim {
 	char **choices;
 	double *choice_num;
 	int *choice_is_num;
+	double *choice_p;            /* the prior's probability of each choice */
+	int weighted;                /* probabilities: given (else choice_p is uniform) */
 	size_t nr_choices;
 	/* DIM_NUM: the distribution as configured */
-	double min, max, q, mu, sigma;
+	double min, max, q, mu, sigma, a, b;
 	long long kmin, kmax;        /* int: values kmin..kmax; q: multiples kmin*q..kmax*q */
 	double lo, hi;               /* bounds of the internal space (±inf for normal) */
 	double prior_mu, prior_sigma;
@@ -153,8 +155,8 @@ static const char *kind_name(enum param_kind k)
 	case PARAM_Q_UNIFORM: return "q_uniform";
 	case PARAM_NORMAL: return "normal";
 	case PARAM_NESTED: return "parameters";
+	default: return sweep_param_kind_name(k);   /* W&B's other distributions */
 	}
-	return "?";
 }
 
 static const char *method_name(enum sweep_method m)
@@ -179,6 +181,7 @@ static void dim_release(struct dim *d)
 	free(d->choices);
 	free(d->choice_num);
 	free(d->choice_is_num);
+	free(d->choice_p);
 	free(d->name);
 }
 
@@ -194,6 +197,8 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 	d->q = p->q;
 	d->mu = p->mu;
 	d->sigma = p->sigma;
+	d->a = p->a;
+	d->b = p->b;
 
 	if (p->kind == PARAM_VALUE || p->kind == PARAM_VALUES) {
 		size_t n = p->kind == PARAM_VALUE && p->values.nr > 1 ? 1 : p->values.nr;
@@ -208,10 +213,13 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 		d->choices = xcalloc(n, sizeof(*d->choices));
 		d->choice_num = xcalloc(n, sizeof(*d->choice_num));
 		d->choice_is_num = xcalloc(n, sizeof(*d->choice_is_num));
+		d->choice_p = xcalloc(n, sizeof(*d->choice_p));
 		for (size_t i = 0; i < n; i++) {
 			d->choices[i] = xstrdup(p->values.v[i]);
 			d->choice_is_num[i] = parse_number(d->choices[i], &d->choice_num[i]);
+			d->choice_p[i] = p->probs && p->kind == PARAM_VALUES ? p->probs[i] : 1.0 / (double)n;
 		}
+		d->weighted = p->probs && p->kind == PARAM_VALUES;
 		return 0;
 	}
 
@@ -227,6 +235,8 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 		d->choices = xcalloc(1, sizeof(*d->choices));
 		d->choice_num = xcalloc(1, sizeof(*d->choice_num));
 		d->choice_is_num = xcalloc(1, sizeof(*d->choice_is_num));
+		d->choice_p = xcalloc(1, sizeof(*d->choice_p));
+		d->choice_p[0] = 1;
 		d->choices[0] = xstrdup(buf);
 		d->choice_num[0] = p->min;
 		d->choice_is_num[0] = 1;
@@ -268,10 +278,13 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 		d->hi = (double)d->kmax + 0.5;
 		break;
 	case PARAM_Q_UNIFORM:
+	case PARAM_Q_LOG_UNIFORM:
 		if (!isfinite(p->q) || !(p->q > 0) || !isfinite(p->min) || !isfinite(p->max) ||
-		    !(p->min <= p->max) || fabs(p->min / p->q) > 9e15 || fabs(p->max / p->q) > 9e15) {
+		    !(p->min <= p->max) || fabs(p->min / p->q) > 9e15 || fabs(p->max / p->q) > 9e15 ||
+		    (p->kind == PARAM_Q_LOG_UNIFORM && !(p->min > 0))) {
 			add_where(err, cfg, p);
-			strbuf_addf(err, "q_uniform needs q > 0 and min <= max, found q=%g min=%g max=%g",
+			strbuf_addf(err, "%s needs q > 0 and %smin <= max, found q=%g min=%g max=%g",
+				    kind_name(p->kind), p->kind == PARAM_Q_LOG_UNIFORM ? "0 < " : "",
 				    p->q, p->min, p->max);
 			return -1;
 		}
@@ -284,21 +297,54 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 				    p->q, p->min, p->max);
 			return -1;
 		}
+		if (p->kind == PARAM_Q_LOG_UNIFORM) {
+			/* log space, over the hull of the multiples (the smallest above 0) */
+			d->lo = log(fmax((double)d->kmin - 0.5, 0.5) * p->q);
+			d->hi = log(((double)d->kmax + 0.5) * p->q);
+			if (d->kmin < 1)
+				d->kmin = 1;
+			break;
+		}
 		d->lo = ((double)d->kmin - 0.5) * p->q;
 		d->hi = ((double)d->kmax + 0.5) * p->q;
 		break;
 	case PARAM_NORMAL:
-		if (!isfinite(p->mu) || !isfinite(p->sigma) || !(p->sigma > 0)) {
+	case PARAM_Q_NORMAL:
+	case PARAM_LOG_NORMAL:
+	case PARAM_Q_LOG_NORMAL:
+		if (!isfinite(p->mu) || !isfinite(p->sigma) || !(p->sigma > 0) ||
+		    (p->kind != PARAM_NORMAL && p->kind != PARAM_LOG_NORMAL &&
+		     (!isfinite(p->q) || !(p->q > 0)))) {
 			add_where(err, cfg, p);
-			strbuf_addf(err, "normal needs a finite mu and sigma > 0, found mu=%g sigma=%g",
-				    p->mu, p->sigma);
+			strbuf_addf(err, "%s needs a finite mu and sigma > 0%s, found mu=%g sigma=%g "
+				    "q=%g", kind_name(p->kind), p->kind == PARAM_Q_NORMAL ||
+				    p->kind == PARAM_Q_LOG_NORMAL ? " and q > 0" : "", p->mu, p->sigma,
+				    p->q);
 			return -1;
 		}
+		/* the log-normals are normal in log space, where TPE works for them */
 		d->lo = -INFINITY;
 		d->hi = INFINITY;
 		d->prior_mu = p->mu;
 		d->prior_sigma = p->sigma;
 		return 0;
+	case PARAM_BETA:
+	case PARAM_Q_BETA:
+		if (!(p->a > 0) || !(p->b > 0) || !isfinite(p->a) || !isfinite(p->b) ||
+		    (p->kind == PARAM_Q_BETA && (!isfinite(p->q) || !(p->q > 0)))) {
+			add_where(err, cfg, p);
+			strbuf_addf(err, "%s needs a > 0 and b > 0 (and q > 0), found a=%g b=%g",
+				    kind_name(p->kind), p->a, p->b);
+			return -1;
+		}
+		/* TPE's prior here is uniform on [0, 1]; random draws follow beta(a, b) */
+		d->min = 0;
+		d->max = 1;
+		d->kmin = 0;
+		d->kmax = p->kind == PARAM_Q_BETA ? (long long)floor(1 / p->q + 1e-9) : 0;
+		d->lo = 0;
+		d->hi = 1;
+		break;
 	default:
 		add_where(err, cfg, p);
 		strbuf_addf(err, "cannot sample a '%s' parameter", kind_name(p->kind));
@@ -309,10 +355,31 @@ static int dim_init(struct dim *d, const struct sweep_config *cfg,
 	return 0;
 }
 
+static int dim_is_log(const struct dim *d)
+{
+	return d->kind == PARAM_LOG_UNIFORM || d->kind == PARAM_Q_LOG_UNIFORM ||
+	       d->kind == PARAM_LOG_NORMAL || d->kind == PARAM_Q_LOG_NORMAL;
+}
+
 /* The internal coordinate TPE works in. */
 static double dim_to_internal(const struct dim *d, double v)
 {
-	return d->kind == PARAM_LOG_UNIFORM ? log(v) : v;
+	if (!dim_is_log(d))
+		return v;
+	/* a quantized log-normal can round to 0: keep it finite, below q */
+	return log(d->kind == PARAM_Q_LOG_NORMAL ? fmax(v, 0.5 * d->q) : v);
+}
+
+/* round(v / q) * q without the binary noise of the product, k kept in [kmin, kmax] when bounded */
+static double q_round(const struct dim *d, double v, int bounded)
+{
+	long long k = llround(v / d->q);
+	char buf[40];
+
+	if (bounded)
+		k = clampll(k, d->kmin, d->kmax);
+	snprintf(buf, sizeof(buf), "%.15g", (double)k * d->q);
+	return strtod(buf, NULL);
 }
 
 /* The value of internal coordinate x: rounded, snapped and clamped into the space. */
@@ -323,20 +390,59 @@ static double dim_from_internal(const struct dim *d, double x)
 		return (double)clampll(llround(clampd(x, d->lo, d->hi)), d->kmin, d->kmax);
 	case PARAM_Q_UNIFORM:
 		return q_multiple(d, clampll(llround(clampd(x, d->lo, d->hi) / d->q), d->kmin, d->kmax));
+	case PARAM_Q_LOG_UNIFORM:
+		return q_round(d, exp(clampd(x, d->lo, d->hi)), 1);
 	case PARAM_LOG_UNIFORM:
 		return clampd(exp(x), d->min, d->max);
 	case PARAM_NORMAL:
 		return x;
+	case PARAM_Q_NORMAL:
+		return q_round(d, x, 0);
+	case PARAM_LOG_NORMAL:
+		return exp(x);
+	case PARAM_Q_LOG_NORMAL:
+		return q_round(d, exp(x), 0);
+	case PARAM_Q_BETA:
+		return q_round(d, clampd(x, 0, 1), 1);
 	default:
 		return clampd(x, d->min, d->max);
 	}
+}
+
+/* Gamma(shape, 1) by Marsaglia and Tsang (2000); shape < 1 boosted by U^(1/shape). */
+static double gamma_draw(struct rng *r, double shape)
+{
+	double boost = 1, dd, cc;
+
+	if (shape < 1) {
+		boost = pow(1 - rng_uniform01(r), 1 / shape);
+		shape += 1;
+	}
+	dd = shape - 1.0 / 3;
+	cc = 1 / sqrt(9 * dd);
+	for (;;) {
+		double x = rng_gauss(r), v = 1 + cc * x, u;
+
+		if (v <= 0)
+			continue;
+		v = v * v * v;
+		u = 1 - rng_uniform01(r);
+		if (log(u) < 0.5 * x * x + dd - dd * v + dd * log(v))
+			return boost * dd * v;
+	}
+}
+
+/* A choice drawn from the prior (uniform draws kept as they were, for reproducibility). */
+static size_t dim_draw_choice(const struct dim *d, struct rng *r)
+{
+	return d->weighted ? rng_choice(r, d->choice_p, d->nr_choices) : rng_below(r, d->nr_choices);
 }
 
 /* One value from the configured distribution itself. */
 static double dim_sample_prior(const struct dim *d, struct rng *r)
 {
 	if (d->type == DIM_CAT)
-		return (double)rng_below(r, d->nr_choices);
+		return (double)dim_draw_choice(d, r);
 	switch (d->kind) {
 	case PARAM_INT_UNIFORM:
 		return (double)(d->kmin + (long long)rng_below(r, (uint64_t)(d->kmax - d->kmin) + 1));
@@ -345,8 +451,20 @@ static double dim_sample_prior(const struct dim *d, struct rng *r)
 		return dim_from_internal(d, d->min + (d->max - d->min) * rng_uniform01(r));
 	case PARAM_LOG_UNIFORM:
 		return dim_from_internal(d, d->lo + (d->hi - d->lo) * rng_uniform01(r));
+	case PARAM_Q_LOG_UNIFORM:
+		/* W&B's round(exp(U(ln min, ln max)) / q) * q */
+		return q_round(d, exp(log(d->min) + (log(d->max) - log(d->min)) * rng_uniform01(r)), 1);
 	case PARAM_NORMAL:
-		return d->mu + d->sigma * rng_gauss(r);
+	case PARAM_Q_NORMAL:
+	case PARAM_LOG_NORMAL:
+	case PARAM_Q_LOG_NORMAL:
+		return dim_from_internal(d, d->mu + d->sigma * rng_gauss(r));
+	case PARAM_BETA:
+	case PARAM_Q_BETA: {
+		double x = gamma_draw(r, d->a), y = gamma_draw(r, d->b);
+
+		return dim_from_internal(d, x + y > 0 ? x / (x + y) : 0.5);
+	}
 	default:
 		return dim_from_internal(d, d->min + (d->max - d->min) * rng_uniform01(r));
 	}
@@ -365,8 +483,17 @@ static int dim_contains(const struct dim *d, double v)
 		return 0;
 	if (d->type == DIM_CAT)
 		return v >= 0 && v < (double)d->nr_choices && v == floor(v);
-	if (d->kind == PARAM_NORMAL)
+	switch (d->kind) {
+	case PARAM_NORMAL:
+	case PARAM_Q_NORMAL:
 		return 1;
+	case PARAM_LOG_NORMAL:
+		return v > 0;
+	case PARAM_Q_LOG_NORMAL:
+		return v >= 0;
+	default:
+		break;
+	}
 	return v >= d->min - 1e-12 * fabs(d->min) && v <= d->max + 1e-12 * fabs(d->max);
 }
 
@@ -895,8 +1022,8 @@ static double tpe_choose_categorical(const struct search *s, const struct dim *d
 			cg[k] += 1, mg += 1;
 	}
 	for (size_t k = 0; k < K; k++) {
-		cl[k] = (cl[k] + w / (double)K) / (ml + w);
-		cg[k] = (cg[k] + w / (double)K) / (mg + w);
+		cl[k] = (cl[k] + w * d->choice_p[k]) / (ml + w);
+		cg[k] = (cg[k] + w * d->choice_p[k]) / (mg + w);
 	}
 	for (int c = 0; c < s->tpe.n_ei_candidates; c++) {
 		size_t k = rng_choice(r, cl, K);
@@ -1049,14 +1176,14 @@ static double joint_logpdf(const struct joint *j, const struct search *s, const 
 			const struct dim *dm = &s->dims[d];
 
 			if (dm->type == DIM_CAT) {
-				double K = (double)dm->nr_choices, beta = joint_cat_beta(j, dm);
+				double pk = dm->choice_p[(size_t)x[d]], beta = joint_cat_beta(j, dm);
 
 				if (dm->nr_choices == 1)
 					continue;
 				if (prior)
-					lp -= log(K);
+					lp += log(pk);
 				else
-					lp += log(((x[d] == j->x[i * j->D + d]) + beta / K) / (1 + beta));
+					lp += log(((x[d] == j->x[i * j->D + d]) + beta * pk) / (1 + beta));
 			} else if (prior) {
 				lp += gauss_logpdf(x[d], dm->prior_mu, dm->prior_sigma, j->prior_logz[d]);
 			} else {
@@ -1088,7 +1215,7 @@ static void joint_sample(const struct joint *j, const struct search *s, struct r
 			if (dm->nr_choices == 1)
 				x[d] = 0;
 			else if (prior || rng_uniform01(r) < beta / (1 + beta))
-				x[d] = (double)rng_below(r, dm->nr_choices);
+				x[d] = (double)dim_draw_choice(dm, r);
 			else
 				x[d] = j->x[i * j->D + d];
 		} else if (prior) {

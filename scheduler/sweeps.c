@@ -34,6 +34,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "pyfmt.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -142,14 +143,26 @@ static char *substitute(const char *s, const struct suggestion *sg, int *used)
 	return strbuf_detach(&out, NULL);
 }
 
-json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int trial,
-			 const char *sweep_id, const char *base, int gpus_per_trial)
+/* sweep_trial_spec(), with argv (W&B's command, expanded) as the command when non-NULL */
+static json_t *trial_spec(const json_t *job, const struct strvec *argv,
+			  const struct suggestion *sg, int trial, const char *sweep_id,
+			  const char *base, int gpus_per_trial)
 {
 	json_t *o = json_deep_copy(job), *cmd = json_object_get(o, "command"), *env, *tr, *v;
 	int shell = json_is_true(json_object_get(o, "shell")), used = 0;
 	struct strbuf sb = STRBUF_INIT;
 	const char *k;
 	size_t i;
+
+	if (argv) {
+		json_t *a = json_array();
+
+		for (i = 0; i < argv->nr; i++)
+			json_array_append_new(a, json_string(argv->v[i]));
+		json_object_set_new(o, "command", a);
+		json_object_set_new(o, "shell", json_false());
+		cmd = NULL;   /* W&B's macros said where the parameters go */
+	}
 
 	/* a placeholder in env: counts as the user choosing where parameters go */
 	json_object_foreach(json_object_get(o, "env"), k, v) {
@@ -215,6 +228,148 @@ json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int tri
 	return o;
 }
 
+json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int trial,
+			 const char *sweep_id, const char *base, int gpus_per_trial)
+{
+	return trial_spec(job, NULL, sg, trial, sweep_id, base, gpus_per_trial);
+}
+
+json_t *sweep_wandb_trial_spec(const json_t *job, const struct strvec *argv,
+			       const struct suggestion *sg, int trial, const char *sweep_id,
+			       const char *base, int gpus_per_trial)
+{
+	return trial_spec(job, argv, sg, trial, sweep_id, base, gpus_per_trial);
+}
+
+/*
+ * The value W&B's agent holds for a parameter: the typed value of a choice
+ * (as W&B's YAML reader made it), else a number, an integer for int_uniform
+ * and for quantized kinds with a whole q, a float otherwise.
+ */
+static json_t *wandb_value(const struct sweep_param *p, const struct suggestion_item *it)
+{
+	if (p->kind == PARAM_VALUE || p->kind == PARAM_VALUES) {
+		for (size_t k = 0; k < p->values.nr && k < p->typed.nr; k++)
+			if (!strcmp(p->values.v[k], it->value))
+				return json_loads(p->typed.v[k], JSON_DECODE_ANY, NULL);
+		return json_string(it->value);
+	}
+	if (!it->is_num)
+		return json_string(it->value);
+	if (p->kind == PARAM_INT_UNIFORM || (p->q_int && (p->kind == PARAM_Q_UNIFORM ||
+	    p->kind == PARAM_Q_LOG_UNIFORM || p->kind == PARAM_Q_NORMAL ||
+	    p->kind == PARAM_Q_LOG_NORMAL || p->kind == PARAM_Q_BETA)))
+		return json_integer((json_int_t)llround(it->num));
+	return json_real(it->num);
+}
+
+/* -1, 0, 1 comparing two parameters' paths part by part (W&B sorts each level by name) */
+static int path_cmp(const struct sweep_param *a, const struct sweep_param *b)
+{
+	for (size_t i = 0; i < a->path.nr && i < b->path.nr; i++) {
+		int c = strcmp(a->path.v[i], b->path.v[i]);
+
+		if (c)
+			return c;
+	}
+	return (a->path.nr > b->path.nr) - (a->path.nr < b->path.nr);
+}
+
+json_t *sweep_wandb_params(const struct sweep_config *cfg, const struct suggestion *sg)
+{
+	json_t *top = json_object();
+	size_t *order = xcalloc(cfg->nr_params + 1, sizeof(*order)), n = 0;
+
+	for (size_t i = 0; i < cfg->nr_params; i++)
+		if (cfg->params[i].kind != PARAM_NESTED)
+			order[n++] = i;
+	/* insertion sort: a handful of parameters, and jansson keeps insertion order */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && path_cmp(&cfg->params[order[j - 1]],
+						     &cfg->params[order[j]]) > 0; j--) {
+			size_t t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (size_t i = 0; i < n; i++) {
+		const struct sweep_param *p = &cfg->params[order[i]];
+		const struct suggestion_item *it = suggestion_get(sg, p->name);
+		json_t *obj = top;
+		size_t depth = p->path.nr ? p->path.nr : 1;
+
+		if (!it)
+			continue;
+		/* a nested group is one dict under its top-level name, as W&B renests it */
+		for (size_t k = 0; k + 1 < depth; k++) {
+			json_t *kid = json_object_get(obj, p->path.v[k]);
+
+			if (!json_is_object(kid)) {
+				kid = json_object();
+				json_object_set_new(obj, p->path.v[k], kid);
+			}
+			obj = kid;
+		}
+		json_object_set_new(obj, p->path.nr ? p->path.v[depth - 1] : p->name,
+				    wandb_value(p, it));
+	}
+	free(order);
+	return top;
+}
+
+int sweep_wandb_argv(const struct sweep_config *cfg, const struct suggestion *sg,
+		     const char *args_file, struct strvec *argv, struct strbuf *args_json)
+{
+	json_t *params = sweep_wandb_params(cfg, sg), *v;
+	struct strbuf sb = STRBUF_INIT;
+	const char *key;
+	int used_file = 0;
+
+	strbuf_reset(args_json);
+	py_json(args_json, params);
+	for (size_t i = 0; i < cfg->command.nr; i++) {
+		const char *c = cfg->command.v[i];
+
+		/* as W&B's agent: only an item that is a whole macro is replaced */
+		if (!strcmp(c, "${env}")) {
+			strvec_push(argv, "/usr/bin/env");
+		} else if (!strcmp(c, "${interpreter}")) {
+			strvec_push(argv, "python");
+		} else if (!strcmp(c, "${program}")) {
+			strvec_push(argv, cfg->program ? cfg->program : "");
+		} else if (!strcmp(c, "${args_json}")) {
+			strvec_push(argv, args_json->buf);
+		} else if (!strcmp(c, "${args_json_file}")) {
+			strvec_push(argv, args_file ? args_file : "");
+			used_file = 1;
+		} else if (!strcmp(c, "${args}") || !strcmp(c, "${args_no_hyphens}") ||
+			   !strcmp(c, "${args_no_equals}") || !strcmp(c, "${args_no_boolean_flags}")) {
+			json_object_foreach(params, key, v) {
+				strbuf_reset(&sb);
+				if (!strcmp(c, "${args_no_boolean_flags}") && json_is_boolean(v)) {
+					if (json_is_true(v))
+						strvec_pushf(argv, "--%s", key);
+					continue;
+				}
+				if (!strcmp(c, "${args_no_equals}")) {
+					strvec_pushf(argv, "--%s", key);
+					py_str(&sb, v);
+					strvec_push(argv, sb.buf);
+					continue;
+				}
+				strbuf_addf(&sb, "%s%s=", strcmp(c, "${args_no_hyphens}") ? "--" : "", key);
+				py_str(&sb, v);
+				strvec_push(argv, sb.buf);
+			}
+		} else {
+			strvec_push(argv, c);
+		}
+	}
+	json_decref(params);
+	strbuf_release(&sb);
+	return used_file;
+}
+
 static const struct {
 	const char *name;
 	enum param_kind kind;
@@ -222,6 +377,9 @@ static const struct {
 	{ "constant", PARAM_VALUE }, { "categorical", PARAM_VALUES }, { "uniform", PARAM_UNIFORM },
 	{ "int_uniform", PARAM_INT_UNIFORM }, { "log_uniform_values", PARAM_LOG_UNIFORM },
 	{ "q_uniform", PARAM_Q_UNIFORM }, { "normal", PARAM_NORMAL }, { "parameters", PARAM_NESTED },
+	{ "q_log_uniform_values", PARAM_Q_LOG_UNIFORM }, { "q_normal", PARAM_Q_NORMAL },
+	{ "log_normal", PARAM_LOG_NORMAL }, { "q_log_normal", PARAM_Q_LOG_NORMAL },
+	{ "beta", PARAM_BETA }, { "q_beta", PARAM_Q_BETA },
 	/* the names the export uses */
 	{ "value", PARAM_VALUE }, { "values", PARAM_VALUES }, { "log_uniform", PARAM_LOG_UNIFORM },
 };
@@ -255,6 +413,8 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 
 	memset(c, 0, sizeof(*c));
 	job_config_init(&c->job);
+	strvec_init(&c->command);
+	strvec_init(&c->notes);
 	if (!json_is_object(o)) {
 		strbuf_addstr(err, "sweep: expected an object");
 		goto fail;
@@ -289,8 +449,21 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 		int found = 0;
 
 		strvec_init(&sp->values);
+		strvec_init(&sp->typed);
+		strvec_init(&sp->path);
 		sp->name = xstrdup(k);
 		c->nr_params++;
+		json_array_foreach(json_object_get(p, "path"), i, v)
+			if (json_is_string(v))
+				strvec_push(&sp->path, json_string_value(v));
+		if (!sp->path.nr)
+			strvec_push(&sp->path, k);
+		json_array_foreach(json_object_get(p, "typed"), i, v) {
+			char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+
+			strvec_push(&sp->typed, t);
+			free(t);
+		}
 		if (!d)
 			d = json_object_get(p, "value") ? "constant" : vals ? "categorical" : "";
 		for (i = 0; i < ARRAY_SIZE(kinds); i++)
@@ -334,12 +507,36 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 		sp->q = json_get_real(p, "q", 1);
 		sp->mu = json_get_real(p, "mu", 0);
 		sp->sigma = json_get_real(p, "sigma", 1);
+		sp->a = json_get_real(p, "a", 1);
+		sp->b = json_get_real(p, "b", 1);
+		sp->q_int = json_is_true(json_object_get(p, "q_int"));
+		if (sp->kind == PARAM_VALUES &&
+		    json_array_size(json_object_get(p, "probabilities")) == sp->values.nr) {
+			sp->probs = xcalloc(sp->values.nr, sizeof(*sp->probs));
+			json_array_foreach(json_object_get(p, "probabilities"), i, v)
+				sp->probs[i] = json_number_value(v);
+		}
 	}
+	if (json_is_number(json_object_get(metric, "target"))) {
+		c->has_target = 1;
+		c->target = json_number_value(json_object_get(metric, "target"));
+	}
+	if (json_is_array(json_object_get(o, "command"))) {
+		json_t *v;
+		size_t i;
+
+		c->wandb = 1;
+		c->program = json_get_str(o, "program", NULL) ? xstrdup(json_get_str(o, "program", "")) : NULL;
+		json_array_foreach(json_object_get(o, "command"), i, v)
+			strvec_push(&c->command, json_string_value(v) ? json_string_value(v) : "");
+	}
+	c->run_cap = (int)json_get_int(o, "run_cap", 0);
 	if (json_is_object(et)) {
 		c->early_terminate = 1;
 		c->et_min_iter = (int)json_get_int(et, "min_iter", 1);
 		c->et_eta = (int)json_get_int(et, "eta", 3);
 		c->et_max_iter = (int)json_get_int(et, "max_iter", 0);
+		c->et_s = (int)json_get_int(et, "s", 0);
 		if (c->et_min_iter < 1 || c->et_eta < 2) {
 			strbuf_addstr(err, "sweep: early_terminate needs min_iter >= 1 and eta >= 2");
 			goto fail;
@@ -438,6 +635,8 @@ struct sweep {
 	struct trial **t;
 	size_t nr, alloc;
 	int failures, exhausted;
+	int target_hit;           /* the trial whose value reached metric.target, 0 = none */
+	double target_value;
 	struct sweep_report *replay;   /* while loading: the stored reports, in order */
 	size_t nr_replay, alloc_replay;
 };
@@ -466,6 +665,21 @@ static int trial_final(const struct trial *t)
 static int sweep_final(const struct sweep *w)
 {
 	return strcmp(w->state, DT_SWEEP_RUNNING) && strcmp(w->state, DT_SWEEP_PAUSED);
+}
+
+/*
+ * W&B's metric.target: once a trial reports a value at or beyond it (by the
+ * goal), no new trial starts; the running ones finish, then the sweep is
+ * COMPLETED.
+ */
+static void check_target(struct sweep *w, int trial, double v)
+{
+	if (!w->cfg.has_target || w->target_hit || !isfinite(v))
+		return;
+	if (w->cfg.goal == GOAL_MAXIMIZE ? v >= w->cfg.target : v <= w->cfg.target) {
+		w->target_hit = trial;
+		w->target_value = v;
+	}
 }
 
 static const char *const_of(const char *s, const char *const *all, size_t n, const char *def)
@@ -770,6 +984,7 @@ static void sweeps_load(struct sched *s)
 				w->replay[w->nr_replay].resource = res >= 0 ? res : (double)t->nreports;
 				w->replay[w->nr_replay].value = v;
 				w->nr_replay++;
+				check_target(w, no, v);
 			}
 		}
 		json_decref(r);
@@ -965,6 +1180,12 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		t->has_value = 1;
 		t->value = v;
 		t->resource = res;
+		if (!w->target_hit) {
+			check_target(w, t->no, v);
+			if (w->target_hit)
+				dtlog(DTLOG_INFO, "sweep %s: trial %d reached the metric target (%s %g); "
+				      "no new trials", w->id, t->no, w->cfg.metric_name, v);
+		}
 		if (w->asha && asha_report(w->asha, t->no, res, v) == ASHA_PRUNE) {
 			set_reason(&t->reason, "pruned by ASHA at %s %g (%s %g)",
 				   json_object_get(r, "epoch") ? "epoch" : "step", res,
@@ -990,10 +1211,46 @@ out:
 /* Submit (or resubmit) trial t as a job; in one transaction with its row. */
 static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struct strbuf *err)
 {
-	json_t *spec = sweep_trial_spec(json_object_get(w->spec, "job"), &t->sg, t->no, w->id,
-					w->name, w->cfg.gpus_per_trial);
+	json_t *spec;
 	char id[16];
 	int rc;
+
+	if (w->cfg.wandb) {
+		/* W&B's command; ${args_json_file} is sweeps/<id>/args/t<N>.json on the shared dir */
+		struct strvec argv = STRVEC_INIT;
+		struct strbuf rel = STRBUF_INIT, path = STRBUF_INIT, json = STRBUF_INIT;
+
+		strbuf_addf(&rel, "sweeps/%s/args", w->id);
+		strbuf_addf(&path, "%s/%s/t%d.json", w->shared_dir, rel.buf, t->no);
+		if (sweep_wandb_argv(&w->cfg, &t->sg, path.buf, &argv, &json)) {
+			struct strbuf why = STRBUF_INIT;
+
+			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, 0, &why);
+			strbuf_addf(&rel, "/t%d.json", t->no);
+			if (rc == 0)
+				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644, 0, &why);
+			if (rc < 0)
+				strbuf_addf(err, "cannot write '%s' for ${args_json_file}: %s; check "
+					    "the shared dir", path.buf, why.buf);
+			strbuf_release(&why);
+			if (rc < 0) {
+				strvec_clear(&argv);
+				strbuf_release(&rel);
+				strbuf_release(&path);
+				strbuf_release(&json);
+				return -1;
+			}
+		}
+		spec = sweep_wandb_trial_spec(json_object_get(w->spec, "job"), &argv, &t->sg, t->no,
+					      w->id, w->name, w->cfg.gpus_per_trial);
+		strvec_clear(&argv);
+		strbuf_release(&rel);
+		strbuf_release(&path);
+		strbuf_release(&json);
+	} else {
+		spec = sweep_trial_spec(json_object_get(w->spec, "job"), &t->sg, t->no, w->id,
+					w->name, w->cfg.gpus_per_trial);
+	}
 
 	db_exec(s, "BEGIN");
 	rc = jobs_submit(s, spec, w->shared_dir, w->user, id, sizeof(id), err);
@@ -1123,7 +1380,7 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		struct strbuf err = STRBUF_INIT;
 		int rc;
 
-		if (strcmp(w->state, DT_SWEEP_RUNNING) || w->exhausted ||
+		if (strcmp(w->state, DT_SWEEP_RUNNING) || w->exhausted || w->target_hit ||
 		    w->nr >= (size_t)w->cfg.max_trials)
 			return;
 		for (size_t i = 0; i < w->nr; i++) {
@@ -1195,9 +1452,13 @@ void sweeps_step(struct sched *s)
 		for (size_t k = 0; k < w->nr; k++)
 			live += !trial_final(w->t[k]);
 		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
-		    (w->exhausted || w->nr >= (size_t)w->cfg.max_trials)) {
+		    (w->exhausted || w->target_hit || w->nr >= (size_t)w->cfg.max_trials)) {
 			free(w->reason);
 			w->reason = NULL;
+			if (w->target_hit)
+				set_reason(&w->reason, "metric target reached: trial %d reported %s %g "
+					   "(target %g)", w->target_hit, w->cfg.metric_name,
+					   w->target_value, w->cfg.target);
 			sweep_end(s, w, DT_SWEEP_COMPLETED);
 		}
 	}
@@ -1216,7 +1477,8 @@ static const char *kind_label(enum param_kind k)
 	case PARAM_LOG_UNIFORM: return "log_uniform";
 	case PARAM_Q_UNIFORM: return "q_uniform";
 	case PARAM_NORMAL: return "normal";
-	default: return "nested";
+	case PARAM_NESTED: return "nested";
+	default: return sweep_param_kind_name(k);
 	}
 }
 
@@ -1239,9 +1501,13 @@ static json_t *sweep_json(struct sweep *w)
 			for (size_t k = 0; k < p->values.nr; k++)
 				json_array_append_new(v, json_string(p->values.v[k]));
 			json_object_set_new(o, "values", v);
-		} else if (p->kind == PARAM_NORMAL) {
+		} else if (p->kind == PARAM_NORMAL || p->kind == PARAM_Q_NORMAL ||
+			   p->kind == PARAM_LOG_NORMAL || p->kind == PARAM_Q_LOG_NORMAL) {
 			json_object_set_new(o, "mu", json_real(p->mu));
 			json_object_set_new(o, "sigma", json_real(p->sigma));
+		} else if (p->kind == PARAM_BETA || p->kind == PARAM_Q_BETA) {
+			json_object_set_new(o, "a", json_real(p->a));
+			json_object_set_new(o, "b", json_real(p->b));
 		} else {
 			json_object_set_new(o, "min", json_real(p->min));
 			json_object_set_new(o, "max", json_real(p->max));

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "search.h"
 #include "strbuf.h"
+#include "strvec.h"
 
 /*
  * One line of a metric source, without its newline.  from_log: a rank log
@@ -55,6 +56,32 @@ void sweep_param_env(struct strbuf *sb, const char *name);
  */
 json_t *sweep_trial_spec(const json_t *job, const struct suggestion *sg, int trial,
 			 const char *sweep_id, const char *base, int gpus_per_trial);
+
+/*
+ * W&B's form (cfg->wandb: the sweep file has program:/command:).  The
+ * parameters of sg as the agent holds them: one object, keys sorted at
+ * every level as W&B's controller orders them, a nested group one object
+ * under its name ({"optimizer": {"lr": 0.001, "nadam": {"beta": 0.9}}}),
+ * each value typed as W&B types it (wandb_value() in sweeps.c).
+ */
+json_t *sweep_wandb_params(const struct sweep_config *cfg, const struct suggestion *sg);
+/*
+ * cfg->command with the agent's macros replaced, appended to argv, as
+ * `wandb agent` builds it: an item that is exactly ${env} (/usr/bin/env),
+ * ${interpreter} (python), ${program}, ${args} (--key=str(value) each),
+ * ${args_no_hyphens} (key=value), ${args_no_equals} (--key value),
+ * ${args_no_boolean_flags} (--key for True, nothing for False),
+ * ${args_json} (json.dumps of the parameters) or ${args_json_file}
+ * (args_file); every other item as it is.  args_json gets the JSON text.
+ * Returns 1 when the command names ${args_json_file} (the caller writes
+ * args_json there before the trial starts), else 0.
+ */
+int sweep_wandb_argv(const struct sweep_config *cfg, const struct suggestion *sg,
+		     const char *args_file, struct strvec *argv, struct strbuf *args_json);
+/* sweep_trial_spec() with argv (from sweep_wandb_argv()) as the command, nothing substituted */
+json_t *sweep_wandb_trial_spec(const json_t *job, const struct strvec *argv,
+			       const struct suggestion *sg, int trial, const char *sweep_id,
+			       const char *base, int gpus_per_trial);
 
 /* The sweep config from sweep_config_to_json()'s form (values may be strings). */
 int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbuf *err);

@@ -99,8 +99,8 @@ def test_several_files_and_kind_option(dtctl, tmp_path):
      "c.yaml:3:7: unknown key 'ssh.fanot'; did you mean 'ssh.fanout'?"),
     ("j.yaml", "command: python train.py\n",
      "j.yaml:1:10: key 'command': expected a list of arguments"),
-    ("s.yaml", "method: grid\nprogram: train.py\n",
-     "s.yaml:2:1: 'program' is a W&B key dtctl does not support"),
+    ("s.yaml", "method: grid\nprogram: train.py\ncontroller: {type: local}\n",
+     "s.yaml:3:1: W&B key 'controller' is unsupported by dtctl"),
 ])
 def test_bad_file(dtctl, tmp_path, name, text, want):
     p = write(tmp_path, name, text)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -408,36 +409,60 @@ static const struct bad_case bad_cases[] = {
 	  "parameters:\n"
 	  "  lr: {distribution: log_uniform_values, min: -1, max: 1}\n",
 	  "t.yaml:5:47: key 'parameters.lr.min': log_uniform_values needs min > 0, found '-1'" },
-	{ "wandb_program", "sweep",
+	{ "wandb_controller", "sweep",
 	  "program: train.py\n"
-	  "method: random\n",
-	  "t.yaml:1:1: 'program' is a W&B key dtctl does not support: use 'job:' to name the job.yaml (or give an inline job) each trial runs" },
-	{ "wandb_entity", "sweep",
+	  "controller: {type: local}\n",
+	  "t.yaml:2:1: W&B key 'controller' is unsupported by dtctl: dtsched is the controller; remove it" },
+	{ "wandb_macro", "sweep",
+	  "program: train.py\n"
+	  "command:\n"
+	  "  - ${interpreter}\n"
+	  "  - ${args_yaml}\n",
+	  "t.yaml:4:5: key 'command[1]': macro '${args_yaml}' is unsupported (W&B's agent knows ${env}, ${interpreter}, ${program}, ${args}, ${args_no_hyphens}, ${args_no_equals}, ${args_no_boolean_flags}, ${args_json}, ${args_json_file} and ${envvar:NAME})" },
+	{ "wandb_no_program", "sweep",
 	  "method: random\n"
-	  "entity: me\n",
-	  "t.yaml:2:1: 'entity' is a W&B key dtctl does not support: dtctl keeps results on the cluster; remove it" },
-	{ "wandb_run_cap", "sweep",
+	  "run_cap: 5\n"
+	  "command: [python, train.py]\n"
+	  "parameters: {a: {values: [1]}}\n"
+	  "job: {command: [x]}\n",
+	  "t.yaml:5:16: key 'job.command': cannot be used with the sweep's 'program:'/'command:', which say what each trial runs; keep only the job's shape (nodes, gpus_per_node, env, ...) here" },
+	{ "wandb_program_macro", "sweep",
 	  "method: random\n"
-	  "run_cap: 5\n",
-	  "t.yaml:2:1: 'run_cap' is a W&B key dtctl does not support: use 'max_trials'" },
+	  "run_cap: 5\n"
+	  "command:\n"
+	  "  - ${program}\n"
+	  "parameters: {a: {values: [1]}}\n",
+	  "t.yaml:1:1: missing required key 'program' (the training script ${program} names in the command)" },
 	{ "wandb_log_uniform", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
 	  "parameters:\n"
-	  "  lr: {distribution: log_uniform, min: -9, max: -2}\n",
-	  "t.yaml:4:22: key 'parameters.lr.distribution': 'log_uniform' is a W&B distribution dtctl does not support: use 'log_uniform_values' with min and max as the values themselves (not their natural logs)" },
+	  "  lr: {distribution: log_uniform, min: -9, max: 800}\n",
+	  "t.yaml:4:40: key 'parameters.lr': log_uniform takes natural logs as bounds; e^-9 .. e^800 is outside a double (use log_uniform_values with the values themselves)" },
 	{ "wandb_q_log_uniform", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
 	  "parameters:\n"
-	  "  lr: {distribution: q_log_uniform_values, min: 1, max: 9}\n",
-	  "t.yaml:4:22: key 'parameters.lr.distribution': 'q_log_uniform_values' is a W&B distribution dtctl does not support: use 'log_uniform_values' or 'values:'" },
+	  "  lr: {distribution: q_log_uniform_values, min: 0, max: 9}\n",
+	  "t.yaml:4:49: key 'parameters.lr.min': q_log_uniform_values needs min > 0, found '0'" },
+	{ "wandb_beta", "sweep",
+	  "method: random\n"
+	  "max_trials: 5\n"
+	  "parameters:\n"
+	  "  d: {distribution: beta, a: 0, b: 2}\n",
+	  "t.yaml:4:30: key 'parameters.d.a': expected a positive number, found '0'" },
+	{ "wandb_q_unused", "sweep",
+	  "method: random\n"
+	  "max_trials: 5\n"
+	  "parameters:\n"
+	  "  d: {distribution: log_normal, q: 2}\n",
+	  "t.yaml:4:33: key 'parameters.d.q': not used by distribution 'log_normal'" },
 	{ "unknown_distribution", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
 	  "parameters:\n"
 	  "  lr: {distribution: gaussian, mu: 0}\n",
-	  "t.yaml:4:22: key 'parameters.lr.distribution': expected one of constant, categorical, uniform, int_uniform, log_uniform_values, q_uniform or normal, found 'gaussian'" },
+	  "t.yaml:4:22: key 'parameters.lr.distribution': expected one of constant, categorical, categorical_w_probabilities, uniform, int_uniform, log_uniform_values, log_uniform, inv_log_uniform_values, inv_log_uniform, q_uniform, q_log_uniform_values, q_log_uniform, normal, q_normal, log_normal, q_log_normal, beta, q_beta, found 'gaussian'" },
 	{ "unknown_method", "sweep",
 	  "method: hyperopt\n",
 	  "t.yaml:1:9: key 'method': expected 'grid', 'random' or 'bayes', found 'hyperopt'" },
@@ -467,7 +492,7 @@ static const struct bad_case bad_cases[] = {
 	  "job: {command: [x]}\n"
 	  "parameters:\n"
 	  "  a: {values: [1, 2]}\n",
-	  "t.yaml:1:1: missing required key 'max_trials' (random and bayes sweeps run until it is reached)" },
+	  "t.yaml:1:1: missing required key 'max_trials' (or W&B's 'run_cap': random and bayes sweeps run until it is reached)" },
 	{ "bayes_no_metric", "sweep",
 	  "method: bayes\n"
 	  "max_trials: 5\n"
@@ -475,19 +500,28 @@ static const struct bad_case bad_cases[] = {
 	  "parameters:\n"
 	  "  a: {values: [1, 2]}\n",
 	  "t.yaml:1:1: missing required key 'metric' (bayes search needs a metric to optimise)" },
-	{ "metric_target", "sweep",
+	{ "metric_impute", "sweep",
 	  "method: bayes\n"
-	  "metric: {name: acc, goal: maximize, target: 0.99}\n",
-	  "t.yaml:2:37: 'metric.target' is a W&B key dtctl does not support: the sweep runs until max_trials; remove it" },
+	  "metric: {name: acc, goal: maximize, impute: worst}\n",
+	  "t.yaml:2:37: W&B key 'metric.impute' is unsupported by dtctl: failed trials are left out of the bayes model; remove it" },
+	{ "metric_target_text", "sweep",
+	  "method: bayes\n"
+	  "metric: {name: acc, goal: maximize, target: high}\n",
+	  "t.yaml:2:45: key 'metric.target': expected a number, found 'high'" },
 	{ "metric_goal", "sweep",
 	  "method: bayes\n"
 	  "metric: {name: acc, goal: up}\n",
 	  "t.yaml:2:27: key 'metric.goal': expected 'minimize' or 'maximize', found 'up'" },
-	{ "probabilities", "sweep",
+	{ "probabilities_sum", "sweep",
 	  "method: random\n"
 	  "parameters:\n"
-	  "  a: {values: [1, 2], probabilities: [0.5, 0.5]}\n",
-	  "t.yaml:3:23: 'parameters.a.probabilities' is a W&B key dtctl does not support: values are drawn with equal probability; remove it" },
+	  "  a: {values: [1, 2], probabilities: [0.5, 0.6]}\n",
+	  "t.yaml:3:38: key 'parameters.a.probabilities': the probabilities add up to 1.1, not 1" },
+	{ "probabilities_count", "sweep",
+	  "method: random\n"
+	  "parameters:\n"
+	  "  a: {values: [1, 2], probabilities: [1]}\n",
+	  "t.yaml:3:38: key 'parameters.a.probabilities': expected a list of 2 probabilities, one per value" },
 	{ "int_uniform_float", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
@@ -499,7 +533,7 @@ static const struct bad_case bad_cases[] = {
 	  "max_trials: 5\n"
 	  "parameters:\n"
 	  "  a: {values: [1, 2]}\n",
-	  "t.yaml:1:1: missing required key 'job' (the job.yaml each trial runs)" },
+	  "t.yaml:1:1: missing required key 'job' (the job.yaml each trial runs, or W&B's 'program:')" },
 	{ "job_file_missing", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
@@ -522,7 +556,19 @@ static const struct bad_case bad_cases[] = {
 	{ "et_s", "sweep",
 	  "method: random\n"
 	  "early_terminate: {type: hyperband, s: 2}\n",
-	  "t.yaml:2:36: 'early_terminate.s' is a W&B key dtctl does not support: dtctl derives the brackets from min_iter, eta and max_iter; remove it" },
+	  "t.yaml:2:39: key 'early_terminate.s': needs 'max_iter' (W&B's bands are max_iter / eta^k for k = 1..s)" },
+	{ "et_s_bands", "sweep",
+	  "method: random\n"
+	  "early_terminate: {type: hyperband, max_iter: 100, s: 3, eta: 3}\n",
+	  "t.yaml:2:54: key 'early_terminate.s': W&B's bands here are 3, 11, 33 (max_iter / eta^k, truncated), not min_iter * eta^k: unsupported by dtctl's ASHA; use a max_iter divisible by eta^s, or 'min_iter: 3' without 's'" },
+	{ "et_eta_fraction", "sweep",
+	  "method: random\n"
+	  "early_terminate: {type: hyperband, min_iter: 1, eta: 1.5}\n",
+	  "t.yaml:2:54: key 'early_terminate.eta': a fractional eta (1.5) is unsupported: dtctl's ASHA keeps the top 1/eta at rungs min_iter * eta^k with a whole eta; use 2 or more" },
+	{ "et_eta_one", "sweep",
+	  "method: random\n"
+	  "early_terminate: {type: hyperband, min_iter: 1, eta: 1}\n",
+	  "t.yaml:2:54: key 'early_terminate.eta': expected a number above 1, found '1'" },
 	{ "inline_job_error", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"
@@ -1028,6 +1074,74 @@ static void test_sweep_bayes(void **state)
 	strbuf_release(&err);
 }
 
+/* A W&B file as W&B's docs write it: everything it holds is read, as W&B means it. */
+static void test_sweep_wandb(void **state)
+{
+	static const char yaml[] =
+		"program: train.py\n"
+		"project: p\n"
+		"entity: e\n"
+		"description: d\n"
+		"method: random\n"
+		"metric: {name: loss, goal: maximize, target: 0.9}\n"
+		"run_cap: 7\n"
+		"early_terminate: {type: hyperband, max_iter: 100, s: 2, eta: 3.0}\n"
+		"parameters:\n"
+		"  lr: {distribution: log_uniform, min: -2, max: 0}\n"
+		"  inv: {distribution: inv_log_uniform, min: 0, max: 2}\n"
+		"  w: {distribution: q_log_uniform_values, min: 1, max: 8, q: 1}\n"
+		"  f: {values: [true, 'true', 0.10, 1e-3, null, [1, 2], {k: v}]}\n"
+		"  c: {values: [a, b], probabilities: [0.25, 0.75]}\n"
+		"  opt: {parameters: {lr: {value: 0.1}}}\n";
+	struct sweep_config s;
+	struct strbuf err = STRBUF_INIT, warn = STRBUF_INIT;
+	const struct sweep_param *p;
+
+	(void)state;
+	assert_int_equal(sweep_config_parse(&s, yaml, strlen(yaml), "w.yaml", &err), 0);
+	assert_true(s.wandb);
+	assert_string_equal(s.program, "train.py");
+	/* W&B's default command */
+	assert_int_equal(s.command.nr, 4);
+	assert_string_equal(s.command.v[0], "${env}");
+	assert_string_equal(s.command.v[3], "${args}");
+	assert_int_equal(s.max_trials, 7);
+	assert_true(s.has_target && s.target == 0.9 && s.goal == GOAL_MAXIMIZE);
+	/* max_iter 100, s 2, eta 3: bands 33 and 11; rungs 11, 33 (below 99) */
+	assert_int_equal(s.et_min_iter, 11);
+	assert_int_equal(s.et_eta, 3);
+	assert_int_equal(s.et_max_iter, 99);
+	p = find_param(&s, "lr");
+	assert_int_equal(p->kind, PARAM_LOG_UNIFORM);
+	assert_true(fabs(p->min - exp(-2)) < 1e-15 && p->max == 1);
+	p = find_param(&s, "inv");
+	assert_int_equal(p->kind, PARAM_LOG_UNIFORM);
+	assert_true(fabs(p->min - exp(-2)) < 1e-15 && p->max == 1);
+	p = find_param(&s, "w");
+	assert_int_equal(p->kind, PARAM_Q_LOG_UNIFORM);
+	assert_true(p->q_int);
+	p = find_param(&s, "f");
+	assert_int_equal(p->values.nr, 7);
+	assert_string_equal(p->values.v[5], "[1, 2]");
+	assert_string_equal(p->values.v[6], "{\"k\": \"v\"}");
+	/* typed as PyYAML types them: 1e-3 without a '.' is a string there */
+	assert_string_equal(p->typed.v[0], "true");
+	assert_string_equal(p->typed.v[1], "\"true\"");
+	assert_string_equal(p->typed.v[2], "0.10000000000000001");
+	assert_string_equal(p->typed.v[3], "\"1e-3\"");
+	assert_string_equal(p->typed.v[4], "null");
+	p = find_param(&s, "c");
+	assert_true(p->probs && p->probs[1] == 0.75);
+	p = find_param(&s, "opt.lr");
+	assert_int_equal(p->path.nr, 2);
+	assert_string_equal(p->path.v[0], "opt");
+	assert_int_equal(sweep_config_warnings(&s, &warn), 3);
+	assert_non_null(strstr(warn.buf, "w.yaml:2:10: note: 'project' is accepted and ignored"));
+	sweep_config_release(&s);
+	strbuf_release(&err);
+	strbuf_release(&warn);
+}
+
 static void test_sweep_grid_default_trials(void **state)
 {
 	static const char yaml[] =
@@ -1252,6 +1366,7 @@ static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_job_init),
 	cmocka_unit_test(test_sweep_bayes),
 	cmocka_unit_test(test_sweep_grid_default_trials),
+	cmocka_unit_test(test_sweep_wandb),
 	cmocka_unit_test(test_load_relative_paths),
 	cmocka_unit_test(test_load_job_file_error),
 	cmocka_unit_test(test_load_missing_file),

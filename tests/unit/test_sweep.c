@@ -18,6 +18,7 @@
 #include "config.h"
 #include "json.h"
 #include "protocol.h"
+#include "pyfmt.h"
 #include "scheduler/sweeps.h"
 
 static json_t *parse_jsonl(const char *line)
@@ -347,6 +348,92 @@ static void test_param_env(void **state)
 	strbuf_release(&sb);
 }
 
+/* Python's str() and json.dumps() of numbers, as W&B's agent writes values. */
+static void test_pyfmt(void **state)
+{
+	static const struct {
+		double v;
+		const char *want;
+	} cases[] = {
+		{ 0.1, "0.1" }, { 1e-05, "1e-05" }, { 0.0001, "0.0001" }, { 100.0, "100.0" },
+		{ 1e16, "1e+16" }, { 123456.789, "123456.789" }, { 1.5e-07, "1.5e-07" },
+		{ 0.30000000000000004, "0.30000000000000004" }, { -2.5, "-2.5" }, { 0.0, "0.0" },
+		{ 1e15, "1000000000000000.0" }, { 2.5e+20, "2.5e+20" },
+	};
+	struct strbuf sb = STRBUF_INIT;
+	json_t *j;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		strbuf_reset(&sb);
+		py_float(&sb, cases[i].v);
+		assert_string_equal(sb.buf, cases[i].want);
+	}
+	j = json_loads("{\"a\": true, \"b\": null, \"c\": [1, 0.5, \"it's\"], \"d\": \"\\u00e9\"}",
+		       0, NULL);
+	strbuf_reset(&sb);
+	py_str(&sb, j);
+	assert_string_equal(sb.buf, "{'a': True, 'b': None, 'c': [1, 0.5, \"it's\"], 'd': '\xc3\xa9'}");
+	strbuf_reset(&sb);
+	py_json(&sb, j);
+	assert_string_equal(sb.buf, "{\"a\": true, \"b\": null, \"c\": [1, 0.5, \"it's\"], \"d\": \"\\u00e9\"}");
+	json_decref(j);
+	strbuf_release(&sb);
+}
+
+/* The argv W&B's agent builds, for a file with every macro and nested parameters. */
+static void test_wandb_argv(void **state)
+{
+	static const char yaml[] =
+		"program: train.py\n"
+		"method: grid\n"
+		"command:\n"
+		"  - ${env}\n"
+		"  - ${interpreter}\n"
+		"  - ${program}\n"
+		"  - ${args}\n"
+		"  - ${args_no_boolean_flags}\n"
+		"  - ${args_json_file}\n"
+		"  - --x=${args}\n"
+		"parameters:\n"
+		"  zeta: {values: [1e-3]}\n"
+		"  flag: {values: [false]}\n"
+		"  opt:\n"
+		"    parameters:\n"
+		"      nadam: {parameters: {beta: {values: [0.9]}}}\n"
+		"      lr: {values: [0.001]}\n"
+		"  n: {distribution: int_uniform, min: 3, max: 3}\n";
+	struct sweep_config c;
+	struct strbuf err = STRBUF_INIT, js = STRBUF_INIT;
+	struct strvec argv = STRVEC_INIT;
+	struct suggestion sg = SUGGESTION_INIT;
+	json_t *o;
+	static const char *const want[] = {
+		"/usr/bin/env", "python", "train.py",
+		"--flag=False", "--n=3", "--opt={'lr': 0.001, 'nadam': {'beta': 0.9}}", "--zeta=1e-3",
+		"--n=3", "--opt={'lr': 0.001, 'nadam': {'beta': 0.9}}", "--zeta=1e-3",
+		"/sh/a.json", "--x=${args}", NULL,
+	};
+
+	(void)state;
+	assert_int_equal(sweep_config_parse(&c, yaml, strlen(yaml), "w.yaml", &err), 0);
+	o = json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s}}", "seq", 0, "params", "zeta", "1e-3",
+		      "flag", "false", "opt.lr", "0.001", "opt.nadam.beta", "0.9", "n", "3");
+	assert_int_equal(suggestion_from_json(&sg, o, &err), 0);
+	assert_int_equal(sweep_wandb_argv(&c, &sg, "/sh/a.json", &argv, &js), 1);
+	for (size_t i = 0; want[i]; i++)
+		assert_string_equal(argv.v[i], want[i]);
+	assert_int_equal(argv.nr, 12);
+	assert_string_equal(js.buf, "{\"flag\": false, \"n\": 3, \"opt\": {\"lr\": 0.001, "
+			    "\"nadam\": {\"beta\": 0.9}}, \"zeta\": \"1e-3\"}");
+	json_decref(o);
+	strvec_clear(&argv);
+	suggestion_release(&sg);
+	sweep_config_release(&c);
+	strbuf_release(&err);
+	strbuf_release(&js);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +443,8 @@ int main(void)
 		cmocka_unit_test(test_config_from_json),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_param_env),
+		cmocka_unit_test(test_pyfmt),
+		cmocka_unit_test(test_wandb_argv),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -455,6 +455,22 @@ static int cmd_status(const char *id, int json)
 	strbuf_reset(&sb);
 	progress(&sb, ex, 0);
 	printf("%s\n", sb.buf);
+	{
+		/* ASHA's rungs: "rungs: at 1: 12 reached, 5 went on; at 3: 5 reached, ..." */
+		size_t k;
+		json_t *r;
+
+		json_array_foreach(json_object_get(sw, "rungs"), k, r) {
+			struct strbuf v = STRBUF_INIT;
+
+			format_number_human(&v, json_number_value(json_object_get(r, "resource")));
+			printf("%sat %s: %lld reached, %lld went on", k ? "; " : "rungs: ", v.buf,
+			       json_get_int(r, "reached", 0), json_get_int(r, "went_on", 0));
+			strbuf_release(&v);
+		}
+		if (json_array_size(json_object_get(sw, "rungs")))
+			printf("\n");
+	}
 	print_best_line(stdout, ex);
 	strbuf_release(&sb);
 	json_decref(ex);

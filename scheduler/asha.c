@@ -287,6 +287,11 @@ static size_t rung_went_on(const struct asha *a, size_t k, const struct asha_tri
 	return n;
 }
 
+size_t asha_rung_went_on(const struct asha *a, size_t k)
+{
+	return k < a->nr_rungs ? rung_went_on(a, k, NULL) : 0;
+}
+
 /*
  * Record `value` for t at its next rung; returns 1 if t ranks to continue
  * there: in the top rung_keep() of the n values recorded (its own included),

@@ -109,6 +109,8 @@ int asha_is_pruned(const struct asha *a, int trial_id);
 double asha_rung_resource(struct asha *a, size_t k);
 /* How many values rung k holds (0 for rungs nobody reached). */
 size_t asha_rung_count(const struct asha *a, size_t k);
+/* How many trials went on past rung k (reached a later rung, or are at k unpruned). */
+size_t asha_rung_went_on(const struct asha *a, size_t k);
 
 /*
  * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "min_peers": 1,

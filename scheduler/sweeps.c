@@ -1482,9 +1482,25 @@ static const char *kind_label(enum param_kind k)
 	}
 }
 
+/*
+ * ASHA's rungs as a user reads them: the progress level of each and how many
+ * trials reached it and went on past it ([] without early stopping).
+ */
+static json_t *rungs_json(struct sweep *w)
+{
+	json_t *a = json_array();
+
+	for (size_t k = 0; w->asha && asha_rung_count(w->asha, k); k++)
+		json_array_append_new(a, json_pack("{s:f,s:I,s:I}", "resource",
+						   asha_rung_resource(w->asha, k), "reached",
+						   (json_int_t)asha_rung_count(w->asha, k),
+						   "went_on", (json_int_t)asha_rung_went_on(w->asha, k)));
+	return a;
+}
+
 static json_t *sweep_json(struct sweep *w)
 {
-	json_t *params = json_array(), *counts = json_object();
+	json_t *params = json_array(), *counts = json_object(), *sj;
 	static const char *const states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING, DT_TRIAL_COMPLETED,
 					      DT_TRIAL_PRUNED, DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
 
@@ -1523,7 +1539,7 @@ static json_t *sweep_json(struct sweep *w)
 			n += !strcmp(w->t[i]->state, states[k]);
 		json_object_set_new(counts, states[k], json_integer(n));
 	}
-	return json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
+	sj = json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
 		"id", w->id, "name", w->name,
 		"method", w->cfg.method == SWEEP_GRID ? "grid" : w->cfg.method == SWEEP_RANDOM ?
 			  "random" : "bayes",
@@ -1533,6 +1549,8 @@ static json_t *sweep_json(struct sweep *w)
 		"parallel", w->cfg.parallel, "created_at", json_timestamp(w->created_us),
 		"ended_at", json_timestamp(w->ended_us), "parameters", params, "counts", counts,
 		"trials_started", (int)w->nr, "failures", w->failures, "user", w->user);
+	json_object_set_new(sj, "rungs", rungs_json(w));
+	return sj;
 }
 
 static json_t *params_json(const struct trial *t)

@@ -330,3 +330,28 @@ def test_prompt_all_accepts_the_remaining_nodes(cluster, dtctl_bin, tmp_home, tm
         assert before.endswith(("\n", "\x1b[K")) or before == "", repr(before[-80:])
     kh = (tmp_home / "known_hosts").read_text().splitlines()
     assert len([l for l in kh if l.strip() and not l.startswith("#")]) == N, kh
+
+
+def test_init_names_agents_that_do_not_register(cluster, dtctl, tmp_home, tmp_path):
+    """An agent that cannot reach the head (head.address goes nowhere) never registers: init
+    waits its bounded time, fails that node naming its agent.log, exits 1 and says which
+    agents are not up, instead of returning as if `dtctl run` could now place work there."""
+    import time
+    from conftest import free_ports
+    c = cluster
+    n1 = c.nodes[0]
+    port = free_ports(1)[0]
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="head: {address: 192.0.2.1, port: %d}\n" % port)
+    t0 = time.monotonic()
+    p = dtctl("init", "--accept-new-hosts", "--nodes", n1.name, cfg,
+              env={"DTCTL_PASSWORD": c.password}, timeout=120)
+    try:
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert 25 < time.monotonic() - t0 < 90
+        err = [l for l in p.stderr.splitlines() if "has not registered" in l]
+        assert err and n1.name in err[0] and "agent.log" in err[0], p.stderr
+        assert p.stdout.splitlines()[-1] == "dtsched on :%d, 0 agents up; not up: %s" % (
+            port, n1.name), p.stdout
+    finally:
+        dtctl("agents", "stop", "-c", cfg, timeout=60)

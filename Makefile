@@ -8,7 +8,8 @@
 #   make lint       cppcheck + clang-tidy
 #   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench      benchmarks (not part of check)
-#   make install PREFIX=/usr/local
+#   make man        man pages from the option tables into build/<BUILD>/man (dtctl help --man)
+#   make install PREFIX=/usr/local   (programs, templates, man pages, bash completion)
 #
 # Sources are found by wildcard: a new lib/foo.c or cli/cmd-foo.c needs no edit here.
 # Each program's main lives in one file (cli/dtctl.c, agent/dtagent.c,
@@ -66,7 +67,7 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
 HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all detect deps check check-fresh unit e2e demo lint fuzz bench install clean help
+.PHONY: all detect deps check check-fresh unit e2e demo lint fuzz bench install clean help man
 # Side-by-side work trees: BUILD=dev-NAME / asan-NAME put everything under build/NAME.
 ifeq ($(BUILD),dev)
 BINDIR := bin
@@ -77,7 +78,7 @@ PROGRAMS = $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched 
 all: detect $(PROGRAMS)
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 detect:
 	@printf '%s CUDA     %s\n' $(if $(HAVE_CUDA),'✓','✗') '$(if $(HAVE_CUDA),$(NVCC),not found (CPU-only dttrain; set CUDA_HOME or put nvcc on PATH))'
@@ -164,12 +165,25 @@ lint:
 		-DDT_HAVE_MPI -DDT_HAVE_BLAS 2>&1 | grep -v 'warnings generated' ; \
 		exit $${PIPESTATUS[0]}
 
-install: all
+# Man pages: rendered by dtctl from the same option tables, usage lines and command
+# summaries as --help, so they are generated, not committed (nothing to go stale).
+MANDIR := $(O)/man
+man: $(BINDIR)/dtctl
+	@mkdir -p $(MANDIR)
+	@rm -f $(MANDIR)/*.1
+	$(BINDIR)/dtctl help --man > $(MANDIR)/dtctl.1
+	@for c in $$($(BINDIR)/dtctl __complete | grep -v -e '^-' -e '^help$$'); do \
+		$(BINDIR)/dtctl help --man $$c > $(MANDIR)/dtctl-$$c.1 || exit 1; done
+	@echo "man: $$(ls $(MANDIR) | wc -l) pages in $(MANDIR) (man -l $(MANDIR)/dtctl.1)"
+
+install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dtctl/templates
 	install -m 0755 bin/dtctl bin/dtagent bin/dtshim bin/dtsched bin/dttrain $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 templates/* $(DESTDIR)$(PREFIX)/share/dtctl/templates/
-	@if [ -d docs/man ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
-		install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0644 $(MANDIR)/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 scripts/dtctl-completion.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/dtctl
 
 clean:
 	rm -rf build bin

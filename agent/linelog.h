@@ -1,7 +1,7 @@
 /*
  * linelog.h - turning a task's output bytes into rank log lines.
  *
- * Every line of the log files of DESIGN.md is
+ * Every line of the log files (docs/architecture.md, "Files and where they live") is
  *     2026-11-22T10:00:00.123456Z O text      (O = stdout, E = stderr)
  * whatever the program writes: "\r\n" and a lone "\r" (progress bars) end a
  * line, lines longer than max_line bytes are split (never inside a UTF-8

@@ -285,7 +285,7 @@ static void child_fail(int fd, const char *what)
 
 /*
  * PATH starts with the folder of this dtagent, so a task's `dttrain` or
- * `dtagent rank-log` is this installation's (DESIGN.md: ~/.dtctl/bin).
+ * `dtagent rank-log` is this installation's (docs/architecture.md: ~/.dtctl/bin).
  */
 static void path_prefix_self(struct strvec *env)
 {

@@ -9,7 +9,9 @@
  *      (name, function, one-line summary, what it needs: cli/setup.h flags;
  *      -c/--cluster is then parsed for it and the_cluster resolved before it
  *      runs; --json output goes through json_doc_print(), docs/json.md);
- *   3. document it in docs/man/dtctl-foo.1 (or docs/commands.md) and the README;
+ *   3. document it in docs/ (the page of its area) and the README; its man page
+ *      (`make man`: dtctl help --man foo) and its bash completion come from
+ *      its option table, its usage lines and its summary in the table;
  *   4. test it: tests/e2e/test_foo.py runs the real binary.
  */
 #ifndef DT_BUILTIN_H
@@ -18,6 +20,8 @@
 int cmd_agents(int argc, const char **argv);
 int cmd_api(int argc, const char **argv);
 int cmd_cancel(int argc, const char **argv);
+/* hidden: the words the bash completion offers (cli/dtctl.c) */
+int cmd_complete(int argc, const char **argv);
 int cmd_doctor(int argc, const char **argv);
 int cmd_drain(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);

@@ -78,6 +78,7 @@ void cluster_pool_opts(struct ssh_pool_opts *o, const struct cluster_config *c)
 	o->known_hosts = kh.buf;
 	o->strict = c->ssh.host_key_policy == HOST_KEY_STRICT;
 	o->identity = cluster_identity(c);
+	o->on_prompt = progress_prompt;	/* a host key question clears the progress line */
 }
 
 void cluster_pool_add(struct ssh_pool *p, const struct cluster_config *c,
@@ -196,6 +197,12 @@ void progress_clear(void)
 		fflush(stderr);
 		progress_shown = 0;
 	}
+}
+
+void progress_prompt(void *data)
+{
+	(void)data;
+	progress_clear();
 }
 
 /* ------------------------------------------------------------- passwords */

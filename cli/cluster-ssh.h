@@ -39,6 +39,8 @@ void facts_parse(struct kvlist *kv, const char *out);
 /* Progress line on stderr (TTY only), as an ssh_pool_opts.on_tick. */
 void progress_tick(struct ssh_pool *p, void *data);
 void progress_clear(void);
+/* ssh_pool_opts.on_prompt (cluster_pool_opts() sets it): progress_clear() */
+void progress_prompt(void *data);
 int progress_enabled(void);
 
 /* Read a password: --password-file, else $DTCTL_PASSWORD; NULL if neither. */

@@ -16,10 +16,13 @@
  *   setup:    upload + run the rendered template when its hash changed;
  *             output streamed "node: line" and saved to <shared>/init/<node>.log
  *   facts:    versions and GPUs for the summary table
- *   agents:   init_start_agents()
+ *   agents:   init_start_agents() (dtsched was started before: init_start_head())
  *
- * Finally ~/.dtctl/ssh_config is written for OpenSSH and mpirun, and a table
- * (or --json) says what happened on each node.  A node that fails stops there
+ * Then ~/.dtctl/ssh_config is written for OpenSSH and mpirun, init waits
+ * until every agent it started has registered with dtsched
+ * (wait_for_agents(): `dtctl init && dtctl run` works), and a table (or
+ * --json) says what happened on each node, ending with `dtsched on :PORT,
+ * N agents up`.  A node that fails stops there
  * with one message; the others go on.  Exit: 0 all ok, 3 a node could not be
  * reached or logged in to, 1 another failure, 2 bad configuration, 130 ^C.
  */
@@ -28,13 +31,16 @@
 #include "head.h"
 #include "cluster-ssh.h"
 #include "setup.h"
+#include "daemon.h"
 #include "dthome.h"
 #include "json.h"
 #include "log.h"
 #include "parse-options.h"
+#include "protocol.h"
 #include "term.h"
 #include "run-command.h"
 #include "secret.h"
+#include "units.h"
 #include "usage.h"
 
 #include <ctype.h>
@@ -67,7 +73,9 @@ struct init_node {
 	struct strvec actions;       /* what changed on the node */
 	struct kvlist facts;
 	struct strbuf agent;
-	int restart_agent;           /* its secret or dtagent changed: restart a running agent */         /* dtagent --version */
+	int restart_agent;           /* its secret or dtagent changed: restart a running agent */
+	int agent_started;           /* its agent was started (or was running): wait for it */
+	const json_t *registered;    /* its entry in dtsched's node table once UP, else NULL */
 	struct strbuf fail;          /* a failure that is not the node's connection */
 };
 
@@ -87,6 +95,8 @@ struct init_ctx {
 	int quiet;                   /* --json: no streamed output */
 	int force_setup;
 	int no_agents;               /* --no-agents: install only */
+	json_t *nodes_reply;         /* dtsched's GET nodes after the agents were started */
+	int head_ok;                 /* dtsched runs (init started it, or it was running) */
 	struct strbuf mesh_key;      /* the generated cluster key, pushed for mpirun; "" if user-supplied */
 	struct strbuf mesh_key_hash;
 	struct init_node *nodes;     /* by pool index */
@@ -476,6 +486,7 @@ static void agent_checked(struct ssh_node *n, struct ssh_result *r, void *arg)
 		return;
 	strbuf_addbuf(&in->agent, &r->out);
 	strbuf_setlen(&in->agent, strcspn(in->agent.buf, "\n"));
+	in->agent_started = 1;
 }
 
 /*
@@ -617,6 +628,117 @@ static void setup_line(struct ssh_node *n, int is_stderr, const char *line, void
 	fflush(stdout);
 }
 
+/*
+ * `dtctl init && dtctl run ...` must work: run places work only on nodes
+ * that have registered with dtsched, so init waits until every agent it
+ * started is UP in dtsched's table (the first heartbeat comes at once).
+ * Bounded: 30 s, or agent.dead_after when longer; an agent that has not
+ * registered by then fails its node with a pointer to its log.
+ */
+#define AGENT_WAIT_MS 30000
+#define AGENT_POLL_MS 200
+
+static const json_t *dtsched_node(const json_t *reply, const char *name)
+{
+	const json_t *n;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "nodes"), i, n)
+		if (!strcmp(json_get_str(n, "name", ""), name) &&
+		    !strcmp(json_get_str(n, "state", ""), DT_NODE_UP))
+			return n;
+	return NULL;
+}
+
+static size_t count_registered(struct ssh_pool *p, int *want)
+{
+	size_t up = 0;
+
+	*want = 0;
+	for (size_t i = 0; i < ssh_pool_count(p); i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+		struct init_node *in = &the_ctx->nodes[i];
+
+		in->registered = NULL;
+		if (ssh_node_failed(n) || !in->agent_started)
+			continue;
+		(*want)++;
+		in->registered = dtsched_node(the_ctx->nodes_reply, ssh_node_target(n)->name);
+		up += in->registered != NULL;
+	}
+	return up;
+}
+
+static void wait_for_agents(struct ssh_pool *p)
+{
+	long long wait_ms = the_cluster.dead_after_ms > AGENT_WAIT_MS ?
+		the_cluster.dead_after_ms : AGENT_WAIT_MS;
+	long long t0 = dt_mono_ms();
+	struct strbuf err = STRBUF_INIT, ago = STRBUF_INIT;
+	struct dt_httpc hc;
+	int want, shown = 0;
+	size_t up;
+
+	count_registered(p, &want);
+	if (!want || head_connect(&hc))
+		return;
+	for (;;) {
+		json_decref(the_ctx->nodes_reply);
+		the_ctx->nodes_reply = NULL;
+		strbuf_reset(&err);
+		if (dt_httpc_request(&hc, "GET", DT_PATH_NODES, NULL, &the_ctx->nodes_reply,
+				     &err) != 200) {
+			json_decref(the_ctx->nodes_reply);
+			the_ctx->nodes_reply = NULL;
+		}
+		up = count_registered(p, &want);
+		if ((int)up == want || dt_mono_ms() - t0 >= wait_ms || ssh_interrupted)
+			break;
+		if (!the_ctx->quiet && progress_enabled()) {
+			fprintf(stderr, "\r\033[Kwaiting for the agents to register with dtsched: "
+				"%zu of %d up", up, want);
+			fflush(stderr);
+			shown = 1;
+		}
+		usleep(AGENT_POLL_MS * 1000);
+	}
+	if (shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+	}
+	format_duration_human(&ago, wait_ms);
+	for (size_t i = 0; i < ssh_pool_count(p); i++) {
+		struct ssh_node *n = ssh_pool_node(p, i);
+		struct init_node *in = &the_ctx->nodes[i];
+
+		if (ssh_node_failed(n) || !in->agent_started || in->registered)
+			continue;
+		ssh_node_fail(n, "%s: its agent has not registered with dtsched (127.0.0.1:%d) "
+			      "within %s%s%s; see ~/.dtctl/agent.log on %s ('dtctl exec --nodes %s "
+			      "-- tail .dtctl/agent.log'), and check that the node reaches the head "
+			      "at head.address", ssh_node_target(n)->name, the_cluster.head_port,
+			      ago.buf, err.len ? ": " : "", err.buf, ssh_node_target(n)->name,
+			      ssh_node_target(n)->name);
+	}
+	dt_httpc_release(&hc);
+	strbuf_release(&err);
+	strbuf_release(&ago);
+}
+
+/* GPUS as `dtctl nodes` shows them (used/total) once the agent registered */
+static void gpus_column(struct strbuf *sb, struct init_node *in)
+{
+	const char *f = kvlist_get(&in->facts, "gpus");
+
+	if (in->registered)
+		strbuf_addf(sb, "%lld/%lld", json_get_int(in->registered, "gpus_used", 0),
+			    json_get_int(in->registered, "gpus_total", 0));
+	else if (f && !strcmp(f, "none"))
+		strbuf_addch(sb, '0');	/* no nvidia-smi: what the agent would count */
+	else
+		strbuf_addstr(sb, f && *f ? f : "-");
+}
+
 static const char *fact(struct init_node *in, const char *k)
 {
 	const char *v = kvlist_get(&in->facts, k);
@@ -632,24 +754,55 @@ static int node_code(struct ssh_node *n)
 	return *ssh_node_auth(n) ? DT_EXIT_FAIL : DT_EXIT_UNREACH;
 }
 
+/* the last line: what the head and the agents are, so `init && run` reads right */
+static void print_summary(struct ssh_pool *p)
+{
+	struct strbuf down = STRBUF_INIT;
+	size_t up = 0;
+
+	if (the_ctx->no_agents) {
+		printf("agents not started (--no-agents): 'dtctl agents start' starts them\n");
+		return;
+	}
+	if (!the_ctx->head_ok)
+		return;	/* said why already */
+	for (size_t i = 0; i < ssh_pool_count(p); i++) {
+		if (the_ctx->nodes[i].registered)
+			up++;
+		else
+			strbuf_addf(&down, "%s%s", down.len ? ", " : "",
+				    term_str(ssh_node_target(ssh_pool_node(p, i))->name));
+	}
+	printf("dtsched on :%d, %zu %s up", the_cluster.head_port, up,
+	       plural((long long)up, "agent", "agents"));
+	if (down.len)
+		printf("; not up: %s", down.buf);
+	printf("\n");
+	strbuf_release(&down);
+}
+
 static void print_table(struct ssh_pool *p)
 {
 	size_t nr = ssh_pool_count(p);
+	struct strbuf gpus = STRBUF_INIT;
 
-	printf("%-12s %-16s %-10s %-14s %-5s %-10s %-6s %-8s %-8s %6s\n", "NODE", "ADDRESS",
+	printf("%-12s %-16s %-10s %-14s %-9s %-10s %-6s %-8s %-8s %6s\n", "NODE", "ADDRESS",
 	       "RESULT", "HOST KEY", "GPUS", "DRIVER", "CUDA", "NCCL", "MPI", "SECS");
 	for (size_t i = 0; i < nr; i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 		struct init_node *in = &the_ctx->nodes[i];
 		const char *res = ssh_node_failed(n) ? "FAILED" : in->actions.nr ? "changed" : "unchanged";
 
-		printf("%-12s %-16s %-10s %-14s %-5s %-10s %-6s %-8s %-8s %6.1f\n",
+		strbuf_reset(&gpus);
+		gpus_column(&gpus, in);
+		printf("%-12s %-16s %-10s %-14s %-9s %-10s %-6s %-8s %-8s %6.1f\n",
 		       term_str(ssh_node_target(n)->name), term_str(ssh_node_target(n)->host), res,
-		       ssh_node_hostkey_state(n), term_str(fact(in, "gpus")),
+		       ssh_node_hostkey_state(n), term_str(gpus.buf),
 		       term_str(fact(in, "driver")), term_str(fact(in, "cuda")),
 		       term_str(fact(in, "nccl")), term_str(fact(in, "mpi")),
 		       ssh_node_elapsed_ms(n) / 1000.0);
 	}
+	strbuf_release(&gpus);
 	for (size_t i = 0; i < nr; i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 		struct init_node *in = &the_ctx->nodes[i];
@@ -663,6 +816,7 @@ static void print_table(struct ssh_pool *p)
 			printf("\n");
 		}
 	}
+	print_summary(p);
 }
 
 static void print_json(struct ssh_pool *p)
@@ -886,6 +1040,28 @@ out:
 	return rc;
 }
 
+/* Start dtsched (or restart it with changed head settings) and say so. */
+static void init_start_head(struct init_ctx *x)
+{
+	struct strbuf pidfile = STRBUF_INIT;
+	long long before = 0, after = 0;
+	int was_running;
+
+	dt_home_path(&pidfile, "dtsched.pid");
+	was_running = dt_pidfile_running(pidfile.buf, &before);
+	if (head_start(1, 1) != 0) {
+		error("dtsched did not start on this machine, so the agents cannot register; "
+		      "see '%s/dtsched.log', then run 'dtctl head start'", dt_home());
+	} else {
+		x->head_ok = 1;
+		if (!x->quiet && dt_pidfile_running(pidfile.buf, &after) &&
+		    (!was_running || after != before))
+			printf("started dtsched on :%d (pid %lld)\n", the_cluster.head_port, after);
+		fflush(stdout);
+	}
+	strbuf_release(&pidfile);
+}
+
 int cmd_init(int argc, const char **argv)
 {
 	static const char *const usage[] = {
@@ -1010,8 +1186,8 @@ int cmd_init(int argc, const char **argv)
 	if (copy_cluster_file(c) < 0)
 		goto out;
 	/* dtsched first, so the agents' first heartbeats have somewhere to go */
-	if (!no_agents && head_start(1, 1) != 0)
-		warning("dtsched did not start; the agents will keep trying to reach it");
+	if (!no_agents)
+		init_start_head(&x);
 
 	cluster_pool_opts(&po, c);
 	po.accept_new = accept_new;
@@ -1040,11 +1216,13 @@ int cmd_init(int argc, const char **argv)
 		code = DT_EXIT_INTR;
 		goto out;
 	}
+	if (x.head_ok)
+		wait_for_agents(p);
 	if (json)
 		print_json(p);
 	else
 		print_table(p);
-	code = 0;
+	code = !no_agents && !x.head_ok ? DT_EXIT_FAIL : 0;
 	for (size_t i = 0; i < nr; i++) {
 		int nc = node_code(ssh_pool_node(p, i));
 
@@ -1072,6 +1250,7 @@ out:
 		strbuf_release(&x.bins[i].data);
 		strbuf_release(&x.bins[i].hash);
 	}
+	json_decref(x.nodes_reply);
 	strbuf_release(&x.pubkey);
 	if (x.secret.len)
 		memset(x.secret.buf, 0, x.secret.len);

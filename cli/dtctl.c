@@ -45,6 +45,7 @@ static const struct cmd_struct commands[] = {
 	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
 	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
 	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
+	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */
 	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
 	{ "version", cmd_version, "print the version", 0 },
 };
@@ -124,27 +125,118 @@ static int run_command_row(const struct cmd_struct *cmd, int argc, const char **
 	return code;
 }
 
+static int show_version;
+static const struct option dtctl_opts[] = {
+	OPT_BOOL('V', "version", &show_version, "print the version and exit"),
+	OPT_STRING('c', "cluster", &the_cluster.given, "file",
+		   "the cluster (default: $DTCTL_CLUSTER, else the one 'dtctl init' set up)"),
+	OPT_END(),
+};
+
+static const struct cmd_struct *find_command(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+/* dtctl(1): the global options, then the command table */
+static void dtctl_man(void)
+{
+	parse_options_help_format(HELP_MAN, "dtctl", "a job launcher for distributed training");
+	usage_with_options(dtctl_usage, dtctl_opts, 0);
+	printf(".SH COMMANDS\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		if (!commands[i].summary)
+			continue;
+		printf(".TP\n.BR dtctl\\-%s (1)\n", commands[i].name);
+		roff_escape(stdout, commands[i].summary);
+		printf("\n");
+	}
+	printf(".SH FILES\n.TP\n.I ~/.dtctl\nthe dtctl home ($DTCTL_HOME): cluster.yaml, "
+	       "secret, known_hosts, ssh_config, state.db, dtsched.log\n"
+	       ".SH EXIT STATUS\n0 done; 1 the job or command failed; 2 usage or configuration "
+	       "error, unknown id; 3 cannot reach the cluster; 130 interrupted\n");
+}
+
+/* CMD --help, in the format set (with -c/--cluster, as when CMD runs) */
+static int command_help(const struct cmd_struct *cmd)
+{
+	const char *sub[] = { cmd->name, "--help", NULL };
+
+	parse_options_common(cluster_options, NULL);
+	return cmd->fn(2, sub);   /* --help exits */
+}
+
+/*
+ * `dtctl help [--man] [CMD]`: the usage, or a man page rendered from the
+ * same option tables (`make man`); a command's page comes from its own
+ * --help, the common options and its summary in the table above.
+ */
+static int cmd_help(int argc, const char **argv)
+{
+	const struct cmd_struct *cmd;
+	int man = argc >= 2 && !strcmp(argv[1], "--man");
+	static struct strbuf name = STRBUF_INIT;   /* the page's title, until exit */
+
+	if (man) {
+		argc--;
+		argv++;
+	}
+	if (argc < 2) {
+		if (man) {
+			dtctl_man();
+			return 0;
+		}
+		usage_with_options(dtctl_usage, dtctl_opts, 0);
+		list_commands(stdout);
+		return 0;
+	}
+	cmd = find_command(argv[1]);
+	if (!cmd || !cmd->summary) {
+		error("'%s' is not a dtctl command; see 'dtctl --help'", argv[1]);
+		return DT_EXIT_USAGE;
+	}
+	strbuf_addf(&name, "dtctl-%s", cmd->name);
+	if (man)
+		parse_options_help_format(HELP_MAN, name.buf, cmd->summary);
+	return command_help(cmd);
+}
+
+/*
+ * `dtctl __complete [CMD]` (hidden), for the bash completion: the commands
+ * and global options, or what CMD's --help names (its subcommands and
+ * options, lib/parse-options.h HELP_WORDS), one per line.
+ */
+int cmd_complete(int argc, const char **argv)
+{
+	const struct cmd_struct *cmd = argc >= 2 ? find_command(argv[1]) : NULL;
+
+	parse_options_help_format(HELP_WORDS, NULL, NULL);
+	if (argc < 2) {
+		for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+			if (commands[i].summary)
+				printf("%s\n", commands[i].name);
+		printf("help\n");
+		parse_options_common(NULL, NULL);   /* dtctl's own -c is in dtctl_opts */
+		usage_with_options(dtctl_usage, dtctl_opts, 0);
+		return 0;
+	}
+	if (!cmd || !cmd->summary)
+		return DT_EXIT_USAGE;
+	return command_help(cmd);
+}
+
 int main(int argc, const char **argv)
 {
-	int show_version = 0;
-	struct option opts[] = {
-		OPT_BOOL('V', "version", &show_version, "print the version and exit"),
-		OPT_STRING('c', "cluster", &the_cluster.given, "file",
-			   "the cluster (default: $DTCTL_CLUSTER, else the one 'dtctl init' set up)"),
-		OPT_END(),
-	};
+	const struct option *opts = dtctl_opts;
 
 	dt_set_progname("dtctl");
 	signal(SIGPIPE, SIG_IGN);
-	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
-			  !strcmp(argv[1], "help"))) {
-		if (argc >= 3 && strcmp(argv[1], "help") == 0) {
-			const char *sub[] = { argv[2], "--help", NULL };
-
-			for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-				if (!strcmp(commands[i].name, argv[2]))
-					return commands[i].fn(2, sub);
-		}
+	if (argc >= 2 && !strcmp(argv[1], "help"))
+		return cmd_help(argc - 1, argv + 1);
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		usage_with_options(dtctl_usage, opts, 0);
 		list_commands(stdout);
 		return 0;
@@ -160,10 +252,8 @@ int main(int argc, const char **argv)
 		list_commands(stderr);
 		return DT_EXIT_USAGE;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
-		if (!strcmp(commands[i].name, argv[0]))
-			return run_command_row(&commands[i], argc, argv);
-	}
+	if (find_command(argv[0]))
+		return run_command_row(find_command(argv[0]), argc, argv);
 	error("'%s' is not a dtctl command; see 'dtctl --help'", argv[0]);
 	return DT_EXIT_USAGE;
 }

@@ -2,7 +2,7 @@
  * dthome.h - where dtctl keeps its files on the head and on nodes.
  *
  * The home is $DTCTL_HOME, else ~/.dtctl.  It is created 0700 on first use.
- * Files (DESIGN.md): cluster.yaml, id_ed25519[.pub] (0600), known_hosts,
+ * Files (docs/architecture.md, "Files and where they live"): cluster.yaml, id_ed25519[.pub] (0600), known_hosts,
  * ssh_config, secret (0600), state.db, dtsched.log, agent.log, bin/, tasks/.
  */
 #ifndef DT_DTHOME_H

@@ -2,7 +2,7 @@
  * log.h - timestamps and the daemons' log files.
  *
  * dt_timestamp() formats the UTC time with microseconds used everywhere:
- * the rank log line format of DESIGN.md is "<timestamp> O|E <text>".
+ * the rank log line format (docs/architecture.md) is "<timestamp> O|E <text>".
  * dtlog() writes "<timestamp> LEVEL message" to the log opened with
  * dtlog_open() (stderr until then); DT_LOG=debug|info|warn|error filters.
  */

@@ -6,6 +6,7 @@
 #include "strvec.h"
 #include "usage.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -125,11 +126,148 @@ static void print_opts(FILE *out, const struct option *opts)
 	}
 }
 
+static enum help_format help_format;
+static const char *help_name, *help_summary;
+
+void parse_options_help_format(enum help_format format, const char *name, const char *summary)
+{
+	help_format = format;
+	help_name = name;
+	help_summary = summary;
+}
+
+void roff_escape(FILE *out, const char *s)
+{
+	if (*s == '.' || *s == '\'')
+		fputs("\\&", out);
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\e", out);
+		else if (*s == '-')
+			fputs("\\-", out);
+		else
+			fputc(*s, out);
+		if (*s == '\n' && (s[1] == '.' || s[1] == '\''))
+			fputs("\\&", out);
+	}
+}
+
+static void man_opts(FILE *out, const struct option *opts)
+{
+	for (; opts->type != OPTION_END; opts++) {
+		if (opts->type == OPTION_GROUP) {
+			fputs(".SS ", out);
+			roff_escape(out, opts->help);
+			fputc('\n', out);
+			continue;
+		}
+		fputs(".TP\n", out);
+		if (opts->short_name)
+			fprintf(out, "\\fB\\-%c\\fR%s", opts->short_name, opts->long_name ? ", " : "");
+		if (opts->long_name) {
+			fputs("\\fB\\-\\-", out);
+			roff_escape(out, opts->long_name);
+			fputs("\\fR", out);
+		}
+		if (takes_arg(opts)) {
+			fputs(" \\fI", out);
+			roff_escape(out, opts->argh ? opts->argh : "value");
+			fputs("\\fR", out);
+		}
+		fputc('\n', out);
+		roff_escape(out, opts->help);
+		fputc('\n', out);
+	}
+}
+
+static void usage_man(FILE *out, const char *const *usagestr, const struct option *opts)
+{
+	const char *name = help_name ? help_name : "dtctl";
+	struct strbuf upper = STRBUF_INIT;
+
+	for (const char *p = name; *p; p++)
+		strbuf_addch(&upper, (char)toupper((unsigned char)*p));
+	fprintf(out, ".TH %s 1 \"\" \"dtctl %s\" \"dtctl manual\"\n.SH NAME\n", upper.buf, DT_VERSION);
+	roff_escape(out, name);
+	fputs(" \\- ", out);
+	roff_escape(out, help_summary ? help_summary : "");
+	fputs("\n.SH SYNOPSIS\n.nf\n", out);
+	for (; *usagestr && **usagestr; usagestr++) {
+		roff_escape(out, *usagestr);
+		fputc('\n', out);
+	}
+	fputs(".fi\n", out);
+	if (*usagestr) {
+		/* laid out as in --help: examples and lists keep their lines */
+		fputs(".SH DESCRIPTION\n.nf\n", out);
+		for (usagestr++; *usagestr; usagestr++) {
+			roff_escape(out, *usagestr);
+			fputc('\n', out);
+		}
+		fputs(".fi\n", out);
+	}
+	fputs(".SH OPTIONS\n", out);
+	man_opts(out, opts);
+	if (common_opts)
+		man_opts(out, common_opts);
+	fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nshow this help\n", out);
+	if (strcmp(name, "dtctl"))
+		fputs(".SH SEE ALSO\n.BR dtctl (1)\n", out);
+	strbuf_release(&upper);
+}
+
+/* `dtctl agents (start | stop)`, `dtctl sweep list`: the word after the command's name */
+static void usage_subcommands(FILE *out, const char *const *usagestr)
+{
+	for (; *usagestr && **usagestr; usagestr++) {
+		const char *p = *usagestr;
+		size_t n;
+
+		for (int skip = 0; skip < 2; skip++) {   /* "dtctl", the command */
+			p += strcspn(p, " ");
+			p += strspn(p, " ");
+		}
+		if (*p == '(') {
+			for (p++; *p && *p != ')'; p += strspn(p, " |")) {
+				n = strcspn(p, " |)");
+				fprintf(out, "%.*s\n", (int)n, p);
+				p += n;
+			}
+			continue;
+		}
+		n = strspn(p, "abcdefghijklmnopqrstuvwxyz-");
+		if (n && (!p[n] || p[n] == ' '))
+			fprintf(out, "%.*s\n", (int)n, p);
+	}
+}
+
+static void words_opts(FILE *out, const struct option *opts)
+{
+	for (; opts->type != OPTION_END; opts++) {
+		if (opts->long_name)
+			fprintf(out, "--%s\n", opts->long_name);
+		if (opts->short_name)
+			fprintf(out, "-%c\n", opts->short_name);
+	}
+}
+
 void usage_with_options(const char *const *usagestr, const struct option *opts, int err)
 {
 	FILE *out = err ? stderr : stdout;
 	int text = 0;   /* past the first empty line: a description, indented */
 
+	if (!err && help_format == HELP_MAN) {
+		usage_man(out, usagestr, opts);
+		return;
+	}
+	if (!err && help_format == HELP_WORDS) {
+		usage_subcommands(out, usagestr);
+		words_opts(out, opts);
+		if (common_opts)
+			words_opts(out, common_opts);
+		fputs("--help\n-h\n", out);
+		return;
+	}
 	fprintf(out, "usage: %s\n", usagestr[0]);
 	for (usagestr++; *usagestr; usagestr++) {
 		if (!**usagestr)

@@ -19,6 +19,8 @@
 #ifndef DT_PARSE_OPTIONS_H
 #define DT_PARSE_OPTIONS_H
 
+#include <stdio.h>
+
 enum parse_opt_type {
 	OPTION_END,
 	OPTION_GROUP,
@@ -76,5 +78,18 @@ int parse_options(int argc, const char **argv, const struct option *opts,
 void parse_options_common(const struct option *common, void (*after)(void));
 /* Print usage (to stderr when err, else stdout). */
 void usage_with_options(const char *const *usagestr, const struct option *opts, int err);
+
+/*
+ * What -h/--help (usage_with_options() to stdout) prints, so that the man
+ * pages and the shell completion come from the same option tables as --help:
+ * HELP_TEXT the usage (the default); HELP_MAN a man page in roff, titled
+ * `name` (e.g. "dtctl-run") with `summary` as its NAME line; HELP_WORDS the
+ * words a shell may complete: the subcommands the usage lines name
+ * (`dtctl agents (start | stop)`, `dtctl sweep list`), then every option.
+ */
+enum help_format { HELP_TEXT, HELP_MAN, HELP_WORDS };
+void parse_options_help_format(enum help_format format, const char *name, const char *summary);
+/* roff text for a man page: backslashes and hyphens escaped, no line starting with '.' */
+void roff_escape(FILE *out, const char *s);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * secret.h - the cluster's shared HMAC key (DESIGN.md "Protocol").
+ * secret.h - the cluster's shared HMAC key (docs/architecture.md "Protocol").
  *
  * The head keeps it in dt_home()/secret, `dtctl init` copies it to every
  * node's ~/.dtctl/secret; dtctl, dtsched and dtagent sign and check requests

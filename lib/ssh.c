@@ -135,6 +135,7 @@ struct ssh_pool {
 	struct strvec keys;        /* private keys to try, in order */
 	char *password;
 	int asked_password;
+	int accepted_all;          /* 'all' was answered at a host key question */
 	long long last_tick;
 };
 
@@ -657,15 +658,18 @@ static void pool_shift(struct ssh_pool *p, long long ms)
 
 /* ------------------------------------------------------------- host keys */
 
-static int ask_yes_no(const char *question)
+enum answer { ANSWER_NO, ANSWER_YES, ANSWER_ALL };
+
+/* yes, no, or all (accept this key and every new one after it) */
+static enum answer ask_new_key(const char *question)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
 	struct strbuf safe = STRBUF_INIT;   /* it names a node and its key type */
 	char answer[64];
-	int yes = 0;
+	enum answer a = ANSWER_NO;
 
 	if (!tty)
-		return 0;
+		return ANSWER_NO;
 	term_sanitize(&safe, question, strlen(question), TERM_KEEP_NL);
 	for (;;) {
 		fputs(safe.buf, tty);
@@ -674,16 +678,26 @@ static int ask_yes_no(const char *question)
 			break;
 		answer[strcspn(answer, "\r\n")] = '\0';
 		if (!strcasecmp(answer, "yes") || !strcasecmp(answer, "y")) {
-			yes = 1;
+			a = ANSWER_YES;
+			break;
+		}
+		if (!strcasecmp(answer, "all") || !strcasecmp(answer, "a")) {
+			a = ANSWER_ALL;
 			break;
 		}
 		if (!strcasecmp(answer, "no") || !strcasecmp(answer, "n"))
 			break;
-		fputs("please type 'yes' or 'no': ", tty);
+		fputs("please type 'yes', 'no' or 'all': ", tty);
 	}
 	fclose(tty);
 	strbuf_release(&safe);
-	return yes;
+	return a;
+}
+
+static void before_prompt(struct ssh_pool *p)
+{
+	if (p->o.on_prompt)
+		p->o.on_prompt(p->o.data);
 }
 
 /* Returns 0 to go on, -1 when the node was failed. */
@@ -739,16 +753,18 @@ static int check_host_key(struct ssh_node *n)
 	}
 	if (!p->o.accept_new) {
 		long long t0 = now_ms();
-		int yes = 0;
+		enum answer a = ANSWER_NO;
 
 		if (p->o.ask_new) {
 			strbuf_addf(&q, "new host key for node '%s' (%s):\n  %s key fingerprint is %s\n"
-				    "accept and remember it in %s? (yes/no): ", n->t.name, name.buf,
-				    type.buf, n->fingerprint.buf, p->o.known_hosts);
-			yes = ask_yes_no(q.buf);
+				    "accept and remember it in %s? (yes/no/all: all accepts the "
+				    "other new keys of this run too, printing each): ", n->t.name,
+				    name.buf, type.buf, n->fingerprint.buf, p->o.known_hosts);
+			before_prompt(p);
+			a = ask_new_key(q.buf);
 			pool_shift(p, now_ms() - t0);
 		}
-		if (!yes) {
+		if (a == ANSWER_NO) {
 			n->hostkey_state = "new, refused";
 			node_fail(n, "%s: new host key for %s: %s %s was not accepted%s; check the "
 				  "fingerprint on the node (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), "
@@ -757,9 +773,16 @@ static int check_host_key(struct ssh_node *n)
 				  p->o.ask_new ? "" : " (no terminal to ask on)");
 			goto out;
 		}
+		if (a == ANSWER_ALL) {
+			/* the rest of this run: new keys only; a changed one still fails above */
+			p->o.accept_new = 1;
+			p->accepted_all = 1;
+		}
 	} else {
-		fprintf(stderr, "%s: %s: new host key %s %s accepted (--accept-new-hosts)\n",
-			dt_progname(), term_str(n->t.name), term_str(type.buf), n->fingerprint.buf);
+		before_prompt(p);
+		fprintf(stderr, "%s: %s: new host key %s %s accepted (%s)\n",
+			dt_progname(), term_str(n->t.name), term_str(type.buf), n->fingerprint.buf,
+			p->accepted_all ? "answered 'all'" : "--accept-new-hosts");
 	}
 	known_hosts_add(&p->kh, name.buf, key, len);
 	if (known_hosts_save(&p->kh, p->o.known_hosts) < 0) {

@@ -80,7 +80,8 @@ struct ssh_pool_opts {
 	const char *known_hosts;        /* the cluster's known_hosts file (required) */
 	int strict;                     /* accept only keys already known */
 	int accept_new;                 /* tofu: add new keys without asking */
-	int ask_new;                    /* tofu: ask on /dev/tty for each new key */
+	int ask_new;                    /* tofu: ask on /dev/tty for each new key
+					 * (yes, no, or all: accept the rest too) */
 	const char *identity;           /* private key tried first; identity.pub beside it */
 	int try_user_keys;              /* also ~/.ssh/id_ed25519, id_ecdsa */
 	int try_agent;                  /* also ssh-agent ($SSH_AUTH_SOCK) */
@@ -95,6 +96,9 @@ struct ssh_pool_opts {
 	void (*on_node)(struct ssh_node *n, void *data);
 	/* Called about twice a second while running (progress line). */
 	void (*on_tick)(struct ssh_pool *p, void *data);
+	/* Called before the pool writes to the terminal (a host key question or
+	 * note): clear the progress line there; on_tick draws it again. */
+	void (*on_prompt)(void *data);
 	void *data;
 };
 

@@ -5,7 +5,7 @@
  * `dtctl run --dry-run` prints it, so what is shown is what runs.
  *
  * Agent launcher: every rank is a task on its node's agent with the
- * torchrun-compatible environment of DESIGN.md (RANK, LOCAL_RANK, WORLD_SIZE,
+ * torchrun-compatible environment of docs/run.md (RANK, LOCAL_RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
  * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
  * Both: cluster.yaml's setup.env under the job's env; the tasks start in the

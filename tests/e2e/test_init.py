@@ -245,3 +245,113 @@ def test_init_sets_up_node_to_node_ssh(cluster, dtctl, tmp_home, tmp_path):
     p = dtctl("init", "--no-agents", cfg, env={"DTCTL_PASSWORD": ""}, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "node-to-node ssh" not in p.stdout, p.stdout
+
+
+def test_init_then_run_at_once(cluster, dtctl, tmp_home, tmp_path):
+    """`dtctl init && dtctl run ...` works (issue 14): init returns only once every agent it
+    started is UP in dtsched, says it started dtsched and how many agents are up in its last
+    line, and its GPUS column reads like `dtctl nodes` (used/total, not `none`)."""
+    from conftest import free_ports
+    c = cluster
+    port = free_ports(1)[0]
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="head: {address: %s, port: %d}\n" % (c.host_addr, port))
+    p = dtctl("init", "--accept-new-hosts", cfg, env={"DTCTL_PASSWORD": c.password}, timeout=120)
+    try:
+        assert p.returncode == 0, p.stdout + p.stderr
+        # at once, no waiting: every node is there for the scheduler
+        r = dtctl("run", "-n", N, "--", "true", timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started dtsched on :%d" % port in p.stdout, p.stdout
+        assert p.stdout.splitlines()[-1] == "dtsched on :%d, %d agents up" % (port, N), p.stdout
+        for n in c.nodes:
+            line = [l for l in p.stdout.splitlines() if l.startswith(n.name + " ")][0]
+            assert line.split()[5] == "0/2", line   # NODE ADDRESS RESULT HOST KEY(2) GPUS
+        r = dtctl("nodes", timeout=30)
+        assert all(" 0/2 " in l for l in r.stdout.splitlines()[1:]), r.stdout
+    finally:
+        dtctl("agents", "stop", timeout=60)
+
+
+def pty_init(dtctl_bin, args, env, answers, timeout=120):
+    """Run dtctl init on a pseudo-terminal (its controlling terminal, so /dev/tty is the pty):
+    answer host key questions with `answers` in turn ('n' once they run out).  Returns
+    (exit code, everything written to the terminal)."""
+    import fcntl
+    import select
+    import termios
+    import time
+    master, slave = os.openpty()
+    proc = subprocess.Popen([str(dtctl_bin / "dtctl"), "init"] + [str(a) for a in args],
+                            stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    out, asked, deadline = b"", 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:   # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+            if out.count(b"accept and remember it in") > asked:
+                os.write(master, (answers[asked] if asked < len(answers) else "n").encode() + b"\n")
+                asked += 1
+        elif proc.poll() is not None:
+            break
+    try:
+        rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return rc, out.decode(errors="replace")
+
+
+def test_prompt_all_accepts_the_remaining_nodes(cluster, dtctl_bin, tmp_home, tmp_path):
+    """One question on the terminal, answered `a`: that node's key and every other new key of
+    the run are accepted (each fingerprint printed) and remembered; the question never
+    follows the progress line on the same terminal line."""
+    c = cluster
+    cfg = write_cluster(tmp_path / "cluster.yaml", c)
+    env = dict(os.environ, DTCTL_PASSWORD=c.password)
+    rc, out = pty_init(dtctl_bin, ["--no-agents", cfg], env, ["a"])
+    assert rc == 0, out
+    assert out.count("accept and remember it in") == 1, out
+    assert "(yes/no/all" in out, out
+    assert out.count("accepted (answered 'all')") == N - 1, out
+    assert out.count("SHA256:") >= N, out
+    for i, q in enumerate(out.split("new host key for node")[1:], 1):
+        before = out.split("new host key for node")[i - 1]
+        assert before.endswith(("\n", "\x1b[K")) or before == "", repr(before[-80:])
+    kh = (tmp_home / "known_hosts").read_text().splitlines()
+    assert len([l for l in kh if l.strip() and not l.startswith("#")]) == N, kh
+
+
+def test_init_names_agents_that_do_not_register(cluster, dtctl, tmp_home, tmp_path):
+    """An agent that cannot reach the head (head.address goes nowhere) never registers: init
+    waits its bounded time, fails that node naming its agent.log, exits 1 and says which
+    agents are not up, instead of returning as if `dtctl run` could now place work there."""
+    import time
+    from conftest import free_ports
+    c = cluster
+    n1 = c.nodes[0]
+    port = free_ports(1)[0]
+    cfg = write_cluster(tmp_path / "cluster.yaml", c,
+                        extra="head: {address: 192.0.2.1, port: %d}\n" % port)
+    t0 = time.monotonic()
+    p = dtctl("init", "--accept-new-hosts", "--nodes", n1.name, cfg,
+              env={"DTCTL_PASSWORD": c.password}, timeout=120)
+    try:
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert 25 < time.monotonic() - t0 < 90
+        err = [l for l in p.stderr.splitlines() if "has not registered" in l]
+        assert err and n1.name in err[0] and "agent.log" in err[0], p.stderr
+        assert p.stdout.splitlines()[-1] == "dtsched on :%d, 0 agents up; not up: %s" % (
+            port, n1.name), p.stdout
+    finally:
+        dtctl("agents", "stop", "-c", cfg, timeout=60)

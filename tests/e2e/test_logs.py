@@ -1,6 +1,6 @@
 """dtctl logs: merged, prefixed, filtered and followed rank logs from the shared dir.
 
-The job directories here are written by the test in the layout of DESIGN.md, the
+The job directories here are written by the test in the layout of docs/architecture.md, the
 way the agents write them (one writer per file, timestamped lines)."""
 import json
 import os

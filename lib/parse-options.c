@@ -16,6 +16,8 @@
 
 static int takes_arg(const struct option *o)
 {
+	if (!o)   /* an unknown option ends in usage first; the analyzers cannot see dt_exit */
+		return 0;
 	switch (o->type) {
 	case OPTION_STRING:
 	case OPTION_INT:
@@ -281,7 +283,7 @@ void usage_with_options(const char *const *usagestr, const struct option *opts, 
 	fprintf(out, "    %-26s%s\n", "-h, --help", "show this help");
 }
 
-static void NORETURN_usage_error(const char *const *usagestr, const struct option *opts)
+static noreturn void NORETURN_usage_error(const char *const *usagestr, const struct option *opts)
 {
 	usage_with_options(usagestr, opts, 1);
 	dt_exit(DT_EXIT_USAGE);

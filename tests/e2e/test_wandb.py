@@ -169,7 +169,7 @@ def test_wandb_file_validates(dtctl_bin, tmp_path, name):
     p = write(tmp_path, name, FILES[name])
     out = validate(dtctl_bin, p)
     assert out.returncode == 0, out.stderr
-    spec = json.loads(out.stdout)
+    spec = json.loads(out.stdout)["files"][0]
     assert spec["kind"] == "sweep"
     assert spec["program"], spec
     for key in ("project", "entity"):
@@ -181,10 +181,10 @@ def test_wandb_hyperband_bands(dtctl_bin, tmp_path):
     """max_iter 27, s 2, eta 3: W&B's bands are 27/3 = 9 and 27/9 = 3, ASHA's rungs 3, 9."""
     out = validate(dtctl_bin, write(tmp_path, "h.yaml", FILES["hyperband_s.yaml"]))
     assert out.returncode == 0, out.stderr
-    et = json.loads(out.stdout)["early_terminate"]
+    et = json.loads(out.stdout)["files"][0]["early_terminate"]
     assert (et["min_iter"], et["eta"], et["s"]) == (3, 3, 2), et
     assert et["max_iter"] == 27, et
-    assert json.loads(out.stdout)["max_trials"] == 10   # run_cap
+    assert json.loads(out.stdout)["files"][0]["max_trials"] == 10   # run_cap
 
 
 @pytest.fixture(scope="module")

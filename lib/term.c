@@ -3,6 +3,7 @@
  */
 #include "term.h"
 
+#include <stdint.h>
 #include <string.h>
 
 size_t utf8_decode(const unsigned char *s, size_t left, unsigned *cp)
@@ -46,23 +47,64 @@ static void add_hex(struct strbuf *out, const unsigned char *s, size_t n)
 	}
 }
 
+/*
+ * Eight bytes at a time: a word is all printable ASCII when no byte is below
+ * 0x20 (the borrow of "byte - 0x20" reaches bit 7 of a byte that had it clear)
+ * and none is 0x7f or above (bit 7 set by "byte + 1" or already there).  A
+ * carry or borrow only runs on from a byte that is itself flagged, so the test
+ * is exact for the word as a whole; the byte loop then finds which byte.
+ */
+#define BYTES(b) (0x0101010101010101ULL * (b))
+
+static int word_is_plain(uint64_t w)
+{
+	return !((((w - BYTES(0x20)) & ~w) | ((w + BYTES(0x01)) | w)) & BYTES(0x80));
+}
+
+size_t term_clean_len(const char *text, size_t len, unsigned flags)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t i = 0;
+
+	for (;;) {
+		unsigned c, cp;
+		size_t n;
+
+		for (uint64_t w; len - i >= 8; i += 8) {
+			memcpy(&w, s + i, 8);
+			if (!word_is_plain(w))
+				break;
+		}
+		if (i == len)
+			return i;
+		c = s[i];
+		if ((c >= 0x20 && c < 0x7f) || (c == '\t' && (flags & TERM_KEEP_TAB)) ||
+		    (c == '\n' && (flags & TERM_KEEP_NL))) {
+			i++;
+			continue;
+		}
+		if (c < 0x80)
+			return i;
+		n = utf8_decode(s + i, len - i, &cp);
+		if (!n || cp <= 0x9f)
+			return i;   /* not UTF-8, or a C1 control */
+		i += n;
+	}
+}
+
 void term_sanitize(struct strbuf *out, const char *text, size_t len, unsigned flags)
 {
 	const unsigned char *s = (const unsigned char *)text;
 
 	for (size_t i = 0; i < len;) {
-		size_t plain = i;
+		/* the common case, printable text, in one copy (rank logs are large) */
+		size_t n = term_clean_len(text + i, len - i, flags);
 		unsigned cp;
-		size_t n;
 
-		/* the common case, printable ASCII, in one copy (rank logs are large) */
-		while (plain < len && s[plain] >= 0x20 && s[plain] < 0x7f)
-			plain++;
-		if (plain > i) {
-			strbuf_add(out, s + i, plain - i);
-			i = plain;
-			continue;
-		}
+		strbuf_add(out, s + i, n);
+		i += n;
+		if (i == len)
+			break;
 		n = utf8_decode(s + i, len - i, &cp);
 		if (!n) {
 			add_hex(out, s + i, 1);   /* not UTF-8: one byte at a time */
@@ -72,15 +114,13 @@ void term_sanitize(struct strbuf *out, const char *text, size_t len, unsigned fl
 		if (cp == '\033')
 			strbuf_addstr(out, "\\e");
 		else if (cp == '\t')
-			strbuf_addstr(out, flags & TERM_KEEP_TAB ? "\t" : "\\t");
+			strbuf_addstr(out, "\\t");
 		else if (cp == '\n')
-			strbuf_addstr(out, flags & TERM_KEEP_NL ? "\n" : "\\n");
+			strbuf_addstr(out, "\\n");
 		else if (cp == '\r')
 			strbuf_addstr(out, "\\r");
-		else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
-			add_hex(out, s + i, n);   /* C0, DEL, C1 (two bytes in UTF-8) */
 		else
-			strbuf_add(out, s + i, n);
+			add_hex(out, s + i, n);   /* C0, DEL, C1 (two bytes in UTF-8) */
 		i += n;
 	}
 }

@@ -250,6 +250,7 @@ static void heads_release(void)
 static void print_line(const struct logs_opts *o, const char *source, const struct strbuf *head,
 		       char stream, long long ts, const char *text, size_t len)
 {
+	/* the text is log_sanitize()d */
 	if (o->json) {
 		json_t *j = json_pack("{s:s, s:s, s:s}", "source", source, "stream",
 				      stream == 'E' ? "stderr" : "stdout", "text", text);
@@ -258,19 +259,21 @@ static void print_line(const struct logs_opts *o, const char *source, const stru
 		dt_timestamp_format(tsbuf, sizeof(tsbuf), ts);
 		json_object_set_new(j, "time", json_string(tsbuf));
 		json_append(&out, j);
+		strbuf_addch(&out, '\n');
 		json_decref(j);
 	} else if (o->no_prefix) {
 		strbuf_add(&out, text, len);
+		strbuf_addch(&out, '\n');
+	} else if (stream == 'E' && o->color) {
+		strbuf_addf(&out, "%s\033[31m%s\n\033[0m", head->buf, text);
 	} else {
-		/* the text is log_sanitize()d */
-		strbuf_add(&out, head->buf, head->len);
-		if (stream == 'E' && o->color)
-			strbuf_addstr(&out, "\033[31m");
-		strbuf_add(&out, text, len);
+		/* the common line: one grow, then copied in place */
+		strbuf_grow(&out, head->len + len + 1);
+		memcpy(out.buf + out.len, head->buf, head->len);
+		memcpy(out.buf + out.len + head->len, text, len);
+		out.buf[out.len + head->len + len] = '\n';
+		strbuf_setlen(&out, out.len + head->len + len + 1);
 	}
-	strbuf_addch(&out, '\n');
-	if (stream == 'E' && o->color && !o->json && !o->no_prefix)
-		strbuf_addstr(&out, "\033[0m");
 	if (out.len >= OUT_BLOCK)
 		out_flush();
 }

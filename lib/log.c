@@ -84,21 +84,34 @@ static long long days_from_civil(long long y, int m, int d)
 	return y * 365 + y / 4 - y / 100 + y / 400 + (153 * mar + 2) / 5 + d - 1 - 719468;
 }
 
+long long dt_timestamp_parse_next(struct dt_minute *m, const char *s)
+{
+	int sec = digits(s + 17, 2), us = digits(s + 20, 6);
+
+	if (s[19] != '.' || s[26] != 'Z' || sec < 0 || sec > 61 || us < 0)
+		return -1;
+	if (!m->set || memcmp(s, m->text, sizeof(m->text))) {
+		int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
+		int h = digits(s + 11, 2), mi = digits(s + 14, 2);
+
+		if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
+			return -1;
+		/* the ranges strptime() takes for %m %d %H %M */
+		if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 ||
+		    mi < 0 || mi > 59)
+			return -1;
+		memcpy(m->text, s, sizeof(m->text));
+		m->set = 1;
+		m->us = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000000LL;
+	}
+	return m->us + sec * 1000000LL + us;
+}
+
 long long dt_timestamp_parse_fixed(const char *s)
 {
-	int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
-	int h = digits(s + 11, 2), mi = digits(s + 14, 2), sec = digits(s + 17, 2);
-	int us = digits(s + 20, 6);
+	struct dt_minute m = { { 0 }, 0, 0 };
 
-	if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
-	    s[19] != '.' || s[26] != 'Z')
-		return -1;
-	/* the ranges strptime() takes for %m %d %H %M %S */
-	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 ||
-	    mi < 0 || mi > 59 || sec < 0 || sec > 61 || us < 0)
-		return -1;
-	return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000000LL +
-	       sec * 1000000LL + us;
+	return dt_timestamp_parse_next(&m, s);
 }
 
 long long dt_now_us(void)

@@ -28,6 +28,17 @@ long long dt_timestamp_parse(const char *s);
  * log reader parses one per line.  Years before 1970 give -1.
  */
 long long dt_timestamp_parse_fixed(const char *s);
+/*
+ * The same, remembering in *m the minute of the last timestamp it parsed
+ * ("YYYY-MM-DDTHH:MM:"): a log's lines mostly share it, and then only the
+ * seconds are read.  Start *m zeroed.
+ */
+struct dt_minute {
+	char text[17];
+	long long us;
+	int set;
+};
+long long dt_timestamp_parse_next(struct dt_minute *m, const char *s);
 /* Wall clock in microseconds since the epoch, and a monotonic clock in ms. */
 long long dt_now_us(void);
 long long dt_mono_ms(void);

@@ -40,8 +40,9 @@
 /* with inotify, every file is still read this often, in case a write was missed */
 #define WATCHED_MS 1000
 
-int logline_parse(const char *line, size_t len, long long *ts, char *stream,
-		  const char **text)
+/* logline_parse(), with the minute of the source's last timestamp (log.h) */
+static int parse_line(struct dt_minute *m, const char *line, size_t len, long long *ts,
+		      char *stream, const char **text)
 {
 	/* "YYYY-MM-DDTHH:MM:SS.ffffffZ S " is 30 bytes */
 	if (len < 29 || line[26] != 'Z' || line[27] != ' ')
@@ -50,12 +51,20 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
 		return -1;
 	if (len > 29 && line[29] != ' ')
 		return -1;
-	*ts = dt_timestamp_parse_fixed(line);
+	*ts = dt_timestamp_parse_next(m, line);
 	if (*ts < 0)
 		return -1;
 	*stream = line[28];
 	*text = len > 30 ? line + 30 : line + len;
 	return 0;
+}
+
+int logline_parse(const char *line, size_t len, long long *ts, char *stream,
+		  const char **text)
+{
+	struct dt_minute m = { { 0 }, 0, 0 };
+
+	return parse_line(&m, line, len, ts, stream, text);
 }
 
 void log_sanitize(struct strbuf *out, const char *text, size_t len)
@@ -95,6 +104,7 @@ void logset_add(struct logset *ls, const char *path, int rank, const char *node)
 	s->fd = -1;
 	s->due = 1;
 	s->step_ms = FAST_MS;
+	s->changed_ms = dt_mono_ms();   /* a file that just appeared is about to be written */
 }
 
 static void src_close(struct logset *ls, struct logsrc *s)
@@ -196,7 +206,7 @@ static void parse_head(struct logsrc *s, size_t piece, size_t skip)
 
 	if (len && raw[len - 1] == '\r')
 		len--;
-	if (logline_parse(raw, len, &ts, &stream, &body) == 0) {
+	if (parse_line(&s->minute, raw, len, &ts, &stream, &body) == 0) {
 		if (ts < s->last_ts)
 			ts = s->last_ts;   /* a clock stepped back: keep file order */
 		s->last_ts = ts;
@@ -250,45 +260,48 @@ static int src_advance(struct logset *ls, struct logsrc *s)
 	return 1;
 }
 
-/* Earlier time first; equal times in rank order, then in the order added. */
-static int src_before(const struct logset *ls, size_t a, size_t b)
+/*
+ * Earlier time first; equal times in rank order, then in the order added.
+ * The keys live in the heap itself: a pop costs no look into the sources.
+ */
+static int key_before(const struct logkey *x, const struct logkey *y)
 {
-	const struct logsrc *x = &ls->src[a], *y = &ls->src[b];
-
-	if (x->head.ts != y->head.ts)
-		return x->head.ts < y->head.ts;
+	if (x->ts != y->ts)
+		return x->ts < y->ts;
 	if (x->rank != y->rank)
 		return x->rank < y->rank;
-	return a < b;
+	return x->src < y->src;
 }
 
 static void heap_down(struct logset *ls, size_t i)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, m = i, t;
+	struct logkey *h = ls->heap, k = h[i];
 
-		if (l < ls->nr_heap && src_before(ls, ls->heap[l], ls->heap[m]))
-			m = l;
-		if (l + 1 < ls->nr_heap && src_before(ls, ls->heap[l + 1], ls->heap[m]))
-			m = l + 1;
-		if (m == i)
-			return;
-		t = ls->heap[i];
-		ls->heap[i] = ls->heap[m];
-		ls->heap[m] = t;
-		i = m;
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= ls->nr_heap)
+			break;
+		if (c + 1 < ls->nr_heap && key_before(&h[c + 1], &h[c]))
+			c++;
+		if (!key_before(&h[c], &k))
+			break;
+		h[i] = h[c];
+		i = c;
 	}
+	h[i] = k;
 }
 
-static void heap_up(struct logset *ls, size_t i)
+static void heap_push(struct logset *ls, size_t src)
 {
-	while (i && src_before(ls, ls->heap[i], ls->heap[(i - 1) / 2])) {
-		size_t p = (i - 1) / 2, t = ls->heap[i];
+	struct logkey *h = ls->heap, k = { ls->src[src].head.ts, ls->src[src].rank, src };
+	size_t i = ls->nr_heap++;
 
-		ls->heap[i] = ls->heap[p];
-		ls->heap[p] = t;
-		i = p;
+	while (i && key_before(&k, &h[(i - 1) / 2])) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
 	}
+	h[i] = k;
 }
 
 void logset_begin(struct logset *ls, unsigned flags)
@@ -306,10 +319,8 @@ void logset_begin(struct logset *ls, unsigned flags)
 			continue;
 		s->due = s->grew = 0;
 		s->eof = src_open(ls, s, 1) <= 0;
-		if (src_advance(ls, s)) {
-			ls->heap[ls->nr_heap++] = i;
-			heap_up(ls, ls->nr_heap - 1);
-		}
+		if (src_advance(ls, s))
+			heap_push(ls, i);
 	}
 }
 
@@ -320,7 +331,9 @@ static void consume_top(struct logset *ls)
 
 	ls->have_top = 0;
 	s->start += s->skip;
-	if (!src_advance(ls, s))
+	if (src_advance(ls, s))
+		ls->heap[0].ts = s->head.ts;
+	else
 		ls->heap[0] = ls->heap[--ls->nr_heap];
 	if (ls->nr_heap)
 		heap_down(ls, 0);
@@ -335,7 +348,7 @@ const struct logline *logset_next(struct logset *ls)
 		consume_top(ls);
 	if (!ls->nr_heap)
 		return NULL;
-	ls->top = ls->heap[0];
+	ls->top = ls->heap[0].src;
 	ls->have_top = 1;
 	s = &ls->src[ls->top];
 	body = s->buf + s->start + s->body;

@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include "log.h"
 #include "strbuf.h"
 
 #define LOG_MAX_LINE (64 * 1024)   /* longer lines are split */
@@ -55,6 +56,7 @@ struct logsrc {
 	size_t cap, start, end;
 	int eof, read_now, grew;
 	long long last_ts;
+	struct dt_minute minute;   /* of the last timestamp parsed */
 	/* the next line, while the source is in the round's heap */
 	struct logline head;
 	size_t body, body_len, skip;
@@ -63,10 +65,16 @@ struct logsrc {
 	long long next_ms, changed_ms;
 };
 
+struct logkey {            /* a source's place in the merge */
+	long long ts;
+	int rank;
+	size_t src;
+};
+
 struct logset {
 	struct logsrc *src;
 	size_t nr_src, alloc_src;
-	size_t *heap;          /* indices of sources with a line, earliest first */
+	struct logkey *heap;   /* the sources with a line, earliest first */
 	size_t nr_heap, alloc_heap;
 	size_t top;            /* the source whose line was handed out last */
 	int have_top, final, failed;

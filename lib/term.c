@@ -4,6 +4,9 @@
 #include "term.h"
 
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <string.h>
 
 size_t utf8_decode(const unsigned char *s, size_t left, unsigned *cp)
@@ -48,17 +51,56 @@ static void add_hex(struct strbuf *out, const unsigned char *s, size_t n)
 }
 
 /*
- * Eight bytes at a time: a word is all printable ASCII when no byte is below
- * 0x20 (the borrow of "byte - 0x20" reaches bit 7 of a byte that had it clear)
- * and none is 0x7f or above (bit 7 set by "byte + 1" or already there).  A
- * carry or borrow only runs on from a byte that is itself flagged, so the test
- * is exact for the word as a whole; the byte loop then finds which byte.
+ * Eight bytes at a time: the mask has bit 7 set in each byte below 0x20 (the
+ * borrow of "byte - 0x20" reaches bit 7 of a byte that had it clear) or at
+ * 0x7f and above (bit 7 set by "byte + 1" or already there).  A borrow or a
+ * carry only runs on upwards from a byte that is itself flagged, so the lowest
+ * flag is exact: on a little-endian machine it is the first such byte.
  */
 #define BYTES(b) (0x0101010101010101ULL * (b))
 
-static int word_is_plain(uint64_t w)
+static uint64_t unplain_mask(uint64_t w)
 {
-	return !((((w - BYTES(0x20)) & ~w) | ((w + BYTES(0x01)) | w)) & BYTES(0x80));
+	return (((w - BYTES(0x20)) & ~w) | ((w + BYTES(0x01)) | w)) & BYTES(0x80);
+}
+
+/* The index of the first byte of s[0..len) that is not printable ASCII, or len. */
+static size_t plain_len(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+	uint64_t w, m;
+
+#ifdef __SSE2__
+	/* sixteen at a time: as signed bytes, 0x80-0xff are below 0x20 too */
+	for (; len - i >= 16; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		int bad = _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+							 _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+
+		if (bad)
+			return i + (size_t)__builtin_ctz((unsigned)bad);
+	}
+#endif
+	for (; len - i >= 8; i += 8) {
+		memcpy(&w, s + i, 8);
+		if ((m = unplain_mask(w)))
+			goto found;
+	}
+	if (i == len)
+		return len;
+	w = BYTES(' ');   /* the tail, padded with spaces */
+	memcpy(&w, s + i, len - i);
+	m = unplain_mask(w);
+	if (!m)
+		return len;
+found:
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return i + (size_t)__builtin_ctzll(m) / 8;
+#else
+	while (s[i] >= 0x20 && s[i] < 0x7f)
+		i++;
+	return i;
+#endif
 }
 
 size_t term_clean_len(const char *text, size_t len, unsigned flags)
@@ -70,16 +112,11 @@ size_t term_clean_len(const char *text, size_t len, unsigned flags)
 		unsigned c, cp;
 		size_t n;
 
-		for (uint64_t w; len - i >= 8; i += 8) {
-			memcpy(&w, s + i, 8);
-			if (!word_is_plain(w))
-				break;
-		}
+		i += plain_len(s + i, len - i);
 		if (i == len)
 			return i;
 		c = s[i];
-		if ((c >= 0x20 && c < 0x7f) || (c == '\t' && (flags & TERM_KEEP_TAB)) ||
-		    (c == '\n' && (flags & TERM_KEEP_NL))) {
+		if ((c == '\t' && (flags & TERM_KEEP_TAB)) || (c == '\n' && (flags & TERM_KEEP_NL))) {
 			i++;
 			continue;
 		}

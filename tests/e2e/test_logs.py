@@ -192,12 +192,14 @@ def _mono_lines(out):
     return got
 
 
-def _follow(shared, env_extra, run_writers, timeout=60):
-    """Start `dtctl logs -f --no-prefix --interval 500`, run the writers, and return
-    [(arrival mono_ns, line)] once the reader has seen `want` lines (or the deadline)."""
+def _follow(shared, jd, mode, run_writers, timeout=60):
+    """Start `dtctl logs -f --no-prefix --interval 500` (DTCTL_LOGS_POLL=1 when mode
+    is "poll"), run the writers, wait until the reader has shown the lines they say
+    they wrote (or the deadline), end the job; [(arrival mono_ns, line)]."""
+    env = dict(os.environ, NO_COLOR="1", **({"DTCTL_LOGS_POLL": "1"} if mode == "poll" else {}))
     p = subprocess.Popen([DTCTL, "logs", "-f", "--no-prefix", "--interval", "500",
                           "--shared-dir", str(shared), "j-000001"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=dict(os.environ, NO_COLOR="1", **env_extra))
+                         stderr=subprocess.PIPE, env=env)
     seen, lock = [], threading.Lock()
 
     def reader():
@@ -223,10 +225,14 @@ def _follow(shared, env_extra, run_writers, timeout=60):
                 if len(seen) >= want:
                     break
             time.sleep(0.05)
-    except BaseException:
-        p.kill()
-        raise
-    return p, seen, t
+        (jd / "state").write_text("COMPLETED\n")
+        p.wait(timeout=10)
+        t.join(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, p.stderr.read()
+    return seen
 
 
 WRITER = r"""
@@ -253,7 +259,6 @@ def test_follow_8_writers_100k_lines_none_lost(job, mode):
     test_follow_latency_steady_writer's question: beside 8 busy writers on a
     2-core machine the delay measures the scheduler more than the reader.)"""
     shared, jd, write = job
-    env = {"DTCTL_LOGS_POLL": "1"} if mode == "poll" else {}
     per = 12500
 
     def writers():
@@ -262,15 +267,7 @@ def test_follow_8_writers_100k_lines_none_lost(job, mode):
         for w in ws:
             assert w.wait(timeout=60) == 0
         return 8 * per
-    p, seen, t = _follow(shared, env, writers)
-    try:
-        (jd / "state").write_text("COMPLETED\n")
-        p.wait(timeout=10)
-        t.join(10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, p.stderr.read()
+    seen = _follow(shared, jd, mode, writers)
     got = _mono_lines(b"".join(line for _, line in seen))
     for k in range(8):
         seqs = [s for s, _ in got.get(f"w{k}", [])]
@@ -284,7 +281,6 @@ def test_follow_latency_steady_writer(job, mode):
     with inotify and with polling (10 ms on a file that is being written), where the
     old reader, polling every --interval (500 ms here), took ~250 ms."""
     shared, jd, write = job
-    env = {"DTCTL_LOGS_POLL": "1"} if mode == "poll" else {}
     write(0, [])
 
     def writer():
@@ -293,14 +289,7 @@ def test_follow_latency_steady_writer(job, mode):
                 f.write(f"{ts(i)} O w0 seq {i} mono {time.monotonic_ns()}\n".encode())
                 time.sleep(0.03)
         return 40
-    p, seen, t = _follow(shared, env, writer)
-    try:
-        (jd / "state").write_text("COMPLETED\n")
-        p.wait(timeout=10)
-        t.join(10)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    seen = _follow(shared, jd, mode, writer)
     assert [int(line.split()[2]) for _, line in seen] == list(range(40))
     delays = sorted((t - int(line.split()[4])) / 1e6 for t, line in seen)
     assert delays[len(delays) // 2] < 40, f"median delay {delays[len(delays) // 2]:.1f} ms"

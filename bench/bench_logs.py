@@ -68,7 +68,7 @@ def make_job(root, ranks, mb, seed=1):
                 # ranks step together: the same clock, each with its own jitter
                 us += rng.randint(20, 240)
                 step += 1
-                pad = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
+                pad = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 13)))
                 stream = "E" if step % 97 == 0 else "O"
                 line = (f"{ts_str(us)} {stream} [rank{r}] step {step} loss "
                         f"{rng.random() * 4:.5f} lr {rng.random() * 1e-3:.3e} {pad}\n")

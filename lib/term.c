@@ -64,43 +64,64 @@ static uint64_t unplain_mask(uint64_t w)
 	return (((w - BYTES(0x20)) & ~w) | ((w + BYTES(0x01)) | w)) & BYTES(0x80);
 }
 
-/* The index of the first byte of s[0..len) that is not printable ASCII, or len. */
-static size_t plain_len(const unsigned char *s, size_t len)
+/* The index in the word at s of its first byte that is not printable ASCII, or 8. */
+static size_t word_plain(const unsigned char *s)
 {
-	size_t i = 0;
 	uint64_t w, m;
 
-#ifdef __SSE2__
-	/* sixteen at a time: as signed bytes, 0x80-0xff are below 0x20 too */
-	for (; len - i >= 16; i += 16) {
-		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-		int bad = _mm_movemask_epi8(_mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-							 _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
-
-		if (bad)
-			return i + (size_t)__builtin_ctz((unsigned)bad);
-	}
-#endif
-	for (; len - i >= 8; i += 8) {
-		memcpy(&w, s + i, 8);
-		if ((m = unplain_mask(w)))
-			goto found;
-	}
-	if (i == len)
-		return len;
-	w = BYTES(' ');   /* the tail, padded with spaces */
-	memcpy(&w, s + i, len - i);
+	memcpy(&w, s, 8);
 	m = unplain_mask(w);
 	if (!m)
-		return len;
-found:
+		return 8;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return i + (size_t)__builtin_ctzll(m) / 8;
+	return (size_t)__builtin_ctzll(m) / 8;
 #else
+	size_t i = 0;
+
 	while (s[i] >= 0x20 && s[i] < 0x7f)
 		i++;
 	return i;
 #endif
+}
+
+/*
+ * The index of the first byte of s[0..len) that is not printable ASCII, or
+ * len.  The last block is read where it ends at len, overlapping bytes found
+ * plain already, so that no tail is read a byte at a time.
+ */
+static size_t plain_len(const unsigned char *s, size_t len)
+{
+	size_t i = 0, n;
+
+#ifdef __SSE2__
+	/* sixteen at a time: as signed bytes, 0x80-0xff are below 0x20 too */
+	if (len >= 16) {
+		for (;;) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+			int bad = _mm_movemask_epi8(_mm_or_si128(
+				_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+				_mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+
+			if (bad)
+				return i + (size_t)__builtin_ctz((unsigned)bad);
+			if (i + 16 == len)
+				return len;
+			i = len - i >= 32 ? i + 16 : len - 16;
+		}
+	}
+#endif
+	if (len >= 8) {
+		for (;;) {
+			if ((n = word_plain(s + i)) < 8)
+				return i + n;
+			if (i + 8 == len)
+				return len;
+			i = len - i >= 16 ? i + 8 : len - 8;
+		}
+	}
+	while (i < len && s[i] >= 0x20 && s[i] < 0x7f)
+		i++;
+	return i;
 }
 
 size_t term_clean_len(const char *text, size_t len, unsigned flags)

@@ -1,11 +1,13 @@
 /*
  * cmd-logs.c - `dtctl logs JOB`: every rank's log, merged in time order.
  *
- * Reads <job>/logs/<rank>.log from the shared dir (lib/logmerge.h) and prints
- * "[node rank] text", coloured per rank on a TTY.  With -f it polls (inotify
- * cannot see writes from other NFS clients) until <job>/state holds a final
- * state, picking up rank files that appear late.  --dedup folds a line that
- * several ranks print alike within a couple of seconds into one "[ranks 0-7]".
+ * Reads <job>/logs/<rank>.log from the shared dir as one streaming merge
+ * (lib/logmerge.h) and prints "[node rank] text", coloured per rank on a TTY,
+ * filtered on the way.  With -f it follows (inotify on a local dir, adaptive
+ * polling on NFS, where inotify cannot see other clients' writes) until
+ * <job>/state holds a final state, picking up rank files that appear late.
+ * --dedup folds a line that several ranks print alike within a couple of
+ * seconds into one "[ranks 0-7]".
  * The rank -> node map comes from <job>/placement.json when it exists.
  */
 #include "builtin.h"

@@ -1,11 +1,13 @@
 /*
  * cmd-logs.c - `dtctl logs JOB`: every rank's log, merged in time order.
  *
- * Reads <job>/logs/<rank>.log from the shared dir (lib/logmerge.h) and prints
- * "[node rank] text", coloured per rank on a TTY.  With -f it polls (inotify
- * cannot see writes from other NFS clients) until <job>/state holds a final
- * state, picking up rank files that appear late.  --dedup folds a line that
- * several ranks print alike within a couple of seconds into one "[ranks 0-7]".
+ * Reads <job>/logs/<rank>.log from the shared dir as one streaming merge
+ * (lib/logmerge.h) and prints "[node rank] text", coloured per rank on a TTY,
+ * filtered on the way.  With -f it follows (inotify on a local dir, adaptive
+ * polling on NFS, where inotify cannot see other clients' writes) until
+ * <job>/state holds a final state, picking up rank files that appear late.
+ * --dedup folds a line that several ranks print alike within a couple of
+ * seconds into one "[ranks 0-7]".
  * The rank -> node map comes from <job>/placement.json when it exists.
  */
 #include "builtin.h"
@@ -33,12 +35,10 @@
 #define MAX_PENDING 256
 
 struct group {
+	struct logline line;   /* the first rank's line; its text is `text` */
 	char *text;
-	char stream;
-	long long ts;
 	int *ranks;
 	size_t nr, alloc;
-	const char *node;
 	int same_node;
 };
 
@@ -188,19 +188,80 @@ static const char *rank_color(const struct logs_opts *o, int rank)
 }
 
 /*
- * One line: [prefix] text, or with --json one object per line (docs/json.md):
- * node (NULL: ranks on several nodes), rank (the first) and ranks (all the
- * line stands for: several with --dedup) as separate fields.
+ * Output goes to one buffer written out in blocks of OUT_BLOCK (and at the
+ * end of each read when following), not through printf per line: at millions
+ * of lines the formatting and the calls are what costs.
  */
-static void print_line(const struct logs_opts *o, const char *prefix, const char *node,
-		       const int *ranks, size_t nr, char stream, long long ts, const char *text)
-{
-	int color_rank = ranks[0];
+#define OUT_BLOCK (64 * 1024)
 
+static struct strbuf out = STRBUF_INIT;
+
+static void out_flush(void)
+{
+	if (out.len && fwrite(out.buf, 1, out.len, stdout) != out.len)
+		die_errno("cannot write the logs to stdout");
+	strbuf_reset(&out);
+}
+
+/* "[node rank] " coloured, made once per source: the head of each of its lines */
+struct head {
+	char *source;      /* "node rank", the prefix's text */
+	struct strbuf line;
+};
+
+static struct head *heads;
+static size_t nr_heads, alloc_heads;
+
+static void head_make(const struct logs_opts *o, struct strbuf *sb, const char *source,
+		      int color_rank)
+{
+	/* the prefix holds node names from placement.json: sanitised too */
+	strbuf_addf(sb, "%s[%s]%s ", rank_color(o, color_rank), term_str(source),
+		    o->color ? "\033[0m" : "");
+}
+
+static const struct head *source_head(const struct logs_opts *o, size_t src, const char *node,
+				      int rank)
+{
+	while (nr_heads <= src) {
+		ALLOC_GROW(heads, nr_heads + 1, alloc_heads);
+		memset(&heads[nr_heads++], 0, sizeof(*heads));
+	}
+	if (!heads[src].source) {
+		struct strbuf sb = STRBUF_INIT;
+
+		strbuf_addf(&sb, "%s %d", node, rank);
+		heads[src].source = strbuf_detach(&sb, NULL);
+		strbuf_init(&heads[src].line, 0);
+		head_make(o, &heads[src].line, heads[src].source, rank);
+	}
+	return &heads[src];
+}
+
+static void heads_release(void)
+{
+	for (size_t i = 0; i < nr_heads; i++) {
+		free(heads[i].source);
+		strbuf_release(&heads[i].line);
+	}
+	free(heads);
+	heads = NULL;
+	nr_heads = alloc_heads = 0;
+}
+
+/*
+ * One line of output; `head` is "[source] " made by head_make().  With --json
+ * one object per line (docs/json.md): node (NULL: ranks on several nodes),
+ * rank (the first) and ranks (all the line stands for: several with --dedup).
+ */
+static void print_line(const struct logs_opts *o, const char *node, const int *ranks, size_t nr,
+		       const struct strbuf *head, char stream, long long ts, const char *text,
+		       size_t len)
+{
+	/* the text is log_sanitize()d */
 	if (o->json) {
 		char tsbuf[DT_TIMESTAMP_LEN];
 		json_t *j, *rs = json_array();
-		struct strbuf sb = STRBUF_INIT;
 
 		for (size_t i = 0; i < nr; i++)
 			json_array_append_new(rs, json_integer(ranks[i]));
@@ -208,22 +269,24 @@ static void print_line(const struct logs_opts *o, const char *prefix, const char
 		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:s, s:s}", "schema", 1, "time", tsbuf,
 			      "node", node, "rank", ranks[0], "ranks", rs, "stream",
 			      stream == 'E' ? "stderr" : "stdout", "text", text);
-		json_append(&sb, j);
-		puts(sb.buf);
-		strbuf_release(&sb);
+		json_append(&out, j);
+		strbuf_addch(&out, '\n');
 		json_decref(j);
-		return;
+	} else if (o->no_prefix) {
+		strbuf_add(&out, text, len);
+		strbuf_addch(&out, '\n');
+	} else if (stream == 'E' && o->color) {
+		strbuf_addf(&out, "%s\033[31m%s\n\033[0m", head->buf, text);
+	} else {
+		/* the common line: one grow, then copied in place */
+		strbuf_grow(&out, head->len + len + 1);
+		memcpy(out.buf + out.len, head->buf, head->len);
+		memcpy(out.buf + out.len + head->len, text, len);
+		out.buf[out.len + head->len + len] = '\n';
+		strbuf_setlen(&out, out.len + head->len + len + 1);
 	}
-	if (o->no_prefix) {
-		puts(text);
-		return;
-	}
-	/* the text is log_sanitize()d; the prefix holds node names from placement.json */
-	printf("%s[%s]%s %s%s\n", rank_color(o, color_rank), term_str(prefix),
-	       o->color ? "\033[0m" : "",
-	       stream == 'E' && o->color ? "\033[31m" : "", text);
-	if (stream == 'E' && o->color)
-		fputs("\033[0m", stdout);
+	if (out.len >= OUT_BLOCK)
+		out_flush();
 }
 
 static int line_passes(const struct logs_opts *o, const struct logline *l)
@@ -235,30 +298,29 @@ static int line_passes(const struct logs_opts *o, const struct logline *l)
 	return 1;
 }
 
-static void print_single(const struct logs_opts *o, const char *node, int rank, char stream,
-			 long long ts, const char *text)
+static void print_single(const struct logs_opts *o, const struct logline *l)
 {
-	struct strbuf p = STRBUF_INIT;
+	const struct head *h = source_head(o, l->src, l->node, l->rank);
 
-	strbuf_addf(&p, "%s %d", node, rank);
-	print_line(o, p.buf, node, &rank, 1, stream, ts, text);
-	strbuf_release(&p);
+	print_line(o, l->node, &l->rank, 1, &h->line, l->stream, l->ts, l->text, l->len);
 }
 
 static void flush_group(const struct logs_opts *o, struct group *g)
 {
 	if (g->nr == 1) {
-		print_single(o, g->node, g->ranks[0], g->stream, g->ts, g->text);
+		print_single(o, &g->line);
 	} else {
-		struct strbuf p = STRBUF_INIT;
+		struct strbuf p = STRBUF_INIT, head = STRBUF_INIT;
 
 		strbuf_addstr(&p, "ranks ");
 		int_ranges_format(&p, g->ranks, g->nr);
 		if (g->same_node)
-			strbuf_addf(&p, " %s", g->node);
-		print_line(o, p.buf, g->same_node ? g->node : NULL, g->ranks, g->nr, g->stream,
-			   g->ts, g->text);
+			strbuf_addf(&p, " %s", g->line.node);
+		head_make(o, &head, p.buf, g->ranks[0]);
+		print_line(o, g->same_node ? g->line.node : NULL, g->ranks, g->nr, &head,
+			   g->line.stream, g->line.ts, g->text, strlen(g->text));
 		strbuf_release(&p);
+		strbuf_release(&head);
 	}
 	free(g->text);
 	free(g->ranks);
@@ -274,7 +336,7 @@ static void dedup_flush_before(const struct logs_opts *o, struct dedup *d, long 
 	size_t keep = 0;
 
 	for (size_t i = 0; i < d->nr; i++) {
-		if (d->g[i].ts < before)
+		if (d->g[i].line.ts < before)
 			flush_group(o, &d->g[i]);
 		else
 			d->g[keep++] = d->g[i];
@@ -297,7 +359,7 @@ static void dedup_add(const struct logs_opts *o, struct dedup *d, const struct l
 		int seen = 0;
 
 		g = &d->g[i];
-		if (g->stream != l->stream || l->ts - g->ts > DEDUP_WINDOW_US ||
+		if (g->line.stream != l->stream || l->ts - g->line.ts > DEDUP_WINDOW_US ||
 		    strcmp(g->text, l->text))
 			continue;
 		for (size_t k = 0; k < g->nr; k++)
@@ -308,7 +370,7 @@ static void dedup_add(const struct logs_opts *o, struct dedup *d, const struct l
 		ALLOC_GROW(g->ranks, g->nr + 1, g->alloc);
 		g->ranks[g->nr++] = l->rank;
 		qsort(g->ranks, g->nr, sizeof(int), cmp_int);
-		if (strcmp(g->node, l->node))
+		if (strcmp(g->line.node, l->node))
 			g->same_node = 0;
 		return;
 	}
@@ -321,27 +383,63 @@ static void dedup_add(const struct logs_opts *o, struct dedup *d, const struct l
 	g = &d->g[d->nr++];
 	memset(g, 0, sizeof(*g));
 	g->text = xstrdup(l->text);
-	g->stream = l->stream;
-	g->ts = l->ts;
-	g->node = l->node;
+	g->line = *l;
+	g->line.text = g->text;
 	g->same_node = 1;
 	ALLOC_GROW(g->ranks, 1, g->alloc);
 	g->ranks[g->nr++] = l->rank;
 }
 
-static void show_batch(const struct logs_opts *o, struct logset *ls, struct dedup *d,
-		       size_t from)
+static void show_line(const struct logs_opts *o, struct dedup *d, const struct logline *l)
 {
-	for (size_t i = from; i < ls->nr_lines; i++) {
-		const struct logline *l = &ls->lines[i];
+	if (o->dedup)
+		dedup_add(o, d, l);
+	else
+		print_single(o, l);
+}
 
-		if (!line_passes(o, l))
-			continue;
-		if (o->dedup)
-			dedup_add(o, d, l);
-		else
-			print_single(o, l->node, l->rank, l->stream, l->ts, l->text);
+/*
+ * --tail N: the last N lines of the first read that pass the filters, kept in
+ * a ring of N copies while the merge streams past (the filters need every
+ * line, so reading the files' ends backwards would not save the read).
+ */
+struct tail_ring {
+	struct logline *line;
+	struct strbuf *text;
+	size_t cap, nr, next, alloc_line, alloc_text;
+};
+
+static void tail_push(struct tail_ring *r, const struct logline *l)
+{
+	size_t i;
+
+	if (!r->cap)
+		return;
+	if (r->nr < r->cap) {
+		/* grown as lines come: --tail 1000000 of a short log stays small */
+		ALLOC_GROW(r->line, r->nr + 1, r->alloc_line);
+		ALLOC_GROW(r->text, r->nr + 1, r->alloc_text);
+		strbuf_init(&r->text[r->nr], 0);
+		i = r->nr++;
+	} else {
+		i = r->next;
+		r->next = (r->next + 1) % r->cap;
 	}
+	strbuf_reset(&r->text[i]);
+	strbuf_add(&r->text[i], l->text, l->len);
+	r->line[i] = *l;
+	r->line[i].text = r->text[i].buf;
+}
+
+static void tail_show(const struct logs_opts *o, struct dedup *d, struct tail_ring *r)
+{
+	for (size_t k = 0; k < r->nr; k++)
+		show_line(o, d, &r->line[(r->next + k) % r->nr]);
+	for (size_t k = 0; k < r->nr; k++)
+		strbuf_release(&r->text[k]);
+	free(r->line);
+	free(r->text);
+	memset(r, 0, sizeof(*r));
 }
 
 static int run_logs(struct logs_opts *o, const char *jobdir)
@@ -350,51 +448,63 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	struct strvec nodes_by_rank = STRVEC_INIT;
 	struct strbuf state = STRBUF_INIT;
 	struct dedup *d = xcalloc(1, sizeof(*d));
+	struct tail_ring ring = { 0 };
 	int ret = 0, first = 1;
+	long long next_look = 0;
 
 	logset_init(&ls);
 	load_placement(jobdir, &nodes_by_rank);
+	if (o->follow)
+		logset_watch(&ls, jobdir, o->interval_ms);
+	ring.cap = o->tail > 0 ? (size_t)o->tail : 0;
 	for (;;) {
+		const struct logline *l;
+		long long now = dt_mono_ms();
 		int done = 0;
-		ssize_t n;
 
-		if (o->follow && jobdir_read_state(jobdir, &state) == 0 &&
-		    job_state_is_final(state.buf))
-			done = 1;
-		scan_ranks(&ls, jobdir, o, &nodes_by_rank);
-		n = logset_poll(&ls, done || !o->follow);
-		if (n < 0)
-			ret = 1;
-		if (n > 0) {
-			size_t from = 0;
-
-			if (first && o->tail >= 0) {
-				size_t kept = 0;
-
-				/* --tail counts lines that pass the filters */
-				for (size_t i = ls.nr_lines; i > 0 && kept < (size_t)o->tail; i--)
-					if (line_passes(o, &ls.lines[i - 1]))
-						kept++, from = i - 1;
-				if (!kept)
-					from = ls.nr_lines;
-			}
-			show_batch(o, &ls, d, from);
+		/* the state and new ranks: every interval, or when inotify says so */
+		if (!o->follow || now >= next_look || ls.state_changed || ls.rescan) {
+			if (o->follow && jobdir_read_state(jobdir, &state) == 0 &&
+			    job_state_is_final(state.buf))
+				done = 1;
+			scan_ranks(&ls, jobdir, o, &nodes_by_rank);
+			ls.state_changed = ls.rescan = 0;
+			next_look = now + o->interval_ms;
 		}
+		logset_begin(&ls, done || !o->follow ? LOGSET_ALL | LOGSET_FINAL : 0);
+		while (!interrupted && (l = logset_next(&ls))) {
+			if (!line_passes(o, l))
+				continue;
+			if (first && o->tail >= 0)
+				tail_push(&ring, l);   /* --tail counts lines that pass the filters */
+			else
+				show_line(o, d, l);
+		}
+		if (logset_end(&ls) < 0)
+			ret = 1;
+		if (first && o->tail >= 0)
+			tail_show(o, d, &ring);
 		first = 0;
 		if (!o->follow || done || interrupted)
 			break;
 		if (o->dedup)
 			dedup_flush_before(o, d, dt_now_us() - DEDUP_WINDOW_US);
+		out_flush();
 		fflush(stdout);
-		usleep((useconds_t)o->interval_ms * 1000);
+		now = dt_mono_ms();
+		logset_wait(&ls, next_look > now ? (int)(next_look - now) : 0);
 	}
 	dedup_flush_before(o, d, 1LL << 62);
+	out_flush();
+	fflush(stdout);
 	if (o->follow && !interrupted && state.len && strcmp(state.buf, "COMPLETED"))
 		fprintf(stderr, "dtctl: job ended %s\n", term_str(state.buf));
 	if (o->follow && state.len && strcmp(state.buf, "COMPLETED") &&
 	    job_state_is_final(state.buf))
 		ret = 1;
 	free(d);
+	heads_release();
+	strbuf_release(&out);
 	strbuf_release(&state);
 	strvec_clear(&nodes_by_rank);
 	logset_release(&ls);

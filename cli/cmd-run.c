@@ -408,13 +408,11 @@ static void show_lines(struct follow *f, int final)
 {
 	static const char *colors[] = { "\033[36m", "\033[33m", "\033[35m", "\033[32m",
 					"\033[34m", "\033[91m" };
+	const struct logline *l;
 
 	scan_logs(f);
-	if (logset_poll(&f->ls, final) <= 0)
-		return;
-	for (size_t i = 0; i < f->ls.nr_lines; i++) {
-		const struct logline *l = &f->ls.lines[i];
-
+	logset_begin(&f->ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
+	while ((l = logset_next(&f->ls))) {
 		if (f->color)
 			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(l->node), l->rank,
 			       l->stream == 'E' ? "\033[31m" : "", l->text,
@@ -422,6 +420,7 @@ static void show_lines(struct follow *f, int final)
 		else
 			printf("[%s %d] %s\n", term_str(l->node), l->rank, l->text);
 	}
+	logset_end(&f->ls);   /* a read error is named on stderr; the follow goes on */
 	fflush(stdout);
 }
 

@@ -55,6 +55,65 @@ long long dt_timestamp_parse(const char *s)
 	return (long long)timegm(&tm) * 1000000LL + us;
 }
 
+/* The n decimal digits at s, or -1 if one is not a digit. */
+static int digits(const char *s, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * Days from 1970-01-01 to y-m-d (y >= 1970).  Years are counted from March so
+ * that February, the month of the leap day, ends the year: the days before
+ * month m of such a year are then (153 * m + 2) / 5 (the months from March go
+ * 31 30 31 30 31, 31 30 31 30 31, 31 28/29), and the leap days before year y
+ * are y/4 - y/100 + y/400.  719468 is the number of days from 0000-03-01 to
+ * 1970-01-01.  Like timegm(), a day past the month's end runs into the next.
+ */
+static long long days_from_civil(long long y, int m, int d)
+{
+	int mar = (m + 9) % 12;   /* March = 0 .. February = 11 */
+
+	y -= m <= 2;
+	return y * 365 + y / 4 - y / 100 + y / 400 + (153 * mar + 2) / 5 + d - 1 - 719468;
+}
+
+long long dt_timestamp_parse_next(struct dt_minute *m, const char *s)
+{
+	int sec = digits(s + 17, 2), us = digits(s + 20, 6);
+
+	if (s[19] != '.' || s[26] != 'Z' || sec < 0 || sec > 61 || us < 0)
+		return -1;
+	if (!m->set || memcmp(s, m->text, sizeof(m->text))) {
+		int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
+		int h = digits(s + 11, 2), mi = digits(s + 14, 2);
+
+		if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
+			return -1;
+		/* the ranges strptime() takes for %m %d %H %M */
+		if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 ||
+		    mi < 0 || mi > 59)
+			return -1;
+		memcpy(m->text, s, sizeof(m->text));
+		m->set = 1;
+		m->us = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000000LL;
+	}
+	return m->us + sec * 1000000LL + us;
+}
+
+long long dt_timestamp_parse_fixed(const char *s)
+{
+	struct dt_minute m = { { 0 }, 0, 0 };
+
+	return dt_timestamp_parse_next(&m, s);
+}
+
 long long dt_now_us(void)
 {
 	struct timespec ts;

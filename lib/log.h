@@ -22,6 +22,23 @@ void dt_timestamp(char *buf, size_t len);
 void dt_timestamp_format(char *buf, size_t len, long long us);
 /* Parse a dt_timestamp string into microseconds since the epoch; -1 if bad. */
 long long dt_timestamp_parse(const char *s);
+/*
+ * The same for exactly DT_TIMESTAMP_LEN - 1 bytes at s (no NUL needed), by
+ * fixed positions and calendar arithmetic instead of strptime()/timegm(): the
+ * log reader parses one per line.  Years before 1970 give -1.
+ */
+long long dt_timestamp_parse_fixed(const char *s);
+/*
+ * The same, remembering in *m the minute of the last timestamp it parsed
+ * ("YYYY-MM-DDTHH:MM:"): a log's lines mostly share it, and then only the
+ * seconds are read.  Start *m zeroed.
+ */
+struct dt_minute {
+	char text[17];
+	long long us;
+	int set;
+};
+long long dt_timestamp_parse_next(struct dt_minute *m, const char *s);
 /* Wall clock in microseconds since the epoch, and a monotonic clock in ms. */
 long long dt_now_us(void);
 long long dt_mono_ms(void);

@@ -1,5 +1,12 @@
 /*
- * logmerge.c - incremental, merged reading of rank log files (see logmerge.h).
+ * logmerge.c - merged, streaming reading of rank log files (see logmerge.h).
+ *
+ * Why it is shaped this way: `dtctl logs` of a large job reads gigabytes, so
+ * nothing here touches a line more than it must.  Each source has one block
+ * buffer; a line is found with memchr(), its timestamp read at fixed
+ * positions, and a line that term_clean_len() finds clean is handed out in
+ * place (its newline becomes the NUL); only lines with control bytes, bad
+ * UTF-8 or carriage returns are copied, through log_sanitize().
  */
 #include "logmerge.h"
 #include "safefile.h"
@@ -8,18 +15,35 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
-int logline_parse(const char *line, size_t len, long long *ts, char *stream,
-		  const char **text)
-{
-	char tsbuf[DT_TIMESTAMP_LEN];
+/*
+ * Block buffers: a round holds one per source it reads, so their sizes share
+ * a budget, and never drop below two maximal lines (a line must fit).
+ */
+#define READ_BUDGET (16 << 20)
+#define BLOCK_MAX (1 << 20)
+#define BLOCK_MIN (2 * LOG_MAX_LINE)
+/* past this many open sources, a source is reopened for each block */
+#define MAX_OPEN 256
 
+/* following: a file written within HOT_MS is polled every FAST_MS */
+#define FAST_MS 10
+#define HOT_MS 1000
+/* with inotify, every file is still read this often, in case a write was missed */
+#define WATCHED_MS 1000
+
+/* logline_parse(), with the minute of the source's last timestamp (log.h) */
+static int parse_line(struct dt_minute *m, const char *line, size_t len, long long *ts,
+		      char *stream, const char **text)
+{
 	/* "YYYY-MM-DDTHH:MM:SS.ffffffZ S " is 30 bytes */
 	if (len < 29 || line[26] != 'Z' || line[27] != ' ')
 		return -1;
@@ -27,9 +51,7 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
 		return -1;
 	if (len > 29 && line[29] != ' ')
 		return -1;
-	memcpy(tsbuf, line, 27);
-	tsbuf[27] = '\0';
-	*ts = dt_timestamp_parse(tsbuf);
+	*ts = dt_timestamp_parse_next(m, line);
 	if (*ts < 0)
 		return -1;
 	*stream = line[28];
@@ -37,14 +59,22 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
 	return 0;
 }
 
+int logline_parse(const char *line, size_t len, long long *ts, char *stream,
+		  const char **text)
+{
+	struct dt_minute m = { { 0 }, 0, 0 };
+
+	return parse_line(&m, line, len, ts, stream, text);
+}
+
 void log_sanitize(struct strbuf *out, const char *text, size_t len)
 {
 	size_t start = 0;
 
 	/* a progress bar: keep the last non-empty segment after a carriage return */
-	for (size_t i = 0; i < len; i++)
-		if (text[i] == '\r' && i + 1 < len)
-			start = i + 1;
+	for (const char *cr = text; (cr = memchr(cr, '\r', len - (size_t)(cr - text))); cr++)
+		if ((size_t)(cr - text) + 1 < len)
+			start = (size_t)(cr - text) + 1;
 	while (len > start && (text[len - 1] == '\r' || text[len - 1] == '\n'))
 		len--;   /* a line end is not part of the text */
 	term_sanitize(out, text + start, len - start, TERM_KEEP_TAB);
@@ -53,147 +83,459 @@ void log_sanitize(struct strbuf *out, const char *text, size_t len)
 void logset_init(struct logset *ls)
 {
 	memset(ls, 0, sizeof(*ls));
+	strbuf_init(&ls->text, 0);
+	ls->ifd = ls->wd_logs = ls->wd_job = -1;
+	ls->idle_ms = 200;
 }
 
 void logset_add(struct logset *ls, const char *path, int rank, const char *node)
 {
 	struct logsrc *s;
+	const char *slash;
 
 	ALLOC_GROW(ls->src, ls->nr_src + 1, ls->alloc_src);
 	s = &ls->src[ls->nr_src++];
 	memset(s, 0, sizeof(*s));
 	s->path = xstrdup(path);
+	slash = strrchr(s->path, '/');
+	s->name = slash ? slash + 1 : s->path;
 	s->rank = rank;
 	s->node = xstrdup(node ? node : "?");
-	strbuf_init(&s->partial, 0);
+	s->fd = -1;
+	s->due = 1;
+	s->step_ms = FAST_MS;
+	s->changed_ms = dt_mono_ms();   /* a file that just appeared is about to be written */
 }
 
-static void clear_lines(struct logset *ls)
+static void src_close(struct logset *ls, struct logsrc *s)
 {
-	for (size_t i = 0; i < ls->nr_lines; i++)
-		free(ls->lines[i].text);
-	ls->nr_lines = 0;
+	if (s->fd < 0)
+		return;
+	close(s->fd);
+	s->fd = -1;
+	ls->nr_open--;
 }
 
-static void emit(struct logset *ls, struct logsrc *s, const char *line, size_t len)
-{
-	struct logline *l;
-	struct strbuf text = STRBUF_INIT;
-	long long ts;
-	char stream;
-	const char *body;
-
-	if (len && line[len - 1] == '\r')
-		len--;
-	if (logline_parse(line, len, &ts, &stream, &body) == 0) {
-		log_sanitize(&text, body, len - (size_t)(body - line));
-		s->last_ts = ts;
-	} else {
-		ts = s->last_ts;
-		stream = '?';
-		log_sanitize(&text, line, len);
-	}
-	ALLOC_GROW(ls->lines, ls->nr_lines + 1, ls->alloc_lines);
-	l = &ls->lines[ls->nr_lines++];
-	l->ts = ts;
-	l->stream = stream;
-	l->rank = s->rank;
-	l->node = s->node;
-	l->text = strbuf_detach(&text, NULL);
-	l->seq = ls->seq++;
-}
-
-static int read_source(struct logset *ls, struct logsrc *s, int final)
+/*
+ * Open s for reading; 1 if open, 0 if there is nothing to read, -1 on error.
+ * At the start of a round a replaced or truncated file is read from its
+ * start; in the middle of one (a reopen for the next block) it ends the
+ * source's round instead, and the next round starts it over.
+ */
+static int src_open(struct logset *ls, struct logsrc *s, int round_start)
 {
 	struct stat st;
 	struct strbuf why = STRBUF_INIT;
 	/* a rank can leave anything at its log's path: a FIFO must not hang us */
-	int fd = sf_open_path_read(s->path, NULL, &why);
-	char buf[65536];
-	ssize_t n;
+	int fd = sf_open_path_read(s->path, &st, &why);
 
 	if (fd < 0) {
 		int ret = errno == ENOENT ? 0 : error("cannot read log: %s", why.buf);
 
 		strbuf_release(&why);
+		if (ret < 0)
+			ls->failed = 1;
 		return ret;
 	}
 	strbuf_release(&why);
-	if (fstat(fd, &st) == 0 && (st.st_ino != s->ino || st.st_size < s->offset)) {
-		if (s->ino)
-			s->offset = 0;  /* replaced or truncated: start over */
-		s->ino = st.st_ino;
-		strbuf_reset(&s->partial);
-	}
-	while ((n = pread(fd, buf, sizeof(buf), s->offset)) > 0) {
-		s->offset += n;
-		for (ssize_t i = 0; i < n;) {
-			char *nl = memchr(buf + i, '\n', (size_t)(n - i));
-			size_t take = nl ? (size_t)(nl - (buf + i)) : (size_t)(n - i);
-
-			if (s->partial.len + take > LOG_MAX_LINE) {
-				size_t room = LOG_MAX_LINE - s->partial.len;
-
-				strbuf_add(&s->partial, buf + i, room);
-				emit(ls, s, s->partial.buf, s->partial.len);
-				strbuf_reset(&s->partial);
-				i += (ssize_t)room;
-				continue;
-			}
-			strbuf_add(&s->partial, buf + i, take);
-			i += (ssize_t)take;
-			if (nl) {
-				emit(ls, s, s->partial.buf, s->partial.len);
-				strbuf_reset(&s->partial);
-				i++;
-			}
+	if (st.st_ino != s->ino || st.st_size < s->offset) {
+		if (!round_start) {
+			close(fd);
+			return 0;
 		}
+		if (s->ino)
+			s->offset = 0;
+		s->ino = st.st_ino;
+		s->start = s->end = 0;   /* a partial line of the old file is gone */
 	}
-	if (n < 0) {
-		int ret = error_errno("cannot read log '%s'", s->path);
+	s->fd = fd;
+	ls->nr_open++;
+	return 1;
+}
 
-		close(fd);
-		return ret;
+static size_t block_size(const struct logset *ls)
+{
+	size_t n = ls->block ? ls->block : READ_BUDGET / (ls->nr_src ? ls->nr_src : 1);
+
+	return n > BLOCK_MAX ? BLOCK_MAX : n < BLOCK_MIN ? BLOCK_MIN : n;
+}
+
+/* Read the next block of s behind what is left of the last one; sets eof. */
+static void src_fill(struct logset *ls, struct logsrc *s)
+{
+	ssize_t n;
+
+	if (!s->buf) {
+		s->cap = block_size(ls);
+		s->buf = xmalloc(s->cap);
 	}
-	close(fd);
-	if (final && s->partial.len) {
-		emit(ls, s, s->partial.buf, s->partial.len);
-		strbuf_reset(&s->partial);
+	if (s->start) {
+		memmove(s->buf, s->buf + s->start, s->end - s->start);
+		s->end -= s->start;
+		s->start = 0;
 	}
+	if (s->fd < 0 && src_open(ls, s, 0) <= 0) {
+		s->eof = 1;
+		return;
+	}
+	do
+		n = pread(s->fd, s->buf + s->end, s->cap - s->end, s->offset);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		error_errno("cannot read log '%s'", s->path);
+		ls->failed = 1;
+	}
+	if (n <= 0) {
+		s->eof = 1;
+	} else {
+		s->end += (size_t)n;
+		s->offset += n;
+		s->grew = 1;
+	}
+	if (ls->nr_open > MAX_OPEN)
+		src_close(ls, s);
+}
+
+/* Parse the line buf[start..start+piece) as the source's next one. */
+static void parse_head(struct logsrc *s, size_t piece, size_t skip)
+{
+	const char *raw = s->buf + s->start, *body;
+	size_t len = piece;
+	long long ts;
+	char stream;
+
+	if (len && raw[len - 1] == '\r')
+		len--;
+	if (parse_line(&s->minute, raw, len, &ts, &stream, &body) == 0) {
+		if (ts < s->last_ts)
+			ts = s->last_ts;   /* a clock stepped back: keep file order */
+		s->last_ts = ts;
+	} else {
+		ts = s->last_ts;
+		stream = '?';
+		body = raw;
+	}
+	s->head.ts = ts;
+	s->head.stream = stream;
+	s->body = (size_t)(body - raw);
+	s->body_len = len - s->body;
+	s->skip = skip;
+}
+
+/*
+ * Find the source's next line, reading more when the buffer holds no
+ * complete one; 0 when there is none this round (a partial line stays until
+ * its newline arrives, or the round is final).
+ */
+static int src_advance(struct logset *ls, struct logsrc *s)
+{
+	size_t piece, skip;
+
+	for (;;) {
+		size_t avail = s->end - s->start;
+		const char *p = avail ? s->buf + s->start : NULL;
+		const char *nl = avail ? memchr(p, '\n', avail < LOG_MAX_LINE + 1 ?
+						avail : LOG_MAX_LINE + 1) : NULL;
+
+		if (nl) {
+			piece = (size_t)(nl - p);
+			skip = piece + 1;
+			break;
+		}
+		if (avail > LOG_MAX_LINE) {
+			piece = skip = LOG_MAX_LINE;
+			break;
+		}
+		if (!s->eof) {
+			src_fill(ls, s);
+			continue;
+		}
+		if (ls->final && avail) {
+			piece = skip = avail;
+			break;
+		}
+		return 0;
+	}
+	parse_head(s, piece, skip);
+	return 1;
+}
+
+/*
+ * Earlier time first; equal times in rank order, then in the order added.
+ * The keys live in the heap itself: a pop costs no look into the sources.
+ */
+static int key_before(const struct logkey *x, const struct logkey *y)
+{
+	if (x->ts != y->ts)
+		return x->ts < y->ts;
+	if (x->rank != y->rank)
+		return x->rank < y->rank;
+	return x->src < y->src;
+}
+
+static void heap_down(struct logset *ls, size_t i)
+{
+	struct logkey *h = ls->heap, k = h[i];
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= ls->nr_heap)
+			break;
+		if (c + 1 < ls->nr_heap && key_before(&h[c + 1], &h[c]))
+			c++;
+		if (!key_before(&h[c], &k))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = k;
+}
+
+static void heap_push(struct logset *ls, size_t src)
+{
+	struct logkey *h = ls->heap, k = { ls->src[src].head.ts, ls->src[src].rank, src };
+	size_t i = ls->nr_heap++;
+
+	while (i && key_before(&k, &h[(i - 1) / 2])) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = k;
+}
+
+void logset_begin(struct logset *ls, unsigned flags)
+{
+	ls->final = !!(flags & LOGSET_FINAL);
+	ls->failed = 0;
+	ls->have_top = 0;
+	ls->nr_heap = 0;
+	ALLOC_GROW(ls->heap, ls->nr_src, ls->alloc_heap);
+	for (size_t i = 0; i < ls->nr_src; i++) {
+		struct logsrc *s = &ls->src[i];
+
+		s->read_now = (flags & LOGSET_ALL) || s->due;
+		if (!s->read_now)
+			continue;
+		s->due = s->grew = 0;
+		s->eof = src_open(ls, s, 1) <= 0;
+		if (src_advance(ls, s))
+			heap_push(ls, i);
+	}
+}
+
+/* The line handed out last is consumed: move its source on to the next one. */
+static void consume_top(struct logset *ls)
+{
+	struct logsrc *s = &ls->src[ls->top];
+
+	ls->have_top = 0;
+	s->start += s->skip;
+	if (src_advance(ls, s))
+		ls->heap[0].ts = s->head.ts;
+	else
+		ls->heap[0] = ls->heap[--ls->nr_heap];
+	if (ls->nr_heap)
+		heap_down(ls, 0);
+}
+
+const struct logline *logset_next(struct logset *ls)
+{
+	struct logsrc *s;
+	char *body;
+
+	if (ls->have_top)
+		consume_top(ls);
+	if (!ls->nr_heap)
+		return NULL;
+	ls->top = ls->heap[0].src;
+	ls->have_top = 1;
+	s = &ls->src[ls->top];
+	body = s->buf + s->start + s->body;
+	/*
+	 * A clean line ended by its own \r or \n is shown where it lies, that
+	 * byte becoming its NUL (the line is consumed before the buffer moves).
+	 */
+	if (s->body + s->body_len < s->skip &&
+	    term_clean_len(body, s->body_len, TERM_KEEP_TAB) == s->body_len) {
+		body[s->body_len] = '\0';
+		s->head.text = body;
+		s->head.len = s->body_len;
+	} else {
+		strbuf_reset(&ls->text);
+		log_sanitize(&ls->text, body, s->body_len);
+		s->head.text = ls->text.buf;
+		s->head.len = ls->text.len;
+	}
+	s->head.rank = s->rank;
+	s->head.node = s->node;
+	s->head.src = ls->top;
+	return &s->head;
+}
+
+/* When to read s again: soon while it is being written, less often once idle. */
+static void schedule(struct logset *ls, struct logsrc *s, long long now)
+{
+	if (s->grew)
+		s->changed_ms = now;
+	if (now - s->changed_ms < HOT_MS)
+		s->step_ms = FAST_MS;
+	else if (s->step_ms < ls->idle_ms)
+		s->step_ms = s->step_ms * 2 < ls->idle_ms ? s->step_ms * 2 : ls->idle_ms;
+	s->next_ms = now + (ls->ifd >= 0 ? WATCHED_MS : s->step_ms);
+}
+
+int logset_end(struct logset *ls)
+{
+	long long now = dt_mono_ms();
+
+	if (ls->have_top) {
+		struct logsrc *s = &ls->src[ls->top];
+
+		s->start += s->skip;
+		ls->have_top = 0;
+	}
+	ls->nr_heap = 0;
+	for (size_t i = 0; i < ls->nr_src; i++) {
+		struct logsrc *s = &ls->src[i];
+
+		if (!s->read_now)
+			continue;
+		s->read_now = 0;
+		src_close(ls, s);
+		if (s->start == s->end) {
+			/* between rounds a source holds at most a partial line */
+			free(s->buf);
+			s->buf = NULL;
+			s->start = s->end = s->cap = 0;
+		}
+		schedule(ls, s, now);
+	}
+	return ls->failed ? -1 : 0;
+}
+
+/*
+ * File systems whose writes from other machines inotify does not see
+ * (statfs(2) f_type): NFS, SMB/CIFS, FUSE (sshfs, GlusterFS...), Ceph, 9p,
+ * AFS, Lustre, GPFS, and the shared-disk OCFS2 and GFS2.
+ */
+static int fs_is_remote(unsigned long type)
+{
+	static const unsigned long remote[] = {
+		0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x00c36400,
+		0x01021997, 0x5346414f, 0x6b414653, 0x0bd00bd0, 0x47504653, 0x7461636f,
+		0x01161970,
+	};
+
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+		if ((type & 0xffffffffUL) == remote[i])
+			return 1;
 	return 0;
 }
 
-static int cmp_line(const void *a, const void *b)
+int logset_watch(struct logset *ls, const char *jobdir, int idle_ms)
 {
-	const struct logline *x = a, *y = b;
+	const char *force = getenv("DTCTL_LOGS_POLL");
+	struct strbuf dir = STRBUF_INIT;
+	struct statfs sf;
 
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	return x->seq < y->seq ? -1 : (x->seq > y->seq);
+	ls->idle_ms = idle_ms;
+	if ((force && *force && strcmp(force, "0")) || statfs(jobdir, &sf) < 0 ||
+	    fs_is_remote((unsigned long)sf.f_type))
+		return 0;
+	ls->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ls->ifd < 0)
+		return 0;
+	/* the job dir first, so that a logs dir made after the look below is seen */
+	ls->wd_job = inotify_add_watch(ls->ifd, jobdir, IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE);
+	if (ls->wd_job < 0) {
+		close(ls->ifd);
+		ls->ifd = -1;
+		return 0;
+	}
+	strbuf_addf(&dir, "%s/logs", jobdir);
+	ls->logdir = strbuf_detach(&dir, NULL);
+	ls->wd_logs = inotify_add_watch(ls->ifd, ls->logdir, IN_MODIFY | IN_CREATE | IN_MOVED_TO);
+	return 1;
 }
 
-ssize_t logset_poll(struct logset *ls, int final)
+static void mark_due(struct logset *ls, const char *name)
 {
-	int ret = 0;
-
-	clear_lines(ls);
 	for (size_t i = 0; i < ls->nr_src; i++)
-		if (read_source(ls, &ls->src[i], final) < 0)
-			ret = -1;
-	if (ls->nr_lines > 1)
-		qsort(ls->lines, ls->nr_lines, sizeof(*ls->lines), cmp_line);
-	return ret < 0 ? -1 : (ssize_t)ls->nr_lines;
+		if (!name || !strcmp(ls->src[i].name, name))
+			ls->src[i].due = 1;
+}
+
+static void take_events(struct logset *ls)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	while ((n = read(ls->ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			const char *name = ev->len ? ev->name : "";
+
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				mark_due(ls, NULL);   /* events were lost: read everything */
+				ls->rescan = ls->state_changed = 1;
+			} else if (ev->wd == ls->wd_logs) {
+				mark_due(ls, name);
+				if (ev->mask & (IN_CREATE | IN_MOVED_TO))
+					ls->rescan = 1;
+			} else if (ev->wd == ls->wd_job) {
+				if (!strcmp(name, "state"))
+					ls->state_changed = 1;
+				else if (!strcmp(name, "logs") && ls->wd_logs < 0) {
+					ls->wd_logs = inotify_add_watch(ls->ifd, ls->logdir,
+									IN_MODIFY | IN_CREATE | IN_MOVED_TO);
+					ls->rescan = 1;
+				}
+			}
+		}
+	}
+}
+
+void logset_wait(struct logset *ls, int max_ms)
+{
+	long long now = dt_mono_ms(), until = now + max_ms;
+
+	for (size_t i = 0; i < ls->nr_src; i++) {
+		if (ls->src[i].due)
+			until = now;
+		else if (ls->src[i].next_ms < until)
+			until = ls->src[i].next_ms;
+	}
+	if (ls->ifd >= 0) {
+		struct pollfd p = { .fd = ls->ifd, .events = POLLIN };
+
+		if (poll(&p, 1, until > now ? (int)(until - now) : 0) > 0)
+			take_events(ls);
+	} else if (until > now) {
+		struct timespec t = { (until - now) / 1000, (until - now) % 1000 * 1000000 };
+
+		nanosleep(&t, NULL);   /* a signal ends it early, as it should */
+	}
+	now = dt_mono_ms();
+	for (size_t i = 0; i < ls->nr_src; i++)
+		if (ls->src[i].next_ms <= now)
+			ls->src[i].due = 1;
 }
 
 void logset_release(struct logset *ls)
 {
-	clear_lines(ls);
-	free(ls->lines);
 	for (size_t i = 0; i < ls->nr_src; i++) {
+		src_close(ls, &ls->src[i]);
 		free(ls->src[i].path);
 		free(ls->src[i].node);
-		strbuf_release(&ls->src[i].partial);
+		free(ls->src[i].buf);
 	}
 	free(ls->src);
+	free(ls->heap);
+	free(ls->logdir);
+	strbuf_release(&ls->text);
+	if (ls->ifd >= 0)
+		close(ls->ifd);
 	logset_init(ls);
 }

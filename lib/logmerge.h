@@ -2,20 +2,34 @@
  * logmerge.h - reading rank logs from the shared directory, merged in time order.
  *
  * A job's ranks write <job>/logs/<rank>.log, one writer per file, lines of the
- * form "2026-11-22T10:00:00.123456Z O text" (O = stdout, E = stderr).  A reader
- * cannot use inotify (writes from other NFS clients are invisible to it), so it
- * polls: logsrc_poll() reads whatever complete lines were appended since the
- * last call.  A partial last line is kept until its newline arrives.  A file
- * that shrinks (truncated, replaced) is read again from the start.
+ * form "2026-11-22T10:00:00.123456Z O text" (O = stdout, E = stderr).  A read
+ * is a round: logset_begin() opens the sources, logset_next() hands out their
+ * complete lines one at a time in time order, logset_end() closes them.  The
+ * round is a streaming k-way merge (a heap over each source's next line), each
+ * file read in blocks, so memory grows with the number of files, never with
+ * their size.  Each file is taken to be in time order, as its agent stamps the
+ * lines as they arrive: a line stamped earlier than the one before it in its
+ * file (a clock stepped back) takes that line's time and stays in file order.
+ * Equal times come out in rank order.  A partial last line is kept until its
+ * newline arrives; a line longer than LOG_MAX_LINE is split.  A file that
+ * shrinks or is replaced is read again from the start.
  *
- * Ownership: a logset owns its sources and the lines it returns until the next
- * logset_poll() or logset_release().
+ * Following (logset_watch(), logset_wait()): writes from other NFS clients are
+ * invisible to inotify, so a logs directory on a network file system (or any,
+ * with DTCTL_LOGS_POLL=1 in the environment) is polled, each file on its own
+ * clock: every 10 ms while it changed within the last second, backing off to
+ * the caller's idle interval after that.  On a local file system inotify wakes
+ * the reader on each write, and only the files written are read.
+ *
+ * Ownership: a logset owns its sources; the line logset_next() returns, text
+ * included, is valid until the next logset_next() or logset_end().
  */
 #ifndef DT_LOGMERGE_H
 #define DT_LOGMERGE_H
 
 #include <stddef.h>
 #include <sys/types.h>
+#include "log.h"
 #include "strbuf.h"
 
 #define LOG_MAX_LINE (64 * 1024)   /* longer lines are split */
@@ -25,26 +39,55 @@ struct logline {
 	char stream;           /* 'O', 'E', or '?' for a line without the header */
 	int rank;
 	const char *node;
-	char *text;            /* sanitised: no control characters, valid UTF-8 */
-	size_t seq;            /* arrival order, breaks timestamp ties */
+	const char *text;      /* sanitised: no control characters, valid UTF-8 */
+	size_t len;            /* strlen(text) */
+	size_t src;            /* the source's index in logset.src */
 };
 
 struct logsrc {
 	char *path;
+	const char *name;      /* the file name in path, for inotify's events */
 	int rank;
 	char *node;
-	off_t offset;
+	int fd;                /* open during a round, -1 otherwise */
+	off_t offset;          /* how much of the file was read into buf */
 	ino_t ino;
-	struct strbuf partial;
+	char *buf;             /* bytes read, not yet handed out: buf[start..end) */
+	size_t cap, start, end;
+	int eof, read_now, grew;
 	long long last_ts;
+	struct dt_minute minute;   /* of the last timestamp parsed */
+	/* the next line, while the source is in the round's heap */
+	struct logline head;
+	size_t body, body_len, skip;
+	/* following: when to read this file again */
+	int due, step_ms;
+	long long next_ms, changed_ms;
+};
+
+struct logkey {            /* a source's place in the merge */
+	long long ts;
+	int rank;
+	size_t src;
 };
 
 struct logset {
 	struct logsrc *src;
 	size_t nr_src, alloc_src;
-	struct logline *lines;   /* the batch returned by the last logset_poll() */
-	size_t nr_lines, alloc_lines;
-	size_t seq;
+	struct logkey *heap;   /* the sources with a line, earliest first */
+	size_t nr_heap, alloc_heap;
+	size_t top;            /* the source whose line was handed out last */
+	int have_top, final, failed;
+	size_t nr_open;
+	size_t block;          /* the block size; 0: a share of the read budget (tests set it) */
+	struct strbuf text;    /* a line that needed sanitising */
+	/* following */
+	int ifd;               /* inotify, or -1 when polling */
+	int wd_logs, wd_job;
+	char *logdir;
+	int idle_ms;
+	int rescan;            /* a file appeared in the logs dir: look for new ranks */
+	int state_changed;     /* <job>/state was written */
 };
 
 /*
@@ -62,12 +105,33 @@ void log_sanitize(struct strbuf *out, const char *text, size_t len);
 
 void logset_init(struct logset *ls);
 void logset_add(struct logset *ls, const char *path, int rank, const char *node);
+
+enum {
+	LOGSET_ALL = 1 << 0,     /* read every source, not only those due */
+	LOGSET_FINAL = 1 << 1,   /* the writers are done: flush partial last lines */
+};
 /*
- * Read what was appended to every source; the new lines are in ls->lines sorted
- * by (timestamp, arrival).  With `final`, partial last lines are flushed too.
- * Returns the number of lines, or -1 on a read error (named on stderr).
+ * Start a round over the sources that are due (a source is due when added,
+ * and then when logset_wait() says so), or all of them with LOGSET_ALL.
+ * Then logset_next() until it returns NULL, then logset_end(), which returns
+ * -1 if a file could not be read (named on stderr), else 0.
  */
-ssize_t logset_poll(struct logset *ls, int final);
+void logset_begin(struct logset *ls, unsigned flags);
+const struct logline *logset_next(struct logset *ls);
+int logset_end(struct logset *ls);
+
+/*
+ * Follow <jobdir>/logs: inotify on a local file system, adaptive polling on a
+ * network one or with DTCTL_LOGS_POLL=1; idle_ms is the slowest poll.
+ * Returns 1 when inotify is used, 0 when polling.
+ */
+int logset_watch(struct logset *ls, const char *jobdir, int idle_ms);
+/*
+ * Sleep until a source may have new data (marked due), a file appears in the
+ * logs dir (ls->rescan), <jobdir>/state is written (ls->state_changed), a
+ * signal arrives, or max_ms pass.
+ */
+void logset_wait(struct logset *ls, int max_ms);
 void logset_release(struct logset *ls);
 
 #endif

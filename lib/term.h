@@ -28,6 +28,13 @@ enum {
 
 /* Append s[0..len) made safe (a NUL inside is shown as \x00). */
 void term_sanitize(struct strbuf *out, const char *s, size_t len, unsigned flags);
+/*
+ * How many bytes at the start of s[0..len) term_sanitize() would copy
+ * unchanged (printable ASCII, valid UTF-8 that is no C1 control, and the
+ * tabs or newlines `flags` keeps).  A reader of large logs uses it to show a
+ * clean line in place instead of copying it through a strbuf.
+ */
+size_t term_clean_len(const char *s, size_t len, unsigned flags);
 
 /*
  * term_sanitize(s, strlen(s), 0) into one of TERM_STR_SLOTS rotating buffers,

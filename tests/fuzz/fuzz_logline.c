@@ -1,7 +1,7 @@
 /*
  * fuzz_logline.c - libFuzzer target for the rank log reader behind
  * `dtctl logs` (lib/logmerge.c): logline_parse(), log_sanitize() and a whole
- * logset_poll() over a file holding the input.
+ * read round (logset_begin/next/end) over a file holding the input.
  *
  * Rank logs are written by whatever the user's program prints, so every byte
  * sequence must come out as lines a terminal can show safely.  Besides the
@@ -11,8 +11,11 @@
  *     control (lib/term.h);
  *   - a parsed line's text lies inside the line, its stream is O or E, and its
  *     timestamp is not negative;
- *   - the reader returns the lines in (timestamp, arrival) order, each with
- *     stream O, E or '?', and never more lines than the input has newlines + 1.
+ *   - the fixed-position timestamp parser gives what strptime()/timegm() give
+ *     for every timestamp it accepts;
+ *   - the reader returns the lines in time order, each with stream O, E or
+ *     '?' and its length right (text handed out in place or sanitised), and
+ *     never more lines than the input has newlines + 1 + one per split.
  * Built and run by `make fuzz` (mk/fuzz.mk).
  */
 #include <stdint.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "logmerge.h"
 
 /* 1 if s[0..n) is strict UTF-8 (RFC 3629). */
@@ -79,16 +83,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *buf = (const char *)data, *text;
 	struct strbuf out = STRBUF_INIT;
+	const struct logline *l;
 	struct logset ls;
-	size_t newlines = 0;
-	long long ts;
+	size_t newlines = 0, n = 0;
+	long long ts, last_ts = 0;
 	char stream;
-	ssize_t n;
 	FILE *fp;
 
 	/* the pure functions, on the whole input as one line */
 	if (logline_parse(buf, size, &ts, &stream, &text) == 0) {
 		if (text < buf || text > buf + size || (stream != 'O' && stream != 'E') || ts < 0)
+			abort();
+	}
+	/* the fixed-position timestamp parser agrees with strptime()/timegm() */
+	if (size >= DT_TIMESTAMP_LEN - 1) {
+		char tsbuf[DT_TIMESTAMP_LEN];
+
+		memcpy(tsbuf, buf, DT_TIMESTAMP_LEN - 1);
+		tsbuf[DT_TIMESTAMP_LEN - 1] = '\0';
+		ts = dt_timestamp_parse_fixed(tsbuf);
+		if (ts >= 0 && ts != dt_timestamp_parse(tsbuf))
 			abort();
 	}
 	log_sanitize(&out, buf, size);
@@ -108,21 +122,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		newlines += data[i] == '\n';
 	logset_init(&ls);
 	logset_add(&ls, path, 3, "node1");
-	n = logset_poll(&ls, 1);
-	if (n < 0 || (size_t)n > newlines + 1 + size / LOG_MAX_LINE)
-		abort();
-	for (ssize_t i = 0; i < n; i++) {
-		const struct logline *l = &ls.lines[i];
-
-		check_safe(l->text, strlen(l->text));
+	logset_begin(&ls, LOGSET_ALL | LOGSET_FINAL);
+	while ((l = logset_next(&ls))) {
+		if (l->len != strlen(l->text))
+			abort();
+		check_safe(l->text, l->len);
 		if (l->stream != 'O' && l->stream != 'E' && l->stream != '?')
 			abort();
-		if (l->rank != 3 || strcmp(l->node, "node1"))
+		if (l->rank != 3 || strcmp(l->node, "node1") || l->src != 0)
 			abort();
-		if (i && (l->ts < ls.lines[i - 1].ts ||
-			  (l->ts == ls.lines[i - 1].ts && l->seq < ls.lines[i - 1].seq)))
+		if (n && l->ts < last_ts)
 			abort();
+		last_ts = l->ts;
+		n++;
 	}
+	if (logset_end(&ls) < 0 || n > newlines + 1 + size / LOG_MAX_LINE)
+		abort();
 	logset_release(&ls);
 	return 0;
 }

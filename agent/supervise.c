@@ -493,11 +493,9 @@ static const char *task_cwd(struct sup *s)
 		return cwd;
 	if (!submit)
 		return home;
-	if (stat(submit, &st) < 0)
-		why = strerror(errno);
-	else if (!S_ISDIR(st.st_mode))
+	if (stat(submit, &st) == 0 && !S_ISDIR(st.st_mode))
 		why = "not a directory";
-	else if (access(submit, X_OK) < 0)
+	else if (stat(submit, &st) < 0 || access(submit, X_OK) < 0)
 		why = strerror(errno);
 	else
 		return submit;

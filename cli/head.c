@@ -154,22 +154,37 @@ int head_connect(struct dt_httpc *c)
 	return 0;
 }
 
+/*
+ * One client for all of a command's head_api() calls: `dtctl cancel A B C`
+ * and the like send their requests on one kept-alive connection instead of
+ * connecting (and checking that dtsched runs) once per request.
+ */
+static struct dt_httpc api_client;
+static int api_client_ready;
+
+static void api_client_release(void)
+{
+	dt_httpc_release(&api_client);
+}
+
 int head_api(const char *method, const char *path, const json_t *body, json_t **out,
 	     int *status)
 {
-	struct dt_httpc c;
 	struct strbuf err = STRBUF_INIT;
 	int code, st;
 
 	*out = NULL;
 	if (status)
 		*status = -1;
-	if ((the_cluster.flags & START_HEAD) && (code = head_start(1, 0)))
-		return code;
-	if ((code = head_connect(&c)))
-		return code;
-	st = dt_httpc_request(&c, method, path, body, out, &err);
-	dt_httpc_release(&c);
+	if (!api_client_ready) {
+		if ((the_cluster.flags & START_HEAD) && (code = head_start(1, 0)))
+			return code;
+		if ((code = head_connect(&api_client)))
+			return code;
+		api_client_ready = 1;
+		atexit(api_client_release);
+	}
+	st = dt_httpc_request(&api_client, method, path, body, out, &err);
 	if (status)
 		*status = st;
 	if (st < 0) {

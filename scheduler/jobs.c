@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,9 @@
 #define ORPHAN_SCAN_MS 1000
 #define STALL_SCAN_MS 1000
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
+/* an ended attempt's orteds exit by themselves once mpirun is gone: their exit
+ * reports come with the next heartbeat, so they are not orphans before this */
+#define ORTED_GRACE_MS 5000
 
 struct jslot {
 	char *node;
@@ -101,6 +105,9 @@ struct job {
 	long long stall_checked_ms;
 	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
 	char *log_error;          /* the first such write error, e.g. "No space left on device" */
+	unsigned long long wait_fp;  /* pool_fingerprint() it last waited on; 0 = try it */
+	int orted_attempt;        /* the attempt that ended last ... */
+	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
 };
 
 struct jobs_clients {
@@ -771,6 +778,7 @@ static void job_transition(struct sched *s, struct job *j, const char *state)
 
 	jobs_observe(s, j, state);
 	j->state = state;
+	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
 	history_add(j, state, j->reason);
 	job_save(s, j);
 	write_state_file(j);
@@ -1126,6 +1134,40 @@ static void pool_build(struct sched *s, struct pool *p, int gpu)
 	}
 }
 
+/*
+ * A hash of everything placement_try() reads from a pool (and of the cluster
+ * config its labels point into).  A pending job that had to wait on a pool
+ * with this fingerprint waits on it again: schedule_pending() skips it, which
+ * makes a step cost O(new jobs), not O(queue), while nothing is freed.  With
+ * 1500 jobs queued, trying each one on every submit was most of dtsched's
+ * CPU (a 66 KB place_result cleared per try).  Never 0.
+ */
+static unsigned long long pool_fingerprint(const struct sched *s, const struct pool *p)
+{
+	unsigned long long h = 1469598103934665603ULL;
+	const unsigned long long prime = 1099511628211ULL;
+#define FP_MIX(v) (h = (h ^ (unsigned long long)(v)) * prime)
+
+	FP_MIX(p->gpu);
+	FP_MIX((uintptr_t)s->cc);
+	FP_MIX(s->cc_mtime_ns);
+	FP_MIX(p->nr);
+	for (size_t i = 0; i < p->nr; i++) {
+		const struct place_node *n = &p->n[i];
+
+		for (const char *c = n->name; *c; c++)
+			FP_MIX((unsigned char)*c);
+		FP_MIX((uintptr_t)n->labels);
+		FP_MIX(n->up | n->drained << 1);
+		FP_MIX(n->total);
+		for (int k = 0; k < n->total; k++)
+			if (n->used[k])
+				FP_MIX(k + 1);
+	}
+#undef FP_MIX
+	return h ? h : 1;
+}
+
 static void place_req_of(const struct job *j, struct place_req *r, const char **avoid,
 			 size_t max_avoid, int with_avoid)
 {
@@ -1192,6 +1234,7 @@ static void schedule_pending(struct sched *s)
 {
 	struct pool gpu = { NULL, 0, 1 }, cpu = { NULL, 0, 0 };
 	struct strbuf reason = STRBUF_INIT;
+	unsigned long long fp[2];   /* [p->gpu] */
 	int any = 0;
 
 	for (size_t i = 0; i < s->nr_jobs; i++)
@@ -1201,19 +1244,24 @@ static void schedule_pending(struct sched *s)
 		return;
 	pool_build(s, &gpu, 1);
 	pool_build(s, &cpu, 0);
+	fp[0] = pool_fingerprint(s, &cpu);
+	fp[1] = pool_fingerprint(s, &gpu);
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
 		struct pool *p = j->gpu ? &gpu : &cpu;
 		struct place_result *res;
 		enum place_status st;
 
-		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel)
+		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel || j->wait_fp == fp[p->gpu])
 			continue;
 		res = xmalloc(sizeof(*res));
 		strbuf_reset(&reason);
 		st = job_try_place(s, j, p, res, &reason);
+		if (st != PLACE_OK)
+			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {
 			j->hold = hold_make(s, j, p, res);
+			fp[p->gpu] = pool_fingerprint(s, p);
 			json_decref(j->placement);
 			j->placement = placement_json(j->hold);
 			j->started_us = dt_now_us();
@@ -1297,6 +1345,8 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	}
 	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
 		j->attempt < j->cfg.retries && !j->cancel;
+	j->orted_attempt = j->attempt;
+	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
 	if (j->hold) {
 		json_decref(j->last_ranks);
 		j->last_ranks = ranks_json(s, j, 1);
@@ -1647,12 +1697,12 @@ static void check_holds(struct sched *s, struct actions *a)
 	}
 }
 
-/* An orted task of attempt j->attempt: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
-static int is_orted_of(const char *id, const struct job *j)
+/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
+static int is_orted_of(const char *id, const struct job *j, int attempt)
 {
 	char prefix[64];
 
-	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, j->attempt);
+	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
 	return starts_with(id, prefix);
 }
 
@@ -1680,8 +1730,16 @@ static void check_orphans(struct sched *s, struct actions *a)
 
 			if (!jid || task_final(t) || !(j = job_find(s, jid)) || hold_has_task(s, id))
 				continue;
-			if (j->hold && is_orted_of(id, j))
+			if (j->hold && is_orted_of(id, j, j->attempt))
 				continue;     /* started by the attempt's mpirun (agent/rsh.h) */
+			/*
+			 * The attempt just ended with mpirun's exit: its orteds on the
+			 * other nodes are exiting too, but their exit reports can be a
+			 * heartbeat late.  Stopping them then made an orted of a job
+			 * that ended normally exit 143 (SIGTERM) instead of 0.
+			 */
+			if (now < j->orted_grace_ms && is_orted_of(id, j, j->orted_attempt))
+				continue;
 			if (sent && now - sent < STOP_RESEND_MS)
 				continue;
 			dtlog(DTLOG_WARN, "task '%s' of job %s on '%s' belongs to no live attempt; "
@@ -2014,6 +2072,8 @@ void jobs_step(struct sched *s)
 	size_t nr_launch = 0, alloc_launch = 0;
 
 	pthread_mutex_lock(&s->lock);
+	/* every write of this step (transitions, reasons, holds) in one commit */
+	db_begin(s);
 	cluster_refresh(s);
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING))
@@ -2037,6 +2097,7 @@ void jobs_step(struct sched *s)
 		ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
 		launch[nr_launch++] = la;
 	}
+	db_commit(s);
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {
@@ -2078,6 +2139,8 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	 * was set up again: an id whose job dir exists on the shared dir belongs
 	 * to an earlier job, so the counter jumps past the highest one there.
 	 */
+	/* the row and its data in one commit, done before the reply is queued */
+	db_begin(s);
 	for (int tries = 0;; tries++) {
 		sqlite3_stmt *st;
 		int rc;
@@ -2096,6 +2159,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 		}
 		if (rc != SQLITE_DONE) {
 			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+			db_commit(s);
 			return -1;
 		}
 		j->seq = sqlite3_last_insert_rowid(s->db);
@@ -2116,6 +2180,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 		}
 		if (errno != EEXIST || tries >= 3) {
 			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
+			db_commit(s);
 			return -1;
 		}
 		strbuf_reset(err);
@@ -2128,6 +2193,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	set_reason(j, "%s", reason);
 	history_add(j, DT_JOB_PENDING, "submitted");
 	job_save(s, j);
+	db_commit(s);
 	write_state_file(j);
 	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
 	s->jobs[s->nr_jobs++] = j;

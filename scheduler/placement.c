@@ -92,7 +92,7 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 	int nr_cand = 0, big_enough = 0, fits_now = 0, eligible = 0;
 	enum place_status st;
 
-	memset(res, 0, sizeof(*res));
+	res->nr = 0;   /* not a memset: 66 KB, and only the first nr entries are read */
 	if (req->nodes < 1 || req->per_node < 1 || req->nodes > 256 || req->per_node > 64) {
 		strbuf_addf(reason, "job asks for %d node(s) x %d slot(s); allowed are 1-256 nodes "
 			    "and 1-64 slots per node", req->nodes, req->per_node);

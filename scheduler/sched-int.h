@@ -133,6 +133,9 @@ void node_free(struct node *n);
 size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
 		    char *reply, size_t reply_size);
 int db_exec(struct sched *s, const char *sql);
+/* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
+void db_begin(struct sched *s);
+void db_commit(struct sched *s);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
 void sched_wake(struct sched *s);
 

@@ -92,6 +92,24 @@ int db_exec(struct sched *s, const char *sql)
 	return 0;
 }
 
+/*
+ * One transaction that nests: outside a transaction SAVEPOINT begins one and
+ * RELEASE commits it; inside (a sweep submitting a trial, jobs_step() around
+ * it) they only mark a point.  With journal_mode=WAL and synchronous=NORMAL a
+ * commit appends to state.db-wal and returns without fsync: committed rows
+ * survive dtsched being killed; a power loss can lose the commits made since
+ * the last checkpoint (every 1000 WAL pages, which fsyncs).
+ */
+void db_begin(struct sched *s)
+{
+	db_exec(s, "SAVEPOINT dt");
+}
+
+void db_commit(struct sched *s)
+{
+	db_exec(s, "RELEASE dt");
+}
+
 static void db_save_node(struct sched *s, struct node *n)
 {
 	sqlite3_stmt *st = s->st_node;

@@ -92,6 +92,13 @@ def stage_programs(bin_dir: Path) -> Path:
         if (bin_dir / name).exists():
             shutil.copy2(bin_dir / name, out / name)
             os.chmod(out / name, 0o755)
+    # the built-in templates (builtin:setup-node.sh, dtagent.service) are found beside
+    # the programs, at bin/../templates, as in the checkout and an install
+    shutil.copytree(REPO / "templates", top / "templates")
+    for dirpath, dirnames, filenames in os.walk(top / "templates"):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644 if not f.endswith(".sh") else 0o755)
     return out
 
 

@@ -576,33 +576,27 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	gpus = json_object_get(inv, "gpus");
 	prom_family(o, "dtagent_gpus", "gauge", "GPUs on this node (capacity).");
 	prom_sample(o, "dtagent_gpus", node, (double)json_array_size(gpus));
-	prom_family(o, "dtagent_gpu_utilization_ratio", "gauge",
-		    "GPU utilisation over the driver's last sample period, 0 to 1.");
-	json_array_foreach(gpus, i, gpu) {
-		char idx[24];
-		const char *l[] = { "node", a->name, "gpu", idx, NULL };
+	{
+		/* per GPU: family, help, inventory key, scale */
+		static const struct { const char *name, *help, *key; double scale; } per_gpu[] = {
+			{ "dtagent_gpu_utilization_ratio",
+			  "GPU utilisation over the driver's last sample period, 0 to 1.",
+			  "utilization", 0.01 },
+			{ "dtagent_gpu_memory_used_bytes", "GPU memory in use.", "memory_used", 1 },
+			{ "dtagent_gpu_memory_bytes", "GPU memory (capacity).", "memory_total", 1 },
+		};
 
-		snprintf(idx, sizeof(idx), "%zu", i);
-		prom_sample(o, "dtagent_gpu_utilization_ratio", l,
-			    (double)json_get_int(gpu, "utilization", 0) / 100.0);
-	}
-	prom_family(o, "dtagent_gpu_memory_used_bytes", "gauge", "GPU memory in use.");
-	json_array_foreach(gpus, i, gpu) {
-		char idx[24];
-		const char *l[] = { "node", a->name, "gpu", idx, NULL };
+		for (size_t f = 0; f < ARRAY_SIZE(per_gpu); f++) {
+			prom_family(o, per_gpu[f].name, "gauge", per_gpu[f].help);
+			json_array_foreach(gpus, i, gpu) {
+				char idx[24];
+				const char *l[] = { "node", a->name, "gpu", idx, NULL };
 
-		snprintf(idx, sizeof(idx), "%zu", i);
-		prom_sample(o, "dtagent_gpu_memory_used_bytes", l,
-			    (double)json_get_int(gpu, "memory_used", 0));
-	}
-	prom_family(o, "dtagent_gpu_memory_bytes", "gauge", "GPU memory (capacity).");
-	json_array_foreach(gpus, i, gpu) {
-		char idx[24];
-		const char *l[] = { "node", a->name, "gpu", idx, NULL };
-
-		snprintf(idx, sizeof(idx), "%zu", i);
-		prom_sample(o, "dtagent_gpu_memory_bytes", l,
-			    (double)json_get_int(gpu, "memory_total", 0));
+				snprintf(idx, sizeof(idx), "%zu", i);
+				prom_sample(o, per_gpu[f].name, l,
+					    (double)json_get_int(gpu, per_gpu[f].key, 0) * per_gpu[f].scale);
+			}
+		}
 	}
 	json_decref(inv);
 	resp->content_type = "text/plain; version=0.0.4";

@@ -173,33 +173,12 @@ int sf_open_read_at(int dfd, const char *name, struct stat *st, struct strbuf *w
 /* Read fd to its end, refusing more than limit bytes (0 = no limit). */
 static ssize_t read_bounded(int fd, struct strbuf *sb, size_t limit, const struct stat *st)
 {
-	size_t start = sb->len;
-
+	/* refused from the size first, and again while reading (a file that grows) */
 	if (limit && (size_t)st->st_size > limit) {
 		errno = EFBIG;
 		return -1;
 	}
-	for (;;) {
-		ssize_t n;
-
-		strbuf_grow(sb, 8192);
-		n = read(fd, sb->buf + sb->len, sb->alloc - sb->len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			strbuf_setlen(sb, start);
-			return -1;
-		}
-		if (n == 0)
-			break;
-		strbuf_setlen(sb, sb->len + (size_t)n);
-		if (limit && sb->len - start > limit) {
-			strbuf_setlen(sb, start);
-			errno = EFBIG;
-			return -1;
-		}
-	}
-	return (ssize_t)(sb->len - start);
+	return strbuf_read_fd(sb, fd, limit);
 }
 
 ssize_t sf_read_at(int dfd, const char *name, struct strbuf *sb, size_t limit, struct strbuf *why)
@@ -396,15 +375,18 @@ ssize_t sf_read(const char *root, const char *rel, struct strbuf *sb, size_t lim
 	return n;
 }
 
-int sf_write(const char *root, const char *rel, const void *data, size_t len, int mode,
-	     unsigned flags, struct strbuf *why)
+/* sf_write / sf_append: walk to rel's directory (creating it with SF_MKDIRS), then op there. */
+static int put_rel(int (*op)(int, const char *, const void *, size_t, int, unsigned,
+			     struct strbuf *),
+		   const char *root, const char *rel, const void *data, size_t len, int mode,
+		   unsigned flags, struct strbuf *why)
 {
 	const char *base;
 	int dfd = walk_parent(root, rel, flags & (SF_MKDIRS | SF_OWNER), &base, why), r, e;
 
 	if (dfd < 0)
 		return -1;
-	r = sf_write_at(dfd, base, data, len, mode, flags, why);
+	r = op(dfd, base, data, len, mode, flags, why);
 	e = errno;
 	close(dfd);
 	name_rel(why, base, rel);
@@ -412,20 +394,16 @@ int sf_write(const char *root, const char *rel, const void *data, size_t len, in
 	return r;
 }
 
+int sf_write(const char *root, const char *rel, const void *data, size_t len, int mode,
+	     unsigned flags, struct strbuf *why)
+{
+	return put_rel(sf_write_at, root, rel, data, len, mode, flags, why);
+}
+
 int sf_append(const char *root, const char *rel, const void *data, size_t len, int mode,
 	      unsigned flags, struct strbuf *why)
 {
-	const char *base;
-	int dfd = walk_parent(root, rel, flags & (SF_MKDIRS | SF_OWNER), &base, why), r, e;
-
-	if (dfd < 0)
-		return -1;
-	r = sf_append_at(dfd, base, data, len, mode, flags, why);
-	e = errno;
-	close(dfd);
-	name_rel(why, base, rel);
-	errno = e;
-	return r;
+	return put_rel(sf_append_at, root, rel, data, len, mode, flags, why);
 }
 
 int sf_stat(const char *root, const char *rel, struct stat *st, struct strbuf *why)

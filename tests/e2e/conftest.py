@@ -25,6 +25,7 @@ session stops at once with one line saying why.  Nothing else the test user read
 from the checkout (setup templates and job files are read by dtctl, which runs as you).
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -539,6 +540,21 @@ class HeadCluster:
         for i in range(1, self.fc.n + 1):
             self.stop_agent(i)
         self.dtctl("head", "stop")
+
+    @contextlib.contextmanager
+    def running(self):
+        """dtsched, the secret and an agent on every node; then everything stopped,
+        whatever the tests did (for a module-scoped fixture: `with ctx.running(): yield ctx`)."""
+        try:
+            assert self.dtctl("head", "start").returncode == 0
+            for i in range(1, self.fc.n + 1):
+                self.give_secret(i)
+                self.start_agent(i)
+            self.wait_nodes_up()
+            yield self
+            self.shutdown()
+        finally:
+            stop_home_daemons(self.home)
 
     def nodes(self):
         p = self.dtctl("nodes", "--json")

@@ -59,16 +59,8 @@ class Ctx(HeadCluster):
 def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
     fc = fake_cluster(3)
     ctx = Ctx(fc, dtctl_bin, tmp_path_factory.mktemp("gpubind"))
-    try:
-        assert ctx.dtctl("head", "start").returncode == 0
-        for i in range(1, fc.n + 1):
-            ctx.give_secret(i)
-            ctx.start_agent(i)
-        ctx.wait_nodes_up()
+    with ctx.running():
         yield ctx
-        ctx.shutdown()
-    finally:
-        __import__("conftest").stop_home_daemons(ctx.home)
 
 
 def expected(job):

@@ -171,7 +171,7 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	     int *status)
 {
 	struct strbuf err = STRBUF_INIT;
-	int code, st;
+	int code = 0, st;
 
 	*out = NULL;
 	if (status)

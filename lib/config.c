@@ -2621,11 +2621,7 @@ static int et_key(struct ctx *c, const char *key, struct ynode *v, const char *p
 			return -1;
 		if (!(et->eta_value > 1))
 			return bad_value(c, v, path, "a number above 1");
-		if (et->eta_value != floor(et->eta_value) || et->eta_value > INT_MAX)
-			return fail(c, v, "key '%s': a fractional eta (%s) is unsupported: dtctl's "
-				    "ASHA keeps the top 1/eta at rungs min_iter * eta^k with a whole "
-				    "eta; use 2 or more", path, v->expanded);
-		s->et_eta = (int)et->eta_value;
+		s->et_eta = et->eta_value;
 		return 0;
 	}
 	if (!strcmp(key, "s")) {
@@ -2647,16 +2643,16 @@ static int et_key(struct ctx *c, const char *key, struct ynode *v, const char *p
 
 /*
  * W&B's bands with max_iter and s: max_iter / eta^k for k = 1..s, each
- * truncated, while >= 1.  ASHA's rungs are min_iter * eta^k below max_iter,
- * so the bands are kept when they are such a sequence: min_iter = the
- * smallest band, max_iter = the largest times eta (no rung there).
+ * truncated, while >= 1.  They become ASHA's rungs as they are (they need
+ * not be min_iter * eta^k: max_iter 100, s 3, eta 3 gives 3, 11, 33), kept
+ * in increasing order; a band a truncation repeats is one rung.  max_iter
+ * stays the end of training, not a rung; min_iter = the smallest band.
  */
 static int et_bands(struct ctx *c, struct sweep_config *s, struct et_state *et, const char *path)
 {
-	long long bands[64];
+	int bands[64];
 	double band = s->et_max_iter;
 	int n = 0;
-	struct strbuf list = STRBUF_INIT;
 
 	if (!et->max_iter)
 		return fail(c, et->s_key, "key '%s.s': needs 'max_iter' (W&B's bands are max_iter / "
@@ -2665,29 +2661,20 @@ static int et_bands(struct ctx *c, struct sweep_config *s, struct et_state *et, 
 		band /= s->et_eta;
 		if (band < 1)
 			break;
-		bands[n++] = (long long)band;
+		if (!n || (int)band != bands[n - 1])
+			bands[n++] = (int)band;
 	}
 	if (!n)
-		return fail(c, et->s_key, "key '%s.s': max_iter %d / eta %d is below 1: no band to "
+		return fail(c, et->s_key, "key '%s.s': max_iter %d / eta %g is below 1: no band to "
 			    "stop trials at; raise max_iter or lower eta", path, s->et_max_iter,
 			    s->et_eta);
-	for (int k = n - 1; k > 0; k--) {
-		if (bands[k - 1] != bands[k] * s->et_eta) {
-			for (int j = n - 1; j >= 0; j--)
-				strbuf_addf(&list, "%s%lld", j == n - 1 ? "" : ", ", bands[j]);
-			fail(c, et->s_key, "key '%s.s': W&B's bands here are %s (max_iter / eta^k, "
-			     "truncated), not min_iter * eta^k: unsupported by dtctl's ASHA; use a "
-			     "max_iter divisible by eta^s, or 'min_iter: %lld' without 's'", path,
-			     list.buf, bands[n - 1]);
-			strbuf_release(&list);
-			return -1;
-		}
-	}
+	for (int k = 0; k < n; k++)
+		s->et_bands[k] = bands[n - 1 - k];
+	s->et_nr_bands = n;
 	if (et->min_iter)
 		sweep_note(c, s, et->min_iter, "note: '%s.min_iter' is ignored with 'max_iter' and "
 			   "'s', as W&B does: the bands are max_iter / eta^k", path);
-	s->et_min_iter = (int)bands[n - 1];
-	s->et_max_iter = (int)(bands[0] * s->et_eta < INT_MAX ? bands[0] * s->et_eta : INT_MAX);
+	s->et_min_iter = bands[n - 1];
 	return 0;
 }
 
@@ -3360,10 +3347,17 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 
 		json_object_set_new(et, "type", json_string("hyperband"));
 		json_object_set_new(et, "min_iter", json_integer(s->et_min_iter));
-		json_object_set_new(et, "eta", json_integer(s->et_eta));
+		json_object_set_new(et, "eta", json_number(s->et_eta));
 		json_object_set_new(et, "max_iter", json_integer(s->et_max_iter));
 		if (s->et_s)
 			json_object_set_new(et, "s", json_integer(s->et_s));
+		if (s->et_nr_bands) {
+			json_t *bands = json_array();
+
+			for (int k = 0; k < s->et_nr_bands; k++)
+				json_array_append_new(bands, json_integer(s->et_bands[k]));
+			json_object_set_new(et, "bands", bands);
+		}
 		json_object_set_new(o, "early_terminate", et);
 	} else {
 		json_object_set_new(o, "early_terminate", json_null());

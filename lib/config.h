@@ -217,10 +217,12 @@ struct sweep_config {
 	size_t nr_params;
 	int early_terminate;         /* hyperband given */
 	int et_min_iter;             /* 1 */
-	int et_eta;                  /* 3 */
+	double et_eta;               /* 3; above 1, W&B allows a fraction (1.5) */
 	int et_max_iter;             /* 0 = unbounded; with W&B's `s`: the bound that ends
 				      * the rungs at W&B's last band */
 	int et_s;                    /* W&B's s (bands max_iter / eta^k, k = 1..s), 0 = none */
+	int et_bands[64];            /* with s: those bands, increasing: ASHA's rungs */
+	int et_nr_bands;
 	struct config_pos et_pos;    /* the early_terminate: mapping */
 	struct job_config job;       /* job: file (relative to the sweep file) or inline map */
 	int max_trials;              /* required for random/bayes; grid: default = grid size */

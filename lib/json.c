@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -246,4 +247,11 @@ double json_get_real(const json_t *obj, const char *key, double def)
 	const json_t *v = json_object_get(obj, key);
 
 	return json_is_number(v) ? json_number_value(v) : def;
+}
+
+json_t *json_number(double v)
+{
+	if (v == floor(v) && fabs(v) < 9007199254740992.0)   /* 2^53: exact in a double */
+		return json_integer((json_int_t)v);
+	return json_real(v);
 }

@@ -39,6 +39,9 @@ json_t *json_parse(const char *buf, size_t len, struct strbuf *err);
 /* A dt_timestamp() string for `us` microseconds since the epoch; JSON null for 0. */
 json_t *json_timestamp(long long us);
 
+/* v as an integer when whole (so readers of integers keep working), else a real. */
+json_t *json_number(double v);
+
 /* Typed getters with defaults; never crash on a missing or mistyped key. */
 const char *json_get_str(const json_t *obj, const char *key, const char *def);
 long long json_get_int(const json_t *obj, const char *key, long long def);

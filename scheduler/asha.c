@@ -36,7 +36,9 @@ struct asha_trial {
 };
 
 struct asha {
-	int min_iter, eta, max_iter;
+	int min_iter, max_iter;
+	double eta;          /* above 1; W&B allows a fraction such as 1.5 */
+	int explicit_rungs;  /* rungs[] set by asha_set_rungs(), not min_iter * eta^k */
 	int min_peers;       /* other values a rung must hold before a trial may pass it */
 	int grace;           /* the first eta arrivals at a rung and its best always go on */
 	int check_trials;    /* rung check: trials in both rungs needed (0: off) */
@@ -78,6 +80,37 @@ void asha_free(struct asha *a)
 		free(a->trials[i].values);
 	free(a->trials);
 	free(a);
+}
+
+int asha_set_eta(struct asha *a, double eta)
+{
+	if (!(eta > 1) || a->nr_trials)
+		return -1;
+	a->eta = eta;
+	return 0;
+}
+
+double asha_get_eta(const struct asha *a)
+{
+	return a->eta;
+}
+
+int asha_set_rungs(struct asha *a, const double *res, size_t n)
+{
+	if (!n || n > ASHA_MAX_RUNGS || a->nr_trials)
+		return -1;
+	for (size_t k = 0; k < n; k++)
+		if (!(res[k] > 0) || (k && !(res[k] > res[k - 1])) || isinf(res[k]))
+			return -1;
+	for (size_t k = 0; k < a->nr_rungs; k++)
+		free(a->rungs[k].loss);
+	memset(a->rungs, 0, ASHA_MAX_RUNGS * sizeof(*a->rungs));
+	for (size_t k = 0; k < n; k++)
+		a->rungs[k].resource = res[k];
+	a->nr_rungs = n;
+	a->rungs_complete = 1;   /* no rung past the last one given */
+	a->explicit_rungs = 1;
+	return 0;
 }
 
 void asha_set_min_peers(struct asha *a, int min_peers)
@@ -250,6 +283,12 @@ static void rung_count_pairs(struct asha *a, const struct asha_trial *t, size_t 
 	r->nr_both++;
 }
 
+/* floor(n / eta): the share of a rung's n values that goes on */
+static size_t rung_quota(const struct asha *a, size_t n)
+{
+	return (size_t)floor((double)n / a->eta);
+}
+
 /*
  * How many of the n values at rung k may go on: max(1, floor(n / eta)), or,
  * when the rung check finds rung k's ranking disagreeing with rung k + 1's,
@@ -257,7 +296,7 @@ static void rung_count_pairs(struct asha *a, const struct asha_trial *t, size_t 
  */
 static size_t rung_keep(const struct asha *a, size_t k)
 {
-	size_t n = a->rungs[k].nr, keep = n / (size_t)a->eta, trials;
+	size_t n = a->rungs[k].nr, keep = rung_quota(a, n), trials;
 
 	if (a->check_trials && asha_rung_agreement(a, k, &trials) < a->check_gamma &&
 	    trials >= (size_t)a->check_trials) {
@@ -316,8 +355,8 @@ static int trial_record(struct asha *a, struct asha_trial *t, double value)
 	 * against yet, as when several trials arrive together), or the best one,
 	 * or the rung has let fewer than floor(n / eta) go on so far (arrivals
 	 * in ever worse order would otherwise starve the next rung) */
-	return a->grace && (r->nr <= (size_t)a->eta || better == 0 ||
-			    rung_went_on(a, k, t) < r->nr / (size_t)a->eta);
+	return a->grace && ((double)r->nr <= a->eta || better == 0 ||
+			    rung_went_on(a, k, t) < rung_quota(a, r->nr));
 }
 
 int asha_report(struct asha *a, int trial_id, double resource, double value)
@@ -354,11 +393,18 @@ json_t *asha_to_json(const struct asha *a)
 		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
 							"values", vals, "pruned", t->pruned));
 	}
-	j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:o}", "version", 1,
-		      "min_iter", a->min_iter, "eta", a->eta, "max_iter", a->max_iter,
+	j = json_pack("{s:i, s:i, s:o, s:i, s:i, s:b, s:s, s:o}", "version", 1,
+		      "min_iter", a->min_iter, "eta", json_number(a->eta), "max_iter", a->max_iter,
 		      "min_peers", a->min_peers, "grace", a->grace,
 		      "goal", a->goal == GOAL_MAXIMIZE ? "maximize" : "minimize",
 		      "trials", trials);
+	if (a->explicit_rungs) {
+		json_t *rungs = json_array();
+
+		for (size_t k = 0; k < a->nr_rungs; k++)
+			json_array_append_new(rungs, json_real(a->rungs[k].resource));
+		json_object_set_new(j, "rungs", rungs);
+	}
 	if (a->check_trials)
 		json_object_set_new(j, "rung_check", json_pack("{s:i, s:f, s:f}",
 							       "min_trials", a->check_trials,
@@ -371,6 +417,7 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 {
 	const json_t *trials = json_object_get(j, "trials"), *tj;
 	const json_t *check = json_object_get(j, "rung_check");
+	const json_t *rungs = json_object_get(j, "rungs"), *rj;
 	const char *goal = json_get_str(j, "goal", "minimize");
 	struct asha *a;
 	size_t i;
@@ -379,12 +426,27 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 		strbuf_addstr(err, "asha state: not a version 1 state object");
 		return NULL;
 	}
-	a = asha_new((int)json_get_int(j, "min_iter", 0), (int)json_get_int(j, "eta", 0),
-		     (int)json_get_int(j, "max_iter", 0),
+	a = asha_new((int)json_get_int(j, "min_iter", 0), 2, (int)json_get_int(j, "max_iter", 0),
 		     !strcmp(goal, "maximize") ? GOAL_MAXIMIZE : GOAL_MINIMIZE);
-	if (!a) {
-		strbuf_addstr(err, "asha state: needs min_iter >= 1 and eta >= 2");
+	if (!a || asha_set_eta(a, json_get_real(j, "eta", 0)) < 0) {
+		strbuf_addstr(err, "asha state: needs min_iter >= 1 and eta above 1");
+		asha_free(a);
 		return NULL;
+	}
+	/* absent: rungs at min_iter * eta^k, as in every snapshot from before them */
+	if (json_is_array(rungs)) {
+		double res[ASHA_MAX_RUNGS];
+		size_t n = json_array_size(rungs);
+
+		json_array_foreach(rungs, i, rj)
+			if (i < ASHA_MAX_RUNGS)
+				res[i] = json_is_number(rj) ? json_number_value(rj) : NAN;
+		if (asha_set_rungs(a, res, n) < 0) {
+			strbuf_addstr(err, "asha state: 'rungs' needs 1 to 62 increasing positive "
+				      "resources");
+			asha_free(a);
+			return NULL;
+		}
 	}
 	/* absent: a snapshot from before the setting, whose rule was min_peers 0 */
 	asha_set_min_peers(a, (int)json_get_int(j, "min_peers", 0));

@@ -3,7 +3,8 @@
  *
  * From the sweep file's `early_terminate: {type: hyperband, min_iter, eta,
  * max_iter}`.  Rungs sit at resource levels min_iter * eta^k (k = 0, 1, ...)
- * below max_iter (no bound when max_iter is 0).  Resource is whatever the
+ * below max_iter (no bound when max_iter is 0), or at the ones W&B's `s`
+ * gives (asha_set_rungs()).  Resource is whatever the
  * metric's progress axis is: epoch or step.  One bracket, as in ASHA (Li et
  * al., "A System for Massively Parallel Hyperparameter Tuning", 2020) with
  * its stopping variant: a trial is not paused at a rung but told at once
@@ -63,6 +64,22 @@ struct asha *asha_new(int min_iter, int eta, int max_iter, enum sweep_goal goal)
 void asha_free(struct asha *a);
 
 /*
+ * A real eta above 1 (W&B writes e.g. 1.5): the top floor(n / eta) of a
+ * rung's n values go on, the grace rule counts eta arrivals, and rungs are
+ * min_iter * eta^k.  -1 when eta <= 1 or after the first report.
+ */
+int asha_set_eta(struct asha *a, double eta);
+double asha_get_eta(const struct asha *a);
+/*
+ * Rungs at these resources (n of them, increasing, positive) instead of
+ * min_iter * eta^k: W&B's bands max_iter / eta^k with `s`, which are not such
+ * a sequence when max_iter is not divisible by eta^s (100, s 3, eta 3: 3, 11,
+ * 33).  max_iter stays the end of training, not a rung.  -1 when the list
+ * is not so or after the first report.
+ */
+int asha_set_rungs(struct asha *a, const double *res, size_t n);
+
+/*
  * How many other values a rung must hold before a trial may continue past
  * it (default ASHA_DEFAULT_MIN_PEERS = 1; 0: the first to arrive goes on).
  * Set it before the first report; asha_to_json() records it.
@@ -114,8 +131,10 @@ size_t asha_rung_went_on(const struct asha *a, size_t k);
 
 /*
  * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "min_peers": 1,
+ *  "rungs": [3.0, 11.0, 33.0] (only when set by asha_set_rungs()),
  *  "goal": "minimize", "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
- * values[k] is the value recorded at rung k; null for NaN.  A snapshot
+ * values[k] is the value recorded at rung k; null for NaN.  "eta" is an
+ * integer when whole, else a real.  A snapshot
  * without "min_peers" (written before it existed) is read with min_peers 0,
  * one without "grace" with grace off: the rules it was made under.  "rung_check": {"min_trials", "min_gamma",
  * "widen"} is written only when the check is on; absent, it is off.

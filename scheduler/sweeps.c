@@ -40,6 +40,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -532,14 +533,26 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	}
 	c->run_cap = (int)json_get_int(o, "run_cap", 0);
 	if (json_is_object(et)) {
+		json_t *v;
+		size_t i;
+
 		c->early_terminate = 1;
 		c->et_min_iter = (int)json_get_int(et, "min_iter", 1);
-		c->et_eta = (int)json_get_int(et, "eta", 3);
+		c->et_eta = json_get_real(et, "eta", 3);
 		c->et_max_iter = (int)json_get_int(et, "max_iter", 0);
 		c->et_s = (int)json_get_int(et, "s", 0);
-		if (c->et_min_iter < 1 || c->et_eta < 2) {
-			strbuf_addstr(err, "sweep: early_terminate needs min_iter >= 1 and eta >= 2");
+		if (c->et_min_iter < 1 || !(c->et_eta > 1)) {
+			strbuf_addstr(err, "sweep: early_terminate needs min_iter >= 1 and eta above 1");
 			goto fail;
+		}
+		json_array_foreach(json_object_get(et, "bands"), i, v) {
+			if (c->et_nr_bands == (int)ARRAY_SIZE(c->et_bands) || !json_is_integer(v) ||
+			    json_integer_value(v) < 1 || json_integer_value(v) > INT_MAX) {
+				strbuf_addstr(err, "sweep: early_terminate.bands needs at most 64 "
+					      "positive integers");
+				goto fail;
+			}
+			c->et_bands[c->et_nr_bands++] = (int)json_integer_value(v);
 		}
 	}
 	c->max_trials = (int)json_get_int(o, "max_trials", 0);
@@ -588,6 +601,25 @@ struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed
 	return s;
 }
 
+/*
+ * The sweep's ASHA: a real eta, and W&B's bands as the rungs when the file
+ * has `s`.  NULL when the config is out of range (the loader refuses that).
+ */
+static struct asha *sweep_asha_new(const struct sweep_config *cfg)
+{
+	struct asha *a = asha_new(cfg->et_min_iter, 2, cfg->et_max_iter, cfg->goal);
+	double res[ARRAY_SIZE(cfg->et_bands)];
+
+	for (int k = 0; k < cfg->et_nr_bands; k++)
+		res[k] = cfg->et_bands[k];
+	if (a && (asha_set_eta(a, cfg->et_eta) < 0 ||
+		  (cfg->et_nr_bands && asha_set_rungs(a, res, (size_t)cfg->et_nr_bands) < 0))) {
+		asha_free(a);
+		return NULL;
+	}
+	return a;
+}
+
 struct asha *sweep_replay_asha(const struct sweep_config *cfg, const struct sweep_report *r,
 			       size_t nr)
 {
@@ -595,7 +627,7 @@ struct asha *sweep_replay_asha(const struct sweep_config *cfg, const struct swee
 
 	if (!cfg->early_terminate)
 		return NULL;
-	a = asha_new(cfg->et_min_iter, cfg->et_eta, cfg->et_max_iter, cfg->goal);
+	a = sweep_asha_new(cfg);
 	for (size_t i = 0; a && i < nr; i++)
 		asha_report(a, r[i].trial, r[i].resource, r[i].value);
 	return a;
@@ -1668,7 +1700,7 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 		return;
 	}
 	if (w->cfg.early_terminate)
-		w->asha = asha_new(w->cfg.et_min_iter, w->cfg.et_eta, w->cfg.et_max_iter, w->cfg.goal);
+		w->asha = sweep_asha_new(&w->cfg);
 	if (w->cfg.method == SWEEP_GRID && search_grid_size(w->search) < w->cfg.max_trials)
 		w->cfg.max_trials = (int)search_grid_size(w->search);
 	w->spec = json_deep_copy(spec);

@@ -80,6 +80,25 @@ parameters:
   lr: {distribution: log_uniform_values, min: 0.0001, max: 0.1}
 run_cap: 10
 """,
+    # bands that are not min_iter * eta^k (W&B: 33, 11, 3), and a fractional eta
+    "hyperband_bands.yaml": """\
+program: train.py
+method: random
+metric: {name: loss, goal: minimize}
+early_terminate: {type: hyperband, max_iter: 100, s: 3, eta: 3}
+parameters:
+  lr: {min: 0.0001, max: 0.1}
+run_cap: 10
+""",
+    "hyperband_eta_fraction.yaml": """\
+program: train.py
+method: random
+metric: {name: loss, goal: minimize}
+early_terminate: {type: hyperband, min_iter: 2, eta: 1.5, max_iter: 12}
+parameters:
+  lr: {min: 0.0001, max: 0.1}
+run_cap: 10
+""",
     "hyperband_min_iter.yaml": """\
 program: train.py
 method: random
@@ -185,6 +204,23 @@ def test_wandb_hyperband_bands(dtctl_bin, tmp_path):
     assert (et["min_iter"], et["eta"], et["s"]) == (3, 3, 2), et
     assert et["max_iter"] == 27, et
     assert json.loads(out.stdout)["files"][0]["max_trials"] == 10   # run_cap
+
+
+@pytest.mark.parametrize("name,want", [
+    # W&B's bands 100/3, 100/9, 100/27 truncated: the rungs, 100 the end
+    ("hyperband_bands.yaml", {"min_iter": 3, "eta": 3, "max_iter": 100, "s": 3,
+                              "bands": [3, 11, 33]}),
+    # rungs 2 * 1.5^k below 12; the top floor(n / 1.5) go on
+    ("hyperband_eta_fraction.yaml", {"min_iter": 2, "eta": 1.5, "max_iter": 12}),
+])
+def test_wandb_hyperband_as_wandb_allows(dtctl_bin, tmp_path, name, want):
+    """Bands that are not min_iter * eta^k and a fractional eta are accepted, not refused."""
+    out = validate(dtctl_bin, write(tmp_path, name, FILES[name]))
+    assert out.returncode == 0, out.stderr
+    assert "unsupported" not in out.stderr, out.stderr
+    et = json.loads(out.stdout)["files"][0]["early_terminate"]
+    assert {k: et.get(k) for k in want} == want, et
+    assert ("bands" in et) == ("bands" in want), et
 
 
 @pytest.fixture(scope="module")

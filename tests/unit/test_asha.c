@@ -568,6 +568,88 @@ static void test_from_json_errors(void **state)
 	strbuf_release(&err);
 }
 
+/*
+ * W&B allows a fractional eta: with 1.5 the top floor(n / 1.5) go on, and
+ * the grace rule gives way once more than 1.5 values are at a rung (an eta
+ * truncated to 1 or rounded to 2 decides otherwise below).
+ */
+static void test_fractional_eta(void **state)
+{
+	struct asha *a = asha_new(1, 2, 0, GOAL_MINIMIZE);
+
+	assert_int_equal(asha_set_eta(a, 1), -1);
+	assert_int_equal(asha_set_eta(a, 1.5), 0);
+	assert_true(asha_get_eta(a) == 1.5);
+	assert_true(asha_rung_resource(a, 1) == 1.5);    /* 1 * 1.5^k */
+	assert_true(asha_rung_resource(a, 2) == 2.25);
+	asha_set_grace(a, 0);
+	asha_set_min_peers(a, 0);
+	assert_int_equal(asha_report(a, 0, 1, 5), ASHA_CONTINUE);   /* n=1 keep 1 */
+	assert_int_equal(asha_report(a, 1, 1, 3), ASHA_CONTINUE);   /* n=2 keep 1: best */
+	assert_int_equal(asha_report(a, 2, 1, 4), ASHA_CONTINUE);   /* n=3 keep 2: 1 better */
+	assert_int_equal(asha_report(a, 3, 1, 6), ASHA_PRUNE);      /* n=4 keep 2: 3 better */
+	assert_int_equal(asha_set_eta(a, 2), -1);                  /* after the first report */
+	asha_free(a);
+
+	a = asha_new(1, 2, 0, GOAL_MINIMIZE);   /* grace on, the default */
+	asha_set_eta(a, 1.5);
+	assert_int_equal(asha_report(a, 0, 1, 5), ASHA_CONTINUE);   /* alone */
+	assert_int_equal(asha_report(a, 1, 1, 9), ASHA_PRUNE);      /* 2 > 1.5 values, worse */
+	asha_free(a);
+}
+
+/*
+ * W&B's bands for max_iter 100, s 3, eta 3 are 3, 11, 33: the rungs as
+ * given, max_iter the end; a snapshot carries them and the real eta.
+ */
+static void test_explicit_rungs(void **state)
+{
+	static const double bands[] = { 3, 11, 33 }, bad[] = { 3, 3, 33 };
+	struct asha *a = asha_new(3, 3, 100, GOAL_MINIMIZE), *b;
+	struct strbuf err = STRBUF_INIT;
+	json_t *j, *k;
+
+	assert_int_equal(asha_set_rungs(a, bad, 3), -1);
+	assert_int_equal(asha_set_rungs(a, bands, 3), 0);
+	assert_int_equal(asha_set_eta(a, 1.5), 0);
+	assert_true(asha_rung_resource(a, 0) == 3);
+	assert_true(asha_rung_resource(a, 1) == 11);
+	assert_true(asha_rung_resource(a, 2) == 33);
+	assert_true(isinf(asha_rung_resource(a, 3)));
+	assert_int_equal(asha_report(a, 0, 10, 5), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 0), 1);
+	assert_int_equal(asha_rung_count(a, 1), 0);   /* 10 < 11 */
+	assert_int_equal(asha_report(a, 0, 11, 4), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 1), 1);
+	assert_int_equal(asha_report(a, 0, 99, 3), ASHA_CONTINUE);
+	assert_int_equal(asha_rung_count(a, 2), 1);
+	assert_int_equal(asha_report(a, 1, 3, 9), ASHA_PRUNE);
+	assert_int_equal(asha_set_rungs(a, bands, 3), -1);           /* after the first report */
+
+	j = asha_to_json(a);
+	assert_true(json_number_value(json_object_get(j, "eta")) == 1.5);
+	assert_int_equal(json_array_size(json_object_get(j, "rungs")), 3);
+	assert_true(json_number_value(json_array_get(json_object_get(j, "rungs"), 1)) == 11);
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_true(asha_get_eta(b) == 1.5);
+	assert_true(asha_rung_resource(b, 1) == 11);
+	assert_true(isinf(asha_rung_resource(b, 3)));
+	assert_int_equal(asha_is_pruned(b, 1), 1);
+	k = asha_to_json(b);
+	assert_true(json_equal(j, k));
+	json_decref(k);
+	asha_free(b);
+
+	/* rungs that are not increasing are refused */
+	json_array_set_new(json_object_get(j, "rungs"), 2, json_real(2));
+	assert_null(asha_from_json(j, &err));
+	assert_non_null(strstr(err.buf, "'rungs'"));
+	json_decref(j);
+	strbuf_release(&err);
+	asha_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,6 +665,8 @@ int main(void)
 		cmocka_unit_test(test_random_against_reference),
 		cmocka_unit_test(test_replay_and_json),
 		cmocka_unit_test(test_from_json_errors),
+		cmocka_unit_test(test_fractional_eta),
+		cmocka_unit_test(test_explicit_rungs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

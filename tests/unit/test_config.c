@@ -557,14 +557,6 @@ static const struct bad_case bad_cases[] = {
 	  "method: random\n"
 	  "early_terminate: {type: hyperband, s: 2}\n",
 	  "t.yaml:2:39: key 'early_terminate.s': needs 'max_iter' (W&B's bands are max_iter / eta^k for k = 1..s)" },
-	{ "et_s_bands", "sweep",
-	  "method: random\n"
-	  "early_terminate: {type: hyperband, max_iter: 100, s: 3, eta: 3}\n",
-	  "t.yaml:2:54: key 'early_terminate.s': W&B's bands here are 3, 11, 33 (max_iter / eta^k, truncated), not min_iter * eta^k: unsupported by dtctl's ASHA; use a max_iter divisible by eta^s, or 'min_iter: 3' without 's'" },
-	{ "et_eta_fraction", "sweep",
-	  "method: random\n"
-	  "early_terminate: {type: hyperband, min_iter: 1, eta: 1.5}\n",
-	  "t.yaml:2:54: key 'early_terminate.eta': a fractional eta (1.5) is unsupported: dtctl's ASHA keeps the top 1/eta at rungs min_iter * eta^k with a whole eta; use 2 or more" },
 	{ "et_eta_one", "sweep",
 	  "method: random\n"
 	  "early_terminate: {type: hyperband, min_iter: 1, eta: 1}\n",
@@ -1107,10 +1099,13 @@ static void test_sweep_wandb(void **state)
 	assert_string_equal(s.command.v[3], "${args}");
 	assert_int_equal(s.max_trials, 7);
 	assert_true(s.has_target && s.target == 0.9 && s.goal == GOAL_MAXIMIZE);
-	/* max_iter 100, s 2, eta 3: bands 33 and 11; rungs 11, 33 (below 99) */
+	/* max_iter 100, s 2, eta 3: bands 33 and 11, the rungs; 100 the end */
 	assert_int_equal(s.et_min_iter, 11);
 	assert_int_equal(s.et_eta, 3);
-	assert_int_equal(s.et_max_iter, 99);
+	assert_int_equal(s.et_max_iter, 100);
+	assert_int_equal(s.et_nr_bands, 2);
+	assert_int_equal(s.et_bands[0], 11);
+	assert_int_equal(s.et_bands[1], 33);
 	p = find_param(&s, "lr");
 	assert_int_equal(p->kind, PARAM_LOG_UNIFORM);
 	assert_true(fabs(p->min - exp(-2)) < 1e-15 && p->max == 1);
@@ -1140,6 +1135,58 @@ static void test_sweep_wandb(void **state)
 	sweep_config_release(&s);
 	strbuf_release(&err);
 	strbuf_release(&warn);
+}
+
+/*
+ * W&B's hyperband as its docs allow: bands that are not min_iter * eta^k
+ * and a fractional eta load, and the sweep's JSON for dtsched carries them.
+ */
+static void test_sweep_wandb_bands(void **state)
+{
+	static const char bands[] =
+		"program: train.py\n"
+		"method: random\n"
+		"run_cap: 5\n"
+		"metric: {name: loss}\n"
+		"early_terminate: {type: hyperband, max_iter: 100, s: 3, eta: 3}\n"
+		"parameters: {lr: {min: 0.0, max: 1.0}}\n";
+	static const char frac[] =
+		"program: train.py\n"
+		"method: random\n"
+		"run_cap: 5\n"
+		"metric: {name: loss}\n"
+		"early_terminate: {type: hyperband, min_iter: 2, eta: 1.5, max_iter: 10}\n"
+		"parameters: {lr: {min: 0.0, max: 1.0}}\n";
+	struct sweep_config s;
+	struct strbuf err = STRBUF_INIT;
+	json_t *j, *et;
+
+	(void)state;
+	assert_int_equal(sweep_config_parse(&s, bands, strlen(bands), "b.yaml", &err), 0);
+	assert_int_equal(s.et_nr_bands, 3);
+	assert_int_equal(s.et_bands[0], 3);
+	assert_int_equal(s.et_bands[1], 11);
+	assert_int_equal(s.et_bands[2], 33);
+	assert_int_equal(s.et_min_iter, 3);
+	assert_int_equal(s.et_max_iter, 100);
+	j = sweep_config_to_json(&s);
+	et = json_object_get(j, "early_terminate");
+	assert_int_equal(json_array_size(json_object_get(et, "bands")), 3);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(et, "bands"), 1)), 11);
+	json_decref(j);
+	sweep_config_release(&s);
+
+	assert_int_equal(sweep_config_parse(&s, frac, strlen(frac), "f.yaml", &err), 0);
+	assert_true(s.et_eta == 1.5);
+	assert_int_equal(s.et_nr_bands, 0);
+	j = sweep_config_to_json(&s);
+	et = json_object_get(j, "early_terminate");
+	assert_true(json_is_real(json_object_get(et, "eta")));
+	assert_true(json_real_value(json_object_get(et, "eta")) == 1.5);
+	assert_null(json_object_get(et, "bands"));
+	json_decref(j);
+	sweep_config_release(&s);
+	strbuf_release(&err);
 }
 
 static void test_sweep_grid_default_trials(void **state)
@@ -1366,6 +1413,7 @@ static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_job_init),
 	cmocka_unit_test(test_sweep_bayes),
 	cmocka_unit_test(test_sweep_grid_default_trials),
+	cmocka_unit_test(test_sweep_wandb_bands),
 	cmocka_unit_test(test_sweep_wandb),
 	cmocka_unit_test(test_load_relative_paths),
 	cmocka_unit_test(test_load_job_file_error),

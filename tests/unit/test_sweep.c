@@ -220,6 +220,45 @@ static void test_config_from_json(void **state)
 }
 
 /*
+ * W&B's bands (max_iter 100, s 3, eta 3: 3, 11, 33) and a fractional eta
+ * reach dtsched: its config has them and its ASHA has its rungs there.
+ */
+static void test_config_from_json_bands(void **state)
+{
+	static const char yaml[] =
+		"program: train.py\n"
+		"method: random\n"
+		"run_cap: 5\n"
+		"metric: {name: loss}\n"
+		"early_terminate: {type: hyperband, max_iter: 100, s: 3, eta: 1.5}\n"
+		"parameters: {lr: {min: 0.0, max: 1.0}}\n";
+	struct sweep_config c, d;
+	struct strbuf err = STRBUF_INIT;
+	struct asha *a;
+	json_t *o;
+
+	assert_int_equal(sweep_config_parse(&c, yaml, strlen(yaml), "t.yaml", &err), 0);
+	o = sweep_config_to_json(&c);
+	assert_int_equal(sweep_config_from_json(&d, o, &err), 0);
+	assert_true(d.et_eta == 1.5);
+	/* 100 / 1.5^k, truncated: 66, 44, 29 */
+	assert_int_equal(d.et_nr_bands, 3);
+	assert_int_equal(d.et_bands[0], 29);
+	assert_int_equal(d.et_bands[2], 66);
+	a = sweep_replay_asha(&d, NULL, 0);
+	assert_non_null(a);
+	assert_true(asha_rung_resource(a, 0) == 29);
+	assert_true(asha_rung_resource(a, 1) == 44);
+	assert_true(asha_rung_resource(a, 2) == 66);
+	assert_true(isinf(asha_rung_resource(a, 3)));
+	asha_free(a);
+	sweep_config_release(&d);
+	json_decref(o);
+	sweep_config_release(&c);
+	strbuf_release(&err);
+}
+
+/*
  * Run a sweep for a while: suggestions, ASHA reports, some trials ending;
  * then rebuild both objects from what dtsched stores (trials + reports)
  * and check the next suggestions and decisions are the same.
@@ -441,6 +480,7 @@ int main(void)
 		cmocka_unit_test(test_trial_spec_command),
 		cmocka_unit_test(test_trial_spec_trainer),
 		cmocka_unit_test(test_config_from_json),
+		cmocka_unit_test(test_config_from_json_bands),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_param_env),
 		cmocka_unit_test(test_pyfmt),

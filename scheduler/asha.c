@@ -435,7 +435,7 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 	}
 	/* absent: rungs at min_iter * eta^k, as in every snapshot from before them */
 	if (json_is_array(rungs)) {
-		double res[ASHA_MAX_RUNGS];
+		double res[ASHA_MAX_RUNGS] = { 0 };   /* a hole reads as 0: refused */
 		size_t n = json_array_size(rungs);
 
 		json_array_foreach(rungs, i, rj)

@@ -359,8 +359,15 @@ static int submit(const char *file, int detach, int json, const char *name)
 		if (strrchr(nm.buf, '.') && strrchr(nm.buf, '.') != nm.buf)
 			strbuf_setlen(&nm, (size_t)(strrchr(nm.buf, '.') - nm.buf));
 	}
-	req = json_pack("{s:o,s:s,s:s,s:s}", "sweep", spec, "shared_dir", the_cluster.shared_dir, "user",
-			whoami(), "name", nm.buf);
+	{
+		/* the trials start here where it exists on their node, as `dtctl run`'s ranks */
+		char *cwd = getcwd(NULL, 0);
+
+		req = json_pack("{s:o,s:s,s:s,s:s,s:s?}", "sweep", spec, "shared_dir",
+				the_cluster.shared_dir, "user", whoami(), "name", nm.buf,
+				"submit_dir", cwd);
+		free(cwd);
+	}
 	code = head_api("POST", DT_PATH_SWEEPS, req, &reply, &status);
 	json_decref(req);
 	if (code) {

@@ -2417,8 +2417,8 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
  * fit) with one message in err.  The row and the job dir are written before
  * it returns, inside whatever transaction the caller has open.
  */
-int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const char *user,
-		char *id, size_t idlen, struct strbuf *err)
+int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const char *submit_dir,
+		const char *user, char *id, size_t idlen, struct strbuf *err)
 {
 	struct job *j = job_new();
 	struct pool p = { NULL, 0, 0 };
@@ -2434,6 +2434,8 @@ int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const c
 	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
 	j->user = xstrdup(user ? user : "");
 	j->shared_dir = xstrdup(shared);
+	if (submit_dir && *submit_dir)
+		j->submit_dir = xstrdup(submit_dir);
 	cluster_refresh(s);
 	pool_build(s, &p, j->gpu);
 	st = job_try_place(s, j, &p, res, &reason);

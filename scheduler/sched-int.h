@@ -152,7 +152,8 @@ struct job_view {
 	int attempt, cancelled;
 	long long started_us, ended_us;
 };
-int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir, const char *user,
+int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir,
+		const char *submit_dir, const char *user,
 		char *id, size_t idlen, struct strbuf *err);   /* 0, -1 invalid, -2 never fits */
 int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unknown job */
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */

@@ -656,6 +656,7 @@ struct sweep {
 	long long seq;
 	char id[16];
 	char *name, *shared_dir, *user;
+	char *submit_dir;         /* where `dtctl sweep` ran: the trials start there (or NULL) */
 	json_t *spec;             /* SWEEPSPEC as received */
 	struct sweep_config cfg;
 	uint64_t seed;
@@ -758,6 +759,7 @@ static void sweep_free(struct sweep *w)
 	free(w->t);
 	free(w->name);
 	free(w->shared_dir);
+	free(w->submit_dir);
 	free(w->user);
 	free(w->reason);
 	free(w->replay);
@@ -780,8 +782,8 @@ static void sweep_save(struct sched *s, struct sweep *w)
 	char *data;
 
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
-	o = json_pack("{s:s,s:s,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
-		      "shared_dir", w->shared_dir, "user", w->user, "spec", w->spec, "seed", seed,
+	o = json_pack("{s:s,s:s,s:s?,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
+		      "shared_dir", w->shared_dir, "submit_dir", w->submit_dir, "user", w->user, "spec", w->spec, "seed", seed,
 		      "state", w->state, "reason", w->reason, "created_us", (json_int_t)w->created_us,
 		      "ended_us", (json_int_t)w->ended_us, "failures", w->failures);
 	data = json_dumps(o, JSON_COMPACT);
@@ -893,6 +895,8 @@ static struct sweep *sweep_from_row(const char *id, long long seq, const char *d
 	snprintf(w->id, sizeof(w->id), "%s", id);
 	w->name = xstrdup(json_get_str(o, "name", id));
 	w->shared_dir = xstrdup(json_get_str(o, "shared_dir", ""));
+	if (json_get_str(o, "submit_dir", NULL))
+		w->submit_dir = xstrdup(json_get_str(o, "submit_dir", NULL));
 	w->user = xstrdup(json_get_str(o, "user", ""));
 	w->spec = json_incref(json_object_get(o, "spec"));
 	w->seed = strtoull(json_get_str(o, "seed", "1"), NULL, 10);
@@ -1285,7 +1289,7 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 	}
 
 	db_exec(s, "BEGIN");
-	rc = jobs_submit(s, spec, w->shared_dir, w->user, id, sizeof(id), err);
+	rc = jobs_submit(s, spec, w->shared_dir, w->submit_dir, w->user, id, sizeof(id), err);
 	json_decref(spec);
 	if (rc < 0) {
 		db_exec(s, "ROLLBACK");
@@ -1690,6 +1694,18 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 		free(w);
 		strbuf_release(&err);
 		return;
+	}
+	{
+		const char *sd = json_get_str(req->json, "submit_dir", NULL);
+
+		if (sd && (sd[0] != '/' || strlen(sd) >= 4096)) {
+			dt_http_error(resp, 400, "'submit_dir' must be an absolute path (where dtctl ran)");
+			sweep_free(w);
+			strbuf_release(&err);
+			return;
+		}
+		if (sd)
+			w->submit_dir = xstrdup(sd);
 	}
 	w->seed = w->cfg.seed ? w->cfg.seed : draw_seed();
 	w->search = search_new(&w->cfg, w->seed, &err);

@@ -24,26 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import stop_home_daemons
+from conftest import free_ports, stop_home_daemons
 
 FLOOD = 2000                # idle connections to the agent
 HEAD_FLOOD = 5000           # to dtsched: more than its conn_limit (4096)
 RUN_TIMEOUT = 20            # seconds: `dtctl run -- echo hi` under a flood
 FRESH_TIMEOUT_S = 5         # lib/httpd.c DT_HTTPD_FRESH_TIMEOUT_MS
-
-
-def free_ports(n: int) -> list:
-    """n distinct free TCP ports (all bound at once, so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def raise_nofile(want: int) -> None:

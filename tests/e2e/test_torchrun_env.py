@@ -13,14 +13,12 @@ own), TORCHELASTIC_USE_AGENT_STORE (torchrun's agent hosts the TCPStore; under d
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import HeadCluster
+from conftest import HeadCluster, free_ports
 
 HEAD_PORT = 18071
 AGENT_PORT = 18070
@@ -38,18 +36,10 @@ def have_torch():
                           capture_output=True).returncode == 0
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def torchrun_envs(script, tmp):
     """{rank: env added by torchrun} for 2 nodes x 2 processes, both launchers here."""
     base = json.dumps(list(os.environ))
-    port = free_port()
+    port = free_ports(1)[0]
     procs = []
     for node in (0, 1):
         # Debian's torch 1.13 on Python 3.11 cannot parse --redirects 0 (Std.NONE is no

@@ -130,11 +130,12 @@ static int pidset_has(const struct pidset *s, pid_t pid)
 	return 0;
 }
 
-/* parents.v[i] is the parent of all.v[i]: appended without the dedupe of pidset_add */
-static void pidset_add_parent(struct pidset *s, pid_t ppid)
+/* Append without pidset_add's linear dedupe: /proc lists each pid once, and
+ * parents.v[i] must stay the parent of all.v[i]. */
+static void pidset_push(struct pidset *s, pid_t pid)
 {
 	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
-	s->v[s->nr++] = ppid;
+	s->v[s->nr++] = pid;
 }
 
 /* Collect the live processes of the tree. */
@@ -181,8 +182,8 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 		if ((t->pgid > 0 && pgrp == t->pgid) || (marker.len && has_env_entry(pid, marker.buf)))
 			pidset_add(out, pid);
 		if (t->parent > 0) {
-			pidset_add(&all, pid);
-			pidset_add_parent(&parents, ppid);
+			pidset_push(&all, pid);
+			pidset_push(&parents, ppid);
 		}
 	}
 	if (d)

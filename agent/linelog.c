@@ -111,3 +111,34 @@ void linelog_read(struct linelog *l, int *fd, struct strbuf *out)
 		*fd = -1;
 	}
 }
+
+int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss)
+{
+	const char *p = sb->buf;
+	size_t n = sb->len;
+	int first = 0;
+
+	while (n && fd >= 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (!loss->err)
+				first = loss->err = errno;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	if (n) {
+		long long nl = 0;
+
+		for (size_t i = 0; i < n; i++)
+			nl += p[i] == '\n';
+		loss->lines += nl ? nl : 1;
+		loss->bytes += (long long)n;
+	}
+	strbuf_reset(sb);
+	return first;
+}

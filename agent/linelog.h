@@ -38,4 +38,17 @@ void linelog_flush(struct linelog *l, struct strbuf *out);
  */
 void linelog_read(struct linelog *l, int *fd, struct strbuf *out);
 
+/* What could not be written to a log (ENOSPC, EIO on the shared dir). */
+struct log_loss {
+	long long lines, bytes;
+	int err;                 /* the first write error, 0 while none */
+};
+
+/*
+ * Write the formatted lines in sb to fd and empty sb; what a failed write
+ * leaves is counted in loss (a line cut by a partial write counts as lost).
+ * Returns 0, or the errno of a write error the first time one happens.
+ */
+int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss);
+
 #endif

@@ -76,39 +76,7 @@ static void bind_gpus(int rank)
 }
 
 /* What could not be written to the rank's log (ENOSPC, EIO), for ranks/<r>.json. */
-static struct {
-	long long lines, bytes;
-	int err;
-} lost;
-
-static void write_all(int fd, struct strbuf *sb)
-{
-	const char *p = sb->buf;
-	size_t n = sb->len;
-
-	while (n && fd >= 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (!lost.err)
-				lost.err = errno;
-			break;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	if (n) {
-		long long nl = 0;
-
-		for (size_t i = 0; i < n; i++)
-			nl += p[i] == '\n';
-		lost.lines += nl ? nl : 1;
-		lost.bytes += (long long)n;
-	}
-	strbuf_reset(sb);
-}
+static struct log_loss lost;
 
 /* Read what is there; on EOF flush and close *fd. */
 static void drain(int *fd, struct linelog *l, int logfd)
@@ -116,7 +84,7 @@ static void drain(int *fd, struct linelog *l, int logfd)
 	struct strbuf lines = STRBUF_INIT;
 
 	linelog_read(l, fd, &lines);
-	write_all(logfd, &lines);
+	linelog_write(logfd, &lines, &lost);
 	strbuf_release(&lines);
 }
 
@@ -262,7 +230,7 @@ int ranklog_main(int argc, const char **argv)
 
 		linelog_flush(&out, &rest);
 		linelog_flush(&err, &rest);
-		write_all(logfd, &rest);
+		linelog_write(logfd, &rest, &lost);
 		strbuf_release(&rest);
 	}
 	close(logfd);

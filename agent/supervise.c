@@ -140,35 +140,17 @@ static void save(struct sup *s)
  */
 static void log_write(struct sup *s, struct strbuf *lines)
 {
-	const char *p = lines->buf;
-	size_t n = lines->len;
+	/* err -1: an error was already recorded (and logged), keep the first */
+	struct log_loss loss = { s->t.log_lost_lines, s->t.log_lost_bytes, s->t.log_error ? -1 : 0 };
+	int e = linelog_write(s->logfd, lines, &loss);
 
-	while (n && s->logfd >= 0) {
-		ssize_t w = write(s->logfd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (!s->t.log_error) {
-				s->t.log_error = xstrdup(strerror(errno));
-				dtlog(DTLOG_ERROR, "task %s: cannot write its log: %s (lost lines are "
-				      "counted in the task)", s->t.id, strerror(errno));
-			}
-			break;
-		}
-		p += w;
-		n -= (size_t)w;
+	if (e) {
+		s->t.log_error = xstrdup(strerror(e));
+		dtlog(DTLOG_ERROR, "task %s: cannot write its log: %s (lost lines are counted in "
+		      "the task)", s->t.id, strerror(e));
 	}
-	if (n) {
-		/* whole lines lost; a line cut by a partial write counts as lost too */
-		long long nl = 0;
-
-		for (size_t i = 0; i < n; i++)
-			nl += p[i] == '\n';
-		s->t.log_lost_lines += nl ? nl : 1;
-		s->t.log_lost_bytes += (long long)n;
-	}
-	strbuf_reset(lines);
+	s->t.log_lost_lines = loss.lines;
+	s->t.log_lost_bytes = loss.bytes;
 }
 
 /*
@@ -182,41 +164,38 @@ static int open_task_log(struct sup *s, struct strbuf *why)
 	const char *log = json_get_str(s->t.spec, "log", NULL);
 	const char *root = json_get_str(s->t.spec, "log_root", NULL);
 	const char *rel = log && root ? sf_below(log, root) : NULL;
-	struct strbuf dir = STRBUF_INIT, own = STRBUF_INIT;
-	const char *base, *slash;
-	int dfd, fd;
+	struct strbuf dir = STRBUF_INIT, base = STRBUF_INIT;
+	int fd;
 
-	if (!log) {
-		strbuf_addf(&own, "%s/%s.log", s->dir.buf, s->t.id);
-		log = own.buf;
-	}
-	slash = strrchr(rel ? rel : log, '/');
-	base = slash ? slash + 1 : rel;
 	if (rel) {
-		strbuf_add(&dir, rel, slash ? (size_t)(slash - rel) : 0);
-		dfd = sf_dir(root, dir.buf, SF_MKDIRS, why);
+		fd = sf_open_append(root, rel, 0644, SF_MKDIRS, why);
 	} else {
-		strbuf_add(&dir, log, slash == log ? 1 : (size_t)(slash - log));
+		/* our own tasks dir, or a path without a root: the directory is trusted */
+		const char *slash;
+
+		if (log)
+			strbuf_addstr(&dir, log);
+		else
+			strbuf_addf(&dir, "%s/%s.log", s->dir.buf, s->t.id);
+		slash = strrchr(dir.buf, '/');      /* there is one: <dir>/<name> */
+		strbuf_addstr(&base, slash + 1);
+		strbuf_setlen(&dir, slash != dir.buf ? (size_t)(slash - dir.buf) : 1);
 		if (mkdir_p(dir.buf, 0755) < 0) {
 			/* the open below says why */
 		}
-		dfd = open(dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0)
-			strbuf_addf(why, "'%s': %s", dir.buf, strerror(errno));
+		fd = sf_open_append(dir.buf, base.buf, 0644, 0, why);
 	}
-	fd = dfd < 0 ? -1 : sf_open_append_at(dfd, base, 0644, 0, why);
-	if (dfd >= 0)
-		close(dfd);
 	if (fd < 0) {
 		struct strbuf msg = STRBUF_INIT;
 
-		strbuf_addf(&msg, "cannot open the log file '%s': %s", log, why->buf);
+		strbuf_addf(&msg, "cannot open the log file '%s/%s': %s", rel ? root : dir.buf,
+			    rel ? rel : base.buf, why->buf);
 		strbuf_reset(why);
 		strbuf_addbuf(why, &msg);
 		strbuf_release(&msg);
 	}
 	strbuf_release(&dir);
-	strbuf_release(&own);
+	strbuf_release(&base);
 	return fd;
 }
 

@@ -108,8 +108,8 @@ int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why
 	const char *p = rel ? rel : "";
 	int dfd, r;
 
-	if (!root || root[0] != '/')
-		return fail(why, root ? root : "(no root)", NULL, EINVAL, 0);
+	if (!root || !*root)
+		return fail(why, "(no root)", NULL, EINVAL, 0);
 	if (*p == '/')
 		return fail(why, rel, NULL, EINVAL, 0);
 	/* the root itself is trusted (it may be an administrator's symlink) */
@@ -404,6 +404,37 @@ int sf_append(const char *root, const char *rel, const void *data, size_t len, i
 	      unsigned flags, struct strbuf *why)
 {
 	return put_rel(sf_append_at, root, rel, data, len, mode, flags, why);
+}
+
+int sf_open_read(const char *root, const char *rel, struct stat *st, struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, 0, &base, why), fd, e;
+
+	if (dfd < 0)
+		return -1;
+	fd = sf_open_read_at(dfd, base, st, why);
+	e = errno;
+	close(dfd);
+	name_rel(why, base, rel);
+	errno = e;
+	return fd;
+}
+
+int sf_open_append(const char *root, const char *rel, int mode, unsigned flags,
+		   struct strbuf *why)
+{
+	const char *base;
+	int dfd = walk_parent(root, rel, flags & (SF_MKDIRS | SF_OWNER), &base, why), fd, e;
+
+	if (dfd < 0)
+		return -1;
+	fd = sf_open_append_at(dfd, base, mode, flags, why);
+	e = errno;
+	close(dfd);
+	name_rel(why, base, rel);
+	errno = e;
+	return fd;
 }
 
 int sf_stat(const char *root, const char *rel, struct stat *st, struct strbuf *why)

@@ -73,6 +73,11 @@ int sf_write(const char *root, const char *rel, const void *data, size_t len, in
 	     unsigned flags, struct strbuf *why);
 int sf_append(const char *root, const char *rel, const void *data, size_t len, int mode,
 	      unsigned flags, struct strbuf *why);
+/* The fd of root/rel opened for reading (a regular file), or for appending
+ * (created with mode; SF_MKDIRS makes missing directories on the way). */
+int sf_open_read(const char *root, const char *rel, struct stat *st, struct strbuf *why);
+int sf_open_append(const char *root, const char *rel, int mode, unsigned flags,
+		   struct strbuf *why);
 /* Regular files only: a symlink, FIFO or directory is -1 (ELOOP / EINVAL). */
 int sf_stat(const char *root, const char *rel, struct stat *st, struct strbuf *why);
 /* Make root/rel and its missing parents (mode, then SF_OWNER); 0 if it exists. */

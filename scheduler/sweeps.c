@@ -1107,22 +1107,14 @@ static void scan_source(const char *root, const char *rel, long long *off, int f
 			const char *metric, json_t *out)
 {
 	struct strbuf why = STRBUF_INIT;
-	const char *slash = strrchr(rel, '/');
-	struct strbuf dir = STRBUF_INIT;
 	size_t total = 0;
 	char *buf;
 	ssize_t n;
 	size_t start = 0;
-	int dfd, fd;
+	int fd = sf_open_read(root, rel, NULL, &why);
 
-	strbuf_add(&dir, rel, slash ? (size_t)(slash - rel) : 0);
-	dfd = sf_dir(root, dir.buf, 0, &why);
-	fd = dfd < 0 ? -1 : sf_open_read_at(dfd, slash ? slash + 1 : rel, NULL, &why);
 	if (fd < 0 && errno != ENOENT)
 		dtlog(DTLOG_WARN, "trial metrics: ignoring %s", why.buf);
-	if (dfd >= 0)
-		close(dfd);
-	strbuf_release(&dir);
 	strbuf_release(&why);
 	if (fd < 0)
 		return;

@@ -650,11 +650,30 @@ static const json_t *dtsched_node(const json_t *reply, const char *name)
 	return NULL;
 }
 
-static size_t count_registered(struct ssh_pool *p, int *want)
+/*
+ * The node's entry in the reply's "refused" (agents of another protocol,
+ * protocol.h) when a heartbeat was refused since init began waiting: an
+ * entry left from the agent init has just replaced does not count.
+ */
+static char wait_began[DT_TIMESTAMP_LEN];
+
+static const json_t *dtsched_refused(const json_t *reply, const char *name)
+{
+	const json_t *n;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "refused"), i, n)
+		if (!strcmp(json_get_str(n, "name", ""), name) &&
+		    strcmp(json_get_str(n, "at", ""), wait_began) > 0)
+			return n;
+	return NULL;
+}
+
+static size_t count_registered(struct ssh_pool *p, int *want, int *settled)
 {
 	size_t up = 0;
 
-	*want = 0;
+	*want = *settled = 0;
 	for (size_t i = 0; i < ssh_pool_count(p); i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 		struct init_node *in = &the_ctx->nodes[i];
@@ -665,6 +684,9 @@ static size_t count_registered(struct ssh_pool *p, int *want)
 		(*want)++;
 		in->registered = dtsched_node(the_ctx->nodes_reply, ssh_node_target(n)->name);
 		up += in->registered != NULL;
+		/* refused for its protocol: no use waiting for it */
+		*settled += in->registered || dtsched_refused(the_ctx->nodes_reply,
+							      ssh_node_target(n)->name);
 	}
 	return up;
 }
@@ -676,10 +698,11 @@ static void wait_for_agents(struct ssh_pool *p)
 	long long t0 = dt_mono_ms();
 	struct strbuf err = STRBUF_INIT, ago = STRBUF_INIT;
 	struct dt_httpc hc;
-	int want, shown = 0;
+	int want, settled, shown = 0;
 	size_t up;
 
-	count_registered(p, &want);
+	dt_timestamp(wait_began, sizeof(wait_began));
+	count_registered(p, &want, &settled);
 	if (!want || head_connect(&hc))
 		return;
 	for (;;) {
@@ -691,8 +714,8 @@ static void wait_for_agents(struct ssh_pool *p)
 			json_decref(the_ctx->nodes_reply);
 			the_ctx->nodes_reply = NULL;
 		}
-		up = count_registered(p, &want);
-		if ((int)up == want || dt_mono_ms() - t0 >= wait_ms || ssh_interrupted)
+		up = count_registered(p, &want, &settled);
+		if (settled == want || dt_mono_ms() - t0 >= wait_ms || ssh_interrupted)
 			break;
 		if (!the_ctx->quiet && progress_enabled()) {
 			fprintf(stderr, "\r\033[Kwaiting for the agents to register with dtsched: "
@@ -710,9 +733,18 @@ static void wait_for_agents(struct ssh_pool *p)
 	for (size_t i = 0; i < ssh_pool_count(p); i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 		struct init_node *in = &the_ctx->nodes[i];
+		const json_t *r;
 
 		if (ssh_node_failed(n) || !in->agent_started || in->registered)
 			continue;
+		if ((r = dtsched_refused(the_ctx->nodes_reply, ssh_node_target(n)->name))) {
+			ssh_node_fail(n, "%s: dtsched refused its agent, which speaks protocol %lld "
+				      "(dtsched and this dtctl speak %d): the dtagent beside this dtctl "
+				      "is not of its build, or the node runs another one",
+				      ssh_node_target(n)->name, json_get_int(r, "protocol", 0),
+				      DT_PROTOCOL_VERSION);
+			continue;
+		}
 		ssh_node_fail(n, "%s: its agent has not registered with dtsched (127.0.0.1:%d) "
 			      "within %s%s%s; see ~/.dtctl/agent.log on %s ('dtctl exec --nodes %s "
 			      "-- tail .dtctl/agent.log'), and check that the node reaches the head "

@@ -31,7 +31,7 @@ static int print_nodes_json(void)
 		return code;
 	st = dt_httpc_request_raw(&c, "GET", DT_PATH_NODES, NULL, 0, &out, &err);
 	dt_httpc_release(&c);
-	if (st == 200 && json_print_text(out.buf, out.len, "nodes", "\"schema\": 1") == 0) {
+	if (st == 200 && json_print_text(out.buf, out.len, "nodes refused", "\"schema\": 1") == 0) {
 		json_printed = 1;
 		code = 0;
 	} else if (st < 0) {
@@ -44,7 +44,7 @@ static int print_nodes_json(void)
 		error("dtsched: %s (HTTP %d)", st == 200 ? "reply is not a JSON object" :
 		      dt_httpc_reply_error(reply, st), st);
 		json_decref(reply);
-		code = st == 401 ? DT_EXIT_UNREACH : DT_EXIT_FAIL;
+		code = st == 401 || st == DT_HTTP_PROTOCOL_MISMATCH ? DT_EXIT_UNREACH : DT_EXIT_FAIL;
 	}
 	strbuf_release(&out);
 	strbuf_release(&err);
@@ -80,7 +80,7 @@ static void age_str(char *buf, size_t len, const json_t *n)
 int cmd_nodes(int argc, const char **argv)
 {
 	static const char *const usage[] = { "dtctl nodes [--json]", NULL };
-	int json = 0, code, color = dt_want_color(1);
+	int json = 0, code, color = dt_want_color(1), refused = 0;
 	struct option opts[] = {
 		OPT_BOOL(0, "json", &json, "print the node table as JSON"),
 		OPT_END(),
@@ -122,7 +122,17 @@ int cmd_nodes(int argc, const char **argv)
 		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus, json_get_real(n, "gpu_util", 0), mem,
 		       json_get_int(n, "tasks_running", 0), age);
 	}
-	if (!json_array_size(nodes))
+	/* agents dtsched refused for another protocol version (protocol.h) */
+	json_array_foreach(json_object_get(reply, "refused"), i, n) {
+		printf("%-16s %-8s its dtagent (%s) speaks protocol %lld, dtsched %d\n",
+		       term_str(json_get_str(n, "name", "?")), "REFUSED",
+		       term_str(json_get_str(n, "address", "?")), json_get_int(n, "protocol", 0),
+		       DT_PROTOCOL_VERSION);
+		refused++;
+	}
+	if (refused)
+		printf("hint: %s\n", DT_PROTOCOL_FIX);
+	if (!json_array_size(nodes) && !refused)
 		printf("(no nodes yet: agents appear here after their first heartbeat; "
 		       "see 'dtctl agents start')\n");
 	json_decref(reply);

@@ -102,6 +102,36 @@ static int head_args_match(long long pid, const struct strvec *args)
 	return same;
 }
 
+/*
+ * The protocol of a running dtsched when it is not ours (protocol.h), else 0:
+ * `dtctl init` and `dtctl head start` restart a dtsched left from another
+ * build (its state is in SQLite and the tasks live on under their agents).
+ */
+static int head_other_protocol(const struct dt_auth_key *key)
+{
+	struct dt_httpc c;
+	struct strbuf out = STRBUF_INIT, err = STRBUF_INIT;
+	int st, theirs = 0;
+
+	dt_httpc_init(&c, the_cluster.head_address, the_cluster.head_port, key);
+	c.timeout_ms = 5000;
+	st = dt_httpc_request_raw(&c, "GET", DT_PATH_STATUS, NULL, 0, &out, &err);
+	if (st == DT_HTTP_PROTOCOL_MISMATCH) {
+		json_t *r = json_parse(out.buf, out.len, NULL);
+
+		theirs = (int)json_get_int(r, "protocol", 0);
+		if (theirs == DT_PROTOCOL_VERSION)   /* it refused ours: it said its own */
+			theirs = 0;
+		json_decref(r);
+		if (!theirs)
+			theirs = -1;
+	}
+	dt_httpc_release(&c);
+	strbuf_release(&out);
+	strbuf_release(&err);
+	return theirs;
+}
+
 int head_start(int quiet, int restart)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
@@ -117,13 +147,20 @@ int head_start(int quiet, int restart)
 	head_args(&cp.args);
 	dt_home_path(&pidfile, "dtsched.pid");
 	if (dt_pidfile_running(pidfile.buf, &pid)) {
-		if (!restart || head_args_match(pid, &cp.args)) {
+		int theirs = 0;
+
+		if (!restart || (head_args_match(pid, &cp.args) &&
+				 !(theirs = head_other_protocol(&key)))) {
 			child_process_clear(&cp);
 			strbuf_release(&pidfile);
 			return 0;
 		}
-		fprintf(stderr, "%s: the head settings changed (port %d): restarting dtsched (pid %lld)\n",
-			dt_progname(), the_cluster.head_port, pid);
+		if (theirs)
+			fprintf(stderr, "%s: dtsched (pid %lld) speaks protocol %d, this dtctl %d: "
+				"restarting it\n", dt_progname(), pid, theirs, DT_PROTOCOL_VERSION);
+		else
+			fprintf(stderr, "%s: the head settings changed (port %d): restarting dtsched "
+				"(pid %lld)\n", dt_progname(), the_cluster.head_port, pid);
 		if (dt_daemon_stop(pidfile.buf, "dtsched", 10000) < 0) {
 			child_process_clear(&cp);
 			strbuf_release(&pidfile);
@@ -192,6 +229,9 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 		      the_cluster.head_port, err.buf);
 		fprintf(stderr, "hint: is it running? 'dtctl head status'; start it with "
 			"'dtctl head start' (log: '%s/dtsched.log')\n", dt_home());
+		code = DT_EXIT_UNREACH;
+	} else if (st == DT_HTTP_PROTOCOL_MISMATCH) {
+		error("%s", dt_httpc_reply_error(*out, st));
 		code = DT_EXIT_UNREACH;
 	} else if (st == 401) {
 		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));

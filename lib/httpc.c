@@ -682,6 +682,46 @@ static int read_reply(struct conn_io *io, const char *method, struct strbuf *out
 	return h.status;
 }
 
+/*
+ * Every reply of our servers starts {"protocol":N (httpd.c and the
+ * hand-written replies alike).  One of another version is the peer's 426
+ * (it checked) or an older server's answer (it did not): either way the
+ * caller gets 426 and {"error": "...", "peer_protocol": N} (protocol.h).
+ */
+int dt_reply_protocol(const char *body, size_t len)
+{
+	static const char key[] = "{\"protocol\":";
+	long v = 0;
+	size_t i = sizeof(key) - 1;
+
+	if (len < i || memcmp(body, key, i))
+		return -1;
+	for (; i < len && i < 24 && body[i] >= '0' && body[i] <= '9'; i++)
+		v = v * 10 + (body[i] - '0');
+	return i > sizeof(key) - 1 ? (int)v : -1;
+}
+
+static int check_protocol(struct dt_httpc *c, int status, struct strbuf *reply, size_t start)
+{
+	int theirs = dt_reply_protocol(reply->buf + start, reply->len - start);
+	struct strbuf msg = STRBUF_INIT;
+	json_t *o;
+
+	if (theirs < 0 || theirs == DT_PROTOCOL_VERSION)
+		return status;
+	if (status == DT_HTTP_PROTOCOL_MISMATCH)
+		return status;          /* the server said it, in its own words */
+	strbuf_addf(&msg, "%s:%d speaks dtctl protocol %d, this %s protocol %d: %s", c->host,
+		    c->port, theirs, dt_progname(), DT_PROTOCOL_VERSION, DT_PROTOCOL_FIX);
+	o = json_pack("{s:i, s:s, s:i}", "protocol", theirs, "error", msg.buf,
+		      "peer_protocol", theirs);
+	strbuf_setlen(reply, start);
+	json_append(reply, o);
+	json_decref(o);
+	strbuf_release(&msg);
+	return DT_HTTP_PROTOCOL_MISMATCH;
+}
+
 int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
@@ -703,8 +743,9 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 		strbuf_addf(&head, "Host: [%s]:%d\r\n", c->host, c->port);
 	else
 		strbuf_addf(&head, "Host: %s:%d\r\n", c->host, c->port);
-	strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n", DT_HDR_TIMESTAMP, ts,
-		    DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig);
+	strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n%s: %d\r\n", DT_HDR_TIMESTAMP, ts,
+		    DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig, DT_HDR_PROTOCOL,
+		    DT_PROTOCOL_VERSION);
 	if (body)
 		strbuf_addstr(&head, "Content-Type: application/json\r\n");
 	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);
@@ -741,6 +782,8 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 		conn_close(c);
 	if (ret < 0)
 		strbuf_setlen(reply, reply_len);
+	else
+		ret = check_protocol(c, ret, reply, reply_len);
 	free(io.buf);
 	strbuf_release(&head);
 	return ret;

@@ -50,6 +50,12 @@ int dt_httpc_request(struct dt_httpc *c, const char *method, const char *path,
 /* Same with a raw body and raw reply. */
 int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err);
+/*
+ * Replies of another protocol version (protocol.h) come back as status
+ * DT_HTTP_PROTOCOL_MISMATCH (426) with {"error": both versions and the fix};
+ * dt_reply_protocol() reads N from a body starting {"protocol":N (-1: none).
+ */
+int dt_reply_protocol(const char *body, size_t len);
 /* "error" of a reply, or a generic text for the status. */
 const char *dt_httpc_reply_error(const json_t *reply, int status);
 

@@ -14,6 +14,7 @@
 #include "usage.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -175,6 +176,25 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	return ret;
 }
 
+int dt_http_peer_protocol(const char *hdr)
+{
+	char *end;
+	long v;
+
+	if (!hdr || !*hdr)
+		return 1;       /* builds before the header spoke protocol 1 */
+	errno = 0;
+	v = strtol(hdr, &end, 10);
+	return errno || *end || v < 0 || v > 1000000 ? 0 : (int)v;
+}
+
+void dt_http_protocol_refuse(struct dt_http_response *resp, int theirs, const char *who)
+{
+	dt_http_error(resp, DT_HTTP_PROTOCOL_MISMATCH, "%s speaks dtctl protocol %d and %s %d: %s",
+		      dt_progname(), DT_PROTOCOL_VERSION, who, theirs, DT_PROTOCOL_FIX);
+	json_object_set_new(resp->json, "peer_protocol", json_integer(theirs));
+}
+
 int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *resp)
 {
 	struct strbuf err = STRBUF_INIT;
@@ -270,6 +290,15 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		else
 			dt_http_error(resp, 404, "no such endpoint '%s' (protocol %d)", url,
 				      DT_PROTOCOL_VERSION);
+		return;
+	}
+	req.protocol = dt_http_peer_protocol(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									   DT_HDR_PROTOCOL));
+	if (!public_path && req.protocol != DT_PROTOCOL_VERSION &&
+	    !(route->flags & DT_ROUTE_ANY_PROTOCOL)) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s: protocol %d, this %s speaks %d", method,
+		      url, req.remote, req.protocol, dt_progname(), DT_PROTOCOL_VERSION);
+		dt_http_protocol_refuse(resp, req.protocol, "this request");
 		return;
 	}
 	if (!(route->flags & DT_ROUTE_RAW_BODY) && dt_http_parse_body(&req, resp) < 0)

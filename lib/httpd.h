@@ -66,6 +66,9 @@ struct dt_http_request {
 	json_t *json;            /* the body parsed as a JSON object, NULL when the body is empty */
 	char remote[64];         /* client IP address */
 	int may_park;            /* the handler may set resp->park_ms instead of answering */
+	int protocol;            /* the client's X-DT-Protocol (1 when absent, 0 when
+				  * garbled); only DT_ROUTE_ANY_PROTOCOL handlers ever
+				  * see one other than DT_PROTOCOL_VERSION */
 };
 
 struct dt_http_response {
@@ -83,6 +86,8 @@ typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_respons
 #define DT_ROUTE_RAW_BODY 2  /* the body is not parsed: req->json is NULL and the
 			      * handler reads req->body (dt_http_parse_body()
 			      * does what the server would have done) */
+#define DT_ROUTE_ANY_PROTOCOL 4  /* the handler checks req->protocol itself (else a
+				  * signed request of another version gets 426 first) */
 
 struct dt_http_route {
 	const char *method;
@@ -187,5 +192,10 @@ void dt_http_json(struct dt_http_response *resp, int status, json_t *obj);
  * object.  The server does this before every handler except on
  * DT_ROUTE_RAW_BODY routes. */
 int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *resp);
+/* X-DT-Protocol's value as req->protocol has it */
+int dt_http_peer_protocol(const char *hdr);
+/* 426 for a peer of protocol `theirs` (protocol.h), logged; who: "this request",
+ * "dtagent on node-3" */
+void dt_http_protocol_refuse(struct dt_http_response *resp, int theirs, const char *who);
 
 #endif

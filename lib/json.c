@@ -137,10 +137,24 @@ static int print_value(struct strbuf *sb, const char *b, size_t *pi, size_t n, i
 	return 0;
 }
 
+/* whether the key of k bytes is one of the space-separated words of list */
+static int key_listed(const char *list, const char *k, size_t klen)
+{
+	while (*list) {
+		size_t w = strcspn(list, " ");
+
+		if (w == klen && !memcmp(list, k, klen))
+			return 1;
+		list += w;
+		list += strspn(list, " ");
+	}
+	return 0;
+}
+
 int json_print_text(const char *buf, size_t len, const char *only, const char *first)
 {
 	struct strbuf sb = STRBUF_INIT, skip = STRBUF_INIT;
-	size_t i = skip_ws(buf, 0, len), olen = only ? strlen(only) : 0;
+	size_t i = skip_ws(buf, 0, len);
 	int members = 0, ret = -1;
 
 	if (i >= len || buf[i] != '{')
@@ -161,7 +175,7 @@ int json_print_text(const char *buf, size_t len, const char *only, const char *f
 
 			if (k >= len || buf[k] != '"' || !(e = token_end(buf, k, len)))
 				goto out;
-			keep = !only || (e - k == olen + 2 && !memcmp(buf + k + 1, only, olen));
+			keep = !only || key_listed(only, buf + k + 1, e - k - 2);
 			i = skip_ws(buf, e, len);
 			if (i >= len || buf[i] != ':')
 				goto out;

@@ -25,7 +25,8 @@ void json_append_str(struct strbuf *sb, const char *s);
  * Print the JSON object text buf[0..len) indented as json_print() does (2
  * spaces, "key": value, {} and [] when empty) without parsing it into a tree:
  * for big replies passed through (dtctl nodes --json, 1000 nodes).  With
- * `only`, the top-level object keeps just that member; `first` (raw member
+ * `only` (keys separated by spaces: "nodes refused"), the top-level object
+ * keeps just those members; `first` (raw member
  * text such as "\"schema\": 1", or NULL) goes before it.  Strings and numbers
  * are copied as they are.  -1 and nothing printed when buf is not one JSON
  * object (unbalanced, truncated, trailing bytes).

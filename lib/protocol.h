@@ -20,13 +20,34 @@
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
  * path 404; a known path with another method 405.
  *
+ * Versions: every signed request carries X-DT-Protocol: DT_PROTOCOL_VERSION
+ * (absent: 1, the version before the header), and every JSON reply starts
+ * {"protocol": N, ...}.  dtctl, dtsched and dtagent of different versions are
+ * never silently mixed:
+ *   - a server answers a signed request of another version with 426 and
+ *     {"error": "<who> speaks protocol N, this request M: " DT_PROTOCOL_FIX,
+ *      "peer_protocol": M} before any handler runs, except on routes marked
+ *     DT_ROUTE_ANY_PROTOCOL (dtsched's heartbeat: it records the refused
+ *     agent, so `dtctl nodes` and a job that cannot be placed say why);
+ *   - a client (lib/httpc.c) that gets a reply of another version (an older
+ *     server that does not check) turns it into the same 426 error itself.
+ * Build with -DDT_PROTOCOL_VERSION=N to get another version (the e2e test of
+ * this does).
+ *
  * Times in bodies are dt_timestamp() strings ("2026-11-22T10:00:00.123456Z")
  * and durations are milliseconds ("*_ms").
  */
 #ifndef DT_PROTOCOL_H
 #define DT_PROTOCOL_H
 
+#ifndef DT_PROTOCOL_VERSION
 #define DT_PROTOCOL_VERSION 1
+#endif
+#define DT_HDR_PROTOCOL "X-DT-Protocol"
+#define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
+/* the one fix for every mismatch: both halves from this dtctl's build */
+#define DT_PROTOCOL_FIX "dtctl, dtsched and dtagent must come from one build: run 'dtctl init' " \
+	"(it restarts a dtsched of another build and re-pushes this dtctl's agents)"
 
 #define DT_AGENT_PORT_DEFAULT 7070
 #define DT_HEAD_PORT_DEFAULT 7071
@@ -99,8 +120,8 @@
  *   at once on one master node never get the same port.
  *
  * Every task the agent starts gets PATH prefixed with the agent's own bin
- * directory, so `dttrain ...` and `dtagent rank-log ...` are this
- * installation's.  `dtagent rank-log DIR -- PROG ARGS` (run by mpirun for
+ * directory, so `dttrain ...` and `dtshim rank-log ...` are this
+ * installation's.  `dtshim rank-log DIR -- PROG ARGS` (run by mpirun for
  * each rank) writes DIR/<OMPI_COMM_WORLD_RANK>.log in the log format and
  * DIR/../ranks/<rank>.json = {rank, node, pid, exit_code, started_at,
  * ended_at} when the rank ends.

@@ -1203,6 +1203,8 @@ static enum place_status job_try_place(struct sched *s, const struct job *j, str
 		place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 0);
 		st = placement_try(p->n, p->nr, &r, res, reason);
 	}
+	if (st != PLACE_OK)
+		sched_refused_note(s, reason);   /* agents of another version: the fix */
 	return st;
 }
 
@@ -2242,8 +2244,14 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	pthread_mutex_lock(&s->lock);
 	cluster_refresh(s);
 	if (!s->nr) {
-		dt_http_error(resp, 422, "no node has registered with dtsched yet: start the agents "
-			      "('dtctl agents start') and check 'dtctl nodes'");
+		static const char none[] = "no node has registered with dtsched yet";
+
+		strbuf_addstr(&reason, none);
+		sched_refused_note(s, &reason);   /* or say why */
+		if (reason.len == sizeof(none) - 1)
+			strbuf_addstr(&reason, ": start the agents ('dtctl agents start') and "
+				      "check 'dtctl nodes'");
+		dt_http_error(resp, 422, "%s", reason.buf);
 		goto out;
 	}
 	pool_build(s, &p, j->gpu);

@@ -91,6 +91,9 @@ struct sched {
 	json_t *orphans;            /* main thread: task id -> mono ms of the last stop sent */
 	struct jobs_clients *clients;  /* main thread: HTTP clients to agents */
 	struct sweeps *sweeps;      /* sweeps.c */
+	/* agents whose heartbeats were refused for another protocol version
+	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
+	json_t *refused;
 };
 
 
@@ -121,6 +124,13 @@ int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
 void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
 struct node *node_find(struct sched *s, const char *name);
+/*
+ * The agents refused for another protocol version lately (within
+ * dead_after), for a message that says why a job cannot be placed:
+ * "; 1 agent refused for another protocol version (node-2: 99, dtsched
+ * speaks 2): <fix>".  Appends nothing when there are none.  Lock held.
+ */
+void sched_refused_note(struct sched *s, struct strbuf *sb);
 struct node *node_add(struct sched *s, const char *name);   /* lock held */
 void node_free(struct node *n);
 /*

@@ -630,6 +630,68 @@ end:
 	return hb_ws(b, i, n) == n ? 0 : -1;
 }
 
+/* ------------------------------------------------- refused agents */
+
+static int refused_recent(const struct sched *s, const json_t *r, long long now)
+{
+	return now - json_get_int(r, "mono", 0) <= s->o.dead_after_ms;
+}
+
+/*
+ * A heartbeat of another protocol version: refused (426) and remembered, so
+ * `dtctl nodes` lists the node as REFUSED and a job that cannot be placed
+ * says why.  The node's own entry, if any, is left alone: without heartbeats
+ * it goes SUSPECT, then DOWN, as for any agent dtsched cannot talk to.
+ */
+static void heartbeat_refuse(struct sched *s, struct dt_http_request *req,
+			     struct dt_http_response *resp)
+{
+	json_t *body = json_loadb(req->body, req->body_len, 0, NULL);
+	const char *name = json_get_str(body, "node", NULL);
+	struct strbuf who = STRBUF_INIT;
+	char at[DT_TIMESTAMP_LEN];
+
+	if (name && node_name_ok(name)) {
+		dt_timestamp(at, sizeof(at));
+		pthread_mutex_lock(&s->lock);
+		if (!json_object_get(s->refused, name))
+			dtlog(DTLOG_WARN, "node '%s' (%s): its dtagent speaks protocol %d, dtsched %d: "
+			      "refused until 'dtctl init' re-pushes the agents", name, req->remote,
+			      req->protocol, DT_PROTOCOL_VERSION);
+		json_object_set_new(s->refused, name, json_pack("{s:s, s:s, s:i, s:s, s:s, s:I}",
+			"name", name, "address", req->remote, "protocol", req->protocol,
+			"version", json_get_str(body, "version", ""), "at", at,
+			"mono", (json_int_t)dt_mono_ms()));
+		pthread_mutex_unlock(&s->lock);
+		strbuf_addf(&who, "the dtagent of node '%s'", name);
+	} else {
+		strbuf_addstr(&who, "this dtagent");
+	}
+	dt_http_protocol_refuse(resp, req->protocol, who.buf);
+	strbuf_release(&who);
+	json_decref(body);
+}
+
+void sched_refused_note(struct sched *s, struct strbuf *sb)
+{
+	long long now = dt_mono_ms();
+	const char *name;
+	json_t *r;
+	int n = 0;
+
+	json_object_foreach(s->refused, name, r)
+		n += refused_recent(s, r, now);
+	if (!n)
+		return;
+	strbuf_addf(sb, "; %d agent%s refused for another protocol version (", n, n > 1 ? "s" : "");
+	n = 0;
+	json_object_foreach(s->refused, name, r)
+		if (refused_recent(s, r, now))
+			strbuf_addf(sb, "%s%s: %lld", n++ ? ", " : "", name,
+				    json_get_int(r, "protocol", 0));
+	strbuf_addf(sb, "; dtsched speaks %d): %s", DT_PROTOCOL_VERSION, DT_PROTOCOL_FIX);
+}
+
 static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -640,6 +702,10 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	struct node *n;
 	size_t i;
 
+	if (req->protocol != DT_PROTOCOL_VERSION) {
+		heartbeat_refuse(s, req, resp);
+		return;
+	}
 	/* the fast reader on a copy of a small body; else jansson */
 	if (req->body_len >= sizeof(fast) ||
 	    (memcpy(fast, req->body, req->body_len + 1),
@@ -654,6 +720,11 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
+	if (json_object_size(s->refused) && json_object_get(s->refused, hb.node)) {
+		json_object_del(s->refused, hb.node);
+		dtlog(DTLOG_INFO, "node '%s': its dtagent speaks protocol %d now", hb.node,
+		      DT_PROTOCOL_VERSION);
+	}
 	n = node_find(s, hb.node);
 	if (!n) {
 		n = node_add(s, hb.node);
@@ -1103,6 +1174,30 @@ static json_t *node_detail_json(struct node *n)
 	return j;
 }
 
+/* ,"refused":[{name, address, protocol, version, at}...] (protocol.h); lock held */
+static void refused_list_append(struct sched *s, struct strbuf *sb)
+{
+	long long now = dt_mono_ms();
+	const char *name;
+	json_t *r;
+	int n = 0;
+
+	strbuf_addstr(sb, ",\"refused\":[");
+	json_object_foreach(s->refused, name, r) {
+		json_t *o;
+
+		if (!refused_recent(s, r, now))
+			continue;
+		o = json_deep_copy(r);
+		json_object_del(o, "mono");
+		if (n++)
+			strbuf_addch(sb, ',');
+		json_append(sb, o);
+		json_decref(o);
+	}
+	strbuf_addch(sb, ']');
+}
+
 static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -1117,8 +1212,10 @@ static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, 
 			strbuf_addch(&resp->text, ',');
 		node_list_append(&resp->text, s->nodes[i], &lc);
 	}
+	strbuf_addstr(&resp->text, "]");
+	refused_list_append(s, &resp->text);
 	pthread_mutex_unlock(&s->lock);
-	strbuf_addstr(&resp->text, "]}\n");
+	strbuf_addstr(&resp->text, "}\n");
 	resp->content_type = "application/json";
 }
 
@@ -1302,7 +1399,7 @@ void sched_wake(struct sched *s)
 
 static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "POST", DT_PATH_HEARTBEAT, 0, DT_ROUTE_RAW_BODY, h_heartbeat },
+	{ "POST", DT_PATH_HEARTBEAT, 0, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
 	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
 	{ "GET", DT_PATH_NODE_PREFIX, 1, 0, h_node },
 	{ "POST", DT_PATH_NODE_PREFIX, 1, 0, h_node },
@@ -1351,6 +1448,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 
 	s->o = *o;
 	s->beacon_fd = -1;
+	s->refused = json_object();
 	pthread_mutex_init(&s->lock, NULL);
 	s->started_mono = dt_mono_ms();
 	s->started_us = dt_now_us();
@@ -1482,6 +1580,7 @@ out:
 	for (size_t i = 0; i < s->nr; i++)
 		node_free(s->nodes[i]);
 	free(s->nodes);
+	json_decref(s->refused);
 	sweeps_release(s);
 	jobs_release(s);
 	free(routes);

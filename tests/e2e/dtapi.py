@@ -12,8 +12,19 @@ import hmac
 import http.client
 import json
 import os
+import re
 import secrets
 import time
+
+
+def protocol_version() -> int:
+    """DT_PROTOCOL_VERSION as lib/protocol.h defines it (sent as X-DT-Protocol)."""
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib", "protocol.h")
+    with open(h) as f:
+        return int(re.search(r"#define DT_PROTOCOL_VERSION (\d+)", f.read()).group(1))
+
+
+PROTOCOL = protocol_version()
 
 
 def sign(key: bytes, method: str, path: str, timestamp: str, nonce: str, body: bytes) -> str:
@@ -47,7 +58,7 @@ class DtApi:
         nonce = nonce or secrets.token_hex(16)
         sig = sign(key or self.key, method, path.split("?")[0], ts, nonce, body)
         return {"X-DT-Timestamp": ts, "X-DT-Nonce": nonce, "X-DT-Signature": sig,
-                "Content-Type": "application/json"}
+                "X-DT-Protocol": str(PROTOCOL), "Content-Type": "application/json"}
 
     def request(self, method, path, obj=None, sign=True, body=None, **kw):
         """Signed request with a JSON body; returns (status, parsed JSON or text)."""

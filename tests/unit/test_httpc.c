@@ -615,6 +615,114 @@ static void test_statuses(void **state)
 	strbuf_release(&err);
 }
 
+/*
+ * Protocol versions (protocol.h): the client sends X-DT-Protocol; a server
+ * refuses another version with 426 before any handler runs (except on an
+ * ANY_PROTOCOL route, whose handler sees req->protocol; an absent header is
+ * version 1); a reply of another version from a server that did not check is
+ * turned into the same 426 by the client.
+ */
+static int seen_protocol;
+
+static void any_version(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	seen_protocol = req->protocol;
+	dt_http_json(resp, 200, json_object());
+}
+
+static void test_protocol_versions(void **state)
+{
+	static const struct dt_http_route vroutes[] = {
+		{ "GET", "/v1/echo", 0, 0, echo },
+		{ "GET", "/v1/any", 0, DT_ROUTE_ANY_PROTOCOL, any_version },
+	};
+	char older[256];
+	const struct step steps[] = { { older, 0, 1, 0, 0 } };
+	struct dt_auth_key key = test_key();
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT, out = STRBUF_INIT;
+	struct dt_httpd *srv;
+	struct dt_httpc c;
+	struct canned s;
+	json_t *reply = NULL;
+	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX];
+	int fd, n;
+
+	o.bind = "127.0.0.1";
+	o.routes = vroutes;
+	o.nr_routes = 2;
+	o.key = &key;
+	srv = dt_httpd_start(&o, &err);
+	assert_non_null(srv);
+	/* ours: served, and the handler of an any-version route sees our version */
+	dt_httpc_init(&c, "127.0.0.1", dt_httpd_port(srv), &key);
+	assert_int_equal(dt_httpc_request(&c, "GET", "/v1/echo", NULL, &reply, &err), 200);
+	json_decref(reply);
+	assert_int_equal(dt_httpc_request(&c, "GET", "/v1/any", NULL, &reply, &err), 200);
+	json_decref(reply);
+	assert_int_equal(seen_protocol, DT_PROTOCOL_VERSION);
+	dt_httpc_release(&c);
+
+	/* another version, signed well: 426 with both versions and the fix */
+	for (int pass = 0; pass < 3; pass++) {
+		const char *hdr = pass == 0 ? "99" : pass == 1 ? "" : "x1";
+		const char *path = "/v1/echo";
+		char buf[4096];
+		struct sockaddr_in a = { 0 };
+
+		assert_int_equal(dt_auth_sign_request(&key, "GET", path, NULL, 0, ts, nonce, sig), 0);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		a.sin_family = AF_INET;
+		a.sin_port = htons((unsigned short)dt_httpd_port(srv));
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		n = snprintf(buf, sizeof(buf), "GET %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\n%s: %s\r\n"
+			     "%s: %s\r\n%s%s%s%sConnection: close\r\n\r\n", path, DT_HDR_TIMESTAMP, ts,
+			     DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig, *hdr ? DT_HDR_PROTOCOL : "",
+			     *hdr ? ": " : "", hdr, *hdr ? "\r\n" : "");
+		assert_int_equal(write(fd, buf, (size_t)n), n);
+		strbuf_reset(&out);
+		while ((n = (int)read(fd, buf, sizeof(buf))) > 0)
+			strbuf_add(&out, buf, (size_t)n);
+		close(fd);
+		if (pass == 1 && DT_PROTOCOL_VERSION == 1) {
+			/* no header: version 1, served by a version-1 server */
+			assert_true(starts_with(out.buf, "HTTP/1.1 200"));
+			continue;
+		}
+		assert_true(starts_with(out.buf, "HTTP/1.1 426"));
+		assert_non_null(strstr(out.buf, "speaks dtctl protocol"));
+		assert_non_null(strstr(out.buf, "run 'dtctl init'"));
+		assert_non_null(strstr(out.buf, pass == 0 ? "\"peer_protocol\":99" :
+				       pass == 1 ? "\"peer_protocol\":1" : "\"peer_protocol\":0"));
+	}
+	dt_httpd_stop(srv);
+
+	/* an older server that does not check: its reply's version is refused here */
+	snprintf(older, sizeof(older), "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+		 "{\"protocol\":%d,\"nodes\":[]}", 25 + (DT_PROTOCOL_VERSION + 1 >= 10),
+		 DT_PROTOCOL_VERSION + 1);
+	canned_start(&s, steps, 1);
+	dt_httpc_init(&c, "127.0.0.1", s.port, &key);
+	assert_int_equal(dt_httpc_request(&c, "GET", "/v1/nodes", NULL, &reply, &err),
+			 DT_HTTP_PROTOCOL_MISMATCH);
+	assert_non_null(strstr(dt_httpc_reply_error(reply, DT_HTTP_PROTOCOL_MISMATCH),
+			       "speaks dtctl protocol"));
+	assert_int_equal(json_integer_value(json_object_get(reply, "peer_protocol")),
+			 DT_PROTOCOL_VERSION + 1);
+	assert_null(json_object_get(reply, "nodes"));
+	json_decref(reply);
+	/* and the request said which version it is */
+	assert_non_null(strstr(s.last.buf, "\r\n" DT_HDR_PROTOCOL ": "));
+	dt_httpc_release(&c);
+	canned_stop(&s);
+	assert_int_equal(dt_reply_protocol("{\"protocol\":12,", 15), 12);
+	assert_int_equal(dt_reply_protocol("{\"protocol\":x", 14), -1);
+	assert_int_equal(dt_reply_protocol("{\"n\":1}", 7), -1);
+	strbuf_release(&err);
+	strbuf_release(&out);
+}
+
 static void test_refused(void **state)
 {
 	struct strbuf err = STRBUF_INIT, out = STRBUF_INIT, want = STRBUF_INIT;
@@ -780,6 +888,7 @@ int main(void)
 		cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_statuses),
+		cmocka_unit_test(test_protocol_versions),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_ipv6_literal),

@@ -404,9 +404,10 @@ static void print_tree(void *arg)
 }
 
 static int text_ret;
+static const char *text_only = "nodes";
 static void print_text(void *arg)
 {
-	text_ret = json_print_text(arg, strlen(arg), "nodes", NULL);
+	text_ret = json_print_text(arg, strlen(arg), text_only, NULL);
 }
 
 static void test_json_print_text(void **state)
@@ -426,6 +427,21 @@ static void test_json_print_text(void **state)
 	assert_int_equal(text_ret, 0);
 	assert_string_equal(b, a);
 	free(a);
+	free(b);
+	/* several keys, in the reply's order; a key's prefix is not the key */
+	json_object_set(want, "after", json_object_get(j, "after"));
+	a = capture(stdout, print_tree, want);
+	text_only = "after  nodes node";
+	b = capture(stdout, print_text, (void *)reply);
+	text_only = "nodes";
+	assert_int_equal(text_ret, 0);
+	assert_string_equal(b, a);
+	free(a);
+	free(b);
+	text_only = "node protoco";
+	b = capture(stdout, print_text, (void *)reply);
+	text_only = "nodes";
+	assert_string_equal(b, "{}\n");
 	free(b);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		b = capture(stdout, print_text, (void *)bad[i]);

@@ -120,6 +120,11 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			strvec_push(&t->env, "ROLE_NAME=default");
 			strvec_pushf(&t->env, "TORCHELASTIC_RESTART_COUNT=%d", o->attempt);
 			strvec_pushf(&t->env, "TORCHELASTIC_MAX_RESTARTS=%d", o->max_restarts);
+			/* DeepSpeed's launcher (deepspeed.launcher.launch) adds these three
+			 * to torchrun's names; Accelerate reads torchrun's (docs/run.md) */
+			strvec_pushf(&t->env, "CROSS_RANK=%d", k);
+			strvec_pushf(&t->env, "CROSS_SIZE=%d", p->nr_nodes);
+			strvec_pushf(&t->env, "LOCAL_SIZE=%d", p->per_node);
 			/* torchrun's rule: one OpenMP thread per rank when several share a
 			 * node, unless the job or the cluster sets it */
 			if (p->per_node > 1 && !env_has(&t->env, "OMP_NUM_THREADS"))

@@ -105,4 +105,8 @@ def test_rank_env_matches_torchrun(cluster, tmp_path):
         assert not differ, "rank %d: (torchrun, dtctl) differ: %s" % (r, differ)
         assert "TORCHELASTIC_USE_AGENT_STORE" not in got[r]
         assert got[r]["TORCHELASTIC_RUN_ID"] == job
+        # DeepSpeed's launcher's own three (deepspeed/launcher/launch.py: node rank,
+        # node count, ranks on this node), rank r on node r // 2
+        assert (got[r]["CROSS_RANK"], got[r]["CROSS_SIZE"], got[r]["LOCAL_SIZE"]) == \
+            (str(r // 2), "2", "2"), got[r]
         assert got[r]["TORCHELASTIC_ERROR_FILE"].endswith("/jobs/%s/ranks/%d.error.json" % (job, r))

@@ -55,6 +55,9 @@ static void test_agent_env(void **state)
 	assert_string_equal(env_of(t, "LOCAL_WORLD_SIZE"), "2");
 	assert_string_equal(env_of(t, "GROUP_RANK"), "1");
 	assert_string_equal(env_of(t, "NODE_RANK"), "1");
+	assert_string_equal(env_of(t, "CROSS_RANK"), "1");     /* DeepSpeed's */
+	assert_string_equal(env_of(t, "CROSS_SIZE"), "2");
+	assert_string_equal(env_of(t, "LOCAL_SIZE"), "2");
 	assert_string_equal(env_of(t, "MASTER_ADDR"), "10.88.0.11");
 	assert_string_equal(env_of(t, "MASTER_PORT"), "29611");
 	assert_string_equal(env_of(t, "CUDA_VISIBLE_DEVICES"), "2,3");

@@ -16,6 +16,7 @@
 #include "httpd.h"
 #include "json.h"
 #include "log.h"
+#include "netif.h"
 #include "nvml.h"
 #include "proctree.h"
 #include "promtext.h"
@@ -69,7 +70,14 @@ struct agent {
 	long long resync_seq;        /* the last beacon seq a resync was taken for */
 	unsigned long long beacons_sent, resyncs;
 	char sup_exe[4096];          /* dtshim beside us, else dtagent itself */
+	/* the interface we reach dtsched on (lib/netif.h), in the inventory as
+	 * "net" for the jobs' NCCL/gloo/Open MPI settings; looked up again every
+	 * NET_REFRESH_MS by the heartbeat thread */
+	struct dt_netif net;
+	int have_net;
 };
+
+#define NET_REFRESH_MS 30000
 
 static json_t *ts_json(long long us)
 {
@@ -142,6 +150,40 @@ json_t *inventory_collect(const char *node, int gpus)
 	json_object_set_new(inv, "gpu_source", json_string(nv > 0 ? "nvml" : n > 0 ? "fake" : "none"));
 	json_object_set_new(inv, "gpus", arr);
 	return inv;
+}
+
+/* inventory_collect() and, once known, "net": {interface, address, cidr} */
+static json_t *agent_inventory(struct agent *a)
+{
+	json_t *inv = inventory_collect(a->name, a->o.gpus);
+
+	pthread_mutex_lock(&a->lock);
+	if (a->have_net && !a->net.loopback)
+		json_object_set_new(inv, "net", json_pack("{s:s, s:s, s:s}", "interface",
+							  a->net.name, "address", a->net.addr,
+							  "cidr", a->net.cidr));
+	pthread_mutex_unlock(&a->lock);
+	return inv;
+}
+
+/* the route to dtsched, again (no lock held; takes it) */
+static void net_refresh(struct agent *a)
+{
+	struct dt_netif n;
+	struct strbuf err = STRBUF_INIT;
+	int ok = dt_netif_route(a->head_host, a->head_port, &n, &err) == 0;
+
+	pthread_mutex_lock(&a->lock);
+	if (ok && (!a->have_net || strcmp(n.name, a->net.name) || strcmp(n.addr, a->net.addr)))
+		dtlog(DTLOG_INFO, "dtsched (%s) is reached on %s, address %s (%s)%s", a->head_host,
+		      n.name, n.addr, n.cidr, n.loopback ? ": loopback, no interface for jobs" : "");
+	else if (!ok && a->have_net)
+		dtlog(DTLOG_WARN, "network interface to dtsched: %s", err.buf);
+	a->have_net = ok;
+	if (ok)
+		a->net = n;
+	pthread_mutex_unlock(&a->lock);
+	strbuf_release(&err);
 }
 
 /*
@@ -340,7 +382,7 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 {
 	struct agent *a = data;
 
-	dt_http_json(resp, 200, inventory_collect(a->name, a->o.gpus));
+	dt_http_json(resp, 200, agent_inventory(a));
 }
 
 static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -497,7 +539,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	struct agent *a = data;
 	struct dt_httpd_stats st;
 	int counts[TASK_LOST + 1] = { 0 };
-	json_t *inv = inventory_collect(a->name, a->o.gpus), *gpu, *gpus;
+	json_t *inv = agent_inventory(a), *gpu, *gpus;
 	struct strbuf *o = &resp->text;
 	const char *node[] = { "node", a->name, NULL };
 	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs;
@@ -780,6 +822,7 @@ static void *heartbeat_thread(void *data)
 	struct dt_beacon_policy pol = DT_BEACON_POLICY_INIT;
 	struct sockaddr_in head_sa;
 	int have_sa = 0, paused_before = 0;
+	long long net_at = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
 	c.timeout_ms = 2000;
@@ -812,6 +855,10 @@ static void *heartbeat_thread(void *data)
 		a->hb_seq = seq;
 		tasks = heartbeat_tasks(a, full, seq, &has_final);
 		pthread_mutex_unlock(&a->lock);
+		if (dt_mono_ms() - net_at >= NET_REFRESH_MS || !net_at) {
+			net_refresh(a);
+			net_at = dt_mono_ms();
+		}
 		dt_tasks_digest(tasks, digest);
 		/*
 		 * The inventory only when the node changed since dtsched last took
@@ -819,7 +866,7 @@ static void *heartbeat_thread(void *data)
 		 * it changed; the whole inventory still carries the current numbers
 		 * for a dtsched that does not know "usage".
 		 */
-		inv = inventory_collect(a->name, a->o.gpus);
+		inv = agent_inventory(a);
 		fixed = json_deep_copy(inv);
 		usage = inventory_take_usage(fixed);
 		json_append(&ib, fixed);

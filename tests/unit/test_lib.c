@@ -21,6 +21,7 @@
 #include "json.h"
 #include "log.h"
 #include "logmerge.h"
+#include "netif.h"
 #include "parse-options.h"
 #include "run-command.h"
 #include "strbuf.h"
@@ -453,6 +454,25 @@ static void test_json_print_text(void **state)
 	json_decref(want);
 }
 
+/* the interface a route leaves from: loopback here (a fake node's eth0 is
+ * checked end to end in tests/e2e/test_netif.py) */
+static void test_netif_route(void **state)
+{
+	struct dt_netif n;
+	struct strbuf err = STRBUF_INIT;
+
+	assert_int_equal(dt_netif_route("127.0.0.1", 7071, &n, &err), 0);
+	assert_string_equal(n.addr, "127.0.0.1");
+	assert_string_equal(n.cidr, "127.0.0.0/8");
+	assert_true(n.loopback);
+	assert_true(n.name[0] != '\0');
+	assert_int_equal(dt_netif_route("127.0.0.9", 0, &n, &err), 0);   /* 127/8 is all lo */
+	assert_string_equal(n.addr, "127.0.0.1");
+	assert_int_equal(dt_netif_route("no-such-host.invalid", 7071, &n, &err), -1);
+	assert_non_null(strstr(err.buf, "cannot resolve 'no-such-host.invalid'"));
+	strbuf_release(&err);
+}
+
 static void test_json_append_str(void **state)
 {
 	const char *in = "q\"b\\n\n\r\t\x01\x7f \xc3\xa9";
@@ -595,6 +615,7 @@ int main(void)
 		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_json_helpers),
 		cmocka_unit_test(test_json_print_text),
+		cmocka_unit_test(test_netif_route),
 		cmocka_unit_test(test_json_append_str),
 		cmocka_unit_test(test_term_sanitize),
 		cmocka_unit_test(test_term_str),

@@ -11,7 +11,7 @@
  * y = x W^T + b.
  *
  * The CPU versions use OpenBLAS (cblas_sgemm) when built with DT_HAVE_BLAS and
- * OpenMP for the elementwise loops; nothing here allocates or fails.
+ * OpenMP for the elementwise loops; no kernel allocates or fails.
  */
 #ifndef DT_TRAINER_KERNELS_H
 #define DT_TRAINER_KERNELS_H

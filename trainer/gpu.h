@@ -2,9 +2,10 @@
  * gpu.h - the CUDA side as seen from C (implemented in kernels.cu).
  *
  * Without CUDA (NO_CUDA=1, the asan build, no nvcc) gpu_stub.c provides the
- * same functions: gpu_count() returns 0 and the rest are never reached.
- * Kernels take device pointers and run on the one compute stream,
- * gpu_stream(); the *_gpu functions are twins of the *_cpu ones in kernels.h.
+ * device plumbing: gpu_count() returns 0 and the rest is never reached; the
+ * kernels exist only with CUDA.  Kernels take device pointers and run on the
+ * one compute stream, gpu_stream(); the *_gpu functions are twins of the
+ * *_cpu ones in kernels.h, and dev_gpu (dev.c) is the table of them.
  */
 #ifndef DT_TRAINER_GPU_H
 #define DT_TRAINER_GPU_H
@@ -15,6 +16,13 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* 1 in a build with CUDA (whether or not this machine has a GPU) */
+#ifdef DT_HAVE_CUDA
+#define HAVE_CUDA_BUILD 1
+#else
+#define HAVE_CUDA_BUILD 0
 #endif
 
 /*
@@ -41,28 +49,20 @@ void gpu_h2d(void *dst, const void *src, size_t bytes);
 void gpu_d2h(void *dst, const void *src, size_t bytes);
 void gpu_memset0(void *p, size_t bytes);
 
-/* Twins of kernels.h, device pointers. */
-void gemm_gpu(int trans_a, int trans_b, int m, int n, int k, float alpha,
-	      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
-/* Mixed precision GEMM: A and B stored as bf16 (prec 1) or fp16 (prec 2), C fp32. */
-void gemm_mixed_gpu(int prec, int trans_a, int trans_b, int m, int n, int k, float alpha,
-		    const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
-		    float *c, int ldc);
-void bias_act_forward_gpu(float *y, float *pre, const float *bias, int n, int d, enum act_kind act);
-void act_backward_gpu(float *dy, const float *saved, size_t count, enum act_kind act);
-void bias_grad_gpu(float *db, const float *dy, int n, int d, float beta);
-/* Loss sum and correct count come back to the host (synchronises). */
-double softmax_xent_gpu(float *dlogits, const float *logits, const int *labels, int n, int c,
-			float grad_scale, int *correct);
-double softmax_xent_eval_gpu(const float *logits, const int *labels, int n, int c, int *correct);
-void sgd_update_gpu(float *p, const float *g, float *mom, size_t n, float lr, float mu, float wd);
-void adamw_update_gpu(float *p, const float *g, float *m, float *v, size_t n, float lr,
-		      float beta1, float beta2, float eps, float wd, long long t);
-double sumsq_gpu(const float *x, size_t n);
-void scale_gpu(float *x, size_t n, float s);
-int all_finite_gpu(const float *x, size_t n);
-/* prec 1 = bf16, 2 = fp16 */
-void cast_half_gpu(int prec, uint16_t *dst, const float *src, size_t n);
+/* Twins of kernels.h (same function types, documented there), device pointers. */
+kern_gemm_fn gemm_gpu;
+kern_gemm_mixed_fn gemm_mixed_gpu;
+kern_cast_half_fn cast_half_gpu;
+kern_bias_act_fn bias_act_forward_gpu;
+kern_act_backward_fn act_backward_gpu;
+kern_bias_grad_fn bias_grad_gpu;
+kern_xent_fn softmax_xent_gpu;
+kern_xent_eval_fn softmax_xent_eval_gpu;
+kern_sgd_fn sgd_update_gpu;
+kern_adamw_fn adamw_update_gpu;
+kern_sumsq_fn sumsq_gpu;
+kern_scale_fn scale_gpu;
+kern_finite_fn all_finite_gpu;
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
  * and gpu_required(), the same in every build.
  *
  * Only gpu_count() is reachable (it says 0, so the trainer stays on the CPU);
- * the rest exist so the one training loop links in every build.
+ * the rest exist so the one training loop and comm.c link in every build.
+ * The kernels have no stubs: dev.c's dev_gpu is empty without CUDA.
  */
 #include "trainer/gpu.h"
 
@@ -46,16 +47,4 @@ void gpu_free(void *p) { (void)p; }
 void gpu_h2d(void *dst, const void *src, size_t bytes) { unreachable(__func__); }
 void gpu_d2h(void *dst, const void *src, size_t bytes) { unreachable(__func__); }
 void gpu_memset0(void *p, size_t bytes) { unreachable(__func__); }
-void sgd_update_gpu(float *p, const float *g, float *mom, size_t n, float lr, float mu, float wd)
-{
-	unreachable(__func__);
-}
-void adamw_update_gpu(float *p, const float *g, float *m, float *v, size_t n, float lr,
-		      float beta1, float beta2, float eps, float wd, long long t)
-{
-	unreachable(__func__);
-}
-double sumsq_gpu(const float *x, size_t n) { unreachable(__func__); }
-void scale_gpu(float *x, size_t n, float s) { unreachable(__func__); }
-int all_finite_gpu(const float *x, size_t n) { unreachable(__func__); }
 #endif

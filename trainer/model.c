@@ -3,6 +3,7 @@
  * PyTorch-style default initialisation).
  */
 #include "trainer/model.h"
+#include "trainer/gpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,13 +11,12 @@
 
 struct model_entry {
 	const char *name;
-	int (*create_cpu)(struct model *m, struct strbuf *err);
-	int (*create_cuda)(struct model *m, struct strbuf *err);
+	int (*create)(struct model *m, const struct dev *dev, struct strbuf *err);
 };
 
 static const struct model_entry models[] = {
-	{ "mlp", mlp_create_cpu, mlp_create_cuda },
-	/* { "gpt", gpt_create_cpu, gpt_create_cuda }, planned */
+	{ "mlp", mlp_create },
+	/* { "gpt", gpt_create }, planned */
 };
 
 const char *model_names(void)
@@ -39,7 +39,11 @@ int model_create(struct model *m, const struct model_spec *spec, int on_gpu, int
 	for (size_t i = 0; i < ARRAY_SIZE(models); i++) {
 		if (strcmp(models[i].name, spec->name))
 			continue;
-		return on_gpu ? models[i].create_cuda(m, err) : models[i].create_cpu(m, err);
+		if (on_gpu && !HAVE_CUDA_BUILD) {
+			strbuf_addstr(err, "this dttrain was built without CUDA");
+			return -1;
+		}
+		return models[i].create(m, on_gpu ? &dev_gpu : &dev_cpu, err);
 	}
 	strbuf_addf(err, "unknown model '%s' (known: %s)", spec->name, model_names());
 	return -1;
@@ -100,11 +104,3 @@ void model_init_params_default(const struct model *m, float *params, struct rng 
 			params[s->off + j] = (2.0f * rng_uniform(r) - 1.0f) * bound;
 	}
 }
-
-#ifndef DT_HAVE_CUDA
-int mlp_create_cuda(struct model *m, struct strbuf *err)
-{
-	strbuf_addstr(err, "this dttrain was built without CUDA");
-	return -1;
-}
-#endif

@@ -11,8 +11,9 @@
  * rest of backward.
  *
  * Adding a model: write trainer/model_<name>.c with a create function filling
- * struct model (CPU) and, for the GPU, the same in a .cu file; add a row to
- * the table in model.c.  The loop itself does not change.
+ * struct model, its walk written once against a device table (struct dev,
+ * kernels.h; add kernels there, with CPU and CUDA twins, if it needs new
+ * ones); add a row to the table in model.c.  The loop itself does not change.
  *
  * On the CUDA device every pointer handed to ops (params, grads, x, y) is a
  * device pointer; on the CPU host memory.
@@ -95,9 +96,8 @@ void model_release(struct model *m);
 /* Known model names, for --help and errors: "mlp". */
 const char *model_names(void);
 
-/* Per-model constructors (model_<name>.c / .cu). */
-int mlp_create_cpu(struct model *m, struct strbuf *err);
-int mlp_create_cuda(struct model *m, struct strbuf *err);
+/* Per-model constructors (model_<name>.c), on dev_cpu or dev_gpu. */
+int mlp_create(struct model *m, const struct dev *dev, struct strbuf *err);
 
 /* Shared by every implementation of "mlp": the flat layout and the init. */
 void mlp_layout(struct model *m);

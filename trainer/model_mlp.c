@@ -1,49 +1,90 @@
 /*
- * model_mlp.c - the MLP classifier on the CPU: the readable reference.
+ * model_mlp.c - the MLP classifier: one model walk (forward, softmax
+ * cross-entropy, backward) over a device table (struct dev, kernels.h).
+ * With dev_cpu it is the readable reference; with dev_gpu the same walk runs
+ * the CUDA kernels, so CPU and GPU differ only in their kernels.
  *
  * Layers fc0..fcL: hidden layers are linear + activation, the last is linear
  * to logits, then softmax cross-entropy.  One GEMM per layer and direction
  * over the whole local batch (large GEMMs are what make a CPU fast), with the
  * bias + activation fused into one pass over the GEMM output.
  *
- * Buffers: act[0] is the caller's input (not copied), act[l+1] the output of
- * layer l; pre[l] the pre-activation when the activation is GELU (ReLU's
- * backward only needs the output); two gradient scratch buffers alternate
- * while walking back.  The model_mlp_cuda.cu twin keeps the same buffers on
- * the device.
+ * Buffers (device memory, opaque here): act[0] is the caller's input (not
+ * copied), act[l+1] the output of layer l; pre[l] the pre-activation when the
+ * activation is GELU (ReLU's backward only needs the output); two gradient
+ * scratch buffers alternate while walking back.
+ *
+ * Mixed precision (--precision bf16|fp16, devices with gemm_mixed): the fp32
+ * master weights stay in the flat parameter array the optimiser updates;
+ * every forward casts them to 16 bits (w16), GEMM inputs (activations,
+ * upstream gradients) are kept in 16 bits too, and every GEMM accumulates and
+ * writes fp32.  Bias, activation, softmax/loss and weight gradients are fp32.
+ * fp16 loss scaling is done by the loop (train.c) through grad_scale.
  */
 #include "trainer/model.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-struct mlp_cpu {
-	int nr_layers;
-	int dims[MODEL_MAX_LAYERS + 2];     /* dims[0] = input, dims[L] = classes */
-	float *act[MODEL_MAX_LAYERS + 2];   /* act[0] points at the input */
+struct mlp {
+	const struct dev *dev;
+	int nr_layers, prec;                 /* prec: 0 fp32, 1 bf16, 2 fp16 */
+	int dims[MODEL_MAX_LAYERS + 2];      /* dims[0] = input, dims[L] = classes */
+	float *act[MODEL_MAX_LAYERS + 2];    /* act[0] points at the input */
 	float *pre[MODEL_MAX_LAYERS + 1];
 	float *dbuf[2];
+	uint16_t *act16[MODEL_MAX_LAYERS + 2];   /* mixed precision only */
+	uint16_t *w16, *d16;
 };
 
 static enum act_kind layer_act(const struct model *m, int l)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
 
 	return l == p->nr_layers - 1 ? ACT_NONE : m->spec.act;
 }
 
+/* A 16-bit copy at an offset; NULL when there is none (fp32) */
+static const uint16_t *half_at(const uint16_t *base, size_t off)
+{
+	return base ? base + off : NULL;
+}
+
+/*
+ * C = op(A) op(B) + beta C: from the fp32 operands, or under mixed precision
+ * from their 16-bit copies a16, b16.
+ */
+static void mm(const struct mlp *p, int ta, int tb, int m, int n, int k, const float *a,
+	       const uint16_t *a16, int lda, const float *b, const uint16_t *b16, int ldb,
+	       float beta, float *c, int ldc)
+{
+	if (!p->prec)
+		p->dev->gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+	else
+		p->dev->gemm_mixed(p->prec, ta, tb, m, n, k, 1.0f, a16, lda, b16, ldb, beta, c, ldc);
+}
+
 static void mlp_forward(struct model *m, const float *params, const float *x, int n)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
+	const struct dev *dev = p->dev;
 
 	p->act[0] = (float *)x;
+	if (p->prec) {
+		dev->cast_half(p->prec, p->w16, params, m->nr_params);
+		dev->cast_half(p->prec, p->act16[0], x, (size_t)n * p->dims[0]);
+	}
 	for (int l = 0; l < p->nr_layers; l++) {
-		const float *w = params + m->segs[2 * l].off, *b = params + m->segs[2 * l + 1].off;
+		size_t woff = m->segs[2 * l].off;
+		const float *b = params + m->segs[2 * l + 1].off;
 		int in = p->dims[l], out = p->dims[l + 1];
 		enum act_kind act = layer_act(m, l);
 
-		gemm_cpu(0, 1, n, out, in, 1.0f, p->act[l], in, w, in, 0.0f, p->act[l + 1], out);
-		bias_act_forward_cpu(p->act[l + 1], act == ACT_GELU ? p->pre[l] : NULL, b, n, out, act);
+		/* y = x W^T */
+		mm(p, 0, 1, n, out, in, p->act[l], p->act16[l], in, params + woff, half_at(p->w16, woff), in,
+		   0.0f, p->act[l + 1], out);
+		dev->bias_act(p->act[l + 1], act == ACT_GELU ? p->pre[l] : NULL, b, n, out, act);
+		if (p->prec && l + 1 < p->nr_layers)
+			dev->cast_half(p->prec, p->act16[l + 1], p->act[l + 1], (size_t)n * out);
 	}
 }
 
@@ -51,14 +92,15 @@ static double mlp_train_step(struct model *m, const float *params, float *grads,
 			     const float *x, const int *y, int n, float grad_scale, int *correct,
 			     model_bucket_fn *ready, void *data)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
+	const struct dev *dev = p->dev;
 	int L = p->nr_layers, cur = 0;
 	double loss;
 
 	if (n == 0) {
 		/* a rank with no rows in this (last, partial) batch still takes part */
 		if (grad_beta == 0.0f)
-			memset(grads, 0, m->nr_params * sizeof(*grads));
+			dev->memset0(grads, m->nr_params * sizeof(*grads));
 		if (correct)
 			*correct = 0;
 		for (int l = L - 1; l >= 0; l--)
@@ -67,25 +109,28 @@ static double mlp_train_step(struct model *m, const float *params, float *grads,
 		return 0.0;
 	}
 	mlp_forward(m, params, x, n);
-	loss = softmax_xent_cpu(p->dbuf[cur], p->act[L], y, n, p->dims[L], grad_scale, correct);
+	loss = dev->xent(p->dbuf[cur], p->act[L], y, n, p->dims[L], grad_scale, correct);
 	for (int l = L - 1; l >= 0; l--) {
-		const float *w = params + m->segs[2 * l].off;
-		float *gw = grads + m->segs[2 * l].off, *gb = grads + m->segs[2 * l + 1].off;
+		size_t woff = m->segs[2 * l].off;
+		float *gw = grads + woff, *gb = grads + m->segs[2 * l + 1].off;
 		int in = p->dims[l], out = p->dims[l + 1];
 		float *d = p->dbuf[cur];
 
-		gemm_cpu(1, 0, out, in, n, 1.0f, d, out, p->act[l], in, grad_beta, gw, in);
-		bias_grad_cpu(gb, d, n, out, grad_beta);
+		if (p->prec)
+			dev->cast_half(p->prec, p->d16, d, (size_t)n * out);
+		mm(p, 1, 0, out, in, n, d, p->d16, out, p->act[l], p->act16[l], in, grad_beta, gw, in);
+		dev->bias_grad(gb, d, n, out, grad_beta);
 		if (ready)
 			ready(l, data);
 		if (l == 0)
 			break;
 		/* gradient into layer l's input, through layer l-1's activation */
-		gemm_cpu(0, 0, n, in, out, 1.0f, d, out, w, in, 0.0f, p->dbuf[!cur], in);
+		mm(p, 0, 0, n, in, out, d, p->d16, out, params + woff, half_at(p->w16, woff), in, 0.0f,
+		   p->dbuf[!cur], in);
 		cur = !cur;
-		act_backward_cpu(p->dbuf[cur],
-				 layer_act(m, l - 1) == ACT_GELU ? p->pre[l - 1] : p->act[l],
-				 (size_t)n * in, layer_act(m, l - 1));
+		dev->act_backward(p->dbuf[cur],
+				  layer_act(m, l - 1) == ACT_GELU ? p->pre[l - 1] : p->act[l],
+				  (size_t)n * in, layer_act(m, l - 1));
 	}
 	return loss;
 }
@@ -93,47 +138,51 @@ static double mlp_train_step(struct model *m, const float *params, float *grads,
 static double mlp_evaluate(struct model *m, const float *params, const float *x, const int *y,
 			   int n, int *correct)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
 
 	if (n == 0) {
 		*correct = 0;
 		return 0.0;
 	}
 	mlp_forward(m, params, x, n);
-	return softmax_xent_eval_cpu(p->act[p->nr_layers], y, n, p->dims[p->nr_layers], correct);
+	return p->dev->xent_eval(p->act[p->nr_layers], y, n, p->dims[p->nr_layers], correct);
 }
 
 static const float *mlp_logits(const struct model *m)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
 
 	return p->act[p->nr_layers];
 }
 
 static void mlp_release(struct model *m)
 {
-	struct mlp_cpu *p = m->priv;
+	struct mlp *p = m->priv;
 
 	if (!p)
 		return;
 	for (int l = 1; l <= p->nr_layers; l++)
-		free(p->act[l]);
+		p->dev->release(p->act[l]);
+	for (int l = 0; l <= p->nr_layers; l++)
+		p->dev->release(p->act16[l]);
 	for (int l = 0; l < p->nr_layers; l++)
-		free(p->pre[l]);
-	free(p->dbuf[0]);
-	free(p->dbuf[1]);
+		p->dev->release(p->pre[l]);
+	p->dev->release(p->dbuf[0]);
+	p->dev->release(p->dbuf[1]);
+	p->dev->release(p->w16);
+	p->dev->release(p->d16);
 	free(p);
 	m->priv = NULL;
 }
 
-static const struct model_ops mlp_cpu_ops = {
+static const struct model_ops mlp_ops = {
 	model_init_params_default, mlp_train_step, mlp_evaluate, mlp_logits, mlp_release,
 };
 
-int mlp_create_cpu(struct model *m, struct strbuf *err)
+int mlp_create(struct model *m, const struct dev *dev, struct strbuf *err)
 {
 	const struct model_spec *s = &m->spec;
-	struct mlp_cpu *p;
+	struct mlp *p;
 	size_t nb = (size_t)s->max_batch;
 	int widest;
 
@@ -141,34 +190,41 @@ int mlp_create_cpu(struct model *m, struct strbuf *err)
 		strbuf_addf(err, "mlp supports 0 to %d hidden layers", MODEL_MAX_LAYERS - 1);
 		return -1;
 	}
-	if (m->precision != 0) {
+	if (m->precision != 0 && !dev->gemm_mixed) {
 		strbuf_addstr(err, "the CPU path computes in fp32 only (bf16/fp16 need a GPU)");
 		return -1;
 	}
-	p = xcalloc(1, sizeof(*p));
-	p->nr_layers = s->nr_hidden + 1;
-	p->dims[0] = s->input_dim;
-	widest = s->input_dim;
-	for (int l = 0; l < s->nr_hidden; l++) {
+	for (int l = 0; l < s->nr_hidden; l++)
 		if (s->hidden[l] <= 0) {
-			free(p);
 			strbuf_addf(err, "hidden layer %d has width %d", l, s->hidden[l]);
 			return -1;
 		}
+	p = xcalloc(1, sizeof(*p));
+	p->dev = dev;
+	p->prec = m->precision;
+	p->nr_layers = s->nr_hidden + 1;
+	p->dims[0] = s->input_dim;
+	for (int l = 0; l < s->nr_hidden; l++)
 		p->dims[l + 1] = s->hidden[l];
-	}
 	p->dims[p->nr_layers] = s->classes;
+	m->priv = p;
+	m->ops = &mlp_ops;
+	mlp_layout(m);
+	widest = s->input_dim;
 	for (int l = 1; l <= p->nr_layers; l++) {
-		p->act[l] = xcalloc(nb * p->dims[l], sizeof(float));
+		p->act[l] = dev->alloc(nb * p->dims[l] * sizeof(float));
 		if (p->dims[l] > widest)
 			widest = p->dims[l];
 		if (l < p->nr_layers && s->act == ACT_GELU)
-			p->pre[l - 1] = xcalloc(nb * p->dims[l], sizeof(float));
+			p->pre[l - 1] = dev->alloc(nb * p->dims[l] * sizeof(float));
 	}
-	p->dbuf[0] = xcalloc(nb * widest, sizeof(float));
-	p->dbuf[1] = xcalloc(nb * widest, sizeof(float));
-	m->priv = p;
-	m->ops = &mlp_cpu_ops;
-	mlp_layout(m);
+	p->dbuf[0] = dev->alloc(nb * widest * sizeof(float));
+	p->dbuf[1] = dev->alloc(nb * widest * sizeof(float));
+	if (p->prec) {
+		for (int l = 0; l < p->nr_layers; l++)
+			p->act16[l] = dev->alloc(nb * p->dims[l] * sizeof(uint16_t));
+		p->w16 = dev->alloc(m->nr_params * sizeof(uint16_t));
+		p->d16 = dev->alloc(nb * widest * sizeof(uint16_t));
+	}
 	return 0;
 }

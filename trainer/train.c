@@ -3,9 +3,10 @@
  *
  * One loop for CPU and GPU: buffers that the model reads (parameters,
  * gradients, optimiser state, the batch) live on "the device", reached
- * through the small struct dev table below (host memory + *_cpu kernels, or
- * CUDA memory + *_gpu kernels).  The host always keeps the dataset and,
- * when needed, a copy of the parameters (init, checkpoints, --save-weights).
+ * through struct dev (kernels.h: dev_cpu, host memory + *_cpu kernels, or
+ * dev_gpu, CUDA memory + *_gpu kernels), the table the model walks too.
+ * The host always keeps the dataset and, when needed, a copy of the
+ * parameters (init, checkpoints, --save-weights).
  */
 #include "trainer/train.h"
 #include "trainer/ckpt.h"
@@ -21,51 +22,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------- device */
-
-struct dev {
-	int gpu;
-	void *(*alloc)(size_t bytes);           /* zeroed */
-	void (*release)(void *p);
-	void (*h2d)(void *dst, const void *src, size_t bytes);
-	void (*d2h)(void *dst, const void *src, size_t bytes);
-	void (*sgd)(float *p, const float *g, float *mom, size_t n, float lr, float mu, float wd);
-	void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr,
-		      float b1, float b2, float eps, float wd, long long t);
-	double (*sumsq)(const float *x, size_t n);
-	void (*scale)(float *x, size_t n, float s);
-	int (*finite)(const float *x, size_t n);
-};
-
-static void *host_alloc(size_t bytes)
-{
-	return xcalloc(1, bytes ? bytes : 1);
-}
-
-static void host_copy(void *dst, const void *src, size_t bytes)
-{
-	if (dst != src)
-		memcpy(dst, src, bytes);
-}
-
-static const struct dev cpu_dev = {
-	0, host_alloc, free, host_copy, host_copy, sgd_update_cpu, adamw_update_cpu,
-	sumsq_cpu, scale_cpu, all_finite_cpu,
-};
-
-static void *gpu_alloc0(size_t bytes)
-{
-	void *p = gpu_malloc(bytes ? bytes : 1);
-
-	gpu_memset0(p, bytes ? bytes : 1);
-	return p;
-}
-
-static const struct dev gpu_dev = {
-	1, gpu_alloc0, gpu_free, gpu_h2d, gpu_d2h, sgd_update_gpu, adamw_update_gpu,
-	sumsq_gpu, scale_gpu, all_finite_gpu,
-};
 
 /* --------------------------------------------------------------- helpers */
 
@@ -224,12 +180,6 @@ static int save_checkpoint(struct run *r, long long step, int bpe, struct strbuf
 	return 0;
 }
 
-#ifdef DT_HAVE_CUDA
-#define HAVE_CUDA_BUILD 1
-#else
-#define HAVE_CUDA_BUILD 0
-#endif
-
 /*
  * Whether this rank was given GPUs: CUDA_VISIBLE_DEVICES names at least one
  * (the launcher's binding; "" or "-1" is how a job without GPUs is told).
@@ -296,7 +246,7 @@ static int setup(struct run *r, struct strbuf *err)
 	}
 	if (comm_setup(r->comm, cfg->backend_kind, on_gpu, cfg->nccl_timeout, err))
 		return DT_EXIT_USAGE;
-	r->dev = on_gpu ? &gpu_dev : &cpu_dev;
+	r->dev = on_gpu ? &dev_gpu : &dev_cpu;
 
 	dopt.spec = cfg->data;
 	dopt.seed = (uint64_t)cfg->seed;
@@ -321,13 +271,13 @@ static int setup(struct run *r, struct strbuf *err)
 	r->nr_state = cfg->optim == OPTIM_ADAMW ? 2 : cfg->momentum > 0 ? 1 : 0;
 	r->params = r->dev->alloc(bytes);
 	r->grads = r->dev->alloc(bytes);
-	r->host_params = host_alloc(bytes);
+	r->host_params = dev_cpu.alloc(bytes);
 	for (int i = 0; i < r->nr_state; i++) {
 		r->state[i] = r->dev->alloc(bytes);
-		r->host_state[i] = host_alloc(bytes);
+		r->host_state[i] = dev_cpu.alloc(bytes);
 	}
-	r->xh = host_alloc((size_t)r->chunk * r->train.dim * sizeof(float));
-	r->yh = host_alloc((size_t)r->chunk * sizeof(int));
+	r->xh = dev_cpu.alloc((size_t)r->chunk * r->train.dim * sizeof(float));
+	r->yh = dev_cpu.alloc((size_t)r->chunk * sizeof(int));
 	r->xd = on_gpu ? r->dev->alloc((size_t)r->chunk * r->train.dim * sizeof(float)) : r->xh;
 	r->yd = on_gpu ? r->dev->alloc((size_t)r->chunk * sizeof(int)) : r->yh;
 

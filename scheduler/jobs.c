@@ -401,6 +401,17 @@ static const struct cluster_node *cc_node(struct sched *s, const char *name)
 
 /* ------------------------------------------------------------ job <-> JSON */
 
+/* the interface and subnet node n's agent reaches dtsched on (its inventory's
+ * "net", lib/netif.h) into ln, for the job's NCCL/gloo/Open MPI settings;
+ * pointers into n's inventory: lock held while they are used */
+static void node_net(const struct node *n, struct launch_node *ln)
+{
+	const json_t *net = n ? json_object_get(n->inventory, "net") : NULL;
+
+	ln->interface = json_get_str(net, "interface", NULL);
+	ln->cidr = json_get_str(net, "cidr", NULL);
+}
+
 static void history_add(struct job *j, const char *state, const char *reason)
 {
 	json_array_append_new(j->history, json_pack("{s:s,s:o,s:s?}", "state", state,
@@ -1915,6 +1926,7 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 				struct node *nk = node_find(s, h->place[k].node);
 
 				ln[k].agent_port = nk ? nk->port : 0;
+				node_net(nk, &ln[k]);
 			}
 		}
 		launch_opts_from(s, j, &lo, ssh_config, bin_dir);
@@ -2290,6 +2302,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 			ln[k].host = ln[k].address;
 			ln[k].slots = j->gpu ? slots[k] : NULL;
 			ln[k].agent_port = n->port;
+			node_net(n, &ln[k]);
 			json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "node", n->name,
 							    "address", ln[k].address, "slots", slots[k]));
 		}

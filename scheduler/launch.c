@@ -49,10 +49,6 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	strvec_pushf(env, "DT_METRICS_FILE=%s/metrics.jsonl", o->job_dir);
 	if (o->resume)
 		strvec_setenv(env, "DT_RESUME", o->resume);
-	if (o->net_interface) {
-		strvec_setenv(env, "NCCL_SOCKET_IFNAME", o->net_interface);
-		strvec_setenv(env, "GLOO_SOCKET_IFNAME", o->net_interface);
-	}
 	if (o->bin_dir)
 		strvec_setenv(env, "DT_BIN_DIR", o->bin_dir);
 	/*
@@ -72,6 +68,7 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	}
 }
 
+
 static int env_has(const struct strvec *env, const char *name)
 {
 	size_t n = strlen(name);
@@ -80,6 +77,72 @@ static int env_has(const struct strvec *env, const char *name)
 		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
 			return 1;
 	return 0;
+}
+
+/*
+ * The interface NCCL and gloo bind to (docs/run.md, "Network interface"):
+ * the job's own NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (or setup.env's),
+ * else cluster.yaml's network.interface, else `iface`, the one the node's
+ * agent reaches dtsched on.  Without it gloo binds to what the hostname
+ * resolves to, or to 127.0.0.1 when it resolves nowhere, and NCCL to the
+ * first interface it likes.
+ */
+static void net_env(struct strvec *env, const struct launch_opts *o, const char *iface)
+{
+	const char *v = o->net_interface ? o->net_interface : iface;
+
+	if (!v)
+		return;
+	if (!env_has(env, "NCCL_SOCKET_IFNAME"))
+		strvec_pushf(env, "NCCL_SOCKET_IFNAME=%s", v);
+	if (!env_has(env, "GLOO_SOCKET_IFNAME"))
+		strvec_pushf(env, "GLOO_SOCKET_IFNAME=%s", v);
+}
+
+/* the interface every node has (mpirun passes one environment), or NULL */
+static const char *common_interface(const struct launch_node *nodes, int nr)
+{
+	for (int k = 0; k < nr; k++)
+		if (!nodes[k].interface || strcmp(nodes[k].interface, nodes[0].interface))
+			return NULL;
+	return nr ? nodes[0].interface : NULL;
+}
+
+/*
+ * Open MPI's btl/oob_tcp_if_include: network.interface, else the nodes'
+ * subnets ("10.88.0.0/24", which Open MPI takes as well as names, so nodes
+ * whose interfaces are named differently agree), unless the job says
+ * itself (OMPI_MCA_btl_tcp_if_include/exclude in its env).
+ */
+static void mpi_net_argv(struct strvec *argv, const struct strvec *env,
+			 const struct launch_node *nodes, int nr, const struct launch_opts *o)
+{
+	struct strbuf inc = STRBUF_INIT;
+
+	if (env_has(env, "OMPI_MCA_btl_tcp_if_include") ||
+	    env_has(env, "OMPI_MCA_btl_tcp_if_exclude"))
+		return;
+	if (o->net_interface) {
+		strbuf_addstr(&inc, o->net_interface);
+	} else {
+		for (int k = 0; k < nr; k++) {
+			const char *c = nodes[k].cidr;
+			int seen = 0;
+
+			if (!c) {
+				strbuf_release(&inc);
+				return;   /* one node unknown: leave Open MPI its own choice */
+			}
+			for (int i = 0; i < k; i++)
+				seen |= !strcmp(nodes[i].cidr, c);
+			if (!seen)
+				strbuf_addf(&inc, "%s%s", inc.len ? "," : "", c);
+		}
+	}
+	if (inc.len)
+		strvec_pushv(argv, (const char *[]){ "--mca", "btl_tcp_if_include", inc.buf,
+						     "--mca", "oob_tcp_if_include", inc.buf, NULL });
+	strbuf_release(&inc);
 }
 
 static void build_agent_tasks(struct launch_plan *p, const struct job_config *job,
@@ -101,6 +164,7 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			strvec_init(&t->env);
 			launch_job_argv(&t->argv, job, o->bin_dir);
 			common_env(&t->env, job, o, p);
+			net_env(&t->env, o, nodes[k].interface);
 			strvec_pushf(&t->env, "RANK=%d", r);
 			strvec_pushf(&t->env, "LOCAL_RANK=%d", l);
 			strvec_pushf(&t->env, "WORLD_SIZE=%d", p->world);
@@ -163,6 +227,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	strvec_init(&t->argv);
 	strvec_init(&t->env);
 	common_env(&t->env, job, o, p);
+	net_env(&t->env, o, common_interface(nodes, nr_nodes));
 	strvec_pushf(&t->env, "MASTER_ADDR=%s", p->master_addr);
 	strvec_pushf(&t->env, "MASTER_PORT=%d", p->master_port);
 	if (p->gpu) {
@@ -216,11 +281,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	 */
 	if (job->workdir)
 		strvec_pushv(&t->argv, (const char *[]){ "--wdir", job->workdir, NULL });
-	if (o->net_interface) {
-		strvec_pushv(&t->argv, (const char *[]){ "--mca", "btl_tcp_if_include",
-							 o->net_interface, "--mca",
-							 "oob_tcp_if_include", o->net_interface, NULL });
-	}
+	mpi_net_argv(&t->argv, &t->env, nodes, nr_nodes, o);
 	/* forward the job's environment to every rank by name (-x NAME) */
 	for (size_t i = 0; i < t->env.nr; i++) {
 		const char *eq = strchr(t->env.v[i], '=');

@@ -32,6 +32,8 @@ struct launch_node {
 	const char *slots;            /* "0,1" GPU indices, or NULL for CPU slots */
 	const char *host;             /* its name in the hostfile (default: name) */
 	int agent_port;               /* its agent's port (mpi launcher, orted via agents) */
+	const char *interface;        /* the interface its agent reaches dtsched on, or NULL */
+	const char *cidr;             /* that interface's subnet ("10.88.0.0/24"), or NULL */
 };
 
 struct launch_task {
@@ -67,7 +69,8 @@ struct launch_opts {
 	int master_port;
 	const char *resume;           /* checkpoint for DT_RESUME, or NULL */
 	const char *ssh_config;       /* for mpirun's plm_rsh_args, or NULL */
-	const char *net_interface;    /* btl/oob_tcp_if_include, NCCL_SOCKET_IFNAME, or NULL */
+	const char *net_interface;    /* cluster.yaml network.interface: btl/oob_tcp_if_include,
+				       * NCCL/GLOO_SOCKET_IFNAME (else each node's interface) */
 	const char *bin_dir;          /* node-side dir of dtagent/dttrain, or NULL (PATH) */
 	const struct kvlist *extra_env;  /* e.g. DT_TRIAL_ID, DT_PARAM_* from sweeps */
 	const struct kvlist *setup_env;  /* cluster.yaml setup.env (the job's env wins) */

@@ -98,8 +98,8 @@ static void test_hostfile_uses_host(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "10.0.0.1", NULL, "10.0.0.1", 7070 },
-					{ "n2", "10.0.0.2", NULL, NULL, 7070 } };
+	struct launch_node nodes[2] = { { "n1", "10.0.0.1", NULL, "10.0.0.1", 7070, NULL, NULL },
+					{ "n2", "10.0.0.2", NULL, NULL, 7070, NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1 };
 	int root_ok = 0;
 

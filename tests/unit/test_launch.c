@@ -36,8 +36,8 @@ static void test_agent_env(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1", NULL, 0 },
-					{ "n2", "10.88.0.12", "2,3", NULL, 0 } };
+	struct launch_node nodes[2] = { { "n1", "10.88.0.11", "0,1", NULL, 0, NULL, NULL },
+					{ "n2", "10.88.0.12", "2,3", NULL, 0, NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-000007", .job_dir = "/sh/jobs/j-000007",
 				 .master_port = 29611 };
 	const struct launch_task *t;
@@ -80,8 +80,8 @@ static void test_trainer_mpi(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070 },
-					{ "n2", "n2", NULL, NULL, 7071 } };
+	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070, NULL, NULL },
+					{ "n2", "n2", NULL, NULL, 7071, NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1234,
 				 .resume = "/s/jobs/j-1/ckpt/last.ckpt", .ssh_config = "/h/ssh_config",
 				 .net_interface = "eth0", .bin_dir = "/h/.dtctl/bin" };
@@ -161,6 +161,76 @@ static void test_trainer_mpi(void **state)
 	strbuf_release(&err);
 }
 
+/* the value after `opt` in t's argv, or NULL */
+static const char *arg_after(const struct launch_task *t, const char *opt)
+{
+	for (size_t i = 0; i + 1 < t->argv.nr; i++)
+		if (!strcmp(t->argv.v[i], opt))
+			return t->argv.v[i + 1];
+	return NULL;
+}
+
+/*
+ * The network interface (docs/run.md): each node's, as its agent found it,
+ * for NCCL and gloo; the job's own setting, then network.interface, win;
+ * mpirun gets the nodes' subnets, one environment only when the names agree.
+ */
+static void test_network_interface(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[3] = {
+		{ "n1", "10.88.0.11", NULL, NULL, 7070, "eth0", "10.88.0.0/24" },
+		{ "n2", "10.88.0.12", NULL, NULL, 7070, "ens5", "10.88.0.0/24" },
+		{ "n3", "10.89.0.13", NULL, NULL, 7070, "ens5", "10.89.0.0/16" } };
+	struct launch_opts o = { .job_id = "j-1", .job_dir = "/s/jobs/j-1", .master_port = 1 };
+
+	load_job(&job, "nodes: 3\nlauncher: agent\ncommand: [python, t.py]\n"
+		 "env: {GLOO_SOCKET_IFNAME: mine0}\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 3, &o, &err), 0);
+	assert_string_equal(env_of(&p.tasks[0], "NCCL_SOCKET_IFNAME"), "eth0");
+	assert_string_equal(env_of(&p.tasks[1], "NCCL_SOCKET_IFNAME"), "ens5");
+	assert_string_equal(env_of(&p.tasks[2], "GLOO_SOCKET_IFNAME"), "mine0");   /* the job's */
+	launch_plan_release(&p);
+	o.net_interface = "ib0";          /* cluster.yaml network.interface */
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 3, &o, &err), 0);
+	assert_string_equal(env_of(&p.tasks[1], "NCCL_SOCKET_IFNAME"), "ib0");
+	assert_string_equal(env_of(&p.tasks[1], "GLOO_SOCKET_IFNAME"), "mine0");
+	launch_plan_release(&p);
+	job_config_release(&job);
+
+	/* mpi: the subnets, each once; names differ, so no NCCL/gloo setting */
+	o.net_interface = NULL;
+	load_job(&job, "nodes: 3\nlauncher: mpi\ncommand: [t]\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 3, &o, &err), 0);
+	assert_string_equal(arg_after(&p.tasks[0], "btl_tcp_if_include"),
+			    "10.88.0.0/24,10.89.0.0/16");
+	assert_string_equal(arg_after(&p.tasks[0], "oob_tcp_if_include"),
+			    "10.88.0.0/24,10.89.0.0/16");
+	assert_null(env_of(&p.tasks[0], "NCCL_SOCKET_IFNAME"));
+	launch_plan_release(&p);
+	/* the two ens5 nodes agree */
+	assert_int_equal(launch_plan_build(&p, &job, nodes + 1, 2, &o, &err), 0);
+	assert_string_equal(env_of(&p.tasks[0], "NCCL_SOCKET_IFNAME"), "ens5");
+	launch_plan_release(&p);
+	/* a node that did not say: Open MPI chooses */
+	nodes[2].cidr = NULL;
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 3, &o, &err), 0);
+	assert_null(arg_after(&p.tasks[0], "btl_tcp_if_include"));
+	launch_plan_release(&p);
+	job_config_release(&job);
+	/* the job's own Open MPI setting wins */
+	nodes[2].cidr = "10.89.0.0/16";
+	load_job(&job, "nodes: 3\nlauncher: mpi\ncommand: [t]\n"
+		 "env: {OMPI_MCA_btl_tcp_if_include: lo}\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 3, &o, &err), 0);
+	assert_null(arg_after(&p.tasks[0], "btl_tcp_if_include"));
+	launch_plan_release(&p);
+	job_config_release(&job);
+	strbuf_release(&err);
+}
+
 /*
  * cluster.yaml's setup.env reaches every task under the job's env (which
  * wins); the job's workdir is every task's cwd (and mpirun's --wdir), else
@@ -171,8 +241,8 @@ static void test_setup_env_and_dirs(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070 },
-					{ "n2", "n2", NULL, NULL, 7070 } };
+	struct launch_node nodes[2] = { { "n1", "n1", NULL, NULL, 7070, NULL, NULL },
+					{ "n2", "n2", NULL, NULL, 7070, NULL, NULL } };
 	struct kvlist setup = { NULL, 0, 0 };
 	struct launch_opts o = { .job_id = "j-000009", .job_dir = "/sh/jobs/j-000009",
 				 .setup_env = &setup, .submit_dir = "/sh/proj" };
@@ -210,7 +280,7 @@ static void test_json_dry_run(void **state)
 	struct job_config job;
 	struct launch_plan p;
 	struct strbuf err = STRBUF_INIT;
-	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL, NULL, 0 } };
+	struct launch_node nodes[1] = { { "local", "127.0.0.1", NULL, NULL, 0, NULL, NULL } };
 	struct launch_opts o = { .job_id = "j-2", .job_dir = "/s/jobs/j-2", .master_port = 5 };
 	json_t *j;
 
@@ -232,6 +302,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_env),
 		cmocka_unit_test(test_trainer_mpi),
+		cmocka_unit_test(test_network_interface),
 		cmocka_unit_test(test_setup_env_and_dirs),
 		cmocka_unit_test(test_json_dry_run),
 	};

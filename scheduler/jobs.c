@@ -1397,6 +1397,19 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 }
 
 /* For mpi jobs: the first rank that failed, from <job_dir>/ranks/<r>.json. */
+/*
+ * The node rank r of an mpi job ran on, by the plan (--map-by slot: hostfile
+ * node r / per_node), as dtctl names it; what the rank's record says (the
+ * host's name, which need not be the node's, nor resolve) only without one.
+ */
+static const char *rank_node(const struct job *j, int r, const char *recorded)
+{
+	const struct hold *h = j->hold;
+	int k = j->per_node > 0 && r >= 0 ? r / j->per_node : -1;
+
+	return h && k >= 0 && k < h->nr ? h->place[k].node : recorded;
+}
+
 static int mpi_first_failure(const struct job *j, int *rank, int *code, char **node)
 {
 	json_t *recs = mpi_rank_records(j), *o;
@@ -1411,7 +1424,7 @@ static int mpi_first_failure(const struct job *j, int *rank, int *code, char **n
 			*rank = (int)json_get_int(o, "rank", -1);
 			*code = (int)json_get_int(o, "exit_code", 1);
 			free(*node);
-			*node = xstrdup(json_get_str(o, "node", "?"));
+			*node = xstrdup(rank_node(j, *rank, json_get_str(o, "node", "?")));
 		}
 	}
 	json_decref(recs);

@@ -10,7 +10,8 @@ Using the loopback address as fallback") and the ranks on other nodes are refuse
     backend gloo, init env://) completes with the right sum, because every rank gets
     GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME = its node's interface;
   - a job's own GLOO_SOCKET_IFNAME wins over the found one;
-  - an mpi job gets Open MPI's btl/oob_tcp_if_include = the nodes' subnet.
+  - an mpi job gets Open MPI's btl/oob_tcp_if_include = the nodes' subnet, and an
+    MPI all-reduce over the three nodes (dttrain's) completes.
 """
 
 import json
@@ -115,3 +116,21 @@ def test_mpi_gets_the_subnet(cluster):
     argv = json.loads(p.stdout)["plan"]["tasks"][0]["argv"]
     inc = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "btl_tcp_if_include"]
     assert inc and re.fullmatch(r"10\.88\.\d+\.\d+/\d+", inc[0]), argv
+    # and real MPI all-reduces over the three nodes (dttrain's gradients) run on it
+    p = cluster.dtctl("run", "-n", 3, "-p", 1, "--launcher", "mpi", "--timeout", "90s",
+                      "--trainer", "--", "--model=mlp", "--hidden=16", "--steps=4",
+                      "--train-size=256", "--val-size=32", "--log-every=2", timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "COMPLETED" in p.stderr, p.stderr
+
+
+def test_failed_rank_named_by_node_not_hostname(cluster):
+    """An mpi rank's failure names the node as dtctl knows it (node 2), not the host's
+    own name (which here is unresolvable-2.invalid)."""
+    p = cluster.dtctl("run", "-n", 3, "-p", 1, "--launcher", "mpi", "--shell", "--timeout",
+                      "60s", "--", 'sleep 1; [ "$OMPI_COMM_WORLD_RANK" != 1 ] || exit 3',
+                      timeout=120)
+    assert p.returncode != 0, p.stdout + p.stderr
+    node2 = cluster.fc.node(2).name
+    assert "rank 1 on %s" % node2 in p.stderr, p.stderr
+    assert "unresolvable" not in p.stderr, p.stderr

@@ -424,8 +424,10 @@ static char *login_name(void)
 	return pw && pw->pw_name ? xstrdup(pw->pw_name) : NULL;
 }
 
-static void cluster_defaults(struct cluster_config *cc)
+static void cluster_defaults(void *cfg)
 {
+	struct cluster_config *cc = cfg;
+
 	memset(cc, 0, sizeof(*cc));
 	cc->ssh.port = 22;
 	cc->ssh.fanout = 32;
@@ -440,8 +442,9 @@ static void cluster_defaults(struct cluster_config *cc)
 	cc->head.port = 7071;
 }
 
-static int cluster_from_tree(struct ctx *c, struct cluster_config *cc, struct ynode *top)
+static int cluster_from_tree(struct ctx *c, void *cfg, struct ynode *top)
 {
+	struct cluster_config *cc = cfg;
 	struct cluster_state st;
 	int ret = -1;
 
@@ -493,30 +496,10 @@ out:
 	return ret;
 }
 
-static void cluster_defaults_v(void *cfg) { cluster_defaults(cfg); }
-static int cluster_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
+static void cluster_release(void *cfg)
 {
-	return cluster_from_tree(c, cfg, top);
-}
-static void cluster_release_v(void *cfg) { cluster_config_release(cfg); }
-static char **cluster_path(void *cfg) { return &((struct cluster_config *)cfg)->path; }
-static const struct config_kind cluster_kind = {
-	cluster_defaults_v, cluster_from_tree_v, cluster_release_v, cluster_path
-};
+	struct cluster_config *cc = cfg;
 
-int cluster_config_parse(struct cluster_config *cc, const char *buf, size_t len, const char *name,
-		     struct strbuf *err)
-{
-	return config_parse_kind(&cluster_kind, cc, buf, len, name, dir_of(name, 0), err);
-}
-
-int cluster_config_load(struct cluster_config *cc, const char *path, struct strbuf *err)
-{
-	return config_load_kind(&cluster_kind, cc, path, err);
-}
-
-void cluster_config_release(struct cluster_config *cc)
-{
 	free(cc->path);
 	free(cc->name);
 	free(cc->user);
@@ -536,6 +519,13 @@ void cluster_config_release(struct cluster_config *cc)
 	free(cc->network.interface);
 	memset(cc, 0, sizeof(*cc));
 }
+
+static const struct config_kind cluster_kind = {
+	offsetof(struct cluster_config, path), cluster_defaults, cluster_from_tree, cluster_release,
+};
+
+/* cluster_config_parse(), cluster_config_load(), cluster_config_release() */
+CONFIG_KIND_API(cluster)
 
 int cluster_setup_template(const struct cluster_config *c, struct strbuf *path,
 			   struct strbuf *err)

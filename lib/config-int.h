@@ -57,12 +57,14 @@ typedef int (*key_fn)(struct ctx *c, const char *key, struct ynode *val, const c
 /*
  * What differs between cluster.yaml, job.yaml and sweep.yaml for parsing and
  * loading: config_parse_kind() and config_load_kind() below do the rest.
+ * cfg is the kind's struct (struct cluster_config for cluster.yaml), whose
+ * char *path (the file it was loaded from) is at path_offset.
  */
 struct config_kind {
-	void (*defaults)(void *cfg);
+	size_t path_offset;
+	void (*defaults)(void *cfg);   /* the whole struct, before anything is read */
 	int (*from_tree)(struct ctx *c, void *cfg, struct ynode *top);
-	void (*release)(void *cfg);
-	char **(*path)(void *cfg);
+	void (*release)(void *cfg);    /* what config.h's *_config_release() does */
 };
 
 void ynode_free(struct ynode *n);
@@ -104,11 +106,33 @@ struct ynode *later(struct ynode *a, struct ynode *b);
 char *resolve_path(const struct ctx *c, const char *rel);
 char *dir_of(const char *path, int absolute);
 
-/* Parse and load one kind (config-yaml.c). */
-int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf,
-		      size_t len, const char *name, char *dir, struct strbuf *err);
+/* config.h's *_config_parse() and *_config_load() for kind k (config-yaml.c). */
+int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf, size_t len,
+		      const char *name, struct strbuf *err);
 int config_load_kind(const struct config_kind *k, void *cfg, const char *path,
 		     struct strbuf *err);
+
+/*
+ * config.h's typed entry points of one kind, the same for every kind but for
+ * the struct: CONFIG_KIND_API(cluster) defines cluster_config_parse(),
+ * cluster_config_load() and cluster_config_release() on the schema file's
+ * table cluster_kind (struct config_kind) and struct cluster_config.
+ */
+#define CONFIG_KIND_API(kind)								\
+	int kind##_config_parse(struct kind##_config *cfg, const char *buf, size_t len,	\
+				const char *name, struct strbuf *err)			\
+	{										\
+		return config_parse_kind(&kind##_kind, cfg, buf, len, name, err);	\
+	}										\
+	int kind##_config_load(struct kind##_config *cfg, const char *path,		\
+			       struct strbuf *err)					\
+	{										\
+		return config_load_kind(&kind##_kind, cfg, path, err);			\
+	}										\
+	void kind##_config_release(struct kind##_config *cfg)				\
+	{										\
+		kind##_kind.release(cfg);						\
+	}
 
 /* JSON pieces of the *_to_json() functions. */
 json_t *str_or_null(const char *s);

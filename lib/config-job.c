@@ -260,8 +260,10 @@ out:
 	return ret;
 }
 
-void job_config_init(struct job_config *j)
+static void job_defaults(void *cfg)
 {
+	struct job_config *j = cfg;
+
 	memset(j, 0, sizeof(*j));
 	j->nodes = 1;
 	j->procs_per_node = 1;
@@ -269,8 +271,16 @@ void job_config_init(struct job_config *j)
 	strvec_init(&j->command);
 }
 
-void job_config_release(struct job_config *j)
+/* A job.yaml: the whole file is the job. */
+static int job_file_from_tree(struct ctx *c, void *cfg, struct ynode *top)
 {
+	return job_from_tree(c, cfg, top, "", 0);
+}
+
+static void job_release(void *cfg)
+{
+	struct job_config *j = cfg;
+
 	free(j->path);
 	free(j->name);
 	kvlist_release(&j->trainer);
@@ -280,29 +290,19 @@ void job_config_release(struct job_config *j)
 	free(j->node_include);
 	free(j->node_exclude);
 	kvlist_release(&j->labels);
-	job_config_init(j);
+	job_defaults(j);
 }
 
-static void job_defaults_v(void *cfg) { job_config_init(cfg); }
-static int job_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
-{
-	return job_from_tree(c, cfg, top, "", 0);
-}
-static void job_release_v(void *cfg) { job_config_release(cfg); }
-static char **job_path(void *cfg) { return &((struct job_config *)cfg)->path; }
 static const struct config_kind job_kind = {
-	job_defaults_v, job_from_tree_v, job_release_v, job_path
+	offsetof(struct job_config, path), job_defaults, job_file_from_tree, job_release,
 };
 
-int job_config_parse(struct job_config *j, const char *buf, size_t len, const char *name,
-		 struct strbuf *err)
-{
-	return config_parse_kind(&job_kind, j, buf, len, name, dir_of(name, 0), err);
-}
+/* job_config_parse(), job_config_load(), job_config_release() */
+CONFIG_KIND_API(job)
 
-int job_config_load(struct job_config *j, const char *path, struct strbuf *err)
+void job_config_init(struct job_config *j)
 {
-	return config_load_kind(&job_kind, j, path, err);
+	job_defaults(j);
 }
 
 json_t *job_config_to_json(const struct job_config *j)

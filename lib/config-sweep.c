@@ -1045,8 +1045,10 @@ static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top
 	return sweep_job(c, s, st->job);
 }
 
-static void sweep_defaults(struct sweep_config *s)
+static void sweep_defaults(void *cfg)
 {
+	struct sweep_config *s = cfg;
+
 	memset(s, 0, sizeof(*s));
 	s->et_min_iter = 1;
 	s->et_eta = 3;
@@ -1056,57 +1058,21 @@ static void sweep_defaults(struct sweep_config *s)
 	job_config_init(&s->job);
 }
 
-static int sweep_from_tree(struct ctx *c, struct sweep_config *s, struct ynode *top)
+static int sweep_from_tree(struct ctx *c, void *cfg, struct ynode *top)
 {
 	struct sweep_state st;
 
 	memset(&st, 0, sizeof(st));
-	st.s = s;
+	st.s = cfg;
 	if (walk_map(c, top, "", sweep_keys, sweep_foreign, sweep_key, &st) < 0)
 		return -1;
 	return sweep_checks(c, &st, top);
 }
 
-static void sweep_defaults_v(void *cfg) { sweep_defaults(cfg); }
-static int sweep_from_tree_v(struct ctx *c, void *cfg, struct ynode *top)
+static void sweep_release(void *cfg)
 {
-	return sweep_from_tree(c, cfg, top);
-}
-static void sweep_release_v(void *cfg) { sweep_config_release(cfg); }
-static char **sweep_path(void *cfg) { return &((struct sweep_config *)cfg)->path; }
-static const struct config_kind sweep_kind = {
-	sweep_defaults_v, sweep_from_tree_v, sweep_release_v, sweep_path
-};
+	struct sweep_config *s = cfg;
 
-int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len, const char *name,
-		   struct strbuf *err)
-{
-	return config_parse_kind(&sweep_kind, s, buf, len, name, dir_of(name, 0), err);
-}
-
-int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err)
-{
-	return config_load_kind(&sweep_kind, s, path, err);
-}
-
-int sweep_config_warnings(const struct sweep_config *s, struct strbuf *out)
-{
-	int n = 0;
-
-	if (s->early_terminate && !s->et_max_iter) {
-		strbuf_addf(out, "%s:%d:%d: early_terminate: hyperband without max_iter: the last "
-			    "epoch a trial reports can be a rung, where ASHA stops the first trial to "
-			    "reach it; set max_iter to the number of epochs (or steps) a trial runs\n",
-			    s->path ? s->path : "sweep.yaml", s->et_pos.line, s->et_pos.col);
-		n++;
-	}
-	for (size_t i = 0; i < s->notes.nr; i++, n++)
-		strbuf_addf(out, "%s\n", s->notes.v[i]);
-	return n;
-}
-
-void sweep_config_release(struct sweep_config *s)
-{
 	free(s->path);
 	free(s->name);
 	free(s->metric_name);
@@ -1124,6 +1090,29 @@ void sweep_config_release(struct sweep_config *s)
 	strvec_clear(&s->notes);
 	job_config_release(&s->job);
 	sweep_defaults(s);
+}
+
+static const struct config_kind sweep_kind = {
+	offsetof(struct sweep_config, path), sweep_defaults, sweep_from_tree, sweep_release,
+};
+
+/* sweep_config_parse(), sweep_config_load(), sweep_config_release() */
+CONFIG_KIND_API(sweep)
+
+int sweep_config_warnings(const struct sweep_config *s, struct strbuf *out)
+{
+	int n = 0;
+
+	if (s->early_terminate && !s->et_max_iter) {
+		strbuf_addf(out, "%s:%d:%d: early_terminate: hyperband without max_iter: the last "
+			    "epoch a trial reports can be a rung, where ASHA stops the first trial to "
+			    "reach it; set max_iter to the number of epochs (or steps) a trial runs\n",
+			    s->path ? s->path : "sweep.yaml", s->et_pos.line, s->et_pos.col);
+		n++;
+	}
+	for (size_t i = 0; i < s->notes.nr; i++, n++)
+		strbuf_addf(out, "%s\n", s->notes.v[i]);
+	return n;
 }
 
 /* A value as written, typed the way YAML would read it. */

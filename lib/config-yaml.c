@@ -1005,15 +1005,15 @@ static int load_file(const char *path, struct strbuf *err, struct strbuf *buf, c
  * over it; on error the struct is released (and stays valid to release again).
  * Takes ownership of dir.
  */
-int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf,
-		      size_t len, const char *name, char *dir, struct strbuf *err)
+static int parse_kind(const struct config_kind *k, void *cfg, const char *buf, size_t len,
+		      const char *name, char *dir, struct strbuf *err)
 {
 	struct ctx c = { name, dir, err };
 	struct ynode *top = NULL;
 	int ret = -1;
 
 	k->defaults(cfg);
-	*k->path(cfg) = xstrdup(name);
+	*(char **)((char *)cfg + k->path_offset) = xstrdup(name);
 	if (load_tree(&c, buf, len, &top) == 0 && k->from_tree(&c, cfg, top) == 0)
 		ret = 0;
 	ynode_free(top);
@@ -1036,9 +1036,16 @@ int config_load_kind(const struct config_kind *k, void *cfg, const char *path,
 		strbuf_release(&buf);
 		return -1;
 	}
-	ret = config_parse_kind(k, cfg, buf.buf, buf.len, path, dir, err);
+	ret = parse_kind(k, cfg, buf.buf, buf.len, path, dir, err);
 	strbuf_release(&buf);
 	return ret;
+}
+
+/* From memory: relative paths are against the directory part of `name`. */
+int config_parse_kind(const struct config_kind *k, void *cfg, const char *buf, size_t len,
+		      const char *name, struct strbuf *err)
+{
+	return parse_kind(k, cfg, buf, len, name, dir_of(name, 0), err);
 }
 
 /* --------------------------------------------------------- detection */

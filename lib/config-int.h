@@ -95,6 +95,10 @@ int get_enum(struct ctx *c, struct ynode *n, const char *path,
 void child_path(struct strbuf *sb, const char *parent, const char *key);
 int find_duplicate(char **keys, size_t n, size_t *dup, size_t *first);
 int check_keys(struct ctx *c, struct ynode *map, const char *path);
+typedef int (*pair_fn)(struct ctx *c, struct ynode *key, struct ynode *val, const char *path,
+		       void *data);
+int each_pair(struct ctx *c, struct ynode *map, const char *path, const char *expected,
+	      pair_fn fn, void *data);
 int walk_map(struct ctx *c, struct ynode *map, const char *path, const char *const *keys,
 	     const struct foreign_key *foreign, key_fn fn, void *data);
 struct ynode *map_get(const struct ynode *map, const char *key);

@@ -24,49 +24,40 @@ struct job_state {
 };
 
 /* trainer: values are scalars, or lists of scalars joined with ','. */
+static int trainer_option(struct ctx *c, struct ynode *k, struct ynode *v, const char *path,
+			  void *data)
+{
+	struct job_config *j = data;
+	struct strbuf val = STRBUF_INIT;
+
+	if (v->type == Y_SEQ) {
+		if (!v->nr)
+			return bad_value(c, v, path, "a value or a non-empty list of values");
+		for (size_t e = 0; e < v->nr; e++) {
+			const char *s = want_scalar(c, v->kids[e], path, "a list of single values");
+
+			if (!s) {
+				strbuf_release(&val);
+				return -1;
+			}
+			strbuf_addf(&val, "%s%s", e ? "," : "", s);
+		}
+	} else {
+		const char *s = want_scalar(c, v, path, "a value or a list of values");
+
+		if (!s)
+			return -1;
+		strbuf_addstr(&val, s);
+	}
+	kvlist_set(&j->trainer, k->text, val.buf);
+	strbuf_release(&val);
+	return 0;
+}
+
 static int trainer_value(struct ctx *c, struct job_config *j, struct ynode *map, const char *path)
 {
-	struct strbuf sub = STRBUF_INIT, val = STRBUF_INIT;
-	int ret = -1;
-
 	j->has_trainer = 1;
-	if (is_null(map))
-		return 0;
-	if (map->type != Y_MAP)
-		return bad_value(c, map, path, "a mapping of trainer options");
-	if (check_keys(c, map, path) < 0)
-		return -1;
-	for (size_t i = 0; i + 1 < map->nr; i += 2) {
-		struct ynode *k = map->kids[i], *v = map->kids[i + 1];
-
-		child_path(&sub, path, k->text);
-		strbuf_reset(&val);
-		if (v->type == Y_SEQ) {
-			if (!v->nr) {
-				bad_value(c, v, sub.buf, "a value or a non-empty list of values");
-				goto out;
-			}
-			for (size_t e = 0; e < v->nr; e++) {
-				const char *s = want_scalar(c, v->kids[e], sub.buf, "a list of single values");
-
-				if (!s)
-					goto out;
-				strbuf_addf(&val, "%s%s", e ? "," : "", s);
-			}
-		} else {
-			const char *s = want_scalar(c, v, sub.buf, "a value or a list of values");
-
-			if (!s)
-				goto out;
-			strbuf_addstr(&val, s);
-		}
-		kvlist_set(&j->trainer, k->text, val.buf);
-	}
-	ret = 0;
-out:
-	strbuf_release(&sub);
-	strbuf_release(&val);
-	return ret;
+	return each_pair(c, map, path, "a mapping of trainer options", trainer_option, j);
 }
 
 static int node_spec(struct ctx *c, struct ynode *v, const char *path, char **out)

@@ -754,6 +754,71 @@ int check_keys(struct ctx *c, struct ynode *map, const char *path)
 }
 
 /*
+ * Call fn for each key and value of a mapping, in file order, with the key's
+ * dotted path; keys must be scalars and appear once.  A null value (a key
+ * with nothing after it) is an empty mapping; anything else but a mapping is
+ * an error naming `expected`.  Stops at the first fn that fails.
+ */
+int each_pair(struct ctx *c, struct ynode *map, const char *path, const char *expected,
+	      pair_fn fn, void *data)
+{
+	struct strbuf sub = STRBUF_INIT;
+	int ret = 0;
+
+	if (is_null(map))
+		return 0;
+	if (map->type != Y_MAP)
+		return bad_value(c, map, path, expected);
+	if (check_keys(c, map, path) < 0)
+		return -1;
+	for (size_t i = 0; !ret && i + 1 < map->nr; i += 2) {
+		child_path(&sub, path, map->kids[i]->text);
+		ret = fn(c, map->kids[i], map->kids[i + 1], sub.buf, data) < 0 ? -1 : 0;
+	}
+	strbuf_release(&sub);
+	return ret;
+}
+
+/* walk_map()'s arguments, for walk_pair(). */
+struct walk {
+	const char *path;
+	const char *const *keys;
+	const struct foreign_key *foreign;
+	key_fn fn;
+	void *data;
+};
+
+/* One key of a walk_map(): its handler, or why it is refused. */
+static int walk_pair(struct ctx *c, struct ynode *k, struct ynode *v, const char *sub, void *data)
+{
+	const struct walk *w = data;
+	const char *known;
+
+	for (size_t j = 0; w->keys[j]; j++)
+		if (!strcmp(w->keys[j], k->text))
+			return w->fn(c, w->keys[j], v, sub, w->data);
+	for (size_t j = 0; w->foreign && w->foreign[j].key; j++)
+		if (!strcmp(w->foreign[j].key, k->text))
+			return fail(c, k, "W&B key '%s' is unsupported by dtctl: %s", sub,
+				    w->foreign[j].hint);
+	known = suggest(k->text, w->keys);
+	if (known) {
+		struct strbuf want = STRBUF_INIT;
+
+		child_path(&want, w->path, known);
+		fail(c, k, "unknown key '%s'; did you mean '%s'?", sub, want.buf);
+		strbuf_release(&want);
+	} else {
+		fail(c, k, "unknown key '%s'", sub);
+		strbuf_addstr(c->err, " (expected ");
+		for (size_t j = 0; w->keys[j]; j++)
+			strbuf_addf(c->err, "%s'%s'", j ? ", " : "", w->keys[j]);
+		strbuf_addch(c->err, ')');
+	}
+	return -1;
+}
+
+/*
  * Walk a mapping: refuse non-scalar, duplicate, foreign and unknown keys,
  * and call fn for each valid one in file order.  A null value (a key with
  * nothing after it) is an empty mapping.
@@ -761,55 +826,9 @@ int check_keys(struct ctx *c, struct ynode *map, const char *path)
 int walk_map(struct ctx *c, struct ynode *map, const char *path, const char *const *keys,
 	     const struct foreign_key *foreign, key_fn fn, void *data)
 {
-	struct strbuf sub = STRBUF_INIT;
-	int ret = -1;
+	struct walk w = { path, keys, foreign, fn, data };
 
-	if (is_null(map))
-		return 0;
-	if (map->type != Y_MAP)
-		return bad_value(c, map, path, "a mapping");
-	if (check_keys(c, map, path) < 0)
-		goto out;
-	for (size_t i = 0; i + 1 < map->nr; i += 2) {
-		struct ynode *k = map->kids[i], *v = map->kids[i + 1];
-		const char *known = NULL;
-
-		child_path(&sub, path, k->text);
-		for (size_t j = 0; keys[j]; j++)
-			if (!strcmp(keys[j], k->text))
-				known = keys[j];
-		if (known) {
-			if (fn(c, known, v, sub.buf, data) < 0)
-				goto out;
-			continue;
-		}
-		for (size_t j = 0; foreign && foreign[j].key; j++) {
-			if (!strcmp(foreign[j].key, k->text)) {
-				fail(c, k, "W&B key '%s' is unsupported by dtctl: %s", sub.buf,
-				     foreign[j].hint);
-				goto out;
-			}
-		}
-		known = suggest(k->text, keys);
-		if (known) {
-			struct strbuf want = STRBUF_INIT;
-
-			child_path(&want, path, known);
-			fail(c, k, "unknown key '%s'; did you mean '%s'?", sub.buf, want.buf);
-			strbuf_release(&want);
-		} else {
-			fail(c, k, "unknown key '%s'", sub.buf);
-			strbuf_addstr(c->err, " (expected ");
-			for (size_t j = 0; keys[j]; j++)
-				strbuf_addf(c->err, "%s'%s'", j ? ", " : "", keys[j]);
-			strbuf_addch(c->err, ')');
-		}
-		goto out;
-	}
-	ret = 0;
-out:
-	strbuf_release(&sub);
-	return ret;
+	return each_pair(c, map, path, "a mapping", walk_pair, &w);
 }
 
 /* The value of `key` in a mapping, or NULL. */
@@ -839,6 +858,30 @@ static int valid_env_name(const char *s)
 	return valid_var_name(s, strlen(s));
 }
 
+/* get_kvmap()'s arguments, for kv_pair(). */
+struct kvmap {
+	struct kvlist *l;
+	int env_names;
+};
+
+static int kv_pair(struct ctx *c, struct ynode *k, struct ynode *v, const char *path, void *data)
+{
+	const struct kvmap *m = data;
+	const char *val = "";
+
+	if (m->env_names && !valid_env_name(k->text))
+		return fail(c, k, "key '%s': '%s' is not a valid environment variable name", path,
+			    k->text);
+	if (!is_null(v)) {
+		if (v->type != Y_SCALAR)
+			return bad_value(c, v, path, "a single value");
+		if (!(val = scalar_value(c, v, path)))
+			return -1;
+	}
+	kvlist_set(m->l, k->text, val);
+	return 0;
+}
+
 /*
  * A mapping of scalars into a kvlist (env:, labels:, vars:).  Null values
  * are empty strings.  env_names: keys must be environment variable names.
@@ -846,39 +889,9 @@ static int valid_env_name(const char *s)
 int get_kvmap(struct ctx *c, struct ynode *map, const char *path, struct kvlist *l,
 	      int env_names)
 {
-	struct strbuf sub = STRBUF_INIT;
-	int ret = -1;
+	struct kvmap m = { l, env_names };
 
-	if (is_null(map))
-		return 0;
-	if (map->type != Y_MAP)
-		return bad_value(c, map, path, "a mapping");
-	if (check_keys(c, map, path) < 0)
-		return -1;
-	for (size_t i = 0; i + 1 < map->nr; i += 2) {
-		struct ynode *k = map->kids[i], *v = map->kids[i + 1];
-		const char *val;
-
-		child_path(&sub, path, k->text);
-		if (env_names && !valid_env_name(k->text)) {
-			fail(c, k, "key '%s': '%s' is not a valid environment variable name",
-			     sub.buf, k->text);
-			goto out;
-		}
-		if (is_null(v)) {
-			val = "";
-		} else if (v->type != Y_SCALAR) {
-			bad_value(c, v, sub.buf, "a single value");
-			goto out;
-		} else if (!(val = scalar_value(c, v, sub.buf))) {
-			goto out;
-		}
-		kvlist_set(l, k->text, val);
-	}
-	ret = 0;
-out:
-	strbuf_release(&sub);
-	return ret;
+	return each_pair(c, map, path, "a mapping", kv_pair, &m);
 }
 
 /* "dir/rel" unless rel is absolute or there is no dir; "~/x" is $HOME/x. */

@@ -254,9 +254,17 @@ static int param_value(struct ctx *c, struct sweep_param *p, struct ynode *v, co
 #define Q_KINDS (K(PARAM_Q_UNIFORM) | K(PARAM_Q_LOG_UNIFORM) | K(PARAM_Q_NORMAL) | \
 		 K(PARAM_Q_LOG_NORMAL) | K(PARAM_Q_BETA))
 
-/* A number key of a parameter into *out when given; > 0 when `positive`. */
+/* What a number key of a parameter must be besides a finite number. */
+enum number_check {
+	NUM_ANY,
+	NUM_POSITIVE,
+	NUM_INT_BOUND,   /* int_uniform's min/max: an integer, |n| <= INT_UNIFORM_MAX */
+};
+
+/* A number key of a parameter into *out when given. */
+
 static int param_number(struct ctx *c, struct ynode *n, const char *path, const char *key,
-			int positive, double *out)
+			enum number_check check, double *out)
 {
 	struct strbuf sub = STRBUF_INIT;
 	int ret = 0;
@@ -266,8 +274,10 @@ static int param_number(struct ctx *c, struct ynode *n, const char *path, const 
 	child_path(&sub, path, key);
 	if (get_double(c, n, sub.buf, out) < 0)
 		ret = -1;
-	else if (positive && *out <= 0)
+	else if (check == NUM_POSITIVE && *out <= 0)
 		ret = bad_value(c, n, sub.buf, "a positive number");
+	else if (check == NUM_INT_BOUND && (!is_int_text(n->expanded) || fabs(*out) > INT_UNIFORM_MAX))
+		ret = bad_value(c, n, sub.buf, "an integer for int_uniform");
 	strbuf_release(&sub);
 	return ret;
 }
@@ -429,7 +439,12 @@ static int parse_param(struct ctx *c, struct sweep_config *s, struct ynode *m, c
 			}
 		}
 	}
-	if (param_number(c, pk->q, path, "q", 1, &p->q) < 0)
+	/* each given only where its kind uses it (checked above) */
+	if (param_number(c, pk->q, path, "q", NUM_POSITIVE, &p->q) < 0 ||
+	    param_number(c, pk->mu, path, "mu", NUM_ANY, &p->mu) < 0 ||
+	    param_number(c, pk->sigma, path, "sigma", NUM_POSITIVE, &p->sigma) < 0 ||
+	    param_number(c, pk->a, path, "a", NUM_POSITIVE, &p->a) < 0 ||
+	    param_number(c, pk->b, path, "b", NUM_POSITIVE, &p->b) < 0)
 		goto out;
 	/* W&B: quantized values are integers when q is one (its default 1.0 is not) */
 	p->q_int = pk->q && is_int_text(pk->q->expanded);
@@ -472,37 +487,19 @@ static int parse_param(struct ctx *c, struct sweep_config *s, struct ynode *m, c
 	case PARAM_Q_NORMAL:
 	case PARAM_LOG_NORMAL:
 	case PARAM_Q_LOG_NORMAL:
-		if (param_number(c, pk->mu, path, "mu", 0, &p->mu) < 0 ||
-		    param_number(c, pk->sigma, path, "sigma", 1, &p->sigma) < 0)
-			goto out;
-		break;
 	case PARAM_BETA:
 	case PARAM_Q_BETA:
-		if (param_number(c, pk->a, path, "a", 1, &p->a) < 0 ||
-		    param_number(c, pk->b, path, "b", 1, &p->b) < 0)
-			goto out;
-		break;
+		break;   /* mu, sigma, a, b: read with q */
 	default: {   /* the min/max kinds */
+		enum number_check bound = p->kind == PARAM_INT_UNIFORM ? NUM_INT_BOUND : NUM_ANY;
+
 		if (!pk->min || !pk->max) {
 			missing(c, m, path, pk->min ? "max" : "min", NULL);
 			goto out;
 		}
-		child_path(&sub, path, "min");
-		if (get_double(c, pk->min, sub.buf, &p->min) < 0)
+		if (param_number(c, pk->min, path, "min", bound, &p->min) < 0 ||
+		    param_number(c, pk->max, path, "max", bound, &p->max) < 0)
 			goto out;
-		if (p->kind == PARAM_INT_UNIFORM && (!is_int_text(pk->min->expanded) ||
-						     fabs(p->min) > INT_UNIFORM_MAX)) {
-			bad_value(c, pk->min, sub.buf, "an integer for int_uniform");
-			goto out;
-		}
-		child_path(&sub, path, "max");
-		if (get_double(c, pk->max, sub.buf, &p->max) < 0)
-			goto out;
-		if (p->kind == PARAM_INT_UNIFORM && (!is_int_text(pk->max->expanded) ||
-						     fabs(p->max) > INT_UNIFORM_MAX)) {
-			bad_value(c, pk->max, sub.buf, "an integer for int_uniform");
-			goto out;
-		}
 		if (p->min > p->max) {
 			fail(c, pk->min, "key '%s': min (%s) is greater than max (%s)", path,
 			     pk->min->expanded, pk->max->expanded);

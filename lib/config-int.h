@@ -5,10 +5,11 @@
  * config-yaml.c owns the YAML side: the raw-byte checks, the tree built from
  * libyaml's events (struct ynode, with every node's line and column), the
  * typed getters that turn a node into a value or one "file:line:col: key
- * 'a.b': expected ..., found ..." error, walk_map() for every mapping, and
- * the parse/load of a whole file through a struct config_kind.
- * config-cluster.c, config-job.c and config-sweep.c each hold one schema:
- * the keys of their file, the checks across keys, defaults and JSON.
+ * 'a.b': expected ..., found ..." error, each_pair() and walk_map() for
+ * every mapping, and the parse/load of a whole file through a struct
+ * config_kind.  config-cluster.c, config-job.c and config-sweep.c each hold
+ * one schema: the keys of their file, the checks across keys, defaults, JSON,
+ * their kind's table and CONFIG_KIND_API() for config.h's entry points.
  *
  * Errors: every function that takes a struct ctx appends at most one line
  * to c->err and returns -1 (or NULL); nothing prints or exits.

@@ -1,9 +1,10 @@
 /*
  * config.h - typed configuration for cluster.yaml, job.yaml and sweep.yaml.
  *
- * The loader (config.c, on libyaml) fills these structs, applies defaults,
- * expands ${VAR} from the environment and host ranges (hostrange.h), and
- * rejects anything it does not know.  On error a loader returns -1, leaves
+ * The loader (config-yaml.c on libyaml, with one schema file each:
+ * config-cluster.c, config-job.c, config-sweep.c) fills these structs,
+ * applies defaults, expands ${VAR} from the environment and host ranges
+ * (hostrange.h), and rejects anything it does not know.  On error a loader returns -1, leaves
  * the struct released, and appends ONE message to `err` of the form
  *
  *     path:line:col: key 'ssh.fanout': expected a positive integer, found 'lots'

@@ -4,7 +4,7 @@
  * merged and prefixed "[node rank]" until the job ends, then exit with its
  * exit code.
  *
- * The job is job.yaml (lib/config.c) with every field overridable by a flag,
+ * The job is job.yaml (lib/config-job.c) with every field overridable by a flag,
  * or built from flags alone (`dtctl run -n 2 -g 8 -- python train.py`).  It
  * goes to dtsched as JSON (POST /v1/jobs); dtsched refuses at once, with the
  * numbers, a job that can never fit.  --dry-run prints where the ranks would

@@ -5,6 +5,7 @@
 #include "dthome.h"
 #include "hostrange.h"
 #include "log.h"
+#include "netif.h"
 #include "units.h"
 #include "usage.h"
 
@@ -96,6 +97,21 @@ void cluster_pool_add(struct ssh_pool *p, const struct cluster_config *c,
 size_t cluster_node_index(const struct ssh_node *n)
 {
 	return (size_t)ssh_node_data(n) - 1;
+}
+
+void cluster_head_address(const struct cluster_config *c, const struct cluster_node *n,
+			  int local, struct strbuf *out)
+{
+	struct dt_netif nif;
+	struct strbuf err = STRBUF_INIT;
+
+	if (c->head.address)
+		strbuf_addstr(out, c->head.address);
+	else if (!local && dt_netif_route(n->host, 9, &nif, &err) == 0)
+		strbuf_addstr(out, nif.addr);
+	else
+		strbuf_addstr(out, "127.0.0.1");
+	strbuf_release(&err);
 }
 
 /*

@@ -30,6 +30,14 @@ void cluster_pool_add(struct ssh_pool *p, const struct cluster_config *c,
 /* The config index stored by cluster_pool_add(). */
 size_t cluster_node_index(const struct ssh_node *n);
 
+/*
+ * The address node n's agent sends heartbeats to: head.address, else this
+ * machine's address on the route to the node (lib/netif.h; "127.0.0.1" for
+ * a local node or when there is none).
+ */
+void cluster_head_address(const struct cluster_config *c, const struct cluster_node *n,
+			  int local, struct strbuf *out);
+
 /* The facts probe: a remote sh command printing key=value lines (see .c). */
 void facts_command(struct strbuf *cmd, const char *shared_dir);
 /* Parse its output into kv (keys: hostname os kernel glibc gpus driver cuda nccl

@@ -15,41 +15,11 @@
 #include "ssh.h"
 #include "usage.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-/* Our address on the route to host (no packet is sent); "127.0.0.1" if unknown. */
-static void source_addr_for(const char *host, struct strbuf *out)
-{
-	struct addrinfo hints, *ai = NULL;
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	char buf[INET_ADDRSTRLEN];
-	int fd;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
-	hints.ai_socktype = SOCK_DGRAM;
-	if (getaddrinfo(host, "9", &hints, &ai) || !ai) {
-		strbuf_addstr(out, "127.0.0.1");
-		return;
-	}
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
-	    inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf)))
-		strbuf_addstr(out, buf);
-	else
-		strbuf_addstr(out, "127.0.0.1");
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-}
 
 /* templates/dtagent.service beside the build or the installation; NULL if none. */
 static char *read_unit_template(void)
@@ -84,12 +54,7 @@ void agents_command(struct strbuf *cmd, const struct cluster_config *c, size_t i
 	} else {
 		strbuf_addstr(&bin, "$HOME/.dtctl/bin/dtagent");
 	}
-	if (c->head.address)
-		strbuf_addstr(&head, c->head.address);
-	else if (local)
-		strbuf_addstr(&head, "127.0.0.1");
-	else
-		source_addr_for(n->host, &head);
+	cluster_head_address(c, n, local, &head);
 	strbuf_addstr(&args, "--head ");
 	strbuf_add_shell_quoted(&args, head.buf);
 	strbuf_addf(&args, ":%d --port %d --name ", c->head.port > 0 ? c->head.port : DT_HEAD_PORT_DEFAULT,

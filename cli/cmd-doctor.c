@@ -397,6 +397,99 @@ static void check_shared(void)
 	strbuf_release(&bad);
 }
 
+/* node i's "route" fact split: the interface and source address toward the head */
+static int node_route(size_t i, struct strbuf *dev, struct strbuf *src)
+{
+	const char *r = kvlist_get(&D->nodes[i].facts, "route");
+	const char *sp = r ? strchr(r, ' ') : NULL;
+
+	if (!sp || !D->nodes[i].have_facts)
+		return -1;
+	strbuf_add(dev, r, (size_t)(sp - r));
+	strbuf_addstr(src, sp + 1);
+	return 0;
+}
+
+/*
+ * The interface jobs use on each node is the one its agent reaches the head
+ * on (launch.c): every other node must reach that node's address there, else
+ * NCCL/gloo connects to it fail.  -1 with the nodes named in detail and the
+ * fix when one is not reached; 0 when all are (or a node did not say).
+ */
+static int check_routes(struct strbuf *detail, struct strbuf *fix)
+{
+	struct strbuf dev = STRBUF_INIT, src = STRBUF_INIT, probe = STRBUF_INIT;
+	int bad = 0;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		struct strbuf from = STRBUF_INIT;
+
+		strbuf_reset(&dev);
+		strbuf_reset(&src);
+		if (node_route(i, &dev, &src) < 0 || !strcmp(dev.buf, "lo"))
+			continue;
+		strbuf_reset(&probe);
+		strbuf_addf(&probe, "ok %s\n", src.buf);
+		for (size_t j = 0; j < D->nr; j++)
+			if (j != i && D->nodes[j].have_facts && !strstr(D->nodes[j].reach.buf, probe.buf))
+				strbuf_addf(&from, "%s%s", from.len ? ", " : "",
+					    ssh_node_target(ssh_pool_node(D->p, j))->name);
+		if (from.len) {
+			strbuf_addf(detail, "%s%s's interface toward the head (%s, %s) is not reached "
+				    "from %s", bad++ ? "; " : "",
+				    ssh_node_target(ssh_pool_node(D->p, i))->name, dev.buf, src.buf,
+				    from.buf);
+		}
+		strbuf_release(&from);
+	}
+	if (bad)
+		strbuf_addstr(fix, "jobs use each node's interface toward the head for NCCL, gloo and "
+			      "Open MPI: set network.interface in cluster.yaml to one every node "
+			      "reaches (or NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME in the job)");
+	strbuf_release(&dev);
+	strbuf_release(&src);
+	strbuf_release(&probe);
+	return bad ? -1 : 0;
+}
+
+/* "eth0" when every node reaches the head on eth0, else "eth0 on a, b; ib0 on c" */
+static const char *routes_summary(void)
+{
+	static struct strbuf out = STRBUF_INIT;
+	struct strvec devs = STRVEC_INIT;
+	struct strbuf dev = STRBUF_INIT, src = STRBUF_INIT;
+
+	strbuf_reset(&out);
+	for (size_t i = 0; i < D->nr; i++) {
+		strbuf_reset(&dev);
+		strbuf_reset(&src);
+		if (node_route(i, &dev, &src) == 0 && strvec_find(&devs, dev.buf) < 0)
+			strvec_push(&devs, dev.buf);
+	}
+	if (!devs.nr)
+		strbuf_addstr(&out, "unknown: no 'ip' on the nodes");
+	for (size_t k = 0; k < devs.nr; k++) {
+		strbuf_addf(&out, "%s%s", k ? "; " : "", devs.v[k]);
+		if (devs.nr > 1) {
+			const char *sep = " on ";
+
+			for (size_t i = 0; i < D->nr; i++) {
+				strbuf_reset(&dev);
+				strbuf_reset(&src);
+				if (node_route(i, &dev, &src) == 0 && !strcmp(dev.buf, devs.v[k])) {
+					strbuf_addf(&out, "%s%s", sep,
+						    ssh_node_target(ssh_pool_node(D->p, i))->name);
+					sep = ", ";
+				}
+			}
+		}
+	}
+	strvec_clear(&devs);
+	strbuf_release(&dev);
+	strbuf_release(&src);
+	return out.buf;
+}
+
 /* Interfaces: a name present on every node whose addresses all other nodes reach. */
 static void check_network(void)
 {
@@ -462,7 +555,9 @@ static void check_network(void)
 		if (ok)
 			strvec_push(&good, names.v[k]);
 	}
-	if (nodes_with_facts < 2) {
+	if (nodes_with_facts >= 2 && !nobash && check_routes(&detail, &fix) < 0) {
+		verdict("network", 0, detail.buf, fix.buf);
+	} else if (nodes_with_facts < 2) {
 		strbuf_addstr(&detail, "fewer than two nodes answered: nothing to check between nodes");
 		verdict("network", 1, detail.buf, NULL);
 	} else if (good.nr) {
@@ -471,8 +566,8 @@ static void check_network(void)
 			strbuf_addf(&detail, "%s%s", k == 1 ? " (also: " : ", ", good.v[k]);
 		if (good.nr > 1)
 			strbuf_addch(&detail, ')');
-		strbuf_addf(&detail, "; use NCCL_SOCKET_IFNAME=%s and OMPI_MCA_btl_tcp_if_include=%s",
-			    good.v[0], good.v[0]);
+		strbuf_addf(&detail, "; jobs use each node's interface toward the head (%s), which "
+			    "every peer reaches", routes_summary());
 		verdict("network", 1, detail.buf, NULL);
 	} else {
 		strbuf_addstr(&detail, nobash ?
@@ -578,10 +673,23 @@ int cmd_doctor(int argc, const char **argv)
 	ssh_catch_signals();
 	d.p = ssh_pool_new(&po);
 	cluster_pool_add(d.p, c, idx, nr);
-	facts_command(&cmd, c->shared_dir);
 	d.facts_pending = nr;
-	for (size_t i = 0; i < nr; i++)
+	for (size_t i = 0; i < nr; i++) {
+		struct strbuf head = STRBUF_INIT;
+		const struct cluster_node *cn = &c->nodes[idx[i]];
+
+		/* the facts, and the route the node's agent takes to the head: the
+		 * interface its jobs use (docs/run.md, "Network interface") */
+		strbuf_reset(&cmd);
+		facts_command(&cmd, c->shared_dir);
+		cluster_head_address(c, cn, !strcmp(cn->host, "local"), &head);
+		strbuf_addstr(&cmd, "H=");
+		strbuf_add_shell_quoted(&cmd, head.buf);
+		strbuf_addstr(&cmd, "\nip -o route get \"$H\" 2>/dev/null | sed -n "
+			      "'s/.* dev \\([^ ]*\\).* src \\([^ ]*\\).*/route=\\1 \\2/p' | head -n 1\n");
 		ssh_exec(ssh_pool_node(d.p, i), cmd.buf, 60000, 0, got_facts, NULL);
+		strbuf_release(&head);
+	}
 	strbuf_reset(&cmd);
 	strbuf_addf(&cmd, "umask 022; printf %%s %s > ", d.token);
 	strbuf_add_shell_quoted(&cmd, d.token_path.buf);

@@ -42,7 +42,8 @@ def test_clean_cluster_passes(cluster, dtctl, inited):
         assert want in names
     if cluster.mode == "netns":
         net = [c for c in res["checks"] if c["check"] == "network"][0]
-        assert "NCCL_SOCKET_IFNAME=eth0" in net["detail"]
+        assert "interface eth0 reaches every node from every node" in net["detail"]
+        assert "jobs use each node's interface toward the head (eth0)" in net["detail"], net
     assert not list(cluster.shared.glob(".dtctl-doctor-*")), "doctor left its probe file"
 
 
@@ -77,3 +78,27 @@ def test_version_mismatch_and_unshared_dir(cluster, dtctl, inited):
         if fake_mpirun.exists():
             fake_mpirun.unlink()
         env_sh.write_text("")
+
+
+def test_peer_that_cannot_reach_a_node_is_named(cluster, dtctl, inited):
+    """Jobs use each node's interface toward the head (docs/run.md): doctor names the node
+    whose peers cannot reach it there.  dtnode3 drops every packet to dtnode2 (a blackhole
+    route in its namespace), so neither reaches the other; the head reaches both."""
+    c = cluster
+    if c.mode != "netns":
+        pytest.skip("needs a network namespace per node (netns mode)")
+    n2 = c.node(2)
+    r = c.exec(3, "ip route add blackhole %s/32" % n2.addr)
+    assert r.returncode == 0, r.stderr
+    try:
+        p = dtctl("doctor", "--cluster", inited, "--json", timeout=120)
+        assert p.returncode == 1, p.stdout + p.stderr
+        net = [x for x in json.loads(p.stdout)["checks"] if x["check"] == "network"][0]
+        assert net["ok"] is False, net
+        assert "dtnode3's interface toward the head (eth0, %s) is not reached from dtnode2" \
+            % c.node(3).addr in net["detail"], net
+        assert "dtnode2's interface toward the head" in net["detail"], net
+        assert "dtnode1's" not in net["detail"], net
+        assert "network.interface" in net["fix"], net
+    finally:
+        c.exec(3, "ip route del blackhole %s/32" % n2.addr)

@@ -15,6 +15,11 @@ void train_config_init(struct train_config *c)
 	c->model = "mlp";
 	c->hidden = "1024,1024";
 	c->activation = "relu";
+	c->layers = 4;
+	c->heads = 4;
+	c->dim = 128;
+	c->context = 64;
+	c->vocab = 256;
 	c->data = "synthetic";
 	c->train_size = 16384;
 	c->val_size = 4096;
@@ -48,18 +53,24 @@ void train_options(struct train_config *c, struct option *opts)
 		OPT_STRING(0, "config", &c->config, "file.yaml",
 			   "read flags from a YAML map (command-line flags win)"),
 		OPT_GROUP("model"),
-		OPT_STRING(0, "model", &c->model, "name", "model to train: mlp"),
-		OPT_STRING(0, "hidden", &c->hidden, "w1,w2,..", "hidden layer widths (default 1024,1024)"),
-		OPT_STRING(0, "activation", &c->activation, "fn", "relu or gelu"),
+		OPT_STRING(0, "model", &c->model, "name", "model to train: mlp or gpt"),
+		OPT_STRING(0, "hidden", &c->hidden, "w1,w2,..", "mlp: hidden layer widths (1024,1024)"),
+		OPT_STRING(0, "activation", &c->activation, "fn", "mlp: relu or gelu"),
+		OPT_INT(0, "layers", &c->layers, "gpt: transformer blocks (4)"),
+		OPT_INT(0, "heads", &c->heads, "gpt: attention heads, dividing --dim (4)"),
+		OPT_INT(0, "dim", &c->dim, "gpt: embedding width (128)"),
+		OPT_INT(0, "context", &c->context, "gpt: sequence length in tokens (64)"),
+		OPT_INT(0, "vocab", &c->vocab, "gpt: vocabulary; text: bytes below it (256)"),
 		OPT_GROUP("data"),
-		OPT_STRING(0, "data", &c->data, "src", "synthetic, idx:DIR, idx:IMAGES,LABELS or csv:PATH"),
+		OPT_STRING(0, "data", &c->data, "src",
+			   "synthetic, idx:DIR, idx:IMAGES,LABELS, csv:PATH or text:PATH (gpt)"),
 		OPT_INT(0, "train-size", &c->train_size, "synthetic: training rows (16384)"),
-		OPT_INT(0, "val-size", &c->val_size, "synthetic: validation rows (4096)"),
+		OPT_INT(0, "val-size", &c->val_size, "synthetic: validation rows; text: at most (4096)"),
 		OPT_INT(0, "input-dim", &c->input_dim, "synthetic: features per row (784)"),
 		OPT_INT(0, "classes", &c->classes, "synthetic: number of classes (10)"),
 		OPT_INT(0, "teacher-hidden", &c->teacher_hidden, "synthetic: teacher network width (64)"),
 		OPT_DOUBLE(0, "val-fraction", &c->val_fraction,
-			   "idx/csv without a validation file: rows held out (0.1)"),
+			   "idx/csv without a validation file: rows held out; text: tail (0.1)"),
 		OPT_GROUP("training"),
 		OPT_INT(0, "epochs", &c->epochs, "passes over the training set (1)"),
 		OPT_INT(0, "steps", &c->steps, "optimizer steps in all; overrides --epochs"),
@@ -168,6 +179,13 @@ int train_config_check(struct train_config *c, struct strbuf *err)
 		return -1;
 	}
 	c->spec.nr_hidden = n;
+	c->spec.layers = c->layers;
+	c->spec.heads = c->heads;
+	c->spec.embd = c->dim;
+	c->spec.context = c->context;
+	if (!strcmp(c->model, "gpt") != !strncmp(c->data, "text:", 5))
+		return strbuf_addf(err, "--model gpt trains on --data text:PATH, and text data needs "
+				   "--model gpt (got --model %s --data %s)", c->model, c->data), -1;
 	if (pick("activation", c->activation, acts, &v, err))
 		return -1;
 	c->spec.act = (enum act_kind)v;

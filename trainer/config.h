@@ -26,12 +26,13 @@ enum backend { BACKEND_AUTO, BACKEND_NCCL, BACKEND_MPI };
 enum device { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 enum schedule { SCHED_COSINE, SCHED_CONSTANT };
 
-#define TRAIN_MAX_OPTIONS 64
+#define TRAIN_MAX_OPTIONS 80
 
 struct train_config {
 	/* as given (strings point into argv or the config file's args) */
 	const char *config;
 	const char *model, *hidden, *activation, *data;
+	int layers, heads, dim, context, vocab;        /* gpt */
 	int train_size, val_size, input_dim, classes, teacher_hidden;
 	double val_fraction;
 	int epochs, steps, batch, accum;

@@ -1,5 +1,5 @@
 /*
- * data.c - synthetic, IDX and CSV datasets, and the distributed sampler.
+ * data.c - synthetic, IDX, CSV and text datasets, and the distributed sampler.
  */
 #include "trainer/data.h"
 #include "trainer/kernels.h"
@@ -17,6 +17,7 @@ void dataset_release(struct dataset *d)
 {
 	free(d->x);
 	free(d->y);
+	free(d->text);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -31,7 +32,14 @@ static void dataset_alloc(struct dataset *d, int n, int dim, int classes)
 
 void dataset_gather(const struct dataset *d, const int *idx, int n, float *x, int *y)
 {
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; d->text && i < n; i++) {
+		const unsigned char *w = d->text + idx[i];
+
+		for (int j = 0; j < d->dim; j++)
+			x[(size_t)i * d->dim + j] = (float)w[j];
+		y[i] = 0;
+	}
+	for (int i = 0; !d->text && i < n; i++) {
 		memcpy(x + (size_t)i * d->dim, d->x + (size_t)idx[i] * d->dim,
 		       (size_t)d->dim * sizeof(float));
 		y[i] = d->y[idx[i]];
@@ -323,6 +331,58 @@ fail:
 	return -1;
 }
 
+/* ----------------------------------------------------------------- text */
+
+static int text_load(struct dataset *train, struct dataset *val, const char *path,
+		     const struct data_opts *o, struct strbuf *err)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t ntrain, nval, win = (size_t)o->context + 1;
+	int nwin;
+
+	if (o->context < 1 || o->vocab < 2 || o->vocab > 256) {
+		strbuf_addf(err, "text data needs --context >= 1 and --vocab in [2, 256] (got %d, %d)",
+			    o->context, o->vocab);
+		return -1;
+	}
+	if (strbuf_read_file(&sb, path, DATA_MAX_BYTES) < 0) {
+		strbuf_addf(err, "cannot read '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < sb.len; i++)
+		if ((unsigned char)sb.buf[i] >= o->vocab) {
+			strbuf_addf(err, "'%s': byte 0x%02x at offset %zu is not below --vocab %d",
+				    path, (unsigned char)sb.buf[i], i, o->vocab);
+			goto fail;
+		}
+	nval = (size_t)((double)sb.len * o->val_fraction);
+	ntrain = sb.len - nval;
+	if (ntrain < win + 1 || ntrain - win > INT32_MAX) {
+		strbuf_addf(err, "'%s': %zu bytes of training text, need more than --context + 1 = %zu "
+			    "(and below 2 GiB)", path, ntrain, win);
+		goto fail;
+	}
+	train->n = (int)(ntrain - win + 1);
+	train->dim = (int)win;
+	train->classes = o->vocab;
+	train->text = xmalloc(ntrain);
+	memcpy(train->text, sb.buf, ntrain);
+	/* validation: non-overlapping windows (the last byte of one is the first of the next) */
+	nwin = nval >= win ? (int)((nval - 1) / (win - 1)) : 0;
+	if (nwin > o->val_size)
+		nwin = o->val_size;
+	dataset_alloc(val, nwin, (int)win, o->vocab);
+	for (int i = 0; i < nwin; i++)
+		for (size_t j = 0; j < win; j++)
+			val->x[(size_t)i * win + j] =
+				(float)(unsigned char)sb.buf[ntrain + (size_t)i * (win - 1) + j];
+	strbuf_release(&sb);
+	return 0;
+fail:
+	strbuf_release(&sb);
+	return -1;
+}
+
 /* Hold out a seeded val_fraction of `all` as validation. */
 static void split_holdout(struct dataset *all, struct dataset *train, struct dataset *val,
 			  double frac, uint64_t seed)
@@ -380,6 +440,8 @@ int data_load(struct dataset *train, struct dataset *val, const struct data_opts
 	memset(val, 0, sizeof(*val));
 	if (!strcmp(o->spec, "synthetic"))
 		return synthetic_load(train, val, o, err);
+	if (skip_prefix(o->spec, "text:", &arg))
+		return text_load(train, val, arg, o, err);
 	if (skip_prefix(o->spec, "idx:", &arg)) {
 		const char *comma = strchr(arg, ',');
 		struct strbuf a = STRBUF_INIT, b = STRBUF_INIT;
@@ -410,7 +472,7 @@ int data_load(struct dataset *train, struct dataset *val, const struct data_opts
 		if (csv_load(&all, arg, err))
 			goto fail;
 	} else {
-		strbuf_addf(err, "unknown data source '%s' (synthetic, idx:PATH or csv:PATH)", o->spec);
+		strbuf_addf(err, "unknown data source '%s' (synthetic, idx:PATH, csv:PATH or text:PATH)", o->spec);
 		return -1;
 	}
 	if (have_val) {

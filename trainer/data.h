@@ -11,6 +11,17 @@
  *   idx:IMAGES,LABELS  two IDX files
  *   csv:PATH         one row per sample: label, then the features; a first
  *                    line that does not parse as numbers is a header
+ *   text:PATH        byte-level language modelling (--model gpt): the file's
+ *                    bytes are the tokens; a row is a window of context + 1
+ *                    bytes (the input, and shifted by one the targets), as
+ *                    floats; y is unused (0)
+ *
+ * Text: the last --val-fraction of the file is the validation text, cut into
+ * non-overlapping windows (at most --val-size of them); the training set is
+ * every window of the rest, one row per start offset, read from the text
+ * itself when gathered (not stored as floats), so an epoch is one window
+ * starting at each byte and the sampler's shuffled batches are random
+ * contexts, different on each rank.
  *
  * Without a separate validation file, a seeded --val-fraction of the rows is
  * held out.  Unsigned-byte IDX images are scaled to [0, 1].
@@ -31,8 +42,9 @@
 
 struct dataset {
 	int n, dim, classes;
-	float *x;                /* [n, dim] */
+	float *x;                /* [n, dim]; NULL for text windows */
 	int *y;                  /* [n] */
+	unsigned char *text;     /* text:, training set: row i is text[i .. i + dim) */
 };
 
 struct data_opts {
@@ -41,10 +53,11 @@ struct data_opts {
 	int train_size, val_size;        /* synthetic */
 	int input_dim, classes;          /* synthetic */
 	int teacher_hidden;              /* synthetic */
-	double val_fraction;             /* idx/csv without a validation file */
+	double val_fraction;             /* idx/csv without a validation file, text */
+	int context, vocab;              /* text: tokens per input, byte values allowed */
 };
 
-#define DATA_OPTS_INIT { "synthetic", 1, 16384, 4096, 784, 10, 64, 0.1 }
+#define DATA_OPTS_INIT { "synthetic", 1, 16384, 4096, 784, 10, 64, 0.1, 64, 256 }
 
 /* Load train and validation sets; 0, or -1 with a message in err. */
 int data_load(struct dataset *train, struct dataset *val, const struct data_opts *o,

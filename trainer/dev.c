@@ -2,7 +2,7 @@
  * dev.c - the two device tables of kernels.h, side by side: dev_cpu (host
  * memory, the *_cpu kernels of kernels_cpu.c) and dev_gpu (CUDA memory, the
  * *_gpu kernels of kernels.cu).  Twins differ only here: the model walk
- * (model_mlp.c) and the loop (train.c) are one code path over either table.
+ * (model_mlp.c, model_gpt.c) and the loop (train.c) are one code path over either table.
  */
 #include "trainer/gpu.h"
 #include "strbuf.h"
@@ -34,6 +34,15 @@ static void host_memset0(void *p, size_t bytes)
 	.bias_grad = bias_grad_##sfx, \
 	.xent = softmax_xent_##sfx, \
 	.xent_eval = softmax_xent_eval_##sfx, \
+	.gemm_batched = gemm_batched_##sfx, \
+	.layernorm = layernorm_forward_##sfx, \
+	.layernorm_backward = layernorm_backward_##sfx, \
+	.softmax_causal = softmax_causal_##sfx, \
+	.softmax_causal_backward = softmax_causal_backward_##sfx, \
+	.embed = embed_forward_##sfx, \
+	.embed_backward = embed_backward_##sfx, \
+	.next_tokens = next_tokens_##sfx, \
+	.add = add_##sfx, \
 	.sgd = sgd_update_##sfx, \
 	.adamw = adamw_update_##sfx, \
 	.sumsq = sumsq_##sfx, \

@@ -528,3 +528,292 @@ extern "C" void cast_half_gpu(int prec, uint16_t *dst, const float *src, size_t 
 		cast_fp16_kernel<<<blocks_for(n), THREADS, 0, stream>>>((__half *)dst, src, n);
 	cudaCheck(cudaGetLastError());
 }
+
+/* ---------------------------------------------------------- transformer */
+
+extern "C" void gemm_batched_gpu(int trans_a, int trans_b, int m, int n, int k, float alpha,
+				 const float *a, int lda, long long stride_a, const float *b, int ldb,
+				 long long stride_b, float beta, float *c, int ldc, long long stride_c,
+				 int count)
+{
+	cublasCheck(cublasSgemmStridedBatched(blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+					      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+					      b, ldb, stride_b, a, lda, stride_a, &beta, c, ldc,
+					      stride_c, count));
+}
+
+/* A warp's sum, in every lane. */
+__device__ static float warp_sum(float v)
+{
+	for (int off = 16; off; off /= 2)
+		v += __shfl_xor_sync(0xffffffffu, v, off);
+	return v;
+}
+
+__device__ static float warp_max(float v)
+{
+	for (int off = 16; off; off /= 2)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+	return v;
+}
+
+#define WARPS_PER_BLOCK (THREADS / 32)
+
+static unsigned warp_blocks(long long rows)
+{
+	return (unsigned)((rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+}
+
+/* One warp per row: mean, variance (two passes over the row), normalise. */
+__global__ static void layernorm_kernel(float *out, float *mean, float *rstd, const float *x,
+					const float *w, const float *b, int n, int d)
+{
+	int row = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+	const float *xr;
+	float mu = 0.0f, var = 0.0f, rs;
+
+	if (row >= n)
+		return;
+	xr = x + (size_t)row * d;
+	for (int j = lane; j < d; j += 32)
+		mu += xr[j];
+	mu = warp_sum(mu) / (float)d;
+	for (int j = lane; j < d; j += 32)
+		var += (xr[j] - mu) * (xr[j] - mu);
+	rs = rsqrtf(warp_sum(var) / (float)d + 1e-5f);
+	for (int j = lane; j < d; j += 32)
+		out[(size_t)row * d + j] = (xr[j] - mu) * rs * w[j] + b[j];
+	if (lane == 0) {
+		mean[row] = mu;
+		rstd[row] = rs;
+	}
+}
+
+extern "C" void layernorm_forward_gpu(float *out, float *mean, float *rstd, const float *x,
+				      const float *w, const float *b, int n, int d)
+{
+	if (n <= 0)
+		return;
+	layernorm_kernel<<<warp_blocks(n), THREADS, 0, stream>>>(out, mean, rstd, x, w, b, n, d);
+	cudaCheck(cudaGetLastError());
+}
+
+/* dx: one warp per row.  dw, db: one thread per column over the rows in order. */
+__global__ static void layernorm_dx_kernel(float *dx, const float *dout, const float *x,
+					   const float *w, const float *mean, const float *rstd,
+					   int n, int d)
+{
+	int row = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
+	const float *xr, *dy;
+	float mg = 0.0f, mgx = 0.0f, mu, rs;
+
+	if (row >= n)
+		return;
+	xr = x + (size_t)row * d;
+	dy = dout + (size_t)row * d;
+	mu = mean[row];
+	rs = rstd[row];
+	for (int j = lane; j < d; j += 32) {
+		float g = dy[j] * w[j];
+
+		mg += g;
+		mgx += g * (xr[j] - mu) * rs;
+	}
+	mg = warp_sum(mg) / (float)d;
+	mgx = warp_sum(mgx) / (float)d;
+	for (int j = lane; j < d; j += 32)
+		dx[(size_t)row * d + j] += rs * (dy[j] * w[j] - mg - (xr[j] - mu) * rs * mgx);
+}
+
+__global__ static void layernorm_dw_kernel(float *dw, float *db, const float *dout, const float *x,
+					   const float *mean, const float *rstd, int n, int d)
+{
+	int j = blockIdx.x * blockDim.x + threadIdx.x;
+	float aw = 0.0f, ab = 0.0f;
+
+	if (j >= d)
+		return;
+	for (int i = 0; i < n; i++) {
+		float g = dout[(size_t)i * d + j];
+
+		aw += g * (x[(size_t)i * d + j] - mean[i]) * rstd[i];
+		ab += g;
+	}
+	dw[j] += aw;
+	db[j] += ab;
+}
+
+extern "C" void layernorm_backward_gpu(float *dx, float *dw, float *db, const float *dout,
+				       const float *x, const float *w, const float *mean,
+				       const float *rstd, int n, int d)
+{
+	if (n <= 0)
+		return;
+	layernorm_dx_kernel<<<warp_blocks(n), THREADS, 0, stream>>>(dx, dout, x, w, mean, rstd, n, d);
+	cudaCheck(cudaGetLastError());
+	layernorm_dw_kernel<<<(d + THREADS - 1) / THREADS, THREADS, 0, stream>>>(dw, db, dout, x, mean,
+										  rstd, n, d);
+	cudaCheck(cudaGetLastError());
+}
+
+/* One warp per row of a [t, t] matrix; row i keeps columns 0..i. */
+__global__ static void softmax_causal_kernel(float *att, long long rows, int t)
+{
+	long long r = blockIdx.x * (long long)WARPS_PER_BLOCK + threadIdx.x / 32;
+	int lane = threadIdx.x % 32, i;
+	float *row, mx = -INFINITY, sum = 0.0f;
+
+	if (r >= rows)
+		return;
+	row = att + r * t;
+	i = (int)(r % t);
+	for (int j = lane; j <= i; j += 32)
+		mx = fmaxf(mx, row[j]);
+	mx = warp_max(mx);
+	for (int j = lane; j <= i; j += 32)
+		sum += expf(row[j] - mx);
+	sum = warp_sum(sum);
+	for (int j = lane; j < t; j += 32)
+		row[j] = j <= i ? expf(row[j] - mx) / sum : 0.0f;
+}
+
+extern "C" void softmax_causal_gpu(float *att, int count, int t)
+{
+	long long rows = (long long)count * t;
+
+	if (rows <= 0)
+		return;
+	softmax_causal_kernel<<<warp_blocks(rows), THREADS, 0, stream>>>(att, rows, t);
+	cudaCheck(cudaGetLastError());
+}
+
+__global__ static void softmax_causal_backward_kernel(float *datt, const float *att, long long rows,
+						      int t)
+{
+	long long r = blockIdx.x * (long long)WARPS_PER_BLOCK + threadIdx.x / 32;
+	int lane = threadIdx.x % 32, i;
+	const float *p;
+	float *dp, dot = 0.0f;
+
+	if (r >= rows)
+		return;
+	p = att + r * t;
+	dp = datt + r * t;
+	i = (int)(r % t);
+	for (int j = lane; j <= i; j += 32)
+		dot += p[j] * dp[j];
+	dot = warp_sum(dot);
+	for (int j = lane; j < t; j += 32)
+		dp[j] = j <= i ? p[j] * (dp[j] - dot) : 0.0f;
+}
+
+extern "C" void softmax_causal_backward_gpu(float *datt, const float *att, int count, int t)
+{
+	long long rows = (long long)count * t;
+
+	if (rows <= 0)
+		return;
+	softmax_causal_backward_kernel<<<warp_blocks(rows), THREADS, 0, stream>>>(datt, att, rows, t);
+	cudaCheck(cudaGetLastError());
+}
+
+__global__ static void embed_kernel(float *out, const float *tok, int ld, const float *wte,
+				    const float *wpe, size_t total, int t, int d)
+{
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
+	     e += (size_t)gridDim.x * blockDim.x) {
+		size_t row = e / d;
+		int j = (int)(e % d), i = (int)(row % t), s = (int)(row / t);
+		int id = (int)tok[(size_t)s * ld + i];
+
+		out[e] = wte[(size_t)id * d + j] + wpe[(size_t)i * d + j];
+	}
+}
+
+extern "C" void embed_forward_gpu(float *out, const float *tok, int ld, const float *wte,
+				  const float *wpe, int n, int t, int d)
+{
+	size_t total = (size_t)n * t * d;
+
+	if (!total)
+		return;
+	embed_kernel<<<blocks_for(total), THREADS, 0, stream>>>(out, tok, ld, wte, wpe, total, t, d);
+	cudaCheck(cudaGetLastError());
+}
+
+/*
+ * No atomics: dwte has one thread per channel walking every position in
+ * order (the twin's order; a token's rows only ever meet in its own
+ * thread), dwpe one thread per (position, channel) walking the sequences.
+ */
+__global__ static void embed_dwte_kernel(float *dwte, const float *dout, const float *tok, int ld,
+					 int n, int t, int d)
+{
+	int j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= d)
+		return;
+	for (int s = 0; s < n; s++)
+		for (int i = 0; i < t; i++)
+			dwte[(size_t)tok[(size_t)s * ld + i] * d + j] +=
+				dout[((size_t)s * t + i) * d + j];
+}
+
+__global__ static void embed_dwpe_kernel(float *dwpe, const float *dout, int n, int t, int d)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	float acc = 0.0f;
+
+	if (e >= (size_t)t * d)
+		return;
+	for (int s = 0; s < n; s++)
+		acc += dout[(size_t)s * t * d + e];
+	dwpe[e] += acc;
+}
+
+extern "C" void embed_backward_gpu(float *dwte, float *dwpe, const float *dout, const float *tok,
+				   int ld, int n, int t, int d)
+{
+	size_t td = (size_t)t * d;
+
+	if (n <= 0 || !td)
+		return;
+	embed_dwte_kernel<<<(d + THREADS - 1) / THREADS, THREADS, 0, stream>>>(dwte, dout, tok, ld, n,
+										t, d);
+	cudaCheck(cudaGetLastError());
+	embed_dwpe_kernel<<<(unsigned)((td + THREADS - 1) / THREADS), THREADS, 0, stream>>>(dwpe, dout,
+											    n, t, d);
+	cudaCheck(cudaGetLastError());
+}
+
+__global__ static void next_tokens_kernel(int *labels, const float *tok, int ld, size_t total, int t)
+{
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
+	     e += (size_t)gridDim.x * blockDim.x)
+		labels[e] = (int)tok[(e / t) * ld + e % t + 1];
+}
+
+extern "C" void next_tokens_gpu(int *labels, const float *tok, int ld, int n, int t)
+{
+	size_t total = (size_t)n * t;
+
+	if (!total)
+		return;
+	next_tokens_kernel<<<blocks_for(total), THREADS, 0, stream>>>(labels, tok, ld, total, t);
+	cudaCheck(cudaGetLastError());
+}
+
+__global__ static void add_kernel(float *out, const float *a, const float *b, size_t count)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+	     i += (size_t)gridDim.x * blockDim.x)
+		out[i] = a[i] + b[i];
+}
+
+extern "C" void add_gpu(float *out, const float *a, const float *b, size_t count)
+{
+	if (!count)
+		return;
+	add_kernel<<<blocks_for(count), THREADS, 0, stream>>>(out, a, b, count);
+	cudaCheck(cudaGetLastError());
+}

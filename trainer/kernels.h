@@ -80,6 +80,63 @@ typedef double kern_xent_eval_fn(const float *logits, const int *labels, int n, 
 				 int *correct);
 kern_xent_eval_fn softmax_xent_eval_cpu;
 
+/*
+ * Transformer kernels (model_gpt.c).  Shapes: n sequences of t positions of
+ * d channels, rows [n * t, d].  Tokens arrive as the batch rows the loop
+ * copies (floats holding small integers, exact below 2^24): sequence s has
+ * its tokens at tok[s * ld + 0 .. t], the inputs at 0 .. t-1 and the next-
+ * token targets at 1 .. t.
+ *
+ * Strided batched GEMM: count GEMMs as gemm above, the i-th on a + i*stride_a,
+ * b + i*stride_b, c + i*stride_c (attention's per-head products).
+ */
+typedef void kern_gemm_batched_fn(int trans_a, int trans_b, int m, int n, int k, float alpha,
+				  const float *a, int lda, long long stride_a, const float *b,
+				  int ldb, long long stride_b, float beta, float *c, int ldc,
+				  long long stride_c, int count);
+kern_gemm_batched_fn gemm_batched_cpu;
+
+/* LayerNorm over the rows of x [n, d] (eps 1e-5, biased variance, as PyTorch):
+ * out = (x - mean) * rstd * w + b; mean and rstd [n] are kept for backward. */
+typedef void kern_layernorm_fn(float *out, float *mean, float *rstd, const float *x,
+			       const float *w, const float *b, int n, int d);
+kern_layernorm_fn layernorm_forward_cpu;
+
+/* Its backward, ACCUMULATING into dx (the residual stream's gradient), dw and
+ * db (the caller zeroes gradients once per step). */
+typedef void kern_layernorm_backward_fn(float *dx, float *dw, float *db, const float *dout,
+					const float *x, const float *w, const float *mean,
+					const float *rstd, int n, int d);
+kern_layernorm_backward_fn layernorm_backward_cpu;
+
+/* Causal softmax in place over count matrices [t, t] of scores: row i keeps
+ * columns 0..i, later columns become 0. */
+typedef void kern_softmax_causal_fn(float *att, int count, int t);
+kern_softmax_causal_fn softmax_causal_cpu;
+
+/* Its backward in place on datt: dS = P * (dP - sum_j P dP), 0 above the diagonal. */
+typedef void kern_softmax_causal_backward_fn(float *datt, const float *att, int count, int t);
+kern_softmax_causal_backward_fn softmax_causal_backward_cpu;
+
+/* out[s*t + i, :] = wte[tok[s*ld + i], :] + wpe[i, :] for n sequences. */
+typedef void kern_embed_fn(float *out, const float *tok, int ld, const float *wte,
+			   const float *wpe, int n, int t, int d);
+kern_embed_fn embed_forward_cpu;
+
+/* Its backward, accumulating: dwte[tok] += dout row, dwpe[i] += dout row.
+ * Rows are summed in order (the CUDA twin too: no atomics, deterministic). */
+typedef void kern_embed_backward_fn(float *dwte, float *dwpe, const float *dout, const float *tok,
+				    int ld, int n, int t, int d);
+kern_embed_backward_fn embed_backward_cpu;
+
+/* labels[s*t + i] = tok[s*ld + i + 1]: the next-token targets as integers. */
+typedef void kern_targets_fn(int *labels, const float *tok, int ld, int n, int t);
+kern_targets_fn next_tokens_cpu;
+
+/* out = a + b (the residual connection; out may alias a or b). */
+typedef void kern_add_fn(float *out, const float *a, const float *b, size_t count);
+kern_add_fn add_cpu;
+
 /* GELU, tanh approximation, and its derivative (exposed for tests). */
 float gelu_cpu(float x);
 float gelu_grad_cpu(float x);
@@ -118,7 +175,7 @@ void cast_to_fp16_cpu(uint16_t *dst, const float *src, size_t n);
 void kernels_set_threads(int n);
 
 /*
- * One device: its memory and its kernels.  model_mlp.c (forward, loss,
+ * One device: its memory and its kernels.  model_mlp.c and model_gpt.c (forward, loss,
  * backward) and train.c (optimiser, clipping, loss scaling) are written once
  * against this table; the buffers they pass are the device's own (host memory
  * for dev_cpu, CUDA memory for dev_gpu) and opaque to them.  Defined in dev.c.
@@ -139,6 +196,16 @@ struct dev {
 	kern_bias_grad_fn *bias_grad;
 	kern_xent_fn *xent;
 	kern_xent_eval_fn *xent_eval;
+	/* the transformer (model_gpt.c) */
+	kern_gemm_batched_fn *gemm_batched;
+	kern_layernorm_fn *layernorm;
+	kern_layernorm_backward_fn *layernorm_backward;
+	kern_softmax_causal_fn *softmax_causal;
+	kern_softmax_causal_backward_fn *softmax_causal_backward;
+	kern_embed_fn *embed;
+	kern_embed_backward_fn *embed_backward;
+	kern_targets_fn *next_tokens;
+	kern_add_fn *add;
 	/* the optimiser */
 	kern_sgd_fn *sgd;
 	kern_adamw_fn *adamw;

@@ -347,3 +347,143 @@ void cast_to_fp16_cpu(uint16_t *dst, const float *src, size_t n)
 	for (size_t i = 0; i < n; i++)
 		dst[i] = float_to_fp16(src[i]);
 }
+
+/* ---------------------------------------------------------- transformer */
+
+void gemm_batched_cpu(int trans_a, int trans_b, int m, int n, int k, float alpha,
+		      const float *a, int lda, long long stride_a, const float *b, int ldb,
+		      long long stride_b, float beta, float *c, int ldc, long long stride_c,
+		      int count)
+{
+	for (int i = 0; i < count; i++)
+		gemm_cpu(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
+			 beta, c + i * stride_c, ldc);
+}
+
+#define LN_EPS 1e-5f
+
+void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *x, const float *w,
+			   const float *b, int n, int d)
+{
+	for (int i = 0; i < n; i++) {
+		const float *row = x + (size_t)i * d;
+		float *o = out + (size_t)i * d, mu = 0.0f, var = 0.0f, rs;
+
+		for (int j = 0; j < d; j++)
+			mu += row[j];
+		mu /= (float)d;
+		for (int j = 0; j < d; j++)
+			var += (row[j] - mu) * (row[j] - mu);
+		rs = 1.0f / sqrtf(var / (float)d + LN_EPS);
+		for (int j = 0; j < d; j++)
+			o[j] = (row[j] - mu) * rs * w[j] + b[j];
+		mean[i] = mu;
+		rstd[i] = rs;
+	}
+}
+
+/*
+ * With xhat = (x - mean) rstd and g = dout * w:
+ * dx = rstd (g - mean_j(g) - xhat mean_j(g xhat)), dw = sum dout xhat, db = sum dout.
+ */
+void layernorm_backward_cpu(float *dx, float *dw, float *db, const float *dout, const float *x,
+			    const float *w, const float *mean, const float *rstd, int n, int d)
+{
+	for (int i = 0; i < n; i++) {
+		const float *row = x + (size_t)i * d, *dy = dout + (size_t)i * d;
+		float *dxr = dx + (size_t)i * d, mg = 0.0f, mgx = 0.0f;
+
+		for (int j = 0; j < d; j++) {
+			float xhat = (row[j] - mean[i]) * rstd[i], g = dy[j] * w[j];
+
+			mg += g;
+			mgx += g * xhat;
+			dw[j] += dy[j] * xhat;
+			db[j] += dy[j];
+		}
+		mg /= (float)d;
+		mgx /= (float)d;
+		for (int j = 0; j < d; j++) {
+			float xhat = (row[j] - mean[i]) * rstd[i];
+
+			dxr[j] += rstd[i] * (dy[j] * w[j] - mg - xhat * mgx);
+		}
+	}
+}
+
+void softmax_causal_cpu(float *att, int count, int t)
+{
+	for (long long r = 0; r < (long long)count * t; r++) {
+		float *row = att + r * t, mx, sum = 0.0f;
+		int i = (int)(r % t);
+
+		mx = row[0];
+		for (int j = 1; j <= i; j++)
+			mx = row[j] > mx ? row[j] : mx;
+		for (int j = 0; j <= i; j++) {
+			row[j] = expf(row[j] - mx);
+			sum += row[j];
+		}
+		for (int j = 0; j <= i; j++)
+			row[j] /= sum;
+		for (int j = i + 1; j < t; j++)
+			row[j] = 0.0f;
+	}
+}
+
+void softmax_causal_backward_cpu(float *datt, const float *att, int count, int t)
+{
+	for (long long r = 0; r < (long long)count * t; r++) {
+		const float *p = att + r * t;
+		float *dp = datt + r * t, dot = 0.0f;
+		int i = (int)(r % t);
+
+		for (int j = 0; j <= i; j++)
+			dot += p[j] * dp[j];
+		for (int j = 0; j <= i; j++)
+			dp[j] = p[j] * (dp[j] - dot);
+		for (int j = i + 1; j < t; j++)
+			dp[j] = 0.0f;
+	}
+}
+
+void embed_forward_cpu(float *out, const float *tok, int ld, const float *wte, const float *wpe,
+		       int n, int t, int d)
+{
+	for (int s = 0; s < n; s++)
+		for (int i = 0; i < t; i++) {
+			const float *e = wte + (size_t)tok[(size_t)s * ld + i] * d, *pe = wpe + (size_t)i * d;
+			float *o = out + ((size_t)s * t + i) * d;
+
+			for (int j = 0; j < d; j++)
+				o[j] = e[j] + pe[j];
+		}
+}
+
+void embed_backward_cpu(float *dwte, float *dwpe, const float *dout, const float *tok, int ld,
+			int n, int t, int d)
+{
+	for (int s = 0; s < n; s++)
+		for (int i = 0; i < t; i++) {
+			float *e = dwte + (size_t)tok[(size_t)s * ld + i] * d, *pe = dwpe + (size_t)i * d;
+			const float *g = dout + ((size_t)s * t + i) * d;
+
+			for (int j = 0; j < d; j++) {
+				e[j] += g[j];
+				pe[j] += g[j];
+			}
+		}
+}
+
+void next_tokens_cpu(int *labels, const float *tok, int ld, int n, int t)
+{
+	for (int s = 0; s < n; s++)
+		for (int i = 0; i < t; i++)
+			labels[(size_t)s * t + i] = (int)tok[(size_t)s * ld + i + 1];
+}
+
+void add_cpu(float *out, const float *a, const float *b, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		out[i] = a[i] + b[i];
+}

@@ -16,12 +16,12 @@ struct model_entry {
 
 static const struct model_entry models[] = {
 	{ "mlp", mlp_create },
-	/* { "gpt", gpt_create }, planned */
+	{ "gpt", gpt_create },
 };
 
 const char *model_names(void)
 {
-	return "mlp";
+	return "mlp, gpt";
 }
 
 int model_create(struct model *m, const struct model_spec *spec, int on_gpu, int precision,
@@ -31,6 +31,7 @@ int model_create(struct model *m, const struct model_spec *spec, int on_gpu, int
 	m->spec = *spec;
 	m->on_gpu = on_gpu;
 	m->precision = precision;
+	m->tokens_per_row = 1;
 	if (spec->input_dim <= 0 || spec->classes < 2 || spec->max_batch <= 0) {
 		strbuf_addf(err, "model needs input_dim > 0, classes >= 2 and a batch (got %d, %d, %d)",
 			    spec->input_dim, spec->classes, spec->max_batch);

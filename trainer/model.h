@@ -10,6 +10,11 @@
  * announces through a callback, so the all-reduce of bucket i overlaps the
  * rest of backward.
  *
+ * Models: "mlp" (model_mlp.c), a classifier over feature rows; "gpt"
+ * (model_gpt.c), a decoder-only transformer language model whose rows are
+ * context + 1 token ids (as floats) and whose y is unused: the targets are
+ * the row shifted by one.
+ *
  * Adding a model: write trainer/model_<name>.c with a create function filling
  * struct model, its walk written once against a device table (struct dev,
  * kernels.h; add kernels there, with CPU and CUDA twins, if it needs new
@@ -27,6 +32,8 @@
 #include "rng.h"
 
 #define MODEL_MAX_LAYERS 32
+/* the GPT has 12 segments per block, plus embeddings and the final norm */
+#define MODEL_MAX_SEGS (12 * MODEL_MAX_LAYERS + 4)
 
 struct param_seg {
 	char name[32];          /* "fc0.weight" */
@@ -47,6 +54,9 @@ struct model_spec {
 	enum act_kind act;
 	int input_dim, classes;
 	int max_batch;                  /* largest local micro-batch */
+	/* gpt: blocks, heads, embedding width, context (input_dim = context + 1,
+	 * classes = the vocabulary) */
+	int layers, heads, embd, context;
 };
 
 /* Called by backward when bucket `b` holds its final gradient. */
@@ -79,25 +89,29 @@ struct model {
 	const struct model_ops *ops;
 	struct model_spec spec;
 	size_t nr_params;
-	struct param_seg segs[2 * MODEL_MAX_LAYERS];
+	struct param_seg segs[MODEL_MAX_SEGS];
 	int nr_segs;
-	struct grad_bucket buckets[MODEL_MAX_LAYERS];
+	struct grad_bucket buckets[MODEL_MAX_LAYERS + 2];
 	int nr_buckets;
 	int on_gpu;
 	void *priv;
 	/* set by the mixed-precision GPU path: storage type of GEMM inputs */
 	int precision;
+	/* predictions per row: 1 for a classifier, the context for a language
+	 * model (whose *correct counts tokens; throughput is rows x this) */
+	int tokens_per_row;
 };
 
 /* Build a model; returns 0, or -1 with a message in err. */
 int model_create(struct model *m, const struct model_spec *spec, int on_gpu, int precision,
 		 struct strbuf *err);
 void model_release(struct model *m);
-/* Known model names, for --help and errors: "mlp". */
+/* Known model names, for --help and errors: "mlp, gpt". */
 const char *model_names(void);
 
 /* Per-model constructors (model_<name>.c), on dev_cpu or dev_gpu. */
 int mlp_create(struct model *m, const struct dev *dev, struct strbuf *err);
+int gpt_create(struct model *m, const struct dev *dev, struct strbuf *err);
 
 /* Shared by every implementation of "mlp": the flat layout and the init. */
 void mlp_layout(struct model *m);

@@ -52,6 +52,11 @@ static void arch_string(char *buf, size_t len, const struct model_spec *s)
 	static const char *const acts[] = { "none", "relu", "gelu" };
 	int off = snprintf(buf, len, "%s %d", s->name, s->input_dim);
 
+	if (s->layers && !strcmp(s->name, "gpt")) {
+		snprintf(buf, len, "gpt L%d H%d C%d T%d V%d", s->layers, s->heads, s->embd, s->context,
+			 s->classes);
+		return;
+	}
 	for (int i = 0; i < s->nr_hidden && off > 0 && (size_t)off < len; i++)
 		off += snprintf(buf + off, len - (size_t)off, "-%d", s->hidden[i]);
 	if (off > 0 && (size_t)off < len)
@@ -115,7 +120,8 @@ static void evaluate(struct run *r, double *loss, double *acc)
 	}
 	comm_sum(r->comm, v, 2);
 	*loss = r->val.n ? v[0] / r->val.n : NAN;
-	*acc = r->val.n ? v[1] / r->val.n : NAN;
+	/* a language model counts correct tokens */
+	*acc = r->val.n ? v[1] / r->val.n / r->model.tokens_per_row : NAN;
 }
 
 static void metrics_line(struct run *r, json_t *j)
@@ -256,6 +262,8 @@ static int setup(struct run *r, struct strbuf *err)
 	dopt.classes = cfg->classes;
 	dopt.teacher_hidden = cfg->teacher_hidden;
 	dopt.val_fraction = cfg->val_fraction;
+	dopt.context = cfg->context;
+	dopt.vocab = cfg->vocab;
 	if (data_load(&r->train, &r->val, &dopt, err))
 		return DT_EXIT_USAGE;
 
@@ -529,6 +537,9 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 				json_object_set_new(j, "loss", json_real(loss));
 				json_object_set_new(j, "lr", json_real(lr_now));
 				json_object_set_new(j, "samples_per_s", json_real(round(sps * 10) / 10));
+				if (r->model.tokens_per_row > 1)
+					json_object_set_new(j, "tokens_per_s",
+							    json_real(round(sps * r->model.tokens_per_row)));
 				json_object_set_new(j, "time", json_real(round((t - r->t0) * 1000) / 1000));
 				metrics_line(r, j);
 				if (!cfg->quiet)
@@ -604,7 +615,11 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	res->val_loss = val_loss;
 	res->val_acc = val_acc;
 	res->samples_per_s = run_time > 0 ? run_samples / run_time : 0;
-	if (rank0 && run_time > 0)
+	if (rank0 && run_time > 0 && r->model.tokens_per_row > 1)
+		printf("done: %lld steps, %.0f samples/s, %.0f tokens/s (training only)\n",
+		       total - start, run_samples / run_time,
+		       run_samples * r->model.tokens_per_row / run_time);
+	else if (rank0 && run_time > 0)
 		printf("done: %lld steps, %.0f samples/s (training only)\n", total - start,
 		       run_samples / run_time);
 out:

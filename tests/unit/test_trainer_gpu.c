@@ -366,7 +366,8 @@ static void test_casts(void **state)
 /* One train_step of the MLP on both devices: loss and every gradient. */
 static void check_model_step(enum act_kind act, int prec)
 {
-	struct model_spec spec = { "mlp", { 64, 48 }, 2, act, 30, 7, 40 };
+	struct model_spec spec = { .name = "mlp", .hidden = { 64, 48 }, .nr_hidden = 2, .act = act,
+				  .input_dim = 30, .classes = 7, .max_batch = 40 };
 	struct model cpu, gpu;
 	struct strbuf err = STRBUF_INIT;
 	struct rng r;

@@ -225,7 +225,8 @@ static void log_bucket(int b, void *data)
 
 static void check_model_grads(enum act_kind act)
 {
-	struct model_spec spec = { "mlp", { 7, 6 }, 2, act, 5, 4, 8 };
+	struct model_spec spec = { .name = "mlp", .hidden = { 7, 6 }, .nr_hidden = 2, .act = act,
+				  .input_dim = 5, .classes = 4, .max_batch = 8 };
 	struct model m;
 	struct strbuf err = STRBUF_INIT;
 	struct rng r;
@@ -304,7 +305,8 @@ static void test_mlp_grads_gelu(void **state)
 
 static void test_model_errors(void **state)
 {
-	struct model_spec spec = { "transformer", { 8 }, 1, ACT_RELU, 4, 2, 4 };
+	struct model_spec spec = { .name = "transformer", .hidden = { 8 }, .nr_hidden = 1,
+				  .act = ACT_RELU, .input_dim = 4, .classes = 2, .max_batch = 4 };
 	struct model m;
 	struct strbuf err = STRBUF_INIT;
 

@@ -1,6 +1,7 @@
 /*
  * test_trainer_gpu.c - every CUDA kernel against its CPU twin, and a whole
- * training step (model and loop) on the GPU against the CPU reference.
+ * training step (model and loop) on the GPU against the CPU reference: the
+ * MLP, and one step of the transformer (--model gpt) with its own kernels.
  *
  * Built twice: in the unit-test (ASan, no CUDA) build, where it only reports
  * that it skips; and by mk/trainer.mk as build/<tree>/gpu-tests/
@@ -429,6 +430,197 @@ static void test_model_step_bf16(void **state)
 	check_model_step(ACT_GELU, 2);
 }
 
+/* ------------------------------------------------------- transformer */
+
+/* The device array d [n] against the host's want (expect_close), then freed of its copy. */
+static void expect_device_close(const char *what, const float *d, const float *want, size_t n,
+				double atol, double rtol)
+{
+	float *g = down(d, n);
+
+	expect_close(what, g, want, n, atol, rtol);
+	free(g);
+}
+
+static void test_layernorm(void **state)
+{
+	enum { N = 37, D = 72 };
+	float *x = rand_host(N * D, 30, 2), *w = rand_host(D, 31, 1), *b = rand_host(D, 32, 1);
+	float *dout = rand_host(N * D, 33, 1), out[N * D], mean[N], rstd[N], dx[N * D], dw[D], db[D];
+	float *dxv, *dwv, *dbv, *doutv, *outv, *meanv, *rstdv, *gdx, *gdw, *gdb;
+
+	NEED_GPU();
+	dxv = up(x, sizeof(dx));
+	dwv = up(w, sizeof(dw));
+	dbv = up(b, sizeof(db));
+	doutv = up(dout, sizeof(dx));
+	outv = gpu_malloc(sizeof(out));
+	meanv = gpu_malloc(sizeof(mean));
+	rstdv = gpu_malloc(sizeof(rstd));
+	layernorm_forward_cpu(out, mean, rstd, x, w, b, N, D);
+	layernorm_forward_gpu(outv, meanv, rstdv, dxv, dwv, dbv, N, D);
+	expect_device_close("layernorm", outv, out, N * D, 1e-5, 1e-4);
+	/* backward accumulates into what is there: start both from the same values */
+	memcpy(dx, x, sizeof(dx));
+	memcpy(dw, w, sizeof(dw));
+	memcpy(db, b, sizeof(db));
+	gdx = up(dx, sizeof(dx));
+	gdw = up(dw, sizeof(dw));
+	gdb = up(db, sizeof(db));
+	layernorm_backward_cpu(dx, dw, db, dout, x, w, mean, rstd, N, D);
+	layernorm_backward_gpu(gdx, gdw, gdb, doutv, dxv, dwv, meanv, rstdv, N, D);
+	expect_device_close("layernorm dx", gdx, dx, N * D, 1e-5, 1e-4);
+	expect_device_close("layernorm dw", gdw, dw, D, 1e-5, 1e-4);
+	expect_device_close("layernorm db", gdb, db, D, 1e-5, 1e-4);
+	gpu_free(gdx);
+	gpu_free(gdw);
+	gpu_free(gdb);
+	gpu_free(dxv);
+	gpu_free(dwv);
+	gpu_free(dbv);
+	gpu_free(doutv);
+	gpu_free(outv);
+	gpu_free(meanv);
+	gpu_free(rstdv);
+	free(x);
+	free(w);
+	free(b);
+	free(dout);
+}
+
+static void test_softmax_causal(void **state)
+{
+	enum { CNT = 3, T = 45, N = CNT * T * T };
+	float *s = rand_host(N, 34, 3), *dp = rand_host(N, 35, 1), p[N], ds[N], *sv, *dpv;
+
+	NEED_GPU();
+	sv = up(s, sizeof(p));
+	dpv = up(dp, sizeof(ds));
+	memcpy(p, s, sizeof(p));
+	memcpy(ds, dp, sizeof(ds));
+	softmax_causal_cpu(p, CNT, T);
+	softmax_causal_gpu(sv, CNT, T);
+	expect_device_close("softmax_causal", sv, p, N, 1e-6, 1e-4);
+	softmax_causal_backward_cpu(ds, p, CNT, T);
+	softmax_causal_backward_gpu(dpv, sv, CNT, T);
+	expect_device_close("softmax_causal_backward", dpv, ds, N, 1e-6, 1e-4);
+	gpu_free(sv);
+	gpu_free(dpv);
+	free(s);
+	free(dp);
+}
+
+static void test_embed_and_add(void **state)
+{
+	enum { V = 11, T = 9, D = 40, NS = 5, LD = T + 1 };
+	float tok[NS * LD], *wte = rand_host(V * D, 36, 1), *wpe = rand_host(T * D, 37, 1);
+	float *dout = rand_host(NS * T * D, 38, 1), out[NS * T * D], dwte[V * D], dwpe[T * D];
+	float *tokv, *wtev, *wpev, *doutv, *outv;
+	int labels[NS * T], *labelsv, gl[NS * T];
+
+	NEED_GPU();
+	wtev = up(wte, sizeof(dwte));
+	wpev = up(wpe, sizeof(dwpe));
+	doutv = up(dout, sizeof(out));
+	outv = gpu_malloc(sizeof(out));
+	labelsv = gpu_malloc(sizeof(labels));
+	for (int i = 0; i < NS * LD; i++)
+		tok[i] = (float)((i * 7 + 3) % V);
+	tokv = up(tok, sizeof(tok));
+	embed_forward_cpu(out, tok, LD, wte, wpe, NS, T, D);
+	embed_forward_gpu(outv, tokv, LD, wtev, wpev, NS, T, D);
+	expect_device_close("embed", outv, out, NS * T * D, 0, 0);
+	/* backward accumulates onto the tables themselves */
+	memcpy(dwte, wte, sizeof(dwte));
+	memcpy(dwpe, wpe, sizeof(dwpe));
+	embed_backward_cpu(dwte, dwpe, dout, tok, LD, NS, T, D);
+	embed_backward_gpu(wtev, wpev, doutv, tokv, LD, NS, T, D);
+	expect_device_close("embed dwte", wtev, dwte, V * D, 1e-5, 1e-5);
+	expect_device_close("embed dwpe", wpev, dwpe, T * D, 1e-5, 1e-5);
+	next_tokens_cpu(labels, tok, LD, NS, T);
+	next_tokens_gpu(labelsv, tokv, LD, NS, T);
+	gpu_d2h(gl, labelsv, sizeof(gl));
+	assert_memory_equal(gl, labels, sizeof(gl));
+	add_cpu(out, out, dout, NS * T * D);
+	add_gpu(outv, outv, doutv, NS * T * D);
+	expect_device_close("add", outv, out, NS * T * D, 1e-6, 1e-6);
+	gpu_free(tokv);
+	gpu_free(wtev);
+	gpu_free(wpev);
+	gpu_free(doutv);
+	gpu_free(outv);
+	gpu_free(labelsv);
+	free(wte);
+	free(wpe);
+	free(dout);
+}
+
+static void test_gemm_batched(void **state)
+{
+	enum { B = 4, M = 13, N = 11, K = 8, SA = M * K + 3, SB = N * K + 5, SC = M * N + 2 };
+	float *a = rand_host(B * SA, 39, 1), *b = rand_host(B * SB, 40, 1), *c = rand_host(B * SC, 41, 1);
+	float *av, *bv, *cv;
+
+	NEED_GPU();
+	av = up(a, B * SA * 4);
+	bv = up(b, B * SB * 4);
+	cv = up(c, B * SC * 4);
+	/* A [M, K] and B^T [N, K]: the attention score shape, with gaps between matrices */
+	gemm_batched_cpu(0, 1, M, N, K, 0.7f, a, K, SA, b, K, SB, 0.5f, c, N, SC, B);
+	gemm_batched_gpu(0, 1, M, N, K, 0.7f, av, K, SA, bv, K, SB, 0.5f, cv, N, SC, B);
+	expect_device_close("gemm_batched", cv, c, B * SC, 1e-5, 1e-4);
+	gpu_free(av);
+	gpu_free(bv);
+	gpu_free(cv);
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* One GPT step (forward, loss, backward) on each device from the same parameters. */
+static void test_gpt_step(void **state)
+{
+	enum { NB = 6, T = 24, V = 50 };
+	struct model_spec spec = { .name = "gpt", .layers = 2, .heads = 4, .embd = 32, .context = T,
+				  .classes = V, .input_dim = T + 1, .max_batch = NB };
+	struct model cpu, gpu;
+	struct strbuf err = STRBUF_INIT;
+	struct rng r;
+	float *params, *grads, x[NB * (T + 1)], *dparams, *dgrads, *dx;
+	int cc, gc;
+	double lc, lg;
+
+	NEED_GPU();
+	assert_int_equal(model_create(&cpu, &spec, 0, 0, &err), 0);
+	assert_int_equal(model_create(&gpu, &spec, 1, 0, &err), 0);
+	params = malloc(cpu.nr_params * 4);
+	grads = malloc(cpu.nr_params * 4);
+	rng_seed(&r, 6);
+	cpu.ops->init_params(&cpu, params, &r);
+	for (size_t i = 0; i < cpu.nr_params; i++)
+		params[i] += 0.1f * rng_normal(&r);
+	for (int i = 0; i < NB * (T + 1); i++)
+		x[i] = (float)rng_below(&r, V);
+	dparams = up(params, cpu.nr_params * 4);
+	dgrads = gpu_malloc(cpu.nr_params * 4);
+	dx = up(x, sizeof(x));
+	lc = cpu.ops->train_step(&cpu, params, grads, 0.0f, x, NULL, NB, 1.0f / NB, &cc, NULL, NULL);
+	lg = gpu.ops->train_step(&gpu, dparams, dgrads, 0.0f, dx, NULL, NB, 1.0f / NB, &gc, NULL,
+				 NULL);
+	assert_float_equal(lg, lc, 1e-4 * fabs(lc));
+	for (int s = 0; s < cpu.nr_segs; s++)
+		expect_device_close(cpu.segs[s].name, dgrads + cpu.segs[s].off, grads + cpu.segs[s].off,
+				    cpu.segs[s].len, 1e-6, 1e-3);
+	free(params);
+	free(grads);
+	gpu_free(dparams);
+	gpu_free(dgrads);
+	gpu_free(dx);
+	model_release(&cpu);
+	model_release(&gpu);
+	strbuf_release(&err);
+}
+
 /* The whole loop: 12 steps of SGD on each device end with close weights. */
 static void test_train_loop(void **state)
 {
@@ -480,6 +672,11 @@ int main(void)
 		cmocka_unit_test(test_casts),
 		cmocka_unit_test(test_model_step_fp32),
 		cmocka_unit_test(test_model_step_bf16),
+		cmocka_unit_test(test_layernorm),
+		cmocka_unit_test(test_softmax_causal),
+		cmocka_unit_test(test_embed_and_add),
+		cmocka_unit_test(test_gemm_batched),
+		cmocka_unit_test(test_gpt_step),
 		cmocka_unit_test(test_train_loop),
 	};
 

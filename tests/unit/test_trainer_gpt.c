@@ -222,6 +222,25 @@ static void test_embed(void **state)
 			assert_int_equal(labels[s * T + i], (int)tok[s * LD + i + 1]);
 }
 
+/* The vectorisable tanh behind GELU against libm's, over the whole line. */
+static void test_tanh_fast(void **state)
+{
+	static const float special[] = { 0.0f, -0.0f, 1e-30f, 8.99f, 9.01f, 1e30f, -1e30f, INFINITY,
+					 -INFINITY };
+	double worst = 0;
+
+	for (float u = -20.0f; u < 20.0f; u += 1.0f / 1024) {
+		double d = fabs((double)tanh_fast_cpu(u) - tanh((double)u));
+
+		worst = d > worst ? d : worst;
+	}
+	if (worst > 2e-7)
+		fail_msg("tanh_fast_cpu is %g from tanh", worst);
+	for (size_t i = 0; i < ARRAY_SIZE(special); i++)
+		assert_float_equal(tanh_fast_cpu(special[i]), tanh((double)special[i]), 2e-7);
+	assert_true(signbit(tanh_fast_cpu(-0.0f)));
+}
+
 static void test_gemm_batched(void **state)
 {
 	enum { B = 3, M = 2, N = 3, K = 4 };
@@ -753,6 +772,7 @@ int main(void)
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_softmax_causal),
 		cmocka_unit_test(test_embed),
+		cmocka_unit_test(test_tanh_fast),
 		cmocka_unit_test(test_gemm_batched),
 		cmocka_unit_test(test_gpt_grads),
 		cmocka_unit_test(test_gpt_halves_sum),

@@ -11,3 +11,13 @@ BENCH_TRAINER_ARGS ?=
 
 bench-trainer: $(BINDIR)/dttrain
 	DTTRAIN=$(BINDIR)/dttrain PYTHON=$(PYTHON) bench/trainer_cpu.sh $(BENCH_TRAINER_ARGS)
+
+# dttrain --model gpt against the same transformer in PyTorch (bench/trainer_gpt_torch.py):
+# tokens/s, same run, interleaved rounds, on /usr/share/common-licenses/GPL-3.
+#   make bench-trainer-gpt BENCH_TRAINER_GPT_ARGS='--steps 50 --rounds 5 --threads 2'
+.PHONY: bench-trainer-gpt
+BENCH_TARGETS += bench-trainer-gpt
+BENCH_TRAINER_GPT_ARGS ?=
+
+bench-trainer-gpt: $(BINDIR)/dttrain
+	$(PYTHON) bench/trainer_gpt_torch.py --dttrain $(BINDIR)/dttrain $(BENCH_TRAINER_GPT_ARGS)

@@ -64,3 +64,15 @@ def test_usage_errors(text, args, message):
                 "--device", "cpu")
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr
+
+
+def test_resume_is_bit_identical(tmp_path, text):
+    """AdamW state, data position and RNG come back: steps 10-20 after a resume redo the same."""
+    args = [*GPT, "--optimizer", "adamw", "--lr", "3e-3", "--data", f"text:{text}", "--steps", "20"]
+    full, resumed, ck = tmp_path / "full.bin", tmp_path / "resumed.bin", tmp_path / "ck"
+    r = dttrain(*args, "--checkpoint-dir", ck, "--checkpoint-every", "10", "--save-weights", full)
+    assert r.returncode == 0, r.stderr
+    r = dttrain(*args, "--resume", ck / "step-000000010.ckpt", "--save-weights", resumed)
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stdout
+    assert full.read_bytes() == resumed.read_bytes()

@@ -96,6 +96,19 @@ static inline float exp_nonpos(float x)
 	return p * scale;
 }
 
+/* e^x for x <= 0 whatever its size (below -87 it is 0 to float precision). */
+static inline float exp_nonpos_clamped(float x)
+{
+	const uint32_t b87 = 0x42ae0000u;   /* 87.0f */
+	float a = fabsf(x);   /* not -x: -(+0) is -0, whose bits compare as huge */
+	uint32_t ab;
+
+	memcpy(&ab, &a, sizeof(ab));
+	ab = ab < b87 ? ab : b87;
+	memcpy(&a, &ab, sizeof(a));
+	return exp_nonpos(-a);
+}
+
 static inline float tanh_fast(float u)
 {
 	const uint32_t nine = 0x41100000u;   /* 9.0f */
@@ -469,21 +482,23 @@ void layernorm_backward_cpu(float *dx, float *dw, float *db, const float *dout, 
 	}
 }
 
+/* exp through exp_nonpos_clamped (x - max <= 0), in loops that vectorise */
 void softmax_causal_cpu(float *att, int count, int t)
 {
 	for (long long r = 0; r < (long long)count * t; r++) {
-		float *row = att + r * t, mx, sum = 0.0f;
+		float *row = att + r * t, mx, sum = 0.0f, inv;
 		int i = (int)(r % t);
 
 		mx = row[0];
 		for (int j = 1; j <= i; j++)
 			mx = row[j] > mx ? row[j] : mx;
-		for (int j = 0; j <= i; j++) {
-			row[j] = expf(row[j] - mx);
-			sum += row[j];
-		}
 		for (int j = 0; j <= i; j++)
-			row[j] /= sum;
+			row[j] = exp_nonpos_clamped(row[j] - mx);
+		for (int j = 0; j <= i; j++)
+			sum += row[j];
+		inv = 1.0f / sum;
+		for (int j = 0; j <= i; j++)
+			row[j] *= inv;
 		for (int j = i + 1; j < t; j++)
 			row[j] = 0.0f;
 	}

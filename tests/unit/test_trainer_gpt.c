@@ -169,6 +169,18 @@ static void test_softmax_causal(void **state)
 			}
 			assert_float_equal(sum, 1.0, 1e-6);
 		}
+	{
+		/* far-apart scores: exp of -1000 is ~0, not garbage; a tie splits evenly */
+		float ext[9] = { 5, 0, 0, 1000, 0, 0, 3, 3, -1e30f };
+
+		softmax_causal_cpu(ext, 1, 3);
+		assert_float_equal(ext[0], 1.0f, 0);
+		assert_float_equal(ext[3], 1.0f, 0);
+		assert_true(ext[4] >= 0.0f && ext[4] < 1e-30f);
+		assert_float_equal(ext[6], 0.5f, 1e-7);
+		assert_float_equal(ext[7], 0.5f, 1e-7);
+		assert_true(ext[8] >= 0.0f && ext[8] < 1e-30f);
+	}
 	/* the upper triangle of dP must not leak into dS */
 	for (int i = 0; i < N; i++)
 		if ((i % SM_T) > (i / SM_T) % SM_T)

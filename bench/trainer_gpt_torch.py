@@ -185,6 +185,8 @@ def main():
             res["torch"].append(tps)
             tps, losses["torch1"] = torch_subprocess(args, 1, args.threads)
             res["torch1"].append(tps)
+            print("round: " + " ".join(f"{k} {v[-1]:.0f}" for k, v in res.items()),
+                  file=sys.stderr, flush=True)
     names = {"dttrain": f"dttrain, --threads {args.threads}",
              "torch": f"torch, {args.threads} threads",
              "torch1": f"torch, 1 thread + OpenBLAS {args.threads}"}

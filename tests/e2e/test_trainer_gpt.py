@@ -16,7 +16,7 @@ from test_trainer import dttrain, floats, max_rel_diff, need_binary  # noqa: F40
 # SGD: Adam's normalised steps turn rounding differences of near-zero gradients into
 # whole steps, so only SGD makes "same weights" a tight test
 GPT = ["--model", "gpt", "--layers", "2", "--heads", "2", "--dim", "16", "--context", "16",
-       "--batch", "8", "--optimizer", "sgd", "--lr", "0.5", "--warmup", "5",
+       "--batch", "8", "--optimizer", "sgd", "--lr", "0.2", "--warmup", "5",
        "--threads", "1", "--device", "cpu", "--log-every", "5", "--eval-every", "10"]
 
 
@@ -49,7 +49,8 @@ def test_two_ranks_match_one(tmp_path, text):
         vals = [x for x in lines if "val_loss" in x]
         assert vals and 0 < vals[-1]["val_loss"] < 5.55   # below ln(256): it learned
         assert 0 <= vals[-1]["val_acc"] <= 1
-    assert max_rel_diff(out[2], out[1]) < 1e-4, "2 ranks drifted from 1 rank"
+    # fp32 sums in another order only; a wrong shard or a missing all-reduce is O(1)
+    assert max_rel_diff(out[2], out[1]) < 5e-4, "2 ranks drifted from 1 rank"
 
 
 @pytest.mark.parametrize("args, message", [

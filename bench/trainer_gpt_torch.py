@@ -16,6 +16,12 @@ contenders interleaved within each round so machine load hits all alike:
 
 Prints a table and the ratio dttrain / best torch.
 
+On a machine shared with other work, wall-clock rates swing with the load (a round can
+lose half its speed to another process).  --cpu adds a load-robust second measure: every
+contender on ONE thread (dttrain --threads 1; torch.set_num_threads(1) with
+OPENBLAS_NUM_THREADS=1), tokens per CPU-second of the process (getrusage of the child),
+from two runs of 10 and STEPS steps so start-up (imports, data, allocation) cancels out.
+
     /usr/bin/python3 bench/trainer_gpt_torch.py --dttrain build/dev-gpt/bin/dttrain
     /usr/bin/python3 bench/trainer_gpt_torch.py --torch-only --threads 2     # one torch run
 """
@@ -125,8 +131,45 @@ def torch_run(args):
     return (args.steps - args.warmup) * args.batch * T / dt, loss.item()
 
 
+def child_cpu(cmd, env=None):
+    """Run cmd; the CPU seconds (user + sys) it used."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_rates(args, tmp):
+    """Tokens per CPU-second, one thread each: (runs of STEPS - runs of 10) / CPU difference."""
+    one = argparse.Namespace(**vars(args))
+    one.threads = 1
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = {}
+    for name in ("dttrain", "torch"):
+        cpu = {}
+        for steps in (10, args.steps):
+            one.steps = steps
+            if name == "dttrain":
+                cmd = dttrain_cmd(one, os.path.join(tmp, "c.jsonl"))
+            else:
+                cmd = torch_cmd(one, 1)
+                cmd[cmd.index("--warmup") + 1] = "0"
+            cpu[steps] = child_cpu(cmd, env)
+        out[name] = (args.steps - 10) * args.batch * args.context / (cpu[args.steps] - cpu[10])
+    return out
+
+
 def dttrain_run(args, metrics):
-    cmd = [args.dttrain, "--model", "gpt", "--data", "text:" + args.text, "--layers",
+    subprocess.run(dttrain_cmd(args, metrics), check=True, stdout=subprocess.DEVNULL)
+    rows = [json.loads(line) for line in open(metrics) if '"tokens_per_s"' in line]
+    t = {r["step"]: r["time"] for r in rows}
+    loss = [r["loss"] for r in rows if r["step"] == args.steps][0]
+    return (args.steps - args.warmup) * args.batch * args.context / (t[args.steps] - t[args.warmup]), loss
+
+
+def dttrain_cmd(args, metrics):
+    return [args.dttrain, "--model", "gpt", "--data", "text:" + args.text, "--layers",
            str(args.layers), "--heads", str(args.heads), "--dim", str(args.dim), "--context",
            str(args.context), "--batch", str(args.batch), "--steps", str(args.steps),
            "--optimizer", "adamw", "--lr", str(args.lr), "--beta2", "0.95", "--weight-decay",
@@ -134,22 +177,22 @@ def dttrain_run(args, metrics):
            "--eval-every", str(10 ** 9), "--val-fraction", "0.1", "--val-size", "1",
            "--threads", str(args.threads), "--device", "cpu", "--seed", str(args.seed),
            "--metrics", metrics, "-q"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    rows = [json.loads(line) for line in open(metrics) if '"tokens_per_s"' in line]
-    t = {r["step"]: r["time"] for r in rows}
-    loss = [r["loss"] for r in rows if r["step"] == args.steps][0]
-    return (args.steps - args.warmup) * args.batch * args.context / (t[args.steps] - t[args.warmup]), loss
+
+
+def torch_cmd(args, threads):
+    cmd = [sys.executable, __file__, "--torch-only", "--threads", str(threads)]
+    for k in ("text", "layers", "heads", "dim", "context", "batch", "steps", "warmup", "lr",
+              "seed"):
+        cmd += ["--" + k, str(getattr(args, k))]
+    return cmd
 
 
 def torch_subprocess(args, threads, openblas):
     env = dict(os.environ)
     if openblas:
         env["OPENBLAS_NUM_THREADS"] = str(openblas)
-    cmd = [sys.executable, __file__, "--torch-only", "--threads", str(threads)]
-    for k in ("text", "layers", "heads", "dim", "context", "batch", "steps", "warmup", "lr",
-              "seed"):
-        cmd += ["--" + k, str(getattr(args, k))]
-    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout.split()
+    out = subprocess.run(torch_cmd(args, threads), check=True, env=env, capture_output=True,
+                         text=True).stdout.split()
     return float(out[1]), float(out[3])
 
 
@@ -169,6 +212,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cpu", action="store_true",
+                    help="also tokens per CPU-second on one thread (load-robust)")
     args = ap.parse_args()
     if args.torch_only:
         tps, loss = torch_run(args)
@@ -177,8 +222,13 @@ def main():
     load0 = open("/proc/loadavg").read().split()[:3]
     res = {"dttrain": [], "torch": [], "torch1": []}
     losses = {}
+    cpu = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
+            if args.cpu:
+                cpu.append(cpu_rates(args, tmp))
+                print(f"round (cpu): dttrain {cpu[-1]['dttrain']:.0f} torch {cpu[-1]['torch']:.0f}",
+                      file=sys.stderr, flush=True)
             tps, losses["dttrain"] = dttrain_run(args, os.path.join(tmp, "m.jsonl"))
             res["dttrain"].append(tps)
             tps, losses["torch"] = torch_subprocess(args, args.threads, 0)
@@ -200,6 +250,15 @@ def main():
               f"({losses[k]:.3f})")
     best_torch = max(max(res["torch"]), max(res["torch1"]))
     print(f"ratio dttrain / best torch: {max(res['dttrain']) / best_torch:.2f}x")
+    if cpu:
+        print(f"{'one thread, tokens per CPU-second':36} {'best':>9}   each round")
+        for k in ("dttrain", "torch"):
+            v = [c[k] for c in cpu]
+            print(f"{k:36} {max(v):9.0f}   {' '.join(f'{x:.0f}' for x in v)}")
+        per_round = " ".join(f"{c['dttrain'] / c['torch']:.2f}" for c in cpu)
+        print("ratio dttrain / torch per CPU-second: "
+              f"{max(c['dttrain'] for c in cpu) / max(c['torch'] for c in cpu):.2f}x "
+              f"(each round: {per_round})")
 
 
 if __name__ == "__main__":

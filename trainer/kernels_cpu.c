@@ -18,6 +18,20 @@
 #include <omp.h>
 #endif
 
+/*
+ * The elementwise loops that cost most in a transformer step (GELU and its
+ * gradient, the softmax's exp) are built twice: for the baseline (SSE2: the
+ * binary is copied to every node) and for x86-64-v3 (AVX2 + FMA), and the
+ * loader picks one by the CPU (GCC's target_clones, an ifunc).  Not under
+ * the sanitizers, whose start-up runs after ifunc resolvers.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(__SANITIZE_ADDRESS__)
+#define SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SIMD_CLONES
+#endif
+
 /* Below this many elements a loop is not worth waking the thread team. */
 #define PAR_MIN 65536
 
@@ -157,6 +171,23 @@ float gelu_grad_cpu(float x)
 	return gelu_grad(x);
 }
 
+/* row = gelu(row + bias), pre = row + bias (when not NULL); branch-free loops, so they vectorise */
+SIMD_CLONES static void gelu_row(float *row, float *pre, const float *bias, int d)
+{
+	for (int j = 0; j < d; j++)
+		row[j] += bias[j];
+	if (pre)
+		memcpy(pre, row, (size_t)d * sizeof(*row));
+	for (int j = 0; j < d; j++)
+		row[j] = gelu(row[j]);
+}
+
+SIMD_CLONES static void gelu_backward_span(float *dy, const float *pre, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dy[i] *= gelu_grad(pre[i]);
+}
+
 /*
  * pre gets y + bias for every activation, as kernels.h says and the CUDA twin
  * does: a caller may keep ReLU's pre-activation too (act_backward_cpu only
@@ -187,13 +218,7 @@ void bias_act_forward_cpu(float *y, float *pre, const float *bias, int n, int d,
 			}
 			break;
 		case ACT_GELU:
-			/* branch-free loops, so they vectorise */
-			for (int j = 0; j < d; j++)
-				row[j] += bias[j];
-			if (prow)
-				memcpy(prow, row, (size_t)d * sizeof(*row));
-			for (int j = 0; j < d; j++)
-				row[j] = gelu(row[j]);
+			gelu_row(row, prow, bias, d);
 			break;
 		}
 	}
@@ -208,9 +233,12 @@ void act_backward_cpu(float *dy, const float *saved, size_t count, enum act_kind
 		for (size_t i = 0; i < count; i++)
 			dy[i] = saved[i] > 0.0f ? dy[i] : 0.0f;
 	} else {
+		/* in spans, so OpenMP (without BLAS) still splits the work */
+		const size_t span = 4096;
+
 #pragma omp parallel for if (count > PAR_MIN)
-		for (size_t i = 0; i < count; i++)
-			dy[i] *= gelu_grad(saved[i]);
+		for (size_t i = 0; i < count; i += span)
+			gelu_backward_span(dy + i, saved + i, count - i < span ? count - i : span);
 	}
 }
 
@@ -482,6 +510,13 @@ void layernorm_backward_cpu(float *dx, float *dw, float *db, const float *dout, 
 	}
 }
 
+/* row[j] = e^(row[j] - mx), j < n */
+SIMD_CLONES static void exp_shifted(float *row, float mx, int n)
+{
+	for (int j = 0; j < n; j++)
+		row[j] = exp_nonpos_clamped(row[j] - mx);
+}
+
 /* exp through exp_nonpos_clamped (x - max <= 0), in loops that vectorise */
 void softmax_causal_cpu(float *att, int count, int t)
 {
@@ -492,8 +527,7 @@ void softmax_causal_cpu(float *att, int count, int t)
 		mx = row[0];
 		for (int j = 1; j <= i; j++)
 			mx = row[j] > mx ? row[j] : mx;
-		for (int j = 0; j <= i; j++)
-			row[j] = exp_nonpos_clamped(row[j] - mx);
+		exp_shifted(row, mx, i + 1);
 		for (int j = 0; j <= i; j++)
 			sum += row[j];
 		inv = 1.0f / sum;

@@ -4,14 +4,16 @@ under a real mpirun (no fake cluster).
 Two ranks with the same global batch end with the same weights as one rank (each rank
 gathers different contexts, the all-reduce sums them), the metrics carry tokens/s and a
 validation loss in nats per token, the trained model beats the loss at init (ln 256), and
-the usage errors of the model and its data exit 2 with a message.
+the usage errors of the model and its data exit 2 with a message, a resume is
+bit-identical, and templates/gpt.yaml's trainer: map starts dttrain as the launcher would.
 """
 
 import json
+import subprocess
 
 import pytest
 
-from test_trainer import dttrain, floats, max_rel_diff, need_binary  # noqa: F401 (fixture)
+from test_trainer import BIN, REPO, dttrain, floats, max_rel_diff, need_binary  # noqa: F401
 
 # SGD: Adam's normalised steps turn rounding differences of near-zero gradients into
 # whole steps, so only SGD makes "same weights" a tight test
@@ -77,3 +79,17 @@ def test_resume_is_bit_identical(tmp_path, text):
     assert r.returncode == 0, r.stderr
     assert "resumed from" in r.stdout
     assert full.read_bytes() == resumed.read_bytes()
+
+
+def test_template_flags_start_dttrain(tmp_path):
+    """templates/gpt.yaml's trainer: map, as dtctl resolves it and the launcher passes it
+    (--key=value, '_' as '-'), starts dttrain on 2 ranks; only the step count is cut."""
+    p = subprocess.run([str(BIN / "dtctl"), "validate", "--json", str(REPO / "templates/gpt.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    trainer = json.loads(p.stdout)["files"][0]["trainer"]
+    assert trainer["model"] == "gpt" and trainer["data"].startswith("text:")
+    trainer.update(steps="2", eval_every="2", threads="1", device="cpu")
+    r = dttrain(*[f"--{k.replace('_', '-')}={v}" for k, v in trainer.items()], np=2)
+    assert r.returncode == 0, r.stderr
+    assert "gpt L4 H4 C128 T128 V256" in r.stdout and "2 ranks" in r.stdout

@@ -13,6 +13,7 @@
 #include "beacon.h"
 #include "dthome.h"
 #include "httpc.h"
+#include "health.h"
 #include "httpd.h"
 #include "json.h"
 #include "log.h"
@@ -75,6 +76,9 @@ struct agent {
 	 * NET_REFRESH_MS by the heartbeat thread */
 	struct dt_netif net;
 	int have_net;
+	/* the node's health (health.h), read by the heartbeat thread each beat */
+	struct health health;
+	json_t *health_now;
 };
 
 #define NET_REFRESH_MS 30000
@@ -162,8 +166,23 @@ static json_t *agent_inventory(struct agent *a)
 		json_object_set_new(inv, "net", json_pack("{s:s, s:s, s:s}", "interface",
 							  a->net.name, "address", a->net.addr,
 							  "cidr", a->net.cidr));
+	if (a->health_now)
+		json_object_set_new(inv, "health", json_deep_copy(a->health_now));
 	pthread_mutex_unlock(&a->lock);
 	return inv;
+}
+
+/* read the node's health again (no lock held; takes it) */
+static void health_refresh(struct agent *a)
+{
+	int nv = a->o.gpus != 0 ? dt_nvml_count() : 0;
+	int n = a->o.gpus >= 0 ? a->o.gpus : nv;
+	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home);
+
+	pthread_mutex_lock(&a->lock);
+	json_decref(a->health_now);
+	a->health_now = h;
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* the route to dtsched, again (no lock held; takes it) */
@@ -640,6 +659,27 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 			}
 		}
 	}
+	{
+		/* health (health.h): events now, by kind and severity */
+		static const char *const kinds[] = { "xid", "ecc", "remap", "retired_pages",
+			"reset_required", "gpu_lost", "throttle", "temperature", "disk", "memory" };
+		const json_t *ev = json_object_get(json_object_get(inv, "health"), "events"), *e;
+
+		prom_family(o, "dtagent_health_events", "gauge", "Health findings on this node now, "
+			    "by kind and severity (degraded, bad).");
+		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+			for (int sev = 0; sev < 2; sev++) {
+				const char *sv = sev ? "bad" : "degraded";
+				const char *l[] = { "node", a->name, "kind", kinds[k], "severity", sv,
+						    NULL };
+				int n = 0;
+
+				json_array_foreach(ev, i, e)
+					n += !strcmp(json_get_str(e, "kind", ""), kinds[k]) &&
+					     !strcmp(json_get_str(e, "severity", ""), sv);
+				prom_sample(o, "dtagent_health_events", l, n);
+			}
+	}
 	json_decref(inv);
 	resp->content_type = "text/plain; version=0.0.4";
 }
@@ -859,6 +899,7 @@ static void *heartbeat_thread(void *data)
 			net_refresh(a);
 			net_at = dt_mono_ms();
 		}
+		health_refresh(a);
 		dt_tasks_digest(tasks, digest);
 		/*
 		 * The inventory only when the node changed since dtsched last took
@@ -985,6 +1026,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->o = *o;
 	a->beacon_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	health_init(&a->health);
 	pthread_cond_init(&a->hb_cond, NULL);
 	a->started_us = dt_now_us();
 	a->started_mono = dt_mono_ms();
@@ -1160,6 +1202,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);
 	strbuf_release(&secret);
+	health_release(&a->health);
+	json_decref(a->health_now);
 	free(a);
 	return 0;
 fail:
@@ -1174,6 +1218,7 @@ fail:
 	}
 	strbuf_release(&err);
 	strbuf_release(&secret);
+	health_release(&a->health);
 	free(a);
 	return 1;
 }

@@ -77,6 +77,20 @@ static void age_str(char *buf, size_t len, const json_t *n)
 		snprintf(buf, len, "never");
 }
 
+/* HEALTH: ok, "degraded: why", "bad: why" (agent/health.h), and why it is drained */
+static void print_health(const json_t *n)
+{
+	const char *h = json_get_str(n, "health", ""), *why = json_get_str(n, "health_reason", NULL);
+	const char *drain = json_get_str(n, "drain_reason", NULL);
+
+	printf("%s", *h ? term_str(h) : "-");
+	if (why && strcmp(h, "ok"))
+		printf(": %s", term_str(why));
+	if (json_is_true(json_object_get(n, "drained")))
+		printf(" (drained: %s)", term_str(drain ? drain : "no reason recorded"));
+	putchar('\n');
+}
+
 int cmd_nodes(int argc, const char **argv)
 {
 	static const char *const usage[] = { "dtctl nodes [--json]", NULL };
@@ -98,8 +112,8 @@ int cmd_nodes(int argc, const char **argv)
 	if ((code = head_api("GET", DT_PATH_NODES, NULL, &reply, NULL)))
 		return json_decref(reply), code;
 	nodes = json_object_get(reply, "nodes");
-	printf("%-16s %-8s %-9s %5s %-13s %5s  %s\n", "NODE", "STATE", "GPUS", "UTIL", "MEMORY",
-	       "TASKS", "HEARTBEAT");
+	printf("%-16s %-8s %-9s %5s %-13s %5s  %-12s %s\n", "NODE", "STATE", "GPUS", "UTIL",
+	       "MEMORY", "TASKS", "HEARTBEAT", "HEALTH");
 	json_array_foreach(nodes, i, n) {
 		const char *st = json_get_str(n, "state", "?");
 		char gpus[32], mem[48], total[16], used[16], age[48];
@@ -118,9 +132,10 @@ int cmd_nodes(int argc, const char **argv)
 				"\033[31m" : "\033[33m";
 			off = "\033[0m";
 		}
-		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %s\n",
-		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus, json_get_real(n, "gpu_util", 0), mem,
-		       json_get_int(n, "tasks_running", 0), age);
+		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %-12s ",
+		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus,
+		       json_get_real(n, "gpu_util", 0), mem, json_get_int(n, "tasks_running", 0), age);
+		print_health(n);
 	}
 	/* agents dtsched refused for another protocol version (protocol.h) */
 	json_array_foreach(json_object_get(reply, "refused"), i, n) {

@@ -106,7 +106,12 @@
  *   -> {protocol, node, hostname, cpus, mem_total, mem_available, load1,
  *       gpu_source: "nvml"|"fake"|"none",
  *       gpus: [{index, name, uuid, memory_total, memory_used, utilization,
- *               processes: [{pid, used_memory}]}]}
+ *               processes: [{pid, used_memory}]}],
+ *       net?: {interface, address, cidr}  the interface dtsched is reached on
+ *             (lib/netif.h; absent over loopback): the jobs' NCCL/gloo/Open MPI
+ *             interface,
+ *       health?: {status: "ok"|"degraded"|"bad", events: [{severity, kind, gpu,
+ *             detail, since}]} (agent/health.h; sent once heartbeats run)}
  */
 #define DT_PATH_TASKS "/v1/tasks"
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
@@ -201,7 +206,12 @@
  * NODE = {name, state, address, port, gpus_total, gpus_used, gpu_util (mean %),
  *         gpus: [...], cpus, mem_total, mem_available, tasks_running,
  *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
- *         agent_version}
+ *         health ("ok"|"degraded"|"bad"|"" unknown), agent_version,
+ *         health_reason (the worst finding, or null),
+ *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null)}
+ * A node whose health turns bad is drained with the reason (kept in state.db)
+ * until `dtctl resume`; the reply also lists "refused" agents (Versions).
+ * dtsched_nodes_health{health} on /metrics counts them.
  * HEADTASK = {node, id, state, exit_code, job_id, rank, lost, reason, updated_at}
  *   reason: "NODE_FAIL" when its node went DOWN, "unknown to its agent", or null.
  */

@@ -47,6 +47,10 @@ struct node {
 	unsigned beacons_since_http;   /* accepted since the last HTTP heartbeat */
 	unsigned long long beacons_accepted, beacons_refused;
 	long long resync_mono;      /* when a resync was last sent for it */
+	/* health (agent/health.h, from the inventory) and why it is drained */
+	const char *health;         /* "ok", "degraded", "bad", or "" when the agent says nothing */
+	char *health_reason;        /* the worst event's detail, or NULL */
+	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
 };
 
 /* why beacons were dropped or taken (GET /metrics); the first six are
@@ -132,6 +136,8 @@ struct node *node_find(struct sched *s, const char *name);
  */
 void sched_refused_note(struct sched *s, struct strbuf *sb);
 struct node *node_add(struct sched *s, const char *name);   /* lock held */
+/* drain n with a reason shown by `dtctl nodes`, or resume it (NULL); lock held */
+void node_set_drained(struct sched *s, struct node *n, const char *reason);
 void node_free(struct node *n);
 /*
  * One UDP beacon datagram (protocol.h) received at unix time now_s; lock NOT

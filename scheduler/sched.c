@@ -78,6 +78,7 @@ static const char schema[] =
 	"  job_id TEXT, rank INTEGER, reason TEXT, updated_us INTEGER, data TEXT,"
 	"  PRIMARY KEY(node, id));"
 	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
+	"CREATE TABLE IF NOT EXISTS drains(name TEXT PRIMARY KEY, reason TEXT NOT NULL);"
 	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
 
 int db_exec(struct sched *s, const char *sql)
@@ -199,6 +200,7 @@ struct node *node_add(struct sched *s, const char *name)
 	n->name = xstrdup(name);
 	n->address = xstrdup("");
 	n->state = DT_NODE_UP;
+	n->health = "";
 	n->tasks = json_object();
 	n->want_full = 1;
 	while (i < s->nr && strcmp(s->nodes[i]->name, name) < 0)
@@ -219,6 +221,8 @@ void node_free(struct node *n)
 	free(n->bin_dir);
 	free(n->home);
 	free(n->ssh_config);
+	free(n->health_reason);
+	free(n->drain_reason);
 	json_decref(n->inventory);
 	json_decref(n->tasks);
 	free(n);
@@ -234,6 +238,66 @@ static int set_str(char **dst, const char *v)
 	free(*dst);
 	*dst = v ? xstrdup(v) : NULL;
 	return 1;
+}
+
+/* health and its reason from the inventory's "health" (agent/health.h) */
+static void node_derive_health(struct node *n)
+{
+	const json_t *h = json_object_get(n->inventory, "health"), *e;
+	const char *st = json_get_str(h, "status", "");
+	const char *why = NULL;
+	size_t i;
+
+	n->health = !strcmp(st, "bad") ? "bad" : !strcmp(st, "degraded") ? "degraded" :
+		    !strcmp(st, "ok") ? "ok" : "";
+	json_array_foreach(json_object_get(h, "events"), i, e)
+		if (!strcmp(json_get_str(e, "severity", ""), n->health) && !why)
+			why = json_get_str(e, "detail", NULL);
+	set_str(&n->health_reason, why);
+}
+
+/*
+ * Drain or resume n with a reason (kept in state.db's drains table, shown by
+ * `dtctl nodes`); lock held.  reason NULL resumes.
+ */
+void node_set_drained(struct sched *s, struct node *n, const char *reason)
+{
+	sqlite3_stmt *st = NULL;
+
+	n->drained = reason != NULL;
+	set_str(&n->drain_reason, reason);
+	if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
+		n->state = reason ? DT_NODE_DRAINED : DT_NODE_UP;
+	db_save_node(s, n);
+	if (sqlite3_prepare_v2(s->db, reason ? "INSERT OR REPLACE INTO drains VALUES(?, ?)" :
+			       "DELETE FROM drains WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+		if (reason)
+			sqlite3_bind_text(st, 2, reason, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			dtlog(DTLOG_ERROR, "state.db: cannot save the drain of '%s': %s", n->name,
+			      sqlite3_errmsg(s->db));
+	}
+	sqlite3_finalize(st);
+}
+
+/*
+ * A node whose health turned bad is drained with the reason, so no new work
+ * lands there (docs/agents.md, "Node health"); it stays drained until
+ * `dtctl resume` after the GPU is reset or replaced, never silently.  Lock held.
+ */
+static void node_check_health(struct sched *s, struct node *n)
+{
+	struct strbuf why = STRBUF_INIT;
+	char at[DT_TIMESTAMP_LEN];
+
+	if (strcmp(n->health, "bad") || n->drained)
+		return;
+	dt_timestamp(at, sizeof(at));
+	strbuf_addf(&why, "auto: %s (%.19s)", n->health_reason ? n->health_reason : "health bad", at);
+	dtlog(DTLOG_WARN, "node '%s' drained: %s", n->name, why.buf);
+	node_set_drained(s, n, why.buf);
+	strbuf_release(&why);
 }
 
 /* gpus_total/used, utilisation and memory from the inventory and tasks. */
@@ -255,6 +319,7 @@ static void node_derive(struct node *n)
 			used[i] = 1;
 	}
 	n->gpu_util = n->gpus_total ? util / n->gpus_total : 0;
+	node_derive_health(n);
 	n->tasks_running = 0;
 	json_object_foreach(n->tasks, id, t) {
 		const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
@@ -394,6 +459,15 @@ static int db_load(struct sched *s)
 		json_decref(t);
 	}
 	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT name, reason FROM drains", -1, &st, NULL) == SQLITE_OK) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			struct node *n = node_find(s, (const char *)sqlite3_column_text(st, 0));
+
+			if (n && n->drained)
+				set_str(&n->drain_reason, (const char *)sqlite3_column_text(st, 1));
+		}
+		sqlite3_finalize(st);
+	}
 	for (size_t i = 0; i < s->nr; i++)
 		node_derive(s->nodes[i]);
 	return 0;
@@ -838,8 +912,10 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	}
 	if (hb.full)
 		n->want_full = 0;
-	if (derive || changed || hb.full)
+	if (derive || changed || hb.full) {
 		node_derive(n);
+		node_check_health(s, n);
+	}
 	/* heartbeat times reach the database coarsely: state changes are what matter */
 	if (n->last_hb_us - n->saved_hb_us >= HB_SAVE_US)
 		dirty = 1;
@@ -1086,7 +1162,7 @@ static char *put_key_ll(char *p, const char *key, long long v)
 
 static void node_list_append(struct strbuf *sb, const struct node *n, struct node_list_ctx *lc)
 {
-	char buf[640], *p = buf;   /* the fixed fields: at most 469 bytes */
+	char buf[640], *p = buf;   /* the fixed fields: at most 500 bytes */
 
 	strbuf_addstr(sb, "{\"name\":");
 	add_json_str(sb, n->name);
@@ -1143,10 +1219,23 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 	else
 		p = put_str(p, "null");
 	p = put_str(p, n->drained ? ",\"drained\":true" : ",\"drained\":false");
-	p = put_str(p, ",\"agent_version\":");
+	p = put_str(p, ",\"health\":\"");
+	p = put_str(p, n->health);
+	p = put_str(p, "\",\"agent_version\":");
 	strbuf_add(sb, buf, (size_t)(p - buf));
 	if (n->agent_version)
 		add_json_str(sb, n->agent_version);
+	else
+		strbuf_addstr(sb, "null");
+	/* rare, and free text: through the escaping writer */
+	strbuf_addstr(sb, ",\"health_reason\":");
+	if (n->health_reason)
+		add_json_str(sb, n->health_reason);
+	else
+		strbuf_addstr(sb, "null");
+	strbuf_addstr(sb, ",\"drain_reason\":");
+	if (n->drain_reason)
+		add_json_str(sb, n->drain_reason);
 	else
 		strbuf_addstr(sb, "null");
 	strbuf_addch(sb, '}');
@@ -1250,11 +1339,8 @@ static void h_node(struct dt_http_request *req, struct dt_http_response *resp, v
 			int drain = !strcmp(action, DT_PATH_DRAIN_SUFFIX);
 
 			if (n->drained != drain) {
-				n->drained = drain;
 				dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
-				if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
-					n->state = drain ? DT_NODE_DRAINED : DT_NODE_UP;
-				db_save_node(s, n);
+				node_set_drained(s, n, drain ? "by dtctl drain" : NULL);
 			}
 		}
 		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
@@ -1333,7 +1419,8 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 					       "not_found" };
 	struct dt_httpd_stats st;
 	struct strbuf *o = &resp->text;
-	int count[4] = { 0 }, gpus = 0, used = 0, running = 0;
+	static const char *const healths[] = { "ok", "degraded", "bad" };
+	int count[4] = { 0 }, health[3] = { 0 }, gpus = 0, used = 0, running = 0;
 
 	dt_httpd_get_stats(s->srv, &st);
 	pthread_mutex_lock(&s->lock);
@@ -1341,6 +1428,9 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		for (int k = 0; k < 4; k++)
 			if (!strcmp(s->nodes[i]->state, states[k]))
 				count[k]++;
+		for (int k = 0; k < 3; k++)
+			if (!strcmp(s->nodes[i]->health, healths[k]))
+				health[k]++;
 		gpus += s->nodes[i]->gpus_total;
 		used += s->nodes[i]->gpus_used;
 		running += s->nodes[i]->tasks_running;
@@ -1348,6 +1438,10 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	prom_family(o, "dtsched_nodes", "gauge", "Nodes by state.");
 	for (int k = 0; k < 4; k++)
 		sample1(o, "dtsched_nodes", "state", states[k], count[k]);
+	prom_family(o, "dtsched_nodes_health", "gauge",
+		    "Nodes by the health their agent reports (agent/health.h).");
+	for (int k = 0; k < 3; k++)
+		sample1(o, "dtsched_nodes_health", "health", healths[k], health[k]);
 	/* capacity and usage are two gauges, so sum() and ratios work */
 	prom_family(o, "dtsched_gpus", "gauge", "GPUs of all nodes (capacity).");
 	sample1(o, "dtsched_gpus", NULL, NULL, gpus);

@@ -841,7 +841,11 @@ int cmd_run(int argc, const char **argv)
 	job_config_init(&job);
 	if ((code = build_job(&job, &o, file, cmd, nr_cmd)))
 		goto out;
-	/* the shared dir of the cluster whose head gets the job (cli/setup.h) */
+	/*
+	 * dtsched has no shared dir of its own (it never reads cluster.yaml): each job
+	 * brings its cluster's (the_cluster, cli/setup.h), and the reply names the job's
+	 * directory in it ("job_dir"), where the logs are followed from.
+	 */
 	submit_dir = getcwd(NULL, 0);   /* the ranks start here where it exists on their node */
 	req = json_pack("{s:o,s:s,s:b,s:s,s:s?}", "job", job_config_to_json(&job), "shared_dir",
 			the_cluster.shared_dir, "dry_run", o.dry_run, "user", whoami(),

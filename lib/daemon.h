@@ -38,13 +38,13 @@ struct dt_auth_key;
  *	};
  *	int main(int argc, const char **argv) { return daemon_main(&def, argc, argv); }
  *
- * In order: the options are parsed (usage: d->usage and "NAME --stop |
- * --status"; -h and bad usage exit 2), --version
- * prints "NAME VERSION", --home becomes $DTCTL_HOME (so children agree),
- * prepare() checks the options and fills in the run's settings, the home is
- * created, then one of:
+ * In order: the options are parsed (usage: d->usage, then "NAME --stop |
+ * --status"; -h and bad usage exit 2), --version prints "NAME VERSION",
+ * --home becomes $DTCTL_HOME (so children agree), prepare() checks the
+ * options and fills in the run's settings, the home is created, then one of:
  *   --status  "LABEL: running (pid N)" exit 0, or "LABEL: not running" exit 1;
- *   --stop    SIGTERM the holder of the pid file and wait ("LABEL: stopped");
+ *   --stop    SIGTERM the holder of the pid file and wait, exit 0 (1 if it
+ *             cannot be signalled); "LABEL: stopped" with say_stopped;
  *   serve     lock the pid file ("NAME: already running (pid N)": exit 0 with
  *             --daemon, else 1), detach with --daemon, write the pid, log to
  *             the log file (rotated at 10 MiB), run() until it returns.

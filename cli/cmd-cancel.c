@@ -27,13 +27,10 @@ int cmd_cancel(int argc, const char **argv)
 		return DT_EXIT_USAGE;
 	}
 	for (int i = 0; i < argc; i++) {
-		struct strbuf path = STRBUF_INIT;
 		json_t *reply = NULL, *j;
-		int code;
+		int code = head_api_id("POST", DT_PATH_JOB_PREFIX, argv[i], DT_PATH_CANCEL_SUFFIX,
+				       NULL, &reply, NULL);
 
-		strbuf_addf(&path, "%s%s%s", DT_PATH_JOB_PREFIX, argv[i], DT_PATH_CANCEL_SUFFIX);
-		code = head_api("POST", path.buf, NULL, &reply, NULL);
-		strbuf_release(&path);
 		if (code) {
 			ret = ret ? ret : code;
 		} else {

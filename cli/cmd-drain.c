@@ -18,7 +18,6 @@ static int drain_or_resume(int argc, const char **argv, const char *suffix, cons
 	const char *const usage[] = { verb[0] == 'd' ? "dtctl drain <node>" : "dtctl resume <node>",
 				      NULL };
 	struct option opts[] = { OPT_END() };
-	struct strbuf path = STRBUF_INIT;
 	json_t *reply;
 	int code;
 
@@ -28,8 +27,7 @@ static int drain_or_resume(int argc, const char **argv, const char *suffix, cons
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
-	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, argv[0], suffix);
-	code = head_api("POST", path.buf, NULL, &reply, NULL);
+	code = head_api_id("POST", DT_PATH_NODE_PREFIX, argv[0], suffix, NULL, &reply, NULL);
 	if (!code) {
 		json_t *n = json_object_get(reply, "node");
 
@@ -37,7 +35,6 @@ static int drain_or_resume(int argc, const char **argv, const char *suffix, cons
 		       term_str(json_get_str(n, "state", "?")));
 	}
 	json_decref(reply);
-	strbuf_release(&path);
 	return code;
 }
 

@@ -24,7 +24,7 @@ int cmd_show(int argc, const char **argv)
 		OPT_BOOL(0, "json", &json, "print the job as JSON"),
 		OPT_END(),
 	};
-	struct strbuf path = STRBUF_INIT, d = STRBUF_INIT;
+	struct strbuf d = STRBUF_INIT;
 	json_t *reply, *j, *x, *spec;
 	size_t i;
 
@@ -34,9 +34,7 @@ int cmd_show(int argc, const char **argv)
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
-	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, argv[0]);
-	code = head_api("GET", path.buf, NULL, &reply, NULL);
-	strbuf_release(&path);
+	code = head_api_id("GET", DT_PATH_JOB_PREFIX, argv[0], "", NULL, &reply, NULL);
 	if (code)
 		return json_decref(reply), code;
 	j = json_object_get(reply, "job");

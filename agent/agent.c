@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "auth.h"
 #include "beacon.h"
+#include "daemon.h"
 #include "dthome.h"
 #include "httpc.h"
 #include "health.h"
@@ -1016,7 +1017,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
 	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
-	struct strbuf err = STRBUF_INIT, secret = STRBUF_INIT;
+	struct strbuf err = STRBUF_INIT;
 	pthread_t hb;
 	int have_hb = 0, n;
 	sigset_t set;
@@ -1047,14 +1048,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		snprintf(a->sup_exe, sizeof(a->sup_exe), "%s", o->exe ? o->exe : "dtagent");
 	}
 
-	if (o->secret)
-		strbuf_addstr(&secret, o->secret);
-	else
-		strbuf_addf(&secret, "%s/secret", o->home);
-	if (dt_auth_key_load(&a->key, secret.buf) < 0) {
-		strbuf_addf(&err, "cannot load the cluster secret '%s'", secret.buf);
+	if (dt_daemon_key_load(&a->key, o->secret, o->home, &err) < 0)
 		goto fail;
-	}
 	if (mkdir_p(a->dir.buf, 0700) < 0) {
 		strbuf_addf(&err, "cannot create '%s'", a->dir.buf);
 		goto fail;
@@ -1201,7 +1196,6 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	dt_httpd_stop(a->srv);
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);
-	strbuf_release(&secret);
 	health_release(&a->health);
 	json_decref(a->health_now);
 	free(a);
@@ -1217,7 +1211,6 @@ fail:
 		error("%s", err.buf);
 	}
 	strbuf_release(&err);
-	strbuf_release(&secret);
 	health_release(&a->health);
 	free(a);
 	return 1;

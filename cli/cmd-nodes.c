@@ -1,6 +1,7 @@
 /*
- * cmd-nodes.c - `dtctl nodes [--json]`, `dtctl drain NODE`, `dtctl resume NODE`:
- * the node table of dtsched (never started here: cli/setup.h).
+ * cmd-nodes.c - `dtctl nodes [--json]`: the node table of dtsched (never
+ * started here: cli/setup.h).  Taking a node out of placement and back is
+ * `dtctl drain` / `dtctl resume` (cmd-drain.c).
  */
 #include "builtin.h"
 #include "head.h"
@@ -152,42 +153,4 @@ int cmd_nodes(int argc, const char **argv)
 		       "see 'dtctl agents start')\n");
 	json_decref(reply);
 	return 0;
-}
-
-static int drain_or_resume(int argc, const char **argv, const char *suffix, const char *verb)
-{
-	const char *const usage[] = { verb[0] == 'd' ? "dtctl drain <node>" : "dtctl resume <node>",
-				      NULL };
-	struct option opts[] = { OPT_END() };
-	struct strbuf path = STRBUF_INIT;
-	json_t *reply;
-	int code;
-
-	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
-	argv++;
-	if (argc != 1) {
-		usage_with_options(usage, opts, 1);
-		return DT_EXIT_USAGE;
-	}
-	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, argv[0], suffix);
-	code = head_api("POST", path.buf, NULL, &reply, NULL);
-	if (!code) {
-		json_t *n = json_object_get(reply, "node");
-
-		printf("%s: %s (state %s)\n", term_str(argv[0]), verb,
-		       term_str(json_get_str(n, "state", "?")));
-	}
-	json_decref(reply);
-	strbuf_release(&path);
-	return code;
-}
-
-int cmd_drain(int argc, const char **argv)
-{
-	return drain_or_resume(argc, argv, DT_PATH_DRAIN_SUFFIX, "drained");
-}
-
-int cmd_resume(int argc, const char **argv)
-{
-	return drain_or_resume(argc, argv, DT_PATH_RESUME_SUFFIX, "resumed");
 }

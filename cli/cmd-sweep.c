@@ -62,13 +62,7 @@ static int trial_final(const char *st)
 
 static int get_export(const char *id, json_t **out)
 {
-	struct strbuf path = STRBUF_INIT;
-	int code;
-
-	strbuf_addf(&path, "%s%s", DT_PATH_SWEEP_PREFIX, id);
-	code = head_api("GET", path.buf, NULL, out, NULL);
-	strbuf_release(&path);
-	return code;
+	return head_api_id("GET", DT_PATH_SWEEP_PREFIX, id, "", NULL, out, NULL);
 }
 
 static void fmt_value(char *buf, size_t len, const json_t *v)
@@ -646,12 +640,10 @@ static int cmd_report(const char *id, const char *out)
 
 static int cmd_action(const char *id, const char *suffix)
 {
-	struct strbuf path = STRBUF_INIT;
 	json_t *reply = NULL, *body = json_object();
 	int code;
 
-	strbuf_addf(&path, "%s%s%s", DT_PATH_SWEEP_PREFIX, id, suffix);
-	code = head_api("POST", path.buf, body, &reply, NULL);
+	code = head_api_id("POST", DT_PATH_SWEEP_PREFIX, id, suffix, body, &reply, NULL);
 	json_decref(body);
 	if (!code) {
 		const json_t *sw = json_object_get(reply, "sweep");
@@ -660,7 +652,6 @@ static int cmd_action(const char *id, const char *suffix)
 		       term_str(json_get_str(sw, "state", "?")));
 	}
 	json_decref(reply);
-	strbuf_release(&path);
 	return code;
 }
 

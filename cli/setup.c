@@ -139,6 +139,14 @@ void json_doc_print(json_t *doc)
 	json_printed = 1;
 }
 
+void json_doc_print_key(const char *key, json_t *value)
+{
+	json_t *doc = json_pack("{s:O}", key, value);
+
+	json_doc_print(doc);
+	json_decref(doc);
+}
+
 void json_error_print(const char *message, int exit_code)
 {
 	json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", message, "exit_code", exit_code);

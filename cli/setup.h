@@ -56,6 +56,8 @@ int cluster_setup(int flags);
  * first.  json_error_print() prints {"schema":1,"error":{"message","exit_code"}}.
  */
 void json_doc_print(json_t *doc);
+/* The same for a document of one member, {"schema": 1, key: value}; value stays the caller's. */
+void json_doc_print_key(const char *key, json_t *value);
 void json_error_print(const char *message, int exit_code);
 /* Whether this command prints JSON (--json was given) and whether it has printed it. */
 extern int json_mode, json_printed;

@@ -1552,15 +1552,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    "local directory", o->home, (unsigned long)fs.f_type);
 		goto fail;
 	}
-	if (o->secret)
-		strbuf_addstr(&path, o->secret);
-	else
-		strbuf_addf(&path, "%s/secret", o->home);
-	if (dt_auth_key_load(&s->key, path.buf) < 0) {
-		strbuf_addf(&err, "cannot load the cluster secret '%s'", path.buf);
+	if (dt_daemon_key_load(&s->key, o->secret, o->home, &err) < 0)
 		goto fail;
-	}
-	strbuf_reset(&path);
 	if (o->db_path)
 		strbuf_addstr(&path, o->db_path);
 	else

@@ -438,9 +438,9 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	struct task *t;
 
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"), a->name);
 	} else {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
@@ -462,9 +462,9 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"), a->name);
 		goto out;
 	}
 	task_refresh(a, t);
@@ -662,14 +662,14 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 }
 
 static const struct dt_http_route routes[] = {
-	{ "POST", DT_PATH_PORTS, 0, 0, h_ports },
-	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "GET", DT_PATH_INVENTORY, 0, 0, h_inventory },
-	{ "POST", DT_PATH_TASKS, 0, 0, h_task_start },
-	{ "GET", DT_PATH_TASKS, 0, 0, h_task_list },
-	{ "GET", DT_PATH_TASK_PREFIX, 1, 0, h_task_get },
-	{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, h_task_stop },
-	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+	{ "POST", DT_PATH_PORTS, 0, h_ports },
+	{ "GET", DT_PATH_STATUS, 0, h_status },
+	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
+	{ "POST", DT_PATH_TASKS, 0, h_task_start },
+	{ "GET", DT_PATH_TASKS, 0, h_task_list },
+	{ "GET", DT_PATH_TASK, 0, h_task_get },
+	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
+	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
 /* ------------------------------------------------------------ heartbeats */

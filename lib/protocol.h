@@ -18,7 +18,9 @@
  * badly signed requests get 401 and change nothing.
  *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
- * path 404; a known path with another method 405.
+ * path 404 (an id in a path is one segment of at most 255 characters from
+ * [A-Za-z0-9._~:@+=,-], else the path is unknown); a known path with another
+ * method 405 with an Allow header.
  *
  * Times in bodies are dt_timestamp() strings ("2026-11-22T10:00:00.123456Z")
  * and durations are milliseconds ("*_ms").
@@ -89,6 +91,7 @@
  */
 #define DT_PATH_TASKS "/v1/tasks"
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
+#define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
 #define DT_PATH_INVENTORY "/v1/inventory"
 
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
@@ -237,6 +240,10 @@
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
+/* route patterns (lib/httpd.h): {name} is one path segment */
+#define DT_PATH_NODE DT_PATH_NODE_PREFIX "{name}"
+#define DT_PATH_NODE_DRAIN DT_PATH_NODE DT_PATH_DRAIN_SUFFIX
+#define DT_PATH_NODE_RESUME DT_PATH_NODE DT_PATH_RESUME_SUFFIX
 #define DT_HEARTBEAT_RECENT_S 60
 
 /* Jobs (dtctl <-> dtsched) ---------------------------------------------------
@@ -290,6 +297,10 @@
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"
 #define DT_PATH_WAIT_SUFFIX "/wait"
+/* route patterns (lib/httpd.h) */
+#define DT_PATH_JOB DT_PATH_JOB_PREFIX "{id}"
+#define DT_PATH_JOB_CANCEL DT_PATH_JOB DT_PATH_CANCEL_SUFFIX
+#define DT_PATH_JOB_WAIT DT_PATH_JOB DT_PATH_WAIT_SUFFIX
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"
@@ -326,6 +337,11 @@
 #define DT_PATH_PAUSE_SUFFIX "/pause"
 #define DT_PATH_STOP_SUFFIX "/stop"
 /* and DT_PATH_RESUME_SUFFIX "/resume" (nodes) */
+/* route patterns (lib/httpd.h): {id} is a sweep id or name */
+#define DT_PATH_SWEEP DT_PATH_SWEEP_PREFIX "{id}"
+#define DT_PATH_SWEEP_PAUSE DT_PATH_SWEEP DT_PATH_PAUSE_SUFFIX
+#define DT_PATH_SWEEP_RESUME DT_PATH_SWEEP DT_PATH_RESUME_SUFFIX
+#define DT_PATH_SWEEP_STOP DT_PATH_SWEEP DT_PATH_STOP_SUFFIX
 
 #define DT_SWEEP_RUNNING "RUNNING"
 #define DT_SWEEP_PAUSED "PAUSED"

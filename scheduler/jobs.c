@@ -2353,9 +2353,10 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
  * after timeout_ms.  The request is parked in httpd meanwhile (no thread held);
  * job_save() wakes it.
  */
-static void h_job_wait(struct sched *s, const char *id, struct dt_http_request *req,
-		       struct dt_http_response *resp)
+static void h_job_wait(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
 	long long since = json_get_int(req->json, "since_version", -1);
 	long long timeout = json_get_int(req->json, "timeout_ms", 0);
 	struct job *j;
@@ -2375,38 +2376,34 @@ static void h_job_wait(struct sched *s, const char *id, struct dt_http_request *
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/* GET /v1/jobs/<id>, and POST .../cancel (cancel: 1) */
+static void job_reply(struct dt_http_request *req, struct dt_http_response *resp, void *data,
+		      int cancel)
 {
 	struct sched *s = data;
-	char id[32];
-	size_t len = strcspn(req->param, "/");
-	const char *action = req->param[len] ? req->param + len : NULL;
+	const char *id = dt_http_arg(req, "id");
 	struct job *j;
 
-	if (len < sizeof(id) && action && !strcmp(req->method, "POST") &&
-	    !strcmp(action, DT_PATH_WAIT_SUFFIX)) {
-		memcpy(id, req->param, len);
-		id[len] = '\0';
-		h_job_wait(s, id, req, resp);
-		return;
-	}
-	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") && (!action || strcmp(action, DT_PATH_CANCEL_SUFFIX)))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
-	memcpy(id, req->param, len);
-	id[len] = '\0';
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, id);
 	if (!j) {
 		dt_http_error(resp, 404, "no job '%s'", id);
 	} else {
-		if (action)
+		if (cancel)
 			jobs_cancel(s, j->id, NULL);
 		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	job_reply(req, resp, data, 0);
+}
+
+static void h_job_cancel(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	job_reply(req, resp, data, 1);
 }
 
 /* ------------------------------------------- internal API (sweeps.c) */
@@ -2508,9 +2505,10 @@ void jobs_schedule_now(struct sched *s)
 }
 
 const struct dt_http_route jobs_routes[] = {
-	{ "POST", DT_PATH_JOBS, 0, 0, h_submit },
-	{ "GET", DT_PATH_JOBS, 0, 0, h_list },
-	{ "GET", DT_PATH_JOB_PREFIX, 1, 0, h_job },
-	{ "POST", DT_PATH_JOB_PREFIX, 1, 0, h_job },
+	{ "POST", DT_PATH_JOBS, 0, h_submit },
+	{ "GET", DT_PATH_JOBS, 0, h_list },
+	{ "GET", DT_PATH_JOB, 0, h_job },
+	{ "POST", DT_PATH_JOB_CANCEL, 0, h_job_cancel },
+	{ "POST", DT_PATH_JOB_WAIT, 0, h_job_wait },
 };
 const size_t jobs_nr_routes = ARRAY_SIZE(jobs_routes);

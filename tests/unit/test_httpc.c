@@ -259,9 +259,9 @@ static void big(struct dt_http_request *req, struct dt_http_response *resp, void
 }
 
 static const struct dt_http_route routes[] = {
-	{ "POST", "/v1/echo", 0, 0, echo },
-	{ "GET", "/v1/echo", 0, 0, echo },
-	{ "GET", "/v1/big", 0, DT_ROUTE_PUBLIC, big },
+	{ "POST", "/v1/echo", 0, echo },
+	{ "GET", "/v1/echo", 0, echo },
+	{ "GET", "/v1/big", DT_ROUTE_PUBLIC, big },
 };
 
 static struct dt_httpd *start_httpd(const struct dt_auth_key *key)

@@ -108,9 +108,7 @@ struct launch_arg {
 };
 
 #define STOP_GRACE_MS 3000        /* fail fast: SIGTERM, SIGKILL 3 s later */
-
 #define STOP_RESEND_MS 3000
-
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
 
 /* jobs.c */

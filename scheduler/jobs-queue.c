@@ -5,27 +5,16 @@
  * attempt, kept until every task of it is final (see jobs.c for the lifecycle).
  */
 #include "jobs-int.h"
-#include "safefile.h"
-#include "promtext.h"
-#include "jobspec.h"
-#include "launch.h"
-#include "placement.h"
-#include "dthome.h"
-#include "httpc.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
-#include "units.h"
+#include "safefile.h"
 #include "usage.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------ cluster.yaml */
 

@@ -29,23 +29,18 @@
  * DOWN comes back with its ranks still running) are stopped too.
  */
 #include "jobs-int.h"
-#include "safefile.h"
-#include "promtext.h"
 #include "jobspec.h"
-#include "launch.h"
-#include "placement.h"
-#include "dthome.h"
-#include "httpc.h"
 #include "json.h"
 #include "log.h"
+#include "promtext.h"
 #include "protocol.h"
+#include "safefile.h"
 #include "units.h"
 #include "usage.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -292,6 +292,8 @@
  *        task (rank -1) and then every rank, from <job_dir>/ranks/<r>.json.
  * Every transition is in SQLite before it is acted on, and <job_dir>/state
  * (one word) and <job_dir>/placement.json are rewritten atomically with it.
+ * <job_dir>/plan.json is the launch plan (scheduler/launch.h, the dry run's
+ * "plan") of the latest attempt, written before its tasks are started.
  */
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"

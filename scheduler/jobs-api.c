@@ -92,6 +92,36 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	return 0;
 }
 
+/*
+ * The reply to a dry run of j placed as res: the plan job_plan() makes for
+ * the launch, of the job as it would be queued ("j-DRYRUN" in
+ * <shared_dir>/jobs/<id>; master_port 0: a port is chosen at launch).
+ * `waiting`: why it would not start now (NULL: it would).  Lock held.
+ */
+static void dry_run_reply(struct sched *s, struct job *j, const struct place_result *res,
+			  const char *waiting, struct dt_http_response *resp)
+{
+	struct hold *h = hold_new(s, j, res);
+	struct launch_plan plan;
+	struct strbuf err = STRBUF_INIT;
+
+	snprintf(j->id, sizeof(j->id), "j-DRYRUN");
+	free(j->job_dir);
+	strbuf_addf(&err, "%s/jobs/<id>", j->shared_dir);
+	j->job_dir = strbuf_detach(&err, NULL);
+	if (job_plan(s, j, h->place, h->nr, 0, NULL, &plan, &err) == 0) {
+		dt_http_json(resp, 200, json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1,
+						  "state", waiting ? DT_JOB_PENDING : DT_JOB_RUNNING,
+						  "reason", waiting, "placement", placement_json(h),
+						  "plan", launch_plan_to_json(&plan), "spec", j->spec));
+		launch_plan_release(&plan);
+	} else {
+		dt_http_error(resp, 422, "cannot plan the job: %s", err.buf);
+	}
+	hold_free(h);
+	strbuf_release(&err);
+}
+
 static void h_submit(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -145,12 +175,6 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		goto out;
 	}
 	if (dry) {
-		struct launch_node *ln;
-		struct launch_opts lo;
-		struct launch_plan plan;
-		json_t *pl = json_array(), *o;
-		char *slots[256];
-
 		if (st == PLACE_WAIT) {
 			/* show where it would go on an idle cluster */
 			struct strbuf r2 = STRBUF_INIT;
@@ -162,48 +186,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 			job_try_place(s, j, &p, res, &r2);
 			strbuf_release(&r2);
 		}
-		ln = xcalloc((size_t)res->nr + 1, sizeof(*ln));
-		for (int k = 0; k < res->nr; k++) {
-			struct node *n = s->nodes[res->node[k]];
-			struct strbuf sl = STRBUF_INIT;
-
-			placement_format_slots(&sl, res, k, j->per_node);
-			slots[k] = strbuf_detach(&sl, NULL);
-			ln[k].name = n->name;
-			ln[k].address = n->address && *n->address ? n->address : n->name;
-			ln[k].host = ln[k].address;
-			ln[k].slots = j->gpu ? slots[k] : NULL;
-			ln[k].agent_port = n->port;
-			json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "node", n->name,
-							    "address", ln[k].address, "slots", slots[k]));
-		}
-		if (res->nr)
-			launch_opts_from(s, j, &lo, s->nodes[res->node[0]]->ssh_config,
-					 s->nodes[res->node[0]]->bin_dir);
-		else
-			memset(&lo, 0, sizeof(lo));
-		lo.job_id = "j-DRYRUN";
-		snprintf(j->id, sizeof(j->id), "j-DRYRUN");
-		strbuf_reset(&err);
-		strbuf_addf(&err, "%s/jobs/<id>", shared);
-		lo.job_dir = err.buf;
-		lo.master_port = 0;
-		if (res->nr && s->cc && s->cc->network.interface)
-			lo.net_interface = s->cc->network.interface;
-		if (res->nr && launch_plan_build(&plan, &j->cfg, ln, res->nr, &lo, &reason) == 0) {
-			o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
-				      st == PLACE_OK ? DT_JOB_RUNNING : DT_JOB_PENDING, "reason",
-				      st == PLACE_OK ? NULL : reason.buf, "placement", pl,
-				      "plan", launch_plan_to_json(&plan), "spec", j->spec);
-			launch_plan_release(&plan);
-			dt_http_json(resp, 200, o);
-		} else {
-			json_decref(pl);
-			dt_http_error(resp, 422, "cannot plan the job: %s", reason.buf);
-		}
-		for (int k = 0; k < res->nr; k++)
-			free(slots[k]);
-		free(ln);
+		dry_run_reply(s, j, res, st == PLACE_OK ? NULL : reason.buf, resp);
 		goto out;
 	}
 	strbuf_reset(&err);

@@ -142,6 +142,11 @@ void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
 				struct place_result *res, struct strbuf *reason);
 void schedule_pending(struct sched *s);
+/* A node's slots of a hold as "0,1" (placement.json, the plan) */
+void jslot_format(struct strbuf *sb, const struct jslot *p);
+/* The slots of placement res for j, as a hold that is not (yet) reserved:
+ * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
+struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
 int hold_has_task(struct sched *s, const char *id);
 void check_holds(struct sched *s, struct actions *a);
 
@@ -149,8 +154,15 @@ void check_holds(struct sched *s, struct actions *a);
 void clients_release(struct jobs_clients *c);
 struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char *addr,
 			    int port);
-void launch_opts_from(struct sched *s, const struct job *j, struct launch_opts *lo,
-		      const char *ssh_config, const char *bin_dir);
+/*
+ * The launch plan of attempt j->attempt of j on `place` (nr nodes): the one
+ * builder of what runs, for the launch (do_launch: the port the master node
+ * gave, the checkpoint to resume from) and for --dry-run (the job as it
+ * would be queued, master_port 0: a port is only chosen at launch), so what
+ * dry-run shows is what runs.  Lock held.  -1 with a message in err.
+ */
+int job_plan(struct sched *s, const struct job *j, const struct jslot *place, int nr,
+	     int master_port, const char *resume, struct launch_plan *plan, struct strbuf *err);
 void *launch_thread(void *arg);
 
 #endif

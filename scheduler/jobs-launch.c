@@ -108,32 +108,63 @@ struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char 
 	return &x->c;
 }
 
-struct post {
-	char *addr, *node, *id;
-	int port, rank;
-	json_t *body;
-};
-
 /*
  * What the plan of j takes from the cluster and the job besides its
- * placement, the same for the launch and for --dry-run; the master node's
- * ssh_config and bin_dir for the mpi launcher.  Lock held; lo points into
- * s->cc and j, so it is used before the lock is let go.
+ * placement; the master node's ssh_config and bin_dir for the mpi launcher.
+ * Lock held; lo points into s->cc, the master node and j, so it is used
+ * before the lock is let go.
  */
-void launch_opts_from(struct sched *s, const struct job *j, struct launch_opts *lo,
-		      const char *ssh_config, const char *bin_dir)
+static void launch_opts_from(struct sched *s, const struct job *j, const struct node *master,
+			     struct launch_opts *lo)
 {
 	memset(lo, 0, sizeof(*lo));
+	lo->job_id = j->id;
+	lo->job_dir = j->job_dir;
 	lo->submit_dir = j->submit_dir;
 	lo->attempt = j->attempt;
 	lo->max_restarts = j->cfg.retries;
-	if (s->cc)
+	lo->grace_ms = STOP_GRACE_MS;
+	lo->log_root = j->shared_dir;
+	if (s->cc) {
 		lo->setup_env = &s->cc->setup.env;
-	if (j->cfg.launcher == LAUNCHER_MPI) {
-		lo->ssh_config = ssh_config;
-		lo->bin_dir = bin_dir;
+		lo->net_interface = s->cc->network.interface;
+	}
+	if (j->cfg.launcher == LAUNCHER_MPI && master) {
+		lo->ssh_config = master->ssh_config;
+		lo->bin_dir = master->bin_dir;
 		lo->orted_ssh = s->cc && s->cc->mpi.orted_ssh;
 	}
+}
+
+int job_plan(struct sched *s, const struct job *j, const struct jslot *place, int nr,
+	     int master_port, const char *resume, struct launch_plan *plan, struct strbuf *err)
+{
+	struct launch_node *ln = xcalloc((size_t)nr, sizeof(*ln));
+	char **slots = xcalloc((size_t)nr, sizeof(*slots));
+	struct launch_opts lo;
+	int ret;
+
+	for (int k = 0; k < nr; k++) {
+		struct strbuf sl = STRBUF_INIT;
+		struct node *n = node_find(s, place[k].node);
+
+		jslot_format(&sl, &place[k]);
+		slots[k] = strbuf_detach(&sl, NULL);
+		ln[k].name = place[k].node;
+		ln[k].address = place[k].address;
+		ln[k].host = place[k].address;
+		ln[k].slots = j->gpu ? slots[k] : NULL;
+		ln[k].agent_port = n ? n->port : 0;
+	}
+	launch_opts_from(s, j, nr ? node_find(s, place[0].node) : NULL, &lo);
+	lo.master_port = master_port;
+	lo.resume = resume;
+	ret = launch_plan_build(plan, &j->cfg, ln, nr, &lo, err);
+	for (int k = 0; k < nr; k++)
+		free(slots[k]);
+	free(slots);
+	free(ln);
+	return ret;
 }
 
 /*
@@ -146,15 +177,12 @@ void launch_opts_from(struct sched *s, const struct job *j, struct launch_opts *
  */
 static void do_launch(struct sched *s, struct job *j, struct hold *h, struct jobs_clients *cc)
 {
-	struct launch_node *ln;
-	struct launch_opts lo;
 	struct launch_plan plan;
-	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT;
-	char *maddr, *resume = NULL, *bin_dir = NULL, *ssh_config = NULL, *iface = NULL;
-	int mport, port = 0, nr, code;
-	struct post *posts = NULL;
-	size_t nr_posts = 0;
-	json_t *reply = NULL, *req;
+	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT, pj = STRBUF_INIT;
+	char *maddr, *resume = NULL;
+	int mport, port = 0, code;
+	json_t *reply = NULL, *req, **bodies = NULL;
+	size_t nr_tasks = 0;
 
 	/* 1. what to ask the master node for */
 	pthread_mutex_lock(&s->lock);
@@ -167,12 +195,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 
 		maddr = xstrdup(m && m->address && *m->address ? m->address : h->place[0].node);
 		mport = m ? m->port : 0;
-		if (m && m->bin_dir)
-			bin_dir = xstrdup(m->bin_dir);
-		if (m && m->ssh_config)
-			ssh_config = xstrdup(m->ssh_config);
-		if (s->cc && s->cc->network.interface)
-			iface = xstrdup(s->cc->network.interface);
 	}
 	pthread_mutex_unlock(&s->lock);
 
@@ -204,120 +226,60 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		resume = latest_checkpoint(j);
 
 	/* 3. the plan (what `dtctl run --dry-run` shows) and the job dir files */
-	nr = h->nr;
-	ln = xcalloc((size_t)nr, sizeof(*ln));
-	{
-		char **slots = xcalloc((size_t)nr, sizeof(char *));
-
-		for (int k = 0; k < nr; k++) {
-			struct strbuf sl = STRBUF_INIT;
-
-			for (int i = 0; i < h->place[k].nslots; i++)
-				strbuf_addf(&sl, "%s%d", i ? "," : "", h->place[k].slot[i]);
-			slots[k] = strbuf_detach(&sl, NULL);
-			ln[k].name = h->place[k].node;
-			ln[k].address = h->place[k].address;
-			ln[k].host = h->place[k].address;
-			ln[k].slots = j->gpu ? slots[k] : NULL;
-			{
-				struct node *nk = node_find(s, h->place[k].node);
-
-				ln[k].agent_port = nk ? nk->port : 0;
-			}
-		}
-		launch_opts_from(s, j, &lo, ssh_config, bin_dir);
-		lo.job_id = j->id;
-		lo.job_dir = j->job_dir;
-		lo.master_port = port;
-		lo.resume = resume;
-		lo.net_interface = iface;
-		strbuf_reset(&err);
-		if (launch_plan_build(&plan, &j->cfg, ln, nr, &lo, &err) < 0) {
-			j->launch_error = xstrdup(err.buf);
-			for (int k = 0; k < nr; k++)
-				free(slots[k]);
-			free(slots);
-			free(ln);
-			pthread_mutex_unlock(&s->lock);
-			goto out;
-		}
-		for (int k = 0; k < nr; k++)
-			free(slots[k]);
-		free(slots);
+	strbuf_reset(&err);
+	if (job_plan(s, j, h->place, h->nr, port, resume, &plan, &err) < 0) {
+		j->launch_error = xstrdup(err.buf);
+		pthread_mutex_unlock(&s->lock);
+		goto out;
 	}
 	strbuf_reset(&sb);
 	json_append(&sb, j->spec);
 	strbuf_addch(&sb, '\n');
-	posts = xcalloc(plan.nr_tasks, sizeof(*posts));
-	for (size_t i = 0; i < plan.nr_tasks; i++) {
-		struct launch_task *t = &plan.tasks[i];
-		struct post *p = &posts[nr_posts++];
-		json_t *argv = json_array(), *env = json_object();
-		struct strbuf id = STRBUF_INIT;
-		struct node *n = node_find(s, h->place[t->node].node);
+	{
+		json_t *pl = launch_plan_to_json(&plan);
 
-		for (size_t a = 0; a < t->argv.nr; a++)
-			json_array_append_new(argv, json_string(t->argv.v[a]));
-		for (size_t e = 0; e < t->env.nr; e++) {
-			const char *eq = strchr(t->env.v[e], '=');
-			char *name = xstrndup(t->env.v[e], (size_t)(eq - t->env.v[e]));
+		json_append(&pj, pl);
+		strbuf_addch(&pj, '\n');
+		json_decref(pl);
+	}
+	nr_tasks = plan.nr_tasks;
+	bodies = xcalloc(nr_tasks, sizeof(*bodies));
+	for (size_t i = 0; i < nr_tasks; i++) {
+		const struct launch_task *t = &plan.tasks[i];
 
-			json_object_set_new(env, name, json_string(eq + 1));
-			free(name);
-		}
-		if (t->rank >= 0)
-			strbuf_addf(&id, "%s.%d.r%d", j->id, j->attempt, t->rank);
-		else
-			strbuf_addf(&id, "%s.%d.mpirun", j->id, j->attempt);
-		p->addr = xstrdup(h->place[t->node].address);
-		p->port = n ? n->port : 0;
-		p->node = xstrdup(h->place[t->node].node);
-		p->id = strbuf_detach(&id, NULL);
-		p->rank = t->rank;
-		p->body = json_pack("{s:s,s:o,s:o,s:s,s:i,s:s,s:i}", "id", p->id, "argv", argv,
-				    "env", env, "log", t->log, "grace_ms", STOP_GRACE_MS,
-				    "job_id", j->id, "rank", t->rank);
-		/* the agent walks the log's path below the shared dir without links */
-		json_object_set_new(p->body, "log_root", json_string(j->shared_dir));
-		if (plan.cwd)
-			json_object_set_new(p->body, "cwd", json_string(plan.cwd));
-		if (plan.submit_dir)
-			json_object_set_new(p->body, "submit_dir", json_string(plan.submit_dir));
-		if (t->cuda_visible_devices)
-			json_object_set_new(p->body, "cuda_visible_devices",
-					    json_string(t->cuda_visible_devices));
+		bodies[i] = launch_task_request(&plan, i);
 		/* recorded before it is started, so a restarted dtsched knows it */
-		hold_add_task(h, p->node, p->id, p->rank, 0);
+		hold_add_task(h, plan.place[t->node].name, t->id, t->rank, 0);
 	}
 	h->launched_ms = dt_mono_ms();
 	job_save(s, j);
-	free(ln);
 	pthread_mutex_unlock(&s->lock);
 
 	/* the job dir files, outside the lock (the shared dir may be slow NFS);
 	 * job_dir and shared_dir never change once the job is queued */
 	job_file(j, "hostfile", plan.hostfile, strlen(plan.hostfile));
 	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
-	launch_plan_release(&plan);
+	job_file(j, "plan.json", pj.buf, pj.len);
 
 	/* 4. start every task */
-	for (size_t i = 0; i < nr_posts; i++) {
-		struct post *p = &posts[i];
+	for (size_t i = 0; i < nr_tasks; i++) {
+		const struct launch_task *t = &plan.tasks[i];
+		const struct launch_place *n = &plan.place[t->node];
 
 		strbuf_reset(&err);
-		code = dt_httpc_request(client_for(s, cc, p->addr, p->port), "POST", DT_PATH_TASKS,
-					p->body, &reply, &err);
+		code = dt_httpc_request(client_for(s, cc, n->address, n->agent_port), "POST",
+					DT_PATH_TASKS, bodies[i], &reply, &err);
 		if (code != 201) {
 			pthread_mutex_lock(&s->lock);
 			if (!j->launch_error && j->hold == h) {
 				strbuf_reset(&sb);
 				strbuf_addf(&sb, "cannot start %s%d on node '%s': %s",
-					    p->rank >= 0 ? "rank " : "mpirun", p->rank >= 0 ? p->rank : 0,
-					    p->node, code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+					    t->rank >= 0 ? "rank " : "mpirun", t->rank >= 0 ? t->rank : 0,
+					    n->name, code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
 				j->launch_error = strbuf_detach(&sb, NULL);
 			}
 			for (size_t k = 0; k < h->nr_tasks; k++)
-				if (!strcmp(h->tasks[k].id, p->id))
+				if (!strcmp(h->tasks[k].id, t->id))
 					h->tasks[k].gone = 1;
 			pthread_mutex_unlock(&s->lock);
 		}
@@ -325,22 +287,18 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		reply = NULL;
 	}
 	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
-	      nr_posts, nr, maddr, port, resume ? ", resuming from " : "", resume ? resume : "");
+	      nr_tasks, plan.nr_nodes, maddr, port, resume ? ", resuming from " : "",
+	      resume ? resume : "");
+	launch_plan_release(&plan);
 out:
-	for (size_t i = 0; i < nr_posts; i++) {
-		free(posts[i].addr);
-		free(posts[i].node);
-		free(posts[i].id);
-		json_decref(posts[i].body);
-	}
-	free(posts);
+	for (size_t i = 0; i < nr_tasks; i++)
+		json_decref(bodies[i]);
+	free(bodies);
 	free(maddr);
 	free(resume);
-	free(bin_dir);
-	free(ssh_config);
-	free(iface);
 	strbuf_release(&err);
 	strbuf_release(&sb);
+	strbuf_release(&pj);
 }
 
 /*

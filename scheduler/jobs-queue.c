@@ -274,8 +274,13 @@ enum place_status job_try_place(struct sched *s, const struct job *j, struct poo
 	return st;
 }
 
-static struct hold *hold_make(struct sched *s, struct job *j, struct pool *p,
-			      const struct place_result *res)
+void jslot_format(struct strbuf *sb, const struct jslot *p)
+{
+	for (int i = 0; i < p->nslots; i++)
+		strbuf_addf(sb, "%s%d", i ? "," : "", p->slot[i]);
+}
+
+struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res)
 {
 	struct hold *h = xcalloc(1, sizeof(*h));
 
@@ -291,6 +296,14 @@ static struct hold *hold_make(struct sched *s, struct job *j, struct pool *p,
 		h->place[k].nslots = j->per_node;
 		memcpy(h->place[k].slot, res->slots[k], sizeof(int) * (size_t)j->per_node);
 	}
+	return h;
+}
+
+static struct hold *hold_make(struct sched *s, struct job *j, struct pool *p,
+			      const struct place_result *res)
+{
+	struct hold *h = hold_new(s, j, res);
+
 	placement_commit(p->n, res, j->per_node);
 	ALLOC_GROW(s->holds, s->nr_holds + 1, s->alloc_holds);
 	s->holds[s->nr_holds++] = h;

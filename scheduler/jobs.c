@@ -190,8 +190,7 @@ json_t *placement_json(const struct hold *h)
 	for (int k = 0; h && k < h->nr; k++) {
 		struct strbuf sl = STRBUF_INIT;
 
-		for (int i = 0; i < h->place[k].nslots; i++)
-			strbuf_addf(&sl, "%s%d", i ? "," : "", h->place[k].slot[i]);
+		jslot_format(&sl, &h->place[k]);
 		json_array_append_new(a, json_pack("{s:s,s:s,s:s}", "node", h->place[k].node,
 						   "address", h->place[k].address, "slots", sl.buf));
 		strbuf_release(&sl);

@@ -70,6 +70,17 @@
  *                    and pids also as cgroup limits where a cgroup is made),
  *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
  *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ * POST /v1/tasks                      start several tasks (dtsched: all the
+ *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
+ *                                      TASKREQ is the body above; 1 to
+ *                                      DT_TASKS_BATCH_MAX of them, "tasks" the only key
+ *   -> 200 {protocol, node, tasks: [{status: 201, task: TASK} |
+ *                                   {status: 400|409|500, error}]}
+ *      one result per request, in order; each is started (or refused) exactly
+ *      as it would be alone, so a refused one leaves the others started.
+ *      400 for the whole request (nothing started) when "tasks" is not such
+ *      an array of objects.  (Agents of protocol 1 before this form answer
+ *      400: 'argv' missing.)
  *
  * GET /v1/tasks                       -> {protocol, node, tasks: [TASK...]}
  * GET /v1/tasks/<id>                  -> {protocol, task: TASK}   404 if unknown
@@ -90,6 +101,7 @@
  *               processes: [{pid, used_memory}]}]}
  */
 #define DT_PATH_TASKS "/v1/tasks"
+#define DT_TASKS_BATCH_MAX 256
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
 #define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
 #define DT_PATH_INVENTORY "/v1/inventory"

@@ -168,6 +168,76 @@ int job_plan(struct sched *s, const struct job *j, const struct jslot *place, in
 }
 
 /*
+ * Task t of j's attempt on hold h was not started on node `node`: the job
+ * fails with why (the first such failure is what the user sees; the tasks that
+ * did start are stopped when the attempt ends, as after any failed rank), and
+ * t is gone.  Lock NOT held.
+ */
+static void task_not_started(struct sched *s, struct job *j, struct hold *h,
+			     const struct launch_task *t, const char *node, const char *why)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!j->launch_error && j->hold == h) {
+		struct strbuf sb = STRBUF_INIT;
+
+		strbuf_addf(&sb, "cannot start %s%d on node '%s': %s", t->rank >= 0 ? "rank " : "mpirun",
+			    t->rank >= 0 ? t->rank : 0, node, why);
+		j->launch_error = strbuf_detach(&sb, NULL);
+	}
+	for (size_t k = 0; k < h->nr_tasks; k++)
+		if (!strcmp(h->tasks[k].id, t->id))
+			h->tasks[k].gone = 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Start the tasks of plan node k in one POST /v1/tasks {"tasks": [...]}
+ * (bodies: launch_task_request() of every task, by index); each that the
+ * agent did not start goes through task_not_started().  Lock NOT held.
+ */
+static void start_node_tasks(struct sched *s, struct job *j, struct hold *h,
+			     const struct launch_plan *plan, int k, json_t *const *bodies,
+			     struct jobs_clients *cc)
+{
+	const struct launch_place *n = &plan->place[k];
+	struct strbuf err = STRBUF_INIT, why = STRBUF_INIT;
+	json_t *batch = json_array(), *body, *reply = NULL, *res;
+	size_t *idx = xcalloc(plan->nr_tasks, sizeof(*idx)), nr = 0;
+	int code;
+
+	for (size_t i = 0; i < plan->nr_tasks; i++)
+		if (plan->tasks[i].node == k) {
+			json_array_append(batch, bodies[i]);
+			idx[nr++] = i;
+		}
+	body = json_pack("{s:o}", "tasks", batch);
+	if (nr)
+		code = dt_httpc_request(client_for(s, cc, n->address, n->agent_port), "POST",
+					DT_PATH_TASKS, body, &reply, &err);
+	else
+		code = 200;
+	res = code == 200 ? json_object_get(reply, "tasks") : NULL;
+	if (code == 200 && json_array_size(res) != nr)
+		strbuf_addf(&why, "its agent answered %zu result(s) for %zu task(s)",
+			    json_array_size(res), nr);
+	else if (code != 200)
+		strbuf_addstr(&why, code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+	for (size_t c = 0; c < nr; c++) {
+		const json_t *r = why.len ? NULL : json_array_get(res, c);
+		long long st = json_get_int(r, "status", 0);
+
+		if (st != 201)
+			task_not_started(s, j, h, &plan->tasks[idx[c]], n->name,
+					 r ? dt_httpc_reply_error(r, (int)st) : why.buf);
+	}
+	json_decref(body);
+	json_decref(reply);
+	free(idx);
+	strbuf_release(&err);
+	strbuf_release(&why);
+}
+
+/*
  * Launch a placed job: port, plan, files, one task per rank (or mpirun).  On
  * a launch thread (launch_thread), with its own clients `cc`; h is the hold
  * it was started for, pinned (busy) so check_holds keeps it.  The lock is
@@ -261,31 +331,9 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
 	job_file(j, "plan.json", pj.buf, pj.len);
 
-	/* 4. start every task */
-	for (size_t i = 0; i < nr_tasks; i++) {
-		const struct launch_task *t = &plan.tasks[i];
-		const struct launch_place *n = &plan.place[t->node];
-
-		strbuf_reset(&err);
-		code = dt_httpc_request(client_for(s, cc, n->address, n->agent_port), "POST",
-					DT_PATH_TASKS, bodies[i], &reply, &err);
-		if (code != 201) {
-			pthread_mutex_lock(&s->lock);
-			if (!j->launch_error && j->hold == h) {
-				strbuf_reset(&sb);
-				strbuf_addf(&sb, "cannot start %s%d on node '%s': %s",
-					    t->rank >= 0 ? "rank " : "mpirun", t->rank >= 0 ? t->rank : 0,
-					    n->name, code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
-				j->launch_error = strbuf_detach(&sb, NULL);
-			}
-			for (size_t k = 0; k < h->nr_tasks; k++)
-				if (!strcmp(h->tasks[k].id, t->id))
-					h->tasks[k].gone = 1;
-			pthread_mutex_unlock(&s->lock);
-		}
-		json_decref(reply);
-		reply = NULL;
-	}
+	/* 4. start the tasks: one request per node carries all of its tasks */
+	for (int k = 0; k < plan.nr_nodes; k++)
+		start_node_tasks(s, j, h, &plan, k, bodies, cc);
 	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
 	      nr_tasks, plan.nr_nodes, maddr, port, resume ? ", resuming from " : "",
 	      resume ? resume : "");

@@ -20,8 +20,9 @@
  *           -> CANCELLED; FAILED/NODE_FAIL with retries left -> PENDING again,
  *           avoiding the failed node, resuming from the latest checkpoint);
  *           place pending jobs; decide which tasks to stop
- *   unlock: launch (free port on the master node, POST /v1/tasks per rank or
- *           one mpirun task), stop (DELETE /v1/tasks/<id>)
+ *   unlock: launch (free port on the master node, one POST /v1/tasks per
+ *           node with all of its ranks, or one mpirun task), stop
+ *           (DELETE /v1/tasks/<id>)
  *
  * Every state change is written to SQLite (jobs table) and to the job dir
  * (<job_dir>/state, placement.json) before anything is done about it.

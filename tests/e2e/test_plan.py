@@ -18,9 +18,16 @@ Then what the agents were sent is checked against the plan: each task's id, node
 argv, the names of its env, and its GPUs, as the agent reports them.  A GPU task's
 CUDA_VISIBLE_DEVICES reaches the agent once, as cuda_visible_devices (not also in its
 env), and the rank sees exactly the plan's value.
+
+dtsched starts a node's ranks with one request, POST /v1/tasks {"tasks": [...]}: the
+agent answers one result per task, each started or refused as if alone (a malformed
+batch starts nothing).  When the agent starts 3 of a job's 4 ranks (rank 3's id is
+taken), the job fails naming rank 3 and its node, and the 3 started are stopped, as
+when one of the former one-per-rank requests failed.
 """
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -132,3 +139,88 @@ def test_dry_run_plan_is_the_launched_plan(cluster, launcher):
         assert seen == want, p.stdout
         assert job["state"] == "COMPLETED", job
 
+
+def agent_api(cluster, i):
+    n = cluster.fc.node(i)
+    return DtApi(n.addr, cluster.port(i), read_secret(str(cluster.home)))
+
+
+def test_agent_starts_a_batch_one_result_per_task(cluster):
+    api = agent_api(cluster, 1)
+    tag = "batch-%d" % os.getpid()
+    status, body = api.request("POST", "/v1/tasks", {"tasks": [
+        {"id": tag + "-a", "argv": ["sleep", "30"]},
+        {"id": tag + "-a", "argv": ["true"]},             # the same id again: 409
+        {"id": tag + "-c", "argv": []},                    # invalid: 400
+        {"id": tag + "-d", "argv": ["true"], "rank": 3}]})
+    assert status == 200, body
+    res = body["tasks"]
+    assert [r["status"] for r in res] == [201, 409, 400, 201], res
+    assert res[0]["task"]["id"] == tag + "-a" and res[3]["task"]["rank"] == 3
+    assert "already exists" in res[1]["error"] and "argv" in res[2]["error"]
+    assert api.request("GET", "/v1/tasks/%s-a" % tag)[0] == 200
+    assert api.request("GET", "/v1/tasks/%s-c" % tag)[0] == 404
+    # the single-task form is unchanged
+    status, body = api.request("POST", "/v1/tasks", {"id": tag + "-e", "argv": ["true"]})
+    assert status == 201 and body["task"]["id"] == tag + "-e", body
+    # a malformed batch starts nothing
+    before = len(api.request("GET", "/v1/tasks")[1]["tasks"])
+    for bad in ({"tasks": []}, {"tasks": [{"id": tag + "-f", "argv": ["true"]}, 1]},
+                {"tasks": {"id": tag + "-g"}},
+                {"tasks": [{"id": tag + "-h", "argv": ["true"]}], "argv": ["true"]}):
+        status, body = api.request("POST", "/v1/tasks", bad)
+        assert status == 400, (bad, body)
+    assert len(api.request("GET", "/v1/tasks")[1]["tasks"]) == before
+    for x in "ade":
+        api.request("DELETE", "/v1/tasks/%s-%s" % (tag, x), {"grace_ms": 0})
+
+
+def next_job_id(cluster):
+    """The id dtsched gives the next job: past every id it gave and every job dir."""
+    ids = [int(j["id"][2:]) for j in cluster.jobs()]
+    jobs = Path(cluster.fc.shared) / "jobs"
+    ids += [int(d.name[2:]) for d in jobs.iterdir() if re.fullmatch(r"j-\d+", d.name)]
+    return "j-%06d" % (max(ids, default=0) + 1)
+
+
+def test_a_rank_the_agent_refuses_fails_the_job_and_the_started_are_stopped(cluster):
+    args = ["-n", 2, "-p", 2, "--launcher", "agent", "--name", "partial", "--", "sleep", "60"]
+    cluster.wait_idle()
+    p = cluster.dtctl("run", "--dry-run", "--json", *args)
+    assert p.returncode == 0, p.stderr
+    dry = json.loads(p.stdout)
+    assert dry["state"] == "RUNNING", dry
+    node3 = dry["plan"]["placement"][dry["plan"]["tasks"][3]["node"]]
+    i3 = next(i for i in range(1, cluster.fc.n + 1) if cluster.fc.node(i).name == node3["node"])
+    job_id = next_job_id(cluster)
+    # rank 3's task id is taken on its node: the agent starts ranks 2 but not 3 there
+    api3 = agent_api(cluster, i3)
+    taken = "%s.0.r3" % job_id
+    status, body = api3.request("POST", "/v1/tasks", {"id": taken, "argv": ["sleep", "60"]})
+    assert status == 201, body
+    try:
+        p = cluster.dtctl("run", "--detach", *args)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == job_id, "the job got another id than predicted"
+        job = cluster.wait_job(job_id, ("COMPLETED", "FAILED", "CANCELLED"), timeout=30)
+        assert job["state"] == "FAILED", job
+        assert ("cannot start rank 3 on node '%s'" % node3["node"]) in job["reason"], job
+        assert "already exists" in job["reason"], job
+        # the three that started are stopped (not left to run their 60 s)
+        plan = json.loads((Path(job["job_dir"]) / "plan.json").read_text())
+        deadline = time.time() + 20
+        for t in plan["tasks"][:3]:
+            node = plan["placement"][t["node"]]
+            api = DtApi(node["address"], node["port"], read_secret(str(cluster.home)))
+            while True:
+                status, body = api.request("GET", "/v1/tasks/" + t["id"])
+                assert status == 200, (t["id"], body)
+                if body["task"]["state"] in ("exited", "failed", "lost"):
+                    break
+                assert time.time() < deadline, "rank %d still %s" % (t["rank"], body["task"])
+                time.sleep(0.2)
+            assert body["task"]["exit_code"] != 0, body["task"]   # stopped, not done
+        ranks = {r["rank"]: r for r in cluster.show(job_id)["ranks"]}
+        assert all(ranks[r]["state"] in ("killed", "exited") for r in range(3)), ranks
+    finally:
+        api3.request("DELETE", "/v1/tasks/" + taken, {"grace_ms": 0})

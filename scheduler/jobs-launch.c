@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,15 +191,29 @@ static void task_not_started(struct sched *s, struct job *j, struct hold *h,
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* one node's part of step 4 of do_launch(), on a thread of its own */
+struct node_start {
+	struct sched *s;
+	struct job *j;
+	struct hold *h;
+	const struct launch_plan *plan;
+	int k;
+	json_t *const *bodies;     /* launch_task_request() of every task, by index */
+	struct dt_httpc *c;        /* the client of node k's agent, this thread's alone */
+};
+
 /*
- * Start the tasks of plan node k in one POST /v1/tasks {"tasks": [...]}
- * (bodies: launch_task_request() of every task, by index); each that the
- * agent did not start goes through task_not_started().  Lock NOT held.
+ * Start the tasks of plan node x->k in one POST /v1/tasks {"tasks": [...]};
+ * each that the agent did not start goes through task_not_started().  Lock
+ * NOT held.
  */
-static void start_node_tasks(struct sched *s, struct job *j, struct hold *h,
-			     const struct launch_plan *plan, int k, json_t *const *bodies,
-			     struct jobs_clients *cc)
+static void *start_node_tasks(void *arg)
 {
+	const struct node_start *x = arg;
+	struct sched *s = x->s;
+	const struct launch_plan *plan = x->plan;
+	int k = x->k;
+	json_t *const *bodies = x->bodies;
 	const struct launch_place *n = &plan->place[k];
 	struct strbuf err = STRBUF_INIT, why = STRBUF_INIT;
 	json_t *batch = json_array(), *body, *reply = NULL, *res;
@@ -212,8 +227,7 @@ static void start_node_tasks(struct sched *s, struct job *j, struct hold *h,
 		}
 	body = json_pack("{s:o}", "tasks", batch);
 	if (nr)
-		code = dt_httpc_request(client_for(s, cc, n->address, n->agent_port), "POST",
-					DT_PATH_TASKS, body, &reply, &err);
+		code = dt_httpc_request(x->c, "POST", DT_PATH_TASKS, body, &reply, &err);
 	else
 		code = 200;
 	res = code == 200 ? json_object_get(reply, "tasks") : NULL;
@@ -227,7 +241,7 @@ static void start_node_tasks(struct sched *s, struct job *j, struct hold *h,
 		long long st = json_get_int(r, "status", 0);
 
 		if (st != 201)
-			task_not_started(s, j, h, &plan->tasks[idx[c]], n->name,
+			task_not_started(s, x->j, x->h, &plan->tasks[idx[c]], n->name,
 					 r ? dt_httpc_reply_error(r, (int)st) : why.buf);
 	}
 	json_decref(body);
@@ -235,6 +249,59 @@ static void start_node_tasks(struct sched *s, struct job *j, struct hold *h,
 	free(idx);
 	strbuf_release(&err);
 	strbuf_release(&why);
+	return NULL;
+}
+
+/*
+ * Step 4 of do_launch(): every node's tasks at once, one thread and one
+ * request per node (a slow or dead agent delays only its own node); the
+ * first node's on this thread, and any whose thread cannot be had too.
+ */
+static void start_all_nodes(struct sched *s, struct job *j, struct hold *h,
+			    const struct launch_plan *plan, json_t *const *bodies,
+			    struct jobs_clients *cc)
+{
+	int nr = plan->nr_nodes;
+	struct node_start *x = xcalloc((size_t)nr, sizeof(*x));
+	pthread_t *th = xcalloc((size_t)nr, sizeof(*th));
+	char *running = xcalloc((size_t)nr, 1);
+
+	for (int k = 0; k < nr; k++) {
+		/* the clients first: cc is this thread's, never touched by the others */
+		struct node_start one = { s, j, h, plan, k, bodies,
+					  client_for(s, cc, plan->place[k].address,
+						     plan->place[k].agent_port) };
+
+		x[k] = one;
+	}
+	/* running[k]: 1 on a thread, 2 after the threads (its agent's client is
+	 * an earlier node's: one agent twice, served in turn), 3 nothing to do,
+	 * 0 here and now */
+	for (int k = 1; k < nr; k++) {
+		int has_tasks = 0;
+
+		for (size_t i = 0; i < plan->nr_tasks; i++)
+			has_tasks |= plan->tasks[i].node == k;
+		if (!has_tasks)
+			running[k] = 3;   /* nothing to start there (mpi: mpirun is on node 0) */
+		for (int m = 0; m < k; m++)
+			if (x[m].c == x[k].c)
+				running[k] = 2;
+		if (!running[k] && !pthread_create(&th[k], NULL, start_node_tasks, &x[k]))
+			running[k] = 1;
+	}
+	for (int k = 0; k < nr; k++)
+		if (!running[k])
+			start_node_tasks(&x[k]);
+	for (int k = 1; k < nr; k++)
+		if (running[k] == 1)
+			pthread_join(th[k], NULL);
+	for (int k = 1; k < nr; k++)
+		if (running[k] == 2)
+			start_node_tasks(&x[k]);
+	free(x);
+	free(th);
+	free(running);
 }
 
 /*
@@ -332,8 +399,7 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	job_file(j, "plan.json", pj.buf, pj.len);
 
 	/* 4. start the tasks: one request per node carries all of its tasks */
-	for (int k = 0; k < plan.nr_nodes; k++)
-		start_node_tasks(s, j, h, &plan, k, bodies, cc);
+	start_all_nodes(s, j, h, &plan, bodies, cc);
 	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
 	      nr_tasks, plan.nr_nodes, maddr, port, resume ? ", resuming from " : "",
 	      resume ? resume : "");

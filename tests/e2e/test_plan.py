@@ -224,3 +224,37 @@ def test_a_rank_the_agent_refuses_fails_the_job_and_the_started_are_stopped(clus
         assert all(ranks[r]["state"] in ("killed", "exited") for r in range(3)), ranks
     finally:
         api3.request("DELETE", "/v1/tasks/" + taken, {"grace_ms": 0})
+
+
+def agent_requests(api):
+    """dtagent_requests_total of an agent (its /metrics: public, counted after it answers)."""
+    status, text = api.request("GET", "/metrics", sign=False)
+    assert status == 200, text
+    m = re.search(r"^dtagent_requests_total(?:\{[^}]*\})? (\d+)$", text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_one_request_per_node_starts_its_ranks(cluster):
+    args = ["-n", 2, "-p", 2, "--launcher", "agent", "--name", "per-node", "--", "sleep", "30"]
+    cluster.wait_idle()
+    p = cluster.dtctl("run", "--dry-run", "--json", *args)
+    assert p.returncode == 0, p.stderr
+    second = json.loads(p.stdout)["plan"]["placement"][1]["node"]   # not the master
+    i2 = next(i for i in range(1, cluster.fc.n + 1) if cluster.fc.node(i).name == second)
+    api = agent_api(cluster, i2)
+    before = agent_requests(api)
+    job_id = cluster.dtctl("run", "--detach", *args).stdout.strip()
+    try:
+        deadline = time.time() + 20
+        while True:
+            ranks = cluster.show(job_id)["ranks"]
+            if len(ranks) == 4 and all(r["state"] == "running" for r in ranks):
+                break
+            assert time.time() < deadline, ranks
+            time.sleep(0.2)
+        # its two ranks came in one request (and the first /metrics is counted too)
+        assert agent_requests(api) - before == 1 + 1
+    finally:
+        cluster.dtctl("cancel", job_id)
+        cluster.wait_job(job_id, ("CANCELLED", "FAILED", "COMPLETED"))

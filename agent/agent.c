@@ -428,7 +428,8 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	int code;
 
 	if (!req->json) {
-		dt_http_error(resp, 400, "a task request needs a JSON body with 'argv' (or 'tasks')");
+		dt_http_error(resp, 400,
+			      "a task request needs a JSON body with 'argv' (or 'tasks')");
 		return;
 	}
 	if (!batch) {
@@ -448,7 +449,8 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	}
 	json_array_foreach(batch, i, v)
 		if (!json_is_object(v)) {
-			dt_http_error(resp, 400, "tasks[%zu] is not a JSON object (nothing started)", i);
+			dt_http_error(resp, 400, "tasks[%zu] is not a JSON object (nothing started)",
+				      i);
 			return;
 		}
 	res = json_array();
@@ -457,7 +459,8 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 		one = NULL;
 		code = task_start(a, v, &one, &msg);
 		if (code == 201)
-			json_array_append_new(res, json_pack("{s:i,s:o}", "status", code, "task", one));
+			json_array_append_new(res, json_pack("{s:i,s:o}", "status", code, "task",
+							     one));
 		else
 			json_array_append_new(res, json_pack("{s:i,s:s}", "status", code, "error",
 							     msg.buf));
@@ -489,7 +492,8 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"), a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 	} else {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
@@ -513,7 +517,8 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"), a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 		goto out;
 	}
 	task_refresh(a, t);

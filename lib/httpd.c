@@ -336,8 +336,8 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	}
 	if (!route) {
 		if (status == 405)
-			dt_http_error(resp, 405, "method %s not allowed on '%s' (allowed: %s)", method,
-				      url, resp->allow);
+			dt_http_error(resp, 405, "method %s not allowed on '%s' (allowed: %s)",
+				      method, url, resp->allow);
 		else
 			dt_http_error(resp, 404, "no such endpoint '%s' (protocol %d)", url,
 				      DT_PROTOCOL_VERSION);

@@ -5,7 +5,7 @@
  *
  *	static const struct dt_http_route routes[] = {
  *		{ "GET", DT_PATH_TASKS, 0, list_tasks },
- *		{ "DELETE", DT_PATH_TASK, 0, stop_task },   // "/v1/tasks/{id}": dt_http_arg(req, "id")
+ *		{ "DELETE", DT_PATH_TASK, 0, stop_task },  // "/v1/tasks/{id}": dt_http_arg()
  *		{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, metrics },
  *	};
  *	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;

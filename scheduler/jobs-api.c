@@ -110,10 +110,12 @@ static void dry_run_reply(struct sched *s, struct job *j, const struct place_res
 	strbuf_addf(&err, "%s/jobs/<id>", j->shared_dir);
 	j->job_dir = strbuf_detach(&err, NULL);
 	if (job_plan(s, j, h->place, h->nr, 0, NULL, &plan, &err) == 0) {
-		dt_http_json(resp, 200, json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1,
-						  "state", waiting ? DT_JOB_PENDING : DT_JOB_RUNNING,
-						  "reason", waiting, "placement", placement_json(h),
-						  "plan", launch_plan_to_json(&plan), "spec", j->spec));
+		json_t *o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
+				      waiting ? DT_JOB_PENDING : DT_JOB_RUNNING, "reason", waiting,
+				      "placement", placement_json(h), "plan",
+				      launch_plan_to_json(&plan), "spec", j->spec);
+
+		dt_http_json(resp, 200, o);
 		launch_plan_release(&plan);
 	} else {
 		dt_http_error(resp, 422, "cannot plan the job: %s", err.buf);

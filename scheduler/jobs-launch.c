@@ -181,8 +181,10 @@ static void task_not_started(struct sched *s, struct job *j, struct hold *h,
 	if (!j->launch_error && j->hold == h) {
 		struct strbuf sb = STRBUF_INIT;
 
-		strbuf_addf(&sb, "cannot start %s%d on node '%s': %s", t->rank >= 0 ? "rank " : "mpirun",
-			    t->rank >= 0 ? t->rank : 0, node, why);
+		if (t->rank >= 0)
+			strbuf_addf(&sb, "cannot start rank %d on node '%s': %s", t->rank, node, why);
+		else
+			strbuf_addf(&sb, "cannot start mpirun on node '%s': %s", node, why);
 		j->launch_error = strbuf_detach(&sb, NULL);
 	}
 	for (size_t k = 0; k < h->nr_tasks; k++)

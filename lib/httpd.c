@@ -11,6 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "term.h"
 #include "usage.h"
 
 #include <arpa/inet.h>
@@ -199,10 +200,21 @@ int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *res
 
 /* --- routing (httpd.h) -------------------------------------------------------- */
 
-/* what a capture may hold: ids, node names, sweep names; never '/' or '%' */
-static int arg_char(char c)
+/*
+ * The length of the character at s if a capture may hold it, else 0: what
+ * RFC 3986 allows in a path segment unencoded (ids, node names, sweep
+ * names), and valid UTF-8 other than C1 controls (a sweep's name may be
+ * "café"); never '/', '%', '?', '#', a space or another control.
+ */
+static size_t arg_char(const char *s)
 {
-	return isalnum((unsigned char)c) || (c && strchr("._~:@+=,-", c));
+	unsigned cp;
+	size_t len;
+
+	if (!(*s & 0x80))
+		return isalnum((unsigned char)*s) || (*s && strchr("-._~!$&'()*+,;=:@", *s));
+	len = utf8_decode((const unsigned char *)s, strnlen(s, 4), &cp);
+	return cp >= 0xa0 ? len : 0;
 }
 
 int dt_http_pattern_match(const char *pat, const char *path, struct dt_http_args *args)
@@ -220,9 +232,13 @@ int dt_http_pattern_match(const char *pat, const char *path, struct dt_http_args
 		end = strchr(pat, '}');
 		if (!end || args->nr == DT_HTTP_MAX_ARGS)
 			return 0;   /* a broken pattern matches nothing */
-		for (; path[n] && path[n] != '/'; n++)
-			if (n == DT_HTTP_ARG_MAX || !arg_char(path[n]))
+		while (path[n] && path[n] != '/') {
+			size_t len = arg_char(path + n);
+
+			if (!len || n + len > DT_HTTP_ARG_MAX)
 				return 0;
+			n += len;
+		}
 		if (!n)
 			return 0;
 		args->name[args->nr] = pat + 1;

@@ -22,9 +22,11 @@
  * they run concurrently and must lock what they share.
  *
  * Routing: a route's pattern is literal text and {name} captures, each
- * matching one whole path segment of 1..DT_HTTP_ARG_MAX characters from
- * [A-Za-z0-9._~:@+=,-] (so no handler ever sees '/', '%', spaces, control
- * bytes or an overlong id in an argument); a segment outside that is no match.
+ * matching one whole path segment of 1..DT_HTTP_ARG_MAX bytes of what RFC
+ * 3986 allows unencoded in a segment ([A-Za-z0-9-._~!$&'()*+,;=:@]) and valid
+ * UTF-8 other than C1 controls (so no handler ever sees '/', '%', '?', '#',
+ * spaces, control bytes, invalid UTF-8 or an overlong id in an argument); a
+ * segment outside that is no match.
  * The first route in table order whose method and pattern match the whole
  * path runs, its captures in req->args (dt_http_arg()); no handler parses its
  * path.  A path that no pattern matches gets 404, one that some pattern
@@ -68,7 +70,7 @@
 #include "strbuf.h"
 
 #define DT_HTTP_MAX_ARGS 4     /* captures in one pattern */
-#define DT_HTTP_ARG_MAX 255     /* characters in one capture (a node name's limit) */
+#define DT_HTTP_ARG_MAX 255     /* bytes in one capture (a node name's limit) */
 
 /* the captures of a matched pattern, in pattern order */
 struct dt_http_args {

@@ -18,9 +18,10 @@
  * badly signed requests get 401 and change nothing.
  *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
- * path 404 (an id in a path is one segment of at most 255 characters from
- * [A-Za-z0-9._~:@+=,-], else the path is unknown); a known path with another
- * method 405 with an Allow header.
+ * path 404 (an id in a path is one segment of at most 255 bytes: what RFC
+ * 3986 allows unencoded in a segment, or valid UTF-8 other than C1 controls;
+ * else the path is unknown); a known path with another method 405 with an
+ * Allow header.
  *
  * Times in bodies are dt_timestamp() strings ("2026-11-22T10:00:00.123456Z")
  * and durations are milliseconds ("*_ms").

@@ -104,6 +104,12 @@ static void test_route_captures(void **state)
 	assert_int_equal(route("POST", "/v1/jobs/5/wait", &req, allow, sizeof(allow)), 4);
 	assert_int_equal(route("DELETE", "/v1/jobs/t.1_a-B~:@+=,", &req, allow, sizeof(allow)), 5);
 	assert_string_equal(dt_http_arg(&req, "id"), "t.1_a-B~:@+=,");
+	/* the rest of RFC 3986's segment characters, and UTF-8 (a sweep's name) */
+	assert_int_equal(route("GET", "/v1/jobs/a!$&'()*;b", &req, allow, sizeof(allow)), 2);
+	assert_string_equal(dt_http_arg(&req, "id"), "a!$&'()*;b");
+	assert_int_equal(route("GET", "/v1/jobs/caf\xc3\xa9-\xe2\x82\xac", &req, allow,
+			       sizeof(allow)), 2);
+	assert_string_equal(dt_http_arg(&req, "id"), "caf\xc3\xa9-\xe2\x82\xac");
 	/* two captures, in order */
 	assert_int_equal(route("GET", "/v1/a/one/b/two", &req, allow, sizeof(allow)), 6);
 	assert_int_equal(req.args.nr, 2);
@@ -156,8 +162,13 @@ static void test_route_bad_captures(void **state)
 {
 	static const char *const bad[] = {
 		"/v1/jobs/a b", "/v1/jobs/a%2Fb", "/v1/jobs/a\\b", "/v1/jobs/a\"b", "/v1/jobs/<x>",
-		"/v1/jobs/a\tb", "/v1/jobs/a\x1b[31m", "/v1/jobs/\xc3\xa9", "/v1/jobs/a?b=1",
-		"/v1/jobs/a#b", "/v1/jobs/a;b", "/v1/jobs/a*", "/v1/jobs/a\x7f",
+		"/v1/jobs/a\tb", "/v1/jobs/a\x1b[31m", "/v1/jobs/a?b=1", "/v1/jobs/a#b",
+		"/v1/jobs/a\x7f", "/v1/jobs/a\r\nb", "/v1/jobs/a[b]", "/v1/jobs/a{b}", "/v1/jobs/a|b",
+		"/v1/jobs/a^b", "/v1/jobs/a`b",
+		/* invalid UTF-8: a lone lead byte, a stray continuation, overlong '/',
+		 * a surrogate, and C1 controls (NEL, CSI) */
+		"/v1/jobs/a\xc3", "/v1/jobs/a\xc3(", "/v1/jobs/\xa9", "/v1/jobs/\xff",
+		"/v1/jobs/\xc0\xaf", "/v1/jobs/\xed\xa0\x80", "/v1/jobs/\xc2\x85", "/v1/jobs/\xc2\x9b",
 	};
 	struct dt_http_request req;
 	char allow[64], path[600];
@@ -178,6 +189,12 @@ static void test_route_bad_captures(void **state)
 	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), -404);
 	snprintf(path + 10 + DT_HTTP_ARG_MAX, sizeof(path) - 10 - DT_HTTP_ARG_MAX, "/cancel");
 	assert_int_equal(route("POST", path, &req, allow, sizeof(allow)), -404);
+	/* the limit is in bytes: a 2-byte character may not straddle it */
+	memset(path + 9, 'a', DT_HTTP_ARG_MAX);
+	memcpy(path + 9 + DT_HTTP_ARG_MAX - 1, "\xc3\xa9", 3);
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), -404);
+	memcpy(path + 9 + DT_HTTP_ARG_MAX - 2, "\xc3\xa9", 3);
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), 2);
 	/* a pattern with more captures than DT_HTTP_MAX_ARGS, or an unclosed
 	 * one, matches nothing */
 	assert_false(dt_http_pattern_match("/{a}/{b}/{c}/{d}/{e}", "/1/2/3/4/5", &req.args));

@@ -325,8 +325,14 @@ static void pub(struct dt_http_request *req, struct dt_http_response *resp, void
 	strbuf_addstr(&resp->text, "ok\n");
 }
 
+static void echo_arg(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	dt_http_json(resp, 200, json_pack("{s:s}", "x", dt_http_arg(req, "x")));
+}
+
 static const struct dt_http_route routes[] = {
 	{ "GET", "/v1/echo", 0, echo },
+	{ "GET", "/v1/echo/{x}", 0, echo_arg },
 	{ "DELETE", "/v1/echo", 0, echo },
 	{ "GET", "/pub", DT_ROUTE_PUBLIC, pub },
 };
@@ -500,9 +506,13 @@ static void flood(unsigned threads)
 	dt_httpd_stop(srv);
 }
 
-/* A signed request on a raw socket; the reply's head and body in buf. */
-static void raw_signed(int port, const struct dt_auth_key *key, const char *method,
-		       const char *path, char *buf, size_t size)
+/*
+ * A signed request for path on a raw socket, sent as `sent` (NULL: path; MHD
+ * decodes %XX before the server checks the signature); the reply's head and
+ * body in buf.
+ */
+static void raw_signed_as(int port, const struct dt_auth_key *key, const char *method,
+			  const char *path, const char *sent, char *buf, size_t size)
 {
 	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], req[1024];
 	long long deadline = now_ms() + 2000;
@@ -512,7 +522,7 @@ static void raw_signed(int port, const struct dt_auth_key *key, const char *meth
 	assert_int_equal(dt_auth_sign_request(key, method, path, "", 0, ts, nonce, sig), 0);
 	n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
 		     "Connection: close\r\n" DT_HDR_TIMESTAMP ": %s\r\n" DT_HDR_NONCE ": %s\r\n"
-		     DT_HDR_SIGNATURE ": %s\r\n\r\n", method, path, ts, nonce, sig);
+		     DT_HDR_SIGNATURE ": %s\r\n\r\n", method, sent ? sent : path, ts, nonce, sig);
 	assert_int_equal(write(fd, req, (size_t)n), n);
 	buf[0] = '\0';
 	while (now_ms() < deadline && len < size - 1) {
@@ -528,6 +538,12 @@ static void raw_signed(int port, const struct dt_auth_key *key, const char *meth
 		buf[len] = '\0';
 	}
 	close(fd);
+}
+
+static void raw_signed(int port, const struct dt_auth_key *key, const char *method,
+		       const char *path, char *buf, size_t size)
+{
+	raw_signed_as(port, key, method, path, NULL, buf, size);
 }
 
 /* a real server: 405 with an Allow header, 404 without one */
@@ -550,6 +566,18 @@ static void test_server_405_allow(void **state)
 	raw_signed(port, &key, "GET", "/v1/echo/", buf, sizeof(buf));
 	if (!strstr(buf, " 404 ") || strcasestr(buf, "\r\nAllow:"))
 		fail_msg("GET /v1/echo/: %s", buf);
+	/* a capture as MHD hands it over: raw UTF-8 and sub-delims as they are,
+	 * %XX decoded (so an encoded '/' is a '/', and no match) */
+	raw_signed(port, &key, "GET", "/v1/echo/caf\xc3\xa9(1)", buf, sizeof(buf));
+	if (!strstr(buf, " 200 ") || !strstr(buf, "\"x\":\"caf\\u00E9(1)\""))
+		fail_msg("GET /v1/echo/caf\xc3\xa9(1): %s", buf);
+	raw_signed_as(port, &key, "GET", "/v1/echo/caf\xc3\xa9", "/v1/echo/caf%C3%A9", buf,
+		      sizeof(buf));
+	if (!strstr(buf, " 200 ") || !strstr(buf, "\"x\":\"caf\\u00E9\""))
+		fail_msg("GET /v1/echo/caf%%C3%%A9: %s", buf);
+	raw_signed_as(port, &key, "GET", "/v1/echo/a/b", "/v1/echo/a%2Fb", buf, sizeof(buf));
+	if (!strstr(buf, " 404 "))
+		fail_msg("GET /v1/echo/a%%2Fb: %s", buf);
 	dt_httpd_stop(srv);
 }
 

@@ -405,30 +405,30 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, agent_inventory(a));
 }
 
-static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/*
+ * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
+ * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
+ */
+static int task_start(struct agent *a, const json_t *req, json_t **out, struct strbuf *msg)
 {
-	struct agent *a = data;
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
-	const char *id = json_get_str(req->json, "id", NULL);
+	const char *id = json_get_str(req, "id", NULL);
 	char gen[TASK_ID_MAX + 1];
 	struct task *t;
 	json_t *spec;
 	struct stat st;
 	pid_t sup;
+	int code = 201;
 
-	if (!req->json) {
-		dt_http_error(resp, 400, "a task request needs a JSON body with 'argv'");
-		return;
+	if (json_object_get(req, "id") && !task_id_valid(id)) {
+		strbuf_addstr(msg, "task id must match [A-Za-z0-9._-]{1,64}");
+		return 400;
 	}
-	if (json_object_get(req->json, "id") && !task_id_valid(id)) {
-		dt_http_error(resp, 400, "task id must match [A-Za-z0-9._-]{1,64}");
-		return;
-	}
-	spec = task_spec_validate(req->json, &err);
+	spec = task_spec_validate(req, &err);
 	if (!spec) {
-		dt_http_error(resp, 400, "%s", err.buf);
+		strbuf_addbuf(msg, &err);
 		strbuf_release(&err);
-		return;
+		return 400;
 	}
 	if (!id) {
 		char hex[DT_NONCE_HEX];
@@ -440,11 +440,10 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	pthread_mutex_lock(&a->lock);
 	task_path(&path, a->dir.buf, id);
 	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
-		pthread_mutex_unlock(&a->lock);
-		dt_http_error(resp, 409, "task '%s' already exists on node '%s'", id, a->name);
+		strbuf_addf(msg, "task '%s' already exists on node '%s'", id, a->name);
 		json_decref(spec);
-		strbuf_release(&path);
-		return;
+		code = 409;
+		goto out;
 	}
 	t = xmalloc(sizeof(*t));
 	task_init(t);
@@ -454,12 +453,11 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	t->created_us = dt_now_us();
 	t->changed_ms = dt_mono_ms();
 	if (dt_random_hex(t->marker, TASK_MARKER_HEX / 2) < 0 || task_save(a->dir.buf, t) < 0) {
-		pthread_mutex_unlock(&a->lock);
-		dt_http_error(resp, 500, "cannot write '%s': %s", path.buf, strerror(errno));
+		strbuf_addf(msg, "cannot write '%s': %s", path.buf, strerror(errno));
 		task_release(t);
 		free(t);
-		strbuf_release(&path);
-		return;
+		code = 500;
+		goto out;
 	}
 	sup = supervisor_spawn(a->sup_exe, a->o.home, id);
 	if (sup <= 0) {
@@ -473,10 +471,64 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	t->sup_pid = sup > 0 ? sup : 0;
 	task_table_add(&a->tt, t);
 	a->tasks_started++;
-	dt_http_json(resp, 201, json_pack("{s:o}", "task", task_to_json(t, 1)));
+	*out = task_to_json(t, 1);
 	kick_heartbeat(a);
+out:
 	pthread_mutex_unlock(&a->lock);
 	strbuf_release(&path);
+	return code;
+}
+
+/* POST /v1/tasks: one task, or {"tasks": [...]}, each started as if alone */
+static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct strbuf msg = STRBUF_INIT;
+	json_t *batch = req->json ? json_object_get(req->json, "tasks") : NULL, *one = NULL, *res;
+	json_t *v;
+	size_t i;
+	int code;
+
+	if (!req->json) {
+		dt_http_error(resp, 400,
+			      "a task request needs a JSON body with 'argv' (or 'tasks')");
+		return;
+	}
+	if (!batch) {
+		code = task_start(a, req->json, &one, &msg);
+		if (code == 201)
+			dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
+		else
+			dt_http_error(resp, code, "%s", msg.buf);
+		strbuf_release(&msg);
+		return;
+	}
+	if (!json_is_array(batch) || !json_array_size(batch) ||
+	    json_array_size(batch) > DT_TASKS_BATCH_MAX || json_object_size(req->json) != 1) {
+		dt_http_error(resp, 400, "'tasks' must be the only key, an array of 1 to %d task "
+			      "requests", DT_TASKS_BATCH_MAX);
+		return;
+	}
+	json_array_foreach(batch, i, v)
+		if (!json_is_object(v)) {
+			dt_http_error(resp, 400, "tasks[%zu] is not a JSON object (nothing started)",
+				      i);
+			return;
+		}
+	res = json_array();
+	json_array_foreach(batch, i, v) {
+		strbuf_reset(&msg);
+		one = NULL;
+		code = task_start(a, v, &one, &msg);
+		if (code == 201)
+			json_array_append_new(res, json_pack("{s:i,s:o}", "status", code, "task",
+							     one));
+		else
+			json_array_append_new(res, json_pack("{s:i,s:s}", "status", code, "error",
+							     msg.buf));
+	}
+	dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "tasks", res));
+	strbuf_release(&msg);
 }
 
 static void h_task_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -500,9 +552,10 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	struct task *t;
 
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 	} else {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
@@ -524,9 +577,10 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 		goto out;
 	}
 	task_refresh(a, t);
@@ -745,14 +799,14 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 }
 
 static const struct dt_http_route routes[] = {
-	{ "POST", DT_PATH_PORTS, 0, 0, h_ports },
-	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "GET", DT_PATH_INVENTORY, 0, 0, h_inventory },
-	{ "POST", DT_PATH_TASKS, 0, 0, h_task_start },
-	{ "GET", DT_PATH_TASKS, 0, 0, h_task_list },
-	{ "GET", DT_PATH_TASK_PREFIX, 1, 0, h_task_get },
-	{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, h_task_stop },
-	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+	{ "POST", DT_PATH_PORTS, 0, h_ports },
+	{ "GET", DT_PATH_STATUS, 0, h_status },
+	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
+	{ "POST", DT_PATH_TASKS, 0, h_task_start },
+	{ "GET", DT_PATH_TASKS, 0, h_task_list },
+	{ "GET", DT_PATH_TASK, 0, h_task_get },
+	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
+	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
 /* ------------------------------------------------------------ heartbeats */

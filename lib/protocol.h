@@ -18,7 +18,10 @@
  * badly signed requests get 401 and change nothing.
  *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
- * path 404; a known path with another method 405.
+ * path 404 (an id in a path is one segment of at most 255 bytes: what RFC
+ * 3986 allows unencoded in a segment, or valid UTF-8 other than C1 controls;
+ * else the path is unknown); a known path with another method 405 with an
+ * Allow header.
  *
  * Versions: every signed request carries X-DT-Protocol: DT_PROTOCOL_VERSION
  * (absent: 1, the version before the header), and every JSON reply starts
@@ -41,7 +44,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 1
+#define DT_PROTOCOL_VERSION 2
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -89,6 +92,17 @@
  *                    and pids also as cgroup limits where a cgroup is made),
  *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
  *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ * POST /v1/tasks                      start several tasks (dtsched: all the
+ *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
+ *                                      TASKREQ is the body above; 1 to
+ *                                      DT_TASKS_BATCH_MAX of them, "tasks" the only key
+ *   -> 200 {protocol, node, tasks: [{status: 201, task: TASK} |
+ *                                   {status: 400|409|500, error}]}
+ *      one result per request, in order; each is started (or refused) exactly
+ *      as it would be alone, so a refused one leaves the others started.
+ *      400 for the whole request (nothing started) when "tasks" is not such
+ *      an array of objects.  (Agents of protocol 1 before this form answer
+ *      400: 'argv' missing.)
  *
  * GET /v1/tasks                       -> {protocol, node, tasks: [TASK...]}
  * GET /v1/tasks/<id>                  -> {protocol, task: TASK}   404 if unknown
@@ -114,7 +128,9 @@
  *             detail, since}]} (agent/health.h; sent once heartbeats run)}
  */
 #define DT_PATH_TASKS "/v1/tasks"
+#define DT_TASKS_BATCH_MAX 256
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
+#define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
 #define DT_PATH_INVENTORY "/v1/inventory"
 
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
@@ -268,6 +284,10 @@
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
+/* route patterns (lib/httpd.h): {name} is one path segment */
+#define DT_PATH_NODE DT_PATH_NODE_PREFIX "{name}"
+#define DT_PATH_NODE_DRAIN DT_PATH_NODE DT_PATH_DRAIN_SUFFIX
+#define DT_PATH_NODE_RESUME DT_PATH_NODE DT_PATH_RESUME_SUFFIX
 #define DT_HEARTBEAT_RECENT_S 60
 
 /* Jobs (dtctl <-> dtsched) ---------------------------------------------------
@@ -316,11 +336,17 @@
  *        task (rank -1) and then every rank, from <job_dir>/ranks/<r>.json.
  * Every transition is in SQLite before it is acted on, and <job_dir>/state
  * (one word) and <job_dir>/placement.json are rewritten atomically with it.
+ * <job_dir>/plan.json is the launch plan (scheduler/launch.h, the dry run's
+ * "plan") of the latest attempt, written before its tasks are started.
  */
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"
 #define DT_PATH_WAIT_SUFFIX "/wait"
+/* route patterns (lib/httpd.h) */
+#define DT_PATH_JOB DT_PATH_JOB_PREFIX "{id}"
+#define DT_PATH_JOB_CANCEL DT_PATH_JOB DT_PATH_CANCEL_SUFFIX
+#define DT_PATH_JOB_WAIT DT_PATH_JOB DT_PATH_WAIT_SUFFIX
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"
@@ -357,6 +383,11 @@
 #define DT_PATH_PAUSE_SUFFIX "/pause"
 #define DT_PATH_STOP_SUFFIX "/stop"
 /* and DT_PATH_RESUME_SUFFIX "/resume" (nodes) */
+/* route patterns (lib/httpd.h): {id} is a sweep id or name */
+#define DT_PATH_SWEEP DT_PATH_SWEEP_PREFIX "{id}"
+#define DT_PATH_SWEEP_PAUSE DT_PATH_SWEEP DT_PATH_PAUSE_SUFFIX
+#define DT_PATH_SWEEP_RESUME DT_PATH_SWEEP DT_PATH_RESUME_SUFFIX
+#define DT_PATH_SWEEP_STOP DT_PATH_SWEEP DT_PATH_STOP_SUFFIX
 
 #define DT_SWEEP_RUNNING "RUNNING"
 #define DT_SWEEP_PAUSED "PAUSED"

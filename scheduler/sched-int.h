@@ -1,7 +1,8 @@
 /*
  * sched-int.h - dtsched's internals shared by sched.c (nodes, heartbeats,
- * SQLite) and jobs.c (the job queue, placement, launch and lifecycle).
- * Not a public API: only scheduler/ includes it.
+ * SQLite), the jobs files (jobs.c, jobs-queue.c, jobs-launch.c, jobs-api.c:
+ * the job queue, placement, launch and lifecycle; what only they share is in
+ * jobs-int.h) and sweeps.c.  Not a public API: only scheduler/ includes it.
  *
  * Locking: s->lock guards everything below except the fields marked
  * "main thread", which only the thread running sched_run()'s loop touches.
@@ -159,10 +160,10 @@ void sched_wake(struct sched *s);
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */
 void jobs_release(struct sched *s);
 void jobs_step(struct sched *s);         /* main thread, lock NOT held: schedule, launch, check */
-extern const struct dt_http_route jobs_routes[];
+extern const struct dt_http_route jobs_routes[];     /* jobs-api.c */
 extern const size_t jobs_nr_routes;
 
-/* jobs.c, the internal API sweeps.c uses (lock held for all of them) */
+/* jobs-api.c, the internal API sweeps.c uses (lock held for all of them) */
 struct job_view {
 	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;

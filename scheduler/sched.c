@@ -1308,44 +1308,40 @@ static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, 
 	resp->content_type = "application/json";
 }
 
-static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/* GET /v1/nodes/<name>, and drain/resume (drain: 1, 0; -1 = only show it) */
+static void node_reply(struct sched *s, struct dt_http_request *req,
+		       struct dt_http_response *resp, int drain)
 {
-	struct sched *s = data;
-	const char *p = req->param, *action = NULL;
-	char name[256];
-	size_t len = strcspn(p, "/");
+	const char *name = dt_http_arg(req, "name");
 	struct node *n;
 
-	if (len >= sizeof(name)) {
-		dt_http_error(resp, 404, "no such node");
-		return;
-	}
-	memcpy(name, p, len);
-	name[len] = '\0';
-	if (p[len])
-		action = p + len;
-	if ((!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") && (!action || (strcmp(action, DT_PATH_DRAIN_SUFFIX) &&
-							  strcmp(action, DT_PATH_RESUME_SUFFIX))))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
 	pthread_mutex_lock(&s->lock);
 	n = node_find(s, name);
 	if (!n) {
 		dt_http_error(resp, 404, "no node '%s' (known nodes are those whose agent has sent a heartbeat)", name);
 	} else {
-		if (action) {
-			int drain = !strcmp(action, DT_PATH_DRAIN_SUFFIX);
-
-			if (n->drained != drain) {
-				dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
-				node_set_drained(s, n, drain ? "by dtctl drain" : NULL);
-			}
+		if (drain >= 0 && n->drained != drain) {
+			dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
+			node_set_drained(s, n, drain ? "by dtctl drain" : NULL);
 		}
 		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, -1);
+}
+
+static void h_node_drain(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, 1);
+}
+
+static void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, 0);
 }
 
 static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -1492,13 +1488,14 @@ void sched_wake(struct sched *s)
 }
 
 static const struct dt_http_route base_routes[] = {
-	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "POST", DT_PATH_HEARTBEAT, 0, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
-	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
-	{ "GET", DT_PATH_NODE_PREFIX, 1, 0, h_node },
-	{ "POST", DT_PATH_NODE_PREFIX, 1, 0, h_node },
-	{ "GET", DT_PATH_TASKS, 0, 0, h_tasks },
-	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+	{ "GET", DT_PATH_STATUS, 0, h_status },
+	{ "POST", DT_PATH_HEARTBEAT, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
+	{ "GET", DT_PATH_NODES, 0, h_nodes },
+	{ "GET", DT_PATH_NODE, 0, h_node },
+	{ "POST", DT_PATH_NODE_DRAIN, 0, h_node_drain },
+	{ "POST", DT_PATH_NODE_RESUME, 0, h_node_resume },
+	{ "GET", DT_PATH_TASKS, 0, h_tasks },
+	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
 /* ------------------------------------------------------------------ run */

@@ -1762,23 +1762,14 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }
 
-static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/* GET /v1/sweeps/<id or name> (action NULL) and POST .../pause, /resume, /stop
+ * (action DT_PATH_*_SUFFIX) */
+static void sweep_reply(struct dt_http_request *req, struct dt_http_response *resp,
+			struct sched *s, const char *action)
 {
-	struct sched *s = data;
-	char id[128];
-	size_t len = strcspn(req->param, "/");
-	const char *action = req->param[len] ? req->param + len : NULL;
+	const char *id = dt_http_arg(req, "id");
 	struct sweep *w;
 
-	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") &&
-	     (!action || (strcmp(action, DT_PATH_PAUSE_SUFFIX) && strcmp(action, DT_PATH_RESUME_SUFFIX) &&
-			  strcmp(action, DT_PATH_STOP_SUFFIX))))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
-	memcpy(id, req->param, len);
-	id[len] = '\0';
 	pthread_mutex_lock(&s->lock);
 	w = sweep_find(s, id);
 	if (!w) {
@@ -1821,11 +1812,33 @@ out:
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, NULL);
+}
+
+static void h_sweep_pause(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_PAUSE_SUFFIX);
+}
+
+static void h_sweep_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_RESUME_SUFFIX);
+}
+
+static void h_sweep_stop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_STOP_SUFFIX);
+}
+
 const struct dt_http_route sweeps_routes[] = {
-	{ "POST", DT_PATH_SWEEPS, 0, 0, h_create },
-	{ "GET", DT_PATH_SWEEPS, 0, 0, h_list },
-	{ "GET", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
-	{ "POST", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
+	{ "POST", DT_PATH_SWEEPS, 0, h_create },
+	{ "GET", DT_PATH_SWEEPS, 0, h_list },
+	{ "GET", DT_PATH_SWEEP, 0, h_sweep },
+	{ "POST", DT_PATH_SWEEP_PAUSE, 0, h_sweep_pause },
+	{ "POST", DT_PATH_SWEEP_RESUME, 0, h_sweep_resume },
+	{ "POST", DT_PATH_SWEEP_STOP, 0, h_sweep_stop },
 };
 const size_t sweeps_nr_routes = ARRAY_SIZE(sweeps_routes);
 

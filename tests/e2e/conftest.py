@@ -532,6 +532,18 @@ class HeadCluster:
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)["job"]
 
+    def wait_job(self, job, states, timeout=60):
+        """`dtctl show --json job` once its state is one of states."""
+        import time
+        deadline = time.time() + timeout
+        while True:
+            j = self.show(job)
+            if j["state"] in states:
+                return j
+            assert time.time() < deadline, "job %s not %s after %ss: %s" % (job, states,
+                                                                           timeout, j)
+            time.sleep(0.2)
+
     def shutdown(self):
         """Cancel what still runs, stop the agents and dtsched."""
         for j in self.jobs():

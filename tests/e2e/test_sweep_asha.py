@@ -18,7 +18,10 @@ max_iter 27), on what dtsched really did:
 """
 
 import json
+import os
+import signal
 import sqlite3
+import time
 
 from test_sweep import PY, cluster  # noqa: F401  (cluster: the module fixture, reused)
 
@@ -139,3 +142,127 @@ job: {name: ashapar, procs_per_node: 1, command: [%s, %s]}
 def reports_at(reports, trial, epoch):
     """The value trial recorded at the rung at `epoch`: its first report at or past it."""
     return next(v for t, e, v in reports if t == trial and e >= epoch)
+
+
+# ----------------------------------------------------------------------------- promotion
+
+# A trial that checkpoints: after each epoch it writes the epoch to $DT_JOB_DIR/ckpt/epoch
+# (temp file + rename), then reports; with DT_RESUME (a promoted trial: the ckpt dir of the
+# job it paused in; a retried job: the checkpoint file) it continues after that epoch.
+CKPT_TRIAL = r'''
+import json, os, time
+i = int(os.environ["DT_PARAM_I"])
+a, b = ((7 * i) %% 9) / 9.0, 0.5 + ((5 * i) %% 4) / 4.0
+ck = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
+os.makedirs(ck, exist_ok=True)
+start, r = 0, os.environ.get("DT_RESUME")
+if r:
+    with open(os.path.join(r, "epoch") if os.path.isdir(r) else r) as f:
+        start = int(f.read())
+    print("resumed from epoch %%d" %% start, flush=True)
+for e in range(start + 1, %d + 1):
+    time.sleep(%r - time.time() %% %r)
+    with open(os.path.join(ck, "epoch.tmp"), "w") as f:
+        f.write(str(e))
+    os.replace(os.path.join(ck, "epoch.tmp"), os.path.join(ck, "epoch"))
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": a + b / e}), flush=True)
+'''
+
+
+def promotion_sweep(cluster, name):  # noqa: F811
+    """Submit the 9-trial promotion sweep `name` (below); returns its id."""
+    script = cluster.write("ckpt_trial.py", CKPT_TRIAL % (9, TICK, TICK))
+    f = cluster.sweep_file(name + ".yaml", """
+method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  i: {values: [4, 7, 1, 8, 0, 5, 2, 6, 3]}
+early_terminate: {type: hyperband, min_iter: 1, eta: 3, max_iter: 9}
+checkpoint: true
+job: {name: ashaprom, procs_per_node: 1, command: [%s, %s]}
+""" % (PY, script))
+    return cluster.submit(f)
+
+
+def check_promotion(cluster, sid, name):  # noqa: F811
+    """What every promotion sweep must show at its end (see the test below)."""
+    ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED", "STOPPED"], 120)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert ex["sweep"]["asha_mode"] == "promote"
+    trials = {t["trial"]: t for t in ex["trials"]}
+    states = sorted(t["state"] for t in trials.values())
+    assert set(states) <= {"COMPLETED", "PRUNED"}, [(t["trial"], t["state"], t["reason"])
+                                                   for t in trials.values()]
+    assert states.count("COMPLETED") >= 1, states
+    for t in trials.values():
+        epochs = [m["epoch"] for m in t["metrics"]]
+        # continued, never restarted: each epoch reported once, in order
+        assert epochs == list(range(1, len(epochs) + 1)), (t["trial"], epochs)
+        if t["state"] == "COMPLETED":
+            assert epochs[-1] == 9, t
+        else:
+            assert t["reason"].startswith("not promoted past"), t
+    reached = [sum(1 for t in trials.values() if len(t["metrics"]) >= r) for r in (1, 3, 9)]
+    assert reached[0] == 9 and reached[1] >= 3 and reached[2] >= 1, reached
+    rungs = ex["sweep"]["rungs"]
+    assert [r["resource"] for r in rungs] == [1.0, 3.0], rungs
+    assert rungs[0]["reached"] == 9 and rungs[0]["went_on"] >= 3, rungs
+
+    # each promoted trial ran as several jobs; every later one resumed where the last stopped
+    jobs = sorted((j for j in cluster.jobs() if j["name"].startswith(name + "-t")),
+                  key=lambda j: j["id"])
+    promoted = 0
+    for no, t in trials.items():
+        runs = [j for j in jobs if j["name"] == "%s-t%d" % (name, no)]
+        assert runs, (no, jobs)
+        last = 0
+        for k, j in enumerate(runs):
+            log = (cluster.fc.shared / "jobs" / j["id"] / "logs" / "0.log").read_text()
+            got = [json.loads(line.split("DTCTL_METRIC ", 1)[1])["epoch"]
+                   for line in log.splitlines() if "DTCTL_METRIC " in line]
+            if k:
+                assert "resumed from epoch %d" % last in log, (no, j["id"], last, log)
+                promoted += 1
+            else:
+                assert "resumed from" not in log, log
+            assert got and got[0] == last + 1, (no, j["id"], last, got)
+            last = got[-1]
+        assert last == len(t["metrics"]), (no, last, t["metrics"])
+    assert promoted >= 3 + 1, promoted   # at least 3 from epoch 1, 1 from epoch 3
+    return ex
+
+
+def test_promotion_resumes_trials_from_their_checkpoints(cluster):  # noqa: F811
+    """`checkpoint: true`: ASHA's promotion variant.  9 trials, eta 3, rungs at epochs 1
+    and 3, max_iter 9.  Every trial pauses at its rung (its job stopped, its slot freed);
+    the top 1/eta of a rung are promoted, each resumed as a new job from the checkpoint of
+    the job it paused in: its log says "resumed from epoch N", N the last epoch it
+    reported, and its epochs go on from there (never restarted).  At least floor(9/3^k)
+    trials reach rung k, one or more train to the end, the others end PRUNED (never
+    promoted)."""
+    sid = promotion_sweep(cluster, "asha-promote")
+    check_promotion(cluster, sid, "asha-promote")
+    p = cluster.dtctl("sweep", "status", sid)
+    assert p.returncode == 0, p.stderr
+    assert "ASHA: promote (checkpoint: true)" in p.stdout, p.stdout
+
+
+def test_promotion_survives_kill_9_of_dtsched(cluster):  # noqa: F811
+    """dtsched killed while trials wait at a rung and a promoted one runs: the restarted
+    one knows which trials are paused (the trials table) and what the rungs hold (the
+    reports, replayed), and the sweep ends as an uninterrupted one would."""
+    sid = promotion_sweep(cluster, "asha-crash")
+    deadline = time.time() + 30
+    while True:
+        ex = cluster.export(sid)
+        st = [t["state"] for t in ex["trials"]]
+        if "PAUSED" in st and any(t["state"] in ("PENDING", "RUNNING") and t["metrics"]
+                                  for t in ex["trials"]):
+            break
+        assert time.time() < deadline, ex
+        time.sleep(0.05)
+    pid = int((cluster.home / "dtsched.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(1.0)
+    assert cluster.dtctl("head", "start").returncode == 0
+    check_promotion(cluster, sid, "asha-crash")

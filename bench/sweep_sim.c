@@ -230,12 +230,17 @@ static double trial_epoch_time(int seed, int trial, double sigma)
 	return exp(sigma * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
 }
 
-/* A worker and the trial it runs (trial 0: idle). */
-struct worker {
+/* A trial: its suggestion, its curve, its epoch time, the epochs it ran. */
+struct trial {
 	struct suggestion sg;
-	int trial, epoch;           /* epochs finished */
-	double f, amp, rate;
-	double epoch_time, end;     /* when the running epoch ends */
+	double f, amp, rate, epoch_time;
+	int epoch;
+};
+
+/* A worker and the trial it runs (0: idle), whose running epoch ends at `end`. */
+struct worker {
+	int trial;
+	double end;
 };
 
 /* The busy worker whose epoch ends first (the lowest index on a tie), or NULL. */
@@ -249,36 +254,55 @@ static struct worker *next_event(struct worker *w, int n)
 	return first;
 }
 
-/* What starting a trial needs: the search, the objective and the budget. */
+/* What starting a trial needs: the search, the objective, the budget, the trials. */
 struct sim {
 	struct search *search;
 	const struct objective *obj;
-	int budget, used, trials, seed;
+	struct asha *asha;
+	int budget, used, seed;
 	double sigma;
+	struct trial *t;     /* t[id - 1] */
+	size_t nr, alloc;
 };
 
 /*
- * Give an idle worker the next suggestion and start its first epoch, if
- * the budget allows one (else, or when a grid is exhausted, it stays idle).
+ * Give an idle worker a trial and start its next epoch, if the budget
+ * allows one (else, or when a grid is exhausted, it stays idle): with
+ * promotion a paused trial ASHA promotes, else the next suggestion.
  */
 static void worker_start(struct worker *w, struct sim *sim)
 {
-	if (sim->used >= sim->budget || search_suggest(sim->search, &w->sg))
+	struct trial *t;
+	int id = 0;
+
+	if (sim->used >= sim->budget)
 		return;
-	w->trial = ++sim->trials;
-	w->epoch = 0;
-	sim->obj->curve(&w->sg, &w->f, &w->amp, &w->rate);
-	w->epoch_time = trial_epoch_time(sim->seed, w->trial, sim->sigma);
-	w->end += w->epoch_time;   /* from the moment the worker freed */
+	if (sim->asha && asha_get_promotion(sim->asha))
+		id = asha_promote_next(sim->asha, 0);
+	if (!id) {
+		ALLOC_GROW(sim->t, sim->nr + 1, sim->alloc);
+		t = &sim->t[sim->nr];
+		memset(t, 0, sizeof(*t));
+		t->sg = (struct suggestion)SUGGESTION_INIT;
+		if (search_suggest(sim->search, &t->sg)) {
+			suggestion_release(&t->sg);
+			return;
+		}
+		id = (int)++sim->nr;
+		sim->obj->curve(&t->sg, &t->f, &t->amp, &t->rate);
+		t->epoch_time = trial_epoch_time(sim->seed, id, sim->sigma);
+	}
+	w->trial = id;
+	w->end += sim->t[id - 1].epoch_time;   /* from the moment the worker freed */
 	sim->used++;
 }
 
-static void trace_trial(const struct worker *w, double v, double best, double now)
+static void trace_trial(int id, const struct trial *t, double v, double best, double now)
 {
-	fprintf(stderr, "trial %d epochs %d value %.5g f %.5g best %.5g time %.4g", w->trial,
-		w->epoch, v, w->f, best, now);
-	for (size_t i = 0; i < w->sg.nr; i++)
-		fprintf(stderr, " %s=%s", w->sg.items[i].name, w->sg.items[i].value);
+	fprintf(stderr, "trial %d epochs %d value %.5g f %.5g best %.5g time %.4g", id,
+		t->epoch, v, t->f, best, now);
+	for (size_t i = 0; i < t->sg.nr; i++)
+		fprintf(stderr, " %s=%s", t->sg.items[i].name, t->sg.items[i].value);
 	fputc('\n', stderr);
 }
 
@@ -290,7 +314,7 @@ int main(int argc, const char **argv)
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
 	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
 	double gamma = -1, bandwidth = -1, cat_beta = NAN, check_gamma = 0.5, check_widen = 3;
-	int check_trials = 0, grace = 1, nr_workers = 4;
+	int check_trials = 0, grace = 1, nr_workers = 4, promote = 0;
 	double sigma = 0.5;
 	const char *method = "bayes";
 	struct option opts[] = {
@@ -313,6 +337,8 @@ int main(int argc, const char **argv)
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
 		OPT_INT(0, "grace", &grace, "ASHA grace rule (1, the default; 0: the rule of the figures "
 			"before the sweep conformance issue)"),
+		OPT_BOOL(0, "promote", &promote, "ASHA's promotion variant (checkpoint: true): a trial "
+			 "pauses at each rung and is resumed when promoted"),
 		OPT_INT(0, "rung-check", &check_trials,
 			"ASHA rung check: trials in rungs k and k+1 needed (0: off)"),
 		OPT_DOUBLE(0, "rung-check-gamma", &check_gamma,
@@ -371,37 +397,40 @@ int main(int argc, const char **argv)
 		asha_set_min_peers(a, min_peers);
 	if (a)
 		asha_set_grace(a, grace);
+	if (a)
+		asha_set_promotion(a, promote);
 	if (a && check_trials > 0)
 		asha_set_rung_check(a, check_trials, check_gamma, check_widen);
 	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));
 
-	sim = (struct sim){ .search = s, .obj = obj, .budget = budget, .seed = seed, .sigma = sigma };
+	sim = (struct sim){ .search = s, .obj = obj, .asha = a, .budget = budget, .seed = seed,
+			    .sigma = sigma };
 	workers = xcalloc(nr_workers, sizeof(*workers));
-	for (int i = 0; i < nr_workers; i++)
-		workers[i].sg = (struct suggestion)SUGGESTION_INIT;
 	for (int i = 0; i < nr_workers; i++)
 		worker_start(&workers[i], &sim);
 	while ((w = next_event(workers, nr_workers))) {
-		int e = ++w->epoch, end = 0;
-		double v = w->f + w->amp * pow(e, -w->rate) + obj->noise * rng_gauss(&noise);
+		struct trial *t = &sim.t[w->trial - 1];
+		int e = ++t->epoch, end = 0;
+		double v = t->f + t->amp * pow(e, -t->rate) + obj->noise * rng_gauss(&noise);
 
 		now = w->end;
 		best = fmin(best, v);
 		if (e == epochs) {
-			search_observe_at(s, &w->sg, v, SEARCH_COMPLETED, e);
+			search_observe_at(s, &t->sg, v, SEARCH_COMPLETED, e);
 			full++;
 			end = 1;
-		} else if (a && asha_report(a, w->trial, e, v) == ASHA_PRUNE) {
-			search_observe_at(s, &w->sg, v, SEARCH_PRUNED, e);
+		} else if (a && asha_report(a, w->trial, e, v) != ASHA_CONTINUE) {
+			/* pruned, or paused at a rung (it may be promoted later) */
+			search_observe_at(s, &t->sg, v, SEARCH_PRUNED, e);
 			end = 1;
 		} else if (sim.used >= budget) {
 			end = 1;   /* cut off: the budget is spent */
 		}
 		if (trace && end)
-			trace_trial(w, v, best, now);
+			trace_trial(w->trial, t, v, best, now);
 		if (!end) {
 			sim.used++;
-			w->end += w->epoch_time;
+			w->end += t->epoch_time;
 		} else {
 			w->trial = 0;
 			worker_start(w, &sim);
@@ -414,9 +443,10 @@ int main(int argc, const char **argv)
 		fprintf(stderr, "rung %zu/%zu agreement: gamma %.3f over %zu trials\n", k, k + 1, g, m);
 	}
 	printf("best=%.10g regret=%.10g trials=%d epochs=%d full=%d time=%.4g\n", best,
-	       best - obj->f_star, sim.trials, sim.used, full, now);
-	for (int i = 0; i < nr_workers; i++)
-		suggestion_release(&workers[i].sg);
+	       best - obj->f_star, (int)sim.nr, sim.used, full, now);
+	for (size_t i = 0; i < sim.nr; i++)
+		suggestion_release(&sim.t[i].sg);
+	free(sim.t);
 	free(workers);
 	search_free(s);
 	asha_free(a);

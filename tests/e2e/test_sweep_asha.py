@@ -241,6 +241,10 @@ def test_promotion_resumes_trials_from_their_checkpoints(cluster):  # noqa: F811
     trials reach rung k, one or more train to the end, the others end PRUNED (never
     promoted)."""
     sid = promotion_sweep(cluster, "asha-promote")
+    p = cluster.dtctl("validate", "--json", cluster.tmp / "asha-promote.yaml")
+    assert p.returncode == 0, p.stderr
+    v = json.loads(p.stdout)["files"][0]
+    assert v["checkpoint"] is True and v["early_terminate"]["mode"] == "promote", v
     check_promotion(cluster, sid, "asha-promote")
     p = cluster.dtctl("sweep", "status", sid)
     assert p.returncode == 0, p.stderr

@@ -337,8 +337,8 @@ int main(int argc, const char **argv)
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
 		OPT_INT(0, "grace", &grace, "ASHA grace rule (1, the default; 0: the rule of the figures "
 			"before the sweep conformance issue)"),
-		OPT_BOOL(0, "promote", &promote, "ASHA's promotion variant (checkpoint: true): a trial "
-			 "pauses at each rung and is resumed when promoted"),
+		OPT_BOOL(0, "promote", &promote, "ASHA's promotion variant (checkpoint: true): "
+			 "a trial pauses at each rung and is resumed when promoted"),
 		OPT_INT(0, "rung-check", &check_trials,
 			"ASHA rung check: trials in rungs k and k+1 needed (0: off)"),
 		OPT_DOUBLE(0, "rung-check-gamma", &check_gamma,

@@ -472,8 +472,8 @@ static int cmd_status(const char *id, int json)
 
 		if (mode)
 			printf("ASHA: %s\n", !strcmp(mode, "promote") ?
-			       "promote (checkpoint: true): a trial pauses at each rung and resumes "
-			       "from its checkpoint when in the top 1/eta there" :
+			       "promote (checkpoint: true): a trial pauses at each rung and "
+			       "resumes from its checkpoint when in the top 1/eta there" :
 			       "stop: a trial not in the top 1/eta at a rung is pruned (grace for "
 			       "the first eta there and the best)");
 

@@ -605,7 +605,8 @@ struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed
 
 /*
  * The sweep's ASHA: a real eta, W&B's bands as the rungs when the file
- * has `s`, promotion when the trials checkpoint.  NULL when the config is out of range (the loader refuses that).
+ * has `s`, promotion when the trials checkpoint.  NULL when the config is
+ * out of range (the loader refuses that).
  */
 static struct asha *sweep_asha_new(const struct sweep_config *cfg)
 {
@@ -649,7 +650,7 @@ struct trial {
 	long long created_us, ended_us;
 	long long mf_off, log_off;    /* bytes of metrics.jsonl / logs/0.log read */
 	int resubmits;
-	int stop_pending;         /* PRUNED/PAUSED/CANCELLED: its job may still have to be stopped */
+	int stop_pending;         /* PRUNED/PAUSED/CANCELLED: its job may still need stopping */
 	char *resume;             /* promoted: DT_RESUME, the ckpt dir of the job it paused in */
 	int nreports;
 	json_t *metrics;          /* the reports, in order */
@@ -1060,10 +1061,13 @@ static void sweeps_load(struct sched *s)
 		w->search = sweep_replay_search(&w->cfg, w->seed, rt, w->nr, &err);
 		w->asha = sweep_replay_asha(&w->cfg, w->replay, w->nr_replay);
 		/* promotion: which trials wait at a rung is the trials table's to say */
-		for (size_t k = 0; w->asha && asha_get_promotion(w->asha) && k < w->nr; k++)
-			asha_set_trial(w->asha, w->t[k]->no,
-				       !strcmp(w->t[k]->state, DT_TRIAL_PAUSED) ? ASHA_TRIAL_PAUSED :
-				       !trial_final(w->t[k]) ? ASHA_TRIAL_RUNNING : ASHA_TRIAL_DONE);
+		for (size_t k = 0; w->asha && asha_get_promotion(w->asha) && k < w->nr; k++) {
+			const struct trial *t = w->t[k];
+
+			asha_set_trial(w->asha, t->no,
+				       !strcmp(t->state, DT_TRIAL_PAUSED) ? ASHA_TRIAL_PAUSED :
+				       !trial_final(t) ? ASHA_TRIAL_RUNNING : ASHA_TRIAL_DONE);
+		}
 		free(w->replay);
 		w->replay = NULL;
 		w->nr_replay = w->alloc_replay = 0;
@@ -1360,7 +1364,8 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 				t->stop_pending = 0;
 			else if (!v.cancelled)
 				jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ?
-					    "pruned by the sweep" : !strcmp(t->state, DT_TRIAL_PAUSED) ?
+					    "pruned by the sweep" :
+					    !strcmp(t->state, DT_TRIAL_PAUSED) ?
 					    "paused by the sweep at a rung" : "the sweep was stopped");
 		}
 		return;

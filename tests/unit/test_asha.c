@@ -759,7 +759,8 @@ static void test_promotion_parallel(void **state)
 				completed++;
 				asha_set_trial(a, id, ASHA_TRIAL_DONE);
 				slot[w] = 0;
-			} else if (asha_report(a, id, epoch[id], f[id] + 1.0 / epoch[id]) == ASHA_PAUSE) {
+			} else if (asha_report(a, id, epoch[id], f[id] + 1.0 / epoch[id]) ==
+				   ASHA_PAUSE) {
 				slot[w] = 0;
 			}
 		}

@@ -51,10 +51,10 @@ def replay(reports):
     """The rule of scheduler/asha.h with grace (asha_report/trial_record), fed the
     reports (trial, epoch, loss) in the order dtsched's ASHA heard them.  Returns the
     values recorded per rung, the rung index each pruned trial was pruned at, for each
-    (trial, rung) the number of values the rung held before it, and how many trials went
-    on past each rung."""
+    (trial, rung) the number of values the rung held before it, how many trials went on
+    past each rung, and the (trial, rung) that went on by grace alone."""
     vals = [[] for _ in RUNGS]
-    rec, pruned, before = {}, {}, {}
+    rec, pruned, before, graced = {}, {}, {}, []
     for t, e, v in reports:
         rec.setdefault(t, 0)
         while rec[t] < len(RUNGS) and RUNGS[rec[t]] <= e:
@@ -67,12 +67,15 @@ def replay(reports):
             quota = n // ETA
             went_on = sum(1 for u, r in rec.items()
                           if u != t and (r > k + 1 or (r == k + 1 and u not in pruned)))
-            go = (better < max(1, quota) and n > 1) or n <= ETA or better == 0 or went_on < quota
+            plain = better < max(1, quota) and n > 1
+            go = plain or n <= ETA or better == 0 or went_on < quota
+            if go and not plain:
+                graced.append((t, k))
             if not go:
                 pruned.setdefault(t, k)
     went = [sum(1 for u, r in rec.items() if r > k + 1 or (r == k + 1 and u not in pruned))
             for k in range(len(RUNGS))]
-    return vals, pruned, before, went
+    return vals, pruned, before, went, graced
 
 
 def test_parallel_asha_27_trials_follow_the_rule(cluster):  # noqa: F811
@@ -98,7 +101,7 @@ job: {name: ashapar, procs_per_node: 1, command: [%s, %s]}
                       (sid,)).fetchall()
     db.close()
     reports = [(t, json.loads(d)["epoch"], json.loads(d)["loss"]) for t, d in rows]
-    vals, pruned, before, went = replay(reports)
+    vals, pruned, before, went, graced = replay(reports)
 
     # what dtsched did is what the rule says, trial by trial
     actual = {}
@@ -111,9 +114,10 @@ job: {name: ashapar, procs_per_node: 1, command: [%s, %s]}
                for no in trials if no not in pruned), trials
 
     # the trials ran in parallel: several reached the first rung before any reached the
-    # second, and the grace rule had arrivals to work on (several at a rung early on)
+    # second, and some went on by grace alone (early arrivals, judged on few values)
     first_at_3 = next(i for i, r in enumerate(reports) if r[1] >= RUNGS[1])
-    assert len({r[0] for r in reports[:first_at_3]}) >= 4, reports[:first_at_3]
+    assert len({r[0] for r in reports[:first_at_3]}) >= 3, reports[:first_at_3]
+    assert graced, "no trial needed the grace rule"
 
     # never pruned at a rung holding fewer than eta values before it
     for no, k in pruned.items():

@@ -13,12 +13,16 @@ max_iter 27), on what dtsched really did:
 - at least floor(27 / 3^k) trials reached rung k before being pruned (27, 9, 3) and at
   least one trained to the end;
 - the rung occupancy that `dtctl sweep status` shows is the model's.
+And the promotion variant (`checkpoint: true`): trials that checkpoint are paused at each
+rung and the top 1/eta resumed from their checkpoints (a stub trial, a kill -9 of dtsched
+in the middle, and dttrain itself).
 
     flock /tmp/dtctl-fakecluster.lock make e2e BUILD=dev E2E_PATHS=tests/e2e/test_sweep_asha.py
 """
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -274,3 +278,50 @@ def test_promotion_survives_kill_9_of_dtsched(cluster):  # noqa: F811
     time.sleep(1.0)
     assert cluster.dtctl("head", "start").returncode == 0
     check_promotion(cluster, sid, "asha-crash")
+
+
+def test_promotion_with_dttrain_resumes_its_checkpoints(cluster):  # noqa: F811
+    """The real path: templates/sweep.yaml's trainer trials with `checkpoint: true` and a
+    checkpoint per epoch (32 steps).  Every promoted trial's new job says dttrain
+    "resumed from <the previous job's dir>/ckpt/step-N.ckpt at step N" (N > 0: not a
+    restart) and its first metric report is the epoch after step N."""
+    f = cluster.sweep_file("dtprom.yaml", """
+method: random
+metric: {name: val_loss, goal: minimize}
+parameters:
+  lr: {distribution: log_uniform_values, min: 1.0e-3, max: 3.0e-1}
+  hidden: {values: [64, 128, 256]}
+early_terminate: {type: hyperband, min_iter: 2, eta: 2, max_iter: 8}
+checkpoint: true
+job:
+  name: trial
+  nodes: 1
+  procs_per_node: 1
+  launcher: agent
+  trainer: {model: mlp, hidden: 128, epochs: 8, data: synthetic, train_size: 4096,
+            val_size: 512, threads: 1, batch: 128, checkpoint_every: 32}
+max_trials: 8
+seed: 3
+""")
+    sid = cluster.submit(f)
+    ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED", "STOPPED"], 120)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert sum(t["state"] == "COMPLETED" for t in ex["trials"]) >= 1, ex["trials"]
+    jobs = sorted((j for j in cluster.jobs() if j["name"].startswith("dtprom-t")),
+                  key=lambda j: j["id"])
+    resumed = 0
+    for t in ex["trials"]:
+        runs = [j for j in jobs if j["name"] == "dtprom-t%d" % t["trial"]]
+        for prev, j in zip(runs, runs[1:]):
+            d = cluster.fc.shared / "jobs" / j["id"]
+            log = (d / "logs" / "0.log").read_text()
+            m = re.search(r"resumed from (\S+)/jobs/(j-\d+)/ckpt/step-\d+\.ckpt at step (\d+)",
+                          log)
+            assert m and m.group(2) == prev["id"] and int(m.group(3)) > 0, (j["id"], log[:2000])
+            epochs = [json.loads(line).get("epoch") for line in
+                      (d / "metrics.jsonl").read_text().splitlines() if "val_loss" in line]
+            assert epochs and epochs[0] == int(m.group(3)) // 32 + 1, (j["id"], m.group(3), epochs)
+            resumed += 1
+    # 4 go on past epoch 2 and 2 past epoch 4; a fast trial may overrun a rung before its
+    # job is stopped (its values there count), so fewer promotions may be needed
+    assert resumed >= 2, resumed

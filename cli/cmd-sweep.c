@@ -55,9 +55,11 @@ static const char *whoami(void)
 	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
 }
 
+/* Over (a PAUSED trial may still be promoted and resume). */
 static int trial_final(const char *st)
 {
-	return strcmp(st, DT_TRIAL_PENDING) && strcmp(st, DT_TRIAL_RUNNING);
+	return strcmp(st, DT_TRIAL_PENDING) && strcmp(st, DT_TRIAL_RUNNING) &&
+	       strcmp(st, DT_TRIAL_PAUSED);
 }
 
 static int get_export(const char *id, json_t **out)
@@ -458,8 +460,16 @@ static int cmd_status(const char *id, int json)
 	printf("%s\n", sb.buf);
 	{
 		/* ASHA's rungs: "rungs: at 1: 12 reached, 5 went on; at 3: 5 reached, ..." */
+		const char *mode = json_get_str(sw, "asha_mode", NULL);
 		size_t k;
 		json_t *r;
+
+		if (mode)
+			printf("ASHA: %s\n", !strcmp(mode, "promote") ?
+			       "promote (checkpoint: true): a trial pauses at each rung and "
+			       "resumes from its checkpoint when in the top 1/eta there" :
+			       "stop: a trial not in the top 1/eta at a rung is pruned (grace for "
+			       "the first eta there and the best)");
 
 		json_array_foreach(json_object_get(sw, "rungs"), k, r) {
 			struct strbuf v = STRBUF_INIT;

@@ -231,6 +231,7 @@ struct sweep_config {
 	int gpus_per_trial;          /* 0 = job's own */
 	unsigned long long seed;     /* 0 when not given */
 	int max_failures;            /* 3 */
+	int checkpoint;              /* the trials checkpoint: ASHA promotes (asha.h) */
 	char *name;                  /* name: (NULL when not given; dtctl sweep shows it) */
 	/*
 	 * W&B's form: `program:` and `command:` (a list with the agent's macros,

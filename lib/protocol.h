@@ -401,6 +401,7 @@
 #define DT_TRIAL_PRUNED "PRUNED"
 #define DT_TRIAL_FAILED "FAILED"
 #define DT_TRIAL_CANCELLED "CANCELLED"
+#define DT_TRIAL_PAUSED "PAUSED"         /* promotion: stopped at a rung, may resume */
 
 #define DT_METRIC_PREFIX "DTCTL_METRIC"   /* stdout line: DTCTL_METRIC {"epoch": 1, ...} */
 

@@ -522,7 +522,8 @@ static void raw_signed_as(int port, const struct dt_auth_key *key, const char *m
 	assert_int_equal(dt_auth_sign_request(key, method, path, "", 0, ts, nonce, sig), 0);
 	n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
 		     "Connection: close\r\n" DT_HDR_TIMESTAMP ": %s\r\n" DT_HDR_NONCE ": %s\r\n"
-		     DT_HDR_SIGNATURE ": %s\r\n\r\n", method, sent ? sent : path, ts, nonce, sig);
+		     DT_HDR_SIGNATURE ": %s\r\n" DT_HDR_PROTOCOL ": %d\r\n\r\n", method,
+		     sent ? sent : path, ts, nonce, sig, DT_PROTOCOL_VERSION);
 	assert_int_equal(write(fd, req, (size_t)n), n);
 	buf[0] = '\0';
 	while (now_ms() < deadline && len < size - 1) {

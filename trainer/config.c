@@ -169,13 +169,14 @@ static int parallel_check(struct train_config *c, struct strbuf *err)
 	c->slow_rank_id = -1;
 	c->slow_ms = 0;
 	if (c->slow_rank && *c->slow_rank) {
-		char *end;
-		long rk, ms;
+		char *colon, *end = NULL;
+		long rk, ms = -1;
 
 		errno = 0;
-		rk = strtol(c->slow_rank, &end, 10);
-		ms = *end == ':' && end > c->slow_rank ? strtol(end + 1, &end, 10) : -1;
-		if (errno || *end || rk < 0 || rk > 1 << 20 || ms < 0 || ms > 3600000)
+		rk = strtol(c->slow_rank, &colon, 10);
+		if (*colon == ':' && colon > c->slow_rank && colon[1])
+			ms = strtol(colon + 1, &end, 10);
+		if (errno || !end || *end || rk < 0 || rk > 1 << 20 || ms < 0 || ms > 3600000)
 			return strbuf_addf(err, "option '--slow-rank' expects RANK:MS (like 1:50), "
 					   "got '%s'", c->slow_rank), -1;
 		c->slow_rank_id = (int)rk;

@@ -3,7 +3,7 @@
 
 Two MPI ranks on this machine (mpirun), rank 1 slowed by --slow-rank 1:MS (it sleeps MS ms
 after every step, as a straggler would).  Both modes run the same number of rank-0 steps
-of the same MLP on the same synthetic task and validate every --every steps; the metrics
+(or --async-steps for async, to give both about the same wall time) of the same MLP on the same synthetic task and validate every --every steps; the metrics
 file gives validation loss against wall time.  Printed, per round and mode: run time,
 final validation loss, validation loss at equal wall time (the time the faster run ended; the slower run's last
 validation before it), time to a target loss (the worse of the two final losses, which
@@ -23,9 +23,11 @@ import tempfile
 
 
 def run(args, mode, metrics):
+    steps = args.async_steps if mode == "async" and args.async_steps else args.steps
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", args.dttrain,
+           "--input-dim", str(args.input_dim), "--train-size", str(args.train_size),
            "--hidden", args.hidden, "--batch", str(args.batch), "--lr", str(args.lr),
-           "--steps", str(args.steps), "--eval-every", str(args.every), "--val-size", "2048",
+           "--steps", str(steps), "--eval-every", str(args.every), "--val-size", "2048",
            "--threads", "1", "--device", "cpu", "--log-every", "0", "--metrics", metrics,
            "--sync", mode, "--sync-every", str(args.every),
            "--slow-rank", f"1:{args.slow_ms}"]
@@ -57,9 +59,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dttrain", default=os.environ.get("DTTRAIN", "bin/dttrain"))
     ap.add_argument("--steps", type=int, default=240, help="rank-0 steps per run (240)")
+    ap.add_argument("--async-steps", type=int, default=0,
+                    help="rank-0 steps of the async run (default --steps; more, for about "
+                         "the same wall time as sync)")
     ap.add_argument("--every", type=int, default=8, help="--sync-every and --eval-every (8)")
     ap.add_argument("--slow-ms", type=int, default=50, help="rank 1 sleeps this per step (50)")
     ap.add_argument("--hidden", default="256,256")
+    ap.add_argument("--input-dim", type=int, default=256)
+    ap.add_argument("--train-size", type=int, default=65536,
+                    help="synthetic rows (65536: no run sees them 3 times, so the "
+                         "validation loss measures learning, not memorising)")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--rounds", type=int, default=2)
@@ -68,8 +77,10 @@ def main():
         sys.exit("trainer_async: mpirun not found (make deps installs Open MPI)")
     if not os.access(args.dttrain, os.X_OK):
         sys.exit(f"trainer_async: '{args.dttrain}' not built (make, or --dttrain)")
-    print(f"2 ranks, rank 1 +{args.slow_ms} ms/step; MLP 784-{args.hidden.replace(',', '-')}-10, "
-          f"batch {args.batch}, {args.steps} steps, validation every {args.every}, "
+    print(f"2 ranks, rank 1 +{args.slow_ms} ms/step; MLP {args.input_dim}-"
+          f"{args.hidden.replace(',', '-')}-10, {args.train_size} rows, "
+          f"batch {args.batch}, {args.steps} steps (async {args.async_steps or args.steps}), "
+          f"validation every {args.every}, "
           f"async averages every {args.every}")
     print(f"{'round':>5} {'mode':>5} {'time s':>7} {'final loss':>10} {'loss at T':>9} "
           f"{'T s':>6} {'target':>7} {'time to target s':>16}  local steps")

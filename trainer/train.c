@@ -818,8 +818,11 @@ static int sync_step(struct run *r, long long step, double *loss, struct strbuf 
 	return DT_EXIT_OK;
 }
 
-/* Every rank's parameters and optimiser state replaced by their mean. */
-static void average_replicas(struct run *r)
+/*
+ * Every rank's parameters and optimiser state replaced by their mean, rank r
+ * weighted by `weight` (the weights sum to 1 over the ranks).
+ */
+static void average_replicas(struct run *r, double weight)
 {
 	float *bufs[3] = { r->params, r->state[0], r->state[1] };
 	size_t n = r->model.nr_params;
@@ -827,7 +830,7 @@ static void average_replicas(struct run *r)
 	if (r->comm->replicas == 1)
 		return;
 	for (int i = 0; i <= r->nr_state; i++) {
-		r->dev->scale(bufs[i], n, 1.0f / (float)r->comm->replicas);
+		r->dev->scale(bufs[i], n, (float)weight);
 		comm_bucket_start(r->comm, bufs[i], n);
 	}
 	comm_wait(r->comm);
@@ -839,14 +842,17 @@ static void average_replicas(struct run *r)
  * until it does, at least once and at most as often as rank 0, so a slow rank
  * holds the others back by at most one of its steps per round.  Without MPI
  * to pace the rounds every rank takes rank 0's count.  Then parameters and
- * optimiser state are averaged, and every rank goes on from rank 0's step.
+ * optimiser state are averaged, each rank weighted by the steps it took (a
+ * straggler's model, one step from the last average, would otherwise pull
+ * the others' progress back by half), and every rank goes on from rank 0's
+ * step.
  * *loss: mean loss of every rank's last step.  DT_EXIT_*.
  */
 static int async_round(struct run *r, long long *stepp, double *loss, struct strbuf *err)
 {
 	struct comm *c = r->comm;
 	long long step = *stepp, end = step + r->cfg->sync_every, told;
-	int pace = comm_can_pace(c), done = 0;
+	int pace = comm_can_pace(c), done = 0, taken = 0;
 	/* last step's loss and rows, rows of the round, ranks with a NaN/Inf loss */
 	double sums[4] = { 0.0, 0.0, 0.0, 0.0 }, t0 = now_s();
 
@@ -867,6 +873,7 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 		sums[1] = rows;
 		sums[2] += rows;
 		r->local_steps++;
+		taken++;
 		/* the log's rate: rank 0's, as if every rank kept up */
 		r->interval_samples += gbatch;
 		log_step(r, step, rows ? v[0] / rows : 0.0, skip);
@@ -880,7 +887,12 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 			done = 1;
 		}
 	}
-	average_replicas(r);
+	{
+		double all = taken;
+
+		comm_sum(c, &all, 1);
+		average_replicas(r, taken / all);
+	}
 	comm_sum(c, sums, 4);
 	r->run_time += now_s() - t0;
 	r->run_samples += sums[2];

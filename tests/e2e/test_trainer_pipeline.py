@@ -1,12 +1,13 @@
-"""dttrain --pipeline under a real mpirun, and a 2-node pipeline job through dtctl run.
+"""dttrain --pipeline under a real mpirun; 2-node pipeline and async jobs through dtctl run.
 
 A pipeline stage runs the same operations on the same rows as one rank does with --accum
 (micro-batches = accumulation parts), so 2 and 4 stages end with one rank's weights bit
 for bit, GPipe and 1F1B alike (backwards in micro-batch order in both); 2 replicas x 2
 stages (4 ranks) only regroup sums (1e-4).  A pipeline checkpoint (rank 0 gathers every
 stage) resumes on the pipeline and on one rank bit for bit.  The bubble is reported.
-The dtctl test runs on the fake cluster (hold /tmp/dtctl-fakecluster.lock around it:
-one fake cluster per machine); helpers come from test_trainer.py and test_run.py.
+The dtctl tests (a pipeline from `--trainer --`, an async job from job.yaml's `trainer:`)
+run on the fake cluster (hold /tmp/dtctl-fakecluster.lock around them: one fake cluster
+per machine); helpers come from test_trainer.py and test_run.py.
 """
 
 import json
@@ -116,3 +117,19 @@ def test_dtctl_run_two_node_pipeline(cluster):  # noqa: F811
     assert len({x["node"] for x in j["placement"]}) == 2, j["placement"]
     assert "pipeline: 2 stages x 1 replica" in p.stdout, p.stdout
     assert "pipeline: bubble" in p.stdout and "done: 6 steps" in p.stdout, p.stdout
+
+
+def test_dtctl_run_async_from_job_yaml(cluster, tmp_path):  # noqa: F811
+    """job.yaml `trainer:` keys with '_' become the new flags (sync_every: --sync-every)."""
+    if cluster.fc.mode != "netns":
+        pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
+                    % cluster.fc.mode)
+    job = tmp_path / "job.yaml"
+    job.write_text("name: async2\nnodes: 2\nprocs_per_node: 1\nlauncher: mpi\n"
+                   "trainer: {model: mlp, sync: async, sync_every: 2, slow_rank: '1:20', "
+                   "hidden: [32], steps: 8, train_size: 512, val_size: 64, log_every: 2}\n")
+    p = cluster.dtctl("run", job, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "averaged every 2 steps (rank 0 paces the rounds)" in p.stdout, p.stdout
+    m = re.search(r"async: local steps per rank: (\d+) (\d+)", p.stdout)
+    assert m and int(m.group(1)) == 8 and 4 <= int(m.group(2)) <= 8, p.stdout

@@ -87,6 +87,8 @@ struct run {
 	float *xh, *xd;                      /* batch, host and device */
 	int *yh, *yd;
 	int chunk;                           /* rows per forward (micro-batch / eval) */
+	int batch_rows;                      /* rows of the step's batch buffers (xh..yd) */
+	int slots;                           /* pipeline: micro-batches in flight, chunk rows each */
 	struct ckpt_state ck;
 	FILE *metrics;
 	double t0;
@@ -170,7 +172,7 @@ static void batch_to_device(struct run *r, int row, int n, int x_too)
 static void evaluate(struct run *r, double *loss, double *acc)
 {
 	int start, len, dim = r->val.dim;
-	double v[2] = { 0.0, 0.0 };
+	double v[2] = { 0.0, 0.0 }, wait = r->pipe_wait;   /* the bubble is training's */
 
 	split_range(r->val.n, r->comm->replicas, r->comm->replica, &start, &len);
 	for (int i = 0; i < len; i += r->chunk) {
@@ -196,6 +198,7 @@ static void evaluate(struct run *r, double *loss, double *acc)
 		v[1] += correct;
 	}
 	comm_p2p_flush(r->comm);
+	r->pipe_wait = wait;
 	comm_sum(r->comm, v, 2);
 	*loss = r->val.n ? v[0] / r->val.n : NAN;
 	*acc = r->val.n ? v[1] / r->val.n : NAN;
@@ -356,9 +359,10 @@ static int setup_stage(struct run *r, struct strbuf *err)
 	r->plo = m->layer_off[r->la];
 	r->phi = m->layer_off[r->lb];
 	if (r->la > 0)
-		r->pin = r->dev->alloc((size_t)r->chunk * m->act_width[r->la] * sizeof(float));
+		r->pin = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->la] * sizeof(float));
 	if (r->lb < m->nr_layers)
-		r->pgrad = r->dev->alloc((size_t)r->chunk * m->act_width[r->lb] * sizeof(float));
+		r->pgrad = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->lb] *
+					 sizeof(float));
 	return 0;
 }
 
@@ -437,12 +441,26 @@ static int setup(struct run *r, struct strbuf *err)
 	if (data_load(&r->train, &r->val, &dopt, err))
 		return DT_EXIT_USAGE;
 
-	/* a pipeline keeps every micro-batch of the step in flight */
+	/*
+	 * A pipeline holds the step's whole batch (the first stage its inputs,
+	 * the last its labels) and keeps `slots` micro-batches in flight: every
+	 * one with GPipe, P - stage with 1F1B.  Validation goes one micro-batch
+	 * at a time, the same on every stage.
+	 */
 	per_rank = (cfg->batch + world - 1) / world;
-	r->chunk = cfg->pipeline > 1 ? per_rank : (per_rank + cfg->accum - 1) / cfg->accum;
+	r->batch_rows = r->chunk = (per_rank + cfg->accum - 1) / cfg->accum;
+	r->slots = 1;
+	if (cfg->pipeline > 1) {
+		int left = cfg->pipeline - r->comm->pipe_stage;
+
+		r->chunk = (per_rank + cfg->micro_batches - 1) / cfg->micro_batches;
+		r->batch_rows = per_rank;
+		r->slots = cfg->pipe_sched == PIPE_1F1B && left < cfg->micro_batches ? left :
+										       cfg->micro_batches;
+	}
 	cfg->spec.input_dim = r->train.dim;
 	cfg->spec.classes = r->train.classes;
-	cfg->spec.max_batch = r->chunk;
+	cfg->spec.max_batch = r->slots * r->chunk;
 	if (model_create(&r->model, &cfg->spec, on_gpu, (int)cfg->prec, err) ||
 	    setup_stage(r, err))
 		return DT_EXIT_USAGE;
@@ -456,10 +474,10 @@ static int setup(struct run *r, struct strbuf *err)
 		r->state[i] = r->dev->alloc(bytes);
 		r->host_state[i] = dev_cpu.alloc(bytes);
 	}
-	r->xh = dev_cpu.alloc((size_t)r->chunk * r->train.dim * sizeof(float));
-	r->yh = dev_cpu.alloc((size_t)r->chunk * sizeof(int));
-	r->xd = on_gpu ? r->dev->alloc((size_t)r->chunk * r->train.dim * sizeof(float)) : r->xh;
-	r->yd = on_gpu ? r->dev->alloc((size_t)r->chunk * sizeof(int)) : r->yh;
+	r->xh = dev_cpu.alloc((size_t)r->batch_rows * r->train.dim * sizeof(float));
+	r->yh = dev_cpu.alloc((size_t)r->batch_rows * sizeof(int));
+	r->xd = on_gpu ? r->dev->alloc((size_t)r->batch_rows * r->train.dim * sizeof(float)) : r->xh;
+	r->yd = on_gpu ? r->dev->alloc((size_t)r->batch_rows * sizeof(int)) : r->yh;
 
 	/* same seed on every rank: identical replicas without a broadcast */
 	rng_seed(&r->ck.rng, rng_mix((uint64_t)cfg->seed, 0x1417ULL, 0));
@@ -717,13 +735,15 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 	train_pipe_schedule(cfg->pipe_sched, M, r->comm->pipe_stages, r->comm->pipe_stage, ops);
 	for (int k = 0; k < 2 * M; k++) {
 		int i = ops[k] >= 0 ? ops[k] : -1 - ops[k], n = off[i + 1] - off[i], correct;
-		const float *in = r->la ? r->pin + (size_t)off[i] * wa :
+		/* micro-batch i's rows in the model's buffers and pin/pgrad: its slot's */
+		int row = (i % r->slots) * r->chunk;
+		const float *in = r->la ? r->pin + (size_t)row * wa :
 					  r->xd + (size_t)off[i] * r->train.dim;
-		float *dout = r->pgrad ? r->pgrad + (size_t)off[i] * wb : NULL;
+		float *dout = r->pgrad ? r->pgrad + (size_t)row * wb : NULL;
 		const float *din;
 
 		if (ops[k] >= 0) {
-			v[0] += stage_forward(r, off[i], n, in, r->yd + off[i], scale, &correct);
+			v[0] += stage_forward(r, row, n, in, r->yd + off[i], scale, &correct);
 			v[1] += correct;
 			continue;
 		}
@@ -731,7 +751,7 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 			continue;
 		if (dout)
 			pipe_recv(r, dout, (size_t)n * wb, rank + 1);
-		din = m->ops->backward_range(m, r->params, r->grads, 1.0f, r->la, r->lb, off[i], n,
+		din = m->ops->backward_range(m, r->params, r->grads, 1.0f, r->la, r->lb, row, n,
 					     in, dout, NULL, NULL);
 		if (r->la > 0)
 			pipe_send(r, din, (size_t)n * wa, rank - 1);
@@ -949,9 +969,9 @@ static void print_header(struct run *r)
 	printf("), %d steps/epoch, %lld steps\n", r->bpe, r->total);
 	if (comm->pipe_stages > 1) {
 		printf("pipeline: %d stages x %d replica%s (rank = replica * %d + stage), %d "
-		       "micro-batches, %s; layers", comm->pipe_stages, comm->replicas,
-		       comm->replicas > 1 ? "s" : "", comm->pipe_stages, cfg->micro_batches,
-		       cfg->pipe_sched == PIPE_GPIPE ? "gpipe" : "1f1b");
+		       "micro-batches (%d in flight on stage 0), %s; layers", comm->pipe_stages,
+		       comm->replicas, comm->replicas > 1 ? "s" : "", comm->pipe_stages,
+		       cfg->micro_batches, r->slots, cfg->pipe_sched == PIPE_GPIPE ? "gpipe" : "1f1b");
 		for (int s = 0; s < comm->pipe_stages; s++) {
 			int a, b;
 

@@ -113,7 +113,7 @@ static void add_since(double *acc, double t)
 	*acc += now_s() - t;
 }
 
-/* Activations in from the previous stage (nothing on the first), timed as pipeline wait. */
+/* Transfers with a neighbouring stage, their time counted as the pipeline's wait. */
 static void pipe_recv(struct run *r, float *buf, size_t n, int peer)
 {
 	double t = now_s();

@@ -1000,7 +1000,7 @@ static void print_parallel_summary(struct run *r, struct train_result *res)
 
 		comm_sum(c, v, 2);
 		res->bubble = v[1] > 0 ? v[0] / v[1] : NAN;
-		if (rank0)
+		if (rank0 && v[1] > 0)
 			printf("pipeline: bubble %.1f%% (time blocked on neighbouring stages; ideal "
 			       "(P-1)/(M+P-1) = %.1f%%)\n", 100 * res->bubble,
 			       100.0 * (P - 1) / (M + P - 1));

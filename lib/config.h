@@ -106,6 +106,11 @@ struct cluster_config {
 	struct {
 		int orted_ssh;                  /* orted_launch: ssh (default agent: agent/rsh.h) */
 	} mpi;
+	struct {
+		int max_failures;               /* 3: drain a node after this many job failures
+						 * on it (0: never) ... */
+		long long failure_window_ms;    /* ... within 1h (docs/agents.md, "Node health") */
+	} health;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);

@@ -35,6 +35,7 @@
 #include "log.h"
 #include "promtext.h"
 #include "protocol.h"
+#include "quarantine.h"
 #include "safefile.h"
 #include "units.h"
 #include "usage.h"
@@ -1020,11 +1021,33 @@ out:
 	strbuf_release(&path);
 }
 
+/*
+ * The attempt failed on j->failed_node: count it against that node when it
+ * looks like the node's fault (quarantine_counts(): NODE_FAIL, SIGSEGV, SIGBUS,
+ * SIGILL), which may drain it.  Lock held.
+ */
+static void count_node_failure(struct sched *s, struct job *j, int nodefail, int sig)
+{
+	struct strbuf what = STRBUF_INIT;
+
+	if (!j->failed_node || !quarantine_counts(nodefail, sig))
+		return;
+	strbuf_addstr(&what, j->id);
+	if (nodefail)
+		strbuf_addstr(&what, " NODE_FAIL");
+	else if (j->failed_rank >= 0)
+		strbuf_addf(&what, " rank %d exit %d", j->failed_rank, j->exit_code);
+	else
+		strbuf_addf(&what, " mpirun exit %d", j->exit_code);
+	node_record_failure(s, j->failed_node, nodefail, what.buf);
+	strbuf_release(&what);
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
 	struct hold *h = j->hold;
-	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1;
+	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
 	const char *fail_node = NULL, *fail_at = NULL;
 	struct strbuf why = STRBUF_INIT;
 
@@ -1048,6 +1071,7 @@ static void check_running(struct sched *s, struct job *j)
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
+			count_node_failure(s, j, 1, 0);
 			end_attempt(s, j, DT_JOB_NODE_FAIL);
 			return;
 		}
@@ -1096,6 +1120,7 @@ static void check_running(struct sched *s, struct job *j)
 			fail_at = ended;
 			fail_rank = t->rank;
 			fail_code = code < 0 ? 1 : code;
+			fail_sig = (int)json_get_int(ht, "signal", 0);
 			fail_node = t->node;
 			strbuf_reset(&why);
 			if (!strcmp(st, DT_TASK_FAILED))
@@ -1114,6 +1139,8 @@ static void check_running(struct sched *s, struct job *j)
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
+			/* a rank's logger records 128 + the signal that killed it */
+			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
 			strbuf_reset(&why);
 			describe_code(&why, mcode);
 		}
@@ -1127,6 +1154,7 @@ static void check_running(struct sched *s, struct job *j)
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
+		count_node_failure(s, j, nodefail, fail_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;

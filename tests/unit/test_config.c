@@ -65,7 +65,7 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\n"
 	  "colour: red\n"
 	  "nodes: [local]\n",
-	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi')" },
+	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health')" },
 	{ "duration_plain_number", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -299,6 +299,27 @@ static const struct bad_case bad_cases[] = {
 	  "agent: {heartbeat: 5s, dead_after: 5s}\n"
 	  "nodes: [local]\n",
 	  "t.yaml:3:36: key 'agent.dead_after': must be longer than agent.heartbeat (5s), found '5s'" },
+	{ "health_max_failures", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health: {max_failures: -1}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:24: key 'health.max_failures': expected an integer from 0 (never drain) to "
+	  "1000000, found '-1'" },
+	{ "health_window_zero", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health:\n"
+	  "  failure_window: 0s\n"
+	  "nodes: [local]\n",
+	  "t.yaml:4:19: key 'health.failure_window': expected a duration longer than 0, e.g. 1h, "
+	  "found '0s'" },
+	{ "health_unknown", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health: {max_failure: 2}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:10: unknown key 'health.max_failure'; did you mean 'health.max_failures'?" },
 	{ "yaml_syntax", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -756,7 +777,8 @@ static void test_cluster_full(void **state)
 		"agent: {port: 9000, heartbeat: 500ms, dead_after: 3s}\n"
 		"head: {address: 10.0.0.1, port: 9001}\n"
 		"network: {interface: eth0}\n"
-		"mpi: {orted_launch: ssh}\n";
+		"mpi: {orted_launch: ssh}\n"
+		"health: {max_failures: 5, failure_window: 30m}\n";
 	struct cluster_config c;
 	struct strbuf err = STRBUF_INIT;
 
@@ -770,6 +792,8 @@ static void test_cluster_full(void **state)
 	assert_int_equal(c.ssh.command_timeout_ms, 600000);
 	assert_int_equal(c.ssh.host_key_policy, HOST_KEY_STRICT);
 	assert_int_equal(c.mpi.orted_ssh, 1);
+	assert_int_equal(c.health.max_failures, 5);
+	assert_int_equal(c.health.failure_window_ms, 30 * 60 * 1000);
 	assert_int_equal(c.nr_nodes, 5);
 	assert_string_equal(c.nodes[0].name, "gpu01.lab");
 	assert_string_equal(c.nodes[2].host, "gpu03.lab");
@@ -831,6 +855,8 @@ static void test_cluster_defaults(void **state)
 	assert_int_equal(c.agent.dead_after_ms, 10000);
 	assert_int_equal(c.head.port, 7071);
 	assert_null(c.head.address);
+	assert_int_equal(c.health.max_failures, 3);
+	assert_int_equal(c.health.failure_window_ms, 3600000);
 
 	j = cluster_config_to_json(&c);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "ssh"),
@@ -839,6 +865,8 @@ static void test_cluster_defaults(void **state)
 							    "dead_after_ms")), 10000);
 	assert_string_equal(json_string_value(json_object_get(
 		json_array_get(json_object_get(j, "nodes"), 0), "gpus")), "auto");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "health"),
+							       "failure_window")), "1h");
 	json_decref(j);
 	cluster_config_release(&c);
 	strbuf_release(&err);

@@ -327,5 +327,7 @@ json_t *job_config_to_json(const struct job_config *j)
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));
+	if (j->burn_in)
+		json_object_set_new(o, "burn_in", json_true());
 	return o;
 }

@@ -155,6 +155,8 @@ struct job_config {
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */
+	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
+				     * run on its include_nodes node while that is drained */
 };
 
 int job_config_load(struct job_config *j, const char *path, struct strbuf *err);

@@ -156,7 +156,7 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 		const char *id;
 
 		pn->name = n->name;
-		pn->up = !strcmp(n->state, DT_NODE_UP);
+		pn->up = !strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED);
 		pn->drained = n->drained;
 		pn->labels = cn ? &cn->labels : NULL;
 		if (gpu)
@@ -248,6 +248,7 @@ static void place_req_of(const struct job *j, struct place_req *r, const char **
 	r->include = j->cfg.node_include;
 	r->exclude = j->cfg.node_exclude;
 	r->labels = j->cfg.labels.nr ? &j->cfg.labels : NULL;
+	r->burn_in = j->cfg.burn_in;
 	if (with_avoid)
 		json_array_foreach(j->avoid, i, a)
 			if (k + 1 < max_avoid && json_is_string(a))

@@ -155,6 +155,8 @@ struct job_config {
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */
+	int elastic_min_nodes;      /* elastic.min_nodes: a restart may run on fewer nodes, down
+				     * to this many (0: not elastic; docs/run.md) */
 	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
 				     * run on its include_nodes node while that is drained */
 };

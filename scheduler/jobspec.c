@@ -123,7 +123,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
-		"labels", "burn_in", NULL,
+		"labels", "burn_in", "elastic_min_nodes", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -154,6 +154,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_ms(o, "timeout_ms", &j->timeout_ms, err) < 0 ||
 	    get_ms(o, "stall_after_ms", &j->stall_after_ms, err) < 0 ||
 	    get_int(o, "retries", 0, 1000, &j->retries, err) < 0 ||
+	    get_int(o, "elastic_min_nodes", 0, 256, &j->elastic_min_nodes, err) < 0 ||
 	    get_hosts(o, "include_nodes", &j->node_include, err) < 0 ||
 	    get_hosts(o, "exclude_nodes", &j->node_exclude, err) < 0 ||
 	    get_map(o, "labels", &j->labels, 0, err) < 0)
@@ -172,6 +173,10 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_bool(o, "strict_logging", &j->strict_logging, err) < 0 ||
 	    get_bool(o, "burn_in", &j->burn_in, err) < 0)
 		goto fail;
+	if (j->elastic_min_nodes > j->nodes) {
+		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");
+		goto fail;
+	}
 	if (j->burn_in && (!j->node_include || j->nodes != 1)) {
 		strbuf_addstr(err, "job: 'burn_in' is for one node named by 'include_nodes' "
 			      "(dtctl resume --burn-in NODE)");

@@ -365,6 +365,16 @@ static const struct bad_case bad_cases[] = {
 	{ "command_string", "job",
 	  "command: python train.py --lr 3\n",
 	  "t.yaml:1:10: key 'command': expected a list of arguments such as [python, train.py], found a string; write it as a list, or set 'shell: true' to run it with /bin/sh -c" },
+	{ "elastic_too_many", "job",
+	  "command: [x]\n"
+	  "nodes: 2\n"
+	  "elastic: {min_nodes: 3}\n",
+	  "t.yaml:3:22: key 'elastic.min_nodes': must be at most 'nodes' (2), found '3'" },
+	{ "elastic_zero", "job",
+	  "command: [x]\n"
+	  "elastic:\n"
+	  "  min_nodes: 0\n",
+	  "t.yaml:3:14: key 'elastic.min_nodes': expected a positive number of nodes, found '0'" },
 	{ "gpus_and_procs", "job",
 	  "command: [x]\n"
 	  "gpus_per_node: 4\n"
@@ -921,7 +931,8 @@ static void test_job_trainer(void **state)
 		"timeout: 2h\n"
 		"retries: 1\n"
 		"include_nodes: gpu[01-04]\n"
-		"labels: {rack: a}\n";
+		"labels: {rack: a}\n"
+		"elastic: {min_nodes: 1}\n";
 	struct job_config j;
 	struct strbuf err = STRBUF_INIT;
 	json_t *js;
@@ -945,7 +956,9 @@ static void test_job_trainer(void **state)
 	assert_string_equal(j.node_include, "gpu[01-04]");
 	assert_null(j.node_exclude);
 	assert_string_equal(kvlist_get(&j.labels, "rack"), "a");
+	assert_int_equal(j.elastic_min_nodes, 1);
 	js = job_config_to_json(&j);
+	assert_int_equal(json_integer_value(json_object_get(js, "elastic_min_nodes")), 1);
 	assert_string_equal(json_string_value(json_object_get(js, "timeout")), "2h");
 	assert_string_equal(json_string_value(json_object_get(js, "launcher")), "mpi");
 	assert_true(json_is_null(json_object_get(js, "command")));

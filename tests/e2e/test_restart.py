@@ -9,6 +9,7 @@
     restarts on the one healthy node, WORLD_SIZE 4 instead of 8.
 """
 
+import datetime
 import os
 import time
 import uuid
@@ -31,16 +32,21 @@ def kill_and_wait_restart(cluster, job):
     time.sleep(1.5)
     victim = j["placement"][1]["node"]
     survivor = [r["pid"] for r in cluster.show(job)["ranks"] if r["node"] != victim][0]
+    killed = time.time()
     i = kill_node(cluster, job, victim)
     deadline = time.time() + 30
-    while cluster.show(job)["attempt"] == 0 and time.time() < deadline:
-        time.sleep(0.05)
-    decided = time.time()
     while not gone(survivor) and time.time() < deadline:
-        time.sleep(0.05)
-    stopped_after = time.time() - decided
-    return i, victim, stopped_after, cluster.wait_job(job, ["COMPLETED", "FAILED", "NODE_FAIL"],
-                                                      30)
+        time.sleep(0.02)
+    stopped = time.time()
+    print("surviving rank gone %.2f s after the kill" % (stopped - killed))
+    j = cluster.wait_job(job, ["COMPLETED", "FAILED", "NODE_FAIL"], 30)
+    # dtsched's decision: when it wrote NODE_FAIL into the job's history (same clock)
+    at = [h["at"] for h in j["history"] if h["state"] == "NODE_FAIL"][0]
+    decided = datetime.datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    assert stopped >= decided - 0.1, "the surviving rank ended before NODE_FAIL: %s" % j
+    print("surviving rank gone %.2f s after the NODE_FAIL decision" % (stopped - decided))
+    return i, victim, stopped - decided, j
 
 
 def test_restart_on_spare_same_world_with_lost_time(cluster):

@@ -78,6 +78,17 @@ int cmd_show(int argc, const char **argv)
 	/* the JSON's numbers as they are (docs/json.md): attempt 0 is the first run */
 	printf("retried:    %lld of %lld time(s) (attempt %lld)\n", json_get_int(j, "attempt", 0),
 	       json_get_int(j, "retries", 0), json_get_int(j, "attempt", 0));
+	if (json_get_int(j, "restarts", 0)) {
+		json_t *ratio = json_object_get(j, "effective_ratio");
+
+		/* docs/run.md, "Restarts": lost = work since the last checkpoint + restart */
+		printf("restarts:   %lld, lost %.1f s = %.4f %s-hours, effective training time "
+		       "%.1f %%\n", json_get_int(j, "restarts", 0),
+		       json_number_value(json_object_get(j, "lost_s")),
+		       json_number_value(json_object_get(j, "gpu_hours_lost")),
+		       json_is_true(json_object_get(j, "gpu")) ? "GPU" : "slot",
+		       json_is_number(ratio) ? 100 * json_number_value(ratio) : 100.0);
+	}
 	printf("job dir:    %s\n", term_str(json_get_str(j, "job_dir", "?")));
 	if (json_get_int(j, "master_port", 0))
 		printf("master:     %s:%lld\n", term_str(json_get_str(json_array_get(

@@ -29,7 +29,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,14 +44,6 @@ static void on_sigint(int sig)
 {
 	(void)sig;
 	interrupted = 1;
-}
-
-static const char *whoami(void)
-{
-	struct passwd *pw = getpwuid(geteuid());
-	const char *u = getenv("USER");
-
-	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
 }
 
 /* Over (a PAUSED trial may still be promoted and resume). */
@@ -360,7 +351,7 @@ static int submit(const char *file, int detach, int json, const char *name)
 		char *cwd = getcwd(NULL, 0);
 
 		req = json_pack("{s:o,s:s,s:s,s:s,s:s?}", "sweep", spec, "shared_dir",
-				the_cluster.shared_dir, "user", whoami(), "name", nm.buf,
+				the_cluster.shared_dir, "user", cli_whoami(), "name", nm.buf,
 				"submit_dir", cwd);
 		free(cwd);
 	}

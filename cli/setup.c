@@ -8,6 +8,7 @@
 #include "protocol.h"
 #include "usage.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,4 +154,12 @@ void json_error_print(const char *message, int exit_code)
 
 	json_doc_print(o);
 	json_decref(o);
+}
+
+const char *cli_whoami(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	const char *u = getenv("USER");
+
+	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
 }

@@ -50,6 +50,8 @@ extern const struct option cluster_options[];
  * cluster set up here; DT_EXIT_USAGE: the file is bad).
  */
 int cluster_setup(int flags);
+/* The user a job is submitted as ("user" in POST /v1/jobs and /v1/sweeps). */
+const char *cli_whoami(void);
 
 /*
  * JSON output of every command (docs/json.md): one object with "schema": 1

@@ -64,6 +64,12 @@ struct job {
 	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
 	char *log_error;          /* the first such write error, e.g. "No space left on device" */
 	unsigned long long wait_fp;  /* pool_fingerprint() it last waited on; 0 = try it */
+	/* what restarts cost (goodput.h), kept in the job's JSON */
+	long long first_started_us;  /* the first attempt's start */
+	long long lost_us;        /* wall time lost: work since the last checkpoint + restarts */
+	double lost_slot_s;       /* the same times each attempt's GPUs (or CPU slots) */
+	long long restart_from_us;  /* a requeued attempt failed then (0: no restart pending) */
+	int restart_world;        /* ... on this many GPUs (or CPU slots) */
 	int orted_attempt;        /* the attempt that ended last ... */
 	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
 };
@@ -116,6 +122,8 @@ int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
 void job_rel(const struct job *j, const char *name, struct strbuf *rel);
+/* A new attempt of j starts on hold j->hold: its world size, the restart's cost. */
+void job_attempt_started(struct job *j);
 void job_file(const struct job *j, const char *name, const char *data, size_t len);
 long long highest_job_dir(const char *shared);
 int job_mkdirs(const struct job *j, struct strbuf *err);

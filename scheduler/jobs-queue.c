@@ -156,7 +156,7 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 		const char *id;
 
 		pn->name = n->name;
-		pn->up = !strcmp(n->state, DT_NODE_UP);
+		pn->up = !strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED);
 		pn->drained = n->drained;
 		pn->labels = cn ? &cn->labels : NULL;
 		if (gpu)
@@ -248,6 +248,7 @@ static void place_req_of(const struct job *j, struct place_req *r, const char **
 	r->include = j->cfg.node_include;
 	r->exclude = j->cfg.node_exclude;
 	r->labels = j->cfg.labels.nr ? &j->cfg.labels : NULL;
+	r->burn_in = j->cfg.burn_in;
 	if (with_avoid)
 		json_array_foreach(j->avoid, i, a)
 			if (k + 1 < max_avoid && json_is_string(a))
@@ -265,6 +266,20 @@ enum place_status job_try_place(struct sched *s, const struct job *j, struct poo
 
 	place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 1);
 	st = placement_try(p->n, p->nr, &r, res, reason);
+	/*
+	 * An elastic job's restart with no spare node for the one it lost: on fewer
+	 * healthy nodes, down to elastic.min_nodes, rather than wait (its world size
+	 * follows: job_attempt_started()).
+	 */
+	for (int n = j->cfg.nodes - 1; st != PLACE_OK && j->attempt > 0 &&
+	     j->cfg.elastic_min_nodes > 0 && n >= j->cfg.elastic_min_nodes; n--) {
+		struct strbuf why = STRBUF_INIT;
+
+		r.nodes = n;
+		if (placement_try(p->n, p->nr, &r, res, &why) == PLACE_OK)
+			st = PLACE_OK;
+		strbuf_release(&why);
+	}
 	if (st == PLACE_NEVER && avoid[0]) {
 		/* the nodes it failed on are the only ones left: use them after all */
 		strbuf_reset(reason);
@@ -344,6 +359,7 @@ void schedule_pending(struct sched *s)
 			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {
 			j->hold = hold_make(s, j, p, res);
+			job_attempt_started(j);
 			fp[p->gpu] = pool_fingerprint(s, p);
 			json_decref(j->placement);
 			j->placement = placement_json(j->hold);

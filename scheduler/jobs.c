@@ -30,11 +30,13 @@
  * DOWN comes back with its ranks still running) are stopped too.
  */
 #include "jobs-int.h"
+#include "goodput.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
 #include "promtext.h"
 #include "protocol.h"
+#include "quarantine.h"
 #include "safefile.h"
 #include "units.h"
 #include "usage.h"
@@ -101,7 +103,7 @@ void job_file(const struct job *j, const char *name, const char *data, size_t le
 	strbuf_release(&why);
 }
 
-/* Modification time (ns) of the regular file <job dir>/<name>, 0 if none. */
+/* Modification time (ns) of <job dir>/<name> (a file, or the ckpt dir), 0 if none. */
 static long long job_mtime_ns(const struct job *j, const char *name)
 {
 	struct strbuf rel = STRBUF_INIT;
@@ -430,7 +432,9 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "ended_at", json_timestamp(j->ended_us));
 	json_object_set_new(o, "elapsed_ms", json_integer(j->started_us ?
 							  (end - j->started_us) / 1000 : 0));
-	json_object_set_new(o, "nodes", json_integer(j->cfg.nodes));
+	/* the attempt's: an elastic restart may run on fewer than the spec's */
+	json_object_set_new(o, "nodes", json_integer(j->per_node > 0 ? j->world / j->per_node :
+						     j->cfg.nodes));
 	json_object_set_new(o, "per_node", json_integer(j->per_node));
 	json_object_set_new(o, "gpu", json_boolean(j->gpu));
 	json_object_set_new(o, "world_size", json_integer(j->world));
@@ -438,6 +442,22 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "job_dir", json_string(j->job_dir));
 	json_object_set_new(o, "attempt", json_integer(j->attempt));
 	json_object_set_new(o, "retries", json_integer(j->cfg.retries));
+	{
+		/* a restart pending: its time is being lost now */
+		long long lost = j->lost_us + (j->restart_from_us ? end - j->restart_from_us : 0);
+		double slot_s = j->lost_slot_s + (j->restart_from_us ? (double)(end - j->restart_from_us) /
+						  1e6 * j->restart_world : 0);
+		double ratio = goodput_ratio(j->first_started_us, end, lost);
+
+		json_object_set_new(o, "restarts", json_integer(j->attempt));
+		json_object_set_new(o, "lost_s", json_real((double)lost / 1e6));
+		json_object_set_new(o, "gpu_hours_lost", json_real(slot_s / 3600));
+		json_object_set_new(o, "effective_ratio", ratio < 0 ? json_null() : json_real(ratio));
+		json_object_set_new(o, "first_started_at", json_timestamp(j->first_started_us));
+		json_object_set_new(o, "restart", json_pack("{s:I,s:f,s:I,s:i}", "lost_us",
+			(json_int_t)j->lost_us, "lost_slot_s", j->lost_slot_s, "from_us",
+			(json_int_t)j->restart_from_us, "world", j->restart_world));
+	}
 	json_object_set_new(o, "exit_code", j->has_exit ? json_integer(j->exit_code) : json_null());
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
@@ -651,6 +671,22 @@ static const char *state_const(const char *s)
 	return DT_JOB_FAILED;
 }
 
+void job_attempt_started(struct job *j)
+{
+	long long now = dt_now_us();
+
+	if (!j->first_started_us)
+		j->first_started_us = now;
+	if (j->restart_from_us) {
+		long long wait = now > j->restart_from_us ? now - j->restart_from_us : 0;
+
+		j->lost_us += wait;
+		j->lost_slot_s += (double)wait / 1e6 * j->restart_world;
+		j->restart_from_us = 0;
+	}
+	j->world = j->per_node * j->hold->nr;   /* an elastic restart may have fewer nodes */
+}
+
 void job_derive(struct job *j)
 {
 	j->gpu = j->cfg.gpus_per_node > 0;
@@ -684,6 +720,8 @@ static void jobs_load(struct sched *s)
 			continue;
 		}
 		job_derive(j);
+		/* the attempt's, which an elastic restart may have made smaller */
+		j->world = (int)json_get_int(o, "world_size", j->world);
 		j->spec = json_incref(json_object_get(o, "spec"));
 		j->name = xstrdup(json_get_str(o, "name", "job"));
 		j->user = xstrdup(json_get_str(o, "user", ""));
@@ -695,6 +733,18 @@ static void jobs_load(struct sched *s)
 		if (json_get_str(o, "reason", NULL))
 			j->reason = xstrdup(json_get_str(o, "reason", NULL));
 		j->attempt = (int)json_get_int(o, "attempt", 0);
+		{
+			json_t *r = json_object_get(o, "restart");
+
+			j->first_started_us = dt_timestamp_parse(json_get_str(o, "first_started_at",
+									      ""));
+			if (j->first_started_us < 0)
+				j->first_started_us = 0;
+			j->lost_us = json_get_int(r, "lost_us", 0);
+			j->lost_slot_s = json_number_value(json_object_get(r, "lost_slot_s"));
+			j->restart_from_us = json_get_int(r, "from_us", 0);
+			j->restart_world = (int)json_get_int(r, "world", 0);
+		}
 		j->submitted_us = dt_timestamp_parse(json_get_str(o, "submitted_at", "")) ;
 		j->started_us = dt_timestamp_parse(json_get_str(o, "started_at", ""));
 		j->ended_us = dt_timestamp_parse(json_get_str(o, "ended_at", ""));
@@ -885,6 +935,18 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 				json_array_append_new(j->avoid, json_string(j->failed_node));
 		}
 		j->attempt++;
+		/* the work since its last checkpoint (the ckpt dir changes with every one:
+		 * a rename into it) is lost, and the time until the next attempt starts */
+		{
+			long long now = dt_now_us();
+			long long lost = goodput_lost_work_us(j->started_us, job_mtime_ns(j, "ckpt") /
+							      1000, now);
+
+			j->lost_us += lost;
+			j->lost_slot_s += (double)lost / 1e6 * j->world;
+			j->restart_from_us = now;
+			j->restart_world = j->world;
+		}
 		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;
@@ -1020,11 +1082,33 @@ out:
 	strbuf_release(&path);
 }
 
+/*
+ * The attempt failed on j->failed_node: count it against that node when it
+ * looks like the node's fault (quarantine_counts(): NODE_FAIL, SIGSEGV, SIGBUS,
+ * SIGILL), which may drain it.  Lock held.
+ */
+static void count_node_failure(struct sched *s, struct job *j, int nodefail, int sig)
+{
+	struct strbuf what = STRBUF_INIT;
+
+	if (!j->failed_node || !quarantine_counts(nodefail, sig))
+		return;
+	strbuf_addstr(&what, j->id);
+	if (nodefail)
+		strbuf_addstr(&what, " NODE_FAIL");
+	else if (j->failed_rank >= 0)
+		strbuf_addf(&what, " rank %d exit %d", j->failed_rank, j->exit_code);
+	else
+		strbuf_addf(&what, " mpirun exit %d", j->exit_code);
+	node_record_failure(s, j->failed_node, nodefail, what.buf);
+	strbuf_release(&what);
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
 	struct hold *h = j->hold;
-	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1;
+	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
 	const char *fail_node = NULL, *fail_at = NULL;
 	struct strbuf why = STRBUF_INIT;
 
@@ -1048,6 +1132,7 @@ static void check_running(struct sched *s, struct job *j)
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
+			count_node_failure(s, j, 1, 0);
 			end_attempt(s, j, DT_JOB_NODE_FAIL);
 			return;
 		}
@@ -1096,6 +1181,7 @@ static void check_running(struct sched *s, struct job *j)
 			fail_at = ended;
 			fail_rank = t->rank;
 			fail_code = code < 0 ? 1 : code;
+			fail_sig = (int)json_get_int(ht, "signal", 0);
 			fail_node = t->node;
 			strbuf_reset(&why);
 			if (!strcmp(st, DT_TASK_FAILED))
@@ -1114,6 +1200,8 @@ static void check_running(struct sched *s, struct job *j)
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
+			/* a rank's logger records 128 + the signal that killed it */
+			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
 			strbuf_reset(&why);
 			describe_code(&why, mcode);
 		}
@@ -1127,6 +1215,7 @@ static void check_running(struct sched *s, struct job *j)
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
+		count_node_failure(s, j, nodefail, fail_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;

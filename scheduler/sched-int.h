@@ -139,6 +139,8 @@ void sched_refused_note(struct sched *s, struct strbuf *sb);
 struct node *node_add(struct sched *s, const char *name);   /* lock held */
 /* drain n with a reason shown by `dtctl nodes`, or resume it (NULL); lock held */
 void node_set_drained(struct sched *s, struct node *n, const char *reason);
+/* a job failure that counts against node `name` (quarantine.h): may drain it; lock held */
+void node_record_failure(struct sched *s, const char *name, int node_fail, const char *what);
 void node_free(struct node *n);
 /*
  * One UDP beacon datagram (protocol.h) received at unix time now_s; lock NOT

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "quarantine.h"
 #include "units.h"
 #include "usage.h"
 
@@ -79,6 +80,10 @@ static const char schema[] =
 	"  PRIMARY KEY(node, id));"
 	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
 	"CREATE TABLE IF NOT EXISTS drains(name TEXT PRIMARY KEY, reason TEXT NOT NULL);"
+	/* failures counted against a node (quarantine.h), until it is resumed */
+	"CREATE TABLE IF NOT EXISTS node_failures(node TEXT NOT NULL, at_us INTEGER NOT NULL,"
+	"  node_fail INTEGER NOT NULL, what TEXT NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS node_failures_node ON node_failures(node, at_us);"
 	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
 
 int db_exec(struct sched *s, const char *sql)
@@ -279,6 +284,77 @@ void node_set_drained(struct sched *s, struct node *n, const char *reason)
 			      sqlite3_errmsg(s->db));
 	}
 	sqlite3_finalize(st);
+	/* resumed: the failures that drained it are forgiven, not counted again */
+	if (!reason && sqlite3_prepare_v2(s->db, "DELETE FROM node_failures WHERE node = ?", -1,
+					  &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+		sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+}
+
+/*
+ * A job's failure on node `name` that counts against it (quarantine_counts()):
+ * kept in state.db's node_failures table (so a restarted dtsched still counts
+ * it), and the node is drained when health.max_failures of them fall within
+ * health.failure_window.  Lock held.
+ */
+void node_record_failure(struct sched *s, const char *name, int node_fail, const char *what)
+{
+	struct node *n = node_find(s, name);
+	int max = s->cc ? s->cc->health.max_failures : 3;
+	long long window = s->cc ? s->cc->health.failure_window_ms : 60 * 60 * 1000LL;
+	long long now = dt_now_us();
+	struct qfailure *v = NULL;
+	size_t nr = 0, alloc = 0;
+	struct strbuf why = STRBUF_INIT;
+	sqlite3_stmt *st = NULL;
+
+	if (!n)
+		return;
+	dtlog(DTLOG_INFO, "node '%s': failure counted against it: %s", name, what);
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO node_failures VALUES(?, ?, ?, ?)", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, 2, now);
+		sqlite3_bind_int(st, 3, node_fail);
+		sqlite3_bind_text(st, 4, what, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			dtlog(DTLOG_ERROR, "state.db: cannot save a failure of '%s': %s", name,
+			      sqlite3_errmsg(s->db));
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	/* older ones never count again */
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM node_failures WHERE at_us < ?", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, now - window * 1000);
+		sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (n->drained || sqlite3_prepare_v2(s->db, "SELECT at_us, node_fail, what FROM "
+					     "node_failures WHERE node = ? ORDER BY at_us", -1,
+					     &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		ALLOC_GROW(v, nr + 1, alloc);
+		v[nr].at_us = sqlite3_column_int64(st, 0);
+		v[nr].node_fail = sqlite3_column_int(st, 1);
+		v[nr].what = xstrdup((const char *)sqlite3_column_text(st, 2));
+		nr++;
+	}
+	if (quarantine_check(v, nr, now, window, max, &why) >= max && max > 0) {
+		dtlog(DTLOG_WARN, "node '%s' drained: %s", name, why.buf);
+		node_set_drained(s, n, why.buf);
+	}
+out:
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < nr; i++)
+		free((char *)v[i].what);
+	free(v);
+	strbuf_release(&why);
 }
 
 /*

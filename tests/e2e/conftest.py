@@ -273,6 +273,12 @@ class LocalCluster:
         self.dtctl("head", "stop")
         stop_home_daemons(self.home)
 
+    def node_json(self):
+        """The node as `dtctl nodes --json` shows it."""
+        p = self.dtctl("nodes", "--json")
+        assert p.returncode == 0, p.stderr
+        return [n for n in json.loads(p.stdout)["nodes"] if n["name"] == "local"][0]
+
     def wait_up(self, timeout=20):
         deadline = time.monotonic() + timeout
         last = None

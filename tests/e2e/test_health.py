@@ -28,9 +28,7 @@ def cluster(dtctl_bin, tmp_path):
 
 
 def node(c):
-    p = c.dtctl("nodes", "--json")
-    assert p.returncode == 0, p.stderr
-    return [n for n in json.loads(p.stdout)["nodes"] if n["name"] == "local"][0]
+    return c.node_json()
 
 
 def wait_for(c, pred, what, timeout=15):

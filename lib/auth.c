@@ -15,10 +15,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+/* SHA256_Init/Update/Final: see "SHA-256 and HMAC" below */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/params.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -70,97 +69,91 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
 }
 
 /*
- * Per-thread OpenSSL state.  OpenSSL 3 looks an algorithm up by name (a
- * locked property query, then a fresh context) on every one-shot call such
- * as SHA256() or HMAC(): with 1000 heartbeats a second that was most of the
- * cost of checking a signature.  SHA-256 and HMAC are fetched once per
- * process, and each thread keeps a digest context and an HMAC context keyed
- * with the last key it used (re-keyed only when another key comes along;
- * EVP_MAC_init with a NULL key restarts with the key it holds).  Contexts are
- * never shared between threads, so no lock is needed after the fetch; they
- * are freed when their thread exits.  If anything here fails, the callers
- * fall back to the one-shot calls.
+ * SHA-256 and HMAC through OpenSSL's low-level SHA256_* calls, not EVP.  The
+ * EVP calls start OpenSSL's provider machinery on first use (the default
+ * provider's algorithm tables, names, locks): about 1 ms of CPU in every
+ * dtctl process, a fifth of `dtctl run --detach` (docs/BENCHMARKS.md, "submit
+ * rate").  SHA256_Init/Update/Final run the same assembly with no set-up; they
+ * are deprecated in OpenSSL 3 but kept, and a SHA256_CTX is plain data, so
+ * HMAC (RFC 2104) is two of them.  Each thread keeps the inner and outer
+ * states after the key block for the last key it used (one key per process
+ * in practice), so a signature costs the message's blocks plus two.
  */
-struct auth_tls {
-	EVP_MD_CTX *md;
-	EVP_MAC_CTX *mac;
-	size_t keylen;                      /* of the key mac holds; 0 = not keyed */
+#define HMAC_BLOCK 64
+
+struct hmac_state {
+	SHA256_CTX inner, outer;            /* after the key's ipad / opad block */
+	size_t keylen;                      /* 0 = not keyed */
 	unsigned char key[DT_AUTH_KEY_MAX];
 };
 
-static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
-static pthread_key_t tls_key;
-static int tls_ok;
-static EVP_MD *sha256_md;                   /* process lifetime */
-static EVP_MAC *hmac_mac;
+static __thread struct hmac_state hmac_tls;
 
-static void tls_free(void *data)
+static void sha256_raw(const void *data, size_t len, unsigned char *md)
 {
-	struct auth_tls *t = data;
+	SHA256_CTX c;
 
-	EVP_MD_CTX_free(t->md);
-	EVP_MAC_CTX_free(t->mac);
-	OPENSSL_cleanse(t->key, sizeof(t->key));
-	free(t);
-}
-
-/*
- * OPENSSL_INIT_NO_LOAD_CONFIG: reading the system's openssl.cnf (and
- * activating the providers it names) was about 1.5 ms of every dtctl
- * command's 6 ms; SHA-256 and HMAC are in the default provider, which
- * OpenSSL loads without any config.  A no-op when OpenSSL was already
- * initialised (libssh2 in `dtctl init`), so SSH keeps the system's settings.
- */
-static void algs_fetch(void)
-{
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-	hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	tls_ok = sha256_md && hmac_mac && !pthread_key_create(&tls_key, tls_free);
-}
-
-/* This thread's contexts (created on first use); NULL if OpenSSL refused. */
-static struct auth_tls *auth_tls_get(void)
-{
-	struct auth_tls *t;
-
-	pthread_once(&algs_once, algs_fetch);
-	if (!tls_ok)
-		return NULL;
-	t = pthread_getspecific(tls_key);
-	if (t)
-		return t;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->md = EVP_MD_CTX_new();
-	t->mac = EVP_MAC_CTX_new(hmac_mac);
-	if (!t->md || !t->mac || pthread_setspecific(tls_key, t)) {
-		tls_free(t);
-		return NULL;
-	}
-	return t;
-}
-
-static int sha256_cached(const void *data, size_t len, unsigned char *md)
-{
-	struct auth_tls *t = auth_tls_get();
-	unsigned int n = 0;
-
-	return t && EVP_DigestInit_ex2(t->md, sha256_md, NULL) &&
-		EVP_DigestUpdate(t->md, data, len) && EVP_DigestFinal_ex(t->md, md, &n) &&
-		n == SHA256_DIGEST_LENGTH ? 0 : -1;
+	SHA256_Init(&c);
+	SHA256_Update(&c, data, len);
+	SHA256_Final(md, &c);
+	OPENSSL_cleanse(&c, sizeof(c));
 }
 
 void dt_sha256_hex(const void *data, size_t len, char *out)
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];
 
-	if (!data)
-		data = "";
-	if (sha256_cached(data, len, md) < 0)
-		SHA256(data, len, md);
+	sha256_raw(data ? data : "", len, md);
 	to_hex(md, sizeof(md), out);
+}
+
+/* This thread's HMAC state keyed with key (keyed again only when the key changes). */
+static struct hmac_state *hmac_keyed(const struct dt_auth_key *key)
+{
+	struct hmac_state *h = &hmac_tls;
+	unsigned char block[HMAC_BLOCK], pad[HMAC_BLOCK];
+
+	if (h->keylen == key->len && !CRYPTO_memcmp(h->key, key->bytes, key->len))
+		return h;
+	memset(block, 0, sizeof(block));
+	if (key->len > HMAC_BLOCK)
+		sha256_raw(key->bytes, key->len, block);
+	else
+		memcpy(block, key->bytes, key->len);
+	for (int i = 0; i < HMAC_BLOCK; i++)
+		pad[i] = block[i] ^ 0x36;
+	SHA256_Init(&h->inner);
+	SHA256_Update(&h->inner, pad, sizeof(pad));
+	for (int i = 0; i < HMAC_BLOCK; i++)
+		pad[i] = block[i] ^ 0x5c;
+	SHA256_Init(&h->outer);
+	SHA256_Update(&h->outer, pad, sizeof(pad));
+	OPENSSL_cleanse(block, sizeof(block));
+	OPENSSL_cleanse(pad, sizeof(pad));
+	memcpy(h->key, key->bytes, key->len);
+	h->keylen = key->len;
+	return h;
+}
+
+/* Hex HMAC-SHA256 of the parts joined by "\n", fed piece by piece (no formatted copy). */
+static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
+			   char *out)
+{
+	struct hmac_state *h = hmac_keyed(key);
+	unsigned char mac[SHA256_DIGEST_LENGTH];
+	SHA256_CTX c = h->inner;
+
+	for (int i = 0; i < nr_parts; i++) {
+		if (i)
+			SHA256_Update(&c, "\n", 1);
+		SHA256_Update(&c, part[i], strlen(part[i]));
+	}
+	SHA256_Final(mac, &c);
+	c = h->outer;
+	SHA256_Update(&c, mac, sizeof(mac));
+	SHA256_Final(mac, &c);
+	OPENSSL_cleanse(&c, sizeof(c));
+	to_hex(mac, sizeof(mac), out);
 }
 
 /*
@@ -194,71 +187,6 @@ int dt_random_hex(char *out, size_t n)
 		return -1;
 	to_hex(buf, n, out);
 	return 0;
-}
-
-/*
- * HMAC of the signed string (protocol.h) with this thread's keyed context,
- * fed piece by piece (no formatted copy); -1 if OpenSSL refused.
- */
-static int hmac_cached(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-		       unsigned char *mac, size_t *maclen)
-{
-	struct auth_tls *t = auth_tls_get();
-	OSSL_PARAM params[2];
-
-	if (!t)
-		return -1;
-	if (t->keylen != key->len || CRYPTO_memcmp(t->key, key->bytes, key->len)) {
-		params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
-		params[1] = OSSL_PARAM_construct_end();
-		t->keylen = 0;
-		if (!EVP_MAC_init(t->mac, key->bytes, key->len, params))
-			return -1;
-		memcpy(t->key, key->bytes, key->len);
-		t->keylen = key->len;
-	} else if (!EVP_MAC_init(t->mac, NULL, 0, NULL)) {
-		t->keylen = 0;
-		return -1;
-	}
-	for (int i = 0; i < nr_parts; i++) {
-		if ((i && !EVP_MAC_update(t->mac, (const unsigned char *)"\n", 1)) ||
-		    !EVP_MAC_update(t->mac, (const unsigned char *)part[i], strlen(part[i]))) {
-			t->keylen = 0;
-			return -1;
-		}
-	}
-	if (!EVP_MAC_final(t->mac, mac, maclen, EVP_MAX_MD_SIZE)) {
-		t->keylen = 0;
-		return -1;
-	}
-	return 0;
-}
-
-/* The same with the one-shot call (when the cached contexts are unavailable). */
-static void hmac_oneshot(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-			 unsigned char *mac, size_t *maclen)
-{
-	struct strbuf msg = STRBUF_INIT;
-	unsigned int n = 0;
-
-	for (int i = 0; i < nr_parts; i++)
-		strbuf_addf(&msg, "%s%s", i ? "\n" : "", part[i]);
-	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf, msg.len,
-	     mac, &n);
-	*maclen = n;
-	strbuf_release(&msg);
-}
-
-/* Hex HMAC of the parts joined by "\n": the thread's cached context, else one-shot. */
-static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-			   char *out)
-{
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	size_t maclen = 0;
-
-	if (hmac_cached(key, part, nr_parts, mac, &maclen) < 0)
-		hmac_oneshot(key, part, nr_parts, mac, &maclen);
-	to_hex(mac, maclen, out);
 }
 
 void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,

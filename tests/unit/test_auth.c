@@ -1,8 +1,9 @@
 /*
  * test_auth.c - request signing (lib/auth.h): the signed string, a known
  * vector computed independently (Python hmac), every refusal reason, the
- * nonce cache's replay window and limit, and the per-thread OpenSSL contexts
- * (re-keying, many calls, several threads) against one-shot HMAC().
+ * nonce cache's replay window and limit, and the per-thread HMAC states
+ * (re-keying, keys longer than a block, many calls, several threads) against
+ * OpenSSL's one-shot HMAC().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,14 +146,18 @@ static void ref_sign(const struct dt_auth_key *k, const char *method, const char
  */
 static void test_sign_cached(void **state)
 {
-	struct dt_auth_key k, other, short_key;
+	struct dt_auth_key k, other, short_key, long_key;
 	char sig[DT_SHA256_HEX], want[DT_SHA256_HEX], body[64], nonce[40];
+	const struct dt_auth_key *keys[4] = { &k, &other, &short_key, &long_key };
 
 	dt_auth_key_from_hex(&k, SECRET);
 	dt_auth_key_from_hex(&other, "ff" SECRET "ff");
 	dt_auth_key_from_hex(&short_key, "0011");
+	/* 104 bytes: longer than SHA-256's block, so HMAC hashes the key first */
+	dt_auth_key_from_hex(&long_key, SECRET SECRET SECRET "0011223344556677");
+	assert_int_equal(long_key.len, 104);
 	for (int i = 0; i < 300; i++) {
-		const struct dt_auth_key *key = i % 3 == 0 ? &k : i % 3 == 1 ? &other : &short_key;
+		const struct dt_auth_key *key = keys[i % 4];
 
 		snprintf(body, sizeof(body), "{\"seq\":%d}", i);
 		snprintf(nonce, sizeof(nonce), "nonce-%016d", i);

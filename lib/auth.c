@@ -5,6 +5,7 @@
 #include "auth.h"
 #include "protocol.h"
 #include "secret.h"
+#include "sha256.h"
 #include "strbuf.h"
 #include "usage.h"
 
@@ -15,11 +16,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-/* SHA256_Init/Update/Final: see "SHA-256 and HMAC" below */
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
 
 static const char hexdig[] = "0123456789abcdef";
 
@@ -69,98 +65,57 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
 }
 
 /*
- * SHA-256 and HMAC through OpenSSL's low-level SHA256_* calls, not EVP.  The
- * EVP calls start OpenSSL's provider machinery on first use (the default
- * provider's algorithm tables, names, locks): about 1 ms of CPU in every
- * dtctl process, a fifth of `dtctl run --detach` (docs/BENCHMARKS.md, "submit
- * rate").  SHA256_Init/Update/Final run the same assembly with no set-up; they
- * are deprecated in OpenSSL 3 but kept, and a SHA256_CTX is plain data, so
- * HMAC (RFC 2104) is two of them.  Each thread keeps the inner and outer
- * states after the key block for the last key it used (one key per process
- * in practice), so a signature costs the message's blocks plus two.
+ * SHA-256 and HMAC from sha256.c, not OpenSSL: first EVP's provider start-up
+ * (about 1 ms), then merely mapping and relocating libcrypto (1.6 ms) were
+ * most of what a `dtctl run --detach` cost (docs/BENCHMARKS.md, "submit
+ * rate").  Each thread keeps the keyed HMAC states for the last key it used
+ * (one key per process in practice), so a signature costs the message's
+ * blocks plus two.
  */
-#define HMAC_BLOCK 64
-
 struct hmac_state {
-	SHA256_CTX inner, outer;            /* after the key's ipad / opad block */
+	struct dt_hmac_sha256 keyed;
 	size_t keylen;                      /* 0 = not keyed */
 	unsigned char key[DT_AUTH_KEY_MAX];
 };
 
 static __thread struct hmac_state hmac_tls;
 
-static void sha256_raw(const void *data, size_t len, unsigned char *md)
-{
-	SHA256_CTX c;
-
-	SHA256_Init(&c);
-	SHA256_Update(&c, data, len);
-	SHA256_Final(md, &c);
-	OPENSSL_cleanse(&c, sizeof(c));
-}
-
 void dt_sha256_hex(const void *data, size_t len, char *out)
 {
-	unsigned char md[SHA256_DIGEST_LENGTH];
+	unsigned char md[DT_SHA256_LEN];
 
-	sha256_raw(data ? data : "", len, md);
+	dt_sha256(data ? data : "", len, md);
 	to_hex(md, sizeof(md), out);
-}
-
-/* This thread's HMAC state keyed with key (keyed again only when the key changes). */
-static struct hmac_state *hmac_keyed(const struct dt_auth_key *key)
-{
-	struct hmac_state *h = &hmac_tls;
-	unsigned char block[HMAC_BLOCK], pad[HMAC_BLOCK];
-
-	if (h->keylen == key->len && !CRYPTO_memcmp(h->key, key->bytes, key->len))
-		return h;
-	memset(block, 0, sizeof(block));
-	if (key->len > HMAC_BLOCK)
-		sha256_raw(key->bytes, key->len, block);
-	else
-		memcpy(block, key->bytes, key->len);
-	for (int i = 0; i < HMAC_BLOCK; i++)
-		pad[i] = block[i] ^ 0x36;
-	SHA256_Init(&h->inner);
-	SHA256_Update(&h->inner, pad, sizeof(pad));
-	for (int i = 0; i < HMAC_BLOCK; i++)
-		pad[i] = block[i] ^ 0x5c;
-	SHA256_Init(&h->outer);
-	SHA256_Update(&h->outer, pad, sizeof(pad));
-	OPENSSL_cleanse(block, sizeof(block));
-	OPENSSL_cleanse(pad, sizeof(pad));
-	memcpy(h->key, key->bytes, key->len);
-	h->keylen = key->len;
-	return h;
 }
 
 /* Hex HMAC-SHA256 of the parts joined by "\n", fed piece by piece (no formatted copy). */
 static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
 			   char *out)
 {
-	struct hmac_state *h = hmac_keyed(key);
-	unsigned char mac[SHA256_DIGEST_LENGTH];
-	SHA256_CTX c = h->inner;
+	struct hmac_state *h = &hmac_tls;
+	unsigned char mac[DT_SHA256_LEN];
+	struct dt_sha256 c;
 
+	if (h->keylen != key->len || dt_memcmp_ct(h->key, key->bytes, key->len)) {
+		dt_hmac_sha256_key(&h->keyed, key->bytes, key->len);
+		memcpy(h->key, key->bytes, key->len);
+		h->keylen = key->len;
+	}
+	c = h->keyed.inner;
 	for (int i = 0; i < nr_parts; i++) {
 		if (i)
-			SHA256_Update(&c, "\n", 1);
-		SHA256_Update(&c, part[i], strlen(part[i]));
+			dt_sha256_update(&c, "\n", 1);
+		dt_sha256_update(&c, part[i], strlen(part[i]));
 	}
-	SHA256_Final(mac, &c);
-	c = h->outer;
-	SHA256_Update(&c, mac, sizeof(mac));
-	SHA256_Final(mac, &c);
-	OPENSSL_cleanse(&c, sizeof(c));
+	dt_hmac_sha256_final(&h->keyed, &c, mac);
 	to_hex(mac, sizeof(mac), out);
 }
 
 /*
  * The kernel's CSPRNG (what OpenSSL seeds from) rather than RAND_bytes():
  * instantiating OpenSSL's DRBG (fetching AES-CTR, seeding) cost about 1.5 ms
- * of CPU in every dtctl process for a 16-byte nonce.  RAND_bytes() stays as
- * the fallback for kernels without getrandom(2).
+ * of CPU in every dtctl process for a 16-byte nonce.  getrandom(2) is in
+ * every kernel dtctl supports (3.17 and later); there is no fallback.
  */
 int dt_random_bytes(void *buf, size_t n)
 {
@@ -172,7 +127,7 @@ int dt_random_bytes(void *buf, size_t n)
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
-			return RAND_bytes(p, (int)n) == 1 ? 0 : -1;
+			return -1;
 		p += got;
 		n -= (size_t)got;
 	}
@@ -414,7 +369,7 @@ enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonc
 	for (int i = 0; i < 64; i++)
 		got[i] = (char)tolower((unsigned char)sig[i]);
 	got[64] = '\0';
-	if (CRYPTO_memcmp(want, got, 64) != 0)
+	if (dt_memcmp_ct(want, got, 64) != 0)
 		return DT_AUTH_BAD_SIGNATURE;
 	r = dt_nonce_cache_add(nc, nonce, now_s);
 	if (r > 0)

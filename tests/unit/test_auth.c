@@ -20,6 +20,7 @@
 #include <openssl/hmac.h>
 
 #include "auth.h"
+#include "sha256.h"
 
 #define EXPECTED_SIG "93e11c087be9a8ed5045c7fd00a0582b03183c6d0392826a22de11c84b220931"
 #define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -40,6 +41,21 @@ static void test_sha256(void **state)
 	memset(a, 'a', 1000000);
 	dt_sha256_hex(a, 1000000, out);
 	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	/* every length around the block and padding boundaries, fed in uneven pieces */
+	for (size_t len = 0; len < 300; len++) {
+		unsigned char md[EVP_MAX_MD_SIZE], mine[DT_SHA256_LEN];
+		unsigned int n = 0;
+		struct dt_sha256 c;
+
+		for (size_t i = 0; i < len; i++)
+			a[i] = (char)(i * 7 + len);
+		EVP_Digest(a, len, md, &n, EVP_sha256(), NULL);
+		dt_sha256_init(&c);
+		for (size_t off = 0, step = 1; off < len; off += step, step = step * 3 % 67 + 1)
+			dt_sha256_update(&c, a + off, off + step > len ? len - off : step);
+		dt_sha256_final(&c, mine);
+		assert_memory_equal(mine, md, DT_SHA256_LEN);
+	}
 	free(a);
 	dt_sha256_hex("abc", 3, out);
 	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

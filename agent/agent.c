@@ -574,13 +574,11 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 static void h_task_wait(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
-	long long timeout = json_get_int(req->json, "timeout_ms", 0);
+	long long timeout = dt_http_wait_ms(req, resp, DT_TASK_WAIT_MAX_MS);
 	struct task *t;
 
-	if (timeout < 0 || timeout > DT_TASK_WAIT_MAX_MS) {
-		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_TASK_WAIT_MAX_MS);
+	if (timeout < 0)
 		return;
-	}
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (t && !task_state_final(t->state))

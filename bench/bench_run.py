@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from conftest import FAKECLUSTER, FakeCluster  # noqa: E402
 from test_run import setup_ssh  # noqa: E402
+from dtapi import DtApi  # noqa: E402
 
 HEAD_PORT = 17881
 AGENT_PORT = 17880
@@ -120,8 +121,45 @@ def end_bench(b, rounds, nodes, ppn):
         w1 = time.time()
         assert p.returncode == 0, p.stdout + p.stderr
         if r:
-            steps.append(job_steps(b, p.stderr, w0, w1))
+            st = job_steps(b, p.stderr, w0, w1)
+            st.update(task_ends(b, p.stderr, nodes, st))
+            steps.append(st)
     return steps
+
+
+def task_ends(b, stderr, nodes, st):
+    """From every agent's task list: when the job's orted tasks and its mpirun task ended,
+    relative to the last rank's end (ms)."""
+    jid = next((w for line in stderr.splitlines() for w in line.split() if w.startswith("j-")), None)
+    p = b.dtctl("show", "--json", jid) if jid else None
+    if not p or p.returncode:
+        return {}
+    j = json.loads(p.stdout)
+    j = j.get("job", j)
+    ends = []
+    for f in (Path(j["job_dir"]) / "ranks").glob("*.json"):
+        ends.append(ts_parse(json.loads(f.read_text()).get("ended_at")))
+    if not ends or not all(ends):
+        return {}
+    last = max(ends)
+    secret = (b.home / "secret").read_text().strip()
+    orted, mpirun = [], None
+    for n in b.fc.nodes[:nodes]:
+        code, body = DtApi(n.addr, AGENT_PORT, secret).request("GET", "/v1/tasks")
+        for t in body.get("tasks", []) if code == 200 else []:
+            if t.get("job_id") != jid or not t.get("ended_at"):
+                continue
+            if ".orted-" in t["id"]:
+                orted.append(ts_parse(t["ended_at"]))
+            else:
+                mpirun = ts_parse(t["ended_at"])
+    out = {}
+    if orted:
+        out["last rank end -> first orted task ended"] = min(orted) - last
+        out["last rank end -> last orted task ended"] = max(orted) - last
+    if mpirun:
+        out["last rank end -> mpirun task ended"] = mpirun - last
+    return {k: round(v * 1000, 1) for k, v in out.items()}
 
 
 def print_end(steps, nodes, ppn):

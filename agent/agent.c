@@ -316,7 +316,6 @@ static void kick_heartbeat(struct agent *a)
 {
 	a->hb_kick = 1;
 	pthread_cond_signal(&a->hb_cond);
-	dt_httpd_wake(a->srv);   /* and the waits for a task's end (h_task_wait) */
 }
 
 /* The supervisor is gone and the task is not final: kill its tree, mark it lost. */
@@ -565,34 +564,6 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	pthread_mutex_unlock(&a->lock);
 }
 
-/*
- * POST /v1/tasks/<id>/wait {timeout_ms}: the task once it is final (parked in
- * httpd until then; kick_heartbeat() wakes it): `dtagent rsh` learns of its
- * orted's exit at once instead of at its next poll, which was mpirun's
- * teardown time (docs/BENCHMARKS.md, "job end").
- */
-static void h_task_wait(struct dt_http_request *req, struct dt_http_response *resp, void *data)
-{
-	struct agent *a = data;
-	long long timeout = dt_http_wait_ms(req, resp, DT_TASK_WAIT_MAX_MS);
-	struct task *t;
-
-	if (timeout < 0)
-		return;
-	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !task_state_final(t->state))
-		task_refresh(a, t);
-	if (!t)
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
-	else if (!task_state_final(t->state) && timeout > 0 && req->may_park)
-		resp->park_ms = timeout;
-	else
-		dt_http_json(resp, 200, json_pack("{s:o}", "task", task_to_json(t, 1)));
-	pthread_mutex_unlock(&a->lock);
-}
-
 static void h_task_stop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
@@ -834,7 +805,6 @@ static const struct dt_http_route routes[] = {
 	{ "POST", DT_PATH_TASKS, 0, h_task_start },
 	{ "GET", DT_PATH_TASKS, 0, h_task_list },
 	{ "GET", DT_PATH_TASK, 0, h_task_get },
-	{ "POST", DT_PATH_TASK_WAIT, 0, h_task_wait },
 	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
@@ -1263,7 +1233,6 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		if (changed)
 			kick_heartbeat(a);
 		pthread_mutex_unlock(&a->lock);
-		dt_httpd_wake_expired(a->srv);   /* task waits whose timeout_ms is up */
 	}
 	if (sfd >= 0)
 		close(sfd);

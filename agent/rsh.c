@@ -23,8 +23,7 @@
 
 #define RSH_FAIL 255               /* what ssh exits with when it cannot run the command */
 #define RSH_STOP_GRACE_MS 3000     /* SIGTERM -> SIGKILL for the orted on hang-up */
-#define RSH_POLL_MAX_MS 1000       /* the slowest poll of an agent without the wait route */
-#define RSH_WAIT_MS 20000          /* one long-poll (POST /v1/tasks/<id>/wait) */
+#define RSH_POLL_MAX_MS 1000       /* the slowest poll of the task's state */
 #define RSH_UNREACHABLE_MS 30000   /* the agent gone this long: give up, like a dead ssh */
 
 static volatile sig_atomic_t hangup;
@@ -130,21 +129,12 @@ static void stop_task(struct dt_httpc *c, const char *path)
 	strbuf_release(&err);
 }
 
-/*
- * Wait until the task is final: its exit code, or RSH_FAIL.  A long-poll on
- * the agent (answered as soon as the orted exits: mpirun waits for this
- * process before it exits, so this is on the job's way to its end); an
- * agent without the route (404 for the wait, 200 for the task) is polled,
- * 10 ms doubling to RSH_POLL_MAX_MS.
- */
+/* Poll the task until it is final: its exit code, or RSH_FAIL. */
 static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 {
 	long delay = 10;
 	long long unreachable_since = 0;
-	int can_wait = 1;
-	struct strbuf wait_path = STRBUF_INIT;
 
-	strbuf_addf(&wait_path, "%s" DT_PATH_WAIT_SUFFIX, path);
 	for (;;) {
 		struct strbuf err = STRBUF_INIT;
 		json_t *reply = NULL, *t;
@@ -152,24 +142,9 @@ static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 
 		if (hangup) {
 			stop_task(c, path);
-			strbuf_release(&wait_path);
 			return RSH_FAIL;
 		}
-		if (can_wait) {
-			json_t *body = json_pack("{s:i}", "timeout_ms", RSH_WAIT_MS);
-
-			c->timeout_ms = RSH_WAIT_MS + 10000;
-			st = dt_httpc_request(c, "POST", wait_path.buf, body, &reply, &err);
-			json_decref(body);
-			if (st == 404 || st == 405) {
-				can_wait = 0;      /* an older agent, or the task is gone: ask GET */
-				json_decref(reply);
-				strbuf_release(&err);
-				continue;
-			}
-		} else {
-			st = dt_httpc_request(c, "GET", path, NULL, &reply, &err);
-		}
+		st = dt_httpc_request(c, "GET", path, NULL, &reply, &err);
 		t = json_object_get(reply, "task");
 		if (st == 200 && json_is_object(t)) {
 			const char *state = json_get_str(t, "state", "");
@@ -186,20 +161,13 @@ static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 						json_get_str(t, "error", ""));
 				json_decref(reply);
 				strbuf_release(&err);
-				strbuf_release(&wait_path);
 				return rc >= 0 && rc <= 255 ? rc : RSH_FAIL;
-			}
-			if (can_wait) {            /* the wait's time is up: wait again */
-				json_decref(reply);
-				strbuf_release(&err);
-				continue;
 			}
 		} else if (st == 404) {
 			fprintf(stderr, "dtagent rsh: the agent on %s no longer knows the orted task\n",
 				host);
 			json_decref(reply);
 			strbuf_release(&err);
-			strbuf_release(&wait_path);
 			return RSH_FAIL;
 		} else {
 			long long now = dt_mono_ms();
@@ -211,7 +179,6 @@ static int wait_task(struct dt_httpc *c, const char *host, const char *path)
 					st < 0 ? err.buf : dt_httpc_reply_error(reply, st));
 				json_decref(reply);
 				strbuf_release(&err);
-				strbuf_release(&wait_path);
 				return RSH_FAIL;
 			}
 		}
@@ -282,7 +249,6 @@ int rsh_main(int argc, const char **argv)
 	dt_httpc_init(&c, host, port, &key);
 	c.connect_timeout_ms = 5000;
 	c.timeout_ms = 15000;
-	c.interrupt = &hangup;     /* SIGHUP/SIGTERM end a parked wait at once */
 	st = dt_httpc_request(&c, "POST", DT_PATH_TASKS, body, &reply, &err);
 	if (st != 201) {
 		fprintf(stderr, "dtagent rsh: cannot start orted on %s (agent port %d): %s\n", host,

@@ -95,9 +95,9 @@ void dt_httpc_release(struct dt_httpc *c)
 
 /*
  * Wait until fd is ready for `events` or `deadline` (0 = none) passes:
- * 1 ready, 0 timed out, -1 poll failed or *interrupt set by a signal (errno).
+ * 1 ready, 0 timed out, -1 poll failed (errno).
  */
-static int wait_fd(int fd, short events, long long deadline, volatile sig_atomic_t *interrupt)
+static int wait_fd(int fd, short events, long long deadline)
 {
 	struct pollfd p;
 	long long left;
@@ -118,7 +118,7 @@ static int wait_fd(int fd, short events, long long deadline, volatile sig_atomic
 		r = poll(&p, 1, ms);
 		if (r > 0)
 			return 1;
-		if (r < 0 && (errno != EINTR || (interrupt && *interrupt)))
+		if (r < 0 && errno != EINTR)
 			return -1;
 	}
 }
@@ -157,7 +157,7 @@ static int connect_one(const struct sockaddr *sa, socklen_t len, long long deadl
 		close(fd);
 		return -1;
 	}
-	r = wait_fd(fd, POLLOUT, deadline, NULL);   /* connecting is short */
+	r = wait_fd(fd, POLLOUT, deadline);
 	if (r <= 0) {
 		*syserr = r ? errno : ETIMEDOUT;
 		close(fd);
@@ -272,7 +272,7 @@ static int send_all(struct conn_io *io, struct iovec *iov, int n)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				r = wait_fd(io->c->fd, POLLOUT, io->deadline, io->c->interrupt);
+				r = wait_fd(io->c->fd, POLLOUT, io->deadline);
 				if (r > 0)
 					continue;
 				if (!r)
@@ -331,7 +331,7 @@ static ssize_t io_fill(struct conn_io *io)
 			io->sys_errno = errno;
 			return -1;
 		}
-		r = wait_fd(io->c->fd, POLLIN, io->deadline, io->c->interrupt);
+		r = wait_fd(io->c->fd, POLLIN, io->deadline);
 		if (r <= 0) {
 			if (r)
 				strbuf_addf(io->err, "cannot wait for %s:%d: %s", io->c->host,

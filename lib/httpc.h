@@ -19,7 +19,6 @@
 #define DT_HTTPC_H
 
 #include <jansson.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include "auth.h"
 #include "strbuf.h"
@@ -30,9 +29,6 @@ struct dt_httpc {
 	struct dt_auth_key key;
 	long timeout_ms;          /* whole request; default 10000 */
 	long connect_timeout_ms;  /* default 3000 */
-	/* non-NULL: a signal that sets *interrupt ends the request at once (-1, EINTR);
-	 * else a signal does not shorten the wait (a long-poll is left waiting) */
-	volatile sig_atomic_t *interrupt;
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;

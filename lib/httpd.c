@@ -99,17 +99,6 @@ struct req_ctx {
 	int big;                      /* counted in srv->big_replies until completed */
 };
 
-long long dt_http_wait_ms(struct dt_http_request *req, struct dt_http_response *resp,
-			  long long max)
-{
-	long long ms = json_get_int(req->json, "timeout_ms", 0);
-
-	if (ms >= 0 && ms <= max)
-		return ms;
-	dt_http_error(resp, 400, "timeout_ms must be 0..%lld", max);
-	return -1;
-}
-
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;

@@ -235,10 +235,6 @@ void dt_http_json(struct dt_http_response *resp, int status, json_t *obj);
  * object.  The server does this before every handler except on
  * DT_ROUTE_RAW_BODY routes. */
 int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *resp);
-/* A long-poll's {"timeout_ms"} (0 when absent), or -1 after answering 400 when it is
- * outside 0..max. */
-long long dt_http_wait_ms(struct dt_http_request *req, struct dt_http_response *resp,
-			  long long max);
 /* X-DT-Protocol's value as req->protocol has it */
 int dt_http_peer_protocol(const char *hdr);
 /* 426 for a peer of protocol `theirs` (protocol.h), logged; who: "this request",

@@ -106,12 +106,6 @@
  *
  * GET /v1/tasks                       -> {protocol, node, tasks: [TASK...]}
  * GET /v1/tasks/<id>                  -> {protocol, task: TASK}   404 if unknown
- * POST /v1/tasks/<id>/wait            long-poll: the task once it is final
- *   <- {timeout_ms: 0..DT_TASK_WAIT_MAX_MS}
- *   -> {protocol, task: TASK} as soon as the task is final, else after
- *      timeout_ms (as it is then); 404 if unknown.  `dtagent rsh` waits for
- *      its orted this way (an agent without the route answers 404 for the
- *      path: the caller then polls GET).  The agent holds no thread meanwhile.
  * DELETE /v1/tasks/<id>               stop: SIGTERM to the whole tree, SIGKILL
  *   <- {grace_ms?}  (optional body)    after grace, then verified gone
  *   -> 202 {protocol, task: TASK}      (state "stopping", or final if already)
@@ -137,8 +131,6 @@
 #define DT_TASKS_BATCH_MAX 256
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
 #define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
-#define DT_PATH_TASK_WAIT DT_PATH_TASK "/wait"
-#define DT_TASK_WAIT_MAX_MS 60000
 #define DT_PATH_INVENTORY "/v1/inventory"
 
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)

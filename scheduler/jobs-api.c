@@ -241,11 +241,13 @@ static void h_job_wait(struct dt_http_request *req, struct dt_http_response *res
 	struct sched *s = data;
 	const char *id = dt_http_arg(req, "id");
 	long long since = json_get_int(req->json, "since_version", -1);
-	long long timeout = dt_http_wait_ms(req, resp, DT_JOB_WAIT_MAX_MS);
+	long long timeout = json_get_int(req->json, "timeout_ms", 0);
 	struct job *j;
 
-	if (timeout < 0)
+	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
+		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
 		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, id);
 	if (!j)

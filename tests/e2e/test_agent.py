@@ -535,27 +535,3 @@ def test_inventory_and_metrics(agent):
     assert 'dtagent_tasks{node="n1",state="running"}' in text
     # /metrics is read-only: nothing else is public
     assert agent.api.raw("POST", "/metrics")[0] == 401
-
-
-def test_task_wait_answers_when_the_task_ends(agent):
-    """POST /v1/tasks/<id>/wait (dtagent rsh waits for its orted this way): parked while
-    the task runs, answered as soon as it ends, not at the timeout; at once when final."""
-    st, body = agent.api.request("POST", "/v1/tasks", {"id": "w", "argv": ["sleep", "0.5"]})
-    assert st == 201, body
-    t0 = time.monotonic()
-    st, body = agent.api.request("POST", "/v1/tasks/w/wait", {"timeout_ms": 20000})
-    took = time.monotonic() - t0
-    assert st == 200 and body["task"]["state"] == "exited", body
-    assert 0.3 < took < 3, "the wait should end with the task (0.5 s), took %.2f s" % took
-    t0 = time.monotonic()
-    st, body = agent.api.request("POST", "/v1/tasks/w/wait", {"timeout_ms": 20000})
-    assert st == 200 and time.monotonic() - t0 < 1, "a final task is answered at once"
-    # a running task after timeout_ms: answered as it is
-    agent.api.request("POST", "/v1/tasks", {"id": "w2", "argv": ["sleep", "30"]})
-    t0 = time.monotonic()
-    st, body = agent.api.request("POST", "/v1/tasks/w2/wait", {"timeout_ms": 300})
-    assert st == 200 and body["task"]["state"] == "running", body
-    assert time.monotonic() - t0 < 2
-    assert agent.api.request("POST", "/v1/tasks/nosuch/wait", {"timeout_ms": 10})[0] == 404
-    assert agent.api.request("POST", "/v1/tasks/w2/wait", {"timeout_ms": -1})[0] == 400
-    agent.api.request("DELETE", "/v1/tasks/w2", {"grace_ms": 0})

@@ -1,6 +1,6 @@
 /*
  * sha256.c - SHA-256 and HMAC-SHA256 without OpenSSL (see sha256.h for why).
- * A straightforward FIPS 180-4 implementation: about 200 MB/s here, which is
+ * A straightforward FIPS 180-4 implementation: 185-200 MB/s here (-O2), which is
  * 10 us for a 2 KB request body; the test compares it with OpenSSL.
  */
 #include "sha256.h"

@@ -358,9 +358,17 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		port = (int)json_get_int(reply, "port", 0);
 	json_decref(reply);
 	reply = NULL;
+	/* logs/, ckpt/, ranks/: made for the job's first launch, not at submit (jobs.c) */
+	if (port && job_subdirs(j, &sb) < 0)
+		port = -1;
 
 	pthread_mutex_lock(&s->lock);
 	if (j->hold != h) {           /* ended while we asked: nothing started */
+		pthread_mutex_unlock(&s->lock);
+		goto out;
+	}
+	if (port < 0) {
+		j->launch_error = strbuf_detach(&sb, NULL);
 		pthread_mutex_unlock(&s->lock);
 		goto out;
 	}

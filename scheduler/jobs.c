@@ -140,30 +140,20 @@ long long highest_job_dir(const char *shared)
 }
 
 /*
- * Make the job dir: jobs/<id> must be new (an id whose dir exists belongs to
- * a job of an earlier head: errno EEXIST), then its subdirs.
+ * Make the job dir at submit: jobs/<id> must be new (an id whose dir exists
+ * belongs to a job of an earlier head: errno EEXIST).  Its subdirs come at
+ * launch (job_subdirs): each inode made here is a metadata round trip on NFS
+ * and, on the head's ext4, a search of the inode bitmap that was most of
+ * dtsched's time per submit (docs/BENCHMARKS.md, "submit rate").
  */
 int job_mkdirs(const struct job *j, struct strbuf *err)
 {
-	static const char *const sub[] = { "logs", "ckpt", "ranks" };
 	struct strbuf why = STRBUF_INIT;
 	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), fd = -1, e;
 
 	if (dfd >= 0) {
 		fd = sf_mkdir_new_at(dfd, j->id, 0775, SF_OWNER, &why);
 		close(dfd);
-	}
-	for (size_t i = 0; fd >= 0 && i < ARRAY_SIZE(sub); i++) {
-		int sfd = sf_mkdir_new_at(fd, sub[i], 0775, SF_OWNER, &why);
-
-		if (sfd < 0) {
-			e = errno;
-			close(fd);
-			fd = -1;
-			errno = e;
-		} else {
-			close(sfd);
-		}
 	}
 	if (fd >= 0) {
 		close(fd);
@@ -175,6 +165,30 @@ int job_mkdirs(const struct job *j, struct strbuf *err)
 	strbuf_release(&why);
 	errno = e;
 	return -1;
+}
+
+/* logs/, ckpt/ and ranks/ in the job dir, before its first task starts (kept if they exist). */
+int job_subdirs(const struct job *j, struct strbuf *err)
+{
+	static const char *const sub[] = { "logs", "ckpt", "ranks" };
+	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < ARRAY_SIZE(sub); i++) {
+		int fd;
+
+		job_rel(j, sub[i], &rel);
+		fd = sf_dir(j->shared_dir, rel.buf, SF_MKDIRS | SF_OWNER, &why);
+		if (fd < 0) {
+			strbuf_addf(err, "cannot create '%s/%s': %s", j->job_dir, sub[i], why.buf);
+			ret = -1;
+		} else {
+			close(fd);
+		}
+	}
+	strbuf_release(&rel);
+	strbuf_release(&why);
+	return ret;
 }
 
 void write_state_file(const struct job *j)

@@ -24,7 +24,7 @@ BUILD ?= dev
 O := build/$(BUILD)
 PYTHON ?= /usr/bin/python3
 
-PKGS := libssh2 yaml-0.1 libmicrohttpd jansson sqlite3 libcrypto
+PKGS := libssh2 yaml-0.1 libmicrohttpd jansson sqlite3 libcrypto nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libssh2 and libcrypto are not linked: lib/ssh-dl.c loads them when an SSH command
 # needs them (mapping them cost every process 1.6 ms at start; docs/BENCHMARKS.md)

@@ -65,7 +65,7 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
 }
 
 /*
- * SHA-256 and HMAC from sha256.c, not OpenSSL: first EVP's provider start-up
+ * SHA-256 and HMAC from sha256.c (Nettle), not OpenSSL: first EVP's provider start-up
  * (about 1 ms), then merely mapping and relocating libcrypto (1.6 ms) were
  * most of what a `dtctl run --detach` cost (docs/BENCHMARKS.md, "submit
  * rate").  Each thread keeps the keyed HMAC states for the last key it used

@@ -24,9 +24,11 @@ BUILD ?= dev
 O := build/$(BUILD)
 PYTHON ?= /usr/bin/python3
 
-PKGS := libssh2 yaml-0.1 libmicrohttpd jansson sqlite3 libcrypto
+PKGS := libssh2 yaml-0.1 libmicrohttpd jansson sqlite3 libcrypto nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libssh2 and libcrypto are not linked: lib/ssh-dl.c loads them when an SSH command
+# needs them (mapping them cost every process 1.6 ms at start; docs/BENCHMARKS.md)
+PKG_LIBS := $(shell pkg-config --libs $(filter-out libssh2 libcrypto,$(PKGS)) 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 -Wvla
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -DDT_VERSION='"$(VERSION)"' -g -Ilib -I. -MMD -MP

@@ -11,8 +11,10 @@
 #include "agent.h"
 #include "auth.h"
 #include "beacon.h"
+#include "daemon.h"
 #include "dthome.h"
 #include "httpc.h"
+#include "health.h"
 #include "httpd.h"
 #include "json.h"
 #include "log.h"
@@ -75,6 +77,9 @@ struct agent {
 	 * NET_REFRESH_MS by the heartbeat thread */
 	struct dt_netif net;
 	int have_net;
+	/* the node's health (health.h), read by the heartbeat thread each beat */
+	struct health health;
+	json_t *health_now;
 };
 
 #define NET_REFRESH_MS 30000
@@ -162,8 +167,23 @@ static json_t *agent_inventory(struct agent *a)
 		json_object_set_new(inv, "net", json_pack("{s:s, s:s, s:s}", "interface",
 							  a->net.name, "address", a->net.addr,
 							  "cidr", a->net.cidr));
+	if (a->health_now)
+		json_object_set_new(inv, "health", json_deep_copy(a->health_now));
 	pthread_mutex_unlock(&a->lock);
 	return inv;
+}
+
+/* read the node's health again (no lock held; takes it) */
+static void health_refresh(struct agent *a)
+{
+	int nv = a->o.gpus != 0 ? dt_nvml_count() : 0;
+	int n = a->o.gpus >= 0 ? a->o.gpus : nv;
+	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home);
+
+	pthread_mutex_lock(&a->lock);
+	json_decref(a->health_now);
+	a->health_now = h;
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* the route to dtsched, again (no lock held; takes it) */
@@ -385,30 +405,30 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, agent_inventory(a));
 }
 
-static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/*
+ * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
+ * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
+ */
+static int task_start(struct agent *a, const json_t *req, json_t **out, struct strbuf *msg)
 {
-	struct agent *a = data;
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
-	const char *id = json_get_str(req->json, "id", NULL);
+	const char *id = json_get_str(req, "id", NULL);
 	char gen[TASK_ID_MAX + 1];
 	struct task *t;
 	json_t *spec;
 	struct stat st;
 	pid_t sup;
+	int code = 201;
 
-	if (!req->json) {
-		dt_http_error(resp, 400, "a task request needs a JSON body with 'argv'");
-		return;
+	if (json_object_get(req, "id") && !task_id_valid(id)) {
+		strbuf_addstr(msg, "task id must match [A-Za-z0-9._-]{1,64}");
+		return 400;
 	}
-	if (json_object_get(req->json, "id") && !task_id_valid(id)) {
-		dt_http_error(resp, 400, "task id must match [A-Za-z0-9._-]{1,64}");
-		return;
-	}
-	spec = task_spec_validate(req->json, &err);
+	spec = task_spec_validate(req, &err);
 	if (!spec) {
-		dt_http_error(resp, 400, "%s", err.buf);
+		strbuf_addbuf(msg, &err);
 		strbuf_release(&err);
-		return;
+		return 400;
 	}
 	if (!id) {
 		char hex[DT_NONCE_HEX];
@@ -420,11 +440,10 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	pthread_mutex_lock(&a->lock);
 	task_path(&path, a->dir.buf, id);
 	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
-		pthread_mutex_unlock(&a->lock);
-		dt_http_error(resp, 409, "task '%s' already exists on node '%s'", id, a->name);
+		strbuf_addf(msg, "task '%s' already exists on node '%s'", id, a->name);
 		json_decref(spec);
-		strbuf_release(&path);
-		return;
+		code = 409;
+		goto out;
 	}
 	t = xmalloc(sizeof(*t));
 	task_init(t);
@@ -434,12 +453,11 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	t->created_us = dt_now_us();
 	t->changed_ms = dt_mono_ms();
 	if (dt_random_hex(t->marker, TASK_MARKER_HEX / 2) < 0 || task_save(a->dir.buf, t) < 0) {
-		pthread_mutex_unlock(&a->lock);
-		dt_http_error(resp, 500, "cannot write '%s': %s", path.buf, strerror(errno));
+		strbuf_addf(msg, "cannot write '%s': %s", path.buf, strerror(errno));
 		task_release(t);
 		free(t);
-		strbuf_release(&path);
-		return;
+		code = 500;
+		goto out;
 	}
 	sup = supervisor_spawn(a->sup_exe, a->o.home, id);
 	if (sup <= 0) {
@@ -453,10 +471,64 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 	t->sup_pid = sup > 0 ? sup : 0;
 	task_table_add(&a->tt, t);
 	a->tasks_started++;
-	dt_http_json(resp, 201, json_pack("{s:o}", "task", task_to_json(t, 1)));
+	*out = task_to_json(t, 1);
 	kick_heartbeat(a);
+out:
 	pthread_mutex_unlock(&a->lock);
 	strbuf_release(&path);
+	return code;
+}
+
+/* POST /v1/tasks: one task, or {"tasks": [...]}, each started as if alone */
+static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	struct strbuf msg = STRBUF_INIT;
+	json_t *batch = req->json ? json_object_get(req->json, "tasks") : NULL, *one = NULL, *res;
+	json_t *v;
+	size_t i;
+	int code;
+
+	if (!req->json) {
+		dt_http_error(resp, 400,
+			      "a task request needs a JSON body with 'argv' (or 'tasks')");
+		return;
+	}
+	if (!batch) {
+		code = task_start(a, req->json, &one, &msg);
+		if (code == 201)
+			dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
+		else
+			dt_http_error(resp, code, "%s", msg.buf);
+		strbuf_release(&msg);
+		return;
+	}
+	if (!json_is_array(batch) || !json_array_size(batch) ||
+	    json_array_size(batch) > DT_TASKS_BATCH_MAX || json_object_size(req->json) != 1) {
+		dt_http_error(resp, 400, "'tasks' must be the only key, an array of 1 to %d task "
+			      "requests", DT_TASKS_BATCH_MAX);
+		return;
+	}
+	json_array_foreach(batch, i, v)
+		if (!json_is_object(v)) {
+			dt_http_error(resp, 400, "tasks[%zu] is not a JSON object (nothing started)",
+				      i);
+			return;
+		}
+	res = json_array();
+	json_array_foreach(batch, i, v) {
+		strbuf_reset(&msg);
+		one = NULL;
+		code = task_start(a, v, &one, &msg);
+		if (code == 201)
+			json_array_append_new(res, json_pack("{s:i,s:o}", "status", code, "task",
+							     one));
+		else
+			json_array_append_new(res, json_pack("{s:i,s:s}", "status", code, "error",
+							     msg.buf));
+	}
+	dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "tasks", res));
+	strbuf_release(&msg);
 }
 
 static void h_task_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -480,9 +552,10 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	struct task *t;
 
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 	} else {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
@@ -504,9 +577,10 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, req->param);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
 	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", req->param, a->name);
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
 		goto out;
 	}
 	task_refresh(a, t);
@@ -640,6 +714,27 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 			}
 		}
 	}
+	{
+		/* health (health.h): events now, by kind and severity */
+		static const char *const kinds[] = { "xid", "ecc", "remap", "retired_pages",
+			"reset_required", "gpu_lost", "throttle", "temperature", "disk", "memory" };
+		const json_t *ev = json_object_get(json_object_get(inv, "health"), "events"), *e;
+
+		prom_family(o, "dtagent_health_events", "gauge", "Health findings on this node now, "
+			    "by kind and severity (degraded, bad).");
+		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+			for (int sev = 0; sev < 2; sev++) {
+				const char *sv = sev ? "bad" : "degraded";
+				const char *l[] = { "node", a->name, "kind", kinds[k], "severity", sv,
+						    NULL };
+				int n = 0;
+
+				json_array_foreach(ev, i, e)
+					n += !strcmp(json_get_str(e, "kind", ""), kinds[k]) &&
+					     !strcmp(json_get_str(e, "severity", ""), sv);
+				prom_sample(o, "dtagent_health_events", l, n);
+			}
+	}
 	json_decref(inv);
 	resp->content_type = "text/plain; version=0.0.4";
 }
@@ -704,14 +799,14 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 }
 
 static const struct dt_http_route routes[] = {
-	{ "POST", DT_PATH_PORTS, 0, 0, h_ports },
-	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "GET", DT_PATH_INVENTORY, 0, 0, h_inventory },
-	{ "POST", DT_PATH_TASKS, 0, 0, h_task_start },
-	{ "GET", DT_PATH_TASKS, 0, 0, h_task_list },
-	{ "GET", DT_PATH_TASK_PREFIX, 1, 0, h_task_get },
-	{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, h_task_stop },
-	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+	{ "POST", DT_PATH_PORTS, 0, h_ports },
+	{ "GET", DT_PATH_STATUS, 0, h_status },
+	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
+	{ "POST", DT_PATH_TASKS, 0, h_task_start },
+	{ "GET", DT_PATH_TASKS, 0, h_task_list },
+	{ "GET", DT_PATH_TASK, 0, h_task_get },
+	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
+	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
 /* ------------------------------------------------------------ heartbeats */
@@ -859,6 +954,7 @@ static void *heartbeat_thread(void *data)
 			net_refresh(a);
 			net_at = dt_mono_ms();
 		}
+		health_refresh(a);
 		dt_tasks_digest(tasks, digest);
 		/*
 		 * The inventory only when the node changed since dtsched last took
@@ -975,7 +1071,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
 	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
-	struct strbuf err = STRBUF_INIT, secret = STRBUF_INIT;
+	struct strbuf err = STRBUF_INIT;
 	pthread_t hb;
 	int have_hb = 0, n;
 	sigset_t set;
@@ -985,6 +1081,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->o = *o;
 	a->beacon_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	health_init(&a->health);
 	pthread_cond_init(&a->hb_cond, NULL);
 	a->started_us = dt_now_us();
 	a->started_mono = dt_mono_ms();
@@ -1005,14 +1102,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		snprintf(a->sup_exe, sizeof(a->sup_exe), "%s", o->exe ? o->exe : "dtagent");
 	}
 
-	if (o->secret)
-		strbuf_addstr(&secret, o->secret);
-	else
-		strbuf_addf(&secret, "%s/secret", o->home);
-	if (dt_auth_key_load(&a->key, secret.buf) < 0) {
-		strbuf_addf(&err, "cannot load the cluster secret '%s'", secret.buf);
+	if (dt_daemon_key_load(&a->key, o->secret, o->home, &err) < 0)
 		goto fail;
-	}
 	if (mkdir_p(a->dir.buf, 0700) < 0) {
 		strbuf_addf(&err, "cannot create '%s'", a->dir.buf);
 		goto fail;
@@ -1159,7 +1250,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	dt_httpd_stop(a->srv);
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);
-	strbuf_release(&secret);
+	health_release(&a->health);
+	json_decref(a->health_now);
 	free(a);
 	return 0;
 fail:
@@ -1173,7 +1265,7 @@ fail:
 		error("%s", err.buf);
 	}
 	strbuf_release(&err);
-	strbuf_release(&secret);
+	health_release(&a->health);
 	free(a);
 	return 1;
 }

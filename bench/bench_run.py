@@ -10,6 +10,9 @@
      * bare `mpirun --hostfile H -np 8 true` typed on node 1 with the same hostfile and
        ssh configuration (timed inside the node).
    Targets: mpi <= 1.1x mpirun, agent <= 0.5x mpirun.
+   With --end NxP (e.g. --end 16x1) only `dtctl run -n N -p P --launcher mpi -- true` on
+   N fake nodes, --rounds times: the job end latency (issue #21 item 4, target <= 40 ms
+   at 16 x 1), "last rank end -> job ended (dtsched)", median and p99, with the other steps.
 2. Logs: 16 rank files in a job dir on the shared dir.
      * follow latency: a writer appends a timestamped line to a random rank file every
        20 ms; the time from the write to the line appearing on the reader's stdout, for
@@ -17,7 +20,7 @@
      * merged throughput: 16 x 50,000 existing lines, `dtctl logs JOB` (parse, merge
        in time order, prefix) against `tail -q -n +1` of the same files (no merge).
 
-    bench/bench_run.py [--bin build/dev-run/bin] [--rounds 5]   (root: fake cluster)
+    bench/bench_run.py [--bin build/dev-run/bin] [--rounds 5] [--end 16x1] (root: fake cluster)
 """
 import argparse
 import json
@@ -35,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from conftest import FAKECLUSTER, FakeCluster  # noqa: E402
 from test_run import setup_ssh  # noqa: E402
+from dtapi import DtApi  # noqa: E402
 
 HEAD_PORT = 17881
 AGENT_PORT = 17880
@@ -105,6 +109,71 @@ def launch_bench(b, rounds):
             if r:
                 res[kind].append(t)
     return res, steps
+
+
+def end_bench(b, rounds, nodes, ppn):
+    """`dtctl run -n nodes -p ppn --launcher mpi -- true`, rounds + a warm-up: steps per round."""
+    steps = []
+    for r in range(rounds + 1):
+        w0 = time.time()
+        p = b.dtctl("run", "-n", nodes, "-p", ppn, "--launcher", "mpi", "--name", "bench-end",
+                    "--", "true", timeout=120)
+        w1 = time.time()
+        assert p.returncode == 0, p.stdout + p.stderr
+        if r:
+            st = job_steps(b, p.stderr, w0, w1)
+            st.update(task_ends(b, p.stderr, nodes, st))
+            steps.append(st)
+    return steps
+
+
+def task_ends(b, stderr, nodes, st):
+    """From every agent's task list: when the job's orted tasks and its mpirun task ended,
+    relative to the last rank's end (ms)."""
+    jid = next((w for line in stderr.splitlines() for w in line.split() if w.startswith("j-")), None)
+    p = b.dtctl("show", "--json", jid) if jid else None
+    if not p or p.returncode:
+        return {}
+    j = json.loads(p.stdout)
+    j = j.get("job", j)
+    ends = []
+    for f in (Path(j["job_dir"]) / "ranks").glob("*.json"):
+        ends.append(ts_parse(json.loads(f.read_text()).get("ended_at")))
+    if not ends or not all(ends):
+        return {}
+    last = max(ends)
+    secret = (b.home / "secret").read_text().strip()
+    orted, mpirun = [], None
+    for n in b.fc.nodes[:nodes]:
+        code, body = DtApi(n.addr, AGENT_PORT, secret).request("GET", "/v1/tasks")
+        for t in body.get("tasks", []) if code == 200 else []:
+            if t.get("job_id") != jid or not t.get("ended_at"):
+                continue
+            if ".orted-" in t["id"]:
+                orted.append(ts_parse(t["ended_at"]))
+            else:
+                mpirun = ts_parse(t["ended_at"])
+    out = {}
+    if orted:
+        out["last rank end -> first orted task ended"] = min(orted) - last
+        out["last rank end -> last orted task ended"] = max(orted) - last
+    if mpirun:
+        out["last rank end -> mpirun task ended"] = mpirun - last
+    return {k: round(v * 1000, 1) for k, v in out.items()}
+
+
+def print_end(steps, nodes, ppn):
+    keys = []
+    for st in steps:
+        keys += [k for k in st if k not in keys]
+    print("\n`dtctl run -n %d -p %d --launcher mpi -- true`, %d rounds (ms):" % (nodes, ppn, len(steps)))
+    print("| step | median | p99 | min | max |")
+    print("|---|---|---|---|---|")
+    for k in keys:
+        xs = [st[k] for st in steps if k in st]
+        print("| %s | %.1f | %.1f | %.1f | %.1f |" % (k, statistics.median(xs), pct(xs, 99),
+                                                     min(xs), max(xs)))
+    sys.stdout.flush()
 
 
 def ts_parse(s):
@@ -256,11 +325,15 @@ def main():
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-logs", action="store_true", help="launch benchmark only")
+    ap.add_argument("--end", metavar="NxP", help="only the mpi job end latency, N nodes x P ranks")
     a = ap.parse_args()
+    nnodes, ppn = 4, 2
+    if a.end:
+        nnodes, ppn = [int(x) for x in a.end.split("x")]
     if os.geteuid() != 0:
         sys.exit("bench_run: needs root (fake cluster in network namespaces)")
     bin_dir = Path(a.bin).resolve()
-    p = subprocess.run([str(FAKECLUSTER), "up", "4"], capture_output=True, text=True)
+    p = subprocess.run([str(FAKECLUSTER), "up", str(nnodes)], capture_output=True, text=True)
     if p.returncode:
         sys.exit("fakecluster up failed: " + p.stderr)
     fc = FakeCluster.from_env()
@@ -289,11 +362,14 @@ def main():
                             "--gpus", "0", "--heartbeat-ms", "1000",
                             "--head", "%s:%d" % (fc.host_addr, HEAD_PORT)], user=True)
             assert p.returncode == 0, p.stderr
-        for _ in range(50):
+        for _ in range(50 + 10 * nnodes):
             p = b.dtctl("nodes", "--json")
-            if p.returncode == 0 and sum(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]) == 4:
+            if p.returncode == 0 and sum(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]) == nnodes:
                 break
             time.sleep(0.2)
+        if a.end:
+            print_end(end_bench(b, a.rounds, nnodes, ppn), nnodes, ppn)
+            return
         res, steps = launch_bench(b, a.rounds)
         print_launch(res, steps, a.rounds)
         if not a.no_logs:

@@ -8,11 +8,15 @@ whose formulas this file repeats and must match):
 
     loss(x, e) = f(x) + amp(x) * e**-rate(x) + noise * N(0, 1)
 
-Both sides run trials one after another, report every epoch to their
-pruner (rungs at min_iter * eta**k below E), count every epoch against the
-same budget of trial-epochs, and score the lowest loss reported.  Regret is
-that score minus the global minimum of f (a floor no run reaches, since
-the curve's residual at epoch E is positive).
+Both sides run trials on --workers simulated workers (4, as a sweep with
+`parallel: 4`; 1 runs them one after another, the figures before parallel
+arrivals), each trial's epochs taking a time drawn once per trial
+(trial_epoch_time(), the same for both sides' k-th trial), so reports
+reach the pruners interleaved, in the order of a clock.  Both report every
+epoch to their pruner (rungs at min_iter * eta**k below E), count every
+epoch against the same budget of trial-epochs, and score the lowest loss
+reported.  Regret is that score minus the global minimum of f (a floor no
+run reaches, since the curve's residual at epoch E is positive).
 
     make bench-deps && make BUILD=dev-sweep bench-sweep
     /usr/bin/python3 bench/bench_sweep_quality.py --sim build/dev-sweep/bench/sweep_sim
@@ -100,7 +104,28 @@ OBJECTIVES = {
 
 # ------------------------------------------------------------------- runners
 
-def run_optuna(name, seed, budget, epochs, eta, min_iter):
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def trial_epoch_time(seed, trial, sigma):
+    """sweep_sim.c's trial_epoch_time(): the time one epoch of the trial-th trial takes."""
+    base = (seed * 1000003 + 2 * trial) & MASK64
+    u1 = ((splitmix64(base) >> 11) + 1) * 2.0 ** -53
+    u2 = (splitmix64((base + 1) & MASK64) >> 11) * 2.0 ** -53
+    return math.exp(sigma * math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2))
+
+
+def run_optuna(name, seed, budget, epochs, eta, min_iter, workers=1, sigma=0.5):
+    """Optuna on `workers` simulated workers, the event loop of sweep_sim.c: a free
+    worker asks for a trial, reports arrive in the order their epochs end on the
+    clock, and the pruner sees the running trials' values at its rungs."""
     import optuna
     f_star, noise, make = OBJECTIVES[name]
     study = optuna.create_study(
@@ -109,25 +134,41 @@ def run_optuna(name, seed, budget, epochs, eta, min_iter):
         pruner=optuna.pruners.SuccessiveHalvingPruner(
             min_resource=min_iter, reduction_factor=eta, min_early_stopping_rate=0))
     rnd = random.Random(seed * 1000003 + 17)
-    used, best, trials = 0, math.inf, 0
-    while used < budget:
+    st = {"used": 0, "trials": 0}
+    slots = [None] * workers   # per worker: [end time, trial, f, amp, rate, epoch time, epoch]
+
+    def start(i, now):
+        if st["used"] >= budget:
+            slots[i] = None
+            return
         t = study.ask()
-        trials += 1
-        f, amp, rate = make(t)
-        for e in range(1, epochs + 1):
-            if used >= budget:
-                break
-            v = f + amp * e ** -rate + noise * rnd.gauss(0, 1)
-            used += 1
-            best = min(best, v)
-            t.report(v, e)
-            if e == epochs:
-                study.tell(t, v)
-                break
-            if t.should_prune():
-                study.tell(t, state=optuna.trial.TrialState.PRUNED)
-                break
-    return best, best - f_star, trials
+        st["trials"] += 1
+        et = trial_epoch_time(seed, st["trials"], sigma)
+        slots[i] = [now + et, t, *make(t), et, 0]
+        st["used"] += 1
+
+    for i in range(workers):
+        start(i, 0.0)
+    best = math.inf
+    while any(slots):
+        i = min((i for i in range(workers) if slots[i]), key=lambda i: (slots[i][0], i))
+        w = slots[i]
+        now, t, f, amp, rate = w[0], w[1], w[2], w[3], w[4]
+        w[6] += 1
+        e = w[6]
+        v = f + amp * e ** -rate + noise * rnd.gauss(0, 1)
+        best = min(best, v)
+        t.report(v, e)
+        if e == epochs:
+            study.tell(t, v)
+        elif t.should_prune():
+            study.tell(t, state=optuna.trial.TrialState.PRUNED)
+        elif st["used"] < budget:
+            st["used"] += 1
+            w[0] += w[5]
+            continue
+        start(i, now)
+    return best, best - f_star, st["trials"]
 
 
 def run_dtctl(sim, name, seed, budget, epochs, eta, min_iter, method="bayes", extra=()):
@@ -171,6 +212,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=27)
     ap.add_argument("--eta", type=int, default=3)
     ap.add_argument("--min-iter", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=4,
+                    help="trials running at once, both sides (4; 1: one after another, as in "
+                         "the figures before parallel arrivals)")
+    ap.add_argument("--duration-sigma", type=float, default=0.5,
+                    help="lognormal sigma of a trial's epoch time (0.5)")
     ap.add_argument("--objectives", default="branin,hartmann6,mlp")
     args = ap.parse_args()
     try:
@@ -192,15 +238,18 @@ def main():
         for seed in seeds:
             common = (name, seed, args.budget, args.epochs, args.eta, args.min_iter)
             key = "%s %s" % (optuna.__version__, " ".join(map(str, common)))
+            if args.workers > 1:   # one worker: the key of the sequential runs, still valid
+                key += " workers %d sigma %r" % (args.workers, args.duration_sigma)
+            par = ["--workers", str(args.workers), "--duration-sigma", str(args.duration_sigma)]
             t0 = time.monotonic()
-            d = run_dtctl(args.sim, *common, extra=args.sim_args.split())
+            d = run_dtctl(args.sim, *common, extra=par + args.sim_args.split())
             t1 = time.monotonic()
-            r = run_dtctl(args.sim, *common, method="random")
+            r = run_dtctl(args.sim, *common, method="random", extra=par)
             t2 = time.monotonic()
             if key in cache:
                 o, t3 = tuple(cache[key][:3]), t2 + cache[key][3]
             else:
-                o = run_optuna(*common)
+                o = run_optuna(*common, workers=args.workers, sigma=args.duration_sigma)
                 t3 = time.monotonic()
                 cache[key] = list(o) + [t3 - t2]
                 if args.cache:
@@ -223,8 +272,9 @@ def main():
 
     print()
     print("budget %d trial-epochs, %d epochs per full trial, ASHA/SHA min_iter %d eta %d, "
-          "seeds %d-%d, medians" % (args.budget, args.epochs, args.min_iter, args.eta,
-                                    seeds[0], seeds[-1]))
+          "%d worker(s), epoch time sigma %g, seeds %d-%d, medians" % (
+              args.budget, args.epochs, args.min_iter, args.eta, args.workers,
+              args.duration_sigma, seeds[0], seeds[-1]))
     print()
     print("| objective | dtctl TPE+ASHA best (regret) | Optuna TPE+SHA best (regret) | "
           "regret ratio dtctl/Optuna | 95 % bootstrap interval of the ratio | dtctl ≤ Optuna | "

@@ -10,15 +10,31 @@
  *
  * so a trial's metric approaches f(x) as it trains and the early epochs
  * rank configurations imperfectly, which is what early stopping has to cope
- * with.  Trials run one after another (parallel = 1, like Optuna's
- * study.optimize); every epoch of every trial counts against the budget,
- * and the score is the lowest metric reported by any trial at any epoch.
+ * with.
+ *
+ * Trials run on --workers W parallel workers (4), as in a sweep with
+ * `parallel: 4`: a free worker takes the next suggestion, made from the
+ * trials finished so far (TPE ignores running ones, as in dtsched), and
+ * reports come in the order they would on a clock.  Each trial's epochs
+ * take a time of its own, drawn once per trial from a lognormal
+ * exp(sigma * N(0, 1)) (--duration-sigma, 0.5) by trial_epoch_time(),
+ * which bench_sweep_quality.py repeats so that Optuna's k-th trial takes
+ * as long as dtctl's.  So fast trials reach a rung before slow ones that
+ * started earlier, several trials reach a rung close together, and ASHA
+ * judges early arrivals against few peers, as in a real parallel sweep.
+ * An epoch counts against the budget when it starts; once the budget is
+ * spent no epoch starts, and the running ones finish.  The score is the
+ * lowest metric reported by any trial at any epoch.  --workers 1 is the
+ * sequential simulator of the earlier figures, bit for bit (the noise is
+ * drawn in the order epochs end, which is then trial by trial).
  *
  *     sweep_sim branin --seed 3 --budget 810
- *     best=0.52 regret=0.122 trials=211 epochs=810
+ *     best=0.52 regret=0.122 trials=211 epochs=810 full=12 time=51.3
  *
- * --trace prints every trial to stderr (epochs run, last value, f, params),
- * and the rung check's agreement between consecutive rungs at the end.
+ * full: trials trained to the last epoch; time: the simulated clock when
+ * the last epoch ended (one epoch of a median trial takes 1).  --trace
+ * prints every trial to stderr as it ends (epochs run, last value, f,
+ * params), and the rung check's agreement between consecutive rungs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -189,6 +205,107 @@ static void cfg_release(struct sweep_config *c)
 	free(c->params);
 }
 
+/* ------------------------------------------------------------- workers */
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/*
+ * The time one epoch of the seed's trial-th trial (1, 2, ...) takes:
+ * exp(sigma * z), z standard normal by Box-Muller from two splitmix64 draws.
+ * bench_sweep_quality.py computes the same, so both searchers see the same
+ * arrival pattern for their k-th trial.
+ */
+static double trial_epoch_time(int seed, int trial, double sigma)
+{
+	uint64_t base = (uint64_t)seed * 1000003ULL + 2 * (uint64_t)trial;
+	double u1 = (double)((splitmix64(base) >> 11) + 1) * 0x1p-53;
+	double u2 = (double)(splitmix64(base + 1) >> 11) * 0x1p-53;
+
+	return exp(sigma * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
+}
+
+/* A trial: its suggestion, its curve, its epoch time, the epochs it ran. */
+struct trial {
+	struct suggestion sg;
+	double f, amp, rate, epoch_time;
+	int epoch;
+};
+
+/* A worker and the trial it runs (0: idle), whose running epoch ends at `end`. */
+struct worker {
+	int trial;
+	double end;
+};
+
+/* The busy worker whose epoch ends first (the lowest index on a tie), or NULL. */
+static struct worker *next_event(struct worker *w, int n)
+{
+	struct worker *first = NULL;
+
+	for (int i = 0; i < n; i++)
+		if (w[i].trial && (!first || w[i].end < first->end))
+			first = &w[i];
+	return first;
+}
+
+/* What starting a trial needs: the search, the objective, the budget, the trials. */
+struct sim {
+	struct search *search;
+	const struct objective *obj;
+	struct asha *asha;
+	int budget, used, seed;
+	double sigma;
+	struct trial *t;     /* t[id - 1] */
+	size_t nr, alloc;
+};
+
+/*
+ * Give an idle worker a trial and start its next epoch, if the budget
+ * allows one (else, or when a grid is exhausted, it stays idle): with
+ * promotion a paused trial ASHA promotes, else the next suggestion.
+ */
+static void worker_start(struct worker *w, struct sim *sim)
+{
+	struct trial *t;
+	int id = 0;
+
+	if (sim->used >= sim->budget)
+		return;
+	if (sim->asha && asha_get_promotion(sim->asha))
+		id = asha_promote_next(sim->asha, 0);
+	if (!id) {
+		ALLOC_GROW(sim->t, sim->nr + 1, sim->alloc);
+		t = &sim->t[sim->nr];
+		memset(t, 0, sizeof(*t));
+		t->sg = (struct suggestion)SUGGESTION_INIT;
+		if (search_suggest(sim->search, &t->sg)) {
+			suggestion_release(&t->sg);
+			return;
+		}
+		id = (int)++sim->nr;
+		sim->obj->curve(&t->sg, &t->f, &t->amp, &t->rate);
+		t->epoch_time = trial_epoch_time(sim->seed, id, sim->sigma);
+	}
+	w->trial = id;
+	w->end += sim->t[id - 1].epoch_time;   /* from the moment the worker freed */
+	sim->used++;
+}
+
+static void trace_trial(int id, const struct trial *t, double v, double best, double now)
+{
+	fprintf(stderr, "trial %d epochs %d value %.5g f %.5g best %.5g time %.4g", id,
+		t->epoch, v, t->f, best, now);
+	for (size_t i = 0; i < t->sg.nr; i++)
+		fprintf(stderr, " %s=%s", t->sg.items[i].name, t->sg.items[i].value);
+	fputc('\n', stderr);
+}
+
 int main(int argc, const char **argv)
 {
 	static const char *const usage[] = {
@@ -197,7 +314,8 @@ int main(int argc, const char **argv)
 	int budget = 810, seed = 0, epochs = 27, eta = 3, min_iter = 1, no_asha = 0;
 	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
 	double gamma = -1, bandwidth = -1, cat_beta = NAN, check_gamma = 0.5, check_widen = 3;
-	int check_trials = 0, grace = 1;
+	int check_trials = 0, grace = 1, nr_workers = 4, promote = 0;
+	double sigma = 0.5;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -206,6 +324,9 @@ int main(int argc, const char **argv)
 		OPT_INT(0, "eta", &eta, "ASHA reduction factor (3)"),
 		OPT_INT(0, "min-iter", &min_iter, "ASHA first rung (1)"),
 		OPT_BOOL(0, "no-asha", &no_asha, "run every trial to the end"),
+		OPT_INT(0, "workers", &nr_workers, "trials running at once (4; 1: one after another)"),
+		OPT_DOUBLE(0, "duration-sigma", &sigma,
+			   "spread of the trials' epoch times, lognormal sigma (0.5; 0: all equal)"),
 		OPT_STRING(0, "method", &method, "m", "bayes or random (bayes)"),
 		OPT_INT(0, "n-startup", &n_startup, "TPE random trials first"),
 		OPT_INT(0, "candidates", &candidates, "TPE candidates per parameter"),
@@ -216,6 +337,8 @@ int main(int argc, const char **argv)
 		OPT_INT(0, "min-peers", &min_peers, "ASHA: other values a rung needs before a trial passes"),
 		OPT_INT(0, "grace", &grace, "ASHA grace rule (1, the default; 0: the rule of the figures "
 			"before the sweep conformance issue)"),
+		OPT_BOOL(0, "promote", &promote, "ASHA's promotion variant (checkpoint: true): "
+			 "a trial pauses at each rung and is resumed when promoted"),
 		OPT_INT(0, "rung-check", &check_trials,
 			"ASHA rung check: trials in rungs k and k+1 needed (0: off)"),
 		OPT_DOUBLE(0, "rung-check-gamma", &check_gamma,
@@ -228,13 +351,14 @@ int main(int argc, const char **argv)
 	const struct objective *obj = NULL;
 	struct sweep_config cfg;
 	struct strbuf err = STRBUF_INIT;
-	struct suggestion sg = SUGGESTION_INIT;
 	struct search *s;
 	struct asha *a = NULL;
 	struct tpe_options to;
 	struct rng noise;
-	double best = INFINITY;
-	int used = 0, trials = 0;
+	struct worker *workers, *w;
+	struct sim sim;
+	double best = INFINITY, now = 0;
+	int full = 0;
 
 	dt_set_progname("sweep_sim");
 	argv++;   /* past the program name */
@@ -242,7 +366,7 @@ int main(int argc, const char **argv)
 	for (size_t i = 0; argc == 1 && i < ARRAY_SIZE(objectives); i++)
 		if (!strcmp(argv[0], objectives[i].name))
 			obj = &objectives[i];
-	if (!obj || budget < 1 || epochs < 1) {
+	if (!obj || budget < 1 || epochs < 1 || nr_workers < 1 || sigma < 0) {
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
@@ -273,38 +397,43 @@ int main(int argc, const char **argv)
 		asha_set_min_peers(a, min_peers);
 	if (a)
 		asha_set_grace(a, grace);
+	if (a)
+		asha_set_promotion(a, promote);
 	if (a && check_trials > 0)
 		asha_set_rung_check(a, check_trials, check_gamma, check_widen);
 	rng_seed(&noise, rng_mix((uint64_t)seed, 0x6e6f697365ULL, 0));
 
-	while (used < budget) {
-		double f, amp, rate;
+	sim = (struct sim){ .search = s, .obj = obj, .asha = a, .budget = budget, .seed = seed,
+			    .sigma = sigma };
+	workers = xcalloc(nr_workers, sizeof(*workers));
+	for (int i = 0; i < nr_workers; i++)
+		worker_start(&workers[i], &sim);
+	while ((w = next_event(workers, nr_workers))) {
+		struct trial *t = &sim.t[w->trial - 1];
+		int e = ++t->epoch, end = 0;
+		double v = t->f + t->amp * pow(e, -t->rate) + obj->noise * rng_gauss(&noise);
 
-		if (search_suggest(s, &sg))
-			break;
-		trials++;
-		obj->curve(&sg, &f, &amp, &rate);
-		for (int e = 1; e <= epochs && used < budget; e++) {
-			double v = f + amp * pow(e, -rate) + obj->noise * rng_gauss(&noise);
-			int end = e == epochs || used + 1 >= budget;
-
-			used++;
-			best = fmin(best, v);
-			if (e == epochs) {
-				search_observe_at(s, &sg, v, SEARCH_COMPLETED, e);
-			} else if (a && asha_report(a, trials, e, v) == ASHA_PRUNE) {
-				search_observe_at(s, &sg, v, SEARCH_PRUNED, e);
-				end = 1;
-			}
-			if (trace && end) {
-				fprintf(stderr, "trial %d epochs %d value %.5g f %.5g best %.5g", trials, e,
-					v, f, best);
-				for (size_t i = 0; i < sg.nr; i++)
-					fprintf(stderr, " %s=%s", sg.items[i].name, sg.items[i].value);
-				fputc('\n', stderr);
-			}
-			if (end)
-				break;
+		now = w->end;
+		best = fmin(best, v);
+		if (e == epochs) {
+			search_observe_at(s, &t->sg, v, SEARCH_COMPLETED, e);
+			full++;
+			end = 1;
+		} else if (a && asha_report(a, w->trial, e, v) != ASHA_CONTINUE) {
+			/* pruned, or paused at a rung (it may be promoted later) */
+			search_observe_at(s, &t->sg, v, SEARCH_PRUNED, e);
+			end = 1;
+		} else if (sim.used >= budget) {
+			end = 1;   /* cut off: the budget is spent */
+		}
+		if (trace && end)
+			trace_trial(w->trial, t, v, best, now);
+		if (!end) {
+			sim.used++;
+			w->end += t->epoch_time;
+		} else {
+			w->trial = 0;
+			worker_start(w, &sim);
 		}
 	}
 	for (size_t k = 0; trace && a && asha_rung_count(a, k + 1); k++) {
@@ -313,9 +442,12 @@ int main(int argc, const char **argv)
 
 		fprintf(stderr, "rung %zu/%zu agreement: gamma %.3f over %zu trials\n", k, k + 1, g, m);
 	}
-	printf("best=%.10g regret=%.10g trials=%d epochs=%d\n", best, best - obj->f_star,
-	       trials, used);
-	suggestion_release(&sg);
+	printf("best=%.10g regret=%.10g trials=%d epochs=%d full=%d time=%.4g\n", best,
+	       best - obj->f_star, (int)sim.nr, sim.used, full, now);
+	for (size_t i = 0; i < sim.nr; i++)
+		suggestion_release(&sim.t[i].sg);
+	free(sim.t);
+	free(workers);
 	search_free(s);
 	asha_free(a);
 	cfg_release(&cfg);

@@ -213,12 +213,8 @@ int agents_run(const struct cluster_config *c, const char *nodes_spec,
 		else if (!ok || (action == AGENTS_STATUS && x.codes[i]))
 			code = DT_EXIT_FAIL;
 	}
-	if (json) {
-		json_t *doc = json_pack("{s:O}", "nodes", arr);
-
-		json_doc_print(doc);
-		json_decref(doc);
-	}
+	if (json)
+		json_doc_print_key("nodes", arr);
 	json_decref(arr);
 	for (size_t k = 0; k < c->nr_nodes; k++)
 		strbuf_release(&x.out[k]);

@@ -16,6 +16,7 @@
  * Then one verdict and one fix per check.  Exit 0 when every check passes,
  * 1 otherwise (2 for bad configuration, 130 when interrupted).
  */
+#include "auth.h"
 #include "builtin.h"
 #include "cluster-ssh.h"
 #include "setup.h"
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <openssl/rand.h>
 
 #define RENDEZVOUS_PORT 29500
 #define SKEW_LIMIT_S 1.0
@@ -662,7 +662,8 @@ int cmd_doctor(int argc, const char **argv)
 		strbuf_init(&d.nodes[i].token_err, 0);
 		strbuf_init(&d.nodes[i].reach, 0);
 	}
-	RAND_bytes(rnd, sizeof(rnd));
+	if (dt_random_bytes(rnd, sizeof(rnd)) < 0)
+		die_errno("cannot get random bytes (getrandom)");
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(d.token + 2 * i, 3, "%02x", rnd[i]);
 	strbuf_addf(&d.token_path, "%s/.dtctl-doctor-%s", c->shared_dir, d.token);

@@ -879,8 +879,7 @@ static void print_json(struct ssh_pool *p)
 		json_object_set_new(o, "elapsed_ms", json_integer(ssh_node_elapsed_ms(n)));
 		json_array_append_new(arr, o);
 	}
-	arr = json_pack("{s:o}", "nodes", arr);
-	json_doc_print(arr);
+	json_doc_print_key("nodes", arr);
 	json_decref(arr);
 }
 

@@ -1,6 +1,7 @@
 /*
- * cmd-nodes.c - `dtctl nodes [--json]`, `dtctl drain NODE`, `dtctl resume NODE`:
- * the node table of dtsched (never started here: cli/setup.h).
+ * cmd-nodes.c - `dtctl nodes [--json]`: the node table of dtsched (never
+ * started here: cli/setup.h).  Taking a node out of placement and back is
+ * `dtctl drain` / `dtctl resume` (cmd-drain.c).
  */
 #include "builtin.h"
 #include "head.h"
@@ -77,6 +78,20 @@ static void age_str(char *buf, size_t len, const json_t *n)
 		snprintf(buf, len, "never");
 }
 
+/* HEALTH: ok, "degraded: why", "bad: why" (agent/health.h), and why it is drained */
+static void print_health(const json_t *n)
+{
+	const char *h = json_get_str(n, "health", ""), *why = json_get_str(n, "health_reason", NULL);
+	const char *drain = json_get_str(n, "drain_reason", NULL);
+
+	printf("%s", *h ? term_str(h) : "-");
+	if (why && strcmp(h, "ok"))
+		printf(": %s", term_str(why));
+	if (json_is_true(json_object_get(n, "drained")))
+		printf(" (drained: %s)", term_str(drain ? drain : "no reason recorded"));
+	putchar('\n');
+}
+
 int cmd_nodes(int argc, const char **argv)
 {
 	static const char *const usage[] = { "dtctl nodes [--json]", NULL };
@@ -98,8 +113,8 @@ int cmd_nodes(int argc, const char **argv)
 	if ((code = head_api("GET", DT_PATH_NODES, NULL, &reply, NULL)))
 		return json_decref(reply), code;
 	nodes = json_object_get(reply, "nodes");
-	printf("%-16s %-8s %-9s %5s %-13s %5s  %s\n", "NODE", "STATE", "GPUS", "UTIL", "MEMORY",
-	       "TASKS", "HEARTBEAT");
+	printf("%-16s %-8s %-9s %5s %-13s %5s  %-12s %s\n", "NODE", "STATE", "GPUS", "UTIL",
+	       "MEMORY", "TASKS", "HEARTBEAT", "HEALTH");
 	json_array_foreach(nodes, i, n) {
 		const char *st = json_get_str(n, "state", "?");
 		char gpus[32], mem[48], total[16], used[16], age[48];
@@ -118,9 +133,10 @@ int cmd_nodes(int argc, const char **argv)
 				"\033[31m" : "\033[33m";
 			off = "\033[0m";
 		}
-		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %s\n",
-		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus, json_get_real(n, "gpu_util", 0), mem,
-		       json_get_int(n, "tasks_running", 0), age);
+		printf("%-16s %s%-8s%s %-9s %4.0f%% %-13s %5lld  %-12s ",
+		       term_str(json_get_str(n, "name", "?")), on, term_str(st), off, gpus,
+		       json_get_real(n, "gpu_util", 0), mem, json_get_int(n, "tasks_running", 0), age);
+		print_health(n);
 	}
 	/* agents dtsched refused for another protocol version (protocol.h) */
 	json_array_foreach(json_object_get(reply, "refused"), i, n) {
@@ -137,42 +153,4 @@ int cmd_nodes(int argc, const char **argv)
 		       "see 'dtctl agents start')\n");
 	json_decref(reply);
 	return 0;
-}
-
-static int drain_or_resume(int argc, const char **argv, const char *suffix, const char *verb)
-{
-	const char *const usage[] = { verb[0] == 'd' ? "dtctl drain <node>" : "dtctl resume <node>",
-				      NULL };
-	struct option opts[] = { OPT_END() };
-	struct strbuf path = STRBUF_INIT;
-	json_t *reply;
-	int code;
-
-	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
-	argv++;
-	if (argc != 1) {
-		usage_with_options(usage, opts, 1);
-		return DT_EXIT_USAGE;
-	}
-	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, argv[0], suffix);
-	code = head_api("POST", path.buf, NULL, &reply, NULL);
-	if (!code) {
-		json_t *n = json_object_get(reply, "node");
-
-		printf("%s: %s (state %s)\n", term_str(argv[0]), verb,
-		       term_str(json_get_str(n, "state", "?")));
-	}
-	json_decref(reply);
-	strbuf_release(&path);
-	return code;
-}
-
-int cmd_drain(int argc, const char **argv)
-{
-	return drain_or_resume(argc, argv, DT_PATH_DRAIN_SUFFIX, "drained");
-}
-
-int cmd_resume(int argc, const char **argv)
-{
-	return drain_or_resume(argc, argv, DT_PATH_RESUME_SUFFIX, "resumed");
 }

@@ -426,13 +426,10 @@ static void show_lines(struct follow *f, int final)
 
 static int get_job(const char *id, json_t **job)
 {
-	struct strbuf path = STRBUF_INIT;
 	json_t *reply = NULL;
-	int code, st;
+	int code;
 
-	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, id);
-	code = head_api("GET", path.buf, NULL, &reply, &st);
-	strbuf_release(&path);
+	code = head_api_id("GET", DT_PATH_JOB_PREFIX, id, "", NULL, &reply, NULL);
 	*job = NULL;
 	if (!code)
 		*job = json_incref(json_object_get(reply, "job"));
@@ -475,13 +472,10 @@ static int wait_job(struct dt_httpc *hc, const char *id, long long *version, lon
 
 static int cancel_job(const char *id)
 {
-	struct strbuf path = STRBUF_INIT;
 	json_t *reply = NULL;
 	int code;
 
-	strbuf_addf(&path, "%s%s%s", DT_PATH_JOB_PREFIX, id, DT_PATH_CANCEL_SUFFIX);
-	code = head_api("POST", path.buf, NULL, &reply, NULL);
-	strbuf_release(&path);
+	code = head_api_id("POST", DT_PATH_JOB_PREFIX, id, DT_PATH_CANCEL_SUFFIX, NULL, &reply, NULL);
 	json_decref(reply);
 	return code;
 }
@@ -841,7 +835,11 @@ int cmd_run(int argc, const char **argv)
 	job_config_init(&job);
 	if ((code = build_job(&job, &o, file, cmd, nr_cmd)))
 		goto out;
-	/* the shared dir of the cluster whose head gets the job (cli/setup.h) */
+	/*
+	 * dtsched has no shared dir of its own (it never reads cluster.yaml): each job
+	 * brings its cluster's (the_cluster, cli/setup.h), and the reply names the job's
+	 * directory in it ("job_dir"), where the logs are followed from.
+	 */
 	submit_dir = getcwd(NULL, 0);   /* the ranks start here where it exists on their node */
 	req = json_pack("{s:o,s:s,s:b,s:s,s:s?}", "job", job_config_to_json(&job), "shared_dir",
 			the_cluster.shared_dir, "dry_run", o.dry_run, "user", whoami(),

@@ -29,7 +29,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,28 +46,16 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
-static const char *whoami(void)
-{
-	struct passwd *pw = getpwuid(geteuid());
-	const char *u = getenv("USER");
-
-	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
-}
-
+/* Over (a PAUSED trial may still be promoted and resume). */
 static int trial_final(const char *st)
 {
-	return strcmp(st, DT_TRIAL_PENDING) && strcmp(st, DT_TRIAL_RUNNING);
+	return strcmp(st, DT_TRIAL_PENDING) && strcmp(st, DT_TRIAL_RUNNING) &&
+	       strcmp(st, DT_TRIAL_PAUSED);
 }
 
 static int get_export(const char *id, json_t **out)
 {
-	struct strbuf path = STRBUF_INIT;
-	int code;
-
-	strbuf_addf(&path, "%s%s", DT_PATH_SWEEP_PREFIX, id);
-	code = head_api("GET", path.buf, NULL, out, NULL);
-	strbuf_release(&path);
-	return code;
+	return head_api_id("GET", DT_PATH_SWEEP_PREFIX, id, "", NULL, out, NULL);
 }
 
 static void fmt_value(char *buf, size_t len, const json_t *v)
@@ -364,7 +351,7 @@ static int submit(const char *file, int detach, int json, const char *name)
 		char *cwd = getcwd(NULL, 0);
 
 		req = json_pack("{s:o,s:s,s:s,s:s,s:s?}", "sweep", spec, "shared_dir",
-				the_cluster.shared_dir, "user", whoami(), "name", nm.buf,
+				the_cluster.shared_dir, "user", cli_whoami(), "name", nm.buf,
 				"submit_dir", cwd);
 		free(cwd);
 	}
@@ -464,8 +451,16 @@ static int cmd_status(const char *id, int json)
 	printf("%s\n", sb.buf);
 	{
 		/* ASHA's rungs: "rungs: at 1: 12 reached, 5 went on; at 3: 5 reached, ..." */
+		const char *mode = json_get_str(sw, "asha_mode", NULL);
 		size_t k;
 		json_t *r;
+
+		if (mode)
+			printf("ASHA: %s\n", !strcmp(mode, "promote") ?
+			       "promote (checkpoint: true): a trial pauses at each rung and "
+			       "resumes from its checkpoint when in the top 1/eta there" :
+			       "stop: a trial not in the top 1/eta at a rung is pruned (grace for "
+			       "the first eta there and the best)");
 
 		json_array_foreach(json_object_get(sw, "rungs"), k, r) {
 			struct strbuf v = STRBUF_INIT;
@@ -646,12 +641,10 @@ static int cmd_report(const char *id, const char *out)
 
 static int cmd_action(const char *id, const char *suffix)
 {
-	struct strbuf path = STRBUF_INIT;
 	json_t *reply = NULL, *body = json_object();
 	int code;
 
-	strbuf_addf(&path, "%s%s%s", DT_PATH_SWEEP_PREFIX, id, suffix);
-	code = head_api("POST", path.buf, body, &reply, NULL);
+	code = head_api_id("POST", DT_PATH_SWEEP_PREFIX, id, suffix, body, &reply, NULL);
 	json_decref(body);
 	if (!code) {
 		const json_t *sw = json_object_get(reply, "sweep");
@@ -660,7 +653,6 @@ static int cmd_action(const char *id, const char *suffix)
 		       term_str(json_get_str(sw, "state", "?")));
 	}
 	json_decref(reply);
-	strbuf_release(&path);
 	return code;
 }
 

@@ -219,10 +219,7 @@ int cmd_validate(int argc, const char **argv)
 	}
 	if (!failed) {
 		if (json) {
-			json_t *doc = json_pack("{s:O}", "files", all);
-
-			json_doc_print(doc);
-			json_decref(doc);
+			json_doc_print_key("files", all);
 		} else {
 			size_t i;
 			json_t *v;

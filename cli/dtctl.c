@@ -1,6 +1,6 @@
 /*
  * dtctl.c - the dtctl command-line entry point: global options and the table
- * that maps subcommand names to their cmd_*() functions (see builtin.h).
+ * that maps command names to their cmd_*() functions (how to add one: builtin.h).
  *
  * Each row also says what the command needs (cli/setup.h): every command
  * accepts -c/--cluster (before or after its name), and the setup resolves
@@ -19,13 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cmd_struct {
-	const char *name;
-	int (*fn)(int argc, const char **argv);
-	const char *summary;
-	int flags;   /* enum setup_flags */
-};
-
+/* the command table: one row per command (struct cmd_struct; how to add one: builtin.h) */
 static const struct cmd_struct commands[] = {
 	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER },
 	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },

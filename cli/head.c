@@ -246,3 +246,15 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	strbuf_release(&err);
 	return code;
 }
+
+int head_api_id(const char *method, const char *prefix, const char *id, const char *suffix,
+		const json_t *body, json_t **out, int *status)
+{
+	struct strbuf path = STRBUF_INIT;
+	int code;
+
+	strbuf_addf(&path, "%s%s%s", prefix, id, suffix);
+	code = head_api(method, path.buf, body, out, status);
+	strbuf_release(&path);
+	return code;
+}

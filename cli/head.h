@@ -36,6 +36,12 @@ int head_connect(struct dt_httpc *c);
  */
 int head_api(const char *method, const char *path, const json_t *body, json_t **out,
 	     int *status);
+/*
+ * head_api() on one object's endpoint, prefix + id + suffix: ("POST",
+ * DT_PATH_JOB_PREFIX, "j-000042", DT_PATH_CANCEL_SUFFIX, ...); suffix may be "".
+ */
+int head_api_id(const char *method, const char *prefix, const char *id, const char *suffix,
+		const json_t *body, json_t **out, int *status);
 /* Load <home>/secret into key; DT_EXIT_UNREACH with a message if there is none. */
 int head_key(struct dt_auth_key *key);
 

@@ -1,7 +1,8 @@
 /*
- * jobdir.c - job directories on the shared dir (see jobdir.h).
+ * jobdir.c - job directories on the shared dir, job states (see jobdir.h).
  */
 #include "jobdir.h"
+#include "protocol.h"
 #include "safefile.h"
 #include "setup.h"
 #include "usage.h"
@@ -61,4 +62,12 @@ int job_state_is_final(const char *state)
 		if (!strcmp(state, final[i]))
 			return 1;
 	return 0;
+}
+
+const char *job_shown_state(const json_t *job)
+{
+	if (!strcmp(json_get_str(job, "state", ""), DT_JOB_RUNNING) &&
+	    json_array_size(json_object_get(job, "stalled")))
+		return "STALLED";
+	return json_get_str(job, "state", "?");
 }

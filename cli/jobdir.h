@@ -1,5 +1,6 @@
 /*
- * jobdir.h - finding a job's directory on the shared dir from the CLI.
+ * jobdir.h - a job seen from the CLI: finding its directory on the shared dir,
+ * and the state the commands print for it.
  *
  * A job is named by its id (j-000042) or by the path of its directory.  The
  * shared dir is the command's cluster's (the_cluster.shared_dir, cli/setup.h).
@@ -7,6 +8,7 @@
 #ifndef DT_JOBDIR_H
 #define DT_JOBDIR_H
 
+#include "json.h"
 #include "strbuf.h"
 
 /*
@@ -19,5 +21,10 @@ int jobdir_resolve(struct strbuf *out, const char *job);
 int jobdir_read_state(const char *jobdir, struct strbuf *sb);
 /* 1 if state names a terminal job state. */
 int job_state_is_final(const char *state);
+/*
+ * The state `ps` and `show` print for a job of dtsched's reply: its "state",
+ * or "STALLED" for a RUNNING job with silent ranks (its "stalled" list).
+ */
+const char *job_shown_state(const json_t *job);
 
 #endif

@@ -8,6 +8,7 @@
 #include "protocol.h"
 #include "usage.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +140,26 @@ void json_doc_print(json_t *doc)
 	json_printed = 1;
 }
 
+void json_doc_print_key(const char *key, json_t *value)
+{
+	json_t *doc = json_pack("{s:O}", key, value);
+
+	json_doc_print(doc);
+	json_decref(doc);
+}
+
 void json_error_print(const char *message, int exit_code)
 {
 	json_t *o = json_pack("{s:{s:s,s:i}}", "error", "message", message, "exit_code", exit_code);
 
 	json_doc_print(o);
 	json_decref(o);
+}
+
+const char *cli_whoami(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	const char *u = getenv("USER");
+
+	return pw && pw->pw_name ? pw->pw_name : u ? u : "?";
 }

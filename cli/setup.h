@@ -50,12 +50,16 @@ extern const struct option cluster_options[];
  * cluster set up here; DT_EXIT_USAGE: the file is bad).
  */
 int cluster_setup(int flags);
+/* The user a job is submitted as ("user" in POST /v1/jobs and /v1/sweeps). */
+const char *cli_whoami(void);
 
 /*
  * JSON output of every command (docs/json.md): one object with "schema": 1
  * first.  json_error_print() prints {"schema":1,"error":{"message","exit_code"}}.
  */
 void json_doc_print(json_t *doc);
+/* The same for a document of one member, {"schema": 1, key: value}; value stays the caller's. */
+void json_doc_print_key(const char *key, json_t *value);
 void json_error_print(const char *message, int exit_code);
 /* Whether this command prints JSON (--json was given) and whether it has printed it. */
 extern int json_mode, json_printed;

@@ -15,6 +15,7 @@
  * hash-order iteration: the same export gives the same bytes.  Coordinates
  * are rounded to 0.1 px to keep 200 trials x 30 points well under 300 KB.
  */
+#include "protocol.h"
 #include "builtin.h"
 #include "sweep-report.h"
 #include "parse-options.h"
@@ -622,9 +623,11 @@ static int load(struct report *r, const json_t *ex)
 	proto = json_object_get(ex, "protocol");
 	if (!json_is_integer(proto))
 		return bad(r->err, "'protocol' is missing or not an integer");
-	if (json_integer_value(proto) != 1)
-		return bad(r->err, "'protocol' is %lld; this dtctl reads protocol 1",
-			   (long long)json_integer_value(proto));
+	/* the export's format is the same since protocol 1 (protocol 2 changed only
+	 * how dtsched starts tasks) */
+	if (json_integer_value(proto) < 1 || json_integer_value(proto) > DT_PROTOCOL_VERSION)
+		return bad(r->err, "'protocol' is %lld; this dtctl reads protocol 1 to %d",
+			   (long long)json_integer_value(proto), DT_PROTOCOL_VERSION);
 	sw = json_object_get(ex, "sweep");
 	if (!json_is_object(sw))
 		return bad(r->err, "'sweep' is missing or not an object");
@@ -1668,8 +1671,8 @@ int sweep_report_html(const json_t *export, struct strbuf *out, struct strbuf *e
 	render_curves(&r);
 	render_parallel(&r);
 	render_tables(&r);
-	strbuf_addstr(out, "<footer>dtctl " DT_VERSION " \xc2\xb7 sweep report \xc2\xb7 protocol 1"
-		      "</footer>\n</main>\n<script>");
+	strbuf_addf(out, "<footer>dtctl " DT_VERSION " \xc2\xb7 sweep report \xc2\xb7 protocol %d"
+		    "</footer>\n</main>\n<script>", DT_PROTOCOL_VERSION);
 	strbuf_addstr(out, script);
 	strbuf_addstr(out, "</script>\n</body>\n</html>\n");
 	report_release(&r);

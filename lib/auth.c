@@ -5,6 +5,7 @@
 #include "auth.h"
 #include "protocol.h"
 #include "secret.h"
+#include "sha256.h"
 #include "strbuf.h"
 #include "usage.h"
 
@@ -15,12 +16,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/params.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
 
 static const char hexdig[] = "0123456789abcdef";
 
@@ -70,104 +65,57 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
 }
 
 /*
- * Per-thread OpenSSL state.  OpenSSL 3 looks an algorithm up by name (a
- * locked property query, then a fresh context) on every one-shot call such
- * as SHA256() or HMAC(): with 1000 heartbeats a second that was most of the
- * cost of checking a signature.  SHA-256 and HMAC are fetched once per
- * process, and each thread keeps a digest context and an HMAC context keyed
- * with the last key it used (re-keyed only when another key comes along;
- * EVP_MAC_init with a NULL key restarts with the key it holds).  Contexts are
- * never shared between threads, so no lock is needed after the fetch; they
- * are freed when their thread exits.  If anything here fails, the callers
- * fall back to the one-shot calls.
+ * SHA-256 and HMAC from sha256.c (Nettle), not OpenSSL: first EVP's provider start-up
+ * (about 1 ms), then merely mapping and relocating libcrypto (1.6 ms) were
+ * most of what a `dtctl run --detach` cost (docs/BENCHMARKS.md, "submit
+ * rate").  Each thread keeps the keyed HMAC states for the last key it used
+ * (one key per process in practice), so a signature costs the message's
+ * blocks plus two.
  */
-struct auth_tls {
-	EVP_MD_CTX *md;
-	EVP_MAC_CTX *mac;
-	size_t keylen;                      /* of the key mac holds; 0 = not keyed */
+struct hmac_state {
+	struct dt_hmac_sha256 keyed;
+	size_t keylen;                      /* 0 = not keyed */
 	unsigned char key[DT_AUTH_KEY_MAX];
 };
 
-static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
-static pthread_key_t tls_key;
-static int tls_ok;
-static EVP_MD *sha256_md;                   /* process lifetime */
-static EVP_MAC *hmac_mac;
-
-static void tls_free(void *data)
-{
-	struct auth_tls *t = data;
-
-	EVP_MD_CTX_free(t->md);
-	EVP_MAC_CTX_free(t->mac);
-	OPENSSL_cleanse(t->key, sizeof(t->key));
-	free(t);
-}
-
-/*
- * OPENSSL_INIT_NO_LOAD_CONFIG: reading the system's openssl.cnf (and
- * activating the providers it names) was about 1.5 ms of every dtctl
- * command's 6 ms; SHA-256 and HMAC are in the default provider, which
- * OpenSSL loads without any config.  A no-op when OpenSSL was already
- * initialised (libssh2 in `dtctl init`), so SSH keeps the system's settings.
- */
-static void algs_fetch(void)
-{
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
-	hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	tls_ok = sha256_md && hmac_mac && !pthread_key_create(&tls_key, tls_free);
-}
-
-/* This thread's contexts (created on first use); NULL if OpenSSL refused. */
-static struct auth_tls *auth_tls_get(void)
-{
-	struct auth_tls *t;
-
-	pthread_once(&algs_once, algs_fetch);
-	if (!tls_ok)
-		return NULL;
-	t = pthread_getspecific(tls_key);
-	if (t)
-		return t;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->md = EVP_MD_CTX_new();
-	t->mac = EVP_MAC_CTX_new(hmac_mac);
-	if (!t->md || !t->mac || pthread_setspecific(tls_key, t)) {
-		tls_free(t);
-		return NULL;
-	}
-	return t;
-}
-
-static int sha256_cached(const void *data, size_t len, unsigned char *md)
-{
-	struct auth_tls *t = auth_tls_get();
-	unsigned int n = 0;
-
-	return t && EVP_DigestInit_ex2(t->md, sha256_md, NULL) &&
-		EVP_DigestUpdate(t->md, data, len) && EVP_DigestFinal_ex(t->md, md, &n) &&
-		n == SHA256_DIGEST_LENGTH ? 0 : -1;
-}
+static __thread struct hmac_state hmac_tls;
 
 void dt_sha256_hex(const void *data, size_t len, char *out)
 {
-	unsigned char md[SHA256_DIGEST_LENGTH];
+	unsigned char md[DT_SHA256_LEN];
 
-	if (!data)
-		data = "";
-	if (sha256_cached(data, len, md) < 0)
-		SHA256(data, len, md);
+	dt_sha256(data ? data : "", len, md);
 	to_hex(md, sizeof(md), out);
+}
+
+/* Hex HMAC-SHA256 of the parts joined by "\n", fed piece by piece (no formatted copy). */
+static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
+			   char *out)
+{
+	struct hmac_state *h = &hmac_tls;
+	unsigned char mac[DT_SHA256_LEN];
+	struct dt_sha256 c;
+
+	if (h->keylen != key->len || dt_memcmp_ct(h->key, key->bytes, key->len)) {
+		dt_hmac_sha256_key(&h->keyed, key->bytes, key->len);
+		memcpy(h->key, key->bytes, key->len);
+		h->keylen = key->len;
+	}
+	c = h->keyed.inner;
+	for (int i = 0; i < nr_parts; i++) {
+		if (i)
+			dt_sha256_update(&c, "\n", 1);
+		dt_sha256_update(&c, part[i], strlen(part[i]));
+	}
+	dt_hmac_sha256_final(&h->keyed, &c, mac);
+	to_hex(mac, sizeof(mac), out);
 }
 
 /*
  * The kernel's CSPRNG (what OpenSSL seeds from) rather than RAND_bytes():
  * instantiating OpenSSL's DRBG (fetching AES-CTR, seeding) cost about 1.5 ms
- * of CPU in every dtctl process for a 16-byte nonce.  RAND_bytes() stays as
- * the fallback for kernels without getrandom(2).
+ * of CPU in every dtctl process for a 16-byte nonce.  getrandom(2) is in
+ * every kernel dtctl supports (3.17 and later); there is no fallback.
  */
 int dt_random_bytes(void *buf, size_t n)
 {
@@ -179,7 +127,7 @@ int dt_random_bytes(void *buf, size_t n)
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
-			return RAND_bytes(p, (int)n) == 1 ? 0 : -1;
+			return -1;
 		p += got;
 		n -= (size_t)got;
 	}
@@ -194,71 +142,6 @@ int dt_random_hex(char *out, size_t n)
 		return -1;
 	to_hex(buf, n, out);
 	return 0;
-}
-
-/*
- * HMAC of the signed string (protocol.h) with this thread's keyed context,
- * fed piece by piece (no formatted copy); -1 if OpenSSL refused.
- */
-static int hmac_cached(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-		       unsigned char *mac, size_t *maclen)
-{
-	struct auth_tls *t = auth_tls_get();
-	OSSL_PARAM params[2];
-
-	if (!t)
-		return -1;
-	if (t->keylen != key->len || CRYPTO_memcmp(t->key, key->bytes, key->len)) {
-		params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
-		params[1] = OSSL_PARAM_construct_end();
-		t->keylen = 0;
-		if (!EVP_MAC_init(t->mac, key->bytes, key->len, params))
-			return -1;
-		memcpy(t->key, key->bytes, key->len);
-		t->keylen = key->len;
-	} else if (!EVP_MAC_init(t->mac, NULL, 0, NULL)) {
-		t->keylen = 0;
-		return -1;
-	}
-	for (int i = 0; i < nr_parts; i++) {
-		if ((i && !EVP_MAC_update(t->mac, (const unsigned char *)"\n", 1)) ||
-		    !EVP_MAC_update(t->mac, (const unsigned char *)part[i], strlen(part[i]))) {
-			t->keylen = 0;
-			return -1;
-		}
-	}
-	if (!EVP_MAC_final(t->mac, mac, maclen, EVP_MAX_MD_SIZE)) {
-		t->keylen = 0;
-		return -1;
-	}
-	return 0;
-}
-
-/* The same with the one-shot call (when the cached contexts are unavailable). */
-static void hmac_oneshot(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-			 unsigned char *mac, size_t *maclen)
-{
-	struct strbuf msg = STRBUF_INIT;
-	unsigned int n = 0;
-
-	for (int i = 0; i < nr_parts; i++)
-		strbuf_addf(&msg, "%s%s", i ? "\n" : "", part[i]);
-	HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg.buf, msg.len,
-	     mac, &n);
-	*maclen = n;
-	strbuf_release(&msg);
-}
-
-/* Hex HMAC of the parts joined by "\n": the thread's cached context, else one-shot. */
-static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part[], int nr_parts,
-			   char *out)
-{
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	size_t maclen = 0;
-
-	if (hmac_cached(key, part, nr_parts, mac, &maclen) < 0)
-		hmac_oneshot(key, part, nr_parts, mac, &maclen);
-	to_hex(mac, maclen, out);
 }
 
 void dt_auth_sign(const struct dt_auth_key *key, const char *method, const char *path,
@@ -486,7 +369,7 @@ enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonc
 	for (int i = 0; i < 64; i++)
 		got[i] = (char)tolower((unsigned char)sig[i]);
 	got[64] = '\0';
-	if (CRYPTO_memcmp(want, got, 64) != 0)
+	if (dt_memcmp_ct(want, got, 64) != 0)
 		return DT_AUTH_BAD_SIGNATURE;
 	r = dt_nonce_cache_add(nc, nonce, now_s);
 	if (r > 0)

@@ -36,7 +36,7 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path);
 
 /* hex SHA-256 of data into out (DT_SHA256_HEX bytes). */
 void dt_sha256_hex(const void *data, size_t len, char *out);
-/* Fill buf with n random bytes from the OpenSSL CSPRNG; -1 on failure. */
+/* Fill buf with n random bytes from the kernel (getrandom(2)); -1 on failure. */
 int dt_random_bytes(void *buf, size_t n);
 /* n random bytes written as 2n hex digits + NUL into out. */
 int dt_random_hex(char *out, size_t n);

@@ -10,11 +10,11 @@
  */
 #include "beacon.h"
 #include "json.h"
+#include "sha256.h"
 #include "strbuf.h"
 #include "usage.h"
 
 #include <netdb.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -123,7 +123,7 @@ static enum dt_beacon_result check_mac(const struct dt_auth_key *key, char **fie
 	dt_auth_mac_hex(key, field[0], want);
 	for (int i = 1; i < last; i++)
 		*(field[i] - 1) = '\0';
-	return CRYPTO_memcmp(want, field[last], 64) ? DT_BEACON_BAD_MAC : DT_BEACON_OK;
+	return dt_memcmp_ct(want, field[last], 64) ? DT_BEACON_BAD_MAC : DT_BEACON_OK;
 }
 
 static int fresh(long long t, long long now_s)

@@ -104,6 +104,21 @@ static int head_key(struct ctx *c, const char *key, struct ynode *v, const char 
 	return get_str(c, v, path, &cc->head.address);   /* address */
 }
 
+static int health_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
+		      void *data)
+{
+	struct cluster_config *cc = data;
+
+	if (!strcmp(key, "max_failures"))
+		return get_int(c, v, path, 0, 1000000, "an integer from 0 (never drain) to 1000000",
+			       &cc->health.max_failures);
+	if (get_duration(c, v, path, &cc->health.failure_window_ms) < 0)   /* failure_window */
+		return -1;
+	if (cc->health.failure_window_ms <= 0)
+		return bad_value(c, v, path, "a duration longer than 0, e.g. 1h");
+	return 0;
+}
+
 static int network_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
 		       void *data)
 {
@@ -308,9 +323,10 @@ static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", NUL
 static const char *const head_keys[] = { "address", "port", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
+static const char *const health_keys[] = { "max_failures", "failure_window", NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", NULL,
+	"network", "mpi", "health", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -362,6 +378,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		return walk_map(c, v, path, head_keys, NULL, head_key, cc);
 	if (!strcmp(key, "mpi"))
 		return walk_map(c, v, path, mpi_keys, NULL, mpi_key, cc);
+	if (!strcmp(key, "health"))
+		return walk_map(c, v, path, health_keys, NULL, health_key, cc);
 	return walk_map(c, v, path, network_keys, NULL, network_key, cc);   /* network */
 }
 
@@ -440,6 +458,8 @@ static void cluster_defaults(void *cfg)
 	cc->agent.heartbeat_ms = 2000;
 	cc->agent.dead_after_ms = 10000;
 	cc->head.port = 7071;
+	cc->health.max_failures = 3;
+	cc->health.failure_window_ms = 60 * 60 * 1000;
 }
 
 static int cluster_from_tree(struct ctx *c, void *cfg, struct ynode *top)
@@ -632,5 +652,7 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	json_object_set_new(o, "network", net);
 	json_object_set_new(o, "mpi", json_pack("{s:s}", "orted_launch",
 						 orted_launches[cc->mpi.orted_ssh ? 1 : 0]));
+	json_object_set_new(o, "health", json_pack("{s:i}", "max_failures", cc->health.max_failures));
+	set_duration(json_object_get(o, "health"), "failure_window", cc->health.failure_window_ms);
 	return o;
 }

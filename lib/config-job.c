@@ -15,13 +15,24 @@ static const char *const launchers[] = { "agent", "mpi", NULL };
 static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
-	"include_nodes", "exclude_nodes", "labels", NULL,
+	"include_nodes", "exclude_nodes", "labels", "elastic", NULL,
 };
+static const char *const elastic_keys[] = { "min_nodes", NULL };
 
 struct job_state {
 	struct job_config *j;
-	struct ynode *trainer, *command, *gpn, *ppn, *launcher;
+	struct ynode *trainer, *command, *gpn, *ppn, *launcher, *min_nodes;
 };
+
+static int elastic_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
+		       void *data)
+{
+	struct job_state *st = data;
+
+	st->min_nodes = v;   /* min_nodes */
+	return get_int(c, v, path, 1, HOSTRANGE_MAX, "a positive number of nodes",
+		       &st->j->elastic_min_nodes);
+}
 
 /* trainer: values are scalars, or lists of scalars joined with ','. */
 static int trainer_option(struct ctx *c, struct ynode *k, struct ynode *v, const char *path,
@@ -127,6 +138,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return node_spec(c, v, path, &j->node_include);
 	if (!strcmp(key, "exclude_nodes"))
 		return node_spec(c, v, path, &j->node_exclude);
+	if (!strcmp(key, "elastic"))
+		return walk_map(c, v, path, elastic_keys, NULL, elastic_key, st);
 	return get_kvmap(c, v, path, &j->labels, 0);   /* labels */
 }
 
@@ -235,6 +248,12 @@ int job_from_tree(struct ctx *c, struct job_config *j, struct ynode *top, const 
 	}
 	if (st.gpn)
 		j->procs_per_node = 0;
+	if (st.min_nodes && j->elastic_min_nodes > j->nodes) {
+		child_path(&sub, prefix, "elastic.min_nodes");
+		fail(c, st.min_nodes, "key '%s': must be at most 'nodes' (%d), found '%d'", sub.buf,
+		     j->nodes, j->elastic_min_nodes);
+		goto out;
+	}
 	if (st.command) {
 		child_path(&sub, prefix, "command");
 		if (command_value(c, j, st.command, sub.buf) < 0)
@@ -327,5 +346,9 @@ json_t *job_config_to_json(const struct job_config *j)
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));
+	if (j->burn_in)
+		json_object_set_new(o, "burn_in", json_true());
+	if (j->elastic_min_nodes)
+		json_object_set_new(o, "elastic_min_nodes", json_integer(j->elastic_min_nodes));
 	return o;
 }

@@ -27,7 +27,7 @@ static const char *const goals[] = { "minimize", "maximize", NULL };
 static const char *const sweep_keys[] = {
 	"method", "metric", "parameters", "early_terminate", "job", "max_trials", "parallel",
 	"gpus_per_trial", "seed", "max_failures", "name", "description", "program", "command",
-	"run_cap", "project", "entity", NULL,
+	"run_cap", "project", "entity", "checkpoint", NULL,
 };
 static const struct foreign_key sweep_foreign[] = {
 	{ "controller", "dtsched is the controller; remove it" },
@@ -886,6 +886,9 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	if (!strcmp(key, "max_failures"))
 		return get_int(c, v, path, 0, INT_MAX, "a number of failures (0 or more)",
 			       &s->max_failures);
+	/* the trials checkpoint and resume: ASHA pauses and promotes instead of stopping */
+	if (!strcmp(key, "checkpoint"))
+		return get_bool(c, v, path, &s->checkpoint);
 	if (!strcmp(key, "seed")) {
 		const char *t = want_scalar(c, v, path, "a non-negative integer");
 		char *end;
@@ -1229,6 +1232,7 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 		json_object_set_new(et, "min_iter", json_integer(s->et_min_iter));
 		json_object_set_new(et, "eta", json_number(s->et_eta));
 		json_object_set_new(et, "max_iter", json_integer(s->et_max_iter));
+		json_object_set_new(et, "mode", json_string(s->checkpoint ? "promote" : "stop"));
 		if (s->et_s)
 			json_object_set_new(et, "s", json_integer(s->et_s));
 		if (s->et_nr_bands) {
@@ -1251,6 +1255,7 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 	json_object_set_new(o, "gpus_per_trial", json_integer(s->gpus_per_trial));
 	json_object_set_new(o, "seed", json_integer((json_int_t)s->seed));
 	json_object_set_new(o, "max_failures", json_integer(s->max_failures));
+	json_object_set_new(o, "checkpoint", json_boolean(s->checkpoint));
 	if (s->wandb) {
 		json_object_set_new(o, "program", str_or_null(s->program));
 		json_object_set_new(o, "command", strvec_json(&s->command));

@@ -106,6 +106,11 @@ struct cluster_config {
 	struct {
 		int orted_ssh;                  /* orted_launch: ssh (default agent: agent/rsh.h) */
 	} mpi;
+	struct {
+		int max_failures;               /* 3: drain a node after this many job failures
+						 * on it (0: never) ... */
+		long long failure_window_ms;    /* ... within 1h (docs/agents.md, "Node health") */
+	} health;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);
@@ -150,6 +155,10 @@ struct job_config {
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */
+	int elastic_min_nodes;      /* elastic.min_nodes: a restart may run on fewer nodes, down
+				     * to this many (0: not elastic; docs/run.md) */
+	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
+				     * run on its include_nodes node while that is drained */
 };
 
 int job_config_load(struct job_config *j, const char *path, struct strbuf *err);
@@ -231,6 +240,7 @@ struct sweep_config {
 	int gpus_per_trial;          /* 0 = job's own */
 	unsigned long long seed;     /* 0 when not given */
 	int max_failures;            /* 3 */
+	int checkpoint;              /* the trials checkpoint: ASHA promotes (asha.h) */
 	char *name;                  /* name: (NULL when not given; dtctl sweep shows it) */
 	/*
 	 * W&B's form: `program:` and `command:` (a list with the agent's macros,

@@ -1,7 +1,11 @@
 /*
- * daemon.c - pid file lock, detaching, readiness pipe, stopping (daemon.h).
+ * daemon.c - the main() skeleton of dtagent and dtsched, pid file lock,
+ * detaching, readiness pipe, stopping (daemon.h).
  */
 #include "daemon.h"
+#include "auth.h"
+#include "dthome.h"
+#include "log.h"
 #include "strbuf.h"
 #include "usage.h"
 
@@ -156,4 +160,108 @@ int dt_daemon_stop(const char *pidfile, const char *what, long long timeout_ms)
 		usleep(50 * 1000);
 	warning("%s (pid %lld) did not stop in %lld ms: killed", what, pid, timeout_ms);
 	return 0;
+}
+
+int dt_daemon_key_load(struct dt_auth_key *key, const char *file, const char *home,
+		       struct strbuf *err)
+{
+	struct strbuf path = STRBUF_INIT;
+	int ret = 0;
+
+	if (file)
+		strbuf_addstr(&path, file);
+	else
+		strbuf_addf(&path, "%s/secret", home);
+	if (dt_auth_key_load(key, path.buf) < 0) {
+		strbuf_addf(err, "cannot load the cluster secret '%s'", path.buf);
+		ret = -1;
+	}
+	strbuf_release(&path);
+	return ret;
+}
+
+#define DAEMON_LOG_MAX (10 * 1024 * 1024)
+
+static const char *label(const struct daemon_def *d)
+{
+	return d->args->label ? d->args->label : d->name;
+}
+
+static int daemon_status(const struct daemon_def *d, const char *pidfile)
+{
+	long long pid;
+
+	if (dt_pidfile_running(pidfile, &pid)) {
+		printf("%s: running (pid %lld)\n", label(d), pid);
+		return 0;
+	}
+	printf("%s: not running\n", label(d));
+	return 1;
+}
+
+static int daemon_serve(const struct daemon_def *d, const char *pidfile)
+{
+	struct strbuf logfile = STRBUF_INIT;
+	int lockfd, ready = -1, rc;
+	long long holder;
+
+	lockfd = dt_pidfile_lock(pidfile, &holder);
+	if (lockfd < 0) {
+		if (holder > 0) {
+			printf("%s: already running (pid %lld)\n", d->name, holder);
+			return d->args->daemonize ? 0 : 1;
+		}
+		return 1;
+	}
+	dt_home_path(&logfile, d->logfile);
+	if (d->args->daemonize && dt_daemonize(logfile.buf, &ready) < 0) {
+		strbuf_release(&logfile);
+		return 1;
+	}
+	dt_pidfile_write(lockfd);
+	if (dtlog_open(logfile.buf, DAEMON_LOG_MAX) < 0 && d->args->daemonize)
+		_exit(1);   /* detached: the parent says "died while starting" */
+	rc = d->run(&ready);
+	strbuf_release(&logfile);
+	return rc;
+}
+
+int daemon_main(const struct daemon_def *d, int argc, const char **argv)
+{
+	struct daemon_args *a = d->args;
+	struct strbuf pidfile = STRBUF_INIT, manage = STRBUF_INIT;
+	const char *usage[3];
+	int rc;
+
+	dt_set_progname(d->name);
+	strbuf_addf(&manage, "%s --stop | --status", d->name);
+	usage[0] = d->usage;
+	usage[1] = manage.buf;
+	usage[2] = NULL;
+	parse_options(argc - 1, argv + 1, d->options, usage, 0);
+	strbuf_release(&manage);
+	if (a->version) {
+		printf("%s %s\n", d->name, DT_VERSION);
+		return 0;
+	}
+	if (a->home)
+		setenv("DTCTL_HOME", a->home, 1);
+	if (d->prepare && (rc = d->prepare(argc, argv)) != DAEMON_GO)
+		return rc;
+	if (dt_home_ensure() < 0)
+		return 1;
+	dt_home_path(&pidfile, d->pidfile);
+	if (a->status) {
+		rc = daemon_status(d, pidfile.buf);
+	} else if (a->stop) {
+		rc = dt_daemon_stop(pidfile.buf, d->name, 10000) < 0 ? 1 : 0;
+		if (!rc && d->say_stopped)
+			printf("%s: stopped\n", label(d));
+	} else {
+		rc = daemon_serve(d, pidfile.buf);
+	}
+	strbuf_release(&pidfile);
+	if (d->release)
+		d->release();
+	return rc;
 }

@@ -11,9 +11,11 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "term.h"
 #include "usage.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -170,6 +172,8 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	}
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
+	if (resp->status == 405 && resp->allow[0])
+		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	count(srv, resp->status);
@@ -214,28 +218,110 @@ int dt_http_parse_body(struct dt_http_request *req, struct dt_http_response *res
 	return 0;
 }
 
-static const struct dt_http_route *find_route(struct dt_httpd *srv, const char *method,
-					      const char *path, int *path_known,
-					      const char **param)
-{
-	*path_known = 0;
-	for (size_t i = 0; i < srv->opts.nr_routes; i++) {
-		const struct dt_http_route *r = &srv->opts.routes[i];
-		int match;
+/* --- routing (httpd.h) -------------------------------------------------------- */
 
-		if (r->prefix)
-			match = starts_with(path, r->path) && path[strlen(r->path)];
-		else
-			match = !strcmp(path, r->path);
-		if (!match)
+/*
+ * The length of the character at s if a capture may hold it, else 0: what
+ * RFC 3986 allows in a path segment unencoded (ids, node names, sweep
+ * names), and valid UTF-8 other than C1 controls (a sweep's name may be
+ * "café"); never '/', '%', '?', '#', a space or another control.
+ */
+static size_t arg_char(const char *s)
+{
+	unsigned cp;
+	size_t len;
+
+	if (!(*s & 0x80))
+		return isalnum((unsigned char)*s) || (*s && strchr("-._~!$&'()*+,;=:@", *s));
+	len = utf8_decode((const unsigned char *)s, strnlen(s, 4), &cp);
+	return cp >= 0xa0 ? len : 0;
+}
+
+int dt_http_pattern_match(const char *pat, const char *path, struct dt_http_args *args)
+{
+	args->nr = 0;
+	while (*pat) {
+		const char *end;
+		size_t n = 0;
+
+		if (*pat != '{') {
+			if (*pat++ != *path++)
+				return 0;
 			continue;
-		*path_known = 1;
+		}
+		end = strchr(pat, '}');
+		if (!end || args->nr == DT_HTTP_MAX_ARGS)
+			return 0;   /* a broken pattern matches nothing */
+		while (path[n] && path[n] != '/') {
+			size_t len = arg_char(path + n);
+
+			if (!len || n + len > DT_HTTP_ARG_MAX)
+				return 0;
+			n += len;
+		}
+		if (!n)
+			return 0;
+		args->name[args->nr] = pat + 1;
+		args->name_len[args->nr] = (size_t)(end - pat - 1);
+		memcpy(args->value[args->nr], path, n);
+		args->value[args->nr][n] = '\0';
+		args->nr++;
+		path += n;
+		pat = end + 1;
+	}
+	return !*path;
+}
+
+/* Add method to the ", "-separated list in allow unless it is there. */
+static void allow_add(char *allow, size_t size, const char *method)
+{
+	size_t len = strlen(allow), mlen = strlen(method);
+
+	for (const char *p = allow; *p;) {
+		size_t n = strcspn(p, ",");
+
+		if (n == mlen && !memcmp(p, method, n))
+			return;
+		p += n;
+		p += strspn(p, ", ");
+	}
+	if (len + mlen + 3 > size)
+		return;
+	snprintf(allow + len, size - len, "%s%s", len ? ", " : "", method);
+}
+
+const struct dt_http_route *dt_http_route_find(const struct dt_http_route *routes, size_t nr,
+					       const char *method, const char *path,
+					       struct dt_http_args *args, int *status,
+					       char *allow, size_t allow_size)
+{
+	*status = 404;
+	if (allow_size)
+		allow[0] = '\0';
+	for (size_t i = 0; i < nr; i++) {
+		const struct dt_http_route *r = &routes[i];
+
+		if (!dt_http_pattern_match(r->pattern, path, args))
+			continue;
 		if (!strcmp(r->method, method)) {
-			*param = r->prefix ? path + strlen(r->path) : NULL;
+			*status = 200;
 			return r;
 		}
+		*status = 405;
+		allow_add(allow, allow_size, r->method);
 	}
+	args->nr = 0;
 	return NULL;
+}
+
+const char *dt_http_arg(const struct dt_http_request *req, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < req->args.nr; i++)
+		if (req->args.name_len[i] == len && !memcmp(req->args.name[i], name, len))
+			return req->args.value[i];
+	return "";
 }
 
 static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
@@ -244,8 +330,7 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	struct dt_http_request req;
 	const struct dt_http_route *route;
 	const union MHD_ConnectionInfo *ci;
-	int path_known, public_path = 0;
-	const char *param = NULL;
+	int status, public_path = 0;
 
 	memset(&req, 0, sizeof(req));
 	req.method = method;
@@ -261,7 +346,8 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		dt_http_error(resp, 413, "request body over %zu bytes", srv->opts.max_body);
 		return;
 	}
-	route = find_route(srv, method, url, &path_known, &param);
+	route = dt_http_route_find(srv->opts.routes, srv->opts.nr_routes, method, url, &req.args,
+				   &status, resp->allow, sizeof(resp->allow));
 	/* public means: that method on that path, nothing else */
 	public_path = route && (route->flags & DT_ROUTE_PUBLIC);
 	if (!public_path && !ctx->verified) {
@@ -285,8 +371,9 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		ctx->verified = 1;
 	}
 	if (!route) {
-		if (path_known)
-			dt_http_error(resp, 405, "method %s not allowed on '%s'", method, url);
+		if (status == 405)
+			dt_http_error(resp, 405, "method %s not allowed on '%s' (allowed: %s)",
+				      method, url, resp->allow);
 		else
 			dt_http_error(resp, 404, "no such endpoint '%s' (protocol %d)", url,
 				      DT_PROTOCOL_VERSION);
@@ -303,7 +390,6 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	}
 	if (!(route->flags & DT_ROUTE_RAW_BODY) && dt_http_parse_body(&req, resp) < 0)
 		return;
-	req.param = param;
 	req.may_park = !ctx->deadline_ms || dt_mono_ms() < ctx->deadline_ms;
 	route->fn(&req, resp, srv->opts.data);
 	if (!req.may_park)

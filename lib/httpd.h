@@ -4,9 +4,9 @@
  * A daemon describes its API as a table of routes and starts one server:
  *
  *	static const struct dt_http_route routes[] = {
- *		{ "GET", DT_PATH_TASKS, 0, 0, list_tasks },
- *		{ "DELETE", DT_PATH_TASK_PREFIX, 1, 0, stop_task },   // prefix: req->param = "<id>"
- *		{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, metrics },
+ *		{ "GET", DT_PATH_TASKS, 0, list_tasks },
+ *		{ "DELETE", DT_PATH_TASK, 0, stop_task },  // "/v1/tasks/{id}": dt_http_arg()
+ *		{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, metrics },
  *	};
  *	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
  *	o.port = 7070; o.routes = routes; o.nr_routes = ARRAY_SIZE(routes);
@@ -16,10 +16,22 @@
  * The wrapper does everything common before a handler runs: connection and
  * memory limits, request timeout, body accumulation with a size limit (413),
  * signature check (401, lib/auth.h) unless the route is DT_ROUTE_PUBLIC,
- * 404/405, JSON parsing of a non-empty body into an object (400).  Handlers
+ * routing (below), JSON parsing of a non-empty body into an object (400).  Handlers
  * fill a dt_http_response; JSON bodies get "protocol": DT_PROTOCOL_VERSION
  * added.  Handlers run on the server's internal thread(s): with threads > 1
  * they run concurrently and must lock what they share.
+ *
+ * Routing: a route's pattern is literal text and {name} captures, each
+ * matching one whole path segment of 1..DT_HTTP_ARG_MAX bytes of what RFC
+ * 3986 allows unencoded in a segment ([A-Za-z0-9-._~!$&'()*+,;=:@]) and valid
+ * UTF-8 other than C1 controls (so no handler ever sees '/', '%', '?', '#',
+ * spaces, control bytes, invalid UTF-8 or an overlong id in an argument); a
+ * segment outside that is no match.
+ * The first route in table order whose method and pattern match the whole
+ * path runs, its captures in req->args (dt_http_arg()); no handler parses its
+ * path.  A path that no pattern matches gets 404, one that some pattern
+ * matches only with other methods 405 with an Allow header.  (MHD decodes
+ * %XX before matching, so "%2F" is a '/'.)
  *
  * Long-poll: a handler with nothing new to say may park the request instead
  * of answering: when req->may_park, it sets resp->park_ms (how long the
@@ -57,10 +69,21 @@
 #include "auth.h"
 #include "strbuf.h"
 
+#define DT_HTTP_MAX_ARGS 4     /* captures in one pattern */
+#define DT_HTTP_ARG_MAX 255     /* bytes in one capture (a node name's limit) */
+
+/* the captures of a matched pattern, in pattern order */
+struct dt_http_args {
+	size_t nr;
+	const char *name[DT_HTTP_MAX_ARGS];   /* point into the route's pattern */
+	size_t name_len[DT_HTTP_MAX_ARGS];
+	char value[DT_HTTP_MAX_ARGS][DT_HTTP_ARG_MAX + 1];
+};
+
 struct dt_http_request {
 	const char *method;
 	const char *path;
-	const char *param;       /* for prefix routes: the rest of the path after the prefix */
+	struct dt_http_args args; /* the route's {name} captures */
 	const char *body;        /* NUL-terminated copy of the body ("" when none) */
 	size_t body_len;
 	json_t *json;            /* the body parsed as a JSON object, NULL when the body is empty */
@@ -77,6 +100,7 @@ struct dt_http_response {
 	struct strbuf text;      /* sent instead when json is NULL */
 	const char *content_type;
 	long long park_ms;       /* > 0: nothing to say yet, park the request (may_park only) */
+	char allow[64];          /* the Allow header of a 405 ("" = none; set by the server) */
 };
 
 typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_response *resp,
@@ -91,11 +115,30 @@ typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_respons
 
 struct dt_http_route {
 	const char *method;
-	const char *path;
-	int prefix;              /* path is a prefix ending in '/', the rest goes to req->param */
-	int flags;
+	const char *pattern;     /* "/v1/jobs/{id}/cancel" (Routing, above) */
+	int flags;               /* DT_ROUTE_*: who may call it (signed unless PUBLIC), how
+				  * the body is taken (JSON object unless RAW_BODY) */
 	dt_http_handler *fn;
 };
+
+/*
+ * The capture `name` of the matched route ("" if its pattern has none of
+ * that name: a typo is an empty id, which no lookup finds, not a crash).
+ */
+const char *dt_http_arg(const struct dt_http_request *req, const char *name);
+
+/*
+ * Routing on its own, for tests and the server: the first of routes whose
+ * method and pattern match path, with the captures in args; NULL when none
+ * does, with *status 404 (no pattern matches path) or 405 (some do, with
+ * other methods; their methods, ", "-separated, in allow).
+ */
+const struct dt_http_route *dt_http_route_find(const struct dt_http_route *routes, size_t nr,
+					       const char *method, const char *path,
+					       struct dt_http_args *args, int *status,
+					       char *allow, size_t allow_size);
+/* Whether path matches pattern, with the captures in args (on 1). */
+int dt_http_pattern_match(const char *pattern, const char *path, struct dt_http_args *args);
 
 struct dt_httpd_opts {
 	const char *bind;        /* IPv4 address to listen on; NULL = all */

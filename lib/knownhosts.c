@@ -11,6 +11,8 @@
 #include <string.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include "sha256.h"
+#include "ssh-dl.h"   /* after the OpenSSL headers: their calls go through dlopen */
 
 void base64_encode(struct strbuf *sb, const unsigned char *data, size_t len)
 {
@@ -43,14 +45,13 @@ int base64_decode(struct strbuf *out, const char *s, size_t len)
 
 void ssh_fingerprint(struct strbuf *sb, const unsigned char *blob, size_t len)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	unsigned char md[DT_SHA256_LEN];
 	size_t start;
 
-	EVP_Digest(blob, len, md, &mdlen, EVP_sha256(), NULL);
+	dt_sha256(blob, len, md);
 	strbuf_addstr(sb, "SHA256:");
 	start = sb->len;
-	base64_encode(sb, md, mdlen);
+	base64_encode(sb, md, sizeof(md));
 	while (sb->len > start && sb->buf[sb->len - 1] == '=')
 		strbuf_setlen(sb, sb->len - 1);
 }

@@ -26,6 +26,31 @@ struct dt_gpu {
 	struct dt_gpu_proc procs[DT_GPU_MAX_PROCS];
 };
 
+/* One GPU's health readings (agent/health.h says what they mean); -1: unknown. */
+struct dt_gpu_health {
+	int index;
+	int lost;                       /* NVML_ERROR_GPU_IS_LOST: fell off the bus */
+	int reset_required;             /* NVML_ERROR_RESET_REQUIRED */
+	long long ecc_volatile_dbe;     /* uncorrected ECC errors since the last reset */
+	long long ecc_aggregate_dbe;    /* ... over the GPU's life */
+	int retired_pages_pending;      /* pages waiting to be retired at the next reset */
+	int remap_pending, remap_failure;   /* row remapping (A100 and later) */
+	unsigned long long throttle;    /* clock event reasons, DT_THROTTLE_* bits */
+	int temperature;                /* degrees C */
+	int xid[16], nr_xid;            /* critical XID events since the last reading */
+};
+
+#define DT_THROTTLE_HW_SLOWDOWN 0x8ULL
+#define DT_THROTTLE_HW_THERMAL 0x40ULL
+#define DT_THROTTLE_POWER_BRAKE 0x80ULL
+
+/*
+ * Read GPU `index`'s health into h; the XIDs are those NVML reported for it
+ * since the previous call (an event set registered on first use).  -1 when
+ * NVML is not usable.
+ */
+int dt_nvml_health(int index, struct dt_gpu_health *h);
+
 /* Load and initialise NVML once; 0 if usable, -1 if not (see dt_nvml_error). */
 int dt_nvml_open(void);
 const char *dt_nvml_error(void);

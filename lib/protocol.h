@@ -18,7 +18,10 @@
  * badly signed requests get 401 and change nothing.
  *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
- * path 404; a known path with another method 405.
+ * path 404 (an id in a path is one segment of at most 255 bytes: what RFC
+ * 3986 allows unencoded in a segment, or valid UTF-8 other than C1 controls;
+ * else the path is unknown); a known path with another method 405 with an
+ * Allow header.
  *
  * Versions: every signed request carries X-DT-Protocol: DT_PROTOCOL_VERSION
  * (absent: 1, the version before the header), and every JSON reply starts
@@ -41,7 +44,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 1
+#define DT_PROTOCOL_VERSION 2
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -89,6 +92,17 @@
  *                    and pids also as cgroup limits where a cgroup is made),
  *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
  *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ * POST /v1/tasks                      start several tasks (dtsched: all the
+ *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
+ *                                      TASKREQ is the body above; 1 to
+ *                                      DT_TASKS_BATCH_MAX of them, "tasks" the only key
+ *   -> 200 {protocol, node, tasks: [{status: 201, task: TASK} |
+ *                                   {status: 400|409|500, error}]}
+ *      one result per request, in order; each is started (or refused) exactly
+ *      as it would be alone, so a refused one leaves the others started.
+ *      400 for the whole request (nothing started) when "tasks" is not such
+ *      an array of objects.  (Agents of protocol 1 before this form answer
+ *      400: 'argv' missing.)
  *
  * GET /v1/tasks                       -> {protocol, node, tasks: [TASK...]}
  * GET /v1/tasks/<id>                  -> {protocol, task: TASK}   404 if unknown
@@ -106,10 +120,17 @@
  *   -> {protocol, node, hostname, cpus, mem_total, mem_available, load1,
  *       gpu_source: "nvml"|"fake"|"none",
  *       gpus: [{index, name, uuid, memory_total, memory_used, utilization,
- *               processes: [{pid, used_memory}]}]}
+ *               processes: [{pid, used_memory}]}],
+ *       net?: {interface, address, cidr}  the interface dtsched is reached on
+ *             (lib/netif.h; absent over loopback): the jobs' NCCL/gloo/Open MPI
+ *             interface,
+ *       health?: {status: "ok"|"degraded"|"bad", events: [{severity, kind, gpu,
+ *             detail, since}]} (agent/health.h; sent once heartbeats run)}
  */
 #define DT_PATH_TASKS "/v1/tasks"
+#define DT_TASKS_BATCH_MAX 256
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
+#define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
 #define DT_PATH_INVENTORY "/v1/inventory"
 
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
@@ -201,7 +222,12 @@
  * NODE = {name, state, address, port, gpus_total, gpus_used, gpu_util (mean %),
  *         gpus: [...], cpus, mem_total, mem_available, tasks_running,
  *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
- *         agent_version}
+ *         health ("ok"|"degraded"|"bad"|"" unknown), agent_version,
+ *         health_reason (the worst finding, or null),
+ *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null)}
+ * A node whose health turns bad is drained with the reason (kept in state.db)
+ * until `dtctl resume`; the reply also lists "refused" agents (Versions).
+ * dtsched_nodes_health{health} on /metrics counts them.
  * HEADTASK = {node, id, state, exit_code, job_id, rank, lost, reason, updated_at}
  *   reason: "NODE_FAIL" when its node went DOWN, "unknown to its agent", or null.
  */
@@ -258,6 +284,10 @@
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
+/* route patterns (lib/httpd.h): {name} is one path segment */
+#define DT_PATH_NODE DT_PATH_NODE_PREFIX "{name}"
+#define DT_PATH_NODE_DRAIN DT_PATH_NODE DT_PATH_DRAIN_SUFFIX
+#define DT_PATH_NODE_RESUME DT_PATH_NODE DT_PATH_RESUME_SUFFIX
 #define DT_HEARTBEAT_RECENT_S 60
 
 /* Jobs (dtctl <-> dtsched) ---------------------------------------------------
@@ -306,11 +336,17 @@
  *        task (rank -1) and then every rank, from <job_dir>/ranks/<r>.json.
  * Every transition is in SQLite before it is acted on, and <job_dir>/state
  * (one word) and <job_dir>/placement.json are rewritten atomically with it.
+ * <job_dir>/plan.json is the launch plan (scheduler/launch.h, the dry run's
+ * "plan") of the latest attempt, written before its tasks are started.
  */
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"
 #define DT_PATH_WAIT_SUFFIX "/wait"
+/* route patterns (lib/httpd.h) */
+#define DT_PATH_JOB DT_PATH_JOB_PREFIX "{id}"
+#define DT_PATH_JOB_CANCEL DT_PATH_JOB DT_PATH_CANCEL_SUFFIX
+#define DT_PATH_JOB_WAIT DT_PATH_JOB DT_PATH_WAIT_SUFFIX
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"
@@ -347,6 +383,11 @@
 #define DT_PATH_PAUSE_SUFFIX "/pause"
 #define DT_PATH_STOP_SUFFIX "/stop"
 /* and DT_PATH_RESUME_SUFFIX "/resume" (nodes) */
+/* route patterns (lib/httpd.h): {id} is a sweep id or name */
+#define DT_PATH_SWEEP DT_PATH_SWEEP_PREFIX "{id}"
+#define DT_PATH_SWEEP_PAUSE DT_PATH_SWEEP DT_PATH_PAUSE_SUFFIX
+#define DT_PATH_SWEEP_RESUME DT_PATH_SWEEP DT_PATH_RESUME_SUFFIX
+#define DT_PATH_SWEEP_STOP DT_PATH_SWEEP DT_PATH_STOP_SUFFIX
 
 #define DT_SWEEP_RUNNING "RUNNING"
 #define DT_SWEEP_PAUSED "PAUSED"
@@ -360,6 +401,7 @@
 #define DT_TRIAL_PRUNED "PRUNED"
 #define DT_TRIAL_FAILED "FAILED"
 #define DT_TRIAL_CANCELLED "CANCELLED"
+#define DT_TRIAL_PAUSED "PAUSED"         /* promotion: stopped at a rung, may resume */
 
 #define DT_METRIC_PREFIX "DTCTL_METRIC"   /* stdout line: DTCTL_METRIC {"epoch": 1, ...} */
 

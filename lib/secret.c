@@ -2,6 +2,7 @@
  * secret.c - create and read the cluster HMAC key (see secret.h).
  */
 #include "secret.h"
+#include "auth.h"
 #include "dthome.h"
 #include "usage.h"
 
@@ -10,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <openssl/rand.h>
 
 int dt_secret_read(const char *path, struct strbuf *hex_out)
 {
@@ -58,8 +58,8 @@ int dt_secret_ensure(struct strbuf *hex_out)
 		ret = dt_secret_read(path.buf, hex_out);
 		goto out;
 	}
-	if (RAND_bytes(raw, sizeof(raw)) != 1) {
-		error("cannot get random bytes for the cluster secret (OpenSSL RAND_bytes)");
+	if (dt_random_bytes(raw, sizeof(raw)) < 0) {
+		error_errno("cannot get random bytes for the cluster secret (getrandom)");
 		goto out;
 	}
 	for (size_t i = 0; i < sizeof(raw); i++)

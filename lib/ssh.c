@@ -36,7 +36,8 @@
 
 #include <libssh2.h>
 #include <libssh2_sftp.h>
-#include <openssl/evp.h>
+#include "sha256.h"
+#include "ssh-dl.h"   /* after libssh2.h: its calls go through dlopen */
 
 #define OUTPUT_LIMIT (64u << 20)   /* captured output per operation */
 #define WRITE_CHUNK (128u << 10)
@@ -170,11 +171,10 @@ void ssh_quote_argv(struct strbuf *sb, const char *const *argv)
 
 void sha256_hex(struct strbuf *sb, const void *data, size_t len)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
+	unsigned char md[DT_SHA256_LEN];
 
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (unsigned int i = 0; i < n; i++)
+	dt_sha256(data, len, md);
+	for (unsigned int i = 0; i < sizeof(md); i++)
 		strbuf_addf(sb, "%02x", md[i]);
 }
 

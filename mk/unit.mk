@@ -2,7 +2,7 @@
 # program archives, built with BUILD=asan by `make check` (ASan + UBSan).
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
-UNIT_LIBS = $(TRAINER_LIB) $(PROG_LIBS) $(LIBS) $(TRAINER_LINK) -lcmocka
+UNIT_LIBS = $(TRAINER_LIB) $(PROG_LIBS) $(LIBS) $(TRAINER_LINK) -lcmocka -lcrypto   # test_auth: OpenSSL as the reference
 
 $(O)/tests/%: tests/unit/%.c $(PROG_LIBS) $(TRAINER_LIB)
 	@mkdir -p $(@D)

@@ -8,6 +8,8 @@
  * For the rung check, each rung k also counts the concordant and discordant
  * pairs of trials holding values at rungs k and k + 1, updated when a trial
  * records at rung k + 1 (compared with every trial already holding both).
+ * With promotion on, each trial also has a state (running, paused, done)
+ * and the rung it runs to; the rung tables are kept exactly as without it.
  */
 #include "scheduler/asha.h"
 
@@ -31,6 +33,8 @@ struct rung {
 struct asha_trial {
 	int id;
 	int pruned;
+	int state;           /* promotion: enum asha_trial_state */
+	int target;          /* promotion: the rung it runs to, and pauses at */
 	double *values;      /* values[k]: the raw value recorded at rung k */
 	size_t nr_values;    /* rungs reached */
 };
@@ -41,6 +45,7 @@ struct asha {
 	int explicit_rungs;  /* rungs[] set by asha_set_rungs(), not min_iter * eta^k */
 	int min_peers;       /* other values a rung must hold before a trial may pass it */
 	int grace;           /* the first eta arrivals at a rung and its best always go on */
+	int promotion;       /* pause at each rung and promote, instead of stopping */
 	int check_trials;    /* rung check: trials in both rungs needed (0: off) */
 	double check_gamma;  /* rung check: agreement below which the rung is widened */
 	double check_widen;  /* rung check: keep floor(widen * n / eta) then */
@@ -126,6 +131,16 @@ void asha_set_grace(struct asha *a, int on)
 int asha_get_grace(const struct asha *a)
 {
 	return a->grace;
+}
+
+void asha_set_promotion(struct asha *a, int on)
+{
+	a->promotion = !!on;
+}
+
+int asha_get_promotion(const struct asha *a)
+{
+	return a->promotion;
 }
 
 int asha_get_min_peers(const struct asha *a)
@@ -310,8 +325,8 @@ static size_t rung_keep(const struct asha *a, size_t k)
 
 /*
  * Trials other than `self` that went on past rung k: they reached a later
- * rung, or are at k unpruned.  A function of the trials' states, so replays
- * and snapshots rebuild it.
+ * rung, or are at k unpruned (with promotion: promoted from k, running).  A
+ * function of the trials' states, so replays and snapshots rebuild it.
  */
 static size_t rung_went_on(const struct asha *a, size_t k, const struct asha_trial *self)
 {
@@ -319,8 +334,9 @@ static size_t rung_went_on(const struct asha *a, size_t k, const struct asha_tri
 
 	for (size_t i = 0; i < a->nr_trials; i++) {
 		const struct asha_trial *t = &a->trials[i];
+		int on = a->promotion ? t->state == ASHA_TRIAL_RUNNING : !t->pruned;
 
-		if (t != self && (t->nr_values > k + 1 || (t->nr_values == k + 1 && !t->pruned)))
+		if (t != self && (t->nr_values > k + 1 || (t->nr_values == k + 1 && on)))
 			n++;
 	}
 	return n;
@@ -367,9 +383,60 @@ int asha_report(struct asha *a, int trial_id, double resource, double value)
 		return t->pruned ? ASHA_PRUNE : ASHA_CONTINUE;
 	rungs_cover(a, resource);
 	while (t->nr_values < a->nr_rungs && a->rungs[t->nr_values].resource <= resource)
-		if (!trial_record(a, t, value))
+		if (!trial_record(a, t, value) && !a->promotion)
 			t->pruned = 1;
-	return t->pruned ? ASHA_PRUNE : ASHA_CONTINUE;
+	if (!a->promotion)
+		return t->pruned ? ASHA_PRUNE : ASHA_CONTINUE;
+	if (t->state == ASHA_TRIAL_RUNNING && (int)t->nr_values > t->target)
+		t->state = ASHA_TRIAL_PAUSED;
+	return t->state == ASHA_TRIAL_PAUSED ? ASHA_PAUSE : ASHA_CONTINUE;
+}
+
+int asha_promote_next(struct asha *a, int closing)
+{
+	for (size_t k = a->nr_rungs; k-- > 0;) {
+		const struct rung *r = &a->rungs[k];
+		size_t quota = rung_quota(a, r->nr);
+		struct asha_trial *best = NULL;
+		double best_loss = INFINITY;
+
+		if (closing && quota < 1)
+			quota = 1;
+		for (size_t i = 0; i < a->nr_trials; i++) {
+			struct asha_trial *t = &a->trials[i];
+			double loss;
+
+			if (t->state != ASHA_TRIAL_PAUSED || t->nr_values != k + 1)
+				continue;
+			loss = to_loss(a, t->values[k]);
+			if (rung_better(r, loss) < quota && (!best || loss < best_loss)) {
+				best = t;
+				best_loss = loss;
+			}
+		}
+		if (best) {
+			best->state = ASHA_TRIAL_RUNNING;
+			best->target = (int)k + 1;
+			return best->id;
+		}
+	}
+	return 0;
+}
+
+void asha_set_trial(struct asha *a, int trial_id, enum asha_trial_state st)
+{
+	struct asha_trial *t = trial_find(a, trial_id, 1);
+
+	t->state = st;
+	if (st == ASHA_TRIAL_RUNNING)
+		t->target = (int)t->nr_values;   /* promoted from its last rung */
+}
+
+int asha_is_paused(const struct asha *a, int trial_id)
+{
+	struct asha_trial *t = trial_find((struct asha *)a, trial_id, 0);
+
+	return t ? t->state == ASHA_TRIAL_PAUSED : 0;
 }
 
 int asha_is_pruned(const struct asha *a, int trial_id)
@@ -378,6 +445,8 @@ int asha_is_pruned(const struct asha *a, int trial_id)
 
 	return t ? t->pruned : 0;
 }
+
+static const char *const trial_state_names[] = { "running", "paused", "done" };
 
 json_t *asha_to_json(const struct asha *a)
 {
@@ -390,8 +459,14 @@ json_t *asha_to_json(const struct asha *a)
 		for (size_t k = 0; k < t->nr_values; k++)
 			json_array_append_new(vals, isfinite(t->values[k]) ?
 					      json_real(t->values[k]) : json_null());
-		json_array_append_new(trials, json_pack("{s:i, s:o, s:b}", "id", t->id,
-							"values", vals, "pruned", t->pruned));
+		json_t *tj = json_pack("{s:i, s:o, s:b}", "id", t->id, "values", vals,
+				       "pruned", t->pruned);
+
+		if (a->promotion) {
+			json_object_set_new(tj, "state", json_string(trial_state_names[t->state]));
+			json_object_set_new(tj, "target", json_integer(t->target));
+		}
+		json_array_append_new(trials, tj);
 	}
 	j = json_pack("{s:i, s:i, s:o, s:i, s:i, s:b, s:s, s:o}", "version", 1,
 		      "min_iter", a->min_iter, "eta", json_number(a->eta), "max_iter", a->max_iter,
@@ -405,6 +480,8 @@ json_t *asha_to_json(const struct asha *a)
 			json_array_append_new(rungs, json_real(a->rungs[k].resource));
 		json_object_set_new(j, "rungs", rungs);
 	}
+	if (a->promotion)
+		json_object_set_new(j, "promotion", json_true());
 	if (a->check_trials)
 		json_object_set_new(j, "rung_check", json_pack("{s:i, s:f, s:f}",
 							       "min_trials", a->check_trials,
@@ -452,6 +529,7 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 	asha_set_min_peers(a, (int)json_get_int(j, "min_peers", 0));
 	/* absent: a snapshot from before the grace rule, made without it */
 	asha_set_grace(a, json_is_true(json_object_get(j, "grace")));
+	asha_set_promotion(a, json_is_true(json_object_get(j, "promotion")));
 	/* absent: no rung check, as in every snapshot from before it existed */
 	if (json_is_object(check))
 		asha_set_rung_check(a, (int)json_get_int(check, "min_trials", 0),
@@ -480,6 +558,10 @@ struct asha *asha_from_json(const json_t *j, struct strbuf *err)
 			trial_record(a, t, v);
 		}
 		t->pruned = json_is_true(json_object_get(tj, "pruned"));
+		for (size_t st = 0; st < ARRAY_SIZE(trial_state_names); st++)
+			if (!strcmp(json_get_str(tj, "state", "running"), trial_state_names[st]))
+				t->state = (int)st;
+		t->target = (int)json_get_int(tj, "target", 0);
 	}
 	return a;
 }

@@ -55,6 +55,7 @@
 enum asha_decision {
 	ASHA_CONTINUE = 0,
 	ASHA_PRUNE = 1,
+	ASHA_PAUSE = 2,     /* promotion: stop at this rung, keep the checkpoint */
 };
 
 struct asha;
@@ -130,6 +131,35 @@ size_t asha_rung_count(const struct asha *a, size_t k);
 size_t asha_rung_went_on(const struct asha *a, size_t k);
 
 /*
+ * Promotion (off by default; for trials that checkpoint): the paper's
+ * promotion variant instead of stopping.  A trial runs to its next rung and
+ * pauses there (asha_report() returns ASHA_PAUSE once it records a value at
+ * the rung it was running to: the caller stops it, keeping its checkpoint);
+ * asha_promote_next() names the paused trial to resume: from the highest
+ * rung down, a paused trial among the top floor(n / eta) values of its rung,
+ * the best first, and marks it running to the next rung (past the last rung:
+ * to the end of training).  Nothing is pruned: a trial never promoted stays
+ * paused.  `closing` (no trial is running and none will start) lets the top
+ * max(1, floor(n / eta)) go on, so a rung's best always trains on and a
+ * small sweep still trains one trial to the end.  Every report is recorded
+ * at the rungs it crosses, paused or not, so the rung tables stay a function
+ * of the set of reports; which trials are paused is the caller's to restore
+ * after a replay, with asha_set_trial().  Set it before the first report.
+ */
+void asha_set_promotion(struct asha *a, int on);
+int asha_get_promotion(const struct asha *a);
+int asha_promote_next(struct asha *a, int closing);
+
+enum asha_trial_state {
+	ASHA_TRIAL_RUNNING = 0,  /* running to the rung after its last one (a promoted trial) */
+	ASHA_TRIAL_PAUSED = 1,   /* stopped at its last rung, waiting to be promoted */
+	ASHA_TRIAL_DONE = 2,     /* ended otherwise: never promoted */
+};
+/* After a replay: the trial's state as the caller knows it (promotion only). */
+void asha_set_trial(struct asha *a, int trial_id, enum asha_trial_state st);
+int asha_is_paused(const struct asha *a, int trial_id);
+
+/*
  * {"version": 1, "min_iter": 1, "eta": 3, "max_iter": 27, "min_peers": 1,
  *  "rungs": [3.0, 11.0, 33.0] (only when set by asha_set_rungs()),
  *  "goal": "minimize", "trials": [{"id": 7, "values": [0.9, 0.5], "pruned": false}, ...]}
@@ -138,6 +168,8 @@ size_t asha_rung_went_on(const struct asha *a, size_t k);
  * without "min_peers" (written before it existed) is read with min_peers 0,
  * one without "grace" with grace off: the rules it was made under.  "rung_check": {"min_trials", "min_gamma",
  * "widen"} is written only when the check is on; absent, it is off.
+ * With promotion on, "promotion": true and each trial's "state" ("running",
+ * "paused", "done") and "target" (the rung it runs to).
  */
 json_t *asha_to_json(const struct asha *a);
 struct asha *asha_from_json(const json_t *j, struct strbuf *err);

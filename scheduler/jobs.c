@@ -1,5 +1,10 @@
 /*
- * jobs.c - dtsched's job queue: submit, place, launch, follow, end, retry.
+ * jobs.c - dtsched's job lifecycle: job files, job <-> JSON and SQLite, state
+ * transitions, following running attempts (exits, stalls, timeouts, node
+ * failures), ending and retrying them, stopping orphans, and the main step.
+ * The queue and placement are in jobs-queue.c, the launch in jobs-launch.c,
+ * the HTTP API in jobs-api.c; jobs-int.h holds what they share.  The whole
+ * picture:
  *
  * A job is PENDING until placement.c finds slots for it (FIFO, with
  * backfill: a later job that fits now starts while an earlier one waits),
@@ -15,133 +20,53 @@
  *           -> CANCELLED; FAILED/NODE_FAIL with retries left -> PENDING again,
  *           avoiding the failed node, resuming from the latest checkpoint);
  *           place pending jobs; decide which tasks to stop
- *   unlock: launch (free port on the master node, POST /v1/tasks per rank or
- *           one mpirun task), stop (DELETE /v1/tasks/<id>)
+ *   unlock: launch (free port on the master node, one POST /v1/tasks per
+ *           node with all of its ranks, or one mpirun task), stop
+ *           (DELETE /v1/tasks/<id>)
  *
  * Every state change is written to SQLite (jobs table) and to the job dir
  * (<job_dir>/state, placement.json) before anything is done about it.
  * Tasks the agents report for a job attempt that is over (a node that was
  * DOWN comes back with its ranks still running) are stopped too.
  */
-#include "sched-int.h"
-#include "safefile.h"
-#include "promtext.h"
+#include "jobs-int.h"
+#include "goodput.h"
 #include "jobspec.h"
-#include "launch.h"
-#include "placement.h"
-#include "dthome.h"
-#include "httpc.h"
 #include "json.h"
 #include "log.h"
+#include "promtext.h"
 #include "protocol.h"
+#include "quarantine.h"
+#include "safefile.h"
 #include "units.h"
 #include "usage.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define STOP_GRACE_MS 3000        /* fail fast: SIGTERM, SIGKILL 3 s later */
-#define STOP_RESEND_MS 3000
 #define ORPHAN_SCAN_MS 1000
 #define STALL_SCAN_MS 1000
-#define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
 /* an ended attempt's orteds exit by themselves once mpirun is gone: their exit
  * reports come with the next heartbeat, so they are not orphans before this */
 #define ORTED_GRACE_MS 5000
 
-struct jslot {
-	char *node;
-	char *address;
-	int nslots;
-	int slot[64];
-};
-
-struct htask {
-	char *node;
-	char *id;
-	int rank;                 /* -1: the mpirun task */
-	int gone;                 /* its agent said it is final or unknown */
-};
-
-struct hold {
-	char job[16];
-	int gpu;
-	int nr;
-	struct jslot *place;
-	struct htask *tasks;
-	size_t nr_tasks, alloc_tasks;
-	int released;             /* the attempt is over: stop what is left */
-	int busy;                 /* a launch thread uses it: keep it (check_holds) */
-	long long released_ms, stop_sent_ms, launched_ms;
-};
-
-struct job {
-	long long seq;
-	char id[16];
-	char *name, *user, *job_dir, *shared_dir;
-	char *submit_dir;         /* where dtctl ran (the ranks start there if it exists) */
-	json_t *spec;
-	struct job_config cfg;
-	const char *state;
-	char *reason;
-	int gpu, per_node, world;
-	int attempt;
-	struct hold *hold;
-	json_t *history, *avoid, *stalled, *last_ranks, *placement;
-	int master_port;
-	long long submitted_us, started_us, ended_us, run_mono;
-	int has_exit, exit_code, failed_rank;
-	char *failed_node;
-	int cancel;
-	int launch;               /* placed: 1 = to launch, 2 = a launch thread is at it */
-	long long version;        /* bumped by every job_save(): long-poll waiters compare it */
-	char *launch_error;
-	long long stall_checked_ms;
-	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
-	char *log_error;          /* the first such write error, e.g. "No space left on device" */
-	unsigned long long wait_fp;  /* pool_fingerprint() it last waited on; 0 = try it */
-	int orted_attempt;        /* the attempt that ended last ... */
-	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
-};
-
-struct jobs_clients {
-	struct cli { char key[300]; struct dt_httpc c; } **v;
-	size_t nr, alloc;
-	int launches;             /* s->clients only: launch threads running (lock) */
-};
-
-#define LAUNCH_RUNNING 2      /* job->launch while its launch thread runs */
-
-static void clients_release(struct jobs_clients *c)
-{
-	for (size_t i = 0; i < c->nr; i++) {
-		dt_httpc_release(&c->v[i]->c);
-		free(c->v[i]);
-	}
-	free(c->v);
-	c->v = NULL;
-	c->nr = c->alloc = 0;
-}
-
-static int state_final(const char *st)
+int state_final(const char *st)
 {
 	return strcmp(st, DT_JOB_PENDING) && strcmp(st, DT_JOB_RUNNING);
 }
 
-static int task_final(const json_t *t)
+int task_final(const json_t *t)
 {
 	const char *s = json_get_str(t, "state", "");
 
 	return !strcmp(s, DT_TASK_EXITED) || !strcmp(s, DT_TASK_FAILED) || !strcmp(s, DT_TASK_LOST);
 }
 
-static struct job *job_find(struct sched *s, const char *id)
+struct job *job_find(struct sched *s, const char *id)
 {
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->id, id))
@@ -161,13 +86,13 @@ static struct job *job_find(struct sched *s, const char *id)
  */
 
 /* "jobs/<id>/<name>" below the shared dir ("jobs/<id>" for name NULL). */
-static void job_rel(const struct job *j, const char *name, struct strbuf *rel)
+void job_rel(const struct job *j, const char *name, struct strbuf *rel)
 {
 	strbuf_reset(rel);
 	strbuf_addf(rel, "jobs/%s%s%s", j->id, name ? "/" : "", name ? name : "");
 }
 
-static void job_file(const struct job *j, const char *name, const char *data, size_t len)
+void job_file(const struct job *j, const char *name, const char *data, size_t len)
 {
 	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
@@ -178,7 +103,7 @@ static void job_file(const struct job *j, const char *name, const char *data, si
 	strbuf_release(&why);
 }
 
-/* Modification time (ns) of the regular file <job dir>/<name>, 0 if none. */
+/* Modification time (ns) of <job dir>/<name> (a file, or the ckpt dir), 0 if none. */
 static long long job_mtime_ns(const struct job *j, const char *name)
 {
 	struct strbuf rel = STRBUF_INIT;
@@ -193,7 +118,7 @@ static long long job_mtime_ns(const struct job *j, const char *name)
 }
 
 /* The highest N of the jobs/j-N dirs on the shared dir (0 if none). */
-static long long highest_job_dir(const char *shared)
+long long highest_job_dir(const char *shared)
 {
 	DIR *d = sf_opendir(shared, "jobs", NULL);
 	struct dirent *de;
@@ -215,30 +140,20 @@ static long long highest_job_dir(const char *shared)
 }
 
 /*
- * Make the job dir: jobs/<id> must be new (an id whose dir exists belongs to
- * a job of an earlier head: errno EEXIST), then its subdirs.
+ * Make the job dir at submit: jobs/<id> must be new (an id whose dir exists
+ * belongs to a job of an earlier head: errno EEXIST).  Its subdirs come at
+ * launch (job_subdirs): each inode made here is a metadata round trip on NFS
+ * and, on the head's ext4, a search of the inode bitmap that was most of
+ * dtsched's time per submit (docs/BENCHMARKS.md, "submit rate").
  */
-static int job_mkdirs(const struct job *j, struct strbuf *err)
+int job_mkdirs(const struct job *j, struct strbuf *err)
 {
-	static const char *const sub[] = { "logs", "ckpt", "ranks" };
 	struct strbuf why = STRBUF_INIT;
 	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), fd = -1, e;
 
 	if (dfd >= 0) {
 		fd = sf_mkdir_new_at(dfd, j->id, 0775, SF_OWNER, &why);
 		close(dfd);
-	}
-	for (size_t i = 0; fd >= 0 && i < ARRAY_SIZE(sub); i++) {
-		int sfd = sf_mkdir_new_at(fd, sub[i], 0775, SF_OWNER, &why);
-
-		if (sfd < 0) {
-			e = errno;
-			close(fd);
-			fd = -1;
-			errno = e;
-		} else {
-			close(sfd);
-		}
 	}
 	if (fd >= 0) {
 		close(fd);
@@ -252,7 +167,31 @@ static int job_mkdirs(const struct job *j, struct strbuf *err)
 	return -1;
 }
 
-static void write_state_file(const struct job *j)
+/* logs/, ckpt/ and ranks/ in the job dir, before its first task starts (kept if they exist). */
+int job_subdirs(const struct job *j, struct strbuf *err)
+{
+	static const char *const sub[] = { "logs", "ckpt", "ranks" };
+	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < ARRAY_SIZE(sub); i++) {
+		int fd;
+
+		job_rel(j, sub[i], &rel);
+		fd = sf_dir(j->shared_dir, rel.buf, SF_MKDIRS | SF_OWNER, &why);
+		if (fd < 0) {
+			strbuf_addf(err, "cannot create '%s/%s': %s", j->job_dir, sub[i], why.buf);
+			ret = -1;
+		} else {
+			close(fd);
+		}
+	}
+	strbuf_release(&rel);
+	strbuf_release(&why);
+	return ret;
+}
+
+void write_state_file(const struct job *j)
 {
 	struct strbuf sb = STRBUF_INIT;
 
@@ -261,15 +200,14 @@ static void write_state_file(const struct job *j)
 	strbuf_release(&sb);
 }
 
-static json_t *placement_json(const struct hold *h)
+json_t *placement_json(const struct hold *h)
 {
 	json_t *a = json_array();
 
 	for (int k = 0; h && k < h->nr; k++) {
 		struct strbuf sl = STRBUF_INIT;
 
-		for (int i = 0; i < h->place[k].nslots; i++)
-			strbuf_addf(&sl, "%s%d", i ? "," : "", h->place[k].slot[i]);
+		jslot_format(&sl, &h->place[k]);
 		json_array_append_new(a, json_pack("{s:s,s:s,s:s}", "node", h->place[k].node,
 						   "address", h->place[k].address, "slots", sl.buf));
 		strbuf_release(&sl);
@@ -278,7 +216,7 @@ static json_t *placement_json(const struct hold *h)
 }
 
 /* <job_dir>/placement.json: {"ranks":[{"rank":0,"node":"n1"},...], "nodes": [...]} */
-static void write_placement_file(const struct job *j)
+void write_placement_file(const struct job *j)
 {
 	json_t *ranks = json_array(), *o;
 	struct strbuf sb = STRBUF_INIT;
@@ -298,128 +236,16 @@ static void write_placement_file(const struct job *j)
 	strbuf_release(&sb);
 }
 
-/*
- * DT_RESUME: the checkpoint dttrain's "latest" names, else the newest regular
- * file.  ckpt/ is the job's own: a link, FIFO or directory there is skipped.
- */
-static char *latest_checkpoint(const struct job *j)
-{
-	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
-	char *best = NULL;
-	long long best_ns = -1;
-	struct stat st;
-	DIR *d;
-	struct dirent *de;
-
-	job_rel(j, "ckpt", &rel);
-	d = sf_opendir(j->shared_dir, rel.buf, &why);
-	if (!d) {
-		if (errno != ENOENT)
-			dtlog(DTLOG_WARN, "job %s: no checkpoint to resume from: %s", j->id, why.buf);
-		goto out;
-	}
-	if (sf_read_at(dirfd(d), "latest", &buf, 4096, &why) > 0) {
-		strbuf_trim(&buf);
-		if (buf.len && !strchr(buf.buf, '/') && sf_stat_at(dirfd(d), buf.buf, &st) == 0 &&
-		    S_ISREG(st.st_mode))
-			best = xstrdup(buf.buf);
-	} else if (errno != ENOENT) {
-		dtlog(DTLOG_WARN, "job %s: ignoring ckpt/latest: %s", j->id, why.buf);
-	}
-	while (!best && (de = readdir(d))) {
-		long long ns;
-
-		if (de->d_name[0] == '.' || ends_with(de->d_name, ".tmp") ||
-		    !strcmp(de->d_name, "latest") || sf_stat_at(dirfd(d), de->d_name, &st) < 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-		if (ns > best_ns) {
-			best_ns = ns;
-			strbuf_reset(&buf);
-			strbuf_addstr(&buf, de->d_name);
-		}
-	}
-	if (!best && best_ns >= 0)
-		best = xstrdup(buf.buf);
-	closedir(d);
-	if (best) {
-		char *name = best;
-
-		strbuf_reset(&buf);
-		strbuf_addf(&buf, "%s/ckpt/%s", j->job_dir, name);
-		free(name);
-		best = strbuf_detach(&buf, NULL);
-	}
-out:
-	strbuf_release(&rel);
-	strbuf_release(&buf);
-	strbuf_release(&why);
-	return best;
-}
-
-/* ------------------------------------------------------------ cluster.yaml */
-
-/* <home>/cluster.yaml (labels, CPU slots, network interface), re-read when it changes. */
-static void cluster_refresh(struct sched *s)
-{
-	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
-	struct stat st;
-	long long now = dt_mono_ms(), m;
-
-	if (s->cc_checked_ms && now - s->cc_checked_ms < 1000)
-		return;
-	s->cc_checked_ms = now;
-	strbuf_addf(&path, "%s/cluster.yaml", s->o.home);
-	if (stat(path.buf, &st) < 0)
-		goto out;
-	m = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-	if (m == s->cc_mtime_ns)
-		goto out;
-	s->cc_mtime_ns = m;
-	if (!s->cc)
-		s->cc = xcalloc(1, sizeof(*s->cc));
-	else
-		cluster_config_release(s->cc);
-	memset(s->cc, 0, sizeof(*s->cc));
-	if (cluster_config_load(s->cc, path.buf, &err) < 0) {
-		dtlog(DTLOG_WARN, "ignoring %s", err.buf);
-		free(s->cc);
-		s->cc = NULL;
-	}
-out:
-	strbuf_release(&path);
-	strbuf_release(&err);
-}
-
-static const struct cluster_node *cc_node(struct sched *s, const char *name)
-{
-	int i = s->cc ? cluster_find_node(s->cc, name) : -1;
-
-	return i >= 0 ? &s->cc->nodes[i] : NULL;
-}
-
 /* ------------------------------------------------------------ job <-> JSON */
 
-/* the interface and subnet node n's agent reaches dtsched on (its inventory's
- * "net", lib/netif.h) into ln, for the job's NCCL/gloo/Open MPI settings;
- * pointers into n's inventory: lock held while they are used */
-static void node_net(const struct node *n, struct launch_node *ln)
-{
-	const json_t *net = n ? json_object_get(n->inventory, "net") : NULL;
-
-	ln->interface = json_get_str(net, "interface", NULL);
-	ln->cidr = json_get_str(net, "cidr", NULL);
-}
-
-static void history_add(struct job *j, const char *state, const char *reason)
+void history_add(struct job *j, const char *state, const char *reason)
 {
 	json_array_append_new(j->history, json_pack("{s:s,s:o,s:s?}", "state", state,
 						     "at", json_timestamp(dt_now_us()), "reason", reason));
 }
 
-static void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
-static void set_reason(struct job *j, const char *fmt, ...)
+void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
+void set_reason(struct job *j, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
@@ -604,7 +430,7 @@ static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
 	return a;
 }
 
-static json_t *job_json(struct sched *s, const struct job *j, int detail)
+json_t *job_json(struct sched *s, const struct job *j, int detail)
 {
 	json_t *o = json_object();
 	long long end = j->ended_us ? j->ended_us : dt_now_us();
@@ -620,7 +446,9 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "ended_at", json_timestamp(j->ended_us));
 	json_object_set_new(o, "elapsed_ms", json_integer(j->started_us ?
 							  (end - j->started_us) / 1000 : 0));
-	json_object_set_new(o, "nodes", json_integer(j->cfg.nodes));
+	/* the attempt's: an elastic restart may run on fewer than the spec's */
+	json_object_set_new(o, "nodes", json_integer(j->per_node > 0 ? j->world / j->per_node :
+						     j->cfg.nodes));
 	json_object_set_new(o, "per_node", json_integer(j->per_node));
 	json_object_set_new(o, "gpu", json_boolean(j->gpu));
 	json_object_set_new(o, "world_size", json_integer(j->world));
@@ -628,6 +456,22 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "job_dir", json_string(j->job_dir));
 	json_object_set_new(o, "attempt", json_integer(j->attempt));
 	json_object_set_new(o, "retries", json_integer(j->cfg.retries));
+	{
+		/* a restart pending: its time is being lost now */
+		long long lost = j->lost_us + (j->restart_from_us ? end - j->restart_from_us : 0);
+		double slot_s = j->lost_slot_s + (j->restart_from_us ? (double)(end - j->restart_from_us) /
+						  1e6 * j->restart_world : 0);
+		double ratio = goodput_ratio(j->first_started_us, end, lost);
+
+		json_object_set_new(o, "restarts", json_integer(j->attempt));
+		json_object_set_new(o, "lost_s", json_real((double)lost / 1e6));
+		json_object_set_new(o, "gpu_hours_lost", json_real(slot_s / 3600));
+		json_object_set_new(o, "effective_ratio", ratio < 0 ? json_null() : json_real(ratio));
+		json_object_set_new(o, "first_started_at", json_timestamp(j->first_started_us));
+		json_object_set_new(o, "restart", json_pack("{s:I,s:f,s:I,s:i}", "lost_us",
+			(json_int_t)j->lost_us, "lost_slot_s", j->lost_slot_s, "from_us",
+			(json_int_t)j->restart_from_us, "world", j->restart_world));
+	}
 	json_object_set_new(o, "exit_code", j->has_exit ? json_integer(j->exit_code) : json_null());
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
@@ -662,20 +506,8 @@ static json_t *job_json(struct sched *s, const struct job *j, int detail)
 	return o;
 }
 
-static json_t *hold_json(const struct hold *h)
-{
-	json_t *tasks = json_array();
-
-	for (size_t i = 0; i < h->nr_tasks; i++)
-		json_array_append_new(tasks, json_pack("{s:s,s:s,s:i,s:b}", "node", h->tasks[i].node,
-						       "id", h->tasks[i].id, "rank", h->tasks[i].rank,
-						       "gone", h->tasks[i].gone));
-	return json_pack("{s:s,s:b,s:o,s:o,s:b}", "job", h->job, "gpu", h->gpu,
-			 "placement", placement_json(h), "tasks", tasks, "released", h->released);
-}
-
 /* Write the job (and the holds it has) to SQLite; lock held. */
-static void job_save(struct sched *s, struct job *j)
+void job_save(struct sched *s, struct job *j)
 {
 	json_t *o, *holds = json_array();
 	struct strbuf data = STRBUF_INIT;
@@ -783,7 +615,7 @@ void jobs_metrics(struct sched *s, struct strbuf *o)
 }
 
 /* A state change: SQLite, then <job_dir>/state, then the log. */
-static void job_transition(struct sched *s, struct job *j, const char *state)
+void job_transition(struct sched *s, struct job *j, const char *state)
 {
 	const char *before = j->state;
 
@@ -798,7 +630,7 @@ static void job_transition(struct sched *s, struct job *j, const char *state)
 	      j->reason ? ": " : "", j->reason ? j->reason : "");
 }
 
-static void job_free(struct job *j)
+void job_free(struct job *j)
 {
 	free(j->name);
 	free(j->user);
@@ -819,80 +651,6 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-static void hold_free(struct hold *h)
-{
-	for (int k = 0; k < h->nr; k++) {
-		free(h->place[k].node);
-		free(h->place[k].address);
-	}
-	for (size_t i = 0; i < h->nr_tasks; i++) {
-		free(h->tasks[i].node);
-		free(h->tasks[i].id);
-	}
-	free(h->place);
-	free(h->tasks);
-	free(h);
-}
-
-static void hold_remove(struct sched *s, struct hold *h)
-{
-	for (size_t i = 0; i < s->nr_holds; i++) {
-		if (s->holds[i] == h) {
-			memmove(&s->holds[i], &s->holds[i + 1], (s->nr_holds - i - 1) * sizeof(*s->holds));
-			s->nr_holds--;
-			break;
-		}
-	}
-	hold_free(h);
-}
-
-static void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone)
-{
-	struct htask *t;
-
-	ALLOC_GROW(h->tasks, h->nr_tasks + 1, h->alloc_tasks);
-	t = &h->tasks[h->nr_tasks++];
-	t->node = xstrdup(node);
-	t->id = xstrdup(id);
-	t->rank = rank;
-	t->gone = gone;
-}
-
-static struct hold *hold_from_json(const json_t *o)
-{
-	struct hold *h = xcalloc(1, sizeof(*h));
-	json_t *p, *t;
-	size_t i;
-
-	snprintf(h->job, sizeof(h->job), "%s", json_get_str(o, "job", ""));
-	h->gpu = json_is_true(json_object_get(o, "gpu"));
-	h->released = json_is_true(json_object_get(o, "released"));
-	h->released_ms = dt_mono_ms();
-	h->launched_ms = dt_mono_ms();
-	p = json_object_get(o, "placement");
-	h->nr = (int)json_array_size(p);
-	h->place = xcalloc(h->nr ? (size_t)h->nr : 1, sizeof(*h->place));
-	json_array_foreach(p, i, t) {
-		const char *sl = json_get_str(t, "slots", "");
-
-		h->place[i].node = xstrdup(json_get_str(t, "node", "?"));
-		h->place[i].address = xstrdup(json_get_str(t, "address", ""));
-		while (*sl && h->place[i].nslots < 64) {
-			char *end;
-			long v = strtol(sl, &end, 10);
-
-			if (end == sl)
-				break;
-			h->place[i].slot[h->place[i].nslots++] = (int)v;
-			sl = *end == ',' ? end + 1 : end;
-		}
-	}
-	json_array_foreach(json_object_get(o, "tasks"), i, t)
-		hold_add_task(h, json_get_str(t, "node", "?"), json_get_str(t, "id", "?"),
-			      (int)json_get_int(t, "rank", -1), json_is_true(json_object_get(t, "gone")));
-	return h;
-}
-
 /* ------------------------------------------------------------------ init */
 
 static const char jobs_schema[] =
@@ -901,7 +659,7 @@ static const char jobs_schema[] =
 	"  updated_us INTEGER, data TEXT);"
 	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
 
-static struct job *job_new(void)
+struct job *job_new(void)
 {
 	struct job *j = xcalloc(1, sizeof(*j));
 
@@ -927,7 +685,23 @@ static const char *state_const(const char *s)
 	return DT_JOB_FAILED;
 }
 
-static void job_derive(struct job *j)
+void job_attempt_started(struct job *j)
+{
+	long long now = dt_now_us();
+
+	if (!j->first_started_us)
+		j->first_started_us = now;
+	if (j->restart_from_us) {
+		long long wait = now > j->restart_from_us ? now - j->restart_from_us : 0;
+
+		j->lost_us += wait;
+		j->lost_slot_s += (double)wait / 1e6 * j->restart_world;
+		j->restart_from_us = 0;
+	}
+	j->world = j->per_node * j->hold->nr;   /* an elastic restart may have fewer nodes */
+}
+
+void job_derive(struct job *j)
 {
 	j->gpu = j->cfg.gpus_per_node > 0;
 	j->per_node = j->gpu ? j->cfg.gpus_per_node : j->cfg.procs_per_node;
@@ -960,6 +734,8 @@ static void jobs_load(struct sched *s)
 			continue;
 		}
 		job_derive(j);
+		/* the attempt's, which an elastic restart may have made smaller */
+		j->world = (int)json_get_int(o, "world_size", j->world);
 		j->spec = json_incref(json_object_get(o, "spec"));
 		j->name = xstrdup(json_get_str(o, "name", "job"));
 		j->user = xstrdup(json_get_str(o, "user", ""));
@@ -971,6 +747,18 @@ static void jobs_load(struct sched *s)
 		if (json_get_str(o, "reason", NULL))
 			j->reason = xstrdup(json_get_str(o, "reason", NULL));
 		j->attempt = (int)json_get_int(o, "attempt", 0);
+		{
+			json_t *r = json_object_get(o, "restart");
+
+			j->first_started_us = dt_timestamp_parse(json_get_str(o, "first_started_at",
+									      ""));
+			if (j->first_started_us < 0)
+				j->first_started_us = 0;
+			j->lost_us = json_get_int(r, "lost_us", 0);
+			j->lost_slot_s = json_number_value(json_object_get(r, "lost_slot_s"));
+			j->restart_from_us = json_get_int(r, "from_us", 0);
+			j->restart_world = (int)json_get_int(r, "world", 0);
+		}
 		j->submitted_us = dt_timestamp_parse(json_get_str(o, "submitted_at", "")) ;
 		j->started_us = dt_timestamp_parse(json_get_str(o, "started_at", ""));
 		j->ended_us = dt_timestamp_parse(json_get_str(o, "ended_at", ""));
@@ -1078,230 +866,6 @@ void jobs_release(struct sched *s)
 	}
 }
 
-/* ------------------------------------------------------------ placement */
-
-struct pool {
-	struct place_node *n;     /* one per known node, same order as s->nodes */
-	size_t nr;
-	int gpu;
-};
-
-static void pool_build(struct sched *s, struct pool *p, int gpu)
-{
-	p->nr = s->nr;
-	p->gpu = gpu;
-	p->n = xcalloc(s->nr ? s->nr : 1, sizeof(*p->n));
-	for (size_t i = 0; i < s->nr; i++) {
-		struct node *n = s->nodes[i];
-		struct place_node *pn = &p->n[i];
-		const struct cluster_node *cn = cc_node(s, n->name);
-		json_t *t;
-		const char *id;
-
-		pn->name = n->name;
-		pn->up = !strcmp(n->state, DT_NODE_UP);
-		pn->drained = n->drained;
-		pn->labels = cn ? &cn->labels : NULL;
-		if (gpu)
-			pn->total = n->gpus_total;
-		else
-			pn->total = cn && cn->slots > 0 ? cn->slots : n->cpus;
-		if (pn->total > PLACE_MAX_SLOTS)
-			pn->total = PLACE_MAX_SLOTS;
-		if (!gpu)
-			continue;
-		/* GPUs held by tasks that are not ours (started through the agent API) */
-		json_object_foreach(n->tasks, id, t) {
-			const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
-
-			if (task_final(t) || json_get_str(t, "job_id", NULL))
-				continue;
-			while (cvd && *cvd) {
-				char *end;
-				long d = strtol(cvd, &end, 10);
-
-				if (end == cvd)
-					break;
-				if (d >= 0 && d < pn->total)
-					pn->used[d] = 1;
-				cvd = *end == ',' ? end + 1 : end;
-			}
-		}
-	}
-	for (size_t h = 0; h < s->nr_holds; h++) {
-		struct hold *hd = s->holds[h];
-
-		if (hd->gpu != gpu)
-			continue;
-		for (int k = 0; k < hd->nr; k++) {
-			for (size_t i = 0; i < s->nr; i++) {
-				if (strcmp(s->nodes[i]->name, hd->place[k].node))
-					continue;
-				for (int x = 0; x < hd->place[k].nslots; x++)
-					if (hd->place[k].slot[x] < PLACE_MAX_SLOTS)
-						p->n[i].used[hd->place[k].slot[x]] = 1;
-			}
-		}
-	}
-}
-
-/*
- * A hash of everything placement_try() reads from a pool (and of the cluster
- * config its labels point into).  A pending job that had to wait on a pool
- * with this fingerprint waits on it again: schedule_pending() skips it, which
- * makes a step cost O(new jobs), not O(queue), while nothing is freed.  With
- * 1500 jobs queued, trying each one on every submit was most of dtsched's
- * CPU (a 66 KB place_result cleared per try).  Never 0.
- */
-static unsigned long long pool_fingerprint(const struct sched *s, const struct pool *p)
-{
-	unsigned long long h = 1469598103934665603ULL;
-	const unsigned long long prime = 1099511628211ULL;
-#define FP_MIX(v) (h = (h ^ (unsigned long long)(v)) * prime)
-
-	FP_MIX(p->gpu);
-	FP_MIX((uintptr_t)s->cc);
-	FP_MIX(s->cc_mtime_ns);
-	FP_MIX(p->nr);
-	for (size_t i = 0; i < p->nr; i++) {
-		const struct place_node *n = &p->n[i];
-
-		for (const char *c = n->name; *c; c++)
-			FP_MIX((unsigned char)*c);
-		FP_MIX((uintptr_t)n->labels);
-		FP_MIX(n->up | n->drained << 1);
-		FP_MIX(n->total);
-		for (int k = 0; k < n->total; k++)
-			if (n->used[k])
-				FP_MIX(k + 1);
-	}
-#undef FP_MIX
-	return h ? h : 1;
-}
-
-static void place_req_of(const struct job *j, struct place_req *r, const char **avoid,
-			 size_t max_avoid, int with_avoid)
-{
-	size_t k = 0, i;
-	json_t *a;
-
-	memset(r, 0, sizeof(*r));
-	r->nodes = j->cfg.nodes;
-	r->per_node = j->per_node;
-	r->include = j->cfg.node_include;
-	r->exclude = j->cfg.node_exclude;
-	r->labels = j->cfg.labels.nr ? &j->cfg.labels : NULL;
-	if (with_avoid)
-		json_array_foreach(j->avoid, i, a)
-			if (k + 1 < max_avoid && json_is_string(a))
-				avoid[k++] = json_string_value(a);
-	avoid[k] = NULL;
-	r->avoid = avoid;
-}
-
-static enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
-				       struct place_result *res, struct strbuf *reason)
-{
-	const char *avoid[64];
-	struct place_req r;
-	enum place_status st;
-
-	place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 1);
-	st = placement_try(p->n, p->nr, &r, res, reason);
-	if (st == PLACE_NEVER && avoid[0]) {
-		/* the nodes it failed on are the only ones left: use them after all */
-		strbuf_reset(reason);
-		place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 0);
-		st = placement_try(p->n, p->nr, &r, res, reason);
-	}
-	if (st != PLACE_OK)
-		sched_refused_note(s, reason);   /* agents of another version: the fix */
-	return st;
-}
-
-static struct hold *hold_make(struct sched *s, struct job *j, struct pool *p,
-			      const struct place_result *res)
-{
-	struct hold *h = xcalloc(1, sizeof(*h));
-
-	snprintf(h->job, sizeof(h->job), "%s", j->id);
-	h->gpu = j->gpu;
-	h->nr = res->nr;
-	h->place = xcalloc((size_t)res->nr, sizeof(*h->place));
-	for (int k = 0; k < res->nr; k++) {
-		struct node *n = s->nodes[res->node[k]];
-
-		h->place[k].node = xstrdup(n->name);
-		h->place[k].address = xstrdup(n->address && *n->address ? n->address : n->name);
-		h->place[k].nslots = j->per_node;
-		memcpy(h->place[k].slot, res->slots[k], sizeof(int) * (size_t)j->per_node);
-	}
-	placement_commit(p->n, res, j->per_node);
-	ALLOC_GROW(s->holds, s->nr_holds + 1, s->alloc_holds);
-	s->holds[s->nr_holds++] = h;
-	return h;
-}
-
-/* Place pending jobs, oldest first; later ones that fit start too (backfill). */
-static void schedule_pending(struct sched *s)
-{
-	struct pool gpu = { NULL, 0, 1 }, cpu = { NULL, 0, 0 };
-	struct strbuf reason = STRBUF_INIT;
-	unsigned long long fp[2];   /* [p->gpu] */
-	int any = 0;
-
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
-			any = 1;
-	if (!any)
-		return;
-	pool_build(s, &gpu, 1);
-	pool_build(s, &cpu, 0);
-	fp[0] = pool_fingerprint(s, &cpu);
-	fp[1] = pool_fingerprint(s, &gpu);
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		struct job *j = s->jobs[i];
-		struct pool *p = j->gpu ? &gpu : &cpu;
-		struct place_result *res;
-		enum place_status st;
-
-		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel || j->wait_fp == fp[p->gpu])
-			continue;
-		res = xmalloc(sizeof(*res));
-		strbuf_reset(&reason);
-		st = job_try_place(s, j, p, res, &reason);
-		if (st != PLACE_OK)
-			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
-		if (st == PLACE_OK) {
-			j->hold = hold_make(s, j, p, res);
-			fp[p->gpu] = pool_fingerprint(s, p);
-			json_decref(j->placement);
-			j->placement = placement_json(j->hold);
-			j->started_us = dt_now_us();
-			j->run_mono = dt_mono_ms();
-			j->ended_us = 0;
-			j->has_exit = 0;
-			j->failed_rank = -1;
-			free(j->failed_node);
-			j->failed_node = NULL;
-			free(j->launch_error);
-			j->launch_error = NULL;
-			json_array_clear(j->stalled);
-			set_reason(j, NULL);
-			j->launch = 1;
-			job_transition(s, j, DT_JOB_RUNNING);
-			write_placement_file(j);
-		} else if (!j->reason || strcmp(j->reason, reason.buf)) {
-			set_reason(j, "%s", reason.buf);
-			job_save(s, j);
-		}
-		free(res);
-	}
-	free(gpu.n);
-	free(cpu.n);
-	strbuf_release(&reason);
-}
-
 /* ------------------------------------------------------------- ending */
 
 /* The attempt is over: release its slots (stopping what is left), then
@@ -1385,6 +949,18 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 				json_array_append_new(j->avoid, json_string(j->failed_node));
 		}
 		j->attempt++;
+		/* the work since its last checkpoint (the ckpt dir changes with every one:
+		 * a rename into it) is lost, and the time until the next attempt starts */
+		{
+			long long now = dt_now_us();
+			long long lost = goodput_lost_work_us(j->started_us, job_mtime_ns(j, "ckpt") /
+							      1000, now);
+
+			j->lost_us += lost;
+			j->lost_slot_s += (double)lost / 1e6 * j->world;
+			j->restart_from_us = now;
+			j->restart_world = j->world;
+		}
 		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;
@@ -1520,11 +1096,33 @@ out:
 	strbuf_release(&path);
 }
 
+/*
+ * The attempt failed on j->failed_node: count it against that node when it
+ * looks like the node's fault (quarantine_counts(): NODE_FAIL, SIGSEGV, SIGBUS,
+ * SIGILL), which may drain it.  Lock held.
+ */
+static void count_node_failure(struct sched *s, struct job *j, int nodefail, int sig)
+{
+	struct strbuf what = STRBUF_INIT;
+
+	if (!j->failed_node || !quarantine_counts(nodefail, sig))
+		return;
+	strbuf_addstr(&what, j->id);
+	if (nodefail)
+		strbuf_addstr(&what, " NODE_FAIL");
+	else if (j->failed_rank >= 0)
+		strbuf_addf(&what, " rank %d exit %d", j->failed_rank, j->exit_code);
+	else
+		strbuf_addf(&what, " mpirun exit %d", j->exit_code);
+	node_record_failure(s, j->failed_node, nodefail, what.buf);
+	strbuf_release(&what);
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
 	struct hold *h = j->hold;
-	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1;
+	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
 	const char *fail_node = NULL, *fail_at = NULL;
 	struct strbuf why = STRBUF_INIT;
 
@@ -1548,6 +1146,7 @@ static void check_running(struct sched *s, struct job *j)
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
+			count_node_failure(s, j, 1, 0);
 			end_attempt(s, j, DT_JOB_NODE_FAIL);
 			return;
 		}
@@ -1596,6 +1195,7 @@ static void check_running(struct sched *s, struct job *j)
 			fail_at = ended;
 			fail_rank = t->rank;
 			fail_code = code < 0 ? 1 : code;
+			fail_sig = (int)json_get_int(ht, "signal", 0);
 			fail_node = t->node;
 			strbuf_reset(&why);
 			if (!strcmp(st, DT_TASK_FAILED))
@@ -1614,6 +1214,8 @@ static void check_running(struct sched *s, struct job *j)
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
+			/* a rank's logger records 128 + the signal that killed it */
+			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
 			strbuf_reset(&why);
 			describe_code(&why, mcode);
 		}
@@ -1627,6 +1229,7 @@ static void check_running(struct sched *s, struct job *j)
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
+		count_node_failure(s, j, nodefail, fail_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;
@@ -1646,24 +1249,7 @@ static void check_running(struct sched *s, struct job *j)
 	strbuf_release(&why);
 }
 
-/* ------------------------------------------------------------- actions */
-
-struct action {
-	int kind;                 /* 0 = stop task, 1 = launch job */
-	char *addr;
-	int port;
-	char *node;
-	char *task;
-	struct job *job;
-	struct hold *hold;
-};
-
-struct actions {
-	struct action *v;
-	size_t nr, alloc;
-};
-
-static void act_stop(struct actions *a, struct node *n, const char *task)
+void act_stop(struct actions *a, struct node *n, const char *task)
 {
 	struct action *x;
 
@@ -1674,53 +1260,6 @@ static void act_stop(struct actions *a, struct node *n, const char *task)
 	x->port = n->port;
 	x->node = xstrdup(n->name);
 	x->task = xstrdup(task);
-}
-
-static int hold_has_task(struct sched *s, const char *id)
-{
-	for (size_t h = 0; h < s->nr_holds; h++)
-		for (size_t i = 0; i < s->holds[h]->nr_tasks; i++)
-			if (!strcmp(s->holds[h]->tasks[i].id, id))
-				return 1;
-	return 0;
-}
-
-/* Released holds: stop what is still running; drop the hold once all is gone. */
-static void check_holds(struct sched *s, struct actions *a)
-{
-	long long now = dt_mono_ms();
-
-	for (size_t k = 0; k < s->nr_holds;) {
-		struct hold *h = s->holds[k];
-		int live = 0, resend = now - h->stop_sent_ms >= STOP_RESEND_MS;
-
-		if (!h->released || h->busy) {
-			k++;
-			continue;
-		}
-		for (size_t i = 0; i < h->nr_tasks; i++) {
-			struct htask *t = &h->tasks[i];
-			struct node *n = node_find(s, t->node);
-			json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-
-			if (!n || !strcmp(n->state, DT_NODE_DOWN))
-				continue;     /* unreachable; stopped as an orphan if it returns */
-			if (ht ? task_final(ht) : (t->gone || now - h->launched_ms > LAUNCH_GONE_MS))
-				continue;
-			live++;
-			if (resend)
-				act_stop(a, n, t->id);
-		}
-		if (resend && live)
-			h->stop_sent_ms = now;
-		if (!live) {
-			dtlog(DTLOG_DEBUG, "job %s: slots of an attempt freed", h->job);
-			hold_remove(s, h);
-			sched_wake(s);
-			continue;
-		}
-		k++;
-	}
 }
 
 /* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
@@ -1776,27 +1315,6 @@ static void check_orphans(struct sched *s, struct actions *a)
 	}
 }
 
-/* A kept-alive client per agent, from cache c (one cache per thread). */
-static struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char *addr,
-				   int port)
-{
-	char key[300];
-	struct cli *x;
-
-	snprintf(key, sizeof(key), "%s:%d", addr, port);
-	for (size_t i = 0; i < c->nr; i++)
-		if (!strcmp(c->v[i]->key, key))
-			return &c->v[i]->c;
-	ALLOC_GROW(c->v, c->nr + 1, c->alloc);
-	x = xcalloc(1, sizeof(*x));
-	c->v[c->nr++] = x;
-	snprintf(x->key, sizeof(x->key), "%s", key);
-	dt_httpc_init(&x->c, addr, port, &s->key);
-	x->c.timeout_ms = 5000;
-	x->c.connect_timeout_ms = 2000;
-	return &x->c;
-}
-
 static void do_stop(struct sched *s, struct action *x)
 {
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
@@ -1822,274 +1340,6 @@ static void do_stop(struct sched *s, struct action *x)
 	json_decref(reply);
 	strbuf_release(&path);
 	strbuf_release(&err);
-}
-
-struct post {
-	char *addr, *node, *id;
-	int port, rank;
-	json_t *body;
-};
-
-/*
- * What the plan of j takes from the cluster and the job besides its
- * placement, the same for the launch and for --dry-run; the master node's
- * ssh_config and bin_dir for the mpi launcher.  Lock held; lo points into
- * s->cc and j, so it is used before the lock is let go.
- */
-static void launch_opts_from(struct sched *s, const struct job *j, struct launch_opts *lo,
-			     const char *ssh_config, const char *bin_dir)
-{
-	memset(lo, 0, sizeof(*lo));
-	lo->submit_dir = j->submit_dir;
-	lo->attempt = j->attempt;
-	lo->max_restarts = j->cfg.retries;
-	if (s->cc)
-		lo->setup_env = &s->cc->setup.env;
-	if (j->cfg.launcher == LAUNCHER_MPI) {
-		lo->ssh_config = ssh_config;
-		lo->bin_dir = bin_dir;
-		lo->orted_ssh = s->cc && s->cc->mpi.orted_ssh;
-	}
-}
-
-/*
- * Launch a placed job: port, plan, files, one task per rank (or mpirun).  On
- * a launch thread (launch_thread), with its own clients `cc`; h is the hold
- * it was started for, pinned (busy) so check_holds keeps it.  The lock is
- * taken between the requests; if the attempt ended meanwhile (cancel, node
- * DOWN), j->hold is no longer h and nothing more is done for it.  The
- * caller (launch_thread) clears j->launch when it returns.
- */
-static void do_launch(struct sched *s, struct job *j, struct hold *h, struct jobs_clients *cc)
-{
-	struct launch_node *ln;
-	struct launch_opts lo;
-	struct launch_plan plan;
-	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT;
-	char *maddr, *resume = NULL, *bin_dir = NULL, *ssh_config = NULL, *iface = NULL;
-	int mport, port = 0, nr, code;
-	struct post *posts = NULL;
-	size_t nr_posts = 0;
-	json_t *reply = NULL, *req;
-
-	/* 1. what to ask the master node for */
-	pthread_mutex_lock(&s->lock);
-	if (j->hold != h || j->launch != LAUNCH_RUNNING) {
-		pthread_mutex_unlock(&s->lock);
-		return;
-	}
-	{
-		struct node *m = node_find(s, h->place[0].node);
-
-		maddr = xstrdup(m && m->address && *m->address ? m->address : h->place[0].node);
-		mport = m ? m->port : 0;
-		if (m && m->bin_dir)
-			bin_dir = xstrdup(m->bin_dir);
-		if (m && m->ssh_config)
-			ssh_config = xstrdup(m->ssh_config);
-		if (s->cc && s->cc->network.interface)
-			iface = xstrdup(s->cc->network.interface);
-	}
-	pthread_mutex_unlock(&s->lock);
-
-	/* 2. a free port on the master node (MASTER_PORT) */
-	req = json_object();
-	code = dt_httpc_request(client_for(s, cc, maddr, mport), "POST", DT_PATH_PORTS, req, &reply,
-				&err);
-	json_decref(req);
-	if (code == 200)
-		port = (int)json_get_int(reply, "port", 0);
-	json_decref(reply);
-	reply = NULL;
-
-	pthread_mutex_lock(&s->lock);
-	if (j->hold != h) {           /* ended while we asked: nothing started */
-		pthread_mutex_unlock(&s->lock);
-		goto out;
-	}
-	if (!port) {
-		strbuf_reset(&sb);
-		strbuf_addf(&sb, "cannot get a free port on master node '%s': %s", h->place[0].node,
-			    code < 0 ? err.buf : "no free port in 29500-29999");
-		j->launch_error = strbuf_detach(&sb, NULL);
-		pthread_mutex_unlock(&s->lock);
-		goto out;
-	}
-	j->master_port = port;
-	if (j->attempt > 0)
-		resume = latest_checkpoint(j);
-
-	/* 3. the plan (what `dtctl run --dry-run` shows) and the job dir files */
-	nr = h->nr;
-	ln = xcalloc((size_t)nr, sizeof(*ln));
-	{
-		char **slots = xcalloc((size_t)nr, sizeof(char *));
-
-		for (int k = 0; k < nr; k++) {
-			struct strbuf sl = STRBUF_INIT;
-
-			for (int i = 0; i < h->place[k].nslots; i++)
-				strbuf_addf(&sl, "%s%d", i ? "," : "", h->place[k].slot[i]);
-			slots[k] = strbuf_detach(&sl, NULL);
-			ln[k].name = h->place[k].node;
-			ln[k].address = h->place[k].address;
-			ln[k].host = h->place[k].address;
-			ln[k].slots = j->gpu ? slots[k] : NULL;
-			{
-				struct node *nk = node_find(s, h->place[k].node);
-
-				ln[k].agent_port = nk ? nk->port : 0;
-				node_net(nk, &ln[k]);
-			}
-		}
-		launch_opts_from(s, j, &lo, ssh_config, bin_dir);
-		lo.job_id = j->id;
-		lo.job_dir = j->job_dir;
-		lo.master_port = port;
-		lo.resume = resume;
-		lo.net_interface = iface;
-		strbuf_reset(&err);
-		if (launch_plan_build(&plan, &j->cfg, ln, nr, &lo, &err) < 0) {
-			j->launch_error = xstrdup(err.buf);
-			for (int k = 0; k < nr; k++)
-				free(slots[k]);
-			free(slots);
-			free(ln);
-			pthread_mutex_unlock(&s->lock);
-			goto out;
-		}
-		for (int k = 0; k < nr; k++)
-			free(slots[k]);
-		free(slots);
-	}
-	strbuf_reset(&sb);
-	json_append(&sb, j->spec);
-	strbuf_addch(&sb, '\n');
-	posts = xcalloc(plan.nr_tasks, sizeof(*posts));
-	for (size_t i = 0; i < plan.nr_tasks; i++) {
-		struct launch_task *t = &plan.tasks[i];
-		struct post *p = &posts[nr_posts++];
-		json_t *argv = json_array(), *env = json_object();
-		struct strbuf id = STRBUF_INIT;
-		struct node *n = node_find(s, h->place[t->node].node);
-
-		for (size_t a = 0; a < t->argv.nr; a++)
-			json_array_append_new(argv, json_string(t->argv.v[a]));
-		for (size_t e = 0; e < t->env.nr; e++) {
-			const char *eq = strchr(t->env.v[e], '=');
-			char *name = xstrndup(t->env.v[e], (size_t)(eq - t->env.v[e]));
-
-			json_object_set_new(env, name, json_string(eq + 1));
-			free(name);
-		}
-		if (t->rank >= 0)
-			strbuf_addf(&id, "%s.%d.r%d", j->id, j->attempt, t->rank);
-		else
-			strbuf_addf(&id, "%s.%d.mpirun", j->id, j->attempt);
-		p->addr = xstrdup(h->place[t->node].address);
-		p->port = n ? n->port : 0;
-		p->node = xstrdup(h->place[t->node].node);
-		p->id = strbuf_detach(&id, NULL);
-		p->rank = t->rank;
-		p->body = json_pack("{s:s,s:o,s:o,s:s,s:i,s:s,s:i}", "id", p->id, "argv", argv,
-				    "env", env, "log", t->log, "grace_ms", STOP_GRACE_MS,
-				    "job_id", j->id, "rank", t->rank);
-		/* the agent walks the log's path below the shared dir without links */
-		json_object_set_new(p->body, "log_root", json_string(j->shared_dir));
-		if (plan.cwd)
-			json_object_set_new(p->body, "cwd", json_string(plan.cwd));
-		if (plan.submit_dir)
-			json_object_set_new(p->body, "submit_dir", json_string(plan.submit_dir));
-		if (t->cuda_visible_devices)
-			json_object_set_new(p->body, "cuda_visible_devices",
-					    json_string(t->cuda_visible_devices));
-		/* recorded before it is started, so a restarted dtsched knows it */
-		hold_add_task(h, p->node, p->id, p->rank, 0);
-	}
-	h->launched_ms = dt_mono_ms();
-	job_save(s, j);
-	free(ln);
-	pthread_mutex_unlock(&s->lock);
-
-	/* the job dir files, outside the lock (the shared dir may be slow NFS);
-	 * job_dir and shared_dir never change once the job is queued */
-	job_file(j, "hostfile", plan.hostfile, strlen(plan.hostfile));
-	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
-	launch_plan_release(&plan);
-
-	/* 4. start every task */
-	for (size_t i = 0; i < nr_posts; i++) {
-		struct post *p = &posts[i];
-
-		strbuf_reset(&err);
-		code = dt_httpc_request(client_for(s, cc, p->addr, p->port), "POST", DT_PATH_TASKS,
-					p->body, &reply, &err);
-		if (code != 201) {
-			pthread_mutex_lock(&s->lock);
-			if (!j->launch_error && j->hold == h) {
-				strbuf_reset(&sb);
-				strbuf_addf(&sb, "cannot start %s%d on node '%s': %s",
-					    p->rank >= 0 ? "rank " : "mpirun", p->rank >= 0 ? p->rank : 0,
-					    p->node, code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
-				j->launch_error = strbuf_detach(&sb, NULL);
-			}
-			for (size_t k = 0; k < h->nr_tasks; k++)
-				if (!strcmp(h->tasks[k].id, p->id))
-					h->tasks[k].gone = 1;
-			pthread_mutex_unlock(&s->lock);
-		}
-		json_decref(reply);
-		reply = NULL;
-	}
-	dtlog(DTLOG_INFO, "job %s: launched %zu task(s) on %d node(s), master %s:%d%s%s", j->id,
-	      nr_posts, nr, maddr, port, resume ? ", resuming from " : "", resume ? resume : "");
-out:
-	for (size_t i = 0; i < nr_posts; i++) {
-		free(posts[i].addr);
-		free(posts[i].node);
-		free(posts[i].id);
-		json_decref(posts[i].body);
-	}
-	free(posts);
-	free(maddr);
-	free(resume);
-	free(bin_dir);
-	free(ssh_config);
-	free(iface);
-	strbuf_release(&err);
-	strbuf_release(&sb);
-}
-
-struct launch_arg {
-	struct sched *s;
-	struct job *j;
-	struct hold *h;
-};
-
-/*
- * One placed job's launch, off the main thread: the main loop goes on
- * ending, placing and launching other jobs while this one waits for its
- * agents (in a sweep, eight trials ending together used to be launched one
- * after another, each behind the requests of the one before, and the ends
- * that arrived meanwhile waited too).
- */
-static void *launch_thread(void *arg)
-{
-	struct launch_arg *la = arg;
-	struct jobs_clients own = { NULL, 0, 0, 0 };
-
-	do_launch(la->s, la->j, la->h, &own);
-	clients_release(&own);
-	pthread_mutex_lock(&la->s->lock);
-	la->h->busy--;
-	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
-		la->j->launch = 0;
-	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
-	/* last: once this is 0 (and the lock free) jobs_release may free s */
-	la->s->clients->launches--;
-	pthread_mutex_unlock(&la->s->lock);
-	free(la);
-	return NULL;
 }
 
 void jobs_step(struct sched *s)
@@ -2148,403 +1398,3 @@ void jobs_step(struct sched *s)
 	free(a.v);
 	free(launch);
 }
-
-/* -------------------------------------------------------------- handlers */
-
-/*
- * Queue a checked job: its row first (the row's seq is the id), then the job
- * dir on the shared dir, then PENDING with `reason`.  On failure -1 with one
- * message in err, the row removed again and the job still the caller's.
- */
-static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
-		       struct strbuf *err)
-{
-	long long floor = 0;
-
-	/*
-	 * Ids never repeat for a cluster, even after state.db was lost or the head
-	 * was set up again: an id whose job dir exists on the shared dir belongs
-	 * to an earlier job, so the counter jumps past the highest one there.
-	 */
-	/* the row and its data in one commit, done before the reply is queued */
-	db_begin(s);
-	for (int tries = 0;; tries++) {
-		sqlite3_stmt *st;
-		int rc;
-
-		if (floor)
-			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(seq, state, updated_us) "
-						"VALUES(?, 'PENDING', 0)", -1, &st, NULL);
-		else
-			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(state, updated_us) "
-						"VALUES('PENDING', 0)", -1, &st, NULL);
-		if (rc == SQLITE_OK) {
-			if (floor)
-				sqlite3_bind_int64(st, 1, floor);
-			rc = sqlite3_step(st);
-			sqlite3_finalize(st);
-		}
-		if (rc != SQLITE_DONE) {
-			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
-			db_commit(s);
-			return -1;
-		}
-		j->seq = sqlite3_last_insert_rowid(s->db);
-		snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
-		{
-			struct strbuf d = STRBUF_INIT;
-
-			strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
-			free(j->job_dir);
-			j->job_dir = strbuf_detach(&d, NULL);
-		}
-		if (job_mkdirs(j, err) == 0)
-			break;
-		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &st, NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(st, 1, j->seq);
-			sqlite3_step(st);
-			sqlite3_finalize(st);
-		}
-		if (errno != EEXIST || tries >= 3) {
-			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
-			db_commit(s);
-			return -1;
-		}
-		strbuf_reset(err);
-		floor = highest_job_dir(shared);
-		floor = (floor > j->seq ? floor : j->seq) + 1;
-		dtlog(DTLOG_WARN, "job dir '%s' exists from an earlier head: job ids go on from "
-		      "j-%06lld", j->job_dir, floor);
-	}
-	j->submitted_us = dt_now_us();
-	set_reason(j, "%s", reason);
-	history_add(j, DT_JOB_PENDING, "submitted");
-	job_save(s, j);
-	db_commit(s);
-	write_state_file(j);
-	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
-	s->jobs[s->nr_jobs++] = j;
-	return 0;
-}
-
-static void h_submit(struct dt_http_request *req, struct dt_http_response *resp, void *data)
-{
-	struct sched *s = data;
-	struct strbuf err = STRBUF_INIT, reason = STRBUF_INIT;
-	const char *shared = json_get_str(req->json, "shared_dir", NULL);
-	int dry = json_is_true(json_object_get(req->json, "dry_run"));
-	struct job *j = job_new();
-	struct pool p = { NULL, 0, 0 };
-	struct place_result *res = xmalloc(sizeof(*res));
-	enum place_status st;
-	json_t *v;
-
-	if (!req->json || !json_object_get(req->json, "job")) {
-		dt_http_error(resp, 400, "a job request needs {\"job\": {...}, \"shared_dir\": \"...\"}");
-		goto out_nolock;
-	}
-	if (job_config_from_json(&j->cfg, json_object_get(req->json, "job"), &err) < 0) {
-		dt_http_error(resp, 400, "%s", err.buf);
-		goto out_nolock;
-	}
-	if (!shared || shared[0] != '/') {
-		dt_http_error(resp, 400, "'shared_dir' must be an absolute path (the cluster's shared dir)");
-		goto out_nolock;
-	}
-	v = json_object_get(req->json, "submit_dir");
-	if (v && !json_is_null(v) && (!json_is_string(v) || json_string_value(v)[0] != '/' ||
-				      strlen(json_string_value(v)) != json_string_length(v) ||
-				      json_string_length(v) >= 4096)) {
-		dt_http_error(resp, 400, "'submit_dir' must be an absolute path (where dtctl ran)");
-		goto out_nolock;
-	}
-	job_derive(j);
-	j->spec = job_config_to_json(&j->cfg);
-	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
-	j->user = xstrdup(json_get_str(req->json, "user", ""));
-	j->shared_dir = xstrdup(shared);
-	if (json_get_str(req->json, "submit_dir", NULL))
-		j->submit_dir = xstrdup(json_get_str(req->json, "submit_dir", NULL));
-
-	pthread_mutex_lock(&s->lock);
-	cluster_refresh(s);
-	if (!s->nr) {
-		static const char none[] = "no node has registered with dtsched yet";
-
-		strbuf_addstr(&reason, none);
-		sched_refused_note(s, &reason);   /* or say why */
-		if (reason.len == sizeof(none) - 1)
-			strbuf_addstr(&reason, ": start the agents ('dtctl agents start') and "
-				      "check 'dtctl nodes'");
-		dt_http_error(resp, 422, "%s", reason.buf);
-		goto out;
-	}
-	pool_build(s, &p, j->gpu);
-	st = job_try_place(s, j, &p, res, &reason);
-	if (st == PLACE_NEVER || st == PLACE_ERROR) {
-		dt_http_error(resp, 422, "%s", reason.buf);
-		goto out;
-	}
-	if (dry) {
-		struct launch_node *ln;
-		struct launch_opts lo;
-		struct launch_plan plan;
-		json_t *pl = json_array(), *o;
-		char *slots[256];
-
-		if (st == PLACE_WAIT) {
-			/* show where it would go on an idle cluster */
-			struct strbuf r2 = STRBUF_INIT;
-
-			for (size_t i = 0; i < p.nr; i++) {
-				memset(p.n[i].used, 0, sizeof(p.n[i].used));
-				p.n[i].up = 1;
-			}
-			job_try_place(s, j, &p, res, &r2);
-			strbuf_release(&r2);
-		}
-		ln = xcalloc((size_t)res->nr + 1, sizeof(*ln));
-		for (int k = 0; k < res->nr; k++) {
-			struct node *n = s->nodes[res->node[k]];
-			struct strbuf sl = STRBUF_INIT;
-
-			placement_format_slots(&sl, res, k, j->per_node);
-			slots[k] = strbuf_detach(&sl, NULL);
-			ln[k].name = n->name;
-			ln[k].address = n->address && *n->address ? n->address : n->name;
-			ln[k].host = ln[k].address;
-			ln[k].slots = j->gpu ? slots[k] : NULL;
-			ln[k].agent_port = n->port;
-			node_net(n, &ln[k]);
-			json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "node", n->name,
-							    "address", ln[k].address, "slots", slots[k]));
-		}
-		if (res->nr)
-			launch_opts_from(s, j, &lo, s->nodes[res->node[0]]->ssh_config,
-					 s->nodes[res->node[0]]->bin_dir);
-		else
-			memset(&lo, 0, sizeof(lo));
-		lo.job_id = "j-DRYRUN";
-		snprintf(j->id, sizeof(j->id), "j-DRYRUN");
-		strbuf_reset(&err);
-		strbuf_addf(&err, "%s/jobs/<id>", shared);
-		lo.job_dir = err.buf;
-		lo.master_port = 0;
-		if (res->nr && s->cc && s->cc->network.interface)
-			lo.net_interface = s->cc->network.interface;
-		if (res->nr && launch_plan_build(&plan, &j->cfg, ln, res->nr, &lo, &reason) == 0) {
-			o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
-				      st == PLACE_OK ? DT_JOB_RUNNING : DT_JOB_PENDING, "reason",
-				      st == PLACE_OK ? NULL : reason.buf, "placement", pl,
-				      "plan", launch_plan_to_json(&plan), "spec", j->spec);
-			launch_plan_release(&plan);
-			dt_http_json(resp, 200, o);
-		} else {
-			json_decref(pl);
-			dt_http_error(resp, 422, "cannot plan the job: %s", reason.buf);
-		}
-		for (int k = 0; k < res->nr; k++)
-			free(slots[k]);
-		free(ln);
-		goto out;
-	}
-	strbuf_reset(&err);
-	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", &err) < 0) {
-		dt_http_error(resp, 500, "%s", err.buf);
-		goto out;
-	}
-	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s', %d node(s) x %d %s", j->id, j->name,
-	      j->user, j->cfg.nodes, j->per_node, j->gpu ? "GPU(s)" : "process(es)");
-	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json(s, j, 1)));
-	j = NULL;
-	sched_wake(s);
-out:
-	pthread_mutex_unlock(&s->lock);
-out_nolock:
-	if (j)
-		job_free(j);
-	free(p.n);
-	free(res);
-	strbuf_release(&err);
-	strbuf_release(&reason);
-}
-
-static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
-{
-	struct sched *s = data;
-	json_t *arr = json_array();
-
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->nr_jobs; i > 0; i--)
-		json_array_append_new(arr, job_json(s, s->jobs[i - 1], 0));
-	pthread_mutex_unlock(&s->lock);
-	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
-}
-
-/*
- * POST /v1/jobs/<id>/wait {since_version, timeout_ms}: the job as GET gives
- * it, as soon as its version differs from since_version (or it is final), or
- * after timeout_ms.  The request is parked in httpd meanwhile (no thread held);
- * job_save() wakes it.
- */
-static void h_job_wait(struct sched *s, const char *id, struct dt_http_request *req,
-		       struct dt_http_response *resp)
-{
-	long long since = json_get_int(req->json, "since_version", -1);
-	long long timeout = json_get_int(req->json, "timeout_ms", 0);
-	struct job *j;
-
-	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
-		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
-		return;
-	}
-	pthread_mutex_lock(&s->lock);
-	j = job_find(s, id);
-	if (!j)
-		dt_http_error(resp, 404, "no job '%s'", id);
-	else if (j->version == since && !state_final(j->state) && timeout > 0 && req->may_park)
-		resp->park_ms = timeout;
-	else
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
-{
-	struct sched *s = data;
-	char id[32];
-	size_t len = strcspn(req->param, "/");
-	const char *action = req->param[len] ? req->param + len : NULL;
-	struct job *j;
-
-	if (len < sizeof(id) && action && !strcmp(req->method, "POST") &&
-	    !strcmp(action, DT_PATH_WAIT_SUFFIX)) {
-		memcpy(id, req->param, len);
-		id[len] = '\0';
-		h_job_wait(s, id, req, resp);
-		return;
-	}
-	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") && (!action || strcmp(action, DT_PATH_CANCEL_SUFFIX)))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
-	memcpy(id, req->param, len);
-	id[len] = '\0';
-	pthread_mutex_lock(&s->lock);
-	j = job_find(s, id);
-	if (!j) {
-		dt_http_error(resp, 404, "no job '%s'", id);
-	} else {
-		if (action)
-			jobs_cancel(s, j->id, NULL);
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* ------------------------------------------- internal API (sweeps.c) */
-
-/*
- * Queue a job from its JSON spec, as POST /v1/jobs does (no dry run).  Lock
- * held.  0 with the id in `id`; -1 (invalid, cannot store) or -2 (can never
- * fit) with one message in err.  The row and the job dir are written before
- * it returns, inside whatever transaction the caller has open.
- */
-int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const char *submit_dir,
-		const char *user, char *id, size_t idlen, struct strbuf *err)
-{
-	struct job *j = job_new();
-	struct pool p = { NULL, 0, 0 };
-	struct place_result *res = xmalloc(sizeof(*res));
-	struct strbuf reason = STRBUF_INIT;
-	enum place_status st;
-	int ret = -1;
-
-	if (job_config_from_json(&j->cfg, spec, err) < 0)
-		goto out;
-	job_derive(j);
-	j->spec = job_config_to_json(&j->cfg);
-	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
-	j->user = xstrdup(user ? user : "");
-	j->shared_dir = xstrdup(shared);
-	if (submit_dir && *submit_dir)
-		j->submit_dir = xstrdup(submit_dir);
-	cluster_refresh(s);
-	pool_build(s, &p, j->gpu);
-	st = job_try_place(s, j, &p, res, &reason);
-	if (st == PLACE_NEVER || st == PLACE_ERROR) {
-		strbuf_addbuf(err, &reason);
-		ret = -2;
-		goto out;
-	}
-	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", err) < 0)
-		goto out;
-	snprintf(id, idlen, "%s", j->id);
-	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s'", j->id, j->name, j->user);
-	j = NULL;
-	ret = 0;
-	sched_wake(s);
-out:
-	if (j)
-		job_free(j);
-	free(p.n);
-	free(res);
-	strbuf_release(&reason);
-	return ret;
-}
-
-/* Cancel as POST /v1/jobs/<id>/cancel does; lock held.  -1 if unknown. */
-int jobs_cancel(struct sched *s, const char *id, const char *why)
-{
-	struct job *j = job_find(s, id);
-
-	if (!j)
-		return -1;
-	if (!state_final(j->state) && !j->cancel) {
-		j->cancel = 1;
-		dtlog(DTLOG_INFO, "job %s: cancel requested%s%s", j->id, why ? ": " : "", why ? why : "");
-		if (!strcmp(j->state, DT_JOB_PENDING)) {
-			set_reason(j, "%s", why ? why : "cancelled by the user while pending");
-			j->ended_us = dt_now_us();
-			job_transition(s, j, DT_JOB_CANCELLED);
-		} else {
-			set_reason(j, "%s", why ? why : "cancelled by the user");
-			job_save(s, j);
-		}
-		sched_wake(s);
-	}
-	return 0;
-}
-
-/* What a job is now; the pointers live while the lock is held.  -1 if unknown. */
-int jobs_view(struct sched *s, const char *id, struct job_view *v)
-{
-	struct job *j = job_find(s, id);
-
-	if (!j)
-		return -1;
-	v->state = j->state;
-	v->reason = j->reason;
-	v->job_dir = j->job_dir;
-	v->shared_dir = j->shared_dir;
-	v->attempt = j->attempt;
-	v->cancelled = j->cancel;
-	v->started_us = j->started_us;
-	v->ended_us = j->ended_us;
-	return 0;
-}
-
-/* Place pending jobs now (a sweep just queued trials); lock held. */
-void jobs_schedule_now(struct sched *s)
-{
-	schedule_pending(s);
-}
-
-const struct dt_http_route jobs_routes[] = {
-	{ "POST", DT_PATH_JOBS, 0, 0, h_submit },
-	{ "GET", DT_PATH_JOBS, 0, 0, h_list },
-	{ "GET", DT_PATH_JOB_PREFIX, 1, 0, h_job },
-	{ "POST", DT_PATH_JOB_PREFIX, 1, 0, h_job },
-};
-const size_t jobs_nr_routes = ARRAY_SIZE(jobs_routes);

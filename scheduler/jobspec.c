@@ -104,13 +104,26 @@ static int get_hosts(const json_t *o, const char *key, char **out, struct strbuf
 	return ret;
 }
 
+/* An optional boolean: absent or null is false. */
+static int get_bool(const json_t *o, const char *key, int *out, struct strbuf *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v && !json_is_null(v) && !json_is_boolean(v)) {
+		strbuf_addf(err, "job: '%s' must be true or false", key);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
 int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *err)
 {
 	static const char *const known[] = {
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
-		"labels", NULL,
+		"labels", "burn_in", "elastic_min_nodes", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -141,6 +154,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_ms(o, "timeout_ms", &j->timeout_ms, err) < 0 ||
 	    get_ms(o, "stall_after_ms", &j->stall_after_ms, err) < 0 ||
 	    get_int(o, "retries", 0, 1000, &j->retries, err) < 0 ||
+	    get_int(o, "elastic_min_nodes", 0, 256, &j->elastic_min_nodes, err) < 0 ||
 	    get_hosts(o, "include_nodes", &j->node_include, err) < 0 ||
 	    get_hosts(o, "exclude_nodes", &j->node_exclude, err) < 0 ||
 	    get_map(o, "labels", &j->labels, 0, err) < 0)
@@ -155,18 +169,19 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		j->procs_per_node = 0;
 	else if (j->procs_per_node < 1)
 		j->procs_per_node = 1;
-	v = json_object_get(o, "shell");
-	if (v && !json_is_null(v) && !json_is_boolean(v)) {
-		strbuf_addstr(err, "job: 'shell' must be true or false");
+	if (get_bool(o, "shell", &j->shell, err) < 0 ||
+	    get_bool(o, "strict_logging", &j->strict_logging, err) < 0 ||
+	    get_bool(o, "burn_in", &j->burn_in, err) < 0)
+		goto fail;
+	if (j->elastic_min_nodes > j->nodes) {
+		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");
 		goto fail;
 	}
-	j->shell = json_is_true(v);
-	v = json_object_get(o, "strict_logging");
-	if (v && !json_is_null(v) && !json_is_boolean(v)) {
-		strbuf_addstr(err, "job: 'strict_logging' must be true or false");
+	if (j->burn_in && (!j->node_include || j->nodes != 1)) {
+		strbuf_addstr(err, "job: 'burn_in' is for one node named by 'include_nodes' "
+			      "(dtctl resume --burn-in NODE)");
 		goto fail;
 	}
-	j->strict_logging = json_is_true(v);
 	v = json_object_get(o, "launcher");
 	if (v && !json_is_null(v)) {
 		const char *l = json_string_value(v);

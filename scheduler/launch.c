@@ -32,6 +32,22 @@ void launch_job_argv(struct strvec *argv, const struct job_config *job, const ch
 	}
 }
 
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+/* "<job>.<attempt>.r<rank>", or ".mpirun" (rank < 0): dtsched's task ids */
+static char *task_id(const struct launch_opts *o, const char *what, int rank)
+{
+	struct strbuf id = STRBUF_INIT;
+
+	strbuf_addf(&id, "%s.%d.%s", o->job_id, o->attempt, what);
+	if (rank >= 0)
+		strbuf_addf(&id, "%d", rank);
+	return strbuf_detach(&id, NULL);
+}
+
 static void common_env(struct strvec *env, const struct job_config *job,
 		       const struct launch_opts *o, const struct launch_plan *p)
 {
@@ -160,6 +176,7 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			t->node = k;
 			t->rank = r;
 			t->local_rank = l;
+			t->id = task_id(o, "r", r);
 			strvec_init(&t->argv);
 			strvec_init(&t->env);
 			launch_job_argv(&t->argv, job, o->bin_dir);
@@ -199,10 +216,9 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			/* where torch.distributed.elastic's @record writes a rank's traceback */
 			strvec_pushf(&t->env, "TORCHELASTIC_ERROR_FILE=%s/ranks/%d.error.json",
 				     o->job_dir, r);
-			if (p->gpu && nodes[k].slots) {
+			/* once, as the request's cuda_visible_devices (launch.h) */
+			if (p->gpu && nodes[k].slots)
 				t->cuda_visible_devices = xstrdup(nodes[k].slots);
-				strvec_setenv(&t->env, "CUDA_VISIBLE_DEVICES", nodes[k].slots);
-			}
 			strbuf_reset(&buf);
 			strbuf_addf(&buf, "%s/logs/%d.log", o->job_dir, r);
 			t->log = xstrdup(buf.buf);
@@ -224,6 +240,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	t = &p->tasks[0];
 	t->node = 0;
 	t->rank = -1;
+	t->id = task_id(o, "mpirun", -1);
 	strvec_init(&t->argv);
 	strvec_init(&t->env);
 	common_env(&t->env, job, o, p);
@@ -341,9 +358,18 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 	p->launcher = job->launcher;
 	p->master_addr = xstrdup(nodes[0].address ? nodes[0].address : nodes[0].name);
 	p->master_port = o->master_port;
-	for (int k = 0; k < nr_nodes; k++)
+	p->attempt = o->attempt;
+	p->grace_ms = o->grace_ms;
+	p->log_root = dup_or_null(o->log_root);
+	p->place = xcalloc((size_t)nr_nodes, sizeof(*p->place));
+	for (int k = 0; k < nr_nodes; k++) {
+		p->place[k].name = xstrdup(nodes[k].name);
+		p->place[k].address = xstrdup(nodes[k].address ? nodes[k].address : nodes[k].name);
+		p->place[k].agent_port = nodes[k].agent_port;
+		p->place[k].slots = dup_or_null(nodes[k].slots);
 		strbuf_addf(&hf, "%s slots=%d\n", nodes[k].host ? nodes[k].host : nodes[k].name,
 			    p->per_node);
+	}
 	p->hostfile = strbuf_detach(&hf, NULL);
 	if (job->workdir)
 		p->cwd = xstrdup(job->workdir);
@@ -358,7 +384,15 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 
 void launch_plan_release(struct launch_plan *p)
 {
+	for (int k = 0; p->place && k < p->nr_nodes; k++) {
+		free(p->place[k].name);
+		free(p->place[k].address);
+		free(p->place[k].slots);
+	}
+	free(p->place);
+	free(p->log_root);
 	for (size_t i = 0; i < p->nr_tasks; i++) {
+		free(p->tasks[i].id);
 		strvec_clear(&p->tasks[i].argv);
 		strvec_clear(&p->tasks[i].env);
 		free(p->tasks[i].cuda_visible_devices);
@@ -383,33 +417,60 @@ static json_t *strvec_json(const struct strvec *v)
 	return a;
 }
 
+static json_t *env_json(const struct strvec *v)
+{
+	json_t *env = json_object();
+
+	for (size_t e = 0; e < v->nr; e++) {
+		const char *eq = strchr(v->v[e], '=');
+		char *name = xstrndup(v->v[e], (size_t)(eq - v->v[e]));
+
+		json_object_set_new(env, name, json_string(eq + 1));
+		free(name);
+	}
+	return env;
+}
+
+json_t *launch_task_request(const struct launch_plan *p, size_t i)
+{
+	const struct launch_task *t = &p->tasks[i];
+
+	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*}",
+			 "id", t->id, "argv", strvec_json(&t->argv), "env", env_json(&t->env),
+			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
+			 "rank", t->rank,
+			 /* the agent walks the log's path below the shared dir without
+			  * links; s*: no key at all when NULL */
+			 "log_root", p->log_root, "cwd", p->cwd, "submit_dir", p->submit_dir,
+			 "cuda_visible_devices", t->cuda_visible_devices);
+}
+
 json_t *launch_plan_to_json(const struct launch_plan *p)
 {
-	json_t *tasks = json_array();
+	json_t *tasks = json_array(), *place = json_array();
 
+	for (int k = 0; k < p->nr_nodes; k++)
+		json_array_append_new(place, json_pack("{s:s, s:s, s:i, s:s?}", "node",
+						       p->place[k].name, "address",
+						       p->place[k].address, "port",
+						       p->place[k].agent_port, "slots",
+						       p->place[k].slots));
 	for (size_t i = 0; i < p->nr_tasks; i++) {
 		const struct launch_task *t = &p->tasks[i];
-		json_t *env = json_object();
+		json_t *o = launch_task_request(p, i);
 
-		for (size_t e = 0; e < t->env.nr; e++) {
-			const char *eq = strchr(t->env.v[e], '=');
-			char *name = xstrndup(t->env.v[e], (size_t)(eq - t->env.v[e]));
-
-			json_object_set_new(env, name, json_string(eq + 1));
-			free(name);
-		}
-		json_array_append_new(tasks, json_pack("{s:i, s:i, s:i, s:o, s:o, s:s?, s:s}",
-						       "node", t->node, "rank", t->rank,
-						       "local_rank", t->local_rank,
-						       "argv", strvec_json(&t->argv), "env", env,
-						       "cuda_visible_devices", t->cuda_visible_devices,
-						       "log", t->log));
+		json_object_set_new(o, "node", json_integer(t->node));
+		json_object_set_new(o, "local_rank", json_integer(t->local_rank));
+		if (t->cuda_visible_devices)
+			json_object_set_new(json_object_get(o, "env"), "CUDA_VISIBLE_DEVICES",
+					    json_string(t->cuda_visible_devices));
+		json_array_append_new(tasks, o);
 	}
-	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:s, s:o, s:s?, s:s?}",
+	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:s, s:o, s:o, s:s?, s:s?}",
 			 "job_id", p->job_id, "job_dir", p->job_dir,
 			 "launcher", p->launcher == LAUNCHER_MPI ? "mpi" : "agent",
 			 "nodes", p->nr_nodes, "per_node", p->per_node, "world_size", p->world,
 			 "master_addr", p->master_addr, "master_port", p->master_port,
-			 "hostfile", p->hostfile, "tasks", tasks, "cwd", p->cwd,
+			 "hostfile", p->hostfile, "placement", place, "tasks", tasks, "cwd", p->cwd,
 			 "submit_dir", p->submit_dir);
 }

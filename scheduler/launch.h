@@ -1,13 +1,20 @@
 /*
  * launch.h - the exact processes a placed job becomes: one pure function from
  * (job spec, placement, node addresses) to every rank's argv and environment,
- * or to the mpirun command line and hostfile.  dtsched uses it to launch and
- * `dtctl run --dry-run` prints it, so what is shown is what runs.
+ * or to the mpirun command line and hostfile, down to the agent request that
+ * starts each task (launch_task_request()).  dtsched builds the plan once per
+ * attempt and sends exactly those requests, and `dtctl run --dry-run` prints
+ * the same plan (scheduler/jobs-launch.c job_plan() builds both), so what is
+ * shown is what runs; the plan an attempt was started with is kept in
+ * <job_dir>/plan.json.
  *
  * Agent launcher: every rank is a task on its node's agent with the
  * torchrun-compatible environment of docs/run.md (RANK, LOCAL_RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
  * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
+ * A GPU task's CUDA_VISIBLE_DEVICES travels once, as the request's
+ * cuda_visible_devices (the agent sets the variable from it and reports it,
+ * which GPU accounting reads); it is not in the task's env.
  * Both: cluster.yaml's setup.env under the job's env; the tasks start in the
  * job's workdir, else in the submit directory where it exists on the node.
  * MPI launcher: one task, on the first node, runs mpirun over a generated
@@ -16,7 +23,8 @@
  * every other node through that node's agent (`dtagent rsh`, agent/rsh.h),
  * or over ssh with init's ssh configuration when mpi.orted_launch is ssh.
  *
- * Ownership: launch_plan_release() frees everything inside.
+ * Ownership: launch_plan_release() frees everything inside; the plan keeps
+ * copies of what it was built from.
  */
 #ifndef DT_LAUNCH_H
 #define DT_LAUNCH_H
@@ -40,16 +48,26 @@ struct launch_task {
 	int node;                     /* index into the plan's nodes */
 	int rank;                     /* -1 for the mpirun task */
 	int local_rank;
+	char *id;                     /* the agent task id: <job>.<attempt>.r<rank> or .mpirun */
 	struct strvec argv;
-	struct strvec env;            /* NAME=value */
+	struct strvec env;            /* NAME=value; never CUDA_VISIBLE_DEVICES of a GPU task */
 	char *cuda_visible_devices;   /* NULL when not a GPU job */
 	char *log;                    /* the log file it writes */
+};
+
+/* a node of the plan, as the launch reaches it */
+struct launch_place {
+	char *name;
+	char *address;                /* its agent's address (and MASTER_ADDR for the first) */
+	int agent_port;
+	char *slots;                  /* "0,1", NULL for CPU slots */
 };
 
 struct launch_plan {
 	char *job_id;
 	char *job_dir;
 	int nr_nodes;
+	struct launch_place *place;   /* nr_nodes of them, in rank order */
 	int per_node;
 	int world;
 	int gpu;                      /* 1 when slots are GPUs */
@@ -61,6 +79,9 @@ struct launch_plan {
 	char *hostfile;               /* Open MPI hostfile text (every launcher, for the record) */
 	char *cwd;                    /* every task's working directory (job workdir), or NULL */
 	char *submit_dir;             /* without cwd: start there where it exists, or NULL */
+	int attempt;
+	int grace_ms;                 /* SIGTERM -> SIGKILL when a task is stopped */
+	char *log_root;               /* the shared dir: the agents open logs below it */
 };
 
 struct launch_opts {
@@ -80,12 +101,27 @@ struct launch_opts {
 	int max_restarts;             /* the job's retries: TORCHELASTIC_MAX_RESTARTS */
 	int orted_ssh;                /* mpi: start orted over ssh (mpi.orted_launch: ssh)
 				       * instead of through the agents (agent/rsh.h) */
+	int grace_ms;                 /* every task's grace_ms (its stop) */
+	const char *log_root;         /* the shared dir, below which the log files are */
 };
 
 int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 		      const struct launch_node *nodes, int nr_nodes,
 		      const struct launch_opts *o, struct strbuf *err);
 void launch_plan_release(struct launch_plan *p);
+/*
+ * The POST /v1/tasks body (protocol.h) that starts task i of p on the agent
+ * of p->place[p->tasks[i].node]: the only way a task of a plan is started.
+ */
+json_t *launch_task_request(const struct launch_plan *p, size_t i);
+/*
+ * The plan as JSON: {job_id, job_dir, launcher, nodes (a count), per_node,
+ * world_size, master_addr, master_port, hostfile, cwd, submit_dir,
+ * placement: [{node, address, port, slots}], tasks: [TASK]}, where TASK is
+ * launch_task_request() with its node index and local_rank added and its env
+ * as the process sees it (CUDA_VISIBLE_DEVICES included).  What --dry-run
+ * shows and <job_dir>/plan.json holds.
+ */
 json_t *launch_plan_to_json(const struct launch_plan *p);
 /* The program argv of one rank (dttrain flags from trainer:, or command:). */
 void launch_job_argv(struct strvec *argv, const struct job_config *job, const char *bin_dir);

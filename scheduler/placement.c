@@ -124,7 +124,7 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 		if (n->total < req->per_node)
 			continue;
 		big_enough++;
-		if (!n->up || n->drained)
+		if (!n->up || (n->drained && !req->burn_in))
 			continue;
 		if (free_slots(n) >= req->per_node) {
 			cand[nr_cand].idx = (int)i;

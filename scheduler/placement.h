@@ -26,7 +26,7 @@
 
 struct place_node {
 	const char *name;
-	int up;                       /* UP (SUSPECT/DOWN are not placeable) */
+	int up;                       /* UP or DRAINED (SUSPECT/DOWN are not placeable) */
 	int drained;
 	int total;                    /* slots: GPUs, or CPU slots */
 	unsigned char used[PLACE_MAX_SLOTS];  /* 1 = slot taken (by a job or a reservation) */
@@ -40,6 +40,7 @@ struct place_req {
 	const char *exclude;
 	const struct kvlist *labels;  /* required labels or NULL */
 	const char *const *avoid;     /* NULL-terminated node names, or NULL */
+	int burn_in;                  /* drained nodes are candidates too (dtctl resume --burn-in) */
 };
 
 struct place_result {

@@ -1,7 +1,8 @@
 /*
  * sched-int.h - dtsched's internals shared by sched.c (nodes, heartbeats,
- * SQLite) and jobs.c (the job queue, placement, launch and lifecycle).
- * Not a public API: only scheduler/ includes it.
+ * SQLite), the jobs files (jobs.c, jobs-queue.c, jobs-launch.c, jobs-api.c:
+ * the job queue, placement, launch and lifecycle; what only they share is in
+ * jobs-int.h) and sweeps.c.  Not a public API: only scheduler/ includes it.
  *
  * Locking: s->lock guards everything below except the fields marked
  * "main thread", which only the thread running sched_run()'s loop touches.
@@ -47,6 +48,10 @@ struct node {
 	unsigned beacons_since_http;   /* accepted since the last HTTP heartbeat */
 	unsigned long long beacons_accepted, beacons_refused;
 	long long resync_mono;      /* when a resync was last sent for it */
+	/* health (agent/health.h, from the inventory) and why it is drained */
+	const char *health;         /* "ok", "degraded", "bad", or "" when the agent says nothing */
+	char *health_reason;        /* the worst event's detail, or NULL */
+	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
 };
 
 /* why beacons were dropped or taken (GET /metrics); the first six are
@@ -132,6 +137,10 @@ struct node *node_find(struct sched *s, const char *name);
  */
 void sched_refused_note(struct sched *s, struct strbuf *sb);
 struct node *node_add(struct sched *s, const char *name);   /* lock held */
+/* drain n with a reason shown by `dtctl nodes`, or resume it (NULL); lock held */
+void node_set_drained(struct sched *s, struct node *n, const char *reason);
+/* a job failure that counts against node `name` (quarantine.h): may drain it; lock held */
+void node_record_failure(struct sched *s, const char *name, int node_fail, const char *what);
 void node_free(struct node *n);
 /*
  * One UDP beacon datagram (protocol.h) received at unix time now_s; lock NOT
@@ -153,10 +162,10 @@ void sched_wake(struct sched *s);
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */
 void jobs_release(struct sched *s);
 void jobs_step(struct sched *s);         /* main thread, lock NOT held: schedule, launch, check */
-extern const struct dt_http_route jobs_routes[];
+extern const struct dt_http_route jobs_routes[];     /* jobs-api.c */
 extern const size_t jobs_nr_routes;
 
-/* jobs.c, the internal API sweeps.c uses (lock held for all of them) */
+/* jobs-api.c, the internal API sweeps.c uses (lock held for all of them) */
 struct job_view {
 	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;

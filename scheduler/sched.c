@@ -13,6 +13,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "quarantine.h"
 #include "units.h"
 #include "usage.h"
 
@@ -78,6 +79,11 @@ static const char schema[] =
 	"  job_id TEXT, rank INTEGER, reason TEXT, updated_us INTEGER, data TEXT,"
 	"  PRIMARY KEY(node, id));"
 	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
+	"CREATE TABLE IF NOT EXISTS drains(name TEXT PRIMARY KEY, reason TEXT NOT NULL);"
+	/* failures counted against a node (quarantine.h), until it is resumed */
+	"CREATE TABLE IF NOT EXISTS node_failures(node TEXT NOT NULL, at_us INTEGER NOT NULL,"
+	"  node_fail INTEGER NOT NULL, what TEXT NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS node_failures_node ON node_failures(node, at_us);"
 	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
 
 int db_exec(struct sched *s, const char *sql)
@@ -199,6 +205,7 @@ struct node *node_add(struct sched *s, const char *name)
 	n->name = xstrdup(name);
 	n->address = xstrdup("");
 	n->state = DT_NODE_UP;
+	n->health = "";
 	n->tasks = json_object();
 	n->want_full = 1;
 	while (i < s->nr && strcmp(s->nodes[i]->name, name) < 0)
@@ -219,6 +226,8 @@ void node_free(struct node *n)
 	free(n->bin_dir);
 	free(n->home);
 	free(n->ssh_config);
+	free(n->health_reason);
+	free(n->drain_reason);
 	json_decref(n->inventory);
 	json_decref(n->tasks);
 	free(n);
@@ -234,6 +243,137 @@ static int set_str(char **dst, const char *v)
 	free(*dst);
 	*dst = v ? xstrdup(v) : NULL;
 	return 1;
+}
+
+/* health and its reason from the inventory's "health" (agent/health.h) */
+static void node_derive_health(struct node *n)
+{
+	const json_t *h = json_object_get(n->inventory, "health"), *e;
+	const char *st = json_get_str(h, "status", "");
+	const char *why = NULL;
+	size_t i;
+
+	n->health = !strcmp(st, "bad") ? "bad" : !strcmp(st, "degraded") ? "degraded" :
+		    !strcmp(st, "ok") ? "ok" : "";
+	json_array_foreach(json_object_get(h, "events"), i, e)
+		if (!strcmp(json_get_str(e, "severity", ""), n->health) && !why)
+			why = json_get_str(e, "detail", NULL);
+	set_str(&n->health_reason, why);
+}
+
+/*
+ * Drain or resume n with a reason (kept in state.db's drains table, shown by
+ * `dtctl nodes`); lock held.  reason NULL resumes.
+ */
+void node_set_drained(struct sched *s, struct node *n, const char *reason)
+{
+	sqlite3_stmt *st = NULL;
+
+	n->drained = reason != NULL;
+	set_str(&n->drain_reason, reason);
+	if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
+		n->state = reason ? DT_NODE_DRAINED : DT_NODE_UP;
+	db_save_node(s, n);
+	if (sqlite3_prepare_v2(s->db, reason ? "INSERT OR REPLACE INTO drains VALUES(?, ?)" :
+			       "DELETE FROM drains WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+		if (reason)
+			sqlite3_bind_text(st, 2, reason, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			dtlog(DTLOG_ERROR, "state.db: cannot save the drain of '%s': %s", n->name,
+			      sqlite3_errmsg(s->db));
+	}
+	sqlite3_finalize(st);
+	/* resumed: the failures that drained it are forgiven, not counted again */
+	if (!reason && sqlite3_prepare_v2(s->db, "DELETE FROM node_failures WHERE node = ?", -1,
+					  &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+		sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+}
+
+/*
+ * A job's failure on node `name` that counts against it (quarantine_counts()):
+ * kept in state.db's node_failures table (so a restarted dtsched still counts
+ * it), and the node is drained when health.max_failures of them fall within
+ * health.failure_window.  Lock held.
+ */
+void node_record_failure(struct sched *s, const char *name, int node_fail, const char *what)
+{
+	struct node *n = node_find(s, name);
+	int max = s->cc ? s->cc->health.max_failures : 3;
+	long long window = s->cc ? s->cc->health.failure_window_ms : 60 * 60 * 1000LL;
+	long long now = dt_now_us();
+	struct qfailure *v = NULL;
+	size_t nr = 0, alloc = 0;
+	struct strbuf why = STRBUF_INIT;
+	sqlite3_stmt *st = NULL;
+
+	if (!n)
+		return;
+	dtlog(DTLOG_INFO, "node '%s': failure counted against it: %s", name, what);
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO node_failures VALUES(?, ?, ?, ?)", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, 2, now);
+		sqlite3_bind_int(st, 3, node_fail);
+		sqlite3_bind_text(st, 4, what, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			dtlog(DTLOG_ERROR, "state.db: cannot save a failure of '%s': %s", name,
+			      sqlite3_errmsg(s->db));
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	/* older ones never count again */
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM node_failures WHERE at_us < ?", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, now - window * 1000);
+		sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (n->drained || sqlite3_prepare_v2(s->db, "SELECT at_us, node_fail, what FROM "
+					     "node_failures WHERE node = ? ORDER BY at_us", -1,
+					     &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		ALLOC_GROW(v, nr + 1, alloc);
+		v[nr].at_us = sqlite3_column_int64(st, 0);
+		v[nr].node_fail = sqlite3_column_int(st, 1);
+		v[nr].what = xstrdup((const char *)sqlite3_column_text(st, 2));
+		nr++;
+	}
+	if (quarantine_check(v, nr, now, window, max, &why) >= max && max > 0) {
+		dtlog(DTLOG_WARN, "node '%s' drained: %s", name, why.buf);
+		node_set_drained(s, n, why.buf);
+	}
+out:
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < nr; i++)
+		free((char *)v[i].what);
+	free(v);
+	strbuf_release(&why);
+}
+
+/*
+ * A node whose health turned bad is drained with the reason, so no new work
+ * lands there (docs/agents.md, "Node health"); it stays drained until
+ * `dtctl resume` after the GPU is reset or replaced, never silently.  Lock held.
+ */
+static void node_check_health(struct sched *s, struct node *n)
+{
+	struct strbuf why = STRBUF_INIT;
+	char at[DT_TIMESTAMP_LEN];
+
+	if (strcmp(n->health, "bad") || n->drained)
+		return;
+	dt_timestamp(at, sizeof(at));
+	strbuf_addf(&why, "auto: %s (%.19s)", n->health_reason ? n->health_reason : "health bad", at);
+	dtlog(DTLOG_WARN, "node '%s' drained: %s", n->name, why.buf);
+	node_set_drained(s, n, why.buf);
+	strbuf_release(&why);
 }
 
 /* gpus_total/used, utilisation and memory from the inventory and tasks. */
@@ -255,6 +395,7 @@ static void node_derive(struct node *n)
 			used[i] = 1;
 	}
 	n->gpu_util = n->gpus_total ? util / n->gpus_total : 0;
+	node_derive_health(n);
 	n->tasks_running = 0;
 	json_object_foreach(n->tasks, id, t) {
 		const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
@@ -394,6 +535,15 @@ static int db_load(struct sched *s)
 		json_decref(t);
 	}
 	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT name, reason FROM drains", -1, &st, NULL) == SQLITE_OK) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			struct node *n = node_find(s, (const char *)sqlite3_column_text(st, 0));
+
+			if (n && n->drained)
+				set_str(&n->drain_reason, (const char *)sqlite3_column_text(st, 1));
+		}
+		sqlite3_finalize(st);
+	}
 	for (size_t i = 0; i < s->nr; i++)
 		node_derive(s->nodes[i]);
 	return 0;
@@ -838,8 +988,10 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	}
 	if (hb.full)
 		n->want_full = 0;
-	if (derive || changed || hb.full)
+	if (derive || changed || hb.full) {
 		node_derive(n);
+		node_check_health(s, n);
+	}
 	/* heartbeat times reach the database coarsely: state changes are what matter */
 	if (n->last_hb_us - n->saved_hb_us >= HB_SAVE_US)
 		dirty = 1;
@@ -1086,7 +1238,7 @@ static char *put_key_ll(char *p, const char *key, long long v)
 
 static void node_list_append(struct strbuf *sb, const struct node *n, struct node_list_ctx *lc)
 {
-	char buf[640], *p = buf;   /* the fixed fields: at most 469 bytes */
+	char buf[640], *p = buf;   /* the fixed fields: at most 500 bytes */
 
 	strbuf_addstr(sb, "{\"name\":");
 	add_json_str(sb, n->name);
@@ -1143,10 +1295,23 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 	else
 		p = put_str(p, "null");
 	p = put_str(p, n->drained ? ",\"drained\":true" : ",\"drained\":false");
-	p = put_str(p, ",\"agent_version\":");
+	p = put_str(p, ",\"health\":\"");
+	p = put_str(p, n->health);
+	p = put_str(p, "\",\"agent_version\":");
 	strbuf_add(sb, buf, (size_t)(p - buf));
 	if (n->agent_version)
 		add_json_str(sb, n->agent_version);
+	else
+		strbuf_addstr(sb, "null");
+	/* rare, and free text: through the escaping writer */
+	strbuf_addstr(sb, ",\"health_reason\":");
+	if (n->health_reason)
+		add_json_str(sb, n->health_reason);
+	else
+		strbuf_addstr(sb, "null");
+	strbuf_addstr(sb, ",\"drain_reason\":");
+	if (n->drain_reason)
+		add_json_str(sb, n->drain_reason);
 	else
 		strbuf_addstr(sb, "null");
 	strbuf_addch(sb, '}');
@@ -1219,47 +1384,40 @@ static void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, 
 	resp->content_type = "application/json";
 }
 
-static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/* GET /v1/nodes/<name>, and drain/resume (drain: 1, 0; -1 = only show it) */
+static void node_reply(struct sched *s, struct dt_http_request *req,
+		       struct dt_http_response *resp, int drain)
 {
-	struct sched *s = data;
-	const char *p = req->param, *action = NULL;
-	char name[256];
-	size_t len = strcspn(p, "/");
+	const char *name = dt_http_arg(req, "name");
 	struct node *n;
 
-	if (len >= sizeof(name)) {
-		dt_http_error(resp, 404, "no such node");
-		return;
-	}
-	memcpy(name, p, len);
-	name[len] = '\0';
-	if (p[len])
-		action = p + len;
-	if ((!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") && (!action || (strcmp(action, DT_PATH_DRAIN_SUFFIX) &&
-							  strcmp(action, DT_PATH_RESUME_SUFFIX))))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
 	pthread_mutex_lock(&s->lock);
 	n = node_find(s, name);
 	if (!n) {
 		dt_http_error(resp, 404, "no node '%s' (known nodes are those whose agent has sent a heartbeat)", name);
 	} else {
-		if (action) {
-			int drain = !strcmp(action, DT_PATH_DRAIN_SUFFIX);
-
-			if (n->drained != drain) {
-				n->drained = drain;
-				dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
-				if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
-					n->state = drain ? DT_NODE_DRAINED : DT_NODE_UP;
-				db_save_node(s, n);
-			}
+		if (drain >= 0 && n->drained != drain) {
+			dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
+			node_set_drained(s, n, drain ? "by dtctl drain" : NULL);
 		}
 		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, -1);
+}
+
+static void h_node_drain(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, 1);
+}
+
+static void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	node_reply(data, req, resp, 0);
 }
 
 static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -1333,7 +1491,8 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 					       "not_found" };
 	struct dt_httpd_stats st;
 	struct strbuf *o = &resp->text;
-	int count[4] = { 0 }, gpus = 0, used = 0, running = 0;
+	static const char *const healths[] = { "ok", "degraded", "bad" };
+	int count[4] = { 0 }, health[3] = { 0 }, gpus = 0, used = 0, running = 0;
 
 	dt_httpd_get_stats(s->srv, &st);
 	pthread_mutex_lock(&s->lock);
@@ -1341,6 +1500,9 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 		for (int k = 0; k < 4; k++)
 			if (!strcmp(s->nodes[i]->state, states[k]))
 				count[k]++;
+		for (int k = 0; k < 3; k++)
+			if (!strcmp(s->nodes[i]->health, healths[k]))
+				health[k]++;
 		gpus += s->nodes[i]->gpus_total;
 		used += s->nodes[i]->gpus_used;
 		running += s->nodes[i]->tasks_running;
@@ -1348,6 +1510,10 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	prom_family(o, "dtsched_nodes", "gauge", "Nodes by state.");
 	for (int k = 0; k < 4; k++)
 		sample1(o, "dtsched_nodes", "state", states[k], count[k]);
+	prom_family(o, "dtsched_nodes_health", "gauge",
+		    "Nodes by the health their agent reports (agent/health.h).");
+	for (int k = 0; k < 3; k++)
+		sample1(o, "dtsched_nodes_health", "health", healths[k], health[k]);
 	/* capacity and usage are two gauges, so sum() and ratios work */
 	prom_family(o, "dtsched_gpus", "gauge", "GPUs of all nodes (capacity).");
 	sample1(o, "dtsched_gpus", NULL, NULL, gpus);
@@ -1398,13 +1564,14 @@ void sched_wake(struct sched *s)
 }
 
 static const struct dt_http_route base_routes[] = {
-	{ "GET", DT_PATH_STATUS, 0, 0, h_status },
-	{ "POST", DT_PATH_HEARTBEAT, 0, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
-	{ "GET", DT_PATH_NODES, 0, 0, h_nodes },
-	{ "GET", DT_PATH_NODE_PREFIX, 1, 0, h_node },
-	{ "POST", DT_PATH_NODE_PREFIX, 1, 0, h_node },
-	{ "GET", DT_PATH_TASKS, 0, 0, h_tasks },
-	{ "GET", DT_PATH_METRICS, 0, DT_ROUTE_PUBLIC, h_metrics },
+	{ "GET", DT_PATH_STATUS, 0, h_status },
+	{ "POST", DT_PATH_HEARTBEAT, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
+	{ "GET", DT_PATH_NODES, 0, h_nodes },
+	{ "GET", DT_PATH_NODE, 0, h_node },
+	{ "POST", DT_PATH_NODE_DRAIN, 0, h_node_drain },
+	{ "POST", DT_PATH_NODE_RESUME, 0, h_node_resume },
+	{ "GET", DT_PATH_TASKS, 0, h_tasks },
+	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
 /* ------------------------------------------------------------------ run */
@@ -1458,15 +1625,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    "local directory", o->home, (unsigned long)fs.f_type);
 		goto fail;
 	}
-	if (o->secret)
-		strbuf_addstr(&path, o->secret);
-	else
-		strbuf_addf(&path, "%s/secret", o->home);
-	if (dt_auth_key_load(&s->key, path.buf) < 0) {
-		strbuf_addf(&err, "cannot load the cluster secret '%s'", path.buf);
+	if (dt_daemon_key_load(&s->key, o->secret, o->home, &err) < 0)
 		goto fail;
-	}
-	strbuf_reset(&path);
 	if (o->db_path)
 		strbuf_addstr(&path, o->db_path);
 	else

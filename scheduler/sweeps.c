@@ -560,6 +560,7 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->gpus_per_trial = (int)json_get_int(o, "gpus_per_trial", 0);
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
+	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
 	if (c->method == SWEEP_GRID && c->max_trials <= 0)
 		c->max_trials = (int)json_get_int(o, "grid_size", 0);
 	if (c->max_trials <= 0 || c->parallel < 0 || c->max_failures < 1) {
@@ -591,7 +592,8 @@ struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed
 
 		if (!strcmp(st, DT_TRIAL_COMPLETED) && t[i].has_value && !t[i].no_metric)
 			search_observe_at(s, t[i].sg, t[i].value, SEARCH_COMPLETED, t[i].resource);
-		else if (!strcmp(st, DT_TRIAL_PRUNED) && t[i].has_value)
+		else if ((!strcmp(st, DT_TRIAL_PRUNED) || !strcmp(st, DT_TRIAL_PAUSED)) &&
+			 t[i].has_value)
 			search_observe_at(s, t[i].sg, t[i].value, SEARCH_PRUNED, t[i].resource);
 		else if (!strcmp(st, DT_TRIAL_COMPLETED) || !strcmp(st, DT_TRIAL_FAILED) ||
 			 !strcmp(st, DT_TRIAL_PRUNED))
@@ -602,8 +604,9 @@ struct search *sweep_replay_search(const struct sweep_config *cfg, uint64_t seed
 }
 
 /*
- * The sweep's ASHA: a real eta, and W&B's bands as the rungs when the file
- * has `s`.  NULL when the config is out of range (the loader refuses that).
+ * The sweep's ASHA: a real eta, W&B's bands as the rungs when the file
+ * has `s`, promotion when the trials checkpoint.  NULL when the config is
+ * out of range (the loader refuses that).
  */
 static struct asha *sweep_asha_new(const struct sweep_config *cfg)
 {
@@ -617,6 +620,8 @@ static struct asha *sweep_asha_new(const struct sweep_config *cfg)
 		asha_free(a);
 		return NULL;
 	}
+	if (a)
+		asha_set_promotion(a, cfg->checkpoint);
 	return a;
 }
 
@@ -645,7 +650,8 @@ struct trial {
 	long long created_us, ended_us;
 	long long mf_off, log_off;    /* bytes of metrics.jsonl / logs/0.log read */
 	int resubmits;
-	int stop_pending;         /* PRUNED/CANCELLED: its job may still have to be stopped */
+	int stop_pending;         /* PRUNED/PAUSED/CANCELLED: its job may still need stopping */
+	char *resume;             /* promoted: DT_RESUME, the ckpt dir of the job it paused in */
 	int nreports;
 	json_t *metrics;          /* the reports, in order */
 	long long scanned_ms;
@@ -723,12 +729,14 @@ static const char *const_of(const char *s, const char *const *all, size_t n, con
 	return def;
 }
 
+/* Every trial state, in the order counts and metrics list them. */
+static const char *const trial_states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING,
+					    DT_TRIAL_COMPLETED, DT_TRIAL_PRUNED, DT_TRIAL_FAILED,
+					    DT_TRIAL_CANCELLED, DT_TRIAL_PAUSED };
+
 static const char *trial_state_const(const char *s)
 {
-	static const char *const all[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING, DT_TRIAL_COMPLETED,
-					   DT_TRIAL_PRUNED, DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
-
-	return const_of(s, all, ARRAY_SIZE(all), DT_TRIAL_FAILED);
+	return const_of(s, trial_states, ARRAY_SIZE(trial_states), DT_TRIAL_FAILED);
 }
 
 static const char *sweep_state_const(const char *s)
@@ -749,6 +757,7 @@ static void trial_free(struct trial *t)
 	suggestion_release(&t->sg);
 	json_decref(t->metrics);
 	free(t->reason);
+	free(t->resume);
 	free(t);
 }
 
@@ -813,6 +822,8 @@ static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
 
 	if (t->has_value && !isfinite(t->value))
 		json_object_set_new(o, "value_nan", json_true());
+	if (t->resume)
+		json_object_set_new(o, "resume", json_string(t->resume));
 	data = json_dumps(o, JSON_COMPACT);
 	sqlite3_reset(st);
 	sqlite3_bind_text(st, 1, w->id, -1, SQLITE_TRANSIENT);
@@ -987,9 +998,12 @@ static void sweeps_load(struct sched *s)
 		t->log_off = json_get_int(o, "log_off", 0);
 		t->resubmits = (int)json_get_int(o, "resubmits", 0);
 		t->stop_pending = !strcmp(t->state, DT_TRIAL_PRUNED) ||
+				  !strcmp(t->state, DT_TRIAL_PAUSED) ||
 				  !strcmp(t->state, DT_TRIAL_CANCELLED);
 		if (json_get_str(o, "reason", NULL))
 			t->reason = xstrdup(json_get_str(o, "reason", NULL));
+		if (json_get_str(o, "resume", NULL))
+			t->resume = xstrdup(json_get_str(o, "resume", NULL));
 		t->metrics = json_array();
 		ALLOC_GROW(w->t, w->nr + 1, w->alloc);
 		w->t[w->nr++] = t;
@@ -1046,6 +1060,14 @@ static void sweeps_load(struct sched *s)
 		}
 		w->search = sweep_replay_search(&w->cfg, w->seed, rt, w->nr, &err);
 		w->asha = sweep_replay_asha(&w->cfg, w->replay, w->nr_replay);
+		/* promotion: which trials wait at a rung is the trials table's to say */
+		for (size_t k = 0; w->asha && asha_get_promotion(w->asha) && k < w->nr; k++) {
+			const struct trial *t = w->t[k];
+
+			asha_set_trial(w->asha, t->no,
+				       !strcmp(t->state, DT_TRIAL_PAUSED) ? ASHA_TRIAL_PAUSED :
+				       !trial_final(t) ? ASHA_TRIAL_RUNNING : ASHA_TRIAL_DONE);
+		}
 		free(w->replay);
 		w->replay = NULL;
 		w->nr_replay = w->alloc_replay = 0;
@@ -1214,20 +1236,31 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 				dtlog(DTLOG_INFO, "sweep %s: trial %d reached the metric target (%s %g); "
 				      "no new trials", w->id, t->no, w->cfg.metric_name, v);
 		}
-		if (w->asha && asha_report(w->asha, t->no, res, v) == ASHA_PRUNE) {
+		switch (w->asha ? asha_report(w->asha, t->no, res, v) : ASHA_CONTINUE) {
+		case ASHA_PRUNE:
 			set_reason(&t->reason, "pruned by ASHA at %s %g (%s %g)",
 				   json_object_get(r, "epoch") ? "epoch" : "step", res,
 				   w->cfg.metric_name, v);
 			t->state = DT_TRIAL_PRUNED;
 			t->ended_us = dt_now_us();
+			break;
+		case ASHA_PAUSE:
+			set_reason(&t->reason, "paused by ASHA at %s %g (%s %g): resumes from its "
+				   "checkpoint if promoted (top 1/eta of the rung)",
+				   json_object_get(r, "epoch") ? "epoch" : "step", res,
+				   w->cfg.metric_name, v);
+			t->state = DT_TRIAL_PAUSED;
+			break;
 		}
 	}
 	trial_save(s, w, t);
 	db_exec(s, "COMMIT");
-	if (!strcmp(t->state, DT_TRIAL_PRUNED)) {
+	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED)) {
 		dtlog(DTLOG_INFO, "sweep %s trial %d (%s): %s", w->id, t->no, t->job, t->reason);
+		/* TPE learns from a paused trial as from a pruned one, until it goes on */
 		search_observe_at(w->search, &t->sg, t->value, SEARCH_PRUNED, t->resource);
-		cancel_trial_job(s, t, "pruned by the sweep");
+		cancel_trial_job(s, t, !strcmp(t->state, DT_TRIAL_PRUNED) ? "pruned by the sweep" :
+				 "paused by the sweep at a rung");
 	}
 out:
 	json_decref(got);
@@ -1280,6 +1313,16 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 					w->name, w->cfg.gpus_per_trial);
 	}
 
+	if (t->resume) {
+		/* promoted: continue from the checkpoint it paused with */
+		json_t *env = json_object_get(spec, "env");
+
+		if (!json_is_object(env)) {
+			env = json_object();
+			json_object_set_new(spec, "env", env);
+		}
+		json_object_set_new(env, "DT_RESUME", json_string(t->resume));
+	}
 	db_exec(s, "BEGIN");
 	rc = jobs_submit(s, spec, w->shared_dir, w->submit_dir, w->user, id, sizeof(id), err);
 	json_decref(spec);
@@ -1312,7 +1355,8 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 	struct job_view v;
 	struct strbuf err = STRBUF_INIT;
 
-	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_CANCELLED)) {
+	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED) ||
+	    !strcmp(t->state, DT_TRIAL_CANCELLED)) {
 		/* until its job is over (after a restart too): stop it */
 		if (t->stop_pending) {
 			if (!t->job[0] || jobs_view(s, t->job, &v) < 0 ||
@@ -1320,7 +1364,9 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 				t->stop_pending = 0;
 			else if (!v.cancelled)
 				jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ?
-					    "pruned by the sweep" : "the sweep was stopped");
+					    "pruned by the sweep" :
+					    !strcmp(t->state, DT_TRIAL_PAUSED) ?
+					    "paused by the sweep at a rung" : "the sweep was stopped");
 		}
 		return;
 	}
@@ -1399,17 +1445,65 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 	strbuf_release(&err);
 }
 
-/* Start new trials while the sweep wants them; lock held. */
+/*
+ * Promotion: resume paused trial t as a new job, DT_RESUME being the
+ * checkpoint dir of the job it paused in; lock held.
+ */
+static void trial_promote(struct sched *s, struct sweep *w, struct trial *t)
+{
+	struct strbuf err = STRBUF_INIT, dir = STRBUF_INIT;
+	struct job_view v;
+
+	if (t->job[0] && jobs_view(s, t->job, &v) == 0)
+		strbuf_addf(&dir, "%s/ckpt", v.job_dir);
+	free(t->resume);
+	t->resume = dir.len ? strbuf_detach(&dir, NULL) : NULL;
+	dtlog(DTLOG_INFO, "sweep %s trial %d: promoted at %g; resumes from %s", w->id, t->no,
+	      t->resource, t->resume ? t->resume : "nothing (its job is gone)");
+	free(t->reason);
+	t->reason = NULL;
+	t->ended_us = 0;
+	if (trial_submit(s, w, t, &err) < 0) {
+		set_reason(&t->reason, "cannot resume: %s", err.buf);
+		trial_set(s, w, t, DT_TRIAL_FAILED);
+	} else {
+		jobs_schedule_now(s);
+	}
+	strbuf_release(&err);
+	strbuf_release(&dir);
+}
+
+/*
+ * The paused trials of an ended sweep: never promoted.  `state` PRUNED when
+ * the sweep completed, CANCELLED when it was stopped or failed.
+ */
+static void sweep_end_paused(struct sched *s, struct sweep *w, const char *state)
+{
+	for (size_t i = 0; i < w->nr; i++) {
+		struct trial *t = w->t[i];
+
+		if (strcmp(t->state, DT_TRIAL_PAUSED))
+			continue;
+		set_reason(&t->reason, "not promoted past %g: %s", t->resource,
+			   !strcmp(state, DT_TRIAL_PRUNED) ? "not in the top 1/eta of its rung" :
+			   "the sweep ended");
+		trial_set(s, w, t, state);
+	}
+}
+
+/* Start new trials, or resume promoted ones first, while the sweep wants them; lock held. */
 static void sweep_top_up(struct sched *s, struct sweep *w)
 {
 	for (;;) {
 		size_t live = 0, waiting = 0;
 		struct trial *t;
 		struct strbuf err = STRBUF_INIT;
-		int rc;
+		int rc, last, promoted;
 
-		if (strcmp(w->state, DT_SWEEP_RUNNING) || w->exhausted || w->target_hit ||
-		    w->nr >= (size_t)w->cfg.max_trials)
+		if (strcmp(w->state, DT_SWEEP_RUNNING) || w->target_hit)
+			return;
+		last = w->exhausted || w->nr >= (size_t)w->cfg.max_trials;
+		if (last && !(w->asha && asha_get_promotion(w->asha)))
 			return;
 		for (size_t i = 0; i < w->nr; i++) {
 			struct job_view v;
@@ -1422,6 +1516,15 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 				waiting++;
 		}
 		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
+			return;
+		/* promotions before new trials; closing (no trial runs or will start): a
+		 * rung's best goes on even below floor(n / eta) */
+		promoted = w->asha ? asha_promote_next(w->asha, last && !live) : 0;
+		if (promoted >= 1 && (size_t)promoted <= w->nr) {
+			trial_promote(s, w, w->t[promoted - 1]);
+			continue;
+		}
+		if (last)
 			return;
 		t = xcalloc(1, sizeof(*t));
 		t->sg.seq = -1;
@@ -1464,6 +1567,7 @@ void sweeps_step(struct sched *s)
 		int live = 0;
 
 		if (sweep_final(w)) {
+			sweep_end_paused(s, w, DT_TRIAL_CANCELLED);   /* stopped or failed */
 			/* trials of an ended sweep whose jobs still run (a restart) */
 			for (size_t k = 0; k < w->nr; k++)
 				if (!trial_final(w->t[k]) || w->t[k]->stop_pending)
@@ -1481,6 +1585,7 @@ void sweeps_step(struct sched *s)
 			live += !trial_final(w->t[k]);
 		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
 		    (w->exhausted || w->target_hit || w->nr >= (size_t)w->cfg.max_trials)) {
+			sweep_end_paused(s, w, DT_TRIAL_PRUNED);
 			free(w->reason);
 			w->reason = NULL;
 			if (w->target_hit)
@@ -1529,8 +1634,6 @@ static json_t *rungs_json(struct sweep *w)
 static json_t *sweep_json(struct sweep *w)
 {
 	json_t *params = json_array(), *counts = json_object(), *sj;
-	static const char *const states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING, DT_TRIAL_COMPLETED,
-					      DT_TRIAL_PRUNED, DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
 
 	for (size_t i = 0; i < w->cfg.nr_params; i++) {
 		const struct sweep_param *p = &w->cfg.params[i];
@@ -1560,12 +1663,12 @@ static json_t *sweep_json(struct sweep *w)
 		}
 		json_array_append_new(params, o);
 	}
-	for (size_t k = 0; k < ARRAY_SIZE(states); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(trial_states); k++) {
 		int n = 0;
 
 		for (size_t i = 0; i < w->nr; i++)
-			n += !strcmp(w->t[i]->state, states[k]);
-		json_object_set_new(counts, states[k], json_integer(n));
+			n += !strcmp(w->t[i]->state, trial_states[k]);
+		json_object_set_new(counts, trial_states[k], json_integer(n));
 	}
 	sj = json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
 		"id", w->id, "name", w->name,
@@ -1578,6 +1681,9 @@ static json_t *sweep_json(struct sweep *w)
 		"ended_at", json_timestamp(w->ended_us), "parameters", params, "counts", counts,
 		"trials_started", (int)w->nr, "failures", w->failures, "user", w->user);
 	json_object_set_new(sj, "rungs", rungs_json(w));
+	/* how ASHA ends a trial at a rung: "stop" (pruned) or "promote" (paused, resumed) */
+	json_object_set_new(sj, "asha_mode", !w->asha ? json_null() :
+			    json_string(asha_get_promotion(w->asha) ? "promote" : "stop"));
 	return sj;
 }
 
@@ -1762,23 +1868,14 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }
 
-static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+/* GET /v1/sweeps/<id or name> (action NULL) and POST .../pause, /resume, /stop
+ * (action DT_PATH_*_SUFFIX) */
+static void sweep_reply(struct dt_http_request *req, struct dt_http_response *resp,
+			struct sched *s, const char *action)
 {
-	struct sched *s = data;
-	char id[128];
-	size_t len = strcspn(req->param, "/");
-	const char *action = req->param[len] ? req->param + len : NULL;
+	const char *id = dt_http_arg(req, "id");
 	struct sweep *w;
 
-	if (len >= sizeof(id) || (!strcmp(req->method, "GET") && action) ||
-	    (!strcmp(req->method, "POST") &&
-	     (!action || (strcmp(action, DT_PATH_PAUSE_SUFFIX) && strcmp(action, DT_PATH_RESUME_SUFFIX) &&
-			  strcmp(action, DT_PATH_STOP_SUFFIX))))) {
-		dt_http_error(resp, 404, "no such endpoint '%s'", req->path);
-		return;
-	}
-	memcpy(id, req->param, len);
-	id[len] = '\0';
 	pthread_mutex_lock(&s->lock);
 	w = sweep_find(s, id);
 	if (!w) {
@@ -1821,11 +1918,33 @@ out:
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void h_sweep(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, NULL);
+}
+
+static void h_sweep_pause(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_PAUSE_SUFFIX);
+}
+
+static void h_sweep_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_RESUME_SUFFIX);
+}
+
+static void h_sweep_stop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	sweep_reply(req, resp, data, DT_PATH_STOP_SUFFIX);
+}
+
 const struct dt_http_route sweeps_routes[] = {
-	{ "POST", DT_PATH_SWEEPS, 0, 0, h_create },
-	{ "GET", DT_PATH_SWEEPS, 0, 0, h_list },
-	{ "GET", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
-	{ "POST", DT_PATH_SWEEP_PREFIX, 1, 0, h_sweep },
+	{ "POST", DT_PATH_SWEEPS, 0, h_create },
+	{ "GET", DT_PATH_SWEEPS, 0, h_list },
+	{ "GET", DT_PATH_SWEEP, 0, h_sweep },
+	{ "POST", DT_PATH_SWEEP_PAUSE, 0, h_sweep_pause },
+	{ "POST", DT_PATH_SWEEP_RESUME, 0, h_sweep_resume },
+	{ "POST", DT_PATH_SWEEP_STOP, 0, h_sweep_stop },
 };
 const size_t sweeps_nr_routes = ARRAY_SIZE(sweeps_routes);
 
@@ -1834,9 +1953,6 @@ void sweeps_metrics(struct sched *s, struct strbuf *o)
 	static const char *const sweep_states[] = { DT_SWEEP_RUNNING, DT_SWEEP_PAUSED,
 						    DT_SWEEP_STOPPED, DT_SWEEP_COMPLETED,
 						    DT_SWEEP_FAILED };
-	static const char *const trial_states[] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING,
-						    DT_TRIAL_COMPLETED, DT_TRIAL_PRUNED,
-						    DT_TRIAL_FAILED, DT_TRIAL_CANCELLED };
 	unsigned long long ns[ARRAY_SIZE(sweep_states)] = { 0 };
 	unsigned long long nt[ARRAY_SIZE(trial_states)] = { 0 };
 	struct sweeps *sw = s->sweeps;

@@ -14,6 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* MPI tags of the pipeline's point-to-point messages and of async rounds. */
+#define TAG_PIPE 1701
+#define TAG_ROUND 1702
+
 /* The job's communicator, for dt_fatal() (set by comm_startup). */
 static struct comm *fatal_comm;
 
@@ -51,6 +55,46 @@ void dt_mpi_fatal(int err, const char *file, int line)
 	MPI_Error_string(err, msg, &len);
 	msg[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = '\0';
 	dt_fatal(file, line, "mpi", msg, DT_HINT_MPI);
+}
+
+/* Where gradient buckets are summed: the stage's data-parallel group. */
+static MPI_Comm dp_comm(const struct comm *c)
+{
+	return c->dp ? *(MPI_Comm *)c->dp : MPI_COMM_WORLD;
+}
+
+struct pending_send {
+	MPI_Request req;
+	float *copy;
+};
+
+/* Send a host copy of n floats (device memory on a GPU) in the background. */
+static void mpi_send_copy(struct comm *c, const float *buf, size_t n, int peer)
+{
+	struct pending_send *ps;
+
+	if (c->nr_sends + 1 > c->alloc_sends) {
+		c->alloc_sends = c->alloc_sends ? 2 * c->alloc_sends : 16;
+		c->sends = xrealloc(c->sends, (size_t)c->alloc_sends * sizeof(*ps));
+	}
+	ps = (struct pending_send *)c->sends + c->nr_sends++;
+	ps->copy = xmalloc(n * sizeof(float));
+	if (c->on_gpu)
+		gpu_d2h(ps->copy, buf, n * sizeof(float));
+	else
+		memcpy(ps->copy, buf, n * sizeof(float));
+	mpiCheck(MPI_Isend(ps->copy, (int)n, MPI_FLOAT, peer, TAG_PIPE, MPI_COMM_WORLD, &ps->req));
+}
+
+/* n floats through a host buffer of c's, grown as needed. */
+static float *host_stage(struct comm *c, size_t n)
+{
+	if (c->stage_len < n) {
+		free(c->stage);
+		c->stage = xmalloc(n * sizeof(float));
+		c->stage_len = n;
+	}
+	return c->stage;
 }
 #endif
 
@@ -270,6 +314,42 @@ static void nccl_wait(struct comm *c)
 	}
 	cudaCheck(cudaStreamWaitEvent((cudaStream_t)gpu_stream(), (cudaEvent_t)c->done, 0));
 }
+
+/* The stage's data-parallel group: a non-blocking split, polled like init. */
+static int nccl_split_dp(struct comm *c, struct strbuf *err)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t dp = NULL;
+	ncclResult_t r;
+	struct pending_op op = { "NCCL split into data-parallel groups", nccl_poll, nccl_abort, NULL };
+
+	cfg.blocking = 0;
+	r = ncclCommSplit((ncclComm_t)c->nccl, c->pipe_stage, c->replica, &dp, &cfg);
+	if (r != ncclSuccess && r != ncclInProgress) {
+		strbuf_addf(err, "rank %d: ncclCommSplit: %s (%s)", c->rank, ncclGetErrorString(r),
+			    DT_HINT_NCCL);
+		return -1;
+	}
+	op.ctx = dp;
+	if (comm_wait_op(&op, c->timeout_s * 1000, err))
+		return -1;
+	c->nccl_dp = dp;
+	return 0;
+}
+
+/* ncclSend/ncclRecv after the compute stream's work, waited for (bounded). */
+static void nccl_p2p(struct comm *c, float *buf, size_t n, int peer, int send)
+{
+	cudaCheck(cudaEventRecord((cudaEvent_t)c->done, (cudaStream_t)gpu_stream()));
+	cudaCheck(cudaStreamWaitEvent((cudaStream_t)c->stream, (cudaEvent_t)c->done, 0));
+	if (send)
+		ncclCheck(ncclSend(buf, n, ncclFloat, peer, (ncclComm_t)c->nccl,
+				   (cudaStream_t)c->stream));
+	else
+		ncclCheck(ncclRecv(buf, n, ncclFloat, peer, (ncclComm_t)c->nccl,
+				   (cudaStream_t)c->stream));
+	nccl_wait(c);
+}
 #endif
 
 int comm_setup(struct comm *c, enum backend b, int on_gpu, int timeout_s, struct strbuf *err)
@@ -313,14 +393,10 @@ void comm_bucket_start(struct comm *c, float *buf, size_t n)
 #ifdef DT_HAVE_MPI
 		if (c->on_gpu) {
 			/* no CUDA-aware MPI assumed: stage through the host, blocking */
-			if (c->stage_len < n) {
-				free(c->stage);
-				c->stage = xmalloc(n * sizeof(float));
-				c->stage_len = n;
-			}
+			host_stage(c, n);
 			gpu_d2h(c->stage, buf, n * sizeof(float));
 			mpiCheck(MPI_Allreduce(MPI_IN_PLACE, c->stage, (int)n, MPI_FLOAT, MPI_SUM,
-					       MPI_COMM_WORLD));
+					       dp_comm(c)));
 			gpu_h2d(buf, c->stage, n * sizeof(float));
 			return;
 		}
@@ -333,7 +409,7 @@ void comm_bucket_start(struct comm *c, float *buf, size_t n)
 			}
 			r = (MPI_Request *)c->reqs + c->nr_reqs++;
 			mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
-						MPI_COMM_WORLD, r));
+						dp_comm(c), r));
 			/* nudge progress of the earlier buckets (no progress thread) */
 			if (c->nr_reqs > 1) {
 				int flag;
@@ -348,7 +424,8 @@ void comm_bucket_start(struct comm *c, float *buf, size_t n)
 		/* the collectives stream waits for the bucket's backward on the compute stream */
 		cudaCheck(cudaEventRecord((cudaEvent_t)c->done, (cudaStream_t)gpu_stream()));
 		cudaCheck(cudaStreamWaitEvent((cudaStream_t)c->stream, (cudaEvent_t)c->done, 0));
-		ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, (ncclComm_t)c->nccl,
+		ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum,
+					(ncclComm_t)(c->nccl_dp ? c->nccl_dp : c->nccl),
 					(cudaStream_t)c->stream));
 #endif
 		return;
@@ -373,6 +450,133 @@ void comm_wait(struct comm *c)
 #endif
 		return;
 	}
+}
+
+int comm_split(struct comm *c, int stages, struct strbuf *err)
+{
+	if (stages < 1 || c->world % stages) {
+		strbuf_addf(err, "--pipeline %d needs a multiple of %d ranks, got %d", stages, stages,
+			    c->world);
+		return -1;
+	}
+	c->pipe_stages = stages;
+	c->replicas = c->world / stages;
+	c->pipe_stage = c->rank % stages;
+	c->replica = c->rank / stages;
+	if (stages == 1)
+		return 0;
+	/* a group of one replica too: without it buckets would be summed world-wide */
+	switch (c->kind) {
+	case COMM_MPI:
+#ifdef DT_HAVE_MPI
+		c->dp = xmalloc(sizeof(MPI_Comm));
+		mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->pipe_stage, c->replica, (MPI_Comm *)c->dp));
+#endif
+		return 0;
+	case COMM_NCCL:
+#ifdef DT_HAVE_NCCL
+		return nccl_split_dp(c, err);
+#endif
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* One point-to-point transfer, either way (see comm_send/comm_recv). */
+static void p2p(struct comm *c, float *buf, size_t n, int peer, int send)
+{
+	if (!n)
+		return;
+	switch (c->kind) {
+	case COMM_SINGLE:
+		dt_fatal(__FILE__, __LINE__, "pipeline", "one rank has no peer", "a dttrain bug");
+	case COMM_MPI:
+#ifdef DT_HAVE_MPI
+		if (send) {
+			mpi_send_copy(c, buf, n, peer);
+		} else {
+			float *h = c->on_gpu ? host_stage(c, n) : buf;
+
+			mpiCheck(MPI_Recv(h, (int)n, MPI_FLOAT, peer, TAG_PIPE, MPI_COMM_WORLD,
+					  MPI_STATUS_IGNORE));
+			if (c->on_gpu)
+				gpu_h2d(buf, h, n * sizeof(float));
+		}
+#endif
+		return;
+	case COMM_NCCL:
+#ifdef DT_HAVE_NCCL
+		nccl_p2p(c, buf, n, peer, send);
+#endif
+		return;
+	}
+}
+
+void comm_send(struct comm *c, const float *buf, size_t n, int peer)
+{
+	p2p(c, (float *)buf, n, peer, 1);
+}
+
+void comm_recv(struct comm *c, float *buf, size_t n, int peer)
+{
+	p2p(c, buf, n, peer, 0);
+}
+
+void comm_p2p_flush(struct comm *c)
+{
+#ifdef DT_HAVE_MPI
+	struct pending_send *ps = c->sends;
+
+	for (int i = 0; i < c->nr_sends; i++) {
+		mpiCheck(MPI_Wait(&ps[i].req, MPI_STATUS_IGNORE));
+		free(ps[i].copy);
+	}
+#endif
+	c->nr_sends = 0;
+}
+
+int comm_can_pace(const struct comm *c)
+{
+	return c->have_mpi && c->world > 1;
+}
+
+void comm_round_end(struct comm *c, long long step)
+{
+#ifdef DT_HAVE_MPI
+	/* eager-sized: returns at once, whatever the others are doing */
+	for (int r = 1; r < c->world; r++)
+		mpiCheck(MPI_Send(&step, 1, MPI_LONG_LONG, r, TAG_ROUND, MPI_COMM_WORLD));
+#else
+	(void)c;
+	(void)step;
+#endif
+}
+
+int comm_round_test(struct comm *c, long long *step, int block)
+{
+	int flag = 1;
+#ifdef DT_HAVE_MPI
+	MPI_Request *req = c->round_req;
+
+	if (!req) {
+		req = c->round_req = xmalloc(sizeof(*req));
+		*req = MPI_REQUEST_NULL;
+	}
+	if (*req == MPI_REQUEST_NULL)
+		mpiCheck(MPI_Irecv(&c->round_msg, 1, MPI_LONG_LONG, 0, TAG_ROUND, MPI_COMM_WORLD, req));
+	if (block)
+		mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
+	else
+		mpiCheck(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
+	if (flag)
+		*step = c->round_msg;
+#else
+	(void)c;
+	(void)step;
+	(void)block;
+#endif
+	return flag;
 }
 
 void comm_sum(struct comm *c, double *v, int n)
@@ -447,7 +651,23 @@ void comm_finish(struct comm *c)
 		cudaEventDestroy((cudaEvent_t)c->done);
 	}
 #endif
+#ifdef DT_HAVE_NCCL
+	if (c->nccl_dp) {
+		ncclCommDestroy((ncclComm_t)c->nccl_dp);
+		c->nccl_dp = NULL;
+	}
+#endif
 #ifdef DT_HAVE_MPI
+	if (c->dp) {
+		MPI_Comm_free((MPI_Comm *)c->dp);
+		free(c->dp);
+		c->dp = NULL;
+	}
+	free(c->round_req);
+	c->round_req = NULL;
+	comm_p2p_flush(c);
+	free(c->sends);
+	c->sends = NULL;
 	if (c->have_mpi) {
 		MPI_Finalize();
 		c->have_mpi = 0;

@@ -19,6 +19,20 @@
  * that waits for the compute stream), comm_wait() completes all of them.
  * Buffers hold pre-scaled gradients (each rank multiplies by 1/global batch),
  * so a sum is the mean.
+ *
+ * Pipeline parallelism (--pipeline P): comm_split() groups the world into
+ * replicas of P consecutive ranks, rank = replica * P + stage.  Gradient
+ * buckets are then all-reduced within the data-parallel group of a stage (the
+ * same stage of every replica: an MPI communicator split, or ncclCommSplit);
+ * comm_send()/comm_recv() move activations and their gradients between
+ * neighbouring stages (MPI point-to-point on host memory, staged through the
+ * host for a GPU without NCCL; ncclSend/ncclRecv with NCCL).  comm_sum() and
+ * comm_any() stay world-wide.
+ *
+ * --sync async rounds are paced by rank 0 (comm_round_*): it tells the others
+ * when it has done its local steps; they test for that message after each of
+ * theirs.  That needs MPI (comm_can_pace); without it every rank counts its
+ * own steps.
  */
 #ifndef DT_TRAINER_COMM_H
 #define DT_TRAINER_COMM_H
@@ -48,6 +62,16 @@ struct comm {
 	void *stream;                /* cudaStream_t of the collectives */
 	void *done;                  /* cudaEvent_t recorded after the last bucket */
 	double *dev_scratch;
+	/* pipeline (comm_split): stage of replica; world = pipe_stages * replicas */
+	int pipe_stage, pipe_stages, replica, replicas;
+	void *dp;                    /* MPI_Comm * of the stage's data-parallel group, or NULL: world */
+	void *nccl_dp;               /* ncclComm_t of the same group, or NULL: nccl */
+	/* pipeline sends in flight (MPI: request + host copy each) */
+	void *sends;
+	int nr_sends, alloc_sends;
+	/* async rounds: rank 0's end-of-round message in flight */
+	void *round_req;             /* MPI_Request * */
+	long long round_msg;
 };
 
 /* Find out how we were started; 0, or -1 with err (exit DT_EXIT_USAGE). */
@@ -62,6 +86,33 @@ void comm_wait(struct comm *c);
 void comm_sum(struct comm *c, double *v, int n);
 /* Every rank must call: 1 if any rank passed a nonzero flag. */
 int comm_any(struct comm *c, int flag);
+
+/*
+ * Group the ranks into world / stages replicas of `stages` pipeline stages
+ * (rank = replica * stages + stage) and make the data-parallel group of each
+ * stage.  Every rank calls it, after comm_setup(); 0, or -1 with err when the
+ * world is not a multiple of stages.
+ */
+int comm_split(struct comm *c, int stages, struct strbuf *err);
+/*
+ * Point-to-point of n floats (device memory on a GPU) with world rank `peer`;
+ * n == 0 sends nothing (both sides know the count).  comm_recv() blocks;
+ * comm_send() returns once buf may be reused: MPI sends a copy in the
+ * background (so a schedule whose neighbours both send first, as 1F1B's, does
+ * not deadlock) and comm_p2p_flush() completes them; NCCL's send is waited for
+ * (GPipe only).
+ */
+void comm_send(struct comm *c, const float *buf, size_t n, int peer);
+void comm_recv(struct comm *c, float *buf, size_t n, int peer);
+void comm_p2p_flush(struct comm *c);
+
+/* Async rounds paced by rank 0 (needs MPI and several ranks). */
+int comm_can_pace(const struct comm *c);
+/* Rank 0: the round ended at `step`; tells every other rank. */
+void comm_round_end(struct comm *c, long long step);
+/* Other ranks: 1 when rank 0 ended the round (its step in *step); with block
+ * set, waits for it.  The first call of a round posts the receive. */
+int comm_round_test(struct comm *c, long long *step, int block);
 
 /* Bring down every rank (MPI_Abort / ncclCommAbort), exit `code`. */
 __attribute__((__noreturn__)) void comm_abort(struct comm *c, int code);

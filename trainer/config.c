@@ -45,6 +45,11 @@ void train_config_init(struct train_config *c)
 	c->device = "auto";
 	c->loss_scale = 65536.0;
 	c->nccl_timeout = 300;
+	c->sync = "sync";
+	c->sync_every = 8;
+	c->pipeline = 1;
+	c->micro_batches = 4;
+	c->pipeline_schedule = "gpipe";
 }
 
 void train_options(struct train_config *c, struct option *opts)
@@ -88,6 +93,15 @@ void train_options(struct train_config *c, struct option *opts)
 		OPT_DOUBLE(0, "weight-decay", &c->weight_decay, "weight decay on weights, not biases (0)"),
 		OPT_DOUBLE(0, "clip", &c->clip, "clip the global gradient norm to this (0 = off)"),
 		OPT_INT(0, "seed", &c->seed, "seed for data, init and shuffling (1)"),
+		OPT_GROUP("parallelism"),
+		OPT_STRING(0, "sync", &c->sync, "mode",
+			   "sync (all-reduce gradients every step) or async (local SGD, averaged)"),
+		OPT_INT(0, "sync-every", &c->sync_every, "async: local steps between averages (8)"),
+		OPT_INT(0, "pipeline", &c->pipeline, "pipeline stages P; ranks = P x replicas (1)"),
+		OPT_INT(0, "micro-batches", &c->micro_batches, "pipeline: micro-batches per step (4)"),
+		OPT_STRING(0, "pipeline-schedule", &c->pipeline_schedule, "s", "gpipe or 1f1b"),
+		OPT_STRING(0, "slow-rank", &c->slow_rank, "R:MS",
+			   "test/benchmark: rank R sleeps MS ms every step"),
 		OPT_GROUP("output"),
 		OPT_STRING(0, "metrics", &c->metrics, "file",
 			   "JSON lines from rank 0 (default $DT_METRICS_FILE)"),
@@ -160,6 +174,46 @@ static int pick(const char *what, const char *value, const char *const *names, i
 	return -1;
 }
 
+/* --sync, --pipeline and --slow-rank, alone and together. */
+static int parallel_check(struct train_config *c, struct strbuf *err)
+{
+	c->slow_rank_id = -1;
+	c->slow_ms = 0;
+	if (c->slow_rank && *c->slow_rank) {
+		char *colon, *end = NULL;
+		long rk, ms = -1;
+
+		errno = 0;
+		rk = strtol(c->slow_rank, &colon, 10);
+		if (*colon == ':' && colon > c->slow_rank && colon[1])
+			ms = strtol(colon + 1, &end, 10);
+		if (errno || !end || *end || rk < 0 || rk > 1 << 20 || ms < 0 || ms > 3600000)
+			return strbuf_addf(err, "option '--slow-rank' expects RANK:MS (like 1:50), "
+					   "got '%s'", c->slow_rank), -1;
+		c->slow_rank_id = (int)rk;
+		c->slow_ms = (int)ms;
+	}
+	if (c->sync_every < 1)
+		return strbuf_addf(err, "option '--sync-every' must be at least 1, got %d",
+				   c->sync_every), -1;
+	if (c->pipeline < 1 || c->pipeline > MODEL_MAX_LAYERS)
+		return strbuf_addf(err, "option '--pipeline' must be between 1 and %d, got %d",
+				   MODEL_MAX_LAYERS, c->pipeline), -1;
+	if (c->micro_batches < 1)
+		return strbuf_addf(err, "option '--micro-batches' must be at least 1, got %d",
+				   c->micro_batches), -1;
+	if (c->pipeline > 1 && c->sync_kind == SYNC_ASYNC)
+		return strbuf_addf(err, "--sync async and --pipeline %d cannot be combined (the "
+				   "stages of a replica step together)", c->pipeline), -1;
+	if (c->pipeline > 1 && c->accum > 1)
+		return strbuf_addf(err, "--pipeline splits each step into --micro-batches; "
+				   "--accum must stay 1"), -1;
+	if (c->pipeline > 1 && c->prec == PREC_FP16)
+		return strbuf_addf(err, "--pipeline does not do fp16 loss scaling yet; use bf16 or "
+				   "fp32"), -1;
+	return 0;
+}
+
 int train_config_check(struct train_config *c, struct strbuf *err)
 {
 	static const char *const acts[] = { "none", "relu", "gelu", NULL };
@@ -168,6 +222,8 @@ int train_config_check(struct train_config *c, struct strbuf *err)
 	static const char *const backends[] = { "auto", "nccl", "mpi", NULL };
 	static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 	static const char *const scheds[] = { "cosine", "constant", NULL };
+	static const char *const syncs[] = { "sync", "async", NULL };
+	static const char *const pscheds[] = { "gpipe", "1f1b", NULL };
 	int v, n;
 
 	memset(&c->spec, 0, sizeof(c->spec));
@@ -204,6 +260,14 @@ int train_config_check(struct train_config *c, struct strbuf *err)
 	if (pick("schedule", c->schedule, scheds, &v, err))
 		return -1;
 	c->sched = (enum schedule)v;
+	if (pick("sync mode", c->sync, syncs, &v, err))
+		return -1;
+	c->sync_kind = (enum sync_kind)v;
+	if (pick("pipeline schedule", c->pipeline_schedule, pscheds, &v, err))
+		return -1;
+	c->pipe_sched = (enum pipe_sched)v;
+	if (parallel_check(c, err))
+		return -1;
 	if (c->batch <= 0)
 		return strbuf_addf(err, "option '--batch' must be positive, got %d", c->batch), -1;
 	if (c->accum <= 0 || c->accum > c->batch)

@@ -25,6 +25,8 @@ enum precision { PREC_FP32, PREC_BF16, PREC_FP16 };
 enum backend { BACKEND_AUTO, BACKEND_NCCL, BACKEND_MPI };
 enum device { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 enum schedule { SCHED_COSINE, SCHED_CONSTANT };
+enum sync_kind { SYNC_SYNC, SYNC_ASYNC };
+enum pipe_sched { PIPE_GPIPE, PIPE_1F1B };
 
 #define TRAIN_MAX_OPTIONS 80
 
@@ -50,6 +52,11 @@ struct train_config {
 	int nccl_timeout;
 	const char *save_weights;
 	int quiet;
+	const char *sync;             /* sync (default) or async: local SGD with periodic averaging */
+	int sync_every;               /* async: local steps between averages (8) */
+	const char *slow_rank;        /* test/benchmark: "R:MS" sleeps MS ms per step on rank R */
+	int pipeline, micro_batches;  /* pipeline stages (1 = none); micro-batches per step */
+	const char *pipeline_schedule;
 
 	/* resolved by train_config_check() */
 	struct model_spec spec;       /* input_dim/classes/max_batch filled once data is loaded */
@@ -58,6 +65,9 @@ struct train_config {
 	enum backend backend_kind;
 	enum device device_kind;
 	enum schedule sched;
+	enum sync_kind sync_kind;
+	enum pipe_sched pipe_sched;
+	int slow_rank_id, slow_ms;    /* -1, 0 without --slow-rank */
 };
 
 void train_config_init(struct train_config *c);

@@ -1,5 +1,6 @@
 /*
- * dttrain.c - the built-in data-parallel trainer: main().
+ * dttrain.c - the built-in trainer (data parallel, local SGD, pipeline
+ * stages: train.h): main().
  *
  * Parses flags (and --config FILE.yaml, whose keys are the same flags),
  * finds out how it was started (mpirun, torchrun-style env, or alone: see
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
 	static const char *const usage[] = {
 		"dttrain [options]",
 		"mpirun -np N dttrain [options]",
+		"mpirun -np N dttrain --sync async [--sync-every K] [options]",
+		"mpirun -np P*D dttrain --pipeline P [--micro-batches M] [options]",
 		"RANK=.. WORLD_SIZE=.. LOCAL_RANK=.. MASTER_ADDR=.. MASTER_PORT=.. dttrain [options]",
 		NULL,
 	};

@@ -60,7 +60,8 @@ void model_release(struct model *m)
 /*
  * Flat layout of an MLP: for each layer l, fc<l>.weight [out, in] then
  * fc<l>.bias [out]; bucket l is exactly layer l, so backward (which runs from
- * the last layer down) hands buckets over in decreasing order.
+ * the last layer down) hands buckets over in decreasing order.  Layer l of the
+ * pipeline's sequence is fc<l> with its activation.
  */
 void mlp_layout(struct model *m)
 {
@@ -88,10 +89,15 @@ void mlp_layout(struct model *m)
 		m->buckets[m->nr_buckets].off = off;
 		m->buckets[m->nr_buckets].len = w->len + b->len;
 		m->nr_buckets++;
+		m->layer_off[l] = off;
+		m->act_width[l] = (size_t)in;
 		off += w->len + b->len;
 		in = out;
 	}
 	m->nr_params = off;
+	m->nr_layers = s->nr_hidden + 1;
+	m->layer_off[m->nr_layers] = off;
+	m->act_width[m->nr_layers] = (size_t)s->classes;
 }
 
 /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases, as torch.nn.Linear. */

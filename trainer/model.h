@@ -22,6 +22,26 @@
  *
  * On the CUDA device every pointer handed to ops (params, grads, x, y) is a
  * device pointer; on the CPU host memory.
+ *
+ * Pipeline parallelism (--pipeline P, train.c) needs a model that can be run
+ * layer by layer: the optional ops forward_range / loss / backward_range
+ * below, and the layer table in struct model (nr_layers, layer_off,
+ * act_width).  A model is a sequence of nr_layers layers; layer l owns the
+ * parameters [layer_off[l], layer_off[l+1]) of the flat array (so a stage,
+ * layers [a, b), owns one contiguous range) and reads act_width[l] floats per
+ * row; act_width[nr_layers] is the logits' width.  Rows (samples, or
+ * sequences for a language model) are independent, so several micro-batches
+ * can be in flight at once: they are row ranges [row, row + n) of the model's
+ * own activation buffers (max_batch rows), which keep a micro-batch's
+ * activations alive until its backward.  The transformer fits the same way:
+ * layer 0 = embeddings, 1..N = blocks, N+1 = final norm + head, a row = one
+ * sequence (act_width = T * C); tied embeddings would have to be untied (or
+ * their gradients summed between the first and last stage) to split.
+ *
+ * Order for one micro-batch on the stage owning [a, b): forward_range, then
+ * (last stage only) loss, then backward_range; other micro-batches' calls may
+ * come in between.  train_step is what a one-stage model does; a model may
+ * implement it with the three range ops (model_mlp.c does).
  */
 #ifndef DT_TRAINER_MODEL_H
 #define DT_TRAINER_MODEL_H
@@ -80,9 +100,40 @@ struct model_ops {
 	/* Forward + loss only. */
 	double (*evaluate)(struct model *m, const float *params, const float *x, const int *y,
 			   int n, int *correct);
-	/* Logits of the last forward ([n, classes], host or device memory). */
+	/* Logits of the last evaluate ([n, classes], host or device memory;
+	 * train_step leaves their gradient there). */
 	const float *(*logits)(const struct model *m);
 	void (*release)(struct model *m);
+
+	/* ---- layer ranges, for pipeline stages (NULL: the model cannot be split) */
+	/*
+	 * Run layers [a, b) on rows [row, row + n): `in` is layer a's input
+	 * ([n, act_width[a]]; the caller keeps it unchanged until backward_range of
+	 * these rows).  Returns layer b-1's output rows, in the model's buffers
+	 * (valid until the next forward of the same rows).
+	 */
+	const float *(*forward_range)(struct model *m, const float *params, int a, int b,
+				      int row, int n, const float *in);
+	/*
+	 * Softmax cross-entropy of the logits rows [row, row + n) (forward_range to
+	 * the last layer done) against y ([n]); summed loss, *correct argmax hits.
+	 * With grad_scale != 0 the gradient (scaled by it) replaces those logits,
+	 * for backward_range; 0: forward only (validation), logits unchanged.
+	 */
+	double (*loss)(struct model *m, int row, int n, const int *y, float grad_scale,
+		       int *correct);
+	/*
+	 * Backward through layers [a, b) for rows [row, row + n).  dout is the
+	 * gradient w.r.t. layer b-1's output ([n, act_width[b]]; overwritten), or
+	 * NULL on the last stage: the gradient loss() left.  Parameter gradients of
+	 * those layers: grads = grad_beta * grads + new; ready(bucket) as buckets
+	 * finish (may be NULL).  Returns the gradient w.r.t. layer a's input
+	 * ([n, act_width[a]], model scratch valid until the next call), NULL when a == 0.
+	 */
+	const float *(*backward_range)(struct model *m, const float *params, float *grads,
+				       float grad_beta, int a, int b, int row, int n,
+				       const float *in, float *dout, model_bucket_fn *ready,
+				       void *data);
 };
 
 struct model {
@@ -93,6 +144,10 @@ struct model {
 	int nr_segs;
 	struct grad_bucket buckets[MODEL_MAX_LAYERS + 2];
 	int nr_buckets;
+	/* the layer sequence, for pipeline stages (see the top of this file) */
+	int nr_layers;
+	size_t layer_off[MODEL_MAX_LAYERS + 1];
+	size_t act_width[MODEL_MAX_LAYERS + 1];
 	int on_gpu;
 	void *priv;
 	/* set by the mixed-precision GPU path: storage type of GEMM inputs */

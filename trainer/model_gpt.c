@@ -375,8 +375,13 @@ static void gpt_release(struct model *m)
 	m->priv = NULL;
 }
 
+/* no layer-range ops: --pipeline refuses this model (see model.h) */
 static const struct model_ops gpt_ops = {
-	gpt_init_params, gpt_train_step, gpt_evaluate, gpt_logits, gpt_release,
+	.init_params = gpt_init_params,
+	.train_step = gpt_train_step,
+	.evaluate = gpt_evaluate,
+	.logits = gpt_logits,
+	.release = gpt_release,
 };
 
 int gpt_create(struct model *m, const struct dev *dev, struct strbuf *err)

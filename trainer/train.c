@@ -92,23 +92,107 @@ struct run {
 	float *xh, *xd;                      /* batch, host and device */
 	int *yh, *yd;
 	int chunk;                           /* rows per forward (micro-batch / eval) */
+	int batch_rows;                      /* rows of the step's batch buffers (xh..yd) */
+	int slots;                           /* pipeline: micro-batches in flight, chunk rows each */
 	struct ckpt_state ck;
 	FILE *metrics;
 	double t0;
+	long long total;
+	int bpe;
+	/* bookkeeping of the loop: log intervals, training time and samples */
+	double last_t, run_time, run_samples;
+	long long interval_samples;
+	/* --pipeline: this rank's stage runs layers [la, lb), parameters [plo, phi)
+	 * (without a pipeline: every layer); pin/pgrad hold received activations and
+	 * output gradients of the step's micro-batches (device) */
+	int la, lb;
+	size_t plo, phi;
+	float *pin, *pgrad;
+	double pipe_time, pipe_wait;         /* seconds in the schedule, blocked in send/recv */
+	long long local_steps;               /* --sync async: steps this rank took */
 };
 
-/* Validation over this rank's contiguous shard of the validation set. */
+/* Seconds since t, added to *acc. */
+static void add_since(double *acc, double t)
+{
+	*acc += now_s() - t;
+}
+
+/* Transfers with a neighbouring stage, their time counted as the pipeline's wait. */
+static void pipe_recv(struct run *r, float *buf, size_t n, int peer)
+{
+	double t = now_s();
+
+	comm_recv(r->comm, buf, n, peer);
+	add_since(&r->pipe_wait, t);
+}
+
+static void pipe_send(struct run *r, const float *buf, size_t n, int peer)
+{
+	double t = now_s();
+
+	comm_send(r->comm, buf, n, peer);
+	add_since(&r->pipe_wait, t);
+}
+
+/*
+ * Forward of this stage over rows [row, row + n) whose labels are y: the
+ * first stage reads x, the others receive their input from the previous
+ * stage; the last computes the loss (grad_scale 0: validation), the others
+ * send their output on.  Returns the summed loss (0 before the last stage).
+ */
+static double stage_forward(struct run *r, int row, int n, const float *x, const int *y,
+			    float grad_scale, int *correct)
+{
+	struct model *m = &r->model;
+	const float *in = x, *out;
+	int rank = r->comm->rank;
+
+	*correct = 0;
+	if (!n)
+		return 0.0;
+	if (r->la > 0) {
+		in = r->pin + (size_t)row * m->act_width[r->la];
+		pipe_recv(r, (float *)in, (size_t)n * m->act_width[r->la], rank - 1);
+	}
+	out = m->ops->forward_range(m, r->params, r->la, r->lb, row, n, in);
+	if (r->lb == m->nr_layers)
+		return m->ops->loss(m, row, n, y, grad_scale, correct);
+	pipe_send(r, out, (size_t)n * m->act_width[r->lb], rank + 1);
+	return 0.0;
+}
+
+/* Batch rows to the device buffers (a no-op on the CPU, where they are the same). */
+static void batch_to_device(struct run *r, int row, int n, int x_too)
+{
+	if (!r->dev->gpu || !n)
+		return;
+	if (x_too)
+		r->dev->h2d(r->xd + (size_t)row * r->train.dim, r->xh + (size_t)row * r->train.dim,
+			    (size_t)n * r->train.dim * sizeof(float));
+	r->dev->h2d(r->yd + row, r->yh + row, (size_t)n * sizeof(int));
+}
+
+/* Validation over this replica's contiguous shard of the validation set. */
 static void evaluate(struct run *r, double *loss, double *acc)
 {
 	int start, len, dim = r->val.dim;
-	double v[2] = { 0.0, 0.0 };
+	double v[2] = { 0.0, 0.0 }, wait = r->pipe_wait;   /* the bubble is training's */
 
-	split_range(r->val.n, r->comm->world, r->comm->rank, &start, &len);
+	split_range(r->val.n, r->comm->replicas, r->comm->replica, &start, &len);
 	for (int i = 0; i < len; i += r->chunk) {
 		int n = len - i < r->chunk ? len - i : r->chunk, correct = 0;
 		const float *x = r->val.x + (size_t)(start + i) * dim;
 		const int *y = r->val.y + start + i;
 
+		if (r->comm->pipe_stages > 1) {
+			memcpy(r->xh, x, (size_t)n * dim * sizeof(float));
+			memcpy(r->yh, y, (size_t)n * sizeof(int));
+			batch_to_device(r, 0, n, r->la == 0);
+			v[0] += stage_forward(r, 0, n, r->xd, r->yd, 0.0f, &correct);
+			v[1] += correct;
+			continue;
+		}
 		if (r->dev->gpu) {
 			r->dev->h2d(r->xd, x, (size_t)n * dim * sizeof(float));
 			r->dev->h2d(r->yd, y, (size_t)n * sizeof(int));
@@ -118,6 +202,8 @@ static void evaluate(struct run *r, double *loss, double *acc)
 		v[0] += r->model.ops->evaluate(&r->model, r->params, x, y, n, &correct);
 		v[1] += correct;
 	}
+	comm_p2p_flush(r->comm);
+	r->pipe_wait = wait;
 	comm_sum(r->comm, v, 2);
 	*loss = r->val.n ? v[0] / r->val.n : NAN;
 	/* a language model counts correct tokens */
@@ -160,12 +246,72 @@ static void copy_params_to_host(struct run *r)
 		r->dev->d2h(r->host_state[i], r->state[i], bytes);
 }
 
+/*
+ * Layers [*a, *b) of pipeline stage s: the boundaries nearest to equal shares
+ * of the parameters (a proxy for compute), at least one layer per stage.
+ */
+void train_stage_layers(const struct model *m, int stages, int s, int *a, int *b)
+{
+	int L = m->nr_layers, lo = 0, hi = L;
+
+	for (int k = 1; k <= s + 1; k++) {
+		double target = (double)m->nr_params * k / stages;
+
+		hi = 0;
+		if (k == stages)
+			hi = L;
+		else
+			for (int l = 1; l < L; l++)
+				if (fabs((double)m->layer_off[l] - target) <
+				    fabs((double)m->layer_off[hi] - target))
+					hi = l;
+		if (hi < lo + 1)
+			hi = lo + 1;
+		if (hi > L - (stages - k))
+			hi = L - (stages - k);
+		if (k == s + 1)
+			break;
+		lo = hi;
+	}
+	*a = lo;
+	*b = hi;
+}
+
+/*
+ * Pipeline: rank 0 gets every stage's parameters and optimiser state (from
+ * replica 0), for a checkpoint or the final weights.  Every rank calls it.
+ */
+static void gather_stages(struct run *r)
+{
+	struct comm *c = r->comm;
+	float *bufs[3] = { r->params, r->state[0], r->state[1] };
+
+	if (c->pipe_stages == 1 || c->replica != 0)
+		return;
+	for (int i = 0; i <= r->nr_state; i++) {
+		if (c->rank != 0) {
+			comm_send(c, bufs[i] + r->plo, r->phi - r->plo, 0);
+			continue;
+		}
+		for (int s = 1; s < c->pipe_stages; s++) {
+			int a, b;
+			size_t lo;
+
+			train_stage_layers(&r->model, c->pipe_stages, s, &a, &b);
+			lo = r->model.layer_off[a];
+			comm_recv(c, bufs[i] + lo, r->model.layer_off[b] - lo, s);
+		}
+	}
+	comm_p2p_flush(c);
+}
+
 /* Rank 0 writes; every rank learns whether it worked, so all stop together. */
 static int save_checkpoint(struct run *r, long long step, int bpe, struct strbuf *err)
 {
 	struct strbuf path = STRBUF_INIT;
 	int failed = 0;
 
+	gather_stages(r);
 	if (r->comm->rank == 0) {
 		copy_params_to_host(r);
 		r->ck.step = step;
@@ -195,6 +341,35 @@ static int gpus_given(void)
 	const char *v = getenv("CUDA_VISIBLE_DEVICES");
 
 	return v && *v && strncmp(v, "-1", 2);
+}
+
+/* This rank's pipeline stage: its layers, parameters and receive buffers. */
+static int setup_stage(struct run *r, struct strbuf *err)
+{
+	struct model *m = &r->model;
+	int P = r->comm->pipe_stages;
+
+	r->la = 0;
+	r->lb = m->nr_layers;
+	r->plo = 0;
+	r->phi = m->nr_params;
+	if (P == 1)
+		return 0;
+	if (!m->ops->forward_range || m->nr_layers < P) {
+		strbuf_addf(err, "--pipeline %d: model '%s' %s", P, m->spec.name,
+			    m->ops->forward_range ? "has fewer layers than stages" :
+						    "cannot be split into stages");
+		return -1;
+	}
+	train_stage_layers(m, P, r->comm->pipe_stage, &r->la, &r->lb);
+	r->plo = m->layer_off[r->la];
+	r->phi = m->layer_off[r->lb];
+	if (r->la > 0)
+		r->pin = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->la] * sizeof(float));
+	if (r->lb < m->nr_layers)
+		r->pgrad = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->lb] *
+					 sizeof(float));
+	return 0;
 }
 
 /* Load data, choose the device, set up comm and the model; DT_EXIT_* code. */
@@ -250,8 +425,15 @@ static int setup(struct run *r, struct strbuf *err)
 		}
 		kernels_set_threads(threads);
 	}
-	if (comm_setup(r->comm, cfg->backend_kind, on_gpu, cfg->nccl_timeout, err))
+	if (comm_setup(r->comm, cfg->backend_kind, on_gpu, cfg->nccl_timeout, err) ||
+	    comm_split(r->comm, cfg->pipeline, err))
 		return DT_EXIT_USAGE;
+	world = r->comm->replicas;
+	if (cfg->pipeline > 1 && cfg->pipe_sched == PIPE_1F1B && r->comm->kind == COMM_NCCL) {
+		strbuf_addstr(err, "--pipeline-schedule 1f1b needs --backend mpi (NCCL's sends "
+			      "are waited for: use gpipe)");
+		return DT_EXIT_USAGE;
+	}
 	r->dev = on_gpu ? &dev_gpu : &dev_cpu;
 
 	dopt.spec = cfg->data;
@@ -267,12 +449,28 @@ static int setup(struct run *r, struct strbuf *err)
 	if (data_load(&r->train, &r->val, &dopt, err))
 		return DT_EXIT_USAGE;
 
+	/*
+	 * A pipeline holds the step's whole batch (the first stage its inputs,
+	 * the last its labels) and keeps `slots` micro-batches in flight: every
+	 * one with GPipe, P - stage with 1F1B.  Validation goes one micro-batch
+	 * at a time, the same on every stage.
+	 */
 	per_rank = (cfg->batch + world - 1) / world;
-	r->chunk = (per_rank + cfg->accum - 1) / cfg->accum;
+	r->batch_rows = r->chunk = (per_rank + cfg->accum - 1) / cfg->accum;
+	r->slots = 1;
+	if (cfg->pipeline > 1) {
+		int left = cfg->pipeline - r->comm->pipe_stage;
+
+		r->chunk = (per_rank + cfg->micro_batches - 1) / cfg->micro_batches;
+		r->batch_rows = per_rank;
+		r->slots = cfg->pipe_sched == PIPE_1F1B && left < cfg->micro_batches ? left :
+										       cfg->micro_batches;
+	}
 	cfg->spec.input_dim = r->train.dim;
 	cfg->spec.classes = r->train.classes;
-	cfg->spec.max_batch = r->chunk;
-	if (model_create(&r->model, &cfg->spec, on_gpu, (int)cfg->prec, err))
+	cfg->spec.max_batch = r->slots * r->chunk;
+	if (model_create(&r->model, &cfg->spec, on_gpu, (int)cfg->prec, err) ||
+	    setup_stage(r, err))
 		return DT_EXIT_USAGE;
 
 	bytes = r->model.nr_params * sizeof(float);
@@ -284,10 +482,10 @@ static int setup(struct run *r, struct strbuf *err)
 		r->state[i] = r->dev->alloc(bytes);
 		r->host_state[i] = dev_cpu.alloc(bytes);
 	}
-	r->xh = dev_cpu.alloc((size_t)r->chunk * r->train.dim * sizeof(float));
-	r->yh = dev_cpu.alloc((size_t)r->chunk * sizeof(int));
-	r->xd = on_gpu ? r->dev->alloc((size_t)r->chunk * r->train.dim * sizeof(float)) : r->xh;
-	r->yd = on_gpu ? r->dev->alloc((size_t)r->chunk * sizeof(int)) : r->yh;
+	r->xh = dev_cpu.alloc((size_t)r->batch_rows * r->train.dim * sizeof(float));
+	r->yh = dev_cpu.alloc((size_t)r->batch_rows * sizeof(int));
+	r->xd = on_gpu ? r->dev->alloc((size_t)r->batch_rows * r->train.dim * sizeof(float)) : r->xh;
+	r->yd = on_gpu ? r->dev->alloc((size_t)r->batch_rows * sizeof(int)) : r->yh;
 
 	/* same seed on every rank: identical replicas without a broadcast */
 	rng_seed(&r->ck.rng, rng_mix((uint64_t)cfg->seed, 0x1417ULL, 0));
@@ -353,6 +551,7 @@ static int maybe_resume(struct run *r, long long *start_step, struct strbuf *err
 	return DT_EXIT_OK;
 }
 
+/* The optimiser over this stage's segments (every segment without a pipeline). */
 static void optimizer_step(struct run *r, float lr, long long t)
 {
 	const struct train_config *cfg = r->cfg;
@@ -361,6 +560,8 @@ static void optimizer_step(struct run *r, float lr, long long t)
 		const struct param_seg *s = &r->model.segs[i];
 		float wd = s->decay ? (float)cfg->weight_decay : 0.0f;
 
+		if (s->off < r->plo || s->off >= r->phi)
+			continue;
 		if (cfg->optim == OPTIM_ADAMW)
 			r->dev->adamw(r->params + s->off, r->grads + s->off, r->state[0] + s->off,
 				      r->state[1] + s->off, s->len, lr, (float)cfg->beta1,
@@ -384,6 +585,10 @@ static void release_run(struct run *r)
 			r->dev->release(r->xd);
 			r->dev->release(r->yd);
 		}
+		if (r->pin)
+			r->dev->release(r->pin);
+		if (r->pgrad)
+			r->dev->release(r->pgrad);
 	}
 	for (int i = 0; i < r->nr_state; i++)
 		free(r->host_state[i]);
@@ -399,14 +604,441 @@ static void release_run(struct run *r)
 		gpu_shutdown();
 }
 
+/* --slow-rank R:MS (a test and benchmark flag): rank R sleeps MS ms per step. */
+static void slow_down(const struct run *r)
+{
+	int ms = r->cfg->slow_ms;
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	if (ms > 0 && r->comm->rank == r->cfg->slow_rank_id)
+		nanosleep(&ts, NULL);
+}
+
+/* Rank 0's training line every --log-every steps (and at the last step). */
+static void log_step(struct run *r, long long step, double loss, int skip)
+{
+	const struct train_config *cfg = r->cfg;
+	double t, sps, lr_now;
+	json_t *j;
+
+	if (r->comm->rank != 0 || !cfg->log_every ||
+	    ((step + 1) % cfg->log_every && step + 1 != r->total))
+		return;
+	t = now_s();
+	sps = r->interval_samples / (t - r->last_t > 0 ? t - r->last_t : 1e-9);
+	lr_now = train_lr_at(cfg, step, r->total);
+	j = metric_base(r, step + 1, (double)(step + 1) / r->bpe);
+	json_object_set_new(j, "loss", json_real(loss));
+	json_object_set_new(j, "lr", json_real(lr_now));
+	json_object_set_new(j, "samples_per_s", json_real(round(sps * 10) / 10));
+	if (r->model.tokens_per_row > 1)
+		json_object_set_new(j, "tokens_per_s", json_real(round(sps * r->model.tokens_per_row)));
+	if (r->comm->pipe_stages > 1 && r->pipe_time > 0)
+		json_object_set_new(j, "bubble", json_real(round(r->pipe_wait / r->pipe_time * 1e4) / 1e4));
+	json_object_set_new(j, "time", json_real(round((t - r->t0) * 1000) / 1000));
+	metrics_line(r, j);
+	if (!cfg->quiet)
+		printf("step %lld/%lld epoch %lld loss %.4f lr %.3g %.0f samples/s%s\n", step + 1,
+		       r->total, step / r->bpe + 1, loss, lr_now, sps,
+		       skip ? " (fp16 overflow, step skipped)" : "");
+	r->last_t = t;
+	r->interval_samples = 0;
+}
+
+/*
+ * Forward and backward of this rank's share of global batch `step`, in --accum
+ * micro-batches.  Synchronous (local 0): gradients pre-scaled by 1/global
+ * batch and all-reduced bucket by bucket during backward (comm_wait() after);
+ * local SGD (local 1): scaled by 1/this rank's rows and kept.  v gets the
+ * summed loss and hits over this rank's rows, *rows their count; returns the
+ * global batch's size.
+ */
+static int replica_step(struct run *r, long long step, int local, double v[2], int *rows)
+{
+	const struct train_config *cfg = r->cfg;
+	float scale = (float)r->ck.loss_scale;
+	struct bucket_ctx ctx = { r->comm, &r->model, r->grads };
+	int b = (int)(step % r->bpe), gbatch = 0, mine = 0;
+
+	sampler_set_epoch(&r->smp, (int)(step / r->bpe));
+	for (int part = 0; part < cfg->accum; part++) {
+		const int *idx;
+		int cnt;
+
+		sampler_slice(&r->smp, b, part, cfg->accum, &idx, &cnt);
+		mine += cnt;
+	}
+	for (int part = 0; part < cfg->accum; part++) {
+		const int *idx;
+		int cnt, correct = 0;
+
+		gbatch = sampler_slice(&r->smp, b, part, cfg->accum, &idx, &cnt);
+		dataset_gather(&r->train, idx, cnt, r->xh, r->yh);
+		batch_to_device(r, 0, cnt, 1);
+		v[0] += r->model.ops->train_step(&r->model, r->params, r->grads, part ? 1.0f : 0.0f,
+						 r->xd, r->yd, cnt,
+						 scale / (float)(local ? (mine ? mine : 1) : gbatch),
+						 &correct,
+						 !local && part == cfg->accum - 1 ? bucket_ready : NULL,
+						 &ctx);
+		v[1] += correct;
+	}
+	*rows = mine;
+	return gbatch;
+}
+
+/*
+ * The order of one stage's passes over M micro-batches, into ops[2M]: i for
+ * micro-batch i's forward, -1 - i for its backward.  GPipe runs every
+ * forward, then every backward; 1F1B runs P - stage - 1 forwards (the warm
+ * up), then one forward and one backward in turn, then the backwards left.
+ * Both run the backwards in micro-batch order, so both sum the gradients in
+ * the same order (same numbers).
+ */
+void train_pipe_schedule(enum pipe_sched kind, int M, int P, int stage, int *ops)
+{
+	int warm = kind == PIPE_GPIPE ? M : P - stage - 1, k = 0, next_b = 0;
+
+	if (warm > M)
+		warm = M;
+	for (int i = 0; i < warm; i++)
+		ops[k++] = i;
+	for (int i = warm; i < M; i++) {
+		ops[k++] = i;
+		ops[k++] = -1 - next_b++;
+	}
+	while (next_b < M)
+		ops[k++] = -1 - next_b++;
+}
+
+/*
+ * One step of this rank's pipeline stage: the replica's share of the global
+ * batch in --micro-batches row ranges, the schedule's forwards and backwards
+ * (activations and their gradients to and from the neighbouring stages, rank
+ * +-1), then this stage's gradients all-reduced over its data-parallel group
+ * (comm_wait() after).  v: loss and hits (non-zero on the last stage only).
+ */
+static int pipeline_step(struct run *r, long long step, double v[2])
+{
+	const struct train_config *cfg = r->cfg;
+	struct model *m = &r->model;
+	int M = cfg->micro_batches, b = (int)(step % r->bpe), gbatch = 0, rank = r->comm->rank;
+	int *off = xcalloc((size_t)M + 1, sizeof(int)), *ops = xcalloc(2 * (size_t)M, sizeof(int));
+	size_t wa = m->act_width[r->la], wb = m->act_width[r->lb];
+	float scale;
+	double t0 = now_s();
+
+	sampler_set_epoch(&r->smp, (int)(step / r->bpe));
+	for (int i = 0; i < M; i++) {
+		const int *idx;
+		int cnt;
+
+		gbatch = sampler_slice(&r->smp, b, i, M, &idx, &cnt);
+		if (r->la == 0 || r->lb == m->nr_layers)
+			dataset_gather(&r->train, idx, cnt, r->xh + (size_t)off[i] * r->train.dim,
+				       r->yh + off[i]);
+		off[i + 1] = off[i] + cnt;
+	}
+	batch_to_device(r, 0, off[M], r->la == 0);
+	scale = (float)r->ck.loss_scale / (float)gbatch;
+	r->dev->memset0(r->grads + r->plo, (r->phi - r->plo) * sizeof(float));
+	train_pipe_schedule(cfg->pipe_sched, M, r->comm->pipe_stages, r->comm->pipe_stage, ops);
+	for (int k = 0; k < 2 * M; k++) {
+		int i = ops[k] >= 0 ? ops[k] : -1 - ops[k], n = off[i + 1] - off[i], correct;
+		/* micro-batch i's rows in the model's buffers and pin/pgrad: its slot's */
+		int row = (i % r->slots) * r->chunk;
+		const float *in = r->la ? r->pin + (size_t)row * wa :
+					  r->xd + (size_t)off[i] * r->train.dim;
+		float *dout = r->pgrad ? r->pgrad + (size_t)row * wb : NULL;
+		const float *din;
+
+		if (ops[k] >= 0) {
+			v[0] += stage_forward(r, row, n, in, r->yd + off[i], scale, &correct);
+			v[1] += correct;
+			continue;
+		}
+		if (!n)
+			continue;
+		if (dout)
+			pipe_recv(r, dout, (size_t)n * wb, rank + 1);
+		din = m->ops->backward_range(m, r->params, r->grads, 1.0f, r->la, r->lb, row, n,
+					     in, dout, NULL, NULL);
+		if (r->la > 0)
+			pipe_send(r, din, (size_t)n * wa, rank - 1);
+	}
+	comm_p2p_flush(r->comm);
+	add_since(&r->pipe_time, t0);
+	comm_bucket_start(r->comm, r->grads + r->plo, r->phi - r->plo);
+	free(off);
+	free(ops);
+	return gbatch;
+}
+
+/*
+ * After backward: fp16 loss scaling, unscaling, clipping (the norm over every
+ * stage) and the optimiser step with `scale`, the loss scale the step used.
+ * Returns 1 when fp16 overflow skipped the step.
+ */
+static int apply_update(struct run *r, long long step, float scale)
+{
+	const struct train_config *cfg = r->cfg;
+	float *g = r->grads + r->plo;
+	size_t n = r->phi - r->plo;
+
+	if (cfg->prec == PREC_FP16) {
+		/* dynamic loss scaling: every rank sees the same reduced gradients */
+		if (!r->dev->finite(r->grads, r->model.nr_params)) {
+			r->ck.loss_scale = r->ck.loss_scale / 2 < 1 ? 1 : r->ck.loss_scale / 2;
+			r->ck.good_steps = 0;
+			return 1;
+		} else if (++r->ck.good_steps % 1000 == 0 && r->ck.loss_scale < 16777216.0) {
+			r->ck.loss_scale *= 2;
+		}
+	}
+	if (scale != 1.0f)
+		r->dev->scale(g, n, 1.0f / scale);
+	if (cfg->clip > 0) {
+		double sq = r->dev->sumsq(g, n), norm;
+
+		if (r->comm->pipe_stages > 1) {
+			/* every replica of a stage holds the same gradients */
+			comm_sum(r->comm, &sq, 1);
+			sq /= r->comm->replicas;
+		}
+		norm = sqrt(sq);
+		if (norm > cfg->clip)
+			r->dev->scale(g, n, (float)(cfg->clip / (norm + 1e-6)));
+	}
+	optimizer_step(r, (float)train_lr_at(cfg, step, r->total), step + 1);
+	return 0;
+}
+
+static int diverged(const struct run *r, long long step, double loss, struct strbuf *err)
+{
+	strbuf_addf(err, "loss is %s at step %lld (epoch %lld): training diverged; "
+		    "lower --lr, or add --warmup or --clip", isnan(loss) ? "NaN" : "Inf", step + 1,
+		    step / r->bpe + 1);
+	return DT_EXIT_FAIL;
+}
+
+/* A synchronous step (data parallel, with or without a pipeline); DT_EXIT_*. */
+static int sync_step(struct run *r, long long step, double *loss, struct strbuf *err)
+{
+	double v[2] = { 0.0, 0.0 }, t0 = now_s();
+	float scale = (float)r->ck.loss_scale;
+	int gbatch, rows, skip;
+
+	if (r->comm->pipe_stages > 1)
+		gbatch = pipeline_step(r, step, v);
+	else
+		gbatch = replica_step(r, step, 0, v, &rows);
+	comm_wait(r->comm);
+	comm_sum(r->comm, v, 2);
+	*loss = v[0] / gbatch;
+	if (!isfinite(*loss))
+		return diverged(r, step, *loss, err);
+	skip = apply_update(r, step, scale);
+	if (r->dev->gpu)
+		gpu_sync();
+	slow_down(r);
+	r->run_time += now_s() - t0;
+	r->run_samples += gbatch;
+	r->interval_samples += gbatch;
+	log_step(r, step, *loss, skip);
+	return DT_EXIT_OK;
+}
+
+/*
+ * Every rank's parameters and optimiser state replaced by their mean, rank r
+ * weighted by `weight` (the weights sum to 1 over the ranks).
+ */
+static void average_replicas(struct run *r, double weight)
+{
+	float *bufs[3] = { r->params, r->state[0], r->state[1] };
+	size_t n = r->model.nr_params;
+
+	if (r->comm->replicas == 1)
+		return;
+	for (int i = 0; i <= r->nr_state; i++) {
+		r->dev->scale(bufs[i], n, (float)weight);
+		comm_bucket_start(r->comm, bufs[i], n);
+	}
+	comm_wait(r->comm);
+}
+
+/*
+ * --sync async: one round of local SGD steps, then the average.  Rank 0 takes
+ * --sync-every steps (fewer at the end) and then tells the others; they step
+ * until it does, at least once and at most as often as rank 0, so a slow rank
+ * holds the others back by at most one of its steps per round.  Without MPI
+ * to pace the rounds every rank takes rank 0's count.  Then parameters and
+ * optimiser state are averaged, each rank weighted by the steps it took (a
+ * straggler's model, one step from the last average, would otherwise pull
+ * the others' progress back by half), and every rank goes on from rank 0's
+ * step.
+ * *loss: mean loss of every rank's last step.  DT_EXIT_*.
+ */
+static int async_round(struct run *r, long long *stepp, double *loss, struct strbuf *err)
+{
+	struct comm *c = r->comm;
+	long long step = *stepp, end = step + r->cfg->sync_every, told;
+	int pace = comm_can_pace(c), done = 0, taken = 0;
+	/* last step's loss and rows, rows of the round, ranks with a NaN/Inf loss */
+	double sums[4] = { 0.0, 0.0, 0.0, 0.0 }, t0 = now_s();
+
+	if (end > r->total)
+		end = r->total;
+	while (!done) {
+		double v[2] = { 0.0, 0.0 };
+		float scale = (float)r->ck.loss_scale;
+		int rows, gbatch = replica_step(r, step, 1, v, &rows), skip;
+
+		if (!isfinite(v[0]))
+			sums[3] = 1;
+		skip = apply_update(r, step, scale);
+		if (r->dev->gpu)
+			gpu_sync();
+		slow_down(r);
+		sums[0] = v[0];
+		sums[1] = rows;
+		sums[2] += rows;
+		r->local_steps++;
+		taken++;
+		/* the log's rate: rank 0's, as if every rank kept up */
+		r->interval_samples += gbatch;
+		log_step(r, step, rows ? v[0] / rows : 0.0, skip);
+		step++;
+		if (c->rank == 0 || !pace) {
+			done = step == end;
+			if (done && pace && c->rank == 0)
+				comm_round_end(c, step);
+		} else if (comm_round_test(c, &told, step == end)) {
+			step = told;
+			done = 1;
+		}
+	}
+	{
+		double all = taken;
+
+		comm_sum(c, &all, 1);
+		average_replicas(r, taken / all);
+	}
+	comm_sum(c, sums, 4);
+	r->run_time += now_s() - t0;
+	r->run_samples += sums[2];
+	*loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+	*stepp = step;
+	if (sums[3] > 0 || !isfinite(*loss))
+		return diverged(r, step - 1, sums[3] > 0 ? NAN : *loss, err);
+	return DT_EXIT_OK;
+}
+
+/* Validation at the end of a step (or round) that crossed a validation point. */
+static void validate(struct run *r, long long step, double loss, double *val_loss,
+		     double *val_acc, const char *what)
+{
+	evaluate(r, val_loss, val_acc);
+	if (r->comm->rank == 0 && r->val.n) {
+		json_t *j = metric_base(r, step, (double)step / r->bpe);
+
+		if (isfinite(loss))
+			json_object_set_new(j, "loss", json_real(loss));
+		json_object_set_new(j, "val_loss", json_real(*val_loss));
+		json_object_set_new(j, "val_acc", json_real(*val_acc));
+		json_object_set_new(j, "time", json_real(round((now_s() - r->t0) * 1000) / 1000));
+		metrics_line(r, j);
+		if (!strcmp(what, "final"))
+			printf("final step %lld val_loss %.4f val_acc %.4f\n", step, *val_loss,
+			       *val_acc);
+		else
+			printf("epoch %lld step %lld val_loss %.4f val_acc %.4f\n",
+			       (step - 1) / r->bpe + 1, step, *val_loss, *val_acc);
+	}
+}
+
+/* Whether a multiple of `every` lies in (from, to]. */
+static int crossed(long long from, long long to, long long every)
+{
+	return every > 0 && to / every > from / every;
+}
+
+static void print_header(struct run *r)
+{
+	const struct train_config *cfg = r->cfg;
+	const struct comm *comm = r->comm;
+	double np = (double)r->model.nr_params;
+
+	printf("dttrain: %s, %.*f%s params, %d rank%s (%s) on %s, %d train / %d val rows, "
+	       "batch %d (%d per %s", r->ck.arch, np < 1e6 ? 1 : 2, np < 1e6 ? np / 1e3 : np / 1e6,
+	       np < 1e6 ? "K" : "M", comm->world,
+	       comm->world > 1 ? "s" : "", comm_name(comm), r->dev->gpu ? "cuda" : "cpu",
+	       r->train.n, r->val.n, cfg->batch, (cfg->batch + comm->replicas - 1) / comm->replicas,
+	       comm->pipe_stages > 1 ? "replica" : "rank");
+	if (cfg->accum > 1)
+		printf(" in %d micro-batches", cfg->accum);
+	printf("), %d steps/epoch, %lld steps\n", r->bpe, r->total);
+	if (comm->pipe_stages > 1) {
+		printf("pipeline: %d stages x %d replica%s (rank = replica * %d + stage), %d "
+		       "micro-batches (%d in flight on stage 0), %s; layers", comm->pipe_stages,
+		       comm->replicas, comm->replicas > 1 ? "s" : "", comm->pipe_stages,
+		       cfg->micro_batches, r->slots, cfg->pipe_sched == PIPE_GPIPE ? "gpipe" : "1f1b");
+		for (int s = 0; s < comm->pipe_stages; s++) {
+			int a, b;
+
+			train_stage_layers(&r->model, comm->pipe_stages, s, &a, &b);
+			printf(" %s%d-%d", s ? "| " : "", a, b - 1);
+		}
+		printf("\n");
+	}
+	if (cfg->sync_kind == SYNC_ASYNC)
+		printf("async: local SGD, parameters and optimizer state averaged every %d steps "
+		       "(%s)\n", cfg->sync_every,
+		       comm_can_pace(comm) ? "rank 0 paces the rounds" : "every rank counts");
+	fflush(stdout);
+}
+
+/* The end of the run's summary lines: pipeline bubble, async steps per rank. */
+static void print_parallel_summary(struct run *r, struct train_result *res)
+{
+	struct comm *c = r->comm;
+	int rank0 = c->rank == 0;
+
+	res->bubble = NAN;
+	if (c->pipe_stages > 1) {
+		double v[2] = { r->pipe_wait, r->pipe_time };
+		int P = c->pipe_stages, M = r->cfg->micro_batches;
+
+		comm_sum(c, v, 2);
+		res->bubble = v[1] > 0 ? v[0] / v[1] : NAN;
+		if (rank0 && v[1] > 0)
+			printf("pipeline: bubble %.1f%% (time blocked on neighbouring stages; ideal "
+			       "(P-1)/(M+P-1) = %.1f%%)\n", 100 * res->bubble,
+			       100.0 * (P - 1) / (M + P - 1));
+	}
+	if (r->cfg->sync_kind == SYNC_ASYNC && c->world > 1) {
+		double v[16] = { 0 };
+		int n = c->world < 16 ? c->world : 16;
+
+		if (c->rank < n)
+			v[c->rank] = (double)r->local_steps;
+		comm_sum(c, v, n);
+		if (rank0) {
+			printf("async: local steps per rank:");
+			for (int i = 0; i < n; i++)
+				printf(" %.0f", v[i]);
+			printf("%s\n", n < c->world ? " ..." : "");
+		}
+	}
+}
+
 int train_run(struct train_config *cfg, struct comm *comm, struct train_result *res,
 	      struct strbuf *err)
 {
 	struct run run, *r = &run;
-	long long start, total, step;
-	int bpe, code, rank0 = comm->rank == 0;
-	double last_t, loss = NAN, val_loss = NAN, val_acc = NAN, run_samples = 0, run_time = 0;
-	long long interval_samples = 0, last_eval = -1;
+	long long start, step;
+	int code, rank0 = comm->rank == 0;
+	double loss = NAN, val_loss = NAN, val_acc = NAN;
+	long long last_eval = -1;
 	const char *metrics_path;
 	struct strbuf ckdir = STRBUF_INIT;
 
@@ -414,7 +1046,7 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	r->cfg = cfg;
 	r->comm = comm;
 	res->steps = 0;
-	res->loss = res->val_loss = res->val_acc = NAN;
+	res->loss = res->val_loss = res->val_acc = res->bubble = NAN;
 	res->samples_per_s = 0;
 	res->agreed = 0;
 	code = setup(r, err);
@@ -428,9 +1060,10 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 		strbuf_addf(&ckdir, "%s/ckpt", getenv_nonempty("DT_JOB_DIR"));
 		cfg->checkpoint_dir = ckdir.buf;
 	}
-	sampler_init(&r->smp, r->train.n, cfg->batch, comm->rank, comm->world, (uint64_t)cfg->seed);
-	bpe = sampler_batches_per_epoch(&r->smp);
-	total = cfg->steps > 0 ? cfg->steps : (long long)cfg->epochs * bpe;
+	sampler_init(&r->smp, r->train.n, cfg->batch, comm->replica, comm->replicas,
+		     (uint64_t)cfg->seed);
+	r->bpe = sampler_batches_per_epoch(&r->smp);
+	r->total = cfg->steps > 0 ? cfg->steps : (long long)cfg->epochs * r->bpe;
 
 	metrics_path = cfg->metrics ? cfg->metrics : getenv("DT_METRICS_FILE");
 	if (rank0 && metrics_path && *metrics_path) {
@@ -447,128 +1080,29 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 		res->agreed = 1;
 		goto out;
 	}
-	if (rank0 && !cfg->quiet) {
-		double np = (double)r->model.nr_params;
-
-		printf("dttrain: %s, %.*f%s params, %d rank%s (%s) on %s, %d train / %d val rows, "
-		       "batch %d (%d per rank", r->ck.arch, np < 1e6 ? 1 : 2, np < 1e6 ? np / 1e3 : np / 1e6,
-		       np < 1e6 ? "K" : "M", comm->world,
-		       comm->world > 1 ? "s" : "", comm_name(comm), r->dev->gpu ? "cuda" : "cpu",
-		       r->train.n, r->val.n, cfg->batch, (cfg->batch + comm->world - 1) / comm->world);
-		if (cfg->accum > 1)
-			printf(" in %d micro-batches", cfg->accum);
-		printf("), %d steps/epoch, %lld steps\n", bpe, total);
-		fflush(stdout);
-	}
+	if (rank0 && !cfg->quiet)
+		print_header(r);
 
 	r->t0 = now_s();
-	last_t = r->t0;
-	for (step = start; step < total; step++) {
-		int epoch = (int)(step / bpe), b = (int)(step % bpe), gbatch = 0, end_of_epoch;
-		double v[2] = { 0.0, 0.0 }, step_t0 = now_s();
-		float scale = (float)r->ck.loss_scale, lr;
-		struct bucket_ctx ctx = { comm, &r->model, r->grads };
-		int skip = 0;
+	r->last_t = r->t0;
+	for (step = start; step < r->total;) {
+		long long from = step;
 
-		sampler_set_epoch(&r->smp, epoch);
-		for (int part = 0; part < cfg->accum; part++) {
-			const int *rows;
-			int cnt, correct = 0;
-
-			gbatch = sampler_slice(&r->smp, b, part, cfg->accum, &rows, &cnt);
-			dataset_gather(&r->train, rows, cnt, r->xh, r->yh);
-			if (r->dev->gpu && cnt) {
-				r->dev->h2d(r->xd, r->xh, (size_t)cnt * r->train.dim * sizeof(float));
-				r->dev->h2d(r->yd, r->yh, (size_t)cnt * sizeof(int));
-			}
-			v[0] += r->model.ops->train_step(&r->model, r->params, r->grads,
-							 part ? 1.0f : 0.0f, r->xd, r->yd, cnt,
-							 scale / (float)gbatch, &correct,
-							 part == cfg->accum - 1 ? bucket_ready : NULL, &ctx);
-			v[1] += correct;
-		}
-		comm_wait(comm);
-		comm_sum(comm, v, 2);
-		loss = v[0] / gbatch;
-		if (!isfinite(loss)) {
-			strbuf_addf(err, "loss is %s at step %lld (epoch %d): training diverged; "
-				    "lower --lr, or add --warmup or --clip", isnan(loss) ? "NaN" : "Inf",
-				    step + 1, epoch + 1);
-			code = DT_EXIT_FAIL;
+		if (cfg->sync_kind == SYNC_ASYNC)
+			code = async_round(r, &step, &loss, err);
+		else
+			code = sync_step(r, step++, &loss, err);
+		if (code) {
 			res->agreed = 1;
 			goto out;
 		}
-		if (cfg->prec == PREC_FP16) {
-			/* dynamic loss scaling: every rank sees the same reduced gradients */
-			if (!r->dev->finite(r->grads, r->model.nr_params)) {
-				r->ck.loss_scale = r->ck.loss_scale / 2 < 1 ? 1 : r->ck.loss_scale / 2;
-				r->ck.good_steps = 0;
-				skip = 1;
-			} else if (++r->ck.good_steps % 1000 == 0 && r->ck.loss_scale < 16777216.0) {
-				r->ck.loss_scale *= 2;
-			}
+		if (crossed(from, step, cfg->eval_every ? cfg->eval_every : r->bpe)) {
+			validate(r, step, loss, &val_loss, &val_acc, "epoch");
+			last_eval = step;
 		}
-		if (!skip) {
-			if (scale != 1.0f)
-				r->dev->scale(r->grads, r->model.nr_params, 1.0f / scale);
-			if (cfg->clip > 0) {
-				double norm = sqrt(r->dev->sumsq(r->grads, r->model.nr_params));
-
-				if (norm > cfg->clip)
-					r->dev->scale(r->grads, r->model.nr_params,
-						      (float)(cfg->clip / (norm + 1e-6)));
-			}
-			lr = (float)train_lr_at(cfg, step, total);
-			optimizer_step(r, lr, step + 1);
-		}
-		if (r->dev->gpu)
-			gpu_sync();
-		run_time += now_s() - step_t0;
-		run_samples += gbatch;
-		interval_samples += gbatch;
-
-		if (cfg->log_every && ((step + 1) % cfg->log_every == 0 || step + 1 == total)) {
-			double t = now_s(), sps = interval_samples / (t - last_t > 0 ? t - last_t : 1e-9);
-			double lr_now = train_lr_at(cfg, step, total);
-
-			if (rank0) {
-				json_t *j = metric_base(r, step + 1, (double)(step + 1) / bpe);
-
-				json_object_set_new(j, "loss", json_real(loss));
-				json_object_set_new(j, "lr", json_real(lr_now));
-				json_object_set_new(j, "samples_per_s", json_real(round(sps * 10) / 10));
-				if (r->model.tokens_per_row > 1)
-					json_object_set_new(j, "tokens_per_s",
-							    json_real(round(sps * r->model.tokens_per_row)));
-				json_object_set_new(j, "time", json_real(round((t - r->t0) * 1000) / 1000));
-				metrics_line(r, j);
-				if (!cfg->quiet)
-					printf("step %lld/%lld epoch %d loss %.4f lr %.3g %.0f samples/s%s\n",
-					       step + 1, total, epoch + 1, loss, lr_now, sps,
-					       skip ? " (fp16 overflow, step skipped)" : "");
-			}
-			last_t = t;
-			interval_samples = 0;
-		}
-		end_of_epoch = b == bpe - 1;
-		if (cfg->eval_every ? (step + 1) % cfg->eval_every == 0 : end_of_epoch) {
-			evaluate(r, &val_loss, &val_acc);
-			last_eval = step + 1;
-			if (rank0 && r->val.n) {
-				json_t *j = metric_base(r, step + 1, (double)(step + 1) / bpe);
-
-				json_object_set_new(j, "loss", json_real(loss));
-				json_object_set_new(j, "val_loss", json_real(val_loss));
-				json_object_set_new(j, "val_acc", json_real(val_acc));
-				json_object_set_new(j, "time", json_real(round((now_s() - r->t0) * 1000) / 1000));
-				metrics_line(r, j);
-				printf("epoch %d step %lld val_loss %.4f val_acc %.4f\n",
-					       epoch + 1, step + 1, val_loss, val_acc);
-			}
-		}
-		if (cfg->checkpoint_dir && cfg->checkpoint_every &&
-		    (step + 1) % cfg->checkpoint_every == 0 && step + 1 < total &&
-		    save_checkpoint(r, step + 1, bpe, err)) {
+		if (cfg->checkpoint_dir && step < r->total &&
+		    crossed(from, step, cfg->checkpoint_every) &&
+		    save_checkpoint(r, step, r->bpe, err)) {
 			code = DT_EXIT_FAIL;
 			res->agreed = 1;
 			goto out;
@@ -576,21 +1110,9 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 		if (rank0 && !cfg->quiet)
 			fflush(stdout);
 	}
-	if (last_eval != total && r->val.n) {
-		evaluate(r, &val_loss, &val_acc);
-		if (rank0) {
-			json_t *j = metric_base(r, total, (double)total / bpe);
-
-			if (isfinite(loss))
-				json_object_set_new(j, "loss", json_real(loss));
-			json_object_set_new(j, "val_loss", json_real(val_loss));
-			json_object_set_new(j, "val_acc", json_real(val_acc));
-			json_object_set_new(j, "time", json_real(round((now_s() - r->t0) * 1000) / 1000));
-			metrics_line(r, j);
-			printf("final step %lld val_loss %.4f val_acc %.4f\n", total, val_loss, val_acc);
-		}
-	}
-	if (cfg->checkpoint_dir && save_checkpoint(r, total, bpe, err)) {
+	if (last_eval != r->total && r->val.n)
+		validate(r, r->total, loss, &val_loss, &val_acc, "final");
+	if (cfg->checkpoint_dir && save_checkpoint(r, r->total, r->bpe, err)) {
 		code = DT_EXIT_FAIL;
 		res->agreed = 1;
 		goto out;
@@ -598,6 +1120,7 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	if (res->want_params || cfg->save_weights) {
 		size_t bytes = r->model.nr_params * sizeof(float);
 
+		gather_stages(r);
 		r->dev->d2h(r->host_params, r->params, bytes);
 		if (cfg->save_weights && rank0 &&
 		    write_file_atomic(cfg->save_weights, r->host_params, bytes, 0644)) {
@@ -610,18 +1133,19 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 			res->nr_params = r->model.nr_params;
 		}
 	}
-	res->steps = total;
+	print_parallel_summary(r, res);
+	res->steps = r->total;
 	res->loss = loss;
 	res->val_loss = val_loss;
 	res->val_acc = val_acc;
-	res->samples_per_s = run_time > 0 ? run_samples / run_time : 0;
-	if (rank0 && run_time > 0 && r->model.tokens_per_row > 1)
+	res->samples_per_s = r->run_time > 0 ? r->run_samples / r->run_time : 0;
+	if (rank0 && r->run_time > 0 && r->model.tokens_per_row > 1)
 		printf("done: %lld steps, %.0f samples/s, %.0f tokens/s (training only)\n",
-		       total - start, run_samples / run_time,
-		       run_samples * r->model.tokens_per_row / run_time);
-	else if (rank0 && run_time > 0)
-		printf("done: %lld steps, %.0f samples/s (training only)\n", total - start,
-		       run_samples / run_time);
+		       r->total - start, r->run_samples / r->run_time,
+		       r->run_samples * r->model.tokens_per_row / r->run_time);
+	else if (rank0 && r->run_time > 0)
+		printf("done: %lld steps, %.0f samples/s (training only)\n", r->total - start,
+		       r->run_samples / r->run_time);
 out:
 	fflush(stdout);
 	release_run(r);

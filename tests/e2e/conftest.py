@@ -273,6 +273,12 @@ class LocalCluster:
         self.dtctl("head", "stop")
         stop_home_daemons(self.home)
 
+    def node_json(self):
+        """The node as `dtctl nodes --json` shows it."""
+        p = self.dtctl("nodes", "--json")
+        assert p.returncode == 0, p.stderr
+        return [n for n in json.loads(p.stdout)["nodes"] if n["name"] == "local"][0]
+
     def wait_up(self, timeout=20):
         deadline = time.monotonic() + timeout
         last = None
@@ -531,6 +537,18 @@ class HeadCluster:
         p = self.dtctl("show", "--json", job)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)["job"]
+
+    def wait_job(self, job, states, timeout=60):
+        """`dtctl show --json job` once its state is one of states."""
+        import time
+        deadline = time.time() + timeout
+        while True:
+            j = self.show(job)
+            if j["state"] in states:
+                return j
+            assert time.time() < deadline, "job %s not %s after %ss: %s" % (job, states,
+                                                                           timeout, j)
+            time.sleep(0.2)
 
     def shutdown(self):
         """Cancel what still runs, stop the agents and dtsched."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dtapi import DtApi, read_secret, sign
+from dtapi import PROTOCOL, DtApi, read_secret, sign
 
 
 def free_port():
@@ -94,7 +94,7 @@ def test_task_lifecycle_and_log(agent, tmp_path):
         "env": {"LR": "0.1"}, "cuda_visible_devices": [0, 1], "cwd": str(tmp_path),
         "log": str(log), "job_id": "j-1", "rank": 0})
     assert st == 201, body
-    assert body["protocol"] == 1
+    assert body["protocol"] == PROTOCOL
     assert body["task"]["id"] == "j-1.0"
     t = agent.api.wait_task("j-1.0")
     assert t["state"] == "exited" and t["exit_code"] == 3, t
@@ -173,7 +173,7 @@ def test_bad_requests_change_nothing(agent, tmp_path, name, method, path, body, 
         status, text = 413, ""   # the server may close a connection whose body it refuses
     assert status == expected, "%s: expected HTTP %d, got %d: %s" % (name, expected, status, text)
     if text:
-        assert json.loads(text)["protocol"] == 1 and "error" in json.loads(text)
+        assert json.loads(text)["protocol"] == PROTOCOL and "error" in json.loads(text)
     time.sleep(0.3)
     assert agent.tasks() == before, "%s created a task" % name
     assert not target.exists(), "%s ran something" % name
@@ -411,7 +411,7 @@ class FakeHead:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 head.beats.append(body)
                 code, extra = head.policy(body)
-                out = json.dumps(dict({"protocol": 1, "state": "UP"}, **extra)).encode()
+                out = json.dumps(dict({"protocol": PROTOCOL, "state": "UP"}, **extra)).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))

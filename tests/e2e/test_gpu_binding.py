@@ -36,15 +36,6 @@ class Ctx(HeadCluster):
         assert p.returncode == 0, p.stdout + p.stderr
         return p.stdout.strip()
 
-    def wait_job(self, job, states, timeout=60):
-        deadline = time.time() + timeout
-        while True:
-            j = self.show(job)
-            if j["state"] in states:
-                return j
-            assert time.time() < deadline, "job %s not %s: %s" % (job, states, j)
-            time.sleep(0.2)
-
     def bindings(self, job):
         """{rank: (cvd, order)} from the job's logs."""
         p = self.dtctl("logs", job)

@@ -426,7 +426,8 @@ import os, sys, time
 jd, rank = os.environ["DT_JOB_DIR"], int(os.environ["RANK"])
 resume = os.environ.get("DT_RESUME")
 if resume:
-    print("rank %d resumed from %s: %s" % (rank, os.path.basename(resume), open(resume).read()), flush=True)
+    print("rank %d resumed from %s: %s (world %s)" % (rank, os.path.basename(resume),
+          open(resume).read(), os.environ["WORLD_SIZE"]), flush=True)
     sys.exit(0)
 if rank == 0:
     os.makedirs(jd + "/ckpt", exist_ok=True)
@@ -437,15 +438,10 @@ time.sleep(120)
 '''
 
 
-def test_node_killed_node_fail_then_retry_from_checkpoint(cluster):
-    marker = "nodekill-" + uuid.uuid4().hex[:8]
-    job = cluster.submit("-n", 2, "-g", 4, "--retries", 1, "--name", "nodekill", "--",
-                         PY, "-c", NODE_KILL, marker)
-    j = cluster.wait_job(job, ["RUNNING"])
-    time.sleep(1.5)
-    victim = j["placement"][1]["node"]
+def kill_node(cluster, job, victim):
+    """The node dies: its agent, the supervisors and job's rank there, all at once.
+    Returns the node's index (cluster.start_agent(i) brings it back)."""
     i = [n.index for n in cluster.fc.nodes if n.name == victim][0]
-    # the node dies: its agent, the supervisors and the rank, all at once
     agent_pid = int(cluster.fc.exec(i, "cat %s/agent.pid" % cluster.agent_home(i)).stdout)
     victims = [agent_pid] + [int(x) for x in subprocess.run(
         ["pgrep", "-f", "--", "--home %s" % cluster.agent_home(i)], capture_output=True,
@@ -458,6 +454,17 @@ def test_node_killed_node_fail_then_retry_from_checkpoint(cluster):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return i
+
+
+def test_node_killed_node_fail_then_retry_from_checkpoint(cluster):
+    marker = "nodekill-" + uuid.uuid4().hex[:8]
+    job = cluster.submit("-n", 2, "-g", 4, "--retries", 1, "--name", "nodekill", "--",
+                         PY, "-c", NODE_KILL, marker)
+    j = cluster.wait_job(job, ["RUNNING"])
+    time.sleep(1.5)
+    victim = j["placement"][1]["node"]
+    i = kill_node(cluster, job, victim)
     try:
         j = cluster.wait_job(job, ["COMPLETED", "FAILED", "NODE_FAIL"], 30)
         assert j["state"] == "COMPLETED", j

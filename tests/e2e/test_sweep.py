@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import HeadCluster
+from dtapi import PROTOCOL
 
 HEAD_PORT = 17691
 AGENT_PORT = 17690
@@ -172,7 +173,7 @@ seed: 11
     assert "COMPLETED" in p.stderr and "best: trial" in p.stdout, p.stdout + p.stderr
     sid = p.stderr.split("sweep ")[1].split()[0]
     ex = cluster.export(sid)
-    assert ex["protocol"] == 1 and ex["sweep"]["state"] == "COMPLETED"
+    assert ex["protocol"] == PROTOCOL and ex["sweep"]["state"] == "COMPLETED"
     assert ex["sweep"]["method"] == "random" and ex["sweep"]["max_trials"] == 12
     assert [t["trial"] for t in ex["trials"]] == list(range(1, 13))
     for t in ex["trials"]:

@@ -2,7 +2,8 @@
  * test_asha.c - unit tests for scheduler/asha.c (asynchronous successive
  * halving): rung levels, a hand-built pruning scenario, a brute-force
  * reference of the rule on random reports, goal handling, replay in another
- * interleaving and the JSON snapshot, and the optional rung check.
+ * interleaving and the JSON snapshot, the optional rung check, and the
+ * promotion variant (pause at each rung, promote the top 1/eta).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -650,6 +651,129 @@ static void test_explicit_rungs(void **state)
 	asha_free(a);
 }
 
+
+/*
+ * Promotion, by hand: eta 3, rungs at 1 and 3, max_iter 9.  Three trials
+ * pause at epoch 1; only the best of the three (floor(3/3) = 1) is promoted,
+ * pauses at 3, and while the sweep goes on nothing is promoted from a rung
+ * holding one value; closing (nothing running, nothing new) lets the best
+ * of each rung go on, so trial 3 trains to the end and 1 and 2 stay paused.
+ */
+static void test_promotion(void **state)
+{
+	struct asha *a = asha_new(1, 3, 9, GOAL_MINIMIZE), *b;
+	json_t *j;
+	struct strbuf err = STRBUF_INIT;
+
+	asha_set_promotion(a, 1);
+	assert_int_equal(asha_report(a, 1, 0.5, 9), ASHA_CONTINUE);   /* below the first rung */
+	assert_int_equal(asha_report(a, 1, 1, 0.5), ASHA_PAUSE);
+	assert_int_equal(asha_report(a, 2, 1, 0.9), ASHA_PAUSE);
+	assert_int_equal(asha_promote_next(a, 0), 0);                 /* 2 values: none yet */
+	assert_int_equal(asha_report(a, 3, 1, 0.2), ASHA_PAUSE);
+	assert_true(asha_is_paused(a, 3));
+	assert_int_equal(asha_promote_next(a, 0), 3);
+	assert_false(asha_is_paused(a, 3));
+	assert_int_equal(asha_promote_next(a, 0), 0);                 /* 3 was the one */
+	assert_int_equal(asha_rung_went_on(a, 0), 1);
+	assert_int_equal(asha_report(a, 3, 2, 0.15), ASHA_CONTINUE);
+	assert_int_equal(asha_report(a, 3, 3, 0.1), ASHA_PAUSE);
+	assert_int_equal(asha_promote_next(a, 0), 0);
+	assert_false(asha_is_pruned(a, 1));
+
+	/* a snapshot and a replay in another order, states restored, decide the same */
+	j = asha_to_json(a);
+	b = asha_from_json(j, &err);
+	assert_non_null(b);
+	assert_true(asha_get_promotion(b));
+	assert_int_equal(asha_promote_next(b, 0), 0);
+	assert_int_equal(asha_promote_next(b, 1), 3);
+	asha_free(b);
+	json_decref(j);
+	b = asha_new(1, 3, 9, GOAL_MINIMIZE);
+	asha_set_promotion(b, 1);
+	asha_report(b, 3, 1, 0.2);
+	asha_report(b, 2, 1, 0.9);
+	asha_report(b, 3, 2, 0.15);
+	asha_report(b, 1, 1, 0.5);
+	asha_report(b, 3, 3, 0.1);
+	assert_true(asha_is_paused(b, 1) && asha_is_paused(b, 2) && asha_is_paused(b, 3));
+	assert_int_equal(asha_promote_next(b, 1), 3);
+	asha_free(b);
+
+	assert_int_equal(asha_promote_next(a, 1), 3);                 /* closing: on to the end */
+	assert_int_equal(asha_report(a, 3, 9, 0.05), ASHA_CONTINUE);
+	asha_set_trial(a, 3, ASHA_TRIAL_DONE);
+	assert_int_equal(asha_promote_next(a, 1), 0);                 /* 1 and 2: not the best */
+	assert_true(asha_is_paused(a, 1) && asha_is_paused(a, 2));
+	asha_free(a);
+	strbuf_release(&err);
+}
+
+/*
+ * 27 trials on 4 workers whose epochs take different times, promotions
+ * preferred over new trials, as dtsched runs them: every rung k ends with
+ * at least floor(27 / 3^k) values, at least one trial trains to max_iter,
+ * and every other trial ends paused.  200 random value and time draws.
+ */
+static void test_promotion_parallel(void **state)
+{
+	for (int round = 0; round < 200; round++) {
+		struct asha *a = asha_new(1, 3, 27, GOAL_MINIMIZE);
+		struct rng r;
+		double f[28], speed[28], clock[4] = { 0 };
+		int epoch[28] = { 0 }, slot[4] = { 0 }, started = 0, completed = 0;
+
+		rng_seed(&r, (uint64_t)round);
+		asha_set_promotion(a, 1);
+		for (int i = 1; i <= 27; i++) {
+			f[i] = rng_uniform01(&r);
+			speed[i] = 0.5 + rng_uniform01(&r);
+		}
+		for (;;) {
+			int w = -1, id;
+
+			/* fill free workers: a promotion first, else a new trial */
+			for (int k = 0; k < 4; k++) {
+				int running = 0;
+
+				for (int m = 0; m < 4; m++)
+					running += slot[m] != 0;
+				if (slot[k])
+					continue;
+				id = asha_promote_next(a, started == 27 && !running);
+				if (!id && started < 27)
+					id = ++started;
+				slot[k] = id;
+			}
+			for (int k = 0; k < 4; k++)
+				if (slot[k] && (w < 0 || clock[k] + speed[slot[k]] <
+						  clock[w] + speed[slot[w]]))
+					w = k;
+			if (w < 0)
+				break;
+			id = slot[w];
+			clock[w] += speed[id];
+			epoch[id]++;
+			if (epoch[id] == 27) {
+				completed++;
+				asha_set_trial(a, id, ASHA_TRIAL_DONE);
+				slot[w] = 0;
+			} else if (asha_report(a, id, epoch[id], f[id] + 1.0 / epoch[id]) ==
+				   ASHA_PAUSE) {
+				slot[w] = 0;
+			}
+		}
+		assert_int_equal(asha_rung_count(a, 0), 27);
+		assert_true(asha_rung_count(a, 1) >= 9);
+		assert_true(asha_rung_count(a, 2) >= 3);
+		assert_true(completed >= 1);
+		for (int i = 1; i <= 27; i++)
+			assert_true(epoch[i] == 27 || asha_is_paused(a, i));
+		asha_free(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -667,6 +791,8 @@ int main(void)
 		cmocka_unit_test(test_from_json_errors),
 		cmocka_unit_test(test_fractional_eta),
 		cmocka_unit_test(test_explicit_rungs),
+		cmocka_unit_test(test_promotion),
+		cmocka_unit_test(test_promotion_parallel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /*
  * test_auth.c - request signing (lib/auth.h): the signed string, a known
  * vector computed independently (Python hmac), every refusal reason, the
- * nonce cache's replay window and limit, and the per-thread OpenSSL contexts
- * (re-keying, many calls, several threads) against one-shot HMAC().
+ * nonce cache's replay window and limit, and the per-thread HMAC states
+ * (re-keying, keys longer than a block, many calls, several threads) against
+ * OpenSSL's one-shot HMAC().
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <openssl/hmac.h>
 
 #include "auth.h"
+#include "sha256.h"
 
 #define EXPECTED_SIG "93e11c087be9a8ed5045c7fd00a0582b03183c6d0392826a22de11c84b220931"
 #define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -39,6 +41,21 @@ static void test_sha256(void **state)
 	memset(a, 'a', 1000000);
 	dt_sha256_hex(a, 1000000, out);
 	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	/* every length around the block and padding boundaries, fed in uneven pieces */
+	for (size_t len = 0; len < 300; len++) {
+		unsigned char md[EVP_MAX_MD_SIZE], mine[DT_SHA256_LEN];
+		unsigned int n = 0;
+		struct dt_sha256 c;
+
+		for (size_t i = 0; i < len; i++)
+			a[i] = (char)(i * 7 + len);
+		EVP_Digest(a, len, md, &n, EVP_sha256(), NULL);
+		dt_sha256_init(&c);
+		for (size_t off = 0, step = 1; off < len; off += step, step = step * 3 % 67 + 1)
+			dt_sha256_update(&c, a + off, off + step > len ? len - off : step);
+		dt_sha256_final(&c, mine);
+		assert_memory_equal(mine, md, DT_SHA256_LEN);
+	}
 	free(a);
 	dt_sha256_hex("abc", 3, out);
 	assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -145,14 +162,18 @@ static void ref_sign(const struct dt_auth_key *k, const char *method, const char
  */
 static void test_sign_cached(void **state)
 {
-	struct dt_auth_key k, other, short_key;
+	struct dt_auth_key k, other, short_key, long_key;
 	char sig[DT_SHA256_HEX], want[DT_SHA256_HEX], body[64], nonce[40];
+	const struct dt_auth_key *keys[4] = { &k, &other, &short_key, &long_key };
 
 	dt_auth_key_from_hex(&k, SECRET);
 	dt_auth_key_from_hex(&other, "ff" SECRET "ff");
 	dt_auth_key_from_hex(&short_key, "0011");
+	/* 104 bytes: longer than SHA-256's block, so HMAC hashes the key first */
+	dt_auth_key_from_hex(&long_key, SECRET SECRET SECRET "0011223344556677");
+	assert_int_equal(long_key.len, 104);
 	for (int i = 0; i < 300; i++) {
-		const struct dt_auth_key *key = i % 3 == 0 ? &k : i % 3 == 1 ? &other : &short_key;
+		const struct dt_auth_key *key = keys[i % 4];
 
 		snprintf(body, sizeof(body), "{\"seq\":%d}", i);
 		snprintf(nonce, sizeof(nonce), "nonce-%016d", i);

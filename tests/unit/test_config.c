@@ -65,7 +65,7 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\n"
 	  "colour: red\n"
 	  "nodes: [local]\n",
-	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi')" },
+	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health')" },
 	{ "duration_plain_number", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -299,6 +299,27 @@ static const struct bad_case bad_cases[] = {
 	  "agent: {heartbeat: 5s, dead_after: 5s}\n"
 	  "nodes: [local]\n",
 	  "t.yaml:3:36: key 'agent.dead_after': must be longer than agent.heartbeat (5s), found '5s'" },
+	{ "health_max_failures", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health: {max_failures: -1}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:24: key 'health.max_failures': expected an integer from 0 (never drain) to "
+	  "1000000, found '-1'" },
+	{ "health_window_zero", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health:\n"
+	  "  failure_window: 0s\n"
+	  "nodes: [local]\n",
+	  "t.yaml:4:19: key 'health.failure_window': expected a duration longer than 0, e.g. 1h, "
+	  "found '0s'" },
+	{ "health_unknown", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health: {max_failure: 2}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:10: unknown key 'health.max_failure'; did you mean 'health.max_failures'?" },
 	{ "yaml_syntax", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -344,6 +365,16 @@ static const struct bad_case bad_cases[] = {
 	{ "command_string", "job",
 	  "command: python train.py --lr 3\n",
 	  "t.yaml:1:10: key 'command': expected a list of arguments such as [python, train.py], found a string; write it as a list, or set 'shell: true' to run it with /bin/sh -c" },
+	{ "elastic_too_many", "job",
+	  "command: [x]\n"
+	  "nodes: 2\n"
+	  "elastic: {min_nodes: 3}\n",
+	  "t.yaml:3:22: key 'elastic.min_nodes': must be at most 'nodes' (2), found '3'" },
+	{ "elastic_zero", "job",
+	  "command: [x]\n"
+	  "elastic:\n"
+	  "  min_nodes: 0\n",
+	  "t.yaml:3:14: key 'elastic.min_nodes': expected a positive number of nodes, found '0'" },
 	{ "gpus_and_procs", "job",
 	  "command: [x]\n"
 	  "gpus_per_node: 4\n"
@@ -756,7 +787,8 @@ static void test_cluster_full(void **state)
 		"agent: {port: 9000, heartbeat: 500ms, dead_after: 3s}\n"
 		"head: {address: 10.0.0.1, port: 9001}\n"
 		"network: {interface: eth0}\n"
-		"mpi: {orted_launch: ssh}\n";
+		"mpi: {orted_launch: ssh}\n"
+		"health: {max_failures: 5, failure_window: 30m}\n";
 	struct cluster_config c;
 	struct strbuf err = STRBUF_INIT;
 
@@ -770,6 +802,8 @@ static void test_cluster_full(void **state)
 	assert_int_equal(c.ssh.command_timeout_ms, 600000);
 	assert_int_equal(c.ssh.host_key_policy, HOST_KEY_STRICT);
 	assert_int_equal(c.mpi.orted_ssh, 1);
+	assert_int_equal(c.health.max_failures, 5);
+	assert_int_equal(c.health.failure_window_ms, 30 * 60 * 1000);
 	assert_int_equal(c.nr_nodes, 5);
 	assert_string_equal(c.nodes[0].name, "gpu01.lab");
 	assert_string_equal(c.nodes[2].host, "gpu03.lab");
@@ -831,6 +865,8 @@ static void test_cluster_defaults(void **state)
 	assert_int_equal(c.agent.dead_after_ms, 10000);
 	assert_int_equal(c.head.port, 7071);
 	assert_null(c.head.address);
+	assert_int_equal(c.health.max_failures, 3);
+	assert_int_equal(c.health.failure_window_ms, 3600000);
 
 	j = cluster_config_to_json(&c);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "ssh"),
@@ -839,6 +875,8 @@ static void test_cluster_defaults(void **state)
 							    "dead_after_ms")), 10000);
 	assert_string_equal(json_string_value(json_object_get(
 		json_array_get(json_object_get(j, "nodes"), 0), "gpus")), "auto");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "health"),
+							       "failure_window")), "1h");
 	json_decref(j);
 	cluster_config_release(&c);
 	strbuf_release(&err);
@@ -893,7 +931,8 @@ static void test_job_trainer(void **state)
 		"timeout: 2h\n"
 		"retries: 1\n"
 		"include_nodes: gpu[01-04]\n"
-		"labels: {rack: a}\n";
+		"labels: {rack: a}\n"
+		"elastic: {min_nodes: 1}\n";
 	struct job_config j;
 	struct strbuf err = STRBUF_INIT;
 	json_t *js;
@@ -917,7 +956,9 @@ static void test_job_trainer(void **state)
 	assert_string_equal(j.node_include, "gpu[01-04]");
 	assert_null(j.node_exclude);
 	assert_string_equal(kvlist_get(&j.labels, "rack"), "a");
+	assert_int_equal(j.elastic_min_nodes, 1);
 	js = job_config_to_json(&j);
+	assert_int_equal(json_integer_value(json_object_get(js, "elastic_min_nodes")), 1);
 	assert_string_equal(json_string_value(json_object_get(js, "timeout")), "2h");
 	assert_string_equal(json_string_value(json_object_get(js, "launcher")), "mpi");
 	assert_true(json_is_null(json_object_get(js, "command")));

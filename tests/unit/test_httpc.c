@@ -259,9 +259,9 @@ static void big(struct dt_http_request *req, struct dt_http_response *resp, void
 }
 
 static const struct dt_http_route routes[] = {
-	{ "POST", "/v1/echo", 0, 0, echo },
-	{ "GET", "/v1/echo", 0, 0, echo },
-	{ "GET", "/v1/big", 0, DT_ROUTE_PUBLIC, big },
+	{ "POST", "/v1/echo", 0, echo },
+	{ "GET", "/v1/echo", 0, echo },
+	{ "GET", "/v1/big", DT_ROUTE_PUBLIC, big },
 };
 
 static struct dt_httpd *start_httpd(const struct dt_auth_key *key)
@@ -633,8 +633,8 @@ static void any_version(struct dt_http_request *req, struct dt_http_response *re
 static void test_protocol_versions(void **state)
 {
 	static const struct dt_http_route vroutes[] = {
-		{ "GET", "/v1/echo", 0, 0, echo },
-		{ "GET", "/v1/any", 0, DT_ROUTE_ANY_PROTOCOL, any_version },
+		{ "GET", "/v1/echo", 0, echo },
+		{ "GET", "/v1/any", DT_ROUTE_ANY_PROTOCOL, any_version },
 	};
 	char older[256];
 	const struct step steps[] = { { older, 0, 1, 0, 0 } };

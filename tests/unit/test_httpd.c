@@ -1,5 +1,9 @@
 /*
- * test_httpd.c - the connection flood defence of lib/httpd.c: the eviction
+ * test_httpd.c - routing in lib/httpd.c (patterns with {name} captures: the
+ * captures, 404 against 405 with its Allow list, overlong and invalid
+ * captures, trailing slashes, a longer path that a pattern must not take as
+ * its prefix; and a real server's 405 with an Allow header), and the
+ * connection flood defence of lib/httpd.c: the eviction
  * policy on its own (dt_httpd_pick_victims: the short timeout, the oldest
  * evicted per address then in all, the newest kept, 0 = no limit), and the
  * real server, one-thread and thread-pool, flooded with idle connections
@@ -27,6 +31,7 @@
 #include "httpc.h"
 #include "httpd.h"
 #include "json.h"
+#include "protocol.h"
 
 #define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
@@ -43,6 +48,158 @@ static void sleep_ms(int ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
+}
+
+/* --- routing ---------------------------------------------------------------------- */
+
+static void nop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+}
+
+static const struct dt_http_route jobish[] = {
+	{ "POST", "/v1/jobs", 0, nop },
+	{ "GET", "/v1/jobs", 0, nop },
+	{ "GET", "/v1/jobs/{id}", 0, nop },
+	{ "POST", "/v1/jobs/{id}/cancel", 0, nop },
+	{ "POST", "/v1/jobs/{id}/wait", 0, nop },
+	{ "DELETE", "/v1/jobs/{id}", 0, nop },
+	{ "GET", "/v1/a/{x}/b/{y}", 0, nop },
+	{ "GET", "/metrics", DT_ROUTE_PUBLIC, nop },
+};
+
+/* the index of the route found, -404 or -405 */
+static int route(const char *method, const char *path, struct dt_http_request *req,
+		 char *allow, size_t allow_size)
+{
+	const struct dt_http_route *r;
+	int status = 0;
+
+	memset(req, 0, sizeof(*req));
+	r = dt_http_route_find(jobish, sizeof(jobish) / sizeof(jobish[0]), method, path,
+			       &req->args, &status, allow, allow_size);
+	if (!r) {
+		assert_true(status == 404 || status == 405);
+		assert_int_equal(req->args.nr, 0);
+		return -status;
+	}
+	assert_int_equal(status, 200);
+	return (int)(r - jobish);
+}
+
+static void test_route_captures(void **state)
+{
+	struct dt_http_request req;
+	char allow[64];
+
+	assert_int_equal(route("GET", "/v1/jobs", &req, allow, sizeof(allow)), 1);
+	assert_int_equal(req.args.nr, 0);
+	assert_string_equal(dt_http_arg(&req, "id"), "");
+	assert_int_equal(route("POST", "/v1/jobs", &req, allow, sizeof(allow)), 0);
+	assert_int_equal(route("GET", "/v1/jobs/j-000042", &req, allow, sizeof(allow)), 2);
+	assert_string_equal(dt_http_arg(&req, "id"), "j-000042");
+	assert_string_equal(dt_http_arg(&req, "i"), "");      /* a name is matched whole */
+	assert_string_equal(dt_http_arg(&req, "idx"), "");
+	assert_int_equal(route("POST", "/v1/jobs/5/cancel", &req, allow, sizeof(allow)), 3);
+	assert_string_equal(dt_http_arg(&req, "id"), "5");
+	assert_int_equal(route("POST", "/v1/jobs/5/wait", &req, allow, sizeof(allow)), 4);
+	assert_int_equal(route("DELETE", "/v1/jobs/t.1_a-B~:@+=,", &req, allow, sizeof(allow)), 5);
+	assert_string_equal(dt_http_arg(&req, "id"), "t.1_a-B~:@+=,");
+	/* the rest of RFC 3986's segment characters, and UTF-8 (a sweep's name) */
+	assert_int_equal(route("GET", "/v1/jobs/a!$&'()*;b", &req, allow, sizeof(allow)), 2);
+	assert_string_equal(dt_http_arg(&req, "id"), "a!$&'()*;b");
+	assert_int_equal(route("GET", "/v1/jobs/caf\xc3\xa9-\xe2\x82\xac", &req, allow,
+			       sizeof(allow)), 2);
+	assert_string_equal(dt_http_arg(&req, "id"), "caf\xc3\xa9-\xe2\x82\xac");
+	/* two captures, in order */
+	assert_int_equal(route("GET", "/v1/a/one/b/two", &req, allow, sizeof(allow)), 6);
+	assert_int_equal(req.args.nr, 2);
+	assert_string_equal(dt_http_arg(&req, "x"), "one");
+	assert_string_equal(dt_http_arg(&req, "y"), "two");
+	assert_int_equal(route("GET", "/metrics", &req, allow, sizeof(allow)), 7);
+}
+
+static void test_route_404_405(void **state)
+{
+	struct dt_http_request req;
+	char allow[64];
+
+	/* a known path with another method: 405 and every method it has */
+	assert_int_equal(route("PUT", "/v1/jobs", &req, allow, sizeof(allow)), -405);
+	assert_string_equal(allow, "POST, GET");
+	assert_int_equal(route("POST", "/v1/jobs/7", &req, allow, sizeof(allow)), -405);
+	assert_string_equal(allow, "GET, DELETE");
+	assert_int_equal(route("GET", "/v1/jobs/7/cancel", &req, allow, sizeof(allow)), -405);
+	assert_string_equal(allow, "POST");
+	assert_int_equal(route("POST", "/metrics", &req, allow, sizeof(allow)), -405);
+	assert_string_equal(allow, "GET");
+	/* an allow buffer too small for all: the methods that fit */
+	assert_int_equal(route("PUT", "/v1/jobs", &req, allow, 7), -405);
+	assert_string_equal(allow, "POST");
+	/* no pattern matches: 404, whatever the method */
+	assert_int_equal(route("GET", "/v1/nope", &req, allow, sizeof(allow)), -404);
+	assert_string_equal(allow, "");
+	assert_int_equal(route("POST", "/v1/nope", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "", &req, allow, sizeof(allow)), -404);
+	/* an action is matched whole, not as a prefix */
+	assert_int_equal(route("POST", "/v1/jobs/5/cancelx", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("POST", "/v1/jobs/5/cance", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("POST", "/v1/jobs/5/cancel/x", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/v1/jobsx", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/v1/job", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/metricsx", &req, allow, sizeof(allow)), -404);
+	/* trailing slashes: another path */
+	assert_int_equal(route("GET", "/v1/jobs/", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/v1/jobs/5/", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("POST", "/v1/jobs/5/cancel/", &req, allow, sizeof(allow)), -404);
+	/* an empty capture is none */
+	assert_int_equal(route("POST", "/v1/jobs//cancel", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/v1/a//b/two", &req, allow, sizeof(allow)), -404);
+	assert_int_equal(route("GET", "/v1/a/one/b/", &req, allow, sizeof(allow)), -404);
+}
+
+static void test_route_bad_captures(void **state)
+{
+	static const char *const bad[] = {
+		"/v1/jobs/a b", "/v1/jobs/a%2Fb", "/v1/jobs/a\\b", "/v1/jobs/a\"b", "/v1/jobs/<x>",
+		"/v1/jobs/a\tb", "/v1/jobs/a\x1b[31m", "/v1/jobs/a?b=1", "/v1/jobs/a#b",
+		"/v1/jobs/a\x7f", "/v1/jobs/a\r\nb", "/v1/jobs/a[b]", "/v1/jobs/a{b}", "/v1/jobs/a|b",
+		"/v1/jobs/a^b", "/v1/jobs/a`b",
+		/* invalid UTF-8: a lone lead byte, a stray continuation, overlong '/',
+		 * a surrogate, and C1 controls (NEL, CSI) */
+		"/v1/jobs/a\xc3", "/v1/jobs/a\xc3(", "/v1/jobs/\xa9", "/v1/jobs/\xff",
+		"/v1/jobs/\xc0\xaf", "/v1/jobs/\xed\xa0\x80", "/v1/jobs/\xc2\x85", "/v1/jobs/\xc2\x9b",
+	};
+	struct dt_http_request req;
+	char allow[64], path[600];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (route("GET", bad[i], &req, allow, sizeof(allow)) != -404)
+			fail_msg("'%s' was routed", bad[i]);
+	/* DT_HTTP_ARG_MAX characters, and one more */
+	snprintf(path, sizeof(path), "/v1/jobs/");
+	memset(path + 9, 'a', DT_HTTP_ARG_MAX);
+	path[9 + DT_HTTP_ARG_MAX] = '\0';
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), 2);
+	assert_int_equal(strlen(dt_http_arg(&req, "id")), DT_HTTP_ARG_MAX);
+	snprintf(path + 9 + DT_HTTP_ARG_MAX, sizeof(path) - 9 - DT_HTTP_ARG_MAX, "/cancel");
+	assert_int_equal(route("POST", path, &req, allow, sizeof(allow)), 3);
+	path[9 + DT_HTTP_ARG_MAX] = 'a';
+	path[10 + DT_HTTP_ARG_MAX] = '\0';
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), -404);
+	snprintf(path + 10 + DT_HTTP_ARG_MAX, sizeof(path) - 10 - DT_HTTP_ARG_MAX, "/cancel");
+	assert_int_equal(route("POST", path, &req, allow, sizeof(allow)), -404);
+	/* the limit is in bytes: a 2-byte character may not straddle it */
+	memset(path + 9, 'a', DT_HTTP_ARG_MAX);
+	memcpy(path + 9 + DT_HTTP_ARG_MAX - 1, "\xc3\xa9", 3);
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), -404);
+	memcpy(path + 9 + DT_HTTP_ARG_MAX - 2, "\xc3\xa9", 3);
+	assert_int_equal(route("GET", path, &req, allow, sizeof(allow)), 2);
+	/* a pattern with more captures than DT_HTTP_MAX_ARGS, or an unclosed
+	 * one, matches nothing */
+	assert_false(dt_http_pattern_match("/{a}/{b}/{c}/{d}/{e}", "/1/2/3/4/5", &req.args));
+	assert_true(dt_http_pattern_match("/{a}/{b}/{c}/{d}", "/1/2/3/4", &req.args));
+	assert_false(dt_http_pattern_match("/x/{a", "/x/1", &req.args));
 }
 
 /* --- the policy ------------------------------------------------------------------ */
@@ -168,9 +325,16 @@ static void pub(struct dt_http_request *req, struct dt_http_response *resp, void
 	strbuf_addstr(&resp->text, "ok\n");
 }
 
+static void echo_arg(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	dt_http_json(resp, 200, json_pack("{s:s}", "x", dt_http_arg(req, "x")));
+}
+
 static const struct dt_http_route routes[] = {
-	{ "GET", "/v1/echo", 0, 0, echo },
-	{ "GET", "/pub", 0, DT_ROUTE_PUBLIC, pub },
+	{ "GET", "/v1/echo", 0, echo },
+	{ "GET", "/v1/echo/{x}", 0, echo_arg },
+	{ "DELETE", "/v1/echo", 0, echo },
+	{ "GET", "/pub", DT_ROUTE_PUBLIC, pub },
 };
 
 #define CONN_LIMIT 128                /* idle_limit 64 */
@@ -342,6 +506,82 @@ static void flood(unsigned threads)
 	dt_httpd_stop(srv);
 }
 
+/*
+ * A signed request for path on a raw socket, sent as `sent` (NULL: path; MHD
+ * decodes %XX before the server checks the signature); the reply's head and
+ * body in buf.
+ */
+static void raw_signed_as(int port, const struct dt_auth_key *key, const char *method,
+			  const char *path, const char *sent, char *buf, size_t size)
+{
+	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], req[1024];
+	long long deadline = now_ms() + 2000;
+	size_t len = 0;
+	int fd = connect_idle(port), n;
+
+	assert_int_equal(dt_auth_sign_request(key, method, path, "", 0, ts, nonce, sig), 0);
+	n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+		     "Connection: close\r\n" DT_HDR_TIMESTAMP ": %s\r\n" DT_HDR_NONCE ": %s\r\n"
+		     DT_HDR_SIGNATURE ": %s\r\n" DT_HDR_PROTOCOL ": %d\r\n\r\n", method,
+		     sent ? sent : path, ts, nonce, sig, DT_PROTOCOL_VERSION);
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	buf[0] = '\0';
+	while (now_ms() < deadline && len < size - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t got;
+
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		got = recv(fd, buf + len, size - 1 - len, 0);
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+		buf[len] = '\0';
+	}
+	close(fd);
+}
+
+static void raw_signed(int port, const struct dt_auth_key *key, const char *method,
+		       const char *path, char *buf, size_t size)
+{
+	raw_signed_as(port, key, method, path, NULL, buf, size);
+}
+
+/* a real server: 405 with an Allow header, 404 without one */
+static void test_server_405_allow(void **state)
+{
+	struct dt_auth_key key;
+	struct dt_httpd *srv;
+	char buf[2048];
+	int port;
+
+	assert_int_equal(dt_auth_key_from_hex(&key, SECRET), 0);
+	srv = start(&key, 1);
+	port = dt_httpd_port(srv);
+	raw_signed(port, &key, "POST", "/v1/echo", buf, sizeof(buf));
+	if (!strstr(buf, " 405 ") || !strcasestr(buf, "\r\nAllow: GET, DELETE\r\n"))
+		fail_msg("POST /v1/echo: %s", buf);
+	raw_signed(port, &key, "DELETE", "/v1/echo", buf, sizeof(buf));
+	if (!strstr(buf, " 200 ") || strcasestr(buf, "\r\nAllow:"))
+		fail_msg("DELETE /v1/echo: %s", buf);
+	raw_signed(port, &key, "GET", "/v1/echo/", buf, sizeof(buf));
+	if (!strstr(buf, " 404 ") || strcasestr(buf, "\r\nAllow:"))
+		fail_msg("GET /v1/echo/: %s", buf);
+	/* a capture as MHD hands it over: raw UTF-8 and sub-delims as they are,
+	 * %XX decoded (so an encoded '/' is a '/', and no match) */
+	raw_signed(port, &key, "GET", "/v1/echo/caf\xc3\xa9(1)", buf, sizeof(buf));
+	if (!strstr(buf, " 200 ") || !strstr(buf, "\"x\":\"caf\\u00E9(1)\""))
+		fail_msg("GET /v1/echo/caf\xc3\xa9(1): %s", buf);
+	raw_signed_as(port, &key, "GET", "/v1/echo/caf\xc3\xa9", "/v1/echo/caf%C3%A9", buf,
+		      sizeof(buf));
+	if (!strstr(buf, " 200 ") || !strstr(buf, "\"x\":\"caf\\u00E9\""))
+		fail_msg("GET /v1/echo/caf%%C3%%A9: %s", buf);
+	raw_signed_as(port, &key, "GET", "/v1/echo/a/b", "/v1/echo/a%2Fb", buf, sizeof(buf));
+	if (!strstr(buf, " 404 "))
+		fail_msg("GET /v1/echo/a%%2Fb: %s", buf);
+	dt_httpd_stop(srv);
+}
+
 static void test_flood_one_thread(void **state)
 {
 	flood(1);
@@ -355,6 +595,10 @@ static void test_flood_thread_pool(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_route_captures),
+		cmocka_unit_test(test_route_404_405),
+		cmocka_unit_test(test_route_bad_captures),
+		cmocka_unit_test(test_server_405_allow),
 		cmocka_unit_test(test_policy_under_limits),
 		cmocka_unit_test(test_policy_timeout),
 		cmocka_unit_test(test_policy_peer_oldest_first),

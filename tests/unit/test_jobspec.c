@@ -76,6 +76,11 @@ static void test_refused(void **state)
 		"{\"command\": [\"true\"], \"timeout_ms\": -1}",
 		"{\"command\": [\"true\"], \"include_nodes\": \"n[3-1]\"}",
 		"{\"command\": [\"\"]}",
+		"{\"command\": [\"true\"], \"elastic_min_nodes\": 2}",   /* > nodes (1) */
+		"{\"command\": [\"true\"], \"burn_in\": true}",   /* which node? */
+		"{\"command\": [\"true\"], \"burn_in\": 1, \"include_nodes\": \"n1\"}",
+		"{\"command\": [\"true\"], \"burn_in\": true, \"include_nodes\": \"n1\", "
+		"\"nodes\": 2}",
 		"[1]",
 	};
 

@@ -60,7 +60,10 @@ static void test_agent_env(void **state)
 	assert_string_equal(env_of(t, "LOCAL_SIZE"), "2");
 	assert_string_equal(env_of(t, "MASTER_ADDR"), "10.88.0.11");
 	assert_string_equal(env_of(t, "MASTER_PORT"), "29611");
-	assert_string_equal(env_of(t, "CUDA_VISIBLE_DEVICES"), "2,3");
+	/* the GPUs travel once, as cuda_visible_devices, not in the env too */
+	assert_null(env_of(t, "CUDA_VISIBLE_DEVICES"));
+	assert_string_equal(t->cuda_visible_devices, "2,3");
+	assert_string_equal(t->id, "j-000007.0.r3");
 	assert_string_equal(env_of(t, "DT_JOB_ID"), "j-000007");
 	assert_string_equal(env_of(t, "DT_METRICS_FILE"), "/sh/jobs/j-000007/metrics.jsonl");
 	assert_string_equal(env_of(t, "A"), "1 2");
@@ -297,6 +300,69 @@ static void test_json_dry_run(void **state)
 	strbuf_release(&err);
 }
 
+/*
+ * The agent request of a task is the plan's task without its node index and
+ * local rank, and with CUDA_VISIBLE_DEVICES only as cuda_visible_devices; the
+ * plan shows the env as the process gets it (the variable included).
+ */
+static void test_task_request(void **state)
+{
+	struct job_config job;
+	struct launch_plan p;
+	struct strbuf err = STRBUF_INIT;
+	struct launch_node nodes[2] = { { "n1", "10.0.0.1", "0,1", NULL, 7070, NULL, NULL },
+					{ "n2", NULL, "2,3", NULL, 7071, NULL, NULL } };
+	struct launch_opts o = { .job_id = "j-5", .job_dir = "/s/jobs/j-5", .master_port = 7,
+				 .attempt = 2, .grace_ms = 3000, .log_root = "/s",
+				 .submit_dir = "/s/p" };
+	json_t *r, *pj, *t, *env;
+	const char *k;
+	json_t *v;
+
+	load_job(&job, "nodes: 2\ngpus_per_node: 2\nlauncher: agent\ncommand: [python, t.py]\n");
+	assert_int_equal(launch_plan_build(&p, &job, nodes, 2, &o, &err), 0);
+	/* the nodes as the launch reaches them */
+	assert_string_equal(p.place[1].name, "n2");
+	assert_string_equal(p.place[1].address, "n2");   /* no address: its name */
+	assert_int_equal(p.place[1].agent_port, 7071);
+	assert_string_equal(p.place[1].slots, "2,3");
+	r = launch_task_request(&p, 3);
+	assert_string_equal(json_string_value(json_object_get(r, "id")), "j-5.2.r3");
+	assert_string_equal(json_string_value(json_object_get(r, "job_id")), "j-5");
+	assert_int_equal(json_integer_value(json_object_get(r, "rank")), 3);
+	assert_int_equal(json_integer_value(json_object_get(r, "grace_ms")), 3000);
+	assert_string_equal(json_string_value(json_object_get(r, "log")), "/s/jobs/j-5/logs/3.log");
+	assert_string_equal(json_string_value(json_object_get(r, "log_root")), "/s");
+	assert_string_equal(json_string_value(json_object_get(r, "submit_dir")), "/s/p");
+	assert_null(json_object_get(r, "cwd"));
+	assert_string_equal(json_string_value(json_object_get(r, "cuda_visible_devices")), "2,3");
+	assert_null(json_object_get(json_object_get(r, "env"), "CUDA_VISIBLE_DEVICES"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "env"), "RANK")),
+			    "3");
+	assert_null(json_object_get(r, "node"));
+
+	pj = launch_plan_to_json(&p);
+	t = json_array_get(json_object_get(pj, "tasks"), 3);
+	assert_int_equal(json_integer_value(json_object_get(t, "node")), 1);
+	assert_int_equal(json_integer_value(json_object_get(t, "local_rank")), 1);
+	env = json_object_get(t, "env");
+	assert_string_equal(json_string_value(json_object_get(env, "CUDA_VISIBLE_DEVICES")), "2,3");
+	/* everything else of the task is the request, value for value */
+	json_object_del(env, "CUDA_VISIBLE_DEVICES");
+	json_object_del(t, "node");
+	json_object_del(t, "local_rank");
+	assert_true(json_equal(t, r));
+	json_object_foreach(r, k, v)
+		assert_non_null(json_object_get(t, k));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(pj,
+		"placement"), 0), "slots")), "0,1");
+	json_decref(r);
+	json_decref(pj);
+	launch_plan_release(&p);
+	job_config_release(&job);
+	strbuf_release(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_network_interface),
 		cmocka_unit_test(test_setup_env_and_dirs),
 		cmocka_unit_test(test_json_dry_run),
+		cmocka_unit_test(test_task_request),
 	};
 
 	return cmocka_run_group_tests_name("launch", tests, NULL, NULL);

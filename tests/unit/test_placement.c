@@ -101,6 +101,10 @@ static void test_down_and_drained_wait(void **state)
 	n[1].up = 1;
 	n[0].drained = 1;
 	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_WAIT);
+	/* the burn-in of a drained node (dtctl resume --burn-in) may use it */
+	req.burn_in = 1;
+	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_OK);
+	req.burn_in = 0;
 	n[0].drained = 0;
 	assert_int_equal(placement_try(n, 2, &req, &res, &why), PLACE_OK);
 	strbuf_release(&why);

@@ -400,7 +400,8 @@ static void test_malformed(void **state)
 	} cases[] = {
 		{ "[]", "not a JSON object" },
 		{ "{\"sweep\":{}}", "'protocol'" },
-		{ "{\"protocol\":2,\"sweep\":{}}", "'protocol' is 2" },
+		{ "{\"protocol\":99,\"sweep\":{}}", "'protocol' is 99" },
+		{ "{\"protocol\":0,\"sweep\":{}}", "'protocol' is 0" },
 		{ "{\"protocol\":1}", "'sweep'" },
 		{ "{\"protocol\":1,\"sweep\":{\"metric\":{}}}", "'sweep.id'" },
 		{ "{\"protocol\":1,\"sweep\":{\"id\":\"s\",\"metric\":{\"goal\":\"minimize\"}}}",

@@ -27,6 +27,7 @@
 #include "trainer/config.h"
 #include "trainer/data.h"
 #include "trainer/train.h"
+#include "trainer_run.h"
 
 static char tmpdir[64];
 
@@ -358,42 +359,6 @@ static void test_sampler(void **state)
 }
 
 /* ----------------------------------------------------------- training */
-
-static void small_config(struct train_config *c)
-{
-	train_config_init(c);
-	c->hidden = "32,16";
-	c->input_dim = 12;
-	c->classes = 3;
-	c->train_size = 400;
-	c->val_size = 100;
-	c->batch = 32;
-	c->lr = 0.05;
-	c->quiet = 1;
-	c->log_every = 0;
-	c->device = "cpu";
-	c->threads = 1;
-}
-
-static int run(struct train_config *c, struct train_result *res)
-{
-	struct comm comm;
-	struct strbuf err = STRBUF_INIT;
-	int code;
-
-	memset(&comm, 0, sizeof(comm));
-	comm.world = comm.local_world = 1;
-	snprintf(comm.host, sizeof(comm.host), "test");
-	assert_int_equal(train_config_check(c, &err), 0);
-	memset(res, 0, sizeof(*res));
-	res->want_params = 1;
-	code = train_run(c, &comm, res, &err);
-	if (code)
-		print_message("train_run: %s\n", err.buf);
-	comm_finish(&comm);
-	strbuf_release(&err);
-	return code;
-}
 
 static void test_learns_synthetic(void **state)
 {

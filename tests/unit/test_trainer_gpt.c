@@ -33,6 +33,7 @@
 #include "trainer/kernels.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
+#include "trainer_run.h"
 
 static void fill(float *x, size_t n, struct rng *r, float scale)
 {
@@ -730,17 +731,15 @@ static void test_config_gpt(void **state)
 /* A tiny model memorises a repeated sentence through the whole loop. */
 static void test_gpt_overfits(void **state)
 {
-	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT, spec = STRBUF_INIT, err = STRBUF_INIT;
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT, spec = STRBUF_INIT;
 	struct train_config c;
 	struct train_result res;
-	struct comm comm;
-	int code;
 
 	for (int i = 0; i < 40; i++)
 		strbuf_addstr(&text, "hello, transformer world! ");
 	temp_file(&path, text.buf, text.len);
 	strbuf_addf(&spec, "text:%s", path.buf);
-	train_config_init(&c);
+	small_config(&c);
 	c.model = "gpt";
 	c.data = spec.buf;
 	c.layers = 1;
@@ -752,27 +751,15 @@ static void test_gpt_overfits(void **state)
 	c.optimizer = "adamw";
 	c.lr = 1e-2;
 	c.warmup = 10;
-	c.quiet = 1;
-	c.log_every = 0;
-	c.device = "cpu";
-	c.threads = 1;
-	memset(&comm, 0, sizeof(comm));
-	comm.world = comm.local_world = 1;
-	snprintf(comm.host, sizeof(comm.host), "test");
-	assert_int_equal(train_config_check(&c, &err), 0);
-	memset(&res, 0, sizeof(res));
-	code = train_run(&c, &comm, &res, &err);
-	if (code)
-		fail_msg("train_run: %s", err.buf);
-	comm_finish(&comm);
+	assert_int_equal(run(&c, &res), 0);
 	print_message("overfit: loss %.4f val_loss %.4f val_acc %.3f\n", res.loss, res.val_loss,
 		      res.val_acc);
 	/* ln(256) = 5.55 at init; the sentence is 26 bytes of which 13 distinct */
 	assert_true(res.loss < 0.3);
 	assert_true(res.val_loss < 0.3);
 	assert_true(res.val_acc > 0.9 && res.val_acc <= 1.0);
+	free(res.params);
 	unlink(path.buf);
-	strbuf_release(&err);
 	strbuf_release(&spec);
 	strbuf_release(&text);
 	strbuf_release(&path);

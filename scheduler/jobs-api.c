@@ -1,0 +1,397 @@
+/*
+ * jobs-api.c - the jobs HTTP API of dtsched (protocol.h: POST/GET /v1/jobs,
+ * GET /v1/jobs/<id>, .../cancel, .../wait) and the internal API sweeps.c uses
+ * (sched-int.h: jobs_submit, jobs_cancel, jobs_view, jobs_schedule_now).
+ */
+#include "jobs-int.h"
+#include "jobspec.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -------------------------------------------------------------- handlers */
+
+/*
+ * Queue a checked job: its row first (the row's seq is the id), then the job
+ * dir on the shared dir, then PENDING with `reason`.  On failure -1 with one
+ * message in err, the row removed again and the job still the caller's.
+ */
+static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
+		       struct strbuf *err)
+{
+	long long floor = 0;
+
+	/*
+	 * Ids never repeat for a cluster, even after state.db was lost or the head
+	 * was set up again: an id whose job dir exists on the shared dir belongs
+	 * to an earlier job, so the counter jumps past the highest one there.
+	 */
+	/* the row and its data in one commit, done before the reply is queued */
+	db_begin(s);
+	for (int tries = 0;; tries++) {
+		sqlite3_stmt *st;
+		int rc;
+
+		if (floor)
+			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(seq, state, updated_us) "
+						"VALUES(?, 'PENDING', 0)", -1, &st, NULL);
+		else
+			rc = sqlite3_prepare_v2(s->db, "INSERT INTO jobs(state, updated_us) "
+						"VALUES('PENDING', 0)", -1, &st, NULL);
+		if (rc == SQLITE_OK) {
+			if (floor)
+				sqlite3_bind_int64(st, 1, floor);
+			rc = sqlite3_step(st);
+			sqlite3_finalize(st);
+		}
+		if (rc != SQLITE_DONE) {
+			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
+			db_commit(s);
+			return -1;
+		}
+		j->seq = sqlite3_last_insert_rowid(s->db);
+		snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
+		{
+			struct strbuf d = STRBUF_INIT;
+
+			strbuf_addf(&d, "%s/jobs/%s", shared, j->id);
+			free(j->job_dir);
+			j->job_dir = strbuf_detach(&d, NULL);
+		}
+		if (job_mkdirs(j, err) == 0)
+			break;
+		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, j->seq);
+			sqlite3_step(st);
+			sqlite3_finalize(st);
+		}
+		if (errno != EEXIST || tries >= 3) {
+			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
+			db_commit(s);
+			return -1;
+		}
+		strbuf_reset(err);
+		floor = highest_job_dir(shared);
+		floor = (floor > j->seq ? floor : j->seq) + 1;
+		dtlog(DTLOG_WARN, "job dir '%s' exists from an earlier head: job ids go on from "
+		      "j-%06lld", j->job_dir, floor);
+	}
+	j->submitted_us = dt_now_us();
+	set_reason(j, "%s", reason);
+	history_add(j, DT_JOB_PENDING, "submitted");
+	job_save(s, j);
+	db_commit(s);
+	write_state_file(j);
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j;
+	return 0;
+}
+
+/*
+ * The reply to a dry run of j placed as res: the plan job_plan() makes for
+ * the launch, of the job as it would be queued ("j-DRYRUN" in
+ * <shared_dir>/jobs/<id>; master_port 0: a port is chosen at launch).
+ * `waiting`: why it would not start now (NULL: it would).  Lock held.
+ */
+static void dry_run_reply(struct sched *s, struct job *j, const struct place_result *res,
+			  const char *waiting, struct dt_http_response *resp)
+{
+	struct hold *h = hold_new(s, j, res);
+	struct launch_plan plan;
+	struct strbuf err = STRBUF_INIT;
+
+	snprintf(j->id, sizeof(j->id), "j-DRYRUN");
+	free(j->job_dir);
+	strbuf_addf(&err, "%s/jobs/<id>", j->shared_dir);
+	j->job_dir = strbuf_detach(&err, NULL);
+	if (job_plan(s, j, h->place, h->nr, 0, NULL, &plan, &err) == 0) {
+		json_t *o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
+				      waiting ? DT_JOB_PENDING : DT_JOB_RUNNING, "reason", waiting,
+				      "placement", placement_json(h), "plan",
+				      launch_plan_to_json(&plan), "spec", j->spec);
+
+		dt_http_json(resp, 200, o);
+		launch_plan_release(&plan);
+	} else {
+		dt_http_error(resp, 422, "cannot plan the job: %s", err.buf);
+	}
+	hold_free(h);
+	strbuf_release(&err);
+}
+
+static void h_submit(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct strbuf err = STRBUF_INIT, reason = STRBUF_INIT;
+	const char *shared = json_get_str(req->json, "shared_dir", NULL);
+	int dry = json_is_true(json_object_get(req->json, "dry_run"));
+	struct job *j = job_new();
+	struct pool p = { NULL, 0, 0 };
+	struct place_result *res = xmalloc(sizeof(*res));
+	enum place_status st;
+	json_t *v;
+
+	if (!req->json || !json_object_get(req->json, "job")) {
+		dt_http_error(resp, 400, "a job request needs {\"job\": {...}, \"shared_dir\": \"...\"}");
+		goto out_nolock;
+	}
+	if (job_config_from_json(&j->cfg, json_object_get(req->json, "job"), &err) < 0) {
+		dt_http_error(resp, 400, "%s", err.buf);
+		goto out_nolock;
+	}
+	if (!shared || shared[0] != '/') {
+		dt_http_error(resp, 400, "'shared_dir' must be an absolute path (the cluster's shared dir)");
+		goto out_nolock;
+	}
+	v = json_object_get(req->json, "submit_dir");
+	if (v && !json_is_null(v) && (!json_is_string(v) || json_string_value(v)[0] != '/' ||
+				      strlen(json_string_value(v)) != json_string_length(v) ||
+				      json_string_length(v) >= 4096)) {
+		dt_http_error(resp, 400, "'submit_dir' must be an absolute path (where dtctl ran)");
+		goto out_nolock;
+	}
+	job_derive(j);
+	j->spec = job_config_to_json(&j->cfg);
+	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
+	j->user = xstrdup(json_get_str(req->json, "user", ""));
+	j->shared_dir = xstrdup(shared);
+	if (json_get_str(req->json, "submit_dir", NULL))
+		j->submit_dir = xstrdup(json_get_str(req->json, "submit_dir", NULL));
+
+	pthread_mutex_lock(&s->lock);
+	cluster_refresh(s);
+	if (!s->nr) {
+		static const char none[] = "no node has registered with dtsched yet";
+
+		strbuf_addstr(&reason, none);
+		sched_refused_note(s, &reason);   /* or say why */
+		if (reason.len == sizeof(none) - 1)
+			strbuf_addstr(&reason, ": start the agents ('dtctl agents start') and "
+				      "check 'dtctl nodes'");
+		dt_http_error(resp, 422, "%s", reason.buf);
+		goto out;
+	}
+	pool_build(s, &p, j->gpu);
+	st = job_try_place(s, j, &p, res, &reason);
+	if (st == PLACE_NEVER || st == PLACE_ERROR) {
+		dt_http_error(resp, 422, "%s", reason.buf);
+		goto out;
+	}
+	if (dry) {
+		if (st == PLACE_WAIT) {
+			/* show where it would go on an idle cluster */
+			struct strbuf r2 = STRBUF_INIT;
+
+			for (size_t i = 0; i < p.nr; i++) {
+				memset(p.n[i].used, 0, sizeof(p.n[i].used));
+				p.n[i].up = 1;
+			}
+			job_try_place(s, j, &p, res, &r2);
+			strbuf_release(&r2);
+		}
+		dry_run_reply(s, j, res, st == PLACE_OK ? NULL : reason.buf, resp);
+		goto out;
+	}
+	strbuf_reset(&err);
+	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", &err) < 0) {
+		dt_http_error(resp, 500, "%s", err.buf);
+		goto out;
+	}
+	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s', %d node(s) x %d %s", j->id, j->name,
+	      j->user, j->cfg.nodes, j->per_node, j->gpu ? "GPU(s)" : "process(es)");
+	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json(s, j, 1)));
+	j = NULL;
+	sched_wake(s);
+out:
+	pthread_mutex_unlock(&s->lock);
+out_nolock:
+	if (j)
+		job_free(j);
+	free(p.n);
+	free(res);
+	strbuf_release(&err);
+	strbuf_release(&reason);
+}
+
+static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *arr = json_array();
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = s->nr_jobs; i > 0; i--)
+		json_array_append_new(arr, job_json(s, s->jobs[i - 1], 0));
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+/*
+ * POST /v1/jobs/<id>/wait {since_version, timeout_ms}: the job as GET gives
+ * it, as soon as its version differs from since_version (or it is final), or
+ * after timeout_ms.  The request is parked in httpd meanwhile (no thread held);
+ * job_save() wakes it.
+ */
+static void h_job_wait(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
+	long long since = json_get_int(req->json, "since_version", -1);
+	long long timeout = json_get_int(req->json, "timeout_ms", 0);
+	struct job *j;
+
+	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
+		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, id);
+	if (!j)
+		dt_http_error(resp, 404, "no job '%s'", id);
+	else if (j->version == since && !state_final(j->state) && timeout > 0 && req->may_park)
+		resp->park_ms = timeout;
+	else
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* GET /v1/jobs/<id>, and POST .../cancel (cancel: 1) */
+static void job_reply(struct dt_http_request *req, struct dt_http_response *resp, void *data,
+		      int cancel)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
+	struct job *j;
+
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, id);
+	if (!j) {
+		dt_http_error(resp, 404, "no job '%s'", id);
+	} else {
+		if (cancel)
+			jobs_cancel(s, j->id, NULL);
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	job_reply(req, resp, data, 0);
+}
+
+static void h_job_cancel(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	job_reply(req, resp, data, 1);
+}
+
+/* ------------------------------------------- internal API (sweeps.c) */
+
+/*
+ * Queue a job from its JSON spec, as POST /v1/jobs does (no dry run).  Lock
+ * held.  0 with the id in `id`; -1 (invalid, cannot store) or -2 (can never
+ * fit) with one message in err.  The row and the job dir are written before
+ * it returns, inside whatever transaction the caller has open.
+ */
+int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const char *submit_dir,
+		const char *user, char *id, size_t idlen, struct strbuf *err)
+{
+	struct job *j = job_new();
+	struct pool p = { NULL, 0, 0 };
+	struct place_result *res = xmalloc(sizeof(*res));
+	struct strbuf reason = STRBUF_INIT;
+	enum place_status st;
+	int ret = -1;
+
+	if (job_config_from_json(&j->cfg, spec, err) < 0)
+		goto out;
+	job_derive(j);
+	j->spec = job_config_to_json(&j->cfg);
+	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
+	j->user = xstrdup(user ? user : "");
+	j->shared_dir = xstrdup(shared);
+	if (submit_dir && *submit_dir)
+		j->submit_dir = xstrdup(submit_dir);
+	cluster_refresh(s);
+	pool_build(s, &p, j->gpu);
+	st = job_try_place(s, j, &p, res, &reason);
+	if (st == PLACE_NEVER || st == PLACE_ERROR) {
+		strbuf_addbuf(err, &reason);
+		ret = -2;
+		goto out;
+	}
+	if (job_enqueue(s, j, shared, st == PLACE_WAIT ? reason.buf : "placing", err) < 0)
+		goto out;
+	snprintf(id, idlen, "%s", j->id);
+	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s'", j->id, j->name, j->user);
+	j = NULL;
+	ret = 0;
+	sched_wake(s);
+out:
+	if (j)
+		job_free(j);
+	free(p.n);
+	free(res);
+	strbuf_release(&reason);
+	return ret;
+}
+
+/* Cancel as POST /v1/jobs/<id>/cancel does; lock held.  -1 if unknown. */
+int jobs_cancel(struct sched *s, const char *id, const char *why)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j)
+		return -1;
+	if (!state_final(j->state) && !j->cancel) {
+		j->cancel = 1;
+		dtlog(DTLOG_INFO, "job %s: cancel requested%s%s", j->id, why ? ": " : "", why ? why : "");
+		if (!strcmp(j->state, DT_JOB_PENDING)) {
+			set_reason(j, "%s", why ? why : "cancelled by the user while pending");
+			j->ended_us = dt_now_us();
+			job_transition(s, j, DT_JOB_CANCELLED);
+		} else {
+			set_reason(j, "%s", why ? why : "cancelled by the user");
+			job_save(s, j);
+		}
+		sched_wake(s);
+	}
+	return 0;
+}
+
+/* What a job is now; the pointers live while the lock is held.  -1 if unknown. */
+int jobs_view(struct sched *s, const char *id, struct job_view *v)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j)
+		return -1;
+	v->state = j->state;
+	v->reason = j->reason;
+	v->job_dir = j->job_dir;
+	v->shared_dir = j->shared_dir;
+	v->attempt = j->attempt;
+	v->cancelled = j->cancel;
+	v->started_us = j->started_us;
+	v->ended_us = j->ended_us;
+	return 0;
+}
+
+/* Place pending jobs now (a sweep just queued trials); lock held. */
+void jobs_schedule_now(struct sched *s)
+{
+	schedule_pending(s);
+}
+
+const struct dt_http_route jobs_routes[] = {
+	{ "POST", DT_PATH_JOBS, 0, h_submit },
+	{ "GET", DT_PATH_JOBS, 0, h_list },
+	{ "GET", DT_PATH_JOB, 0, h_job },
+	{ "POST", DT_PATH_JOB_CANCEL, 0, h_job_cancel },
+	{ "POST", DT_PATH_JOB_WAIT, 0, h_job_wait },
+};
+const size_t jobs_nr_routes = ARRAY_SIZE(jobs_routes);

@@ -1,0 +1,177 @@
+/*
+ * jobs-int.h - what the files of dtsched's job machinery share: jobs.c (the
+ * lifecycle), jobs-queue.c (queue, placement, holds), jobs-launch.c (the
+ * launch) and jobs-api.c (the HTTP API).  Private to them; sched-int.h is
+ * what the rest of dtsched sees.  Locking as in sched-int.h: s->lock guards
+ * all of it unless a function says otherwise.
+ */
+#ifndef DT_JOBS_INT_H
+#define DT_JOBS_INT_H
+
+#include "sched-int.h"
+#include "httpc.h"
+#include "launch.h"
+#include "placement.h"
+
+struct jslot {
+	char *node;
+	char *address;
+	int nslots;
+	int slot[64];
+};
+
+struct htask {
+	char *node;
+	char *id;
+	int rank;                 /* -1: the mpirun task */
+	int gone;                 /* its agent said it is final or unknown */
+};
+
+struct hold {
+	char job[16];
+	int gpu;
+	int nr;
+	struct jslot *place;
+	struct htask *tasks;
+	size_t nr_tasks, alloc_tasks;
+	int released;             /* the attempt is over: stop what is left */
+	int busy;                 /* a launch thread uses it: keep it (check_holds) */
+	long long released_ms, stop_sent_ms, launched_ms;
+};
+
+struct job {
+	long long seq;
+	char id[16];
+	char *name, *user, *job_dir, *shared_dir;
+	char *submit_dir;         /* where dtctl ran (the ranks start there if it exists) */
+	json_t *spec;
+	struct job_config cfg;
+	const char *state;
+	char *reason;
+	int gpu, per_node, world;
+	int attempt;
+	struct hold *hold;
+	json_t *history, *avoid, *stalled, *last_ranks, *placement;
+	int master_port;
+	long long submitted_us, started_us, ended_us, run_mono;
+	int has_exit, exit_code, failed_rank;
+	char *failed_node;
+	int cancel;
+	int launch;               /* placed: 1 = to launch, 2 = a launch thread is at it */
+	long long version;        /* bumped by every job_save(): long-poll waiters compare it */
+	char *launch_error;
+	long long stall_checked_ms;
+	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
+	char *log_error;          /* the first such write error, e.g. "No space left on device" */
+	unsigned long long wait_fp;  /* pool_fingerprint() it last waited on; 0 = try it */
+	/* what restarts cost (goodput.h), kept in the job's JSON */
+	long long first_started_us;  /* the first attempt's start */
+	long long lost_us;        /* wall time lost: work since the last checkpoint + restarts */
+	double lost_slot_s;       /* the same times each attempt's GPUs (or CPU slots) */
+	long long restart_from_us;  /* a requeued attempt failed then (0: no restart pending) */
+	int restart_world;        /* ... on this many GPUs (or CPU slots) */
+	int orted_attempt;        /* the attempt that ended last ... */
+	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
+};
+
+struct jobs_clients {
+	struct cli { char key[300]; struct dt_httpc c; } **v;
+	size_t nr, alloc;
+	int launches;             /* s->clients only: launch threads running (lock) */
+};
+
+#define LAUNCH_RUNNING 2      /* job->launch while its launch thread runs */
+
+/* ------------------------------------------------------------ placement */
+
+struct pool {
+	struct place_node *n;     /* one per known node, same order as s->nodes */
+	size_t nr;
+	int gpu;
+};
+
+/* ------------------------------------------------------------- actions */
+
+struct action {
+	int kind;                 /* 0 = stop task, 1 = launch job */
+	char *addr;
+	int port;
+	char *node;
+	char *task;
+	struct job *job;
+	struct hold *hold;
+};
+
+struct actions {
+	struct action *v;
+	size_t nr, alloc;
+};
+
+struct launch_arg {
+	struct sched *s;
+	struct job *j;
+	struct hold *h;
+};
+
+#define STOP_GRACE_MS 3000        /* fail fast: SIGTERM, SIGKILL 3 s later */
+#define STOP_RESEND_MS 3000
+#define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
+
+/* jobs.c */
+int state_final(const char *st);
+int task_final(const json_t *t);
+struct job *job_find(struct sched *s, const char *id);
+void job_rel(const struct job *j, const char *name, struct strbuf *rel);
+/* A new attempt of j starts on hold j->hold: its world size, the restart's cost. */
+void job_attempt_started(struct job *j);
+void job_file(const struct job *j, const char *name, const char *data, size_t len);
+long long highest_job_dir(const char *shared);
+int job_mkdirs(const struct job *j, struct strbuf *err);
+int job_subdirs(const struct job *j, struct strbuf *err);
+void write_state_file(const struct job *j);
+json_t *placement_json(const struct hold *h);
+void write_placement_file(const struct job *j);
+void history_add(struct job *j, const char *state, const char *reason);
+void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
+json_t *job_json(struct sched *s, const struct job *j, int detail);
+void job_save(struct sched *s, struct job *j);
+void job_transition(struct sched *s, struct job *j, const char *state);
+void job_free(struct job *j);
+struct job *job_new(void);
+void job_derive(struct job *j);
+void act_stop(struct actions *a, struct node *n, const char *task);
+
+/* jobs-queue.c */
+void cluster_refresh(struct sched *s);
+json_t *hold_json(const struct hold *h);
+void hold_free(struct hold *h);
+void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone);
+struct hold *hold_from_json(const json_t *o);
+void pool_build(struct sched *s, struct pool *p, int gpu);
+enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
+				struct place_result *res, struct strbuf *reason);
+void schedule_pending(struct sched *s);
+/* A node's slots of a hold as "0,1" (placement.json, the plan) */
+void jslot_format(struct strbuf *sb, const struct jslot *p);
+/* The slots of placement res for j, as a hold that is not (yet) reserved:
+ * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
+struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
+int hold_has_task(struct sched *s, const char *id);
+void check_holds(struct sched *s, struct actions *a);
+
+/* jobs-launch.c */
+void clients_release(struct jobs_clients *c);
+struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char *addr,
+			    int port);
+/*
+ * The launch plan of attempt j->attempt of j on `place` (nr nodes): the one
+ * builder of what runs, for the launch (do_launch: the port the master node
+ * gave, the checkpoint to resume from) and for --dry-run (the job as it
+ * would be queued, master_port 0: a port is only chosen at launch), so what
+ * dry-run shows is what runs.  Lock held.  -1 with a message in err.
+ */
+int job_plan(struct sched *s, const struct job *j, const struct jslot *place, int nr,
+	     int master_port, const char *resume, struct launch_plan *plan, struct strbuf *err);
+void *launch_thread(void *arg);
+
+#endif

@@ -336,7 +336,9 @@ static size_t rung_went_on(const struct asha *a, size_t k, const struct asha_tri
 		const struct asha_trial *t = &a->trials[i];
 		int on = a->promotion ? t->state == ASHA_TRIAL_RUNNING : !t->pruned;
 
-		if (t != self && (t->nr_values > k + 1 || (t->nr_values == k + 1 && on)))
+		if (self && (size_t)(self - a->trials) == i)
+			continue;
+		if (t->nr_values > k + 1 || (t->nr_values == k + 1 && on))
 			n++;
 	}
 	return n;

@@ -88,6 +88,7 @@ int dt_netif_route(const char *host, int port, struct dt_netif *out, struct strb
 	int found = 0;
 
 	memset(out, 0, sizeof(*out));
+	memset(&src, 0, sizeof(src));
 	if (route_source(host, port, &src, err) < 0)
 		return -1;
 	if (getifaddrs(&ifs) < 0) {

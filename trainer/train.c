@@ -377,7 +377,7 @@ static int setup(struct run *r, struct strbuf *err)
 {
 	struct train_config *cfg = r->cfg;
 	struct data_opts dopt = DATA_OPTS_INIT;
-	int ngpu, on_gpu, world = r->comm->world, per_rank;
+	int ngpu, on_gpu, world, per_rank;
 	char cuda_err[256] = "";
 	size_t bytes;
 

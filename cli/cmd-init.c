@@ -858,10 +858,8 @@ static void print_json(struct ssh_pool *p)
 	for (size_t i = 0; i < ssh_pool_count(p); i++) {
 		struct ssh_node *n = ssh_pool_node(p, i);
 		struct init_node *in = &the_ctx->nodes[i];
-		json_t *o = json_object(), *acts = json_array(), *facts = json_object();
+		json_t *o = json_object(), *acts = json_strvec(&in->actions), *facts = json_object();
 
-		for (size_t k = 0; k < in->actions.nr; k++)
-			json_array_append_new(acts, json_string(in->actions.v[k]));
 		for (size_t k = 0; k < in->facts.nr; k++)
 			json_object_set_new(facts, in->facts.items[k].key,
 					    json_string(in->facts.items[k].value));

@@ -327,9 +327,7 @@ static int submit(const char *file, int detach, int json, const char *name)
 
 		if (!jp || (p->kind != PARAM_VALUE && p->kind != PARAM_VALUES))
 			continue;
-		vals = json_array();
-		for (size_t k = 0; k < p->values.nr; k++)
-			json_array_append_new(vals, json_string(p->values.v[k]));
+		vals = json_strvec(&p->values);
 		if (p->kind == PARAM_VALUE) {
 			json_object_set_new(jp, "value", json_string(p->values.v[0]));
 			json_decref(vals);

@@ -6,6 +6,7 @@
  */
 #include "config-int.h"
 #include "hostrange.h"
+#include "json.h"
 
 #include <string.h>
 
@@ -329,12 +330,8 @@ json_t *job_config_to_json(const struct job_config *j)
 		json_object_set_new(o, "trainer", kvlist_json(&j->trainer));
 		json_object_set_new(o, "command", json_null());
 	} else {
-		json_t *cmd = json_array();
-
-		for (size_t i = 0; i < j->command.nr; i++)
-			json_array_append_new(cmd, json_string(j->command.v[i]));
 		json_object_set_new(o, "trainer", json_null());
-		json_object_set_new(o, "command", cmd);
+		json_object_set_new(o, "command", json_strvec(&j->command));
 	}
 	json_object_set_new(o, "shell", json_boolean(j->shell));
 	json_object_set_new(o, "workdir", str_or_null(j->workdir));

@@ -1132,15 +1132,6 @@ static json_t *typed_scalar(const char *s)
 		return json_null();
 	return json_string(s);
 }
-static json_t *strvec_json(const struct strvec *sv)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < sv->nr; i++)
-		json_array_append_new(a, json_string(sv->v[i]));
-	return a;
-}
-
 json_t *sweep_config_to_json(const struct sweep_config *s)
 {
 	json_t *o = json_object(), *params = json_object();
@@ -1167,7 +1158,7 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 		if (p->dist && strcmp(p->dist, sweep_param_kind_name(p->kind)))
 			json_object_set_new(jp, "as_written", json_string(p->dist));
 		if (p->path.nr > 1)
-			json_object_set_new(jp, "path", strvec_json(&p->path));
+			json_object_set_new(jp, "path", json_strvec(&p->path));
 		switch (p->kind) {
 		case PARAM_VALUE:
 		case PARAM_VALUES: {
@@ -1258,11 +1249,11 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 	json_object_set_new(o, "checkpoint", json_boolean(s->checkpoint));
 	if (s->wandb) {
 		json_object_set_new(o, "program", str_or_null(s->program));
-		json_object_set_new(o, "command", strvec_json(&s->command));
+		json_object_set_new(o, "command", json_strvec(&s->command));
 	}
 	json_object_set_new(o, "job", job_config_to_json(&s->job));
 	/* the job runs W&B's command, its macros replaced per trial by dtsched */
 	if (s->wandb)
-		json_object_set_new(json_object_get(o, "job"), "command", strvec_json(&s->command));
+		json_object_set_new(json_object_get(o, "job"), "command", json_strvec(&s->command));
 	return o;
 }

@@ -269,3 +269,12 @@ json_t *json_number(double v)
 		return json_integer((json_int_t)v);
 	return json_real(v);
 }
+
+json_t *json_strvec(const struct strvec *sv)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < sv->nr; i++)
+		json_array_append_new(a, json_string(sv->v[i]));
+	return a;
+}

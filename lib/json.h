@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include "strbuf.h"
+#include "strvec.h"
 
 #define DT_JSON_FLAGS (JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
 
@@ -39,6 +40,8 @@ json_t *json_parse(const char *buf, size_t len, struct strbuf *err);
 
 /* A dt_timestamp() string for `us` microseconds since the epoch; JSON null for 0. */
 json_t *json_timestamp(long long us);
+/* a JSON array of sv's strings (argv, a parameter's values) */
+json_t *json_strvec(const struct strvec *sv);
 
 /* v as an integer when whole (so readers of integers keep working), else a real. */
 json_t *json_number(double v);

@@ -2,6 +2,7 @@
  * launch.c - from a placed job to argv/env per process (see launch.h).
  */
 #include "launch.h"
+#include "json.h"
 #include "protocol.h"
 
 #include <stdlib.h>
@@ -408,15 +409,6 @@ void launch_plan_release(struct launch_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static json_t *strvec_json(const struct strvec *v)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < v->nr; i++)
-		json_array_append_new(a, json_string(v->v[i]));
-	return a;
-}
-
 static json_t *env_json(const struct strvec *v)
 {
 	json_t *env = json_object();
@@ -436,7 +428,7 @@ json_t *launch_task_request(const struct launch_plan *p, size_t i)
 	const struct launch_task *t = &p->tasks[i];
 
 	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*}",
-			 "id", t->id, "argv", strvec_json(&t->argv), "env", env_json(&t->env),
+			 "id", t->id, "argv", json_strvec(&t->argv), "env", env_json(&t->env),
 			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
 			 "rank", t->rank,
 			 /* the agent walks the log's path below the shared dir without

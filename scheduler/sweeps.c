@@ -156,11 +156,7 @@ static json_t *trial_spec(const json_t *job, const struct strvec *argv,
 	size_t i;
 
 	if (argv) {
-		json_t *a = json_array();
-
-		for (i = 0; i < argv->nr; i++)
-			json_array_append_new(a, json_string(argv->v[i]));
-		json_object_set_new(o, "command", a);
+		json_object_set_new(o, "command", json_strvec(argv));
 		json_object_set_new(o, "shell", json_false());
 		cmd = NULL;   /* W&B's macros said where the parameters go */
 	}
@@ -1643,11 +1639,7 @@ static json_t *sweep_json(struct sweep *w)
 			continue;
 		o = json_pack("{s:s,s:s}", "name", p->name, "kind", kind_label(p->kind));
 		if (p->kind == PARAM_VALUE || p->kind == PARAM_VALUES) {
-			json_t *v = json_array();
-
-			for (size_t k = 0; k < p->values.nr; k++)
-				json_array_append_new(v, json_string(p->values.v[k]));
-			json_object_set_new(o, "values", v);
+			json_object_set_new(o, "values", json_strvec(&p->values));
 		} else if (p->kind == PARAM_NORMAL || p->kind == PARAM_Q_NORMAL ||
 			   p->kind == PARAM_LOG_NORMAL || p->kind == PARAM_Q_LOG_NORMAL) {
 			json_object_set_new(o, "mu", json_real(p->mu));

@@ -638,16 +638,23 @@ static void setup_line(struct ssh_node *n, int is_stderr, const char *line, void
 #define AGENT_WAIT_MS 30000
 #define AGENT_POLL_MS 200
 
-static const json_t *dtsched_node(const json_t *reply, const char *name)
+/* the entry called name in the reply's array `list` ("nodes", "refused"), or NULL */
+static const json_t *reply_entry(const json_t *reply, const char *list, const char *name)
 {
 	const json_t *n;
 	size_t i;
 
-	json_array_foreach(json_object_get(reply, "nodes"), i, n)
-		if (!strcmp(json_get_str(n, "name", ""), name) &&
-		    !strcmp(json_get_str(n, "state", ""), DT_NODE_UP))
+	json_array_foreach(json_object_get(reply, list), i, n)
+		if (!strcmp(json_get_str(n, "name", ""), name))
 			return n;
 	return NULL;
+}
+
+static const json_t *dtsched_node(const json_t *reply, const char *name)
+{
+	const json_t *n = reply_entry(reply, "nodes", name);
+
+	return n && !strcmp(json_get_str(n, "state", ""), DT_NODE_UP) ? n : NULL;
 }
 
 /*
@@ -659,14 +666,9 @@ static char wait_began[DT_TIMESTAMP_LEN];
 
 static const json_t *dtsched_refused(const json_t *reply, const char *name)
 {
-	const json_t *n;
-	size_t i;
+	const json_t *n = reply_entry(reply, "refused", name);
 
-	json_array_foreach(json_object_get(reply, "refused"), i, n)
-		if (!strcmp(json_get_str(n, "name", ""), name) &&
-		    strcmp(json_get_str(n, "at", ""), wait_began) > 0)
-			return n;
-	return NULL;
+	return n && strcmp(json_get_str(n, "at", ""), wait_began) > 0 ? n : NULL;
 }
 
 static size_t count_registered(struct ssh_pool *p, int *want, int *settled)

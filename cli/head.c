@@ -111,25 +111,17 @@ static int head_other_protocol(const struct dt_auth_key *key)
 {
 	struct dt_httpc c;
 	struct strbuf out = STRBUF_INIT, err = STRBUF_INIT;
-	int st, theirs = 0;
+	int st, theirs;
 
 	dt_httpc_init(&c, the_cluster.head_address, the_cluster.head_port, key);
 	c.timeout_ms = 5000;
 	st = dt_httpc_request_raw(&c, "GET", DT_PATH_STATUS, NULL, 0, &out, &err);
-	if (st == DT_HTTP_PROTOCOL_MISMATCH) {
-		json_t *r = json_parse(out.buf, out.len, NULL);
-
-		theirs = (int)json_get_int(r, "protocol", 0);
-		if (theirs == DT_PROTOCOL_VERSION)   /* it refused ours: it said its own */
-			theirs = 0;
-		json_decref(r);
-		if (!theirs)
-			theirs = -1;
-	}
+	/* a 426, its or ours (httpc.h), starts {"protocol": its version */
+	theirs = st == DT_HTTP_PROTOCOL_MISMATCH ? dt_reply_protocol(out.buf, out.len) : 0;
 	dt_httpc_release(&c);
 	strbuf_release(&out);
 	strbuf_release(&err);
-	return theirs;
+	return theirs == DT_PROTOCOL_VERSION ? 0 : theirs;
 }
 
 int head_start(int quiet, int restart)

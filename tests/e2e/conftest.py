@@ -399,6 +399,12 @@ class FakeCluster:
         return dict(os.environ, FAKECLUSTER_STATE=str(self.state))
 
 
+def have_python_module(name: str) -> bool:
+    """Whether this Python imports `name` (python3-torch for the torchrun tests)."""
+    return subprocess.run([sys.executable, "-c", "import " + name],
+                          capture_output=True).returncode == 0
+
+
 def gpu_required() -> bool:
     """DT_REQUIRE_GPU set (not "" or "0"): a GPU test that would skip fails instead.
     `make trainer-gpu-test` sets it where nvidia-smi lists a GPU."""
@@ -504,6 +510,16 @@ class HeadCluster:
         return subprocess.Popen([str(self.bin / "dtctl")] + [str(a) for a in args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self.env, stdin=subprocess.DEVNULL)
+
+    def shared_file(self, subdir, name, text):
+        """A file every node can read, the shared dir's <subdir>/<name>."""
+        d = self.fc.shared / subdir
+        d.mkdir(exist_ok=True)
+        os.chmod(d, 0o777)
+        p = d / name
+        p.write_text(text)
+        os.chmod(p, 0o644)
+        return p
 
     def agent_home(self, i):
         return "/tmp/dtagent-%s-%d" % (self.tag, i)

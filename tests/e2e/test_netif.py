@@ -16,12 +16,10 @@ Using the loopback address as fallback") and the ranks on other nodes are refuse
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import HeadCluster
+from conftest import HeadCluster, have_python_module
 
 HEAD_PORT = 18171
 AGENT_PORT = 18170
@@ -36,8 +34,7 @@ dist.destroy_process_group()
 
 
 def have_torch():
-    return subprocess.run([sys.executable, "-c", "import torch.distributed"],
-                          capture_output=True).returncode == 0
+    return have_python_module("torch.distributed")
 
 
 class Ctx(HeadCluster):
@@ -84,12 +81,7 @@ def test_agents_report_their_interface(cluster):
 
 @pytest.mark.skipif(not have_torch(), reason="python3-torch not installed (make deps)")
 def test_gloo_allreduce_across_unresolvable_nodes(cluster):
-    d = cluster.fc.shared / "netif"
-    d.mkdir(exist_ok=True)
-    d.chmod(0o777)
-    script = d / "allreduce.py"
-    script.write_text(ALLREDUCE)
-    script.chmod(0o644)
+    script = cluster.shared_file("netif", "allreduce.py", ALLREDUCE)
     p = cluster.dtctl("run", "-n", 3, "-p", 1, "--timeout", "90s", "--name", "gloo",
                       "--", "/usr/bin/python3", script, timeout=150)
     assert p.returncode == 0, p.stdout + p.stderr

@@ -64,13 +64,7 @@ class Ctx(HeadCluster):
 
     def write(self, name, text):
         """A file every node can read (the shared dir)."""
-        d = self.fc.shared / "sweep-test"
-        d.mkdir(exist_ok=True)
-        os.chmod(d, 0o777)
-        p = d / name
-        p.write_text(text)
-        os.chmod(p, 0o644)
-        return p
+        return self.shared_file("sweep-test", name, text)
 
     def sweep_file(self, name, text):
         p = self.tmp / name

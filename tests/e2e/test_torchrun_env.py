@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import HeadCluster, free_ports
+from conftest import HeadCluster, free_ports, have_python_module
 
 HEAD_PORT = 18071
 AGENT_PORT = 18070
@@ -32,8 +32,7 @@ print("ENV " + json.dumps({k: v for k, v in os.environ.items() if k not in base}
 
 
 def have_torch():
-    return subprocess.run([sys.executable, "-c", "import torch.distributed.run"],
-                          capture_output=True).returncode == 0
+    return have_python_module("torch.distributed.run")
 
 
 def torchrun_envs(script, tmp):
@@ -79,12 +78,7 @@ def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
 
 @pytest.mark.skipif(not have_torch(), reason="python3-torch not installed (make deps)")
 def test_rank_env_matches_torchrun(cluster, tmp_path):
-    d = cluster.fc.shared / "torchrun-env"
-    d.mkdir(exist_ok=True)
-    os.chmod(d, 0o777)
-    script = d / "dump.py"
-    script.write_text(DUMP)
-    os.chmod(script, 0o644)
+    script = cluster.shared_file("torchrun-env", "dump.py", DUMP)
     want = torchrun_envs(script, tmp_path)
 
     # dtctl: the rank's whole environment (extra variables are fine: DT_*, the agent's)

@@ -417,8 +417,8 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	/* the job dir files, outside the lock (the shared dir may be slow NFS);
 	 * job_dir and shared_dir never change once the job is queued */
 	job_file(j, "hostfile", plan.hostfile, strlen(plan.hostfile));
-	job_file(j, "job.yaml", sb.buf, sb.len);   /* JSON is YAML */
-	job_file(j, "plan.json", pj.buf, pj.len);
+	job_file_mode(j, "job.yaml", sb.buf, sb.len, 0600);   /* JSON is YAML */
+	job_file_mode(j, "plan.json", pj.buf, pj.len, 0600);
 
 	/* 4. start the tasks: one request per node carries all of its tasks */
 	start_all_nodes(s, j, h, &plan, bodies, cc);

@@ -94,10 +94,18 @@ void job_rel(const struct job *j, const char *name, struct strbuf *rel)
 
 void job_file(const struct job *j, const char *name, const char *data, size_t len)
 {
+	job_file_mode(j, name, data, len, 0644);
+}
+
+/* Files holding environment values (job.yaml, plan.json: setup.env, the job's env,
+ * which may carry W&B or Hugging Face tokens) are the cluster user's only, like
+ * ~/.dtctl/env.sh on the nodes; the agents' API shows env keys, never values. */
+void job_file_mode(const struct job *j, const char *name, const char *data, size_t len, mode_t mode)
+{
 	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
 	job_rel(j, name, &rel);
-	if (sf_write(j->shared_dir, rel.buf, data, len, 0644, SF_OWNER, &why) < 0)
+	if (sf_write(j->shared_dir, rel.buf, data, len, mode, SF_OWNER, &why) < 0)
 		dtlog(DTLOG_WARN, "job %s: cannot write the job file: %s", j->id, why.buf);
 	strbuf_release(&rel);
 	strbuf_release(&why);

@@ -100,6 +100,10 @@ def test_dry_run_plan_is_the_launched_plan(cluster, launcher):
     plan_file = Path(job["job_dir"]) / "plan.json"
     assert plan_file.is_file(), "no %s: the launched plan is not recorded" % plan_file
     launched = json.loads(plan_file.read_text())
+    # env values (setup.env, the job's env: tokens) are the cluster user's only
+    for name in ("plan.json", "job.yaml"):
+        mode = (Path(job["job_dir"]) / name).stat().st_mode & 0o777
+        assert mode == 0o600, "%s is %o: env values readable by others" % (name, mode)
     assert launched["job_id"] == job_id and launched["master_port"] == job["master_port"] > 0
 
     # the dry run's plan, value for value, is the one that was launched

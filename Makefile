@@ -55,7 +55,11 @@ LIBS := $(PKG_LIBS) -lm -lpthread -ldl
 # --- component detection (printed as a ✓/✗ table by `make detect`) -------------
 CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
 NVCC := $(wildcard $(CUDA_HOME)/bin/nvcc)
-HAVE_NCCL := $(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,)
+# NCCL: the toolkit's, the system's, or NCCL_HOME (include/ + lib/, e.g. PyTorch's
+# nvidia-nccl wheel: scripts/gpu-remote.sh)
+NCCL_HOME ?=
+HAVE_NCCL := $(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h \
+	$(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h)),1,)
 ifneq ($(NO_CUDA),)
   NVCC :=
   HAVE_NCCL :=

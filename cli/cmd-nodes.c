@@ -92,11 +92,71 @@ static void print_health(const json_t *n)
 	putchar('\n');
 }
 
+/*
+ * `dtctl nodes --gpus`: one line per GPU of every node that is UP (the agents'
+ * inventory: NVML where there is a GPU, "fake" for configured GPUs without one),
+ * with its model and UUID -- what `nvidia-smi -L` says on each node.
+ */
+static int print_gpus(json_t *nodes, int json)
+{
+	json_t *all = json_array(), *n, *g;
+	size_t i, k;
+	int code = 0;
+
+	json_array_foreach(nodes, i, n) {
+		const char *name = json_get_str(n, "name", "");
+		json_t *reply = NULL;
+
+		if (!json_get_int(n, "gpus_total", 0))
+			continue;
+		if ((code = head_api_id("GET", DT_PATH_NODE_PREFIX, name, "", NULL, &reply, NULL)))
+			break;
+		json_array_foreach(json_object_get(json_object_get(reply, "node"), "gpus"), k, g) {
+			json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:I,s:I,s:I,s:I}", "node", name,
+				"index", (json_int_t)json_get_int(g, "index", (long long)k),
+				"name", json_get_str(g, "name", ""), "uuid", json_get_str(g, "uuid", ""),
+				"utilization", (json_int_t)json_get_int(g, "utilization", 0),
+				"memory_used", (json_int_t)json_get_int(g, "memory_used", 0),
+				"memory_total", (json_int_t)json_get_int(g, "memory_total", 0),
+				"processes", (json_int_t)json_array_size(json_object_get(g, "processes")));
+
+			if (o)
+				json_array_append_new(all, o);
+		}
+		json_decref(reply);
+	}
+	if (!code && json) {
+		json_t *o = json_pack("{s:i,s:O}", "schema", 1, "gpus", all);
+
+		json_print(o);
+		json_decref(o);
+	} else if (!code) {
+		printf("%-16s %3s  %-28s %-40s %5s %-17s %s\n", "NODE", "GPU", "MODEL", "UUID",
+		       "UTIL", "MEMORY (MiB)", "PROCS");
+		json_array_foreach(all, i, g) {
+			char mem[48];
+
+			snprintf(mem, sizeof(mem), "%lld/%lld", json_get_int(g, "memory_used", 0) >> 20,
+				 json_get_int(g, "memory_total", 0) >> 20);
+			printf("%-16s %3lld  %-28s %-40s %4lld%% %-17s %lld\n",
+			       term_str(json_get_str(g, "node", "")), json_get_int(g, "index", 0),
+			       term_str(json_get_str(g, "name", "")),
+			       *json_get_str(g, "uuid", "") ? term_str(json_get_str(g, "uuid", "")) : "-",
+			       json_get_int(g, "utilization", 0), mem, json_get_int(g, "processes", 0));
+		}
+		if (!json_array_size(all))
+			printf("(no GPUs: no node that is up reports one)\n");
+	}
+	json_decref(all);
+	return code;
+}
+
 int cmd_nodes(int argc, const char **argv)
 {
-	static const char *const usage[] = { "dtctl nodes [--json]", NULL };
-	int json = 0, code, color = dt_want_color(1), refused = 0;
+	static const char *const usage[] = { "dtctl nodes [--gpus] [--json]", NULL };
+	int json = 0, gpus_only = 0, code, color = dt_want_color(1), refused = 0;
 	struct option opts[] = {
+		OPT_BOOL(0, "gpus", &gpus_only, "one line per GPU: model, UUID, use (from the agents)"),
 		OPT_BOOL(0, "json", &json, "print the node table as JSON"),
 		OPT_END(),
 	};
@@ -108,11 +168,16 @@ int cmd_nodes(int argc, const char **argv)
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
-	if (json)
+	if (json && !gpus_only)
 		return print_nodes_json();
 	if ((code = head_api("GET", DT_PATH_NODES, NULL, &reply, NULL)))
 		return json_decref(reply), code;
 	nodes = json_object_get(reply, "nodes");
+	if (gpus_only) {
+		code = print_gpus(nodes, json);
+		json_decref(reply);
+		return code;
+	}
 	printf("%-16s %-8s %-9s %5s %-13s %5s  %-12s %s\n", "NODE", "STATE", "GPUS", "UTIL",
 	       "MEMORY", "TASKS", "HEARTBEAT", "HEALTH");
 	json_array_foreach(nodes, i, n) {

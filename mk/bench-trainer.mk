@@ -21,3 +21,12 @@ BENCH_TRAINER_GPT_ARGS ?=
 
 bench-trainer-gpt: $(BINDIR)/dttrain
 	$(PYTHON) bench/trainer_gpt_torch.py --dttrain $(BINDIR)/dttrain $(BENCH_TRAINER_GPT_ARGS)
+
+# dttrain on a GPU against PyTorch eager and torch.compile, and the cuBLAS GEMM ceiling
+# (bench/trainer_gpu.py; on a lent GPU machine: scripts/gpu-remote.sh bench).
+#   make bench-trainer-gpu BENCH_TRAINER_GPU_ARGS='--rounds 3 --steps 200'
+.PHONY: bench-trainer-gpu
+BENCH_TRAINER_GPU_ARGS ?=
+
+bench-trainer-gpu: $(BINDIR)/dttrain
+	$(PYTHON) bench/trainer_gpu.py --dttrain $(BINDIR)/dttrain $(BENCH_TRAINER_GPU_ARGS)

@@ -6,7 +6,7 @@ TRAINER_CU := $(if $(HAVE_CUDA),$(wildcard trainer/*.cu),)
 TRAINER_DEFS := $(if $(HAVE_CUDA),-DDT_HAVE_CUDA) $(if $(HAVE_NCCL),-DDT_HAVE_NCCL) \
 	$(if $(HAVE_MPI),-DDT_HAVE_MPI) $(if $(HAVE_BLAS),-DDT_HAVE_BLAS)
 TRAINER_CFLAGS := $(MPI_CFLAGS) $(BLAS_CFLAGS) $(if $(HAVE_OPENMP),-fopenmp) $(TRAINER_DEFS) \
-	$(if $(HAVE_CUDA),-I$(CUDA_HOME)/include)
+	$(if $(HAVE_CUDA),-I$(CUDA_HOME)/include) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
 # -O3 for the trainer outside sanitizer builds: the memory-bound loops (bias +
 # activation, optimisers) only vectorise at -O3 (baseline SSE2: binaries are
 # copied to other nodes, so no -march=native).
@@ -16,7 +16,7 @@ comma := ,
 CUDA_LINK := -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt
 TRAINER_LINK := $(MPI_LIBS) $(BLAS_LIBS) $(if $(HAVE_OPENMP),-fopenmp) \
 	$(if $(HAVE_CUDA),$(CUDA_LINK)) \
-	$(if $(HAVE_NCCL),-lnccl)
+	$(if $(HAVE_NCCL),$(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib) -lnccl)
 TRAINER_LIB := $(O)/libtrainer.a
 
 $(O)/trainer/%.o: trainer/%.c

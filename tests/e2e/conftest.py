@@ -222,11 +222,12 @@ def free_ports(n: int) -> list:
 
 
 class LocalCluster:
-    """A one-node cluster on this machine (host: local): its own DTCTL_HOME, shared dir
+    """A one-node cluster on this machine (host: local; gpus: a number, or "auto" for
+    the real NVML inventory): its own DTCTL_HOME, shared dir
     and free ports, so it needs no fake cluster.  start() runs dtsched and the agent and
     waits for the node to be UP; stop() ends them whatever happened."""
 
-    def __init__(self, exe: Path, tmp: Path, name: str = "local"):
+    def __init__(self, exe: Path, tmp: Path, name: str = "local", gpus: str = "0"):
         self.exe, self.tmp = exe, tmp
         self.home = tmp / "home"
         self.home.mkdir(mode=0o700)
@@ -238,9 +239,9 @@ class LocalCluster:
         self.env.pop("DTCTL_SHARED_DIR", None)
         agent_port, head_port = free_ports(2)
         (self.home / "cluster.yaml").write_text(
-            "cluster: %s\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: 2}\n"
+            "cluster: %s\nshared_dir: %s\nnodes:\n  - {host: local, gpus: %s, slots: 2}\n"
             "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
-            % (name, self.shared, agent_port, head_port))
+            % (name, self.shared, gpus, agent_port, head_port))
 
     def dtctl(self, *args, timeout=60, text=True):
         """Plain dtctl; text=False keeps stdout and stderr as bytes."""

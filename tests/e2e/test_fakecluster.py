@@ -52,6 +52,15 @@ def known_host_keys(path):
     return keys
 
 
+def same_pid_ns(pid):
+    """A fake cluster of another root (make check-fresh: new pid namespace, same state
+    path) is visible from here; its processes are not our leftovers."""
+    try:
+        return os.readlink("/proc/%d/ns/pid" % pid) == os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
+
+
 def leftovers(state: Path):
     """Everything a fake cluster could leave behind on the host, as readable strings."""
     left = []
@@ -70,7 +79,7 @@ def leftovers(state: Path):
                 cmd = Path("/proc/%s/cmdline" % d).read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if needle in cmd:
+            if needle in cmd and same_pid_ns(int(d)):
                 left.append("process %s: %s" % (d, cmd))
     if "# BEGIN dtctl-fakecluster" in Path("/etc/hosts").read_text():
         left.append("/etc/hosts block")

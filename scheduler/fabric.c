@@ -290,15 +290,14 @@ out:
 	return v;
 }
 
-/* raise (or for latency lower) baseline key to v */
-static void base_best(json_t *b, const char *key, double v, int lower)
+/* baseline key follows v: the first value, then a moving average */
+static void base_follow(json_t *b, const char *key, double v)
 {
 	double old = json_get_real(b, key, -1);
 
 	if (!(v > 0))
 		return;
-	if (old <= 0 || (lower ? v < old : v > old))
-		json_object_set_new(b, key, json_real(v));
+	json_object_set_new(b, key, json_real(old > 0 ? old + FABRIC_BASE_WEIGHT * (v - old) : v));
 }
 
 void fabric_update_baselines(json_t *b, const json_t *v)
@@ -314,10 +313,10 @@ void fabric_update_baselines(json_t *b, const json_t *v)
 			continue;
 		strbuf_reset(&key);
 		strbuf_addf(&key, "rx:%s", name);
-		base_best(b, key.buf, json_get_real(x, "rx_MBps", -1), 0);
+		base_follow(b, key.buf, json_get_real(x, "rx_MBps", -1));
 		strbuf_reset(&key);
 		strbuf_addf(&key, "tx:%s", name);
-		base_best(b, key.buf, json_get_real(x, "tx_MBps", -1), 0);
+		base_follow(b, key.buf, json_get_real(x, "tx_MBps", -1));
 	}
 	json_array_foreach(json_object_get(v, "links"), i, x) {
 		const char *a = json_get_str(x, "a", "?"), *bn = json_get_str(x, "b", "?");
@@ -327,13 +326,13 @@ void fabric_update_baselines(json_t *b, const json_t *v)
 			continue;
 		strbuf_reset(&key);
 		strbuf_addf(&key, "bw:%s>%s", a, bn);
-		base_best(b, key.buf, json_get_real(x, "bw_ab_MBps", -1), 0);
+		base_follow(b, key.buf, json_get_real(x, "bw_ab_MBps", -1));
 		strbuf_reset(&key);
 		strbuf_addf(&key, "bw:%s>%s", bn, a);
-		base_best(b, key.buf, json_get_real(x, "bw_ba_MBps", -1), 0);
+		base_follow(b, key.buf, json_get_real(x, "bw_ba_MBps", -1));
 		strbuf_reset(&key);
 		strbuf_addf(&key, "lat:%s|%s", lt ? a : bn, lt ? bn : a);
-		base_best(b, key.buf, json_get_real(x, "lat_us", -1), 1);
+		base_follow(b, key.buf, json_get_real(x, "lat_us", -1));
 	}
 	strbuf_release(&key);
 }

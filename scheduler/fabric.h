@@ -11,8 +11,7 @@
  *                links, the better one: one slow peer does not make a node
  *                slow; all or most of its links must be)
  *
- * A figure fails below `fraction` x its baseline (the best seen while it
- * passed), or, from 3 nodes on, below `fraction` x the median of the same
+ * A figure fails below `fraction` x its baseline, or, from 3 nodes on, below `fraction` x the median of the same
  * figure over all nodes (links: over all directed links).  With 2 nodes
  * there is no peer to compare with: only baselines count, and a slow link
  * fails both of its nodes, since the test cannot tell which end is slow.
@@ -32,6 +31,7 @@
 #include "strbuf.h"
 
 #define FABRIC_LAT_FLOOR_US 2000.0
+#define FABRIC_BASE_WEIGHT 0.3
 
 /*
  * The verdict of test document `doc`, whose rank k ran on node names[k]
@@ -51,8 +51,10 @@ json_t *fabric_verdict(const json_t *doc, const char *const *names, size_t nr,
 
 /*
  * The baselines after verdict v: every figure of a node or link that passed
- * raises its baseline to the best seen (latency: lowers); failed ones never
- * change it.  Updates `baselines` in place.
+ * moves its baseline FABRIC_BASE_WEIGHT of the way to it (the first one sets
+ * it): an exponential moving average of the passing measurements, so one
+ * lucky or unlucky run moves it little, and a figure that failed never moves
+ * it.  Updates `baselines` in place.
  */
 void fabric_update_baselines(json_t *baselines, const json_t *v);
 

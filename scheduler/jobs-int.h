@@ -72,6 +72,7 @@ struct job {
 	int restart_world;        /* ... on this many GPUs (or CPU slots) */
 	int orted_attempt;        /* the attempt that ended last ... */
 	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
+	json_t *fabric;           /* a fabric test's verdict (fabric-head.c), or NULL */
 };
 
 struct jobs_clients {
@@ -158,6 +159,10 @@ void jslot_format(struct strbuf *sb, const struct jslot *p);
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
 int hold_has_task(struct sched *s, const char *id);
 void check_holds(struct sched *s, struct actions *a);
+
+/* fabric-head.c: an attempt of j ends (lock held, j->hold still set): a fabric
+ * test's verdict into j->fabric and the baselines; nothing for other jobs */
+void fabric_attempt_ended(struct sched *s, struct job *j);
 
 /* jobs-launch.c */
 void clients_release(struct jobs_clients *c);

@@ -51,7 +51,7 @@ void train_config_init(struct train_config *c)
 	c->micro_batches = 4;
 	c->pipeline_schedule = "gpipe";
 	c->fabric_bytes = 1 << 20;
-	c->fabric_iters = 5;
+	c->fabric_iters = 20;
 	c->fabric_timeout_ms = 3000;
 }
 
@@ -129,7 +129,8 @@ void train_options(struct train_config *c, struct option *opts)
 			   "pairwise latency and bandwidth) or quick (connectivity: latency only)"),
 		OPT_INT(0, "fabric-bytes", &c->fabric_bytes, "fabric: bytes per bandwidth message and "
 			"all-reduce (1048576)"),
-		OPT_INT(0, "fabric-iters", &c->fabric_iters, "fabric: messages per direction and pair (5)"),
+		OPT_INT(0, "fabric-iters", &c->fabric_iters, "fabric: messages per direction and pair; "
+			"the best counts (20)"),
 		OPT_INT(0, "fabric-timeout", &c->fabric_timeout_ms, "fabric: ms one transfer may take "
 			"before its link counts as failed (3000)"),
 		OPT_STRING(0, "fabric-out", &c->fabric_out, "file", "fabric: also write the JSON here"),

@@ -207,8 +207,8 @@ static json_t *fabric_doc(const struct fab *f, double *const *rows, const char *
 			int ok = ea && eb && !ea[ROW_FAIL] && !eb[ROW_FAIL];
 			json_t *l = json_pack("{s:i,s:i,s:b}", "a", a, "b", b, "ok", ok);
 
-			json_object_set_new(l, "lat_us", number_or_null(ea && !ea[ROW_FAIL] ?
-									  ea[ROW_LAT] : -1));
+			/* measured before a bandwidth transfer that did not finish */
+			json_object_set_new(l, "lat_us", number_or_null(ea ? ea[ROW_LAT] : -1));
 			if (f->full) {
 				json_object_set_new(l, "bw_ab_MBps", number_or_null(ok ? ea[ROW_BW] : -1));
 				json_object_set_new(l, "bw_ba_MBps", number_or_null(ok ? eb[ROW_BW] : -1));
@@ -261,6 +261,8 @@ int fabric_run(const struct train_config *cfg, struct comm *c, struct strbuf *er
 	char *hosts;
 	double t0 = now_s(), start, deadline, ar_s = -1, budget;
 	int rounds, code = 0;
+	const char *out = cfg->fabric_out;
+	struct strbuf outbuf = STRBUF_INIT;
 
 	if (c->world > 1 && !c->have_mpi) {
 		strbuf_addstr(err, "--fabric with several ranks needs mpirun (one rank per node)");
@@ -278,6 +280,11 @@ int fabric_run(const struct train_config *cfg, struct comm *c, struct strbuf *er
 	f.row = xcalloc((size_t)f.n * ROW_FIELDS, sizeof(double));
 	for (int k = 0; k < f.n; k++)
 		f.row[k * ROW_FIELDS + ROW_LAT] = f.row[k * ROW_FIELDS + ROW_BW] = -1;
+	/* under dtsched: where dtsched reads it (scheduler/fabric-head.c) */
+	if (!out && getenv("DT_JOB_DIR") && *getenv("DT_JOB_DIR")) {
+		strbuf_addf(&outbuf, "%s/fabric.json", getenv("DT_JOB_DIR"));
+		out = outbuf.buf;
+	}
 	hosts = xcalloc((size_t)f.n, 64);
 	memcpy(hosts + f.me * 64, c->host, strnlen(c->host, 63));
 	budget = f.timeout_ms / 1000.0;
@@ -324,7 +331,7 @@ int fabric_run(const struct train_config *cfg, struct comm *c, struct strbuf *er
 		text = json_dumps(doc, JSON_COMPACT);
 		printf("%s\n", text);
 		fflush(stdout);
-		if (cfg->fabric_out && write_whole(cfg->fabric_out, text, err) < 0) {
+		if (out && write_whole(out, text, err) < 0) {
 			error("%s", err->buf);
 			strbuf_reset(err);
 		}
@@ -352,6 +359,7 @@ int fabric_run(const struct train_config *cfg, struct comm *c, struct strbuf *er
 		    xfer(&f, 0, &fin, 1, 0, TAG_END, now_s() + 3 * budget) || f.failed)
 			comm_abort(c, 1);   /* rank 0 aborts too, once it has written */
 	}
+	strbuf_release(&outbuf);
 	free(hosts);
 	free(f.buf);
 	free(f.row);

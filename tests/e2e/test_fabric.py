@@ -1,0 +1,169 @@
+"""The fabric test (docs/agents.md, "Fabric test") on the 4-node fake cluster: `dtctl doctor
+--fabric` runs `dttrain --fabric` as a job through dtsched, one rank per node under the real
+mpirun, and prints dtsched's verdict.
+
+  - healthy nodes pass, every node and link measured; the head keeps baselines in state.db,
+    so the next run shows each node's baseline;
+  - one node's veth throttled with tc tbf (the kernel has no sch_netem) on its host end:
+    the test names that node (rx far below the peers' median) and its three links, the
+    other nodes pass, exit 1;
+  - --quick (connectivity and latency) passes on healthy nodes, --nodes picks the nodes.
+
+Every tc change is removed at the end of its test, whatever happened.
+"""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import HeadCluster
+from test_run import setup_ssh
+
+HEAD_PORT = 18271
+AGENT_PORT = 18270
+NODES = 4
+
+
+class Ctx(HeadCluster):
+    def __init__(self, fc, bin_dir, tmp):
+        super().__init__(fc, bin_dir, tmp, HEAD_PORT, AGENT_PORT, gpus=0, tag="fabric",
+                         dead_after_ms=5000, dtctl_timeout=240)
+        # veths between netns on 2 shared, loaded cores: a healthy link's bandwidth swings
+        # 3x from run to run (a throttled one is 1000x down); the default is 0.5
+        with open(self.home / "cluster.yaml", "a") as f:
+            f.write("health: {fabric_fraction: 0.2}\n")
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
+    fc = fake_cluster(NODES)
+    if fc.mode != "netns":
+        pytest.skip("the fabric test needs veths and distinct hostnames (fake cluster mode %s)"
+                    % fc.mode)
+    if not shutil.which("tc"):
+        pytest.skip("tc not found (Debian package iproute2)")
+    tmp = tmp_path_factory.mktemp("fabric")
+    ctx = Ctx(fc, dtctl_bin, tmp)
+    setup_ssh(fc, ctx, tmp)
+    with ctx.running():
+        yield ctx
+
+
+def doctor(c, *args):
+    p = c.dtctl("doctor", "--fabric", *args)
+    assert p.returncode in (0, 1), "rc %d\n%s%s" % (p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def fabric_json(c, *args):
+    p = doctor(c, "--json", *args)
+    return p.returncode, json.loads(p.stdout)
+
+
+def names(c):
+    return [n.name for n in c.fc.nodes]
+
+
+def test_healthy_nodes_pass_and_baselines_are_kept(cluster):
+    c = cluster
+    rc, out = fabric_json(c)
+    v = out["fabric"]
+    assert rc == 0 and out["ok"] is True and v["ok"] is True, out
+    assert sorted(n["node"] for n in v["nodes"]) == sorted(names(c)), v
+    assert len(v["links"]) == NODES * (NODES - 1) // 2, v
+    for link in v["links"]:
+        assert link["ok"] and link["bw_ab_MBps"] > 0 and link["bw_ba_MBps"] > 0 \
+            and link["lat_us"] > 0, link
+    assert v["allreduce"]["ok"] and v["allreduce"]["busbw_MBps"] > 0, v
+    # the first run had nothing to compare with; the second has every node's baseline
+    assert all(n["base_rx"] is None for n in v["nodes"]), v
+    job = c.show(out["job"])
+    assert job["state"] == "COMPLETED" and job["fabric"]["ok"] is True, job
+    assert job["launcher"] == "mpi" and job["world_size"] == NODES, job
+
+    p = doctor(c)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "fabric: every node and link passed" in p.stdout, p.stdout
+    rc, out = fabric_json(c)
+    assert rc == 0, out
+    assert all(n["base_rx"] > 0 and n["base_tx"] > 0 for n in out["fabric"]["nodes"]), out
+
+
+def test_quick_on_chosen_nodes(cluster):
+    c = cluster
+    two = names(c)[:2]
+    rc, out = fabric_json(c, "--quick", "--nodes", ",".join(two))
+    v = out["fabric"]
+    assert rc == 0 and v["ok"] and v["mode"] == "quick", out
+    assert sorted(n["node"] for n in v["nodes"]) == sorted(two), v
+    assert len(v["links"]) == 1 and v["links"][0]["lat_us"] > 0, v
+    assert v["links"][0]["bw_ab_MBps"] is None and "allreduce" not in v, v
+    # bad use: --quick alone, an unknown node
+    p = c.dtctl("doctor", "--quick")
+    assert p.returncode == 2, p.stdout + p.stderr
+    p = c.dtctl("doctor", "--fabric", "--nodes", "nosuchnode")
+    assert p.returncode == 2 and "nosuchnode" in p.stderr, p.stdout + p.stderr
+
+
+class Throttle:
+    """tc tbf on node i's veth (its host end: what reaches the node), removed on exit."""
+
+    def __init__(self, node, *tbf):
+        self.dev, self.tbf = "dtveth%d" % node.index, tbf
+
+    def __enter__(self):
+        subprocess.run(["tc", "qdisc", "replace", "dev", self.dev, "root", "tbf"] + list(self.tbf),
+                       check=True)
+
+    def __exit__(self, *exc):
+        subprocess.run(["tc", "qdisc", "del", "dev", self.dev, "root"], check=False)
+
+
+def check_named(c, bad, p, rc, out, why):
+    """The doctor's text (p) and JSON (rc, out) runs name node bad, and only it, with why,
+    and its three links."""
+    assert p.returncode == 1, p.stdout + p.stderr
+    line = [x for x in p.stdout.splitlines() if x.startswith(bad.name + " ")]
+    assert line and "FAIL: " + why in line[0], p.stdout
+    assert "fabric: FAILED: fabric test failed: %s: %s" % (bad.name, why) in p.stdout, p.stdout
+    v = out["fabric"]
+    assert rc == 1 and out["ok"] is False, out
+    assert v["bad_nodes"] == [bad.name], v
+    assert {frozenset(x.split("<->")) for x in v["bad_links"]} == \
+        {frozenset((a, bad.name)) for a in names(c) if a != bad.name}, v
+    job = c.show(out["job"])
+    assert job["reason"].startswith("fabric test failed: %s: %s" % (bad.name, why)), job
+    return v
+
+
+def test_slow_node_fails(cluster):
+    """100 Mbit/s into node 3: every transfer finishes, its rx is far below the others'."""
+    c = cluster
+    bad = c.fc.node(3)
+    with Throttle(bad, "rate", "100mbit", "burst", "256kbit", "latency", "100ms"):
+        p = doctor(c)
+        rc, out = fabric_json(c)
+    v = check_named(c, bad, p, rc, out, "rx ")
+    n = [x for x in v["nodes"] if x["node"] == bad.name][0]
+    assert 0 < n["rx_MBps"] < 0.2 * n["base_rx"] and n["rx_MBps"] < 0.2 * n["median_rx"], n
+    assert all(x["ok"] for x in v["links"] if bad.name not in (x["a"], x["b"])), v
+
+
+def test_throttled_node_fails(cluster):
+    """1 Mbit/s into node 3 (the issue's tbf): its transfers do not finish in time."""
+    c = cluster
+    bad = c.fc.node(3)
+    with Throttle(bad, "rate", "1mbit", "burst", "32kbit", "latency", "400ms"):
+        p = doctor(c)
+        rc, out = fabric_json(c)
+    v = check_named(c, bad, p, rc, out, "3 of its 3 links did not finish")
+    assert v["allreduce"]["ok"] is False, v
+    for x in v["links"]:
+        if bad.name in (x["a"], x["b"]):
+            assert "did not finish" in x["why"] and x["lat_us"] > 0, x
+
+    # untouched again: it passes; the failed runs did not lower any baseline
+    rc, out = fabric_json(c)
+    assert rc == 0 and out["fabric"]["ok"], out

@@ -167,3 +167,39 @@ def test_throttled_node_fails(cluster):
     # untouched again: it passes; the failed runs did not lower any baseline
     rc, out = fabric_json(c)
     assert rc == 0 and out["fabric"]["ok"], out
+
+
+def test_preflight_job_placed_on_healthy_nodes(cluster, tmp_path):
+    """`preflight: true`: a 3-node job would land on dtnode1-3; dtnode2's veth is throttled,
+    so its pre-flight fabric test fails, dtnode2 is drained with the reason and the job
+    runs on the three others after a second test passed."""
+    c = cluster
+    bad = c.fc.node(2)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: pf\nnodes: 3\npreflight: true\ncommand: [/bin/true]\n")
+    try:
+        with Throttle(bad, "rate", "100mbit", "burst", "256kbit", "latency", "100ms"):
+            p = c.dtctl("run", "--detach", spec)
+            assert p.returncode == 0, p.stdout + p.stderr
+            job = p.stdout.strip()
+            j = c.wait_job(job, ["COMPLETED", "FAILED"], timeout=180)
+        assert j["state"] == "COMPLETED", j
+        placed = sorted(x["node"] for x in j["placement"])
+        assert placed == sorted(n for n in names(c) if n != bad.name), j
+        said = [h.get("reason") or "" for h in j["history"]]
+        failed = [x for x in said if x.startswith("pre-flight fabric test failed")]
+        assert failed and ("%s: rx" % bad.name) in failed[0], said
+        assert any(x.startswith("pre-flight fabric test passed") for x in said), said
+        assert j["preflight"]["rounds"] == 2 and j["spec"]["preflight"] is True, j
+        gates = [x for x in c.jobs() if x["name"] == "preflight-" + job]
+        assert len(gates) == 2 and [g["state"] for g in gates] == ["COMPLETED"] * 2, gates
+
+        n = c.nodes()[bad.name]
+        assert n["state"] == "DRAINED", n
+        assert n["drain_reason"].startswith("auto: fabric test failed (pre-flight of %s, job "
+                                            % job), n
+        assert "rx" in n["drain_reason"], n
+        p = c.dtctl("nodes")
+        assert "(drained: auto: fabric test failed" in p.stdout, p.stdout
+    finally:
+        c.dtctl("resume", bad.name)

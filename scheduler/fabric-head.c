@@ -15,7 +15,7 @@
  * nodes its verdict names are drained ("auto: fabric test failed ..."), and
  * the job is placed again: on other nodes, with a new gate, or, when the gate
  * passed, launched on nodes that all passed.  After FABRIC_GATE_ROUNDS gates
- * without a pass it is launched without one (said in its history).
+ * in a row without a pass it is launched without one (said in its history).
  */
 #include "fabric.h"
 #include "jobs-int.h"
@@ -97,6 +97,7 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 		for (int k = 0; k < h->nr; k++)
 			json_array_append_new(passed, json_string(h->place[k].node));
 		strbuf_addf(&sb, "pre-flight fabric test passed (job %s)", g->id);
+		json_object_set_new(j->preflight, "rounds", json_integer(0));
 	} else {
 		strbuf_addf(&sb, "pre-flight fabric test failed (job %s): %s", g->id, why);
 	}
@@ -114,6 +115,11 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 	}
 	json_object_set_new(j->preflight, "job", json_null());
 	json_object_set_new(j->preflight, "passed", passed);
+	if (state_final(j->state)) {    /* cancelled meanwhile: the nodes were all it was for */
+		job_save(s, j);
+		strbuf_release(&sb);
+		return;
+	}
 	history_add(j, DT_JOB_PENDING, sb.buf);
 	set_reason(j, "%s", sb.buf);
 	j->wait_fp = 0;

@@ -221,13 +221,17 @@ void fabric_attempt_ended(struct sched *s, struct job *j)
 	}
 	if (!(doc = json_parse(buf.buf, buf.len, &why)))
 		goto fail;
-	/* one rank per node, in placement order (the hostfile's) */
-	if (j->per_node == 1 && json_get_int(doc, "world", 0) == h->nr) {
-		nr = (size_t)h->nr;
-		names = xcalloc(nr, sizeof(*names));
-		for (size_t k = 0; k < nr; k++)
-			names[k] = h->place[k].node;
+	/* one rank per node, in placement order (the hostfile's): the node names come
+	 * from the placement, never from the document (its user wrote it) */
+	if (j->per_node != 1 || json_get_int(doc, "world", 0) != h->nr) {
+		strbuf_addf(&why, "fabric.json is for %lld rank(s), the job has %d node(s) with one "
+			    "rank each", json_get_int(doc, "world", 0), h->nr);
+		goto fail;
 	}
+	nr = (size_t)h->nr;
+	names = xcalloc(nr, sizeof(*names));
+	for (size_t k = 0; k < nr; k++)
+		names[k] = h->place[k].node;
 	base = baselines_load(s);
 	v = fabric_verdict(doc, names, nr, base, s->cc ? s->cc->health.fabric_fraction : 0.5, &why);
 	if (!v)

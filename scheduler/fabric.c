@@ -297,6 +297,11 @@ static void base_follow(json_t *b, const char *key, double v)
 
 	if (!(v > 0))
 		return;
+	/* the document is its job's user's: one run moves a baseline at most 2x */
+	if (old > 0 && v > 2 * old)
+		v = 2 * old;
+	else if (old > 0 && v < old / 2)
+		v = old / 2;
 	json_object_set_new(b, key, json_real(old > 0 ? old + FABRIC_BASE_WEIGHT * (v - old) : v));
 }
 

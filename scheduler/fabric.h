@@ -54,7 +54,8 @@ json_t *fabric_verdict(const json_t *doc, const char *const *names, size_t nr,
  * moves its baseline FABRIC_BASE_WEIGHT of the way to it (the first one sets
  * it): an exponential moving average of the passing measurements, so one
  * lucky or unlucky run moves it little, and a figure that failed never moves
- * it.  Updates `baselines` in place.
+ * it.  A figure is taken as at most 2x and at least half the old baseline
+ * (the document is written by its job's user).  Updates `baselines` in place.
  */
 void fabric_update_baselines(json_t *baselines, const json_t *v);
 

@@ -227,7 +227,7 @@ static json_t *fabric_doc(const struct fab *f, double *const *rows, const char *
 	json_object_set_new(doc, "elapsed_ms", json_real(elapsed * 1000));
 	json_object_set_new(doc, "nodes", nodes);
 	json_object_set_new(doc, "links", links);
-	if (f->full) {
+	if (f->full && f->n > 1) {
 		ar = json_pack("{s:b}", "ok", ar_s >= 0);
 		json_object_set_new(ar, "time_us", number_or_null(ar_s >= 0 ? ar_s * 1e6 : -1));
 		json_object_set_new(ar, "busbw_MBps", number_or_null(

@@ -243,6 +243,13 @@ static void test_baselines_update(void **state)
 	assert_true(json_get_real(base, "bw:n2>n1", 0) == 800 + 0.3 * 400);
 	assert_true(json_get_real(base, "rx:n3", 0) == 1000);
 	assert_true(json_get_real(base, "bw:n1>n3", 0) == 1000);
+
+	/* one run moves a baseline at most 2x: 1000 + 0.3 x (2000 - 1000) */
+	fill(bw, 1e9);
+	v = verdict(3, bw, -1, base);
+	fabric_update_baselines(base, v);
+	json_decref(v);
+	assert_true(json_get_real(base, "bw:n1>n3", 0) == 1300);
 	json_decref(base);
 }
 

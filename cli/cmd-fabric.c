@@ -180,6 +180,7 @@ int doctor_fabric(const char *spec, int quick, int json)
 		json_decref(o);
 	} else {
 		print_verdict(v);
+		printf("measured in %.0f ms\n", json_get_real(v, "elapsed_ms", 0));
 		if (json_is_true(json_object_get(v, "ok")))
 			printf("fabric: every node and link passed (job %s)\n", term_str(id.buf));
 		else

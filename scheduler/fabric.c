@@ -277,6 +277,8 @@ json_t *fabric_verdict(const json_t *doc, const char *const *names, size_t nr,
 	json_object_set_new(v, "links", vl);
 	json_object_set_new(v, "bad_nodes", bad_nodes);
 	json_object_set_new(v, "bad_links", bad_links);
+	if (json_is_number(json_object_get(doc, "elapsed_ms")))
+		json_object_set(v, "elapsed_ms", json_object_get(doc, "elapsed_ms"));
 	if (json_is_object(json_object_get(doc, "allreduce")))
 		json_object_set(v, "allreduce", json_object_get(doc, "allreduce"));
 out:

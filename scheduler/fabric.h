@@ -42,7 +42,8 @@
  *               "median_rx", "median_tx", "why"}],
  *    "links": [{"a", "b", "ok", "lat_us", "bw_ab_MBps", "bw_ba_MBps",
  *               "base_ab", "base_ba", "base_lat", "why"}],
- *    "allreduce": {...} (as measured), "bad_nodes": [names], "bad_links": ["a<->b"]}
+ *    "allreduce": {...}, "elapsed_ms" (as measured), "bad_nodes": [names],
+ *    "bad_links": ["a<->b"]}
  *
  * or NULL with a message in err when doc is not a fabric test document.
  */

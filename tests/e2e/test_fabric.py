@@ -4,10 +4,14 @@ mpirun, and prints dtsched's verdict.
 
   - healthy nodes pass, every node and link measured; the head keeps baselines in state.db,
     so the next run shows each node's baseline;
-  - one node's veth throttled with tc tbf (the kernel has no sch_netem) on its host end:
-    the test names that node (rx far below the peers' median) and its three links, the
-    other nodes pass, exit 1;
-  - --quick (connectivity and latency) passes on healthy nodes, --nodes picks the nodes.
+  - --quick (connectivity and latency) passes on healthy nodes, --nodes picks the nodes;
+  - one node's veth throttled on its host end with tc tbf (the kernel has no sch_netem):
+    at 100 Mbit/s its transfers finish and its rx is named as far below its baseline; at
+    1 Mbit/s they do not finish in time and its three links are named as cut; the other
+    nodes pass, exit 1;
+  - `preflight: true`: a job whose first placement has the throttled node gets it
+    drained by its pre-flight gate and runs on the others; `dtctl resume --burn-in`
+    re-admits the node only once the fabric step with a peer passes.
 
 Every tc change is removed at the end of its test, whatever happened.
 """
@@ -47,6 +51,12 @@ def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fabric")
     ctx = Ctx(fc, dtctl_bin, tmp)
     setup_ssh(fc, ctx, tmp)
+    # dtctl's own SSH to the nodes (the burn-in's doctor step), as `dtctl init` leaves it:
+    # the cluster key that setup_ssh authorized, the nodes' host keys, the login user
+    shutil.copy(tmp / "id_ed25519", ctx.home / "id_ed25519")
+    shutil.copy(fc.known_hosts, ctx.home / "known_hosts")
+    with open(ctx.home / "cluster.yaml", "a") as f:
+        f.write("user: %s\n" % fc.user)
     with ctx.running():
         yield ctx
 
@@ -172,7 +182,8 @@ def test_throttled_node_fails(cluster):
 def test_preflight_job_placed_on_healthy_nodes(cluster, tmp_path):
     """`preflight: true`: a 3-node job would land on dtnode1-3; dtnode2's veth is throttled,
     so its pre-flight fabric test fails, dtnode2 is drained with the reason and the job
-    runs on the three others after a second test passed."""
+    runs on the three others after a second test passed.  Then `dtctl resume --burn-in`:
+    refused while still throttled (its fabric step), passed once not."""
     c = cluster
     bad = c.fc.node(2)
     spec = tmp_path / "job.yaml"
@@ -203,5 +214,21 @@ def test_preflight_job_placed_on_healthy_nodes(cluster, tmp_path):
         assert "rx" in n["drain_reason"], n
         p = c.dtctl("nodes")
         assert "(drained: auto: fabric test failed" in p.stdout, p.stdout
+
+        # re-admission: the burn-in's third step is a fabric test with an UP peer; still
+        # throttled it fails and the node stays drained, untouched it passes
+        peer = sorted(x for x in names(c) if x != bad.name)[0]
+        with Throttle(bad, "rate", "100mbit", "burst", "256kbit", "latency", "100ms"):
+            p = c.dtctl("resume", "--burn-in", bad.name)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "burn-in 3/3: dtctl doctor --fabric --nodes %s,%s" % (bad.name, peer) in p.stdout
+        assert "burn-in of %s FAILED: the fabric test with %s failed" % (bad.name, peer) \
+            in p.stdout, p.stdout
+        assert c.nodes()[bad.name]["state"] == "DRAINED"
+        p = c.dtctl("resume", "--burn-in", bad.name)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "doctor: all checks passed" in p.stdout, p.stdout
+        assert "; the fabric test with %s passed" % peer in p.stdout, p.stdout
+        assert c.nodes()[bad.name]["state"] == "UP"
     finally:
         c.dtctl("resume", bad.name)

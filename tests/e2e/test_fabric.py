@@ -53,7 +53,8 @@ def cluster(fake_cluster, dtctl_bin, tmp_path_factory):
     setup_ssh(fc, ctx, tmp)
     # dtctl's own SSH to the nodes (the burn-in's doctor step), as `dtctl init` leaves it:
     # the cluster key that setup_ssh authorized, the nodes' host keys, the login user
-    shutil.copy(tmp / "id_ed25519", ctx.home / "id_ed25519")
+    for f in ("id_ed25519", "id_ed25519.pub"):
+        shutil.copy(tmp / f, ctx.home / f)
     shutil.copy(fc.known_hosts, ctx.home / "known_hosts")
     with open(ctx.home / "cluster.yaml", "a") as f:
         f.write("user: %s\n" % fc.user)
@@ -188,6 +189,8 @@ def test_preflight_job_placed_on_healthy_nodes(cluster, tmp_path):
     bad = c.fc.node(2)
     spec = tmp_path / "job.yaml"
     spec.write_text("name: pf\nnodes: 3\npreflight: true\ncommand: [/bin/true]\n")
+    # baselines of every node and link (the burn-in's 2-node fabric step has only those)
+    assert doctor(c).returncode == 0
     try:
         with Throttle(bad, "rate", "100mbit", "burst", "256kbit", "latency", "100ms"):
             p = c.dtctl("run", "--detach", spec)

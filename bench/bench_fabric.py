@@ -54,6 +54,9 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="bench-fabric-"))
     hc = HeadCluster(fc, bin_dir, tmp, HEAD_PORT, AGENT_PORT, gpus=0, tag="bfabric",
                      dead_after_ms=5000, dtctl_timeout=300)
+    # as tests/e2e/test_fabric.py: this VM's noise (docs/agents.md, "Fabric test")
+    with open(hc.home / "cluster.yaml", "a") as f:
+        f.write("health: {fabric_fraction: 0.2}\n")
     hostfile = fc.shared / "bench-fabric-hostfile"
     hostfile.write_text("".join("%s slots=1\n" % n.addr for n in fc.nodes))
     os.chmod(hostfile, 0o644)

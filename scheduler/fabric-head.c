@@ -12,9 +12,11 @@
  * test is a job of its own (a gate job, "preflight-<job>": the same path as
  * `dtctl doctor --fabric`, queued behind nothing since its nodes are free at
  * that moment); the job waits PENDING meanwhile.  When the gate job ends, the
- * nodes its verdict names are drained ("auto: fabric test failed ..."), and
- * the job is placed again: on other nodes, with a new gate, or, when the gate
- * passed, launched on nodes that all passed.  After FABRIC_GATE_ROUNDS gates
+ * nodes its verdict names are suspects, tested again by the next gate (the
+ * job is placed again, normally on the same nodes); those that fail twice in
+ * a row are drained ("auto: fabric test failed twice ..."), and the job is
+ * placed again: on other nodes, with a new gate, or, when the gate passed,
+ * launched on nodes that all passed.  After FABRIC_GATE_ROUNDS gates
  * in a row without a pass it is launched without one (said in its history).
  */
 #include "fabric.h"
@@ -27,7 +29,7 @@
 #include <string.h>
 
 #define FABRIC_DOC_MAX (4 << 20)
-#define FABRIC_GATE_ROUNDS 3
+#define FABRIC_GATE_ROUNDS 4
 #define FABRIC_GATE_TIMEOUT_MS (3 * 60 * 1000)
 
 static json_t *baselines_load(struct sched *s)
@@ -80,18 +82,34 @@ static struct job *gated_by(struct sched *s, const struct job *g)
 	return NULL;
 }
 
+/* 1 when array a holds string name */
+static int has_name(const json_t *a, const char *name)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(a, i, x)
+		if (!strcmp(json_string_value(x), name))
+			return 1;
+	return 0;
+}
+
 /*
  * Gate job g of job j ended with verdict v (NULL: no verdict, why says why):
- * drain the nodes it names, remember the nodes that passed, let j be placed
- * again.  Lock held.
+ * the nodes it fails that the gate before it failed too are drained (a
+ * second, confirming test: one slow run on a busy node must not drain it);
+ * the others are suspects for the next gate.  Remember the nodes that
+ * passed, let j be placed again.  Lock held.
  */
 static void gate_ended(struct sched *s, struct job *j, const struct job *g, const json_t *v,
 		       const char *why)
 {
 	const struct hold *h = g->hold;
-	json_t *passed = json_array(), *x;
+	const json_t *was = json_object_get(j->preflight, "suspects");
+	json_t *passed = json_array(), *suspects = json_array(), *x;
 	struct strbuf sb = STRBUF_INIT;
 	size_t i;
+	int drained = 0;
 
 	if (v && json_is_true(json_object_get(v, "ok"))) {
 		for (int k = 0; k < h->nr; k++)
@@ -102,19 +120,29 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 		strbuf_addf(&sb, "pre-flight fabric test failed (job %s): %s", g->id, why);
 	}
 	json_array_foreach(json_object_get(v, "nodes"), i, x) {
-		struct node *n = node_find(s, json_get_str(x, "node", ""));
+		const char *name = json_get_str(x, "node", "");
+		struct node *n = node_find(s, name);
 		struct strbuf r = STRBUF_INIT;
 
 		if (json_is_true(json_object_get(x, "ok")) || !n || n->drained)
 			continue;
-		strbuf_addf(&r, "auto: fabric test failed (pre-flight of %s, job %s): %s", j->id,
-			    g->id, json_get_str(x, "why", "?"));
+		if (!has_name(was, name)) {
+			json_array_append_new(suspects, json_string(name));
+			continue;
+		}
+		strbuf_addf(&r, "auto: fabric test failed twice (pre-flight of %s, job %s): %s",
+			    j->id, g->id, json_get_str(x, "why", "?"));
 		dtlog(DTLOG_WARN, "node '%s' drained: %s", n->name, r.buf);
 		node_set_drained(s, n, r.buf);
+		drained++;
 		strbuf_release(&r);
 	}
+	if (json_array_size(suspects))
+		strbuf_addstr(&sb, drained ? "; the others failing it are tested again" :
+			      "; tested again before any node is drained");
 	json_object_set_new(j->preflight, "job", json_null());
 	json_object_set_new(j->preflight, "passed", passed);
+	json_object_set_new(j->preflight, "suspects", suspects);
 	if (state_final(j->state)) {    /* cancelled meanwhile: the nodes were all it was for */
 		job_save(s, j);
 		strbuf_release(&sb);
@@ -167,8 +195,8 @@ int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 	rounds = (int)json_get_int(j->preflight, "rounds", 0);
 	if (rounds >= FABRIC_GATE_ROUNDS) {
 		if (rounds == FABRIC_GATE_ROUNDS) {
-			history_add(j, DT_JOB_PENDING, "pre-flight fabric test gave up after 3 "
-				    "rounds without a pass: launched without one");
+			history_add(j, DT_JOB_PENDING, "pre-flight fabric test gave up after 4 "
+				    "gates without a pass: launched without one");
 			json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
 		}
 		return 0;

@@ -624,12 +624,19 @@ static void check_port(void)
 
 int cmd_doctor(int argc, const char **argv)
 {
-	static const char *const usage[] = { "dtctl doctor [--nodes SPEC] [--json]", NULL };
+	static const char *const usage[] = {
+		"dtctl doctor [--nodes SPEC] [--json]",
+		"dtctl doctor --fabric [--quick] [--nodes SPEC] [--json]",
+		NULL,
+	};
 	const char *nodes = NULL;
-	int json = 0, rc;
+	int json = 0, rc, fabric = 0, quick = 0;
 	struct option opts[] = {
 		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "json", &json, "print the checks as JSON"),
+		OPT_BOOL(0, "fabric", &fabric, "instead: the fabric test through dtsched (all-reduce, "
+			 "pairwise latency and bandwidth against baselines; UP nodes by default)"),
+		OPT_BOOL(0, "quick", &quick, "with --fabric: connectivity and latency only"),
 		OPT_END(),
 	};
 	struct cluster_config *c = &the_cluster.config;
@@ -641,10 +648,12 @@ int cmd_doctor(int argc, const char **argv)
 
 	argv++;
 	argc = parse_options(argc - 1, argv, opts, usage, 0);
-	if (argc) {
+	if (argc || (quick && !fabric)) {
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
+	if (fabric)
+		return doctor_fabric(nodes, quick, json);
 	if (cluster_select(c, nodes, &idx, &nr) < 0) {
 		free(idx);
 		return DT_EXIT_USAGE;

@@ -24,7 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BURN_IN_POLL_MS 200
 #define BURN_IN_PENDING_MS (60 * 1000)   /* not placed by then: cancelled, failed */
 
 static const char *const burn_in_trainer[][2] = {
@@ -36,7 +35,6 @@ static int burn_in_submit(const char *node, int gpus, struct strbuf *id, struct 
 {
 	struct job_config job;
 	struct strbuf name = STRBUF_INIT;
-	json_t *req, *reply = NULL;
 	int code;
 
 	job_config_init(&job);
@@ -59,51 +57,26 @@ static int burn_in_submit(const char *node, int gpus, struct strbuf *id, struct 
 	job.node_include = xstrdup(node);
 	job.timeout_ms = 5 * 60 * 1000;   /* dtsched ends it as TIMEOUT */
 	job.burn_in = 1;
-	req = json_pack("{s:o,s:s,s:s}", "job", job_config_to_json(&job), "shared_dir",
-			the_cluster.shared_dir, "user", cli_whoami());
-	code = head_api("POST", DT_PATH_JOBS, req, &reply, NULL);
-	if (!code)
-		strbuf_addstr(id, json_get_str(json_object_get(reply, "job"), "id", "?"));
-	json_decref(req);
-	json_decref(reply);
+	code = head_job_submit(&job, id);
 	job_config_release(&job);
 	return code;
 }
 
-/*
- * Wait until job `id` is final; its JSON in *out (0), or an exit code.  A job
- * still PENDING after BURN_IN_PENDING_MS is cancelled: it says why it waits.
- */
-static int burn_in_wait(const char *id, json_t **out)
+/* An UP node other than `node` for the burn-in's fabric test, or NULL. */
+static char *fabric_peer(const char *node)
 {
-	for (long long waited = 0;; waited += BURN_IN_POLL_MS) {
-		json_t *reply = NULL, *j;
-		int code = head_api_id("GET", DT_PATH_JOB_PREFIX, id, "", NULL, &reply, NULL);
-		const char *st;
+	json_t *reply = NULL, *n;
+	char *peer = NULL;
+	size_t i;
 
-		if (code) {
-			json_decref(reply);
-			return code;
-		}
-		j = json_object_get(reply, "job");
-		st = json_get_str(j, "state", DT_JOB_PENDING);
-		if (strcmp(st, DT_JOB_PENDING) && strcmp(st, DT_JOB_RUNNING)) {
-			*out = json_incref(j);
-			json_decref(reply);
-			return 0;
-		}
-		if (!strcmp(st, DT_JOB_PENDING) && waited >= BURN_IN_PENDING_MS) {
-			error("burn-in job %s was not placed in %d s (%s): cancelled", id,
-			      BURN_IN_PENDING_MS / 1000, json_get_str(j, "reason", "?"));
-			json_decref(reply);
-			head_api_id("POST", DT_PATH_JOB_PREFIX, id, DT_PATH_CANCEL_SUFFIX, NULL,
-				    &reply, NULL);
-			json_decref(reply);
-			return DT_EXIT_FAIL;
-		}
-		json_decref(reply);
-		usleep(BURN_IN_POLL_MS * 1000);
-	}
+	if (head_api("GET", DT_PATH_NODES, NULL, &reply, NULL))
+		return NULL;
+	json_array_foreach(json_object_get(reply, "nodes"), i, n)
+		if (!peer && !strcmp(json_get_str(n, "state", ""), DT_NODE_UP) &&
+		    strcmp(json_get_str(n, "name", ""), node))
+			peer = xstrdup(json_get_str(n, "name", ""));
+	json_decref(reply);
+	return peer;
 }
 
 /*
@@ -113,10 +86,11 @@ static int burn_in_wait(const char *id, json_t **out)
 static int burn_in(const char *node)
 {
 	const char *doctor_argv[] = { "doctor", "--nodes", node, NULL };
-	struct strbuf id = STRBUF_INIT, what = STRBUF_INIT;
+	struct strbuf id = STRBUF_INIT, what = STRBUF_INIT, pair = STRBUF_INIT;
 	json_t *reply = NULL, *job = NULL, *n;
 	const char *state;
-	int code, gpus;
+	char *peer;
+	int code, gpus, steps;
 
 	if ((code = cluster_setup(NEED_CLUSTER | NEED_SHARED)))
 		return code;
@@ -133,19 +107,24 @@ static int burn_in(const char *node)
 		return DT_EXIT_FAIL;
 	}
 	json_decref(reply);
+	/* with another UP node, a fabric test of the two closes the burn-in */
+	peer = fabric_peer(node);
+	steps = peer ? 3 : 2;
+	if (peer)
+		strbuf_addf(&pair, "%s,%s", node, peer);
 
-	printf("burn-in 1/2: dtctl doctor --nodes %s\n", term_str(node));
+	printf("burn-in 1/%d: dtctl doctor --nodes %s\n", steps, term_str(node));
 	fflush(stdout);
 	if ((code = cmd_doctor(ARRAY_SIZE(doctor_argv) - 1, doctor_argv))) {
 		printf("burn-in of %s FAILED: the doctor's checks failed (above); %s stays "
 		       "drained\n", term_str(node), term_str(node));
-		return code;
+		goto out;
 	}
 	if ((code = burn_in_submit(node, gpus, &id, &what)))
 		goto out;
-	printf("burn-in 2/2: job %s: %s\n", term_str(id.buf), term_str(what.buf));
+	printf("burn-in 2/%d: job %s: %s\n", steps, term_str(id.buf), term_str(what.buf));
 	fflush(stdout);
-	if ((code = burn_in_wait(id.buf, &job)))
+	if ((code = head_job_wait(id.buf, BURN_IN_PENDING_MS, "burn-in", &job)))
 		goto out;
 	if (strcmp(json_get_str(job, "state", "?"), DT_JOB_COMPLETED)) {
 		printf("burn-in of %s FAILED: job %s ended %s%s%s (dtctl show %s; dtctl logs %s); "
@@ -157,10 +136,23 @@ static int burn_in(const char *node)
 		code = DT_EXIT_FAIL;
 		goto out;
 	}
+	if (peer) {
+		printf("burn-in 3/3: dtctl doctor --fabric --nodes %s\n", term_str(pair.buf));
+		fflush(stdout);
+		if ((code = doctor_fabric(pair.buf, 0, 0))) {
+			printf("burn-in of %s FAILED: the fabric test with %s failed (above); %s "
+			       "stays drained\n", term_str(node), term_str(peer), term_str(node));
+			goto out;
+		}
+	}
 	printf("burn-in of %s passed: the doctor's checks passed and job %s COMPLETED in "
-	       "%.1f s\n", term_str(node), term_str(id.buf),
-	       (double)json_get_int(job, "elapsed_ms", 0) / 1000);
+	       "%.1f s%s%s%s\n", term_str(node), term_str(id.buf),
+	       (double)json_get_int(job, "elapsed_ms", 0) / 1000,
+	       peer ? "; the fabric test with " : "", peer ? term_str(peer) : "",
+	       peer ? " passed" : "");
 out:
+	free(peer);
+	strbuf_release(&pair);
 	json_decref(job);
 	strbuf_release(&id);
 	strbuf_release(&what);

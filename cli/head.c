@@ -250,3 +250,52 @@ int head_api_id(const char *method, const char *prefix, const char *id, const ch
 	strbuf_release(&path);
 	return code;
 }
+
+int head_job_submit(const struct job_config *job, struct strbuf *id)
+{
+	json_t *req, *reply = NULL;
+	int code;
+
+	req = json_pack("{s:o,s:s,s:s}", "job", job_config_to_json(job), "shared_dir",
+			the_cluster.shared_dir, "user", cli_whoami());
+	code = head_api("POST", DT_PATH_JOBS, req, &reply, NULL);
+	if (!code)
+		strbuf_addstr(id, json_get_str(json_object_get(reply, "job"), "id", "?"));
+	json_decref(req);
+	json_decref(reply);
+	return code;
+}
+
+#define HEAD_JOB_POLL_MS 200
+
+int head_job_wait(const char *id, long long pending_ms, const char *what, json_t **out)
+{
+	for (long long waited = 0;; waited += HEAD_JOB_POLL_MS) {
+		json_t *reply = NULL, *j;
+		int code = head_api_id("GET", DT_PATH_JOB_PREFIX, id, "", NULL, &reply, NULL);
+		const char *st;
+
+		if (code) {
+			json_decref(reply);
+			return code;
+		}
+		j = json_object_get(reply, "job");
+		st = json_get_str(j, "state", DT_JOB_PENDING);
+		if (strcmp(st, DT_JOB_PENDING) && strcmp(st, DT_JOB_RUNNING)) {
+			*out = json_incref(j);
+			json_decref(reply);
+			return 0;
+		}
+		if (!strcmp(st, DT_JOB_PENDING) && waited >= pending_ms) {
+			error("%s job %s was not placed in %lld s (%s): cancelled", what, id,
+			      pending_ms / 1000, json_get_str(j, "reason", "?"));
+			json_decref(reply);
+			head_api_id("POST", DT_PATH_JOB_PREFIX, id, DT_PATH_CANCEL_SUFFIX, NULL,
+				    &reply, NULL);
+			json_decref(reply);
+			return DT_EXIT_FAIL;
+		}
+		json_decref(reply);
+		usleep(HEAD_JOB_POLL_MS * 1000);
+	}
+}

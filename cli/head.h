@@ -42,6 +42,15 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
  */
 int head_api_id(const char *method, const char *prefix, const char *id, const char *suffix,
 		const json_t *body, json_t **out, int *status);
+/* Submit job (as dtctl's user, in the_cluster's shared dir); its id into id
+ * (0), or an exit code after saying why. */
+int head_job_submit(const struct job_config *job, struct strbuf *id);
+/*
+ * Wait until job `id` is final; its JSON in *out (0), or an exit code.  A job
+ * still PENDING after pending_ms is cancelled, saying why it waited ("<what>
+ * job ... was not placed").
+ */
+int head_job_wait(const char *id, long long pending_ms, const char *what, json_t **out);
 /* Load <home>/secret into key; DT_EXIT_UNREACH with a message if there is none. */
 int head_key(struct dt_auth_key *key);
 

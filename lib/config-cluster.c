@@ -112,6 +112,13 @@ static int health_key(struct ctx *c, const char *key, struct ynode *v, const cha
 	if (!strcmp(key, "max_failures"))
 		return get_int(c, v, path, 0, 1000000, "an integer from 0 (never drain) to 1000000",
 			       &cc->health.max_failures);
+	if (!strcmp(key, "fabric_fraction")) {
+		if (get_double(c, v, path, &cc->health.fabric_fraction) < 0)
+			return -1;
+		if (!(cc->health.fabric_fraction > 0 && cc->health.fabric_fraction <= 1))
+			return bad_value(c, v, path, "a number in (0, 1], e.g. 0.5");
+		return 0;
+	}
 	if (get_duration(c, v, path, &cc->health.failure_window_ms) < 0)   /* failure_window */
 		return -1;
 	if (cc->health.failure_window_ms <= 0)
@@ -323,7 +330,8 @@ static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", NUL
 static const char *const head_keys[] = { "address", "port", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
-static const char *const health_keys[] = { "max_failures", "failure_window", NULL };
+static const char *const health_keys[] = { "max_failures", "failure_window", "fabric_fraction",
+					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
 	"network", "mpi", "health", NULL,
@@ -460,6 +468,7 @@ static void cluster_defaults(void *cfg)
 	cc->head.port = 7071;
 	cc->health.max_failures = 3;
 	cc->health.failure_window_ms = 60 * 60 * 1000;
+	cc->health.fabric_fraction = 0.5;
 }
 
 static int cluster_from_tree(struct ctx *c, void *cfg, struct ynode *top)
@@ -654,5 +663,7 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 						 orted_launches[cc->mpi.orted_ssh ? 1 : 0]));
 	json_object_set_new(o, "health", json_pack("{s:i}", "max_failures", cc->health.max_failures));
 	set_duration(json_object_get(o, "health"), "failure_window", cc->health.failure_window_ms);
+	json_object_set_new(json_object_get(o, "health"), "fabric_fraction",
+			    json_real(cc->health.fabric_fraction));
 	return o;
 }

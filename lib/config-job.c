@@ -16,7 +16,7 @@ static const char *const launchers[] = { "agent", "mpi", NULL };
 static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
-	"include_nodes", "exclude_nodes", "labels", "elastic", NULL,
+	"include_nodes", "exclude_nodes", "labels", "elastic", "preflight", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -125,6 +125,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return get_bool(c, v, path, &j->shell);
 	if (!strcmp(key, "strict_logging"))
 		return get_bool(c, v, path, &j->strict_logging);
+	if (!strcmp(key, "preflight"))
+		return get_bool(c, v, path, &j->preflight);
 	if (!strcmp(key, "workdir"))
 		return get_str(c, v, path, &j->workdir);
 	if (!strcmp(key, "env"))
@@ -343,6 +345,8 @@ json_t *job_config_to_json(const struct job_config *j)
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));
+	if (j->preflight)
+		json_object_set_new(o, "preflight", json_true());
 	if (j->burn_in)
 		json_object_set_new(o, "burn_in", json_true());
 	if (j->elastic_min_nodes)

@@ -110,6 +110,8 @@ struct cluster_config {
 		int max_failures;               /* 3: drain a node after this many job failures
 						 * on it (0: never) ... */
 		long long failure_window_ms;    /* ... within 1h (docs/agents.md, "Node health") */
+		double fabric_fraction;         /* 0.5: a fabric figure below this x its baseline
+						 * or the peers' median fails (scheduler/fabric.h) */
 	} health;
 };
 
@@ -157,6 +159,8 @@ struct job_config {
 	struct kvlist labels;       /* required node labels */
 	int elastic_min_nodes;      /* elastic.min_nodes: a restart may run on fewer nodes, down
 				     * to this many (0: not elastic; docs/run.md) */
+	int preflight;              /* preflight: true: a fabric test of the chosen nodes before
+				     * each launch on 2 nodes or more (docs/agents.md, "Fabric test") */
 	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
 				     * run on its include_nodes node while that is drained */
 };

@@ -72,6 +72,9 @@ struct job {
 	int restart_world;        /* ... on this many GPUs (or CPU slots) */
 	int orted_attempt;        /* the attempt that ended last ... */
 	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
+	json_t *fabric;           /* a fabric test's verdict (fabric-head.c), or NULL */
+	json_t *preflight;        /* preflight: {job: the gate job running or null, passed:
+				   * [nodes], rounds} (fabric-head.c), or NULL */
 };
 
 struct jobs_clients {
@@ -159,6 +162,17 @@ void jslot_format(struct strbuf *sb, const struct jslot *p);
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
 int hold_has_task(struct sched *s, const char *id);
 void check_holds(struct sched *s, struct actions *a);
+
+/* fabric-head.c: an attempt of j ends (lock held, j->hold still set): a fabric
+ * test's verdict into j->fabric and the baselines; nothing for other jobs */
+void fabric_attempt_ended(struct sched *s, struct job *j);
+/*
+ * schedule_pending(): j was placed on res (in pool p).  1 when its launch
+ * waits for a pre-flight fabric test of those nodes (a gate job runs, or was
+ * just submitted; nothing is held; why in reason), 0 to launch now.  Lock held.
+ */
+int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
+		const struct place_result *res, struct strbuf *reason);
 
 /* jobs-launch.c */
 void clients_release(struct jobs_clients *c);

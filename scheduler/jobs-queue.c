@@ -355,6 +355,8 @@ void schedule_pending(struct sched *s)
 		res = xmalloc(sizeof(*res));
 		strbuf_reset(&reason);
 		st = job_try_place(s, j, p, res, &reason);
+		if (st == PLACE_OK && fabric_gate(s, j, p, res, &reason))
+			st = PLACE_WAIT;   /* its pre-flight fabric test first (fabric-head.c) */
 		if (st != PLACE_OK)
 			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {

@@ -484,6 +484,10 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
 	json_object_set_new(o, "stalled", json_incref(j->stalled));
+	if (j->fabric)
+		json_object_set_new(o, "fabric", json_incref(j->fabric));
+	if (j->preflight)
+		json_object_set_new(o, "preflight", json_incref(j->preflight));
 	json_object_set_new(o, "placement", json_incref(j->placement));
 	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
 	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
@@ -651,6 +655,8 @@ void job_free(struct job *j)
 	json_decref(j->history);
 	json_decref(j->avoid);
 	json_decref(j->stalled);
+	json_decref(j->fabric);
+	json_decref(j->preflight);
 	json_decref(j->last_ranks);
 	json_decref(j->placement);
 	free(j->failed_node);
@@ -792,6 +798,10 @@ static void jobs_load(struct sched *s)
 			json_decref(j->avoid);
 			j->avoid = json_incref(json_object_get(o, "avoid"));
 		}
+		if (json_is_object(json_object_get(o, "fabric")))
+			j->fabric = json_incref(json_object_get(o, "fabric"));
+		if (json_is_object(json_object_get(o, "preflight")))
+			j->preflight = json_deep_copy(json_object_get(o, "preflight"));
 		if (json_is_array(json_object_get(o, "placement"))) {
 			json_decref(j->placement);
 			j->placement = json_incref(json_object_get(o, "placement"));
@@ -921,6 +931,7 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	int retry;
 
 	count_log_loss(s, j);
+	fabric_attempt_ended(s, j);
 	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
 		state = DT_JOB_FAILED;
 		j->exit_code = 1;

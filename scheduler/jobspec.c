@@ -123,7 +123,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
-		"labels", "burn_in", "elastic_min_nodes", NULL,
+		"labels", "burn_in", "elastic_min_nodes", "preflight", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -171,15 +171,11 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		j->procs_per_node = 1;
 	if (get_bool(o, "shell", &j->shell, err) < 0 ||
 	    get_bool(o, "strict_logging", &j->strict_logging, err) < 0 ||
-	    get_bool(o, "burn_in", &j->burn_in, err) < 0)
+	    get_bool(o, "burn_in", &j->burn_in, err) < 0 ||
+	    get_bool(o, "preflight", &j->preflight, err) < 0)
 		goto fail;
 	if (j->elastic_min_nodes > j->nodes) {
 		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");
-		goto fail;
-	}
-	if (j->burn_in && (!j->node_include || j->nodes != 1)) {
-		strbuf_addstr(err, "job: 'burn_in' is for one node named by 'include_nodes' "
-			      "(dtctl resume --burn-in NODE)");
 		goto fail;
 	}
 	v = json_object_get(o, "launcher");
@@ -222,6 +218,14 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		}
 	} else {
 		strbuf_addstr(err, "job: missing 'trainer' or 'command' (what the job runs)");
+		goto fail;
+	}
+	/* one node (its dttrain run), or it and its peers of the fabric test */
+	if (j->burn_in && (!j->node_include || (j->nodes != 1 && !kvlist_get(&j->trainer,
+									  "fabric")))) {
+		strbuf_addstr(err, "job: 'burn_in' is for one node named by 'include_nodes' "
+			      "(dtctl resume --burn-in NODE), or a fabric test of the nodes it "
+			      "names");
 		goto fail;
 	}
 	if (!j->name)

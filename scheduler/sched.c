@@ -80,6 +80,7 @@ static const char schema[] =
 	"  PRIMARY KEY(node, id));"
 	"CREATE INDEX IF NOT EXISTS tasks_job ON tasks(job_id);"
 	"CREATE TABLE IF NOT EXISTS drains(name TEXT PRIMARY KEY, reason TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS fabric_baselines(key TEXT PRIMARY KEY, value REAL NOT NULL);"
 	/* failures counted against a node (quarantine.h), until it is resumed */
 	"CREATE TABLE IF NOT EXISTS node_failures(node TEXT NOT NULL, at_us INTEGER NOT NULL,"
 	"  node_fail INTEGER NOT NULL, what TEXT NOT NULL);"

@@ -50,6 +50,9 @@ void train_config_init(struct train_config *c)
 	c->pipeline = 1;
 	c->micro_batches = 4;
 	c->pipeline_schedule = "gpipe";
+	c->fabric_bytes = 1 << 20;
+	c->fabric_iters = 20;
+	c->fabric_timeout_ms = 3000;
 }
 
 void train_options(struct train_config *c, struct option *opts)
@@ -122,6 +125,15 @@ void train_options(struct train_config *c, struct option *opts)
 		OPT_STRING(0, "backend", &c->backend, "b", "auto, nccl (GPU) or mpi"),
 		OPT_INT(0, "threads", &c->threads, "CPU threads per rank (0 = cores / local ranks)"),
 		OPT_INT(0, "nccl-timeout", &c->nccl_timeout, "seconds before a stuck collective aborts (300)"),
+		OPT_STRING(0, "fabric", &c->fabric, "mode", "no training: the fabric test, full (all-reduce, "
+			   "pairwise latency and bandwidth) or quick (connectivity: latency only)"),
+		OPT_INT(0, "fabric-bytes", &c->fabric_bytes, "fabric: bytes per bandwidth message and "
+			"all-reduce (1048576)"),
+		OPT_INT(0, "fabric-iters", &c->fabric_iters, "fabric: messages per direction and pair; "
+			"the best counts (20)"),
+		OPT_INT(0, "fabric-timeout", &c->fabric_timeout_ms, "fabric: ms one transfer may take "
+			"before its link counts as failed (3000)"),
+		OPT_STRING(0, "fabric-out", &c->fabric_out, "file", "fabric: also write the JSON here"),
 		OPT_END(),
 	};
 
@@ -290,6 +302,13 @@ int train_config_check(struct train_config *c, struct strbuf *err)
 		return strbuf_addf(err, "option '--keep-checkpoints' must be at least 1"), -1;
 	if (!(c->loss_scale >= 1))
 		return strbuf_addf(err, "option '--loss-scale' must be at least 1"), -1;
+	if (c->fabric && strcmp(c->fabric, "full") && strcmp(c->fabric, "quick"))
+		return strbuf_addf(err, "option '--fabric' expects full or quick, got '%s'",
+				   c->fabric), -1;
+	if (c->fabric_bytes < 8 || c->fabric_bytes > 1 << 30 || c->fabric_iters < 1 ||
+	    c->fabric_iters > 1000 || c->fabric_timeout_ms < 10)
+		return strbuf_addf(err, "--fabric-bytes must be in [8, 2^30], --fabric-iters in "
+				   "[1, 1000], --fabric-timeout at least 10 (ms)"), -1;
 	if (c->prec != PREC_FP32 && c->device_kind == DEVICE_CPU)
 		return strbuf_addf(err, "--precision %s needs a GPU; the CPU path is fp32",
 				   c->precision), -1;

@@ -57,6 +57,10 @@ struct train_config {
 	const char *slow_rank;        /* test/benchmark: "R:MS" sleeps MS ms per step on rank R */
 	int pipeline, micro_batches;  /* pipeline stages (1 = none); micro-batches per step */
 	const char *pipeline_schedule;
+	/* dttrain --fabric: the fabric test instead of training (trainer/fabric.h) */
+	const char *fabric;           /* NULL, "full" or "quick" */
+	int fabric_bytes, fabric_iters, fabric_timeout_ms;
+	const char *fabric_out;
 
 	/* resolved by train_config_check() */
 	struct model_spec spec;       /* input_dim/classes/max_batch filled once data is loaded */

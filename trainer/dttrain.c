@@ -15,6 +15,7 @@
 #include "usage.h"
 #include "trainer/comm.h"
 #include "trainer/config.h"
+#include "trainer/fabric.h"
 #include "trainer/train.h"
 
 #include <stdio.h>
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
 		"mpirun -np N dttrain --sync async [--sync-every K] [options]",
 		"mpirun -np P*D dttrain --pipeline P [--micro-batches M] [options]",
 		"RANK=.. WORLD_SIZE=.. LOCAL_RANK=.. MASTER_ADDR=.. MASTER_PORT=.. dttrain [options]",
+		"mpirun -np NODES --map-by node dttrain --fabric full|quick [--fabric-out FILE]",
 		NULL,
 	};
 	struct train_config cfg;
@@ -105,6 +107,16 @@ int main(int argc, char **argv)
 
 	if (comm_startup(&comm, &argc, &argv, &err))
 		die_code(DT_EXIT_USAGE, "%s", err.buf);
+	if (cfg.fabric) {
+		/* the fabric test (trainer/fabric.h): it ends the job itself on failure */
+		code = fabric_run(&cfg, &comm, &err);
+		if (code == 2)
+			error("%s", err.buf);
+		comm_finish(&comm);
+		strvec_clear(&args);
+		strbuf_release(&err);
+		return code;
+	}
 	memset(&res, 0, sizeof(res));
 	code = train_run(&cfg, &comm, &res, &err);
 	if (code) {

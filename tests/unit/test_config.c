@@ -314,6 +314,13 @@ static const struct bad_case bad_cases[] = {
 	  "nodes: [local]\n",
 	  "t.yaml:4:19: key 'health.failure_window': expected a duration longer than 0, e.g. 1h, "
 	  "found '0s'" },
+	{ "health_fabric_fraction", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "health: {fabric_fraction: 1.5}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:27: key 'health.fabric_fraction': expected a number in (0, 1], e.g. 0.5, "
+	  "found '1.5'" },
 	{ "health_unknown", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -788,7 +795,7 @@ static void test_cluster_full(void **state)
 		"head: {address: 10.0.0.1, port: 9001}\n"
 		"network: {interface: eth0}\n"
 		"mpi: {orted_launch: ssh}\n"
-		"health: {max_failures: 5, failure_window: 30m}\n";
+		"health: {max_failures: 5, failure_window: 30m, fabric_fraction: 0.25}\n";
 	struct cluster_config c;
 	struct strbuf err = STRBUF_INIT;
 
@@ -804,6 +811,7 @@ static void test_cluster_full(void **state)
 	assert_int_equal(c.mpi.orted_ssh, 1);
 	assert_int_equal(c.health.max_failures, 5);
 	assert_int_equal(c.health.failure_window_ms, 30 * 60 * 1000);
+	assert_true(c.health.fabric_fraction == 0.25);
 	assert_int_equal(c.nr_nodes, 5);
 	assert_string_equal(c.nodes[0].name, "gpu01.lab");
 	assert_string_equal(c.nodes[2].host, "gpu03.lab");
@@ -867,6 +875,7 @@ static void test_cluster_defaults(void **state)
 	assert_null(c.head.address);
 	assert_int_equal(c.health.max_failures, 3);
 	assert_int_equal(c.health.failure_window_ms, 3600000);
+	assert_true(c.health.fabric_fraction == 0.5);
 
 	j = cluster_config_to_json(&c);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "ssh"),

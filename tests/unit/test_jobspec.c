@@ -19,7 +19,7 @@ static void test_roundtrip(void **state)
 		"name: t\nnodes: 3\ngpus_per_node: 2\nlauncher: agent\n"
 		"command: [python, \"a b;$(x)\\n\", \"\"]\nenv: {A: \"1 2\", B_2: \"'\"}\n"
 		"timeout: 90s\nstall_after: 1m\nretries: 2\ninclude_nodes: n[1-3]\n"
-		"exclude_nodes: n2\nlabels: {rack: a}\nworkdir: /w\n";
+		"exclude_nodes: n2\nlabels: {rack: a}\nworkdir: /w\npreflight: true\n";
 	struct job_config a, b;
 	struct strbuf err = STRBUF_INIT;
 	json_t *ja, *jb;
@@ -34,12 +34,33 @@ static void test_roundtrip(void **state)
 	assert_int_equal(b.gpus_per_node, 2);
 	assert_int_equal(b.procs_per_node, 0);
 	assert_int_equal(b.timeout_ms, 90000);
+	assert_int_equal(b.preflight, 1);
 	assert_string_equal(b.command.v[1], "a b;$(x)\n");
 	assert_string_equal(kvlist_get(&b.env, "B_2"), "'");
 	json_decref(ja);
 	json_decref(jb);
 	job_config_release(&a);
 	job_config_release(&b);
+	strbuf_release(&err);
+}
+
+/* burn_in: one node, or the nodes of a fabric test (dtctl resume --burn-in's third step) */
+static void test_burn_in_fabric(void **state)
+{
+	struct job_config j;
+	struct strbuf err = STRBUF_INIT;
+	json_t *o = json_pack("{s:{s:s},s:b,s:s,s:i}", "trainer", "fabric", "full", "burn_in", 1,
+			      "include_nodes", "n1,n2", "nodes", 2);
+
+	assert_int_equal(job_config_from_json(&j, o, &err), 0);
+	assert_int_equal(j.burn_in, 1);
+	assert_int_equal(j.nodes, 2);
+	job_config_release(&j);
+	json_object_del(json_object_get(o, "trainer"), "fabric");
+	json_object_set_new(json_object_get(o, "trainer"), "model", json_string("mlp"));
+	assert_int_equal(job_config_from_json(&j, o, &err), -1);
+	assert_non_null(strstr(err.buf, "'burn_in' is for one node"));
+	json_decref(o);
 	strbuf_release(&err);
 }
 
@@ -126,6 +147,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_trainer_defaults_to_mpi),
+		cmocka_unit_test(test_burn_in_fabric),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_hostfile_uses_host),
 	};

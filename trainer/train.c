@@ -104,10 +104,13 @@ struct run {
 	long long interval_samples;
 	/* --pipeline: this rank's stage runs layers [la, lb), parameters [plo, phi)
 	 * (without a pipeline: every layer); pin/pgrad hold received activations and
-	 * output gradients of the step's micro-batches (device) */
+	 * output gradients of the step's micro-batches (device).  A tied weight
+	 * (model.h) on the first and last stage: [tlo, thi) on the last (the first
+	 * owns it anyway), its gradient summed with tied_peer's through ptied */
 	int la, lb;
-	size_t plo, phi;
-	float *pin, *pgrad;
+	size_t plo, phi, tlo, thi;
+	int tied_peer;
+	float *pin, *pgrad, *ptied;
 	double pipe_time, pipe_wait;         /* seconds in the schedule, blocked in send/recv */
 	long long local_steps;               /* --sync async: steps this rank took */
 };
@@ -136,10 +139,10 @@ static void pipe_send(struct run *r, const float *buf, size_t n, int peer)
 }
 
 /*
- * Forward of this stage over rows [row, row + n) whose labels are y: the
- * first stage reads x, the others receive their input from the previous
- * stage; the last computes the loss (grad_scale 0: validation), the others
- * send their output on.  Returns the summed loss (0 before the last stage).
+ * Forward of this stage over rows [row, row + n) whose batch rows are x and
+ * labels y: the first stage reads x, the others receive their input from the
+ * previous stage; the last computes the loss (grad_scale 0: validation), the
+ * others send their output on.  Returns the summed loss (0 before the last stage).
  */
 static double stage_forward(struct run *r, int row, int n, const float *x, const int *y,
 			    float grad_scale, int *correct)
@@ -157,7 +160,7 @@ static double stage_forward(struct run *r, int row, int n, const float *x, const
 	}
 	out = m->ops->forward_range(m, r->params, r->la, r->lb, row, n, in);
 	if (r->lb == m->nr_layers)
-		return m->ops->loss(m, row, n, y, grad_scale, correct);
+		return m->ops->loss(m, row, n, x, y, grad_scale, correct);
 	pipe_send(r, out, (size_t)n * m->act_width[r->lb], rank + 1);
 	return 0.0;
 }
@@ -188,7 +191,7 @@ static void evaluate(struct run *r, double *loss, double *acc)
 		if (r->comm->pipe_stages > 1) {
 			memcpy(r->xh, x, (size_t)n * dim * sizeof(float));
 			memcpy(r->yh, y, (size_t)n * sizeof(int));
-			batch_to_device(r, 0, n, r->la == 0);
+			batch_to_device(r, 0, n, r->la == 0 || r->lb == r->model.nr_layers);
 			v[0] += stage_forward(r, 0, n, r->xd, r->yd, 0.0f, &correct);
 			v[1] += correct;
 			continue;
@@ -246,24 +249,36 @@ static void copy_params_to_host(struct run *r)
 		r->dev->d2h(r->host_state[i], r->state[i], bytes);
 }
 
+/* The cost of layers [0, l): the model's layer_cost, else parameter counts. */
+static double cost_below(const struct model *m, int l)
+{
+	double c = 0.0;
+
+	if (m->layer_cost[0] <= 0.0)
+		return (double)m->layer_off[l];
+	for (int i = 0; i < l; i++)
+		c += m->layer_cost[i];
+	return c;
+}
+
 /*
  * Layers [*a, *b) of pipeline stage s: the boundaries nearest to equal shares
- * of the parameters (a proxy for compute), at least one layer per stage.
+ * of the cost (model.h: compute per row where the model says, else the
+ * parameters), at least one layer per stage.
  */
 void train_stage_layers(const struct model *m, int stages, int s, int *a, int *b)
 {
 	int L = m->nr_layers, lo = 0, hi = L;
 
 	for (int k = 1; k <= s + 1; k++) {
-		double target = (double)m->nr_params * k / stages;
+		double target = cost_below(m, L) * k / stages;
 
 		hi = 0;
 		if (k == stages)
 			hi = L;
 		else
 			for (int l = 1; l < L; l++)
-				if (fabs((double)m->layer_off[l] - target) <
-				    fabs((double)m->layer_off[hi] - target))
+				if (fabs(cost_below(m, l) - target) < fabs(cost_below(m, hi) - target))
 					hi = l;
 		if (hi < lo + 1)
 			hi = lo + 1;
@@ -353,6 +368,8 @@ static int setup_stage(struct run *r, struct strbuf *err)
 	r->lb = m->nr_layers;
 	r->plo = 0;
 	r->phi = m->nr_params;
+	r->tlo = r->thi = 0;
+	r->tied_peer = -1;
 	if (P == 1)
 		return 0;
 	if (!m->ops->forward_range || m->nr_layers < P) {
@@ -369,6 +386,15 @@ static int setup_stage(struct run *r, struct strbuf *err)
 	if (r->lb < m->nr_layers)
 		r->pgrad = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->lb] *
 					 sizeof(float));
+	if (m->tied_len && (r->la == 0 || r->lb == m->nr_layers)) {
+		/* the first stage's peer is its replica's last, and the other way round */
+		r->tied_peer = r->comm->rank + (r->la == 0 ? P - 1 : 1 - P);
+		if (r->la > 0) {
+			r->tlo = m->tied_off;
+			r->thi = m->tied_off + m->tied_len;
+		}
+		r->ptied = r->dev->alloc(m->tied_len * sizeof(float));
+	}
 	return 0;
 }
 
@@ -551,7 +577,8 @@ static int maybe_resume(struct run *r, long long *start_step, struct strbuf *err
 	return DT_EXIT_OK;
 }
 
-/* The optimiser over this stage's segments (every segment without a pipeline). */
+/* The optimiser over this stage's segments (every segment without a pipeline), and
+ * the tied weight on the last stage. */
 static void optimizer_step(struct run *r, float lr, long long t)
 {
 	const struct train_config *cfg = r->cfg;
@@ -560,7 +587,7 @@ static void optimizer_step(struct run *r, float lr, long long t)
 		const struct param_seg *s = &r->model.segs[i];
 		float wd = s->decay ? (float)cfg->weight_decay : 0.0f;
 
-		if (s->off < r->plo || s->off >= r->phi)
+		if ((s->off < r->plo || s->off >= r->phi) && (s->off < r->tlo || s->off >= r->thi))
 			continue;
 		if (cfg->optim == OPTIM_ADAMW)
 			r->dev->adamw(r->params + s->off, r->grads + s->off, r->state[0] + s->off,
@@ -589,6 +616,8 @@ static void release_run(struct run *r)
 			r->dev->release(r->pin);
 		if (r->pgrad)
 			r->dev->release(r->pgrad);
+		if (r->ptied)
+			r->dev->release(r->ptied);
 	}
 	for (int i = 0; i < r->nr_state; i++)
 		free(r->host_state[i]);
@@ -712,6 +741,30 @@ void train_pipe_schedule(enum pipe_sched kind, int M, int P, int stage, int *ops
 }
 
 /*
+ * The tied weight's gradient (model.h) summed between the first and the last
+ * stage of this replica, each with its part (the embedding's, the head's):
+ * the first sends then receives, the last receives then sends (no deadlock
+ * with NCCL's waited-for sends either), both add: a + b = b + a in floats, so
+ * the two copies stay bit-identical.
+ */
+static void sum_tied(struct run *r)
+{
+	float *g = r->grads + r->model.tied_off;
+	size_t n = r->model.tied_len;
+
+	if (r->tied_peer < 0)
+		return;
+	if (r->la == 0) {
+		pipe_send(r, g, n, r->tied_peer);
+		pipe_recv(r, r->ptied, n, r->tied_peer);
+	} else {
+		pipe_recv(r, r->ptied, n, r->tied_peer);
+		pipe_send(r, g, n, r->tied_peer);
+	}
+	r->dev->add(g, g, r->ptied, n);
+}
+
+/*
  * One step of this rank's pipeline stage: the replica's share of the global
  * batch in --micro-batches row ranges, the schedule's forwards and backwards
  * (activations and their gradients to and from the neighbouring stages, rank
@@ -739,9 +792,10 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 				       r->yh + off[i]);
 		off[i + 1] = off[i] + cnt;
 	}
-	batch_to_device(r, 0, off[M], r->la == 0);
+	batch_to_device(r, 0, off[M], r->la == 0 || r->lb == m->nr_layers);
 	scale = (float)r->ck.loss_scale / (float)gbatch;
 	r->dev->memset0(r->grads + r->plo, (r->phi - r->plo) * sizeof(float));
+	r->dev->memset0(r->grads + r->tlo, (r->thi - r->tlo) * sizeof(float));
 	train_pipe_schedule(cfg->pipe_sched, M, r->comm->pipe_stages, r->comm->pipe_stage, ops);
 	for (int k = 0; k < 2 * M; k++) {
 		int i = ops[k] >= 0 ? ops[k] : -1 - ops[k], n = off[i + 1] - off[i], correct;
@@ -753,7 +807,8 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 		const float *din;
 
 		if (ops[k] >= 0) {
-			v[0] += stage_forward(r, row, n, in, r->yd + off[i], scale, &correct);
+			v[0] += stage_forward(r, row, n, r->xd + (size_t)off[i] * r->train.dim,
+					      r->yd + off[i], scale, &correct);
 			v[1] += correct;
 			continue;
 		}
@@ -766,9 +821,12 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 		if (r->la > 0)
 			pipe_send(r, din, (size_t)n * wa, rank - 1);
 	}
+	sum_tied(r);
 	comm_p2p_flush(r->comm);
 	add_since(&r->pipe_time, t0);
 	comm_bucket_start(r->comm, r->grads + r->plo, r->phi - r->plo);
+	if (r->thi > r->tlo)
+		comm_bucket_start(r->comm, r->grads + r->tlo, r->thi - r->tlo);
 	free(off);
 	free(ops);
 	return gbatch;
@@ -795,9 +853,12 @@ static int apply_update(struct run *r, long long step, float scale)
 			r->ck.loss_scale *= 2;
 		}
 	}
-	if (scale != 1.0f)
+	if (scale != 1.0f) {
 		r->dev->scale(g, n, 1.0f / scale);
+		r->dev->scale(r->grads + r->tlo, r->thi - r->tlo, 1.0f / scale);
+	}
 	if (cfg->clip > 0) {
+		/* a tied weight counts once, on the first stage */
 		double sq = r->dev->sumsq(g, n), norm;
 
 		if (r->comm->pipe_stages > 1) {
@@ -806,8 +867,11 @@ static int apply_update(struct run *r, long long step, float scale)
 			sq /= r->comm->replicas;
 		}
 		norm = sqrt(sq);
-		if (norm > cfg->clip)
+		if (norm > cfg->clip) {
 			r->dev->scale(g, n, (float)(cfg->clip / (norm + 1e-6)));
+			r->dev->scale(r->grads + r->tlo, r->thi - r->tlo,
+				      (float)(cfg->clip / (norm + 1e-6)));
+		}
 	}
 	optimizer_step(r, (float)train_lr_at(cfg, step, r->total), step + 1);
 	return 0;

@@ -90,7 +90,7 @@ static double two_stages(struct net *t, int mb, float *grads)
 
 		memcpy(mid + row * w2, out, mb * w2 * sizeof(float));
 		m->ops->forward_range(m, t->params, 2, 4, row, mb, mid + row * w2);
-		loss += m->ops->loss(m, row, mb, t->y + row, scale, &correct);
+		loss += m->ops->loss(m, row, mb, t->x + row * IN, t->y + row, scale, &correct);
 	}
 	for (int row = 0; row < ROWS; row += mb) {
 		const float *d = m->ops->backward_range(m, t->params, grads, 1.0f, 2, 4, row, mb,

@@ -454,6 +454,18 @@ void comm_wait(struct comm *c)
 	}
 }
 
+void comm_progress(struct comm *c)
+{
+#ifdef DT_HAVE_MPI
+	int flag;
+
+	if (c->kind == COMM_MPI && c->nr_reqs)
+		mpiCheck(MPI_Testall(c->nr_reqs, c->reqs, &flag, MPI_STATUSES_IGNORE));
+#else
+	(void)c;
+#endif
+}
+
 int comm_split(struct comm *c, int stages, struct strbuf *err)
 {
 	if (stages < 1 || c->world % stages) {

@@ -113,6 +113,11 @@ struct run {
 	float *pin, *pgrad, *ptied;
 	double pipe_time, pipe_wait;         /* seconds in the schedule, blocked in send/recv */
 	long long local_steps;               /* --sync async: steps this rank took */
+	/* --sync-overlap: the parameters' average in flight (avg) and this rank's
+	 * share of it (snap), device; averages overlapped and blocking */
+	float *avg, *snap;
+	int avg_pending;
+	long long overlapped, blocking;
 };
 
 /* Seconds since t, added to *acc. */
@@ -618,6 +623,10 @@ static void release_run(struct run *r)
 			r->dev->release(r->pgrad);
 		if (r->ptied)
 			r->dev->release(r->ptied);
+		if (r->avg) {
+			r->dev->release(r->avg);
+			r->dev->release(r->snap);
+		}
 	}
 	for (int i = 0; i < r->nr_state; i++)
 		free(r->host_state[i]);
@@ -931,6 +940,51 @@ static void average_replicas(struct run *r, double weight)
 }
 
 /*
+ * --sync-overlap: the parameters' average (weighted by `weight`) started in
+ * the background: a copy of them scaled and all-reduced (NCCL on its own
+ * stream; MPI_Iallreduce, nudged after every step by comm_progress) while the
+ * next round trains on the parameters themselves; snap keeps them as they
+ * were.  average_finish() applies it at the end of that next round as
+ * p += avg - snap: the average, plus the local steps taken since it started.
+ * Those steps are one round stale: no average has seen them yet, and each
+ * rank applied them on its own model.  The optimizer state is not averaged
+ * here (the same delta could make Adam's second moment negative): it stays
+ * each rank's own until the next blocking average.
+ */
+static void average_start(struct run *r, double weight)
+{
+	size_t n = r->model.nr_params, bytes = n * sizeof(float);
+
+	if (!r->avg) {
+		r->avg = r->dev->alloc(bytes);
+		r->snap = r->dev->alloc(bytes);
+	}
+	r->dev->memset0(r->snap, bytes);
+	r->dev->add(r->snap, r->snap, r->params, n);
+	r->dev->memset0(r->avg, bytes);
+	r->dev->add(r->avg, r->avg, r->params, n);
+	r->dev->scale(r->avg, n, (float)weight);
+	comm_bucket_start(r->comm, r->avg, n);
+	r->avg_pending = 1;
+	r->overlapped++;
+}
+
+static void average_finish(struct run *r)
+{
+	size_t n = r->model.nr_params;
+
+	if (!r->avg_pending)
+		return;
+	comm_wait(r->comm);
+	r->dev->scale(r->snap, n, -1.0f);
+	r->dev->add(r->params, r->params, r->snap, n);
+	r->dev->add(r->params, r->params, r->avg, n);
+	r->avg_pending = 0;
+}
+
+static int crossed(long long from, long long to, long long every);
+
+/*
  * --sync async: one round of local SGD steps, then the average.  Rank 0 takes
  * --sync-every steps (fewer at the end) and then tells the others; they step
  * until it does, at least once and at most as often as rank 0, so a slow rank
@@ -971,6 +1025,8 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 		/* the log's rate: rank 0's, as if every rank kept up */
 		r->interval_samples += gbatch;
 		log_step(r, step, rows ? v[0] / rows : 0.0, skip);
+		if (r->avg_pending)
+			comm_progress(c);
 		step++;
 		if (c->rank == 0 || !pace) {
 			done = step == end;
@@ -982,18 +1038,32 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 		}
 	}
 	{
+		const struct train_config *cfg = r->cfg;
 		double all = taken;
+		/* blocking where every rank must hold the same model: the last round,
+		 * validation, checkpoints (the same `end` on every rank: rank 0's) */
+		int settle = !cfg->sync_overlap || end == r->total || c->replicas == 1 ||
+			     crossed(*stepp, end, cfg->eval_every ? cfg->eval_every : r->bpe) ||
+			     (cfg->checkpoint_dir && crossed(*stepp, end, cfg->checkpoint_every));
 
 		comm_sum(c, &all, 1);
-		average_replicas(r, taken / all);
+		average_finish(r);
+		if (settle) {
+			average_replicas(r, taken / all);
+			r->blocking++;
+		} else {
+			average_start(r, taken / all);
+		}
 	}
 	comm_sum(c, sums, 4);
 	r->run_time += now_s() - t0;
 	r->run_samples += sums[2];
 	*loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
 	*stepp = step;
-	if (sums[3] > 0 || !isfinite(*loss))
+	if (sums[3] > 0 || !isfinite(*loss)) {
+		average_finish(r);   /* every rank gets here: no collective left in flight */
 		return diverged(r, step - 1, sums[3] > 0 ? NAN : *loss, err);
+	}
 	return DT_EXIT_OK;
 }
 
@@ -1056,8 +1126,10 @@ static void print_header(struct run *r)
 	}
 	if (cfg->sync_kind == SYNC_ASYNC)
 		printf("async: local SGD, parameters and optimizer state averaged every %d steps "
-		       "(%s)\n", cfg->sync_every,
-		       comm_can_pace(comm) ? "rank 0 paces the rounds" : "every rank counts");
+		       "(%s)%s\n", cfg->sync_every,
+		       comm_can_pace(comm) ? "rank 0 paces the rounds" : "every rank counts",
+		       cfg->sync_overlap ? "; overlapped: parameters averaged in the background, "
+					   "applied one round late" : "");
 	fflush(stdout);
 }
 
@@ -1091,6 +1163,9 @@ static void print_parallel_summary(struct run *r, struct train_result *res)
 			for (int i = 0; i < n; i++)
 				printf(" %.0f", v[i]);
 			printf("%s\n", n < c->world ? " ..." : "");
+			if (r->cfg->sync_overlap)
+				printf("async: %lld averages overlapped with training, %lld blocking\n",
+				       r->overlapped, r->blocking);
 		}
 	}
 }

@@ -38,8 +38,9 @@ def run(args, P, threads):
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(P), *cmd,
                "--pipeline", str(P), "--micro-batches", str(args.micro_batches)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl="self,vader", OMPI_MCA_btl_vader_single_copy_mechanism="none",
-               OMPI_MCA_mpi_yield_when_idle="1")
+               OMPI_MCA_btl="self,vader", OMPI_MCA_mpi_yield_when_idle="1")
+    if args.single_copy:
+        env["OMPI_MCA_btl_vader_single_copy_mechanism"] = args.single_copy
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -63,6 +64,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--micro-batches", type=int, default=8)
+    ap.add_argument("--single-copy", default="",
+                    help="Open MPI btl_vader_single_copy_mechanism (default: Open MPI's "
+                         "choice, CMA where ptrace allows; 'none' as the e2e tests set it)")
     args = ap.parse_args()
     contenders = [("1 rank, 1 thread", 1, 1), ("1 rank, 2 threads", 1, 2),
                   ("P=2 (2 ranks x 1 thread)", 2, 1), ("P=4 (4 ranks x 1 thread)", 4, 1)]

@@ -147,6 +147,23 @@ def test_gpt_replicas_of_stages_equal_one_rank(tmp_path, text):  # noqa: F811
         assert d < 1e-4, f"gpt 2 x 2 {clip} drifted {d:.3g} from one rank"
 
 
+def test_gpt_pipeline_checkpoint_resumes(tmp_path, text):  # noqa: F811
+    """Rank 0 gathers the stages (wte from stage 0, the last stage's copy being the same):
+    the checkpoint resumes on the pipeline bit for bit and on one rank (momentum too)."""
+    ck = tmp_path / "ck"
+    args = ["--momentum", "0.9", "--pipeline", "2", "--micro-batches", "4"]
+    full, _ = train_gpt(tmp_path, text, "full", *args, "--checkpoint-dir", ck,
+                        "--checkpoint-every", "5", np=2)
+    start = ck / "step-000000005.ckpt"
+    again, out = train_gpt(tmp_path, text, "again", *args, "--resume", start, np=2)
+    assert "at step 5" in out and again == full
+    alone, out = train_gpt(tmp_path, text, "alone", "--momentum", "0.9", "--accum", "4",
+                           "--resume", start)
+    assert "at step 5" in out
+    d = max_rel_diff(alone, full)
+    assert d < 1e-4, f"the pipeline's checkpoint resumed on one rank drifted {d:.3g}"
+
+
 # ------------------------------------------------------------------ through dtctl run
 
 from test_run import cluster  # noqa: E402,F401  (the 3-node fake cluster with dtsched)

@@ -143,6 +143,13 @@ static void pipe_send(struct run *r, const float *buf, size_t n, int peer)
 	add_since(&r->pipe_wait, t);
 }
 
+/* Backward's per-layer callback in a pipeline: nudge the sends in flight. */
+static void pipe_progress(int b, void *data)
+{
+	(void)b;
+	comm_progress(data);
+}
+
 /*
  * Forward of this stage over rows [row, row + n) whose batch rows are x and
  * labels y: the first stage reads x, the others receive their input from the
@@ -153,7 +160,7 @@ static double stage_forward(struct run *r, int row, int n, const float *x, const
 			    float grad_scale, int *correct)
 {
 	struct model *m = &r->model;
-	const float *in = x, *out;
+	const float *in = x, *out = x;
 	int rank = r->comm->rank;
 
 	*correct = 0;
@@ -163,7 +170,11 @@ static double stage_forward(struct run *r, int row, int n, const float *x, const
 		in = r->pin + (size_t)row * m->act_width[r->la];
 		pipe_recv(r, (float *)in, (size_t)n * m->act_width[r->la], rank - 1);
 	}
-	out = m->ops->forward_range(m, r->params, r->la, r->lb, row, n, in);
+	/* layer by layer, nudging the sends in flight between layers (comm_progress) */
+	for (int l = r->la; l < r->lb; l++) {
+		in = out = m->ops->forward_range(m, r->params, l, l + 1, row, n, in);
+		comm_progress(r->comm);
+	}
 	if (r->lb == m->nr_layers)
 		return m->ops->loss(m, row, n, x, y, grad_scale, correct);
 	pipe_send(r, out, (size_t)n * m->act_width[r->lb], rank + 1);
@@ -826,7 +837,7 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 		if (dout)
 			pipe_recv(r, dout, (size_t)n * wb, rank + 1);
 		din = m->ops->backward_range(m, r->params, r->grads, 1.0f, r->la, r->lb, row, n,
-					     in, dout, NULL, NULL);
+					     in, dout, pipe_progress, r->comm);
 		if (r->la > 0)
 			pipe_send(r, din, (size_t)n * wa, rank - 1);
 	}

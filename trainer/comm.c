@@ -454,6 +454,22 @@ void comm_wait(struct comm *c)
 	}
 }
 
+void comm_progress(struct comm *c)
+{
+#ifdef DT_HAVE_MPI
+	struct pending_send *ps = c->sends;
+	int flag;
+
+	if (c->kind == COMM_MPI && c->nr_reqs)
+		mpiCheck(MPI_Testall(c->nr_reqs, c->reqs, &flag, MPI_STATUSES_IGNORE));
+	/* a message above the eager limit moves only while its sender is inside MPI */
+	for (int i = 0; i < c->nr_sends; i++)
+		mpiCheck(MPI_Test(&ps[i].req, &flag, MPI_STATUS_IGNORE));
+#else
+	(void)c;
+#endif
+}
+
 int comm_split(struct comm *c, int stages, struct strbuf *err)
 {
 	if (stages < 1 || c->world % stages) {

@@ -82,6 +82,9 @@ const char *comm_name(const struct comm *c);
 
 void comm_bucket_start(struct comm *c, float *buf, size_t n);
 void comm_wait(struct comm *c);
+/* Let the buckets and pipeline sends in flight progress (MPI has no progress
+ * thread: a large message moves only while its sender is inside MPI); never blocks. */
+void comm_progress(struct comm *c);
 /* Blocking sum of n host doubles across ranks. */
 void comm_sum(struct comm *c, double *v, int n);
 /* Every rank must call: 1 if any rank passed a nonzero flag. */

@@ -100,6 +100,8 @@ void train_options(struct train_config *c, struct option *opts)
 		OPT_STRING(0, "sync", &c->sync, "mode",
 			   "sync (all-reduce gradients every step) or async (local SGD, averaged)"),
 		OPT_INT(0, "sync-every", &c->sync_every, "async: local steps between averages (8)"),
+		OPT_BOOL(0, "sync-overlap", &c->sync_overlap,
+			 "async: average parameters in the background, applied one round late"),
 		OPT_INT(0, "pipeline", &c->pipeline, "pipeline stages P; ranks = P x replicas (1)"),
 		OPT_INT(0, "micro-batches", &c->micro_batches, "pipeline: micro-batches per step (4)"),
 		OPT_STRING(0, "pipeline-schedule", &c->pipeline_schedule, "s", "gpipe or 1f1b"),
@@ -208,6 +210,8 @@ static int parallel_check(struct train_config *c, struct strbuf *err)
 	if (c->sync_every < 1)
 		return strbuf_addf(err, "option '--sync-every' must be at least 1, got %d",
 				   c->sync_every), -1;
+	if (c->sync_overlap && c->sync_kind != SYNC_ASYNC)
+		return strbuf_addstr(err, "--sync-overlap needs --sync async"), -1;
 	if (c->pipeline < 1 || c->pipeline > MODEL_MAX_LAYERS)
 		return strbuf_addf(err, "option '--pipeline' must be between 1 and %d, got %d",
 				   MODEL_MAX_LAYERS, c->pipeline), -1;

@@ -54,6 +54,7 @@ struct train_config {
 	int quiet;
 	const char *sync;             /* sync (default) or async: local SGD with periodic averaging */
 	int sync_every;               /* async: local steps between averages (8) */
+	int sync_overlap;             /* async: average in the background, applied a round late */
 	const char *slow_rank;        /* test/benchmark: "R:MS" sleeps MS ms per step on rank R */
 	int pipeline, micro_batches;  /* pipeline stages (1 = none); micro-batches per step */
 	const char *pipeline_schedule;

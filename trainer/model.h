@@ -35,8 +35,15 @@
  * own activation buffers (max_batch rows), which keep a micro-batch's
  * activations alive until its backward.  The transformer fits the same way:
  * layer 0 = embeddings, 1..N = blocks, N+1 = final norm + head, a row = one
- * sequence (act_width = T * C); tied embeddings would have to be untied (or
- * their gradients summed between the first and last stage) to split.
+ * sequence (act_width = T * C).  Its head is tied to the token embedding: a
+ * weight of layer 0 that the last layer reads and writes gradients to as
+ * well, described by tied_off/tied_len.  Split over stages, the first and the
+ * last stage both hold it; train.c sums their two gradients between them
+ * before the data-parallel all-reduce (as Megatron-LM does) and both take the
+ * same optimiser step on it, so the two copies stay identical.
+ *
+ * Stage boundaries balance layer_cost (relative compute per row of each
+ * layer) when the model sets it, else the parameter counts.
  *
  * Order for one micro-batch on the stage owning [a, b): forward_range, then
  * (last stage only) loss, then backward_range; other micro-batches' calls may
@@ -117,11 +124,13 @@ struct model_ops {
 	/*
 	 * Softmax cross-entropy of the logits rows [row, row + n) (forward_range to
 	 * the last layer done) against y ([n]); summed loss, *correct argmax hits.
-	 * With grad_scale != 0 the gradient (scaled by it) replaces those logits,
-	 * for backward_range; 0: forward only (validation), logits unchanged.
+	 * x: the same rows of the batch (layer 0's input; a language model takes
+	 * its targets from them and ignores y).  With grad_scale != 0 the gradient
+	 * (scaled by it) replaces those logits, for backward_range; 0: forward
+	 * only (validation), logits unchanged.
 	 */
-	double (*loss)(struct model *m, int row, int n, const int *y, float grad_scale,
-		       int *correct);
+	double (*loss)(struct model *m, int row, int n, const float *x, const int *y,
+		       float grad_scale, int *correct);
 	/*
 	 * Backward through layers [a, b) for rows [row, row + n).  dout is the
 	 * gradient w.r.t. layer b-1's output ([n, act_width[b]]; overwritten), or
@@ -144,10 +153,14 @@ struct model {
 	int nr_segs;
 	struct grad_bucket buckets[MODEL_MAX_LAYERS + 2];
 	int nr_buckets;
-	/* the layer sequence, for pipeline stages (see the top of this file) */
+	/* the layer sequence, for pipeline stages (see the top of this file); the
+	 * gpt has MODEL_MAX_LAYERS blocks + 2 layers */
 	int nr_layers;
-	size_t layer_off[MODEL_MAX_LAYERS + 1];
-	size_t act_width[MODEL_MAX_LAYERS + 1];
+	size_t layer_off[MODEL_MAX_LAYERS + 3];
+	size_t act_width[MODEL_MAX_LAYERS + 3];
+	double layer_cost[MODEL_MAX_LAYERS + 2];   /* all 0: balance parameters */
+	/* a weight of layer 0 that the last layer uses too (the tied head); 0: none */
+	size_t tied_off, tied_len;
 	int on_gpu;
 	void *priv;
 	/* set by the mixed-precision GPU path: storage type of GEMM inputs */

@@ -120,12 +120,14 @@ static const float *mlp_forward_range(struct model *m, const float *params, int 
 	return x;
 }
 
-static double mlp_loss(struct model *m, int row, int n, const int *y, float grad_scale,
-		       int *correct)
+static double mlp_loss(struct model *m, int row, int n, const float *x, const int *y,
+		       float grad_scale, int *correct)
 {
 	struct mlp *p = m->priv;
 	int classes = p->dims[p->nr_layers];
 	float *logits = rows_of(p->act[p->nr_layers], row, classes);
+
+	(void)x;   /* a classifier's labels are y */
 
 	if (grad_scale == 0.0f)
 		return p->dev->xent_eval(logits, y, n, classes, correct);
@@ -196,7 +198,7 @@ static double mlp_train_step(struct model *m, const float *params, float *grads,
 		return 0.0;
 	}
 	mlp_forward_range(m, params, 0, L, 0, n, x);
-	loss = mlp_loss(m, 0, n, y, grad_scale, correct);
+	loss = mlp_loss(m, 0, n, x, y, grad_scale, correct);
 	mlp_backward_range(m, params, grads, grad_beta, 0, L, 0, n, x, NULL, ready, data);
 	return loss;
 }
@@ -211,7 +213,7 @@ static double mlp_evaluate(struct model *m, const float *params, const float *x,
 		return 0.0;
 	}
 	mlp_forward_range(m, params, 0, p->nr_layers, 0, n, x);
-	return mlp_loss(m, 0, n, y, 0.0f, correct);
+	return mlp_loss(m, 0, n, x, y, 0.0f, correct);
 }
 
 static const float *mlp_logits(const struct model *m)

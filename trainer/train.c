@@ -104,12 +104,20 @@ struct run {
 	long long interval_samples;
 	/* --pipeline: this rank's stage runs layers [la, lb), parameters [plo, phi)
 	 * (without a pipeline: every layer); pin/pgrad hold received activations and
-	 * output gradients of the step's micro-batches (device) */
+	 * output gradients of the step's micro-batches (device).  A tied weight
+	 * (model.h) on the first and last stage: [tlo, thi) on the last (the first
+	 * owns it anyway), its gradient summed with tied_peer's through ptied */
 	int la, lb;
-	size_t plo, phi;
-	float *pin, *pgrad;
+	size_t plo, phi, tlo, thi;
+	int tied_peer;
+	float *pin, *pgrad, *ptied;
 	double pipe_time, pipe_wait;         /* seconds in the schedule, blocked in send/recv */
 	long long local_steps;               /* --sync async: steps this rank took */
+	/* --sync-overlap: the parameters' average in flight (avg) and this rank's
+	 * share of it (snap), device; averages overlapped and blocking */
+	float *avg, *snap;
+	int avg_pending;
+	long long overlapped, blocking;
 };
 
 /* Seconds since t, added to *acc. */
@@ -135,17 +143,24 @@ static void pipe_send(struct run *r, const float *buf, size_t n, int peer)
 	add_since(&r->pipe_wait, t);
 }
 
+/* Backward's per-layer callback in a pipeline: nudge the sends in flight. */
+static void pipe_progress(int b, void *data)
+{
+	(void)b;
+	comm_progress(data);
+}
+
 /*
- * Forward of this stage over rows [row, row + n) whose labels are y: the
- * first stage reads x, the others receive their input from the previous
- * stage; the last computes the loss (grad_scale 0: validation), the others
- * send their output on.  Returns the summed loss (0 before the last stage).
+ * Forward of this stage over rows [row, row + n) whose batch rows are x and
+ * labels y: the first stage reads x, the others receive their input from the
+ * previous stage; the last computes the loss (grad_scale 0: validation), the
+ * others send their output on.  Returns the summed loss (0 before the last stage).
  */
 static double stage_forward(struct run *r, int row, int n, const float *x, const int *y,
 			    float grad_scale, int *correct)
 {
 	struct model *m = &r->model;
-	const float *in = x, *out;
+	const float *in = x, *out = x;
 	int rank = r->comm->rank;
 
 	*correct = 0;
@@ -155,9 +170,13 @@ static double stage_forward(struct run *r, int row, int n, const float *x, const
 		in = r->pin + (size_t)row * m->act_width[r->la];
 		pipe_recv(r, (float *)in, (size_t)n * m->act_width[r->la], rank - 1);
 	}
-	out = m->ops->forward_range(m, r->params, r->la, r->lb, row, n, in);
+	/* layer by layer, nudging the sends in flight between layers (comm_progress) */
+	for (int l = r->la; l < r->lb; l++) {
+		in = out = m->ops->forward_range(m, r->params, l, l + 1, row, n, in);
+		comm_progress(r->comm);
+	}
 	if (r->lb == m->nr_layers)
-		return m->ops->loss(m, row, n, y, grad_scale, correct);
+		return m->ops->loss(m, row, n, x, y, grad_scale, correct);
 	pipe_send(r, out, (size_t)n * m->act_width[r->lb], rank + 1);
 	return 0.0;
 }
@@ -188,7 +207,7 @@ static void evaluate(struct run *r, double *loss, double *acc)
 		if (r->comm->pipe_stages > 1) {
 			memcpy(r->xh, x, (size_t)n * dim * sizeof(float));
 			memcpy(r->yh, y, (size_t)n * sizeof(int));
-			batch_to_device(r, 0, n, r->la == 0);
+			batch_to_device(r, 0, n, r->la == 0 || r->lb == r->model.nr_layers);
 			v[0] += stage_forward(r, 0, n, r->xd, r->yd, 0.0f, &correct);
 			v[1] += correct;
 			continue;
@@ -246,24 +265,36 @@ static void copy_params_to_host(struct run *r)
 		r->dev->d2h(r->host_state[i], r->state[i], bytes);
 }
 
+/* The cost of layers [0, l): the model's layer_cost, else parameter counts. */
+static double cost_below(const struct model *m, int l)
+{
+	double c = 0.0;
+
+	if (m->layer_cost[0] <= 0.0)
+		return (double)m->layer_off[l];
+	for (int i = 0; i < l; i++)
+		c += m->layer_cost[i];
+	return c;
+}
+
 /*
  * Layers [*a, *b) of pipeline stage s: the boundaries nearest to equal shares
- * of the parameters (a proxy for compute), at least one layer per stage.
+ * of the cost (model.h: compute per row where the model says, else the
+ * parameters), at least one layer per stage.
  */
 void train_stage_layers(const struct model *m, int stages, int s, int *a, int *b)
 {
 	int L = m->nr_layers, lo = 0, hi = L;
 
 	for (int k = 1; k <= s + 1; k++) {
-		double target = (double)m->nr_params * k / stages;
+		double target = cost_below(m, L) * k / stages;
 
 		hi = 0;
 		if (k == stages)
 			hi = L;
 		else
 			for (int l = 1; l < L; l++)
-				if (fabs((double)m->layer_off[l] - target) <
-				    fabs((double)m->layer_off[hi] - target))
+				if (fabs(cost_below(m, l) - target) < fabs(cost_below(m, hi) - target))
 					hi = l;
 		if (hi < lo + 1)
 			hi = lo + 1;
@@ -353,6 +384,8 @@ static int setup_stage(struct run *r, struct strbuf *err)
 	r->lb = m->nr_layers;
 	r->plo = 0;
 	r->phi = m->nr_params;
+	r->tlo = r->thi = 0;
+	r->tied_peer = -1;
 	if (P == 1)
 		return 0;
 	if (!m->ops->forward_range || m->nr_layers < P) {
@@ -369,6 +402,15 @@ static int setup_stage(struct run *r, struct strbuf *err)
 	if (r->lb < m->nr_layers)
 		r->pgrad = r->dev->alloc((size_t)m->spec.max_batch * m->act_width[r->lb] *
 					 sizeof(float));
+	if (m->tied_len && (r->la == 0 || r->lb == m->nr_layers)) {
+		/* the first stage's peer is its replica's last, and the other way round */
+		r->tied_peer = r->comm->rank + (r->la == 0 ? P - 1 : 1 - P);
+		if (r->la > 0) {
+			r->tlo = m->tied_off;
+			r->thi = m->tied_off + m->tied_len;
+		}
+		r->ptied = r->dev->alloc(m->tied_len * sizeof(float));
+	}
 	return 0;
 }
 
@@ -551,7 +593,8 @@ static int maybe_resume(struct run *r, long long *start_step, struct strbuf *err
 	return DT_EXIT_OK;
 }
 
-/* The optimiser over this stage's segments (every segment without a pipeline). */
+/* The optimiser over this stage's segments (every segment without a pipeline), and
+ * the tied weight on the last stage. */
 static void optimizer_step(struct run *r, float lr, long long t)
 {
 	const struct train_config *cfg = r->cfg;
@@ -560,7 +603,7 @@ static void optimizer_step(struct run *r, float lr, long long t)
 		const struct param_seg *s = &r->model.segs[i];
 		float wd = s->decay ? (float)cfg->weight_decay : 0.0f;
 
-		if (s->off < r->plo || s->off >= r->phi)
+		if ((s->off < r->plo || s->off >= r->phi) && (s->off < r->tlo || s->off >= r->thi))
 			continue;
 		if (cfg->optim == OPTIM_ADAMW)
 			r->dev->adamw(r->params + s->off, r->grads + s->off, r->state[0] + s->off,
@@ -589,6 +632,12 @@ static void release_run(struct run *r)
 			r->dev->release(r->pin);
 		if (r->pgrad)
 			r->dev->release(r->pgrad);
+		if (r->ptied)
+			r->dev->release(r->ptied);
+		if (r->avg) {
+			r->dev->release(r->avg);
+			r->dev->release(r->snap);
+		}
 	}
 	for (int i = 0; i < r->nr_state; i++)
 		free(r->host_state[i]);
@@ -712,6 +761,30 @@ void train_pipe_schedule(enum pipe_sched kind, int M, int P, int stage, int *ops
 }
 
 /*
+ * The tied weight's gradient (model.h) summed between the first and the last
+ * stage of this replica, each with its part (the embedding's, the head's):
+ * the first sends then receives, the last receives then sends (no deadlock
+ * with NCCL's waited-for sends either), both add: a + b = b + a in floats, so
+ * the two copies stay bit-identical.
+ */
+static void sum_tied(struct run *r)
+{
+	float *g = r->grads + r->model.tied_off;
+	size_t n = r->model.tied_len;
+
+	if (r->tied_peer < 0)
+		return;
+	if (r->la == 0) {
+		pipe_send(r, g, n, r->tied_peer);
+		pipe_recv(r, r->ptied, n, r->tied_peer);
+	} else {
+		pipe_recv(r, r->ptied, n, r->tied_peer);
+		pipe_send(r, g, n, r->tied_peer);
+	}
+	r->dev->add(g, g, r->ptied, n);
+}
+
+/*
  * One step of this rank's pipeline stage: the replica's share of the global
  * batch in --micro-batches row ranges, the schedule's forwards and backwards
  * (activations and their gradients to and from the neighbouring stages, rank
@@ -739,9 +812,10 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 				       r->yh + off[i]);
 		off[i + 1] = off[i] + cnt;
 	}
-	batch_to_device(r, 0, off[M], r->la == 0);
+	batch_to_device(r, 0, off[M], r->la == 0 || r->lb == m->nr_layers);
 	scale = (float)r->ck.loss_scale / (float)gbatch;
 	r->dev->memset0(r->grads + r->plo, (r->phi - r->plo) * sizeof(float));
+	r->dev->memset0(r->grads + r->tlo, (r->thi - r->tlo) * sizeof(float));
 	train_pipe_schedule(cfg->pipe_sched, M, r->comm->pipe_stages, r->comm->pipe_stage, ops);
 	for (int k = 0; k < 2 * M; k++) {
 		int i = ops[k] >= 0 ? ops[k] : -1 - ops[k], n = off[i + 1] - off[i], correct;
@@ -753,7 +827,8 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 		const float *din;
 
 		if (ops[k] >= 0) {
-			v[0] += stage_forward(r, row, n, in, r->yd + off[i], scale, &correct);
+			v[0] += stage_forward(r, row, n, r->xd + (size_t)off[i] * r->train.dim,
+					      r->yd + off[i], scale, &correct);
 			v[1] += correct;
 			continue;
 		}
@@ -762,13 +837,16 @@ static int pipeline_step(struct run *r, long long step, double v[2])
 		if (dout)
 			pipe_recv(r, dout, (size_t)n * wb, rank + 1);
 		din = m->ops->backward_range(m, r->params, r->grads, 1.0f, r->la, r->lb, row, n,
-					     in, dout, NULL, NULL);
+					     in, dout, pipe_progress, r->comm);
 		if (r->la > 0)
 			pipe_send(r, din, (size_t)n * wa, rank - 1);
 	}
+	sum_tied(r);
 	comm_p2p_flush(r->comm);
 	add_since(&r->pipe_time, t0);
 	comm_bucket_start(r->comm, r->grads + r->plo, r->phi - r->plo);
+	if (r->thi > r->tlo)
+		comm_bucket_start(r->comm, r->grads + r->tlo, r->thi - r->tlo);
 	free(off);
 	free(ops);
 	return gbatch;
@@ -795,9 +873,12 @@ static int apply_update(struct run *r, long long step, float scale)
 			r->ck.loss_scale *= 2;
 		}
 	}
-	if (scale != 1.0f)
+	if (scale != 1.0f) {
 		r->dev->scale(g, n, 1.0f / scale);
+		r->dev->scale(r->grads + r->tlo, r->thi - r->tlo, 1.0f / scale);
+	}
 	if (cfg->clip > 0) {
+		/* a tied weight counts once, on the first stage */
 		double sq = r->dev->sumsq(g, n), norm;
 
 		if (r->comm->pipe_stages > 1) {
@@ -806,8 +887,11 @@ static int apply_update(struct run *r, long long step, float scale)
 			sq /= r->comm->replicas;
 		}
 		norm = sqrt(sq);
-		if (norm > cfg->clip)
+		if (norm > cfg->clip) {
 			r->dev->scale(g, n, (float)(cfg->clip / (norm + 1e-6)));
+			r->dev->scale(r->grads + r->tlo, r->thi - r->tlo,
+				      (float)(cfg->clip / (norm + 1e-6)));
+		}
 	}
 	optimizer_step(r, (float)train_lr_at(cfg, step, r->total), step + 1);
 	return 0;
@@ -867,6 +951,51 @@ static void average_replicas(struct run *r, double weight)
 }
 
 /*
+ * --sync-overlap: the parameters' average (weighted by `weight`) started in
+ * the background: a copy of them scaled and all-reduced (NCCL on its own
+ * stream; MPI_Iallreduce, nudged after every step by comm_progress) while the
+ * next round trains on the parameters themselves; snap keeps them as they
+ * were.  average_finish() applies it at the end of that next round as
+ * p += avg - snap: the average, plus the local steps taken since it started.
+ * Those steps are one round stale: no average has seen them yet, and each
+ * rank applied them on its own model.  The optimizer state is not averaged
+ * here (the same delta could make Adam's second moment negative): it stays
+ * each rank's own until the next blocking average.
+ */
+static void average_start(struct run *r, double weight)
+{
+	size_t n = r->model.nr_params, bytes = n * sizeof(float);
+
+	if (!r->avg) {
+		r->avg = r->dev->alloc(bytes);
+		r->snap = r->dev->alloc(bytes);
+	}
+	r->dev->memset0(r->snap, bytes);
+	r->dev->add(r->snap, r->snap, r->params, n);
+	r->dev->memset0(r->avg, bytes);
+	r->dev->add(r->avg, r->avg, r->params, n);
+	r->dev->scale(r->avg, n, (float)weight);
+	comm_bucket_start(r->comm, r->avg, n);
+	r->avg_pending = 1;
+	r->overlapped++;
+}
+
+static void average_finish(struct run *r)
+{
+	size_t n = r->model.nr_params;
+
+	if (!r->avg_pending)
+		return;
+	comm_wait(r->comm);
+	r->dev->scale(r->snap, n, -1.0f);
+	r->dev->add(r->params, r->params, r->snap, n);
+	r->dev->add(r->params, r->params, r->avg, n);
+	r->avg_pending = 0;
+}
+
+static int crossed(long long from, long long to, long long every);
+
+/*
  * --sync async: one round of local SGD steps, then the average.  Rank 0 takes
  * --sync-every steps (fewer at the end) and then tells the others; they step
  * until it does, at least once and at most as often as rank 0, so a slow rank
@@ -907,6 +1036,8 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 		/* the log's rate: rank 0's, as if every rank kept up */
 		r->interval_samples += gbatch;
 		log_step(r, step, rows ? v[0] / rows : 0.0, skip);
+		if (r->avg_pending)
+			comm_progress(c);
 		step++;
 		if (c->rank == 0 || !pace) {
 			done = step == end;
@@ -918,18 +1049,32 @@ static int async_round(struct run *r, long long *stepp, double *loss, struct str
 		}
 	}
 	{
+		const struct train_config *cfg = r->cfg;
 		double all = taken;
+		/* blocking where every rank must hold the same model: the last round,
+		 * validation, checkpoints (the same `end` on every rank: rank 0's) */
+		int settle = !cfg->sync_overlap || end == r->total || c->replicas == 1 ||
+			     crossed(*stepp, end, cfg->eval_every ? cfg->eval_every : r->bpe) ||
+			     (cfg->checkpoint_dir && crossed(*stepp, end, cfg->checkpoint_every));
 
 		comm_sum(c, &all, 1);
-		average_replicas(r, taken / all);
+		average_finish(r);
+		if (settle) {
+			average_replicas(r, taken / all);
+			r->blocking++;
+		} else {
+			average_start(r, taken / all);
+		}
 	}
 	comm_sum(c, sums, 4);
 	r->run_time += now_s() - t0;
 	r->run_samples += sums[2];
 	*loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
 	*stepp = step;
-	if (sums[3] > 0 || !isfinite(*loss))
+	if (sums[3] > 0 || !isfinite(*loss)) {
+		average_finish(r);   /* every rank gets here: no collective left in flight */
 		return diverged(r, step - 1, sums[3] > 0 ? NAN : *loss, err);
+	}
 	return DT_EXIT_OK;
 }
 
@@ -992,8 +1137,10 @@ static void print_header(struct run *r)
 	}
 	if (cfg->sync_kind == SYNC_ASYNC)
 		printf("async: local SGD, parameters and optimizer state averaged every %d steps "
-		       "(%s)\n", cfg->sync_every,
-		       comm_can_pace(comm) ? "rank 0 paces the rounds" : "every rank counts");
+		       "(%s)%s\n", cfg->sync_every,
+		       comm_can_pace(comm) ? "rank 0 paces the rounds" : "every rank counts",
+		       cfg->sync_overlap ? "; overlapped: parameters averaged in the background, "
+					   "applied one round late" : "");
 	fflush(stdout);
 }
 
@@ -1027,6 +1174,9 @@ static void print_parallel_summary(struct run *r, struct train_result *res)
 			for (int i = 0; i < n; i++)
 				printf(" %.0f", v[i]);
 			printf("%s\n", n < c->world ? " ..." : "");
+			if (r->cfg->sync_overlap)
+				printf("async: %lld averages overlapped with training, %lld blocking\n",
+				       r->overlapped, r->blocking);
 		}
 	}
 }

@@ -2,7 +2,8 @@
 clusters (no fake cluster): templates/cluster.yaml copied elsewhere validates and inits
 (its setup line names the built-in script); validate names a missing setup template
 with file:line:col and warns about hyperband without max_iter; templates/sweep.yaml
-trains several trials to the end with a best that was not pruned; numbers and the
+trains several trials to the end with a best that was not pruned; templates/gpt-sweep.yaml
+(a learning-rate grid over templates/gpt.yaml) reports each trial's val_loss; numbers and the
 nodes' MEMORY column as people read them; the Ctrl-C prompt of an attached run holds
 the logs back and takes one key."""
 
@@ -152,6 +153,26 @@ def test_sweep_numbers_for_people_and_csv(local, template_sweep):
         assert r["val_loss"] == shortest, "CSV value %r is not the shortest round-trip form %r" \
             % (r["val_loss"], shortest)
         assert abs(v - by_trial[int(r["trial"])]["value"]) <= 1e-12 * abs(v), r
+
+
+def test_gpt_sweep_template_reports_val_loss_per_trial(local):
+    """templates/gpt-sweep.yaml as shipped: a grid of 3 learning rates over templates/gpt.yaml
+    (2 MPI ranks per trial), each trial trained to the end and reporting its val_loss."""
+    p = local.dtctl("sweep", "--name", "gptsweep", TEMPLATES / "gpt-sweep.yaml", timeout=600)
+    assert p.returncode == 0, "dtctl sweep: %s%s\n%s" % (p.stdout, p.stderr,
+                                                         local.log("dtsched.log"))
+    ex = json.loads(local.dtctl("sweep", "export", "gptsweep", "--json").stdout)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    trials = ex["trials"]
+    assert sorted(float(t["params"]["lr"]) for t in trials) == [3e-4, 1e-3, 3e-3], trials
+    for t in trials:
+        assert t["state"] == "COMPLETED", t
+        # nats per byte: below ln(256) = 5.55 at init, so every trial learned something
+        assert 0 < t["value"] < 5.55, t
+    p = local.dtctl("sweep", "status", "gptsweep")
+    assert p.returncode == 0, p.stderr
+    assert len(re.findall(r"(?m)^\d+\s+lr=\S+ .*COMPLETED\s+\d\.\d+", p.stdout)) == 3, p.stdout
+    assert re.search(r"best: trial \d+, val_loss = [\d.]+", p.stdout), p.stdout
 
 
 def test_nodes_memory_used_of_total(local):

@@ -4,7 +4,10 @@ Averaging after every plain SGD step of the same gradients is averaging the grad
 --sync-every 1 ends with sync's weights up to float rounding (SGD with momentum and weight
 decay, moments averaged too, equal shards).  Longer rounds still learn the synthetic task,
 with a slow rank too (which then takes fewer local steps than rank 0, the pacer), and a
-checkpoint of rounds of one step resumes bit for bit.  Helpers come from test_trainer.py.
+checkpoint of rounds of one step resumes bit for bit.  --sync-overlap (the parameters'
+average in the background, applied a round late) learns as well, blocks only where every
+rank needs the same model (validation, the end), and ends elsewhere than blocking rounds.
+Helpers come from test_trainer.py.
 """
 
 import re
@@ -80,3 +83,23 @@ def test_nan_stops_every_rank_at_the_round():
                 "--steps", "40", "--sync", "async", "--sync-every", "4", np=2, timeout=60)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert "training diverged" in r.stderr and "MPI_ABORT" not in r.stderr
+
+
+def test_overlapped_average_learns(tmp_path):
+    wb, wo = tmp_path / "blocking.bin", tmp_path / "overlap.bin"
+    r = dttrain(*TASK, "--epochs", "8", "--sync", "async", "--sync-every", "4",
+                "--save-weights", wb, np=2)
+    assert r.returncode == 0, r.stderr
+    for extra in ([], ["--slow-rank", "1:30"]):
+        r = dttrain(*TASK, "--epochs", "8", "--sync", "async", "--sync-every", "4",
+                    "--sync-overlap", "--save-weights", wo, *extra, np=2, timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert "overlapped: parameters averaged in the background, applied one round late" \
+            in r.stdout, r.stdout
+        # 24 rounds of 4: those ending an epoch (every 3rd, validation) block, 16 overlap
+        assert "async: 16 averages overlapped with training, 8 blocking" in r.stdout, r.stdout
+        loss, acc = val(r.stdout)
+        assert acc >= 0.8 and loss < 0.45, (extra, loss, acc)
+        if not extra:
+            # the stale average is a different algorithm, not the blocking one renamed
+            assert max_rel_diff(floats(wo), floats(wb)) > 1e-3

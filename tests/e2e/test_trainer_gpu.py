@@ -10,6 +10,7 @@ old for the runtime), in every case.
 """
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -83,3 +84,44 @@ def test_kernel_benchmarks_validate_or_skip_clearly():
         assert "FAILED" not in out, out
     if "skipped" in out:
         gpu_skip("no GPU on this machine: kernel benchmarks built and skipped")
+
+
+# ------------------------------------------------- --model gpt in bf16/fp16 (dttrain)
+
+from test_trainer import dttrain  # noqa: E402
+from test_trainer_gpt import text  # noqa: E402,F401  (the fixture: a small generated text)
+
+GPT = ["--model", "gpt", "--layers", "2", "--heads", "2", "--dim", "32", "--context", "32",
+       "--batch", "16", "--optimizer", "adamw", "--lr", "3e-3", "--steps", "60",
+       "--eval-every", "60", "--log-every", "20"]
+
+
+def gpt_on_gpu(text, *args):  # noqa: F811
+    r = dttrain(*GPT, "--data", f"text:{text}", "--device", "cuda", *args)
+    if r.returncode == 2 and ("no GPU visible" in r.stderr or "without CUDA" in r.stderr):
+        gpu_skip("no GPU on this machine (or no CUDA build): gpt bf16/fp16 runs skipped")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def final_val_loss(out):
+    """The last validation: "epoch 1 step 60 val_loss X" (--eval-every 60 lands on it)."""
+    m = re.findall(r"step 60 val_loss ([\d.]+)", out)
+    assert m, out
+    return float(m[-1])
+
+
+def test_gpt_mixed_precision_trains_like_fp32(text):  # noqa: F811
+    """bf16 (and fp16 with dynamic loss scaling) reach fp32's validation loss on the GPU."""
+    fp32 = final_val_loss(gpt_on_gpu(text))
+    assert fp32 < 5.0, fp32   # it learned (ln 256 = 5.55 at init)
+    for prec in ("bf16", "fp16"):
+        got = final_val_loss(gpt_on_gpu(text, "--precision", prec))
+        assert abs(got - fp32) < 0.1 * fp32, f"{prec}: val_loss {got}, fp32 {fp32}"
+
+
+def test_gpt_mixed_precision_on_cpu_is_refused(text):  # noqa: F811
+    """No GPU needed: the CPU path is fp32, and says so instead of crashing."""
+    r = dttrain(*GPT, "--data", f"text:{text}", "--device", "cpu", "--precision", "bf16")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--precision bf16 needs a GPU; the CPU path is fp32" in r.stderr

@@ -8,6 +8,11 @@ stage) resumes on the pipeline and on one rank bit for bit.  The bubble is repor
 The dtctl tests (a pipeline from `--trainer --`, an async job from job.yaml's `trainer:`)
 run on the fake cluster (hold /tmp/dtctl-fakecluster.lock around them: one fake cluster
 per machine); helpers come from test_trainer.py and test_run.py.
+
+--model gpt (4 blocks: embeddings | blocks | final norm + tied head) on 2 and 4 stages and
+2 x 2 ends within float rounding of one rank (the tied embedding's two gradient parts, the
+first stage's and the last's, are summed between them in another order than one rank's),
+GPipe and 1F1B identical to each other; a 2-node gpt pipeline job runs through dtctl.
 """
 
 import json
@@ -16,6 +21,7 @@ import re
 import pytest
 
 from test_trainer import dttrain, floats, max_rel_diff, need_binary  # noqa: F401
+from test_trainer_gpt import text  # noqa: F401  (the fixture: a small generated text)
 
 # 4 layers (12-32-16-16-3), so 4 stages have one each
 TASK = ["--hidden", "32,16,16", "--input-dim", "12", "--classes", "3", "--train-size", "400",
@@ -98,6 +104,66 @@ def test_pipeline_usage_errors():
     assert r.returncode == 2 and "--accum must stay 1" in r.stderr
 
 
+# SGD (see test_trainer_gpt.py): 4 blocks, so 4 stages can each get one piece
+GPT = ["--model", "gpt", "--layers", "4", "--heads", "2", "--dim", "16", "--context", "16",
+       "--batch", "8", "--optimizer", "sgd", "--lr", "0.2", "--warmup", "5", "--threads", "1",
+       "--device", "cpu", "--log-every", "0", "--steps", "10"]
+
+
+def train_gpt(tmp_path, text, name, *args, np=None):  # noqa: F811
+    w = tmp_path / f"{name}.bin"
+    r = dttrain(*GPT, "--data", f"text:{text}", *args, "--save-weights", w, np=np)
+    assert r.returncode == 0, r.stderr
+    return floats(w), r.stdout
+
+
+def test_gpt_stages_equal_one_rank(tmp_path, text):  # noqa: F811
+    one, _ = train_gpt(tmp_path, text, "one", "--accum", "4")
+    for P in (2, 4):
+        got = {}
+        for sched in ("gpipe", "1f1b"):
+            got[sched], out = train_gpt(tmp_path, text, f"p{P}{sched}", "--pipeline", P,
+                                        "--micro-batches", "4", "--pipeline-schedule", sched,
+                                        np=P)
+            assert f"pipeline: {P} stages x 1 replica" in out, out
+            assert re.search(r"pipeline: bubble [\d.]+%", out), out
+            assert re.search(r"done: 10 steps, \d+ samples/s, \d+ tokens/s", out), out
+            # a missing or doubled sum of the tied embedding's gradient is O(1)
+            d = max_rel_diff(got[sched], one)
+            assert d < 1e-4, f"gpt on {P} stages ({sched}) drifted {d:.3g} from one rank"
+        assert got["gpipe"] == got["1f1b"], "GPipe and 1F1B sum in the same order"
+        # by compute: the head (2 T C V) outweighs a block here and stands alone on 4
+        assert ("layers 0-3 | 4-5" if P == 2 else "layers 0-1 | 2-3 | 4-4 | 5-5") in out, out
+
+
+def test_gpt_replicas_of_stages_equal_one_rank(tmp_path, text):  # noqa: F811
+    for clip in ([], ["--clip", "0.3"]):
+        one, _ = train_gpt(tmp_path, text, "one", *clip)
+        w, out = train_gpt(tmp_path, text, "2x2", "--pipeline", "2", "--micro-batches", "2",
+                           *clip, np=4)
+        assert "2 stages x 2 replicas" in out and "batch 8 (4 per replica" in out, out
+        d = max_rel_diff(w, one)
+        # clipping counts the tied embedding once (on the first stage)
+        assert d < 1e-4, f"gpt 2 x 2 {clip} drifted {d:.3g} from one rank"
+
+
+def test_gpt_pipeline_checkpoint_resumes(tmp_path, text):  # noqa: F811
+    """Rank 0 gathers the stages (wte from stage 0, the last stage's copy being the same):
+    the checkpoint resumes on the pipeline bit for bit and on one rank (momentum too)."""
+    ck = tmp_path / "ck"
+    args = ["--momentum", "0.9", "--pipeline", "2", "--micro-batches", "4"]
+    full, _ = train_gpt(tmp_path, text, "full", *args, "--checkpoint-dir", ck,
+                        "--checkpoint-every", "5", np=2)
+    start = ck / "step-000000005.ckpt"
+    again, out = train_gpt(tmp_path, text, "again", *args, "--resume", start, np=2)
+    assert "at step 5" in out and again == full
+    alone, out = train_gpt(tmp_path, text, "alone", "--momentum", "0.9", "--accum", "4",
+                           "--resume", start)
+    assert "at step 5" in out
+    d = max_rel_diff(alone, full)
+    assert d < 1e-4, f"the pipeline's checkpoint resumed on one rank drifted {d:.3g}"
+
+
 # ------------------------------------------------------------------ through dtctl run
 
 from test_run import cluster  # noqa: E402,F401  (the 3-node fake cluster with dtsched)
@@ -119,6 +185,28 @@ def test_dtctl_run_two_node_pipeline(cluster):  # noqa: F811
     assert len({x["node"] for x in j["placement"]}) == 2, j["placement"]
     assert "pipeline: 2 stages x 1 replica" in p.stdout, p.stdout
     assert "pipeline: bubble" in p.stdout and "done: 6 steps" in p.stdout, p.stdout
+
+
+def test_dtctl_run_two_node_gpt_pipeline(cluster):  # noqa: F811
+    """A gpt split over 2 nodes; the text is Debian's GPL-3 (base-files: on every node)."""
+    if cluster.fc.mode != "netns":
+        pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
+                    % cluster.fc.mode)
+    p = cluster.dtctl("run", "--launcher", "mpi", "-n", 2, "-p", 1, "--name", "gptpipe2",
+                      "--trainer", "--", "--model=gpt", "--pipeline=2", "--micro-batches=4",
+                      "--data=text:/usr/share/common-licenses/GPL-3", "--layers=2",
+                      "--heads=2", "--dim=32", "--context=32", "--batch=8", "--steps=6",
+                      "--log-every=2", "--eval-every=6", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "COMPLETED" in p.stderr
+    job = re.search(r"job (j-\d+) submitted", p.stderr).group(1)
+    j = cluster.show(job)
+    assert j["launcher"] == "mpi" and j["world_size"] == 2
+    assert len({x["node"] for x in j["placement"]}) == 2, j["placement"]
+    assert "gpt L2 H2 C32 T32 V256" in p.stdout, p.stdout
+    assert "pipeline: 2 stages x 1 replica" in p.stdout, p.stdout
+    assert re.search(r"step 6 val_loss [\d.]+", p.stdout), p.stdout
+    assert "pipeline: bubble" in p.stdout and "tokens/s" in p.stdout, p.stdout
 
 
 def test_dtctl_run_async_from_job_yaml(cluster, tmp_path):  # noqa: F811

@@ -7,7 +7,9 @@
  * its own (LayerNorm, causal softmax, embeddings), then the whole model
  * (embeddings, causal multi-head attention, GELU MLP, LayerNorms, the head
  * tied to the token embedding, cross-entropy) for every parameter of every
- * segment, so a failure names the layer.  Then: causality (a later token
+ * segment, so a failure names the layer.  Then: the layer ranges pipeline
+ * stages run (three stages, micro-batches in flight, against train_step),
+ * causality (a later token
  * does not change earlier logits), the loss at init near ln(vocab), data
  * parallelism's sum (two half batches = one batch, as 2 ranks all-reduce),
  * the text data set and its sampler shards, and a small model overfitting
@@ -509,6 +511,99 @@ static void test_gpt_halves_sum(void **state)
 	free(g2);
 }
 
+/*
+ * Pipeline stages: the layer table, then stages with boundaries cut[0..ns]
+ * over micro-batches of mb rows in GPipe order (every forward, then the
+ * backwards from the last stage down), activations and their gradients
+ * copied between stages through buffers as between ranks.  Every stage
+ * writes into one gradient array, so the tied wte gets the head's and the
+ * embedding's parts as the loop's sum between ranks gives it.
+ */
+static double gpt_stages(struct model *m, const float *params, const float *x, int n, int mb,
+			 const int *cut, int ns, float *grads)
+{
+	size_t w = m->act_width[1];
+	float *act = calloc((size_t)ns * n * w, sizeof(float));
+	float *dact = calloc((size_t)ns * n * w, sizeof(float));
+	double loss = 0;
+
+	memset(grads, 0, m->nr_params * sizeof(float));
+	for (int row = 0; row < n; row += mb) {
+		const float *in = x + row * GLD;
+
+		for (int s = 0; s < ns; s++) {
+			const float *out = m->ops->forward_range(m, params, cut[s], cut[s + 1], row,
+								 mb, in);
+
+			if (s == ns - 1)
+				break;
+			memcpy(act + ((size_t)s * n + row) * w, out, mb * w * sizeof(float));
+			in = act + ((size_t)s * n + row) * w;
+		}
+		loss += m->ops->loss(m, row, mb, x + row * GLD, NULL, 1.0f / n, NULL);
+	}
+	for (int row = 0; row < n; row += mb)
+		for (int s = ns - 1; s >= 0; s--) {
+			const float *in = s ? act + ((size_t)(s - 1) * n + row) * w : x + row * GLD;
+			float *dout = s < ns - 1 ? dact + ((size_t)s * n + row) * w : NULL;
+			const float *d = m->ops->backward_range(m, params, grads, 1.0f, cut[s],
+								cut[s + 1], row, mb, in, dout,
+								NULL, NULL);
+
+			if (s == 0) {
+				assert_null(d);
+				continue;
+			}
+			memcpy(dact + ((size_t)(s - 1) * n + row) * w, d, mb * w * sizeof(float));
+		}
+	free(act);
+	free(dact);
+	return loss;
+}
+
+static void test_gpt_stages(void **state)
+{
+	enum { N = 4 };
+	struct model m;
+	float x[N * GLD], *params = tiny_model(&m, N, 5, x, N), *ref, *got;
+	/* embeddings | blocks | head; embeddings + block 0 | block 1 + head */
+	const int three[] = { 0, 1, GL + 1, GL + 2 }, two[] = { 0, 2, GL + 2 };
+	double ref_loss, loss;
+
+	assert_int_equal(m.nr_layers, GL + 2);
+	assert_int_equal(m.layer_off[GL + 2], m.nr_params);
+	assert_int_equal(m.layer_off[1], GV * GC + GT * GC);
+	assert_int_equal(m.act_width[0], GLD);
+	assert_int_equal(m.act_width[1], GT * GC);
+	assert_int_equal(m.act_width[GL + 2], GT * GV);
+	assert_int_equal(m.tied_off, 0);
+	assert_int_equal(m.tied_len, GV * GC);
+	/* the head is costed, though it holds only lnf's parameters */
+	assert_true(m.layer_cost[GL + 1] > m.layer_cost[0]);
+	ref = calloc(m.nr_params, sizeof(float));
+	got = calloc(m.nr_params, sizeof(float));
+	ref_loss = m.ops->train_step(&m, params, ref, 0.0f, x, NULL, N, 1.0f / N, NULL, NULL, NULL);
+	/* one micro-batch: train_step's operations in the same order, in pieces */
+	loss = gpt_stages(&m, params, x, N, N, three, 3, got);
+	assert_true(loss == ref_loss);
+	assert_memory_equal(got, ref, m.nr_params * sizeof(float));
+	/* micro-batches of one row and of two, several in flight: sums regrouped only */
+	for (int mb = 1; mb <= 2; mb++) {
+		loss = gpt_stages(&m, params, x, N, mb, mb == 1 ? three : two, mb == 1 ? 3 : 2, got);
+		if (fabs(loss - ref_loss) > 1e-6 * fabs(ref_loss))
+			fail_msg("loss over micro-batches of %d %.9g, one batch %.9g", mb, loss,
+				 ref_loss);
+		for (size_t i = 0; i < m.nr_params; i++)
+			if (fabsf(got[i] - ref[i]) > 1e-6f + 1e-5f * fabsf(ref[i]))
+				fail_msg("gradient %zu: %.9g over micro-batches of %d, %.9g in one",
+					 i, got[i], mb, ref[i]);
+	}
+	model_release(&m);
+	free(params);
+	free(ref);
+	free(got);
+}
+
 static void test_gpt_causal(void **state)
 {
 	struct model m;
@@ -775,6 +870,7 @@ int main(void)
 		cmocka_unit_test(test_gemm_batched),
 		cmocka_unit_test(test_gpt_grads),
 		cmocka_unit_test(test_gpt_halves_sum),
+		cmocka_unit_test(test_gpt_stages),
 		cmocka_unit_test(test_gpt_causal),
 		cmocka_unit_test(test_gpt_init_loss),
 		cmocka_unit_test(test_gpt_errors),

@@ -1,7 +1,8 @@
 /*
  * test_trainer_gpu.c - every CUDA kernel against its CPU twin, and a whole
  * training step (model and loop) on the GPU against the CPU reference: the
- * MLP, and one step of the transformer (--model gpt) with its own kernels.
+ * MLP, and one step of the transformer (--model gpt) with its own kernels, in
+ * fp32 and with bf16/fp16 GEMM inputs.
  *
  * Built twice: in the unit-test (ASan, no CUDA) build, where it only reports
  * that it skips; and by mk/trainer.mk as build/<tree>/gpu-tests/
@@ -577,8 +578,12 @@ static void test_gemm_batched(void **state)
 	free(c);
 }
 
-/* One GPT step (forward, loss, backward) on each device from the same parameters. */
-static void test_gpt_step(void **state)
+/*
+ * One GPT step (forward, loss, backward) on each device from the same
+ * parameters: fp32 to rounding per segment; bf16/fp16 (prec 1/2: the linear
+ * layers' GEMMs on 16-bit inputs) loosely, relative to the gradient's norm.
+ */
+static void check_gpt_step(int prec)
 {
 	enum { NB = 6, T = 24, V = 50 };
 	struct model_spec spec = { .name = "gpt", .layers = 2, .heads = 4, .embd = 32, .context = T,
@@ -588,11 +593,11 @@ static void test_gpt_step(void **state)
 	struct rng r;
 	float *params, *grads, x[NB * (T + 1)], *dparams, *dgrads, *dx;
 	int cc, gc;
-	double lc, lg;
+	double lc, lg, norm = 0, diff = 0;
 
-	NEED_GPU();
 	assert_int_equal(model_create(&cpu, &spec, 0, 0, &err), 0);
-	assert_int_equal(model_create(&gpu, &spec, 1, 0, &err), 0);
+	if (model_create(&gpu, &spec, 1, prec, &err))
+		fail_msg("gpt on the GPU, precision %d: %s", prec, err.buf);
 	params = malloc(cpu.nr_params * 4);
 	grads = malloc(cpu.nr_params * 4);
 	rng_seed(&r, 6);
@@ -607,10 +612,25 @@ static void test_gpt_step(void **state)
 	lc = cpu.ops->train_step(&cpu, params, grads, 0.0f, x, NULL, NB, 1.0f / NB, &cc, NULL, NULL);
 	lg = gpu.ops->train_step(&gpu, dparams, dgrads, 0.0f, dx, NULL, NB, 1.0f / NB, &gc, NULL,
 				 NULL);
-	assert_float_equal(lg, lc, 1e-4 * fabs(lc));
-	for (int s = 0; s < cpu.nr_segs; s++)
-		expect_device_close(cpu.segs[s].name, dgrads + cpu.segs[s].off, grads + cpu.segs[s].off,
-				    cpu.segs[s].len, 1e-6, 1e-3);
+	if (!prec) {
+		assert_float_equal(lg, lc, 1e-4 * fabs(lc));
+		for (int s = 0; s < cpu.nr_segs; s++)
+			expect_device_close(cpu.segs[s].name, dgrads + cpu.segs[s].off,
+					    grads + cpu.segs[s].off, cpu.segs[s].len, 1e-6, 1e-3);
+	} else {
+		float *g = down(dgrads, cpu.nr_params);
+
+		assert_float_equal(lg, lc, 2e-2 * fabs(lc));
+		for (size_t i = 0; i < cpu.nr_params; i++) {
+			norm += (double)grads[i] * grads[i];
+			diff += ((double)g[i] - grads[i]) * ((double)g[i] - grads[i]);
+		}
+		free(g);
+		if (sqrt(diff) > 3e-2 * sqrt(norm))
+			fail_msg("gpt %s gradients differ by %.3g of their norm",
+				 prec == 1 ? "bf16" : "fp16", sqrt(diff / norm));
+		assert_true(diff > 0);   /* the 16-bit path was taken */
+	}
 	free(params);
 	free(grads);
 	gpu_free(dparams);
@@ -619,6 +639,19 @@ static void test_gpt_step(void **state)
 	model_release(&cpu);
 	model_release(&gpu);
 	strbuf_release(&err);
+}
+
+static void test_gpt_step(void **state)
+{
+	NEED_GPU();
+	check_gpt_step(0);
+}
+
+static void test_gpt_step_mixed(void **state)
+{
+	NEED_GPU();
+	check_gpt_step(1);
+	check_gpt_step(2);
 }
 
 /* The whole loop: 12 steps of SGD on each device end with close weights. */
@@ -677,6 +710,7 @@ int main(void)
 		cmocka_unit_test(test_embed_and_add),
 		cmocka_unit_test(test_gemm_batched),
 		cmocka_unit_test(test_gpt_step),
+		cmocka_unit_test(test_gpt_step_mixed),
 		cmocka_unit_test(test_train_loop),
 	};
 

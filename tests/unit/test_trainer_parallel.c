@@ -90,7 +90,7 @@ static double two_stages(struct net *t, int mb, float *grads)
 
 		memcpy(mid + row * w2, out, mb * w2 * sizeof(float));
 		m->ops->forward_range(m, t->params, 2, 4, row, mb, mid + row * w2);
-		loss += m->ops->loss(m, row, mb, t->y + row, scale, &correct);
+		loss += m->ops->loss(m, row, mb, t->x + row * IN, t->y + row, scale, &correct);
 	}
 	for (int row = 0; row < ROWS; row += mb) {
 		const float *d = m->ops->backward_range(m, t->params, grads, 1.0f, 2, 4, row, mb,
@@ -255,6 +255,11 @@ static void set_every_zero(struct train_config *c)
 	c->sync_every = 0;
 }
 
+static void set_overlap_sync(struct train_config *c)
+{
+	c->sync_overlap = 1;
+}
+
 static void test_flags(void **state)
 {
 	struct train_config c;
@@ -274,6 +279,7 @@ static void test_flags(void **state)
 	check_flags_error("async + pipeline", set_async_pipeline, "cannot be combined");
 	check_flags_error("pipeline + accum", set_pipeline_accum, "--accum must stay 1");
 	check_flags_error("sync-every", set_every_zero, "'--sync-every' must be at least 1");
+	check_flags_error("sync-overlap", set_overlap_sync, "--sync-overlap needs --sync async");
 	strbuf_release(&err);
 }
 

@@ -1118,6 +1118,68 @@ static void count_node_failure(struct sched *s, struct job *j, int nodefail, int
 	strbuf_release(&what);
 }
 
+/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
+static int is_orted_of(const char *id, const struct job *j, int attempt)
+{
+	char prefix[64];
+
+	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
+	return starts_with(id, prefix);
+}
+
+/*
+ * For mpi jobs: the ranks' ends as their agents reported them (the
+ * rank_exits of the attempt's mpirun task and of its orteds, protocol.h),
+ * without waiting for Open MPI's own teardown.  1 when every rank of the
+ * world has reported: *rank is then the first rank that failed (by its end;
+ * -1 if none), with its exit *code and *sig.  Lock held.
+ */
+static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, int *code, int *sig)
+{
+	const struct hold *h = j->hold;
+	const char *best = NULL;
+	char *seen;
+	int n = 0;
+
+	*rank = -1;
+	if (j->cfg.launcher != LAUNCHER_MPI || !h || j->world <= 0)
+		return 0;
+	seen = xcalloc((size_t)j->world, 1);
+	for (int k = 0; k < h->nr; k++) {
+		struct node *nd = node_find(s, h->place[k].node);
+		const char *id;
+		json_t *t, *e;
+		size_t i;
+
+		json_object_foreach(nd ? nd->tasks : NULL, id, t) {
+			int ours = is_orted_of(id, j, j->attempt);
+
+			for (size_t x = 0; !ours && x < h->nr_tasks; x++)
+				ours = !strcmp(h->tasks[x].id, id);
+			if (!ours)
+				continue;
+			json_array_foreach(json_object_get(t, "rank_exits"), i, e) {
+				long long r = json_get_int(e, "rank", -1);
+				const char *ended = json_get_str(e, "ended_at", "");
+				int c = (int)json_get_int(e, "exit_code", 1);
+
+				if (r < 0 || r >= j->world || seen[r])
+					continue;
+				seen[r] = 1;
+				n++;
+				if (c && (!best || strcmp(ended, best) < 0)) {
+					best = ended;
+					*rank = (int)r;
+					*code = c;
+					*sig = (int)json_get_int(e, "signal", 0);
+				}
+			}
+		}
+	}
+	free(seen);
+	return n == j->world;
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
@@ -1207,6 +1269,30 @@ static void check_running(struct sched *s, struct job *j)
 				describe_code(&why, code);
 		}
 	}
+	if (!fail && !all_ok) {
+		int rrank, rcode = 1, rsig = 0;
+
+		if (mpi_ranks_reported(s, j, &rrank, &rcode, &rsig)) {
+			/*
+			 * Every rank has ended: the job is over now.  mpirun and
+			 * its orteds finish their own teardown (~100 ms at 16
+			 * nodes) while the hold keeps the slots; what is still
+			 * running STOP_RESEND_MS later is stopped (check_holds).
+			 */
+			h->stop_sent_ms = dt_mono_ms();
+			if (rrank < 0) {
+				all_ok = 1;
+			} else {
+				fail = 1;
+				fail_rank = rrank;
+				fail_code = rcode;
+				fail_sig = rsig;
+				fail_node = rank_node(j, rrank, "?");
+				strbuf_reset(&why);
+				describe_code(&why, rcode);
+			}
+		}
+	}
 	if (fail) {
 		char *mnode = NULL;
 		int mrank, mcode;
@@ -1260,15 +1346,6 @@ void act_stop(struct actions *a, struct node *n, const char *task)
 	x->port = n->port;
 	x->node = xstrdup(n->name);
 	x->task = xstrdup(task);
-}
-
-/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
-static int is_orted_of(const char *id, const struct job *j, int attempt)
-{
-	char prefix[64];
-
-	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
-	return starts_with(id, prefix);
 }
 
 /* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and

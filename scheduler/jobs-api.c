@@ -86,7 +86,12 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	history_add(j, DT_JOB_PENDING, "submitted");
 	job_save(s, j);
 	db_commit(s);
-	write_state_file(j);
+	/*
+	 * No <job_dir>/state yet: it is written from the job's first transition
+	 * on (job_transition).  Its readers (dtctl logs -f, run without dtsched)
+	 * look for a final state only, and the file is an inode on the shared dir
+	 * made per submit (docs/BENCHMARKS.md, "submit rate").
+	 */
 	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
 	s->jobs[s->nr_jobs++] = j;
 	return 0;

@@ -25,7 +25,9 @@
  *           (DELETE /v1/tasks/<id>)
  *
  * Every state change is written to SQLite (jobs table) and to the job dir
- * (<job_dir>/state, placement.json) before anything is done about it.
+ * (<job_dir>/state, placement.json) before anything is done about it; the
+ * job dir is made with the first of them (a job waiting since its submit
+ * has none yet: job_id_free).
  * Tasks the agents report for a job attempt that is over (a node that was
  * DOWN comes back with its ranks still running) are stopped too.
  */
@@ -43,6 +45,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +100,8 @@ void job_file(const struct job *j, const char *name, const char *data, size_t le
 	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
 	job_rel(j, name, &rel);
-	if (sf_write(j->shared_dir, rel.buf, data, len, 0644, SF_OWNER, &why) < 0)
+	/* the job dir is made with its first file (job_id_free) */
+	if (sf_write(j->shared_dir, rel.buf, data, len, 0644, SF_OWNER | SF_MKDIRS, &why) < 0)
 		dtlog(DTLOG_WARN, "job %s: cannot write the job file: %s", j->id, why.buf);
 	strbuf_release(&rel);
 	strbuf_release(&why);
@@ -140,27 +144,33 @@ long long highest_job_dir(const char *shared)
 }
 
 /*
- * Make the job dir at submit: jobs/<id> must be new (an id whose dir exists
- * belongs to a job of an earlier head: errno EEXIST).  Its subdirs come at
- * launch (job_subdirs): each inode made here is a metadata round trip on NFS
- * and, on the head's ext4, a search of the inode bitmap that was most of
- * dtsched's time per submit (docs/BENCHMARKS.md, "submit rate").
+ * At submit: jobs/<id> must not exist (an id whose dir exists belongs to a job
+ * of an earlier head: errno EEXIST); jobs/ is made if missing.  The job dir
+ * itself comes with the job's first file (job_file: its first transition,
+ * its launch): each inode made is a metadata round trip on NFS and, on the
+ * head's ext4, a search of the inode bitmap that was most of dtsched's time
+ * per submit (docs/BENCHMARKS.md, "submit rate").  A lookup is neither.
  */
-int job_mkdirs(const struct job *j, struct strbuf *err)
+int job_id_free(const struct job *j, struct strbuf *err)
 {
 	struct strbuf why = STRBUF_INIT;
-	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), fd = -1, e;
+	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), e = 0;
+	struct stat st;
 
 	if (dfd >= 0) {
-		fd = sf_mkdir_new_at(dfd, j->id, 0775, SF_OWNER, &why);
+		if (fstatat(dfd, j->id, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			e = EEXIST;
+		else if (errno != ENOENT)
+			e = errno;
 		close(dfd);
+		if (!e) {
+			strbuf_release(&why);
+			return 0;
+		}
+		strbuf_addstr(&why, strerror(e));
+	} else {
+		e = errno;
 	}
-	if (fd >= 0) {
-		close(fd);
-		strbuf_release(&why);
-		return 0;
-	}
-	e = errno;
 	strbuf_addf(err, "cannot create the job directory in '%s/jobs': %s", j->shared_dir, why.buf);
 	strbuf_release(&why);
 	errno = e;

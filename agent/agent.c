@@ -23,11 +23,14 @@
 #include "proctree.h"
 #include "promtext.h"
 #include "protocol.h"
+#include "safefile.h"
 #include "supervise.h"
 #include "task.h"
 #include "usage.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -267,12 +270,72 @@ static int task_refresh(struct agent *a, struct task *t)
 		fresh.sup_pid = t->sup_pid;   /* spawned, not yet recorded by itself */
 	fresh.file_mtime_ns = mtime;
 	fresh.changed_ms = changed ? dt_mono_ms() : t->changed_ms;
+	fresh.rank_exits = t->rank_exits;   /* the agent's own, not in the file */
+	t->rank_exits = NULL;
 	task_release(t);
 	*t = fresh;
 out:
 	strbuf_release(&path);
 	strbuf_release(&err);
 	return changed;
+}
+
+static void kick_heartbeat(struct agent *a)
+{
+	a->hb_kick = 1;
+	pthread_cond_signal(&a->hb_cond);
+}
+
+/*
+ * A rank's end, "<task>@<rank>" DT_RANK_EXIT_SUFFIX in the tasks dir, written
+ * by the rank logger (protocol.h): its exit joins the task's rank_exits and
+ * the file goes.  The file is written by user code: read bounded, without
+ * following links; a task we do not run, a rank already reported or a
+ * record that is not one is dropped.  1 if the task changed.  Lock held.
+ */
+static int take_rank_exit(struct agent *a, const char *name)
+{
+	const char *at = strchr(name, '@');
+	struct strbuf buf = STRBUF_INIT, id = STRBUF_INIT;
+	json_t *o = NULL, *e;
+	struct task *t;
+	long long rank;
+	size_t i;
+	int dfd, taken = 0;
+	char *end;
+
+	if (!at || !ends_with(name, DT_RANK_EXIT_SUFFIX))
+		return 0;
+	strbuf_add(&id, name, (size_t)(at - name));
+	rank = strtoll(at + 1, &end, 10);
+	dfd = open(a->dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		goto out;
+	t = task_table_find(&a->tt, id.buf);
+	if (t && !task_state_final(t->state) && end > at + 1 && !strcmp(end, DT_RANK_EXIT_SUFFIX) &&
+	    sf_read_at(dfd, name, &buf, DT_RANK_EXIT_MAX, NULL) >= 0)
+		o = json_loads(buf.buf, 0, NULL);
+	unlinkat(dfd, name, 0);
+	close(dfd);
+	if (!json_is_object(o) || json_get_int(o, "rank", -1) != rank ||
+	    !json_is_integer(json_object_get(o, "exit_code")) ||
+	    dt_timestamp_parse(json_get_str(o, "ended_at", "")) <= 0)
+		goto out;
+	if (!t->rank_exits)
+		t->rank_exits = json_array();
+	json_array_foreach(t->rank_exits, i, e)
+		if (json_get_int(e, "rank", -1) == rank)
+			goto out;
+	json_array_append_new(t->rank_exits, json_pack("{s:I,s:I,s:I,s:s}", "rank",
+		(json_int_t)rank, "exit_code", (json_int_t)json_get_int(o, "exit_code", 1),
+		"signal", (json_int_t)json_get_int(o, "signal", 0),
+		"ended_at", json_get_str(o, "ended_at", "")));
+	taken = 1;
+out:
+	json_decref(o);
+	strbuf_release(&buf);
+	strbuf_release(&id);
+	return taken;
 }
 
 /*
@@ -292,7 +355,9 @@ static void take_renames(struct agent *a, int ifd)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			size_t len = ev->len ? strlen(ev->name) : 0;
 
-			if (len > 5 && ends_with(ev->name, ".json")) {
+			if (len && take_rank_exit(a, ev->name)) {
+				kick_heartbeat(a);
+			} else if (len > 5 && ends_with(ev->name, ".json")) {
 				char id[256];
 				struct task *t;
 
@@ -310,12 +375,6 @@ static void take_renames(struct agent *a, int ifd)
 	if (n < 0 && errno == EINVAL)
 		dtlog(DTLOG_WARN, "inotify: event larger than the buffer");
 	pthread_mutex_unlock(&a->lock);
-}
-
-static void kick_heartbeat(struct agent *a)
-{
-	a->hb_kick = 1;
-	pthread_cond_signal(&a->hb_cond);
 }
 
 /* The supervisor is gone and the task is not final: kill its tree, mark it lost. */
@@ -1131,6 +1190,17 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	}
 	if (n)
 		dtlog(DTLOG_INFO, "loaded %d task(s) from '%s'", n, a->dir.buf);
+	{
+		/* rank ends written while no agent watched (and leftovers) */
+		DIR *d = opendir(a->dir.buf);
+		struct dirent *de;
+
+		while (d && (de = readdir(d)))
+			if (ends_with(de->d_name, DT_RANK_EXIT_SUFFIX))
+				take_rank_exit(a, de->d_name);
+		if (d)
+			closedir(d);
+	}
 
 	/* SIGTERM/SIGINT/SIGHUP are taken by the watcher loop below */
 	sigemptyset(&set);

@@ -519,6 +519,7 @@ static int start_task(struct sup *s)
 			      json_get_str(spec, "cuda_visible_devices", NULL));
 	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
+	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||

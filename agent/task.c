@@ -124,7 +124,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_foreach(v, name, ev) {
 			if (!env_name_valid(name) || !strcmp(name, DT_TASK_ID_ENV) ||
-			    !strcmp(name, DT_TASK_MARKER_ENV)) {
+			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_RANK_EXIT_DIR_ENV)) {
 				strbuf_addf(err, "'env': '%s' is not a settable variable name", name);
 				goto fail;
 			}
@@ -254,6 +254,7 @@ void task_release(struct task *t)
 	free(t->cgroup);
 	free(t->error);
 	free(t->log_error);
+	json_decref(t->rank_exits);
 	task_init(t);
 }
 
@@ -319,6 +320,8 @@ json_t *task_to_json(const struct task *t, int api)
 	json_object_set_new(j, "created_at", json_timestamp(t->created_us));
 	json_object_set_new(j, "started_at", json_timestamp(t->started_us));
 	json_object_set_new(j, "ended_at", json_timestamp(t->ended_us));
+	if (api && t->rank_exits)
+		json_object_set(j, "rank_exits", t->rank_exits);
 	if (!t->spec)
 		json_decref(spec);
 	return j;

@@ -58,6 +58,7 @@ struct task {
 	long long file_mtime_ns;
 	long long changed_ms;       /* dt_mono_ms() of the last state change seen */
 	long long final_seq;        /* the heartbeat that first carried it final (0: none yet) */
+	json_t *rank_exits;         /* mpi ranks that ended under it (protocol.h), or NULL */
 };
 
 const char *task_state_name(enum task_state s);

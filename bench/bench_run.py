@@ -143,16 +143,25 @@ def task_ends(b, stderr, nodes, st):
         return {}
     last = max(ends)
     secret = (b.home / "secret").read_text().strip()
-    orted, mpirun = [], None
-    for n in b.fc.nodes[:nodes]:
-        code, body = DtApi(n.addr, AGENT_PORT, secret).request("GET", "/v1/tasks")
-        for t in body.get("tasks", []) if code == 200 else []:
-            if t.get("job_id") != jid or not t.get("ended_at"):
-                continue
-            if ".orted-" in t["id"]:
-                orted.append(ts_parse(t["ended_at"]))
-            else:
-                mpirun = ts_parse(t["ended_at"])
+    # the job ends from the ranks' exit reports: mpirun and the orteds may still be
+    # tearing down when dtctl exits; wait (bounded) for their tasks to end
+    deadline = time.monotonic() + 10
+    while True:
+        orted, mpirun, live = [], None, 0
+        for n in b.fc.nodes[:nodes]:
+            code, body = DtApi(n.addr, AGENT_PORT, secret).request("GET", "/v1/tasks")
+            for t in body.get("tasks", []) if code == 200 else []:
+                if t.get("job_id") != jid:
+                    continue
+                if not t.get("ended_at"):
+                    live += 1
+                elif ".orted-" in t["id"]:
+                    orted.append(ts_parse(t["ended_at"]))
+                else:
+                    mpirun = ts_parse(t["ended_at"])
+        if not live or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     out = {}
     if orted:
         out["last rank end -> first orted task ended"] = min(orted) - last

@@ -10,6 +10,12 @@ blocker, so what is measured is acceptance (the reply with the job id), not
 running.  Printed per C: jobs/s accepted, the client CPU (user+sys, from
 wait4's rusage) per submit, and dtsched's CPU per job.
 
+Also printed: the harness's own CPU per submit (its threads spawning and
+reaping, from getrusage) and jobs_per_s_on_free_cores = cores / (client +
+dtsched + harness CPU per job): the rate the machine's cores would allow if
+nothing else ran on them (the run itself shares them with whatever else runs:
+load_average, the 1-minute load when the client count started).
+
 Beside them, in the same run and on the same machine:
   * exec floor: the same client threads running /bin/true instead of dtctl
     (what spawning processes alone allows from C clients);
@@ -170,17 +176,29 @@ def main():
                 perf = subprocess.Popen(["perf", "record", "-g", "-o", a.perf, "-p", str(pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             c0 = cpu_ticks(pid)
+            h0 = resource.getrusage(resource.RUSAGE_SELF)
+            la0 = os.getloadavg()[0]
             tot, wall = spawn_loop(argv, env, a.seconds, c)
+            h1 = resource.getrusage(resource.RUSAGE_SELF)
             c1 = cpu_ticks(pid)
             if perf:
                 perf.send_signal(2)
                 perf.wait(timeout=30)
             floor, fwall = spawn_loop(["/bin/true"], env, a.seconds, c)
             n = tot["ok"]
+            # the harness's own CPU (its threads spawning and reaping) per submit, and
+            # what the three together cost: the jobs/s two free cores would allow
+            harness = 1000 * (h1.ru_utime + h1.ru_stime - h0.ru_utime - h0.ru_stime) / max(1, n)
+            client = 1000 * tot["cpu"] / max(1, n + tot["bad"])
+            sched = 1000 * (c1 - c0) / hz / max(1, n)
             res["clients"].append({
                 "clients": c, "jobs_per_s": round(n / wall, 1), "failed": tot["bad"],
-                "client_cpu_ms_per_submit": round(1000 * tot["cpu"] / max(1, n + tot["bad"]), 2),
-                "dtsched_cpu_ms_per_job": round(1000 * (c1 - c0) / hz / max(1, n), 3),
+                "client_cpu_ms_per_submit": round(client, 2),
+                "dtsched_cpu_ms_per_job": round(sched, 3),
+                "harness_cpu_ms_per_submit": round(harness, 3),
+                "jobs_per_s_on_free_cores": round(1000 * (os.cpu_count() or 1) /
+                                                  max(1e-9, client + sched + harness), 1),
+                "load_average": round(la0, 2),
                 "exec_floor_per_s": round(floor["ok"] / fwall, 1),
                 "ratio_to_exec_floor": round(n / wall / max(1e-9, floor["ok"] / fwall), 3),
                 "error": tot["err"] or None})

@@ -17,9 +17,10 @@
 /* -------------------------------------------------------------- handlers */
 
 /*
- * Queue a checked job: its row first (the row's seq is the id), then the job
- * dir on the shared dir, then PENDING with `reason`.  On failure -1 with one
- * message in err, the row removed again and the job still the caller's.
+ * Queue a checked job: its row first (the row's seq is the id), then the check
+ * that its job dir is free on the shared dir, then PENDING with `reason`.  On
+ * failure -1 with one message in err, the row removed again and the job still
+ * the caller's.
  */
 static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
 		       struct strbuf *err)
@@ -63,7 +64,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 			free(j->job_dir);
 			j->job_dir = strbuf_detach(&d, NULL);
 		}
-		if (job_mkdirs(j, err) == 0)
+		if (job_id_free(j, err) == 0)
 			break;
 		if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq=?", -1, &st, NULL) == SQLITE_OK) {
 			sqlite3_bind_int64(st, 1, j->seq);
@@ -86,7 +87,13 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	history_add(j, DT_JOB_PENDING, "submitted");
 	job_save(s, j);
 	db_commit(s);
-	write_state_file(j);
+	/*
+	 * No job dir and no <job_dir>/state yet: both come with the job's first
+	 * transition (job_transition, job_file).  The state file's readers
+	 * (dtctl logs -f, run without dtsched) look for a final state only, and
+	 * each is an inode on the shared dir per submit (docs/BENCHMARKS.md,
+	 * "submit rate").
+	 */
 	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
 	s->jobs[s->nr_jobs++] = j;
 	return 0;

@@ -130,7 +130,7 @@ void job_attempt_started(struct job *j);
 void job_file(const struct job *j, const char *name, const char *data, size_t len);
 void job_file_mode(const struct job *j, const char *name, const char *data, size_t len, mode_t mode);
 long long highest_job_dir(const char *shared);
-int job_mkdirs(const struct job *j, struct strbuf *err);
+int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
 void write_state_file(const struct job *j);
 json_t *placement_json(const struct hold *h);

@@ -25,7 +25,9 @@
  *           (DELETE /v1/tasks/<id>)
  *
  * Every state change is written to SQLite (jobs table) and to the job dir
- * (<job_dir>/state, placement.json) before anything is done about it.
+ * (<job_dir>/state, placement.json) before anything is done about it; the
+ * job dir is made with the first of them (a job waiting since its submit
+ * has none yet: job_id_free).
  * Tasks the agents report for a job attempt that is over (a node that was
  * DOWN comes back with its ranks still running) are stopped too.
  */
@@ -43,6 +45,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +108,8 @@ void job_file_mode(const struct job *j, const char *name, const char *data, size
 	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
 
 	job_rel(j, name, &rel);
-	if (sf_write(j->shared_dir, rel.buf, data, len, mode, SF_OWNER, &why) < 0)
+	/* the job dir is made with its first file (job_id_free) */
+	if (sf_write(j->shared_dir, rel.buf, data, len, mode, SF_OWNER | SF_MKDIRS, &why) < 0)
 		dtlog(DTLOG_WARN, "job %s: cannot write the job file: %s", j->id, why.buf);
 	strbuf_release(&rel);
 	strbuf_release(&why);
@@ -148,27 +152,33 @@ long long highest_job_dir(const char *shared)
 }
 
 /*
- * Make the job dir at submit: jobs/<id> must be new (an id whose dir exists
- * belongs to a job of an earlier head: errno EEXIST).  Its subdirs come at
- * launch (job_subdirs): each inode made here is a metadata round trip on NFS
- * and, on the head's ext4, a search of the inode bitmap that was most of
- * dtsched's time per submit (docs/BENCHMARKS.md, "submit rate").
+ * At submit: jobs/<id> must not exist (an id whose dir exists belongs to a job
+ * of an earlier head: errno EEXIST); jobs/ is made if missing.  The job dir
+ * itself comes with the job's first file (job_file: its first transition,
+ * its launch): each inode made is a metadata round trip on NFS and, on the
+ * head's ext4, a search of the inode bitmap that was most of dtsched's time
+ * per submit (docs/BENCHMARKS.md, "submit rate").  A lookup is neither.
  */
-int job_mkdirs(const struct job *j, struct strbuf *err)
+int job_id_free(const struct job *j, struct strbuf *err)
 {
 	struct strbuf why = STRBUF_INIT;
-	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), fd = -1, e;
+	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), e = 0;
+	struct stat st;
 
 	if (dfd >= 0) {
-		fd = sf_mkdir_new_at(dfd, j->id, 0775, SF_OWNER, &why);
+		if (fstatat(dfd, j->id, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			e = EEXIST;
+		else if (errno != ENOENT)
+			e = errno;
 		close(dfd);
+		if (!e) {
+			strbuf_release(&why);
+			return 0;
+		}
+		strbuf_addstr(&why, strerror(e));
+	} else {
+		e = errno;
 	}
-	if (fd >= 0) {
-		close(fd);
-		strbuf_release(&why);
-		return 0;
-	}
-	e = errno;
 	strbuf_addf(err, "cannot create the job directory in '%s/jobs': %s", j->shared_dir, why.buf);
 	strbuf_release(&why);
 	errno = e;
@@ -1137,6 +1147,68 @@ static void count_node_failure(struct sched *s, struct job *j, int nodefail, int
 	strbuf_release(&what);
 }
 
+/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
+static int is_orted_of(const char *id, const struct job *j, int attempt)
+{
+	char prefix[64];
+
+	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
+	return starts_with(id, prefix);
+}
+
+/*
+ * For mpi jobs: the ranks' ends as their agents reported them (the
+ * rank_exits of the attempt's mpirun task and of its orteds, protocol.h),
+ * without waiting for Open MPI's own teardown.  1 when every rank of the
+ * world has reported: *rank is then the first rank that failed (by its end;
+ * -1 if none), with its exit *code and *sig.  Lock held.
+ */
+static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, int *code, int *sig)
+{
+	const struct hold *h = j->hold;
+	const char *best = NULL;
+	char *seen;
+	int n = 0;
+
+	*rank = -1;
+	if (j->cfg.launcher != LAUNCHER_MPI || !h || j->world <= 0)
+		return 0;
+	seen = xcalloc((size_t)j->world, 1);
+	for (int k = 0; k < h->nr; k++) {
+		struct node *nd = node_find(s, h->place[k].node);
+		const char *id;
+		json_t *t, *e;
+		size_t i;
+
+		json_object_foreach(nd ? nd->tasks : NULL, id, t) {
+			int ours = is_orted_of(id, j, j->attempt);
+
+			for (size_t x = 0; !ours && x < h->nr_tasks; x++)
+				ours = !strcmp(h->tasks[x].id, id);
+			if (!ours)
+				continue;
+			json_array_foreach(json_object_get(t, "rank_exits"), i, e) {
+				long long r = json_get_int(e, "rank", -1);
+				const char *ended = json_get_str(e, "ended_at", "");
+				int c = (int)json_get_int(e, "exit_code", 1);
+
+				if (r < 0 || r >= j->world || seen[r])
+					continue;
+				seen[r] = 1;
+				n++;
+				if (c && (!best || strcmp(ended, best) < 0)) {
+					best = ended;
+					*rank = (int)r;
+					*code = c;
+					*sig = (int)json_get_int(e, "signal", 0);
+				}
+			}
+		}
+	}
+	free(seen);
+	return n == j->world;
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
@@ -1226,6 +1298,30 @@ static void check_running(struct sched *s, struct job *j)
 				describe_code(&why, code);
 		}
 	}
+	if (!fail && !all_ok) {
+		int rrank, rcode = 1, rsig = 0;
+
+		if (mpi_ranks_reported(s, j, &rrank, &rcode, &rsig)) {
+			/*
+			 * Every rank has ended: the job is over now.  mpirun and
+			 * its orteds finish their own teardown (~100 ms at 16
+			 * nodes) while the hold keeps the slots; what is still
+			 * running STOP_RESEND_MS later is stopped (check_holds).
+			 */
+			h->stop_sent_ms = dt_mono_ms();
+			if (rrank < 0) {
+				all_ok = 1;
+			} else {
+				fail = 1;
+				fail_rank = rrank;
+				fail_code = rcode;
+				fail_sig = rsig;
+				fail_node = rank_node(j, rrank, "?");
+				strbuf_reset(&why);
+				describe_code(&why, rcode);
+			}
+		}
+	}
 	if (fail) {
 		char *mnode = NULL;
 		int mrank, mcode;
@@ -1279,15 +1375,6 @@ void act_stop(struct actions *a, struct node *n, const char *task)
 	x->port = n->port;
 	x->node = xstrdup(n->name);
 	x->task = xstrdup(task);
-}
-
-/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
-static int is_orted_of(const char *id, const struct job *j, int attempt)
-{
-	char prefix[64];
-
-	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
-	return starts_with(id, prefix);
 }
 
 /* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and

@@ -535,3 +535,50 @@ def test_inventory_and_metrics(agent):
     assert 'dtagent_tasks{node="n1",state="running"}' in text
     # /metrics is read-only: nothing else is public
     assert agent.api.raw("POST", "/metrics")[0] == 401
+
+
+def test_rank_exits_reach_the_task_and_hostile_ones_do_not(agent, dtctl_bin, tmp_path):
+    """An MPI rank's logger (`dtshim rank-log`, run in a task) tells the agent of its end
+    through DT_RANK_EXIT_DIR: the task's rank_exits gets {rank, exit_code, signal,
+    ended_at}.  Files planted there by user code that are not such a record (a symlink,
+    a FIFO, garbage, another rank's number, an unknown task) are dropped and deleted, and
+    the agent carries on."""
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir(parents=True)
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-7.0.mpirun", "env": {"RANK": "2"},
+        "argv": [str(Path(dtctl_bin) / "dtshim"), "rank-log", str(logs), "--", "sleep", "60"]})
+    assert st == 201, body
+    tasks = agent.home / "tasks"
+    deadline = time.time() + 10
+    while not (logs / "2.log").exists():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    # hostile entries for the live task, as the ranks' own user could plant them
+    (tasks / "j-7.0.mpirun@3.rankexit.tmp").symlink_to("/etc/passwd")
+    os.rename(tasks / "j-7.0.mpirun@3.rankexit.tmp", tasks / "j-7.0.mpirun@3.rankexit")
+    os.mkfifo(tasks / "j-7.0.mpirun@4.rankexit.tmp")
+    os.rename(tasks / "j-7.0.mpirun@4.rankexit.tmp", tasks / "j-7.0.mpirun@4.rankexit")
+    for name, text in (("j-7.0.mpirun@5.rankexit", "not json"),
+                       ("j-7.0.mpirun@6.rankexit", '{"rank": 9, "exit_code": 0, '
+                        '"ended_at": "2030-01-01T00:00:00.000000Z"}'),
+                       ("j-nope.0.mpirun@0.rankexit", '{"rank": 0, "exit_code": 0, '
+                        '"ended_at": "2030-01-01T00:00:00.000000Z"}')):
+        (tasks / (name + ".tmp")).write_text(text)
+        os.rename(tasks / (name + ".tmp"), tasks / name)
+    deadline = time.time() + 10
+    while list(tasks.glob("*.rankexit")):
+        assert time.time() < deadline, list(tasks.glob("*.rankexit"))
+        time.sleep(0.05)
+    st, body = agent.api.request("GET", "/v1/tasks/j-7.0.mpirun")
+    assert st == 200 and body["task"]["state"] == "running", body
+    assert "rank_exits" not in body["task"], body["task"]
+    # the rank ends (SIGTERM through rank-log): its record reaches the task
+    pid = body["task"]["pid"]
+    os.kill(pid, signal.SIGTERM)
+    t = agent.api.wait_task("j-7.0.mpirun")
+    assert t["exit_code"] == 143, t
+    assert [(x["rank"], x["exit_code"], x["signal"]) for x in t["rank_exits"]] == [(2, 143, 15)], t
+    rec = json.loads((tmp_path / "job" / "ranks" / "2.json").read_text())
+    assert t["rank_exits"][0]["ended_at"] == rec["ended_at"], (t, rec)
+    assert not list(tasks.glob("*.rankexit"))

@@ -611,3 +611,101 @@ def test_mpi_rank_segfault_and_cancel_leave_nothing(cluster):
     while procs_with("orted") and time.time() < deadline:
         time.sleep(0.1)
     assert not procs_with("orted"), "an orted survived the cancel"
+
+
+def node_of(cluster, name):
+    """(index, address) of the fake node dtctl calls name."""
+    i = next(i for i in range(1, cluster.fc.n + 1) if cluster.fc.node(i).name == name)
+    return i, cluster.fc.node(i).addr
+
+
+# rank 1 stops its orted (rank-log's parent) before it ends: Open MPI's teardown can then
+# never finish, and only the ranks' own exit reports can end the job
+STOP_ORTED = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then '
+              'kill -STOP "$(cut -d" " -f4 /proc/$PPID/stat)"; fi; echo "rank $OMPI_COMM_WORLD_RANK done"')
+
+
+def test_mpi_job_ends_from_rank_exits_and_tears_down(cluster):
+    """mpi launcher: the job ends when every rank has ended, as the ranks' agents report
+    it (rank_exits, protocol.h), not when mpirun's and the orteds' teardown is over.  The
+    second node's orted is stopped (SIGSTOP) by its rank, so mpirun cannot finish: the job
+    is still COMPLETED with exit 0 while that orted is there, its task carrying rank 1's
+    exit; then dtsched tears the attempt down (mpirun stopped STOP_RESEND_MS after the
+    end, the orted with it or as an orphan) and no orted or mpirun is left on any node."""
+    if cluster.fc.mode != "netns":
+        pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
+                    % cluster.fc.mode)
+    marker = "mpiend-" + uuid.uuid4().hex[:8]
+    p = cluster.dtctl("run", "-n", 2, "-p", 1, "--launcher", "mpi", "--name", "mpiend", "--",
+                      "sh", "-c", STOP_ORTED, marker, timeout=60)
+    assert p.returncode == 0 and "COMPLETED" in p.stderr, p.stdout + p.stderr
+    assert "rank 0 done" in p.stdout and "rank 1 done" in p.stdout, p.stdout
+    job = re.search(r"job (j-\d+) submitted", p.stderr).group(1)
+    j = cluster.show(job)
+    assert j["state"] == "COMPLETED" and j["exit_code"] == 0, j
+    secret = read_secret(str(cluster.home))
+    i1, addr1 = node_of(cluster, j["placement"][0]["node"])
+    i2, addr2 = node_of(cluster, j["placement"][1]["node"])
+    a1, a2 = DtApi(addr1, cluster.port(i1), secret), DtApi(addr2, cluster.port(i2), secret)
+    # the job ended with the orted still there (stopped), its task not final
+    st, body = a2.request("GET", "/v1/tasks/%s.0.orted-%s" % (job, addr2))
+    assert st == 200, body
+    t = body["task"]
+    assert t["state"] in ("running", "stopping"), t
+    assert [(x["rank"], x["exit_code"]) for x in t.get("rank_exits", [])] == [(1, 0)], t
+    st, body = a1.request("GET", "/v1/tasks/%s.0.mpirun" % job)
+    assert st == 200, body
+    assert [(x["rank"], x["exit_code"]) for x in body["task"].get("rank_exits", [])] == [(0, 0)]
+    assert procs_with("orted")
+    # torn down: every task of the job final, no orted or mpirun on any node
+    deadline = time.time() + 30
+    while True:
+        live = [x["id"] for a in (a1, a2) for x in a.request("GET", "/v1/tasks")[1]["tasks"]
+                if x.get("job_id") == job and x["state"] not in ("exited", "failed", "lost")]
+        if not live and not procs_with("orted") and not procs_with("mpirun"):
+            break
+        assert time.time() < deadline, (live, procs_with("orted"), procs_with("mpirun"))
+        time.sleep(0.2)
+    # the slots are free again
+    cluster.wait_job(cluster.submit("-n", 2, "-p", 1, "--launcher", "mpi", "--", "true"),
+                     ["COMPLETED"], 30)
+
+
+def test_orted_of_an_ended_attempt_gets_grace(cluster):
+    """An orted task of an attempt that has ended is left ORTED_GRACE_MS (5 s) to exit by
+    itself (the job now ends before Open MPI's teardown is over, and a stopped orted of a
+    job that ended well would exit 143 instead of 0); after that dtsched stops it as an
+    orphan.  Any other leftover task of the job is stopped at the next orphan scan."""
+    p = cluster.dtctl("run", "-n", 1, "-p", 1, "--launcher", "mpi", "--name", "grace", "--",
+                      "true", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    job = re.search(r"job (j-\d+) submitted", p.stderr).group(1)
+    j = cluster.show(job)
+    i1, addr1 = node_of(cluster, j["placement"][0]["node"])
+    api = DtApi(addr1, cluster.port(i1), read_secret(str(cluster.home)))
+    ids = {"orted": "%s.0.orted-late" % job, "other": "%s.0.leftover" % job}
+    for tid in ids.values():
+        st, body = api.request("POST", "/v1/tasks", {"id": tid, "argv": ["sleep", "60"],
+                                                     "job_id": job, "grace_ms": 1000})
+        assert st == 201, body
+    ended = {}
+    deadline = time.time() + 30
+    while len(ended) < 2:
+        for k, tid in ids.items():
+            st, body = api.request("GET", "/v1/tasks/%s" % tid)
+            if body["task"]["ended_at"] and k not in ended:
+                assert body["task"]["stop_requested"], body
+                ended[k] = ts_parse(body["task"]["ended_at"])
+        assert time.time() < deadline, ended
+        time.sleep(0.2)
+    job_end = ts_parse(cluster.show(job)["ended_at"])
+    assert ended["other"] < ended["orted"], ended
+    assert ended["orted"] - job_end >= 4.9, (ended, job_end)
+    assert "task '%s' of job %s" % (ids["orted"], job) in \
+        (cluster.home / "dtsched.log").read_text(errors="replace")
+
+
+def ts_parse(s):
+    import calendar
+    base, frac = s.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1e6

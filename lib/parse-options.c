@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int takes_arg(const struct option *o)
 {
@@ -289,6 +290,20 @@ static noreturn void NORETURN_usage_error(const char *const *usagestr, const str
 	dt_exit(DT_EXIT_USAGE);
 }
 
+/* 1 for true/yes/on/1, 0 for false/no/off/0 (any case), -1 for anything else */
+static int bool_word(const char *w)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" }, *const no[] = { "false", "no", "off", "0" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++) {
+		if (!strcasecmp(w, yes[i]))
+			return 1;
+		if (!strcasecmp(w, no[i]))
+			return 0;
+	}
+	return -1;
+}
+
 static const struct option *find_long_in(const struct option *opts, const char *name, size_t n,
 					 int *unset)
 {
@@ -373,6 +388,17 @@ int parse_options(int argc, const char **argv, const struct option *opts,
 					error("option '--%s' requires a value", o->long_name);
 					NORETURN_usage_error(usagestr, opts);
 				}
+			} else if (eq && o->type == OPTION_BOOL) {
+				/* --flag=true|false: what job.yaml's trainer: map and sweep
+				 * parameters give (YAML booleans; W&B writes True/False) */
+				int v = bool_word(eq + 1);
+
+				if (v < 0) {
+					error("option '--%s' is a switch: give it alone, or =true / =false "
+					      "(got '%s')", o->long_name, eq + 1);
+					NORETURN_usage_error(usagestr, opts);
+				}
+				unset = unset ? v : !v;
 			} else if (eq) {
 				error("option '--%s' takes no value", o->long_name);
 				NORETURN_usage_error(usagestr, opts);

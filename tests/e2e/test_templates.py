@@ -258,3 +258,18 @@ def test_ctrl_c_prompt_holds_logs_and_takes_one_key(local):
             local.dtctl("cancel", local.job_id(name))
         except AssertionError:
             pass
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_trainer_switch_from_job_yaml(local, tmp_path, quiet):
+    """A boolean in job.yaml's trainer: map (YAML true/false) reaches dttrain as
+    --quiet=true / --quiet=false, which it takes as the switch on or off (it used to
+    refuse '--quiet=true' and print its help)."""
+    job = tmp_path / "job.yaml"
+    job.write_text("name: switch\nnodes: 1\nprocs_per_node: 1\nlauncher: agent\n"
+                   "trainer: {model: mlp, hidden: 32, epochs: 1, train_size: 512, val_size: 128,\n"
+                   "          log_every: 1, threads: 1, quiet: %s}\n" % ("true" if quiet else "false"))
+    p = local.dtctl("run", job, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = re.findall(r"\bstep \d+/\d+ epoch", p.stdout)
+    assert bool(steps) != quiet, p.stdout

@@ -213,13 +213,37 @@ static void test_parse_options_stop_and_negate(void **state)
 	assert_string_equal(argv[1], "--flag");
 }
 
+/* --flag=VALUE for a switch: what job.yaml's trainer: map and W&B sweeps pass */
+static void test_parse_options_bool_values(void **state)
+{
+	static const struct { const char *arg; int want; } cases[] = {
+		{ "--flag=true", 1 }, { "--flag=True", 1 }, { "--flag=yes", 1 }, { "--flag=1", 1 },
+		{ "--flag=on", 1 }, { "--flag=false", 0 }, { "--flag=False", 0 }, { "--flag=no", 0 },
+		{ "--flag=0", 0 }, { "--flag=OFF", 0 }, { "--no-flag=false", 1 }, { "--no-flag=true", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		int flag = !cases[i].want;
+		struct option opts[] = {
+			OPT_BOOL(0, "flag", &flag, "a flag"),
+			OPT_END(),
+		};
+		const char *argv[] = { cases[i].arg, NULL };
+
+		assert_int_equal(parse_options(1, argv, opts, test_usage, 0), 0);
+		if (flag != cases[i].want)
+			fail_msg("%s gave %d", cases[i].arg, flag);
+	}
+}
+
 /* Bad options exit with DT_EXIT_USAGE: check in a child process. */
 static int parse_in_child(int argc, const char **argv)
 {
-	int n = 0, status;
+	int n = 0, flag = 0, status;
 	pid_t pid;
 	struct option opts[] = {
 		OPT_INT('n', "num", &n, "a number"),
+		OPT_BOOL(0, "flag", &flag, "a flag"),
 		OPT_END(),
 	};
 
@@ -244,12 +268,16 @@ static void test_parse_options_errors(void **state)
 	const char *a3[] = { "--num", NULL };
 	const char *a4[] = { "-x", NULL };
 	const char *a5[] = { "--help", NULL };
+	const char *a6[] = { "--flag=maybe", NULL };
+	const char *a7[] = { "--flag=", NULL };
 
 	assert_int_equal(parse_in_child(1, a1), 2);
 	assert_int_equal(parse_in_child(2, a2), 2);
 	assert_int_equal(parse_in_child(1, a3), 2);
 	assert_int_equal(parse_in_child(1, a4), 2);
 	assert_int_equal(parse_in_child(1, a5), 0);
+	assert_int_equal(parse_in_child(1, a6), 2);
+	assert_int_equal(parse_in_child(1, a7), 2);
 }
 
 static void test_run_command_codes(void **state)
@@ -609,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_strvec),
 		cmocka_unit_test(test_parse_options_good),
 		cmocka_unit_test(test_parse_options_stop_and_negate),
+		cmocka_unit_test(test_parse_options_bool_values),
 		cmocka_unit_test(test_parse_options_errors),
 		cmocka_unit_test(test_run_command_codes),
 		cmocka_unit_test(test_run_parallel),

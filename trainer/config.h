@@ -55,6 +55,7 @@ struct train_config {
 	const char *sync;             /* sync (default) or async: local SGD with periodic averaging */
 	int sync_every;               /* async: local steps between averages (8) */
 	const char *slow_rank;        /* test/benchmark: "R:MS" sleeps MS ms per step on rank R */
+	const char *hang_rank;        /* test/benchmark: "R:STEP[:PHASE]" stops rank R (progress.h) */
 	int pipeline, micro_batches;  /* pipeline stages (1 = none); micro-batches per step */
 	const char *pipeline_schedule;
 

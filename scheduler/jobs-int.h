@@ -72,6 +72,10 @@ struct job {
 	int restart_world;        /* ... on this many GPUs (or CPU slots) */
 	int orted_attempt;        /* the attempt that ended last ... */
 	long long orted_grace_ms; /* ... and until when (mono) its orteds may end by themselves */
+	/* hang attribution (hang.h): the latest HANG, attributions started and done */
+	json_t *hang;
+	long long hang_gen, hang_done;
+	int hang_busy;
 };
 
 struct jobs_clients {
@@ -116,6 +120,10 @@ struct launch_arg {
 #define STOP_GRACE_MS 3000        /* fail fast: SIGTERM, SIGKILL 3 s later */
 #define STOP_RESEND_MS 3000
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
+
+/* hang.c: start an attribution of running job j (lock held); its gen */
+long long hang_start(struct sched *s, struct job *j, int automatic);
+void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
 int state_final(const char *st);

@@ -476,6 +476,8 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
 	json_object_set_new(o, "stalled", json_incref(j->stalled));
+	if (j->hang)
+		json_object_set_new(o, "hang", json_incref(j->hang));   /* hang.h */
 	json_object_set_new(o, "placement", json_incref(j->placement));
 	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
 	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
@@ -643,6 +645,7 @@ void job_free(struct job *j)
 	json_decref(j->history);
 	json_decref(j->avoid);
 	json_decref(j->stalled);
+	json_decref(j->hang);
 	json_decref(j->last_ranks);
 	json_decref(j->placement);
 	free(j->failed_node);
@@ -788,6 +791,8 @@ static void jobs_load(struct sched *s)
 			json_decref(j->placement);
 			j->placement = json_incref(json_object_get(o, "placement"));
 		}
+		if (json_is_object(json_object_get(o, "hang")))
+			j->hang = json_incref(json_object_get(o, "hang"));
 		if (json_is_array(json_object_get(o, "last_ranks")))
 			j->last_ranks = json_incref(json_object_get(o, "last_ranks"));
 		json_array_foreach(json_object_get(o, "holds"), i, h) {
@@ -1081,6 +1086,7 @@ static void check_stall(struct sched *s, struct job *j)
 			strbuf_release(&why);
 		}
 		strbuf_release(&ev);
+		hang_start(s, j, 1);    /* who the others wait for: hang.c */
 	}
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {

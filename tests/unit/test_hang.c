@@ -1,0 +1,156 @@
+/*
+ * test_hang.c - hang attribution's summary (scheduler/hang.c hang_summarise)
+ * and the agent's parse of a faulthandler dump (agent/debug.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "agent/debug.h"
+#include "scheduler/hang.h"
+
+static json_t *rank(int r, const char *node, const char *phase, long long seq, int in_coll,
+		    double cpu, const char *state, long long wait_ms, int progressed)
+{
+	return json_pack("{s:i,s:s,s:i,s:s,s:I,s:I,s:b,s:f,s:s,s:s,s:I,s:b,s:[]}", "rank", r,
+			 "node", node, "pid", 100 + r, "phase", phase, "seq", (json_int_t)seq,
+			 "step", (json_int_t)5, "in_collective", in_coll, "cpu_pct", cpu, "state",
+			 state, "wchan", in_coll ? "" : "do_sys_pause", "wait_ms",
+			 (json_int_t)wait_ms, "progressed", progressed, "frames");
+}
+
+static json_t *culprit_ranks(json_t *sum)
+{
+	json_t *out = json_array(), *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(sum, "culprits"), i, c)
+		json_array_append_new(out, json_integer(json_integer_value(json_object_get(c, "rank"))));
+	return out;
+}
+
+static void expect(json_t *ranks, const char *verdict, const char *culprits, const char *text)
+{
+	json_t *sum = hang_summarise(ranks), *got = culprit_ranks(sum);
+	char *g = json_dumps(got, JSON_COMPACT);
+
+	assert_string_equal(json_string_value(json_object_get(sum, "verdict")), verdict);
+	assert_string_equal(g, culprits);
+	if (text && !strstr(json_string_value(json_object_get(sum, "text")), text))
+		fail_msg("'%s' not in '%s'", text, json_string_value(json_object_get(sum, "text")));
+	free(g);
+	json_decref(got);
+	json_decref(sum);
+	json_decref(ranks);
+}
+
+/* one rank in data loading while the others wait in the all-reduce */
+static void test_outside_collective(void **state)
+{
+	json_t *r = json_array();
+
+	for (int i = 0; i < 8; i++)
+		json_array_append_new(r, i == 7 ? rank(7, "gpu05", "data", 1841, 0, 0, "S", 10, 0) :
+				      rank(i, "gpu01", "all-reduce", 1842, 1, 99, "R", 9000, 0));
+	expect(r, "hung", "[7]", "ranks 0-6 wait in all-reduce #1842; rank 7 on node gpu05 is in "
+	       "data (not in the collective the others wait in; step 5; 0% CPU, state S in "
+	       "do_sys_pause)");
+}
+
+/* the same collective for all: the one idle while the others spin */
+static void test_idle_inside_collective(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all-reduce", 12, 1, 97, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 12, 1, 0.5, "S", 0, 0));
+	json_array_append_new(r, rank(2, "b", "all-reduce", 12, 1, 88, "R", 5000, 0));
+	expect(r, "hung", "[1]", "ranks 0,2 wait in all-reduce #12; rank 1 on node a");
+}
+
+/* the others went on to a later collective: the one behind */
+static void test_behind(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "scalar-sum", 13, 1, 90, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "b", "all-reduce", 12, 1, 0, "S", 0, 0));
+	expect(r, "hung", "[1]", "behind");
+}
+
+/* progressing: the rank that waits least is slow; none when all wait alike */
+static void test_slow(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all-reduce", 40, 1, 90, "R", 8000, 1));
+	json_array_append_new(r, rank(1, "b", "compute", 39, 0, 100, "R", 100, 1));
+	json_array_append_new(r, rank(2, "b", "all-reduce", 40, 1, 90, "R", 7900, 1));
+	expect(r, "slow", "[1]", "rank 1 on node b is slow");
+
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all-reduce", 40, 1, 90, "R", 800, 1));
+	json_array_append_new(r, rank(1, "b", "compute", 39, 0, 100, "R", 700, 0));
+	expect(r, "progressing", "[]", "no hang");
+}
+
+/* Python ranks (no seq): the minority place, or nothing to say */
+static void test_python_and_none(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all_reduce", -1, 1, 0, "S", -1, 0));
+	json_array_append_new(r, rank(1, "b", "python load (job.py:9)", -1, 0, 0, "S", -1, 0));
+	json_array_append_new(r, rank(2, "c", "all_reduce", -1, 1, 0, "S", -1, 0));
+	expect(r, "hung", "[1]", "rank 1 on node b is in python load (job.py:9)");
+
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all_reduce", -1, 1, 0, "S", -1, 0));
+	json_array_append_new(r, rank(1, "b", "all_reduce", -1, 1, 0, "S", -1, 0));
+	expect(r, "hung", "[]", "no single rank stands out");
+	expect(json_array(), "unknown", "[]", "no rank process");
+}
+
+static void test_pystack(void **state)
+{
+	static const char dump[] =
+		"Thread 0x00007f0000000001 (most recent call first):\n"
+		"  File \"/usr/lib/python3.11/threading.py\", line 320 in wait\n"
+		"  File \"/usr/lib/python3.11/threading.py\", line 1002 in _bootstrap\n"
+		"\n"
+		"Current thread 0x00007f0000000002 (most recent call first):\n"
+		"  File \"/shared/t/job.py\", line 9 in load_batch\n"
+		"  File \"/shared/t/job.py\", line 14 in <module>\n"
+		"\x1b[31m junk\n";
+	json_t *f = json_array();
+
+	assert_int_equal(debug_parse_pystack(dump, sizeof(dump) - 1, f, 12), 2);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "load_batch (t/job.py:9)");
+	assert_string_equal(json_string_value(json_array_get(f, 1)), "<module> (t/job.py:14)");
+	json_array_clear(f);
+	/* hostile: escapes become '?', no header at all is no frame */
+	assert_int_equal(debug_parse_pystack("Thread 1:\n  File \"\x1b]x\", line 1 in f\x07\n", 40,
+					     f, 12), 1);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "f? (?]x:1)");
+	json_array_clear(f);
+	assert_int_equal(debug_parse_pystack("  File \"a\", line 1 in f\n", 24, f, 12), 0);
+	json_decref(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_outside_collective),
+		cmocka_unit_test(test_idle_inside_collective),
+		cmocka_unit_test(test_behind),
+		cmocka_unit_test(test_slow),
+		cmocka_unit_test(test_python_and_none),
+		cmocka_unit_test(test_pystack),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

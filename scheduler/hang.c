@@ -19,7 +19,7 @@
 #define HANG_SAMPLE_MS 1000
 #define HANG_AGENT_TIMEOUT_MS 15000
 #define IDLE_CPU_PCT 5.0      /* a rank below this while the others spin is idle */
-#define SPIN_CPU_PCT 20.0
+#define SPIN_CPU_PCT 10.0      /* the others' median: a loaded node gives spinners less */
 #define SLOW_MIN_MS 1000      /* a slow rank made the others wait at least this much more */
 
 /* ------------------------------------------------------------ summary */
@@ -190,6 +190,116 @@ static json_t *slow_summary(const json_t *ranks, struct strbuf *text)
 			 culprits);
 }
 
+static size_t first_marked(const char *mark, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && !mark[i])
+		i++;
+	return i;
+}
+
+/* The distinct places of the marked ranks: "all-reduce #16, scalar-sum #17". */
+static void add_places(struct strbuf *sb, const json_t *ranks, const char *mark)
+{
+	size_t i, m;
+	json_t *r, *o;
+
+	json_array_foreach(ranks, i, r) {
+		int seen = 0;
+
+		if (!mark[i])
+			continue;
+		json_array_foreach(ranks, m, o)
+			if (m < i && mark[m] && same_place(r, o))
+				seen = 1;
+		if (seen)
+			continue;
+		if (json_array_size(ranks) && i != first_marked(mark, json_array_size(ranks)))
+			strbuf_addstr(sb, ", ");
+		add_where(sb, r);
+	}
+}
+
+/* A minority of ranks at a lower collective number than the rest. */
+static size_t mark_behind(const json_t *ranks, char *odd)
+{
+	size_t n = json_array_size(ranks), i, k = 0;
+	long long min_seq = -1, max_seq = -1;
+	json_t *r;
+
+	json_array_foreach(ranks, i, r) {
+		long long s = json_get_int(r, "seq", -1);
+
+		if (min_seq < 0 || s < min_seq)
+			min_seq = s;
+		if (s > max_seq)
+			max_seq = s;
+	}
+	if (min_seq == max_seq)
+		return 0;
+	json_array_foreach(ranks, i, r)
+		k += json_get_int(r, "seq", -1) == min_seq;
+	if (k * 2 > n)
+		return 0;
+	json_array_foreach(ranks, i, r)
+		odd[i] = json_get_int(r, "seq", -1) == min_seq;
+	return k;
+}
+
+/* Everyone outside the largest group of one place, when that group is a majority. */
+static size_t mark_minority(const json_t *ranks, char *odd)
+{
+	size_t n = json_array_size(ranks), i, best = 0, best_n = 0, k = 0;
+	json_t *r;
+
+	json_array_foreach(ranks, i, r) {
+		size_t cnt = 0, m;
+		json_t *o;
+
+		json_array_foreach(ranks, m, o)
+			cnt += same_place(r, o);
+		if (cnt > best_n) {
+			best_n = cnt;
+			best = i;
+		}
+	}
+	if (best_n == n || best_n * 2 <= n)
+		return 0;
+	json_array_foreach(ranks, i, r) {
+		odd[i] = !same_place(json_array_get(ranks, best), r);
+		k += odd[i];
+	}
+	return k;
+}
+
+/* Ranks idle (asleep, ~0 % CPU) while the others spin (busy-polling MPI). */
+static size_t mark_idle(const json_t *ranks, char *odd)
+{
+	size_t n = json_array_size(ranks), i, k = 0;
+	double *c = xcalloc(n ? n : 1, sizeof(double));
+	json_t *r;
+
+	json_array_foreach(ranks, i, r) {
+		size_t nc = 0, m;
+		const char *st = rstr(r, "state");
+		json_t *o;
+
+		json_array_foreach(ranks, m, o)
+			if (m != i)
+				c[nc++] = rcpu(o);
+		odd[i] = nc && rcpu(r) < IDLE_CPU_PCT && (!strcmp(st, "S") || !strcmp(st, "D")) &&
+			 median(c, nc) >= SPIN_CPU_PCT;
+		k += odd[i];
+	}
+	free(c);
+	if (k * 2 > n) {
+		memset(odd, 0, n);
+		k = 0;
+	}
+	return k;
+}
+
 json_t *hang_summarise(const json_t *ranks)
 {
 	size_t n = json_array_size(ranks), i, nr_in = 0, nr_odd = 0;
@@ -219,70 +329,27 @@ json_t *hang_summarise(const json_t *ranks)
 			odd[i] = !json_is_true(json_object_get(r, "in_collective"));
 		why = "not in the collective the others wait in";
 	} else {
-		/* all in collectives (or none): the ones behind, then the minority place */
-		long long min_seq = -1, max_seq = -1;
+		/*
+		 * All in collectives (or none).  With collective numbers (dttrain):
+		 * a minority behind the others, else the rank idle while the others
+		 * spin (a non-blocking all-reduce may let some go on to the next
+		 * collective, so being ahead says nothing).  Without: a minority
+		 * in another place, else the idle one.
+		 */
+		int seqs = nr_in > 0;
 
-		json_array_foreach(ranks, i, r) {
-			long long s = json_get_int(r, "seq", -1);
-
-			if (s >= 0 && (min_seq < 0 || s < min_seq))
-				min_seq = s;
-			if (s > max_seq)
-				max_seq = s;
-		}
-		if (nr_in && min_seq >= 0 && min_seq < max_seq) {
-			json_array_foreach(ranks, i, r)
-				odd[i] = json_get_int(r, "seq", -1) == min_seq;
+		json_array_foreach(ranks, i, r)
+			seqs &= json_get_int(r, "seq", -1) >= 0;
+		if (seqs && (nr_odd = mark_behind(ranks, odd)))
 			why = "behind: the others have gone on to a later collective";
-		} else {
-			/* the largest group of same place; everyone else is odd */
-			size_t best = 0, best_n = 0, groups = 0;
-
-			json_array_foreach(ranks, i, r) {
-				size_t cnt = 0, m, first = i;
-				json_t *o;
-
-				json_array_foreach(ranks, m, o) {
-					if (same_place(r, o)) {
-						cnt++;
-						if (m < first)
-							first = m;
-					}
-				}
-				if (first == i)
-					groups++;
-				if (cnt > best_n) {
-					best_n = cnt;
-					best = i;
-				}
-			}
-			if (groups > 1 && best_n * 2 > n) {
-				json_array_foreach(ranks, i, r)
-					odd[i] = !same_place(json_array_get(ranks, best), r);
-				why = "not where the others are";
-			}
-		}
+		else if (!seqs && (nr_odd = mark_minority(ranks, odd)))
+			why = "not where the others are";
+		else if ((nr_odd = mark_idle(ranks, odd)))
+			why = "idle while the others spin";
 	}
-	json_array_foreach(ranks, i, r)
-		nr_odd += odd[i];
-	if (!nr_odd && n > 1) {
-		/* one place for all: a rank idle while the others spin (busy-polling MPI) */
-		double *c = xcalloc(n, sizeof(double));
-
-		json_array_foreach(ranks, i, r) {
-			size_t k = 0, m;
-			json_t *o;
-
-			json_array_foreach(ranks, m, o)
-				if (m != i)
-					c[k++] = rcpu(o);
-			odd[i] = rcpu(r) < IDLE_CPU_PCT && median(c, k) >= SPIN_CPU_PCT;
-			nr_odd += odd[i];
-		}
-		free(c);
-		why = "idle while the others spin in the same place";
-	}
+	nr_odd = 0;
 	json_array_foreach(ranks, i, r) {
+		nr_odd += odd[i];
 		rest[i] = !odd[i];
 		if (rest[i] && !wait_at)
 			wait_at = r;
@@ -290,7 +357,7 @@ json_t *hang_summarise(const json_t *ranks)
 	if (wait_at) {
 		add_group(&text, ranks, rest);
 		strbuf_addstr(&text, nr_odd && nr_odd < n ? " wait in " : " are in ");
-		add_where(&text, wait_at);
+		add_places(&text, ranks, rest);
 		if (nr_odd == 0 && n - nr_odd > 1) {
 			int same = 1;
 

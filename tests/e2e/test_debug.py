@@ -135,7 +135,8 @@ def test_dttrain_rank_hung_inside_allreduce(cluster):
         j = cluster.wait_for(job, lambda j: ranks_started(j, 4), 60, "ranks")
         time.sleep(4)    # well past step 5
         h = cluster.debug(job)
-        assert h["verdict"] == "hung" and [c["rank"] for c in h["culprits"]] == [1], h
+        assert h["verdict"] == "hung" and [c["rank"] for c in h["culprits"]] == [1], \
+            json.dumps(h, indent=1)
         c = h["culprits"][0]
         assert c["node"] == j["placement"][0]["node"], (c, j["placement"])
         r1 = next(r for r in h["ranks"] if r["rank"] == 1)

@@ -80,6 +80,16 @@ static void test_behind(void **state)
 	json_array_append_new(r, rank(0, "a", "scalar-sum", 13, 1, 90, "R", 5000, 0));
 	json_array_append_new(r, rank(1, "b", "all-reduce", 12, 1, 0, "S", 0, 0));
 	expect(r, "hung", "[1]", "behind");
+
+	/* a non-blocking all-reduce let rank 2 go on: ahead is not behind, the idle one is
+	 * named (a loaded node: the spinners get little CPU) */
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all-reduce", 16, 1, 35, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 16, 1, 0, "S", 5000, 0));
+	json_array_append_new(r, rank(2, "b", "scalar-sum", 17, 1, 14, "R", 5000, 0));
+	json_array_append_new(r, rank(3, "b", "all-reduce", 16, 1, 13, "R", 5000, 0));
+	expect(r, "hung", "[1]", "ranks 0,2,3 wait in all-reduce #16, scalar-sum #17; rank 1 on "
+	       "node a is in all-reduce #16 (idle while the others spin");
 }
 
 /* progressing: the rank that waits least is slow; none when all wait alike */

@@ -67,7 +67,9 @@ class Ctx(HeadCluster):
     def debug(self, job):
         p = self.dtctl("debug", "--json", job)
         assert p.returncode == 0, p.stdout + p.stderr
-        return json.loads(p.stdout)["hang"]
+        doc = json.loads(p.stdout)
+        assert doc["schema"] == 1, doc
+        return doc["hang"]
 
     def cancel(self, job):
         self.dtctl("cancel", job)

@@ -487,18 +487,26 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 			continue;
 		v[n++] = p;
 	}
-	/* the innermost process of each rank (dtshim rank-log wraps dttrain) */
+	/*
+	 * One process per rank: the one that armed its record file, else the
+	 * innermost (dtshim rank-log wraps dttrain; a Python rank's forked
+	 * workers inherit its rank variable but leave its file alone).
+	 */
 	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < n; k++)
-			if (k != i && v[k].rank == v[i].rank && v[k].ppid == v[i].pid && v[i].rank >= 0)
+		if (job_dir && *job_dir)
+			v[i].src = armed_source(job_dir, &v[i], &v[i].off0);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < n; k++) {
+			if (k == i || v[k].rank != v[i].rank || v[i].rank < 0)
+				continue;
+			if (!!v[k].src > !!v[i].src || (!!v[k].src == !!v[i].src && v[k].ppid == v[i].pid))
 				v[i].rank = -1 - v[i].rank;
+		}
 	t0 = mono_ms();
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].rank < 0)
 			continue;
 		read_stat(v[i].pid, &v[i].state, &v[i].ppid, &v[i].ticks0, NULL, 0);
-		if (job_dir && *job_dir)
-			v[i].src = armed_source(job_dir, &v[i], &v[i].off0);
 		if (v[i].src && catches(v[i].pid, SIGUSR2))
 			kill(v[i].pid, SIGUSR2);
 		else

@@ -14,6 +14,7 @@
 #include "debug.h"
 #include "json.h"
 #include "log.h"
+#include "run-command.h"
 #include "safefile.h"
 #include "strbuf.h"
 #include "usage.h"
@@ -35,6 +36,7 @@ struct rproc {
 	char comm[32];
 	int src;                 /* 0 none, 1 dttrain, 2 python */
 	off_t off0, off1;        /* the record file's size before each signal */
+	json_t *native;          /* gdb's frames of the main thread, or NULL */
 };
 
 static long long mono_ms(void)
@@ -452,6 +454,13 @@ static void add_rank(json_t *ranks, const char *node, const char *job_dir, struc
 		if (sb.len)
 			json_object_set_new(o, "phase", json_string(sb.buf));
 	}
+	if (p->native) {
+		json_array_extend(frames, p->native);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "native %s", json_string_value(json_array_get(frames, 0)));
+		json_object_set_new(o, "source", json_string("native"));
+		json_object_set_new(o, "phase", json_string(sb.buf));
+	}
 	if (!json_object_get(o, "phase"))
 		json_object_set_new(o, "phase", json_string(""));
 	json_object_set_new(o, "frames", frames);
@@ -459,6 +468,111 @@ static void add_rank(json_t *ranks, const char *node, const char *job_dir, struc
 	strbuf_release(&sb);
 	strbuf_release(&w);
 	strbuf_release(&text);
+}
+
+/* ---------------------------------------------------------------- native */
+
+#define GDB_TIMEOUT_MS 8000
+#define GDB_FRAMES 12
+
+/*
+ * gdb's backtrace lines into frames, innermost first:
+ *     #0  0x00007f... in clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6
+ *     #1  main (argc=1, argv=...) at x.c:12
+ * as "clock_nanosleep (libc.so.6)" and "main (x.c:12)".
+ */
+int debug_parse_gdb(const char *text, size_t len, json_t *frames, int max)
+{
+	const char *end = text + len, *p = text;
+	int nr = 0;
+
+	while (p < end && nr < max) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+		const char *f = p, *fe, *at, *from;
+		struct strbuf sb = STRBUF_INIT;
+
+		p = nl ? nl + 1 : end;
+		if (*f != '#' || le - f < 4)
+			continue;
+		while (f < le && *f != ' ')
+			f++;
+		while (f < le && *f == ' ')
+			f++;
+		if (le - f > 4 && !strncmp(f, "0x", 2)) {
+			const char *in = memmem(f, (size_t)(le - f), " in ", 4);
+
+			if (!in)
+				continue;
+			f = in + 4;
+		}
+		for (fe = f; fe < le && *fe != ' ' && *fe != '('; fe++)
+			;
+		if (fe == f)
+			continue;
+		add_clean(&sb, f, (size_t)(fe - f), 64);
+		at = memmem(fe, (size_t)(le - fe), " at ", 4);
+		from = memmem(fe, (size_t)(le - fe), " from ", 6);
+		if (at || from) {
+			const char *w = at ? at + 4 : from + 6, *slash = w;
+
+			for (const char *q = w; q < le; q++)
+				if (*q == '/')
+					slash = q + 1;
+			strbuf_addstr(&sb, " (");
+			add_clean(&sb, slash, (size_t)(le - slash), FIELD_MAX);
+			strbuf_addch(&sb, ')');
+		}
+		json_array_append_new(frames, json_string(sb.buf));
+		strbuf_release(&sb);
+		nr++;
+	}
+	return nr;
+}
+
+struct gdb_run {
+	struct rproc *v;
+	size_t n, next;
+};
+
+static int gdb_next(struct child_process *cp, void *data, void **task)
+{
+	struct gdb_run *g = data;
+
+	while (g->next < g->n && (g->v[g->next].rank < 0 || g->v[g->next].src ||
+				  g->v[g->next].state == 'X'))
+		g->next++;
+	if (g->next >= g->n)
+		return 0;
+	/* gdb stops the process for the moment of the backtrace, then detaches */
+	strvec_pushv(&cp->args, (const char *[]){ "gdb", "-batch", "-nx", "-q", "-p", NULL });
+	strvec_pushf(&cp->args, "%d", (int)g->v[g->next].pid);
+	strvec_pushv(&cp->args, (const char *[]){ "-ex", "bt " "12", NULL });
+	cp->no_stdin = 1;
+	cp->new_session = 1;
+	*task = &g->v[g->next++];
+	return 1;
+}
+
+static void gdb_done(int code, struct strbuf *output, void *data, void *task)
+{
+	struct rproc *p = task;
+	json_t *frames = json_array();
+
+	(void)data;
+	if (code != 0 || !debug_parse_gdb(output->buf, output->len, frames, GDB_FRAMES)) {
+		json_decref(frames);
+		return;
+	}
+	p->native = frames;
+}
+
+/* Native stacks of the ranks that say nothing themselves (no record file). */
+static void native_stacks(struct rproc *v, size_t n)
+{
+	struct gdb_run g = { v, n, 0 };
+	struct parallel_opts o = { 8, GDB_TIMEOUT_MS, gdb_next, gdb_done, &g };
+
+	run_processes_parallel(&o);
 }
 
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
@@ -535,9 +649,12 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		while (v[i].rank >= 0 && v[i].src == 1 && file_size(job_dir, &v[i]) <= v[i].off1 &&
 		       mono_ms() < deadline)
 			usleep(10000);
-	for (size_t i = 0; i < n; i++)
+	native_stacks(v, n);
+	for (size_t i = 0; i < n; i++) {
 		if (v[i].rank >= 0)
 			add_rank(ranks, node, job_dir, &v[i], t1 - t0, hz > 0 ? hz : 100);
+		json_decref(v[i].native);
+	}
 	free(v);
 	return json_pack("{s:s,s:o}", "node", node, "ranks", ranks);
 }

@@ -10,7 +10,10 @@
  *             collective sequence number, step, time blocked in collectives;
  *   Python    <job_dir>/debug/<rank>.py-stack: a faulthandler dump of every
  *             thread, armed by the sitecustomize.py debug_task_env() puts
- *             first on PYTHONPATH (see debug_install_python()).
+ *             first on PYTHONPATH (see debug_install_python());
+ *   else      the main thread's native stack from `gdb -batch -p PID -ex bt`
+ *             (run as the agent's user, never through a shell, 8 s at most,
+ *             after the CPU sample: gdb stops the process while it reads it).
  *
  * Either is asked for with SIGUSR2, and only when the file's header names
  * the process's pid and /proc/PID/status says the signal is caught: a
@@ -19,7 +22,7 @@
  * size limits, everything kept printable ASCII.
  *
  * RANK = {rank, node, pid, comm, state, wchan, cpu_pct, source: "dttrain" |
- *         "python" | "none", phase, seq (-1 unknown), step (-1), in_collective,
+ *         "python" | "native" | "none", phase, seq (-1 unknown), step (-1), in_collective,
  *         progressed (seq or step moved during the sample), wait_ms (-1),
  *         phase_ms (-1), frames: ["func (file:line)", ...] innermost first}
  */
@@ -41,6 +44,8 @@ int debug_install_python(const char *home);
 /* For a job's task (DT_JOB_DIR in env): PYTHONFAULTHANDLER=1 and
  * <home>/python first on PYTHONPATH. */
 void debug_task_env(const char *home, struct strvec *env);
+/* Parse gdb's backtrace into frames, innermost first; returns how many. */
+int debug_parse_gdb(const char *text, size_t len, json_t *frames, int max);
 /* Parse a faulthandler dump (the last one in text) into frames of the main
  * thread, innermost first (at most max); returns how many. */
 int debug_parse_pystack(const char *text, size_t len, json_t *frames, int max);

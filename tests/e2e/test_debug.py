@@ -7,10 +7,12 @@ loading at step 5 (--hang-rank 3:5:data): stall detection attributes it by itsel
 phase "data" while the others wait in the all-reduce; one whose rank 1 stops inside the
 all-reduce (--hang-rank 1:5); one whose rank 1 is slow (--slow-rank), named slow, not hung;
 a 2-rank Python gloo job whose rank 1 sleeps outside the collective: named, with its
-Python frame; and `dtctl debug` of a job that is not running (exit 1, clear message).
+Python frame; a shell job (no record: gdb's native stack); and `dtctl debug` of a job
+that is not running (exit 1, clear message).
 """
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -183,6 +185,25 @@ def test_python_gloo_rank_sleeping_outside_collective(cluster):
         assert r0["phase"] == "all_reduce", r0
         p = cluster.dtctl("debug", job)
         assert "load_batch (debug/sleeper.py:5)" in p.stdout, p.stdout
+    finally:
+        cluster.cancel(job)
+
+
+@pytest.mark.skipif(not shutil.which("gdb"), reason="gdb not installed (make deps)")
+def test_native_rank_stack_from_gdb(cluster):
+    """Ranks that arm nothing (a shell loop and sleep): the sleeping one is idle while the
+    other spins; its native stack comes from gdb."""
+    job = cluster.submit("-n", 2, "-p", 1, "--name", "native", "--", "sh", "-c",
+                         'if [ "$RANK" = 1 ]; then exec sleep 600; fi; while :; do :; done')
+    try:
+        cluster.wait_for(job, lambda j: j["state"] == "RUNNING", 30, "start")
+        time.sleep(2)
+        h = cluster.debug(job)
+        assert [c["rank"] for c in h["culprits"]] == [1], json.dumps(h, indent=1)
+        r1 = next(r for r in h["ranks"] if r["rank"] == 1)
+        assert r1["source"] == "native" and r1["comm"] == "sleep", r1
+        assert any("nanosleep" in f for f in r1["frames"]), r1
+        assert "idle while the others spin" in h["text"], h["text"]
     finally:
         cluster.cancel(job)
 

@@ -151,6 +151,27 @@ static void test_pystack(void **state)
 	json_decref(f);
 }
 
+static void test_gdb(void **state)
+{
+	static const char bt[] =
+		"0x00007fcc89e26e53 in clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n"
+		"#0  0x00007fcc89e26e53 in clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n"
+		"#1  0x00007fcc89e26e53 in __GI___nanosleep (req=<optimized out>) at "
+		"../sysdeps/unix/sysv/linux/nanosleep.c:25\n"
+		"#2  0x00005589877934af in ?? ()\n"
+		"#3  main (argc=1, argv=0x7ffd) at /src/app/x.c:12\n"
+		"[Inferior 1 (process 32019) detached]\n";
+	json_t *f = json_array();
+
+	assert_int_equal(debug_parse_gdb(bt, sizeof(bt) - 1, f, 12), 4);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "clock_nanosleep (libc.so.6)");
+	assert_string_equal(json_string_value(json_array_get(f, 1)),
+			    "__GI___nanosleep (nanosleep.c:25)");
+	assert_string_equal(json_string_value(json_array_get(f, 2)), "??");
+	assert_string_equal(json_string_value(json_array_get(f, 3)), "main (x.c:12)");
+	json_decref(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +181,7 @@ int main(void)
 		cmocka_unit_test(test_slow),
 		cmocka_unit_test(test_python_and_none),
 		cmocka_unit_test(test_pystack),
+		cmocka_unit_test(test_gdb),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

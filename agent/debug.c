@@ -329,7 +329,8 @@ int debug_parse_pystack(const char *text, size_t len, json_t *frames, int max)
 		}
 		p = nl ? nl + 1 : end;
 	}
-	for (p = best ? strchr(best, '\n') : NULL; p && p < end && nr < max;) {
+	p = best ? memchr(best, '\n', (size_t)(end - best)) : NULL;
+	while (p && p < end && nr < max) {
 		const char *ls = p + 1, *nl = memchr(ls, '\n', (size_t)(end - ls));
 		size_t n = (nl ? nl : end) - ls;
 		const char *q1, *q2, *ln, *in;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/debug.h"
@@ -136,6 +137,8 @@ static void test_pystack(void **state)
 		"  File \"/shared/t/job.py\", line 9 in load_batch\n"
 		"  File \"/shared/t/job.py\", line 14 in <module>\n"
 		"\x1b[31m junk\n";
+	static const char hostile[] = "Thread 1:\n  File \"\x1b]x\", line 1 in f\x07\n";
+	static const char headless[] = "  File \"a\", line 1 in f\n";
 	json_t *f = json_array();
 
 	assert_int_equal(debug_parse_pystack(dump, sizeof(dump) - 1, f, 12), 2);
@@ -143,11 +146,22 @@ static void test_pystack(void **state)
 	assert_string_equal(json_string_value(json_array_get(f, 1)), "<module> (t/job.py:14)");
 	json_array_clear(f);
 	/* hostile: escapes become '?', no header at all is no frame */
-	assert_int_equal(debug_parse_pystack("Thread 1:\n  File \"\x1b]x\", line 1 in f\x07\n", 40,
-					     f, 12), 1);
+	assert_int_equal(debug_parse_pystack(hostile, sizeof(hostile) - 1, f, 12), 1);
 	assert_string_equal(json_string_value(json_array_get(f, 0)), "f? (?]x:1)");
 	json_array_clear(f);
-	assert_int_equal(debug_parse_pystack("  File \"a\", line 1 in f\n", 24, f, 12), 0);
+	assert_int_equal(debug_parse_pystack(headless, sizeof(headless) - 1, f, 12), 0);
+	/* every truncation (a dump cut by the size limit), each in a buffer of its exact
+	 * size: ASan catches a read past the end */
+	for (size_t n = 0; n < sizeof(dump); n++) {
+		char *b = malloc(n ? n : 1);
+
+		memcpy(b, dump, n);
+		json_array_clear(f);
+		debug_parse_pystack(b, n, f, 12);
+		json_array_clear(f);
+		debug_parse_gdb(b, n, f, 12);
+		free(b);
+	}
 	json_decref(f);
 }
 

@@ -356,7 +356,7 @@ json_t *hang_summarise(const json_t *ranks)
 	}
 	if (wait_at) {
 		add_group(&text, ranks, rest);
-		strbuf_addstr(&text, nr_odd && nr_odd < n ? " wait in " : " are in ");
+		strbuf_addstr(&text, nr_odd ? " wait in " : n - nr_odd == 1 ? " is in " : " are in ");
 		add_places(&text, ranks, rest);
 		if (nr_odd == 0 && n - nr_odd > 1) {
 			int same = 1;

@@ -124,6 +124,10 @@ static void test_python_and_none(void **state)
 	json_array_append_new(r, rank(1, "b", "all_reduce", -1, 1, 0, "S", -1, 0));
 	expect(r, "hung", "[]", "no single rank stands out");
 	expect(json_array(), "unknown", "[]", "no rank process");
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "native clock_nanosleep (libc.so.6)", -1, 0, 0, "S",
+				      -1, 0));
+	expect(r, "hung", "[]", "rank 0 is in native clock_nanosleep (libc.so.6); no single rank");
 }
 
 static void test_pystack(void **state)

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,7 +118,14 @@ def main():
     if p.returncode:
         sys.exit("fakecluster up failed: " + p.stderr)
     fc = FakeCluster.from_env()
-    c = HeadCluster(fc, Path(a.bin).resolve(), Path(tempfile.mkdtemp(prefix="bench-hang-")),
+    # a copy the nodes see, so that a rebuild meanwhile changes nothing under the bench
+    bin_dir = fc.shared / "bench-hang-bin"
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    bin_dir.mkdir()
+    for prog in ("dtctl", "dtagent", "dtshim", "dtsched", "dttrain"):
+        shutil.copy2(Path(a.bin) / prog, bin_dir / prog)
+    os.chmod(bin_dir, 0o755)
+    c = HeadCluster(fc, bin_dir, Path(tempfile.mkdtemp(prefix="bench-hang-")),
                     HEAD_PORT, AGENT_PORT, gpus=0, tag="bhang", dead_after_ms=5000)
     res = []
     load0 = os.getloadavg()[0]

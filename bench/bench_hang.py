@@ -12,6 +12,10 @@ job's own files:
   * attribution  events.log "ATTRIBUTION" line - the STALLED line
 and whether the attribution named the hung rank, its node and its phase.
 
+Side by side (--torch-rounds, on this host, no cluster): two torch.distributed gloo ranks,
+rank 1 late, the process-group timeout set to stall_after: the time from rank 0 entering
+the all-reduce to its error, and whether the error names rank 1.
+
 The comparison is what a torchrun user gets by default: nothing until the process
 group's timeout fires, and then an error on the waiting ranks that does not say which
 rank they waited for.  torch's defaults: 30 min (default_pg_timeout, torch 1.13 as
@@ -66,6 +70,47 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 
 
+GLOO_LATE = r'''
+import datetime, os, sys, time, torch, torch.distributed as dist
+r = int(os.environ["RANK"])
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=float(os.environ["TO"])))
+t = torch.ones(4)
+dist.all_reduce(t)
+if r == 1:
+    time.sleep(600)          # the late rank
+t0 = time.time()
+try:
+    dist.all_reduce(t)
+except Exception as e:
+    print("ERROR %.3f %s" % (time.time() - t0, str(e).splitlines()[0][:200]), flush=True)
+'''
+
+
+def torch_baseline(rounds, timeout):
+    """What a torchrun user gets: two gloo ranks on this host, rank 1 late; the time from
+    rank 0 entering the all-reduce to its error, and whether the error names rank 1."""
+    script = Path(tempfile.mkdtemp(prefix="bench-hang-torch-")) / "late.py"
+    script.write_text(GLOO_LATE)
+    out = []
+    for i in range(rounds):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + i),
+                   WORLD_SIZE="2", TO=str(timeout))
+        late = subprocess.Popen(["/usr/bin/python3", str(script)], env=dict(env, RANK="1"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            p = subprocess.run(["/usr/bin/python3", str(script)], env=dict(env, RANK="0"),
+                               capture_output=True, text=True, timeout=timeout + 120)
+        finally:
+            late.kill()
+            late.wait()
+        m = re.search(r"ERROR (\S+) (.*)", p.stdout)
+        assert m, p.stdout + p.stderr
+        out.append((float(m.group(1)), m.group(2)))
+        print("torch gloo, timeout %g s: error after %.2f s: %s" % (timeout, out[-1][0],
+                                                                    out[-1][1]), flush=True)
+    return out
+
+
 def one_round(c, i, stall_after):
     rank, step, phase = i % 4, 3 + i % 5, PHASES[i % len(PHASES)]
     p = c.dtctl("run", "--detach", "-n", 2, "-p", 2, "--launcher", "mpi", "--stall-after",
@@ -111,6 +156,8 @@ def main():
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--stall-after", type=int, default=10, help="seconds (the job's stall_after)")
+    ap.add_argument("--torch-rounds", type=int, default=3,
+                    help="rounds of the torch gloo timeout, set to --stall-after (0: none)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench_hang: needs root (fake cluster in network namespaces)")
@@ -139,6 +186,7 @@ def main():
                          "right" if r["right"] else "WRONG: " + r["text"]), flush=True)
     finally:
         subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
+    base = torch_baseline(a.torch_rounds, a.stall_after) if a.torch_rounds else []
     load1 = os.getloadavg()[0]
     d = [r["detect"] for r in res]
     t = [r["attrib"] for r in res]
@@ -151,6 +199,12 @@ def main():
     for name, xs in (("detection (hang -> STALLED)", d), ("attribution (STALLED -> named)", t),
                      ("hang -> culprit named", tot)):
         print("| %s | %.1f | %.1f | %.1f |" % (name, pct(xs, 50), pct(xs, 99), max(xs)))
+    if base:
+        bt = [x[0] for x in base]
+        print("| torch gloo with timeout = %d s (hang -> error; names a rank: %s) | %.1f | %.1f "
+              "| %.1f |" % (a.stall_after, "yes" if any(re.search(r"rank\s*1\b", x[1])
+                                                      for x in base) else "no",
+                            pct(bt, 50), pct(bt, 99), max(bt)))
     print("| torch default, gloo (torch 1.13: 30 min; names no rank) | %d | %d | |"
           % (TORCH_GLOO_DEFAULT_S, TORCH_GLOO_DEFAULT_S))
     print("| torch default, NCCL watchdog (torch >= 2.2: 10 min; names no rank) | %d | %d | |"

@@ -331,16 +331,19 @@ json_t *hang_summarise(const json_t *ranks)
 	} else {
 		/*
 		 * All in collectives (or none).  With collective numbers (dttrain):
-		 * a minority behind the others, else the rank idle while the others
-		 * spin (a non-blocking all-reduce may let some go on to the next
-		 * collective, so being ahead says nothing).  Without: a minority
-		 * in another place, else the idle one.
+		 * the rank idle while the others spin (MPI busy-polls; a non-blocking
+		 * all-reduce may let some go on to the next collective, so half
+		 * the ranks can be "behind" and only one of them is stuck), else
+		 * a minority behind the others.  Without: a minority in another
+		 * place, else the idle one.
 		 */
 		int seqs = nr_in > 0;
 
 		json_array_foreach(ranks, i, r)
 			seqs &= json_get_int(r, "seq", -1) >= 0;
-		if (seqs && (nr_odd = mark_behind(ranks, odd)))
+		if (seqs && (nr_odd = mark_idle(ranks, odd)))
+			why = "idle while the others spin";
+		else if (seqs && (nr_odd = mark_behind(ranks, odd)))
 			why = "behind: the others have gone on to a later collective";
 		else if (!seqs && (nr_odd = mark_minority(ranks, odd)))
 			why = "not where the others are";

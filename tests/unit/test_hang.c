@@ -78,9 +78,18 @@ static void test_behind(void **state)
 {
 	json_t *r = json_array();
 
-	json_array_append_new(r, rank(0, "a", "scalar-sum", 13, 1, 90, "R", 5000, 0));
+	json_array_append_new(r, rank(0, "a", "scalar-sum", 13, 1, 0, "S", 5000, 0));
 	json_array_append_new(r, rank(1, "b", "all-reduce", 12, 1, 0, "S", 0, 0));
 	expect(r, "hung", "[1]", "behind");
+
+	/* half went on (the non-blocking all-reduce completed for them): of the two
+	 * behind, the one asleep while the others spin (bench_hang round 7) */
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "scalar-sum", 17, 1, 40, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 16, 1, 18, "R", 5000, 0));
+	json_array_append_new(r, rank(2, "b", "scalar-sum", 17, 1, 35, "R", 5000, 0));
+	json_array_append_new(r, rank(3, "b", "all-reduce", 16, 1, 0, "S", 5000, 0));
+	expect(r, "hung", "[3]", "rank 3 on node b is in all-reduce #16 (idle while the others");
 
 	/* a non-blocking all-reduce let rank 2 go on: ahead is not behind, the idle one is
 	 * named (a loaded node: the spinners get little CPU) */

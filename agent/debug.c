@@ -37,6 +37,7 @@ struct rproc {
 	int src;                 /* 0 none, 1 dttrain, 2 python */
 	off_t off0, off1;        /* the record file's size before each signal */
 	json_t *native;          /* gdb's frames of the main thread, or NULL */
+	char native_err[160];    /* why there are none (gdb's last line) */
 };
 
 static long long mono_ms(void)
@@ -462,6 +463,8 @@ static void add_rank(json_t *ranks, const char *node, const char *job_dir, struc
 		json_object_set_new(o, "source", json_string("native"));
 		json_object_set_new(o, "phase", json_string(sb.buf));
 	}
+	if (p->native_err[0])
+		json_object_set_new(o, "native_error", json_string(p->native_err));
 	if (!json_object_get(o, "phase"))
 		json_object_set_new(o, "phase", json_string(""));
 	json_object_set_new(o, "frames", frames);
@@ -560,7 +563,19 @@ static void gdb_done(int code, struct strbuf *output, void *data, void *task)
 	json_t *frames = json_array();
 
 	(void)data;
-	if (code != 0 || !debug_parse_gdb(output->buf, output->len, frames, GDB_FRAMES)) {
+	if (!debug_parse_gdb(output->buf, output->len, frames, GDB_FRAMES)) {
+		/* gdb missing (-1), timed out (124), or refused: its last line says why */
+		struct strbuf why = STRBUF_INIT;
+		const char *e = output->buf + output->len, *b;
+
+		while (e > output->buf && e[-1] == '\n')
+			e--;
+		for (b = e; b > output->buf && b[-1] != '\n'; b--)
+			;
+		strbuf_addf(&why, "gdb: exit %d: ", code);
+		add_clean(&why, b, (size_t)(e - b), 120);
+		snprintf(p->native_err, sizeof(p->native_err), "%s", why.buf);
+		strbuf_release(&why);
 		json_decref(frames);
 		return;
 	}

@@ -24,7 +24,8 @@
  * RANK = {rank, node, pid, comm, state, wchan, cpu_pct, source: "dttrain" |
  *         "python" | "native" | "none", phase, seq (-1 unknown), step (-1), in_collective,
  *         progressed (seq or step moved during the sample), wait_ms (-1),
- *         phase_ms (-1), frames: ["func (file:line)", ...] innermost first}
+ *         phase_ms (-1), frames: ["func (file:line)", ...] innermost first,
+ *         native_error?: why gdb gave no stack}
  */
 #ifndef DT_AGENT_DEBUG_H
 #define DT_AGENT_DEBUG_H

@@ -201,7 +201,7 @@ def test_native_rank_stack_from_gdb(cluster):
         h = cluster.debug(job)
         assert [c["rank"] for c in h["culprits"]] == [1], json.dumps(h, indent=1)
         r1 = next(r for r in h["ranks"] if r["rank"] == 1)
-        assert r1["source"] == "native" and r1["comm"] == "sleep", r1
+        assert r1["source"] == "native" and r1["comm"] == "sleep", json.dumps(r1)
         assert any("nanosleep" in f for f in r1["frames"]), r1
         assert "idle while the others spin" in h["text"], h["text"]
     finally:

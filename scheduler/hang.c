@@ -300,6 +300,23 @@ static size_t mark_idle(const json_t *ranks, char *odd)
 	return k;
 }
 
+/* The odd ones out when every rank is in a collective (or none is); why. */
+static const char *mark_all_in(const json_t *ranks, char *odd, int seqs)
+{
+	static const char idle[] = "idle while the others spin";
+
+	if (seqs) {
+		if (mark_idle(ranks, odd))
+			return idle;
+		if (mark_behind(ranks, odd))
+			return "behind: the others have gone on to a later collective";
+		return "";
+	}
+	if (mark_minority(ranks, odd))
+		return "not where the others are";
+	return mark_idle(ranks, odd) ? idle : "";
+}
+
 json_t *hang_summarise(const json_t *ranks)
 {
 	size_t n = json_array_size(ranks), i, nr_in = 0, nr_odd = 0;
@@ -341,14 +358,7 @@ json_t *hang_summarise(const json_t *ranks)
 
 		json_array_foreach(ranks, i, r)
 			seqs &= json_get_int(r, "seq", -1) >= 0;
-		if (seqs && (nr_odd = mark_idle(ranks, odd)))
-			why = "idle while the others spin";
-		else if (seqs && (nr_odd = mark_behind(ranks, odd)))
-			why = "behind: the others have gone on to a later collective";
-		else if (!seqs && (nr_odd = mark_minority(ranks, odd)))
-			why = "not where the others are";
-		else if ((nr_odd = mark_idle(ranks, odd)))
-			why = "idle while the others spin";
+		why = mark_all_in(ranks, odd, seqs);
 	}
 	nr_odd = 0;
 	json_array_foreach(ranks, i, r) {

@@ -829,7 +829,14 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 		proc_tree_pids(&pt, &pids, &nr, &alloc);
 	}
 	pthread_mutex_unlock(&a->lock);
-	dt_http_json(resp, 200, debug_collect(a->name, pids, nr, dir, (long)ms));
+	{
+		json_t *reply = debug_collect(a->name, pids, nr, dir, (long)ms);
+		json_t *inv = inventory_collect(a->name, a->o.gpus);
+
+		debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
+		json_decref(inv);
+		dt_http_json(resp, 200, reply);
+	}
 	free(pids);
 }
 

@@ -675,6 +675,26 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 	return json_pack("{s:s,s:o}", "node", node, "ranks", ranks);
 }
 
+void debug_add_gpus(json_t *reply, const json_t *inv)
+{
+	size_t i, g, k;
+	json_t *r, *gpu, *proc;
+
+	json_array_foreach(json_object_get(reply, "ranks"), i, r) {
+		json_t *mine = json_array();
+		long long pid = json_get_int(r, "pid", -1);
+
+		json_array_foreach(json_object_get(inv, "gpus"), g, gpu)
+			json_array_foreach(json_object_get(gpu, "processes"), k, proc)
+				if (json_get_int(proc, "pid", -2) == pid)
+					json_array_append_new(mine, json_pack("{s:I,s:I,s:I}",
+						"index", json_get_int(gpu, "index", -1),
+						"utilization", json_get_int(gpu, "utilization", 0),
+						"used_memory", json_get_int(proc, "used_memory", 0)));
+		json_object_set_new(r, "gpus", mine);
+	}
+}
+
 /* ---------------------------------------------------------------- Python */
 
 static const char sitecustomize[] =

@@ -25,7 +25,8 @@
  *         "python" | "native" | "none", phase, seq (-1 unknown), step (-1), in_collective,
  *         progressed (seq or step moved during the sample), wait_ms (-1),
  *         phase_ms (-1), frames: ["func (file:line)", ...] innermost first,
- *         native_error?: why gdb gave no stack}
+ *         native_error?: why gdb gave no stack, gpus: [{index, utilization,
+ *         used_memory}] (the GPUs NVML lists the process on)}
  */
 #ifndef DT_AGENT_DEBUG_H
 #define DT_AGENT_DEBUG_H
@@ -40,6 +41,9 @@
 /* {node, ranks: [RANK...]} for the processes pids (any order, duplicates ok). */
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
 		      long sample_ms);
+/* Each rank's GPUs from the node's inventory (NVML's per-GPU processes):
+ * "gpus": [{index, utilization, used_memory}] ([] when it has none). */
+void debug_add_gpus(json_t *reply, const json_t *inv);
 /* Write <home>/python/sitecustomize.py (at agent start); 0 or -1. */
 int debug_install_python(const char *home);
 /* For a job's task (DT_JOB_DIR in env): PYTHONFAULTHANDLER=1 and

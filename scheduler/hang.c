@@ -90,7 +90,14 @@ static json_t *culprit(const json_t *r, const char *why)
 	strbuf_addf(&d, " (%s", why);
 	if (step >= 0)
 		strbuf_addf(&d, "; step %lld", step);
-	strbuf_addf(&d, "; %.0f%% CPU, state %s%s%s)", rcpu(r), state, *wchan ? " in " : "", wchan);
+	strbuf_addf(&d, "; %.0f%% CPU", rcpu(r));
+	for (size_t i = 0; i < json_array_size(json_object_get(r, "gpus")); i++) {
+		const json_t *g = json_array_get(json_object_get(r, "gpus"), i);
+
+		strbuf_addf(&d, ", GPU %lld %lld%%", json_get_int(g, "index", -1),
+			    json_get_int(g, "utilization", 0));
+	}
+	strbuf_addf(&d, ", state %s%s%s)", state, *wchan ? " in " : "", wchan);
 	if (json_array_size(frames)) {
 		strbuf_addstr(&d, "; stack: ");
 		for (size_t i = 0; i < json_array_size(frames) && i < 3; i++)

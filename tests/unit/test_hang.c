@@ -199,6 +199,25 @@ static void test_gdb(void **state)
 	json_decref(f);
 }
 
+static void test_gpus(void **state)
+{
+	json_t *reply = json_pack("{s:[{s:i,s:i},{s:i,s:i}]}", "ranks", "rank", 0, "pid", 10,
+				  "rank", 1, "pid", 11);
+	json_t *inv = json_pack("{s:[{s:i,s:i,s:[{s:i,s:I}]},{s:i,s:i,s:[]}]}", "gpus", "index", 0,
+				"utilization", 97, "processes", "pid", 10, "used_memory",
+				(json_int_t)1 << 30, "index", 1, "utilization", 0, "processes");
+	char *got;
+
+	debug_add_gpus(reply, inv);
+	got = json_dumps(reply, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(got, "{\"ranks\":[{\"gpus\":[{\"index\":0,\"used_memory\":1073741824,"
+			    "\"utilization\":97}],\"pid\":10,\"rank\":0},{\"gpus\":[],\"pid\":11,"
+			    "\"rank\":1}]}");
+	free(got);
+	json_decref(reply);
+	json_decref(inv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -209,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_python_and_none),
 		cmocka_unit_test(test_pystack),
 		cmocka_unit_test(test_gdb),
+		cmocka_unit_test(test_gpus),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,8 @@
 #define HANG_AGENT_TIMEOUT_MS 15000
 #define IDLE_CPU_PCT 5.0      /* a rank below this while the others spin is idle */
 #define SPIN_CPU_PCT 10.0      /* the others' median: a loaded node gives spinners less */
-#define SLOW_MIN_MS 1000      /* a slow rank made the others wait at least this much more */
+#define SLOW_MIN_MS 1000
+#define HANG_RETRY_MIN_MS 15000      /* a slow rank made the others wait at least this much more */
 
 /* ------------------------------------------------------------ summary */
 
@@ -623,6 +624,20 @@ long long hang_start(struct sched *s, struct job *j, int automatic)
 	}
 	pthread_attr_destroy(&at);
 	return j->hang_gen;
+}
+
+void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms)
+{
+	long long now = dt_mono_ms(), every = stall_after_ms > HANG_RETRY_MIN_MS ?
+					     stall_after_ms : HANG_RETRY_MIN_MS;
+
+	/* a stall found while the ranks still start up (no records yet) names
+	 * nobody; try again while it lasts, at most every max(stall_after, 15 s) */
+	if (!first && (j->hang_busy || now - j->hang_auto_ms < every ||
+		       json_array_size(json_object_get(j->hang, "culprits"))))
+		return;
+	j->hang_auto_ms = now;
+	hang_start(s, j, 1);
 }
 
 /*

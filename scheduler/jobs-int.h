@@ -76,6 +76,7 @@ struct job {
 	json_t *hang;
 	long long hang_gen, hang_done;
 	int hang_busy;
+	long long hang_auto_ms;   /* dt_mono_ms() of the last automatic one */
 };
 
 struct jobs_clients {
@@ -123,6 +124,9 @@ struct launch_arg {
 
 /* hang.c: start an attribution of running job j (lock held); its gen */
 long long hang_start(struct sched *s, struct job *j, int automatic);
+/* Each stall scan that finds silent ranks (first: they were not before): attribute at
+ * the first, and again while the latest named nobody (lock held). */
+void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms);
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */

@@ -1086,8 +1086,9 @@ static void check_stall(struct sched *s, struct job *j)
 			strbuf_release(&why);
 		}
 		strbuf_release(&ev);
-		hang_start(s, j, 1);    /* who the others wait for: hang.c */
 	}
+	if (json_array_size(stalled))   /* who the others wait for: hang.c */
+		hang_at_stall(s, j, !json_array_size(j->stalled), j->cfg.stall_after_ms);
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
 		json_decref(j->stalled);

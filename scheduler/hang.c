@@ -569,9 +569,9 @@ static void *hang_thread(void *arg)
 		}
 		job_save(s, j);
 	}
+	/* last: once this is 0 (and the lock free) jobs_release may free s */
 	s->clients->launches--;
 	pthread_mutex_unlock(&s->lock);
-	dt_httpd_wake(s->srv);
 
 	json_decref(res);
 	hang_run_free(h);

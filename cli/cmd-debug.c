@@ -112,7 +112,8 @@ int cmd_debug(int argc, const char **argv)
 		json_decref(body);
 		if (code)
 			return json_decref(reply), code;
-		if (json_is_true(json_object_get(reply, "done")) || waited >= DEBUG_WAIT_MAX_MS)
+		if (json_is_true(json_object_get(reply, "done")) || waited >= DEBUG_WAIT_MAX_MS ||
+		    !json_is_true(json_object_get(reply, "running")))
 			break;
 		json_decref(reply);
 		waited += DEBUG_WAIT_STEP_MS;
@@ -121,8 +122,13 @@ int cmd_debug(int argc, const char **argv)
 	if (!json_is_true(json_object_get(reply, "done"))) {
 		json_decref(reply);
 		json_decref(h);
-		fprintf(stderr, "dtctl debug: no attribution of job %s within %d s\n",
-			term_str(argv[0]), DEBUG_WAIT_MAX_MS / 1000);
+		if (waited >= DEBUG_WAIT_MAX_MS)
+			fprintf(stderr, "dtctl debug: no attribution of job %s within %d s\n",
+				term_str(argv[0]), DEBUG_WAIT_MAX_MS / 1000);
+		else
+			fprintf(stderr, "dtctl debug: the attribution of job %s was lost (dtsched "
+				"restarted?); run 'dtctl debug %s' again\n", term_str(argv[0]),
+				term_str(argv[0]));
 		return DT_EXIT_FAIL;
 	}
 	json_decref(reply);

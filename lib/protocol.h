@@ -361,7 +361,8 @@
  *   <- {}                             start one (or join the one running)
  *   -> 202 {protocol, gen}            409 when the job is not running
  *   <- {wait: gen, timeout_ms}        long-poll until attribution gen is done
- *   -> {protocol, hang: HANG | null, done}
+ *   -> {protocol, hang: HANG | null, done, running}  (done false and running
+ *      false: it was lost, dtsched restarted)
  * JOB (details) carries the latest as "hang"; one also runs by itself when
  * stall detection first finds silent ranks (events.log: "ATTRIBUTION ..."). */
 #define DT_PATH_DEBUG_SUFFIX "/debug"

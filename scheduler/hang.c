@@ -645,7 +645,8 @@ void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_af
  *   <- {}                     start an attribution (or join the one running)
  *   -> 202 {protocol, gen}
  *   <- {wait: gen, timeout_ms}  park until attribution gen is done
- *   -> 200 {protocol, hang: HANG}  (or the latest after timeout_ms, "done": false)
+ *   -> 200 {protocol, hang: HANG, done, running}  (done false: the latest after
+ *      timeout_ms while it runs, or at once when none runs: dtsched restarted)
  */
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
@@ -673,8 +674,9 @@ void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, voi
 	} else if (j->hang_done < wait && j->hang_busy && timeout > 0 && req->may_park) {
 		resp->park_ms = timeout;
 	} else {
-		dt_http_json(resp, 200, json_pack("{s:O,s:b}", "hang", j->hang ? j->hang : json_null(),
-						  "done", j->hang_done >= wait));
+		dt_http_json(resp, 200, json_pack("{s:O,s:b,s:b}", "hang", j->hang ? j->hang :
+						  json_null(), "done", j->hang_done >= wait,
+						  "running", j->hang_busy));
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -10,6 +10,7 @@
  */
 #include "agent.h"
 #include "auth.h"
+#include "debug.h"
 #include "beacon.h"
 #include "daemon.h"
 #include "dthome.h"
@@ -857,8 +858,50 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_json(resp, 200, json_pack("{s:i,s:s}", "port", found, "node", a->name));
 }
 
+/*
+ * POST /v1/debug: evidence of the ranks of one job on this node (debug.h).
+ * It samples for sample_ms on this server's thread; dtsched asks once per
+ * node and attribution (`dtctl debug`) is rare.
+ */
+static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	const char *job = json_get_str(req->json, "job_id", NULL);
+	const char *dir = json_get_str(req->json, "job_dir", NULL);
+	long long ms = json_get_int(req->json, "sample_ms", DEBUG_SAMPLE_MS_DEFAULT);
+	pid_t *pids = NULL;
+	size_t nr = 0, alloc = 0;
+
+	if (!job || !*job || (dir && *dir != '/') || ms < 0 || ms > DEBUG_SAMPLE_MS_MAX) {
+		dt_http_error(resp, 400, "expected {job_id, job_dir?: absolute path, "
+			      "sample_ms?: 0..%d}", DEBUG_SAMPLE_MS_MAX);
+		return;
+	}
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->tt.nr; i++) {
+		struct task *t = a->tt.items[i];
+		struct proc_tree pt;
+
+		if (task_state_final(t->state) || strcmp(json_get_str(t->spec, "job_id", ""), job))
+			continue;
+		pt = task_proc_tree(t);
+		proc_tree_pids(&pt, &pids, &nr, &alloc);
+	}
+	pthread_mutex_unlock(&a->lock);
+	{
+		json_t *reply = debug_collect(a->name, pids, nr, dir, (long)ms);
+		json_t *inv = inventory_collect(a->name, a->o.gpus);
+
+		debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
+		json_decref(inv);
+		dt_http_json(resp, 200, reply);
+	}
+	free(pids);
+}
+
 static const struct dt_http_route routes[] = {
 	{ "POST", DT_PATH_PORTS, 0, h_ports },
+	{ "POST", DT_PATH_DEBUG, 0, h_debug },
 	{ "GET", DT_PATH_STATUS, 0, h_status },
 	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
 	{ "POST", DT_PATH_TASKS, 0, h_task_start },
@@ -1167,6 +1210,9 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		strbuf_addf(&err, "cannot create '%s'", a->dir.buf);
 		goto fail;
 	}
+	if (debug_install_python(o->home) < 0)
+		dtlog(DTLOG_WARN, "cannot write %s/python/sitecustomize.py (dtctl debug shows no "
+		      "Python stacks): %s", o->home, strerror(errno));
 	if (o->head && split_hostport(o->head, a->head_host, sizeof(a->head_host), &a->head_port) < 0) {
 		strbuf_addf(&err, "--head '%s' is not ADDR:PORT", o->head);
 		goto fail;

@@ -234,6 +234,18 @@ int proc_tree_count(const struct proc_tree *t)
 	return n;
 }
 
+void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc)
+{
+	struct pidset s = { NULL, 0, 0 };
+
+	collect(t, &s);
+	for (size_t i = 0; i < s.nr; i++) {
+		ALLOC_GROW(*pids, *nr + 1, *alloc);
+		(*pids)[(*nr)++] = s.v[i];
+	}
+	free(s.v);
+}
+
 /* ---------------------------------------------------------------- cgroups */
 
 static int cgroup2_mount(struct strbuf *out)

@@ -30,6 +30,8 @@ struct proc_tree {
 int proc_tree_signal(const struct proc_tree *t, int sig);
 /* Count the live processes of the tree. */
 int proc_tree_count(const struct proc_tree *t);
+/* Append the tree's live processes to *pids (ALLOC_GROW'n, *nr of *alloc). */
+void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc);
 
 /* Start time of pid (clock ticks since boot, /proc/PID/stat field 22) and
  * its state letter; 0 if there is no such process. */

@@ -15,6 +15,7 @@
  */
 #include "supervise.h"
 #include "auth.h"
+#include "debug.h"
 #include "dthome.h"
 #include "json.h"
 #include "linelog.h"
@@ -521,6 +522,7 @@ static int start_task(struct sup *s)
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
 	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
+	debug_task_env(s->home, &env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {

@@ -135,6 +135,10 @@ int cmd_show(int argc, const char **argv)
 		printf("STALLED: rank %lld on %s, pid %lld, silent for %lld s\n",
 		       json_get_int(x, "rank", -1), term_str(json_get_str(x, "node", "?")),
 		       json_get_int(x, "pid", 0), json_get_int(x, "idle_ms", 0) / 1000);
+	if ((x = json_object_get(j, "hang")))   /* hang.h: `dtctl debug JOB --last` for more */
+		printf("hang:       %s (%s%s)\n", term_str(json_get_str(x, "text", "")),
+		       term_str(json_get_str(x, "at", "?")),
+		       json_is_true(json_object_get(x, "auto")) ? ", found at a stall" : "");
 	strbuf_release(&d);
 	json_decref(reply);
 	return 0;

@@ -150,6 +150,16 @@
  * ended_at} when the rank ends.
  */
 #define DT_PATH_PORTS "/v1/ports"
+
+/* POST /v1/debug                      the ranks of one job on this node, for
+ *   <- {job_id, job_dir?, sample_ms?}  hang attribution (agent/debug.h)
+ *   -> {protocol, node, ranks: [RANK...]}   RANK: agent/debug.h
+ *   The agent samples each rank process for sample_ms (default 1000, at most
+ *   5000) and sends SIGUSR2 only to a process that armed a record file in
+ *   <job_dir>/debug/ naming its pid (dttrain, or Python through the
+ *   sitecustomize.py it puts on the PYTHONPATH of every job task).
+ */
+#define DT_PATH_DEBUG "/v1/debug"
 #define DT_PORT_MIN_DEFAULT 29500
 #define DT_PORT_MAX_DEFAULT 29999
 #define DT_PORT_RESERVE_S 120
@@ -362,6 +372,16 @@
 #define DT_PATH_JOB DT_PATH_JOB_PREFIX "{id}"
 #define DT_PATH_JOB_CANCEL DT_PATH_JOB DT_PATH_CANCEL_SUFFIX
 #define DT_PATH_JOB_WAIT DT_PATH_JOB DT_PATH_WAIT_SUFFIX
+/* POST /v1/jobs/<id>/debug            hang attribution (scheduler/hang.h)
+ *   <- {}                             start one (or join the one running)
+ *   -> 202 {protocol, gen}            409 when the job is not running
+ *   <- {wait: gen, timeout_ms}        long-poll until attribution gen is done
+ *   -> {protocol, hang: HANG | null, done, running}  (done false and running
+ *      false: it was lost, dtsched restarted)
+ * JOB (details) carries the latest as "hang"; one also runs by itself when
+ * stall detection first finds silent ranks (events.log: "ATTRIBUTION ..."). */
+#define DT_PATH_DEBUG_SUFFIX "/debug"
+#define DT_PATH_JOB_DEBUG DT_PATH_JOB DT_PATH_DEBUG_SUFFIX
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"

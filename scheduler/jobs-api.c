@@ -400,5 +400,6 @@ const struct dt_http_route jobs_routes[] = {
 	{ "GET", DT_PATH_JOB, 0, h_job },
 	{ "POST", DT_PATH_JOB_CANCEL, 0, h_job_cancel },
 	{ "POST", DT_PATH_JOB_WAIT, 0, h_job_wait },
+	{ "POST", DT_PATH_JOB_DEBUG, 0, h_job_debug },   /* hang.c */
 };
 const size_t jobs_nr_routes = ARRAY_SIZE(jobs_routes);

@@ -75,6 +75,11 @@ struct job {
 	json_t *fabric;           /* a fabric test's verdict (fabric-head.c), or NULL */
 	json_t *preflight;        /* preflight: {job: the gate job running or null, passed:
 				   * [nodes], rounds} (fabric-head.c), or NULL */
+	/* hang attribution (hang.h): the latest HANG, attributions started and done */
+	json_t *hang;
+	long long hang_gen, hang_done;
+	int hang_busy;
+	long long hang_auto_ms;   /* dt_mono_ms() of the last automatic one */
 };
 
 struct jobs_clients {
@@ -119,6 +124,13 @@ struct launch_arg {
 #define STOP_GRACE_MS 3000        /* fail fast: SIGTERM, SIGKILL 3 s later */
 #define STOP_RESEND_MS 3000
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
+
+/* hang.c: start an attribution of running job j (lock held); its gen */
+long long hang_start(struct sched *s, struct job *j, int automatic);
+/* Each stall scan that finds silent ranks (first: they were not before): attribute at
+ * the first, and again while the latest named nobody (lock held). */
+void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms);
+void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
 int state_final(const char *st);

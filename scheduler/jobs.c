@@ -498,6 +498,8 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 		json_object_set_new(o, "fabric", json_incref(j->fabric));
 	if (j->preflight)
 		json_object_set_new(o, "preflight", json_incref(j->preflight));
+	if (j->hang)
+		json_object_set_new(o, "hang", json_incref(j->hang));   /* hang.h */
 	json_object_set_new(o, "placement", json_incref(j->placement));
 	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
 	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
@@ -667,6 +669,7 @@ void job_free(struct job *j)
 	json_decref(j->stalled);
 	json_decref(j->fabric);
 	json_decref(j->preflight);
+	json_decref(j->hang);
 	json_decref(j->last_ranks);
 	json_decref(j->placement);
 	free(j->failed_node);
@@ -816,6 +819,8 @@ static void jobs_load(struct sched *s)
 			json_decref(j->placement);
 			j->placement = json_incref(json_object_get(o, "placement"));
 		}
+		if (json_is_object(json_object_get(o, "hang")))
+			j->hang = json_incref(json_object_get(o, "hang"));
 		if (json_is_array(json_object_get(o, "last_ranks")))
 			j->last_ranks = json_incref(json_object_get(o, "last_ranks"));
 		json_array_foreach(json_object_get(o, "holds"), i, h) {
@@ -1111,6 +1116,8 @@ static void check_stall(struct sched *s, struct job *j)
 		}
 		strbuf_release(&ev);
 	}
+	if (json_array_size(stalled))   /* who the others wait for: hang.c */
+		hang_at_stall(s, j, !json_array_size(j->stalled), j->cfg.stall_after_ms);
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
 		json_decref(j->stalled);

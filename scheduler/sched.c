@@ -1495,8 +1495,10 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	static const char *const healths[] = { "ok", "degraded", "bad" };
 	int count[4] = { 0 }, health[3] = { 0 }, gpus = 0, used = 0, running = 0;
 
-	dt_httpd_get_stats(s->srv, &st);
+	memset(&st, 0, sizeof(st));
 	pthread_mutex_lock(&s->lock);
+	if (s->srv)   /* NULL once dtsched stops (the server is being freed) */
+		dt_httpd_get_stats(s->srv, &st);
 	for (size_t i = 0; i < s->nr; i++) {
 		for (int k = 0; k < 4; k++)
 			if (!strcmp(s->nodes[i]->state, states[k]))
@@ -1723,7 +1725,17 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		jobs_step(s);
 	}
 	dtlog(DTLOG_INFO, "dtsched stopping");
-	dt_httpd_stop(s->srv);
+	{
+		/* threads still out (launches, hang attributions) call job_save(), which
+		 * wakes s->srv under the lock: they see NULL, not a freed server */
+		struct dt_httpd *srv;
+
+		pthread_mutex_lock(&s->lock);
+		srv = s->srv;
+		s->srv = NULL;
+		pthread_mutex_unlock(&s->lock);
+		dt_httpd_stop(srv);
+	}
 	if (s->beacon_fd >= 0)
 		close(s->beacon_fd);
 	pthread_mutex_lock(&s->lock);

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "trainer/check.h"
 #include "trainer/gpu.h"
+#include "trainer/progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -434,7 +435,17 @@ void comm_bucket_start(struct comm *c, float *buf, size_t n)
 	}
 }
 
+static void comm_wait_(struct comm *c);
+
+/* the blocking collectives are counted for hang attribution (progress.h) */
 void comm_wait(struct comm *c)
+{
+	progress_coll_begin(PH_ALLREDUCE);
+	comm_wait_(c);
+	progress_coll_end();
+}
+
+static void comm_wait_(struct comm *c)
 {
 	switch (c->kind) {
 	case COMM_SINGLE:
@@ -537,7 +548,9 @@ void comm_send(struct comm *c, const float *buf, size_t n, int peer)
 
 void comm_recv(struct comm *c, float *buf, size_t n, int peer)
 {
+	progress_coll_begin(PH_RECV);
 	p2p(c, buf, n, peer, 0);
+	progress_coll_end();
 }
 
 void comm_p2p_flush(struct comm *c)
@@ -545,10 +558,12 @@ void comm_p2p_flush(struct comm *c)
 #ifdef DT_HAVE_MPI
 	struct pending_send *ps = c->sends;
 
+	progress_coll_begin(PH_SEND);
 	for (int i = 0; i < c->nr_sends; i++) {
 		mpiCheck(MPI_Wait(&ps[i].req, MPI_STATUS_IGNORE)); // NOLINT(clang-analyzer-optin.mpi.MPI-Checker)
 		free(ps[i].copy);
 	}
+	progress_coll_end();
 #endif
 	c->nr_sends = 0;
 }
@@ -596,7 +611,16 @@ int comm_round_test(struct comm *c, long long *step, int block)
 	return flag;
 }
 
+static void comm_sum_(struct comm *c, double *v, int n);
+
 void comm_sum(struct comm *c, double *v, int n)
+{
+	progress_coll_begin(PH_SUM);
+	comm_sum_(c, v, n);
+	progress_coll_end();
+}
+
+static void comm_sum_(struct comm *c, double *v, int n)
 {
 	switch (c->kind) {
 	case COMM_SINGLE:

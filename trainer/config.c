@@ -2,6 +2,7 @@
  * config.c - dttrain's flag table, YAML config files and option checks.
  */
 #include "trainer/config.h"
+#include "trainer/progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -107,6 +108,8 @@ void train_options(struct train_config *c, struct option *opts)
 		OPT_STRING(0, "pipeline-schedule", &c->pipeline_schedule, "s", "gpipe or 1f1b"),
 		OPT_STRING(0, "slow-rank", &c->slow_rank, "R:MS",
 			   "test/benchmark: rank R sleeps MS ms every step"),
+		OPT_STRING(0, "hang-rank", &c->hang_rank, "R:STEP[:PHASE]",
+			   "test/benchmark: rank R stops for good in PHASE (all-reduce) of step STEP"),
 		OPT_GROUP("output"),
 		OPT_STRING(0, "metrics", &c->metrics, "file",
 			   "JSON lines from rank 0 (default $DT_METRICS_FILE)"),
@@ -207,6 +210,8 @@ static int parallel_check(struct train_config *c, struct strbuf *err)
 		c->slow_rank_id = (int)rk;
 		c->slow_ms = (int)ms;
 	}
+	if (progress_parse_hang(c->hang_rank, err) < 0)
+		return -1;
 	if (c->sync_every < 1)
 		return strbuf_addf(err, "option '--sync-every' must be at least 1, got %d",
 				   c->sync_every), -1;

@@ -56,6 +56,7 @@ struct train_config {
 	int sync_every;               /* async: local steps between averages (8) */
 	int sync_overlap;             /* async: average in the background, applied a round late */
 	const char *slow_rank;        /* test/benchmark: "R:MS" sleeps MS ms per step on rank R */
+	const char *hang_rank;        /* test/benchmark: "R:STEP[:PHASE]" stops rank R (progress.h) */
 	int pipeline, micro_batches;  /* pipeline stages (1 = none); micro-batches per step */
 	const char *pipeline_schedule;
 	/* dttrain --fabric: the fabric test instead of training (trainer/fabric.h) */

@@ -9,6 +9,7 @@
  * parameters (init, checkpoints, --save-weights).
  */
 #include "trainer/train.h"
+#include "trainer/progress.h"
 #include "trainer/ckpt.h"
 #include "trainer/data.h"
 #include "trainer/gpu.h"
@@ -342,6 +343,7 @@ static int save_checkpoint(struct run *r, long long step, int bpe, struct strbuf
 	struct strbuf path = STRBUF_INIT;
 	int failed = 0;
 
+	progress_phase(PH_CHECKPOINT);
 	gather_stages(r);
 	if (r->comm->rank == 0) {
 		copy_params_to_host(r);
@@ -660,7 +662,8 @@ static void slow_down(const struct run *r)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
 	if (ms > 0 && r->comm->rank == r->cfg->slow_rank_id)
-		nanosleep(&ts, NULL);
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;   /* a SIGUSR2 (progress.h) cuts it short */
 }
 
 /* Rank 0's training line every --log-every steps (and at the last step). */
@@ -722,8 +725,10 @@ static int replica_step(struct run *r, long long step, int local, double v[2], i
 		int cnt, correct = 0;
 
 		gbatch = sampler_slice(&r->smp, b, part, cfg->accum, &idx, &cnt);
+		progress_phase(PH_DATA);
 		dataset_gather(&r->train, idx, cnt, r->xh, r->yh);
 		batch_to_device(r, 0, cnt, 1);
+		progress_phase(PH_COMPUTE);
 		v[0] += r->model.ops->train_step(&r->model, r->params, r->grads, part ? 1.0f : 0.0f,
 						 r->xd, r->yd, cnt,
 						 scale / (float)(local ? (mine ? mine : 1) : gbatch),
@@ -921,6 +926,7 @@ static int sync_step(struct run *r, long long step, double *loss, struct strbuf 
 	*loss = v[0] / gbatch;
 	if (!isfinite(*loss))
 		return diverged(r, step, *loss, err);
+	progress_phase(PH_OPTIMIZER);
 	skip = apply_update(r, step, scale);
 	if (r->dev->gpu)
 		gpu_sync();
@@ -1235,8 +1241,11 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 
 	r->t0 = now_s();
 	r->last_t = r->t0;
+	progress_init(comm->rank);
 	for (step = start; step < r->total;) {
 		long long from = step;
+
+		progress_step(step);
 
 		if (cfg->sync_kind == SYNC_ASYNC)
 			code = async_round(r, &step, &loss, err);
@@ -1247,6 +1256,7 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 			goto out;
 		}
 		if (crossed(from, step, cfg->eval_every ? cfg->eval_every : r->bpe)) {
+			progress_phase(PH_EVAL);
 			validate(r, step, loss, &val_loss, &val_acc, "epoch");
 			last_eval = step;
 		}

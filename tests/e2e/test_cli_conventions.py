@@ -278,7 +278,7 @@ def test_unknown_ids_and_repeats_exit_the_same_everywhere(one):
             verb, [(r.returncode, r.stderr) for r in rs])
 
 
-COMMANDS = ["agents", "api", "cancel", "doctor", "drain", "exec", "hosts", "head", "init", "logs",
+COMMANDS = ["agents", "api", "cancel", "debug", "doctor", "drain", "exec", "hosts", "head", "init", "logs",
             "nodes", "ps", "push", "resume", "run", "show", "sweep", "validate", "version"]
 
 

@@ -1,0 +1,235 @@
+/*
+ * test_hang.c - hang attribution's summary (scheduler/hang.c hang_summarise)
+ * and the agent's parse of a faulthandler dump (agent/debug.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/debug.h"
+#include "scheduler/hang.h"
+
+static json_t *rank(int r, const char *node, const char *phase, long long seq, int in_coll,
+		    double cpu, const char *state, long long wait_ms, int progressed)
+{
+	return json_pack("{s:i,s:s,s:i,s:s,s:I,s:I,s:b,s:f,s:s,s:s,s:I,s:b,s:[]}", "rank", r,
+			 "node", node, "pid", 100 + r, "phase", phase, "seq", (json_int_t)seq,
+			 "step", (json_int_t)5, "in_collective", in_coll, "cpu_pct", cpu, "state",
+			 state, "wchan", in_coll ? "" : "do_sys_pause", "wait_ms",
+			 (json_int_t)wait_ms, "progressed", progressed, "frames");
+}
+
+static json_t *culprit_ranks(json_t *sum)
+{
+	json_t *out = json_array(), *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(sum, "culprits"), i, c)
+		json_array_append_new(out, json_integer(json_integer_value(json_object_get(c, "rank"))));
+	return out;
+}
+
+static void expect(json_t *ranks, const char *verdict, const char *culprits, const char *text)
+{
+	json_t *sum = hang_summarise(ranks), *got = culprit_ranks(sum);
+	char *g = json_dumps(got, JSON_COMPACT);
+
+	assert_string_equal(json_string_value(json_object_get(sum, "verdict")), verdict);
+	assert_string_equal(g, culprits);
+	if (text && !strstr(json_string_value(json_object_get(sum, "text")), text))
+		fail_msg("'%s' not in '%s'", text, json_string_value(json_object_get(sum, "text")));
+	free(g);
+	json_decref(got);
+	json_decref(sum);
+	json_decref(ranks);
+}
+
+/* one rank in data loading while the others wait in the all-reduce */
+static void test_outside_collective(void **state)
+{
+	json_t *r = json_array();
+
+	for (int i = 0; i < 8; i++)
+		json_array_append_new(r, i == 7 ? rank(7, "gpu05", "data", 1841, 0, 0, "S", 10, 0) :
+				      rank(i, "gpu01", "all-reduce", 1842, 1, 99, "R", 9000, 0));
+	expect(r, "hung", "[7]", "ranks 0-6 wait in all-reduce #1842; rank 7 on node gpu05 is in "
+	       "data (not in the collective the others wait in; step 5; 0% CPU, state S in "
+	       "do_sys_pause)");
+}
+
+/* the same collective for all: the one idle while the others spin */
+static void test_idle_inside_collective(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all-reduce", 12, 1, 97, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 12, 1, 0.5, "S", 0, 0));
+	json_array_append_new(r, rank(2, "b", "all-reduce", 12, 1, 88, "R", 5000, 0));
+	expect(r, "hung", "[1]", "ranks 0,2 wait in all-reduce #12; rank 1 on node a");
+}
+
+/* the others went on to a later collective: the one behind */
+static void test_behind(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "scalar-sum", 13, 1, 0, "S", 5000, 0));
+	json_array_append_new(r, rank(1, "b", "all-reduce", 12, 1, 0, "S", 0, 0));
+	expect(r, "hung", "[1]", "behind");
+
+	/* half went on (the non-blocking all-reduce completed for them): of the two
+	 * behind, the one asleep while the others spin (bench_hang round 7) */
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "scalar-sum", 17, 1, 40, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 16, 1, 18, "R", 5000, 0));
+	json_array_append_new(r, rank(2, "b", "scalar-sum", 17, 1, 35, "R", 5000, 0));
+	json_array_append_new(r, rank(3, "b", "all-reduce", 16, 1, 0, "S", 5000, 0));
+	expect(r, "hung", "[3]", "rank 3 on node b is in all-reduce #16 (idle while the others");
+
+	/* a non-blocking all-reduce let rank 2 go on: ahead is not behind, the idle one is
+	 * named (a loaded node: the spinners get little CPU) */
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all-reduce", 16, 1, 35, "R", 5000, 0));
+	json_array_append_new(r, rank(1, "a", "all-reduce", 16, 1, 0, "S", 5000, 0));
+	json_array_append_new(r, rank(2, "b", "scalar-sum", 17, 1, 14, "R", 5000, 0));
+	json_array_append_new(r, rank(3, "b", "all-reduce", 16, 1, 13, "R", 5000, 0));
+	expect(r, "hung", "[1]", "ranks 0,2,3 wait in all-reduce #16, scalar-sum #17; rank 1 on "
+	       "node a is in all-reduce #16 (idle while the others spin");
+}
+
+/* progressing: the rank that waits least is slow; none when all wait alike */
+static void test_slow(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all-reduce", 40, 1, 90, "R", 8000, 1));
+	json_array_append_new(r, rank(1, "b", "compute", 39, 0, 100, "R", 100, 1));
+	json_array_append_new(r, rank(2, "b", "all-reduce", 40, 1, 90, "R", 7900, 1));
+	expect(r, "slow", "[1]", "rank 1 on node b is slow");
+
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all-reduce", 40, 1, 90, "R", 800, 1));
+	json_array_append_new(r, rank(1, "b", "compute", 39, 0, 100, "R", 700, 0));
+	expect(r, "progressing", "[]", "no hang");
+}
+
+/* Python ranks (no seq): the minority place, or nothing to say */
+static void test_python_and_none(void **state)
+{
+	json_t *r = json_array();
+
+	json_array_append_new(r, rank(0, "a", "all_reduce", -1, 1, 0, "S", -1, 0));
+	json_array_append_new(r, rank(1, "b", "python load (job.py:9)", -1, 0, 0, "S", -1, 0));
+	json_array_append_new(r, rank(2, "c", "all_reduce", -1, 1, 0, "S", -1, 0));
+	expect(r, "hung", "[1]", "rank 1 on node b is in python load (job.py:9)");
+
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "all_reduce", -1, 1, 0, "S", -1, 0));
+	json_array_append_new(r, rank(1, "b", "all_reduce", -1, 1, 0, "S", -1, 0));
+	expect(r, "hung", "[]", "no single rank stands out");
+	expect(json_array(), "unknown", "[]", "no rank process");
+	r = json_array();
+	json_array_append_new(r, rank(0, "a", "native clock_nanosleep (libc.so.6)", -1, 0, 0, "S",
+				      -1, 0));
+	expect(r, "hung", "[]", "rank 0 is in native clock_nanosleep (libc.so.6); no single rank");
+}
+
+static void test_pystack(void **state)
+{
+	static const char dump[] =
+		"Thread 0x00007f0000000001 (most recent call first):\n"
+		"  File \"/usr/lib/python3.11/threading.py\", line 320 in wait\n"
+		"  File \"/usr/lib/python3.11/threading.py\", line 1002 in _bootstrap\n"
+		"\n"
+		"Current thread 0x00007f0000000002 (most recent call first):\n"
+		"  File \"/shared/t/job.py\", line 9 in load_batch\n"
+		"  File \"/shared/t/job.py\", line 14 in <module>\n"
+		"\x1b[31m junk\n";
+	static const char hostile[] = "Thread 1:\n  File \"\x1b]x\", line 1 in f\x07\n";
+	static const char headless[] = "  File \"a\", line 1 in f\n";
+	json_t *f = json_array();
+
+	assert_int_equal(debug_parse_pystack(dump, sizeof(dump) - 1, f, 12), 2);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "load_batch (t/job.py:9)");
+	assert_string_equal(json_string_value(json_array_get(f, 1)), "<module> (t/job.py:14)");
+	json_array_clear(f);
+	/* hostile: escapes become '?', no header at all is no frame */
+	assert_int_equal(debug_parse_pystack(hostile, sizeof(hostile) - 1, f, 12), 1);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "f? (?]x:1)");
+	json_array_clear(f);
+	assert_int_equal(debug_parse_pystack(headless, sizeof(headless) - 1, f, 12), 0);
+	/* every truncation (a dump cut by the size limit), each in a buffer of its exact
+	 * size: ASan catches a read past the end */
+	for (size_t n = 0; n < sizeof(dump); n++) {
+		char *b = malloc(n ? n : 1);
+
+		memcpy(b, dump, n);
+		json_array_clear(f);
+		debug_parse_pystack(b, n, f, 12);
+		json_array_clear(f);
+		debug_parse_gdb(b, n, f, 12);
+		free(b);
+	}
+	json_decref(f);
+}
+
+static void test_gdb(void **state)
+{
+	static const char bt[] =
+		"0x00007fcc89e26e53 in clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n"
+		"#0  0x00007fcc89e26e53 in clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n"
+		"#1  0x00007fcc89e26e53 in __GI___nanosleep (req=<optimized out>) at "
+		"../sysdeps/unix/sysv/linux/nanosleep.c:25\n"
+		"#2  0x00005589877934af in ?? ()\n"
+		"#3  main (argc=1, argv=0x7ffd) at /src/app/x.c:12\n"
+		"[Inferior 1 (process 32019) detached]\n";
+	json_t *f = json_array();
+
+	assert_int_equal(debug_parse_gdb(bt, sizeof(bt) - 1, f, 12), 4);
+	assert_string_equal(json_string_value(json_array_get(f, 0)), "clock_nanosleep (libc.so.6)");
+	assert_string_equal(json_string_value(json_array_get(f, 1)),
+			    "__GI___nanosleep (nanosleep.c:25)");
+	assert_string_equal(json_string_value(json_array_get(f, 2)), "??");
+	assert_string_equal(json_string_value(json_array_get(f, 3)), "main (x.c:12)");
+	json_decref(f);
+}
+
+static void test_gpus(void **state)
+{
+	json_t *reply = json_pack("{s:[{s:i,s:i},{s:i,s:i}]}", "ranks", "rank", 0, "pid", 10,
+				  "rank", 1, "pid", 11);
+	json_t *inv = json_pack("{s:[{s:i,s:i,s:[{s:i,s:I}]},{s:i,s:i,s:[]}]}", "gpus", "index", 0,
+				"utilization", 97, "processes", "pid", 10, "used_memory",
+				(json_int_t)1 << 30, "index", 1, "utilization", 0, "processes");
+	char *got;
+
+	debug_add_gpus(reply, inv);
+	got = json_dumps(reply, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(got, "{\"ranks\":[{\"gpus\":[{\"index\":0,\"used_memory\":1073741824,"
+			    "\"utilization\":97}],\"pid\":10,\"rank\":0},{\"gpus\":[],\"pid\":11,"
+			    "\"rank\":1}]}");
+	free(got);
+	json_decref(reply);
+	json_decref(inv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_outside_collective),
+		cmocka_unit_test(test_idle_inside_collective),
+		cmocka_unit_test(test_behind),
+		cmocka_unit_test(test_slow),
+		cmocka_unit_test(test_python_and_none),
+		cmocka_unit_test(test_pystack),
+		cmocka_unit_test(test_gdb),
+		cmocka_unit_test(test_gpus),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "auth.h"
 #include "debug.h"
+#include "probe.h"
 #include "beacon.h"
 #include "daemon.h"
 #include "dthome.h"
@@ -858,6 +859,26 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_json(resp, 200, json_pack("{s:i,s:s}", "port", found, "node", a->name));
 }
 
+/* POST /v1/probe: TCP connects to the peers dtsched names (probe.h) */
+static void h_probe(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+	long long timeout = json_get_int(req->json, "timeout_ms", DT_PROBE_TIMEOUT_MS);
+	struct strbuf err = STRBUF_INIT;
+	json_t *res;
+
+	if (timeout < 1 || timeout > PROBE_MAX_TIMEOUT_MS) {
+		dt_http_error(resp, 400, "timeout_ms %lld: expected 1-%d", timeout, PROBE_MAX_TIMEOUT_MS);
+		return;
+	}
+	res = probe_connect(json_object_get(req->json, "targets"), (int)timeout, &err);
+	if (!res)
+		dt_http_error(resp, 400, "%s", err.buf);
+	else
+		dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "results", res));
+	strbuf_release(&err);
+}
+
 /*
  * POST /v1/debug: evidence of the ranks of one job on this node (debug.h).
  * It samples for sample_ms on this server's thread; dtsched asks once per
@@ -902,6 +923,7 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 static const struct dt_http_route routes[] = {
 	{ "POST", DT_PATH_PORTS, 0, h_ports },
 	{ "POST", DT_PATH_DEBUG, 0, h_debug },
+	{ "POST", DT_PATH_PROBE, 0, h_probe },
 	{ "GET", DT_PATH_STATUS, 0, h_status },
 	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
 	{ "POST", DT_PATH_TASKS, 0, h_task_start },

@@ -10,7 +10,8 @@ in the same run, --rounds times:
     -np N --map-by node dttrain --fabric full|quick` typed on node 1 (timed inside the
     node), the nccl-tests / OSU way of running a measurement with mpirun;
   * a `dtctl run` of a no-op 3-node job (`command: [/bin/true]`) with and without
-    `preflight: true`: what the gate adds to a job's start.
+    `preflight: true`: what the gate adds to a job's start; and what the default
+    connectivity check (no `preflight:`) adds, against `preflight: false`.
 
     bench/bench_fabric.py [--bin bin] [--rounds 5] [--nodes 4]   (root: fake cluster)
 """
@@ -62,9 +63,12 @@ def main():
     os.chmod(hostfile, 0o644)
     res = {k: [] for k in ("doctor --fabric", "mpirun dttrain --fabric full",
                            "doctor --fabric --quick", "mpirun dttrain --fabric quick",
-                           "run 3 nodes", "run 3 nodes, preflight")}
+                           "run 3 nodes, preflight: false", "run 3 nodes (connectivity check)",
+                           "run 3 nodes, preflight")}
     plain = tmp / "plain.yaml"
     plain.write_text("name: plain\nnodes: 3\ncommand: [/bin/true]\n")
+    unchecked = tmp / "unchecked.yaml"
+    unchecked.write_text("name: unchecked\nnodes: 3\npreflight: false\ncommand: [/bin/true]\n")
     gated = tmp / "gated.yaml"
     gated.write_text("name: gated\nnodes: 3\npreflight: true\ncommand: [/bin/true]\n")
     measured = {}
@@ -99,7 +103,9 @@ def main():
                 res["doctor --fabric --quick"].append(
                     timed(lambda: ok("doctor", "--fabric", "--quick"))[0])
                 res["mpirun dttrain --fabric quick"].append(bare("quick"))
-                res["run 3 nodes"].append(timed(lambda: ok("run", plain))[0])
+                res["run 3 nodes, preflight: false"].append(
+                    timed(lambda: ok("run", unchecked))[0])
+                res["run 3 nodes (connectivity check)"].append(timed(lambda: ok("run", plain))[0])
                 res["run 3 nodes, preflight"].append(timed(lambda: ok("run", gated))[0])
                 print("round %d/%d done" % (r + 1, a.rounds), file=sys.stderr)
     finally:
@@ -115,7 +121,8 @@ def main():
                                           ", ".join("%.2f" % x for x in v)))
     for mine, base in (("doctor --fabric", "mpirun dttrain --fabric full"),
                        ("doctor --fabric --quick", "mpirun dttrain --fabric quick"),
-                       ("run 3 nodes, preflight", "run 3 nodes")):
+                       ("run 3 nodes (connectivity check)", "run 3 nodes, preflight: false"),
+                       ("run 3 nodes, preflight", "run 3 nodes, preflight: false")):
         print("%s / %s: %.2fx" % (mine, base, statistics.median(res[mine]) /
                                   statistics.median(res[base])))
 

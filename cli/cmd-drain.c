@@ -42,6 +42,7 @@ static int burn_in_submit(const char *node, int gpus, struct strbuf *id, struct 
 	job.name = strbuf_detach(&name, NULL);
 	job.has_trainer = 1;
 	job.launcher = LAUNCHER_MPI;
+	job.preflight = PREFLIGHT_NONE;   /* a burn-in tests the node itself */
 	strbuf_addstr(what, "dttrain");
 	for (size_t i = 0; i < ARRAY_SIZE(burn_in_trainer); i++) {
 		kvlist_set(&job.trainer, burn_in_trainer[i][0], burn_in_trainer[i][1]);

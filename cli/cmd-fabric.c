@@ -146,6 +146,7 @@ int doctor_fabric(const char *spec, int quick, int json)
 	job.name = xstrdup("fabric-test");
 	job.has_trainer = 1;
 	job.launcher = LAUNCHER_MPI;
+	job.preflight = PREFLIGHT_NONE;   /* the test is the check: no connectivity check first */
 	job.nodes = (int)names.nr;
 	job.procs_per_node = 1;
 	job.node_include = xstrdup(include.buf);

@@ -281,6 +281,7 @@ static void job_defaults(void *cfg)
 	j->nodes = 1;
 	j->procs_per_node = 1;
 	j->launcher = LAUNCHER_AGENT;
+	j->preflight = PREFLIGHT_CONNECT;
 	strvec_init(&j->command);
 }
 
@@ -345,8 +346,8 @@ json_t *job_config_to_json(const struct job_config *j)
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));
-	if (j->preflight)
-		json_object_set_new(o, "preflight", json_true());
+	if (j->preflight != PREFLIGHT_CONNECT)
+		json_object_set_new(o, "preflight", json_boolean(j->preflight == PREFLIGHT_FABRIC));
 	if (j->burn_in)
 		json_object_set_new(o, "burn_in", json_true());
 	if (j->elastic_min_nodes)

@@ -159,11 +159,15 @@ struct job_config {
 	struct kvlist labels;       /* required node labels */
 	int elastic_min_nodes;      /* elastic.min_nodes: a restart may run on fewer nodes, down
 				     * to this many (0: not elastic; docs/run.md) */
-	int preflight;              /* preflight: true: a fabric test of the chosen nodes before
-				     * each launch on 2 nodes or more (docs/agents.md, "Fabric test") */
+	int preflight;              /* before each launch on 2 nodes or more: PREFLIGHT_FABRIC
+				     * (true) the fabric test of the chosen nodes (docs/agents.md,
+				     * "Fabric test"), PREFLIGHT_CONNECT (not set) the agents'
+				     * connectivity check (scheduler/probe.c), PREFLIGHT_NONE (false) */
 	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
 				     * run on its include_nodes node while that is drained */
 };
+
+enum { PREFLIGHT_CONNECT = -1, PREFLIGHT_NONE = 0, PREFLIGHT_FABRIC = 1 };
 
 int job_config_load(struct job_config *j, const char *path, struct strbuf *err);
 int job_config_parse(struct job_config *j, const char *buf, size_t len,

@@ -160,6 +160,17 @@
  *   sitecustomize.py it puts on the PYTHONPATH of every job task).
  */
 #define DT_PATH_DEBUG "/v1/debug"
+
+/* POST /v1/probe                      the connectivity check before a job on 2
+ *   <- {targets: [{node, address, port}...], timeout_ms?}   nodes or more
+ *   -> {protocol, node, results: [{node, ok, ms, error?}...]}
+ *   TCP connects to each target (the other chosen nodes' agent ports), all at
+ *   once, each within timeout_ms (default 2000, at most 10000); nothing is sent.
+ *   dtsched asks every chosen node (scheduler/probe.c); a 404 (an agent older
+ *   than the check) counts as not checked, not as a failure.
+ */
+#define DT_PATH_PROBE "/v1/probe"
+#define DT_PROBE_TIMEOUT_MS 2000
 #define DT_PORT_MIN_DEFAULT 29500
 #define DT_PORT_MAX_DEFAULT 29999
 #define DT_PORT_RESERVE_S 120

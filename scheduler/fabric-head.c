@@ -29,7 +29,6 @@
 #include <string.h>
 
 #define FABRIC_DOC_MAX (4 << 20)
-#define FABRIC_GATE_ROUNDS 4
 #define FABRIC_GATE_TIMEOUT_MS (3 * 60 * 1000)
 
 static json_t *baselines_load(struct sched *s)
@@ -155,8 +154,8 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 	strbuf_release(&sb);
 }
 
-/* 1 when every node of res is in j's passed list */
-static int gate_passed(const struct job *j, const struct pool *p, const struct place_result *res)
+/* 1 when every node of res is in j's passed list (of either check) */
+int preflight_passed(const struct job *j, const struct pool *p, const struct place_result *res)
 {
 	const json_t *passed = json_object_get(j->preflight, "passed"), *x;
 	size_t i;
@@ -172,6 +171,23 @@ static int gate_passed(const struct job *j, const struct pool *p, const struct p
 	return 1;
 }
 
+int preflight_gave_up(struct job *j, const char *what)
+{
+	int rounds = (int)json_get_int(j->preflight, "rounds", 0);
+	struct strbuf sb = STRBUF_INIT;
+
+	if (rounds < FABRIC_GATE_ROUNDS)
+		return 0;
+	if (rounds == FABRIC_GATE_ROUNDS) {   /* said once */
+		strbuf_addf(&sb, "%s gave up after %d tries without a pass: launched without one",
+			    what, FABRIC_GATE_ROUNDS);
+		history_add(j, DT_JOB_PENDING, sb.buf);
+		json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
+		strbuf_release(&sb);
+	}
+	return 1;
+}
+
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason)
 {
@@ -181,8 +197,10 @@ int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 	char id[16];
 	int rounds;
 
-	if (!j->cfg.preflight || res->nr < 2)
+	if (res->nr < 2 || j->cfg.preflight == PREFLIGHT_NONE)
 		return 0;
+	if (j->cfg.preflight == PREFLIGHT_CONNECT)
+		return probe_gate(s, j, p, res, reason);
 	if (!j->preflight)
 		j->preflight = json_pack("{s:n,s:[],s:i}", "job", "passed", "rounds", 0);
 	g = job_find(s, json_get_str(j->preflight, "job", ""));
@@ -190,24 +208,16 @@ int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		strbuf_addf(reason, "pre-flight fabric test running (job %s)", g->id);
 		return 1;
 	}
-	if (gate_passed(j, p, res))
+	if (preflight_passed(j, p, res) || preflight_gave_up(j, "pre-flight fabric test"))
 		return 0;
 	rounds = (int)json_get_int(j->preflight, "rounds", 0);
-	if (rounds >= FABRIC_GATE_ROUNDS) {
-		if (rounds == FABRIC_GATE_ROUNDS) {
-			history_add(j, DT_JOB_PENDING, "pre-flight fabric test gave up after 4 "
-				    "gates without a pass: launched without one");
-			json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
-		}
-		return 0;
-	}
 	for (int k = 0; k < res->nr; k++)
 		strbuf_addf(&nodes, "%s%s", k ? "," : "", p->n[res->node[k]].name);
 	strbuf_addf(&err, "preflight-%s", j->id);
-	spec = json_pack("{s:s,s:i,s:i,s:s,s:{s:s},s:s,s:I}", "name", err.buf,
+	spec = json_pack("{s:s,s:i,s:i,s:s,s:{s:s},s:s,s:I,s:b}", "name", err.buf,
 			 "nodes", res->nr, "procs_per_node", 1, "launcher", "mpi", "trainer",
 			 "fabric", "full", "include_nodes", nodes.buf, "timeout_ms",
-			 (json_int_t)FABRIC_GATE_TIMEOUT_MS);
+			 (json_int_t)FABRIC_GATE_TIMEOUT_MS, "preflight", 0);
 	strbuf_reset(&err);
 	if (jobs_submit(s, spec, j->shared_dir, NULL, j->user, id, sizeof(id), &err) < 0) {
 		/* cannot even be queued: launch without it, and say so */

@@ -185,6 +185,20 @@ void fabric_attempt_ended(struct sched *s, struct job *j);
  */
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason);
+/* checks of either kind (fabric gate, connectivity) before a job starts anyway */
+#define FABRIC_GATE_ROUNDS 4
+/* 1 when j's pre-flight checks (of `what`) ran FABRIC_GATE_ROUNDS times without a
+ * pass: it starts anyway, which its history says once.  Lock held. */
+int preflight_gave_up(struct job *j, const char *what);
+/* 1 when every node of res passed j's latest pre-flight check.  Lock held. */
+int preflight_passed(const struct job *j, const struct pool *p, const struct place_result *res);
+/*
+ * probe.c: fabric_gate() for a job without `preflight:` -- the agents'
+ * connectivity check of res's nodes, on a thread; 1 while it runs or must
+ * run (why in reason), 0 once they passed.  Lock held.
+ */
+int probe_gate(struct sched *s, struct job *j, const struct pool *p,
+	       const struct place_result *res, struct strbuf *reason);
 
 /* jobs-launch.c */
 void clients_release(struct jobs_clients *c);

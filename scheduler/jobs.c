@@ -813,8 +813,11 @@ static void jobs_load(struct sched *s)
 		}
 		if (json_is_object(json_object_get(o, "fabric")))
 			j->fabric = json_incref(json_object_get(o, "fabric"));
-		if (json_is_object(json_object_get(o, "preflight")))
+		if (json_is_object(json_object_get(o, "preflight"))) {
 			j->preflight = json_deep_copy(json_object_get(o, "preflight"));
+			/* a connectivity check that was running died with the old dtsched */
+			json_object_set_new(j->preflight, "probe", json_false());
+		}
 		if (json_is_array(json_object_get(o, "placement"))) {
 			json_decref(j->placement);
 			j->placement = json_incref(json_object_get(o, "placement"));

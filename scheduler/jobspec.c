@@ -174,6 +174,9 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_bool(o, "burn_in", &j->burn_in, err) < 0 ||
 	    get_bool(o, "preflight", &j->preflight, err) < 0)
 		goto fail;
+	v = json_object_get(o, "preflight");
+	if (!v || json_is_null(v))
+		j->preflight = PREFLIGHT_CONNECT;   /* not set: the connectivity check */
 	if (j->elastic_min_nodes > j->nodes) {
 		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");
 		goto fail;

@@ -237,3 +237,89 @@ def test_preflight_job_placed_on_healthy_nodes(cluster, tmp_path):
         assert c.nodes()[bad.name]["state"] == "UP"
     finally:
         c.dtctl("resume", bad.name)
+
+
+def cut_off(c, i):
+    """Blackhole routes in node i's namespace to every other node (the head, 10.88.0.1,
+    stays reachable: heartbeats go on, the node stays UP); returns the undo."""
+    peers = [n.addr for k, n in enumerate(c.fc.nodes, 1) if k != i]
+    for a in peers:
+        r = c.fc.exec(i, "ip route add blackhole %s/32" % a)
+        assert r.returncode == 0, r.stderr
+
+    def undo():
+        for a in peers:
+            c.fc.exec(i, "ip route del blackhole %s/32" % a)
+    return undo
+
+
+def test_connectivity_check_places_a_job_without_a_cut_off_node(cluster):
+    """Without `preflight:`, a job on 2 nodes or more first gets the agents' connectivity
+    check (docs/agents.md).  dtnode4 reaches the head but none of its peers.  dtnode1 is
+    full, so a 3-node job is first placed on dtnode2-4: the check names dtnode4 (it fails
+    with both peers; dtnode2-3 only with it), the job is placed again without it and
+    waits; once dtnode1 is free it runs there and on dtnode2-3.  One failed check does
+    not drain dtnode4."""
+    c = cluster
+    for name, n in c.nodes().items():
+        if n["drained"]:
+            c.dtctl("resume", name)
+    undo = cut_off(c, 4)
+    blocker = None
+    try:
+        p = c.dtctl("run", "--detach", "-n", "1", "-p", "2", "--nodes", "dtnode1",
+                    "--name", "blocker", "--", "sleep", "600")
+        assert p.returncode == 0, p.stderr
+        blocker = p.stdout.strip()
+        c.wait_job(blocker, ("RUNNING",))
+        p = c.dtctl("run", "--detach", "-n", "3", "-p", "1", "--name", "conn", "--",
+                    "/bin/true")
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip()
+        import time
+        deadline = time.time() + 30
+        while True:
+            j = c.show(job)
+            hist = " | ".join(h.get("reason") or "" for h in j.get("history", []))
+            if "connectivity check failed" in hist:
+                break
+            assert time.time() < deadline and j["state"] == "PENDING", (j["state"], hist)
+            time.sleep(0.2)
+        assert "placed again without dtnode4" in hist, hist
+        assert "dtnode4 -> dtnode" in hist, hist
+        assert j["state"] == "PENDING" and "dtnode4" in j["avoid"], j
+        assert not c.nodes()["dtnode4"]["drained"], "one failed check drained the node"
+        c.dtctl("cancel", blocker)
+        j = c.wait_job(job, ("COMPLETED", "FAILED"), timeout=60)
+        assert j["state"] == "COMPLETED", j
+        assert sorted(p["node"] for p in j["placement"]) == ["dtnode1", "dtnode2", "dtnode3"], j
+    finally:
+        undo()
+        if blocker:
+            c.dtctl("cancel", blocker)
+
+
+def test_connectivity_check_drains_a_node_that_fails_it_twice(cluster):
+    """A 3-node job that can only run on dtnode2-4 (`--nodes`) while dtnode4 is cut off:
+    its first check makes dtnode4 a suspect, the second (nowhere else to go) drains it
+    with the reason; `preflight: false` would have skipped the check."""
+    c = cluster
+    undo = cut_off(c, 4)
+    try:
+        p = c.dtctl("run", "--detach", "-n", "3", "-p", "1", "--nodes", "dtnode[2-4]",
+                    "--name", "conn2", "--", "/bin/true")
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip()
+        import time
+        deadline = time.time() + 40
+        while not c.nodes()["dtnode4"]["drained"]:
+            assert time.time() < deadline, c.show(job)
+            time.sleep(0.3)
+        why = c.nodes()["dtnode4"]["drain_reason"]
+        assert why.startswith("auto: connectivity check failed twice"), why
+        assert "dtnode4 -> dtnode2" in why or "dtnode2 -> dtnode4" in why, why
+        assert not c.nodes()["dtnode2"]["drained"] and not c.nodes()["dtnode3"]["drained"]
+        c.dtctl("cancel", job)
+    finally:
+        undo()
+        c.dtctl("resume", "dtnode4")

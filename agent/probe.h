@@ -1,0 +1,21 @@
+/*
+ * probe.h - the agent's half of the connectivity check (POST /v1/probe,
+ * lib/protocol.h): TCP connects to the peers' agent ports, all at once.
+ */
+#ifndef DT_AGENT_PROBE_H
+#define DT_AGENT_PROBE_H
+
+#include <jansson.h>
+#include "strbuf.h"
+
+#define PROBE_MAX_TARGETS 1024
+#define PROBE_MAX_TIMEOUT_MS 10000
+
+/*
+ * targets: [{node, address, port}...].  Returns [{node, ok, ms, error?}...]
+ * in the same order once every connect ended or timeout_ms passed, or NULL
+ * with err for a malformed list.
+ */
+json_t *probe_connect(const json_t *targets, int timeout_ms, struct strbuf *err);
+
+#endif

@@ -1,0 +1,317 @@
+/*
+ * probe.c - the connectivity check before a job on 2 nodes or more starts,
+ * for every job that does not set `preflight:` (true runs the fabric test
+ * instead, fabric-head.c; false skips both).
+ *
+ * Heartbeats prove that each node reaches the head, not that the chosen nodes
+ * reach each other: a firewall, a wrong route or a dead link between two nodes
+ * shows only as a rendezvous or an all-reduce that hangs until its timeout.
+ * So each chosen node's agent connects to every other one's agent port, all at
+ * once (POST /v1/probe, agent/probe.c): milliseconds when the network is
+ * fine, DT_PROBE_TIMEOUT_MS at most when not.  The job waits PENDING meanwhile
+ * ("connectivity check of a,b running"), as behind a fabric gate job.
+ *
+ * A pair failed when either direction failed.  From 3 nodes, a node failing
+ * with more than half of its peers is the culprit: avoided by this job (it is
+ * placed again, on others if it can), and drained when it was a culprit of the
+ * previous check too (`auto: connectivity check failed twice ...`, like the
+ * fabric gate: one refused connect on a loaded node is not enough).  With 2
+ * nodes nobody can tell which end is at fault: both are avoided by this job,
+ * neither is drained.  After FABRIC_GATE_ROUNDS checks without a pass the job
+ * starts anyway and says so in its history.
+ */
+#include "jobs-int.h"
+#include "fabric.h"
+#include "json.h"
+#include "log.h"
+#include "probe.h"
+#include "protocol.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+int probe_culprits(size_t n, const unsigned char *fail, unsigned char *culprit)
+{
+	int found = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t bad = 0;
+
+		for (size_t k = 0; k < n; k++)
+			bad += k != i && (fail[i * n + k] || fail[k * n + i]);
+		/* more than half of its peers (n - 1): with 2 nodes, both ends */
+		culprit[i] = 2 * bad > n - 1;
+		found += culprit[i];
+	}
+	return found;
+}
+
+struct probe_node {
+	char *name, *addr;
+	int port;
+	const struct dt_auth_key *key;
+	json_t *targets, *reply;
+	struct strbuf err;
+	int status;
+	pthread_t th;
+	int started;
+};
+
+struct probe_run {
+	struct sched *s;
+	char job[16];
+	struct probe_node *n;
+	size_t nr;
+};
+
+static void *ask_node(void *arg)
+{
+	struct probe_node *x = arg;
+	struct dt_httpc c;
+	json_t *body = json_pack("{s:O,s:i}", "targets", x->targets, "timeout_ms",
+				 DT_PROBE_TIMEOUT_MS);
+
+	dt_httpc_init(&c, x->addr, x->port, x->key);
+	c.timeout_ms = DT_PROBE_TIMEOUT_MS + 3000;
+	x->status = dt_httpc_request(&c, "POST", DT_PATH_PROBE, body, &x->reply, &x->err);
+	if (x->status != 200 && x->status >= 0)
+		strbuf_addstr(&x->err, dt_httpc_reply_error(x->reply, x->status));
+	dt_httpc_release(&c);
+	json_decref(body);
+	return NULL;
+}
+
+static void probe_run_free(struct probe_run *r)
+{
+	for (size_t i = 0; i < r->nr; i++) {
+		free(r->n[i].name);
+		free(r->n[i].addr);
+		json_decref(r->n[i].targets);
+		json_decref(r->n[i].reply);
+		strbuf_release(&r->n[i].err);
+	}
+	free(r->n);
+	free(r);
+}
+
+/* fail[i * n + k]: node i could not connect to node k; 1 when any node's agent
+ * is older than the check (404: nothing was checked) */
+static int fill_matrix(struct probe_run *r, unsigned char *fail, struct strbuf *why)
+{
+	size_t n = r->nr;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct probe_node *x = &r->n[i];
+		json_t *res;
+		size_t k;
+
+		if (x->status == 404)
+			return 1;
+		if (x->status != 200) {
+			/* its agent did not answer the head: none of its pairs is known good */
+			for (k = 0; k < n; k++)
+				fail[i * n + k] = k != i;
+			strbuf_addf(why, "%s%s: no answer (%s)", why->len ? "; " : "", x->name,
+				    x->err.buf);
+			continue;
+		}
+		for (k = 0; k < n; k++)
+			fail[i * n + k] = k != i;   /* not in the reply: failed */
+		json_array_foreach(json_object_get(x->reply, "results"), k, res) {
+			const char *to = json_get_str(res, "node", "");
+
+			for (size_t m = 0; m < n; m++) {
+				if (m == i || strcmp(r->n[m].name, to))
+					continue;
+				fail[i * n + m] = !json_is_true(json_object_get(res, "ok"));
+				if (fail[i * n + m])
+					strbuf_addf(why, "%s%s -> %s: %s", why->len ? "; " : "", x->name,
+						    to, json_get_str(res, "error", "failed"));
+			}
+		}
+	}
+	return 0;
+}
+
+static int has_name(const json_t *a, const char *name)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(a, i, x)
+		if (json_is_string(x) && !strcmp(json_string_value(x), name))
+			return 1;
+	return 0;
+}
+
+/* the verdict, into j (lock held) */
+static void probe_ended(struct sched *s, struct job *j, struct probe_run *r,
+			const unsigned char *fail, int unsupported, const char *why)
+{
+	size_t n = r->nr;
+	unsigned char *culprit = xcalloc(n, 1);
+	const json_t *was = json_object_get(j->preflight, "suspects");
+	json_t *passed = json_array(), *suspects = json_array();
+	struct strbuf sb = STRBUF_INIT, names = STRBUF_INIT;
+	int bad = unsupported ? 0 : probe_culprits(n, fail, culprit), failed = 0;
+
+	for (size_t i = 0; i < n * n; i++)
+		failed |= !unsupported && fail[i];
+	for (size_t i = 0; i < n; i++) {
+		struct node *nd = node_find(s, r->n[i].name);
+
+		if (!culprit[i]) {
+			if (!failed)
+				json_array_append_new(passed, json_string(r->n[i].name));
+			continue;
+		}
+		strbuf_addf(&names, "%s%s", names.len ? ", " : "", r->n[i].name);
+		if (!has_name(j->avoid, r->n[i].name))
+			json_array_append_new(j->avoid, json_string(r->n[i].name));
+		if (n >= 3 && nd && !nd->drained && has_name(was, nd->name)) {
+			struct strbuf d = STRBUF_INIT;
+
+			strbuf_addf(&d, "auto: connectivity check failed twice (before job %s): %s",
+				    j->id, why);
+			dtlog(DTLOG_WARN, "node '%s' drained: %s", nd->name, d.buf);
+			node_set_drained(s, nd, d.buf);
+			strbuf_release(&d);
+		} else if (n >= 3) {
+			json_array_append_new(suspects, json_string(r->n[i].name));
+		}
+	}
+	json_object_set_new(j->preflight, "probe", json_false());
+	json_object_set_new(j->preflight, "passed", passed);
+	json_object_set_new(j->preflight, "suspects", suspects);
+	if (unsupported) {
+		/* an agent older than the check: the nodes count as passed, as before it */
+		json_decref(passed);
+		passed = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(passed, json_string(r->n[i].name));
+		json_object_set_new(j->preflight, "passed", passed);
+		dtlog(DTLOG_INFO, "job %s: connectivity check skipped: an agent is older than it",
+		      j->id);
+	} else if (failed) {
+		if (bad)
+			strbuf_addf(&sb, "connectivity check failed, placed again without %s: %s",
+				    names.buf, why);
+		else
+			strbuf_addf(&sb, "connectivity check failed (no node to blame): %s", why);
+		dtlog(DTLOG_WARN, "job %s: %s", j->id, sb.buf);
+		if (!state_final(j->state)) {
+			history_add(j, DT_JOB_PENDING, sb.buf);
+			set_reason(j, "%s", sb.buf);
+		}
+	}
+	j->wait_fp = 0;   /* place it again: on the nodes that passed, or others */
+	job_save(s, j);
+	sched_wake(s);
+	free(culprit);
+	strbuf_release(&sb);
+	strbuf_release(&names);
+}
+
+static void *probe_thread(void *arg)
+{
+	struct probe_run *r = arg;
+	struct sched *s = r->s;
+	size_t n = r->nr;
+	unsigned char *fail = xcalloc(n * n, 1);
+	struct strbuf why = STRBUF_INIT;
+	struct job *j;
+	int unsupported;
+
+	for (size_t i = 0; i < n; i++)
+		r->n[i].started = !pthread_create(&r->n[i].th, NULL, ask_node, &r->n[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (r->n[i].started)
+			pthread_join(r->n[i].th, NULL);
+		else
+			ask_node(&r->n[i]);
+	}
+	unsupported = fill_matrix(r, fail, &why);
+
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, r->job);
+	if (j && j->preflight)
+		probe_ended(s, j, r, fail, unsupported, why.buf);
+	/* last: once this is 0 (and the lock free) jobs_release may free s */
+	s->clients->launches--;
+	pthread_mutex_unlock(&s->lock);
+	free(fail);
+	strbuf_release(&why);
+	probe_run_free(r);
+	return NULL;
+}
+
+int probe_gate(struct sched *s, struct job *j, const struct pool *p,
+	       const struct place_result *res, struct strbuf *reason)
+{
+	struct probe_run *r;
+	struct strbuf nodes = STRBUF_INIT;
+	pthread_attr_t at;
+	pthread_t t;
+	int rounds;
+
+	if (!j->preflight)
+		j->preflight = json_pack("{s:b,s:[],s:i}", "probe", 0, "passed", "rounds", 0);
+	for (int k = 0; k < res->nr; k++)
+		strbuf_addf(&nodes, "%s%s", k ? "," : "", p->n[res->node[k]].name);
+	if (json_is_true(json_object_get(j->preflight, "probe"))) {
+		strbuf_addf(reason, "connectivity check of %s running", nodes.buf);
+		strbuf_release(&nodes);
+		return 1;
+	}
+	if (preflight_passed(j, p, res) || preflight_gave_up(j, "connectivity check")) {
+		strbuf_release(&nodes);
+		return 0;
+	}
+	rounds = (int)json_get_int(j->preflight, "rounds", 0);
+	r = xcalloc(1, sizeof(*r));
+	r->s = s;
+	snprintf(r->job, sizeof(r->job), "%s", j->id);
+	r->n = xcalloc((size_t)res->nr, sizeof(*r->n));
+	for (int k = 0; k < res->nr; k++) {
+		struct node *nd = node_find(s, p->n[res->node[k]].name);
+		struct probe_node *x = &r->n[r->nr];
+
+		if (!nd || !nd->address)
+			continue;
+		x->name = xstrdup(nd->name);
+		x->addr = xstrdup(nd->address);
+		x->port = nd->port;
+		x->key = &s->key;
+		strbuf_init(&x->err, 0);
+		r->nr++;
+	}
+	for (size_t i = 0; i < r->nr; i++) {
+		r->n[i].targets = json_array();
+		for (size_t m = 0; m < r->nr; m++)
+			if (m != i)
+				json_array_append_new(r->n[i].targets, json_pack("{s:s,s:s,s:i}",
+					"node", r->n[m].name, "address", r->n[m].addr,
+					"port", r->n[m].port));
+	}
+	json_object_set_new(j->preflight, "probe", json_true());
+	json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
+	s->clients->launches++;   /* jobs_release() waits for it */
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, probe_thread, r)) {
+		/* no thread: launch without the check rather than never */
+		s->clients->launches--;
+		json_object_set_new(j->preflight, "probe", json_false());
+		json_object_set_new(j->preflight, "rounds", json_integer(FABRIC_GATE_ROUNDS + 1));
+		dtlog(DTLOG_WARN, "job %s: cannot start the connectivity check thread", j->id);
+		probe_run_free(r);
+		pthread_attr_destroy(&at);
+		strbuf_release(&nodes);
+		return 0;
+	}
+	pthread_attr_destroy(&at);
+	strbuf_addf(reason, "connectivity check of %s running", nodes.buf);
+	strbuf_release(&nodes);
+	return 1;
+}

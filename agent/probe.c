@@ -60,13 +60,9 @@ static void start(struct conn *c, const char *address, int port)
 		return;
 	}
 	c->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		done(c, 0, strerror(errno));
-	} else if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-		done(c, 1, NULL);
-	} else if (errno != EINPROGRESS) {
-		done(c, 0, strerror(errno));
-	}
+	e = c->fd < 0 ? errno : connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+	if (e != EINPROGRESS)
+		done(c, !e, e ? strerror(e) : NULL);   /* at once: connected, or refused */
 	freeaddrinfo(ai);
 }
 

@@ -270,6 +270,17 @@ json_t *json_number(double v)
 	return json_real(v);
 }
 
+int json_str_in(const json_t *a, const char *s)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(a, i, x)
+		if (json_is_string(x) && !strcmp(json_string_value(x), s))
+			return 1;
+	return 0;
+}
+
 json_t *json_strvec(const struct strvec *sv)
 {
 	json_t *a = json_array();

@@ -42,6 +42,8 @@ json_t *json_parse(const char *buf, size_t len, struct strbuf *err);
 json_t *json_timestamp(long long us);
 /* a JSON array of sv's strings (argv, a parameter's values) */
 json_t *json_strvec(const struct strvec *sv);
+/* 1 when the array a (or NULL) holds the string s; other elements are skipped */
+int json_str_in(const json_t *a, const char *s);
 
 /* v as an integer when whole (so readers of integers keep working), else a real. */
 json_t *json_number(double v);

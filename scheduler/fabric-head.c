@@ -82,17 +82,6 @@ static struct job *gated_by(struct sched *s, const struct job *g)
 }
 
 /* 1 when array a holds string name */
-static int has_name(const json_t *a, const char *name)
-{
-	const json_t *x;
-	size_t i;
-
-	json_array_foreach(a, i, x)
-		if (!strcmp(json_string_value(x), name))
-			return 1;
-	return 0;
-}
-
 /*
  * Gate job g of job j ended with verdict v (NULL: no verdict, why says why):
  * the nodes it fails that the gate before it failed too are drained (a
@@ -125,7 +114,7 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 
 		if (json_is_true(json_object_get(x, "ok")) || !n || n->drained)
 			continue;
-		if (!has_name(was, name)) {
+		if (!json_str_in(was, name)) {
 			json_array_append_new(suspects, json_string(name));
 			continue;
 		}
@@ -157,17 +146,11 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 /* 1 when every node of res is in j's passed list (of either check) */
 int preflight_passed(const struct job *j, const struct pool *p, const struct place_result *res)
 {
-	const json_t *passed = json_object_get(j->preflight, "passed"), *x;
-	size_t i;
+	const json_t *passed = json_object_get(j->preflight, "passed");
 
-	for (int k = 0; k < res->nr; k++) {
-		int found = 0;
-
-		json_array_foreach(passed, i, x)
-			found |= !strcmp(json_string_value(x), p->n[res->node[k]].name);
-		if (!found)
+	for (int k = 0; k < res->nr; k++)
+		if (!json_str_in(passed, p->n[res->node[k]].name))
 			return 0;
-	}
 	return 1;
 }
 

@@ -411,60 +411,23 @@ done:
 
 /* ------------------------------------------------------- collection */
 
-struct hang_node {
-	char *name, *addr;
-	int port;
-	json_t *reply;
-	struct strbuf err;
-	const struct dt_auth_key *key;
-	const char *job, *job_dir;
-	pthread_t th;
-	int started;
-};
-
 struct hang_run {
 	struct sched *s;
 	char job[16];
 	char *job_dir;
 	int automatic;
 	long long gen, stalled_mono;
-	struct hang_node *n;
+	struct agent_call *n;     /* POST /v1/debug to each node of the job */
 	size_t nr;
 };
 
 static void hang_run_free(struct hang_run *h)
 {
-	for (size_t i = 0; i < h->nr; i++) {
-		free(h->n[i].name);
-		free(h->n[i].addr);
-		json_decref(h->n[i].reply);
-		strbuf_release(&h->n[i].err);
-	}
+	for (size_t i = 0; i < h->nr; i++)
+		agent_call_release(&h->n[i]);
 	free(h->n);
 	free(h->job_dir);
 	free(h);
-}
-
-static void *ask_node(void *arg)
-{
-	struct hang_node *x = arg;
-	struct dt_httpc c;
-	json_t *body = json_pack("{s:s,s:s,s:i}", "job_id", x->job, "job_dir", x->job_dir,
-				 "sample_ms", HANG_SAMPLE_MS);
-	int code;
-
-	dt_httpc_init(&c, x->addr, x->port, x->key);
-	c.timeout_ms = HANG_AGENT_TIMEOUT_MS;
-	code = dt_httpc_request(&c, "POST", DT_PATH_DEBUG, body, &x->reply, &x->err);
-	if (code != 200) {
-		if (code >= 0)
-			strbuf_addstr(&x->err, dt_httpc_reply_error(x->reply, code));
-		json_decref(x->reply);
-		x->reply = NULL;
-	}
-	dt_httpc_release(&c);
-	json_decref(body);
-	return NULL;
 }
 
 /* ms since rank r's log or the metrics last changed (-1 unknown) */
@@ -501,16 +464,11 @@ static void *hang_thread(void *arg)
 	struct job *j;
 	size_t i, nv;
 
-	for (i = 0; i < h->nr; i++)
-		h->n[i].started = !pthread_create(&h->n[i].th, NULL, ask_node, &h->n[i]);
+	agent_calls(h->n, h->nr);
 	for (i = 0; i < h->nr; i++) {
-		struct hang_node *x = &h->n[i];
+		const struct agent_call *x = &h->n[i];
 		size_t k;
 
-		if (x->started)
-			pthread_join(x->th, NULL);
-		else
-			ask_node(x);
 		if (!x->reply) {
 			json_array_append_new(errors, json_sprintf("node %s: %s", x->name,
 								   x->err.buf));
@@ -599,17 +557,13 @@ long long hang_start(struct sched *s, struct job *j, int automatic)
 	json_array_foreach(j->placement, i, p) {
 		const char *name = json_get_str(p, "node", "");
 		struct node *n = node_find(s, name);
-		struct hang_node *x = &h->n[h->nr];
+		struct agent_call *x = &h->n[h->nr];
 
 		if (!n || !n->address)
 			continue;
-		x->name = xstrdup(name);
-		x->addr = xstrdup(n->address);
-		x->port = n->port;
-		x->key = &s->key;
-		x->job = h->job;
-		x->job_dir = h->job_dir;
-		strbuf_init(&x->err, 0);
+		agent_call_init(x, s, n, DT_PATH_DEBUG, HANG_AGENT_TIMEOUT_MS);
+		x->body = json_pack("{s:s,s:s,s:i}", "job_id", h->job, "job_dir", h->job_dir,
+				    "sample_ms", HANG_SAMPLE_MS);
 		h->nr++;
 	}
 	j->hang_busy = 1;

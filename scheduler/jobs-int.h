@@ -185,6 +185,24 @@ void fabric_attempt_ended(struct sched *s, struct job *j);
  */
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason);
+/* agentcall.c: one signed POST to each of several agents, all at once */
+struct agent_call {
+	char *name, *addr;        /* the node */
+	int port;
+	const struct dt_auth_key *key;
+	const char *path;
+	int timeout_ms;
+	json_t *body;             /* the request (owned) */
+	int status;               /* the reply's HTTP status, < 0: none */
+	json_t *reply;            /* its JSON when 200, else NULL */
+	struct strbuf err;        /* why not 200 */
+};
+void agent_call_init(struct agent_call *c, const struct sched *s, const struct node *n,
+		     const char *path, int timeout_ms);
+/* every call on a thread of its own; returns when all answered or timed out (no lock) */
+void agent_calls(struct agent_call *c, size_t n);
+void agent_call_release(struct agent_call *c);
+
 /* checks of either kind (fabric gate, connectivity) before a job starts anyway */
 #define FABRIC_GATE_ROUNDS 4
 /* 1 when j's pre-flight checks (of `what`) ran FABRIC_GATE_ROUNDS times without a

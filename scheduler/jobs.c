@@ -974,17 +974,8 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 
 		strbuf_addf(&why, "%s%s%s", state, j->reason ? ": " : "", j->reason ? j->reason : "");
 		history_add(j, state, j->reason);
-		if (j->failed_node) {
-			int seen = 0;
-			size_t i;
-			json_t *a;
-
-			json_array_foreach(j->avoid, i, a)
-				if (!strcmp(json_string_value(a), j->failed_node))
-					seen = 1;
-			if (!seen)
-				json_array_append_new(j->avoid, json_string(j->failed_node));
-		}
+		if (j->failed_node && !json_str_in(j->avoid, j->failed_node))
+			json_array_append_new(j->avoid, json_string(j->failed_node));
 		j->attempt++;
 		/* the work since its last checkpoint (the ckpt dir changes with every one:
 		 * a rename into it) is lost, and the time until the next attempt starts */

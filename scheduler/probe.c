@@ -47,50 +47,17 @@ int probe_culprits(size_t n, const unsigned char *fail, unsigned char *culprit)
 	return found;
 }
 
-struct probe_node {
-	char *name, *addr;
-	int port;
-	const struct dt_auth_key *key;
-	json_t *targets, *reply;
-	struct strbuf err;
-	int status;
-	pthread_t th;
-	int started;
-};
-
 struct probe_run {
 	struct sched *s;
 	char job[16];
-	struct probe_node *n;
+	struct agent_call *n;     /* POST /v1/probe to each chosen node */
 	size_t nr;
 };
 
-static void *ask_node(void *arg)
-{
-	struct probe_node *x = arg;
-	struct dt_httpc c;
-	json_t *body = json_pack("{s:O,s:i}", "targets", x->targets, "timeout_ms",
-				 DT_PROBE_TIMEOUT_MS);
-
-	dt_httpc_init(&c, x->addr, x->port, x->key);
-	c.timeout_ms = DT_PROBE_TIMEOUT_MS + 3000;
-	x->status = dt_httpc_request(&c, "POST", DT_PATH_PROBE, body, &x->reply, &x->err);
-	if (x->status != 200 && x->status >= 0)
-		strbuf_addstr(&x->err, dt_httpc_reply_error(x->reply, x->status));
-	dt_httpc_release(&c);
-	json_decref(body);
-	return NULL;
-}
-
 static void probe_run_free(struct probe_run *r)
 {
-	for (size_t i = 0; i < r->nr; i++) {
-		free(r->n[i].name);
-		free(r->n[i].addr);
-		json_decref(r->n[i].targets);
-		json_decref(r->n[i].reply);
-		strbuf_release(&r->n[i].err);
-	}
+	for (size_t i = 0; i < r->nr; i++)
+		agent_call_release(&r->n[i]);
 	free(r->n);
 	free(r);
 }
@@ -102,7 +69,7 @@ static int fill_matrix(struct probe_run *r, unsigned char *fail, struct strbuf *
 	size_t n = r->nr;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct probe_node *x = &r->n[i];
+		const struct agent_call *x = &r->n[i];
 		json_t *res;
 		size_t k;
 
@@ -134,17 +101,6 @@ static int fill_matrix(struct probe_run *r, unsigned char *fail, struct strbuf *
 	return 0;
 }
 
-static int has_name(const json_t *a, const char *name)
-{
-	const json_t *x;
-	size_t i;
-
-	json_array_foreach(a, i, x)
-		if (json_is_string(x) && !strcmp(json_string_value(x), name))
-			return 1;
-	return 0;
-}
-
 /* the verdict, into j (lock held) */
 static void probe_ended(struct sched *s, struct job *j, struct probe_run *r,
 			const unsigned char *fail, int unsupported, const char *why)
@@ -167,9 +123,9 @@ static void probe_ended(struct sched *s, struct job *j, struct probe_run *r,
 			continue;
 		}
 		strbuf_addf(&names, "%s%s", names.len ? ", " : "", r->n[i].name);
-		if (!has_name(j->avoid, r->n[i].name))
+		if (!json_str_in(j->avoid, r->n[i].name))
 			json_array_append_new(j->avoid, json_string(r->n[i].name));
-		if (n >= 3 && nd && !nd->drained && has_name(was, nd->name)) {
+		if (n >= 3 && nd && !nd->drained && json_str_in(was, nd->name)) {
 			struct strbuf d = STRBUF_INIT;
 
 			strbuf_addf(&d, "auto: connectivity check failed twice (before job %s): %s",
@@ -223,14 +179,7 @@ static void *probe_thread(void *arg)
 	struct job *j;
 	int unsupported;
 
-	for (size_t i = 0; i < n; i++)
-		r->n[i].started = !pthread_create(&r->n[i].th, NULL, ask_node, &r->n[i]);
-	for (size_t i = 0; i < n; i++) {
-		if (r->n[i].started)
-			pthread_join(r->n[i].th, NULL);
-		else
-			ask_node(&r->n[i]);
-	}
+	agent_calls(r->n, n);
 	unsupported = fill_matrix(r, fail, &why);
 
 	pthread_mutex_lock(&s->lock);
@@ -275,24 +224,21 @@ int probe_gate(struct sched *s, struct job *j, const struct pool *p,
 	r->n = xcalloc((size_t)res->nr, sizeof(*r->n));
 	for (int k = 0; k < res->nr; k++) {
 		struct node *nd = node_find(s, p->n[res->node[k]].name);
-		struct probe_node *x = &r->n[r->nr];
-
 		if (!nd || !nd->address)
 			continue;
-		x->name = xstrdup(nd->name);
-		x->addr = xstrdup(nd->address);
-		x->port = nd->port;
-		x->key = &s->key;
-		strbuf_init(&x->err, 0);
-		r->nr++;
+		/* the agent gets DT_PROBE_TIMEOUT_MS for its connects, the call 3 s more */
+		agent_call_init(&r->n[r->nr++], s, nd, DT_PATH_PROBE, DT_PROBE_TIMEOUT_MS + 3000);
 	}
 	for (size_t i = 0; i < r->nr; i++) {
-		r->n[i].targets = json_array();
+		json_t *targets = json_array();
+
 		for (size_t m = 0; m < r->nr; m++)
 			if (m != i)
-				json_array_append_new(r->n[i].targets, json_pack("{s:s,s:s,s:i}",
+				json_array_append_new(targets, json_pack("{s:s,s:s,s:i}",
 					"node", r->n[m].name, "address", r->n[m].addr,
 					"port", r->n[m].port));
+		r->n[i].body = json_pack("{s:o,s:i}", "targets", targets, "timeout_ms",
+					 DT_PROBE_TIMEOUT_MS);
 	}
 	json_object_set_new(j->preflight, "probe", json_true());
 	json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));

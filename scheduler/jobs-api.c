@@ -383,6 +383,7 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	v->shared_dir = j->shared_dir;
 	v->attempt = j->attempt;
 	v->cancelled = j->cancel;
+	v->tasks_left = hold_of_job(s, j->id);
 	v->started_us = j->started_us;
 	v->ended_us = j->ended_us;
 	return 0;

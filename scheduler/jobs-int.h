@@ -173,6 +173,8 @@ void jslot_format(struct strbuf *sb, const struct jslot *p);
  * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
 int hold_has_task(struct sched *s, const char *id);
+/* Does job `job` still hold slots (an attempt running, or one whose processes are not all gone)? */
+int hold_of_job(struct sched *s, const char *job);
 void check_holds(struct sched *s, struct actions *a);
 
 /* fabric-head.c: an attempt of j ends (lock held, j->hold still set): a fabric

@@ -390,6 +390,14 @@ void schedule_pending(struct sched *s)
 	strbuf_release(&reason);
 }
 
+int hold_of_job(struct sched *s, const char *job)
+{
+	for (size_t h = 0; h < s->nr_holds; h++)
+		if (!strcmp(s->holds[h]->job, job))
+			return 1;
+	return 0;
+}
+
 int hold_has_task(struct sched *s, const char *id)
 {
 	for (size_t h = 0; h < s->nr_holds; h++)

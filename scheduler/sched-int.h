@@ -169,6 +169,7 @@ extern const size_t jobs_nr_routes;
 struct job_view {
 	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;
+	int tasks_left;           /* its slots still held: a process of it may still run */
 	long long started_us, ended_us;
 };
 int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir,

@@ -644,7 +644,8 @@ struct trial {
 	int has_value, no_metric;
 	double value, resource;   /* last reported (PRUNED: the value it was pruned at) */
 	long long created_us, ended_us;
-	long long mf_off, log_off;    /* bytes of metrics.jsonl / logs/0.log read */
+	struct sweep_reader rd;   /* how far its job's sources are read (saved with the reports) */
+	double reached;           /* resource of its last recorded report (-1: none) */
 	int resubmits;
 	int stop_pending;         /* PRUNED/PAUSED/CANCELLED: its job may still need stopping */
 	char *resume;             /* promoted: DT_RESUME, the ckpt dir of the job it paused in */
@@ -811,8 +812,8 @@ static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
 			      "value", isfinite(t->value) ? t->value : 0.0,
 			      "resource", isfinite(t->resource) ? t->resource : -1.0,
 			      "no_metric", t->no_metric, "created_us", (json_int_t)t->created_us,
-			      "ended_us", (json_int_t)t->ended_us, "mf_off", (json_int_t)t->mf_off,
-			      "log_off", (json_int_t)t->log_off, "resubmits", t->resubmits,
+			      "ended_us", (json_int_t)t->ended_us, "mf_off", (json_int_t)t->rd.mf_off,
+			      "log_off", (json_int_t)t->rd.log_off, "resubmits", t->resubmits,
 			      "reason", t->reason);
 	char *data;
 
@@ -990,8 +991,10 @@ static void sweeps_load(struct sched *s)
 		t->no_metric = json_is_true(json_object_get(o, "no_metric"));
 		t->created_us = json_get_int(o, "created_us", 0);
 		t->ended_us = json_get_int(o, "ended_us", 0);
-		t->mf_off = json_get_int(o, "mf_off", 0);
-		t->log_off = json_get_int(o, "log_off", 0);
+		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
+		t->rd.mf_off = json_get_int(o, "mf_off", 0);
+		t->rd.log_off = json_get_int(o, "log_off", 0);
+		t->reached = -1;
 		t->resubmits = (int)json_get_int(o, "resubmits", 0);
 		t->stop_pending = !strcmp(t->state, DT_TRIAL_PRUNED) ||
 				  !strcmp(t->state, DT_TRIAL_PAUSED) ||
@@ -1024,10 +1027,12 @@ static void sweeps_load(struct sched *s)
 
 			json_array_append(t->metrics, r);
 			t->nreports++;
+			sweep_reader_note(&t->rd, r);
 			if (sweep_metric_value(r, w->cfg.metric_name, &v, &res) == 0) {
+				t->reached = res >= 0 ? res : (double)t->nreports;
 				ALLOC_GROW(w->replay, w->nr_replay + 1, w->alloc_replay);
 				w->replay[w->nr_replay].trial = no;
-				w->replay[w->nr_replay].resource = res >= 0 ? res : (double)t->nreports;
+				w->replay[w->nr_replay].resource = t->reached;
 				w->replay[w->nr_replay].value = v;
 				w->nr_replay++;
 				check_target(w, no, v);
@@ -1116,13 +1121,41 @@ void sweeps_release(struct sched *s)
 
 #define SCAN_MAX_BYTES (8 * SCAN_CHUNK)   /* per look: a huge file is read over many looks */
 
-/*
- * New complete lines of root/rel from *off; reports carrying the metric go
- * to out.  The file is the trial's own (hostile): opened without following
- * links or blocking on a FIFO, regular files only, a bounded amount per look.
- */
-static void scan_source(const char *root, const char *rel, long long *off, int from_log,
-			const char *metric, json_t *out)
+/* r's epoch and step, -INFINITY where it has none */
+static void report_progress(const json_t *r, double *epoch, double *step)
+{
+	json_t *e = json_object_get(r, "epoch"), *st = json_object_get(r, "step");
+
+	*epoch = json_is_number(e) ? json_number_value(e) : -INFINITY;
+	*step = json_is_number(st) ? json_number_value(st) : -INFINITY;
+}
+
+void sweep_reader_note(struct sweep_reader *rd, const json_t *r)
+{
+	double e, st;
+
+	report_progress(r, &e, &st);
+	if (e == -INFINITY && st == -INFINITY)
+		return;   /* an ordinal report: says nothing of progress */
+	rd->epoch = e;
+	rd->step = st;
+}
+
+/* Does r repeat a recorded report: its (epoch, step) not past the last one's? */
+static int reader_repeats(const struct sweep_reader *rd, const json_t *r)
+{
+	double e, st;
+
+	report_progress(r, &e, &st);
+	if (e == -INFINITY && st == -INFINITY)
+		return 0;
+	return e < rd->epoch || (e == rd->epoch && st <= rd->step);
+}
+
+/* One source of sweep_reader_scan(): root/rel, `name` in what `refused` says. */
+static void reader_scan_file(struct sweep_reader *rd, const char *root, const char *rel,
+			     const char *name, long long *off, int from_log, const char *metric,
+			     json_t *got, json_t *refused)
 {
 	struct strbuf why = STRBUF_INIT;
 	size_t total = 0;
@@ -1150,8 +1183,17 @@ static void scan_source(const char *root, const char *rel, long long *off, int f
 			if (buf[i] != '\n')
 				continue;
 			r = sweep_parse_metric_line(buf + start, i - start, from_log);
-			if (r && sweep_metric_value(r, metric, &v, &res) == 0)
-				json_array_append(out, r);
+			if (r && sweep_metric_value(r, metric, &v, &res) == 0) {
+				if (reader_repeats(rd, r)) {
+					json_array_append_new(refused, json_pack(
+						"{s:s,s:I,s:O}", "file", name,
+						"offset", (json_int_t)(*off + (long long)start),
+						"report", r));
+				} else {
+					sweep_reader_note(rd, r);
+					json_array_append(got, r);
+				}
+			}
 			json_decref(r);
 			start = i + 1;
 		}
@@ -1168,6 +1210,20 @@ static void scan_source(const char *root, const char *rel, long long *off, int f
 	close(fd);
 }
 
+void sweep_reader_scan(struct sweep_reader *rd, const char *root, const char *job_rel,
+		       const char *metric, json_t *got, json_t *refused)
+{
+	struct strbuf path = STRBUF_INIT;
+
+	strbuf_addf(&path, "%s/metrics.jsonl", job_rel);
+	reader_scan_file(rd, root, path.buf, "metrics.jsonl", &rd->mf_off, 0, metric, got,
+			 refused);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/logs/0.log", job_rel);
+	reader_scan_file(rd, root, path.buf, "logs/0.log", &rd->log_off, 1, metric, got, refused);
+	strbuf_release(&path);
+}
+
 static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 {
 	struct job_view v;
@@ -1179,14 +1235,18 @@ static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 		jobs_cancel(s, t->job, why);
 }
 
-/* Read what the trial reported since the last look; store, then ask ASHA. */
+/*
+ * Read what the trial reported since the last look; store, then ask ASHA.
+ * The reader's offsets are saved in the same transaction as the reports and
+ * the state they led to, so a restart reads on from there: never twice,
+ * never lost.  A repeated report is logged and refused, never stored.
+ */
 static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const char *shared,
 		       const char *job_dir, int force)
 {
 	long long now = dt_mono_ms();
-	struct strbuf path = STRBUF_INIT;
-	json_t *got = json_array(), *r;
-	const char *rel;
+	json_t *got = json_array(), *refused = json_array(), *r;
+	const char *rel, *before;
 	size_t i;
 
 	if (!force && now - t->scanned_ms < SCAN_MS)
@@ -1198,14 +1258,24 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		      job_dir, shared);
 		goto out;
 	}
-	strbuf_addf(&path, "%s/metrics.jsonl", rel);
-	scan_source(shared, path.buf, &t->mf_off, 0, w->cfg.metric_name, got);
-	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/logs/0.log", rel);
-	scan_source(shared, path.buf, &t->log_off, 1, w->cfg.metric_name, got);
-	if (!json_array_size(got))
+	sweep_reader_scan(&t->rd, shared, rel, w->cfg.metric_name, got, refused);
+	json_array_foreach(refused, i, r) {
+		char *text = json_dumps(json_object_get(r, "report"), JSON_COMPACT);
+
+		dtlog(DTLOG_WARN, "sweep %s trial %d: %s/%s at byte %lld: report %s is not past "
+		      "the last one recorded (%s %g); refused as a repeat", w->id, t->no, job_dir,
+		      json_get_str(r, "file", "?"), (long long)json_get_int(r, "offset", 0),
+		      text ? text : "?", isfinite(t->rd.epoch) ? "epoch" : "step",
+		      isfinite(t->rd.epoch) ? t->rd.epoch : t->rd.step);
+		free(text);
+	}
+	if (!json_array_size(got)) {
+		if (json_array_size(refused))
+			trial_save(s, w, t);   /* the offsets past them: refused once */
 		goto out;
+	}
 	/* stored before ASHA hears of them */
+	before = t->state;
 	db_exec(s, "BEGIN");
 	json_array_foreach(got, i, r) {
 		report_save(s, w, t, t->nreports++, r);
@@ -1217,8 +1287,10 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		sweep_metric_value(r, w->cfg.metric_name, &v, &res);
 		if (res < 0)
 			res = (double)json_array_size(t->metrics) - (double)json_array_size(got) + (double)i + 1;
+		t->reached = res;
 		if (trial_final(t)) {
-			/* pruned earlier in this batch: ASHA still hears it, as a replay would */
+			/* pruned or paused earlier in this batch, or its job still stopping:
+			 * ASHA still hears it, as a replay would */
 			if (w->asha)
 				asha_report(w->asha, t->no, res, v);
 			continue;
@@ -1251,7 +1323,8 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 	}
 	trial_save(s, w, t);
 	db_exec(s, "COMMIT");
-	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED)) {
+	if (t->state != before &&
+	    (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED))) {
 		dtlog(DTLOG_INFO, "sweep %s trial %d (%s): %s", w->id, t->no, t->job, t->reason);
 		/* TPE learns from a paused trial as from a pruned one, until it goes on */
 		search_observe_at(w->search, &t->sg, t->value, SEARCH_PRUNED, t->resource);
@@ -1260,7 +1333,7 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 	}
 out:
 	json_decref(got);
-	strbuf_release(&path);
+	json_decref(refused);
 }
 
 /* ------------------------------------------------------------ trials */
@@ -1328,7 +1401,7 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 	}
 	snprintf(t->job, sizeof(t->job), "%s", id);
 	t->state = DT_TRIAL_PENDING;
-	t->mf_off = t->log_off = 0;
+	t->rd.mf_off = t->rd.log_off = 0;   /* a new job dir; the progress stays */
 	trial_save(s, w, t);
 	db_exec(s, "COMMIT");
 	return 0;
@@ -1345,6 +1418,76 @@ static void sweep_fail(struct sched *s, struct sweep *w, const char *why)
 	sweep_end(s, w, DT_SWEEP_FAILED);
 }
 
+/*
+ * A paused trial whose job is over and gone: if it trained to max_iter, or
+ * its job ended on its own before it could be stopped, there is nothing
+ * left to resume; it is COMPLETED with its last report, never promoted.
+ */
+static void trial_settle_paused(struct sched *s, struct sweep *w, struct trial *t,
+				int job_completed)
+{
+	int at_end = w->cfg.et_max_iter > 0 && t->reached >= w->cfg.et_max_iter;
+
+	if (!at_end && !job_completed)
+		return;
+	if (json_array_size(t->metrics)) {
+		json_t *last = json_array_get(t->metrics, json_array_size(t->metrics) - 1);
+		double v = NAN, res = -1;
+
+		sweep_metric_value(last, w->cfg.metric_name, &v, &res);
+		t->has_value = 1;
+		t->value = v;
+		t->resource = t->reached;
+	}
+	set_reason(&t->reason, "%s before it was paused: not promoted",
+		   at_end ? "trained to max_iter" : "its job ended on its own");
+	if (w->asha)
+		asha_set_trial(w->asha, t->no, ASHA_TRIAL_DONE);
+	search_observe_at(w->search, &t->sg, t->value, SEARCH_COMPLETED, t->resource);
+	trial_set(s, w, t, DT_TRIAL_COMPLETED);
+}
+
+/*
+ * A PRUNED, PAUSED or CANCELLED trial whose job may still run (after a
+ * restart too): stop it, and read what it reports until its last process
+ * is gone, so that what it wrote after the decision, or while dtsched was
+ * down, is recorded like the rest.  Only then is a paused trial settled:
+ * promotable, or COMPLETED (trial_settle_paused()).  Lock held.
+ */
+static void trial_stop(struct sched *s, struct sweep *w, struct trial *t)
+{
+	struct job_view v;
+	char *job_dir, *shared;
+	int over, completed;
+
+	if (!t->job[0] || jobs_view(s, t->job, &v) < 0) {
+		t->stop_pending = 0;
+		if (!strcmp(t->state, DT_TRIAL_PAUSED))
+			trial_settle_paused(s, w, t, 0);
+		return;
+	}
+	over = strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING);
+	if (!over && !v.cancelled)
+		jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ? "pruned by the sweep" :
+			    !strcmp(t->state, DT_TRIAL_PAUSED) ? "paused by the sweep at a rung" :
+			    "the sweep was stopped");
+	if (jobs_view(s, t->job, &v) < 0)
+		return;
+	over = strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING);
+	over = over && !v.tasks_left;
+	completed = !strcmp(v.state, DT_JOB_COMPLETED);
+	job_dir = xstrdup(v.job_dir);
+	shared = xstrdup(v.shared_dir);
+	scan_trial(s, w, t, shared, job_dir, over);   /* the last look once it is gone */
+	free(job_dir);
+	free(shared);
+	if (!over)
+		return;
+	t->stop_pending = 0;
+	if (!strcmp(t->state, DT_TRIAL_PAUSED))
+		trial_settle_paused(s, w, t, completed);
+}
+
 /* Follow trial t's job; lock held. */
 static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 {
@@ -1353,17 +1496,8 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 
 	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED) ||
 	    !strcmp(t->state, DT_TRIAL_CANCELLED)) {
-		/* until its job is over (after a restart too): stop it */
-		if (t->stop_pending) {
-			if (!t->job[0] || jobs_view(s, t->job, &v) < 0 ||
-			    (strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING)))
-				t->stop_pending = 0;
-			else if (!v.cancelled)
-				jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ?
-					    "pruned by the sweep" :
-					    !strcmp(t->state, DT_TRIAL_PAUSED) ?
-					    "paused by the sweep at a rung" : "the sweep was stopped");
-		}
+		if (t->stop_pending)
+			trial_stop(s, w, t);
 		return;
 	}
 	if (trial_final(t))
@@ -1491,7 +1625,7 @@ static void sweep_end_paused(struct sched *s, struct sweep *w, const char *state
 static void sweep_top_up(struct sched *s, struct sweep *w)
 {
 	for (;;) {
-		size_t live = 0, waiting = 0;
+		size_t live = 0, waiting = 0, stopping = 0;
 		struct trial *t;
 		struct strbuf err = STRBUF_INIT;
 		int rc, last, promoted;
@@ -1504,14 +1638,21 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		for (size_t i = 0; i < w->nr; i++) {
 			struct job_view v;
 
-			if (trial_final(w->t[i]))
+			if (trial_final(w->t[i])) {
+				stopping += w->t[i]->stop_pending &&
+					    !strcmp(w->t[i]->state, DT_TRIAL_PAUSED);
 				continue;
+			}
 			live++;
 			if (!w->t[i]->job[0] || jobs_view(s, w->t[i]->job, &v) < 0 ||
 			    !strcmp(v.state, DT_JOB_PENDING))
 				waiting++;
 		}
 		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
+			return;
+		/* promotion: no decision while a paused trial's job is still stopping:
+		 * what it reports until it is gone may reach a rung, or max_iter */
+		if (stopping)
 			return;
 		/* promotions before new trials; closing (no trial runs or will start): a
 		 * rung's best goes on even below floor(n / eta) */
@@ -1534,6 +1675,8 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		t->created_us = dt_now_us();
 		t->metrics = json_array();
 		t->resource = -1;
+		t->reached = -1;
+		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
 		rc = trial_submit(s, w, t, &err);
 		if (rc < 0) {
 			struct strbuf why = STRBUF_INIT;
@@ -1577,8 +1720,9 @@ void sweeps_step(struct sched *s)
 		sweep_top_up(s, w);
 		if (sweep_final(w))
 			continue;
+		/* a trial whose job is still stopping is not done reporting */
 		for (size_t k = 0; k < w->nr; k++)
-			live += !trial_final(w->t[k]);
+			live += !trial_final(w->t[k]) || w->t[k]->stop_pending;
 		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
 		    (w->exhausted || w->target_hit || w->nr >= (size_t)w->cfg.max_trials)) {
 			sweep_end_paused(s, w, DT_TRIAL_PRUNED);

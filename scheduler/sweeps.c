@@ -1186,9 +1186,11 @@ static void reader_scan_file(struct sweep_reader *rd, const char *root, const ch
 			if (r && sweep_metric_value(r, metric, &v, &res) == 0) {
 				if (reader_repeats(rd, r)) {
 					json_array_append_new(refused, json_pack(
-						"{s:s,s:I,s:O}", "file", name,
+						"{s:s,s:I,s:O,s:o,s:o}", "file", name,
 						"offset", (json_int_t)(*off + (long long)start),
-						"report", r));
+						"report", r,
+						"last_epoch", num_or_null(isfinite(rd->epoch), rd->epoch),
+						"last_step", num_or_null(isfinite(rd->step), rd->step)));
 				} else {
 					sweep_reader_note(rd, r);
 					json_array_append(got, r);
@@ -1261,12 +1263,13 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 	sweep_reader_scan(&t->rd, shared, rel, w->cfg.metric_name, got, refused);
 	json_array_foreach(refused, i, r) {
 		char *text = json_dumps(json_object_get(r, "report"), JSON_COMPACT);
+		int by_epoch = json_is_number(json_object_get(r, "last_epoch"));
 
 		dtlog(DTLOG_WARN, "sweep %s trial %d: %s/%s at byte %lld: report %s is not past "
 		      "the last one recorded (%s %g); refused as a repeat", w->id, t->no, job_dir,
 		      json_get_str(r, "file", "?"), (long long)json_get_int(r, "offset", 0),
-		      text ? text : "?", isfinite(t->rd.epoch) ? "epoch" : "step",
-		      isfinite(t->rd.epoch) ? t->rd.epoch : t->rd.step);
+		      text ? text : "?", by_epoch ? "epoch" : "step",
+		      json_get_real(r, by_epoch ? "last_epoch" : "last_step", -1));
 		free(text);
 	}
 	if (!json_array_size(got)) {

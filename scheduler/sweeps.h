@@ -64,7 +64,9 @@ void sweep_reader_note(struct sweep_reader *rd, const json_t *r);
  * moves to it; one that repeats a recorded report - its (epoch, step) not
  * past the last recorded one's, as when a trial resumed from an older
  * checkpoint runs an epoch again - goes to `refused` instead, as {"file":
- * "logs/0.log", "offset": <byte of its line>, "report": {...}}.  Reports
+ * "logs/0.log", "offset": <byte of its line>, "report": {...},
+ * "last_epoch": e, "last_step": s} (the progress it was compared with, null
+ * where none).  Reports
  * with neither epoch nor step are never repeats.  A line not yet ended
  * waits for the next call.  The files are the trial's own (hostile): no
  * link followed, no FIFO blocked on, regular files only, at most 2 MiB per

@@ -186,6 +186,8 @@ static void test_reports_read_once_across_a_crash(void **state)
 	assert_string_equal(epochs(refused, &sb), "4");
 	assert_string_equal(json_get_str(json_array_get(refused, 0), "file", ""), "logs/0.log");
 	assert_true(json_get_int(json_array_get(refused, 0), "offset", 0) > 0);
+	assert_true(json_get_real(json_array_get(refused, 0), "last_epoch", -1) == 6);
+	assert_true(json_is_null(json_object_get(json_array_get(refused, 0), "last_step")));
 	commit(&h, got);
 	json_decref(got);
 	json_decref(refused);

@@ -18,7 +18,9 @@
  *
  * Durability: every suggestion (with the job it became, in one
  * transaction), trial state change and report is in SQLite before it is
- * acted on.  After a restart the search is rebuilt by replay
+ * acted on; a look at a trial's files stores its reports, the reader's
+ * offsets past them and the decisions made on them in one transaction, so
+ * a report is read exactly once across any crash.  After a restart the search is rebuilt by replay
  * (search_new + observe finished trials + search_set_next_seq) and ASHA by
  * replaying the stored reports, in sweeps_init(); jobs.c re-adopts the
  * running jobs, so live trials go on and finished ones are never rerun.

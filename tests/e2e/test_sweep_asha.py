@@ -15,7 +15,9 @@ max_iter 27), on what dtsched really did:
 - the rung occupancy that `dtctl sweep status` shows is the model's.
 And the promotion variant (`checkpoint: true`): trials that checkpoint are paused at each
 rung and the top 1/eta resumed from their checkpoints (a stub trial, a kill -9 of dtsched
-in the middle, and dttrain itself).
+in the middle with reports written while it is down, and dttrain itself); trials that
+reach max_iter before they can be paused are never promoted, and a repeated report is
+refused.
 
     flock /tmp/dtctl-fakecluster.lock make e2e BUILD=dev E2E_PATHS=tests/e2e/test_sweep_asha.py
 """

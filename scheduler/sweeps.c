@@ -20,7 +20,8 @@
  * transaction), trial state change and report is in SQLite before it is
  * acted on; a look at a trial's files stores its reports, the reader's
  * offsets past them and the decisions made on them in one transaction, so
- * a report is read exactly once across any crash.  After a restart the search is rebuilt by replay
+ * a report is read exactly once across any crash.  After a restart the
+ * search is rebuilt by replay
  * (search_new + observe finished trials + search_set_next_seq) and ASHA by
  * replaying the stored reports, in sweeps_init(); jobs.c re-adopts the
  * running jobs, so live trials go on and finished ones are never rerun.
@@ -1444,8 +1445,8 @@ static void trial_settle_paused(struct sched *s, struct sweep *w, struct trial *
 		t->value = v;
 		t->resource = t->reached;
 	}
-	set_reason(&t->reason, "%s before it was paused: not promoted",
-		   at_end ? "trained to max_iter" : "its job ended on its own");
+	set_reason(&t->reason, "%s before its job could be stopped at the rung: nothing to "
+		   "promote", at_end ? "trained to max_iter" : "finished on its own");
 	if (w->asha)
 		asha_set_trial(w->asha, t->no, ASHA_TRIAL_DONE);
 	search_observe_at(w->search, &t->sg, t->value, SEARCH_COMPLETED, t->resource);

@@ -398,6 +398,7 @@ job: {name: ashafast, procs_per_node: 1, command: [%s, %s]}
     assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
     for t in ex["trials"]:
         assert t["state"] == "COMPLETED" and t["resource"] == 9, t
+        assert t["reason"].startswith("trained to max_iter before its job could be stopped"), t
         assert [m["epoch"] for m in t["metrics"]] == list(range(1, 10)), t
         assert abs(t["value"] - (int(t["params"]["i"]) + 1) / 9.0) < 1e-9, t
     jobs = [j for j in cluster.jobs() if j["name"].startswith("asha-fast-t")]

@@ -362,27 +362,37 @@ seed: 3
     assert resumed >= 2, resumed
 
 
-# Every epoch at once, SIGTERM held off from the start: whatever dtsched decides, the trial
-# reaches max_iter (9) before it can be stopped.  Epoch 2 is reported twice.
+# SIGTERM held off from the start: epochs 1-3 (epoch 2 twice), then it waits until dtsched
+# stops its job (paused at the first rung), then epochs 4-9 (max_iter) at once, and exits.
 FAST_TRIAL = r'''
 import json, os, signal
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 i = int(os.environ["DT_PARAM_I"])
 ck = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
 os.makedirs(ck, exist_ok=True)
-for e in [1, 2, 2, 3, 4, 5, 6, 7, 8, 9]:
+
+
+def report(e):
     with open(os.path.join(ck, "epoch.tmp"), "w") as f:
         f.write(str(e))
     os.replace(os.path.join(ck, "epoch.tmp"), os.path.join(ck, "epoch"))
     print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": (i + 1) / e}), flush=True)
+
+
+for e in (1, 2, 2, 3):
+    report(e)
+print("stopped" if signal.sigtimedwait({signal.SIGTERM}, 60) else "never stopped", flush=True)
+for e in range(4, 10):
+    report(e)
 '''
 
 
-def test_promotion_trials_done_before_any_decision_run_once(cluster):  # noqa: F811
-    """Trials that train to max_iter before dtsched can pause them (they used to be
-    PAUSED at the first rung and later promoted: a new job that resumed at the end and
-    reported its last epoch again) are COMPLETED, one job each; the repeated report of
-    epoch 2 is refused and logged, never recorded."""
+def test_promotion_trials_at_max_iter_are_never_promoted(cluster):  # noqa: F811
+    """Trials paused at the first rung that report on to max_iter before their job is
+    gone (here: only once they are told to stop).  What they report after the decision is
+    read (it used to be lost), and, at max_iter, they are COMPLETED, one job each: never
+    promoted (they used to be, as a new job that resumed at the end).  The repeated
+    report of epoch 2 is refused and logged, never recorded."""
     script = cluster.write("fast_trial.py", FAST_TRIAL)
     f = cluster.sweep_file("asha-fast.yaml", """
 method: grid
@@ -397,6 +407,8 @@ job: {name: ashafast, procs_per_node: 1, command: [%s, %s]}
     ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED", "STOPPED"], 60)
     assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
     for t in ex["trials"]:
+        log = (cluster.fc.shared / "jobs" / t["job_id"] / "logs" / "0.log").read_text()
+        assert "O stopped" in log, log
         assert t["state"] == "COMPLETED" and t["resource"] == 9, t
         assert t["reason"].startswith("trained to max_iter before its job could be stopped"), t
         assert [m["epoch"] for m in t["metrics"]] == list(range(1, 10)), t

@@ -9,6 +9,7 @@
  * reloads the table and carries on.
  */
 #include "agent.h"
+#include "container.h"
 #include "auth.h"
 #include "debug.h"
 #include "probe.h"
@@ -490,6 +491,19 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 		strbuf_addbuf(msg, &err);
 		strbuf_release(&err);
 		return 400;
+	}
+	if (json_object_get(spec, "container")) {
+		/* fail the job now, naming the node, not by a rank's exit 127 */
+		struct strbuf engine = STRBUF_INIT;
+
+		if (container_engine_find(&engine, &err) < 0) {
+			strbuf_addf(msg, "%s on node '%s'", err.buf, a->name);
+			strbuf_release(&err);
+			strbuf_release(&engine);
+			json_decref(spec);
+			return 400;
+		}
+		strbuf_release(&engine);
 	}
 	if (!id) {
 		char hex[DT_NONCE_HEX];

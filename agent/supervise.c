@@ -15,6 +15,7 @@
  */
 #include "supervise.h"
 #include "auth.h"
+#include "container.h"
 #include "debug.h"
 #include "dthome.h"
 #include "json.h"
@@ -125,6 +126,8 @@ struct sup {
 	long long empty_since;        /* tree found empty at this time */
 	int leftovers_checked;
 	struct strbuf cgroup_why;
+	/* container: (container.h): the engine, the image to run, the container's name */
+	struct strbuf engine, image_ref, ctr_name;
 };
 
 static void save(struct sup *s)
@@ -493,6 +496,76 @@ static const char *task_cwd(struct sup *s)
 	return home;
 }
 
+static void note_cb(const char *line, void *data)
+{
+	log_note(data, line);
+}
+
+/*
+ * Before a task in a container starts: the engine and the image, loaded
+ * if this node does not have it yet (progress in the task's log).
+ */
+static int container_prepare(struct sup *s, struct strbuf *why)
+{
+	const json_t *ctr = json_object_get(s->t.spec, "container");
+
+	if (container_engine_find(&s->engine, why) < 0)
+		return -1;
+	if (container_image_ensure(s->engine.buf, ctr, json_get_str(s->t.spec, "log_root", NULL),
+				   s->home, note_cb, s, &s->image_ref, why) < 0)
+		return -1;
+	strbuf_addf(&s->ctr_name, "dtctl-%s-%.8s", s->t.id, s->t.marker);
+	return 0;
+}
+
+/*
+ * argv becomes the engine's, running argv in the image.  The variables the
+ * job gave the rank (the spec's env: torchrun's, NCCL/GLOO interface, DT_*)
+ * and the task's own are passed in by name; the node's environment (PATH,
+ * HOME, env.sh) stays outside, where the engine runs.
+ */
+static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
+			   struct strvec *env)
+{
+	json_t *spec = s->t.spec, *v;
+	const char *key, *submit = json_get_str(spec, "submit_dir", NULL);
+	const char *spec_cwd = json_get_str(spec, "cwd", NULL);
+	struct strvec pass = STRVEC_INIT, out = STRVEC_INIT, set = STRVEC_INIT;
+	struct strbuf notes = STRBUF_INIT;
+	struct container_run r;
+	const char *lrank = json_get_str(json_object_get(spec, "env"), "LOCAL_RANK", NULL);
+
+	json_object_foreach(json_object_get(spec, "env"), key, v)
+		strvec_push(&pass, key);
+	strvec_pushv(&pass, (const char *[]){ "CUDA_VISIBLE_DEVICES", DT_TASK_ID_ENV,
+					      DT_TASK_MARKER_ENV, NULL });
+	memset(&r, 0, sizeof(r));
+	r.engine = s->engine.buf;
+	r.ref = s->image_ref.buf;
+	r.name = s->ctr_name.buf;
+	/* the fallback to the agent's home is not in the image: its "/" then */
+	r.cwd = (spec_cwd && !strcmp(cwd, spec_cwd)) || (submit && !strcmp(cwd, submit)) ? cwd : NULL;
+	r.submit_dir = submit;
+	r.shared_dir = json_get_str(spec, "log_root", NULL);
+	r.gpus = json_get_str(spec, "cuda_visible_devices", NULL);
+	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
+	container_run_argv(&r, argv, &pass, &out, &set, &notes);
+	for (size_t i = 0; i < set.nr; i++) {
+		char *eq = strchr(set.v[i], '=');
+
+		*eq = '\0';
+		strvec_setenv(env, set.v[i], eq + 1);
+	}
+	if (notes.len && (!lrank || !strcmp(lrank, "0")))
+		log_note(s, notes.buf);
+	strvec_clear(argv);
+	strvec_pushv(argv, (const char **)out.v);
+	strvec_clear(&pass);
+	strvec_clear(&out);
+	strvec_clear(&set);
+	strbuf_release(&notes);
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
@@ -523,6 +596,8 @@ static int start_task(struct sup *s)
 	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
 	debug_task_env(s->home, &env);
+	if (s->ctr_name.len)
+		container_wrap(s, cwd, &argv, &env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
@@ -676,6 +751,9 @@ int supervise_main(const char *home, const char *id)
 	s.logfd = s.fd_out = s.fd_err = -1;
 	strbuf_init(&s.dir, 0);
 	strbuf_init(&s.cgroup_why, 0);
+	strbuf_init(&s.engine, 0);
+	strbuf_init(&s.image_ref, 0);
+	strbuf_init(&s.ctr_name, 0);
 	strbuf_addf(&s.dir, "%s/tasks", home);
 	strbuf_addf(&path, "%s/agent.log", home);
 	dtlog_open(path.buf, 0);
@@ -713,6 +791,13 @@ int supervise_main(const char *home, const char *id)
 		return 0;
 	}
 
+	if (json_object_get(s.t.spec, "container") && container_prepare(&s, &err) < 0) {
+		log_note(&s, err.buf);
+		finish(&s, TASK_FAILED, 127, err.buf);
+		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
+		goto done;
+	}
+
 	/* its cgroup, where the agent may make one: <id>.<marker prefix>, so that
 	 * agents of other homes on this host never share one */
 	{
@@ -735,8 +820,11 @@ int supervise_main(const char *home, const char *id)
 		strbuf_release(&name);
 	}
 
-	if (start_task(&s) < 0)
+	if (start_task(&s) < 0) {
+		if (s.ctr_name.len)
+			container_remove(s.engine.buf, s.ctr_name.buf, NULL);
 		goto done;
+	}
 	dtlog(DTLOG_DEBUG, "task %s: running as pid %lld", id, s.t.pid);
 
 	for (;;) {
@@ -830,6 +918,9 @@ int supervise_main(const char *home, const char *id)
 		log_write(&s, &lines);
 		strbuf_release(&lines);
 	}
+	/* killed engine processes leave the container behind: nothing may stay */
+	if (s.ctr_name.len)
+		container_remove(s.engine.buf, s.ctr_name.buf, NULL);
 	if (s.t.cgroup)
 		cgroup_remove(s.t.cgroup);
 	finish(&s, TASK_EXITED, s.t.exit_code, NULL);
@@ -842,6 +933,9 @@ done:
 	task_release(&s.t);
 	strbuf_release(&s.dir);
 	strbuf_release(&s.cgroup_why);
+	strbuf_release(&s.engine);
+	strbuf_release(&s.image_ref);
+	strbuf_release(&s.ctr_name);
 	strbuf_release(&err);
 	strbuf_release(&path);
 	return 0;

@@ -2,6 +2,7 @@
  * task.c - task records, their JSON forms and the on-disk table (task.h).
  */
 #include "task.h"
+#include "config.h"
 #include "safefile.h"
 #include "json.h"
 #include "log.h"
@@ -73,7 +74,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
 		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
-		"log_root", "grace_ms", "limits", "job_id", "rank",
+		"log_root", "grace_ms", "limits", "job_id", "rank", "container",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -236,6 +237,34 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 			goto fail;
 		}
 		json_object_set(spec, "rank", v);
+	}
+	v = json_object_get(req, "container");
+	if (v && !json_is_null(v)) {
+		const char *image = json_get_str(v, "image", NULL);
+		const char *digest = json_get_str(v, "digest", NULL);
+		const char *node = json_get_str(v, "node", NULL);
+		const char *root = json_get_str(spec, "log_root", NULL);
+		const char *why = image ? container_ref_invalid(image) : "an image";
+
+		if (!json_is_object(v) || why) {
+			strbuf_addf(err, "'container.image' must be %s", why ? why : "an image");
+			goto fail;
+		}
+		if (image[0] == '/' && (!digest || !container_digest_valid(digest))) {
+			strbuf_addstr(err, "'container.digest' must be sha256:<64 hex digits> for an "
+				      "image file");
+			goto fail;
+		}
+		if (image[0] == '/' && (!root || !sf_below(image, root) || !*sf_below(image, root))) {
+			strbuf_addstr(err, "'container.image' must be a file below 'log_root' (the "
+				      "shared dir)");
+			goto fail;
+		}
+		if (node && !task_id_valid(node)) {
+			strbuf_addstr(err, "'container.node' must be a node name");
+			goto fail;
+		}
+		json_object_set(spec, "container", v);
 	}
 	return spec;
 fail:

@@ -67,6 +67,7 @@ int cmd_drain(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);
+int cmd_image(int argc, const char **argv);
 int cmd_init(int argc, const char **argv);
 int cmd_logs(int argc, const char **argv);
 int cmd_nodes(int argc, const char **argv);

@@ -19,6 +19,7 @@
 #include "builtin.h"
 #include "config.h"
 #include "head.h"
+#include "image.h"
 #include "setup.h"
 #include "safefile.h"
 #include "jobdir.h"
@@ -54,6 +55,7 @@ static void on_sigint(int sig)
 struct run_opts {
 	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json;
 	const char *launcher, *timeout, *stall_after, *include, *exclude, *workdir, *name;
+	const char *container;
 	struct strvec env, labels;
 };
 
@@ -206,6 +208,13 @@ static int build_job(struct job_config *j, struct run_opts *o, const char *file,
 	if (o->name) {
 		free(j->name);
 		j->name = xstrdup(o->name);
+	}
+	if (o->container) {
+		if (container_ref_invalid(o->container))
+			return error("--container '%s': expected %s", o->container,
+				     container_ref_invalid(o->container)), DT_EXIT_USAGE;
+		free(j->container);
+		j->container = xstrdup(o->container);
 	}
 	for (size_t i = 0; i < o->env.nr; i++)
 		if (set_kv(&j->env, o->env.v[i], "--env") < 0)
@@ -787,6 +796,9 @@ int cmd_run(int argc, const char **argv)
 		OPT_STRING('w', "workdir", &o.workdir, "dir", "working directory of the ranks"),
 		OPT_BOOL(0, "shell", &o.shell, "run the command through /bin/sh -c"),
 		OPT_STRING(0, "name", &o.name, "name", "job name (default: the program)"),
+		OPT_STRING('C', "container", &o.container, "image",
+			   "run the ranks in this image: a file on the shared dir, an imported "
+			   "image's name or the engine's (docs/containers.md)"),
 		OPT_GROUP("where"),
 		OPT_STRING(0, "nodes", &o.include, "spec", "only these nodes (host range)"),
 		OPT_STRING(0, "exclude", &o.exclude, "spec", "never these nodes"),
@@ -833,7 +845,8 @@ int cmd_run(int argc, const char **argv)
 	if ((o.detach || o.json) && o.dry_run && o.detach)
 		return error("--dry-run and --detach cannot be used together"), DT_EXIT_USAGE;
 	job_config_init(&job);
-	if ((code = build_job(&job, &o, file, cmd, nr_cmd)))
+	if ((code = build_job(&job, &o, file, cmd, nr_cmd)) ||
+	    (code = image_resolve(&job, the_cluster.shared_dir)))
 		goto out;
 	/*
 	 * dtsched has no shared dir of its own (it never reads cluster.yaml): each job

@@ -100,7 +100,12 @@ int cmd_show(int argc, const char **argv)
 			printf(" %s", term_str(json_string_value(x)));
 		printf("\n");
 	}
-	(void)spec;
+	if (json_get_str(spec, "container", NULL))
+		/* the agents load exactly this digest, or refuse the rank (agent/container.h) */
+		printf("image:      %s (%s)\n", term_str(json_get_str(spec, "container", "")),
+		       json_get_str(spec, "container_digest", NULL) ?
+		       term_str(json_get_str(spec, "container_digest", "")) :
+		       "an image name for the nodes' engine");
 	printf("placement:\n");
 	json_array_foreach(json_object_get(j, "placement"), i, x)
 		printf("  %-16s %-15s %s %s\n", term_str(json_get_str(x, "node", "?")),

@@ -14,6 +14,7 @@
 #include "builtin.h"
 #include "config.h"
 #include "head.h"
+#include "image.h"
 #include "setup.h"
 #include "jobdir.h"
 #include "json.h"
@@ -315,6 +316,11 @@ static int submit(const char *file, int detach, int json, const char *name)
 			term_str(file));
 		strbuf_release(&err);
 		return DT_EXIT_USAGE;
+	}
+	/* every trial runs the image submitted now (its digest), loaded once per node */
+	if ((code = image_resolve(&cfg.job, the_cluster.shared_dir))) {
+		sweep_config_release(&cfg);
+		return code;
 	}
 	spec = sweep_config_to_json(&cfg);
 	json_object_del(spec, "path");

@@ -30,6 +30,7 @@ static const struct cmd_struct commands[] = {
 	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
 	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
 	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
+	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED },
 	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node", 0 },   /* picks its file itself */
 	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order", USE_CLUSTER },
 	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats", NEED_HEAD },

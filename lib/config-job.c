@@ -8,6 +8,7 @@
 #include "hostrange.h"
 #include "json.h"
 
+#include <ctype.h>
 #include <string.h>
 
 /* ----------------------------------------------------------------- job */
@@ -16,7 +17,7 @@ static const char *const launchers[] = { "agent", "mpi", NULL };
 static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
-	"include_nodes", "exclude_nodes", "labels", "elastic", "preflight", NULL,
+	"include_nodes", "exclude_nodes", "labels", "elastic", "preflight", "container", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -129,6 +130,14 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return get_bool(c, v, path, &j->preflight);
 	if (!strcmp(key, "workdir"))
 		return get_str(c, v, path, &j->workdir);
+	if (!strcmp(key, "container")) {
+		const char *why;
+
+		if (get_str(c, v, path, &j->container) < 0)
+			return -1;
+		why = container_ref_invalid(j->container);
+		return why ? bad_value(c, v, path, why) : 0;
+	}
 	if (!strcmp(key, "env"))
 		return get_kvmap(c, v, path, &j->env, 1);
 	if (!strcmp(key, "timeout"))
@@ -300,6 +309,8 @@ static void job_release(void *cfg)
 	kvlist_release(&j->trainer);
 	strvec_clear(&j->command);
 	free(j->workdir);
+	free(j->container);
+	free(j->container_digest);
 	kvlist_release(&j->env);
 	free(j->node_include);
 	free(j->node_exclude);
@@ -317,6 +328,41 @@ CONFIG_KIND_API(job)
 void job_config_init(struct job_config *j)
 {
 	job_defaults(j);
+}
+
+/*
+ * An image is a path (a file on the shared dir: absolute, or ./ ../ relative
+ * to where dtctl runs, which makes it absolute) or a name as container
+ * engines spell them (registry/name:tag@sha256:..., or one `dtctl image
+ * import` made); never something an engine would read as an option.
+ */
+const char *container_ref_invalid(const char *ref)
+{
+	if (!*ref)
+		return "an image: a file on the shared dir or an image name";
+	if (strlen(ref) > 4096)
+		return "an image name or path of at most 4096 bytes";
+	if (ref[0] == '/')
+		return NULL;
+	if (ref[0] == '-' || ref[0] == ':' || ref[0] == '@' ||
+	    (ref[0] == '.' && strncmp(ref, "./", 2) && strncmp(ref, "../", 3)))
+		return "a path to an image file (absolute, or starting with ./ or ../) or an image "
+		       "name (letters, digits, '/', ':', '@', '.', '_', '-'; not starting with '-')";
+	for (const char *p = ref; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("/:@._-", *p))
+			return "an absolute path to an image file or an image name (letters, "
+			       "digits, '/', ':', '@', '.', '_', '-')";
+	return NULL;
+}
+
+int container_digest_valid(const char *d)
+{
+	if (strncmp(d, "sha256:", 7) || strlen(d) != 7 + 64)
+		return 0;
+	for (const char *p = d + 7; *p; p++)
+		if (!isdigit((unsigned char)*p) && (*p < 'a' || *p > 'f'))
+			return 0;
+	return 1;
 }
 
 json_t *job_config_to_json(const struct job_config *j)
@@ -338,6 +384,10 @@ json_t *job_config_to_json(const struct job_config *j)
 	}
 	json_object_set_new(o, "shell", json_boolean(j->shell));
 	json_object_set_new(o, "workdir", str_or_null(j->workdir));
+	if (j->container) {
+		json_object_set_new(o, "container", json_string(j->container));
+		json_object_set_new(o, "container_digest", str_or_null(j->container_digest));
+	}
 	json_object_set_new(o, "env", kvlist_json(&j->env));
 	set_duration(o, "timeout", j->timeout_ms);
 	set_duration(o, "stall_after", j->stall_after_ms);

@@ -149,6 +149,10 @@ struct job_config {
 	struct strvec command;      /* argv for command: */
 	int shell;                  /* shell: true runs command[0] through /bin/sh -c */
 	char *workdir;
+	char *container;            /* container: an image file (absolute path) or an image name,
+				     * or NULL: the ranks run on the node itself (docs/containers.md) */
+	char *container_digest;     /* not in job.yaml: "sha256:<hex>" of the image file, taken by
+				     * dtctl at submission (the agents load exactly that), or NULL */
 	struct kvlist env;
 	long long timeout_ms;       /* 0 = none */
 	long long stall_after_ms;   /* 0 = off */
@@ -175,6 +179,10 @@ int job_config_parse(struct job_config *j, const char *buf, size_t len,
 void job_config_init(struct job_config *j);    /* the defaults, for flag-built jobs */
 void job_config_release(struct job_config *j);
 json_t *job_config_to_json(const struct job_config *j);
+/* NULL when ref is a usable container: value, else what it must be. */
+const char *container_ref_invalid(const char *ref);
+/* "sha256:" and 64 lowercase hex digits */
+int container_digest_valid(const char *digest);
 
 /* ------------------------------------------------------------------ sweep */
 

@@ -38,6 +38,17 @@ void dt_hmac_sha256_key(struct dt_hmac_sha256 *h, const void *key, size_t len);
 void dt_hmac_sha256_final(const struct dt_hmac_sha256 *h, struct dt_sha256 *msg,
 			  unsigned char mac[DT_SHA256_LEN]);
 
+/*
+ * Hash fd from where it is to its end as "sha256:<64 hex>" (an image's
+ * content digest, docs/containers.md) into digest; every block read is also
+ * written to copy_fd when it is >= 0 (what was hashed is what was copied),
+ * and progress(bytes so far, data) is called after each block when given.
+ * Returns the number of bytes, or -1 with errno set.
+ */
+#define DT_DIGEST_STR (7 + 2 * DT_SHA256_LEN + 1)
+long long dt_sha256_fd(int fd, int copy_fd, char digest[DT_DIGEST_STR],
+		       void (*progress)(long long done, void *data), void *data);
+
 /* constant-time comparison of n bytes: 0 when equal */
 int dt_memcmp_ct(const void *a, const void *b, size_t n);
 

@@ -123,7 +123,8 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
-		"labels", "burn_in", "elastic_min_nodes", "preflight", NULL,
+		"labels", "burn_in", "elastic_min_nodes", "preflight", "container", "container_digest",
+		NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -150,6 +151,8 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_int(o, "gpus_per_node", 0, 64, &j->gpus_per_node, err) < 0 ||
 	    get_int(o, "procs_per_node", 0, 64, &j->procs_per_node, err) < 0 ||
 	    get_str(o, "workdir", &j->workdir, err) < 0 ||
+	    get_str(o, "container", &j->container, err) < 0 ||
+	    get_str(o, "container_digest", &j->container_digest, err) < 0 ||
 	    get_map(o, "env", &j->env, 1, err) < 0 ||
 	    get_ms(o, "timeout_ms", &j->timeout_ms, err) < 0 ||
 	    get_ms(o, "stall_after_ms", &j->stall_after_ms, err) < 0 ||
@@ -177,6 +180,21 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	v = json_object_get(o, "preflight");
 	if (!v || json_is_null(v))
 		j->preflight = PREFLIGHT_CONNECT;   /* not set: the connectivity check */
+	if (j->container && (container_ref_invalid(j->container) || j->container[0] == '.')) {
+		strbuf_addf(err, "job: 'container' must be %s", j->container[0] == '.' ?
+			    "an absolute path (dtctl resolves ./ and ../)" :
+			    container_ref_invalid(j->container));
+		goto fail;
+	}
+	if (j->container_digest && (!j->container || !container_digest_valid(j->container_digest))) {
+		strbuf_addstr(err, "job: 'container_digest' must be sha256:<64 hex digits>, with "
+			      "'container'");
+		goto fail;
+	}
+	if (j->container && j->container[0] == '/' && !j->container_digest) {
+		strbuf_addstr(err, "job: an image file in 'container' needs its 'container_digest'");
+		goto fail;
+	}
 	if (j->elastic_min_nodes > j->nodes) {
 		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");
 		goto fail;

@@ -362,6 +362,8 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 	p->attempt = o->attempt;
 	p->grace_ms = o->grace_ms;
 	p->log_root = dup_or_null(o->log_root);
+	p->container = dup_or_null(job->container);
+	p->container_digest = dup_or_null(job->container_digest);
 	p->place = xcalloc((size_t)nr_nodes, sizeof(*p->place));
 	for (int k = 0; k < nr_nodes; k++) {
 		p->place[k].name = xstrdup(nodes[k].name);
@@ -406,6 +408,8 @@ void launch_plan_release(struct launch_plan *p)
 	free(p->hostfile);
 	free(p->cwd);
 	free(p->submit_dir);
+	free(p->container);
+	free(p->container_digest);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -426,15 +430,20 @@ static json_t *env_json(const struct strvec *v)
 json_t *launch_task_request(const struct launch_plan *p, size_t i)
 {
 	const struct launch_task *t = &p->tasks[i];
+	/* the agent runs the task in this image (agent/container.h); the node's
+	 * name marks where the image is cached (dtctl image list) */
+	json_t *ctr = p->container ? json_pack("{s:s, s:s*, s:s}", "image", p->container,
+					       "digest", p->container_digest,
+					       "node", p->place[t->node].name) : NULL;
 
-	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*}",
+	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*, s:o*}",
 			 "id", t->id, "argv", json_strvec(&t->argv), "env", env_json(&t->env),
 			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
 			 "rank", t->rank,
 			 /* the agent walks the log's path below the shared dir without
 			  * links; s*: no key at all when NULL */
 			 "log_root", p->log_root, "cwd", p->cwd, "submit_dir", p->submit_dir,
-			 "cuda_visible_devices", t->cuda_visible_devices);
+			 "cuda_visible_devices", t->cuda_visible_devices, "container", ctr);
 }
 
 json_t *launch_plan_to_json(const struct launch_plan *p)

@@ -82,6 +82,8 @@ struct launch_plan {
 	int attempt;
 	int grace_ms;                 /* SIGTERM -> SIGKILL when a task is stopped */
 	char *log_root;               /* the shared dir: the agents open logs below it */
+	char *container;              /* the job's container: image (file or name), or NULL */
+	char *container_digest;       /* "sha256:..." of an image file, or NULL */
 };
 
 struct launch_opts {

@@ -1,0 +1,489 @@
+/*
+ * container.c - the engine, the node's image cache and the argv of a rank in
+ * a container image (see container.h and docs/containers.md).
+ */
+#include "container.h"
+#include "config.h"
+#include "dthome.h"
+#include "log.h"
+#include "json.h"
+#include "run-command.h"
+#include "safefile.h"
+#include "sha256.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern char **environ;
+
+int container_engine_find(struct strbuf *out, struct strbuf *why)
+{
+	const char *path = getenv_nonempty("PATH");
+	struct strbuf dirs = STRBUF_INIT;
+	char *p, *save = NULL;
+
+	strbuf_addf(&dirs, "%s:/usr/bin:/usr/local/bin", path ? path : "");
+	for (p = strtok_r(dirs.buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+
+		if (*p != '/')
+			continue;
+		strbuf_reset(out);
+		strbuf_addf(out, "%s/podman", p);
+		if (stat(out->buf, &st) == 0 && S_ISREG(st.st_mode) && access(out->buf, X_OK) == 0) {
+			strbuf_release(&dirs);
+			return 0;
+		}
+	}
+	strbuf_reset(out);
+	strbuf_release(&dirs);
+	strbuf_addstr(why, "no container engine: podman is not in PATH (install podman on the "
+		      "node, or run the job without 'container:')");
+	return -1;
+}
+
+/* Run engine args quietly; its exit code, its output (both streams) in out. */
+static int engine_run(const char *engine, const char *const *args, struct strbuf *out)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf sink = STRBUF_INIT;
+	int code;
+
+	strvec_push(&cp.args, engine);
+	strvec_pushv(&cp.args, (const char **)args);
+	cp.no_stdin = 1;
+	cp.err_to_out = 1;
+	code = capture_command(&cp, out ? out : &sink, 64 * 1024);
+	strbuf_release(&sink);
+	child_process_clear(&cp);
+	return code;
+}
+
+/* The last line of an engine's output, for a message. */
+static const char *last_line(struct strbuf *out)
+{
+	char *nl;
+
+	strbuf_trim(out);
+	nl = strrchr(out->buf, '\n');
+	return nl ? nl + 1 : out->buf;
+}
+
+/*
+ * Whether the tar file at fd is an image archive (docker-archive: a
+ * manifest.json at its top; OCI layout: an oci-layout file) rather than a
+ * root filesystem: 1, 0, or -1 when it is not a plain tar (compressed: the
+ * caller tries both).  Headers only, with preads; bounded.
+ */
+static int tar_is_archive(int fd)
+{
+	unsigned char h[512];
+	off_t off = 0;
+
+	for (long entries = 0; entries < 1000000; entries++) {
+		char name[101];
+		unsigned long long size = 0;
+		ssize_t n = pread(fd, h, sizeof(h), off);
+		int zero = 1;
+
+		if (n != (ssize_t)sizeof(h))
+			return entries ? 0 : -1;
+		for (size_t i = 0; i < sizeof(h); i++)
+			zero &= !h[i];
+		if (zero)
+			return 0;
+		if (memcmp(h + 257, "ustar", 5))
+			return entries ? 0 : -1;
+		memcpy(name, h, 100);
+		name[100] = '\0';
+		for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; i++)
+			size = size * 8 + (h[i] - '0');
+		{
+			const char *base = starts_with(name, "./") ? name + 2 : name;
+
+			if (!strcmp(base, "manifest.json") || !strcmp(base, "oci-layout"))
+				return 1;
+		}
+		off += 512 + (off_t)((size + 511) / 512 * 512);
+	}
+	return 0;
+}
+
+struct load_progress {
+	container_note_fn note;
+	void *data;
+	const char *image;
+	long long total, next;
+	long long started;
+};
+
+static void load_progress(long long done, void *data)
+{
+	struct load_progress *p = data;
+	struct strbuf sb = STRBUF_INIT;
+
+	if (!p->note || done < p->next || !p->total)
+		return;
+	strbuf_addf(&sb, "dtagent: copying image '%s': %lld%% of %.1f MiB", p->image,
+		    done * 100 / p->total, (double)p->total / (1 << 20));
+	p->note(sb.buf, p->data);
+	strbuf_release(&sb);
+	p->next = done + p->total / 4;
+}
+
+/*
+ * Copy the image file off the shared dir into tmp (our own dir), hashing
+ * it; the digest must be the one submitted.
+ */
+static int copy_image(const char *shared_root, const char *image, const char *digest,
+		      const char *tmp, struct load_progress *lp, struct strbuf *why)
+{
+	struct strbuf err = STRBUF_INIT;
+	char got[DT_DIGEST_STR];
+	struct stat st;
+	int in, out;
+	long long n;
+
+	in = sf_open_read(shared_root, sf_below(image, shared_root), &st, &err);
+	if (in < 0) {
+		strbuf_addf(why, "cannot read the image file '%s': %s", image, err.buf);
+		strbuf_release(&err);
+		return -1;
+	}
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0) {
+		strbuf_addf(why, "cannot create '%s': %s", tmp, strerror(errno));
+		close(in);
+		return -1;
+	}
+	lp->total = st.st_size;
+	n = dt_sha256_fd(in, out, got, load_progress, lp);
+	close(in);
+	if (n < 0 || close(out) < 0) {
+		strbuf_addf(why, "cannot copy the image file '%s' to '%s': %s", image, tmp,
+			    strerror(errno));
+		return -1;
+	}
+	if (strcmp(got, digest)) {
+		strbuf_addf(why, "the image file '%s' changed since the job was submitted (it is "
+			    "%s now, the job has %s): submit the job again", image, got, digest);
+		return -1;
+	}
+	return 0;
+}
+
+/* podman load: the archive's first image, tagged ref */
+static int load_archive(const char *engine, const char *tmp, const char *ref, struct strbuf *why)
+{
+	struct strbuf out = STRBUF_INIT;
+	char *loaded, *end;
+	int code = engine_run(engine, (const char *[]){ "load", "-q", "-i", tmp, NULL }, &out);
+
+	/* "Loaded image(s): localhost/x:1,localhost/y:2" or "Loaded image: sha256:..." */
+	loaded = code == 0 ? strstr(out.buf, "Loaded image") : NULL;
+	loaded = loaded ? strstr(loaded, ": ") : NULL;
+	if (!loaded) {
+		strbuf_addf(why, "podman load failed (exit %d): %s", code, last_line(&out));
+		strbuf_release(&out);
+		return -1;
+	}
+	loaded += 2;
+	end = loaded + strcspn(loaded, ",\n");
+	*end = '\0';
+	{
+		struct strbuf tag = STRBUF_INIT;
+
+		code = engine_run(engine, (const char *[]){ "tag", loaded, ref, NULL }, &tag);
+		if (code)
+			strbuf_addf(why, "podman tag %s failed (exit %d): %s", loaded, code,
+				    last_line(&tag));
+		strbuf_release(&tag);
+	}
+	strbuf_release(&out);
+	return code ? -1 : 0;
+}
+
+static int import_rootfs(const char *engine, const char *tmp, const char *ref, struct strbuf *why)
+{
+	struct strbuf out = STRBUF_INIT;
+	int code = engine_run(engine, (const char *[]){ "import", "-q", tmp, ref, NULL }, &out);
+
+	if (code)
+		strbuf_addf(why, "podman import failed (exit %d): %s", code, last_line(&out));
+	strbuf_release(&out);
+	return code ? -1 : 0;
+}
+
+/* <shared>/images/cache/<hex>/<node>: for dtctl image list (best effort) */
+static void mark_cached(const char *shared_root, const char *hex, const char *node)
+{
+	struct strbuf rel = STRBUF_INIT;
+
+	if (!node)
+		return;
+	strbuf_addf(&rel, "images/cache/%s/%s", hex, node);
+	if (sf_write(shared_root, rel.buf, "", 0, 0644, SF_MKDIRS, NULL) < 0)
+		dtlog(DTLOG_DEBUG, "cannot mark the image cached in '%s/%s': %s", shared_root,
+		      rel.buf, strerror(errno));
+	strbuf_release(&rel);
+}
+
+int container_image_ensure(const char *engine, const json_t *ctr, const char *shared_root,
+			   const char *home, container_note_fn note, void *data,
+			   struct strbuf *ref, struct strbuf *why)
+{
+	const char *image = json_get_str(ctr, "image", NULL);
+	const char *digest = json_get_str(ctr, "digest", NULL);
+	const char *node = json_get_str(ctr, "node", NULL);
+	struct strbuf dir = STRBUF_INIT, lock = STRBUF_INIT, tmp = STRBUF_INIT, msg = STRBUF_INIT;
+	struct load_progress lp;
+	int fd = -1, ret = -1, kind;
+
+	strbuf_reset(ref);
+	if (!image || image[0] != '/') {
+		strbuf_addstr(ref, image ? image : "");
+		return image ? 0 : -1;
+	}
+	strbuf_addf(ref, "%s:%s", CONTAINER_IMAGE_REPO, digest + 7);
+	if (engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
+		mark_cached(shared_root, digest + 7, node);
+		return 0;
+	}
+	/* one loader per node: the others wait, then find it loaded */
+	strbuf_addf(&dir, "%s/images", home);
+	strbuf_addf(&lock, "%s/.lock", dir.buf);
+	if (mkdir_p(dir.buf, 0700) < 0 ||
+	    (fd = open(lock.buf, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		strbuf_addf(why, "cannot open '%s': %s", lock.buf, strerror(errno));
+		goto out;
+	}
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			strbuf_addf(why, "cannot lock '%s': %s", lock.buf, strerror(errno));
+			goto out;
+		}
+	if (engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
+		ret = 0;
+		goto out;
+	}
+	memset(&lp, 0, sizeof(lp));
+	lp.note = note;
+	lp.data = data;
+	lp.image = image;
+	lp.started = dt_mono_ms();
+	strbuf_addf(&tmp, "%s/load-%s.tar", dir.buf, digest + 7);
+	if (copy_image(shared_root, image, digest, tmp.buf, &lp, why) < 0)
+		goto out;
+	{
+		int tfd = open(tmp.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		kind = tfd < 0 ? -1 : tar_is_archive(tfd);
+		if (tfd >= 0)
+			close(tfd);
+	}
+	if (kind == 1)
+		ret = load_archive(engine, tmp.buf, ref->buf, why);
+	else if (kind == 0)
+		ret = import_rootfs(engine, tmp.buf, ref->buf, why);
+	else {
+		/* compressed: an archive, else a root filesystem */
+		struct strbuf first = STRBUF_INIT;
+
+		ret = load_archive(engine, tmp.buf, ref->buf, &first);
+		if (ret < 0 && (ret = import_rootfs(engine, tmp.buf, ref->buf, why)) < 0)
+			strbuf_addf(why, "; as an image archive: %s", first.buf);
+		strbuf_release(&first);
+	}
+	if (!ret && note) {
+		strbuf_addf(&msg, "dtagent: loaded image '%s' (%s) into %s in %.1f s", image,
+			    digest, engine, (double)(dt_mono_ms() - lp.started) / 1000);
+		note(msg.buf, data);
+	}
+out:
+	if (tmp.len)
+		unlink(tmp.buf);
+	if (fd >= 0)
+		close(fd);          /* unlocks */
+	if (!ret)
+		mark_cached(shared_root, digest + 7, node);
+	strbuf_release(&dir);
+	strbuf_release(&lock);
+	strbuf_release(&tmp);
+	strbuf_release(&msg);
+	return ret;
+}
+
+/* A CDI spec for NVIDIA GPUs (nvidia-ctk cdi generate) in dir, or 0. */
+static int has_nvidia_cdi(const char *cdi_dir)
+{
+	static const char *const dirs[] = { "/etc/cdi", "/var/run/cdi" };
+	static const char *const names[] = { "nvidia.yaml", "nvidia.json" };
+	struct strbuf p = STRBUF_INIT;
+	int found = 0;
+
+	for (size_t d = 0; d < (cdi_dir ? 1 : ARRAY_SIZE(dirs)) && !found; d++)
+		for (size_t n = 0; n < ARRAY_SIZE(names) && !found; n++) {
+			strbuf_reset(&p);
+			strbuf_addf(&p, "%s/%s", cdi_dir ? cdi_dir : dirs[d], names[n]);
+			found = access(p.buf, R_OK) == 0;
+		}
+	strbuf_release(&p);
+	return found;
+}
+
+static int char_device(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+/* --device for each GPU of the task; the count passed, or -1 without devices */
+static int gpu_devices(const struct container_run *r, struct strvec *out, struct strbuf *notes)
+{
+	struct strbuf dev = STRBUF_INIT, spec = STRBUF_INIT;
+	const char *dir = r->dev_dir ? r->dev_dir : "/dev";
+	const char *p = r->gpus;
+	int nr = 0, missing = 0;
+
+	if (has_nvidia_cdi(r->cdi_dir)) {
+		while (*p) {
+			size_t len = strcspn(p, ",");
+
+			strbuf_reset(&spec);
+			strbuf_addf(&spec, "--device=nvidia.com/gpu=%.*s", (int)len, p);
+			strvec_push(out, spec.buf);
+			nr++;
+			p += len + (p[len] == ',');
+		}
+		strbuf_release(&spec);
+		return nr;
+	}
+	while (*p) {
+		size_t len = strcspn(p, ",");
+
+		strbuf_reset(&dev);
+		strbuf_addf(&dev, "%s/nvidia%.*s", dir, (int)len, p);
+		if (char_device(dev.buf)) {
+			strbuf_reset(&spec);
+			strbuf_addf(&spec, "--device=%s:/dev/nvidia%.*s", dev.buf, (int)len, p);
+			strvec_push(out, spec.buf);
+			nr++;
+		} else {
+			missing++;
+		}
+		p += len + (p[len] == ',');
+	}
+	if (nr) {
+		static const char *const common[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools" };
+
+		for (size_t i = 0; i < ARRAY_SIZE(common); i++) {
+			strbuf_reset(&dev);
+			strbuf_addf(&dev, "%s/%s", dir, common[i]);
+			if (!char_device(dev.buf))
+				continue;
+			strbuf_reset(&spec);
+			strbuf_addf(&spec, "--device=%s:/dev/%s", dev.buf, common[i]);
+			strvec_push(out, spec.buf);
+		}
+	}
+	if (missing)
+		strbuf_addf(notes, "dtagent: note: %d of the task's GPUs (%s) have no device node "
+			    "in %s (fake GPUs?): the container gets %s", missing, r->gpus, dir,
+			    nr ? "the others only" : "no GPU devices");
+	strbuf_release(&dev);
+	strbuf_release(&spec);
+	return nr ? nr : -1;
+}
+
+static void push_volume(struct strvec *out, const char *path)
+{
+	struct strbuf v = STRBUF_INIT;
+
+	/* the same path inside; a path with ':' or ',' cannot be said to podman */
+	if (!path || strpbrk(path, ":,")) {
+		strbuf_release(&v);
+		return;
+	}
+	strbuf_addf(&v, "--volume=%s:%s", path, path);
+	strvec_push(out, v.buf);
+	strbuf_release(&v);
+}
+
+void container_run_argv(const struct container_run *r, const struct strvec *argv,
+			const struct strvec *pass, struct strvec *out, struct strvec *env_set,
+			struct strbuf *notes)
+{
+	struct strbuf sb = STRBUF_INIT;
+	struct stat st;
+
+	strvec_pushv(out, (const char *[]){ r->engine, "run", "--rm", "--network=host", "--pid=host",
+					    "--tmpfs=/tmp:rw,exec,nosuid,nodev,mode=1777",
+					    "--log-driver=none", "--entrypoint=", NULL });
+	strbuf_addf(&sb, "--name=%s", r->name);
+	strvec_push(out, sb.buf);
+	if (r->ref[0] != '/' && starts_with(r->ref, CONTAINER_IMAGE_REPO ":"))
+		strvec_push(out, "--pull=never");
+	/* the node's /dev/shm: big, and shared by the ranks of the node (NCCL's
+	 * shared-memory transport between ranks in different containers) */
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+		strvec_push(out, "--volume=/dev/shm:/dev/shm");
+	else
+		strvec_push(out, "--shm-size=1g");
+	push_volume(out, r->shared_dir);
+	if (r->submit_dir && (!r->shared_dir || !sf_below(r->submit_dir, r->shared_dir)))
+		push_volume(out, r->submit_dir);
+	if (r->cwd && strcmp(r->cwd, "/") &&
+	    (!r->shared_dir || !sf_below(r->cwd, r->shared_dir)) &&
+	    (!r->submit_dir || strcmp(r->cwd, r->submit_dir)))
+		push_volume(out, r->cwd);
+	if (r->cwd) {
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--workdir=%s", r->cwd);
+		strvec_push(out, sb.buf);
+	}
+	if (r->gpus && *r->gpus) {
+		int nr = gpu_devices(r, out, notes);
+
+		if (nr > 0) {
+			/* inside, the devices passed are the only ones: 0..nr-1 */
+			strbuf_reset(&sb);
+			for (int i = 0; i < nr; i++)
+				strbuf_addf(&sb, "%s%d", i ? "," : "", i);
+			strvec_setenv(env_set, "CUDA_VISIBLE_DEVICES", sb.buf);
+		}
+	}
+	for (size_t i = 0; i < pass->nr; i++) {
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--env=%s", pass->v[i]);
+		strvec_push(out, sb.buf);
+	}
+	strvec_push(out, r->ref);
+	strvec_pushv(out, (const char **)argv->v);
+	strbuf_release(&sb);
+}
+
+void container_remove(const char *engine, const char *name, const char *const *env)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf out = STRBUF_INIT;
+
+	strvec_pushv(&cp.args, (const char *[]){ engine, "rm", "--force", "--time=0", "--ignore",
+					      name, NULL });
+	if (env) {
+		cp.clean_env = 1;
+		strvec_pushv(&cp.env, (const char **)env);
+	}
+	cp.no_stdin = 1;
+	cp.err_to_out = 1;
+	if (capture_command(&cp, &out, 16 * 1024) != 0)
+		dtlog(DTLOG_WARN, "cannot remove container '%s': %s", name, out.buf);
+	strbuf_release(&out);
+	child_process_clear(&cp);
+}

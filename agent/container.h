@@ -1,0 +1,71 @@
+/*
+ * container.h - a task's processes inside a container image (job.yaml
+ * `container:`, docs/containers.md), for the supervisor (supervise.c) and the
+ * agent's start check (agent.c).
+ *
+ * Only the rank runs in the image: the supervisor, its log writer, the stall
+ * and hang machinery stay on the node, so logs, cancel and exit codes are
+ * those of any task.  The engine is podman (the one that could be tested
+ * here), found in PATH; it is always called with an argv vector, never a
+ * shell.  An image file on the shared dir is loaded once per node and cached
+ * by its content digest: the digest dtctl took at submission is the name it
+ * gets in the engine (localhost/dtctl-image:<hex>), so a second job with the
+ * same file starts without a load and a changed file is a new image; the
+ * bytes loaded are hashed as they are copied off the shared dir, and a file
+ * that no longer has the submitted digest is refused.
+ */
+#ifndef DT_AGENT_CONTAINER_H
+#define DT_AGENT_CONTAINER_H
+
+#include <jansson.h>
+#include "strbuf.h"
+#include "strvec.h"
+
+#define CONTAINER_IMAGE_REPO "localhost/dtctl-image"
+
+/*
+ * The engine's path in *out (podman in PATH, then /usr/bin, /usr/local/bin),
+ * or -1 with why naming what is missing.
+ */
+int container_engine_find(struct strbuf *out, struct strbuf *why);
+
+/* Called with progress and notes for the task's log while an image loads. */
+typedef void (*container_note_fn)(const char *line, void *data);
+
+/*
+ * Make the task's image (its spec's "container" object) runnable on this
+ * node: for an image file, load it unless the engine already has its digest
+ * (one loader at a time per agent home: <home>/images/.lock); for a name,
+ * nothing (the engine pulls a missing one at run time).  *ref is then what
+ * to run.  shared_root is the spec's log_root.  -1 with why.
+ */
+int container_image_ensure(const char *engine, const json_t *ctr, const char *shared_root,
+			   const char *home, container_note_fn note, void *data,
+			   struct strbuf *ref, struct strbuf *why);
+
+struct container_run {
+	const char *engine, *ref, *name;
+	const char *cwd;              /* the ranks' directory, or NULL ("/" of the image) */
+	const char *submit_dir, *shared_dir;  /* mounted at the same paths, or NULL */
+	const char *gpus;             /* the task's CUDA_VISIBLE_DEVICES, or NULL */
+	const char *dev_dir;          /* where to find nvidia* device nodes ("/dev") */
+	const char *cdi_dir;          /* NULL: /etc/cdi and /var/run/cdi */
+};
+
+/*
+ * The engine's argv running argv in the image: host network and pid
+ * namespace, the node's /dev/shm, a private /tmp, the GPUs of the task and
+ * no others, every variable named in pass (-e NAME: the value comes from
+ * the engine's own environment, so it is not on a command line).  *env_set
+ * gets variables the caller must set for the engine's environment instead
+ * of its own (CUDA_VISIBLE_DEVICES renumbered inside the container) and
+ * *notes lines worth a note in the log ("no GPU device nodes: fake GPUs").
+ */
+void container_run_argv(const struct container_run *r, const struct strvec *argv,
+			const struct strvec *pass, struct strvec *out, struct strvec *env_set,
+			struct strbuf *notes);
+
+/* Remove the task's container whatever state it is in (after a kill); quiet. */
+void container_remove(const char *engine, const char *name, const char *const *env);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * image.c - container: resolved for submission (see image.h).
+ */
+#include "image.h"
+#include "safefile.h"
+#include "sha256.h"
+#include "json.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A name `dtctl image import` accepts: [A-Za-z0-9._-]{1,64}, not starting with '.' */
+int image_name_valid(const char *name)
+{
+	return name[0] != '.' && name_chars_ok(name, 64, "._-");
+}
+
+/* The digest recorded for imported image name, or -1 when there is none. */
+int image_lookup(const char *shared_dir, const char *name, char digest[DT_DIGEST_STR])
+{
+	struct strbuf rel = STRBUF_INIT, sb = STRBUF_INIT;
+	json_t *j = NULL;
+	int ret = -1;
+
+	strbuf_addf(&rel, "images/%s.json", name);
+	if (sf_read(shared_dir, rel.buf, &sb, 64 * 1024, NULL) >= 0 &&
+	    (j = json_loadb(sb.buf, sb.len, 0, NULL)) &&
+	    container_digest_valid(json_get_str(j, "digest", ""))) {
+		memcpy(digest, json_get_str(j, "digest", ""), DT_DIGEST_STR);
+		ret = 0;
+	}
+	json_decref(j);
+	strbuf_release(&rel);
+	strbuf_release(&sb);
+	return ret;
+}
+
+int image_resolve(struct job_config *j, const char *shared_dir)
+{
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
+	char digest[DT_DIGEST_STR];
+	const char *rel;
+	struct stat st;
+	int fd;
+
+	if (!j->container)
+		return 0;
+	if (j->container[0] != '/' && strncmp(j->container, "./", 2) &&
+	    strncmp(j->container, "../", 3)) {
+		/* an imported image, else a name for the nodes' engine */
+		if (!shared_dir || !image_name_valid(j->container) ||
+		    image_lookup(shared_dir, j->container, digest) < 0)
+			return 0;
+		strbuf_addf(&path, "%s/images/%s.image", shared_dir, j->container);
+		free(j->container);
+		j->container = strbuf_detach(&path, NULL);
+		free(j->container_digest);
+		j->container_digest = xstrdup(digest);
+		return 0;
+	}
+	if (j->container[0] != '/') {
+		char *cwd = getcwd(NULL, 0);
+
+		strbuf_addf(&path, "%s/", cwd ? cwd : ".");
+		free(cwd);
+	}
+	strbuf_addstr(&path, j->container);
+	if (!shared_dir || !(rel = sf_below(path.buf, shared_dir)) || !*rel) {
+		error("container: the image file '%s' is not below the shared dir '%s', so the "
+		      "nodes cannot read it: put it there (dtctl image import '%s')", path.buf,
+		      shared_dir ? shared_dir : "(none)", path.buf);
+		strbuf_release(&path);
+		return DT_EXIT_USAGE;
+	}
+	fd = sf_open_read(shared_dir, rel, &st, &why);
+	if (fd < 0 || dt_sha256_fd(fd, -1, digest, NULL, NULL) < 0) {
+		error("container: cannot read the image file '%s': %s", path.buf,
+		      why.len ? why.buf : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		strbuf_release(&path);
+		strbuf_release(&why);
+		return DT_EXIT_USAGE;
+	}
+	close(fd);
+	free(j->container);
+	j->container = strbuf_detach(&path, NULL);
+	free(j->container_digest);
+	j->container_digest = xstrdup(digest);
+	strbuf_release(&why);
+	return 0;
+}

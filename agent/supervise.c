@@ -739,6 +739,33 @@ static void reap(struct sup *s)
 	}
 }
 
+/*
+ * The engine's own helpers outlive the rank by a moment (conmon runs
+ * `podman container cleanup` when the container ends, with the task's
+ * environment): the task is over when they are, SIGKILLed after a grace.
+ */
+static void container_wait_cleanup(struct sup *s)
+{
+	long long start = dt_mono_ms();
+
+	for (;;) {
+		struct proc_tree pt;
+
+		reap(s);
+		pt = tree_of(s);
+		if (!proc_tree_count(&pt))
+			return;
+		if (dt_mono_ms() - start > CLEANUP_GRACE_MS + KILL_GIVEUP_MS) {
+			dtlog(DTLOG_ERROR, "task %s: the container's processes survive SIGKILL; "
+			      "giving up", s->t.id);
+			return;
+		}
+		if (dt_mono_ms() - start > CLEANUP_GRACE_MS)
+			proc_tree_signal(&pt, SIGKILL);
+		poll(NULL, 0, 20);
+	}
+}
+
 int supervise_main(const char *home, const char *id)
 {
 	struct sup s;
@@ -919,8 +946,10 @@ int supervise_main(const char *home, const char *id)
 		strbuf_release(&lines);
 	}
 	/* killed engine processes leave the container behind: nothing may stay */
-	if (s.ctr_name.len)
+	if (s.ctr_name.len) {
 		container_remove(s.engine.buf, s.ctr_name.buf, NULL);
+		container_wait_cleanup(&s);
+	}
 	if (s.t.cgroup)
 		cgroup_remove(s.t.cgroup);
 	finish(&s, TASK_EXITED, s.t.exit_code, NULL);

@@ -326,6 +326,32 @@ static void check_same(const char *key, const char *label, const char *fix)
 	strbuf_release(&detail);
 }
 
+/* A node whose podman does not work (no runtime, rlimits, cgroups) fails container: jobs. */
+static void check_container(void)
+{
+	struct strvec bad = STRVEC_INIT;
+	struct strbuf detail = STRBUF_INIT, folded = STRBUF_INIT;
+
+	for (size_t i = 0; i < D->nr; i++) {
+		const char *v = kvlist_get(&D->nodes[i].facts, "container");
+
+		if (D->nodes[i].have_facts && v && strstr(v, " not working: ")) {
+			strvec_push(&bad, node_name(i));
+			if (!detail.len)
+				strbuf_addstr(&detail, v);
+		}
+	}
+	if (bad.nr) {
+		fold_names(&folded, bad.v, bad.nr);
+		strbuf_addf(&folded, ": %s", detail.buf);
+		verdict("engine", 0, folded.buf, "run 'podman info' on the node as the cluster user "
+			"and fix what it says (docs/containers.md, \"Setting up podman\")");
+	}
+	strvec_clear(&bad);
+	strbuf_release(&detail);
+	strbuf_release(&folded);
+}
+
 static void check_gpus(void)
 {
 	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT, notes = STRBUF_INIT;
@@ -719,6 +745,9 @@ int cmd_doctor(int argc, const char **argv)
 		check_same("nccl", "NCCL", "install the same NCCL version on every node");
 		check_same("mpi", "Open MPI", "install the same Open MPI everywhere; check PATH and "
 			   "~/.dtctl/env.sh on the odd nodes (which mpirun)");
+		check_same("container", "container engine", "install the same podman on every node "
+			   "for jobs with container: (docs/containers.md)");
+		check_container();
 		check_gpus();
 		check_shared();
 		check_network();

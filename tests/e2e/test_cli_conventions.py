@@ -214,7 +214,7 @@ def test_every_json_output_follows_the_schema(one):
              ("sweep", "list", "--json"), ("sweep", "status", "--json", sid),
              ("sweep", "best", "--json", sid), ("sweep", "export", "--json", sid),
              ("validate", "--json", one.home / "cluster.yaml"), ("agents", "status", "--json"),
-             ("head", "status", "--json"), ("version", "--json"),
+             ("head", "status", "--json"), ("version", "--json"), ("image", "list", "--json"),
              ("run", "--dry-run", "--json", "-p", "1", "--", "true")]
     for args in cases:
         p = one.dtctl(*args)

@@ -3,6 +3,8 @@ version mismatch (a fake mpirun put first on PATH by ~/.dtctl/env.sh on one node
 dir that is not shared (a private bind mount over it on one node) are both found and named."""
 
 import json
+import re
+import shutil
 import subprocess
 
 import pytest
@@ -37,9 +39,15 @@ def test_clean_cluster_passes(cluster, dtctl, inited):
     res = json.loads(p.stdout)
     assert res["ok"] is True
     names = [c["check"] for c in res["checks"]]
-    for want in ("ssh", "clock", "os", "glibc", "driver", "cuda", "nccl", "mpi", "gpus",
-                 "shared", "network", "port"):
+    for want in ("ssh", "clock", "os", "glibc", "driver", "cuda", "nccl", "mpi", "container",
+                 "gpus", "shared", "network", "port"):
         assert want in names
+    engine = [c for c in res["checks"] if c["check"] == "container"][0]
+    if shutil.which("podman"):   # podman info worked as the cluster user on every node
+        assert re.match(r"container engine podman [0-9.]+, \w+, GPUs by (devices|cdi) on every "
+                        r"node$", engine["detail"]), engine
+    else:
+        assert engine["detail"] == "container engine (none) on every node", engine
     if cluster.mode == "netns":
         net = [c for c in res["checks"] if c["check"] == "network"][0]
         assert "interface eth0 reaches every node from every node" in net["detail"]

@@ -247,7 +247,11 @@ int container_image_ensure(const char *engine, const json_t *ctr, const char *sh
 
 	strbuf_reset(ref);
 	if (!image || image[0] != '/') {
+		/* the engine pulls a missing one at run time; this call also gives a
+		 * rootless podman its pause process outside the task (supervise.c) */
 		strbuf_addstr(ref, image ? image : "");
+		if (image)
+			engine_run(engine, (const char *[]){ "image", "exists", image, NULL }, NULL);
 		return image ? 0 : -1;
 	}
 	strbuf_addf(ref, "%s:%s", CONTAINER_IMAGE_REPO, digest + 7);

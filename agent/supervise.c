@@ -508,11 +508,22 @@ static void note_cb(const char *line, void *data)
 static int container_prepare(struct sup *s, struct strbuf *why)
 {
 	const json_t *ctr = json_object_get(s->t.spec, "container");
+	int ret;
 
 	if (container_engine_find(&s->engine, why) < 0)
 		return -1;
-	if (container_image_ensure(s->engine.buf, ctr, json_get_str(s->t.spec, "log_root", NULL),
-				   s->home, note_cb, s, &s->image_ref, why) < 0)
+	/*
+	 * Rootless podman keeps a user namespace open with a long-lived pause
+	 * process, started by the first podman command that finds none.  Not
+	 * the subreaper here, so that one goes to init and not into this task's
+	 * tree, where the end of the task would kill it (and the next task's
+	 * podman start a new one, ~2 s measured); the task has no process yet.
+	 */
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	ret = container_image_ensure(s->engine.buf, ctr, json_get_str(s->t.spec, "log_root", NULL),
+				     s->home, note_cb, s, &s->image_ref, why);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (ret < 0)
 		return -1;
 	strbuf_addf(&s->ctr_name, "dtctl-%s-%.8s", s->t.id, s->t.marker);
 	return 0;
@@ -947,7 +958,10 @@ int supervise_main(const char *home, const char *id)
 	}
 	/* killed engine processes leave the container behind: nothing may stay */
 	if (s.ctr_name.len) {
-		container_remove(s.engine.buf, s.ctr_name.buf, NULL);
+		/* podman run --rm removed it when it ran to its end; not after a kill,
+		 * or a failure of podman itself (125-127) */
+		if (s.t.stop_requested || s.t.signal || s.t.exit_code >= 125 || s.t.leftovers_killed)
+			container_remove(s.engine.buf, s.ctr_name.buf, NULL);
 		container_wait_cleanup(&s);
 	}
 	if (s.t.cgroup)

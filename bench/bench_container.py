@@ -52,7 +52,7 @@ def main():
             fc.exec(i, "mkdir -p ~/.config/containers && cat > ~/.config/containers/"
                     "containers.conf <<'EOF'\n%sEOF\n" % CONTAINERS_CONF, user=True)
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = Ctx(fc, a.bin, Path(tmp))
+            ctx = Ctx(fc, Path(a.bin).resolve(), Path(tmp))
             ctx.devdir.mkdir()
             img = Path(fc.shared) / "img"
             img.mkdir()

@@ -253,6 +253,18 @@ def test_cancel_leaves_no_container_and_no_process(cluster):
     j = cluster.wait_job(job, FINAL)
     assert j["state"] == "CANCELLED", j
     assert all(r["state"] in ("exited", "killed", "failed") for r in j["ranks"]), j["ranks"]
+    # dtsched ends the job at once; each rank's supervisor then stops podman, the
+    # container's processes and podman's helpers within the grace, removes the
+    # container, and only then records its task final: from there nothing may be left
+    def task_states(i):
+        p = cluster.fc.exec(i, "for f in %s/tasks/%s.*.json; do tr -d '\\n' < \"$f\"; echo; done"
+                            % (cluster.agent_home(i), job), user=True)
+        return [json.loads(l)["state"] for l in p.stdout.splitlines() if l.strip()]
+    deadline = time.time() + 30
+    while not all(task_states(i) and all(st in ("exited", "failed") for st in task_states(i))
+                  for i in (1, 2)):
+        assert time.time() < deadline, [task_states(i) for i in (1, 2)]
+        time.sleep(0.1)
     left = container_procs(job)
     assert left == [], [(pid, Path("/proc/%s/cmdline" % pid).read_bytes()) for pid in left]
     for i in (1, 2):

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "scheduler/jobspec.h"
@@ -103,6 +104,15 @@ static void test_refused(void **state)
 		"{\"command\": [\"true\"], \"burn_in\": true, \"include_nodes\": \"n1\", "
 		"\"nodes\": 2}",
 		"[1]",
+		"{\"command\": [\"true\"], \"container\": \"--privileged\"}",
+		"{\"command\": [\"true\"], \"container\": \"./rel.tar\"}",   /* dtctl resolves it */
+		"{\"command\": [\"true\"], \"container\": \"/s/i.tar\"}",    /* a file needs its digest */
+		"{\"command\": [\"true\"], \"container\": \"/s/i.tar\", \"container_digest\": "
+		"\"sha256:00\"}",
+		"{\"command\": [\"true\"], \"container_digest\": \"sha256:"
+		"0000000000000000000000000000000000000000000000000000000000000000\"}",
+		"{\"command\": [\"true\"], \"container\": \"debian:12\", \"launcher\": \"mpi\"}",
+		"{\"command\": [\"true\"], \"container\": \"a b\"}",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -117,6 +127,56 @@ static void test_refused(void **state)
 		json_decref(o);
 		strbuf_release(&err);
 	}
+}
+
+/* container: as job.yaml has it, as dtctl sends it resolved, and into every task request */
+static void test_container(void **state)
+{
+	static const char yaml[] = "command: [true]\ncontainer: docker.io/library/debian:12\n";
+	static const char digest[] =
+		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	struct job_config a, b;
+	struct strbuf err = STRBUF_INIT;
+	json_t *ja;
+
+	assert_int_equal(job_config_parse(&a, yaml, strlen(yaml), "job.yaml", &err), 0);
+	assert_string_equal(a.container, "docker.io/library/debian:12");
+	assert_null(a.container_digest);
+	free(a.container);
+	a.container = strdup("/shared/images/x.image");
+	a.container_digest = strdup(digest);
+	ja = job_config_to_json(&a);
+	assert_int_equal(job_config_from_json(&b, ja, &err), 0);
+	assert_string_equal(b.container, "/shared/images/x.image");
+	assert_string_equal(b.container_digest, digest);
+	{
+		struct launch_node n = { .name = "n1", .address = "10.0.0.1", .host = "10.0.0.1" };
+		struct launch_opts o = { .job_id = "j-1", .job_dir = "/shared/jobs/j-1",
+					 .log_root = "/shared" };
+		struct launch_plan p;
+		json_t *req, *c;
+
+		assert_int_equal(launch_plan_build(&p, &b, &n, 1, &o, &err), 0);
+		req = launch_task_request(&p, 0);
+		c = json_object_get(req, "container");
+		assert_non_null(c);
+		assert_string_equal(json_string_value(json_object_get(c, "image")),
+				    "/shared/images/x.image");
+		assert_string_equal(json_string_value(json_object_get(c, "digest")), digest);
+		assert_string_equal(json_string_value(json_object_get(c, "node")), "n1");
+		json_decref(req);
+		launch_plan_release(&p);
+	}
+	json_decref(ja);
+	job_config_release(&a);
+	job_config_release(&b);
+	/* refused in job.yaml with its place */
+	strbuf_reset(&err);
+	assert_int_equal(job_config_parse(&a, "command: [true]\ncontainer: -v/:/h\n", 34,
+					  "job.yaml", &err), -1);
+	assert_non_null(strstr(err.buf, "job.yaml:2:"));
+	assert_non_null(strstr(err.buf, "container"));
+	strbuf_release(&err);
 }
 
 static void test_hostfile_uses_host(void **state)
@@ -150,6 +210,7 @@ int main(void)
 		cmocka_unit_test(test_burn_in_fabric),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_hostfile_uses_host),
+		cmocka_unit_test(test_container),
 	};
 
 	return cmocka_run_group_tests_name("jobspec", tests, NULL, NULL);

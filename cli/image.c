@@ -38,6 +38,31 @@ int image_lookup(const char *shared_dir, const char *name, char digest[DT_DIGEST
 	return ret;
 }
 
+/* path without "." and ".." components and repeated '/', lexically (no link is read) */
+static void path_normalize(struct strbuf *path)
+{
+	struct strvec parts = STRVEC_INIT, keep = STRVEC_INIT;
+
+	strvec_split(&parts, path->buf, "/");
+	for (size_t i = 0; i < parts.nr; i++) {
+		if (!*parts.v[i] || !strcmp(parts.v[i], "."))
+			continue;
+		if (!strcmp(parts.v[i], "..")) {
+			if (keep.nr)
+				strvec_pop(&keep);
+			continue;
+		}
+		strvec_push(&keep, parts.v[i]);
+	}
+	strbuf_reset(path);
+	for (size_t i = 0; i < keep.nr; i++)
+		strbuf_addf(path, "/%s", keep.v[i]);
+	if (!path->len)
+		strbuf_addch(path, '/');
+	strvec_clear(&parts);
+	strvec_clear(&keep);
+}
+
 int image_resolve(struct job_config *j, const char *shared_dir)
 {
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
@@ -68,6 +93,7 @@ int image_resolve(struct job_config *j, const char *shared_dir)
 		free(cwd);
 	}
 	strbuf_addstr(&path, j->container);
+	path_normalize(&path);
 	if (!shared_dir || !(rel = sf_below(path.buf, shared_dir)) || !*rel) {
 		error("container: the image file '%s' is not below the shared dir '%s', so the "
 		      "nodes cannot read it: put it there (dtctl image import '%s')", path.buf,

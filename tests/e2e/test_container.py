@@ -320,3 +320,29 @@ def test_bad_container_values_are_refused(cluster, tmp_path):
     link.symlink_to(cluster.image)
     p = cluster.dtctl("run", "-n", 1, "-C", link, "--", "true")
     assert p.returncode == 2 and "symbolic link" in p.stderr, p.stderr
+
+
+def test_sweep_trials_share_the_image_loaded_once_per_node(cluster):
+    img = Path(cluster.fc.shared) / "img" / "sweep.tar"
+    digest = rootfs_tar("sweep", img)
+    proj = Path(cluster.fc.shared) / "sweep-proj"
+    proj.mkdir()
+    os.chmod(proj, 0o777)
+    (proj / "trial.sh").write_text(
+        'echo "DTCTL_METRIC {\\"loss\\": $DT_PARAM_X, \\"img\\": \\"$(cat /IMAGE_ID)\\"}"\n')
+    (proj / "sweep.yaml").write_text(
+        "method: grid\nmetric: {name: loss, goal: minimize}\n"
+        "parameters:\n  x: {values: [1, 2, 3, 4, 5, 6]}\n"
+        "job: {name: ctr-trial, procs_per_node: 1, container: ./../img/sweep.tar,\n"
+        "      command: [sh, trial.sh]}\n")
+    p = cluster.dtctl("sweep", "sweep.yaml", cwd=str(proj), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    sid = json.loads(cluster.dtctl("sweep", "list", "--json").stdout)["sweeps"][-1]["id"]
+    trials = json.loads(cluster.dtctl("sweep", "export", "--json", sid).stdout)["trials"]
+    assert [t["state"] for t in trials] == ["COMPLETED"] * 6, trials
+    assert {t["metrics"][0]["img"] for t in trials} == {"sweep"}, trials
+    # six trials, at most one load per node (the digest, taken once at submission)
+    loads = [l for f in Path(cluster.fc.shared, "jobs").glob("*/logs/*.log")
+             for l in f.read_text(errors="replace").splitlines()
+             if "loaded image '%s' (%s)" % (img, digest) in l]
+    assert 1 <= len(loads) <= 2, loads

@@ -447,6 +447,9 @@ void container_run_argv(const struct container_run *r, const struct strvec *argv
 	    (!r->shared_dir || !sf_below(r->cwd, r->shared_dir)) &&
 	    (!r->submit_dir || strcmp(r->cwd, r->submit_dir)))
 		push_volume(out, r->cwd);
+	push_volume(out, r->extra_volume);
+	if (r->keep_id && geteuid() != 0)
+		strvec_push(out, "--userns=keep-id");
 	if (r->cwd) {
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "--workdir=%s", r->cwd);

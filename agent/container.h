@@ -50,6 +50,8 @@ struct container_run {
 	const char *gpus;             /* the task's CUDA_VISIBLE_DEVICES, or NULL */
 	const char *dev_dir;          /* where to find nvidia* device nodes ("/dev") */
 	const char *cdi_dir;          /* NULL: /etc/cdi and /var/run/cdi */
+	const char *extra_volume;     /* one more dir at the same path (mpi: the session dir), or NULL */
+	int keep_id;                  /* the caller's uid and gid inside (mpi: PMIx checks them) */
 };
 
 /*

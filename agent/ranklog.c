@@ -2,6 +2,8 @@
  * ranklog.c - the rank logger run by mpirun for each rank (see ranklog.h).
  */
 #include "ranklog.h"
+#include "container.h"
+#include "auth.h"
 #include "dthome.h"
 #include "json.h"
 #include "linelog.h"
@@ -23,6 +25,118 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* A line of our own in the rank's log (stderr stream). */
+static void log_line(const char *msg, void *data)
+{
+	int fd = *(int *)data;
+	struct linelog l;
+	struct strbuf out = STRBUF_INIT;
+
+	linelog_init(&l, 'E', 0);
+	linelog_feed(&l, msg, strlen(msg), &out);
+	linelog_flush(&l, &out);
+	if (write(fd, out.buf, out.len) < 0) {
+		/* the log is what is failing: nowhere else to say it */
+	}
+	linelog_release(&l);
+	strbuf_release(&out);
+}
+
+/*
+ * An mpi job in an image (DT_CONTAINER, set by dtsched's launch plan): the
+ * image is made ready on this node as for an agent task (container.h), and
+ * the rank runs in it under the host's orted, which it reaches over PMIx on
+ * the host network; the orted's session dir is mounted at its path, and the
+ * rank keeps the user's uid (PMIx compares it).  Every variable orted gave
+ * the rank passes, but the node's own PATH, HOME and library paths.
+ */
+struct rank_ctr {
+	json_t *spec;
+	struct strbuf engine, ref, name;
+};
+
+static int rank_container_prepare(struct rank_ctr *c, int rank, int logfd, struct strbuf *why)
+{
+	const char *text = getenv(DT_CONTAINER_ENV), *dir = getenv(DT_RANK_EXIT_DIR_ENV);
+	struct strbuf home = STRBUF_INIT;
+	char hex[9];
+	int ret;
+
+	c->spec = json_loads(text, 0, NULL);
+	if (!json_is_object(c->spec) || !json_get_str(c->spec, "image", NULL)) {
+		strbuf_addf(why, "%s is not an image spec", DT_CONTAINER_ENV);
+		return -1;
+	}
+	if (container_engine_find(&c->engine, why) < 0)
+		return -1;
+	/* the agent's home: DT_RANK_EXIT_DIR is its tasks dir */
+	if (dir && strrchr(dir, '/') && strrchr(dir, '/') != dir)
+		strbuf_add(&home, dir, (size_t)(strrchr(dir, '/') - dir));
+	else
+		strbuf_addf(&home, "%s/.dtctl", getenv_nonempty("HOME") ? getenv("HOME") : "/tmp");
+	ret = container_image_ensure(c->engine.buf, c->spec, json_get_str(c->spec, "shared", NULL),
+				     home.buf, log_line, &logfd, &c->ref, why);
+	strbuf_release(&home);
+	if (ret < 0)
+		return -1;
+	if (dt_random_hex(hex, 4) < 0)
+		snprintf(hex, sizeof(hex), "%08x", (unsigned)getpid());
+	strbuf_addf(&c->name, "dtctl-%s-r%d-%s", getenv_nonempty("DT_JOB_ID") ?
+		    getenv("DT_JOB_ID") : "mpi", rank, hex);
+	return 0;
+}
+
+/* In the child: exec the engine running argv in the image (never returns on success). */
+static void rank_container_exec(struct rank_ctr *c, const char **argv)
+{
+	static const char *const keep_out[] = { "PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "_",
+						"LD_LIBRARY_PATH", "LD_PRELOAD", "TMPDIR",
+						DT_CONTAINER_ENV, NULL };
+	extern char **environ;
+	struct strvec args = STRVEC_INIT, pass = STRVEC_INIT, out = STRVEC_INIT, set = STRVEC_INIT;
+	struct strbuf notes = STRBUF_INIT;
+	struct container_run r;
+	char *cwd = getcwd(NULL, 0);
+
+	for (const char **a = argv; *a; a++)
+		strvec_push(&args, *a);
+	for (char **e = environ; *e; e++) {
+		size_t len = strcspn(*e, "=");
+		int skip = !(*e)[len];
+
+		for (int k = 0; keep_out[k] && !skip; k++)
+			skip = strlen(keep_out[k]) == len && !strncmp(*e, keep_out[k], len);
+		if (!skip) {
+			char *name = xstrndup(*e, len);
+
+			strvec_push(&pass, name);
+			free(name);
+		}
+	}
+	memset(&r, 0, sizeof(r));
+	r.engine = c->engine.buf;
+	r.ref = c->ref.buf;
+	r.name = c->name.buf;
+	r.cwd = cwd;
+	r.shared_dir = json_get_str(c->spec, "shared", NULL);
+	r.gpus = getenv_nonempty("CUDA_VISIBLE_DEVICES");
+	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
+	r.extra_volume = getenv_nonempty("OMPI_MCA_orte_top_session_dir");
+	r.keep_id = 1;
+	container_run_argv(&r, &args, &pass, &out, &set, &notes);
+	for (size_t i = 0; i < set.nr; i++) {
+		char *eq = strchr(set.v[i], '=');
+
+		*eq = '\0';
+		setenv(set.v[i], eq + 1, 1);
+	}
+	if (notes.len)
+		fprintf(stderr, "%s\n", notes.buf);
+	execv(out.v[0], (char *const *)out.v);
+	fprintf(stderr, "rank-log: cannot run '%s': %s\n", out.v[0], strerror(errno));
+	_exit(127);
+}
 
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
@@ -159,6 +273,7 @@ int ranklog_main(int argc, const char **argv)
 	int rank = rank_from_env(), logfd, dfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
 	struct linelog out, err;
+	struct rank_ctr ctr;
 	sigset_t set, old;
 	long long started;
 	pid_t pid;
@@ -188,6 +303,19 @@ int ranklog_main(int argc, const char **argv)
 		error_errno("rank-log: cannot make pipes");
 		return 127;
 	}
+	memset(&ctr, 0, sizeof(ctr));
+	strbuf_init(&ctr.engine, 0);
+	strbuf_init(&ctr.ref, 0);
+	strbuf_init(&ctr.name, 0);
+	if (getenv_nonempty(DT_CONTAINER_ENV) && rank_container_prepare(&ctr, rank, logfd, &why) < 0) {
+		struct strbuf msg = STRBUF_INIT;
+
+		strbuf_addf(&msg, "rank-log: rank %d: %s", rank, why.buf);
+		log_line(msg.buf, &logfd);
+		error("%s", msg.buf);
+		strbuf_release(&msg);
+		return 127;
+	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGPIPE);
@@ -209,6 +337,8 @@ int ranklog_main(int argc, const char **argv)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
+		if (ctr.name.len)
+			rank_container_exec(&ctr, argv + 3);
 		execvp(argv[3], (char *const *)(argv + 3));
 		fprintf(stderr, "rank-log: cannot run '%s': %s\n", argv[3], strerror(errno));
 		_exit(127);
@@ -253,6 +383,13 @@ int ranklog_main(int argc, const char **argv)
 		code = wait_status_to_code(status);
 		sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	}
+	/* a killed podman client leaves its container behind */
+	if (ctr.name.len && (sig || code >= 125))
+		container_remove(ctr.engine.buf, ctr.name.buf, NULL);
+	json_decref(ctr.spec);
+	strbuf_release(&ctr.engine);
+	strbuf_release(&ctr.ref);
+	strbuf_release(&ctr.name);
 	{
 		struct strbuf rest = STRBUF_INIT;
 

@@ -205,6 +205,8 @@
  * when every rank of its world has an exit there (scheduler/jobs.c).
  */
 #define DT_RANK_EXIT_DIR_ENV "DT_RANK_EXIT_DIR"
+/* an mpi job's image for its rank loggers: {"image", "digest", "shared"} (agent/ranklog.c) */
+#define DT_CONTAINER_ENV "DT_CONTAINER"
 #define DT_RANK_EXIT_SUFFIX ".rankexit"
 #define DT_RANK_EXIT_MAX 4096        /* bytes of one such file the agent reads */
 #define DT_RANKS_PER_NODE_ENV "DT_RANKS_PER_NODE"

@@ -249,12 +249,6 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 			      "names");
 		goto fail;
 	}
-	if (j->container && j->launcher == LAUNCHER_MPI) {
-		strbuf_addstr(err, "job: 'container' runs ranks of launcher 'agent' only; an mpi "
-			      "job (the built-in trainer's default) cannot run in an image yet "
-			      "(docs/containers.md, \"MPI\")");
-		goto fail;
-	}
 	if (!j->name)
 		j->name = xstrdup(j->has_trainer ? "dttrain" : "job");
 	return 0;

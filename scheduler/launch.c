@@ -300,6 +300,16 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	if (job->workdir)
 		strvec_pushv(&t->argv, (const char *[]){ "--wdir", job->workdir, NULL });
 	mpi_net_argv(&t->argv, &t->env, nodes, nr_nodes, o);
+	/* in an image: each rank's logger runs its rank there (agent/ranklog.c) */
+	if (job->container) {
+		json_t *c = json_pack("{s:s, s:s*, s:s*}", "image", job->container, "digest",
+				      job->container_digest, "shared", o->log_root);
+		char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+
+		strvec_setenv(&t->env, DT_CONTAINER_ENV, text);
+		free(text);
+		json_decref(c);
+	}
 	/* forward the job's environment to every rank by name (-x NAME) */
 	for (size_t i = 0; i < t->env.nr; i++) {
 		const char *eq = strchr(t->env.v[i], '=');
@@ -432,7 +442,7 @@ json_t *launch_task_request(const struct launch_plan *p, size_t i)
 	const struct launch_task *t = &p->tasks[i];
 	/* the agent runs the task in this image (agent/container.h); the node's
 	 * name marks where the image is cached (dtctl image list) */
-	json_t *ctr = p->container ? json_pack("{s:s, s:s*, s:s}", "image", p->container,
+	json_t *ctr = p->container && p->launcher != LAUNCHER_MPI ? json_pack("{s:s, s:s*, s:s}", "image", p->container,
 					       "digest", p->container_digest,
 					       "node", p->place[t->node].name) : NULL;
 

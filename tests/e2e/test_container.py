@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -346,3 +347,74 @@ def test_sweep_trials_share_the_image_loaded_once_per_node(cluster):
              for l in f.read_text(errors="replace").splitlines()
              if "loaded image '%s' (%s)" % (img, digest) in l]
     assert 1 <= len(loads) <= 2, loads
+
+
+MPI_HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	int rank, size, one, sum = 0;
+	char host[256] = "";
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	gethostname(host, sizeof(host) - 1);
+	one = rank + 1;
+	MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	printf("MPI=%d/%d %s sum %d\n", rank, size, host, sum);
+	MPI_Finalize();
+	return 0;
+}
+"""
+
+
+def mpi_image(tmp, path):
+    """An image holding an MPI program with the node's own Open MPI (the same version the
+    host's orted speaks): the program, the ldd closure of it and of Open MPI's and PMIx's
+    plugins, those plugin dirs, /etc/openmpi, busybox.  About 40 MB, made in a second."""
+    src, exe = tmp / "hello.c", tmp / "mpi_hello"
+    src.write_text(MPI_HELLO)
+    subprocess.run(["mpicc", "-o", str(exe), str(src)], check=True)
+    dirs = [d for d in ("/usr/lib/x86_64-linux-gnu/openmpi", "/usr/lib/x86_64-linux-gnu/pmix2",
+                        "/etc/openmpi") if os.path.isdir(d)]
+    objs = [str(exe)] + [str(f) for d in dirs for f in Path(d).rglob("*.so*")]
+    libs = set()
+    for o in objs:
+        out = subprocess.run(["ldd", o], capture_output=True, text=True).stdout
+        libs |= set(re.findall(r"=> (/\S+)", out)) | set(re.findall(r"^\s+(/\S+) \(", out, re.M))
+    with tarfile.open(path, "w") as t:
+        for d in ("bin", "tmp", "etc", "dev", "proc", "sys", "usr/bin"):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+        t.add(BUSYBOX, "bin/busybox")
+        ti = tarfile.TarInfo("bin/sh")
+        ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
+        t.addfile(ti)
+        t.add(str(exe), "usr/bin/mpi_hello")
+        for lib in sorted(libs):
+            t.add(os.path.realpath(lib), lib.lstrip("/"))
+        for d in dirs:
+            t.add(d, d.lstrip("/"))
+    os.chmod(path, 0o644)
+
+
+def test_mpi_job_in_image_with_the_hosts_orted(cluster, tmp_path):
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc (libopenmpi-dev) to build the image's MPI program")
+    img = Path(cluster.fc.shared) / "img" / "mpi.tar"
+    mpi_image(tmp_path, img)
+    p, took = run(cluster, "-n", 2, "-p", 2, "--launcher", "mpi", "-C", img, "--",
+                  "/usr/bin/mpi_hello", timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    got = sorted(re.findall(r"MPI=(\d)/4 (\S+) sum 10", p.stdout))
+    assert got == [("0", "dtnode1"), ("1", "dtnode1"), ("2", "dtnode2"), ("3", "dtnode2")], out
+    # the program is the image's: not on the nodes themselves
+    assert not os.path.exists("/usr/bin/mpi_hello")
+    for i in (1, 2):
+        ps = cluster.podman(i, "ps", "-a", "--format", "{{.Names}}")
+        assert ps.returncode == 0 and "dtctl-" not in ps.stdout, ps.stdout + ps.stderr

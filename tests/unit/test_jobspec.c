@@ -111,7 +111,6 @@ static void test_refused(void **state)
 		"\"sha256:00\"}",
 		"{\"command\": [\"true\"], \"container_digest\": \"sha256:"
 		"0000000000000000000000000000000000000000000000000000000000000000\"}",
-		"{\"command\": [\"true\"], \"container\": \"debian:12\", \"launcher\": \"mpi\"}",
 		"{\"command\": [\"true\"], \"container\": \"a b\"}",
 	};
 

@@ -180,7 +180,8 @@ static void build_agent_tasks(struct launch_plan *p, const struct job_config *jo
 			t->id = task_id(o, "r", r);
 			strvec_init(&t->argv);
 			strvec_init(&t->env);
-			launch_job_argv(&t->argv, job, o->bin_dir);
+			/* in an image, its own dttrain (its PATH), not the node's */
+			launch_job_argv(&t->argv, job, job->container ? NULL : o->bin_dir);
 			common_env(&t->env, job, o, p);
 			net_env(&t->env, o, nodes[k].interface);
 			strvec_pushf(&t->env, "RANK=%d", r);
@@ -338,7 +339,7 @@ static void build_mpi_task(struct launch_plan *p, const struct job_config *job,
 	strvec_push(&t->argv, "rank-log");
 	strvec_pushf(&t->argv, "%s/logs", o->job_dir);
 	strvec_push(&t->argv, "--");
-	launch_job_argv(&t->argv, job, o->bin_dir);
+	launch_job_argv(&t->argv, job, job->container ? NULL : o->bin_dir);
 	if (p->gpu && nodes[0].slots)
 		t->cuda_visible_devices = xstrdup(nodes[0].slots);
 	strbuf_addf(&buf, "%s/logs/mpirun.log", o->job_dir);

@@ -371,16 +371,15 @@ int main(int argc, char **argv)
 """
 
 
-def mpi_image(tmp, path):
-    """An image holding an MPI program with the node's own Open MPI (the same version the
-    host's orted speaks): the program, the ldd closure of it and of Open MPI's and PMIx's
-    plugins, those plugin dirs, /etc/openmpi, busybox.  About 40 MB, made in a second."""
-    src, exe = tmp / "hello.c", tmp / "mpi_hello"
-    src.write_text(MPI_HELLO)
-    subprocess.run(["mpicc", "-o", str(exe), str(src)], check=True)
+def mpi_image(path, programs):
+    """An image holding programs ({path in the image: file}) with the node's own Open MPI
+    (the same version the host's orted speaks): the programs, the ldd closure of them and
+    of Open MPI's and PMIx's plugins, those plugin dirs, /etc/openmpi, busybox.  About
+    40 MB for an MPI hello, made in a second."""
     dirs = [d for d in ("/usr/lib/x86_64-linux-gnu/openmpi", "/usr/lib/x86_64-linux-gnu/pmix2",
                         "/etc/openmpi") if os.path.isdir(d)]
-    objs = [str(exe)] + [str(f) for d in dirs for f in Path(d).rglob("*.so*")]
+    objs = [str(f) for f in programs.values()] + \
+        [str(f) for d in dirs for f in Path(d).rglob("*.so*")]
     libs = set()
     for o in objs:
         out = subprocess.run(["ldd", o], capture_output=True, text=True).stdout
@@ -394,7 +393,8 @@ def mpi_image(tmp, path):
         ti = tarfile.TarInfo("bin/sh")
         ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
         t.addfile(ti)
-        t.add(str(exe), "usr/bin/mpi_hello")
+        for where, f in programs.items():
+            t.add(str(f), where.lstrip("/"))
         for lib in sorted(libs):
             t.add(os.path.realpath(lib), lib.lstrip("/"))
         for d in dirs:
@@ -406,7 +406,10 @@ def test_mpi_job_in_image_with_the_hosts_orted(cluster, tmp_path):
     if not shutil.which("mpicc"):
         pytest.skip("no mpicc (libopenmpi-dev) to build the image's MPI program")
     img = Path(cluster.fc.shared) / "img" / "mpi.tar"
-    mpi_image(tmp_path, img)
+    (tmp_path / "hello.c").write_text(MPI_HELLO)
+    subprocess.run(["mpicc", "-o", str(tmp_path / "mpi_hello"), str(tmp_path / "hello.c")],
+                   check=True)
+    mpi_image(img, {"/usr/bin/mpi_hello": tmp_path / "mpi_hello"})
     p, took = run(cluster, "-n", 2, "-p", 2, "--launcher", "mpi", "-C", img, "--",
                   "/usr/bin/mpi_hello", timeout=300)
     out = p.stdout + p.stderr
@@ -418,3 +421,24 @@ def test_mpi_job_in_image_with_the_hosts_orted(cluster, tmp_path):
     for i in (1, 2):
         ps = cluster.podman(i, "ps", "-a", "--format", "{{.Names}}")
         assert ps.returncode == 0 and "dtctl-" not in ps.stdout, ps.stdout + ps.stderr
+
+
+def test_builtin_trainer_from_an_image(cluster, dtctl_bin):
+    """dttrain as the image has it (not the node's ~/.dtctl/bin), under the mpi launcher."""
+    dttrain = Path(dtctl_bin) / "dttrain"
+    linked = subprocess.run(["ldd", str(dttrain)], capture_output=True, text=True).stdout
+    if "libcudart" in linked or "libnccl" in linked:
+        pytest.skip("this dttrain links CUDA (~800 MB of libraries for its image); a CPU-only "
+                    "build (NO_CUDA=1, BUILD=asan) runs this test")
+    img = Path(cluster.fc.shared) / "img" / "trainer.tar"
+    mpi_image(img, {"/usr/bin/dttrain": dttrain})
+    p, _ = run(cluster, "-n", 2, "-p", 2, "--launcher", "mpi", "-C", img, "--trainer", "--",
+               "--model=mlp", "--hidden=32", "--steps=6", "--train-size=512", "--val-size=64",
+               "--log-every=2", timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "COMPLETED" in p.stderr, out
+    assert "done:" in p.stdout, out
+    job = re.search(r"job (\S+) submitted", p.stderr).group(1)
+    plan = json.loads((Path(cluster.show(job)["job_dir"]) / "plan.json").read_text())
+    argv = plan["tasks"][0]["argv"]
+    assert "dttrain" in argv and not any(a.endswith("/dttrain") for a in argv), argv

@@ -241,6 +241,7 @@ static int image_list(int json)
 
 	if (json) {
 		json_doc_print_key("images", arr);
+		json_decref(arr);
 		return 0;
 	}
 	printf("%-24s %-19s %10s  %s\n", "NAME", "DIGEST", "SIZE", "CACHED ON");
@@ -318,8 +319,7 @@ static int image_rm(const char **names, int nr, int json)
 	}
 	if (json)
 		json_doc_print_key("removed", removed);
-	else
-		json_decref(removed);
+	json_decref(removed);
 	return code;
 }
 

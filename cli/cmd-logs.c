@@ -198,8 +198,11 @@ static struct strbuf out = STRBUF_INIT;
 
 static void out_flush(void)
 {
-	if (out.len && fwrite(out.buf, 1, out.len, stdout) != out.len)
+	if (out.len && fwrite(out.buf, 1, out.len, stdout) != out.len) {
+		if (stdout_reader_gone())
+			exit(0);   /* | head has what it wanted: quietly, as tail does */
 		die_errno("cannot write the logs to stdout");
+	}
 	strbuf_reset(&out);
 }
 
@@ -486,6 +489,9 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 			tail_show(o, d, &ring);
 		first = 0;
 		if (!o->follow || done || interrupted)
+			break;
+		/* the reader went away while nothing was written: stop, as tail -f does */
+		if (stdout_reader_gone())
 			break;
 		if (o->dedup)
 			dedup_flush_before(o, d, dt_now_us() - DEDUP_WINDOW_US);

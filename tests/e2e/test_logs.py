@@ -137,6 +137,33 @@ def test_follow_until_job_ends(job):
     assert b"FAILED" in err
 
 
+def test_follow_into_head_ends_quietly(job):
+    """Issue 27, item 8: `dtctl logs -f JOB | head -3` ends as `tail -f | head` does: at once
+    (the job is still running), exit 0, nothing on stderr; both while lines keep coming and
+    when the reader goes while the job is silent."""
+    shared, jd, write = job
+    write(0, [(i, "O", f"line {i}") for i in range(20)])
+    for more in (True, False):
+        sh = (f"{DTCTL} logs -f --interval 50 --shared-dir {shared} j-000001 | head -3; "
+              "echo \"rc=${PIPESTATUS[0]}\"")
+        p = subprocess.Popen(["bash", "-c", sh], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, NO_COLOR="1"))
+        if more:
+            # a writer still going when head has had its 3 lines: the next write meets EPIPE
+            def feed():
+                for i in range(50):
+                    if p.poll() is not None:
+                        return
+                    write(1, [(30 + i, "O", f"more {i}")], mode="a")
+                    time.sleep(0.05)
+            threading.Thread(target=feed, daemon=True).start()
+        out, err = p.communicate(timeout=15)
+        assert out.decode().splitlines() == ["[n1 0] line 0", "[n1 0] line 1",
+                                             "[n1 0] line 2", "rc=0"], (more, out, err)
+        assert err == b"", (more, err)
+    assert not (jd / "state").exists()   # the job never ended: the reader's going ended it
+
+
 def test_follow_latency_under_500ms(job):
     shared, jd, write = job
     write(0, [])

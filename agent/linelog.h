@@ -51,4 +51,17 @@ struct log_loss {
  */
 int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss);
 
+struct strvec;
+/*
+ * Line-buffered C stdio for a rank whose environment `env` (about to be
+ * exec'd) says DT_LINE_BUFFERED=1 (protocol.h): what `stdbuf -oL` does, done
+ * without a wrapper process: coreutils' libstdbuf.so first in LD_PRELOAD and
+ * _STDBUF_O=L, so printf() from C, C++, awk, ... reaches the log pipe at each
+ * newline instead of every 4 KiB.  Only a root-owned library that nobody
+ * else may write is preloaded.  Returns 0 when not asked or done; -1 with
+ * the reason in why when asked and no such library is on this node (the
+ * rank then runs block-buffered: the caller notes it in the rank's log).
+ */
+int linelog_stdbuf_env(struct strvec *env, struct strbuf *why);
+
 #endif

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "run-command.h"
 #include "safefile.h"
+#include "strvec.h"
 #include "protocol.h"
 #include "task.h"
 #include "usage.h"
@@ -204,11 +205,20 @@ int ranklog_main(int argc, const char **argv)
 		return 127;
 	}
 	if (pid == 0) {
+		struct strvec env = STRVEC_INIT;
+		struct strbuf note = STRBUF_INIT;
+
 		bind_gpus(rank);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
+		/* the job's line_buffered, as the supervisor does for the agent launcher */
+		for (char **e = environ; *e; e++)
+			strvec_push(&env, *e);
+		if (linelog_stdbuf_env(&env, &note) < 0)
+			fprintf(stderr, "rank-log: note: %s\n", note.buf);
+		environ = (char **)env.v;
 		execvp(argv[3], (char *const *)(argv + 3));
 		fprintf(stderr, "rank-log: cannot run '%s': %s\n", argv[3], strerror(errno));
 		_exit(127);

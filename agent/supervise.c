@@ -522,6 +522,13 @@ static int start_task(struct sup *s)
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
 	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
+	{
+		struct strbuf why = STRBUF_INIT;
+
+		if (linelog_stdbuf_env(&env, &why) < 0)
+			log_note(s, why.buf);
+		strbuf_release(&why);
+	}
 	debug_task_env(s->home, &env);
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||

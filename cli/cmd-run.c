@@ -52,7 +52,7 @@ static void on_sigint(int sig)
 }
 
 struct run_opts {
-	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json;
+	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json, line_buffered;
 	const char *launcher, *timeout, *stall_after, *include, *exclude, *workdir, *name;
 	struct strvec env, labels;
 };
@@ -178,6 +178,8 @@ static int build_job(struct job_config *j, struct run_opts *o, const char *file,
 				     o->stall_after), DT_EXIT_USAGE;
 		j->stall_after_ms = ms;
 	}
+	if (o->line_buffered)
+		j->line_buffered = 1;
 	if (o->retries >= 0) {
 		if (o->retries > 1000)
 			return error("--retries %d: expected 0 to 1000", o->retries), DT_EXIT_USAGE;
@@ -786,6 +788,8 @@ int cmd_run(int argc, const char **argv)
 		OPT_STRVEC('e', "env", &o.env, "NAME=VALUE", "environment for every rank (repeat)"),
 		OPT_STRING('w', "workdir", &o.workdir, "dir", "working directory of the ranks"),
 		OPT_BOOL(0, "shell", &o.shell, "run the command through /bin/sh -c"),
+		OPT_BOOL(0, "line-buffered", &o.line_buffered,
+			 "C stdio of the ranks flushed at each newline (job.yaml line_buffered:)"),
 		OPT_STRING(0, "name", &o.name, "name", "job name (default: the program)"),
 		OPT_GROUP("where"),
 		OPT_STRING(0, "nodes", &o.include, "spec", "only these nodes (host range)"),

@@ -40,6 +40,16 @@ static void emit(struct linelog *l, const char *s, size_t n, struct strbuf *out)
 	strbuf_addch(out, '\n');
 }
 
+void linelog_marker(struct strbuf *out, int attempt, const char *node)
+{
+	char ts[DT_TIMESTAMP_LEN];
+
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addf(out, "%s A %d ", ts, attempt);
+	term_sanitize(out, node, strlen(node), 0);
+	strbuf_addch(out, '\n');
+}
+
 /* Emit max_line bytes of pending, cut before a UTF-8 continuation byte. */
 static void emit_split(struct linelog *l, struct strbuf *out)
 {

@@ -51,6 +51,12 @@ struct log_loss {
  */
 int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss);
 
+/*
+ * The marker line that starts an attempt's lines in a rank's log:
+ * "<time> A <attempt> <node>" (protocol.h, DT_NODE_ENV), appended to out.
+ */
+void linelog_marker(struct strbuf *out, int attempt, const char *node);
+
 struct strvec;
 /*
  * Line-buffered C stdio for a rank whose environment `env` (about to be

@@ -185,6 +185,21 @@ int ranklog_main(int argc, const char **argv)
 		      dfd < 0 ? strerror(errno) : why.buf);
 		return 127;
 	}
+	/* this attempt's lines are this node's (protocol.h, DT_NODE_ENV): the node
+	 * from the agent that started our orted (or mpirun), else the host */
+	if (getenv(DT_ATTEMPT_ENV)) {
+		struct strbuf mark = STRBUF_INIT;
+		char host[256] = "";
+		const char *node = getenv(DT_NODE_ENV);
+
+		if (!node || !*node) {
+			gethostname(host, sizeof(host) - 1);
+			node = host;
+		}
+		linelog_marker(&mark, atoi(getenv(DT_ATTEMPT_ENV)), node);
+		linelog_write(logfd, &mark, &lost);
+		strbuf_release(&mark);
+	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		error_errno("rank-log: cannot make pipes");
 		return 127;

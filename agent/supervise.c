@@ -155,6 +155,24 @@ static void log_write(struct sup *s, struct strbuf *lines)
 }
 
 /*
+ * A rank's lines from here on are this node's and this attempt's: the marker
+ * readers attribute them by (linelog.h), written before the program starts.
+ * Not for mpirun's own task: its ranks' loggers write their own.
+ */
+static void log_marker(struct sup *s)
+{
+	const char *node = json_get_str(s->t.spec, "node", NULL);
+	const char *att = json_get_str(json_object_get(s->t.spec, "env"), DT_ATTEMPT_ENV, NULL);
+	struct strbuf line = STRBUF_INIT;
+
+	if (!node || !att || json_get_int(s->t.spec, "rank", -1) < 0)
+		return;
+	linelog_marker(&line, atoi(att), node);
+	log_write(s, &line);
+	strbuf_release(&line);
+}
+
+/*
  * The task's log: below the spec's log_root (the shared dir) every
  * directory is walked without following links (lib/safefile.h); without a
  * log_root (older dtsched, orted tasks) at least the file itself is never a
@@ -519,6 +537,8 @@ static int start_task(struct sup *s)
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
 	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
+	if (json_get_str(spec, "node", NULL))
+		strvec_setenv(&env, DT_NODE_ENV, json_get_str(spec, "node", NULL));
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
 	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
@@ -719,6 +739,7 @@ int supervise_main(const char *home, const char *id)
 		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
 		return 0;
 	}
+	log_marker(&s);
 
 	/* its cgroup, where the agent may make one: <id>.<marker prefix>, so that
 	 * agents of other homes on this host never share one */

@@ -167,8 +167,6 @@ static void scan_ranks(struct logset *ls, const char *jobdir, const struct logs_
 		if ((size_t)rank >= nodes_by_rank->nr)
 			load_placement(jobdir, nodes_by_rank);
 		node = (size_t)rank < nodes_by_rank->nr ? nodes_by_rank->v[rank] : "?";
-		if (!node_wanted(o, node))
-			continue;
 		strbuf_reset(&path);
 		strbuf_addf(&path, "%s/%s", dirpath.buf, de->d_name);
 		logset_add(ls, path.buf, (int)rank, node);
@@ -209,6 +207,8 @@ static void out_flush(void)
 /* "[node rank] " coloured, made once per source: the head of each of its lines */
 struct head {
 	char *source;      /* "node rank", the prefix's text */
+	const char *node;  /* what it was made for (interned by the logset: logmerge.h) */
+	int attempt;
 	struct strbuf line;
 };
 
@@ -223,22 +223,29 @@ static void head_make(const struct logs_opts *o, struct strbuf *sb, const char *
 		    o->color ? "\033[0m" : "");
 }
 
-static const struct head *source_head(const struct logs_opts *o, size_t src, const char *node,
-				      int rank)
+static const struct head *source_head(const struct logs_opts *o, const struct logline *l)
 {
-	while (nr_heads <= src) {
+	struct head *h;
+
+	while (nr_heads <= l->src) {
 		ALLOC_GROW(heads, nr_heads + 1, alloc_heads);
 		memset(&heads[nr_heads++], 0, sizeof(*heads));
 	}
-	if (!heads[src].source) {
+	h = &heads[l->src];
+	/* again when a retry's marker moved the source to another node or attempt */
+	if (!h->source || h->node != l->node || h->attempt != l->attempt) {
 		struct strbuf sb = STRBUF_INIT;
 
-		strbuf_addf(&sb, "%s %d", node, rank);
-		heads[src].source = strbuf_detach(&sb, NULL);
-		strbuf_init(&heads[src].line, 0);
-		head_make(o, &heads[src].line, heads[src].source, rank);
+		free(h->source);
+		strbuf_release(&h->line);
+		logline_source(&sb, l->node, l->rank, l->attempt);
+		h->source = strbuf_detach(&sb, NULL);
+		h->node = l->node;
+		h->attempt = l->attempt;
+		strbuf_init(&h->line, 0);
+		head_make(o, &h->line, h->source, l->rank);
 	}
-	return &heads[src];
+	return h;
 }
 
 static void heads_release(void)
@@ -257,9 +264,9 @@ static void heads_release(void)
  * one object per line (docs/json.md): node (NULL: ranks on several nodes),
  * rank (the first) and ranks (all the line stands for: several with --dedup).
  */
-static void print_line(const struct logs_opts *o, const char *node, const int *ranks, size_t nr,
-		       const struct strbuf *head, char stream, long long ts, const char *text,
-		       size_t len)
+static void print_line(const struct logs_opts *o, const char *node, int attempt,
+		       const int *ranks, size_t nr, const struct strbuf *head, char stream,
+		       long long ts, const char *text, size_t len)
 {
 	/* the text is log_sanitize()d */
 	if (o->json) {
@@ -269,8 +276,9 @@ static void print_line(const struct logs_opts *o, const char *node, const int *r
 		for (size_t i = 0; i < nr; i++)
 			json_array_append_new(rs, json_integer(ranks[i]));
 		dt_timestamp_format(tsbuf, sizeof(tsbuf), ts);
-		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:s, s:s}", "schema", 1, "time", tsbuf,
-			      "node", node, "rank", ranks[0], "ranks", rs, "stream",
+		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:o, s:s, s:s}", "schema", 1, "time",
+			      tsbuf, "node", node, "rank", ranks[0], "ranks", rs, "attempt",
+			      attempt >= 0 ? json_integer(attempt) : json_null(), "stream",
 			      stream == 'E' ? "stderr" : "stdout", "text", text);
 		json_append(&out, j);
 		strbuf_addch(&out, '\n');
@@ -294,6 +302,9 @@ static void print_line(const struct logs_opts *o, const char *node, const int *r
 
 static int line_passes(const struct logs_opts *o, const struct logline *l)
 {
+	/* per line: a retry may have moved the rank to another node (its marker) */
+	if (!node_wanted(o, l->node))
+		return 0;
 	if (o->since_us && l->ts < o->since_us)
 		return 0;
 	if (o->have_re && regexec(&o->re, l->text, 0, NULL, 0) != 0)
@@ -303,9 +314,10 @@ static int line_passes(const struct logs_opts *o, const struct logline *l)
 
 static void print_single(const struct logs_opts *o, const struct logline *l)
 {
-	const struct head *h = source_head(o, l->src, l->node, l->rank);
+	const struct head *h = source_head(o, l);
 
-	print_line(o, l->node, &l->rank, 1, &h->line, l->stream, l->ts, l->text, l->len);
+	print_line(o, l->node, l->attempt, &l->rank, 1, &h->line, l->stream, l->ts, l->text,
+		   l->len);
 }
 
 static void flush_group(const struct logs_opts *o, struct group *g)
@@ -320,8 +332,8 @@ static void flush_group(const struct logs_opts *o, struct group *g)
 		if (g->same_node)
 			strbuf_addf(&p, " %s", g->line.node);
 		head_make(o, &head, p.buf, g->ranks[0]);
-		print_line(o, g->same_node ? g->line.node : NULL, g->ranks, g->nr, &head,
-			   g->line.stream, g->line.ts, g->text, strlen(g->text));
+		print_line(o, g->same_node ? g->line.node : NULL, g->line.attempt, g->ranks, g->nr,
+			   &head, g->line.stream, g->line.ts, g->text, strlen(g->text));
 		strbuf_release(&p);
 		strbuf_release(&head);
 	}

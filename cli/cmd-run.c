@@ -411,18 +411,23 @@ static void show_lines(struct follow *f, int final)
 	static const char *colors[] = { "\033[36m", "\033[33m", "\033[35m", "\033[32m",
 					"\033[34m", "\033[91m" };
 	const struct logline *l;
+	struct strbuf src = STRBUF_INIT;
 
 	scan_logs(f);
 	logset_begin(&f->ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
 	while ((l = logset_next(&f->ls))) {
+		/* the node and attempt that wrote the line (its log's marker), as dtctl logs */
+		strbuf_reset(&src);
+		logline_source(&src, l->node, l->rank, l->attempt);
 		if (f->color)
-			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(l->node), l->rank,
+			printf("%s[%s]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(src.buf),
 			       l->stream == 'E' ? "\033[31m" : "", l->text,
 			       l->stream == 'E' ? "\033[0m" : "");
 		else
-			printf("[%s %d] %s\n", term_str(l->node), l->rank, l->text);
+			printf("[%s] %s\n", term_str(src.buf), l->text);
 	}
 	logset_end(&f->ls);   /* a read error is named on stderr; the follow goes on */
+	strbuf_release(&src);
 	fflush(stdout);
 }
 
@@ -574,6 +579,31 @@ static void state_note(const json_t *job, const char *last_state, const char *la
 	}
 }
 
+/*
+ * A new attempt: "retry 1 of 1 on n2 after: rank 0 exited 3", the reason
+ * being that of the attempt that failed (the job's history), whether or not
+ * the PENDING in between was seen.
+ */
+static void retry_note(const json_t *job)
+{
+	json_t *h = json_object_get(job, "history"), *e, *p;
+	const char *why = NULL;
+	struct strbuf on = STRBUF_INIT;
+	size_t i;
+
+	json_array_foreach(h, i, e)
+		if (!strcmp(json_get_str(e, "state", ""), DT_JOB_FAILED) ||
+		    !strcmp(json_get_str(e, "state", ""), DT_JOB_NODE_FAIL))
+			why = json_get_str(e, "reason", json_get_str(e, "state", NULL));
+	if (!strcmp(json_get_str(job, "state", ""), DT_JOB_RUNNING))
+		json_array_foreach(json_object_get(job, "placement"), i, p)
+			strbuf_addf(&on, "%s%s", i ? "," : " on ", json_get_str(p, "node", "?"));
+	fprintf(stderr, "dtctl: %s retry %lld of %lld%s after: %s\n",
+		term_str(json_get_str(job, "id", "?")), json_get_int(job, "attempt", 0),
+		json_get_int(job, "retries", 0), term_str(on.buf), term_str(why ? why : "a failure"));
+	strbuf_release(&on);
+}
+
 static int final_code(const json_t *job)
 {
 	const char *st = json_get_str(job, "state", "?");
@@ -712,6 +742,7 @@ static int follow_job(json_t *job)
 			if (json_get_int(cur, "attempt", 0) != f.attempt) {
 				f.attempt = (int)json_get_int(cur, "attempt", 0);
 				load_rank_nodes(&f);
+				retry_note(cur);
 			}
 			if (!last_state || strcmp(last_state, st) ||
 			    strcmp(last_reason ? last_reason : "", json_get_str(cur, "reason", ""))) {

@@ -21,8 +21,14 @@
  * the caller's idle interval after that.  On a local file system inotify wakes
  * the reader on each write, and only the files written are read.
  *
+ * Attribution: a writer starts each attempt's lines with a marker line
+ * "<time> A <attempt> <node>" (agent/linelog.h); it is not handed out, and the
+ * lines after it carry that node and attempt.  Before any marker (logs of an
+ * older agent) a line has the node the source was added with, attempt -1.
+ *
  * Ownership: a logset owns its sources; the line logset_next() returns, text
- * included, is valid until the next logset_next() or logset_end().
+ * included, is valid until the next logset_next() or logset_end(), except its
+ * node, which is valid until logset_release().
  */
 #ifndef DT_LOGMERGE_H
 #define DT_LOGMERGE_H
@@ -31,6 +37,7 @@
 #include <sys/types.h>
 #include "log.h"
 #include "strbuf.h"
+#include "strvec.h"
 
 #define LOG_MAX_LINE (64 * 1024)   /* longer lines are split */
 
@@ -39,6 +46,7 @@ struct logline {
 	char stream;           /* 'O', 'E', or '?' for a line without the header */
 	int rank;
 	const char *node;
+	int attempt;           /* from the source's last marker; -1 before any */
 	const char *text;      /* sanitised: no control characters, valid UTF-8 */
 	size_t len;            /* strlen(text) */
 	size_t src;            /* the source's index in logset.src */
@@ -48,7 +56,9 @@ struct logsrc {
 	char *path;
 	const char *name;      /* the file name in path, for inotify's events */
 	int rank;
-	char *node;
+	const char *node;      /* the last marker's node, else the one added with */
+	const char *added_node;
+	int attempt;           /* the last marker's attempt, -1 before any */
 	int fd;                /* open during a round, -1 otherwise */
 	off_t offset;          /* how much of the file was read into buf */
 	ino_t ino;
@@ -81,6 +91,8 @@ struct logset {
 	size_t nr_open;
 	size_t block;          /* the block size; 0: a share of the read budget (tests set it) */
 	struct strbuf text;    /* a line that needed sanitising */
+	struct strvec names;   /* every node name seen, so a line's node outlives the
+				* line: it stays valid until logset_release() */
 	/* following */
 	int ifd;               /* inotify, or -1 when polling */
 	int wd_logs, wd_job;
@@ -102,6 +114,12 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
  * term_sanitize()d with tabs kept (term.h).
  */
 void log_sanitize(struct strbuf *out, const char *text, size_t len);
+
+/*
+ * A line's source as dtctl prints it before the text: "node rank", and
+ * " retry N" for the lines of a retried attempt (N > 0).  Unsanitised.
+ */
+void logline_source(struct strbuf *sb, const char *node, int rank, int attempt);
 
 void logset_init(struct logset *ls);
 void logset_add(struct logset *ls, const char *path, int rank, const char *node);

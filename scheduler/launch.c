@@ -79,6 +79,7 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	if (job->line_buffered)
 		strvec_setenv(env, DT_LINE_BUFFERED_ENV, "1");
 	strvec_setenv(env, "DT_JOB_ID", o->job_id);
+	strvec_pushf(env, "%s=%d", DT_ATTEMPT_ENV, o->attempt);
 	strvec_setenv(env, "DT_JOB_DIR", o->job_dir);
 	strvec_pushf(env, "DT_METRICS_FILE=%s/metrics.jsonl", o->job_dir);
 	if (o->resume)

@@ -11,8 +11,10 @@
  * The rank -> node map comes from <job>/placement.json when it exists.
  */
 #include "builtin.h"
+#include "head.h"
 #include "hostrange.h"
 #include "jobdir.h"
+#include "protocol.h"
 #include "json.h"
 #include "setup.h"
 #include "log.h"
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -457,6 +460,85 @@ static void tail_show(const struct logs_opts *o, struct dedup *d, struct tail_ri
 	memset(r, 0, sizeof(*r));
 }
 
+/*
+ * The job as dtsched has it, asked quietly: NULL when there is no dtsched to
+ * ask (no cluster, not running) or it does not know the job.
+ */
+static json_t *job_from_head(const char *id)
+{
+	struct dt_httpc hc;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *reply = NULL, *job = NULL;
+
+	if (!the_cluster.file || !the_cluster.head_port || head_connect(&hc))
+		return NULL;
+	hc.timeout_ms = 5000;
+	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, id);
+	if (dt_httpc_request(&hc, "GET", path.buf, NULL, &reply, &err) == 200)
+		job = json_incref(json_object_get(reply, "job"));
+	json_decref(reply);
+	dt_httpc_release(&hc);
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return job;
+}
+
+/*
+ * A job that has not started has no directory yet (scheduler/jobs.c,
+ * job_id_free(): it comes with the job's first file), and one that has may
+ * still be missing from this machine's cached view of an NFS shared dir
+ * (negative lookups are cached for a while).  So a job dtsched knows is not
+ * "no job": with -f it is waited for (the state asked every second, the dir
+ * looked for every interval), without it there is nothing to show yet.
+ * 0 when the dir is there, else the exit code after saying why.
+ */
+static int wait_job_dir(const struct logs_opts *o, const char *id, const char *jobdir)
+{
+	json_t *job = job_from_head(id);
+	long long next_ask = dt_mono_ms() + 1000;
+	int said = 0, code = DT_EXIT_USAGE;
+	struct stat st;
+
+	if (!job) {
+		error("no job '%s' (looked in '%s')", id, jobdir);
+		return DT_EXIT_USAGE;
+	}
+	while (!interrupted) {
+		const char *state = json_get_str(job, "state", "?");
+
+		if (stat(jobdir, &st) == 0 && S_ISDIR(st.st_mode)) {
+			code = 0;
+			break;
+		}
+		if (job_state_is_final(state) || !o->follow) {
+			/* ended before it ran (cancelled while PENDING), or not following */
+			fprintf(stderr, "dtctl: job %s is %s%s%s: no output %s\n", term_str(id),
+				term_str(state), json_get_str(job, "reason", NULL) ? ": " : "",
+				term_str(json_get_str(job, "reason", "")),
+				job_state_is_final(state) ? "(it never ran)" : "yet");
+			code = !job_state_is_final(state) || !strcmp(state, "COMPLETED") ? 0 : 1;
+			break;
+		}
+		if (!said++)
+			fprintf(stderr, "dtctl: job %s is %s%s%s; following its logs from its start\n",
+				term_str(id), term_str(state),
+				json_get_str(job, "reason", NULL) ? ": " : "",
+				term_str(json_get_str(job, "reason", "")));
+		usleep((useconds_t)o->interval_ms * 1000);
+		if (dt_mono_ms() >= next_ask) {
+			json_t *now = job_from_head(id);
+
+			next_ask = dt_mono_ms() + 1000;
+			if (now) {
+				json_decref(job);
+				job = now;
+			}
+		}
+	}
+	json_decref(job);
+	return interrupted ? DT_EXIT_INTR : code;
+}
+
 static int run_logs(struct logs_opts *o, const char *jobdir)
 {
 	struct logset ls;
@@ -610,9 +692,6 @@ int cmd_logs(int argc, const char **argv)
 	o.color = !o.json && !o.no_prefix && dt_want_color(1);
 	if (shared)
 		the_cluster.shared_dir = shared;
-	ret = jobdir_resolve(&jobdir, argv[0]);
-	if (ret)
-		goto out;
 	if (o.follow) {
 		struct sigaction sa;
 
@@ -621,6 +700,18 @@ int cmd_logs(int argc, const char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
+	if (strchr(argv[0], '/')) {
+		ret = jobdir_resolve(&jobdir, argv[0]);
+	} else if (!(ret = cluster_setup(NEED_SHARED))) {
+		struct stat st;
+
+		strbuf_addf(&jobdir, "%s/jobs/%s", the_cluster.shared_dir, argv[0]);
+		if (stat(jobdir.buf, &st) < 0 || !S_ISDIR(st.st_mode))
+			ret = wait_job_dir(&o, argv[0], jobdir.buf);
+	}
+	/* a job with nothing to show yet (wait_job_dir() said so) ends here */
+	if (ret || access(jobdir.buf, F_OK) < 0)
+		goto out;
 	ret = run_logs(&o, jobdir.buf);
 out:
 	if (o.have_re)

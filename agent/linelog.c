@@ -50,6 +50,14 @@ void linelog_marker(struct strbuf *out, int attempt, const char *node)
 	strbuf_addch(out, '\n');
 }
 
+void linelog_end_marker(struct strbuf *out)
+{
+	char ts[DT_TIMESTAMP_LEN];
+
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addf(out, "%s Z\n", ts);
+}
+
 /* Emit max_line bytes of pending, cut before a UTF-8 continuation byte. */
 static void emit_split(struct linelog *l, struct strbuf *out)
 {

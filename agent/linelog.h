@@ -56,6 +56,13 @@ int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss);
  * "<time> A <attempt> <node>" (protocol.h, DT_NODE_ENV), appended to out.
  */
 void linelog_marker(struct strbuf *out, int attempt, const char *node);
+/*
+ * The end marker, "<time> Z": the writer has written the attempt's last line
+ * (before its exit is recorded).  A reader that sees the job end keeps
+ * reading a log that has a start marker until it finds this one (a cached
+ * view of an NFS shared dir may show the end of the file late: logmerge.h).
+ */
+void linelog_end_marker(struct strbuf *out);
 
 struct strvec;
 /*

@@ -283,6 +283,8 @@ int ranklog_main(int argc, const char **argv)
 
 		linelog_flush(&out, &rest);
 		linelog_flush(&err, &rest);
+		if (getenv(DT_ATTEMPT_ENV))   /* the start marker was written: the end one */
+			linelog_end_marker(&rest);
 		linelog_write(logfd, &rest, &lost);
 		strbuf_release(&rest);
 	}

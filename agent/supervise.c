@@ -125,6 +125,7 @@ struct sup {
 	long long empty_since;        /* tree found empty at this time */
 	int leftovers_checked;
 	struct strbuf cgroup_why;
+	int marked;                   /* an attempt's start marker is in the log, no end yet */
 };
 
 static void save(struct sup *s)
@@ -170,6 +171,20 @@ static void log_marker(struct sup *s)
 	linelog_marker(&line, atoi(att), node);
 	log_write(s, &line);
 	strbuf_release(&line);
+	s->marked = 1;
+}
+
+/* After the rank's last line: its writer is done (readers stop waiting: linelog.h). */
+static void log_end_marker(struct sup *s)
+{
+	struct strbuf line = STRBUF_INIT;
+
+	if (!s->marked || s->logfd < 0)
+		return;
+	linelog_end_marker(&line);
+	log_write(s, &line);
+	strbuf_release(&line);
+	s->marked = 0;
 }
 
 /*
@@ -858,11 +873,14 @@ int supervise_main(const char *home, const char *id)
 		log_write(&s, &lines);
 		strbuf_release(&lines);
 	}
+	/* before the exit is recorded: a reader that sees the job end finds it */
+	log_end_marker(&s);
 	if (s.t.cgroup)
 		cgroup_remove(s.t.cgroup);
 	finish(&s, TASK_EXITED, s.t.exit_code, NULL);
 	dtlog(DTLOG_DEBUG, "task %s: exited with %d", id, s.t.exit_code);
 done:
+	log_end_marker(&s);   /* a task that could not start */
 	if (s.logfd >= 0)
 		close(s.logfd);
 	linelog_release(&s.out);

@@ -546,8 +546,8 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	struct strbuf state = STRBUF_INIT;
 	struct dedup *d = xcalloc(1, sizeof(*d));
 	struct tail_ring ring = { 0 };
-	int ret = 0, first = 1;
-	long long next_look = 0;
+	int ret = 0, first = 1, done = 0, rounds_done = 0;
+	long long next_look = 0, settle_until = 0;
 
 	logset_init(&ls);
 	load_placement(jobdir, &nodes_by_rank);
@@ -557,18 +557,30 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	for (;;) {
 		const struct logline *l;
 		long long now = dt_mono_ms();
-		int done = 0;
+		int last;
 
 		/* the state and new ranks: every interval, or when inotify says so */
 		if (!o->follow || now >= next_look || ls.state_changed || ls.rescan) {
-			if (o->follow && jobdir_read_state(jobdir, &state) == 0 &&
-			    job_state_is_final(state.buf))
+			if (!done && jobdir_read_state(jobdir, &state) == 0 &&
+			    job_state_is_final(state.buf)) {
 				done = 1;
+				settle_until = now + LOG_SETTLE_MS;
+			}
 			scan_ranks(&ls, jobdir, o, &nodes_by_rank);
 			ls.state_changed = ls.rescan = 0;
 			next_look = now + o->interval_ms;
 		}
-		logset_begin(&ls, done || !o->follow ? LOGSET_ALL | LOGSET_FINAL : 0);
+		/*
+		 * The last round flushes partial lines.  Once the job has ended, a
+		 * log whose writer has not put its end marker yet may have lines
+		 * this machine cannot see yet (an NFS client's cached size): read on
+		 * until every log has it, for LOG_SETTLE_MS at most.
+		 */
+		if (done)
+			last = rounds_done++ && (!logset_unsettled(&ls, NULL) || now >= settle_until);
+		else
+			last = !o->follow;
+		logset_begin(&ls, LOGSET_ALL * (done || last) | LOGSET_FINAL * last);
 		while (!interrupted && (l = logset_next(&ls))) {
 			if (!line_passes(o, l))
 				continue;
@@ -582,7 +594,7 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 		if (first && o->tail >= 0)
 			tail_show(o, d, &ring);
 		first = 0;
-		if (!o->follow || done || interrupted)
+		if (last || interrupted)
 			break;
 		/* the reader went away while nothing was written: stop, as tail -f does */
 		if (stdout_reader_gone())
@@ -592,7 +604,19 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 		out_flush();
 		fflush(stdout);
 		now = dt_mono_ms();
+		if (done && !logset_unsettled(&ls, NULL))
+			continue;   /* all there: the last round at once */
+		if (done)   /* settling: the files' ends are due any moment */
+			next_look = now + 50;
 		logset_wait(&ls, next_look > now ? (int)(next_look - now) : 0);
+	}
+	{
+		size_t i;
+
+		if (done && !interrupted && logset_unsettled(&ls, &i))
+			warning("the log of rank %d (node %s) has no end mark from its writer %d s "
+				"after the job ended: its last lines may be missing here (read it "
+				"again later)", ls.src[i].rank, ls.src[i].node, LOG_SETTLE_MS / 1000);
 	}
 	dedup_flush_before(o, d, 1LL << 62);
 	out_flush();

@@ -767,7 +767,23 @@ static int follow_job(json_t *job)
 				stall_seen = 0;
 			}
 			if (job_state_is_final(st)) {
+				/* the logs' end markers first (logmerge.h): on an NFS client
+				 * the files' last lines may show a moment late */
+				long long until = dt_mono_ms() + LOG_SETTLE_MS;
+				size_t u;
+
+				show_lines(&f, 0);
+				while (logset_unsettled(&f.ls, NULL) && dt_mono_ms() < until &&
+				       !interrupts) {
+					usleep(POLL_MS * 1000);
+					show_lines(&f, 0);
+				}
 				show_lines(&f, 1);
+				if (logset_unsettled(&f.ls, &u))
+					warning("the log of rank %d (node %s) has no end mark from its "
+						"writer %d s after the job ended: its last lines may be "
+						"missing here (dtctl logs %s)", f.ls.src[u].rank,
+						f.ls.src[u].node, LOG_SETTLE_MS / 1000, f.id);
 				final_note(cur);
 				ret = cancelled ? DT_EXIT_INTR : final_code(cur);
 				break;

@@ -47,7 +47,7 @@ static int parse_line(struct dt_minute *m, const char *line, size_t len, long lo
 	/* "YYYY-MM-DDTHH:MM:SS.ffffffZ S " is 30 bytes */
 	if (len < 29 || line[26] != 'Z' || line[27] != ' ')
 		return -1;
-	if (line[28] != 'O' && line[28] != 'E' && line[28] != 'A')
+	if (line[28] != 'O' && line[28] != 'E' && line[28] != 'A' && line[28] != 'Z')
 		return -1;
 	if (len > 29 && line[29] != ' ')
 		return -1;
@@ -171,6 +171,7 @@ static int src_open(struct logset *ls, struct logsrc *s, int round_start)
 			/* read from its start again: its markers too */
 			s->node = s->added_node;
 			s->attempt = -1;
+			s->open_attempt = 0;
 		}
 		s->ino = st.st_ino;
 		s->start = s->end = 0;   /* a partial line of the old file is gone */
@@ -313,9 +314,14 @@ static int src_next_raw(struct logset *ls, struct logsrc *s)
 static int src_advance(struct logset *ls, struct logsrc *s)
 {
 	while (src_next_raw(ls, s)) {
-		if (s->head.stream != 'A')
+		if (s->head.stream == 'A') {
+			apply_marker(ls, s, s->buf + s->start + s->body, s->body_len);
+			s->open_attempt = 1;
+		} else if (s->head.stream == 'Z') {
+			s->open_attempt = 0;
+		} else {
 			return 1;
-		apply_marker(ls, s, s->buf + s->start + s->body, s->body_len);
+		}
 		s->start += s->skip;
 	}
 	return 0;
@@ -600,4 +606,17 @@ void logset_release(struct logset *ls)
 	if (ls->ifd >= 0)
 		close(ls->ifd);
 	logset_init(ls);
+}
+
+size_t logset_unsettled(const struct logset *ls, size_t *first)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ls->nr_src; i++) {
+		if (!ls->src[i].open_attempt)
+			continue;
+		if (!n++ && first)
+			*first = i;
+	}
+	return n;
 }

@@ -25,6 +25,11 @@
  * "<time> A <attempt> <node>" (agent/linelog.h); it is not handed out, and the
  * lines after it carry that node and attempt.  Before any marker (logs of an
  * older agent) a line has the node the source was added with, attempt -1.
+ * The writer ends its lines with "<time> Z", after the rank's last line and
+ * before its exit is recorded; a reader that saw the job end asks
+ * logset_unsettled() whether a log may still have lines it cannot see yet (a
+ * cached view of an NFS dir shows a file's end late) and reads on until
+ * none has, or its own deadline passes.
  *
  * Ownership: a logset owns its sources; the line logset_next() returns, text
  * included, is valid until the next logset_next() or logset_end(), except its
@@ -59,6 +64,7 @@ struct logsrc {
 	const char *node;      /* the last marker's node, else the one added with */
 	const char *added_node;
 	int attempt;           /* the last marker's attempt, -1 before any */
+	int open_attempt;      /* a start marker was read and no end marker after it */
 	int fd;                /* open during a round, -1 otherwise */
 	off_t offset;          /* how much of the file was read into buf */
 	ino_t ino;
@@ -151,5 +157,13 @@ int logset_watch(struct logset *ls, const char *jobdir, int idle_ms);
  */
 void logset_wait(struct logset *ls, int max_ms);
 void logset_release(struct logset *ls);
+/*
+ * How many sources have an attempt's start marker and not yet its end one
+ * (the first such source's index in *first, when not NULL): once the job has
+ * ended, lines of theirs may still be on their way (logmerge.h, Attribution).
+ */
+size_t logset_unsettled(const struct logset *ls, size_t *first);
+/* How long a reader waits for them once the job has ended (then it warns). */
+#define LOG_SETTLE_MS 10000
 
 #endif

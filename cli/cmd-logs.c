@@ -11,6 +11,7 @@
  * The rank -> node map comes from <job>/placement.json when it exists.
  */
 #include "builtin.h"
+#include "dthome.h"
 #include "head.h"
 #include "hostrange.h"
 #include "jobdir.h"
@@ -470,8 +471,14 @@ static json_t *job_from_head(const char *id)
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
 	json_t *reply = NULL, *job = NULL;
 
-	if (!the_cluster.file || !the_cluster.head_port || head_connect(&hc))
+	/* no secret here: no dtsched to ask (and head_connect() would make one) */
+	dt_home_path(&path, "secret");
+	if (!the_cluster.file || !the_cluster.head_port || access(path.buf, R_OK) < 0 ||
+	    head_connect(&hc)) {
+		strbuf_release(&path);
 		return NULL;
+	}
+	strbuf_reset(&path);
 	hc.timeout_ms = 5000;
 	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, id);
 	if (dt_httpc_request(&hc, "GET", path.buf, NULL, &reply, &err) == 200)

@@ -233,3 +233,28 @@ def test_show_marks_stall_of_finished_job_as_past(cluster):
                      text, re.M), text
     ps = cluster.dtctl("ps", "--all").stdout
     assert not any(job in l and "STALLED" in l for l in ps.splitlines()), ps
+
+
+def test_logs_follow_of_a_pending_job_waits_for_it(cluster):
+    """A newcomer's `dtctl run --detach` then `dtctl logs -f JOB` while the job still waits
+    for slots: the follow says the job is PENDING and shows its lines once it runs (a job
+    has no directory before it starts), instead of `no job`."""
+    blocker = cluster.dtctl("run", "--detach", "-n", 2, "-p", 2, "--name", "blocker", "--",
+                            "sleep", "60").stdout.strip()
+    cluster.wait_job(blocker, ["RUNNING"])
+    job = cluster.dtctl("run", "--detach", "--name", "waits", "--", "echo",
+                        "hello after the wait").stdout.strip()
+    assert cluster.show(job)["state"] == "PENDING"
+    f = cluster.popen("logs", "-f", job)
+    err = []
+    e = collect(f.stderr, err)
+    deadline = time.time() + 10
+    while not any("PENDING" in l for _, l in err):
+        assert f.poll() is None and time.time() < deadline, (f.poll(), err)
+        time.sleep(0.1)
+    assert cluster.dtctl("cancel", blocker).returncode == 0
+    out, _ = f.communicate(timeout=60)
+    e.join(5)
+    assert f.returncode == 0, err
+    assert re.fullmatch(r"\[dtnode\d 0\] hello after the wait\n", out), out
+    assert "is PENDING" in err[0][1] and "following its logs from its start" in err[0][1], err

@@ -156,7 +156,7 @@ static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long lo
 
 int ranklog_main(int argc, const char **argv)
 {
-	const char *dir;
+	const char *dir, *attempt = getenv(DT_ATTEMPT_ENV);
 	int rank = rank_from_env(), logfd, dfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
 	struct linelog out, err;
@@ -187,7 +187,7 @@ int ranklog_main(int argc, const char **argv)
 	}
 	/* this attempt's lines are this node's (protocol.h, DT_NODE_ENV): the node
 	 * from the agent that started our orted (or mpirun), else the host */
-	if (getenv(DT_ATTEMPT_ENV)) {
+	if (attempt) {
 		struct strbuf mark = STRBUF_INIT;
 		char host[256] = "";
 		const char *node = getenv(DT_NODE_ENV);
@@ -196,7 +196,7 @@ int ranklog_main(int argc, const char **argv)
 			gethostname(host, sizeof(host) - 1);
 			node = host;
 		}
-		linelog_marker(&mark, atoi(getenv(DT_ATTEMPT_ENV)), node);
+		linelog_marker(&mark, atoi(attempt), node);
 		linelog_write(logfd, &mark, &lost);
 		strbuf_release(&mark);
 	}
@@ -283,7 +283,7 @@ int ranklog_main(int argc, const char **argv)
 
 		linelog_flush(&out, &rest);
 		linelog_flush(&err, &rest);
-		if (getenv(DT_ATTEMPT_ENV))   /* the start marker was written: the end one */
+		if (attempt)   /* the start marker was written: the end one */
 			linelog_end_marker(&rest);
 		linelog_write(logfd, &rest, &lost);
 		strbuf_release(&rest);

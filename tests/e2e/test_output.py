@@ -117,6 +117,10 @@ def test_buffered_python_prints_arrive_live_and_never_stall(cluster, launcher):
     job = re.search(r"job (j-\d+)", " ".join(l for _, l in err)).group(1)
     j = cluster.show(job)
     assert j["state"] == "COMPLETED" and j["stalled"] == [] and j["past_stalls"] == [], j
+    # each line names the node its rank ran on (rank 1 on the second node: with mpi, through
+    # the orted its agent started)
+    nodes = {r: node for _, node, r, _, _, _ in ticks(lines)}
+    assert nodes == {0: j["placement"][0]["node"], 1: j["placement"][1]["node"]}, nodes
     # the stamps in the logs are the time of the print, not of the job's end
     out = cluster.dtctl("logs", "--json", job)
     assert out.returncode == 0, out.stderr

@@ -249,6 +249,10 @@ def test_logs_follow_of_a_pending_job_waits_for_it(cluster):
     job = cluster.dtctl("run", "--detach", "--name", "waits", "--", "echo",
                         "hello after the wait").stdout.strip()
     assert cluster.show(job)["state"] == "PENDING"
+    # without -f: nothing to show yet, said so, and that is no error
+    p = cluster.dtctl("logs", job)
+    assert p.returncode == 0 and p.stdout == "" and "is PENDING" in p.stderr and \
+        "no output yet" in p.stderr, (p.returncode, p.stdout, p.stderr)
     f = cluster.popen("logs", "-f", job)
     err = []
     e = collect(f.stderr, err)

@@ -154,6 +154,7 @@ struct job_config {
 	long long stall_after_ms;   /* 0 = off */
 	int retries;                /* 0 */
 	int strict_logging;         /* output lines that could not be logged fail the job */
+	int line_buffered;          /* C stdio of the ranks line-buffered (libstdbuf preloaded) */
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */

@@ -195,6 +195,22 @@
  */
 #define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
 /*
+ * "1": the job asks for line-buffered C stdio (job.yaml line_buffered:,
+ * dtctl run --line-buffered).  Whoever execs the rank (the supervisor, or
+ * the mpi launcher's rank logger) preloads coreutils' libstdbuf for it
+ * (agent/linelog.h, linelog_stdbuf_env()).
+ */
+#define DT_LINE_BUFFERED_ENV "DT_LINE_BUFFERED"
+/*
+ * Who writes a rank's log (issue 27, item 5): every task gets DT_NODE, its
+ * agent's node name, and every rank DT_ATTEMPT (launch.c).  The rank's log
+ * writer (supervisor, or the mpi rank logger) starts each attempt's lines
+ * with a marker line "<time> A <attempt> <node>" (linelog.h), which readers
+ * (lib/logmerge.h) take as the node and attempt of the lines after it.
+ */
+#define DT_NODE_ENV "DT_NODE"
+#define DT_ATTEMPT_ENV "DT_ATTEMPT"
+/*
  * Rank exits through the agents (issue #21 item 4): every task process gets
  * DT_RANK_EXIT_DIR, its agent's task dir.  The rank logger writes its
  * ranks/<r>.json record there too, as "<DT_TASK_ID>@<rank>" DT_RANK_EXIT_SUFFIX

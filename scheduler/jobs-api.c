@@ -231,8 +231,9 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 	json_t *arr = json_array();
 
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->nr_jobs; i > 0; i--)
-		json_array_append_new(arr, job_json(s, s->jobs[i - 1], 0));
+	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		json_array_append_new(arr, job_json(s, s->jobs[i], 0));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
 }

@@ -52,6 +52,7 @@ struct job {
 	int attempt;
 	struct hold *hold;
 	json_t *history, *avoid, *stalled, *last_ranks, *placement;
+	json_t *past_stalls;   /* stalls that cleared: stalled's entries + cleared_at, cleared_by */
 	int master_port;
 	long long submitted_us, started_us, ended_us, run_mono;
 	int has_exit, exit_code, failed_rank;

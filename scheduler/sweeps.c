@@ -2004,8 +2004,9 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 
 	(void)req;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->sweeps->nr; i > 0; i--)
-		json_array_append_new(arr, sweep_json(s->sweeps->v[i - 1]));
+	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
+	for (size_t i = 0; i < s->sweeps->nr; i++)
+		json_array_append_new(arr, sweep_json(s->sweeps->v[i]));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }

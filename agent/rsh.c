@@ -247,6 +247,7 @@ int rsh_main(int argc, const char **argv)
 		json_object_set_new(body, "log", json_string(log.buf));
 	}
 	dt_httpc_init(&c, host, port, &key);
+	c.peer_port_name = "the agent port";
 	c.connect_timeout_ms = 5000;
 	c.timeout_ms = 15000;
 	st = dt_httpc_request(&c, "POST", DT_PATH_TASKS, body, &reply, &err);

@@ -1,0 +1,155 @@
+"""The head is trusted only when it proves it (issue 26, B7): replies are signed.
+
+A local user may bind the head port while dtsched is stopped.  On a one-node `host: local`
+cluster (conftest.LocalCluster: no fake cluster, no lock), such an impostor:
+
+  - answers `dtctl ps` with an unsigned "no jobs": dtctl exits 3 naming the problem;
+  - answers it with a reply dtsched really signed, but for another request (captured
+    earlier and relayed): refused the same way (the signature binds the request's nonce);
+  - answers the agent's heartbeats 200: the agent does not count that as delivered, so it
+    keeps sending its ended task, says why in agent.log, and hands the end to the real
+    dtsched once that is back (the job ends COMPLETED).
+"""
+
+import http.server
+import json
+import os
+import socketserver
+import threading
+import time
+
+import pytest
+
+from conftest import LocalCluster
+from dtapi import PROTOCOL, DtApi, read_secret
+
+
+class Impostor(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    """An HTTP server on the head port that answers every request 200 with `reply`
+    (bytes) and the extra `headers`, and keeps the heartbeat bodies it was sent."""
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port):
+        self.reply = json.dumps({"protocol": PROTOCOL, "jobs": []}).encode() + b"\n"
+        self.headers = {}
+        self.heartbeats = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        srv = self.server
+        if self.path == "/v1/heartbeat":
+            with srv.lock:
+                srv.heartbeats.append(json.loads(body))
+            out = json.dumps({"protocol": PROTOCOL}).encode()
+            extra = {}
+        else:
+            out, extra = srv.reply, srv.headers
+        self.send_response(200)
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    do_GET = do_POST = do_DELETE = _answer
+
+
+def head_port(c):
+    return int(str((c.home / "cluster.yaml").read_text()).split("head: {port: ")[1].split("}")[0])
+
+
+def final_beats(imp, task_id):
+    """How many heartbeats the impostor got that carry task_id as ended."""
+    with imp.lock:
+        return sum(1 for hb in imp.heartbeats for t in hb.get("tasks", [])
+                   if t.get("id") == task_id and t.get("state") in ("exited", "failed", "lost"))
+
+
+def test_impostor_on_head_port(dtctl_bin, tmp_path):
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path)
+    port = head_port(c)
+    imp = None
+    with c:
+        # a reply dtsched signed, for a request of ours: what a relaying impostor replays
+        api = DtApi("127.0.0.1", port, read_secret(str(c.home)))
+        path = "/v1/jobs"
+        conn_status, text, headers = api.raw("GET", path, b"", api.signed_headers("GET", path))
+        assert conn_status == 200 and headers.get("X-DT-Signature"), (conn_status, headers)
+        captured, captured_sig = text.encode(), headers["X-DT-Signature"]
+
+        p = c.dtctl("run", "--detach", "--json", "--", "sleep", "2")
+        assert p.returncode == 0, p.stderr
+        job = json.loads(p.stdout)["job"]["id"]
+        deadline = time.monotonic() + 20
+        while True:
+            j = json.loads(c.dtctl("show", "--json", job).stdout)["job"]
+            if j["state"] == "RUNNING":
+                break
+            assert time.monotonic() < deadline, j
+            time.sleep(0.1)
+        task = j["tasks"][0]["id"] if j.get("tasks") else None
+
+        assert c.dtctl("head", "stop").returncode == 0
+        try:
+            imp = Impostor(port)
+            want = ("reply from 127.0.0.1:%d is not signed by this cluster "
+                    "(another program on the head port?)" % port)
+            p = c.dtctl("ps")
+            assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+            assert want in p.stderr, p.stderr
+            assert "jobs" not in p.stdout.lower() or p.stdout == "", p.stdout
+
+            # a signed reply, but to another request: the nonce does not match
+            imp.reply, imp.headers = captured, {"X-DT-Signature": captured_sig}
+            p = c.dtctl("ps", "--json")
+            assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+            assert want in p.stderr or want in p.stdout, (p.stdout, p.stderr)
+
+            # the agent keeps handing the ended task to the "head": never acknowledged
+            deadline = time.monotonic() + 30
+            tid = task
+            while True:
+                with imp.lock:
+                    ended = [t["id"] for hb in imp.heartbeats for t in hb.get("tasks", [])
+                             if t.get("state") in ("exited", "failed", "lost")]
+                if ended:
+                    tid = tid or ended[0]
+                    if final_beats(imp, tid) >= 4:
+                        break
+                assert time.monotonic() < deadline, (
+                    "the agent stopped sending its ended task %s to the impostor after %d "
+                    "heartbeats (it took an unsigned 200 as delivered)\nagent.log:\n%s"
+                    % (tid, final_beats(imp, tid) if tid else 0, c.log("agent.log")))
+                time.sleep(0.1)
+            assert "is not signed by this cluster" in c.log("agent.log"), c.log("agent.log")
+        finally:
+            if imp:
+                imp.stop()
+
+        # the real dtsched is back: the end is delivered
+        assert c.dtctl("head", "start").returncode == 0
+        deadline = time.monotonic() + 30
+        while True:
+            p = c.dtctl("show", "--json", job)
+            if p.returncode == 0 and json.loads(p.stdout)["job"]["state"] == "COMPLETED":
+                break
+            assert time.monotonic() < deadline, (p.stdout, p.stderr, c.log("dtsched.log"))
+            time.sleep(0.2)

@@ -11,10 +11,12 @@ cluster (conftest.LocalCluster: no fake cluster, no lock), such an impostor:
     dtsched once that is back (the job ends COMPLETED).
 """
 
+import errno
 import http.server
 import json
 import os
 import socketserver
+import subprocess
 import threading
 import time
 
@@ -153,3 +155,74 @@ def test_impostor_on_head_port(dtctl_bin, tmp_path):
                 break
             assert time.monotonic() < deadline, (p.stdout, p.stderr, c.log("dtsched.log"))
             time.sleep(0.2)
+
+
+def agent_tasks(c):
+    """The tasks the local agent knows, from its own GET /v1/tasks."""
+    port = int((c.home / "cluster.yaml").read_text().split("agent: {port: ")[1].split(",")[0])
+    st, body = DtApi("127.0.0.1", port, read_secret(str(c.home))).request("GET", "/v1/tasks")
+    assert st == 200, body
+    return body["tasks"]
+
+
+def fill(path):
+    """Write zeros to path until the file system is full."""
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+
+
+def test_submit_on_full_head_disk(dtctl_bin, tmp_path):
+    """A2: the disk of the head's state.db full (dtsched --db on a tiny tmpfs, the agent's
+    home elsewhere so that the node stays healthy): the submit is refused with exit 1 and
+    the reason, nothing of the job runs or stays (not after a restart either), and the
+    next submit once there is room runs as usual."""
+    if os.geteuid() != 0:
+        pytest.skip("a tmpfs for the head's state needs root")
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path)
+    port = head_port(c)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "dthead", str(state)],
+                   check=True)
+
+    def start_head():
+        assert c.dtctl("head", "stop").returncode == 0
+        p = subprocess.run([str(dtctl_bin / "dtsched"), "--daemon", "--port=%d" % port,
+                            "--heartbeat-ms=500", "--dead-after-ms=5000",
+                            "--db=%s" % (state / "state.db")], env=c.env,
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        c.wait_up()
+
+    try:
+        with c:
+            start_head()
+            marker = tmp_path / "ran"
+            fill(state / "filler")
+            p = c.dtctl("run", "--detach", "--", "touch", str(marker))
+            os.unlink(state / "filler")
+            assert p.returncode == 1, (p.returncode, p.stdout, p.stderr, c.log("dtsched.log"))
+            assert "the head cannot record the job: database or disk is full" in p.stderr, p.stderr
+            assert p.stdout == "", p.stdout
+
+            # room again: the next job is recorded and runs; the refused one never did
+            p = c.dtctl("run", "--", "true")
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            jobs = json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"]
+            assert [j["state"] for j in jobs] == ["COMPLETED"], jobs
+            assert not marker.exists()
+            assert len(agent_tasks(c)) <= 1, agent_tasks(c)
+            assert sorted(os.listdir(c.shared / "jobs")) == [jobs[0]["id"]]
+
+            # and a restarted dtsched knows just as much
+            start_head()
+            jobs2 = json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"]
+            assert [j["id"] for j in jobs2] == [jobs[0]["id"]], jobs2
+    finally:
+        c.stop()
+        subprocess.run(["umount", "-l", str(state)])

@@ -26,6 +26,7 @@
 
 static const char *const host_key_policies[] = { "tofu", "strict", NULL };
 static const char *const install_modes[] = { "local", "shared", NULL };
+static const char *const job_files_modes[] = { "group", "world", NULL };
 
 #define PORT_EXPECTED "a port number (1-65535)"
 
@@ -342,7 +343,7 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", "health", NULL,
+	"network", "mpi", "health", "job_files", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -388,6 +389,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		cc->install = m ? INSTALL_SHARED : INSTALL_LOCAL;
 		return 0;
 	}
+	if (!strcmp(key, "job_files"))
+		return get_enum(c, v, path, job_files_modes, &cc->job_files_world);
 	if (!strcmp(key, "agent"))
 		return walk_map(c, v, path, agent_keys, NULL, agent_key, cc);
 	if (!strcmp(key, "head"))
@@ -655,6 +658,7 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	json_object_set_new(o, "setup", setup);
 	json_object_set_new(o, "install",
 			    json_string(install_modes[cc->install == INSTALL_SHARED]));
+	json_object_set_new(o, "job_files", json_string(job_files_modes[!!cc->job_files_world]));
 
 	json_object_set_new(agent, "port", json_integer(cc->agent.port));
 	set_duration(agent, "heartbeat", cc->agent.heartbeat_ms);

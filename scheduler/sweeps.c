@@ -1285,10 +1285,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		if (sweep_wandb_argv(&w->cfg, &t->sg, path.buf, &argv, &json)) {
 			struct strbuf why = STRBUF_INIT;
 
-			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, 0, &why);
+			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, SF_OWNER, &why);
 			strbuf_addf(&rel, "/t%d.json", t->no);
 			if (rc == 0)
-				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644, 0, &why);
+				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644,
+					      SF_OWNER, &why);
 			if (rc < 0)
 				strbuf_addf(err, "cannot write '%s' for ${args_json_file}: %s; check "
 					    "the shared dir", path.buf, why.buf);

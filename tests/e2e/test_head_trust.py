@@ -16,9 +16,12 @@ import http.server
 import json
 import os
 import socketserver
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -226,3 +229,79 @@ def test_submit_on_full_head_disk(dtctl_bin, tmp_path):
     finally:
         c.stop()
         subprocess.run(["umount", "-l", str(state)])
+
+
+OTHER_USER = "dtt-other"
+
+
+@pytest.fixture
+def other_user():
+    """A second local Unix user (not in the cluster user's group), removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("a second Unix user needs root and useradd")
+    subprocess.run(["userdel", OTHER_USER], capture_output=True)
+    p = subprocess.run(["useradd", "--no-create-home", "--user-group", OTHER_USER],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    try:
+        yield OTHER_USER
+    finally:
+        subprocess.run(["userdel", OTHER_USER], capture_output=True)
+
+
+def as_other(user, *argv):
+    return subprocess.run(["runuser", "-u", user, "--"] + list(argv), capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_job_files_not_world_readable(dtctl_bin, tmp_path, other_user):
+    """B7: another local user reads no job file (logs, state, placement, events, a rank's
+    checkpoint) by default: EACCES; cluster.yaml's `job_files: world` makes the next
+    job's files readable to everyone."""
+    # the shared dir where any user could reach it (pytest's tmp dirs are 0700)
+    shared = Path(tempfile.mkdtemp(prefix="dtt-shared-", dir="/var/tmp"))
+    os.chmod(shared, 0o755)
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path)
+    conf = (c.home / "cluster.yaml").read_text().replace(str(c.shared), str(shared))
+    (c.home / "cluster.yaml").write_text(conf)
+    c.shared = shared
+    rank = "echo secret-line; mkdir -p $DT_JOB_DIR/ckpt && echo w > $DT_JOB_DIR/ckpt/latest"
+    try:
+        with c:
+            p = c.dtctl("run", "--json", "--", "sh", "-c", rank)
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            job = json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"][0]["id"]
+            jd = shared / "jobs" / job
+            files = [jd / "logs" / "0.log", jd / "ckpt" / "latest"] + \
+                [jd / n for n in ("state", "placement.json", "hostfile", "events.log")
+                 if (jd / n).exists()]
+            assert len(files) >= 4, os.listdir(jd)
+            for f in files:
+                assert f.stat().st_mode & 0o007 == 0, "%s is mode %o" % (f, f.stat().st_mode)
+                r = as_other(other_user, "cat", str(f))
+                assert r.returncode != 0 and "Permission denied" in r.stderr, (f, r)
+            for d in (shared / "jobs", jd, jd / "logs", jd / "ckpt"):
+                assert d.stat().st_mode & 0o007 == 0, "%s is mode %o" % (d, d.stat().st_mode)
+
+            # the switch: readable by everyone (dtsched re-reads cluster.yaml)
+            (c.home / "cluster.yaml").write_text(conf + "job_files: world\n")
+            deadline = time.monotonic() + 20
+            while True:
+                p = c.dtctl("run", "--dry-run", "--json", "--", "true")
+                assert p.returncode == 0, p.stderr
+                if json.loads(p.stdout)["plan"]["tasks"][0].get("umask") == 0o22:
+                    break
+                assert time.monotonic() < deadline, p.stdout
+                time.sleep(0.2)
+            p = c.dtctl("run", "--", "sh", "-c", rank)
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            job2 = max(j["id"] for j in json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"])
+            assert job2 != job
+            jd2 = shared / "jobs" / job2
+            for f in (jd2 / "logs" / "0.log", jd2 / "ckpt" / "latest"):
+                r = as_other(other_user, "cat", str(f))
+                assert r.returncode == 0, (f, r.stderr)
+            assert "secret-line" in as_other(other_user, "cat", str(jd2 / "logs" / "0.log")).stdout
+    finally:
+        c.stop()
+        shutil.rmtree(shared, ignore_errors=True)

@@ -102,7 +102,10 @@
  *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
  *       limits?      {nofile, nproc, core, memory_bytes, pids}  (rlimits; memory
  *                    and pids also as cgroup limits where a cgroup is made),
- *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
+ *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping),
+ *       umask?       0..0777: the task's umask (its log and what it writes), as
+ *                    cluster.yaml's job_files says (dtsched: 027 or 022); absent:
+ *                    the agent's own (027)}
  *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
  * POST /v1/tasks                      start several tasks (dtsched: all the
  *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);

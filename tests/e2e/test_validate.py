@@ -46,6 +46,7 @@ def test_cluster_json_defaults(dtctl, tmp_path):
     assert c["agent"] == {"port": 7070, "heartbeat": "2s", "heartbeat_ms": 2000,
                           "dead_after": "10s", "dead_after_ms": 10000}
     assert c["install"] == "local" and c["head"]["port"] == 7071
+    assert c["job_files"] == "group"
 
 
 def test_job_json_defaults(dtctl, tmp_path):

@@ -1047,6 +1047,7 @@ static void *heartbeat_thread(void *data)
 	long long net_at = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.peer_port_name = "the head port";
 	c.timeout_ms = 2000;
 	c.connect_timeout_ms = 1000;
 	pthread_mutex_lock(&a->lock);

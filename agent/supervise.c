@@ -747,7 +747,9 @@ int supervise_main(const char *home, const char *id)
 	linelog_init(&s.out, 'O', 0);
 	linelog_init(&s.err, 'E', 0);
 
-	/* the log file */
+	/* the log file, and all the task writes, as readable as cluster.yaml's job_files says */
+	if (json_is_integer(json_object_get(s.t.spec, "umask")))
+		sf_set_umask((mode_t)json_get_int(s.t.spec, "umask", 027));
 	s.logfd = open_task_log(&s, &err);
 	if (s.logfd < 0) {
 		finish(&s, TASK_FAILED, 127, err.buf);

@@ -91,6 +91,7 @@ struct cluster_config {
 		struct kvlist vars;             /* user variables for the template */
 	} setup;
 	enum install_mode install;          /* local: ~/.dtctl/bin on each node */
+	int job_files_world;                /* job_files: world (0644/0755), else group (0640/0750) */
 	struct {
 		int port;                       /* 7070 */
 		long long heartbeat_ms;         /* 2s */

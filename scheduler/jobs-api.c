@@ -25,6 +25,7 @@
 static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
 		       struct strbuf *err)
 {
+	struct strbuf why = STRBUF_INIT;
 	long long floor = 0;
 
 	/*
@@ -51,8 +52,8 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 			sqlite3_finalize(st);
 		}
 		if (rc != SQLITE_DONE) {
-			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
-			db_commit(s);
+			strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+			db_rollback(s);
 			return -1;
 		}
 		j->seq = sqlite3_last_insert_rowid(s->db);
@@ -73,7 +74,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 		}
 		if (errno != EEXIST || tries >= 3) {
 			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
-			db_commit(s);
+			db_rollback(s);
 			return -1;
 		}
 		strbuf_reset(err);
@@ -85,8 +86,22 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	j->submitted_us = dt_now_us();
 	set_reason(j, "%s", reason);
 	history_add(j, DT_JOB_PENDING, "submitted");
-	job_save(s, j);
-	db_commit(s);
+	/*
+	 * Acknowledged only once on disk: a commit that cannot be written (full
+	 * disk, I/O error) is the client's error and the job is not queued (no
+	 * job dir exists yet).  Nested in a caller's transaction (a sweep's
+	 * trial), that caller's COMMIT is the one to check.
+	 */
+	if (job_save(s, j) < 0) {
+		strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+		db_rollback(s);
+		return -1;
+	}
+	if (db_commit(s, &why) < 0) {
+		strbuf_addf(err, "the head cannot record the job: %s", why.buf);
+		strbuf_release(&why);
+		return -1;
+	}
 	/*
 	 * No job dir and no <job_dir>/state yet: both come with the job's first
 	 * transition (job_transition, job_file).  The state file's readers
@@ -346,6 +361,21 @@ out:
 	free(res);
 	strbuf_release(&reason);
 	return ret;
+}
+
+void jobs_unsubmit(struct sched *s, const char *id)
+{
+	for (size_t i = s->nr_jobs; i > 0; i--) {
+		struct job *j = s->jobs[i - 1];
+
+		if (strcmp(j->id, id))
+			continue;
+		dtlog(DTLOG_WARN, "job %s: not recorded in state.db, dropped", id);
+		memmove(s->jobs + i - 1, s->jobs + i, (s->nr_jobs - i) * sizeof(*s->jobs));
+		s->nr_jobs--;
+		job_free(j);
+		return;
+	}
 }
 
 /* Cancel as POST /v1/jobs/<id>/cancel does; lock held.  -1 if unknown. */

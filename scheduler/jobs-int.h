@@ -151,7 +151,7 @@ void write_placement_file(const struct job *j);
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
 json_t *job_json(struct sched *s, const struct job *j, int detail);
-void job_save(struct sched *s, struct job *j);
+int job_save(struct sched *s, struct job *j);
 void job_transition(struct sched *s, struct job *j, const char *state);
 void job_free(struct job *j);
 struct job *job_new(void);

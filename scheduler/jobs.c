@@ -531,12 +531,14 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	return o;
 }
 
-/* Write the job (and the holds it has) to SQLite; lock held. */
-void job_save(struct sched *s, struct job *j)
+/* Write the job (and the holds it has) to SQLite; lock held.  -1 (logged;
+ * sqlite3_errmsg says why) when the row cannot be written. */
+int job_save(struct sched *s, struct job *j)
 {
 	json_t *o, *holds = json_array();
 	struct strbuf data = STRBUF_INIT;
 	sqlite3_stmt *st = s->st_job;
+	int ret = 0;
 
 	j->version++;
 	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
@@ -557,10 +559,13 @@ void job_save(struct sched *s, struct job *j)
 	sqlite3_bind_int64(st, 3, dt_now_us());
 	sqlite3_bind_text(st, 4, data.buf, (int)data.len, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 5, j->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	if (sqlite3_step(st) != SQLITE_DONE) {
 		dtlog(DTLOG_ERROR, "state.db: cannot save job %s: %s", j->id, sqlite3_errmsg(s->db));
+		ret = -1;
+	}
 	json_decref(o);
 	strbuf_release(&data);
+	return ret;
 }
 
 /* ------------------------------------------------------------- /metrics */
@@ -1526,7 +1531,7 @@ void jobs_step(struct sched *s)
 		ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
 		launch[nr_launch++] = la;
 	}
-	db_commit(s);
+	db_commit(s, NULL);
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {

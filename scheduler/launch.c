@@ -4,6 +4,7 @@
 #include "launch.h"
 #include "json.h"
 #include "protocol.h"
+#include "safefile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -434,10 +435,12 @@ json_t *launch_task_request(const struct launch_plan *p, size_t i)
 {
 	const struct launch_task *t = &p->tasks[i];
 
-	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*}",
+	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:i, s:s*, s:s*, s:s*, s:s*}",
 			 "id", t->id, "argv", json_strvec(&t->argv), "env", env_json(&t->env),
 			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
 			 "rank", t->rank,
+			 /* cluster.yaml's job_files, as dtsched applies it (jobs-queue.c) */
+			 "umask", (int)sf_umask(),
 			 /* the agent walks the log's path below the shared dir without
 			  * links; s*: no key at all when NULL */
 			 "log_root", p->log_root, "cwd", p->cwd, "submit_dir", p->submit_dir,

@@ -783,12 +783,13 @@ static void sweep_free(struct sweep *w)
 
 /* ---------------------------------------------------------------- SQLite */
 
-static void sweep_save(struct sched *s, struct sweep *w)
+static int sweep_save(struct sched *s, struct sweep *w)
 {
 	sqlite3_stmt *st = s->sweeps->st_sweep;
 	char seed[32];
 	json_t *o;
 	char *data;
+	int rc;
 
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
 	o = json_pack("{s:s,s:s,s:s?,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
@@ -801,10 +802,12 @@ static void sweep_save(struct sched *s, struct sweep *w)
 	sqlite3_bind_text(st, 2, w->state, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, data, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, w->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	if (rc < 0)
 		dtlog(DTLOG_ERROR, "state.db: cannot save sweep %s: %s", w->id, sqlite3_errmsg(s->db));
 	free(data);
 	json_decref(o);
+	return rc;
 }
 
 static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
@@ -1361,10 +1364,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		if (sweep_wandb_argv(&w->cfg, &t->sg, path.buf, &argv, &json)) {
 			struct strbuf why = STRBUF_INIT;
 
-			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, 0, &why);
+			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, SF_OWNER, &why);
 			strbuf_addf(&rel, "/t%d.json", t->no);
 			if (rc == 0)
-				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644, 0, &why);
+				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644,
+					      SF_OWNER, &why);
 			if (rc < 0)
 				strbuf_addf(err, "cannot write '%s' for ${args_json_file}: %s; check "
 					    "the shared dir", path.buf, why.buf);
@@ -1409,7 +1413,15 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 	t->state = DT_TRIAL_PENDING;
 	t->rd.mf_off = t->rd.log_off = 0;   /* a new job dir; the progress stays */
 	trial_save(s, w, t);
-	db_exec(s, "COMMIT");
+	if (db_exec(s, "COMMIT") < 0) {
+		/* not on disk, so not queued: nothing of it runs (jobs-api.c: job_enqueue) */
+		strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			db_exec(s, "ROLLBACK");
+		jobs_unsubmit(s, id);
+		t->job[0] = '\0';
+		return -1;
+	}
 	return 0;
 }
 
@@ -1974,18 +1986,27 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 	w->created_us = dt_now_us();
 
 	pthread_mutex_lock(&s->lock);
-	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") < 0) {
-		dt_http_error(resp, 500, "cannot store the sweep: %s", sqlite3_errmsg(s->db));
+	/* acknowledged only once on disk, as a job's submit (jobs-api.c: job_enqueue) */
+	db_begin(s);
+	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") == 0) {
+		w->seq = sqlite3_last_insert_rowid(s->db);
+		snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
+		w->name = xstrdup(json_get_str(req->json, "name", NULL) ?
+				  json_get_str(req->json, "name", NULL) : w->id);
+	}
+	if (!w->seq || sweep_save(s, w) < 0) {
+		strbuf_addstr(&err, sqlite3_errmsg(s->db));
+		db_rollback(s);
+	} else if (db_commit(s, &err) == 0) {
+		strbuf_reset(&err);
+	}
+	if (err.len) {
+		dt_http_error(resp, 500, "the head cannot record the sweep: %s", err.buf);
 		pthread_mutex_unlock(&s->lock);
 		sweep_free(w);
 		strbuf_release(&err);
 		return;
 	}
-	w->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
-	w->name = xstrdup(json_get_str(req->json, "name", NULL) ? json_get_str(req->json, "name", NULL)
-			  : w->id);
-	sweep_save(s, w);
 	ALLOC_GROW(sw->v, sw->nr + 1, sw->alloc);
 	sw->v[sw->nr++] = w;
 	dtlog(DTLOG_INFO, "sweep %s (%s): %s search, %d trial(s), parallel %d, seed %llu, by '%s'",

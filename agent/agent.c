@@ -12,6 +12,7 @@
 #include "auth.h"
 #include "debug.h"
 #include "probe.h"
+#include "report.h"
 #include "beacon.h"
 #include "daemon.h"
 #include "dthome.h"
@@ -66,6 +67,11 @@ struct agent {
 	char head_host[256];
 	int head_port;
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
+	/* the report socket (report.h), -1: none; refused reports and their log */
+	int report_fd;
+	unsigned long long reports_refused;
+	long long refuse_log_from;
+	int refuse_logged;
 	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
 	char bin_dir[4096];
 	long long hb_acked;          /* last heartbeat seq dtsched answered 200 */
@@ -248,7 +254,17 @@ static json_t *inventory_take_usage(json_t *inv)
 
 /* ------------------------------------------------------------ task table */
 
-/* Re-read t's file if it changed; 1 if its state changed.  Lock held. */
+/*
+ * Re-read t's file if it changed; 1 if its state changed.  Lock held.
+ *
+ * Every job of the user can write the tasks dir, so the file is only as
+ * good as what the kernel confirms (report.h): a final state (which ends a
+ * job, and whose signal counts toward the node's quarantine) is taken only
+ * once the supervisor has vouched for it over the report socket, and the
+ * supervisor's pid and start, and the marker, stay what the agent itself
+ * spawned and made.  Only a table loaded at the agent's start (tasks that
+ * ended while no agent ran) is taken as it is.
+ */
 static int task_refresh(struct agent *a, struct task *t)
 {
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
@@ -267,9 +283,26 @@ static int task_refresh(struct agent *a, struct task *t)
 		dtlog(DTLOG_WARN, "%s", err.buf);
 		goto out;
 	}
+	if (task_state_final(fresh.state) && !task_state_final(t->state) && !t->end_vouched) {
+		if (!t->end_refused)
+			dtlog(DTLOG_WARN, "task %s: its file says %s, but its supervisor (pid %lld) "
+			      "did not say so: ignored (written by another process?)", t->id,
+			      task_state_name(fresh.state), t->sup_pid);
+		t->end_refused = 1;
+		t->file_mtime_ns = mtime;
+		task_release(&fresh);
+		goto out;
+	}
 	changed = fresh.state != t->state;
-	if (!fresh.sup_pid && t->sup_pid)
-		fresh.sup_pid = t->sup_pid;   /* spawned, not yet recorded by itself */
+	if (t->sup_pid) {
+		/* ours, not the file's: a forged file cannot move the tree */
+		fresh.sup_pid = t->sup_pid;
+		fresh.sup_start = t->sup_start ? t->sup_start : fresh.sup_start;
+	}
+	if (t->marker[0])
+		memcpy(fresh.marker, t->marker, sizeof(fresh.marker));
+	fresh.end_vouched = t->end_vouched;
+	fresh.end_refused = t->end_refused;
 	fresh.file_mtime_ns = mtime;
 	fresh.changed_ms = changed ? dt_mono_ms() : t->changed_ms;
 	fresh.rank_exits = t->rank_exits;   /* the agent's own, not in the file */
@@ -288,56 +321,93 @@ static void kick_heartbeat(struct agent *a)
 	pthread_cond_signal(&a->hb_cond);
 }
 
-/*
- * A rank's end, "<task>@<rank>" DT_RANK_EXIT_SUFFIX in the tasks dir, written
- * by the rank logger (protocol.h): its exit joins the task's rank_exits and
- * the file goes.  The file is written by user code: read bounded, without
- * following links; a task we do not run, a rank already reported or a
- * record that is not one is dropped.  1 if the task changed.  Lock held.
- */
-static int take_rank_exit(struct agent *a, const char *name)
+/* A report refused: logged with who sent it, at most REFUSE_LOG_MAX lines a minute. */
+#define REFUSE_LOG_MAX 20
+static void report_refused(struct agent *a, pid_t pid, uid_t uid, const char *what,
+			   const char *task, const char *why)
 {
-	const char *at = strchr(name, '@');
-	struct strbuf buf = STRBUF_INIT, id = STRBUF_INIT;
-	json_t *o = NULL, *e;
-	struct task *t;
-	long long rank;
-	size_t i;
-	int dfd, taken = 0;
-	char *end;
+	long long now = dt_mono_ms();
 
-	if (!at || !ends_with(name, DT_RANK_EXIT_SUFFIX))
+	a->reports_refused++;
+	if (now - a->refuse_log_from >= 60000) {
+		a->refuse_log_from = now;
+		a->refuse_logged = 0;
+	}
+	if (a->refuse_logged++ < REFUSE_LOG_MAX)
+		dtlog(DTLOG_WARN, "refused a %s report for task '%s' from pid %d (uid %d): %s",
+		      what, task, (int)pid, (int)uid, why);
+}
+
+/*
+ * A rank's end from the rank logger (protocol.h, report.h): it joins the
+ * task's rank_exits when it comes from a process of that task's tree, for a
+ * live task and a rank not yet reported.  1 if the task changed.  Lock held.
+ */
+static int take_rank_exit(struct agent *a, struct task *t, const json_t *o, pid_t pid, uid_t uid)
+{
+	long long rank = json_get_int(o, "rank", -1);
+	json_t *e;
+	size_t i;
+
+	if (!proc_descends_from(pid, (pid_t)t->sup_pid, t->sup_start)) {
+		report_refused(a, pid, uid, "rank exit", t->id, "the sender is not a process of "
+			       "that task (another job's?)");
 		return 0;
-	strbuf_add(&id, name, (size_t)(at - name));
-	rank = strtoll(at + 1, &end, 10);
-	dfd = open(a->dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		goto out;
-	t = task_table_find(&a->tt, id.buf);
-	if (t && !task_state_final(t->state) && end > at + 1 && !strcmp(end, DT_RANK_EXIT_SUFFIX) &&
-	    sf_read_at(dfd, name, &buf, DT_RANK_EXIT_MAX, NULL) >= 0)
-		o = json_loads(buf.buf, 0, NULL);
-	unlinkat(dfd, name, 0);
-	close(dfd);
-	if (!json_is_object(o) || json_get_int(o, "rank", -1) != rank ||
-	    !json_is_integer(json_object_get(o, "exit_code")) ||
+	}
+	if (rank < 0 || rank >= 1000000 || !json_is_integer(json_object_get(o, "exit_code")) ||
+	    !json_is_integer(json_object_get(o, "signal")) ||
 	    dt_timestamp_parse(json_get_str(o, "ended_at", "")) <= 0)
-		goto out;
+		return 0;
 	if (!t->rank_exits)
 		t->rank_exits = json_array();
 	json_array_foreach(t->rank_exits, i, e)
 		if (json_get_int(e, "rank", -1) == rank)
-			goto out;
+			return 0;
 	json_array_append_new(t->rank_exits, json_pack("{s:I,s:I,s:I,s:s}", "rank",
 		(json_int_t)rank, "exit_code", (json_int_t)json_get_int(o, "exit_code", 1),
 		"signal", (json_int_t)json_get_int(o, "signal", 0),
 		"ended_at", json_get_str(o, "ended_at", "")));
-	taken = 1;
-out:
-	json_decref(o);
-	strbuf_release(&buf);
-	strbuf_release(&id);
-	return taken;
+	return 1;
+}
+
+/*
+ * Every report waiting on the socket (report.h).  The kernel says who sent
+ * each: a rank exit is taken from a process of that task's tree, a task's
+ * end only from its supervisor; the rest is refused and logged with the
+ * sender's pid.  1 if a task changed.  Lock held.
+ */
+static int take_reports(struct agent *a)
+{
+	struct strbuf body = STRBUF_INIT;
+	int changed = 0, n;
+	pid_t pid;
+	uid_t uid;
+
+	while (a->report_fd >= 0 && (n = report_recv(a->report_fd, &body, &pid, &uid)) > 0) {
+		json_t *o = json_loadb(body.buf, body.len, 0, NULL);
+		const char *kind = json_get_str(o, "kind", ""), *id = json_get_str(o, "task", "");
+		struct task *t = json_is_object(o) ? task_table_find(&a->tt, id) : NULL;
+
+		if (!t || task_state_final(t->state)) {
+			/* an unknown or ended task: nothing to take, nothing to say */
+		} else if (uid != geteuid()) {
+			report_refused(a, pid, uid, kind, id, "another user");
+		} else if (!strcmp(kind, "rank_exit")) {
+			changed |= take_rank_exit(a, t, o, pid, uid);
+		} else if (!strcmp(kind, "task_end")) {
+			if (!t->sup_pid || pid != (pid_t)t->sup_pid) {
+				report_refused(a, pid, uid, "task end", id, "the sender is not the "
+					       "task's supervisor");
+			} else {
+				t->end_vouched = 1;
+				t->file_mtime_ns = -1;   /* read the final state now */
+				changed |= task_refresh(a, t);
+			}
+		}
+		json_decref(o);
+	}
+	strbuf_release(&body);
+	return changed;
 }
 
 /*
@@ -357,9 +427,7 @@ static void take_renames(struct agent *a, int ifd)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			size_t len = ev->len ? strlen(ev->name) : 0;
 
-			if (len && take_rank_exit(a, ev->name)) {
-				kick_heartbeat(a);
-			} else if (len > 5 && ends_with(ev->name, ".json")) {
+			if (len > 5 && ends_with(ev->name, ".json")) {
 				char id[256];
 				struct task *t;
 
@@ -412,7 +480,8 @@ static void check_liveness(struct agent *a, struct task *t)
 	if (!t->sup_pid && t->state == TASK_STARTING &&
 	    dt_now_us() - t->created_us < STARTING_TIMEOUT_MS * 1000LL)
 		return;
-	/* maybe it finished just now: read the file once more */
+	/* maybe it finished just now: its report came before it exited */
+	take_reports(a);
 	t->file_mtime_ns = 0;
 	task_refresh(a, t);
 	if (task_state_final(t->state))
@@ -530,6 +599,7 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 		task_save(a->dir.buf, t);
 	}
 	t->sup_pid = sup > 0 ? sup : 0;
+	t->sup_start = sup > 0 ? proc_start_time(sup, NULL) : 0;
 	task_table_add(&a->tt, t);
 	a->tasks_started++;
 	*out = task_to_json(t, 1);
@@ -677,7 +747,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	json_t *inv = agent_inventory(a), *gpu, *gpus;
 	struct strbuf *o = &resp->text;
 	const char *node[] = { "node", a->name, NULL };
-	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs;
+	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs, refused;
 	size_t i;
 
 	dt_httpd_get_stats(a->srv, &st);
@@ -690,6 +760,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	hb_failed = a->hb_failed;
 	beacons = a->beacons_sent;
 	resyncs = a->resyncs;
+	refused = a->reports_refused;
 	pthread_mutex_unlock(&a->lock);
 
 	prom_family(o, "dtagent_tasks", "gauge", "Tasks in the agent's table by state.");
@@ -703,6 +774,9 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	prom_family(o, "dtagent_tasks_lost_total", "counter",
 		    "Tasks whose supervisor vanished (marked lost).");
 	prom_sample(o, "dtagent_tasks_lost_total", node, (double)lost);
+	prom_family(o, "dtagent_reports_refused_total", "counter",
+		    "Reports (rank exits, task ends) refused: not sent by the task's own processes.");
+	prom_sample(o, "dtagent_reports_refused_total", node, (double)refused);
 	prom_family(o, "dtagent_heartbeats_total", "counter",
 		    "Heartbeats sent to dtsched by result: ok, failed, or a UDP beacon.");
 	{
@@ -1204,6 +1278,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 
 	a->o = *o;
 	a->beacon_fd = -1;
+	a->report_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	health_init(&a->health);
 	pthread_cond_init(&a->hb_cond, NULL);
@@ -1240,6 +1315,20 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		goto fail;
 	}
 
+	/* before the table is read: a supervisor that ends meanwhile finds it */
+	{
+		struct strbuf name = STRBUF_INIT;
+
+		report_socket_name(&name, o->home);
+		a->report_fd = report_listen(name.buf, &err);
+		if (a->report_fd < 0) {
+			/* jobs still end, from their processes' exits: only later */
+			dtlog(DTLOG_WARN, "%s: ranks' and supervisors' reports cannot reach this "
+			      "agent", err.buf);
+			strbuf_reset(&err);
+		}
+		strbuf_release(&name);
+	}
 	/* re-adopt the tasks of an earlier agent */
 	n = task_table_load_dir(&a->tt, a->dir.buf, &err);
 	if (err.len)
@@ -1258,17 +1347,6 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	}
 	if (n)
 		dtlog(DTLOG_INFO, "loaded %d task(s) from '%s'", n, a->dir.buf);
-	{
-		/* rank ends written while no agent watched (and leftovers) */
-		DIR *d = opendir(a->dir.buf);
-		struct dirent *de;
-
-		while (d && (de = readdir(d)))
-			if (ends_with(de->d_name, DT_RANK_EXIT_SUFFIX))
-				take_rank_exit(a, de->d_name);
-		if (d)
-			closedir(d);
-	}
 
 	/* SIGTERM/SIGINT/SIGHUP are taken by the watcher loop below */
 	sigemptyset(&set);
@@ -1326,17 +1404,18 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		ifd = -1;
 	}
 	for (;;) {
-		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 },
-					{ a->beacon_fd, POLLIN, 0 } };
+		struct pollfd pf[4] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 },
+					{ a->beacon_fd, POLLIN, 0 }, { a->report_fd, POLLIN, 0 } };
 		int sig = 0, changed = 0;
 		long long now;
 
 		if (sfd >= 0) {
 			struct signalfd_siginfo si;
 
-			if (poll(pf, 3, WATCH_MS) > 0) {
+			if (poll(pf, 4, WATCH_MS) > 0) {
 				if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
 					sig = (int)si.ssi_signo;
+
 				if (ifd >= 0 && (pf[1].revents & POLLIN))
 					take_renames(a, ifd);
 				if (a->beacon_fd >= 0 && (pf[2].revents & POLLIN))
@@ -1352,6 +1431,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 		pthread_mutex_lock(&a->lock);
+		/* reports first: a supervisor's word comes before its file is read */
+		changed |= take_reports(a);
 		for (size_t i = 0; i < a->tt.nr; i++)
 			if (!task_state_final(a->tt.items[i]->state))
 				changed |= task_refresh(a, a->tt.items[i]);
@@ -1386,6 +1467,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	if (a->beacon_fd >= 0)
 		close(a->beacon_fd);
 	dt_httpd_stop(a->srv);
+	if (a->report_fd >= 0)
+		close(a->report_fd);
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);
 	health_release(&a->health);
@@ -1393,6 +1476,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	free(a);
 	return 0;
 fail:
+	if (a->report_fd >= 0)
+		close(a->report_fd);
 	dtlog(DTLOG_ERROR, "%s", err.buf);
 	if (ready_fd >= 0) {
 		strbuf_addch(&err, '\n');

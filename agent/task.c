@@ -124,7 +124,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_foreach(v, name, ev) {
 			if (!env_name_valid(name) || !strcmp(name, DT_TASK_ID_ENV) ||
-			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_RANK_EXIT_DIR_ENV)) {
+			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_AGENT_SOCKET_ENV)) {
 				strbuf_addf(err, "'env': '%s' is not a settable variable name", name);
 				goto fail;
 			}

@@ -59,6 +59,8 @@ struct task {
 	long long changed_ms;       /* dt_mono_ms() of the last state change seen */
 	long long final_seq;        /* the heartbeat that first carried it final (0: none yet) */
 	json_t *rank_exits;         /* mpi ranks that ended under it (protocol.h), or NULL */
+	int end_vouched;            /* its supervisor said it saved the end (report.h) */
+	int end_refused;            /* a final state in its file, not vouched for, was logged */
 };
 
 const char *task_state_name(enum task_state s);

@@ -52,6 +52,7 @@
 #define LIVENESS_MS 1000
 #define STARTING_TIMEOUT_MS 10000
 #define PRUNE_EVERY_MS 60000
+#define REFUSED_END_LOG_MS 500   /* a supervisor's word comes within ms of its file */
 
 struct agent {
 	struct agent_opts o;
@@ -284,11 +285,10 @@ static int task_refresh(struct agent *a, struct task *t)
 		goto out;
 	}
 	if (task_state_final(fresh.state) && !task_state_final(t->state) && !t->end_vouched) {
+		/* the supervisor's word may be a moment behind its file: say
+		 * something only if it still runs a while later (check_liveness) */
 		if (!t->end_refused)
-			dtlog(DTLOG_WARN, "task %s: its file says %s, but its supervisor (pid %lld) "
-			      "did not say so: ignored (written by another process?)", t->id,
-			      task_state_name(fresh.state), t->sup_pid);
-		t->end_refused = 1;
+			t->end_refused = dt_mono_ms();
 		t->file_mtime_ns = mtime;
 		task_release(&fresh);
 		goto out;
@@ -475,8 +475,16 @@ static void check_liveness(struct agent *a, struct task *t)
 
 	if (task_state_final(t->state))
 		return;
-	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start))
+	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+		if (t->end_refused > 0 && now - t->end_refused >= REFUSED_END_LOG_MS) {
+			dtlog(DTLOG_WARN, "task %s: its file says it ended, but its supervisor "
+			      "(pid %lld) runs and did not say so: ignored (written by another "
+			      "process)", t->id, t->sup_pid);
+			t->end_refused = -1;   /* said */
+			a->reports_refused++;
+		}
 		return;
+	}
 	if (!t->sup_pid && t->state == TASK_STARTING &&
 	    dt_now_us() - t->created_us < STARTING_TIMEOUT_MS * 1000LL)
 		return;

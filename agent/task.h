@@ -60,7 +60,8 @@ struct task {
 	long long final_seq;        /* the heartbeat that first carried it final (0: none yet) */
 	json_t *rank_exits;         /* mpi ranks that ended under it (protocol.h), or NULL */
 	int end_vouched;            /* its supervisor said it saved the end (report.h) */
-	int end_refused;            /* a final state in its file, not vouched for, was logged */
+	long long end_refused;      /* when a final state in its file was first refused
+				     * (not vouched for); -1: logged */
 };
 
 const char *task_state_name(enum task_state s);

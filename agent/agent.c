@@ -190,7 +190,7 @@ static void health_refresh(struct agent *a)
 {
 	int nv = a->o.gpus != 0 ? dt_nvml_count() : 0;
 	int n = a->o.gpus >= 0 ? a->o.gpus : nv;
-	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home);
+	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home, a->o.fake_health);
 
 	pthread_mutex_lock(&a->lock);
 	json_decref(a->health_now);

@@ -92,6 +92,7 @@ struct agent {
 	/* the node's health (health.h), read by the heartbeat thread each beat */
 	struct health health;
 	json_t *health_now;
+	json_t *debugging;           /* {job id: true} of the debug samplings running */
 };
 
 #define NET_REFRESH_MS 30000
@@ -941,30 +942,109 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_json(resp, 200, json_pack("{s:i,s:s}", "port", found, "node", a->name));
 }
 
-/* POST /v1/probe: TCP connects to the peers dtsched names (probe.h) */
+/*
+ * Which handler runs where (issue 26, B4/B5): everything is answered on the
+ * server's one thread, in microseconds, except the two that wait on the
+ * outside world: the probe (connects and name lookups, up to its timeout)
+ * and the debug sampling (sample_ms, SIGUSR2 records, gdb attaches).  Those
+ * run on a thread of their own per request (dt_http_offload) with their
+ * request parked, so status, tasks and heartbeats are answered meanwhile.
+ */
+
+struct probe_work {
+	struct agent *a;
+	json_t *targets;
+	int timeout_ms;
+};
+
+static void probe_work_free(void *p)
+{
+	struct probe_work *w = p;
+
+	json_decref(w->targets);
+	free(w);
+}
+
+static json_t *probe_work(void *p, int *status)
+{
+	struct probe_work *w = p;
+	struct strbuf err = STRBUF_INIT;
+	json_t *res = probe_connect(w->targets, w->timeout_ms, &err), *reply;
+
+	if (res) {
+		reply = json_pack("{s:s,s:o}", "node", w->a->name, "results", res);
+	} else {
+		*status = 400;
+		reply = json_pack("{s:s}", "error", err.buf);
+	}
+	strbuf_release(&err);
+	return reply;
+}
+
+/* POST /v1/probe: TCP connects to the peers dtsched names (probe.h), off this thread */
 static void h_probe(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
 	long long timeout = json_get_int(req->json, "timeout_ms", DT_PROBE_TIMEOUT_MS);
-	struct strbuf err = STRBUF_INIT;
-	json_t *res;
+	const json_t *targets = json_object_get(req->json, "targets");
+	struct probe_work *w;
 
+	if (dt_http_offloaded(req, resp))
+		return;
 	if (timeout < 1 || timeout > PROBE_MAX_TIMEOUT_MS) {
 		dt_http_error(resp, 400, "timeout_ms %lld: expected 1-%d", timeout, PROBE_MAX_TIMEOUT_MS);
 		return;
 	}
-	res = probe_connect(json_object_get(req->json, "targets"), (int)timeout, &err);
-	if (!res)
-		dt_http_error(resp, 400, "%s", err.buf);
-	else
-		dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "results", res));
-	strbuf_release(&err);
+	if (!json_is_array(targets) || json_array_size(targets) > PROBE_MAX_TARGETS) {
+		dt_http_error(resp, 400, "'targets' must be an array of at most %d {node, address, "
+			      "port}", PROBE_MAX_TARGETS);
+		return;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->a = a;
+	w->targets = json_deep_copy(targets);
+	w->timeout_ms = (int)timeout;
+	dt_http_offload(a->srv, req, resp, probe_work, w, probe_work_free, timeout + 5000);
+}
+
+/* one debug sampling: the job's processes, found on the request thread */
+struct debug_work {
+	struct agent *a;
+	char *job, *dir;
+	long ms;
+	pid_t *pids;
+	size_t nr;
+};
+
+static void debug_work_free(void *p)
+{
+	struct debug_work *w = p;
+	struct agent *a = w->a;
+
+	pthread_mutex_lock(&a->lock);
+	json_object_del(a->debugging, w->job);   /* the next sampling of this job may start */
+	pthread_mutex_unlock(&a->lock);
+	free(w->job);
+	free(w->dir);
+	free(w->pids);
+	free(w);
+}
+
+static json_t *debug_work(void *p, int *status)
+{
+	struct debug_work *w = p;
+	json_t *reply = debug_collect(w->a->name, w->pids, w->nr, w->dir, w->ms);
+	json_t *inv = inventory_collect(w->a->name, w->a->o.gpus);
+
+	debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
+	json_decref(inv);
+	return reply;
 }
 
 /*
- * POST /v1/debug: evidence of the ranks of one job on this node (debug.h).
- * It samples for sample_ms on this server's thread; dtsched asks once per
- * node and attribution (`dtctl debug`) is rare.
+ * POST /v1/debug: evidence of the ranks of one job on this node (debug.h),
+ * sampled off this thread (above), one sampling of a job at a time (a
+ * second is 409 while the first runs), its processes bounded (debug.h).
  */
 static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
@@ -972,15 +1052,27 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 	const char *job = json_get_str(req->json, "job_id", NULL);
 	const char *dir = json_get_str(req->json, "job_dir", NULL);
 	long long ms = json_get_int(req->json, "sample_ms", DEBUG_SAMPLE_MS_DEFAULT);
-	pid_t *pids = NULL;
-	size_t nr = 0, alloc = 0;
+	struct debug_work *w;
+	size_t alloc = 0;
 
+	if (dt_http_offloaded(req, resp))
+		return;
 	if (!job || !*job || (dir && *dir != '/') || ms < 0 || ms > DEBUG_SAMPLE_MS_MAX) {
 		dt_http_error(resp, 400, "expected {job_id, job_dir?: absolute path, "
 			      "sample_ms?: 0..%d}", DEBUG_SAMPLE_MS_MAX);
 		return;
 	}
+	w = xcalloc(1, sizeof(*w));
+	w->a = a;
 	pthread_mutex_lock(&a->lock);
+	if (json_object_get(a->debugging, job)) {
+		pthread_mutex_unlock(&a->lock);
+		free(w);
+		dt_http_error(resp, 409, "a sampling of job '%s' is already running on node '%s'",
+			      job, a->name);
+		return;
+	}
+	json_object_set_new(a->debugging, job, json_true());
 	for (size_t i = 0; i < a->tt.nr; i++) {
 		struct task *t = a->tt.items[i];
 		struct proc_tree pt;
@@ -988,18 +1080,15 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 		if (task_state_final(t->state) || strcmp(json_get_str(t->spec, "job_id", ""), job))
 			continue;
 		pt = task_proc_tree(t);
-		proc_tree_pids(&pt, &pids, &nr, &alloc);
+		proc_tree_pids(&pt, &w->pids, &w->nr, &alloc);
 	}
 	pthread_mutex_unlock(&a->lock);
-	{
-		json_t *reply = debug_collect(a->name, pids, nr, dir, (long)ms);
-		json_t *inv = inventory_collect(a->name, a->o.gpus);
-
-		debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
-		json_decref(inv);
-		dt_http_json(resp, 200, reply);
-	}
-	free(pids);
+	w->job = xstrdup(job);
+	w->dir = dir ? xstrdup(dir) : NULL;
+	w->ms = (long)ms;
+	/* sample, records, then at most DEBUG_MAX_NATIVE gdbs, 8 at a time, 8 s each */
+	dt_http_offload(a->srv, req, resp, debug_work, w, debug_work_free,
+			DEBUG_SAMPLE_MS_MAX + 1000 + 2 * 8000 + 5000);
 }
 
 static const struct dt_http_route routes[] = {
@@ -1287,6 +1376,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->o = *o;
 	a->beacon_fd = -1;
 	a->report_fd = -1;
+	a->debugging = json_object();
 	pthread_mutex_init(&a->lock, NULL);
 	health_init(&a->health);
 	pthread_cond_init(&a->hb_cond, NULL);
@@ -1438,6 +1528,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		now = dt_mono_ms();
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
+		dt_httpd_wake_expired(a->srv);   /* offloaded requests past their time */
 		pthread_mutex_lock(&a->lock);
 		/* reports first: a supervisor's word comes before its file is read */
 		changed |= take_reports(a);
@@ -1481,6 +1572,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	strbuf_release(&a->dir);
 	health_release(&a->health);
 	json_decref(a->health_now);
+	json_decref(a->debugging);
 	free(a);
 	return 0;
 fail:
@@ -1497,6 +1589,7 @@ fail:
 	}
 	strbuf_release(&err);
 	health_release(&a->health);
+	json_decref(a->debugging);
 	free(a);
 	return 1;
 }

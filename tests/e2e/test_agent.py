@@ -37,9 +37,10 @@ class Agent:
         self.home, self.port, self.name, self.extra = home, port, name, list(extra)
         self.api = DtApi("127.0.0.1", port, read_secret(str(home)))
 
-    def start(self, env=None):
-        p = subprocess.run([self.exe, "--daemon", "--home", str(self.home), "--port",
-                            str(self.port), "--name", self.name, "--gpus", "2"] + self.extra,
+    def start(self, env=None, prefix=()):
+        p = subprocess.run(list(prefix) + [self.exe, "--daemon", "--home", str(self.home),
+                            "--port", str(self.port), "--name", self.name, "--gpus", "2"] +
+                           self.extra,
                            capture_output=True, text=True, timeout=30,
                            env=dict(os.environ, **(env or {})))
         assert p.returncode == 0, "dtagent --daemon failed: %s" % p.stderr
@@ -617,3 +618,72 @@ def test_rank_exits_reach_the_task_and_forged_ones_do_not(agent, dtctl_bin, tmp_
     assert t["rank_exits"][0]["ended_at"] == rec["ended_at"], (t, rec)
     st, text, _ = agent.api.raw("GET", "/metrics")
     assert 'dtagent_reports_refused_total{node="n1"} 4' in text, text
+
+
+def timed_status(api, busy):
+    """The slowest GET /v1/status while busy() is true (at least 5 of them)."""
+    worst, n = 0.0, 0
+    while busy() or n < 5:
+        t0 = time.monotonic()
+        st, body = api.request("GET", "/v1/status")
+        assert st == 200, body
+        worst = max(worst, time.monotonic() - t0)
+        n += 1
+        time.sleep(0.05)
+    return worst, n
+
+
+def test_probe_names_are_bounded_and_off_the_request_thread(dtctl_bin, tmp_path):
+    """POST /v1/probe with names that a DNS server never answers (glibc: 5 s x 2 tries
+    each) and one that does not exist, beside a numeric address (issue 26, B4): the
+    probe answers within its timeout_ms, the names failed "within N ms", the number
+    connected, and GET /v1/status answers in its usual milliseconds all the while.
+    More than 256 targets are refused.  The agent runs in a mount namespace of its own
+    whose /etc/resolv.conf names a UDP socket of this test that reads nothing."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root for a private /etc/resolv.conf (unshare -m)")
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        dns.bind(("127.0.0.77", 53))
+    except OSError as e:
+        pytest.skip("cannot bind a silent DNS server at 127.0.0.77:53: %s" % e)
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.77\noptions timeout:5 attempts:2\n")
+    a = Agent(dtctl_bin, make_home(tmp_path / "agent-home"), free_port())
+    a.start(prefix=["unshare", "-m", "sh", "-c",
+                    'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv)])
+    try:
+        targets = [{"node": "slow%d" % i, "address": "slow-%d.dtctl-test.example" % i,
+                    "port": 1} for i in range(3)]
+        targets.append({"node": "self", "address": "127.0.0.1", "port": a.port})
+        out = {}
+
+        def probe():
+            t0 = time.monotonic()
+            out["reply"] = a.api.request("POST", "/v1/probe",
+                                         {"targets": targets, "timeout_ms": 1500})
+            out["s"] = time.monotonic() - t0
+
+        th = __import__("threading").Thread(target=probe)
+        th.start()
+        worst, n = timed_status(a.api, th.is_alive)
+        th.join()
+        st, body = out["reply"]
+        assert st == 200, body
+        assert out["s"] < 4.0, out
+        res = {r["node"]: r for r in body["results"]}
+        assert res["self"]["ok"], res
+        for i in range(3):
+            r = res["slow%d" % i]
+            assert not r["ok"] and r["error"] == \
+                "cannot resolve 'slow-%d.dtctl-test.example' within 1500 ms" % i, r
+        assert worst < 0.5, "GET /v1/status took %.3f s during the probe (%d asked)" % (worst, n)
+        # bounded: more targets than a node has peers
+        st, body = a.api.request("POST", "/v1/probe", {"targets": [targets[3]] * 257})
+        assert st == 400 and "at most 256" in body["error"], body
+        # the hanging lookups are reaped later; the agent still probes numbers at once
+        st, body = a.api.request("POST", "/v1/probe", {"targets": [targets[3]]})
+        assert st == 200 and body["results"][0]["ok"], body
+    finally:
+        a.stop()
+        dns.close()

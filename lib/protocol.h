@@ -157,7 +157,10 @@
  *   The agent samples each rank process for sample_ms (default 1000, at most
  *   5000) and sends SIGUSR2 only to a process that armed a record file in
  *   <job_dir>/debug/ naming its pid (dttrain, or Python through the
- *   sitecustomize.py it puts on the PYTHONPATH of every job task).
+ *   sitecustomize.py it puts on the PYTHONPATH of every job task).  Off the
+ *   agent's HTTP thread; one sampling per job at a time (409 while one runs);
+ *   bounded processes and gdb attaches (agent/debug.h), "skipped": how many
+ *   rank processes were left out.
  */
 #define DT_PATH_DEBUG "/v1/debug"
 
@@ -166,6 +169,8 @@
  *   -> {protocol, node, results: [{node, ok, ms, error?}...]}
  *   TCP connects to each target (the other chosen nodes' agent ports), all at
  *   once, each within timeout_ms (default 2000, at most 10000); nothing is sent.
+ *   At most 256 targets; an address that is a name is looked up within the
+ *   same timeout, off the agent's HTTP thread (agent/probe.c).
  *   dtsched asks every chosen node (scheduler/probe.c); a 404 (an agent older
  *   than the check) counts as not checked, not as a failure.
  */

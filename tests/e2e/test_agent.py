@@ -620,19 +620,6 @@ def test_rank_exits_reach_the_task_and_forged_ones_do_not(agent, dtctl_bin, tmp_
     assert 'dtagent_reports_refused_total{node="n1"} 4' in text, text
 
 
-def timed_status(api, busy):
-    """The slowest GET /v1/status while busy() is true (at least 5 of them)."""
-    worst, n = 0.0, 0
-    while busy() or n < 5:
-        t0 = time.monotonic()
-        st, body = api.request("GET", "/v1/status")
-        assert st == 200, body
-        worst = max(worst, time.monotonic() - t0)
-        n += 1
-        time.sleep(0.05)
-    return worst, n
-
-
 def test_probe_names_are_bounded_and_off_the_request_thread(dtctl_bin, tmp_path):
     """POST /v1/probe with names that a DNS server never answers (glibc: 5 s x 2 tries
     each) and one that does not exist, beside a numeric address (issue 26, B4): the
@@ -666,7 +653,7 @@ def test_probe_names_are_bounded_and_off_the_request_thread(dtctl_bin, tmp_path)
 
         th = __import__("threading").Thread(target=probe)
         th.start()
-        worst, n = timed_status(a.api, th.is_alive)
+        worst, n = a.api.timed_status(th.is_alive)
         th.join()
         st, body = out["reply"]
         assert st == 200, body

@@ -380,11 +380,11 @@ static int take_rank_exit(struct agent *a, struct task *t, const json_t *o, pid_
 static int take_reports(struct agent *a)
 {
 	struct strbuf body = STRBUF_INIT;
-	int changed = 0, n;
+	int changed = 0;
 	pid_t pid;
 	uid_t uid;
 
-	while (a->report_fd >= 0 && (n = report_recv(a->report_fd, &body, &pid, &uid)) > 0) {
+	while (a->report_fd >= 0 && report_recv(a->report_fd, &body, &pid, &uid) > 0) {
 		json_t *o = json_loadb(body.buf, body.len, 0, NULL);
 		const char *kind = json_get_str(o, "kind", ""), *id = json_get_str(o, "task", "");
 		struct task *t = json_is_object(o) ? task_table_find(&a->tt, id) : NULL;

@@ -1330,11 +1330,10 @@ static void check_running(struct sched *s, struct job *j)
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
-			/* a rank's logger records 128 + the signal that killed it */
-			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
 			/*
 			 * ranks/<r>.json is in the shared dir, which every job
-			 * can write: good for the reason shown, never for the
+			 * can write: good for the reason shown (describe_code:
+			 * the logger records 128 + the signal), never for the
 			 * node's quarantine, which counts only what an agent saw
 			 * of processes it supervises (issue 26, B2)
 			 */

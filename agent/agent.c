@@ -324,10 +324,11 @@ static void kick_heartbeat(struct agent *a)
 
 /* A report refused: logged with who sent it, at most REFUSE_LOG_MAX lines a minute. */
 #define REFUSE_LOG_MAX 20
-static void report_refused(struct agent *a, pid_t pid, uid_t uid, const char *what,
+static void report_refused(struct agent *a, const struct report_from *from, const char *what,
 			   const char *task, const char *why)
 {
 	long long now = dt_mono_ms();
+	struct strbuf ans = STRBUF_INIT;
 
 	a->reports_refused++;
 	if (now - a->refuse_log_from >= 60000) {
@@ -336,7 +337,10 @@ static void report_refused(struct agent *a, pid_t pid, uid_t uid, const char *wh
 	}
 	if (a->refuse_logged++ < REFUSE_LOG_MAX)
 		dtlog(DTLOG_WARN, "refused a %s report for task '%s' from pid %d (uid %d): %s",
-		      what, task, (int)pid, (int)uid, why);
+		      what, task, (int)from->pid, (int)from->uid, why);
+	strbuf_addf(&ans, "refused: %s", why);
+	report_answer(a->report_fd, from, ans.buf);
+	strbuf_release(&ans);
 }
 
 /*
@@ -344,17 +348,19 @@ static void report_refused(struct agent *a, pid_t pid, uid_t uid, const char *wh
  * task's rank_exits when it comes from a process of that task's tree, for a
  * live task and a rank not yet reported.  1 if the task changed.  Lock held.
  */
-static int take_rank_exit(struct agent *a, struct task *t, const json_t *o, pid_t pid, uid_t uid)
+static int take_rank_exit(struct agent *a, struct task *t, const json_t *o,
+			  const struct report_from *from)
 {
 	long long rank = json_get_int(o, "rank", -1);
 	json_t *e;
 	size_t i;
 
-	if (!proc_descends_from(pid, (pid_t)t->sup_pid, t->sup_start)) {
-		report_refused(a, pid, uid, "rank exit", t->id, "the sender is not a process of "
+	if (!proc_descends_from(from->pid, (pid_t)t->sup_pid, t->sup_start)) {
+		report_refused(a, from, "rank exit", t->id, "the sender is not a process of "
 			       "that task (another job's?)");
 		return 0;
 	}
+	report_answer(a->report_fd, from, "ok");
 	if (rank < 0 || rank >= 1000000 || !json_is_integer(json_object_get(o, "exit_code")) ||
 	    !json_is_integer(json_object_get(o, "signal")) ||
 	    dt_timestamp_parse(json_get_str(o, "ended_at", "")) <= 0)
@@ -380,24 +386,24 @@ static int take_rank_exit(struct agent *a, struct task *t, const json_t *o, pid_
 static int take_reports(struct agent *a)
 {
 	struct strbuf body = STRBUF_INIT;
+	struct report_from from;
 	int changed = 0;
-	pid_t pid;
-	uid_t uid;
 
-	while (a->report_fd >= 0 && report_recv(a->report_fd, &body, &pid, &uid) > 0) {
+	while (a->report_fd >= 0 && report_recv(a->report_fd, &body, &from) > 0) {
 		json_t *o = json_loadb(body.buf, body.len, 0, NULL);
 		const char *kind = json_get_str(o, "kind", ""), *id = json_get_str(o, "task", "");
 		struct task *t = json_is_object(o) ? task_table_find(&a->tt, id) : NULL;
 
 		if (!t || task_state_final(t->state)) {
-			/* an unknown or ended task: nothing to take, nothing to say */
-		} else if (uid != geteuid()) {
-			report_refused(a, pid, uid, kind, id, "another user");
+			/* an unknown or ended task: nothing to take */
+			report_answer(a->report_fd, &from, "refused: no such live task here");
+		} else if (from.uid != geteuid()) {
+			report_refused(a, &from, kind, id, "another user");
 		} else if (!strcmp(kind, "rank_exit")) {
-			changed |= take_rank_exit(a, t, o, pid, uid);
+			changed |= take_rank_exit(a, t, o, &from);
 		} else if (!strcmp(kind, "task_end")) {
-			if (!t->sup_pid || pid != (pid_t)t->sup_pid) {
-				report_refused(a, pid, uid, "task end", id, "the sender is not the "
+			if (!t->sup_pid || from.pid != (pid_t)t->sup_pid) {
+				report_refused(a, &from, "task end", id, "the sender is not the "
 					       "task's supervisor");
 			} else {
 				t->end_vouched = 1;

@@ -102,7 +102,7 @@ static void drain(int *fd, struct linelog *l, int logfd)
 static void notify_agent(json_t *rec)
 {
 	const char *sock = getenv(DT_AGENT_SOCKET_ENV), *task = getenv(DT_TASK_ID_ENV);
-	struct strbuf body = STRBUF_INIT, why = STRBUF_INIT;
+	struct strbuf body = STRBUF_INIT, why = STRBUF_INIT, ack = STRBUF_INIT;
 	json_t *j;
 
 	if (!sock || !*sock || !task || !task_id_valid(task))
@@ -113,11 +113,16 @@ static void notify_agent(json_t *rec)
 		      "signal", json_object_get(rec, "signal"),
 		      "ended_at", json_object_get(rec, "ended_at"));
 	json_append(&body, j);
-	if (report_send(sock, body.buf, body.len, &why) < 0)
+	/* wait for the answer: the agent checks in /proc that we are of the task */
+	if (report_send(sock, body.buf, body.len, &ack, &why) < 0)
 		warning("rank-log: cannot tell the agent of the rank's end: %s", why.buf);
+	else if (strcmp(ack.buf, "ok"))
+		warning("rank-log: the agent did not take the rank's end: %s",
+			ack.len ? ack.buf : "no answer");
 	json_decref(j);
 	strbuf_release(&body);
 	strbuf_release(&why);
+	strbuf_release(&ack);
 }
 
 static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long long started,

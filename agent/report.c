@@ -6,6 +6,7 @@
 #include "usage.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -68,7 +69,7 @@ int report_listen(const char *name, struct strbuf *err)
 	return fd;
 }
 
-int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid)
+int report_recv(int fd, struct strbuf *body, struct report_from *from)
 {
 	char buf[REPORT_MAX + 1];
 	union {
@@ -82,6 +83,9 @@ int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid)
 
 	for (;;) {
 		memset(&m, 0, sizeof(m));
+		memset(from, 0, sizeof(*from));
+		m.msg_name = &from->addr;
+		m.msg_namelen = sizeof(from->addr);
 		m.msg_iov = &iov;
 		m.msg_iovlen = 1;
 		m.msg_control = &ctl;
@@ -91,16 +95,18 @@ int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-		*pid = 0;
-		*uid = (uid_t)-1;
+		from->uid = (uid_t)-1;
+		/* an unbound sender has no address to answer to */
+		from->addrlen = m.msg_namelen > offsetof(struct sockaddr_un, sun_path) ?
+			m.msg_namelen : 0;
 		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
 			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
 			    c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
 				struct ucred cr;
 
 				memcpy(&cr, CMSG_DATA(c), sizeof(cr));
-				*pid = cr.pid;
-				*uid = cr.uid;
+				from->pid = cr.pid;
+				from->uid = cr.uid;
 			} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 				/* fds nobody asked for: close them */
 				size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -114,7 +120,7 @@ int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid)
 			}
 		}
 		/* too long (truncated) or without credentials: not a report */
-		if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n > REPORT_MAX || !*pid)
+		if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n > REPORT_MAX || !from->pid)
 			continue;
 		strbuf_reset(body);
 		strbuf_add(body, buf, (size_t)n);
@@ -122,11 +128,20 @@ int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid)
 	}
 }
 
-int report_send(const char *name, const char *body, size_t len, struct strbuf *err)
+void report_answer(int fd, const struct report_from *from, const char *text)
+{
+	if (from->addrlen)   /* never blocks the agent: a full queue loses the answer */
+		sendto(fd, text, strlen(text), MSG_DONTWAIT, (const struct sockaddr *)&from->addr,
+		       from->addrlen);
+}
+
+int report_send(const char *name, const char *body, size_t len, struct strbuf *ack,
+		struct strbuf *err)
 {
 	struct sockaddr_un sa;
 	socklen_t slen;
 	struct timeval tv = { 2, 0 };
+	sa_family_t fam = AF_UNIX;
 	int fd, rc = -1;
 
 	if (len > REPORT_MAX || sockaddr_of(name, &sa, &slen) < 0) {
@@ -140,10 +155,22 @@ int report_send(const char *name, const char *body, size_t len, struct strbuf *e
 	}
 	/* a full queue (the agent busy) blocks; never for long */
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	/* an address of our own (abstract, the kernel picks it) for the answer */
+	if (ack && bind(fd, (struct sockaddr *)&fam, sizeof(fam)) < 0)
+		ack = NULL;
 	if (sendto(fd, body, len, 0, (struct sockaddr *)&sa, slen) == (ssize_t)len)
 		rc = 0;
 	else
 		strbuf_addf(err, "cannot send to the agent's socket '%s': %s", name, strerror(errno));
+	if (!rc && ack) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		char buf[256];
+		ssize_t n;
+
+		strbuf_reset(ack);
+		if (poll(&p, 1, REPORT_ACK_MS) > 0 && (n = recv(fd, buf, sizeof(buf), 0)) > 0)
+			strbuf_add(ack, buf, (size_t)n);
+	}
 	close(fd);
 	return rc;
 }

@@ -23,15 +23,31 @@
  *       state: the agent takes that state from the task file only then
  *
  * The socket's name reaches task processes in DT_AGENT_SOCKET_ENV (protocol.h).
+ *
+ * The agent checks a sender's place in the tree in /proc after the datagram
+ * arrived, so the sender must still be there: a rank logger sends from an
+ * address of its own (autobind) and waits (REPORT_ACK_MS at most) for the
+ * agent's answer, "ok" or "refused: why", before it exits.
  */
 #ifndef DT_AGENT_REPORT_H
 #define DT_AGENT_REPORT_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include "strbuf.h"
 
 #define REPORT_MAX 4096
+#define REPORT_ACK_MS 2000
+
+/* who sent a datagram, as the kernel says */
+struct report_from {
+	pid_t pid;
+	uid_t uid;
+	struct sockaddr_un addr;      /* where to answer (addrlen 0: nowhere) */
+	socklen_t addrlen;
+};
 
 /* The socket name of the agent of `home`: "@dtagent-<16 hex>" ('@': abstract). */
 void report_socket_name(struct strbuf *name, const char *home);
@@ -40,12 +56,20 @@ void report_socket_name(struct strbuf *name, const char *home);
 int report_listen(const char *name, struct strbuf *err);
 
 /*
- * One datagram from fd into body (replaced) with the sender's pid and uid as
- * the kernel saw them: 1, 0 when none is waiting, -1 on error.
+ * One datagram from fd into body (replaced) with who sent it: 1, 0 when none
+ * is waiting, -1 on error.
  */
-int report_recv(int fd, struct strbuf *body, pid_t *pid, uid_t *uid);
+int report_recv(int fd, struct strbuf *body, struct report_from *from);
 
-/* Send one report to the socket `name`; -1 with err when it cannot. */
-int report_send(const char *name, const char *body, size_t len, struct strbuf *err);
+/* The agent's answer to a sender that waits for one (no-op otherwise). */
+void report_answer(int fd, const struct report_from *from, const char *text);
+
+/*
+ * Send one report to the socket `name`; -1 with err when it cannot.  With
+ * ack (not NULL), wait up to REPORT_ACK_MS for the agent's answer there
+ * ("" when none came).
+ */
+int report_send(const char *name, const char *body, size_t len, struct strbuf *ack,
+		struct strbuf *err);
 
 #endif

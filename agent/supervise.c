@@ -228,7 +228,7 @@ static void tell_agent_end(struct sup *s)
 	json_t *j = json_pack("{s:s,s:s}", "kind", "task_end", "task", s->t.id);
 
 	json_append(&body, j);
-	if (report_send(s->sock.buf, body.buf, body.len, &err) < 0)
+	if (report_send(s->sock.buf, body.buf, body.len, NULL, &err) < 0)
 		dtlog(DTLOG_INFO, "task %s: %s", s->t.id, err.buf);
 	json_decref(j);
 	strbuf_release(&body);

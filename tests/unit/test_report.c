@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -59,13 +60,23 @@ static void test_descends(void **state)
 	assert_false(proc_descends_from(child, self, start));
 }
 
+/* the next datagram on fd, waiting for it (a child sends it) */
+static int recv_wait(int fd, struct strbuf *body, struct report_from *from)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	assert_true(poll(&p, 1, 5000) > 0);
+	return report_recv(fd, body, from);
+}
+
 static void test_socket_credentials(void **state)
 {
 	struct strbuf name = STRBUF_INIT, err = STRBUF_INIT, body = STRBUF_INIT;
+	struct report_from from;
 	char big[REPORT_MAX + 10];
-	int fd, fd2;
-	pid_t pid, child;
-	uid_t uid;
+	unsigned long long start = proc_start_time(getpid(), NULL);
+	int fd, fd2, status;
+	pid_t child;
 
 	report_socket_name(&name, "/tmp/test-report-home-for-unit");
 	assert_int_equal(name.buf[0], '@');
@@ -75,35 +86,46 @@ static void test_socket_credentials(void **state)
 	fd2 = report_listen(name.buf, &err);
 	assert_int_equal(fd2, -1);
 	assert_non_null(strstr(err.buf, "cannot bind"));
-	assert_int_equal(report_recv(fd, &body, &pid, &uid), 0);
+	assert_int_equal(report_recv(fd, &body, &from), 0);
 
-	/* from us: our pid, as the kernel says */
-	assert_int_equal(report_send(name.buf, "{\"a\":1}", 7, &err), 0);
-	assert_int_equal(report_recv(fd, &body, &pid, &uid), 1);
+	/* from us: our pid, as the kernel says; no address to answer to */
+	assert_int_equal(report_send(name.buf, "{\"a\":1}", 7, NULL, &err), 0);
+	assert_int_equal(report_recv(fd, &body, &from), 1);
 	assert_string_equal(body.buf, "{\"a\":1}");
-	assert_int_equal(pid, getpid());
-	assert_int_equal(uid, geteuid());
+	assert_int_equal(from.pid, getpid());
+	assert_int_equal(from.uid, geteuid());
+	assert_int_equal(from.addrlen, 0);
 
-	/* from a child: its pid, whatever it writes in the body */
+	/*
+	 * From a child that waits for the answer (the rank logger): its pid,
+	 * whatever it writes in the body, and it is still there to be checked
+	 * in /proc while it waits; it gets the answer.
+	 */
 	child = fork();
 	if (child == 0) {
-		struct strbuf e = STRBUF_INIT;
+		struct strbuf e = STRBUF_INIT, ack = STRBUF_INIT;
 
-		_exit(report_send(name.buf, "{\"pid\":1}", 9, &e) == 0 ? 0 : 1);
+		if (report_send(name.buf, "{\"pid\":1}", 9, &ack, &e) < 0)
+			_exit(2);
+		_exit(!strcmp(ack.buf, "ok") ? 0 : 1);
 	}
 	assert_true(child > 0);
-	waitpid(child, NULL, 0);
-	assert_int_equal(report_recv(fd, &body, &pid, &uid), 1);
-	assert_int_equal(pid, child);
+	assert_int_equal(recv_wait(fd, &body, &from), 1);
+	assert_int_equal(from.pid, child);
+	assert_true(from.addrlen > 0);
+	assert_true(proc_descends_from(from.pid, getpid(), start));
+	report_answer(fd, &from, "ok");
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	/* too long to be a report: refused by the sender */
 	memset(big, 'x', sizeof(big));
-	assert_int_equal(report_send(name.buf, big, sizeof(big), &err), -1);
-	assert_int_equal(report_recv(fd, &body, &pid, &uid), 0);
+	assert_int_equal(report_send(name.buf, big, sizeof(big), NULL, &err), -1);
+	assert_int_equal(report_recv(fd, &body, &from), 0);
 	close(fd);
 	/* nobody listening: a clear error */
 	strbuf_reset(&err);
-	assert_int_equal(report_send(name.buf, "{}", 2, &err), -1);
+	assert_int_equal(report_send(name.buf, "{}", 2, NULL, &err), -1);
 	assert_non_null(strstr(err.buf, "cannot send"));
 	strbuf_release(&name);
 	strbuf_release(&err);

@@ -70,6 +70,7 @@ struct agent {
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
 	/* the report socket (report.h), -1: none; refused reports and their log */
 	int report_fd;
+	int report_bind_failed;      /* tries that failed so far */
 	unsigned long long reports_refused;
 	long long refuse_log_from;
 	int refuse_logged;
@@ -285,7 +286,8 @@ static int task_refresh(struct agent *a, struct task *t)
 		dtlog(DTLOG_WARN, "%s", err.buf);
 		goto out;
 	}
-	if (task_state_final(fresh.state) && !task_state_final(t->state) && !t->end_vouched) {
+	if (task_state_final(fresh.state) && !task_state_final(t->state) && !t->end_vouched &&
+	    t->vouches) {
 		/* the supervisor's word may be a moment behind its file: say
 		 * something only if it still runs a while later (check_liveness) */
 		if (!t->end_refused)
@@ -304,6 +306,7 @@ static int task_refresh(struct agent *a, struct task *t)
 		memcpy(fresh.marker, t->marker, sizeof(fresh.marker));
 	fresh.end_vouched = t->end_vouched;
 	fresh.end_refused = t->end_refused;
+	fresh.vouches = t->vouches;   /* what it was when we spawned or loaded it */
 	fresh.file_mtime_ns = mtime;
 	fresh.changed_ms = changed ? dt_mono_ms() : t->changed_ms;
 	fresh.rank_exits = t->rank_exits;   /* the agent's own, not in the file */
@@ -320,6 +323,28 @@ static void kick_heartbeat(struct agent *a)
 {
 	a->hb_kick = 1;
 	pthread_cond_signal(&a->hb_cond);
+}
+
+/*
+ * Bind the report socket (report.h), at start and again every LIVENESS_MS
+ * while it cannot be (the agent before us not gone yet, or a squatter on the
+ * name).  Meanwhile ranks' ends wait for mpirun's, and a task's end from
+ * its file is not taken: the task is lost when its supervisor is gone.
+ */
+static void report_bind(struct agent *a)
+{
+	struct strbuf name = STRBUF_INIT, err = STRBUF_INIT;
+
+	report_socket_name(&name, a->o.home);
+	a->report_fd = report_listen(name.buf, &err);
+	if (a->report_fd < 0 && !a->report_bind_failed++)
+		dtlog(DTLOG_WARN, "%s: ranks' and supervisors' reports cannot reach this agent "
+		      "(trying again every second)", err.buf);
+	else if (a->report_fd >= 0 && a->report_bind_failed)
+		dtlog(DTLOG_INFO, "report socket '%s' bound after %d tries", name.buf,
+		      a->report_bind_failed);
+	strbuf_release(&name);
+	strbuf_release(&err);
 }
 
 /* A report refused: logged with who sent it, at most REFUSE_LOG_MAX lines a minute. */
@@ -615,6 +640,7 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	}
 	t->sup_pid = sup > 0 ? sup : 0;
 	t->sup_start = sup > 0 ? proc_start_time(sup, NULL) : 0;
+	t->vouches = 1;       /* our dtshim: it reports its task's end (report.h) */
 	task_table_add(&a->tt, t);
 	a->tasks_started++;
 	*out = task_to_json(t, 1);
@@ -1420,19 +1446,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	}
 
 	/* before the table is read: a supervisor that ends meanwhile finds it */
-	{
-		struct strbuf name = STRBUF_INIT;
-
-		report_socket_name(&name, o->home);
-		a->report_fd = report_listen(name.buf, &err);
-		if (a->report_fd < 0) {
-			/* jobs still end, from their processes' exits: only later */
-			dtlog(DTLOG_WARN, "%s: ranks' and supervisors' reports cannot reach this "
-			      "agent", err.buf);
-			strbuf_reset(&err);
-		}
-		strbuf_release(&name);
-	}
+	report_bind(a);
 	/* re-adopt the tasks of an earlier agent */
 	n = task_table_load_dir(&a->tt, a->dir.buf, &err);
 	if (err.len)
@@ -1543,6 +1557,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 				changed |= task_refresh(a, a->tt.items[i]);
 		if (now - last_live >= LIVENESS_MS) {
 			last_live = now;
+			if (a->report_fd < 0)
+				report_bind(a);
 			for (size_t i = 0; i < a->tt.nr; i++) {
 				enum task_state before = a->tt.items[i]->state;
 

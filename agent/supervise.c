@@ -725,6 +725,7 @@ int supervise_main(const char *home, const char *id)
 	snprintf(s.t.containment, sizeof(s.t.containment), "subreaper");
 	s.t.sup_pid = getpid();
 	s.t.sup_start = proc_start_time(getpid(), NULL);
+	s.t.vouches = 1;      /* tell_agent_end() */
 	s.grace_ms = json_get_int(s.t.spec, "grace_ms", DT_TASK_GRACE_MS_DEFAULT);
 	linelog_init(&s.out, 'O', 0);
 	linelog_init(&s.err, 'E', 0);

@@ -1118,9 +1118,9 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 	w->job = xstrdup(job);
 	w->dir = dir ? xstrdup(dir) : NULL;
 	w->ms = (long)ms;
-	/* sample, records, then at most DEBUG_MAX_NATIVE gdbs, 8 at a time, 8 s each */
+	/* sample, records, then at most DEBUG_MAX_NATIVE gdbs at once, 8 s each */
 	dt_http_offload(a->srv, req, resp, debug_work, w, debug_work_free,
-			DEBUG_SAMPLE_MS_MAX + 1000 + 2 * 8000 + 5000);
+			DEBUG_SAMPLE_MS_MAX + 1000 + 8000 + 5000);
 }
 
 static const struct dt_http_route routes[] = {

@@ -595,7 +595,7 @@ static void gdb_done(int code, struct strbuf *output, void *data, void *task)
 static void native_stacks(struct rproc *v, size_t n)
 {
 	struct gdb_run g = { v, n, 0, 0 };
-	struct parallel_opts o = { 8, GDB_TIMEOUT_MS, gdb_next, gdb_done, &g };
+	struct parallel_opts o = { DEBUG_MAX_NATIVE, GDB_TIMEOUT_MS, gdb_next, gdb_done, &g };
 
 	run_processes_parallel(&o);
 }

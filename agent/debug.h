@@ -40,12 +40,13 @@
 /*
  * Bounds of one request (issue 26, B5): at most DEBUG_MAX_PROCS processes
  * carrying a rank variable are looked at (the rest are counted in
- * "skipped"), and at most DEBUG_MAX_NATIVE gdb attaches are made (8 at a
- * time, 8 s each); ranks beyond that get native_error "not sampled: ...".
- * A node runs one rank per GPU or slot, far below either.
+ * "skipped"), and at most DEBUG_MAX_NATIVE gdb attaches are made (all at
+ * once, 8 s each, so the whole request stays within dtsched's 15 s:
+ * scheduler/hang.c); ranks beyond that get native_error "not sampled: ...".
+ * A node runs one rank per GPU, and dttrain and Python ranks need no gdb.
  */
 #define DEBUG_MAX_PROCS 256
-#define DEBUG_MAX_NATIVE 16
+#define DEBUG_MAX_NATIVE 8
 
 /* {node, ranks: [RANK...], skipped} for the processes pids (any order,
  * duplicates ok); skipped: rank processes left out over DEBUG_MAX_PROCS. */

@@ -1122,6 +1122,18 @@ void dt_http_offload(struct dt_httpd *srv, struct dt_http_request *req,
 	pthread_t th;
 	int rc;
 
+	pthread_mutex_lock(&srv->park_lock);
+	if (srv->offloads >= DT_HTTPD_MAX_OFFLOADS) {
+		pthread_mutex_unlock(&srv->park_lock);
+		free(o);
+		if (arg_free)
+			arg_free(arg);
+		dt_http_error(resp, 503, "%s %s: %d slow requests already running here; try "
+			      "again", req->method, req->path, DT_HTTPD_MAX_OFFLOADS);
+		return;
+	}
+	srv->offloads++;
+	pthread_mutex_unlock(&srv->park_lock);
 	pthread_mutex_init(&o->lock, NULL);
 	o->refs = 2;
 	o->fn = fn;
@@ -1129,9 +1141,6 @@ void dt_http_offload(struct dt_httpd *srv, struct dt_http_request *req,
 	o->arg_free = arg_free;
 	o->srv = srv;
 	o->deadline_ms = dt_mono_ms() + max_ms;
-	pthread_mutex_lock(&srv->park_lock);
-	srv->offloads++;
-	pthread_mutex_unlock(&srv->park_lock);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	rc = pthread_create(&th, &at, offload_thread, o);

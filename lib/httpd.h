@@ -146,6 +146,7 @@ struct dt_http_route {
  *		return;
  */
 typedef json_t *dt_http_work_fn(void *arg, int *status);
+#define DT_HTTPD_MAX_OFFLOADS 32   /* threads at once per server; more: 503 */
 struct dt_httpd;
 void dt_http_offload(struct dt_httpd *srv, struct dt_http_request *req,
 		     struct dt_http_response *resp, dt_http_work_fn *fn, void *arg,

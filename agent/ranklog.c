@@ -10,6 +10,7 @@
 #include "safefile.h"
 #include "strvec.h"
 #include "protocol.h"
+#include "report.h"
 #include "task.h"
 #include "usage.h"
 
@@ -91,29 +92,38 @@ static void drain(int *fd, struct linelog *l, int logfd)
 }
 
 /*
- * The record again, to the agent this rank runs under (protocol.h,
- * DT_RANK_EXIT_DIR_ENV): it reaches dtsched with the agent's next heartbeat,
- * sent at once, and dtsched can end the job without waiting for mpirun's and
- * the orteds' teardown.  Nothing to do outside an agent's task (mpirun run by
- * hand, orteds started over ssh): dtsched then ends the job when mpirun exits.
+ * The record again, to the agent this rank runs under, on its report socket
+ * (protocol.h DT_AGENT_SOCKET_ENV, report.h: the kernel tells the agent that
+ * this process is of the task's tree): it reaches dtsched with the agent's
+ * next heartbeat, sent at once, and dtsched can end the job without waiting
+ * for mpirun's and the orteds' teardown.  Nothing to do outside an agent's
+ * task (mpirun run by hand, orteds started over ssh): dtsched then ends the
+ * job when mpirun exits.
  */
-static void notify_agent(int rank, const struct strbuf *body)
+static void notify_agent(json_t *rec)
 {
-	const char *dir = getenv(DT_RANK_EXIT_DIR_ENV), *task = getenv(DT_TASK_ID_ENV);
-	struct strbuf name = STRBUF_INIT, why = STRBUF_INIT;
-	int dfd;
+	const char *sock = getenv(DT_AGENT_SOCKET_ENV), *task = getenv(DT_TASK_ID_ENV);
+	struct strbuf body = STRBUF_INIT, why = STRBUF_INIT, ack = STRBUF_INIT;
+	json_t *j;
 
-	if (!dir || !*dir || !task || !task_id_valid(task))
+	if (!sock || !*sock || !task || !task_id_valid(task))
 		return;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	strbuf_addf(&name, "%s@%d%s", task, rank, DT_RANK_EXIT_SUFFIX);
-	if (dfd < 0 || sf_write_at(dfd, name.buf, body->buf, body->len, 0600, 0, &why) < 0)
-		warning("rank-log: cannot tell the agent of the rank's end (%s/%s): %s", dir,
-			name.buf, dfd < 0 ? strerror(errno) : why.buf);
-	if (dfd >= 0)
-		close(dfd);
-	strbuf_release(&name);
+	j = json_pack("{s:s,s:s,s:O,s:O,s:O,s:O}", "kind", "rank_exit", "task", task,
+		      "rank", json_object_get(rec, "rank"),
+		      "exit_code", json_object_get(rec, "exit_code"),
+		      "signal", json_object_get(rec, "signal"),
+		      "ended_at", json_object_get(rec, "ended_at"));
+	json_append(&body, j);
+	/* wait for the answer: the agent checks in /proc that we are of the task */
+	if (report_send(sock, body.buf, body.len, &ack, &why) < 0)
+		warning("rank-log: cannot tell the agent of the rank's end: %s", why.buf);
+	else if (strcmp(ack.buf, "ok"))
+		warning("rank-log: the agent did not take the rank's end: %s",
+			ack.len ? ack.buf : "no answer");
+	json_decref(j);
+	strbuf_release(&body);
 	strbuf_release(&why);
+	strbuf_release(&ack);
 }
 
 static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long long started,
@@ -147,7 +157,7 @@ static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long lo
 		warning("rank-log: cannot write ranks/%s: %s", name.buf, why.buf);
 	if (rfd >= 0)
 		close(rfd);
-	notify_agent(rank, &body);
+	notify_agent(j);
 	json_decref(j);
 	strbuf_release(&name);
 	strbuf_release(&body);

@@ -124,7 +124,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_foreach(v, name, ev) {
 			if (!env_name_valid(name) || !strcmp(name, DT_TASK_ID_ENV) ||
-			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_RANK_EXIT_DIR_ENV)) {
+			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_AGENT_SOCKET_ENV)) {
 				strbuf_addf(err, "'env': '%s' is not a settable variable name", name);
 				goto fail;
 			}
@@ -314,6 +314,8 @@ json_t *task_to_json(const struct task *t, int api)
 		json_object_set_new(j, "supervisor_start", json_integer((json_int_t)t->sup_start));
 		if (t->marker[0])
 			json_object_set_new(j, "marker", json_string(t->marker));
+		if (t->vouches)
+			json_object_set_new(j, "vouches", json_true());
 	}
 	json_object_set_new(j, "cgroup", str_or_null(t->cgroup));
 	json_object_set_new(j, "exit_code", t->has_exit ? json_integer(t->exit_code) : json_null());
@@ -373,6 +375,7 @@ int task_from_json(struct task *t, const json_t *j, struct strbuf *err)
 	s = json_get_str(j, "error", NULL);
 	t->error = s ? xstrdup(s) : NULL;
 	t->stop_requested = json_is_true(json_object_get(j, "stop_requested"));
+	t->vouches = json_is_true(json_object_get(j, "vouches"));
 	t->leftovers_killed = (int)json_get_int(j, "leftovers_killed", 0);
 	snprintf(t->containment, sizeof(t->containment), "%s", json_get_str(j, "containment", ""));
 	t->log_lost_lines = json_get_int(j, "log_lost_lines", 0);

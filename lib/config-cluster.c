@@ -93,6 +93,14 @@ static int agent_key(struct ctx *c, const char *key, struct ynode *v, const char
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &cc->agent.port);
 	if (!strcmp(key, "heartbeat"))
 		return get_duration(c, v, path, &cc->agent.heartbeat_ms);
+	if (!strcmp(key, "fake_health")) {
+		/* test only (docs/config.md): the fake GPUs' faults, a file on each node */
+		if (get_str(c, v, path, &cc->agent.fake_health) < 0)
+			return -1;
+		if (cc->agent.fake_health[0] != '/' || strchr(cc->agent.fake_health, '\n'))
+			return bad_value(c, v, path, "an absolute path on the nodes");
+		return 0;
+	}
 	return get_duration(c, v, path, &cc->agent.dead_after_ms);   /* dead_after */
 }
 
@@ -335,7 +343,8 @@ static const char *const ssh_keys[] = {
 	"port", "fanout", "connect_timeout", "command_timeout", "host_key_policy", "identity", NULL,
 };
 static const char *const setup_keys[] = { "template", "timeout", "env", "vars", NULL };
-static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", NULL };
+static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", "fake_health",
+					   NULL };
 static const char *const head_keys[] = { "address", "port", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
@@ -545,6 +554,7 @@ static void cluster_release(void *cfg)
 	free(cc->user);
 	free(cc->shared_dir);
 	free(cc->ssh.identity);
+	free(cc->agent.fake_health);
 	for (size_t i = 0; i < cc->nr_nodes; i++) {
 		free(cc->nodes[i].name);
 		free(cc->nodes[i].host);

@@ -96,6 +96,7 @@ struct cluster_config {
 		int port;                       /* 7070 */
 		long long heartbeat_ms;         /* 2s */
 		long long dead_after_ms;        /* 10s */
+		char *fake_health;              /* test only: dtagent --fake-health, or NULL */
 	} agent;
 	struct {
 		char *address;                  /* how agents reach dtsched; NULL = auto */

@@ -130,7 +130,7 @@
  *         exit_code (null until final; 128+N for signal N), signal, error,
  *         stop_requested, leftovers_killed, created_at, started_at, ended_at,
  *         rank_exits?: [{rank, exit_code, signal, ended_at}] (mpi ranks that
- *         ran under it and have ended, DT_RANK_EXIT_DIR_ENV below)}
+ *         ran under it and have ended, DT_AGENT_SOCKET_ENV below)}
  * states: DT_TASK_* below; exited/failed/lost are final.
  *
  * GET /v1/inventory
@@ -172,7 +172,10 @@
  *   The agent samples each rank process for sample_ms (default 1000, at most
  *   5000) and sends SIGUSR2 only to a process that armed a record file in
  *   <job_dir>/debug/ naming its pid (dttrain, or Python through the
- *   sitecustomize.py it puts on the PYTHONPATH of every job task).
+ *   sitecustomize.py it puts on the PYTHONPATH of every job task).  Off the
+ *   agent's HTTP thread; one sampling per job at a time (409 while one runs);
+ *   bounded processes and gdb attaches (agent/debug.h), "skipped": how many
+ *   rank processes were left out.
  */
 #define DT_PATH_DEBUG "/v1/debug"
 
@@ -181,6 +184,8 @@
  *   -> {protocol, node, results: [{node, ok, ms, error?}...]}
  *   TCP connects to each target (the other chosen nodes' agent ports), all at
  *   once, each within timeout_ms (default 2000, at most 10000); nothing is sent.
+ *   At most 256 targets; an address that is a name is looked up within the
+ *   same timeout, off the agent's HTTP thread (agent/probe.c).
  *   dtsched asks every chosen node (scheduler/probe.c); a 404 (an agent older
  *   than the check) counts as not checked, not as a failure.
  */
@@ -226,18 +231,19 @@
 #define DT_NODE_ENV "DT_NODE"
 #define DT_ATTEMPT_ENV "DT_ATTEMPT"
 /*
- * Rank exits through the agents (issue #21 item 4): every task process gets
- * DT_RANK_EXIT_DIR, its agent's task dir.  The rank logger writes its
- * ranks/<r>.json record there too, as "<DT_TASK_ID>@<rank>" DT_RANK_EXIT_SUFFIX
- * (temp file + rename; DT_TASK_ID is mpirun's task on the first node, the
- * orted's on the others).  The agent takes it (inotify), deletes it and adds
- * {rank, exit_code, signal, ended_at} to that task's "rank_exits" array in
- * TASK (GET /v1/tasks, heartbeats, sent at once); dtsched ends an mpi job
- * when every rank of its world has an exit there (scheduler/jobs.c).
+ * Rank exits through the agents (issue #21 item 4, issue 26): every task
+ * process gets DT_AGENT_SOCKET, the name of its agent's report socket
+ * (agent/report.h: a Unix datagram socket where the kernel tells the agent
+ * who sent each datagram).  The rank logger sends its ranks/<r>.json record
+ * there as {kind: "rank_exit", task: DT_TASK_ID, rank, exit_code, signal,
+ * ended_at} (DT_TASK_ID is mpirun's task on the first node, the orted's on
+ * the others).  The agent takes it only from a process of that task's own
+ * tree and adds {rank, exit_code, signal, ended_at} to the task's
+ * "rank_exits" array in TASK (GET /v1/tasks, heartbeats, sent at once);
+ * dtsched ends an mpi job when every rank of its world has an exit there
+ * (scheduler/jobs.c).
  */
-#define DT_RANK_EXIT_DIR_ENV "DT_RANK_EXIT_DIR"
-#define DT_RANK_EXIT_SUFFIX ".rankexit"
-#define DT_RANK_EXIT_MAX 4096        /* bytes of one such file the agent reads */
+#define DT_AGENT_SOCKET_ENV "DT_AGENT_SOCKET"
 #define DT_RANKS_PER_NODE_ENV "DT_RANKS_PER_NODE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
 /* an orted started through the agents (agent/rsh.h) is task

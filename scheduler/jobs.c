@@ -1375,13 +1375,19 @@ static void check_running(struct sched *s, struct job *j)
 	}
 	if (fail) {
 		char *mnode = NULL;
-		int mrank, mcode;
+		int mrank, mcode, counted_sig = fail_sig;
 
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
-			/* a rank's logger records 128 + the signal that killed it */
-			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
+			/*
+			 * ranks/<r>.json is in the shared dir, which every job
+			 * can write: good for the reason shown (describe_code:
+			 * the logger records 128 + the signal), never for the
+			 * node's quarantine, which counts only what an agent saw
+			 * of processes it supervises (issue 26, B2)
+			 */
+			counted_sig = 0;
 			strbuf_reset(&why);
 			describe_code(&why, mcode);
 		}
@@ -1395,7 +1401,7 @@ static void check_running(struct sched *s, struct job *j)
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
-		count_node_failure(s, j, nodefail, fail_sig);
+		count_node_failure(s, j, nodefail, counted_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;

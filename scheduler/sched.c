@@ -868,7 +868,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	struct heartbeat hb;
 	char fast[4096];
 	json_t *t;
-	int changed = 0, dirty = 0, derive = 0, want_inv = 0;
+	int changed = 0, dirty = 0, derive = 0, want_inv = 0, stale;
 	struct node *n;
 	size_t i;
 
@@ -935,11 +935,23 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		changed = 1;
 		n->last_seq = 0;      /* another agent: its own seq */
 	}
+	/*
+	 * A heartbeat older than one already taken from this agent (issue 26,
+	 * A1): sent before a network cut, given up by the agent, delivered by
+	 * TCP after the cut behind the newer one that carried the task's end.
+	 * Its tasks are the past: taken, they would turn an ended task back to
+	 * "running" for good (the agent, answered, never sends that end again).
+	 */
+	stale = hb.seq > 0 && hb.seq <= n->last_seq;
+	if (stale)
+		dtlog(DTLOG_INFO, "node '%s': heartbeat %lld came after %lld (delayed in the "
+		      "network): its tasks are not taken", n->name, hb.seq, n->last_seq);
 	/* what a beacon must match (protocol.h): seq above this, same digest */
 	if (hb.seq > n->last_seq)
 		n->last_seq = hb.seq;
-	snprintf(n->tasks_digest, sizeof(n->tasks_digest), "%s",
-		 hb.tasks_digest && strlen(hb.tasks_digest) == 16 ? hb.tasks_digest : "");
+	if (!stale)
+		snprintf(n->tasks_digest, sizeof(n->tasks_digest), "%s",
+			 hb.tasks_digest && strlen(hb.tasks_digest) == 16 ? hb.tasks_digest : "");
 	dirty |= set_str(&n->agent_version, hb.version);
 	set_str(&n->bin_dir, hb.bin_dir);
 	set_str(&n->home, hb.home);
@@ -947,7 +959,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	set_str(&n->agent_started, hb.agent_started_at ? hb.agent_started_at : "");
 
 	/* task states: write what changed */
-	if (hb.has_tasks) {
+	if (hb.has_tasks && !stale) {
 		json_t *tasks = hb.tasks;
 		json_t *seen = json_object();
 		const char *id;
@@ -1006,7 +1018,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		if (job_change)
 			sched_wake(s);
 	}
-	if (hb.full)
+	if (hb.full && !stale)
 		n->want_full = 0;
 	if (derive || changed || hb.full) {
 		node_derive(n);
@@ -1019,6 +1031,15 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		n->dirty = 1;
 	if (changed)
 		db_save_node(s, n);
+	if (!strcmp(n->state, DT_NODE_DOWN)) {
+		/*
+		 * Back from DOWN (a network cut, a frozen host): what we hold of
+		 * its tasks is from before, and the agent sends only changes.  Its
+		 * next heartbeat carries its whole table, and a task it does not
+		 * have is lost (below): no task stays "running" that nothing runs.
+		 */
+		n->want_full = 1;
+	}
 	if (!strcmp(n->state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_SUSPECT))
 		node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
 	/* written by hand like h_nodes (1000 a second: a jansson object and a

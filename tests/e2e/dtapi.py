@@ -78,6 +78,19 @@ class DtApi:
         except ValueError:
             return status, text
 
+    def timed_status(self, busy):
+        """(slowest, count) of GET /v1/status asked every 50 ms while busy() is true
+        (at least 5 times): how long the server keeps a client waiting meanwhile."""
+        worst, n = 0.0, 0
+        while busy() or n < 5:
+            t0 = time.monotonic()
+            st, body = self.request("GET", "/v1/status")
+            assert st == 200, body
+            worst = max(worst, time.monotonic() - t0)
+            n += 1
+            time.sleep(0.05)
+        return worst, n
+
     def wait_task(self, task_id, states=("exited", "failed", "lost"), timeout=20.0):
         """Poll GET /v1/tasks/<id> until its state is one of `states`."""
         deadline = time.time() + timeout

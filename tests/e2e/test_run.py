@@ -720,3 +720,71 @@ def ts_parse(s):
     import calendar
     base, frac = s.rstrip("Z").split(".")
     return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1e6
+
+
+# another job of the same user forging the victim's ends (issue 26, B1/B2): on the
+# agent's report socket, as the old channel's files in the agent's tasks dir, and as
+# a final state written into the victim's task file
+FORGE = r'''
+import json, os, socket, sys, time
+victim, tasks = sys.argv[1], sys.argv[2]
+tid = victim + ".0.mpirun"
+sock = os.environ["DT_AGENT_SOCKET"]
+addr = "\0" + sock[1:] if sock.startswith("@") else sock
+now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for code, sig in ((139, 11), (0, 0)):
+    for rank in range(3):
+        rec = {"kind": "rank_exit", "task": tid, "rank": rank, "exit_code": code,
+               "signal": sig, "ended_at": now}
+        s.sendto(json.dumps(rec).encode(), addr)
+        p = os.path.join(tasks, "%s@%d.rankexit" % (tid, rank))
+        with open(p + ".tmp", "w") as f:
+            f.write(json.dumps(rec))
+        os.rename(p + ".tmp", p)
+s.sendto(json.dumps({"kind": "task_end", "task": tid}).encode(), addr)
+f = os.path.join(tasks, tid + ".json")
+t = json.load(open(f))
+t.update(state="exited", exit_code=139, signal=11)
+with open(f + ".x", "w") as out:
+    out.write(json.dumps(t))
+os.rename(f + ".x", f)
+print("forged-by", os.getpid())
+'''
+
+
+def test_mpi_job_ends_only_from_its_own_ranks(cluster):
+    """Another job of the same user cannot end or fail an MPI job, nor get the node
+    drained, by forging its ranks' exit records (issue 26 B1/B2): three forged failing
+    (signal 11) and three forged successful rank exits on the agent's report socket, the
+    same as files where the agent used to take them, a forged task end and a forged
+    final state in the victim's task file.  The victim keeps running and ends normally
+    from its own rank; the agent logs each refusal with the forger's pid; the node stays
+    UP with no failure counted."""
+    node = cluster.fc.node(1).name
+    victim = cluster.submit("-n", 1, "-p", 1, "--launcher", "mpi", "--nodes", node,
+                            "--name", "victim", "--", "sh", "-c",
+                            "echo victim-start; sleep 15; echo victim-done")
+    cluster.wait_job(victim, ["RUNNING"], 30)
+    deadline = time.time() + 20
+    while "victim-start" not in cluster.logs(victim):
+        assert time.time() < deadline, cluster.logs(victim)
+        time.sleep(0.1)
+    p = cluster.dtctl("run", "-n", 1, "-p", 1, "--nodes", node, "--name", "forger", "--",
+                      PY, "-c", FORGE, victim, cluster.agent_home(1) + "/tasks", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    forger = int(re.search(r"forged-by (\d+)", p.stdout).group(1))
+    j = cluster.show(victim)
+    assert j["state"] == "RUNNING", j
+    j = cluster.wait_job(victim, ["COMPLETED", "FAILED"], 30)
+    assert j["state"] == "COMPLETED" and j["exit_code"] == 0, j
+    assert "victim-done" in cluster.logs(victim)
+    log = cluster.fc.exec(1, "cat %s/agent.log" % cluster.agent_home(1), user=True).stdout
+    assert ("refused a rank exit report for task '%s.0.mpirun' from pid %d"
+            % (victim, forger)) in log, log
+    assert ("refused a task end report for task '%s.0.mpirun' from pid %d"
+            % (victim, forger)) in log, log
+    assert "task %s.0.mpirun: its file says it ended, but its supervisor" % victim in log, log
+    n = [x for x in json.loads(cluster.dtctl("nodes", "--json").stdout)["nodes"]
+         if x["name"] == node][0]
+    assert n["state"] == "UP" and n["drain_reason"] is None, n

@@ -238,3 +238,44 @@ def test_dtsched_kill9_restart_matches_reality(cluster):
     assert tasks["r-1"]["state"] == "running" and tasks["r-2"]["state"] == "exited", tasks
     assert tasks["r-2"]["exit_code"] == 0
     api.request("DELETE", "/v1/tasks/r-1", {"grace_ms": 0})
+
+
+def test_no_ghost_task_after_a_network_cut(cluster):
+    """A node cut off and restored (issue 26, A1), as its agent's heartbeats reach dtsched:
+    seq 1 says task g-1 runs; then nothing (the cut) until the node is DOWN (g-1 lost,
+    NODE_FAIL); back, seq 3 says g-1 ended during the cut, and dtsched asks for the whole
+    table (want_full); then seq 2, sent before the cut and given up by the agent, arrives
+    late (TCP delivered it after the cut): its "running" is the past and is not taken,
+    so GET /v1/tasks never lists g-1 running again although nothing of it runs."""
+    head = cluster.head
+    base = {"node": "ghost", "port": 9, "agent_pid": 1, "version": "x",
+            "agent_started_at": "2026-01-01T00:00:00.000000Z"}
+    running = {"id": "g-1", "state": "running", "exit_code": None}
+    ended = {"id": "g-1", "state": "exited", "exit_code": 0,
+             "ended_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}
+
+    def beat(seq, tasks, full=False):
+        st, body = head.request("POST", "/v1/heartbeat",
+                                dict(base, seq=seq, tasks=tasks, full=full))
+        assert st == 200, body
+        return body
+
+    def task():
+        st, body = head.request("GET", "/v1/tasks")
+        assert st == 200, body
+        return [t for t in body["tasks"] if t["id"] == "g-1"][0]
+
+    beat(1, [running], full=True)
+    assert task()["state"] == "running"
+    cluster.wait_state("ghost", ["DOWN"], 15)
+    assert task()["state"] == "lost" and task()["reason"] == "NODE_FAIL", task()
+    reply = beat(3, [ended])
+    assert reply["want_full"] is True, reply
+    assert task()["state"] == "exited", task()
+    beat(2, [running])            # the delayed one
+    assert task()["state"] == "exited", task()
+    reply = beat(4, [ended], full=True)
+    assert reply["want_full"] is False, reply
+    assert task()["state"] == "exited", task()
+    beat(5, [])
+    assert task()["state"] == "exited", task()

@@ -207,6 +207,12 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: nfs/dt\n"
 	  "nodes: [local]\n",
 	  "t.yaml:2:13: key 'shared_dir': expected an absolute path (the same on every node), found 'nfs/dt'" },
+	{ "fake_health_relative", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "nodes: [local]\n"
+	  "agent: {fake_health: faults.json}\n",
+	  "t.yaml:4:22: key 'agent.fake_health': expected an absolute path on the nodes, found 'faults.json'" },
 	{ "missing_nodes", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n",

@@ -124,6 +124,7 @@ static void test_roundtrip(void **state)
 	t.exit_code = 143;
 	t.signal = 15;
 	t.stop_requested = 1;
+	t.vouches = 1;
 	t.created_us = dt_timestamp_parse("2026-11-22T10:00:00.123456Z");
 	t.ended_us = t.created_us + 1500000;
 	assert_int_equal(task_save(dir, &t), 0);
@@ -150,6 +151,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(back.exit_code, 143);
 	assert_int_equal(back.signal, 15);
 	assert_true(back.stop_requested);
+	assert_true(back.vouches);    /* its supervisor reports its end (agent/report.h) */
 	assert_int_equal(back.created_us, t.created_us);
 	assert_int_equal(back.ended_us, t.ended_us);
 	assert_int_equal(back.started_us, 0);
@@ -163,6 +165,7 @@ static void test_roundtrip(void **state)
 	assert_string_equal(json_get_str(api, "created_at", ""), "2026-11-22T10:00:00.123456Z");
 	assert_true(json_is_null(json_object_get(api, "started_at")));
 	assert_null(json_object_get(api, "marker"));
+	assert_null(json_object_get(api, "vouches"));
 	{
 		struct strbuf dump = STRBUF_INIT;
 
@@ -172,12 +175,14 @@ static void test_roundtrip(void **state)
 	}
 	json_decref(api);
 
-	/* a missing exit code stays missing */
+	/* a missing exit code stays missing; an older supervisor's file does not vouch */
 	back.has_exit = 0;
 	back.state = TASK_RUNNING;
+	back.vouches = 0;
 	assert_int_equal(task_save(dir, &back), 0);
 	task_release(&back);
 	assert_int_equal(task_load(dir, "t-1", &back, &err), 0);
+	assert_false(back.vouches);
 	assert_false(back.has_exit);
 	assert_int_equal(back.state, TASK_RUNNING);
 

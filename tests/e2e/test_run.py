@@ -154,6 +154,21 @@ def test_dry_run_prints_plan_and_starts_nothing(cluster):
     assert len(cluster.jobs()) == before
 
 
+def test_slurm_spellings_of_a_node_count(cluster):
+    """A Slurm user's `-N 2` is a node count as `-n 2` is; `--nodes 2`, Slurm's count, names
+    nodes here: with no node called "2" it exits 2 with the hint, and nothing is queued."""
+    before = len(cluster.jobs())
+    p = cluster.dtctl("run", "--dry-run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("slots=1") == 2, p.stdout
+    p = cluster.dtctl("run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    p = cluster.dtctl("run", "--nodes", 2, "-p", 1, "--", "true")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no node is called '2'" in p.stderr and "-n 2 (or Slurm's -N 2)" in p.stderr, p.stderr
+    assert len(cluster.jobs()) == before + 1
+
+
 def test_mpi_launcher_dttrain_2x2(cluster):
     if cluster.fc.mode != "netns":
         pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"

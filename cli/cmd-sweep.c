@@ -438,8 +438,9 @@ static int cmd_status(const char *id, int json)
 	printf("sweep %s (%s): %s, %s search, %s %s\n", term_str(json_get_str(sw, "id", "?")),
 	       term_str(json_get_str(sw, "name", "?")), term_str(json_get_str(sw, "state", "?")),
 	       term_str(json_get_str(sw, "method", "?")),
-	       term_str(json_get_str(json_object_get(sw, "metric"), "goal", "?")),
-	       term_str(json_get_str(json_object_get(sw, "metric"), "name", "?")));
+	       json_get_str(json_object_get(sw, "metric"), "name", NULL) ?
+	       term_str(json_get_str(json_object_get(sw, "metric"), "goal", "?")) : "no",
+	       term_str(json_get_str(json_object_get(sw, "metric"), "name", "metric")));
 	if (json_get_str(sw, "reason", NULL))
 		printf("reason: %s\n", term_str(json_get_str(sw, "reason", "")));
 	render_table(&sb, ex);

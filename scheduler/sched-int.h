@@ -26,6 +26,10 @@ struct node {
 	const char *state;          /* DT_NODE_* */
 	int drained;
 	int down_latched;           /* DOWN when loaded: stays DOWN until it heartbeats */
+	int stopped;                /* its agent said it stops (POST .../stopped): DOWN with
+				     * "agent stopped" until it heartbeats again */
+	int stop_grace;             /* and its tasks are kept until dead_after, as an agent
+				     * restart adopts them again (they run on) */
 	long long last_hb_us;       /* wall clock, 0 = never */
 	long long last_hb_mono;     /* 0 = not since this dtsched started */
 	json_t *inventory;

@@ -422,6 +422,22 @@ static void check_liveness(struct agent *a, struct task *t)
 			      : "its supervisor never started");
 }
 
+/* An ended task's file (and its own log, when it had no shared one) and table entry go. */
+static void task_forget(struct agent *a, struct task *t)
+{
+	struct strbuf p = STRBUF_INIT;
+
+	task_path(&p, a->dir.buf, t->id);
+	unlink(p.buf);
+	if (!json_get_str(t->spec, "log", NULL)) {
+		strbuf_reset(&p);
+		strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
+		unlink(p.buf);
+	}
+	strbuf_release(&p);
+	task_table_remove(&a->tt, t->id);
+}
+
 static void prune_finished(struct agent *a)
 {
 	long long cutoff = dt_now_us() - a->o.keep_finished_ms * 1000LL;
@@ -430,21 +446,33 @@ static void prune_finished(struct agent *a)
 		struct task *t = a->tt.items[i];
 
 		if (task_state_final(t->state) && t->ended_us && t->ended_us < cutoff) {
-			struct strbuf p = STRBUF_INIT;
-
-			task_path(&p, a->dir.buf, t->id);
-			unlink(p.buf);
-			if (!json_get_str(t->spec, "log", NULL)) {
-				strbuf_reset(&p);
-				strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
-				unlink(p.buf);
-			}
-			strbuf_release(&p);
-			task_table_remove(&a->tt, t->id);
+			task_forget(a, t);
 			continue;
 		}
 		i++;
 	}
+}
+
+/*
+ * A start whose id an ended task of another head already has: that head's
+ * state.db and shared dir were lost and the new one gave the id again before
+ * our heartbeats told it (sched.c raises its ids past what we report).  The
+ * old record names a job nobody can ask about any more, so it goes and the
+ * start goes on: an id clash is never a job failure.  A live task, a start
+ * without a head, or one from the same head (a retried request) is refused.
+ */
+static int replaces_earlier_head(struct agent *a, struct task *old, const json_t *spec)
+{
+	const char *was = json_get_str(old->spec, "head", NULL);
+	const char *now = json_get_str(spec, "head", NULL);
+
+	if (!task_state_final(old->state) || !was || !now || !strcmp(was, now))
+		return 0;
+	dtlog(DTLOG_WARN, "task %s: the record of an earlier head's task of this id (ended "
+	      "with %d) is replaced: that head lost its state", old->id,
+	      old->has_exit ? old->exit_code : -1);
+	task_forget(a, old);
+	return 1;
 }
 
 /* -------------------------------------------------------------- handlers */
@@ -500,6 +528,9 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	}
 	pthread_mutex_lock(&a->lock);
 	task_path(&path, a->dir.buf, id);
+	t = task_table_find(&a->tt, id);
+	if (t)
+		replaces_earlier_head(a, t, spec);
 	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
 		strbuf_addf(msg, "task '%s' already exists on node '%s'", id, a->name);
 		json_decref(spec);
@@ -1160,8 +1191,11 @@ static void *heartbeat_thread(void *data)
 				strbuf_reset(&usage_acked);
 				a->hb_kick = 1;   /* send it now */
 			}
-			/* dtsched asks for the whole table when it (re)learns about us */
+			/* dtsched asks for the whole table when it (re)learns about us:
+			 * at once, as its next job ids go past the ones we hold */
 			full = json_is_true(json_object_get(reply, "want_full"));
+			if (full)
+				a->hb_kick = 1;
 			if (dt_beacon_policy_http_ok(&pol, dt_mono_ms(), reply, digest))
 				dtlog(paused_before++ ? DTLOG_INFO : DTLOG_WARN,
 				      "dtsched received none of our last UDP beacons (is UDP port %d "

@@ -90,8 +90,11 @@
  *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
  *       limits?      {nofile, nproc, core, memory_bytes, pids}  (rlimits; memory
  *                    and pids also as cgroup limits where a cgroup is made),
- *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
- *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping),
+ *       head?        the id of the dtsched state.db that starts it (<= 64 bytes)}
+ *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid;
+ *      an ended task of another head with the id is replaced instead (that
+ *      head lost its state; agent.c, replaces_earlier_head)
  * POST /v1/tasks                      start several tasks (dtsched: all the
  *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
  *                                      TASKREQ is the body above; 1 to

@@ -862,6 +862,16 @@ int jobs_init(struct sched *s)
 	s->orphans = json_object();
 	s->clients = xcalloc(1, sizeof(*s->clients));
 	jobs_load(s);
+	{
+		sqlite3_stmt *st;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT seq FROM sqlite_sequence WHERE name='jobs'",
+				       -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				s->jobs_seq_max = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
 	return 0;
 }
 

@@ -91,6 +91,14 @@ struct sched {
 	pthread_t main_thread;
 	/* jobs (jobs.c) */
 	struct job **jobs;          /* in submission order */
+	/*
+	 * Ids never repeat (jobs-api.c, job_enqueue): the highest job number
+	 * ever given (sqlite_sequence), and the highest an agent reported in a
+	 * task id ("j-N.<attempt>.r<rank>"): its task files outlive a lost
+	 * state.db and shared dir, and raise the next id past theirs.
+	 */
+	long long jobs_seq_max, agents_seq_max;
+	char head_id[33];           /* this state.db's random id: its tasks say it (agent.c) */
 	size_t nr_jobs, alloc_jobs;
 	struct hold **holds;        /* slots held by launched attempts */
 	size_t nr_holds, alloc_holds;

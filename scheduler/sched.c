@@ -507,6 +507,49 @@ static void flush_dirty(struct sched *s)
 		db_exec(s, "COMMIT");
 }
 
+/*
+ * This state.db's random id, made with it: the tasks it starts carry it, so
+ * that an agent tells a finished task of an earlier head (whose state.db was
+ * lost) from a retried start of this one's (agent.c, task_start).
+ */
+static int head_id_load(struct sched *s)
+{
+	char hex[sizeof(s->head_id)];
+	sqlite3_stmt *st;
+	int ret = -1;
+
+	if (dt_random_hex(hex, sizeof(hex) / 2) < 0 ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO meta VALUES('head_id', ?)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, hex, -1, SQLITE_TRANSIENT);
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='head_id'", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+		snprintf(s->head_id, sizeof(s->head_id), "%s",
+			 (const char *)sqlite3_column_text(st, 0));
+		ret = 0;
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* "j-N.<attempt>.r<rank>" (launch.c): what the agents know raises the next job id */
+static void note_task_id(struct sched *s, const char *id)
+{
+	char *end;
+	long long v;
+
+	if (strncmp(id, "j-", 2) || !isdigit((unsigned char)id[2]))
+		return;
+	v = strtoll(id + 2, &end, 10);
+	if (*end == '.' && v > s->agents_seq_max)
+		s->agents_seq_max = v;
+}
+
 static int db_load(struct sched *s)
 {
 	sqlite3_stmt *st;
@@ -955,6 +998,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 
 			if (!tid)
 				continue;
+			note_task_id(s, tid);
 			json_object_set_new(seen, tid, json_true());
 			old = json_object_get(n->tasks, tid);
 			if (old && json_equal(old, t))
@@ -1700,7 +1744,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
+	    db_load(s) < 0 || head_id_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;

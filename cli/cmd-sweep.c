@@ -159,6 +159,14 @@ static void render_table(struct strbuf *sb, const json_t *ex)
 			    (int)pw, p.buf, term_str(st), val, bs);
 		strbuf_release(&p);
 	}
+	/* why the first failed trial failed, so a broken command shows at once */
+	json_array_foreach((json_t *)trials, i, t) {
+		if (strcmp(json_get_str(t, "state", ""), DT_TRIAL_FAILED))
+			continue;
+		strbuf_addf(sb, "first failure: trial %lld: %s\n", json_get_int(t, "trial", 0),
+			    term_str(json_get_str(t, "reason", "no reason recorded")));
+		break;
+	}
 }
 
 /* ", pruned (no trial completed)" when the best trial is a pruned one */
@@ -263,6 +271,8 @@ static int follow(const char *id)
 						    "metric"), "name", "metric")), val,
 				       json_get_str(t, "job_id", NULL) ? " job " : "",
 				       term_str(json_get_str(t, "job_id", "")));
+				if (!strcmp(st, DT_TRIAL_FAILED) && json_get_str(t, "reason", NULL))
+					printf("  %s\n", term_str(json_get_str(t, "reason", "")));
 				strbuf_release(&p);
 			}
 			if (dt_mono_ms() - last_plain >= PLAIN_PROGRESS_MS || sweep_ended(ex)) {

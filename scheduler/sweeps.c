@@ -1300,6 +1300,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		}
 		spec = sweep_wandb_trial_spec(json_object_get(w->spec, "job"), &argv, &t->sg, t->no,
 					      w->id, w->name, w->cfg.gpus_per_trial);
+		/* the word ${interpreter} became: python3 where a node has no python (supervise.c) */
+		if (strvec_find(&w->cfg.command, "${interpreter}") >= 0 &&
+		    json_is_object(json_object_get(spec, "env")))
+			json_object_set_new(json_object_get(spec, "env"), "DT_WANDB_INTERPRETER",
+					    json_string("python"));
 		strvec_clear(&argv);
 		strbuf_release(&rel);
 		strbuf_release(&path);

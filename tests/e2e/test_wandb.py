@@ -353,6 +353,41 @@ def test_wandb_sweep_bool_grid_without_metric(local, dtctl_bin):
     assert ("--flag1=False", "--flag2=True", "--optimizer=adam") in argvs, argvs
 
 
+def test_wandb_interpreter_without_python(local):
+    """A node with python3 and no python (Debian 12): W&B's default command
+    (${env} ${interpreter} ${program} ${args}) runs on python3, as `wandb agent` runs the
+    python it was started with, and the trial's log says so; a command naming `python`
+    itself fails its first trial at once with the name, the node and the fix, which the
+    sweep's own output shows."""
+    import shutil
+    if shutil.which("python", path="/usr/bin:/bin"):
+        pytest.skip("this machine has a python in /usr/bin or /bin")
+    d = stub_dir(local)
+    text = (SWEEP_BOOL.replace("method: grid", "method: grid\nrun_cap: 2") +
+            "job:\n  workdir: %s\n  env: {PATH: '/usr/bin:/bin'}\n" % d)
+    r = local.dtctl("sweep", "--name", "interp", write(local.tmp, "interp.yaml", text),
+                    timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ex = json.loads(local.dtctl("sweep", "export", "interp", "--json").stdout)
+    assert [t["state"] for t in ex["trials"]] == ["COMPLETED"] * 2, ex["trials"]
+    assert trial_lines(local, ex, 0, "ARGV")
+    log = (local.shared / "jobs" / ex["trials"][0]["job_id"] / "logs" / "0.log").read_text()
+    assert "no 'python' on PATH here, so 'python3'" in log, log
+
+    text = text.replace("run_cap: 2", "run_cap: 2\nmax_failures: 1\n"
+                        "command: ['${env}', python, '${program}', '${args}']")
+    r = local.dtctl("sweep", "--name", "nopython", write(local.tmp, "nopy.yaml", text),
+                    timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    node = json.loads(local.dtctl("nodes", "--json").stdout)["nodes"][0]["name"]
+    want = "'python' not found on %s (Debian has python3): set command: or install " \
+           "python-is-python3" % node
+    assert want in r.stdout, r.stdout + r.stderr
+    ex = json.loads(local.dtctl("sweep", "export", "nopython", "--json").stdout)
+    failed = [t for t in ex["trials"] if t["state"] == "FAILED"]
+    assert failed and want in failed[0]["reason"], ex["trials"]
+
+
 def test_wandb_metric_target_stops_the_sweep(local):
     """metric.target: once a trial reports a value at the target no new trial starts."""
     text = FILES["program.yaml"].replace("name: validation_loss",

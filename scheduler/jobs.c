@@ -322,9 +322,7 @@ static json_t *mpi_rank_records(const struct job *j)
 
 static int node_lost(struct sched *s, const char *name)
 {
-	struct node *n = node_find(s, name);
-
-	return !n || !strcmp(n->state, DT_NODE_DOWN);
+	return node_gone(node_find(s, name));
 }
 
 /*
@@ -1277,7 +1275,7 @@ static void check_running(struct sched *s, struct job *j)
 	for (int k = 0; k < h->nr; k++) {
 		struct node *n = node_find(s, h->place[k].node);
 
-		if (!n || !strcmp(n->state, DT_NODE_DOWN)) {
+		if (node_gone(n)) {
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);

@@ -142,6 +142,13 @@ void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
 struct node *node_find(struct sched *s, const char *name);
 /*
+ * Are the jobs' tasks on n (NULL: unknown) gone?  DOWN, except while the
+ * tasks of an agent that stopped on purpose wait out dead_after for its
+ * restart (stop_grace): the node takes no new work then, but what runs there
+ * goes on.
+ */
+int node_gone(const struct node *n);
+/*
  * The agents refused for another protocol version lately (within
  * dead_after), for a message that says why a job cannot be placed:
  * "; 1 agent refused for another protocol version (node-2: 99, dtsched

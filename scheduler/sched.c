@@ -440,6 +440,11 @@ static int node_lose_tasks(struct sched *s, struct node *n, const char *reason)
 	return lost;
 }
 
+int node_gone(const struct node *n)
+{
+	return !n || (!strcmp(n->state, DT_NODE_DOWN) && !n->stop_grace);
+}
+
 /* The node's live tasks are lost (NODE_FAIL): it is down and nobody watches them. */
 static void node_fail_tasks(struct sched *s, struct node *n)
 {

@@ -44,7 +44,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 2
+#define DT_PROTOCOL_VERSION 3
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */

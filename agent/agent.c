@@ -540,6 +540,9 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	t = xmalloc(sizeof(*t));
 	task_init(t);
 	memcpy(t->id, id, strlen(id) + 1);
+	/* which node this is, as dtsched names it: DT_NODE in the task, and the
+	 * node its rank log's lines are attributed to (protocol.h) */
+	json_object_set_new(spec, "node", json_string(a->name));
 	t->spec = spec;
 	t->state = TASK_STARTING;
 	t->created_us = dt_now_us();
@@ -1075,6 +1078,7 @@ static void *heartbeat_thread(void *data)
 	long long net_at = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.peer_port_name = "the head port";
 	c.timeout_ms = 2000;
 	c.connect_timeout_ms = 1000;
 	pthread_mutex_lock(&a->lock);

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "run-command.h"
 #include "safefile.h"
+#include "strvec.h"
 #include "protocol.h"
 #include "task.h"
 #include "usage.h"
@@ -155,7 +156,7 @@ static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long lo
 
 int ranklog_main(int argc, const char **argv)
 {
-	const char *dir;
+	const char *dir, *attempt = getenv(DT_ATTEMPT_ENV);
 	int rank = rank_from_env(), logfd, dfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
 	struct linelog out, err;
@@ -184,6 +185,21 @@ int ranklog_main(int argc, const char **argv)
 		      dfd < 0 ? strerror(errno) : why.buf);
 		return 127;
 	}
+	/* this attempt's lines are this node's (protocol.h, DT_NODE_ENV): the node
+	 * from the agent that started our orted (or mpirun), else the host */
+	if (attempt) {
+		struct strbuf mark = STRBUF_INIT;
+		char host[256] = "";
+		const char *node = getenv(DT_NODE_ENV);
+
+		if (!node || !*node) {
+			gethostname(host, sizeof(host) - 1);
+			node = host;
+		}
+		linelog_marker(&mark, atoi(attempt), node);
+		linelog_write(logfd, &mark, &lost);
+		strbuf_release(&mark);
+	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		error_errno("rank-log: cannot make pipes");
 		return 127;
@@ -204,11 +220,20 @@ int ranklog_main(int argc, const char **argv)
 		return 127;
 	}
 	if (pid == 0) {
+		struct strvec env = STRVEC_INIT;
+		struct strbuf note = STRBUF_INIT;
+
 		bind_gpus(rank);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
+		/* the job's line_buffered, as the supervisor does for the agent launcher */
+		for (char **e = environ; *e; e++)
+			strvec_push(&env, *e);
+		if (linelog_stdbuf_env(&env, &note) < 0)
+			fprintf(stderr, "rank-log: note: %s\n", note.buf);
+		environ = (char **)env.v;
 		execvp(argv[3], (char *const *)(argv + 3));
 		fprintf(stderr, "rank-log: cannot run '%s': %s\n", argv[3], strerror(errno));
 		_exit(127);
@@ -258,6 +283,8 @@ int ranklog_main(int argc, const char **argv)
 
 		linelog_flush(&out, &rest);
 		linelog_flush(&err, &rest);
+		if (attempt)   /* the start marker was written: the end one */
+			linelog_end_marker(&rest);
 		linelog_write(logfd, &rest, &lost);
 		strbuf_release(&rest);
 	}

@@ -125,6 +125,7 @@ struct sup {
 	long long empty_since;        /* tree found empty at this time */
 	int leftovers_checked;
 	struct strbuf cgroup_why;
+	int marked;                   /* an attempt's start marker is in the log, no end yet */
 };
 
 static void save(struct sup *s)
@@ -152,6 +153,38 @@ static void log_write(struct sup *s, struct strbuf *lines)
 	}
 	s->t.log_lost_lines = loss.lines;
 	s->t.log_lost_bytes = loss.bytes;
+}
+
+/*
+ * A rank's lines from here on are this node's and this attempt's: the marker
+ * readers attribute them by (linelog.h), written before the program starts.
+ * Not for mpirun's own task: its ranks' loggers write their own.
+ */
+static void log_marker(struct sup *s)
+{
+	const char *node = json_get_str(s->t.spec, "node", NULL);
+	const char *att = json_get_str(json_object_get(s->t.spec, "env"), DT_ATTEMPT_ENV, NULL);
+	struct strbuf line = STRBUF_INIT;
+
+	if (!node || !att || json_get_int(s->t.spec, "rank", -1) < 0)
+		return;
+	linelog_marker(&line, atoi(att), node);
+	log_write(s, &line);
+	strbuf_release(&line);
+	s->marked = 1;
+}
+
+/* After the rank's last line: its writer is done (readers stop waiting: linelog.h). */
+static void log_end_marker(struct sup *s)
+{
+	struct strbuf line = STRBUF_INIT;
+
+	if (!s->marked || s->logfd < 0)
+		return;
+	linelog_end_marker(&line);
+	log_write(s, &line);
+	strbuf_release(&line);
+	s->marked = 0;
 }
 
 /*
@@ -572,9 +605,18 @@ static int start_task(struct sup *s)
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
 	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
+	if (json_get_str(spec, "node", NULL))
+		strvec_setenv(&env, DT_NODE_ENV, json_get_str(spec, "node", NULL));
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
 	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
 	path_prefix_self(&env);
+	{
+		struct strbuf why = STRBUF_INIT;
+
+		if (linelog_stdbuf_env(&env, &why) < 0)
+			log_note(s, why.buf);
+		strbuf_release(&why);
+	}
 	debug_task_env(s->home, &env);
 	if (program_check(s, &argv, &env, cwd) < 0) {
 		strvec_clear(&argv);
@@ -763,13 +805,16 @@ int supervise_main(const char *home, const char *id)
 	linelog_init(&s.out, 'O', 0);
 	linelog_init(&s.err, 'E', 0);
 
-	/* the log file */
+	/* the log file, and all the task writes, as readable as cluster.yaml's job_files says */
+	if (json_is_integer(json_object_get(s.t.spec, "umask")))
+		sf_set_umask((mode_t)json_get_int(s.t.spec, "umask", 027));
 	s.logfd = open_task_log(&s, &err);
 	if (s.logfd < 0) {
 		finish(&s, TASK_FAILED, 127, err.buf);
 		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
 		return 0;
 	}
+	log_marker(&s);
 
 	/* its cgroup, where the agent may make one: <id>.<marker prefix>, so that
 	 * agents of other homes on this host never share one */
@@ -888,11 +933,14 @@ int supervise_main(const char *home, const char *id)
 		log_write(&s, &lines);
 		strbuf_release(&lines);
 	}
+	/* before the exit is recorded: a reader that sees the job end finds it */
+	log_end_marker(&s);
 	if (s.t.cgroup)
 		cgroup_remove(s.t.cgroup);
 	finish(&s, TASK_EXITED, s.t.exit_code, NULL);
 	dtlog(DTLOG_DEBUG, "task %s: exited with %d", id, s.t.exit_code);
 done:
+	log_end_marker(&s);   /* a task that could not start */
 	if (s.logfd >= 0)
 		close(s.logfd);
 	linelog_release(&s.out);

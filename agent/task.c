@@ -73,7 +73,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
 		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
-		"log_root", "grace_ms", "limits", "job_id", "rank", "head",
+		"log_root", "grace_ms", "limits", "job_id", "rank", "umask", "head",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -137,6 +137,16 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 	} else {
 		json_object_set_new(spec, "env", json_object());
 	}
+
+	/* the umask of the task's files (cluster.yaml job_files); absent: the agent's */
+	v = json_object_get(req, "umask");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > 0777)) {
+		strbuf_addstr(err, "'umask' must be an integer from 0 to 0777 (511)");
+		goto fail;
+	}
+	if (v)
+		json_object_set(spec, "umask", v);
 
 	for (int i = 0; i < 4; i++) {
 		static const char *const paths[] = { "cwd", "log", "log_root", "submit_dir" };

@@ -915,12 +915,95 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	return 0;
 }
 
+/*
+ * Sweep placeholders: dtsched replaces "{name}" of a parameter in the job's
+ * argv words and env values (scheduler/sweeps.c, substitute()).  A '{' that
+ * starts a name must close and name a parameter, else the trial would get
+ * "{y}", "{" or "{x!r}" verbatim; a '{' before anything else ('{"a": 1}') is
+ * literal text.  One value n (at key `path`); -1 with the error.
+ */
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+static int check_placeholders(struct ctx *c, const struct sweep_config *s, struct ynode *n,
+			      const char *path)
+{
+	const char *t = n->expanded ? n->expanded : n->text, *p, *q, *close;
+	struct strbuf names = STRBUF_INIT;
+	int ret = 0;
+
+	for (p = strchr(t, '{'); p && !ret; p = strchr(p + 1, '{')) {
+		size_t len, i;
+
+		q = p + 1;
+		if (*q && !isalpha((unsigned char)*q) && *q != '_')
+			continue;
+		close = strchr(q, '}');
+		len = close ? (size_t)(close - q) : strlen(q);
+		for (i = 0; i < s->nr_params; i++)
+			if (strlen(s->params[i].name) == len && !memcmp(s->params[i].name, q, len))
+				break;
+		if (close && i < s->nr_params) {
+			p = close;
+			continue;
+		}
+		for (i = 0; i < s->nr_params; i++)
+			strbuf_addf(&names, "%s%s", i ? ", " : "", s->params[i].name);
+		if (!close)
+			ret = fail(c, n, "key '%s': '%.40s' opens a placeholder that does not close: "
+				   "write '{name}' of a parameter (%s)", path, p, names.buf);
+		else if (strspn(q, NAME_CHARS) < len)
+			ret = fail(c, n, "key '%s': placeholder '%.*s': only '{name}' of a parameter "
+				   "is replaced, without conversion or format (%s)", path,
+				   (int)(len > 40 ? 42 : len + 2), p, names.buf);
+		else
+			ret = fail(c, n, "key '%s': placeholder '%.*s' names no parameter "
+				   "(parameters: %s)", path, (int)(len > 40 ? 42 : len + 2), p,
+				   names.buf);
+	}
+	strbuf_release(&names);
+	return ret;
+}
+
+/* Every placeholder of the job mapping `job` (at key prefix "job" or ""). */
+static int job_placeholders(struct ctx *c, const struct sweep_config *s, struct ynode *job,
+			    const char *prefix)
+{
+	struct ynode *cmd = map_get(job, "command"), *env = map_get(job, "env");
+	struct strbuf path = STRBUF_INIT;
+	int ret = 0;
+
+	if (s->wandb || s->job.shell)
+		return 0;    /* not substituted there (docs/sweep.md) */
+	for (size_t i = 0; cmd && cmd->type == Y_SEQ && i < cmd->nr && !ret; i++) {
+		strbuf_reset(&path);
+		child_path(&path, prefix, "command");
+		strbuf_addf(&path, "[%zu]", i);
+		if (cmd->kids[i]->type == Y_SCALAR)
+			ret = check_placeholders(c, s, cmd->kids[i], path.buf);
+	}
+	if (cmd && cmd->type == Y_SCALAR && !ret) {
+		child_path(&path, prefix, "command");
+		ret = check_placeholders(c, s, cmd, path.buf);
+	}
+	for (size_t i = 1; env && env->type == Y_MAP && i < env->nr && !ret; i += 2) {
+		strbuf_reset(&path);
+		child_path(&path, prefix, "env");
+		strbuf_addf(&path, ".%s", env->kids[i - 1]->text);
+		if (env->kids[i]->type == Y_SCALAR)
+			ret = check_placeholders(c, s, env->kids[i], path.buf);
+	}
+	strbuf_release(&path);
+	return ret;
+}
+
 static int sweep_job(struct ctx *c, struct sweep_config *s, struct ynode *v)
 {
 	if (v->type == Y_MAP) {
 		job_config_release(&s->job);
 		s->job.path = xstrdup(c->name);
-		return job_from_tree(c, &s->job, v, "job", s->wandb);
+		if (job_from_tree(c, &s->job, v, "job", s->wandb) < 0)
+			return -1;
+		return job_placeholders(c, s, v, "job");
 	}
 	{
 		const char *rel = want_scalar(c, v, "job", "a job.yaml path or an inline job mapping");
@@ -948,7 +1031,8 @@ static int sweep_job(struct ctx *c, struct sweep_config *s, struct ynode *v)
 		job_config_release(&s->job);
 		s->job.path = xstrdup(path);
 		if (load_tree(&jc, buf.buf, buf.len, &top) == 0 &&
-		    job_from_tree(&jc, &s->job, top, "", s->wandb) == 0)
+		    job_from_tree(&jc, &s->job, top, "", s->wandb) == 0 &&
+		    job_placeholders(&jc, s, top, "") == 0)
 			ret = 0;
 		ynode_free(top);
 		free(jc.dir);

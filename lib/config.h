@@ -91,6 +91,7 @@ struct cluster_config {
 		struct kvlist vars;             /* user variables for the template */
 	} setup;
 	enum install_mode install;          /* local: ~/.dtctl/bin on each node */
+	int job_files_world;                /* job_files: world (0644/0755), else group (0640/0750) */
 	struct {
 		int port;                       /* 7070 */
 		long long heartbeat_ms;         /* 2s */
@@ -154,6 +155,7 @@ struct job_config {
 	long long stall_after_ms;   /* 0 = off */
 	int retries;                /* 0 */
 	int strict_logging;         /* output lines that could not be logged fail the job */
+	int line_buffered;          /* C stdio of the ranks line-buffered (libstdbuf preloaded) */
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */

@@ -146,6 +146,7 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	struct strbuf out = STRBUF_INIT;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+	char sig[DT_SHA256_HEX];
 	size_t len;
 	char *buf;
 
@@ -172,6 +173,12 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	}
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
+	/* bound to the request's nonce (protocol.h): a port squatter cannot answer for us */
+	if (srv->opts.key && !dt_auth_sign_reply(srv->opts.key, resp->status,
+						 MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									     DT_HDR_NONCE),
+						 buf, len, sig))
+		MHD_add_response_header(r, DT_HDR_SIGNATURE, sig);
 	if (resp->status == 405 && resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);

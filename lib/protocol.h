@@ -17,6 +17,18 @@
  * no query strings).  Stale (> DT_AUTH_MAX_SKEW_S), replayed, unsigned or
  * badly signed requests get 401 and change nothing.
  *
+ * Replies are signed too (protocol 3 on), so that a program squatting on a
+ * port while the daemon is down cannot answer for it, and one that relays a
+ * reply to another request cannot reuse it: every reply to a request with a
+ * well-formed X-DT-Nonce (401s included) carries
+ *     X-DT-Signature: hex HMAC-SHA256(key, "reply" "\n" STATUS "\n" NONCE
+ *                     "\n" hex(sha256(body)))
+ * with NONCE the request's.  lib/httpc.c refuses a reply without it (no
+ * answer, -1: "reply from H:P is not signed by this cluster (another program
+ * on the head port?)"); a reply of another protocol version is the 426 below
+ * whether or not it is signed.  Agents keep an ended task's record until a
+ * signed 200 acknowledges it.
+ *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
  * path 404 (an id in a path is one segment of at most 255 bytes: what RFC
  * 3986 allows unencoded in a segment, or valid UTF-8 other than C1 controls;
@@ -44,7 +56,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 3
+#define DT_PROTOCOL_VERSION 4
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -91,6 +103,9 @@
  *       limits?      {nofile, nproc, core, memory_bytes, pids}  (rlimits; memory
  *                    and pids also as cgroup limits where a cgroup is made),
  *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping),
+ *       umask?       0..0777: the task's umask (its log and what it writes), as
+ *                    cluster.yaml's job_files says (dtsched: 027 or 022); absent:
+ *                    the agent's own (027),
  *       head?        the id of the dtsched state.db that starts it (<= 64 bytes)}
  *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid;
  *      an ended task of another head with the id is replaced instead (that
@@ -197,6 +212,22 @@
  * rank r sets CUDA_VISIBLE_DEVICES to field r / per_node.
  */
 #define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
+/*
+ * "1": the job asks for line-buffered C stdio (job.yaml line_buffered:,
+ * dtctl run --line-buffered).  Whoever execs the rank (the supervisor, or
+ * the mpi launcher's rank logger) preloads coreutils' libstdbuf for it
+ * (agent/linelog.h, linelog_stdbuf_env()).
+ */
+#define DT_LINE_BUFFERED_ENV "DT_LINE_BUFFERED"
+/*
+ * Who writes a rank's log (issue 27, item 5): every task gets DT_NODE, its
+ * agent's node name, and every rank DT_ATTEMPT (launch.c).  The rank's log
+ * writer (supervisor, or the mpi rank logger) starts each attempt's lines
+ * with a marker line "<time> A <attempt> <node>" (linelog.h), which readers
+ * (lib/logmerge.h) take as the node and attempt of the lines after it.
+ */
+#define DT_NODE_ENV "DT_NODE"
+#define DT_ATTEMPT_ENV "DT_ATTEMPT"
 /*
  * Rank exits through the agents (issue #21 item 4): every task process gets
  * DT_RANK_EXIT_DIR, its agent's task dir.  The rank logger writes its

@@ -104,6 +104,7 @@ struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char 
 	c->v[c->nr++] = x;
 	snprintf(x->key, sizeof(x->key), "%s", key);
 	dt_httpc_init(&x->c, addr, port, &s->key);
+	x->c.peer_port_name = "the agent port";
 	x->c.timeout_ms = 5000;
 	x->c.connect_timeout_ms = 2000;
 	return &x->c;

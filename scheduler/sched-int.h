@@ -173,7 +173,9 @@ size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_
 int db_exec(struct sched *s, const char *sql);
 /* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
 void db_begin(struct sched *s);
-void db_commit(struct sched *s);
+int db_commit(struct sched *s, struct strbuf *err);
+/* Undo the writes since db_begin() (and end its transaction). */
+void db_rollback(struct sched *s);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
 void sched_wake(struct sched *s);
 
@@ -188,12 +190,16 @@ extern const size_t jobs_nr_routes;
 struct job_view {
 	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;
+	int tasks_left;           /* its slots still held: a process of it may still run */
 	long long started_us, ended_us;
 };
 int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir,
 		const char *submit_dir, const char *user,
 		char *id, size_t idlen, struct strbuf *err);   /* 0, -1 invalid, -2 never fits */
 int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unknown job */
+/* Forget a job jobs_submit() just queued whose transaction was rolled back
+ * (the caller's COMMIT failed): nothing of it runs.  Lock held, not released since. */
+void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
 void jobs_schedule_now(struct sched *s);
 

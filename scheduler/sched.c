@@ -112,9 +112,28 @@ void db_begin(struct sched *s)
 	db_exec(s, "SAVEPOINT dt");
 }
 
-void db_commit(struct sched *s)
+/*
+ * -1 when the commit cannot be written (full disk, I/O error): then err (may
+ * be NULL) gets SQLite's reason and everything since db_begin() is rolled
+ * back, so that nothing half-recorded stays in the connection's transaction.
+ * Nested, RELEASE only marks a point: the outermost commit is what can fail.
+ */
+int db_commit(struct sched *s, struct strbuf *err)
 {
-	db_exec(s, "RELEASE dt");
+	if (!db_exec(s, "RELEASE dt"))
+		return 0;
+	if (err)
+		strbuf_addstr(err, sqlite3_errmsg(s->db));
+	db_rollback(s);
+	return -1;
+}
+
+void db_rollback(struct sched *s)
+{
+	if (sqlite3_get_autocommit(s->db))
+		return;          /* SQLite rolled it back itself (SQLITE_FULL may) */
+	if (db_exec(s, "ROLLBACK TO dt") < 0 || db_exec(s, "RELEASE dt") < 0)
+		db_exec(s, "ROLLBACK");
 }
 
 static void db_save_node(struct sched *s, struct node *n)

@@ -33,6 +33,13 @@ def sign(key: bytes, method: str, path: str, timestamp: str, nonce: str, body: b
     return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
 
 
+def sign_reply(key: bytes, status: int, nonce: str, body: bytes) -> str:
+    """The X-DT-Signature of a reply to the request that carried nonce (protocol.h):
+    what a stand-in for dtsched or an agent must send for our programs to believe it."""
+    msg = "\n".join(["reply", str(status), nonce, hashlib.sha256(body).hexdigest()])
+    return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+
+
 def read_secret(home: str) -> str:
     with open(os.path.join(home, "secret")) as f:
         return f.read().strip()

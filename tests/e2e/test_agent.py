@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dtapi import PROTOCOL, DtApi, read_secret, sign
+from dtapi import PROTOCOL, DtApi, read_secret, sign, sign_reply
 
 
 def free_port():
@@ -422,9 +422,10 @@ def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
 
 class FakeHead:
     """A stand-in for dtsched's POST /v1/heartbeat: records every heartbeat body and
-    answers with `policy(body)` -> (status, extra reply fields)."""
+    answers with `policy(body)` -> (status, extra reply fields), signed with the
+    cluster secret `key` as dtsched signs (the agent believes nothing else)."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, key):
         import http.server
         import threading
         head = self
@@ -437,6 +438,8 @@ class FakeHead:
                 code, extra = head.policy(body)
                 out = json.dumps(dict({"protocol": PROTOCOL, "state": "UP"}, **extra)).encode()
                 self.send_response(code)
+                self.send_header("X-DT-Signature",
+                                 sign_reply(key, code, self.headers["X-DT-Nonce"], out))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
@@ -470,8 +473,9 @@ def test_heartbeats_send_a_final_task_until_answered(dtctl_bin, tmp_path):
             state["want_full"] = False
             return 200, {"want_full": True}
         return 200, {}
-    head = FakeHead(policy)
-    a = Agent(dtctl_bin, make_home(tmp_path / "hb-home"), free_port(), name="hb",
+    home = make_home(tmp_path / "hb-home")
+    head = FakeHead(policy, bytes.fromhex(read_secret(str(home))))
+    a = Agent(dtctl_bin, home, free_port(), name="hb",
               extra=["--heartbeat-ms", "100", "--head", "127.0.0.1:%d" % head.port])
     a.start(env={"DTAGENT_NO_CGROUP": "1"})
     try:

@@ -213,8 +213,12 @@ def test_mpi_launcher_dttrain_2x2(cluster):
     assert all(r["exit_code"] == 0 for r in ranks)
     # ranks 2 and 3 ran on the second node, through rank-log
     assert ranks[2]["node"] == j["placement"][1]["node"], ranks
-    line = (jd / "logs" / "0.log").read_text().splitlines()[0]
-    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [OE] ", line), line
+    # the rank logger's lines: its marker (node, attempt: docs/run.md), output, end marker
+    lines = (jd / "logs" / "0.log").read_text().splitlines()
+    ts = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
+    assert re.match(ts + "A 0 %s$" % re.escape(j["placement"][0]["node"]), lines[0]), lines
+    assert all(re.match(ts + "[OE] ", l) for l in lines[1:-1]), lines
+    assert re.match(ts + "Z$", lines[-1]), lines
     assert "done:" in p.stdout and "[%s 0]" % j["placement"][0]["node"] in p.stdout
     # the second node's orted came through its agent (`dtagent rsh`), not over ssh: a
     # task of that agent, labelled with the job, exited 0, its output in the job's logs

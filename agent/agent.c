@@ -531,6 +531,22 @@ static void check_liveness(struct agent *a, struct task *t)
 			      : "its supervisor never started");
 }
 
+/* An ended task's file (and its own log, when it had no shared one) and table entry go. */
+static void task_forget(struct agent *a, struct task *t)
+{
+	struct strbuf p = STRBUF_INIT;
+
+	task_path(&p, a->dir.buf, t->id);
+	unlink(p.buf);
+	if (!json_get_str(t->spec, "log", NULL)) {
+		strbuf_reset(&p);
+		strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
+		unlink(p.buf);
+	}
+	strbuf_release(&p);
+	task_table_remove(&a->tt, t->id);
+}
+
 static void prune_finished(struct agent *a)
 {
 	long long cutoff = dt_now_us() - a->o.keep_finished_ms * 1000LL;
@@ -539,21 +555,33 @@ static void prune_finished(struct agent *a)
 		struct task *t = a->tt.items[i];
 
 		if (task_state_final(t->state) && t->ended_us && t->ended_us < cutoff) {
-			struct strbuf p = STRBUF_INIT;
-
-			task_path(&p, a->dir.buf, t->id);
-			unlink(p.buf);
-			if (!json_get_str(t->spec, "log", NULL)) {
-				strbuf_reset(&p);
-				strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
-				unlink(p.buf);
-			}
-			strbuf_release(&p);
-			task_table_remove(&a->tt, t->id);
+			task_forget(a, t);
 			continue;
 		}
 		i++;
 	}
+}
+
+/*
+ * A start whose id an ended task of another head already has: that head's
+ * state.db and shared dir were lost and the new one gave the id again before
+ * our heartbeats told it (sched.c raises its ids past what we report).  The
+ * old record names a job nobody can ask about any more, so it goes and the
+ * start goes on: an id clash is never a job failure.  A live task, a start
+ * without a head, or one from the same head (a retried request) is refused.
+ */
+static int replaces_earlier_head(struct agent *a, struct task *old, const json_t *spec)
+{
+	const char *was = json_get_str(old->spec, "head", NULL);
+	const char *now = json_get_str(spec, "head", NULL);
+
+	if (!task_state_final(old->state) || !was || !now || !strcmp(was, now))
+		return 0;
+	dtlog(DTLOG_WARN, "task %s: the record of an earlier head's task of this id (ended "
+	      "with %d) is replaced: that head lost its state", old->id,
+	      old->has_exit ? old->exit_code : -1);
+	task_forget(a, old);
+	return 1;
 }
 
 /* -------------------------------------------------------------- handlers */
@@ -609,6 +637,9 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	}
 	pthread_mutex_lock(&a->lock);
 	task_path(&path, a->dir.buf, id);
+	t = task_table_find(&a->tt, id);
+	if (t)
+		replaces_earlier_head(a, t, spec);
 	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
 		strbuf_addf(msg, "task '%s' already exists on node '%s'", id, a->name);
 		json_decref(spec);
@@ -1367,8 +1398,11 @@ static void *heartbeat_thread(void *data)
 				strbuf_reset(&usage_acked);
 				a->hb_kick = 1;   /* send it now */
 			}
-			/* dtsched asks for the whole table when it (re)learns about us */
+			/* dtsched asks for the whole table when it (re)learns about us:
+			 * at once, as its next job ids go past the ones we hold */
 			full = json_is_true(json_object_get(reply, "want_full"));
+			if (full)
+				a->hb_kick = 1;
 			if (dt_beacon_policy_http_ok(&pol, dt_mono_ms(), reply, digest))
 				dtlog(paused_before++ ? DTLOG_INFO : DTLOG_WARN,
 				      "dtsched received none of our last UDP beacons (is UDP port %d "
@@ -1394,6 +1428,34 @@ static void *heartbeat_thread(void *data)
 	dt_httpc_release(&c);
 	strbuf_release(&usage_acked);
 	return NULL;
+}
+
+/*
+ * Stopping on purpose (SIGTERM, `dtctl agents stop`): say so to dtsched, so
+ * that the node is DOWN ("agent stopped") at once rather than after
+ * dead_after without heartbeats.  Best effort and short: a dtsched that does
+ * not answer within a second finds out from the heartbeats as before.
+ */
+static void tell_head_stopped(struct agent *a)
+{
+	struct dt_httpc c;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *body = json_pack("{s:o}", "agent_started_at", ts_json(a->started_us)), *reply = NULL;
+	int code;
+
+	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.timeout_ms = 1000;
+	c.connect_timeout_ms = 500;
+	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, a->name, DT_PATH_STOPPED_SUFFIX);
+	code = dt_httpc_request(&c, "POST", path.buf, body, &reply, &err);
+	if (code != 200)
+		dtlog(DTLOG_WARN, "could not tell dtsched that this agent stops: %s",
+		      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+	json_decref(body);
+	json_decref(reply);
+	dt_httpc_release(&c);
+	strbuf_release(&path);
+	strbuf_release(&err);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -1587,8 +1649,10 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->stopping = 1;
 	pthread_cond_signal(&a->hb_cond);
 	pthread_mutex_unlock(&a->lock);
-	if (have_hb)
+	if (have_hb) {
 		pthread_join(hb, NULL);
+		tell_head_stopped(a);
+	}
 	if (a->beacon_fd >= 0)
 		close(a->beacon_fd);
 	dt_httpd_stop(a->srv);

@@ -548,6 +548,59 @@ static const char *task_cwd(struct sup *s)
 	return home;
 }
 
+/*
+ * The program must be there before anything starts: looked up as execvp()
+ * will (through env(1) for W&B's `${env} ${interpreter} ...`) on the task's
+ * own PATH, from its cwd.  A missing one fails the task at once with the name
+ * and the fix, instead of `/usr/bin/env: 'python': No such file or directory`
+ * and exit 127 in the log.  W&B's ${interpreter} (the sweep sets
+ * DT_WANDB_INTERPRETER) is the python `wandb agent` runs on: "python", and
+ * python3 where there is no python (Debian).  0 to go on, -1 when finished.
+ */
+static int program_check(struct sup *s, struct strvec *argv, const struct strvec *env,
+			 const char *cwd)
+{
+	struct strbuf found = STRBUF_INIT, msg = STRBUF_INIT;
+	const char *path = NULL, *interp = NULL, *name;
+	int k = json_is_true(json_object_get(s->t.spec, "shell")) ? -1 :
+		argv_program_index(argv->v, argv->nr), ret = 0;
+
+	if (k < 0)
+		return 0;
+	for (size_t i = 0; i < env->nr; i++) {
+		if (starts_with(env->v[i], "PATH="))
+			path = env->v[i] + 5;
+		if (starts_with(env->v[i], "DT_WANDB_INTERPRETER="))
+			interp = env->v[i] + 21;
+	}
+	name = argv->v[k];
+	if (locate_program(name, path, cwd, &found) == 0)
+		goto out;
+	if (interp && !strcmp(name, interp) && !strcmp(name, "python") &&
+	    locate_program("python3", path, cwd, &found) == 0) {
+		free((char *)argv->v[k]);
+		argv->v[k] = xstrdup("python3");
+		log_note(s, "dtagent: note: W&B's ${interpreter}: no 'python' on PATH here, so "
+			 "'python3' (wandb agent runs the python it was started with)");
+		goto out;
+	}
+	if (strchr(name, '/'))
+		strbuf_addf(&msg, "'%s' is not an executable file (from '%s')", name, cwd);
+	else
+		strbuf_addf(&msg, "'%s' not found on PATH", name);
+	if (!strcmp(name, "python") && locate_program("python3", path, cwd, &found) == 0)
+		strbuf_addstr(&msg, " (Debian has python3): set command: or install "
+			      "python-is-python3");
+	else if (!strchr(name, '/'))
+		strbuf_addstr(&msg, ": install it, or give its full path");
+	finish(s, TASK_FAILED, 127, msg.buf);
+	ret = -1;
+out:
+	strbuf_release(&found);
+	strbuf_release(&msg);
+	return ret;
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
@@ -587,6 +640,11 @@ static int start_task(struct sup *s)
 		strbuf_release(&why);
 	}
 	debug_task_env(s->home, &env);
+	if (program_check(s, &argv, &env, cwd) < 0) {
+		strvec_clear(&argv);
+		strvec_clear(&env);
+		return -1;
+	}
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {

@@ -73,7 +73,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
 		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
-		"log_root", "grace_ms", "limits", "job_id", "rank", "umask",
+		"log_root", "grace_ms", "limits", "job_id", "rank", "umask", "head",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -246,6 +246,15 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 			goto fail;
 		}
 		json_object_set(spec, "rank", v);
+	}
+	/* the state.db of the dtsched that started it (sched.c, head_id_load) */
+	v = json_object_get(req, "head");
+	if (v && !json_is_null(v)) {
+		if (!plain_string(v) || json_string_length(v) > 64) {
+			strbuf_addstr(err, "'head' must be a string of at most 64 bytes");
+			goto fail;
+		}
+		json_object_set(spec, "head", v);
 	}
 	return spec;
 fail:

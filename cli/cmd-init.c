@@ -1042,7 +1042,12 @@ static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct clust
 	if (!nr)
 		goto out;
 	cluster_pool_opts(&po, c);
-	po.on_tick = x->quiet ? NULL : progress_tick;
+	/*
+	 * No progress line: this second pass's count would start again at 0
+	 * on the line where the main pass's had counted up (it counted
+	 * backwards), and it is two small files per node.
+	 */
+	po.on_tick = NULL;
 	p = ssh_pool_new(&po);
 	cluster_pool_add(p, c, idx, nr);
 	for (size_t i = 0; i < nr; i++) {

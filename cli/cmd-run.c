@@ -185,6 +185,16 @@ static int build_job(struct job_config *j, struct run_opts *o, const char *file,
 			return error("--retries %d: expected 0 to 1000", o->retries), DT_EXIT_USAGE;
 		j->retries = o->retries;
 	}
+	if (o->include && *o->include &&
+	    strspn(o->include, "0123456789") == strlen(o->include) &&
+	    cluster_find_node(&the_cluster.config, o->include) < 0) {
+		/* Slurm's --nodes is a count; ours names nodes */
+		error("--nodes '%s': no node is called '%s'", o->include, o->include);
+		fprintf(stderr, "hint: --nodes names the nodes to use (a host range, e.g. "
+			"'node[1-2]'); for a number of nodes give -n %s (or Slurm's -N %s)\n",
+			o->include, o->include);
+		return DT_EXIT_USAGE;
+	}
 	if (o->include) {
 		free(j->node_include);
 		j->node_include = xstrdup(o->include);
@@ -827,6 +837,7 @@ int cmd_run(int argc, const char **argv)
 	struct option opts[] = {
 		OPT_GROUP("size"),
 		OPT_INT('n', "num-nodes", &o.nodes, "number of nodes (job.yaml nodes:)"),
+		OPT_INT_ALIAS('N', "num-nodes", &o.nodes, "the same, as Slurm spells it (-N 2)"),
 		OPT_INT('g', "gpus-per-node", &o.gpus, "GPUs per node, one rank each"),
 		OPT_INT('p', "procs-per-node", &o.procs, "CPU processes per node (no GPUs)"),
 		OPT_GROUP("what runs"),

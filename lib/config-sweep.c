@@ -832,6 +832,8 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 		int r;
 
 		st->params = v;
+		s->params_pos.line = v->line;
+		s->params_pos.col = v->col;
 		r = parse_params(c, s, v, path, "", &segs, 0);
 		strvec_clear(&segs);
 		return r;
@@ -862,6 +864,8 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	}
 	if (!strcmp(key, "max_trials")) {
 		st->max_trials = v;
+		s->max_trials_pos.line = v->line;
+		s->max_trials_pos.col = v->col;
 		return get_int(c, v, path, 1, INT_MAX, "a positive integer", &s->max_trials);
 	}
 	if (!strcmp(key, "run_cap")) {
@@ -1068,18 +1072,26 @@ long long sweep_grid_size(const struct sweep_config *s)
 	return n;
 }
 
-static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top)
+/*
+ * The rules across keys, on the struct alone: the one sweep checker, which the
+ * loader runs on a file (messages at the keys' file:line:col) and dtsched runs
+ * on the JSON form a sweep is submitted in (sweep_config_check()), so that
+ * `dtctl validate` and `dtctl sweep` can never disagree.  W&B's rules for a
+ * metric: grid and random search need none (the trials just run); bayes and
+ * early termination compare values, so they do.  Sets the defaults that follow
+ * from the rules (a grid's max_trials is its size; run_cap bounds max_trials).
+ */
+static int sweep_rules(struct ctx *c, struct sweep_config *s)
 {
-	struct sweep_config *s = st->s;
-
-	if (!st->method)
-		return missing(c, top, "", "method", " (grid, random or bayes)");
-	if (!st->params)
-		return missing(c, top, "", "parameters", NULL);
-	if (!st->metric && s->method == SWEEP_BAYES)
-		return missing(c, top, "", "metric", " (bayes search needs a metric to optimise)");
-	if (!st->metric && s->early_terminate)
-		return missing(c, top, "", "metric", " (early_terminate needs a metric to compare)");
+	if (!s->metric_name && s->method == SWEEP_BAYES)
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'metric' (bayes "
+			       "search needs a metric to optimise)");
+	if (!s->metric_name && s->early_terminate)
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'metric' "
+			       "(early_terminate needs a metric to compare)");
+	if (!s->nr_params)
+		return fail_at(c, s->params_pos.line, s->params_pos.col, "key 'parameters': "
+			       "expected at least one parameter");
 	if (s->method == SWEEP_GRID) {
 		long long n;
 
@@ -1094,25 +1106,52 @@ static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top
 				       p->name, p->dist ? p->dist : sweep_param_kind_name(p->kind));
 		}
 		n = sweep_grid_size(s);
-		if (st->max_trials && n > s->max_trials)
-			return fail(c, st->max_trials, "key 'max_trials': grid has %lld points but "
-				    "max_trials is %d", n, s->max_trials);
+		if (s->max_trials && n > s->max_trials && !(s->run_cap && s->run_cap <= s->max_trials))
+			return fail_at(c, s->max_trials_pos.line, s->max_trials_pos.col,
+				       "key 'max_trials': grid has %lld points but max_trials is %d",
+				       n, s->max_trials);
 		/* W&B's run_cap may stop a grid early */
 		if (n > GRID_MAX && !(s->run_cap && s->run_cap <= GRID_MAX))
-			return fail(c, st->params, "key 'parameters': grid has %lld points, more than "
-				    "the limit of %lld", n, GRID_MAX);
-		if (!st->max_trials)
+			return fail_at(c, s->params_pos.line, s->params_pos.col, "key 'parameters': "
+				       "grid has %lld points, more than the limit of %lld", n, GRID_MAX);
+		if (!s->max_trials)
 			s->max_trials = (int)(n < INT_MAX ? n : INT_MAX);
-	} else if (!st->max_trials && !st->run_cap) {
-		return missing(c, top, "", "max_trials", " (or W&B's 'run_cap': random and bayes "
-			       "sweeps run until it is reached)");
+	} else if (!s->max_trials && !s->run_cap) {
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'max_trials' (or "
+			       "W&B's 'run_cap': random and bayes sweeps run until it is reached)");
 	}
-	if (s->run_cap && (!st->max_trials || s->run_cap < s->max_trials))
+	if (s->run_cap && (!s->max_trials || s->run_cap < s->max_trials))
 		s->max_trials = s->run_cap;
+	if (s->max_trials < 1 || s->parallel < 0 || s->max_failures < 0 || s->gpus_per_trial < 0)
+		return fail_at(c, s->pos.line, s->pos.col, "needs max_trials of 1 or more, parallel, "
+			       "gpus_per_trial and max_failures of 0 or more");
 	if (s->wandb && !s->program &&
 	    (!s->command.nr || strvec_find(&s->command, "${program}") >= 0))
-		return missing(c, top, "", "program", " (the training script ${program} names in "
-			       "the command)");
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'program' (the "
+			       "training script ${program} names in the command)");
+	return 0;
+}
+
+int sweep_config_check(struct sweep_config *s, struct strbuf *err)
+{
+	struct ctx c = { s->path ? s->path : "sweep", NULL, err };
+
+	return sweep_rules(&c, s);
+}
+
+/* What only a file can lack (the keys' presence, the job file), then the rules. */
+static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top)
+{
+	struct sweep_config *s = st->s;
+
+	s->pos.line = top->line;
+	s->pos.col = top->col;
+	if (!st->method)
+		return missing(c, top, "", "method", " (grid, random or bayes)");
+	if (!st->params)
+		return missing(c, top, "", "parameters", NULL);
+	if (sweep_rules(c, s) < 0)
+		return -1;
 	if (!st->job && !s->wandb)
 		return missing(c, top, "", "job", " (the job.yaml each trial runs, or W&B's "
 			       "'program:')");

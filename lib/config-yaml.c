@@ -89,7 +89,10 @@ static void vfail(struct ctx *c, int line, int col, const char *fmt, va_list ap)
 {
 	struct strbuf msg = STRBUF_INIT;
 
-	strbuf_addf(&msg, "%s:%d:%d: ", c->name, line, col);
+	if (line > 0)
+		strbuf_addf(&msg, "%s:%d:%d: ", c->name, line, col);
+	else   /* not from a file (dtsched's JSON form of a sweep) */
+		strbuf_addf(&msg, "%s: ", c->name);
 	strbuf_vaddf(&msg, fmt, ap);
 	/* a key or value holding "\n" (quoted YAML) cannot break the one-line contract */
 	term_sanitize(c->err, msg.buf, msg.len, 0);

@@ -56,7 +56,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 3
+#define DT_PROTOCOL_VERSION 4
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -105,8 +105,11 @@
  *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping),
  *       umask?       0..0777: the task's umask (its log and what it writes), as
  *                    cluster.yaml's job_files says (dtsched: 027 or 022); absent:
- *                    the agent's own (027)}
- *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ *                    the agent's own (027),
+ *       head?        the id of the dtsched state.db that starts it (<= 64 bytes)}
+ *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid;
+ *      an ended task of another head with the id is replaced instead (that
+ *      head lost its state; agent.c, replaces_earlier_head)
  * POST /v1/tasks                      start several tasks (dtsched: all the
  *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
  *                                      TASKREQ is the body above; 1 to
@@ -289,6 +292,13 @@
  * GET /v1/nodes/<name>                -> {protocol, node: NODE}  404 if unknown
  * POST /v1/nodes/<name>/drain         -> {protocol, node: NODE}
  * POST /v1/nodes/<name>/resume        -> {protocol, node: NODE}
+ * POST /v1/nodes/<name>/stopped       from an agent that stops on purpose (SIGTERM,
+ *                                     `dtctl agents stop`), its last request
+ *   <- {agent_started_at} (as its heartbeats said: a late one from an older
+ *       agent changes nothing)
+ *   -> {protocol, node: NODE}  the node is DOWN at once, down_reason "agent
+ *       stopped", until it heartbeats again; its tasks are kept (marked lost
+ *       only after dead_after), as a restarted agent adopts them
  * GET /v1/tasks                       -> {protocol, tasks: [HEADTASK...]} as
  *                                        last reported (or marked lost)
  *
@@ -297,7 +307,8 @@
  *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
  *         health ("ok"|"degraded"|"bad"|"" unknown), agent_version,
  *         health_reason (the worst finding, or null),
- *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null)}
+ *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null),
+ *         down_reason ("agent stopped" when its agent said so, else null)}
  * A node whose health turns bad is drained with the reason (kept in state.db)
  * until `dtctl resume`; the reply also lists "refused" agents (Versions).
  * dtsched_nodes_health{health} on /metrics counts them.
@@ -357,10 +368,12 @@
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
+#define DT_PATH_STOPPED_SUFFIX "/stopped"
 /* route patterns (lib/httpd.h): {name} is one path segment */
 #define DT_PATH_NODE DT_PATH_NODE_PREFIX "{name}"
 #define DT_PATH_NODE_DRAIN DT_PATH_NODE DT_PATH_DRAIN_SUFFIX
 #define DT_PATH_NODE_RESUME DT_PATH_NODE DT_PATH_RESUME_SUFFIX
+#define DT_PATH_NODE_STOPPED DT_PATH_NODE DT_PATH_STOPPED_SUFFIX
 #define DT_HEARTBEAT_RECENT_S 60
 
 /* Jobs (dtctl <-> dtsched) ---------------------------------------------------

@@ -31,8 +31,18 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	/*
 	 * Ids never repeat for a cluster, even after state.db was lost or the head
 	 * was set up again: an id whose job dir exists on the shared dir belongs
-	 * to an earlier job, so the counter jumps past the highest one there.
+	 * to an earlier job, so the counter jumps past the highest one there; and
+	 * when the shared dir was lost too, the agents' task files still name the
+	 * old ids: their heartbeats raised agents_seq_max (sched.c).  An id the
+	 * agents' knowledge missed (a node that had not reported yet) is still no
+	 * failure: the agent replaces a finished task of another head's
+	 * (head_id) with the same id (agent/agent.c, task_start).
 	 */
+	if (s->agents_seq_max > s->jobs_seq_max) {
+		floor = s->agents_seq_max + 1;
+		dtlog(DTLOG_WARN, "the agents hold tasks of jobs up to j-%06lld from an earlier "
+		      "head: job ids go on from j-%06lld", s->agents_seq_max, floor);
+	}
 	/* the row and its data in one commit, done before the reply is queued */
 	db_begin(s);
 	for (int tries = 0;; tries++) {
@@ -57,6 +67,8 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 			return -1;
 		}
 		j->seq = sqlite3_last_insert_rowid(s->db);
+		if (j->seq > s->jobs_seq_max)
+			s->jobs_seq_max = j->seq;
 		snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
 		{
 			struct strbuf d = STRBUF_INIT;

@@ -408,6 +408,8 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		const struct launch_task *t = &plan.tasks[i];
 
 		bodies[i] = launch_task_request(&plan, i);
+		/* which head started it: an agent replaces another head's ended task of this id */
+		json_object_set_new(bodies[i], "head", json_string(s->head_id));
 		/* recorded before it is started, so a restarted dtsched knows it */
 		hold_add_task(h, plan.place[t->node].name, t->id, t->rank, 0);
 	}

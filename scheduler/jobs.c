@@ -33,6 +33,7 @@
  */
 #include "jobs-int.h"
 #include "goodput.h"
+#include "hostrange.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
@@ -321,9 +322,7 @@ static json_t *mpi_rank_records(const struct job *j)
 
 static int node_lost(struct sched *s, const char *name)
 {
-	struct node *n = node_find(s, name);
-
-	return !n || !strcmp(n->state, DT_NODE_DOWN);
+	return node_gone(node_find(s, name));
 }
 
 /*
@@ -874,6 +873,16 @@ int jobs_init(struct sched *s)
 	s->orphans = json_object();
 	s->clients = xcalloc(1, sizeof(*s->clients));
 	jobs_load(s);
+	{
+		sqlite3_stmt *st;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT seq FROM sqlite_sequence WHERE name='jobs'",
+				       -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				s->jobs_seq_max = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
 	return 0;
 }
 
@@ -1260,11 +1269,43 @@ static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, i
 	return n == j->world;
 }
 
+/*
+ * A rank whose program is missing could not start (agent/supervise.c,
+ * program_check: "'python' not found on PATH (...)"); the same is usually
+ * true of every node of the job.  The nodes of the attempt whose task failed
+ * with that same error, folded ("fcnode[1-4]"), into *folded; 1 while a task
+ * has not got past its start yet (its node may be one more), for a moment.
+ */
+#define NOT_FOUND_ON_PATH "' not found on PATH"
+
+static int nodes_with_error(struct sched *s, const struct hold *h, const char *err,
+			    struct strbuf *folded)
+{
+	struct strvec names = STRVEC_INIT;
+	int pending = 0;
+
+	for (size_t i = 0; i < h->nr_tasks; i++) {
+		struct node *n = node_find(s, h->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, h->tasks[i].id) : NULL;
+		const char *st = json_get_str(ht, "state", DT_TASK_STARTING);
+
+		if (!strcmp(st, DT_TASK_STARTING))
+			pending = 1;
+		else if (!strcmp(st, DT_TASK_FAILED) && !strcmp(json_get_str(ht, "error", ""), err) &&
+			 strvec_find(&names, h->tasks[i].node) < 0)
+			strvec_push(&names, h->tasks[i].node);
+	}
+	fold_names(folded, names.v, names.nr);
+	strvec_clear(&names);
+	return pending;
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
 	struct hold *h = j->hold;
 	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
+	int nodes_reason = 0;
 	const char *fail_node = NULL, *fail_at = NULL;
 	struct strbuf why = STRBUF_INIT;
 
@@ -1284,7 +1325,7 @@ static void check_running(struct sched *s, struct job *j)
 	for (int k = 0; k < h->nr; k++) {
 		struct node *n = node_find(s, h->place[k].node);
 
-		if (!n || !strcmp(n->state, DT_NODE_DOWN)) {
+		if (node_gone(n)) {
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
@@ -1373,6 +1414,27 @@ static void check_running(struct sched *s, struct job *j)
 			}
 		}
 	}
+	if (fail && fail_rank >= 0 && starts_with(why.buf, "could not start: '") &&
+	    strstr(why.buf, NOT_FOUND_ON_PATH)) {
+		/* "'python' not found on fcnode[1-4] (Debian has python3): ..." */
+		const char *err = why.buf + strlen("could not start: ");
+		const char *at = strstr(err, NOT_FOUND_ON_PATH);
+		struct strbuf folded = STRBUF_INIT, r = STRBUF_INIT;
+
+		if (nodes_with_error(s, h, err, &folded) &&
+		    dt_mono_ms() - h->launched_ms < LAUNCH_GONE_MS) {
+			strbuf_release(&folded);
+			strbuf_release(&why);
+			return;   /* the other nodes' answers are a moment away */
+		}
+		strbuf_addf(&r, "%.*s' not found on %s%s", (int)(at - err), err, folded.buf,
+			    at + strlen(NOT_FOUND_ON_PATH));
+		strbuf_reset(&why);
+		strbuf_addbuf(&why, &r);
+		strbuf_release(&r);
+		strbuf_release(&folded);
+		nodes_reason = 1;   /* the reason names the nodes, not one rank */
+	}
 	if (fail) {
 		char *mnode = NULL;
 		int mrank, mcode, counted_sig = fail_sig;
@@ -1396,7 +1458,9 @@ static void check_running(struct sched *s, struct job *j)
 		j->failed_rank = fail_rank;
 		free(j->failed_node);
 		j->failed_node = xstrdup(mnode ? mnode : fail_node);
-		if (fail_rank >= 0)
+		if (nodes_reason)
+			set_reason(j, "%s", why.buf);
+		else if (fail_rank >= 0)
 			set_reason(j, "rank %d on %s %s", fail_rank, j->failed_node, why.buf);
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);

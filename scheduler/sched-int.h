@@ -26,6 +26,10 @@ struct node {
 	const char *state;          /* DT_NODE_* */
 	int drained;
 	int down_latched;           /* DOWN when loaded: stays DOWN until it heartbeats */
+	int stopped;                /* its agent said it stops (POST .../stopped): DOWN with
+				     * "agent stopped" until it heartbeats again */
+	int stop_grace;             /* and its tasks are kept until dead_after, as an agent
+				     * restart adopts them again (they run on) */
 	long long last_hb_us;       /* wall clock, 0 = never */
 	long long last_hb_mono;     /* 0 = not since this dtsched started */
 	json_t *inventory;
@@ -87,6 +91,14 @@ struct sched {
 	pthread_t main_thread;
 	/* jobs (jobs.c) */
 	struct job **jobs;          /* in submission order */
+	/*
+	 * Ids never repeat (jobs-api.c, job_enqueue): the highest job number
+	 * ever given (sqlite_sequence), and the highest an agent reported in a
+	 * task id ("j-N.<attempt>.r<rank>"): its task files outlive a lost
+	 * state.db and shared dir, and raise the next id past theirs.
+	 */
+	long long jobs_seq_max, agents_seq_max;
+	char head_id[33];           /* this state.db's random id: its tasks say it (agent.c) */
 	size_t nr_jobs, alloc_jobs;
 	struct hold **holds;        /* slots held by launched attempts */
 	size_t nr_holds, alloc_holds;
@@ -129,6 +141,13 @@ int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
 void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
 struct node *node_find(struct sched *s, const char *name);
+/*
+ * Are the jobs' tasks on n (NULL: unknown) gone?  DOWN, except while the
+ * tasks of an agent that stopped on purpose wait out dead_after for its
+ * restart (stop_grace): the node takes no new work then, but what runs there
+ * goes on.
+ */
+int node_gone(const struct node *n);
 /*
  * The agents refused for another protocol version lately (within
  * dead_after), for a message that says why a job cannot be placed:

@@ -459,21 +459,31 @@ static int node_lose_tasks(struct sched *s, struct node *n, const char *reason)
 	return lost;
 }
 
+int node_gone(const struct node *n)
+{
+	return !n || (!strcmp(n->state, DT_NODE_DOWN) && !n->stop_grace);
+}
+
+/* The node's live tasks are lost (NODE_FAIL): it is down and nobody watches them. */
+static void node_fail_tasks(struct sched *s, struct node *n)
+{
+	int lost = node_lose_tasks(s, n, "NODE_FAIL");
+
+	s->nodes_failed++;
+	if (lost)
+		dtlog(DTLOG_WARN, "node '%s' is down: %d task(s) marked lost (NODE_FAIL)",
+		      n->name, lost);
+	node_derive(n);
+}
+
 static void node_set_state(struct sched *s, struct node *n, const char *state)
 {
 	if (!strcmp(n->state, state))
 		return;
 	dtlog(!strcmp(state, DT_NODE_DOWN) ? DTLOG_WARN : DTLOG_INFO, "node '%s': %s -> %s",
 	      n->name, n->state, state);
-	if (!strcmp(state, DT_NODE_DOWN)) {
-		int lost = node_lose_tasks(s, n, "NODE_FAIL");
-
-		s->nodes_failed++;
-		if (lost)
-			dtlog(DTLOG_WARN, "node '%s' is down: %d task(s) marked lost (NODE_FAIL)",
-			      n->name, lost);
-		node_derive(n);
-	}
+	if (!strcmp(state, DT_NODE_DOWN))
+		node_fail_tasks(s, n);
 	n->state = state;
 	db_save_node(s, n);
 }
@@ -488,6 +498,15 @@ static void tick(struct sched *s)
 		long long age = now - seen;
 		const char *st;
 
+		if (n->stop_grace) {
+			/* DOWN since its agent stopped; its tasks wait out dead_after */
+			if (age <= s->o.dead_after_ms)
+				continue;
+			n->stop_grace = 0;
+			node_fail_tasks(s, n);
+			db_save_node(s, n);
+			continue;
+		}
 		if (n->down_latched || age > s->o.dead_after_ms)
 			st = DT_NODE_DOWN;
 		else if (age > s->o.dead_after_ms / 2)
@@ -510,6 +529,49 @@ static void flush_dirty(struct sched *s)
 		}
 	if (any)
 		db_exec(s, "COMMIT");
+}
+
+/*
+ * This state.db's random id, made with it: the tasks it starts carry it, so
+ * that an agent tells a finished task of an earlier head (whose state.db was
+ * lost) from a retried start of this one's (agent.c, task_start).
+ */
+static int head_id_load(struct sched *s)
+{
+	char hex[sizeof(s->head_id)];
+	sqlite3_stmt *st;
+	int ret = -1;
+
+	if (dt_random_hex(hex, sizeof(hex) / 2) < 0 ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO meta VALUES('head_id', ?)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, hex, -1, SQLITE_TRANSIENT);
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='head_id'", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+		snprintf(s->head_id, sizeof(s->head_id), "%s",
+			 (const char *)sqlite3_column_text(st, 0));
+		ret = 0;
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* "j-N.<attempt>.r<rank>" (launch.c): what the agents know raises the next job id */
+static void note_task_id(struct sched *s, const char *id)
+{
+	char *end;
+	long long v;
+
+	if (strncmp(id, "j-", 2) || !isdigit((unsigned char)id[2]))
+		return;
+	v = strtoll(id + 2, &end, 10);
+	if (*end == '.' && v > s->agents_seq_max)
+		s->agents_seq_max = v;
 }
 
 static int db_load(struct sched *s)
@@ -908,6 +970,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	n->last_hb_us = dt_now_us();
 	n->last_hb_mono = dt_mono_ms();
 	n->down_latched = 0;
+	n->stopped = n->stop_grace = 0;
 	/*
 	 * The inventory travels only when it changed (protocol.h, inventory_hash):
 	 * keep ours when the hash matches, ask for it when we do not have it.
@@ -971,6 +1034,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 
 			if (!tid)
 				continue;
+			note_task_id(s, tid);
 			json_object_set_new(seen, tid, json_true());
 			old = json_object_get(n->tasks, tid);
 			if (old && json_equal(old, t))
@@ -1355,7 +1419,8 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 		add_json_str(sb, n->drain_reason);
 	else
 		strbuf_addstr(sb, "null");
-	strbuf_addch(sb, '}');
+	strbuf_addstr(sb, n->stopped ? ",\"down_reason\":\"agent stopped\"}" :
+		      ",\"down_reason\":null}");
 }
 
 /* One node with its GPUs and tasks (GET /v1/nodes/<name>); lock held. */
@@ -1459,6 +1524,41 @@ static void h_node_drain(struct dt_http_request *req, struct dt_http_response *r
 static void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	node_reply(data, req, resp, 0);
+}
+
+/*
+ * POST /v1/nodes/<name>/stopped: the agent stops on purpose (protocol.h).  The
+ * node is DOWN at once, so no job is placed there in the dead_after it would
+ * otherwise take to notice; its tasks keep running under their supervisors
+ * and are kept until dead_after, for an agent restart to adopt.
+ */
+static void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *name = dt_http_arg(req, "name"), *started;
+	struct node *n;
+
+	if (dt_http_parse_body(req, resp) < 0)
+		return;
+	started = json_get_str(req->json, "agent_started_at", NULL);
+	pthread_mutex_lock(&s->lock);
+	n = node_find(s, name);
+	if (!n) {
+		dt_http_error(resp, 404, "no node '%s'", name);
+	} else if (!started || !n->agent_started || strcmp(started, n->agent_started)) {
+		/* an older agent's late word: the node's agent now is another one */
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
+	} else {
+		dtlog(DTLOG_WARN, "node '%s': %s -> DOWN (agent stopped)", n->name, n->state);
+		n->stopped = 1;
+		n->stop_grace = strcmp(n->state, DT_NODE_DOWN) != 0;
+		n->last_hb_mono = dt_mono_ms();   /* dead_after counts from now */
+		n->state = DT_NODE_DOWN;
+		db_save_node(s, n);
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
+		sched_wake(s);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -1613,6 +1713,7 @@ static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_NODE, 0, h_node },
 	{ "POST", DT_PATH_NODE_DRAIN, 0, h_node_drain },
 	{ "POST", DT_PATH_NODE_RESUME, 0, h_node_resume },
+	{ "POST", DT_PATH_NODE_STOPPED, 0, h_node_stopped },
 	{ "GET", DT_PATH_TASKS, 0, h_tasks },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
@@ -1688,7 +1789,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
+	    db_load(s) < 0 || head_id_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;

@@ -429,11 +429,14 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 		strbuf_addf(err, "sweep: unknown method '%s' (grid, random or bayes)", m);
 		goto fail;
 	}
-	if (!json_is_object(metric) || !json_get_str(metric, "name", NULL)) {
-		strbuf_addstr(err, "sweep: 'metric' needs a 'name'");
+	/* grid and random need no metric (W&B's rule): sweep_config_check() decides */
+	if (metric && !json_is_null(metric) &&
+	    (!json_is_object(metric) || !json_get_str(metric, "name", NULL))) {
+		strbuf_addstr(err, "sweep: key 'metric': expected a mapping with a 'name'");
 		goto fail;
 	}
-	c->metric_name = xstrdup(json_get_str(metric, "name", ""));
+	if (json_get_str(metric, "name", NULL))
+		c->metric_name = xstrdup(json_get_str(metric, "name", ""));
 	c->goal = !strcmp(json_get_str(metric, "goal", "minimize"), "maximize") ? GOAL_MAXIMIZE :
 		  GOAL_MINIMIZE;
 	if (!json_is_object(params) || !json_object_size(params)) {
@@ -560,12 +563,9 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
 	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
-	if (c->method == SWEEP_GRID && c->max_trials <= 0)
-		c->max_trials = (int)json_get_int(o, "grid_size", 0);
-	if (c->max_trials <= 0 || c->parallel < 0 || c->max_failures < 1) {
-		strbuf_addstr(err, "sweep: needs max_trials > 0, parallel >= 0 and max_failures >= 1");
+	/* the loader's own rules, so that what `dtctl validate` accepts is accepted here */
+	if (sweep_config_check(c, err) < 0)
 		goto fail;
-	}
 	job_config_release(&c->job);
 	if (job_config_from_json(&c->job, json_object_get(o, "job"), err) < 0) {
 		job_config_init(&c->job);
@@ -1383,6 +1383,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		}
 		spec = sweep_wandb_trial_spec(json_object_get(w->spec, "job"), &argv, &t->sg, t->no,
 					      w->id, w->name, w->cfg.gpus_per_trial);
+		/* the word ${interpreter} became: python3 where a node has no python (supervise.c) */
+		if (strvec_find(&w->cfg.command, "${interpreter}") >= 0 &&
+		    json_is_object(json_object_get(spec, "env")))
+			json_object_set_new(json_object_get(spec, "env"), "DT_WANDB_INTERPRETER",
+					    json_string("python"));
 		strvec_clear(&argv);
 		strbuf_release(&rel);
 		strbuf_release(&path);
@@ -1547,7 +1552,10 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 		scan_trial(s, w, t, shared, job_dir, 1);
 		if (!trial_final(t)) {
 			if (!strcmp(jst, DT_JOB_COMPLETED)) {
-				if (!t->has_value) {
+				if (!t->has_value && !w->cfg.metric_name) {
+					/* a grid or random sweep without a metric: the trial ran */
+					search_observe_at(w->search, &t->sg, NAN, SEARCH_COMPLETED, -1);
+				} else if (!t->has_value) {
 					t->no_metric = 1;
 					set_reason(&t->reason, "no metric: the trial never reported '%s'",
 						   w->cfg.metric_name);
@@ -1824,7 +1832,7 @@ static json_t *sweep_json(struct sweep *w)
 			n += !strcmp(w->t[i]->state, trial_states[k]);
 		json_object_set_new(counts, trial_states[k], json_integer(n));
 	}
-	sj = json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
+	sj = json_pack("{s:s,s:s,s:s,s:{s:s?,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
 		"id", w->id, "name", w->name,
 		"method", w->cfg.method == SWEEP_GRID ? "grid" : w->cfg.method == SWEEP_RANDOM ?
 			  "random" : "bayes",

@@ -115,6 +115,30 @@ def test_task_lifecycle_and_log(agent, tmp_path):
     assert st == 409, body
 
 
+def test_id_of_an_earlier_heads_ended_task_is_no_clash(agent):
+    """A start whose id an ended task of another head (another state.db: "head") has is
+    started, the old record replaced; the same head's second start of an id (a retried
+    request) and a start while the old task still runs are refused as before."""
+    req = {"id": "j-000001.0.r0", "argv": ["sh", "-c", "exit 3"], "job_id": "j-000001",
+           "rank": 0, "head": "a" * 32}
+    st, body = agent.api.request("POST", "/v1/tasks", req)
+    assert st == 201, body
+    assert agent.api.wait_task("j-000001.0.r0")["exit_code"] == 3
+    st, body = agent.api.request("POST", "/v1/tasks", dict(req, argv=["true"]))
+    assert st == 409, body                       # the same head: a retry, not a new job
+    st, body = agent.api.request("POST", "/v1/tasks", dict(req, argv=["sh", "-c", "exit 4"],
+                                                           head="b" * 32))
+    assert st == 201, body                       # another head's: replaced, started
+    assert agent.api.wait_task("j-000001.0.r0")["exit_code"] == 4
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-000002.0.r0", "argv": ["sleep", "30"], "head": "a" * 32})
+    assert st == 201, body
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-000002.0.r0", "argv": ["true"], "head": "b" * 32})
+    assert st == 409, body                       # a live task is never replaced
+    agent.api.request("DELETE", "/v1/tasks/j-000002.0.r0", {"grace_ms": 0})
+
+
 def test_failed_start_is_reported(agent):
     st, body = agent.api.request("POST", "/v1/tasks", {"argv": ["/nonexistent/prog"]})
     assert st == 201

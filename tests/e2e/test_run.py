@@ -154,6 +154,45 @@ def test_dry_run_prints_plan_and_starts_nothing(cluster):
     assert len(cluster.jobs()) == before
 
 
+def test_slurm_spellings_of_a_node_count(cluster):
+    """A Slurm user's `-N 2` is a node count as `-n 2` is; `--nodes 2`, Slurm's count, names
+    nodes here: with no node called "2" it exits 2 with the hint, and nothing is queued."""
+    before = len(cluster.jobs())
+    p = cluster.dtctl("run", "--dry-run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("slots=1") == 2, p.stdout
+    p = cluster.dtctl("run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    p = cluster.dtctl("run", "--nodes", 2, "-p", 1, "--", "true")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no node is called '2'" in p.stderr and "-n 2 (or Slurm's -N 2)" in p.stderr, p.stderr
+    assert len(cluster.jobs()) == before + 1
+
+
+def test_missing_program_fails_at_once_naming_the_nodes(cluster):
+    """`python` on nodes that have only python3 (Debian 12): the job fails before anything
+    runs, its reason naming the program, every node and the fix."""
+    import shutil
+    if shutil.which("python", path="/usr/local/bin:/usr/bin:/bin"):
+        pytest.skip("this machine has a python")
+    p = cluster.dtctl("run", "-n", 3, "-p", 1, "--", "python", "-c", "print(1)")
+    assert p.returncode == 127, p.stdout + p.stderr     # the shell's "command not found"
+    want = ("'python' not found on %s (Debian has python3): set command: or install "
+            "python-is-python3" % "dtnode[1-3]")
+    if cluster.fc.mode == "netns":
+        assert want in p.stderr, p.stderr
+    else:
+        assert "'python' not found on" in p.stderr, p.stderr
+    p = cluster.dtctl("run", "-p", 1, "--", "no-such-tool")
+    assert p.returncode == 127, p.stderr
+    assert "'no-such-tool' not found on dtnode" in p.stderr, p.stderr
+    assert "install it, or give its full path" in p.stderr, p.stderr
+    p = cluster.dtctl("run", "-p", 1, "-w", "/tmp", "--", "./no-such-tool")
+    assert p.returncode == 127, p.stderr
+    assert "could not start: './no-such-tool' is not an executable file (from '/tmp')" in \
+        p.stderr, p.stderr
+
+
 def test_mpi_launcher_dttrain_2x2(cluster):
     if cluster.fc.mode != "netns":
         pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"

@@ -211,6 +211,57 @@ def test_agent_killed_marks_node_down_and_restart_readopts(cluster):
     assert t["state"] == "exited" and t["exit_code"] == 5, t
 
 
+def test_agent_stopped_is_down_at_once_and_pending_says_why(cluster):
+    """`dtagent --stop` (what `dtctl agents stop` runs) tells dtsched: the node is DOWN with
+    "agent stopped" as soon as the stop returns, not dead_after later; a job that needs it
+    waits with a reason counting the DOWN node; the job running there goes on, and ends
+    COMPLETED once the restarted agent adopts its rank (an `agents restart`)."""
+    i = 3
+    name = cluster.fc.node(i).name
+    for n in cluster.fc.nodes:
+        cluster.wait_state(n.name, ["UP"], 10)
+
+    def show(job):
+        return json.loads(cluster.dtctl("show", "--json", job).stdout)["job"]
+
+    def wait(job, what, timeout=15):
+        deadline = time.time() + timeout
+        while True:
+            j = show(job)
+            if what(j):
+                return j
+            assert time.time() < deadline, j
+            time.sleep(0.1)
+
+    p = cluster.dtctl("run", "--detach", "--nodes", name, "-p", "1", "--", "sh", "-c",
+                      "sleep 4; exit 0")
+    assert p.returncode == 0, p.stderr
+    running = p.stdout.strip()
+    wait(running, lambda j: j["state"] == "RUNNING")
+    p = cluster.agent_cmd(i, "--stop")
+    assert p.returncode == 0, p.stderr
+    n = cluster.nodes()[name]
+    assert n["state"] == "DOWN" and n["down_reason"] == "agent stopped", n
+    p = cluster.dtctl("nodes")
+    assert "(down: agent stopped)" in [l for l in p.stdout.splitlines() if l.startswith(name)][0]
+    p = cluster.dtctl("run", "--detach", "-n", "3", "-p", "1", "--", "true")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip()
+    try:
+        j = wait(job, lambda j: "available now" in (j.get("reason") or ""))
+        assert j["state"] == "PENDING", j
+        assert j["reason"].startswith("waiting for 3 node(s) with 1 free slot(s); 2 available "
+                                      "now; 1 DOWN"), j["reason"]
+    finally:
+        cluster.dtctl("cancel", job)
+    assert show(running)["state"] == "RUNNING"
+    cluster.start_agent(i, read_secret(str(cluster.home)))
+    n = cluster.wait_state(name, ["UP"], 10)
+    assert n["down_reason"] is None, n
+    j = wait(running, lambda j: j["state"] not in ("PENDING", "RUNNING"))
+    assert j["state"] == "COMPLETED", j
+
+
 def test_dtsched_kill9_restart_matches_reality(cluster):
     api = cluster.agent_api(2)
     st, body = api.request("POST", "/v1/tasks", {"id": "r-1", "argv": ["sleep", "60"]})

@@ -153,11 +153,21 @@ int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss)
 		n -= (size_t)w;
 	}
 	if (n) {
-		long long nl = 0;
+		/* every line not wholly written, a cut one included, counts as lost;
+		 * the A/Z markers are the writer's, not the rank's: not counted */
+		const char *end = sb->buf + sb->len, *l = p;
 
-		for (size_t i = 0; i < n; i++)
-			nl += p[i] == '\n';
-		loss->lines += nl ? nl : 1;
+		while (l > sb->buf && l[-1] != '\n')
+			l--;
+		while (l < end) {
+			const char *nl = memchr(l, '\n', (size_t)(end - l));
+			const char *sp = memchr(l, ' ', (size_t)((nl ? nl : end) - l));
+
+			if (!(sp && sp + 2 <= end && (sp[1] == 'A' || sp[1] == 'Z') &&
+			      (sp + 2 == end || sp[2] == ' ' || sp[2] == '\n')))
+				loss->lines++;
+			l = nl ? nl + 1 : end;
+		}
 		loss->bytes += (long long)n;
 	}
 	strbuf_reset(sb);

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,6 +312,30 @@ static void test_linelog(void **state)
 	strbuf_release(&plain);
 }
 
+/* what cannot be written is counted: the rank's lines, never the writer's A/Z markers */
+static void test_linelog_loss(void **state)
+{
+	struct linelog l;
+	struct strbuf out = STRBUF_INIT;
+	struct log_loss loss = { 0, 0, 0 };
+	int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		skip();
+	linelog_marker(&out, 1, "n1");
+	linelog_init(&l, 'O', 0);
+	linelog_feed(&l, "one\ntwo\n", 8, &out);
+	linelog_end_marker(&out);
+	assert_int_equal(linelog_write(fd, &out, &loss), ENOSPC);
+	assert_int_equal(loss.lines, 2);
+	assert_int_equal(loss.err, ENOSPC);
+	assert_true(loss.bytes > 8);
+	assert_int_equal(out.len, 0);
+	linelog_release(&l);
+	strbuf_release(&out);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_load_dir),
 		cmocka_unit_test(test_linelog),
+		cmocka_unit_test(test_linelog_loss),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

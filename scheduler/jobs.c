@@ -33,6 +33,7 @@
  */
 #include "jobs-int.h"
 #include "goodput.h"
+#include "hostrange.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
@@ -321,9 +322,7 @@ static json_t *mpi_rank_records(const struct job *j)
 
 static int node_lost(struct sched *s, const char *name)
 {
-	struct node *n = node_find(s, name);
-
-	return !n || !strcmp(n->state, DT_NODE_DOWN);
+	return node_gone(node_find(s, name));
 }
 
 /*
@@ -494,6 +493,7 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
 	json_object_set_new(o, "stalled", json_incref(j->stalled));
+	json_object_set_new(o, "past_stalls", json_incref(j->past_stalls));
 	if (j->fabric)
 		json_object_set_new(o, "fabric", json_incref(j->fabric));
 	if (j->preflight)
@@ -530,12 +530,14 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	return o;
 }
 
-/* Write the job (and the holds it has) to SQLite; lock held. */
-void job_save(struct sched *s, struct job *j)
+/* Write the job (and the holds it has) to SQLite; lock held.  -1 (logged;
+ * sqlite3_errmsg says why) when the row cannot be written. */
+int job_save(struct sched *s, struct job *j)
 {
 	json_t *o, *holds = json_array();
 	struct strbuf data = STRBUF_INIT;
 	sqlite3_stmt *st = s->st_job;
+	int ret = 0;
 
 	j->version++;
 	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
@@ -556,10 +558,13 @@ void job_save(struct sched *s, struct job *j)
 	sqlite3_bind_int64(st, 3, dt_now_us());
 	sqlite3_bind_text(st, 4, data.buf, (int)data.len, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 5, j->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	if (sqlite3_step(st) != SQLITE_DONE) {
 		dtlog(DTLOG_ERROR, "state.db: cannot save job %s: %s", j->id, sqlite3_errmsg(s->db));
+		ret = -1;
+	}
 	json_decref(o);
 	strbuf_release(&data);
+	return ret;
 }
 
 /* ------------------------------------------------------------- /metrics */
@@ -667,6 +672,7 @@ void job_free(struct job *j)
 	json_decref(j->history);
 	json_decref(j->avoid);
 	json_decref(j->stalled);
+	json_decref(j->past_stalls);
 	json_decref(j->fabric);
 	json_decref(j->preflight);
 	json_decref(j->hang);
@@ -694,6 +700,7 @@ struct job *job_new(void)
 	j->history = json_array();
 	j->avoid = json_array();
 	j->stalled = json_array();
+	j->past_stalls = json_array();
 	j->placement = json_array();
 	j->failed_rank = -1;
 	j->state = DT_JOB_PENDING;
@@ -807,6 +814,10 @@ static void jobs_load(struct sched *s)
 			json_decref(j->history);
 			j->history = json_incref(json_object_get(o, "history"));
 		}
+		if (json_is_array(json_object_get(o, "past_stalls"))) {
+			json_decref(j->past_stalls);
+			j->past_stalls = json_incref(json_object_get(o, "past_stalls"));
+		}
 		if (json_is_array(json_object_get(o, "avoid"))) {
 			json_decref(j->avoid);
 			j->avoid = json_incref(json_object_get(o, "avoid"));
@@ -862,6 +873,16 @@ int jobs_init(struct sched *s)
 	s->orphans = json_object();
 	s->clients = xcalloc(1, sizeof(*s->clients));
 	jobs_load(s);
+	{
+		sqlite3_stmt *st;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT seq FROM sqlite_sequence WHERE name='jobs'",
+				       -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				s->jobs_seq_max = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
 	return 0;
 }
 
@@ -944,6 +965,42 @@ static void count_log_loss(struct sched *s, struct job *j)
 	free(mpi_err);
 }
 
+/*
+ * The stalls in j->stalled that `now_stalled` no longer has (NULL: none, the
+ * attempt ended) are over: they move to j->past_stalls with when they began
+ * (the last scan's idle time before), when and how they cleared, so that a
+ * finished job never shows a stall as current (docs/run.md, "stall").
+ */
+static void stalls_cleared(struct job *j, const json_t *now_stalled, const char *by)
+{
+	long long now = dt_now_us();
+	char since[DT_TIMESTAMP_LEN], at[DT_TIMESTAMP_LEN];
+	size_t i, k;
+	json_t *o, *n;
+
+	dt_timestamp_format(at, sizeof(at), now);
+	json_array_foreach(j->stalled, i, o) {
+		int still = 0;
+
+		json_array_foreach(now_stalled, k, n)
+			if (json_get_int(n, "rank", -1) == json_get_int(o, "rank", -2))
+				still = 1;
+		if (still)
+			continue;
+		dt_timestamp_format(since, sizeof(since), now - json_get_int(o, "idle_ms", 0) * 1000);
+		n = json_deep_copy(o);
+		json_object_set_new(n, "since", json_string(since));
+		json_object_set_new(n, "cleared_at", json_string(at));
+		json_object_set_new(n, "cleared_by", json_string(by));
+		/* a rank silent just over stall_after again and again: the latest 100 */
+		if (json_array_size(j->past_stalls) >= 100)
+			json_array_remove(j->past_stalls, 0);
+		json_array_append_new(j->past_stalls, n);
+	}
+	if (!now_stalled)
+		json_array_clear(j->stalled);
+}
+
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
 	int retry;
@@ -961,6 +1018,7 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->attempt < j->cfg.retries && !j->cancel;
 	j->orted_attempt = j->attempt;
 	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
+	stalls_cleared(j, NULL, retry ? "retry" : "end");
 	if (j->hold) {
 		json_decref(j->last_ranks);
 		j->last_ranks = ranks_json(s, j, 1);
@@ -1112,6 +1170,7 @@ static void check_stall(struct sched *s, struct job *j)
 	}
 	if (json_array_size(stalled))   /* who the others wait for: hang.c */
 		hang_at_stall(s, j, !json_array_size(j->stalled), j->cfg.stall_after_ms);
+	stalls_cleared(j, stalled, "output");
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
 		json_decref(j->stalled);
@@ -1210,11 +1269,43 @@ static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, i
 	return n == j->world;
 }
 
+/*
+ * A rank whose program is missing could not start (agent/supervise.c,
+ * program_check: "'python' not found on PATH (...)"); the same is usually
+ * true of every node of the job.  The nodes of the attempt whose task failed
+ * with that same error, folded ("fcnode[1-4]"), into *folded; 1 while a task
+ * has not got past its start yet (its node may be one more), for a moment.
+ */
+#define NOT_FOUND_ON_PATH "' not found on PATH"
+
+static int nodes_with_error(struct sched *s, const struct hold *h, const char *err,
+			    struct strbuf *folded)
+{
+	struct strvec names = STRVEC_INIT;
+	int pending = 0;
+
+	for (size_t i = 0; i < h->nr_tasks; i++) {
+		struct node *n = node_find(s, h->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, h->tasks[i].id) : NULL;
+		const char *st = json_get_str(ht, "state", DT_TASK_STARTING);
+
+		if (!strcmp(st, DT_TASK_STARTING))
+			pending = 1;
+		else if (!strcmp(st, DT_TASK_FAILED) && !strcmp(json_get_str(ht, "error", ""), err) &&
+			 strvec_find(&names, h->tasks[i].node) < 0)
+			strvec_push(&names, h->tasks[i].node);
+	}
+	fold_names(folded, names.v, names.nr);
+	strvec_clear(&names);
+	return pending;
+}
+
 /* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
 	struct hold *h = j->hold;
 	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
+	int nodes_reason = 0;
 	const char *fail_node = NULL, *fail_at = NULL;
 	struct strbuf why = STRBUF_INIT;
 
@@ -1234,7 +1325,7 @@ static void check_running(struct sched *s, struct job *j)
 	for (int k = 0; k < h->nr; k++) {
 		struct node *n = node_find(s, h->place[k].node);
 
-		if (!n || !strcmp(n->state, DT_NODE_DOWN)) {
+		if (node_gone(n)) {
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
@@ -1323,15 +1414,42 @@ static void check_running(struct sched *s, struct job *j)
 			}
 		}
 	}
+	if (fail && fail_rank >= 0 && starts_with(why.buf, "could not start: '") &&
+	    strstr(why.buf, NOT_FOUND_ON_PATH)) {
+		/* "'python' not found on fcnode[1-4] (Debian has python3): ..." */
+		const char *err = why.buf + strlen("could not start: ");
+		const char *at = strstr(err, NOT_FOUND_ON_PATH);
+		struct strbuf folded = STRBUF_INIT, r = STRBUF_INIT;
+
+		if (nodes_with_error(s, h, err, &folded) &&
+		    dt_mono_ms() - h->launched_ms < LAUNCH_GONE_MS) {
+			strbuf_release(&folded);
+			strbuf_release(&why);
+			return;   /* the other nodes' answers are a moment away */
+		}
+		strbuf_addf(&r, "%.*s' not found on %s%s", (int)(at - err), err, folded.buf,
+			    at + strlen(NOT_FOUND_ON_PATH));
+		strbuf_reset(&why);
+		strbuf_addbuf(&why, &r);
+		strbuf_release(&r);
+		strbuf_release(&folded);
+		nodes_reason = 1;   /* the reason names the nodes, not one rank */
+	}
 	if (fail) {
 		char *mnode = NULL;
-		int mrank, mcode;
+		int mrank, mcode, counted_sig = fail_sig;
 
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
-			/* a rank's logger records 128 + the signal that killed it */
-			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
+			/*
+			 * ranks/<r>.json is in the shared dir, which every job
+			 * can write: good for the reason shown (describe_code:
+			 * the logger records 128 + the signal), never for the
+			 * node's quarantine, which counts only what an agent saw
+			 * of processes it supervises (issue 26, B2)
+			 */
+			counted_sig = 0;
 			strbuf_reset(&why);
 			describe_code(&why, mcode);
 		}
@@ -1340,12 +1458,14 @@ static void check_running(struct sched *s, struct job *j)
 		j->failed_rank = fail_rank;
 		free(j->failed_node);
 		j->failed_node = xstrdup(mnode ? mnode : fail_node);
-		if (fail_rank >= 0)
+		if (nodes_reason)
+			set_reason(j, "%s", why.buf);
+		else if (fail_rank >= 0)
 			set_reason(j, "rank %d on %s %s", fail_rank, j->failed_node, why.buf);
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
-		count_node_failure(s, j, nodefail, fail_sig);
+		count_node_failure(s, j, nodefail, counted_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;
@@ -1481,7 +1601,7 @@ void jobs_step(struct sched *s)
 		ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
 		launch[nr_launch++] = la;
 	}
-	db_commit(s);
+	db_commit(s, NULL);
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {

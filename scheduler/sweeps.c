@@ -429,11 +429,14 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 		strbuf_addf(err, "sweep: unknown method '%s' (grid, random or bayes)", m);
 		goto fail;
 	}
-	if (!json_is_object(metric) || !json_get_str(metric, "name", NULL)) {
-		strbuf_addstr(err, "sweep: 'metric' needs a 'name'");
+	/* grid and random need no metric (W&B's rule): sweep_config_check() decides */
+	if (metric && !json_is_null(metric) &&
+	    (!json_is_object(metric) || !json_get_str(metric, "name", NULL))) {
+		strbuf_addstr(err, "sweep: key 'metric': expected a mapping with a 'name'");
 		goto fail;
 	}
-	c->metric_name = xstrdup(json_get_str(metric, "name", ""));
+	if (json_get_str(metric, "name", NULL))
+		c->metric_name = xstrdup(json_get_str(metric, "name", ""));
 	c->goal = !strcmp(json_get_str(metric, "goal", "minimize"), "maximize") ? GOAL_MAXIMIZE :
 		  GOAL_MINIMIZE;
 	if (!json_is_object(params) || !json_object_size(params)) {
@@ -560,12 +563,9 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
 	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
-	if (c->method == SWEEP_GRID && c->max_trials <= 0)
-		c->max_trials = (int)json_get_int(o, "grid_size", 0);
-	if (c->max_trials <= 0 || c->parallel < 0 || c->max_failures < 1) {
-		strbuf_addstr(err, "sweep: needs max_trials > 0, parallel >= 0 and max_failures >= 1");
+	/* the loader's own rules, so that what `dtctl validate` accepts is accepted here */
+	if (sweep_config_check(c, err) < 0)
 		goto fail;
-	}
 	job_config_release(&c->job);
 	if (job_config_from_json(&c->job, json_object_get(o, "job"), err) < 0) {
 		job_config_init(&c->job);
@@ -783,12 +783,13 @@ static void sweep_free(struct sweep *w)
 
 /* ---------------------------------------------------------------- SQLite */
 
-static void sweep_save(struct sched *s, struct sweep *w)
+static int sweep_save(struct sched *s, struct sweep *w)
 {
 	sqlite3_stmt *st = s->sweeps->st_sweep;
 	char seed[32];
 	json_t *o;
 	char *data;
+	int rc;
 
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
 	o = json_pack("{s:s,s:s,s:s?,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
@@ -801,10 +802,12 @@ static void sweep_save(struct sched *s, struct sweep *w)
 	sqlite3_bind_text(st, 2, w->state, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, data, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, w->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	if (rc < 0)
 		dtlog(DTLOG_ERROR, "state.db: cannot save sweep %s: %s", w->id, sqlite3_errmsg(s->db));
 	free(data);
 	json_decref(o);
+	return rc;
 }
 
 static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
@@ -1361,10 +1364,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		if (sweep_wandb_argv(&w->cfg, &t->sg, path.buf, &argv, &json)) {
 			struct strbuf why = STRBUF_INIT;
 
-			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, 0, &why);
+			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, SF_OWNER, &why);
 			strbuf_addf(&rel, "/t%d.json", t->no);
 			if (rc == 0)
-				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644, 0, &why);
+				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644,
+					      SF_OWNER, &why);
 			if (rc < 0)
 				strbuf_addf(err, "cannot write '%s' for ${args_json_file}: %s; check "
 					    "the shared dir", path.buf, why.buf);
@@ -1379,6 +1383,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		}
 		spec = sweep_wandb_trial_spec(json_object_get(w->spec, "job"), &argv, &t->sg, t->no,
 					      w->id, w->name, w->cfg.gpus_per_trial);
+		/* the word ${interpreter} became: python3 where a node has no python (supervise.c) */
+		if (strvec_find(&w->cfg.command, "${interpreter}") >= 0 &&
+		    json_is_object(json_object_get(spec, "env")))
+			json_object_set_new(json_object_get(spec, "env"), "DT_WANDB_INTERPRETER",
+					    json_string("python"));
 		strvec_clear(&argv);
 		strbuf_release(&rel);
 		strbuf_release(&path);
@@ -1409,7 +1418,15 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 	t->state = DT_TRIAL_PENDING;
 	t->rd.mf_off = t->rd.log_off = 0;   /* a new job dir; the progress stays */
 	trial_save(s, w, t);
-	db_exec(s, "COMMIT");
+	if (db_exec(s, "COMMIT") < 0) {
+		/* not on disk, so not queued: nothing of it runs (jobs-api.c: job_enqueue) */
+		strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			db_exec(s, "ROLLBACK");
+		jobs_unsubmit(s, id);
+		t->job[0] = '\0';
+		return -1;
+	}
 	return 0;
 }
 
@@ -1535,7 +1552,10 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 		scan_trial(s, w, t, shared, job_dir, 1);
 		if (!trial_final(t)) {
 			if (!strcmp(jst, DT_JOB_COMPLETED)) {
-				if (!t->has_value) {
+				if (!t->has_value && !w->cfg.metric_name) {
+					/* a grid or random sweep without a metric: the trial ran */
+					search_observe_at(w->search, &t->sg, NAN, SEARCH_COMPLETED, -1);
+				} else if (!t->has_value) {
 					t->no_metric = 1;
 					set_reason(&t->reason, "no metric: the trial never reported '%s'",
 						   w->cfg.metric_name);
@@ -1812,7 +1832,7 @@ static json_t *sweep_json(struct sweep *w)
 			n += !strcmp(w->t[i]->state, trial_states[k]);
 		json_object_set_new(counts, trial_states[k], json_integer(n));
 	}
-	sj = json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
+	sj = json_pack("{s:s,s:s,s:s,s:{s:s?,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
 		"id", w->id, "name", w->name,
 		"method", w->cfg.method == SWEEP_GRID ? "grid" : w->cfg.method == SWEEP_RANDOM ?
 			  "random" : "bayes",
@@ -1974,18 +1994,27 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 	w->created_us = dt_now_us();
 
 	pthread_mutex_lock(&s->lock);
-	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") < 0) {
-		dt_http_error(resp, 500, "cannot store the sweep: %s", sqlite3_errmsg(s->db));
+	/* acknowledged only once on disk, as a job's submit (jobs-api.c: job_enqueue) */
+	db_begin(s);
+	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") == 0) {
+		w->seq = sqlite3_last_insert_rowid(s->db);
+		snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
+		w->name = xstrdup(json_get_str(req->json, "name", NULL) ?
+				  json_get_str(req->json, "name", NULL) : w->id);
+	}
+	if (!w->seq || sweep_save(s, w) < 0) {
+		strbuf_addstr(&err, sqlite3_errmsg(s->db));
+		db_rollback(s);
+	} else if (db_commit(s, &err) == 0) {
+		strbuf_reset(&err);
+	}
+	if (err.len) {
+		dt_http_error(resp, 500, "the head cannot record the sweep: %s", err.buf);
 		pthread_mutex_unlock(&s->lock);
 		sweep_free(w);
 		strbuf_release(&err);
 		return;
 	}
-	w->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
-	w->name = xstrdup(json_get_str(req->json, "name", NULL) ? json_get_str(req->json, "name", NULL)
-			  : w->id);
-	sweep_save(s, w);
 	ALLOC_GROW(sw->v, sw->nr + 1, sw->alloc);
 	sw->v[sw->nr++] = w;
 	dtlog(DTLOG_INFO, "sweep %s (%s): %s search, %d trial(s), parallel %d, seed %llu, by '%s'",
@@ -2004,8 +2033,9 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 
 	(void)req;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->sweeps->nr; i > 0; i--)
-		json_array_append_new(arr, sweep_json(s->sweeps->v[i - 1]));
+	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
+	for (size_t i = 0; i < s->sweeps->nr; i++)
+		json_array_append_new(arr, sweep_json(s->sweeps->v[i]));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }

@@ -1538,8 +1538,7 @@ static void h_node_stopped(struct dt_http_request *req, struct dt_http_response 
 	const char *name = dt_http_arg(req, "name"), *started;
 	struct node *n;
 
-	if (dt_http_parse_body(req, resp) < 0)
-		return;
+	/* the body was parsed by the dispatcher (lib/httpd.c): a second parse leaked the first */
 	started = json_get_str(req->json, "agent_started_at", NULL);
 	pthread_mutex_lock(&s->lock);
 	n = node_find(s, name);

@@ -201,7 +201,8 @@ def test_a_rank_the_agent_refuses_fails_the_job_and_the_started_are_stopped(clus
     # not a task of its table, so no heartbeat tells dtsched and the id is not skipped, as a
     # live task's id now is): the agent starts rank 2 but refuses rank 3 there
     taken = "%s.0.r3" % job_id
-    p = cluster.fc.exec(i3, 'mkdir "$HOME/.dtctl/tasks/%s.json"' % taken, user=True)
+    taken_path = "%s/tasks/%s.json" % (cluster.agent_home(i3), taken)
+    p = cluster.fc.exec(i3, ["mkdir", taken_path], user=True)
     assert p.returncode == 0, p
     try:
         p = cluster.dtctl("run", "--detach", *args)
@@ -228,7 +229,7 @@ def test_a_rank_the_agent_refuses_fails_the_job_and_the_started_are_stopped(clus
         ranks = {r["rank"]: r for r in cluster.show(job_id)["ranks"]}
         assert all(ranks[r]["state"] in ("killed", "exited") for r in range(3)), ranks
     finally:
-        cluster.fc.exec(i3, 'rmdir "$HOME/.dtctl/tasks/%s.json"' % taken, user=True)
+        cluster.fc.exec(i3, ["rmdir", taken_path], user=True)
 
 
 def agent_requests(api):

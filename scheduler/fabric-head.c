@@ -222,7 +222,8 @@ int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 	return 1;
 }
 
-void fabric_attempt_ended(struct sched *s, struct job *j)
+static void fabric_attempt_ended(struct sched *s, struct job *j, enum job_event ev,
+				 const struct job_event_info *info, void *data)
 {
 	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
 	const struct hold *h = j->hold;
@@ -284,4 +285,9 @@ out:
 	strbuf_release(&rel);
 	strbuf_release(&buf);
 	strbuf_release(&why);
+}
+
+void fabric_subscribe(struct sched *s)
+{
+	job_events_on(&s->events, JOB_EV_ATTEMPT_ENDED, fabric_attempt_ended, NULL);
 }

@@ -359,7 +359,6 @@ int jobs_cancel(struct sched *s, const char *id, const char *why)
 		dtlog(DTLOG_INFO, "job %s: cancel requested%s%s", j->id, why ? ": " : "", why ? why : "");
 		if (!strcmp(j->state, DT_JOB_PENDING)) {
 			set_reason(j, "%s", why ? why : "cancelled by the user while pending");
-			j->ended_us = dt_now_us();
 			job_transition(s, j, DT_JOB_CANCELLED);
 		} else {
 			set_reason(j, "%s", why ? why : "cancelled by the user");

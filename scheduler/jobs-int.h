@@ -125,11 +125,8 @@ struct launch_arg {
 #define STOP_RESEND_MS 3000
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
 
-/* hang.c: start an attribution of running job j (lock held); its gen */
+/* hang.c (its subscription: sched-int.h): start an attribution of running job j (lock held); its gen */
 long long hang_start(struct sched *s, struct job *j, int automatic);
-/* Each stall scan that finds silent ranks (first: they were not before): attribute at
- * the first, and again while the latest named nobody (lock held). */
-void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms);
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
@@ -157,6 +154,7 @@ struct job *job_new(void);
 void job_derive(struct job *j);
 void act_stop(struct actions *a, struct node *n, const char *task);
 
+
 /* jobs-queue.c */
 void cluster_refresh(struct sched *s);
 json_t *hold_json(const struct hold *h);
@@ -175,9 +173,6 @@ struct hold *hold_new(struct sched *s, const struct job *j, const struct place_r
 int hold_has_task(struct sched *s, const char *id);
 void check_holds(struct sched *s, struct actions *a);
 
-/* fabric-head.c: an attempt of j ends (lock held, j->hold still set): a fabric
- * test's verdict into j->fabric and the baselines; nothing for other jobs */
-void fabric_attempt_ended(struct sched *s, struct job *j);
 /*
  * schedule_pending(): j was placed on res (in pool p).  1 when its launch
  * waits for a pre-flight fabric test of those nodes (a gate job runs, or was

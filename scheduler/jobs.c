@@ -38,7 +38,6 @@
 #include "log.h"
 #include "promtext.h"
 #include "protocol.h"
-#include "quarantine.h"
 #include "safefile.h"
 #include "units.h"
 #include "usage.h"
@@ -562,93 +561,23 @@ void job_save(struct sched *s, struct job *j)
 	strbuf_release(&data);
 }
 
-/* ------------------------------------------------------------- /metrics */
+/* what a transition persists (jobstate.h): the real writers */
+static const struct jobstate_persist job_persist = { history_add, job_save, write_state_file };
 
-static const char *const job_states[] = { DT_JOB_PENDING, DT_JOB_RUNNING, DT_JOB_COMPLETED,
-					  DT_JOB_FAILED, DT_JOB_CANCELLED, DT_JOB_TIMEOUT,
-					  DT_JOB_NODE_FAIL };
-/* seconds: a queue wait or run of a training job spans ms to days */
-static const double job_secs_bounds[] = { 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600,
-					  24 * 3600 };
-#define NR_SECS_BOUNDS ARRAY_SIZE(job_secs_bounds)
-
-struct jobs_stats {
-	unsigned long long finished[ARRAY_SIZE(job_states)];
-	unsigned long long wait_counts[NR_SECS_BOUNDS + 1], run_counts[NR_SECS_BOUNDS + 1];
-	struct prom_hist wait, run;
-};
-
-static struct jobs_stats *jobs_stats(struct sched *s)
-{
-	if (!s->jstats) {
-		struct jobs_stats *js = xcalloc(1, sizeof(*js));
-
-		js->wait.bounds = js->run.bounds = job_secs_bounds;
-		js->wait.nr_bounds = js->run.nr_bounds = NR_SECS_BOUNDS;
-		js->wait.counts = js->wait_counts;
-		js->run.counts = js->run_counts;
-		s->jstats = js;
-	}
-	return s->jstats;
-}
-
-/* Count a transition: queue wait when an attempt starts, run time and final state at the end. */
-static void jobs_observe(struct sched *s, const struct job *j, const char *state)
-{
-	struct jobs_stats *js = jobs_stats(s);
-	long long now = dt_now_us();
-
-	if (!strcmp(state, DT_JOB_RUNNING) && j->submitted_us && j->attempt == 0)
-		prom_hist_observe(&js->wait, (double)(now - j->submitted_us) / 1e6);
-	if (!state_final(state))
-		return;
-	for (size_t k = 0; k < ARRAY_SIZE(job_states); k++)
-		if (!strcmp(state, job_states[k]))
-			js->finished[k]++;
-	if (j->started_us)
-		prom_hist_observe(&js->run, (double)(now - j->started_us) / 1e6);
-}
-
-void jobs_metrics(struct sched *s, struct strbuf *o)
-{
-	struct jobs_stats *js = jobs_stats(s);
-	unsigned long long n[ARRAY_SIZE(job_states)] = { 0 };
-
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		for (size_t k = 0; k < ARRAY_SIZE(job_states); k++)
-			n[k] += !strcmp(s->jobs[i]->state, job_states[k]);
-	prom_family(o, "dtsched_jobs", "gauge", "Jobs known to dtsched, by state.");
-	for (size_t k = 0; k < ARRAY_SIZE(job_states); k++) {
-		const char *l[] = { "state", job_states[k], NULL };
-
-		prom_sample(o, "dtsched_jobs", l, (double)n[k]);
-	}
-	prom_family(o, "dtsched_jobs_finished_total", "counter",
-		    "Jobs that ended since dtsched started, by final state.");
-	for (size_t k = 2; k < ARRAY_SIZE(job_states); k++) {
-		const char *l[] = { "state", job_states[k], NULL };
-
-		prom_sample(o, "dtsched_jobs_finished_total", l, (double)js->finished[k]);
-	}
-	prom_family(o, "dtsched_job_queue_wait_seconds", "histogram",
-		    "Time from submission to the start of a job's first attempt.");
-	prom_hist_write(o, "dtsched_job_queue_wait_seconds", NULL, &js->wait);
-	prom_family(o, "dtsched_job_run_seconds", "histogram",
-		    "Run time of a job's last attempt, from its start to its end.");
-	prom_hist_write(o, "dtsched_job_run_seconds", NULL, &js->run);
-}
-
-/* A state change: SQLite, then <job_dir>/state, then the log. */
+/*
+ * A state change, as the state machine (jobstate.c) allows it: history,
+ * SQLite, <job_dir>/state, the events, then the log.  An illegal one is
+ * refused (logged: a bug).
+ */
 void job_transition(struct sched *s, struct job *j, const char *state)
 {
 	const char *before = j->state;
 
-	jobs_observe(s, j, state);
-	j->state = state;
-	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
-	history_add(j, state, j->reason);
-	job_save(s, j);
-	write_state_file(j);
+	if (jobstate_set(s, j, state, &job_persist, &s->events) < 0) {
+		dtlog(DTLOG_ERROR, "job %s: the transition %s -> %s is not one a job makes; refused",
+		      j->id, before, state);
+		return;
+	}
 	dtlog(!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL) ? DTLOG_WARN :
 	      DTLOG_INFO, "job %s (%s): %s -> %s%s%s", j->id, j->name, before, state,
 	      j->reason ? ": " : "", j->reason ? j->reason : "");
@@ -949,7 +878,13 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	int retry;
 
 	count_log_loss(s, j);
-	fabric_attempt_ended(s, j);
+	{
+		/* its subscribers (the fabric test's verdict) read the hold, and may
+		 * say why in j->reason */
+		struct job_event_info info = { .rank = -1, .from = j->state, .to = state };
+
+		job_events_emit(&s->events, s, j, JOB_EV_ATTEMPT_ENDED, &info);
+	}
 	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
 		state = DT_JOB_FAILED;
 		j->exit_code = 1;
@@ -994,7 +929,6 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->started_us = 0;
 		job_transition(s, j, DT_JOB_PENDING);
 	} else {
-		j->ended_us = dt_now_us();
 		job_transition(s, j, state);
 	}
 	sched_wake(s);
@@ -1110,8 +1044,12 @@ static void check_stall(struct sched *s, struct job *j)
 		}
 		strbuf_release(&ev);
 	}
-	if (json_array_size(stalled))   /* who the others wait for: hang.c */
-		hang_at_stall(s, j, !json_array_size(j->stalled), j->cfg.stall_after_ms);
+	if (json_array_size(stalled)) {   /* who the others wait for: hang.c listens */
+		struct job_event_info info = { .rank = -1, .first = !json_array_size(j->stalled),
+					       .stall_after_ms = j->cfg.stall_after_ms };
+
+		job_events_emit(&s->events, s, j, JOB_EV_STALLED, &info);
+	}
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
 		json_decref(j->stalled);
@@ -1127,25 +1065,16 @@ out:
 }
 
 /*
- * The attempt failed on j->failed_node: count it against that node when it
- * looks like the node's fault (quarantine_counts(): NODE_FAIL, SIGSEGV, SIGBUS,
- * SIGILL), which may drain it.  Lock held.
+ * The attempt failed on j->failed_node (j->failed_rank, j->exit_code set):
+ * tell the subscribers (quarantine-head.c counts it against the node).
+ * Lock held.
  */
-static void count_node_failure(struct sched *s, struct job *j, int nodefail, int sig)
+static void rank_exited(struct sched *s, struct job *j, int nodefail, int sig)
 {
-	struct strbuf what = STRBUF_INIT;
+	struct job_event_info info = { .rank = j->failed_rank, .code = j->exit_code,
+				       .signal = sig, .node_fail = nodefail };
 
-	if (!j->failed_node || !quarantine_counts(nodefail, sig))
-		return;
-	strbuf_addstr(&what, j->id);
-	if (nodefail)
-		strbuf_addstr(&what, " NODE_FAIL");
-	else if (j->failed_rank >= 0)
-		strbuf_addf(&what, " rank %d exit %d", j->failed_rank, j->exit_code);
-	else
-		strbuf_addf(&what, " mpirun exit %d", j->exit_code);
-	node_record_failure(s, j->failed_node, nodefail, what.buf);
-	strbuf_release(&what);
+	job_events_emit(&s->events, s, j, JOB_EV_RANK_EXITED, &info);
 }
 
 /* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
@@ -1238,7 +1167,7 @@ static void check_running(struct sched *s, struct job *j)
 			free(j->failed_node);
 			j->failed_node = xstrdup(h->place[k].node);
 			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
-			count_node_failure(s, j, 1, 0);
+			rank_exited(s, j, 1, 0);
 			end_attempt(s, j, DT_JOB_NODE_FAIL);
 			return;
 		}
@@ -1345,7 +1274,7 @@ static void check_running(struct sched *s, struct job *j)
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
 		free(mnode);
-		count_node_failure(s, j, nodefail, fail_sig);
+		rank_exited(s, j, nodefail, fail_sig);
 		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
 	} else if (all_ok) {
 		j->has_exit = 1;

@@ -28,19 +28,22 @@ static const char *const event_names[NR_JOB_EVENTS] = {
 
 #define P_MOVE (JS_PERSIST_HISTORY | JS_PERSIST_ROW | JS_PERSIST_STATE_FILE)
 #define P_END (JS_PERSIST_ENDED | P_MOVE)
-#define END_RULE(st) { JS_RUNNING, st, P_END, { JOB_EV_ATTEMPT_ENDED, JOB_EV_ENDED }, 2 }
+#define END_RULE(st) { JS_RUNNING, st, P_END, { JOB_EV_ENDED }, 1 }
 
-/* Every legal transition; anything else is refused. */
+/*
+ * Every legal transition; anything else is refused.  ATTEMPT_ENDED is not
+ * here: the lifecycle emits it before RUNNING -> anything, while the attempt's
+ * hold is still set (its subscribers read it), then releases the hold.
+ */
 static const struct jobstate_rule rules[] = {
 	/* placed on a hold: the attempt starts */
 	{ JS_PENDING, JS_RUNNING, P_MOVE, { JOB_EV_PLACED, JOB_EV_STARTED }, 2 },
 	/* cancelled while queued: no attempt to end */
 	{ JS_PENDING, JS_CANCELLED, P_END, { JOB_EV_CANCELLED, JOB_EV_ENDED }, 2 },
 	/* FAILED or NODE_FAIL with retries left: queued again (end_attempt) */
-	{ JS_RUNNING, JS_PENDING, P_MOVE, { JOB_EV_ATTEMPT_ENDED, JOB_EV_RETRIED }, 2 },
+	{ JS_RUNNING, JS_PENDING, P_MOVE, { JOB_EV_RETRIED }, 1 },
 	END_RULE(JS_COMPLETED), END_RULE(JS_FAILED), END_RULE(JS_TIMEOUT), END_RULE(JS_NODE_FAIL),
-	{ JS_RUNNING, JS_CANCELLED, P_END,
-	  { JOB_EV_ATTEMPT_ENDED, JOB_EV_CANCELLED, JOB_EV_ENDED }, 3 },
+	{ JS_RUNNING, JS_CANCELLED, P_END, { JOB_EV_CANCELLED, JOB_EV_ENDED }, 2 },
 };
 
 const char *jobstate_name(enum job_state st)

@@ -35,7 +35,9 @@ enum job_event {
 	JOB_EV_STARTED,           /* ... and it starts (its launch follows) */
 	JOB_EV_RANK_EXITED,       /* the attempt's first failed rank (or NODE_FAIL) is known */
 	JOB_EV_STALLED,           /* a stall scan found silent ranks */
-	JOB_EV_ATTEMPT_ENDED,     /* an attempt is over (its hold still set): before RETRIED/ENDED */
+	JOB_EV_ATTEMPT_ENDED,     /* an attempt is over, its hold still set (info->to: how it
+				   * ended, before strict_logging and retries are applied);
+				   * emitted by end_attempt, subscribers may set j->reason */
 	JOB_EV_RETRIED,           /* requeued for another attempt: RUNNING -> PENDING */
 	JOB_EV_CANCELLED,         /* cancelled (pending or running) */
 	JOB_EV_ENDED,             /* a final state */

@@ -18,6 +18,8 @@
 #include "config.h"
 #include "httpd.h"
 #include "sched.h"
+#include "backend.h"
+#include "jobstate.h"
 
 struct node {
 	char *name;
@@ -96,6 +98,9 @@ struct sched {
 	json_t *orphans;            /* main thread: task id -> mono ms of the last stop sent */
 	struct jobs_clients *clients;  /* main thread: HTTP clients to agents */
 	struct sweeps *sweeps;      /* sweeps.c */
+	/* the seam (issue 28): where ranks run, and who hears of a job's life */
+	const struct sched_backend *backend;   /* chosen by sched_run (backend.h) */
+	struct job_events events;   /* subscribed at start-up (jobstate.h) */
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
@@ -177,6 +182,22 @@ int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir,
 int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unknown job */
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
 void jobs_schedule_now(struct sched *s);
+
+/*
+ * The features that hear of a job's life (jobstate.h), subscribed by
+ * sched_run() before the jobs are loaded, in this order:
+ *   jobs-metrics.c  STARTED, ENDED: the jobs' /metrics families
+ *   fabric-head.c   ATTEMPT_ENDED (j->hold still set): a fabric test's verdict
+ *                   into j->fabric and the baselines
+ *   quarantine-head.c  RANK_EXITED: a failure that looks like its node's fault
+ *                   counts against it (quarantine.h), which may drain it
+ *   hang.c          STALLED: attribute a hang at the first stall scan that
+ *                   finds silent ranks, again while the latest named nobody
+ */
+void jobs_metrics_subscribe(struct sched *s);
+void fabric_subscribe(struct sched *s);
+void quarantine_subscribe(struct sched *s);
+void hang_subscribe(struct sched *s);
 
 /* sweeps.c */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */

@@ -1579,6 +1579,16 @@ static const struct dt_http_route base_routes[] = {
 
 /* ------------------------------------------------------------------ run */
 
+/* The features that hear of a job's life (sched-int.h), before any job moves. */
+static int subscribe(struct sched *s)
+{
+	jobs_metrics_subscribe(s);
+	fabric_subscribe(s);
+	quarantine_subscribe(s);
+	hang_subscribe(s);
+	return 0;
+}
+
 /*
  * state.db holds every job's spec and env: 0600, and so its -wal and -shm
  * (SQLite gives them the database file's mode).  An older install's 0644
@@ -1648,7 +1658,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
+	    db_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;

@@ -65,11 +65,11 @@ static const char *expect(const char *from, const char *to)
 	else if (!strcmp(from, DT_JOB_PENDING) && !strcmp(to, DT_JOB_CANCELLED))
 		evs = "e:cancelled e:ended";
 	else if (!strcmp(from, DT_JOB_RUNNING) && !strcmp(to, DT_JOB_PENDING))
-		evs = "e:attempt_ended e:retried";
+		evs = "e:retried";
 	else if (!strcmp(from, DT_JOB_RUNNING) && !strcmp(to, DT_JOB_CANCELLED))
-		evs = "e:attempt_ended e:cancelled e:ended";
+		evs = "e:cancelled e:ended";
 	else if (!strcmp(from, DT_JOB_RUNNING) && strcmp(to, DT_JOB_RUNNING))
-		evs = "e:attempt_ended e:ended";
+		evs = "e:ended";
 	else
 		return NULL;
 	{

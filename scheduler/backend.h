@@ -29,11 +29,17 @@ struct actions;
 struct action;
 
 /* how an attempt stands, as the backend learnt it (attempt_poll) */
-enum attempt_status { ATTEMPT_RUNNING, ATTEMPT_COMPLETED, ATTEMPT_FAILED, ATTEMPT_NODE_FAIL };
+enum attempt_status {
+	ATTEMPT_RUNNING,          /* not over (the lifecycle checks timeouts, stalls) */
+	ATTEMPT_COMPLETED,        /* every rank exited 0 */
+	ATTEMPT_FAILED,           /* a rank failed (or its node lost it: node_fail) */
+	ATTEMPT_NODE_DOWN,        /* a node of the attempt is gone: node, why */
+};
 
 struct attempt_end {
 	int rank;                 /* the first failed rank, -1: mpirun (or none) */
 	int code, signal;         /* its exit code, the signal that killed it (0: none) */
+	int node_fail;            /* FAILED: it was lost with its node (NODE_FAIL) */
 	char *node;               /* the node it failed on (owned; NULL: none) */
 	struct strbuf why;        /* "exited with code 3", "node 'n2' went down ..." */
 };
@@ -59,7 +65,7 @@ struct sched_backend {
 	void (*stop)(struct sched *s, const struct action *x);
 	/*
 	 * Where j's running attempt (launched, on j->hold) stands: RUNNING,
-	 * or how it ended, with e filled for FAILED and NODE_FAIL.  Lock held.
+	 * or how it ended, with e filled for FAILED and NODE_DOWN.  Lock held.
 	 */
 	enum attempt_status (*attempt_poll)(struct sched *s, struct job *j, struct attempt_end *e);
 	/* The ranks of j as `show` prints them (ending: the attempt is ending); lock held. */

@@ -130,6 +130,8 @@ long long hang_start(struct sched *s, struct job *j, int automatic);
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
+/* for mpi jobs: the attempt's ranks/<r>.json records, indexed by rank (null: none) */
+json_t *mpi_rank_records(const struct job *j);
 int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
@@ -152,7 +154,6 @@ void job_transition(struct sched *s, struct job *j, const char *state);
 void job_free(struct job *j);
 struct job *job_new(void);
 void job_derive(struct job *j);
-void act_stop(struct actions *a, struct node *n, const char *task);
 
 
 /* jobs-queue.c */
@@ -171,12 +172,15 @@ void jslot_format(struct strbuf *sb, const struct jslot *p);
  * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
 int hold_has_task(struct sched *s, const char *id);
+/* released holds whose tasks are all final are freed; what still runs is stopped */
 void check_holds(struct sched *s, struct actions *a);
+void act_stop(struct actions *a, struct node *n, const char *task);
 
 /*
- * schedule_pending(): j was placed on res (in pool p).  1 when its launch
- * waits for a pre-flight fabric test of those nodes (a gate job runs, or was
- * just submitted; nothing is held; why in reason), 0 to launch now.  Lock held.
+ * The agents backend's gate (backend.h): j was placed on res (in pool p).
+ * 1 when its launch waits for a pre-flight fabric test of those nodes (a
+ * gate job runs, or was just submitted; nothing is held; why in reason), 0
+ * to launch now.  Lock held.
  */
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason);
@@ -226,6 +230,7 @@ struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char 
  */
 int job_plan(struct sched *s, const struct job *j, const struct jslot *place, int nr,
 	     int master_port, const char *resume, struct launch_plan *plan, struct strbuf *err);
-void *launch_thread(void *arg);
+/* backend-agents.c's launch (backend.h): do_launch with clients of its own */
+void agents_launch(struct sched *s, struct job *j, struct hold *h);
 
 #endif

@@ -355,8 +355,8 @@ void schedule_pending(struct sched *s)
 		res = xmalloc(sizeof(*res));
 		strbuf_reset(&reason);
 		st = job_try_place(s, j, p, res, &reason);
-		if (st == PLACE_OK && fabric_gate(s, j, p, res, &reason))
-			st = PLACE_WAIT;   /* its pre-flight fabric test first (fabric-head.c) */
+		if (st == PLACE_OK && s->backend->gate && s->backend->gate(s, j, p, res, &reason))
+			st = PLACE_WAIT;   /* the backend's pre-launch steps first (backend.h) */
 		if (st != PLACE_OK)
 			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {
@@ -435,4 +435,17 @@ void check_holds(struct sched *s, struct actions *a)
 		}
 		k++;
 	}
+}
+
+void act_stop(struct actions *a, struct node *n, const char *task)
+{
+	struct action *x;
+
+	ALLOC_GROW(a->v, a->nr + 1, a->alloc);
+	x = &a->v[a->nr++];
+	memset(x, 0, sizeof(*x));
+	x->addr = xstrdup(n->address && *n->address ? n->address : n->name);
+	x->port = n->port;
+	x->node = xstrdup(n->name);
+	x->task = xstrdup(task);
 }

@@ -50,7 +50,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define ORPHAN_SCAN_MS 1000
 #define STALL_SCAN_MS 1000
 /* an ended attempt's orteds exit by themselves once mpirun is gone: their exit
  * reports come with the next heartbeat, so they are not orphans before this */
@@ -284,7 +283,7 @@ void set_reason(struct job *j, const char *fmt, ...)
  * through the safe-file layer, bounded; files of an earlier attempt are
  * older than this one's start.
  */
-static json_t *mpi_rank_records(const struct job *j)
+json_t *mpi_rank_records(const struct job *j)
 {
 	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
 	json_t *recs = json_array();
@@ -934,49 +933,6 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	sched_wake(s);
 }
 
-/* For mpi jobs: the first rank that failed, from <job_dir>/ranks/<r>.json. */
-/*
- * The node rank r of an mpi job ran on, by the plan (--map-by slot: hostfile
- * node r / per_node), as dtctl names it; what the rank's record says (the
- * host's name, which need not be the node's, nor resolve) only without one.
- */
-static const char *rank_node(const struct job *j, int r, const char *recorded)
-{
-	const struct hold *h = j->hold;
-	int k = j->per_node > 0 && r >= 0 ? r / j->per_node : -1;
-
-	return h && k >= 0 && k < h->nr ? h->place[k].node : recorded;
-}
-
-static int mpi_first_failure(const struct job *j, int *rank, int *code, char **node)
-{
-	json_t *recs = mpi_rank_records(j), *o;
-	const char *best = NULL;
-	size_t r;
-
-	json_array_foreach(recs, r, o) {
-		const char *ended = json_get_str(o, "ended_at", "");
-
-		if (json_get_int(o, "exit_code", 0) != 0 && (!best || strcmp(ended, best) < 0)) {
-			best = ended;
-			*rank = (int)json_get_int(o, "rank", -1);
-			*code = (int)json_get_int(o, "exit_code", 1);
-			free(*node);
-			*node = xstrdup(rank_node(j, *rank, json_get_str(o, "node", "?")));
-		}
-	}
-	json_decref(recs);
-	return best != NULL;
-}
-
-static void describe_code(struct strbuf *sb, int code)
-{
-	if (code > 128 && code < 128 + 65)
-		strbuf_addf(sb, "was killed by signal %d (%s)", code - 128, strsignal(code - 128));
-	else
-		strbuf_addf(sb, "exited with code %d", code);
-}
-
 /* Stall detection: ranks whose log and the metrics file did not change for stall_after. */
 static void check_stall(struct sched *s, struct job *j)
 {
@@ -1077,75 +1033,15 @@ static void rank_exited(struct sched *s, struct job *j, int nodefail, int sig)
 	job_events_emit(&s->events, s, j, JOB_EV_RANK_EXITED, &info);
 }
 
-/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
-static int is_orted_of(const char *id, const struct job *j, int attempt)
-{
-	char prefix[64];
-
-	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
-	return starts_with(id, prefix);
-}
-
 /*
- * For mpi jobs: the ranks' ends as their agents reported them (the
- * rank_exits of the attempt's mpirun task and of its orteds, protocol.h),
- * without waiting for Open MPI's own teardown.  1 when every rank of the
- * world has reported: *rank is then the first rank that failed (by its end;
- * -1 if none), with its exit *code and *sig.  Lock held.
+ * Is the running job's attempt over?  The backend says how it stands (rank
+ * exits, node failures: backend.h); the lifecycle decides what that makes
+ * the job.  Lock held.
  */
-static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, int *code, int *sig)
-{
-	const struct hold *h = j->hold;
-	const char *best = NULL;
-	char *seen;
-	int n = 0;
-
-	*rank = -1;
-	if (j->cfg.launcher != LAUNCHER_MPI || !h || j->world <= 0)
-		return 0;
-	seen = xcalloc((size_t)j->world, 1);
-	for (int k = 0; k < h->nr; k++) {
-		struct node *nd = node_find(s, h->place[k].node);
-		const char *id;
-		json_t *t, *e;
-		size_t i;
-
-		json_object_foreach(nd ? nd->tasks : NULL, id, t) {
-			int ours = is_orted_of(id, j, j->attempt);
-
-			for (size_t x = 0; !ours && x < h->nr_tasks; x++)
-				ours = !strcmp(h->tasks[x].id, id);
-			if (!ours)
-				continue;
-			json_array_foreach(json_object_get(t, "rank_exits"), i, e) {
-				long long r = json_get_int(e, "rank", -1);
-				const char *ended = json_get_str(e, "ended_at", "");
-				int c = (int)json_get_int(e, "exit_code", 1);
-
-				if (r < 0 || r >= j->world || seen[r])
-					continue;
-				seen[r] = 1;
-				n++;
-				if (c && (!best || strcmp(ended, best) < 0)) {
-					best = ended;
-					*rank = (int)r;
-					*code = c;
-					*sig = (int)json_get_int(e, "signal", 0);
-				}
-			}
-		}
-	}
-	free(seen);
-	return n == j->world;
-}
-
-/* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
-	struct hold *h = j->hold;
-	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
-	const char *fail_node = NULL, *fail_at = NULL;
-	struct strbuf why = STRBUF_INIT;
+	struct attempt_end e;
+	enum attempt_status st;
 
 	if (j->cancel) {
 		if (!j->reason)   /* jobs_cancel() may have said why */
@@ -1153,130 +1049,34 @@ static void check_running(struct sched *s, struct job *j)
 		end_attempt(s, j, DT_JOB_CANCELLED);
 		return;
 	}
-	if (j->launch || !h)
+	if (j->launch || !j->hold)
 		return;
 	if (j->launch_error) {
 		set_reason(j, "%s", j->launch_error);
 		end_attempt(s, j, DT_JOB_FAILED);
 		return;
 	}
-	for (int k = 0; k < h->nr; k++) {
-		struct node *n = node_find(s, h->place[k].node);
-
-		if (!n || !strcmp(n->state, DT_NODE_DOWN)) {
-			free(j->failed_node);
-			j->failed_node = xstrdup(h->place[k].node);
-			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
-			rank_exited(s, j, 1, 0);
-			end_attempt(s, j, DT_JOB_NODE_FAIL);
-			return;
-		}
-	}
-	for (size_t i = 0; i < h->nr_tasks; i++) {
-		const struct htask *t = &h->tasks[i];
-		struct node *n = node_find(s, t->node);
-		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-		const char *st, *ended;
-		int code;
-
-		if (!ht) {
-			all_ok = 0;
-			/* recorded, but its agent has sent its whole table since and never
-			 * had it: the POST never reached it (dtsched stopped mid-launch) */
-			if (n && n->last_hb_mono && !n->want_full && !t->gone &&
-			    dt_mono_ms() - h->launched_ms > 2 * LAUNCH_GONE_MS) {
-				if (!fail || strcmp("~", fail_at) < 0) {
-					fail = 1;
-					fail_at = "~";
-					fail_rank = t->rank;
-					fail_code = 1;
-					fail_node = t->node;
-					strbuf_reset(&why);
-					strbuf_addstr(&why, "was never started (its agent does not know "
-						      "the task)");
-				}
-			}
-			continue;
-		}
-		st = json_get_str(ht, "state", "");
-		if (!task_final(ht)) {
-			all_ok = 0;
-			continue;
-		}
-		code = json_is_integer(json_object_get(ht, "exit_code")) ?
-			(int)json_get_int(ht, "exit_code", 1) : -1;
-		if (!strcmp(st, DT_TASK_EXITED) && code == 0)
-			continue;
-		all_ok = 0;
-		if (!strcmp(st, DT_TASK_LOST) && !strcmp(json_get_str(ht, "reason", ""), "NODE_FAIL"))
-			nodefail = 1;
-		ended = json_get_str(ht, "ended_at", "~");
-		if (!fail || strcmp(ended, fail_at) < 0) {
-			fail = 1;
-			fail_at = ended;
-			fail_rank = t->rank;
-			fail_code = code < 0 ? 1 : code;
-			fail_sig = (int)json_get_int(ht, "signal", 0);
-			fail_node = t->node;
-			strbuf_reset(&why);
-			if (!strcmp(st, DT_TASK_FAILED))
-				strbuf_addf(&why, "could not start: %s", json_get_str(ht, "error", "?"));
-			else if (!strcmp(st, DT_TASK_LOST))
-				strbuf_addf(&why, "was lost: %s", json_get_str(ht, "reason", NULL) ?
-					    json_get_str(ht, "reason", "") : json_get_str(ht, "error", "?"));
-			else
-				describe_code(&why, code);
-		}
-	}
-	if (!fail && !all_ok) {
-		int rrank, rcode = 1, rsig = 0;
-
-		if (mpi_ranks_reported(s, j, &rrank, &rcode, &rsig)) {
-			/*
-			 * Every rank has ended: the job is over now.  mpirun and
-			 * its orteds finish their own teardown (~100 ms at 16
-			 * nodes) while the hold keeps the slots; what is still
-			 * running STOP_RESEND_MS later is stopped (check_holds).
-			 */
-			h->stop_sent_ms = dt_mono_ms();
-			if (rrank < 0) {
-				all_ok = 1;
-			} else {
-				fail = 1;
-				fail_rank = rrank;
-				fail_code = rcode;
-				fail_sig = rsig;
-				fail_node = rank_node(j, rrank, "?");
-				strbuf_reset(&why);
-				describe_code(&why, rcode);
-			}
-		}
-	}
-	if (fail) {
-		char *mnode = NULL;
-		int mrank, mcode;
-
-		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
-			fail_rank = mrank;
-			fail_code = mcode;
-			/* a rank's logger records 128 + the signal that killed it */
-			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
-			strbuf_reset(&why);
-			describe_code(&why, mcode);
-		}
-		j->has_exit = 1;
-		j->exit_code = fail_code;
-		j->failed_rank = fail_rank;
+	attempt_end_init(&e);
+	st = s->backend->attempt_poll(s, j, &e);
+	if (st == ATTEMPT_NODE_DOWN) {
 		free(j->failed_node);
-		j->failed_node = xstrdup(mnode ? mnode : fail_node);
-		if (fail_rank >= 0)
-			set_reason(j, "rank %d on %s %s", fail_rank, j->failed_node, why.buf);
+		j->failed_node = xstrdup(e.node);
+		set_reason(j, "%s", e.why.buf);
+		rank_exited(s, j, 1, 0);
+		end_attempt(s, j, DT_JOB_NODE_FAIL);
+	} else if (st == ATTEMPT_FAILED) {
+		j->has_exit = 1;
+		j->exit_code = e.code;
+		j->failed_rank = e.rank;
+		free(j->failed_node);
+		j->failed_node = xstrdup(e.node ? e.node : "?");
+		if (e.rank >= 0)
+			set_reason(j, "rank %d on %s %s", e.rank, j->failed_node, e.why.buf);
 		else
-			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
-		free(mnode);
-		rank_exited(s, j, nodefail, fail_sig);
-		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
-	} else if (all_ok) {
+			set_reason(j, "mpirun on %s %s", j->failed_node, e.why.buf);
+		rank_exited(s, j, e.node_fail, e.signal);
+		end_attempt(s, j, e.node_fail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
+	} else if (st == ATTEMPT_COMPLETED) {
 		j->has_exit = 1;
 		j->exit_code = 0;
 		set_reason(j, NULL);
@@ -1291,91 +1091,31 @@ static void check_running(struct sched *s, struct job *j)
 	} else {
 		check_stall(s, j);
 	}
-	strbuf_release(&why);
+	attempt_end_release(&e);
 }
 
-void act_stop(struct actions *a, struct node *n, const char *task)
+/*
+ * One placed job's launch, off the main thread: the main loop goes on
+ * ending, placing and launching other jobs while this one waits for where
+ * its ranks run (in a sweep, eight trials ending together used to be
+ * launched one after another, each behind the requests of the one before,
+ * and the ends that arrived meanwhile waited too).
+ */
+static void *launch_thread(void *arg)
 {
-	struct action *x;
+	struct launch_arg *la = arg;
 
-	ALLOC_GROW(a->v, a->nr + 1, a->alloc);
-	x = &a->v[a->nr++];
-	memset(x, 0, sizeof(*x));
-	x->addr = xstrdup(n->address && *n->address ? n->address : n->name);
-	x->port = n->port;
-	x->node = xstrdup(n->name);
-	x->task = xstrdup(task);
-}
-
-/* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and
- * the orteds of an attempt that has ended. */
-static void check_orphans(struct sched *s, struct actions *a)
-{
-	static long long last;
-	long long now = dt_mono_ms();
-
-	if (now - last < ORPHAN_SCAN_MS)
-		return;
-	last = now;
-	for (size_t i = 0; i < s->nr; i++) {
-		struct node *n = s->nodes[i];
-		json_t *t;
-		const char *id;
-
-		if (strcmp(n->state, DT_NODE_UP) && strcmp(n->state, DT_NODE_DRAINED))
-			continue;
-		json_object_foreach(n->tasks, id, t) {
-			const char *jid = json_get_str(t, "job_id", NULL);
-			long long sent = json_get_int(s->orphans, id, 0);
-			struct job *j;
-
-			if (!jid || task_final(t) || !(j = job_find(s, jid)) || hold_has_task(s, id))
-				continue;
-			if (j->hold && is_orted_of(id, j, j->attempt))
-				continue;     /* started by the attempt's mpirun (agent/rsh.h) */
-			/*
-			 * The attempt just ended with mpirun's exit: its orteds on the
-			 * other nodes are exiting too, but their exit reports can be a
-			 * heartbeat late.  Stopping them then made an orted of a job
-			 * that ended normally exit 143 (SIGTERM) instead of 0.
-			 */
-			if (now < j->orted_grace_ms && is_orted_of(id, j, j->orted_attempt))
-				continue;
-			if (sent && now - sent < STOP_RESEND_MS)
-				continue;
-			dtlog(DTLOG_WARN, "task '%s' of job %s on '%s' belongs to no live attempt; "
-			      "stopping it", id, jid, n->name);
-			json_object_set_new(s->orphans, id, json_integer(now));
-			act_stop(a, n, id);
-		}
-	}
-}
-
-static void do_stop(struct sched *s, struct action *x)
-{
-	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
-	json_t *body = json_pack("{s:i}", "grace_ms", STOP_GRACE_MS), *reply = NULL;
-	int code;
-
-	strbuf_addf(&path, "%s%s", DT_PATH_TASK_PREFIX, x->task);
-	code = dt_httpc_request(client_for(s, s->clients, x->addr, x->port), "DELETE", path.buf, body,
-				&reply, &err);
-	if (code < 0 || code >= 500)
-		dtlog(DTLOG_WARN, "cannot stop task '%s' on '%s': %s", x->task, x->node,
-		      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
-	pthread_mutex_lock(&s->lock);
-	if (code == 404 || code == 200) {
-		/* final or unknown to its agent: gone */
-		for (size_t h = 0; h < s->nr_holds; h++)
-			for (size_t i = 0; i < s->holds[h]->nr_tasks; i++)
-				if (!strcmp(s->holds[h]->tasks[i].id, x->task))
-					s->holds[h]->tasks[i].gone = 1;
-	}
-	pthread_mutex_unlock(&s->lock);
-	json_decref(body);
-	json_decref(reply);
-	strbuf_release(&path);
-	strbuf_release(&err);
+	la->s->backend->launch(la->s, la->j, la->h);
+	pthread_mutex_lock(&la->s->lock);
+	la->h->busy--;
+	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
+		la->j->launch = 0;
+	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
+	/* last: once this is 0 (and the lock free) jobs_release may free s */
+	la->s->clients->launches--;
+	pthread_mutex_unlock(&la->s->lock);
+	free(la);
+	return NULL;
 }
 
 void jobs_step(struct sched *s)
@@ -1391,8 +1131,8 @@ void jobs_step(struct sched *s)
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING))
 			check_running(s, s->jobs[i]);
-	check_holds(s, &a);
-	check_orphans(s, &a);
+	if (s->backend->step)
+		s->backend->step(s, &a);
 	schedule_pending(s);
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
@@ -1414,7 +1154,7 @@ void jobs_step(struct sched *s)
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {
-		do_stop(s, &a.v[i]);
+		s->backend->stop(s, &a.v[i]);
 		free(a.v[i].addr);
 		free(a.v[i].node);
 		free(a.v[i].task);

@@ -1627,6 +1627,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	struct dt_http_route *routes = NULL;
 
 	s->o = *o;
+	s->backend = &agents_backend;   /* where ranks run (backend.h): the one choice of it */
 	s->beacon_fd = -1;
 	s->refused = json_object();
 	pthread_mutex_init(&s->lock, NULL);

@@ -132,6 +132,9 @@ void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, voi
 /* jobs.c */
 /* for mpi jobs: the attempt's ranks/<r>.json records, indexed by rank (null: none) */
 json_t *mpi_rank_records(const struct job *j);
+/* a rank's state that is over; mark a rank that had not ended as killed (or lost) */
+int rank_state_final(const char *st);
+void rank_set_end(json_t *r, int lost);
 int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);

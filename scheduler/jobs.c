@@ -317,85 +317,36 @@ json_t *mpi_rank_records(const struct job *j)
 	return recs;
 }
 
-static int node_lost(struct sched *s, const char *name)
-{
-	struct node *n = node_find(s, name);
-
-	return !n || !strcmp(n->state, DT_NODE_DOWN);
-}
-
 /*
  * The end of a rank that had not ended on its own when the attempt did:
  * dtsched stops it (another rank failed, cancel, timeout), or its node is
  * gone with it.  Without this, the last heartbeat's "running" would be the
  * rank's state forever.
  */
-static void rank_set_end(json_t *r, int lost)
+void rank_set_end(json_t *r, int lost)
 {
 	json_object_set_new(r, "state", json_string(lost ? "lost" : "killed"));
 	json_object_set_new(r, "reason", json_string(lost ? "lost with node" : "killed by dtctl"));
 }
 
-static int rank_state_final(const char *st)
+int rank_state_final(const char *st)
 {
 	return !strcmp(st, DT_TASK_EXITED) || !strcmp(st, DT_TASK_FAILED) ||
 		!strcmp(st, DT_TASK_LOST) || !strcmp(st, "killed") || !strcmp(st, "gone");
 }
 
 /*
- * Every rank of an mpi job after the mpirun task: its record where its rank
- * logger wrote one, else the mpirun task's state (the ranks run as long as
- * it does).  Records are read only when the attempt ends (`ending`): while
- * it runs, the shared dir is not read under the lock on every save.
- */
-static void mpi_ranks(struct sched *s, const struct job *j, json_t *a, const json_t *mpirun,
-		      int ending)
-{
-	const struct hold *h = j->hold;
-	json_t *recs = ending ? mpi_rank_records(j) : json_array();
-	const char *mst = json_get_str(mpirun, "state", "starting");
-
-	for (int r = 0; r < j->world; r++) {
-		const char *node = h->place[j->per_node > 0 ? r / j->per_node : 0].node;
-		json_t *rec = json_array_get(recs, (size_t)r), *o;
-		struct strbuf log = STRBUF_INIT;
-
-		strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, r);
-		o = json_pack("{s:i,s:s,s:s,s:s,s:n,s:n,s:s}", "rank", r, "node", node,
-			      "task", json_get_str(mpirun, "task", ""), "state",
-			      rank_state_final(mst) ? DT_TASK_EXITED : mst, "exit_code", "pid",
-			      "log", log.buf);
-		if (json_is_object(rec)) {
-			int sig = (int)json_get_int(rec, "signal", 0);
-
-			json_object_set_new(o, "state", json_string(DT_TASK_EXITED));
-			json_object_set(o, "exit_code", json_object_get(rec, "exit_code"));
-			json_object_set(o, "pid", json_object_get(rec, "pid"));
-			/* mpirun stopped it because another rank failed, or dtsched did */
-			if ((sig == SIGTERM || sig == SIGKILL) && r != j->failed_rank)
-				rank_set_end(o, 0);
-		} else if (ending) {
-			rank_set_end(o, node_lost(s, node));
-		}
-		json_array_append_new(a, o);
-		strbuf_release(&log);
-	}
-	json_decref(recs);
-}
-
-/*
- * Per-rank view of the current attempt, from what the agents reported;
+ * Per-rank view of the current attempt, as its backend describes it;
  * `ending`: the attempt is over (end_attempt keeps this as last_ranks), so
  * a rank still running is one dtsched stops now, or one lost with its node.
+ * Without a hold, the view kept when the last attempt ended.
  */
 static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
 {
-	json_t *a = json_array(), *r;
-	const struct hold *h = j->hold;
+	json_t *a, *r;
 	size_t i;
 
-	if (!h) {
-		json_decref(a);
+	if (!j->hold) {
 		if (!j->last_ranks)
 			return json_array();
 		/* a snapshot of an older dtsched may still say "running" */
@@ -405,36 +356,7 @@ static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
 				rank_set_end(r, 0);
 		return a;
 	}
-	for (i = 0; i < h->nr_tasks; i++) {
-		const struct htask *t = &h->tasks[i];
-		struct node *n = node_find(s, t->node);
-		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-		json_t *code = ht ? json_object_get(ht, "exit_code") : NULL;
-		struct strbuf log = STRBUF_INIT;
-
-		if (t->rank >= 0)
-			strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, t->rank);
-		else
-			strbuf_addf(&log, "%s/logs/mpirun.log", j->job_dir);
-		r = json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s,s:s?,s:I}",
-			"rank", t->rank, "node", t->node, "task", t->id,
-			"state", ht ? json_get_str(ht, "state", "?") : (t->gone ? "gone" : "starting"),
-			"exit_code", code ? code : json_null(),
-			"pid", ht && json_object_get(ht, "pid") ? json_object_get(ht, "pid") : json_null(),
-			"log", log.buf,
-			/* how its processes were held: "cgroup" or "subreaper" (agent/proctree.h) */
-			"containment", ht ? json_get_str(ht, "containment", NULL) : NULL,
-			"log_lost_lines", (json_int_t)(ht ? json_get_int(ht, "log_lost_lines", 0) : 0));
-		if (ht && !strcmp(json_get_str(ht, "state", ""), DT_TASK_LOST) &&
-		    !strcmp(json_get_str(ht, "reason", ""), "NODE_FAIL"))
-			json_object_set_new(r, "reason", json_string("lost with node"));
-		else if (ending && !rank_state_final(json_get_str(r, "state", "")))
-			rank_set_end(r, node_lost(s, t->node));
-		json_array_append_new(a, r);
-		if (t->rank < 0 && j->cfg.launcher == LAUNCHER_MPI)
-			mpi_ranks(s, j, a, r, ending);
-		strbuf_release(&log);
-	}
+	a = s->backend->describe(s, j, ending);
 	/* each rank's GPUs: its node's reservation (launch.c binds both launchers so) */
 	json_array_foreach(a, i, r) {
 		json_int_t rank = json_get_int(r, "rank", -1);

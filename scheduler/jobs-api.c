@@ -87,6 +87,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	history_add(j, DT_JOB_PENDING, "submitted");
 	job_save(s, j);
 	db_commit(s);
+	job_events_emit(&s->events, s, j, JOB_EV_SUBMITTED, NULL);
 	/*
 	 * No job dir and no <job_dir>/state yet: both come with the job's first
 	 * transition (job_transition, job_file).  The state file's readers

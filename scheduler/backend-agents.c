@@ -19,20 +19,6 @@
 
 #define ORPHAN_SCAN_MS 1000
 
-void attempt_end_init(struct attempt_end *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->rank = -1;
-	strbuf_init(&e->why, 0);
-}
-
-void attempt_end_release(struct attempt_end *e)
-{
-	free(e->node);
-	e->node = NULL;
-	strbuf_release(&e->why);
-}
-
 /*
  * The node rank r of an mpi job ran on, by the plan (--map-by slot: hostfile
  * node r / per_node), as dtctl names it; what the rank's record says (the

@@ -205,7 +205,7 @@ void agent_call_init(struct agent_call *c, const struct sched *s, const struct n
 void agent_calls(struct agent_call *c, size_t n);
 void agent_call_release(struct agent_call *c);
 
-/* checks of either kind (fabric gate, connectivity) before a job starts anyway */
+/* probe.c: checks of either kind (fabric gate, connectivity) before a job starts anyway */
 #define FABRIC_GATE_ROUNDS 4
 /* 1 when j's pre-flight checks (of `what`) ran FABRIC_GATE_ROUNDS times without a
  * pass: it starts anyway, which its history says once.  Lock held. */

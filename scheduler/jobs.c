@@ -1096,3 +1096,17 @@ void jobs_step(struct sched *s)
 	free(a.v);
 	free(launch);
 }
+
+void attempt_end_init(struct attempt_end *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->rank = -1;
+	strbuf_init(&e->why, 0);
+}
+
+void attempt_end_release(struct attempt_end *e)
+{
+	free(e->node);
+	e->node = NULL;
+	strbuf_release(&e->why);
+}

@@ -124,6 +124,57 @@ static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, i
 	return n == j->world;
 }
 
+static void act_stop(struct actions *a, struct node *n, const char *task)
+{
+	struct action *x;
+
+	ALLOC_GROW(a->v, a->nr + 1, a->alloc);
+	x = &a->v[a->nr++];
+	memset(x, 0, sizeof(*x));
+	x->addr = xstrdup(n->address && *n->address ? n->address : n->name);
+	x->port = n->port;
+	x->node = xstrdup(n->name);
+	x->task = xstrdup(task);
+}
+
+/* Released holds: stop what is still running; drop the hold once all is gone. */
+static void check_holds(struct sched *s, struct actions *a)
+{
+	long long now = dt_mono_ms();
+
+	for (size_t k = 0; k < s->nr_holds;) {
+		struct hold *h = s->holds[k];
+		int live = 0, resend = now - h->stop_sent_ms >= STOP_RESEND_MS;
+
+		if (!h->released || h->busy) {
+			k++;
+			continue;
+		}
+		for (size_t i = 0; i < h->nr_tasks; i++) {
+			struct htask *t = &h->tasks[i];
+			struct node *n = node_find(s, t->node);
+			json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
+
+			if (!n || !strcmp(n->state, DT_NODE_DOWN))
+				continue;     /* unreachable; stopped as an orphan if it returns */
+			if (ht ? task_final(ht) : (t->gone || now - h->launched_ms > LAUNCH_GONE_MS))
+				continue;
+			live++;
+			if (resend)
+				act_stop(a, n, t->id);
+		}
+		if (resend && live)
+			h->stop_sent_ms = now;
+		if (!live) {
+			dtlog(DTLOG_DEBUG, "job %s: slots of an attempt freed", h->job);
+			hold_drop(s, h);
+			sched_wake(s);
+			continue;
+		}
+		k++;
+	}
+}
+
 /* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and
  * the orteds of an attempt that has ended. */
 static void check_orphans(struct sched *s, struct actions *a)

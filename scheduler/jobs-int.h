@@ -147,7 +147,6 @@ long long highest_job_dir(const char *shared);
 int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
 void write_state_file(const struct job *j);
-json_t *placement_json(const struct hold *h);
 void write_placement_file(const struct job *j);
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -159,25 +158,28 @@ struct job *job_new(void);
 void job_derive(struct job *j);
 
 
-/* jobs-queue.c */
-void cluster_refresh(struct sched *s);
+/* hold.c */
 json_t *hold_json(const struct hold *h);
+/* [{node, slots}] of a hold (placement.json, job_json) */
+json_t *placement_json(const struct hold *h);
 void hold_free(struct hold *h);
+/* out of s->holds, and freed: its backend knows nothing of it runs any more */
+void hold_drop(struct sched *s, struct hold *h);
 void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone);
 struct hold *hold_from_json(const json_t *o);
+/* A node's slots of a hold as "0,1" (placement.json, the plan) */
+void jslot_format(struct strbuf *sb, const struct jslot *p);
+int hold_has_task(struct sched *s, const char *id);
+
+/* jobs-queue.c */
+void cluster_refresh(struct sched *s);
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
 				struct place_result *res, struct strbuf *reason);
 void schedule_pending(struct sched *s);
-/* A node's slots of a hold as "0,1" (placement.json, the plan) */
-void jslot_format(struct strbuf *sb, const struct jslot *p);
 /* The slots of placement res for j, as a hold that is not (yet) reserved:
  * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
-int hold_has_task(struct sched *s, const char *id);
-/* released holds whose tasks are all final are freed; what still runs is stopped */
-void check_holds(struct sched *s, struct actions *a);
-void act_stop(struct actions *a, struct node *n, const char *task);
 
 /*
  * The agents backend's gate (backend.h): j was placed on res (in pool p).

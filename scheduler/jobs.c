@@ -216,21 +216,6 @@ void write_state_file(const struct job *j)
 	strbuf_release(&sb);
 }
 
-json_t *placement_json(const struct hold *h)
-{
-	json_t *a = json_array();
-
-	for (int k = 0; h && k < h->nr; k++) {
-		struct strbuf sl = STRBUF_INIT;
-
-		jslot_format(&sl, &h->place[k]);
-		json_array_append_new(a, json_pack("{s:s,s:s,s:s}", "node", h->place[k].node,
-						   "address", h->place[k].address, "slots", sl.buf));
-		strbuf_release(&sl);
-	}
-	return a;
-}
-
 /* <job_dir>/placement.json: {"ranks":[{"rank":0,"node":"n1"},...], "nodes": [...]} */
 void write_placement_file(const struct job *j)
 {

@@ -12,6 +12,7 @@
 #include "auth.h"
 #include "debug.h"
 #include "probe.h"
+#include "report.h"
 #include "beacon.h"
 #include "daemon.h"
 #include "dthome.h"
@@ -51,6 +52,7 @@
 #define LIVENESS_MS 1000
 #define STARTING_TIMEOUT_MS 10000
 #define PRUNE_EVERY_MS 60000
+#define REFUSED_END_LOG_MS 500   /* a supervisor's word comes within ms of its file */
 
 struct agent {
 	struct agent_opts o;
@@ -66,6 +68,12 @@ struct agent {
 	char head_host[256];
 	int head_port;
 	unsigned long long hb_sent, hb_failed, tasks_started, tasks_lost;
+	/* the report socket (report.h), -1: none; refused reports and their log */
+	int report_fd;
+	int report_bind_failed;      /* tries that failed so far */
+	unsigned long long reports_refused;
+	long long refuse_log_from;
+	int refuse_logged;
 	struct { int port; long long at_ms; } ports[64];   /* handed out recently */
 	char bin_dir[4096];
 	long long hb_acked;          /* last heartbeat seq dtsched answered 200 */
@@ -85,6 +93,7 @@ struct agent {
 	/* the node's health (health.h), read by the heartbeat thread each beat */
 	struct health health;
 	json_t *health_now;
+	json_t *debugging;           /* {job id: true} of the debug samplings running */
 };
 
 #define NET_REFRESH_MS 30000
@@ -183,7 +192,7 @@ static void health_refresh(struct agent *a)
 {
 	int nv = a->o.gpus != 0 ? dt_nvml_count() : 0;
 	int n = a->o.gpus >= 0 ? a->o.gpus : nv;
-	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home);
+	json_t *h = health_collect(&a->health, n, nv < n ? nv : n, a->o.home, a->o.fake_health);
 
 	pthread_mutex_lock(&a->lock);
 	json_decref(a->health_now);
@@ -248,7 +257,17 @@ static json_t *inventory_take_usage(json_t *inv)
 
 /* ------------------------------------------------------------ task table */
 
-/* Re-read t's file if it changed; 1 if its state changed.  Lock held. */
+/*
+ * Re-read t's file if it changed; 1 if its state changed.  Lock held.
+ *
+ * Every job of the user can write the tasks dir, so the file is only as
+ * good as what the kernel confirms (report.h): a final state (which ends a
+ * job, and whose signal counts toward the node's quarantine) is taken only
+ * once the supervisor has vouched for it over the report socket, and the
+ * supervisor's pid and start, and the marker, stay what the agent itself
+ * spawned and made.  Only a table loaded at the agent's start (tasks that
+ * ended while no agent ran) is taken as it is.
+ */
 static int task_refresh(struct agent *a, struct task *t)
 {
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
@@ -267,9 +286,27 @@ static int task_refresh(struct agent *a, struct task *t)
 		dtlog(DTLOG_WARN, "%s", err.buf);
 		goto out;
 	}
+	if (task_state_final(fresh.state) && !task_state_final(t->state) && !t->end_vouched &&
+	    t->vouches) {
+		/* the supervisor's word may be a moment behind its file: say
+		 * something only if it still runs a while later (check_liveness) */
+		if (!t->end_refused)
+			t->end_refused = dt_mono_ms();
+		t->file_mtime_ns = mtime;
+		task_release(&fresh);
+		goto out;
+	}
 	changed = fresh.state != t->state;
-	if (!fresh.sup_pid && t->sup_pid)
-		fresh.sup_pid = t->sup_pid;   /* spawned, not yet recorded by itself */
+	if (t->sup_pid) {
+		/* ours, not the file's: a forged file cannot move the tree */
+		fresh.sup_pid = t->sup_pid;
+		fresh.sup_start = t->sup_start ? t->sup_start : fresh.sup_start;
+	}
+	if (t->marker[0])
+		memcpy(fresh.marker, t->marker, sizeof(fresh.marker));
+	fresh.end_vouched = t->end_vouched;
+	fresh.end_refused = t->end_refused;
+	fresh.vouches = t->vouches;   /* what it was when we spawned or loaded it */
 	fresh.file_mtime_ns = mtime;
 	fresh.changed_ms = changed ? dt_mono_ms() : t->changed_ms;
 	fresh.rank_exits = t->rank_exits;   /* the agent's own, not in the file */
@@ -289,55 +326,120 @@ static void kick_heartbeat(struct agent *a)
 }
 
 /*
- * A rank's end, "<task>@<rank>" DT_RANK_EXIT_SUFFIX in the tasks dir, written
- * by the rank logger (protocol.h): its exit joins the task's rank_exits and
- * the file goes.  The file is written by user code: read bounded, without
- * following links; a task we do not run, a rank already reported or a
- * record that is not one is dropped.  1 if the task changed.  Lock held.
+ * Bind the report socket (report.h), at start and again every LIVENESS_MS
+ * while it cannot be (the agent before us not gone yet, or a squatter on the
+ * name).  Meanwhile ranks' ends wait for mpirun's, and a task's end from
+ * its file is not taken: the task is lost when its supervisor is gone.
  */
-static int take_rank_exit(struct agent *a, const char *name)
+static void report_bind(struct agent *a)
 {
-	const char *at = strchr(name, '@');
-	struct strbuf buf = STRBUF_INIT, id = STRBUF_INIT;
-	json_t *o = NULL, *e;
-	struct task *t;
-	long long rank;
-	size_t i;
-	int dfd, taken = 0;
-	char *end;
+	struct strbuf name = STRBUF_INIT, err = STRBUF_INIT;
 
-	if (!at || !ends_with(name, DT_RANK_EXIT_SUFFIX))
+	report_socket_name(&name, a->o.home);
+	a->report_fd = report_listen(name.buf, &err);
+	if (a->report_fd < 0 && !a->report_bind_failed++)
+		dtlog(DTLOG_WARN, "%s: ranks' and supervisors' reports cannot reach this agent "
+		      "(trying again every second)", err.buf);
+	else if (a->report_fd >= 0 && a->report_bind_failed)
+		dtlog(DTLOG_INFO, "report socket '%s' bound after %d tries", name.buf,
+		      a->report_bind_failed);
+	strbuf_release(&name);
+	strbuf_release(&err);
+}
+
+/* A report refused: logged with who sent it, at most REFUSE_LOG_MAX lines a minute. */
+#define REFUSE_LOG_MAX 20
+static void report_refused(struct agent *a, const struct report_from *from, const char *what,
+			   const char *task, const char *why)
+{
+	long long now = dt_mono_ms();
+	struct strbuf ans = STRBUF_INIT;
+
+	a->reports_refused++;
+	if (now - a->refuse_log_from >= 60000) {
+		a->refuse_log_from = now;
+		a->refuse_logged = 0;
+	}
+	if (a->refuse_logged++ < REFUSE_LOG_MAX)
+		dtlog(DTLOG_WARN, "refused a %s report for task '%s' from pid %d (uid %d): %s",
+		      what, task, (int)from->pid, (int)from->uid, why);
+	strbuf_addf(&ans, "refused: %s", why);
+	report_answer(a->report_fd, from, ans.buf);
+	strbuf_release(&ans);
+}
+
+/*
+ * A rank's end from the rank logger (protocol.h, report.h): it joins the
+ * task's rank_exits when it comes from a process of that task's tree, for a
+ * live task and a rank not yet reported.  1 if the task changed.  Lock held.
+ */
+static int take_rank_exit(struct agent *a, struct task *t, const json_t *o,
+			  const struct report_from *from)
+{
+	long long rank = json_get_int(o, "rank", -1);
+	json_t *e;
+	size_t i;
+
+	if (!proc_descends_from(from->pid, (pid_t)t->sup_pid, t->sup_start)) {
+		report_refused(a, from, "rank exit", t->id, "the sender is not a process of "
+			       "that task (another job's?)");
 		return 0;
-	strbuf_add(&id, name, (size_t)(at - name));
-	rank = strtoll(at + 1, &end, 10);
-	dfd = open(a->dir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		goto out;
-	t = task_table_find(&a->tt, id.buf);
-	if (t && !task_state_final(t->state) && end > at + 1 && !strcmp(end, DT_RANK_EXIT_SUFFIX) &&
-	    sf_read_at(dfd, name, &buf, DT_RANK_EXIT_MAX, NULL) >= 0)
-		o = json_loads(buf.buf, 0, NULL);
-	unlinkat(dfd, name, 0);
-	close(dfd);
-	if (!json_is_object(o) || json_get_int(o, "rank", -1) != rank ||
-	    !json_is_integer(json_object_get(o, "exit_code")) ||
+	}
+	report_answer(a->report_fd, from, "ok");
+	if (rank < 0 || rank >= 1000000 || !json_is_integer(json_object_get(o, "exit_code")) ||
+	    !json_is_integer(json_object_get(o, "signal")) ||
 	    dt_timestamp_parse(json_get_str(o, "ended_at", "")) <= 0)
-		goto out;
+		return 0;
 	if (!t->rank_exits)
 		t->rank_exits = json_array();
 	json_array_foreach(t->rank_exits, i, e)
 		if (json_get_int(e, "rank", -1) == rank)
-			goto out;
+			return 0;
 	json_array_append_new(t->rank_exits, json_pack("{s:I,s:I,s:I,s:s}", "rank",
 		(json_int_t)rank, "exit_code", (json_int_t)json_get_int(o, "exit_code", 1),
 		"signal", (json_int_t)json_get_int(o, "signal", 0),
 		"ended_at", json_get_str(o, "ended_at", "")));
-	taken = 1;
-out:
-	json_decref(o);
-	strbuf_release(&buf);
-	strbuf_release(&id);
-	return taken;
+	return 1;
+}
+
+/*
+ * Every report waiting on the socket (report.h).  The kernel says who sent
+ * each: a rank exit is taken from a process of that task's tree, a task's
+ * end only from its supervisor; the rest is refused and logged with the
+ * sender's pid.  1 if a task changed.  Lock held.
+ */
+static int take_reports(struct agent *a)
+{
+	struct strbuf body = STRBUF_INIT;
+	struct report_from from;
+	int changed = 0;
+
+	while (a->report_fd >= 0 && report_recv(a->report_fd, &body, &from) > 0) {
+		json_t *o = json_loadb(body.buf, body.len, 0, NULL);
+		const char *kind = json_get_str(o, "kind", ""), *id = json_get_str(o, "task", "");
+		struct task *t = json_is_object(o) ? task_table_find(&a->tt, id) : NULL;
+
+		if (!t || task_state_final(t->state)) {
+			/* an unknown or ended task: nothing to take */
+			report_answer(a->report_fd, &from, "refused: no such live task here");
+		} else if (from.uid != geteuid()) {
+			report_refused(a, &from, kind, id, "another user");
+		} else if (!strcmp(kind, "rank_exit")) {
+			changed |= take_rank_exit(a, t, o, &from);
+		} else if (!strcmp(kind, "task_end")) {
+			if (!t->sup_pid || from.pid != (pid_t)t->sup_pid) {
+				report_refused(a, &from, "task end", id, "the sender is not the "
+					       "task's supervisor");
+			} else {
+				t->end_vouched = 1;
+				t->file_mtime_ns = -1;   /* read the final state now */
+				changed |= task_refresh(a, t);
+			}
+		}
+		json_decref(o);
+	}
+	strbuf_release(&body);
+	return changed;
 }
 
 /*
@@ -357,9 +459,7 @@ static void take_renames(struct agent *a, int ifd)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			size_t len = ev->len ? strlen(ev->name) : 0;
 
-			if (len && take_rank_exit(a, ev->name)) {
-				kick_heartbeat(a);
-			} else if (len > 5 && ends_with(ev->name, ".json")) {
+			if (len > 5 && ends_with(ev->name, ".json")) {
 				char id[256];
 				struct task *t;
 
@@ -407,12 +507,21 @@ static void check_liveness(struct agent *a, struct task *t)
 
 	if (task_state_final(t->state))
 		return;
-	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start))
+	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+		if (t->end_refused > 0 && now - t->end_refused >= REFUSED_END_LOG_MS) {
+			dtlog(DTLOG_WARN, "task %s: its file says it ended, but its supervisor "
+			      "(pid %lld) runs and did not say so: ignored (written by another "
+			      "process)", t->id, t->sup_pid);
+			t->end_refused = -1;   /* said */
+			a->reports_refused++;
+		}
 		return;
+	}
 	if (!t->sup_pid && t->state == TASK_STARTING &&
 	    dt_now_us() - t->created_us < STARTING_TIMEOUT_MS * 1000LL)
 		return;
-	/* maybe it finished just now: read the file once more */
+	/* maybe it finished just now: its report came before it exited */
+	take_reports(a);
 	t->file_mtime_ns = 0;
 	task_refresh(a, t);
 	if (task_state_final(t->state))
@@ -420,6 +529,22 @@ static void check_liveness(struct agent *a, struct task *t)
 	(void)now;
 	task_mark_lost(a, t, t->sup_pid ? "its supervisor process vanished"
 			      : "its supervisor never started");
+}
+
+/* An ended task's file (and its own log, when it had no shared one) and table entry go. */
+static void task_forget(struct agent *a, struct task *t)
+{
+	struct strbuf p = STRBUF_INIT;
+
+	task_path(&p, a->dir.buf, t->id);
+	unlink(p.buf);
+	if (!json_get_str(t->spec, "log", NULL)) {
+		strbuf_reset(&p);
+		strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
+		unlink(p.buf);
+	}
+	strbuf_release(&p);
+	task_table_remove(&a->tt, t->id);
 }
 
 static void prune_finished(struct agent *a)
@@ -430,21 +555,33 @@ static void prune_finished(struct agent *a)
 		struct task *t = a->tt.items[i];
 
 		if (task_state_final(t->state) && t->ended_us && t->ended_us < cutoff) {
-			struct strbuf p = STRBUF_INIT;
-
-			task_path(&p, a->dir.buf, t->id);
-			unlink(p.buf);
-			if (!json_get_str(t->spec, "log", NULL)) {
-				strbuf_reset(&p);
-				strbuf_addf(&p, "%s/%s.log", a->dir.buf, t->id);
-				unlink(p.buf);
-			}
-			strbuf_release(&p);
-			task_table_remove(&a->tt, t->id);
+			task_forget(a, t);
 			continue;
 		}
 		i++;
 	}
+}
+
+/*
+ * A start whose id an ended task of another head already has: that head's
+ * state.db and shared dir were lost and the new one gave the id again before
+ * our heartbeats told it (sched.c raises its ids past what we report).  The
+ * old record names a job nobody can ask about any more, so it goes and the
+ * start goes on: an id clash is never a job failure.  A live task, a start
+ * without a head, or one from the same head (a retried request) is refused.
+ */
+static int replaces_earlier_head(struct agent *a, struct task *old, const json_t *spec)
+{
+	const char *was = json_get_str(old->spec, "head", NULL);
+	const char *now = json_get_str(spec, "head", NULL);
+
+	if (!task_state_final(old->state) || !was || !now || !strcmp(was, now))
+		return 0;
+	dtlog(DTLOG_WARN, "task %s: the record of an earlier head's task of this id (ended "
+	      "with %d) is replaced: that head lost its state", old->id,
+	      old->has_exit ? old->exit_code : -1);
+	task_forget(a, old);
+	return 1;
 }
 
 /* -------------------------------------------------------------- handlers */
@@ -500,6 +637,9 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	}
 	pthread_mutex_lock(&a->lock);
 	task_path(&path, a->dir.buf, id);
+	t = task_table_find(&a->tt, id);
+	if (t)
+		replaces_earlier_head(a, t, spec);
 	if (task_table_find(&a->tt, id) || stat(path.buf, &st) == 0) {
 		strbuf_addf(msg, "task '%s' already exists on node '%s'", id, a->name);
 		json_decref(spec);
@@ -509,6 +649,9 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	t = xmalloc(sizeof(*t));
 	task_init(t);
 	memcpy(t->id, id, strlen(id) + 1);
+	/* which node this is, as dtsched names it: DT_NODE in the task, and the
+	 * node its rank log's lines are attributed to (protocol.h) */
+	json_object_set_new(spec, "node", json_string(a->name));
 	t->spec = spec;
 	t->state = TASK_STARTING;
 	t->created_us = dt_now_us();
@@ -530,6 +673,8 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 		task_save(a->dir.buf, t);
 	}
 	t->sup_pid = sup > 0 ? sup : 0;
+	t->sup_start = sup > 0 ? proc_start_time(sup, NULL) : 0;
+	t->vouches = 1;       /* our dtshim: it reports its task's end (report.h) */
 	task_table_add(&a->tt, t);
 	a->tasks_started++;
 	*out = task_to_json(t, 1);
@@ -677,7 +822,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	json_t *inv = agent_inventory(a), *gpu, *gpus;
 	struct strbuf *o = &resp->text;
 	const char *node[] = { "node", a->name, NULL };
-	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs;
+	unsigned long long started, lost, hb_ok, hb_failed, beacons, resyncs, refused;
 	size_t i;
 
 	dt_httpd_get_stats(a->srv, &st);
@@ -690,6 +835,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	hb_failed = a->hb_failed;
 	beacons = a->beacons_sent;
 	resyncs = a->resyncs;
+	refused = a->reports_refused;
 	pthread_mutex_unlock(&a->lock);
 
 	prom_family(o, "dtagent_tasks", "gauge", "Tasks in the agent's table by state.");
@@ -703,6 +849,9 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	prom_family(o, "dtagent_tasks_lost_total", "counter",
 		    "Tasks whose supervisor vanished (marked lost).");
 	prom_sample(o, "dtagent_tasks_lost_total", node, (double)lost);
+	prom_family(o, "dtagent_reports_refused_total", "counter",
+		    "Reports (rank exits, task ends) refused: not sent by the task's own processes.");
+	prom_sample(o, "dtagent_reports_refused_total", node, (double)refused);
 	prom_family(o, "dtagent_heartbeats_total", "counter",
 		    "Heartbeats sent to dtsched by result: ok, failed, or a UDP beacon.");
 	{
@@ -859,30 +1008,109 @@ static void h_ports(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_json(resp, 200, json_pack("{s:i,s:s}", "port", found, "node", a->name));
 }
 
-/* POST /v1/probe: TCP connects to the peers dtsched names (probe.h) */
+/*
+ * Which handler runs where (issue 26, B4/B5): everything is answered on the
+ * server's one thread, in microseconds, except the two that wait on the
+ * outside world: the probe (connects and name lookups, up to its timeout)
+ * and the debug sampling (sample_ms, SIGUSR2 records, gdb attaches).  Those
+ * run on a thread of their own per request (dt_http_offload) with their
+ * request parked, so status, tasks and heartbeats are answered meanwhile.
+ */
+
+struct probe_work {
+	struct agent *a;
+	json_t *targets;
+	int timeout_ms;
+};
+
+static void probe_work_free(void *p)
+{
+	struct probe_work *w = p;
+
+	json_decref(w->targets);
+	free(w);
+}
+
+static json_t *probe_work(void *p, int *status)
+{
+	struct probe_work *w = p;
+	struct strbuf err = STRBUF_INIT;
+	json_t *res = probe_connect(w->targets, w->timeout_ms, &err), *reply;
+
+	if (res) {
+		reply = json_pack("{s:s,s:o}", "node", w->a->name, "results", res);
+	} else {
+		*status = 400;
+		reply = json_pack("{s:s}", "error", err.buf);
+	}
+	strbuf_release(&err);
+	return reply;
+}
+
+/* POST /v1/probe: TCP connects to the peers dtsched names (probe.h), off this thread */
 static void h_probe(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
 	long long timeout = json_get_int(req->json, "timeout_ms", DT_PROBE_TIMEOUT_MS);
-	struct strbuf err = STRBUF_INIT;
-	json_t *res;
+	const json_t *targets = json_object_get(req->json, "targets");
+	struct probe_work *w;
 
+	if (dt_http_offloaded(req, resp))
+		return;
 	if (timeout < 1 || timeout > PROBE_MAX_TIMEOUT_MS) {
 		dt_http_error(resp, 400, "timeout_ms %lld: expected 1-%d", timeout, PROBE_MAX_TIMEOUT_MS);
 		return;
 	}
-	res = probe_connect(json_object_get(req->json, "targets"), (int)timeout, &err);
-	if (!res)
-		dt_http_error(resp, 400, "%s", err.buf);
-	else
-		dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "results", res));
-	strbuf_release(&err);
+	if (!json_is_array(targets) || json_array_size(targets) > PROBE_MAX_TARGETS) {
+		dt_http_error(resp, 400, "'targets' must be an array of at most %d {node, address, "
+			      "port}", PROBE_MAX_TARGETS);
+		return;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->a = a;
+	w->targets = json_deep_copy(targets);
+	w->timeout_ms = (int)timeout;
+	dt_http_offload(a->srv, req, resp, probe_work, w, probe_work_free, timeout + 5000);
+}
+
+/* one debug sampling: the job's processes, found on the request thread */
+struct debug_work {
+	struct agent *a;
+	char *job, *dir;
+	long ms;
+	pid_t *pids;
+	size_t nr;
+};
+
+static void debug_work_free(void *p)
+{
+	struct debug_work *w = p;
+	struct agent *a = w->a;
+
+	pthread_mutex_lock(&a->lock);
+	json_object_del(a->debugging, w->job);   /* the next sampling of this job may start */
+	pthread_mutex_unlock(&a->lock);
+	free(w->job);
+	free(w->dir);
+	free(w->pids);
+	free(w);
+}
+
+static json_t *debug_work(void *p, int *status)
+{
+	struct debug_work *w = p;
+	json_t *reply = debug_collect(w->a->name, w->pids, w->nr, w->dir, w->ms);
+	json_t *inv = inventory_collect(w->a->name, w->a->o.gpus);
+
+	debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
+	json_decref(inv);
+	return reply;
 }
 
 /*
- * POST /v1/debug: evidence of the ranks of one job on this node (debug.h).
- * It samples for sample_ms on this server's thread; dtsched asks once per
- * node and attribution (`dtctl debug`) is rare.
+ * POST /v1/debug: evidence of the ranks of one job on this node (debug.h),
+ * sampled off this thread (above), one sampling of a job at a time (a
+ * second is 409 while the first runs), its processes bounded (debug.h).
  */
 static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
@@ -890,15 +1118,27 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 	const char *job = json_get_str(req->json, "job_id", NULL);
 	const char *dir = json_get_str(req->json, "job_dir", NULL);
 	long long ms = json_get_int(req->json, "sample_ms", DEBUG_SAMPLE_MS_DEFAULT);
-	pid_t *pids = NULL;
-	size_t nr = 0, alloc = 0;
+	struct debug_work *w;
+	size_t alloc = 0;
 
+	if (dt_http_offloaded(req, resp))
+		return;
 	if (!job || !*job || (dir && *dir != '/') || ms < 0 || ms > DEBUG_SAMPLE_MS_MAX) {
 		dt_http_error(resp, 400, "expected {job_id, job_dir?: absolute path, "
 			      "sample_ms?: 0..%d}", DEBUG_SAMPLE_MS_MAX);
 		return;
 	}
+	w = xcalloc(1, sizeof(*w));
+	w->a = a;
 	pthread_mutex_lock(&a->lock);
+	if (json_object_get(a->debugging, job)) {
+		pthread_mutex_unlock(&a->lock);
+		free(w);
+		dt_http_error(resp, 409, "a sampling of job '%s' is already running on node '%s'",
+			      job, a->name);
+		return;
+	}
+	json_object_set_new(a->debugging, job, json_true());
 	for (size_t i = 0; i < a->tt.nr; i++) {
 		struct task *t = a->tt.items[i];
 		struct proc_tree pt;
@@ -906,18 +1146,15 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 		if (task_state_final(t->state) || strcmp(json_get_str(t->spec, "job_id", ""), job))
 			continue;
 		pt = task_proc_tree(t);
-		proc_tree_pids(&pt, &pids, &nr, &alloc);
+		proc_tree_pids(&pt, &w->pids, &w->nr, &alloc);
 	}
 	pthread_mutex_unlock(&a->lock);
-	{
-		json_t *reply = debug_collect(a->name, pids, nr, dir, (long)ms);
-		json_t *inv = inventory_collect(a->name, a->o.gpus);
-
-		debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
-		json_decref(inv);
-		dt_http_json(resp, 200, reply);
-	}
-	free(pids);
+	w->job = xstrdup(job);
+	w->dir = dir ? xstrdup(dir) : NULL;
+	w->ms = (long)ms;
+	/* sample, records, then at most DEBUG_MAX_NATIVE gdbs at once, 8 s each */
+	dt_http_offload(a->srv, req, resp, debug_work, w, debug_work_free,
+			DEBUG_SAMPLE_MS_MAX + 1000 + 8000 + 5000);
 }
 
 static const struct dt_http_route routes[] = {
@@ -1044,6 +1281,7 @@ static void *heartbeat_thread(void *data)
 	long long net_at = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.peer_port_name = "the head port";
 	c.timeout_ms = 2000;
 	c.connect_timeout_ms = 1000;
 	pthread_mutex_lock(&a->lock);
@@ -1160,8 +1398,11 @@ static void *heartbeat_thread(void *data)
 				strbuf_reset(&usage_acked);
 				a->hb_kick = 1;   /* send it now */
 			}
-			/* dtsched asks for the whole table when it (re)learns about us */
+			/* dtsched asks for the whole table when it (re)learns about us:
+			 * at once, as its next job ids go past the ones we hold */
 			full = json_is_true(json_object_get(reply, "want_full"));
+			if (full)
+				a->hb_kick = 1;
 			if (dt_beacon_policy_http_ok(&pol, dt_mono_ms(), reply, digest))
 				dtlog(paused_before++ ? DTLOG_INFO : DTLOG_WARN,
 				      "dtsched received none of our last UDP beacons (is UDP port %d "
@@ -1189,6 +1430,34 @@ static void *heartbeat_thread(void *data)
 	return NULL;
 }
 
+/*
+ * Stopping on purpose (SIGTERM, `dtctl agents stop`): say so to dtsched, so
+ * that the node is DOWN ("agent stopped") at once rather than after
+ * dead_after without heartbeats.  Best effort and short: a dtsched that does
+ * not answer within a second finds out from the heartbeats as before.
+ */
+static void tell_head_stopped(struct agent *a)
+{
+	struct dt_httpc c;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *body = json_pack("{s:o}", "agent_started_at", ts_json(a->started_us)), *reply = NULL;
+	int code;
+
+	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
+	c.timeout_ms = 1000;
+	c.connect_timeout_ms = 500;
+	strbuf_addf(&path, "%s%s%s", DT_PATH_NODE_PREFIX, a->name, DT_PATH_STOPPED_SUFFIX);
+	code = dt_httpc_request(&c, "POST", path.buf, body, &reply, &err);
+	if (code != 200)
+		dtlog(DTLOG_WARN, "could not tell dtsched that this agent stops: %s",
+		      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+	json_decref(body);
+	json_decref(reply);
+	dt_httpc_release(&c);
+	strbuf_release(&path);
+	strbuf_release(&err);
+}
+
 /* ------------------------------------------------------------------ main */
 
 int agent_run(const struct agent_opts *o, int ready_fd)
@@ -1204,6 +1473,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 
 	a->o = *o;
 	a->beacon_fd = -1;
+	a->report_fd = -1;
+	a->debugging = json_object();
 	pthread_mutex_init(&a->lock, NULL);
 	health_init(&a->health);
 	pthread_cond_init(&a->hb_cond, NULL);
@@ -1240,6 +1511,8 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		goto fail;
 	}
 
+	/* before the table is read: a supervisor that ends meanwhile finds it */
+	report_bind(a);
 	/* re-adopt the tasks of an earlier agent */
 	n = task_table_load_dir(&a->tt, a->dir.buf, &err);
 	if (err.len)
@@ -1258,17 +1531,6 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	}
 	if (n)
 		dtlog(DTLOG_INFO, "loaded %d task(s) from '%s'", n, a->dir.buf);
-	{
-		/* rank ends written while no agent watched (and leftovers) */
-		DIR *d = opendir(a->dir.buf);
-		struct dirent *de;
-
-		while (d && (de = readdir(d)))
-			if (ends_with(de->d_name, DT_RANK_EXIT_SUFFIX))
-				take_rank_exit(a, de->d_name);
-		if (d)
-			closedir(d);
-	}
 
 	/* SIGTERM/SIGINT/SIGHUP are taken by the watcher loop below */
 	sigemptyset(&set);
@@ -1326,17 +1588,18 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		ifd = -1;
 	}
 	for (;;) {
-		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 },
-					{ a->beacon_fd, POLLIN, 0 } };
+		struct pollfd pf[4] = { { sfd, POLLIN, 0 }, { ifd, POLLIN, 0 },
+					{ a->beacon_fd, POLLIN, 0 }, { a->report_fd, POLLIN, 0 } };
 		int sig = 0, changed = 0;
 		long long now;
 
 		if (sfd >= 0) {
 			struct signalfd_siginfo si;
 
-			if (poll(pf, 3, WATCH_MS) > 0) {
+			if (poll(pf, 4, WATCH_MS) > 0) {
 				if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si))
 					sig = (int)si.ssi_signo;
+
 				if (ifd >= 0 && (pf[1].revents & POLLIN))
 					take_renames(a, ifd);
 				if (a->beacon_fd >= 0 && (pf[2].revents & POLLIN))
@@ -1351,12 +1614,17 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		now = dt_mono_ms();
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
+		dt_httpd_wake_expired(a->srv);   /* offloaded requests past their time */
 		pthread_mutex_lock(&a->lock);
+		/* reports first: a supervisor's word comes before its file is read */
+		changed |= take_reports(a);
 		for (size_t i = 0; i < a->tt.nr; i++)
 			if (!task_state_final(a->tt.items[i]->state))
 				changed |= task_refresh(a, a->tt.items[i]);
 		if (now - last_live >= LIVENESS_MS) {
 			last_live = now;
+			if (a->report_fd < 0)
+				report_bind(a);
 			for (size_t i = 0; i < a->tt.nr; i++) {
 				enum task_state before = a->tt.items[i]->state;
 
@@ -1381,18 +1649,25 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 	a->stopping = 1;
 	pthread_cond_signal(&a->hb_cond);
 	pthread_mutex_unlock(&a->lock);
-	if (have_hb)
+	if (have_hb) {
 		pthread_join(hb, NULL);
+		tell_head_stopped(a);
+	}
 	if (a->beacon_fd >= 0)
 		close(a->beacon_fd);
 	dt_httpd_stop(a->srv);
+	if (a->report_fd >= 0)
+		close(a->report_fd);
 	task_table_release(&a->tt);
 	strbuf_release(&a->dir);
 	health_release(&a->health);
 	json_decref(a->health_now);
+	json_decref(a->debugging);
 	free(a);
 	return 0;
 fail:
+	if (a->report_fd >= 0)
+		close(a->report_fd);
 	dtlog(DTLOG_ERROR, "%s", err.buf);
 	if (ready_fd >= 0) {
 		strbuf_addch(&err, '\n');
@@ -1404,6 +1679,7 @@ fail:
 	}
 	strbuf_release(&err);
 	health_release(&a->health);
+	json_decref(a->debugging);
 	free(a);
 	return 1;
 }

@@ -23,6 +23,7 @@ struct agent_opts {
 	const char *secret;         /* secret file (default <home>/secret) */
 	const char *exe;            /* this binary, for supervisors */
 	long long keep_finished_ms; /* forget final tasks this long after they ended */
+	const char *fake_health;    /* test only: the fake GPUs' faults (health.h), or NULL */
 };
 
 /* Write "ok\n" (or an error line) to ready_fd once serving (-1: none). */

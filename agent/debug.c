@@ -535,7 +535,7 @@ int debug_parse_gdb(const char *text, size_t len, json_t *frames, int max)
 
 struct gdb_run {
 	struct rproc *v;
-	size_t n, next;
+	size_t n, next, started;
 };
 
 static int gdb_next(struct child_process *cp, void *data, void **task)
@@ -547,6 +547,15 @@ static int gdb_next(struct child_process *cp, void *data, void **task)
 		g->next++;
 	if (g->next >= g->n)
 		return 0;
+	if (g->started >= DEBUG_MAX_NATIVE) {
+		/* bounded: a job that forks a hundred "ranks" gets no hundred gdbs */
+		for (; g->next < g->n; g->next++)
+			snprintf(g->v[g->next].native_err, sizeof(g->v[g->next].native_err),
+				 "not sampled: more than %d ranks without a record on this node",
+				 DEBUG_MAX_NATIVE);
+		return 0;
+	}
+	g->started++;
 	/* gdb stops the process for the moment of the backtrace, then detaches */
 	strvec_pushv(&cp->args, (const char *[]){ "gdb", "-batch", "-nx", "-q", "-p", NULL });
 	strvec_pushf(&cp->args, "%d", (int)g->v[g->next].pid);
@@ -585,8 +594,8 @@ static void gdb_done(int code, struct strbuf *output, void *data, void *task)
 /* Native stacks of the ranks that say nothing themselves (no record file). */
 static void native_stacks(struct rproc *v, size_t n)
 {
-	struct gdb_run g = { v, n, 0 };
-	struct parallel_opts o = { 8, GDB_TIMEOUT_MS, gdb_next, gdb_done, &g };
+	struct gdb_run g = { v, n, 0, 0 };
+	struct parallel_opts o = { DEBUG_MAX_NATIVE, GDB_TIMEOUT_MS, gdb_next, gdb_done, &g };
 
 	run_processes_parallel(&o);
 }
@@ -594,8 +603,8 @@ static void native_stacks(struct rproc *v, size_t n)
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
 		      long sample_ms)
 {
-	struct rproc *v = xcalloc(nr ? nr : 1, sizeof(*v));
-	size_t n = 0;
+	struct rproc *v = xcalloc(nr ? (nr < DEBUG_MAX_PROCS ? nr : DEBUG_MAX_PROCS) : 1, sizeof(*v));
+	size_t n = 0, skipped = 0;
 	json_t *ranks = json_array();
 	long long t0, t1, deadline;
 	long hz = sysconf(_SC_CLK_TCK);
@@ -615,6 +624,10 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		if (dup || read_stat(p.pid, &p.state, &p.ppid, &p.ticks0, p.comm, sizeof(p.comm)) < 0 ||
 		    p.state == 'Z' || (p.rank = env_rank(p.pid)) < 0)
 			continue;
+		if (n >= DEBUG_MAX_PROCS) {
+			skipped++;
+			continue;
+		}
 		v[n++] = p;
 	}
 	/*
@@ -672,7 +685,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		json_decref(v[i].native);
 	}
 	free(v);
-	return json_pack("{s:s,s:o}", "node", node, "ranks", ranks);
+	return json_pack("{s:s,s:o,s:I}", "node", node, "ranks", ranks,
+			 "skipped", (json_int_t)skipped);
 }
 
 void debug_add_gpus(json_t *reply, const json_t *inv)

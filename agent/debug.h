@@ -37,8 +37,19 @@
 
 #define DEBUG_SAMPLE_MS_DEFAULT 1000
 #define DEBUG_SAMPLE_MS_MAX 5000
+/*
+ * Bounds of one request (issue 26, B5): at most DEBUG_MAX_PROCS processes
+ * carrying a rank variable are looked at (the rest are counted in
+ * "skipped"), and at most DEBUG_MAX_NATIVE gdb attaches are made (all at
+ * once, 8 s each, so the whole request stays within dtsched's 15 s:
+ * scheduler/hang.c); ranks beyond that get native_error "not sampled: ...".
+ * A node runs one rank per GPU, and dttrain and Python ranks need no gdb.
+ */
+#define DEBUG_MAX_PROCS 256
+#define DEBUG_MAX_NATIVE 8
 
-/* {node, ranks: [RANK...]} for the processes pids (any order, duplicates ok). */
+/* {node, ranks: [RANK...], skipped} for the processes pids (any order,
+ * duplicates ok); skipped: rank processes left out over DEBUG_MAX_PROCS. */
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
 		      long sample_ms);
 /* Each rank's GPUs from the node's inventory (NVML's per-GPU processes):

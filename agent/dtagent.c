@@ -34,7 +34,7 @@
 
 static struct daemon_args args = { .port = DT_AGENT_PORT_DEFAULT };
 static int gpus = -1, simulate, hb_ms = 2000, duration_s, keep_h = 24;
-static const char *name, *head, *secret, *supervise, *advertise;
+static const char *name, *head, *secret, *supervise, *advertise, *fake_health;
 static struct agent_opts ao;
 static struct strbuf label = STRBUF_INIT;
 
@@ -48,6 +48,7 @@ static const struct option opts[] = {
 	OPT_STRING(0, "home", &args.home, "dir", "agent home (default $DTCTL_HOME or ~/.dtctl)"),
 	OPT_STRING(0, "secret", &secret, "file", "cluster secret (default <home>/secret)"),
 	OPT_INT(0, "keep-finished-hours", &keep_h, "forget finished tasks after this (24)"),
+	OPT_STRING(0, "fake-health", &fake_health, "file", "(tests) faults of the fake GPUs"),
 	OPT_STRING(0, "supervise", &supervise, "id", "(internal) supervise task ID"),
 	OPT_INT(0, "simulate-nodes", &simulate, "(benchmark) simulate N agents heartbeating"),
 	OPT_INT(0, "duration", &duration_s, "(benchmark) seconds to simulate (0 = forever)"),
@@ -84,6 +85,8 @@ static int agent_prepare(int argc, const char **argv)
 	}
 	if (args.port <= 0 || args.port > 65535 || hb_ms < 50 || keep_h < 0)
 		die_code(DT_EXIT_USAGE, "bad --port, --heartbeat-ms or --keep-finished-hours");
+	if (fake_health && *fake_health != '/')
+		die_code(DT_EXIT_USAGE, "--fake-health '%s': expected an absolute path", fake_health);
 	strbuf_addf(&label, "dtagent on %s", name ? name : "this node");
 	args.label = label.buf;
 	ao.name = name;
@@ -97,6 +100,7 @@ static int agent_prepare(int argc, const char **argv)
 	ao.secret = secret;
 	ao.exe = self_exe(argv[0]);
 	ao.keep_finished_ms = keep_h * 3600LL * 1000;
+	ao.fake_health = fake_health;
 	return DAEMON_GO;
 }
 

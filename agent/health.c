@@ -159,7 +159,7 @@ const char *health_status(const json_t *events)
 	return worst == 2 ? "bad" : worst ? "degraded" : "ok";
 }
 
-/* a fake GPU's readings from <home>/fake-health.json ({"gpus": {"1": {...}}}) */
+/* a fake GPU's readings from the --fake-health file ({"gpus": {"1": {...}}}) */
 static void fake_reading(const json_t *faults, int index, struct dt_gpu_health *g)
 {
 	char key[16];
@@ -244,7 +244,8 @@ static void sticky_key(const json_t *e, struct strbuf *k)
 		    json_get_str(e, "detail", ""));
 }
 
-json_t *health_collect(struct health *h, int gpus, int nvml_gpus, const char *home)
+json_t *health_collect(struct health *h, int gpus, int nvml_gpus, const char *home,
+		       const char *fake_health)
 {
 	json_t *events = json_array(), *now_ev = json_array(), *faults = NULL, *e, *states;
 	struct strbuf sb = STRBUF_INIT, key = STRBUF_INIT;
@@ -253,7 +254,7 @@ json_t *health_collect(struct health *h, int gpus, int nvml_gpus, const char *ho
 	size_t i;
 
 	dt_timestamp(now, sizeof(now));
-	if (gpus > nvml_gpus && sf_read(home, "fake-health.json", &sb, 64 * 1024, NULL) >= 0)
+	if (gpus > nvml_gpus && fake_health && sf_read_path(fake_health, &sb, 64 * 1024, NULL) >= 0)
 		faults = json_loadb(sb.buf, sb.len, 0, NULL);
 	for (int g = 0; g < gpus; g++) {
 		struct dt_gpu_health r;

@@ -19,8 +19,13 @@
  * `dtctl nodes` (HEALTH) and /metrics.
  *
  * Fake GPUs (an agent started with --gpus N on a node without NVML) read
- * their faults from <home>/fake-health.json, so every path is tested
- * without a GPU (docs/agents.md, "Node health"):
+ * their faults from the file the operator names for tests with
+ * `dtagent --fake-health FILE` (cluster.yaml `agent: {fake_health: FILE}`),
+ * so every path is tested without a GPU (docs/agents.md, "Node health").
+ * Never from a file of the agent's home: a job can write there, and a node
+ * whose GPU fell off the bus (NVML finds fewer than configured) would take
+ * a forged XID from it (issue 26, B3).  Without the option fake GPUs are
+ * healthy.  The file:
  *   {"gpus": {"1": {"xid": [79], "ecc_volatile_dbe": 2, "ecc_aggregate_dbe": 3,
  *                   "retired_pending": true, "remap_pending": true,
  *                   "remap_failure": true, "reset_required": true, "lost": true,
@@ -44,10 +49,11 @@ void health_release(struct health *h);
 /*
  * Read everything and return {"status", "events"} (a new reference).  gpus:
  * the GPU count the agent reports, of which the first nvml_gpus are real
- * (the others fake: their faults come from <home>/fake-health.json); home:
- * the agent's home.
+ * (the others fake: their faults come from the file fake_health, NULL: none);
+ * home: the agent's home (its free space is checked).
  */
-json_t *health_collect(struct health *h, int gpus, int nvml_gpus, const char *home);
+json_t *health_collect(struct health *h, int gpus, int nvml_gpus, const char *home,
+		       const char *fake_health);
 
 /*
  * The events of one GPU's readings, appended to `events` (pure: the unit

@@ -4,8 +4,11 @@
 #include "linelog.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "log.h"
+#include "protocol.h"
+#include "strvec.h"
 #include "term.h"
 
 #include <string.h>
@@ -35,6 +38,24 @@ static void emit(struct linelog *l, const char *s, size_t n, struct strbuf *out)
 	/* the one escaping of dtctl's output (term.h): a log line stays one line */
 	term_sanitize(out, s, n, TERM_KEEP_TAB);
 	strbuf_addch(out, '\n');
+}
+
+void linelog_marker(struct strbuf *out, int attempt, const char *node)
+{
+	char ts[DT_TIMESTAMP_LEN];
+
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addf(out, "%s A %d ", ts, attempt);
+	term_sanitize(out, node, strlen(node), 0);
+	strbuf_addch(out, '\n');
+}
+
+void linelog_end_marker(struct strbuf *out)
+{
+	char ts[DT_TIMESTAMP_LEN];
+
+	dt_timestamp(ts, sizeof(ts));
+	strbuf_addf(out, "%s Z\n", ts);
 }
 
 /* Emit max_line bytes of pending, cut before a UTF-8 continuation byte. */
@@ -132,13 +153,60 @@ int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss)
 		n -= (size_t)w;
 	}
 	if (n) {
-		long long nl = 0;
+		/* every line not wholly written, a cut one included, counts as lost;
+		 * the A/Z markers are the writer's, not the rank's: not counted */
+		const char *end = sb->buf + sb->len, *l = p;
 
-		for (size_t i = 0; i < n; i++)
-			nl += p[i] == '\n';
-		loss->lines += nl ? nl : 1;
+		while (l > sb->buf && l[-1] != '\n')
+			l--;
+		while (l < end) {
+			const char *nl = memchr(l, '\n', (size_t)(end - l));
+			const char *sp = memchr(l, ' ', (size_t)((nl ? nl : end) - l));
+
+			if (!(sp && sp + 2 <= end && (sp[1] == 'A' || sp[1] == 'Z') &&
+			      (sp + 2 == end || sp[2] == ' ' || sp[2] == '\n')))
+				loss->lines++;
+			l = nl ? nl + 1 : end;
+		}
 		loss->bytes += (long long)n;
 	}
 	strbuf_reset(sb);
 	return first;
+}
+
+int linelog_stdbuf_env(struct strvec *env, struct strbuf *why)
+{
+	/* where coreutils puts stdbuf's library: Debian 12, Ubuntu, Fedora and
+	 * RHEL 8+; older Debian; SUSE */
+	static const char *const libs[] = {
+		"/usr/libexec/coreutils/libstdbuf.so",
+		"/usr/lib/coreutils/libstdbuf.so",
+		"/usr/lib64/coreutils/libstdbuf.so",
+	};
+	const char *want = strvec_getenv(env, DT_LINE_BUFFERED_ENV), *pre;
+	struct stat st;
+
+	if (!want || strcmp(want, "1"))
+		return 0;
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		if (stat(libs[i], &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+		    (st.st_mode & 022))
+			continue;
+		pre = strvec_getenv(env, "LD_PRELOAD");
+		if (pre && *pre) {
+			struct strbuf both = STRBUF_INIT;
+
+			strbuf_addf(&both, "%s:%s", libs[i], pre);
+			strvec_setenv(env, "LD_PRELOAD", both.buf);
+			strbuf_release(&both);
+		} else {
+			strvec_setenv(env, "LD_PRELOAD", libs[i]);
+		}
+		strvec_setenv(env, "_STDBUF_O", "L");
+		return 0;
+	}
+	strbuf_addstr(why, "line_buffered: no libstdbuf.so of coreutils on this node (looked in "
+		      "/usr/libexec/coreutils, /usr/lib/coreutils, /usr/lib64/coreutils); C stdio "
+		      "of this rank stays block-buffered");
+	return -1;
 }

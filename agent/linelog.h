@@ -51,4 +51,30 @@ struct log_loss {
  */
 int linelog_write(int fd, struct strbuf *sb, struct log_loss *loss);
 
+/*
+ * The marker line that starts an attempt's lines in a rank's log:
+ * "<time> A <attempt> <node>" (protocol.h, DT_NODE_ENV), appended to out.
+ */
+void linelog_marker(struct strbuf *out, int attempt, const char *node);
+/*
+ * The end marker, "<time> Z": the writer has written the attempt's last line
+ * (before its exit is recorded).  A reader that sees the job end keeps
+ * reading a log that has a start marker until it finds this one (a cached
+ * view of an NFS shared dir may show the end of the file late: logmerge.h).
+ */
+void linelog_end_marker(struct strbuf *out);
+
+struct strvec;
+/*
+ * Line-buffered C stdio for a rank whose environment `env` (about to be
+ * exec'd) says DT_LINE_BUFFERED=1 (protocol.h): what `stdbuf -oL` does, done
+ * without a wrapper process: coreutils' libstdbuf.so first in LD_PRELOAD and
+ * _STDBUF_O=L, so printf() from C, C++, awk, ... reaches the log pipe at each
+ * newline instead of every 4 KiB.  Only a root-owned library that nobody
+ * else may write is preloaded.  Returns 0 when not asked or done; -1 with
+ * the reason in why when asked and no such library is on this node (the
+ * rank then runs block-buffered: the caller notes it in the rank's log).
+ */
+int linelog_stdbuf_env(struct strvec *env, struct strbuf *why);
+
 #endif

@@ -8,13 +8,15 @@
 #include <jansson.h>
 #include "strbuf.h"
 
-#define PROBE_MAX_TARGETS 1024
+#define PROBE_MAX_TARGETS 256       /* peers of one node in one check */
 #define PROBE_MAX_TIMEOUT_MS 10000
+#define PROBE_MAX_PENDING 64        /* name lookups left hanging, node-wide */
 
 /*
- * targets: [{node, address, port}...].  Returns [{node, ok, ms, error?}...]
- * in the same order once every connect ended or timeout_ms passed, or NULL
- * with err for a malformed list.
+ * targets: [{node, address, port}...] (address numeric, or a name looked up
+ * within the timeout: probe.c).  Returns [{node, ok, ms, error?}...] in the
+ * same order once every lookup and connect ended or timeout_ms passed, or
+ * NULL with err for a malformed list.  Slow: run it off the HTTP thread.
  */
 json_t *probe_connect(const json_t *targets, int timeout_ms, struct strbuf *err);
 

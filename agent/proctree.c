@@ -83,6 +83,23 @@ int proc_alive(pid_t pid, unsigned long long start)
 	return !start || s == start;
 }
 
+int proc_descends_from(pid_t pid, pid_t ancestor, unsigned long long ancestor_start)
+{
+	if (ancestor <= 1 || (ancestor_start && !proc_alive(ancestor, ancestor_start)))
+		return 0;
+	/* a chain is never longer than the number of pids; bound it anyway */
+	for (int depth = 0; pid > 1 && depth < 4096; depth++) {
+		pid_t ppid = 0;
+
+		if (pid == ancestor)
+			return 1;
+		if (read_stat(pid, NULL, &ppid, NULL, NULL) < 0)
+			return 0;
+		pid = ppid;
+	}
+	return 0;
+}
+
 /* Does /proc/PID/environ contain exactly `entry` (NAME=value)? */
 static int has_env_entry(pid_t pid, const char *entry)
 {

@@ -40,6 +40,16 @@ unsigned long long proc_start_time(pid_t pid, char *state);
 int proc_alive(pid_t pid, unsigned long long start);
 
 /*
+ * Whether pid is `ancestor` or one of its descendants (the parent chain in
+ * /proc/PID/stat), where ancestor started at ancestor_start (0: any start,
+ * else a recycled pid is not it).  How the agent knows that a report came
+ * from inside a task (report.h): the task's supervisor is a subreaper, so
+ * every process of its tree that has not been adopted by another subreaper
+ * of that tree descends from it.
+ */
+int proc_descends_from(pid_t pid, pid_t ancestor, unsigned long long ancestor_start);
+
+/*
  * Make <cgroup2 mount><our cgroup>/dtctl/<name> or else <mount>/dtctl/<name>;
  * 0 and the directory in dir, or -1 with the reason in why (no cgroup v2,
  * no permission, ...).  A directory that exists already is never used: it

@@ -8,7 +8,9 @@
 #include "log.h"
 #include "run-command.h"
 #include "safefile.h"
+#include "strvec.h"
 #include "protocol.h"
+#include "report.h"
 #include "task.h"
 #include "usage.h"
 
@@ -90,29 +92,38 @@ static void drain(int *fd, struct linelog *l, int logfd)
 }
 
 /*
- * The record again, to the agent this rank runs under (protocol.h,
- * DT_RANK_EXIT_DIR_ENV): it reaches dtsched with the agent's next heartbeat,
- * sent at once, and dtsched can end the job without waiting for mpirun's and
- * the orteds' teardown.  Nothing to do outside an agent's task (mpirun run by
- * hand, orteds started over ssh): dtsched then ends the job when mpirun exits.
+ * The record again, to the agent this rank runs under, on its report socket
+ * (protocol.h DT_AGENT_SOCKET_ENV, report.h: the kernel tells the agent that
+ * this process is of the task's tree): it reaches dtsched with the agent's
+ * next heartbeat, sent at once, and dtsched can end the job without waiting
+ * for mpirun's and the orteds' teardown.  Nothing to do outside an agent's
+ * task (mpirun run by hand, orteds started over ssh): dtsched then ends the
+ * job when mpirun exits.
  */
-static void notify_agent(int rank, const struct strbuf *body)
+static void notify_agent(json_t *rec)
 {
-	const char *dir = getenv(DT_RANK_EXIT_DIR_ENV), *task = getenv(DT_TASK_ID_ENV);
-	struct strbuf name = STRBUF_INIT, why = STRBUF_INIT;
-	int dfd;
+	const char *sock = getenv(DT_AGENT_SOCKET_ENV), *task = getenv(DT_TASK_ID_ENV);
+	struct strbuf body = STRBUF_INIT, why = STRBUF_INIT, ack = STRBUF_INIT;
+	json_t *j;
 
-	if (!dir || !*dir || !task || !task_id_valid(task))
+	if (!sock || !*sock || !task || !task_id_valid(task))
 		return;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	strbuf_addf(&name, "%s@%d%s", task, rank, DT_RANK_EXIT_SUFFIX);
-	if (dfd < 0 || sf_write_at(dfd, name.buf, body->buf, body->len, 0600, 0, &why) < 0)
-		warning("rank-log: cannot tell the agent of the rank's end (%s/%s): %s", dir,
-			name.buf, dfd < 0 ? strerror(errno) : why.buf);
-	if (dfd >= 0)
-		close(dfd);
-	strbuf_release(&name);
+	j = json_pack("{s:s,s:s,s:O,s:O,s:O,s:O}", "kind", "rank_exit", "task", task,
+		      "rank", json_object_get(rec, "rank"),
+		      "exit_code", json_object_get(rec, "exit_code"),
+		      "signal", json_object_get(rec, "signal"),
+		      "ended_at", json_object_get(rec, "ended_at"));
+	json_append(&body, j);
+	/* wait for the answer: the agent checks in /proc that we are of the task */
+	if (report_send(sock, body.buf, body.len, &ack, &why) < 0)
+		warning("rank-log: cannot tell the agent of the rank's end: %s", why.buf);
+	else if (strcmp(ack.buf, "ok"))
+		warning("rank-log: the agent did not take the rank's end: %s",
+			ack.len ? ack.buf : "no answer");
+	json_decref(j);
+	strbuf_release(&body);
 	strbuf_release(&why);
+	strbuf_release(&ack);
 }
 
 static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long long started,
@@ -146,7 +157,7 @@ static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long lo
 		warning("rank-log: cannot write ranks/%s: %s", name.buf, why.buf);
 	if (rfd >= 0)
 		close(rfd);
-	notify_agent(rank, &body);
+	notify_agent(j);
 	json_decref(j);
 	strbuf_release(&name);
 	strbuf_release(&body);
@@ -155,7 +166,7 @@ static void record_exit(int dfd, int rank, pid_t pid, int code, int sig, long lo
 
 int ranklog_main(int argc, const char **argv)
 {
-	const char *dir;
+	const char *dir, *attempt = getenv(DT_ATTEMPT_ENV);
 	int rank = rank_from_env(), logfd, dfd, po[2], pe[2], sfd, code = 1, sig = 0, done = 0;
 	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT;
 	struct linelog out, err;
@@ -184,6 +195,21 @@ int ranklog_main(int argc, const char **argv)
 		      dfd < 0 ? strerror(errno) : why.buf);
 		return 127;
 	}
+	/* this attempt's lines are this node's (protocol.h, DT_NODE_ENV): the node
+	 * from the agent that started our orted (or mpirun), else the host */
+	if (attempt) {
+		struct strbuf mark = STRBUF_INIT;
+		char host[256] = "";
+		const char *node = getenv(DT_NODE_ENV);
+
+		if (!node || !*node) {
+			gethostname(host, sizeof(host) - 1);
+			node = host;
+		}
+		linelog_marker(&mark, atoi(attempt), node);
+		linelog_write(logfd, &mark, &lost);
+		strbuf_release(&mark);
+	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		error_errno("rank-log: cannot make pipes");
 		return 127;
@@ -204,11 +230,20 @@ int ranklog_main(int argc, const char **argv)
 		return 127;
 	}
 	if (pid == 0) {
+		struct strvec env = STRVEC_INIT;
+		struct strbuf note = STRBUF_INIT;
+
 		bind_gpus(rank);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
+		/* the job's line_buffered, as the supervisor does for the agent launcher */
+		for (char **e = environ; *e; e++)
+			strvec_push(&env, *e);
+		if (linelog_stdbuf_env(&env, &note) < 0)
+			fprintf(stderr, "rank-log: note: %s\n", note.buf);
+		environ = (char **)env.v;
 		execvp(argv[3], (char *const *)(argv + 3));
 		fprintf(stderr, "rank-log: cannot run '%s': %s\n", argv[3], strerror(errno));
 		_exit(127);
@@ -258,6 +293,8 @@ int ranklog_main(int argc, const char **argv)
 
 		linelog_flush(&out, &rest);
 		linelog_flush(&err, &rest);
+		if (attempt)   /* the start marker was written: the end one */
+			linelog_end_marker(&rest);
 		linelog_write(logfd, &rest, &lost);
 		strbuf_release(&rest);
 	}

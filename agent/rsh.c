@@ -3,6 +3,7 @@
  * agent instead of ssh (see rsh.h).
  */
 #include "rsh.h"
+#include "safefile.h"
 #include "auth.h"
 #include "dthome.h"
 #include "httpc.h"
@@ -236,8 +237,9 @@ int rsh_main(int argc, const char **argv)
 		rsh_task_id(&id, own, host);
 	}
 	rsh_join(&cmd, argc - 2, argv + 2);
-	body = json_pack("{s:s,s:[s],s:b,s:i}", "id", id.buf, "argv", cmd.buf, "shell", 1,
-			 "grace_ms", RSH_STOP_GRACE_MS);
+	/* the orted and its ranks write job files as mpirun's task does (cluster.yaml job_files) */
+	body = json_pack("{s:s,s:[s],s:b,s:i,s:i}", "id", id.buf, "argv", cmd.buf, "shell", 1,
+			 "grace_ms", RSH_STOP_GRACE_MS, "umask", (int)sf_umask());
 	if (jobid && *jobid)
 		json_object_set_new(body, "job_id", json_string(jobid));
 	if (jobdir && *jobdir == '/') {
@@ -247,6 +249,7 @@ int rsh_main(int argc, const char **argv)
 		json_object_set_new(body, "log", json_string(log.buf));
 	}
 	dt_httpc_init(&c, host, port, &key);
+	c.peer_port_name = "the agent port";
 	c.connect_timeout_ms = 5000;
 	c.timeout_ms = 15000;
 	st = dt_httpc_request(&c, "POST", DT_PATH_TASKS, body, &reply, &err);

@@ -21,6 +21,7 @@
 #include "linelog.h"
 #include "log.h"
 #include "proctree.h"
+#include "report.h"
 #include "safefile.h"
 #include "protocol.h"
 #include "run-command.h"
@@ -114,6 +115,7 @@ pid_t supervisor_spawn(const char *exe, const char *home, const char *id)
 struct sup {
 	const char *home;
 	struct strbuf dir;            /* <home>/tasks */
+	struct strbuf sock;           /* the agent's report socket (report.h) */
 	struct task t;
 	int logfd;
 	struct linelog out, err;
@@ -125,6 +127,7 @@ struct sup {
 	long long empty_since;        /* tree found empty at this time */
 	int leftovers_checked;
 	struct strbuf cgroup_why;
+	int marked;                   /* an attempt's start marker is in the log, no end yet */
 };
 
 static void save(struct sup *s)
@@ -152,6 +155,38 @@ static void log_write(struct sup *s, struct strbuf *lines)
 	}
 	s->t.log_lost_lines = loss.lines;
 	s->t.log_lost_bytes = loss.bytes;
+}
+
+/*
+ * A rank's lines from here on are this node's and this attempt's: the marker
+ * readers attribute them by (linelog.h), written before the program starts.
+ * Not for mpirun's own task: its ranks' loggers write their own.
+ */
+static void log_marker(struct sup *s)
+{
+	const char *node = json_get_str(s->t.spec, "node", NULL);
+	const char *att = json_get_str(json_object_get(s->t.spec, "env"), DT_ATTEMPT_ENV, NULL);
+	struct strbuf line = STRBUF_INIT;
+
+	if (!node || !att || json_get_int(s->t.spec, "rank", -1) < 0)
+		return;
+	linelog_marker(&line, atoi(att), node);
+	log_write(s, &line);
+	strbuf_release(&line);
+	s->marked = 1;
+}
+
+/* After the rank's last line: its writer is done (readers stop waiting: linelog.h). */
+static void log_end_marker(struct sup *s)
+{
+	struct strbuf line = STRBUF_INIT;
+
+	if (!s->marked || s->logfd < 0)
+		return;
+	linelog_end_marker(&line);
+	log_write(s, &line);
+	strbuf_release(&line);
+	s->marked = 0;
 }
 
 /*
@@ -214,6 +249,25 @@ static void log_note(struct sup *s, const char *msg)
 	strbuf_release(&out);
 }
 
+/*
+ * The final state is saved: tell the agent, which takes a final state from
+ * the task file only when its supervisor vouches for it this way (report.h;
+ * the file is writable by every job of the user).  No agent listening (it
+ * is restarting): the next one reads the file when it loads the table.
+ */
+static void tell_agent_end(struct sup *s)
+{
+	struct strbuf body = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *j = json_pack("{s:s,s:s}", "kind", "task_end", "task", s->t.id);
+
+	json_append(&body, j);
+	if (report_send(s->sock.buf, body.buf, body.len, NULL, &err) < 0)
+		dtlog(DTLOG_INFO, "task %s: %s", s->t.id, err.buf);
+	json_decref(j);
+	strbuf_release(&body);
+	strbuf_release(&err);
+}
+
 static void finish(struct sup *s, enum task_state st, int code, const char *why)
 {
 	s->t.state = st;
@@ -230,6 +284,7 @@ static void finish(struct sup *s, enum task_state st, int code, const char *why)
 		s->t.cgroup = NULL;
 	}
 	save(s);
+	tell_agent_end(s);
 }
 
 static void set_limits(const json_t *limits)
@@ -493,6 +548,59 @@ static const char *task_cwd(struct sup *s)
 	return home;
 }
 
+/*
+ * The program must be there before anything starts: looked up as execvp()
+ * will (through env(1) for W&B's `${env} ${interpreter} ...`) on the task's
+ * own PATH, from its cwd.  A missing one fails the task at once with the name
+ * and the fix, instead of `/usr/bin/env: 'python': No such file or directory`
+ * and exit 127 in the log.  W&B's ${interpreter} (the sweep sets
+ * DT_WANDB_INTERPRETER) is the python `wandb agent` runs on: "python", and
+ * python3 where there is no python (Debian).  0 to go on, -1 when finished.
+ */
+static int program_check(struct sup *s, struct strvec *argv, const struct strvec *env,
+			 const char *cwd)
+{
+	struct strbuf found = STRBUF_INIT, msg = STRBUF_INIT;
+	const char *path = NULL, *interp = NULL, *name;
+	int k = json_is_true(json_object_get(s->t.spec, "shell")) ? -1 :
+		argv_program_index(argv->v, argv->nr), ret = 0;
+
+	if (k < 0)
+		return 0;
+	for (size_t i = 0; i < env->nr; i++) {
+		if (starts_with(env->v[i], "PATH="))
+			path = env->v[i] + 5;
+		if (starts_with(env->v[i], "DT_WANDB_INTERPRETER="))
+			interp = env->v[i] + 21;
+	}
+	name = argv->v[k];
+	if (locate_program(name, path, cwd, &found) == 0)
+		goto out;
+	if (interp && !strcmp(name, interp) && !strcmp(name, "python") &&
+	    locate_program("python3", path, cwd, &found) == 0) {
+		free((char *)argv->v[k]);
+		argv->v[k] = xstrdup("python3");
+		log_note(s, "dtagent: note: W&B's ${interpreter}: no 'python' on PATH here, so "
+			 "'python3' (wandb agent runs the python it was started with)");
+		goto out;
+	}
+	if (strchr(name, '/'))
+		strbuf_addf(&msg, "'%s' is not an executable file (from '%s')", name, cwd);
+	else
+		strbuf_addf(&msg, "'%s' not found on PATH", name);
+	if (!strcmp(name, "python") && locate_program("python3", path, cwd, &found) == 0)
+		strbuf_addstr(&msg, " (Debian has python3): set command: or install "
+			      "python-is-python3");
+	else if (!strchr(name, '/'))
+		strbuf_addstr(&msg, ": install it, or give its full path");
+	finish(s, TASK_FAILED, 127, msg.buf);
+	ret = -1;
+out:
+	strbuf_release(&found);
+	strbuf_release(&msg);
+	return ret;
+}
+
 static int start_task(struct sup *s)
 {
 	json_t *spec = s->t.spec, *v;
@@ -519,10 +627,24 @@ static int start_task(struct sup *s)
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
 	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
+	if (json_get_str(spec, "node", NULL))
+		strvec_setenv(&env, DT_NODE_ENV, json_get_str(spec, "node", NULL));
 	strvec_setenv(&env, DT_TASK_MARKER_ENV, s->t.marker);
-	strvec_setenv(&env, DT_RANK_EXIT_DIR_ENV, s->dir.buf);
+	strvec_setenv(&env, DT_AGENT_SOCKET_ENV, s->sock.buf);
 	path_prefix_self(&env);
+	{
+		struct strbuf why = STRBUF_INIT;
+
+		if (linelog_stdbuf_env(&env, &why) < 0)
+			log_note(s, why.buf);
+		strbuf_release(&why);
+	}
 	debug_task_env(s->home, &env);
+	if (program_check(s, &argv, &env, cwd) < 0) {
+		strvec_clear(&argv);
+		strvec_clear(&env);
+		return -1;
+	}
 
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    pipe2(report, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
@@ -677,6 +799,8 @@ int supervise_main(const char *home, const char *id)
 	strbuf_init(&s.dir, 0);
 	strbuf_init(&s.cgroup_why, 0);
 	strbuf_addf(&s.dir, "%s/tasks", home);
+	strbuf_init(&s.sock, 0);
+	report_socket_name(&s.sock, home);
 	strbuf_addf(&path, "%s/agent.log", home);
 	dtlog_open(path.buf, 0);
 	blocked_set(&set);
@@ -701,17 +825,21 @@ int supervise_main(const char *home, const char *id)
 	snprintf(s.t.containment, sizeof(s.t.containment), "subreaper");
 	s.t.sup_pid = getpid();
 	s.t.sup_start = proc_start_time(getpid(), NULL);
+	s.t.vouches = 1;      /* tell_agent_end() */
 	s.grace_ms = json_get_int(s.t.spec, "grace_ms", DT_TASK_GRACE_MS_DEFAULT);
 	linelog_init(&s.out, 'O', 0);
 	linelog_init(&s.err, 'E', 0);
 
-	/* the log file */
+	/* the log file, and all the task writes, as readable as cluster.yaml's job_files says */
+	if (json_is_integer(json_object_get(s.t.spec, "umask")))
+		sf_set_umask((mode_t)json_get_int(s.t.spec, "umask", 027));
 	s.logfd = open_task_log(&s, &err);
 	if (s.logfd < 0) {
 		finish(&s, TASK_FAILED, 127, err.buf);
 		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
 		return 0;
 	}
+	log_marker(&s);
 
 	/* its cgroup, where the agent may make one: <id>.<marker prefix>, so that
 	 * agents of other homes on this host never share one */
@@ -830,17 +958,21 @@ int supervise_main(const char *home, const char *id)
 		log_write(&s, &lines);
 		strbuf_release(&lines);
 	}
+	/* before the exit is recorded: a reader that sees the job end finds it */
+	log_end_marker(&s);
 	if (s.t.cgroup)
 		cgroup_remove(s.t.cgroup);
 	finish(&s, TASK_EXITED, s.t.exit_code, NULL);
 	dtlog(DTLOG_DEBUG, "task %s: exited with %d", id, s.t.exit_code);
 done:
+	log_end_marker(&s);   /* a task that could not start */
 	if (s.logfd >= 0)
 		close(s.logfd);
 	linelog_release(&s.out);
 	linelog_release(&s.err);
 	task_release(&s.t);
 	strbuf_release(&s.dir);
+	strbuf_release(&s.sock);
 	strbuf_release(&s.cgroup_why);
 	strbuf_release(&err);
 	strbuf_release(&path);

@@ -73,7 +73,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 {
 	static const char *const known[] = {
 		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
-		"log_root", "grace_ms", "limits", "job_id", "rank",
+		"log_root", "grace_ms", "limits", "job_id", "rank", "umask", "head",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -124,7 +124,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_foreach(v, name, ev) {
 			if (!env_name_valid(name) || !strcmp(name, DT_TASK_ID_ENV) ||
-			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_RANK_EXIT_DIR_ENV)) {
+			    !strcmp(name, DT_TASK_MARKER_ENV) || !strcmp(name, DT_AGENT_SOCKET_ENV)) {
 				strbuf_addf(err, "'env': '%s' is not a settable variable name", name);
 				goto fail;
 			}
@@ -137,6 +137,16 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 	} else {
 		json_object_set_new(spec, "env", json_object());
 	}
+
+	/* the umask of the task's files (cluster.yaml job_files); absent: the agent's */
+	v = json_object_get(req, "umask");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		  json_integer_value(v) > 0777)) {
+		strbuf_addstr(err, "'umask' must be an integer from 0 to 0777 (511)");
+		goto fail;
+	}
+	if (v)
+		json_object_set(spec, "umask", v);
 
 	for (int i = 0; i < 4; i++) {
 		static const char *const paths[] = { "cwd", "log", "log_root", "submit_dir" };
@@ -237,6 +247,15 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_set(spec, "rank", v);
 	}
+	/* the state.db of the dtsched that started it (sched.c, head_id_load) */
+	v = json_object_get(req, "head");
+	if (v && !json_is_null(v)) {
+		if (!plain_string(v) || json_string_length(v) > 64) {
+			strbuf_addstr(err, "'head' must be a string of at most 64 bytes");
+			goto fail;
+		}
+		json_object_set(spec, "head", v);
+	}
 	return spec;
 fail:
 	json_decref(spec);
@@ -304,6 +323,8 @@ json_t *task_to_json(const struct task *t, int api)
 		json_object_set_new(j, "supervisor_start", json_integer((json_int_t)t->sup_start));
 		if (t->marker[0])
 			json_object_set_new(j, "marker", json_string(t->marker));
+		if (t->vouches)
+			json_object_set_new(j, "vouches", json_true());
 	}
 	json_object_set_new(j, "cgroup", str_or_null(t->cgroup));
 	json_object_set_new(j, "exit_code", t->has_exit ? json_integer(t->exit_code) : json_null());
@@ -363,6 +384,7 @@ int task_from_json(struct task *t, const json_t *j, struct strbuf *err)
 	s = json_get_str(j, "error", NULL);
 	t->error = s ? xstrdup(s) : NULL;
 	t->stop_requested = json_is_true(json_object_get(j, "stop_requested"));
+	t->vouches = json_is_true(json_object_get(j, "vouches"));
 	t->leftovers_killed = (int)json_get_int(j, "leftovers_killed", 0);
 	snprintf(t->containment, sizeof(t->containment), "%s", json_get_str(j, "containment", ""));
 	t->log_lost_lines = json_get_int(j, "log_lost_lines", 0);

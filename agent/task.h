@@ -59,6 +59,11 @@ struct task {
 	long long changed_ms;       /* dt_mono_ms() of the last state change seen */
 	long long final_seq;        /* the heartbeat that first carried it final (0: none yet) */
 	json_t *rank_exits;         /* mpi ranks that ended under it (protocol.h), or NULL */
+	int vouches;                /* its supervisor reports its end on the agent's socket
+				     * (report.h); saved; 0 for an older supervisor */
+	int end_vouched;            /* its supervisor said it saved the end (report.h) */
+	long long end_refused;      /* when a final state in its file was first refused
+				     * (not vouched for); -1: logged */
 };
 
 const char *task_state_name(enum task_state s);

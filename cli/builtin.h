@@ -83,4 +83,11 @@ int cmd_validate(int argc, const char **argv);
 /* in cli/dtctl.c, beside `dtctl --version` and `dtctl help` (which lists the table) */
 int cmd_version(int argc, const char **argv);
 
+/*
+ * 1 when standard output is a pipe or socket whose reader has gone (`dtctl
+ * logs -f JOB | head`): the kernel says so (POLLERR on the write end), so a
+ * command can stop quietly, with exit 0, as `tail -f | head` does.
+ */
+int stdout_reader_gone(void);
+
 #endif

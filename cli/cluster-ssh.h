@@ -9,6 +9,7 @@
 #define DT_CLUSTER_SSH_H
 
 #include "config.h"
+#include "hostrange.h"   /* fold_names() */
 #include "ssh.h"
 #include "strbuf.h"
 
@@ -56,7 +57,5 @@ char *password_from(const char *file);
 /* Prompt on /dev/tty without echo (get_password callback); NULL without a TTY. */
 const char *password_prompt(void *data);
 
-/* Fold names like dtnode1 dtnode2 dtnode3 dtnode7 into "dtnode[1-3,7]". */
-void fold_names(struct strbuf *out, const char *const *names, size_t nr);
 
 #endif

@@ -63,6 +63,10 @@ void agents_command(struct strbuf *cmd, const struct cluster_config *c, size_t i
 	strbuf_addf(&args, " --heartbeat-ms %lld", c->agent.heartbeat_ms > 0 ? c->agent.heartbeat_ms : 2000);
 	if (n->gpus >= 0)
 		strbuf_addf(&args, " --gpus %d", n->gpus);
+	if (c->agent.fake_health) {
+		strbuf_addstr(&args, " --fake-health ");
+		strbuf_add_shell_quoted(&args, c->agent.fake_health);
+	}
 	if (local) {
 		strbuf_addstr(&args, " --home ");
 		strbuf_add_shell_quoted(&args, dt_home());

@@ -7,7 +7,9 @@
  * come, prefixed "node: "; --merge collects them and prints each distinct
  * output once under the folded list of nodes that produced it, as
  * `dshbak -c` does.  The exit code is the worst node's: its remote exit code,
- * 124 for a timeout, 3 for a node that could not be reached or logged in to.
+ * 124 for a timeout, 3 for a node that could not be reached or logged in to;
+ * every node whose command failed gets one stderr line ("node3: exit 1"), as
+ * pdsh and clush print, so a silent failure still names its node.
  */
 #include "builtin.h"
 #include "cluster-ssh.h"
@@ -182,6 +184,9 @@ int cmd_exec(int argc, const char **argv)
 		}
 		if (e->msg.len && !json)
 			error("%s", e->msg.buf);
+		else if (e->code > 0 && !json)
+			/* pdsh's and clush's one line per failing node, so the node is named */
+			fprintf(stderr, "%s: exit %d\n", term_str(ssh_node_target(n)->name), e->code);
 		code = worst(code, e->code < 0 ? DT_EXIT_UNREACH : e->code);
 	}
 	if (merge && !json)

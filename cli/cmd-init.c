@@ -885,6 +885,8 @@ static void print_json(struct ssh_pool *p)
 
 /* ------------------------------------------------------------ ssh_config */
 
+/* A quoted ssh_config value: config.c let no '"', '\\' or control character
+ * into a host, user or identity, so that a value cannot end its line. */
 static void cfg_quoted(struct strbuf *sb, const char *key, const char *val)
 {
 	strbuf_addf(sb, "    %s \"%s\"\n", key, val);
@@ -905,9 +907,9 @@ static int write_ssh_config(const struct cluster_config *c)
 		if (!strcmp(cn->host, "local"))
 			continue;
 		strbuf_addf(&sb, "\nHost %s\n", cn->name);
-		strbuf_addf(&sb, "    HostName %s\n", cn->host);
+		cfg_quoted(&sb, "HostName", cn->host);
 		if (cn->user)
-			strbuf_addf(&sb, "    User %s\n", cn->user);
+			cfg_quoted(&sb, "User", cn->user);
 		strbuf_addf(&sb, "    Port %d\n", cn->port);
 		cfg_quoted(&sb, "IdentityFile", cluster_identity(c));
 		strbuf_addstr(&sb, "    IdentitiesOnly yes\n");
@@ -985,9 +987,11 @@ static void render_node_ssh_config(struct strbuf *sb, const struct cluster_confi
 		strbuf_addf(sb, "\nHost %s", cn->name);
 		if (strcmp(cn->name, cn->host))
 			strbuf_addf(sb, " %s", cn->host);
-		strbuf_addf(sb, "\n    HostName %s\n    Port %d\n", cn->host, cn->port);
+		strbuf_addch(sb, '\n');
+		cfg_quoted(sb, "HostName", cn->host);
+		strbuf_addf(sb, "    Port %d\n", cn->port);
 		if (cn->user)
-			strbuf_addf(sb, "    User %s\n", cn->user);
+			cfg_quoted(sb, "User", cn->user);
 	}
 	strbuf_addstr(sb, "\nHost *\n");
 	if (with_key)
@@ -1038,7 +1042,12 @@ static int push_mesh(struct init_ctx *x, struct ssh_pool *p1, const struct clust
 	if (!nr)
 		goto out;
 	cluster_pool_opts(&po, c);
-	po.on_tick = x->quiet ? NULL : progress_tick;
+	/*
+	 * No progress line: this second pass's count would start again at 0
+	 * on the line where the main pass's had counted up (it counted
+	 * backwards), and it is two small files per node.
+	 */
+	po.on_tick = NULL;
 	p = ssh_pool_new(&po);
 	cluster_pool_add(p, c, idx, nr);
 	for (size_t i = 0; i < nr; i++) {

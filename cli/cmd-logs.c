@@ -11,8 +11,11 @@
  * The rank -> node map comes from <job>/placement.json when it exists.
  */
 #include "builtin.h"
+#include "dthome.h"
+#include "head.h"
 #include "hostrange.h"
 #include "jobdir.h"
+#include "protocol.h"
 #include "json.h"
 #include "setup.h"
 #include "log.h"
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,8 +171,6 @@ static void scan_ranks(struct logset *ls, const char *jobdir, const struct logs_
 		if ((size_t)rank >= nodes_by_rank->nr)
 			load_placement(jobdir, nodes_by_rank);
 		node = (size_t)rank < nodes_by_rank->nr ? nodes_by_rank->v[rank] : "?";
-		if (!node_wanted(o, node))
-			continue;
 		strbuf_reset(&path);
 		strbuf_addf(&path, "%s/%s", dirpath.buf, de->d_name);
 		logset_add(ls, path.buf, (int)rank, node);
@@ -198,14 +200,19 @@ static struct strbuf out = STRBUF_INIT;
 
 static void out_flush(void)
 {
-	if (out.len && fwrite(out.buf, 1, out.len, stdout) != out.len)
+	if (out.len && fwrite(out.buf, 1, out.len, stdout) != out.len) {
+		if (stdout_reader_gone())
+			exit(0);   /* | head has what it wanted: quietly, as tail does */
 		die_errno("cannot write the logs to stdout");
+	}
 	strbuf_reset(&out);
 }
 
 /* "[node rank] " coloured, made once per source: the head of each of its lines */
 struct head {
 	char *source;      /* "node rank", the prefix's text */
+	const char *node;  /* what it was made for (interned by the logset: logmerge.h) */
+	int attempt;
 	struct strbuf line;
 };
 
@@ -220,22 +227,29 @@ static void head_make(const struct logs_opts *o, struct strbuf *sb, const char *
 		    o->color ? "\033[0m" : "");
 }
 
-static const struct head *source_head(const struct logs_opts *o, size_t src, const char *node,
-				      int rank)
+static const struct head *source_head(const struct logs_opts *o, const struct logline *l)
 {
-	while (nr_heads <= src) {
+	struct head *h;
+
+	while (nr_heads <= l->src) {
 		ALLOC_GROW(heads, nr_heads + 1, alloc_heads);
 		memset(&heads[nr_heads++], 0, sizeof(*heads));
 	}
-	if (!heads[src].source) {
+	h = &heads[l->src];
+	/* again when a retry's marker moved the source to another node or attempt */
+	if (!h->source || h->node != l->node || h->attempt != l->attempt) {
 		struct strbuf sb = STRBUF_INIT;
 
-		strbuf_addf(&sb, "%s %d", node, rank);
-		heads[src].source = strbuf_detach(&sb, NULL);
-		strbuf_init(&heads[src].line, 0);
-		head_make(o, &heads[src].line, heads[src].source, rank);
+		free(h->source);
+		strbuf_release(&h->line);
+		logline_source(&sb, l->node, l->rank, l->attempt);
+		h->source = strbuf_detach(&sb, NULL);
+		h->node = l->node;
+		h->attempt = l->attempt;
+		strbuf_init(&h->line, 0);
+		head_make(o, &h->line, h->source, l->rank);
 	}
-	return &heads[src];
+	return h;
 }
 
 static void heads_release(void)
@@ -254,9 +268,9 @@ static void heads_release(void)
  * one object per line (docs/json.md): node (NULL: ranks on several nodes),
  * rank (the first) and ranks (all the line stands for: several with --dedup).
  */
-static void print_line(const struct logs_opts *o, const char *node, const int *ranks, size_t nr,
-		       const struct strbuf *head, char stream, long long ts, const char *text,
-		       size_t len)
+static void print_line(const struct logs_opts *o, const char *node, int attempt,
+		       const int *ranks, size_t nr, const struct strbuf *head, char stream,
+		       long long ts, const char *text, size_t len)
 {
 	/* the text is log_sanitize()d */
 	if (o->json) {
@@ -266,8 +280,9 @@ static void print_line(const struct logs_opts *o, const char *node, const int *r
 		for (size_t i = 0; i < nr; i++)
 			json_array_append_new(rs, json_integer(ranks[i]));
 		dt_timestamp_format(tsbuf, sizeof(tsbuf), ts);
-		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:s, s:s}", "schema", 1, "time", tsbuf,
-			      "node", node, "rank", ranks[0], "ranks", rs, "stream",
+		j = json_pack("{s:i, s:s, s:s?, s:i, s:o, s:o, s:s, s:s}", "schema", 1, "time",
+			      tsbuf, "node", node, "rank", ranks[0], "ranks", rs, "attempt",
+			      attempt >= 0 ? json_integer(attempt) : json_null(), "stream",
 			      stream == 'E' ? "stderr" : "stdout", "text", text);
 		json_append(&out, j);
 		strbuf_addch(&out, '\n');
@@ -291,6 +306,9 @@ static void print_line(const struct logs_opts *o, const char *node, const int *r
 
 static int line_passes(const struct logs_opts *o, const struct logline *l)
 {
+	/* per line: a retry may have moved the rank to another node (its marker) */
+	if (!node_wanted(o, l->node))
+		return 0;
 	if (o->since_us && l->ts < o->since_us)
 		return 0;
 	if (o->have_re && regexec(&o->re, l->text, 0, NULL, 0) != 0)
@@ -300,9 +318,10 @@ static int line_passes(const struct logs_opts *o, const struct logline *l)
 
 static void print_single(const struct logs_opts *o, const struct logline *l)
 {
-	const struct head *h = source_head(o, l->src, l->node, l->rank);
+	const struct head *h = source_head(o, l);
 
-	print_line(o, l->node, &l->rank, 1, &h->line, l->stream, l->ts, l->text, l->len);
+	print_line(o, l->node, l->attempt, &l->rank, 1, &h->line, l->stream, l->ts, l->text,
+		   l->len);
 }
 
 static void flush_group(const struct logs_opts *o, struct group *g)
@@ -317,8 +336,8 @@ static void flush_group(const struct logs_opts *o, struct group *g)
 		if (g->same_node)
 			strbuf_addf(&p, " %s", g->line.node);
 		head_make(o, &head, p.buf, g->ranks[0]);
-		print_line(o, g->same_node ? g->line.node : NULL, g->ranks, g->nr, &head,
-			   g->line.stream, g->line.ts, g->text, strlen(g->text));
+		print_line(o, g->same_node ? g->line.node : NULL, g->line.attempt, g->ranks, g->nr,
+			   &head, g->line.stream, g->line.ts, g->text, strlen(g->text));
 		strbuf_release(&p);
 		strbuf_release(&head);
 	}
@@ -442,6 +461,91 @@ static void tail_show(const struct logs_opts *o, struct dedup *d, struct tail_ri
 	memset(r, 0, sizeof(*r));
 }
 
+/*
+ * The job as dtsched has it, asked quietly: NULL when there is no dtsched to
+ * ask (no cluster, not running) or it does not know the job.
+ */
+static json_t *job_from_head(const char *id)
+{
+	struct dt_httpc hc;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *reply = NULL, *job = NULL;
+
+	/* no secret here: no dtsched to ask (and head_connect() would make one) */
+	dt_home_path(&path, "secret");
+	if (!the_cluster.file || !the_cluster.head_port || access(path.buf, R_OK) < 0 ||
+	    head_connect(&hc)) {
+		strbuf_release(&path);
+		return NULL;
+	}
+	strbuf_reset(&path);
+	hc.timeout_ms = 5000;
+	strbuf_addf(&path, "%s%s", DT_PATH_JOB_PREFIX, id);
+	if (dt_httpc_request(&hc, "GET", path.buf, NULL, &reply, &err) == 200)
+		job = json_incref(json_object_get(reply, "job"));
+	json_decref(reply);
+	dt_httpc_release(&hc);
+	strbuf_release(&path);
+	strbuf_release(&err);
+	return job;
+}
+
+/*
+ * A job that has not started has no directory yet (scheduler/jobs.c,
+ * job_id_free(): it comes with the job's first file), and one that has may
+ * still be missing from this machine's cached view of an NFS shared dir
+ * (negative lookups are cached for a while).  So a job dtsched knows is not
+ * "no job": with -f it is waited for (the state asked every second, the dir
+ * looked for every interval), without it there is nothing to show yet.
+ * 0 when the dir is there, else the exit code after saying why.
+ */
+static int wait_job_dir(const struct logs_opts *o, const char *id, const char *jobdir)
+{
+	json_t *job = job_from_head(id);
+	long long next_ask = dt_mono_ms() + 1000;
+	int said = 0, code = DT_EXIT_USAGE;
+	struct stat st;
+
+	if (!job) {
+		error("no job '%s' (looked in '%s')", id, jobdir);
+		return DT_EXIT_USAGE;
+	}
+	while (!interrupted) {
+		const char *state = json_get_str(job, "state", "?");
+
+		if (stat(jobdir, &st) == 0 && S_ISDIR(st.st_mode)) {
+			code = 0;
+			break;
+		}
+		if (job_state_is_final(state) || !o->follow) {
+			/* ended before it ran (cancelled while PENDING), or not following */
+			fprintf(stderr, "dtctl: job %s is %s%s%s: no output %s\n", term_str(id),
+				term_str(state), json_get_str(job, "reason", NULL) ? ": " : "",
+				term_str(json_get_str(job, "reason", "")),
+				job_state_is_final(state) ? "(it never ran)" : "yet");
+			code = !job_state_is_final(state) || !strcmp(state, "COMPLETED") ? 0 : 1;
+			break;
+		}
+		if (!said++)
+			fprintf(stderr, "dtctl: job %s is %s%s%s; following its logs from its start\n",
+				term_str(id), term_str(state),
+				json_get_str(job, "reason", NULL) ? ": " : "",
+				term_str(json_get_str(job, "reason", "")));
+		usleep((useconds_t)o->interval_ms * 1000);
+		if (dt_mono_ms() >= next_ask) {
+			json_t *now = job_from_head(id);
+
+			next_ask = dt_mono_ms() + 1000;
+			if (now) {
+				json_decref(job);
+				job = now;
+			}
+		}
+	}
+	json_decref(job);
+	return interrupted ? DT_EXIT_INTR : code;
+}
+
 static int run_logs(struct logs_opts *o, const char *jobdir)
 {
 	struct logset ls;
@@ -449,8 +553,8 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	struct strbuf state = STRBUF_INIT;
 	struct dedup *d = xcalloc(1, sizeof(*d));
 	struct tail_ring ring = { 0 };
-	int ret = 0, first = 1;
-	long long next_look = 0;
+	int ret = 0, first = 1, done = 0, rounds_done = 0;
+	long long next_look = 0, settle_until = 0;
 
 	logset_init(&ls);
 	load_placement(jobdir, &nodes_by_rank);
@@ -460,18 +564,30 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 	for (;;) {
 		const struct logline *l;
 		long long now = dt_mono_ms();
-		int done = 0;
+		int last;
 
 		/* the state and new ranks: every interval, or when inotify says so */
 		if (!o->follow || now >= next_look || ls.state_changed || ls.rescan) {
-			if (o->follow && jobdir_read_state(jobdir, &state) == 0 &&
-			    job_state_is_final(state.buf))
+			if (!done && jobdir_read_state(jobdir, &state) == 0 &&
+			    job_state_is_final(state.buf)) {
 				done = 1;
+				settle_until = now + LOG_SETTLE_MS;
+			}
 			scan_ranks(&ls, jobdir, o, &nodes_by_rank);
 			ls.state_changed = ls.rescan = 0;
 			next_look = now + o->interval_ms;
 		}
-		logset_begin(&ls, done || !o->follow ? LOGSET_ALL | LOGSET_FINAL : 0);
+		/*
+		 * The last round flushes partial lines.  Once the job has ended, a
+		 * log whose writer has not put its end marker yet may have lines
+		 * this machine cannot see yet (an NFS client's cached size): read on
+		 * until every log has it, for LOG_SETTLE_MS at most.
+		 */
+		if (done)
+			last = rounds_done++ && (!logset_unsettled(&ls, NULL) || now >= settle_until);
+		else
+			last = !o->follow;
+		logset_begin(&ls, LOGSET_ALL * (done || last) | LOGSET_FINAL * last);
 		while (!interrupted && (l = logset_next(&ls))) {
 			if (!line_passes(o, l))
 				continue;
@@ -485,14 +601,29 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 		if (first && o->tail >= 0)
 			tail_show(o, d, &ring);
 		first = 0;
-		if (!o->follow || done || interrupted)
+		if (last || interrupted)
+			break;
+		/* the reader went away while nothing was written: stop, as tail -f does */
+		if (stdout_reader_gone())
 			break;
 		if (o->dedup)
 			dedup_flush_before(o, d, dt_now_us() - DEDUP_WINDOW_US);
 		out_flush();
 		fflush(stdout);
 		now = dt_mono_ms();
+		if (done && !logset_unsettled(&ls, NULL))
+			continue;   /* all there: the last round at once */
+		if (done)   /* settling: the files' ends are due any moment */
+			next_look = now + 50;
 		logset_wait(&ls, next_look > now ? (int)(next_look - now) : 0);
+	}
+	{
+		size_t i;
+
+		if (done && !interrupted && logset_unsettled(&ls, &i))
+			warning("the log of rank %d (node %s) has no end mark from its writer %d s "
+				"after the job ended: its last lines may be missing here (read it "
+				"again later)", ls.src[i].rank, ls.src[i].node, LOG_SETTLE_MS / 1000);
 	}
 	dedup_flush_before(o, d, 1LL << 62);
 	out_flush();
@@ -592,9 +723,6 @@ int cmd_logs(int argc, const char **argv)
 	o.color = !o.json && !o.no_prefix && dt_want_color(1);
 	if (shared)
 		the_cluster.shared_dir = shared;
-	ret = jobdir_resolve(&jobdir, argv[0]);
-	if (ret)
-		goto out;
 	if (o.follow) {
 		struct sigaction sa;
 
@@ -603,6 +731,18 @@ int cmd_logs(int argc, const char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
+	if (strchr(argv[0], '/')) {
+		ret = jobdir_resolve(&jobdir, argv[0]);
+	} else if (!(ret = cluster_setup(NEED_SHARED))) {
+		struct stat st;
+
+		strbuf_addf(&jobdir, "%s/jobs/%s", the_cluster.shared_dir, argv[0]);
+		if (stat(jobdir.buf, &st) < 0 || !S_ISDIR(st.st_mode))
+			ret = wait_job_dir(&o, argv[0], jobdir.buf);
+	}
+	/* a job with nothing to show yet (wait_job_dir() said so) ends here */
+	if (ret || access(jobdir.buf, F_OK) < 0)
+		goto out;
 	ret = run_logs(&o, jobdir.buf);
 out:
 	if (o.have_re)

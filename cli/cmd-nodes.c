@@ -78,7 +78,7 @@ static void age_str(char *buf, size_t len, const json_t *n)
 		snprintf(buf, len, "never");
 }
 
-/* HEALTH: ok, "degraded: why", "bad: why" (agent/health.h), and why it is drained */
+/* HEALTH: ok, "degraded: why", "bad: why" (agent/health.h), why it is drained or down */
 static void print_health(const json_t *n)
 {
 	const char *h = json_get_str(n, "health", ""), *why = json_get_str(n, "health_reason", NULL);
@@ -89,6 +89,8 @@ static void print_health(const json_t *n)
 		printf(": %s", term_str(why));
 	if (json_is_true(json_object_get(n, "drained")))
 		printf(" (drained: %s)", term_str(drain ? drain : "no reason recorded"));
+	if (json_get_str(n, "down_reason", NULL))
+		printf(" (down: %s)", term_str(json_get_str(n, "down_reason", "")));
 	putchar('\n');
 }
 

@@ -66,9 +66,9 @@ int cmd_ps(int argc, const char **argv)
 		return json_decref(reply), code;
 	jobs = json_object_get(reply, "jobs");
 	out = json_array();
-	/* oldest first, like squeue */
-	for (i = json_array_size(jobs); i > 0; i--) {
-		j = json_array_get(jobs, i - 1);
+	/* oldest first, as dtsched lists them (docs/json.md, "Lists") */
+	for (i = 0; i < json_array_size(jobs); i++) {
+		j = json_array_get(jobs, i);
 		if (all || !is_final(json_get_str(j, "state", "")))
 			json_array_append(out, j);
 	}

@@ -52,7 +52,7 @@ static void on_sigint(int sig)
 }
 
 struct run_opts {
-	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json;
+	int nodes, gpus, procs, retries, trainer, shell, dry_run, detach, json, line_buffered;
 	const char *launcher, *timeout, *stall_after, *include, *exclude, *workdir, *name;
 	struct strvec env, labels;
 };
@@ -178,10 +178,22 @@ static int build_job(struct job_config *j, struct run_opts *o, const char *file,
 				     o->stall_after), DT_EXIT_USAGE;
 		j->stall_after_ms = ms;
 	}
+	if (o->line_buffered)
+		j->line_buffered = 1;
 	if (o->retries >= 0) {
 		if (o->retries > 1000)
 			return error("--retries %d: expected 0 to 1000", o->retries), DT_EXIT_USAGE;
 		j->retries = o->retries;
+	}
+	if (o->include && *o->include &&
+	    strspn(o->include, "0123456789") == strlen(o->include) &&
+	    cluster_find_node(&the_cluster.config, o->include) < 0) {
+		/* Slurm's --nodes is a count; ours names nodes */
+		error("--nodes '%s': no node is called '%s'", o->include, o->include);
+		fprintf(stderr, "hint: --nodes names the nodes to use (a host range, e.g. "
+			"'node[1-2]'); for a number of nodes give -n %s (or Slurm's -N %s)\n",
+			o->include, o->include);
+		return DT_EXIT_USAGE;
 	}
 	if (o->include) {
 		free(j->node_include);
@@ -409,18 +421,23 @@ static void show_lines(struct follow *f, int final)
 	static const char *colors[] = { "\033[36m", "\033[33m", "\033[35m", "\033[32m",
 					"\033[34m", "\033[91m" };
 	const struct logline *l;
+	struct strbuf src = STRBUF_INIT;
 
 	scan_logs(f);
 	logset_begin(&f->ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
 	while ((l = logset_next(&f->ls))) {
+		/* the node and attempt that wrote the line (its log's marker), as dtctl logs */
+		strbuf_reset(&src);
+		logline_source(&src, l->node, l->rank, l->attempt);
 		if (f->color)
-			printf("%s[%s %d]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(l->node), l->rank,
+			printf("%s[%s]\033[0m %s%s%s\n", colors[l->rank % 6], term_str(src.buf),
 			       l->stream == 'E' ? "\033[31m" : "", l->text,
 			       l->stream == 'E' ? "\033[0m" : "");
 		else
-			printf("[%s %d] %s\n", term_str(l->node), l->rank, l->text);
+			printf("[%s] %s\n", term_str(src.buf), l->text);
 	}
 	logset_end(&f->ls);   /* a read error is named on stderr; the follow goes on */
+	strbuf_release(&src);
 	fflush(stdout);
 }
 
@@ -572,6 +589,31 @@ static void state_note(const json_t *job, const char *last_state, const char *la
 	}
 }
 
+/*
+ * A new attempt: "retry 1 of 1 on n2 after: rank 0 exited 3", the reason
+ * being that of the attempt that failed (the job's history), whether or not
+ * the PENDING in between was seen.
+ */
+static void retry_note(const json_t *job)
+{
+	json_t *h = json_object_get(job, "history"), *e, *p;
+	const char *why = NULL;
+	struct strbuf on = STRBUF_INIT;
+	size_t i;
+
+	json_array_foreach(h, i, e)
+		if (!strcmp(json_get_str(e, "state", ""), DT_JOB_FAILED) ||
+		    !strcmp(json_get_str(e, "state", ""), DT_JOB_NODE_FAIL))
+			why = json_get_str(e, "reason", json_get_str(e, "state", NULL));
+	if (!strcmp(json_get_str(job, "state", ""), DT_JOB_RUNNING))
+		json_array_foreach(json_object_get(job, "placement"), i, p)
+			strbuf_addf(&on, "%s%s", i ? "," : " on ", json_get_str(p, "node", "?"));
+	fprintf(stderr, "dtctl: %s retry %lld of %lld%s after: %s\n",
+		term_str(json_get_str(job, "id", "?")), json_get_int(job, "attempt", 0),
+		json_get_int(job, "retries", 0), term_str(on.buf), term_str(why ? why : "a failure"));
+	strbuf_release(&on);
+}
+
 static int final_code(const json_t *job)
 {
 	const char *st = json_get_str(job, "state", "?");
@@ -710,6 +752,7 @@ static int follow_job(json_t *job)
 			if (json_get_int(cur, "attempt", 0) != f.attempt) {
 				f.attempt = (int)json_get_int(cur, "attempt", 0);
 				load_rank_nodes(&f);
+				retry_note(cur);
 			}
 			if (!last_state || strcmp(last_state, st) ||
 			    strcmp(last_reason ? last_reason : "", json_get_str(cur, "reason", ""))) {
@@ -734,7 +777,23 @@ static int follow_job(json_t *job)
 				stall_seen = 0;
 			}
 			if (job_state_is_final(st)) {
+				/* the logs' end markers first (logmerge.h): on an NFS client
+				 * the files' last lines may show a moment late */
+				long long until = dt_mono_ms() + LOG_SETTLE_MS;
+				size_t u;
+
+				show_lines(&f, 0);
+				while (logset_unsettled(&f.ls, NULL) && dt_mono_ms() < until &&
+				       !interrupts) {
+					usleep(POLL_MS * 1000);
+					show_lines(&f, 0);
+				}
 				show_lines(&f, 1);
+				if (logset_unsettled(&f.ls, &u))
+					warning("the log of rank %d (node %s) has no end mark from its "
+						"writer %d s after the job ended: its last lines may be "
+						"missing here (dtctl logs %s)", f.ls.src[u].rank,
+						f.ls.src[u].node, LOG_SETTLE_MS / 1000, f.id);
 				final_note(cur);
 				ret = cancelled ? DT_EXIT_INTR : final_code(cur);
 				break;
@@ -778,6 +837,7 @@ int cmd_run(int argc, const char **argv)
 	struct option opts[] = {
 		OPT_GROUP("size"),
 		OPT_INT('n', "num-nodes", &o.nodes, "number of nodes (job.yaml nodes:)"),
+		OPT_INT_ALIAS('N', "num-nodes", &o.nodes, "the same, as Slurm spells it (-N 2)"),
 		OPT_INT('g', "gpus-per-node", &o.gpus, "GPUs per node, one rank each"),
 		OPT_INT('p', "procs-per-node", &o.procs, "CPU processes per node (no GPUs)"),
 		OPT_GROUP("what runs"),
@@ -786,6 +846,8 @@ int cmd_run(int argc, const char **argv)
 		OPT_STRVEC('e', "env", &o.env, "NAME=VALUE", "environment for every rank (repeat)"),
 		OPT_STRING('w', "workdir", &o.workdir, "dir", "working directory of the ranks"),
 		OPT_BOOL(0, "shell", &o.shell, "run the command through /bin/sh -c"),
+		OPT_BOOL(0, "line-buffered", &o.line_buffered,
+			 "C stdio of the ranks flushed at each newline (job.yaml line_buffered:)"),
 		OPT_STRING(0, "name", &o.name, "name", "job name (default: the program)"),
 		OPT_GROUP("where"),
 		OPT_STRING(0, "nodes", &o.include, "spec", "only these nodes (host range)"),

@@ -15,6 +15,7 @@
 #include "usage.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cmd_show(int argc, const char **argv)
 {
@@ -135,6 +136,18 @@ int cmd_show(int argc, const char **argv)
 		printf("STALLED: rank %lld on %s, pid %lld, silent for %lld s\n",
 		       json_get_int(x, "rank", -1), term_str(json_get_str(x, "node", "?")),
 		       json_get_int(x, "pid", 0), json_get_int(x, "idle_ms", 0) / 1000);
+	/* over: when each began and cleared, and how (docs/run.md, "stall") */
+	json_array_foreach(json_object_get(j, "past_stalls"), i, x) {
+		const char *by = json_get_str(x, "cleared_by", "");
+
+		printf("stalled (past): rank %lld on %s, pid %lld, silent from %s until %s (%s)\n",
+		       json_get_int(x, "rank", -1), term_str(json_get_str(x, "node", "?")),
+		       json_get_int(x, "pid", 0), term_str(json_get_str(x, "since", "?")),
+		       term_str(json_get_str(x, "cleared_at", "?")),
+		       !strcmp(by, "output") ? "output resumed" : !strcmp(by, "retry") ?
+		       "the attempt failed; retried" : !strcmp(by, "end") ? "the job ended" :
+		       term_str(by));
+	}
 	if ((x = json_object_get(j, "hang")))   /* hang.h: `dtctl debug JOB --last` for more */
 		printf("hang:       %s (%s%s)\n", term_str(json_get_str(x, "text", "")),
 		       term_str(json_get_str(x, "at", "?")),

@@ -159,6 +159,14 @@ static void render_table(struct strbuf *sb, const json_t *ex)
 			    (int)pw, p.buf, term_str(st), val, bs);
 		strbuf_release(&p);
 	}
+	/* why the first failed trial failed, so a broken command shows at once */
+	json_array_foreach((json_t *)trials, i, t) {
+		if (strcmp(json_get_str(t, "state", ""), DT_TRIAL_FAILED))
+			continue;
+		strbuf_addf(sb, "first failure: trial %lld: %s\n", json_get_int(t, "trial", 0),
+			    term_str(json_get_str(t, "reason", "no reason recorded")));
+		break;
+	}
 }
 
 /* ", pruned (no trial completed)" when the best trial is a pruned one */
@@ -263,6 +271,8 @@ static int follow(const char *id)
 						    "metric"), "name", "metric")), val,
 				       json_get_str(t, "job_id", NULL) ? " job " : "",
 				       term_str(json_get_str(t, "job_id", "")));
+				if (!strcmp(st, DT_TRIAL_FAILED) && json_get_str(t, "reason", NULL))
+					printf("  %s\n", term_str(json_get_str(t, "reason", "")));
 				strbuf_release(&p);
 			}
 			if (dt_mono_ms() - last_plain >= PLAIN_PROGRESS_MS || sweep_ended(ex)) {
@@ -438,8 +448,9 @@ static int cmd_status(const char *id, int json)
 	printf("sweep %s (%s): %s, %s search, %s %s\n", term_str(json_get_str(sw, "id", "?")),
 	       term_str(json_get_str(sw, "name", "?")), term_str(json_get_str(sw, "state", "?")),
 	       term_str(json_get_str(sw, "method", "?")),
-	       term_str(json_get_str(json_object_get(sw, "metric"), "goal", "?")),
-	       term_str(json_get_str(json_object_get(sw, "metric"), "name", "?")));
+	       json_get_str(json_object_get(sw, "metric"), "name", NULL) ?
+	       term_str(json_get_str(json_object_get(sw, "metric"), "goal", "?")) : "no",
+	       term_str(json_get_str(json_object_get(sw, "metric"), "name", "metric")));
 	if (json_get_str(sw, "reason", NULL))
 		printf("reason: %s\n", term_str(json_get_str(sw, "reason", "")));
 	render_table(&sb, ex);

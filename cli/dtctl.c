@@ -14,10 +14,12 @@
 #include "parse-options.h"
 #include "usage.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* the command table: one row per command (struct cmd_struct; how to add one: builtin.h) */
 static const struct cmd_struct commands[] = {
@@ -103,6 +105,13 @@ static void json_exit(int code)
 	fflush(stdout);
 }
 
+int stdout_reader_gone(void)
+{
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 static int run_command_row(const struct cmd_struct *cmd, int argc, const char **argv)
 {
 	int code;
@@ -114,7 +123,9 @@ static int run_command_row(const struct cmd_struct *cmd, int argc, const char **
 	parse_options_common(cluster_options, run_setup);
 	dt_set_exit_hook(json_exit);
 	code = cmd->fn(argc, argv);
-	if (fflush(stdout) || ferror(stdout))
+	/* a reader that stopped reading (| head) ends the command quietly, as EPIPE
+	 * ends tail; anything else (a full disk) is an error */
+	if ((fflush(stdout) || ferror(stdout)) && !stdout_reader_gone())
 		error("cannot write to standard output"), code = DT_EXIT_FAIL;
 	json_exit(code);
 	return code;

@@ -114,6 +114,7 @@ static int head_other_protocol(const struct dt_auth_key *key)
 	int st, theirs;
 
 	dt_httpc_init(&c, the_cluster.head_address, the_cluster.head_port, key);
+	c.peer_port_name = "the head port";
 	c.timeout_ms = 5000;
 	st = dt_httpc_request_raw(&c, "GET", DT_PATH_STATUS, NULL, 0, &out, &err);
 	/* a 426, its or ours (httpc.h), starts {"protocol": its version */
@@ -180,6 +181,7 @@ int head_connect(struct dt_httpc *c)
 	if ((code = head_key(&key)))
 		return code;
 	dt_httpc_init(c, the_cluster.head_address, the_cluster.head_port, &key);
+	c->peer_port_name = "the head port";
 	return 0;
 }
 
@@ -219,8 +221,12 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	if (st < 0) {
 		error("cannot reach dtsched at %s:%d: %s", the_cluster.head_address,
 		      the_cluster.head_port, err.buf);
-		fprintf(stderr, "hint: is it running? 'dtctl head status'; start it with "
-			"'dtctl head start' (log: '%s/dtsched.log')\n", dt_home());
+		if (api_client.unsigned_reply)
+			fprintf(stderr, "hint: dtsched is not what answers there; see what listens: "
+				"'ss -ltnp sport = :%d'\n", the_cluster.head_port);
+		else
+			fprintf(stderr, "hint: is it running? 'dtctl head status'; start it with "
+				"'dtctl head start' (log: '%s/dtsched.log')\n", dt_home());
 		code = DT_EXIT_UNREACH;
 	} else if (st == DT_HTTP_PROTOCOL_MISMATCH) {
 		error("%s", dt_httpc_reply_error(*out, st));

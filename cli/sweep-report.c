@@ -641,6 +641,12 @@ static int load(struct report *r, const json_t *ex)
 	if (!json_is_object(metric))
 		return bad(r->err, "'sweep.metric' is missing or not an object");
 	name = json_object_get(metric, "name");
+	if (json_is_null(name)) {
+		/* a grid or random sweep without metric: (W&B allows it) */
+		strbuf_addstr(r->err, "the sweep has no metric (its file gives no 'metric:'): "
+			      "nothing to plot; 'dtctl sweep status' lists its trials");
+		return -1;
+	}
 	if (!json_is_string(name) || !*json_string_value(name))
 		return bad(r->err, "'sweep.metric.name' is missing or not a string");
 	r->metric = json_string_value(name);

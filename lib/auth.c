@@ -74,7 +74,8 @@ int dt_auth_key_load(struct dt_auth_key *key, const char *path)
  */
 struct hmac_state {
 	struct dt_hmac_sha256 keyed;
-	size_t keylen;                      /* 0 = not keyed */
+	int have_key;
+	size_t keylen;
 	unsigned char key[DT_AUTH_KEY_MAX];
 };
 
@@ -96,10 +97,11 @@ static void hmac_parts_hex(const struct dt_auth_key *key, const char *const part
 	unsigned char mac[DT_SHA256_LEN];
 	struct dt_sha256 c;
 
-	if (h->keylen != key->len || dt_memcmp_ct(h->key, key->bytes, key->len)) {
+	if (!h->have_key || h->keylen != key->len || dt_memcmp_ct(h->key, key->bytes, key->len)) {
 		dt_hmac_sha256_key(&h->keyed, key->bytes, key->len);
 		memcpy(h->key, key->bytes, key->len);
 		h->keylen = key->len;
+		h->have_key = 1;
 	}
 	c = h->keyed.inner;
 	for (int i = 0; i < nr_parts; i++) {
@@ -171,6 +173,43 @@ int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,
 	snprintf(ts, DT_TS_LEN, "%lld", (long long)time(NULL));
 	dt_auth_sign(key, method, path, ts, nonce, body, len, sig);
 	return 0;
+}
+
+static int nonce_ok(const char *s);
+
+/* want (lower-case hex) = sig (64 hex digits, either case), in constant time */
+static int sig_equal(const char *want, const char *sig)
+{
+	char got[DT_SHA256_HEX];
+
+	for (int i = 0; i < 64; i++)
+		got[i] = (char)tolower((unsigned char)sig[i]);
+	got[64] = '\0';
+	return dt_memcmp_ct(want, got, 64) == 0;
+}
+
+int dt_auth_sign_reply(const struct dt_auth_key *key, int status, const char *nonce,
+		       const void *body, size_t len, char sig[DT_SHA256_HEX])
+{
+	char bodyhash[DT_SHA256_HEX], code[16];
+	const char *const part[4] = { "reply", code, nonce, bodyhash };
+
+	if (!nonce || !nonce_ok(nonce) || status < 100 || status > 999)
+		return -1;
+	snprintf(code, sizeof(code), "%d", status);
+	dt_sha256_hex(body, len, bodyhash);
+	hmac_parts_hex(key, part, 4, sig);
+	return 0;
+}
+
+int dt_auth_verify_reply(const struct dt_auth_key *key, int status, const char *nonce,
+			 const void *body, size_t len, const char *sig)
+{
+	char want[DT_SHA256_HEX];
+
+	if (!sig || strlen(sig) != 64 || dt_auth_sign_reply(key, status, nonce, body, len, want) < 0)
+		return -1;
+	return sig_equal(want, sig) ? 0 : -1;
 }
 
 const char *dt_auth_result_str(enum dt_auth_result r)
@@ -354,7 +393,7 @@ enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonc
 				   const char *timestamp, const char *nonce, const char *sig,
 				   const void *body, size_t len, long long now_s)
 {
-	char want[DT_SHA256_HEX], got[DT_SHA256_HEX];
+	char want[DT_SHA256_HEX];
 	long long ts;
 	int r;
 
@@ -365,11 +404,7 @@ enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonc
 	if (ts > now_s + DT_AUTH_MAX_SKEW_S || ts < now_s - DT_AUTH_MAX_SKEW_S)
 		return DT_AUTH_STALE;
 	dt_auth_sign(key, method, path, timestamp, nonce, body, len, want);
-	/* accept upper-case hex from other clients: compare lower-cased */
-	for (int i = 0; i < 64; i++)
-		got[i] = (char)tolower((unsigned char)sig[i]);
-	got[64] = '\0';
-	if (dt_memcmp_ct(want, got, 64) != 0)
+	if (!sig_equal(want, sig))
 		return DT_AUTH_BAD_SIGNATURE;
 	r = dt_nonce_cache_add(nc, nonce, now_s);
 	if (r > 0)

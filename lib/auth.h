@@ -53,6 +53,19 @@ int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,
 			 const char *path, const void *body, size_t len,
 			 char ts[DT_TS_LEN], char nonce[DT_NONCE_HEX], char sig[DT_SHA256_HEX]);
 
+/*
+ * Replies are signed too (protocol.h), so that a program squatting on a
+ * daemon's port cannot answer for it: sig = hex HMAC-SHA256(key, "reply" "\n"
+ * STATUS "\n" NONCE "\n" hex(sha256(body))) where NONCE is the request's.
+ * dt_auth_sign_reply() returns -1 (sig untouched) when the nonce is not of
+ * the request form (then the reply goes unsigned: the request was refused);
+ * dt_auth_verify_reply() is 0 only for a good signature (sig may be NULL).
+ */
+int dt_auth_sign_reply(const struct dt_auth_key *key, int status, const char *nonce,
+		       const void *body, size_t len, char sig[DT_SHA256_HEX]);
+int dt_auth_verify_reply(const struct dt_auth_key *key, int status, const char *nonce,
+			 const void *body, size_t len, const char *sig);
+
 enum dt_auth_result {
 	DT_AUTH_OK = 0,
 	DT_AUTH_MISSING,        /* a header is absent */

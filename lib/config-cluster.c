@@ -26,6 +26,7 @@
 
 static const char *const host_key_policies[] = { "tofu", "strict", NULL };
 static const char *const install_modes[] = { "local", "shared", NULL };
+static const char *const job_files_modes[] = { "group", "world", NULL };
 
 #define PORT_EXPECTED "a port number (1-65535)"
 
@@ -48,7 +49,7 @@ static int ssh_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		cc->ssh.host_key_policy = pol ? HOST_KEY_STRICT : HOST_KEY_TOFU;
 		return 0;
 	}
-	if (get_str(c, v, path, &cc->ssh.identity) < 0)   /* identity */
+	if (get_safe_path(c, v, path, 1, &cc->ssh.identity) < 0)   /* identity */
 		return -1;
 	{
 		char *p = resolve_path(c, cc->ssh.identity);
@@ -92,6 +93,14 @@ static int agent_key(struct ctx *c, const char *key, struct ynode *v, const char
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &cc->agent.port);
 	if (!strcmp(key, "heartbeat"))
 		return get_duration(c, v, path, &cc->agent.heartbeat_ms);
+	if (!strcmp(key, "fake_health")) {
+		/* test only (docs/config.md): the fake GPUs' faults, a file on each node */
+		if (get_str(c, v, path, &cc->agent.fake_health) < 0)
+			return -1;
+		if (cc->agent.fake_health[0] != '/' || strchr(cc->agent.fake_health, '\n'))
+			return bad_value(c, v, path, "an absolute path on the nodes");
+		return 0;
+	}
 	return get_duration(c, v, path, &cc->agent.dead_after_ms);   /* dead_after */
 }
 
@@ -101,7 +110,7 @@ static int head_key(struct ctx *c, const char *key, struct ynode *v, const char 
 
 	if (!strcmp(key, "port"))
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &cc->head.port);
-	return get_str(c, v, path, &cc->head.address);   /* address */
+	return get_host_name(c, v, path, &cc->head.address);   /* address */
 }
 
 static int health_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -154,7 +163,7 @@ struct node_entry {
 
 static int valid_node_name(const char *s)
 {
-	return name_chars_ok(s, SIZE_MAX, "._-");
+	return name_chars_ok(s, 253, "._-");   /* also a file name (init/<node>.log) */
 }
 
 static int valid_host_chars(const char *s)
@@ -183,11 +192,12 @@ static int node_key(struct ctx *c, const char *key, struct ynode *v, const char 
 		if (get_str(c, v, path, &e->name) < 0)
 			return -1;
 		if (!valid_node_name(e->name))
-			return bad_value(c, v, path, "a node name of letters, digits, '.', '-' and '_'");
+			return bad_value(c, v, path, "a node name of at most 253 letters, digits, '.', "
+					 "'-' and '_'");
 		return 0;
 	}
 	if (!strcmp(key, "user"))
-		return get_str(c, v, path, &e->user);
+		return get_user_name(c, v, path, &e->user);
 	if (!strcmp(key, "port"))
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &e->port);
 	if (!strcmp(key, "gpus")) {
@@ -260,6 +270,13 @@ static int add_nodes(struct ctx *c, struct cluster_state *st, struct ynode *entr
 		fail(c, e.host_node, "key '%s': more than %d nodes in all", sub.buf, HOSTRANGE_MAX);
 		goto out;
 	}
+	for (size_t i = 0; i < hosts.nr; i++)
+		if (!host_name_ok(hosts.v[i])) {
+			fail(c, e.host_node, "key '%s': host '%.40s%s' is not a host name or address "
+			     "(at most 253 letters, digits, '.', '-', '_' or ':')", sub.buf, hosts.v[i],
+			     strlen(hosts.v[i]) > 40 ? "..." : "");
+			goto out;
+		}
 	cc->nodes = xrealloc(cc->nodes, (cc->nr_nodes + hosts.nr) * sizeof(*cc->nodes));
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	ALLOC_GROW(st->origin, cc->nr_nodes + hosts.nr, st->origin_alloc);
@@ -326,7 +343,8 @@ static const char *const ssh_keys[] = {
 	"port", "fanout", "connect_timeout", "command_timeout", "host_key_policy", "identity", NULL,
 };
 static const char *const setup_keys[] = { "template", "timeout", "env", "vars", NULL };
-static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", NULL };
+static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", "fake_health",
+					   NULL };
 static const char *const head_keys[] = { "address", "port", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
@@ -334,7 +352,7 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", "health", NULL,
+	"network", "mpi", "health", "job_files", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -352,12 +370,12 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 	}
 	if (!strcmp(key, "user")) {
 		st->saw_user = 1;
-		return get_str(c, v, path, &cc->user);
+		return get_user_name(c, v, path, &cc->user);
 	}
 	if (!strcmp(key, "shared_dir")) {
 		size_t len;
 
-		if (get_str(c, v, path, &cc->shared_dir) < 0)
+		if (get_safe_path(c, v, path, 0, &cc->shared_dir) < 0)
 			return -1;
 		if (cc->shared_dir[0] != '/')
 			return bad_value(c, v, path, "an absolute path (the same on every node)");
@@ -380,6 +398,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		cc->install = m ? INSTALL_SHARED : INSTALL_LOCAL;
 		return 0;
 	}
+	if (!strcmp(key, "job_files"))
+		return get_enum(c, v, path, job_files_modes, &cc->job_files_world);
 	if (!strcmp(key, "agent"))
 		return walk_map(c, v, path, agent_keys, NULL, agent_key, cc);
 	if (!strcmp(key, "head"))
@@ -534,6 +554,7 @@ static void cluster_release(void *cfg)
 	free(cc->user);
 	free(cc->shared_dir);
 	free(cc->ssh.identity);
+	free(cc->agent.fake_health);
 	for (size_t i = 0; i < cc->nr_nodes; i++) {
 		free(cc->nodes[i].name);
 		free(cc->nodes[i].host);
@@ -647,6 +668,7 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	json_object_set_new(o, "setup", setup);
 	json_object_set_new(o, "install",
 			    json_string(install_modes[cc->install == INSTALL_SHARED]));
+	json_object_set_new(o, "job_files", json_string(job_files_modes[!!cc->job_files_world]));
 
 	json_object_set_new(agent, "port", json_integer(cc->agent.port));
 	set_duration(agent, "heartbeat", cc->agent.heartbeat_ms);

@@ -82,6 +82,14 @@ int bad_value(struct ctx *c, const struct ynode *n, const char *path, const char
 const char *want_scalar(struct ctx *c, struct ynode *n, const char *path,
 			const char *expected);
 int get_str(struct ctx *c, struct ynode *n, const char *path, char **out);
+/* Strings that reach ssh_config, paths or a shell-like context (config-yaml.c):
+ * a POSIX user name; a host name or address (<= 253 bytes, no range); a path
+ * without control characters or a '..' component (and, no_quotes, without
+ * quotes or backslashes). */
+int get_user_name(struct ctx *c, struct ynode *n, const char *path, char **out);
+int get_host_name(struct ctx *c, struct ynode *n, const char *path, char **out);
+int host_name_ok(const char *s);
+int get_safe_path(struct ctx *c, struct ynode *n, const char *path, int no_quotes, char **out);
 int parse_long(const char *s, long long *v);
 int get_int(struct ctx *c, struct ynode *n, const char *path, long long min, long long max,
 	    const char *expected, int *out);

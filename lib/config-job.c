@@ -16,7 +16,7 @@ static const char *const launchers[] = { "agent", "mpi", NULL };
 static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
-	"include_nodes", "exclude_nodes", "labels", "elastic", "preflight", NULL,
+	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -125,6 +125,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return get_bool(c, v, path, &j->shell);
 	if (!strcmp(key, "strict_logging"))
 		return get_bool(c, v, path, &j->strict_logging);
+	if (!strcmp(key, "line_buffered"))
+		return get_bool(c, v, path, &j->line_buffered);
 	if (!strcmp(key, "preflight"))
 		return get_bool(c, v, path, &j->preflight);
 	if (!strcmp(key, "workdir"))
@@ -343,6 +345,8 @@ json_t *job_config_to_json(const struct job_config *j)
 	set_duration(o, "stall_after", j->stall_after_ms);
 	json_object_set_new(o, "retries", json_integer(j->retries));
 	json_object_set_new(o, "strict_logging", json_boolean(j->strict_logging));
+	if (j->line_buffered)
+		json_object_set_new(o, "line_buffered", json_true());
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));
 	json_object_set_new(o, "exclude_nodes", str_or_null(j->node_exclude));
 	json_object_set_new(o, "labels", kvlist_json(&j->labels));

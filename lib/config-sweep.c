@@ -832,6 +832,8 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 		int r;
 
 		st->params = v;
+		s->params_pos.line = v->line;
+		s->params_pos.col = v->col;
 		r = parse_params(c, s, v, path, "", &segs, 0);
 		strvec_clear(&segs);
 		return r;
@@ -862,6 +864,8 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	}
 	if (!strcmp(key, "max_trials")) {
 		st->max_trials = v;
+		s->max_trials_pos.line = v->line;
+		s->max_trials_pos.col = v->col;
 		return get_int(c, v, path, 1, INT_MAX, "a positive integer", &s->max_trials);
 	}
 	if (!strcmp(key, "run_cap")) {
@@ -911,12 +915,95 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	return 0;
 }
 
+/*
+ * Sweep placeholders: dtsched replaces "{name}" of a parameter in the job's
+ * argv words and env values (scheduler/sweeps.c, substitute()).  A '{' that
+ * starts a name must close and name a parameter, else the trial would get
+ * "{y}", "{" or "{x!r}" verbatim; a '{' before anything else ('{"a": 1}') is
+ * literal text.  One value n (at key `path`); -1 with the error.
+ */
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+static int check_placeholders(struct ctx *c, const struct sweep_config *s, struct ynode *n,
+			      const char *path)
+{
+	const char *t = n->expanded ? n->expanded : n->text, *p, *q, *close;
+	struct strbuf names = STRBUF_INIT;
+	int ret = 0;
+
+	for (p = strchr(t, '{'); p && !ret; p = strchr(p + 1, '{')) {
+		size_t len, i;
+
+		q = p + 1;
+		if (*q && !isalpha((unsigned char)*q) && *q != '_')
+			continue;
+		close = strchr(q, '}');
+		len = close ? (size_t)(close - q) : strlen(q);
+		for (i = 0; i < s->nr_params; i++)
+			if (strlen(s->params[i].name) == len && !memcmp(s->params[i].name, q, len))
+				break;
+		if (close && i < s->nr_params) {
+			p = close;
+			continue;
+		}
+		for (i = 0; i < s->nr_params; i++)
+			strbuf_addf(&names, "%s%s", i ? ", " : "", s->params[i].name);
+		if (!close)
+			ret = fail(c, n, "key '%s': '%.40s' opens a placeholder that does not close: "
+				   "write '{name}' of a parameter (%s)", path, p, names.buf);
+		else if (strspn(q, NAME_CHARS) < len)
+			ret = fail(c, n, "key '%s': placeholder '%.*s': only '{name}' of a parameter "
+				   "is replaced, without conversion or format (%s)", path,
+				   (int)(len > 40 ? 42 : len + 2), p, names.buf);
+		else
+			ret = fail(c, n, "key '%s': placeholder '%.*s' names no parameter "
+				   "(parameters: %s)", path, (int)(len > 40 ? 42 : len + 2), p,
+				   names.buf);
+	}
+	strbuf_release(&names);
+	return ret;
+}
+
+/* Every placeholder of the job mapping `job` (at key prefix "job" or ""). */
+static int job_placeholders(struct ctx *c, const struct sweep_config *s, struct ynode *job,
+			    const char *prefix)
+{
+	struct ynode *cmd = map_get(job, "command"), *env = map_get(job, "env");
+	struct strbuf path = STRBUF_INIT;
+	int ret = 0;
+
+	if (s->wandb || s->job.shell)
+		return 0;    /* not substituted there (docs/sweep.md) */
+	for (size_t i = 0; cmd && cmd->type == Y_SEQ && i < cmd->nr && !ret; i++) {
+		strbuf_reset(&path);
+		child_path(&path, prefix, "command");
+		strbuf_addf(&path, "[%zu]", i);
+		if (cmd->kids[i]->type == Y_SCALAR)
+			ret = check_placeholders(c, s, cmd->kids[i], path.buf);
+	}
+	if (cmd && cmd->type == Y_SCALAR && !ret) {
+		child_path(&path, prefix, "command");
+		ret = check_placeholders(c, s, cmd, path.buf);
+	}
+	for (size_t i = 1; env && env->type == Y_MAP && i < env->nr && !ret; i += 2) {
+		strbuf_reset(&path);
+		child_path(&path, prefix, "env");
+		strbuf_addf(&path, ".%s", env->kids[i - 1]->text);
+		if (env->kids[i]->type == Y_SCALAR)
+			ret = check_placeholders(c, s, env->kids[i], path.buf);
+	}
+	strbuf_release(&path);
+	return ret;
+}
+
 static int sweep_job(struct ctx *c, struct sweep_config *s, struct ynode *v)
 {
 	if (v->type == Y_MAP) {
 		job_config_release(&s->job);
 		s->job.path = xstrdup(c->name);
-		return job_from_tree(c, &s->job, v, "job", s->wandb);
+		if (job_from_tree(c, &s->job, v, "job", s->wandb) < 0)
+			return -1;
+		return job_placeholders(c, s, v, "job");
 	}
 	{
 		const char *rel = want_scalar(c, v, "job", "a job.yaml path or an inline job mapping");
@@ -944,7 +1031,8 @@ static int sweep_job(struct ctx *c, struct sweep_config *s, struct ynode *v)
 		job_config_release(&s->job);
 		s->job.path = xstrdup(path);
 		if (load_tree(&jc, buf.buf, buf.len, &top) == 0 &&
-		    job_from_tree(&jc, &s->job, top, "", s->wandb) == 0)
+		    job_from_tree(&jc, &s->job, top, "", s->wandb) == 0 &&
+		    job_placeholders(&jc, s, top, "") == 0)
 			ret = 0;
 		ynode_free(top);
 		free(jc.dir);
@@ -984,18 +1072,26 @@ long long sweep_grid_size(const struct sweep_config *s)
 	return n;
 }
 
-static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top)
+/*
+ * The rules across keys, on the struct alone: the one sweep checker, which the
+ * loader runs on a file (messages at the keys' file:line:col) and dtsched runs
+ * on the JSON form a sweep is submitted in (sweep_config_check()), so that
+ * `dtctl validate` and `dtctl sweep` can never disagree.  W&B's rules for a
+ * metric: grid and random search need none (the trials just run); bayes and
+ * early termination compare values, so they do.  Sets the defaults that follow
+ * from the rules (a grid's max_trials is its size; run_cap bounds max_trials).
+ */
+static int sweep_rules(struct ctx *c, struct sweep_config *s)
 {
-	struct sweep_config *s = st->s;
-
-	if (!st->method)
-		return missing(c, top, "", "method", " (grid, random or bayes)");
-	if (!st->params)
-		return missing(c, top, "", "parameters", NULL);
-	if (!st->metric && s->method == SWEEP_BAYES)
-		return missing(c, top, "", "metric", " (bayes search needs a metric to optimise)");
-	if (!st->metric && s->early_terminate)
-		return missing(c, top, "", "metric", " (early_terminate needs a metric to compare)");
+	if (!s->metric_name && s->method == SWEEP_BAYES)
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'metric' (bayes "
+			       "search needs a metric to optimise)");
+	if (!s->metric_name && s->early_terminate)
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'metric' "
+			       "(early_terminate needs a metric to compare)");
+	if (!s->nr_params)
+		return fail_at(c, s->params_pos.line, s->params_pos.col, "key 'parameters': "
+			       "expected at least one parameter");
 	if (s->method == SWEEP_GRID) {
 		long long n;
 
@@ -1010,25 +1106,52 @@ static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top
 				       p->name, p->dist ? p->dist : sweep_param_kind_name(p->kind));
 		}
 		n = sweep_grid_size(s);
-		if (st->max_trials && n > s->max_trials)
-			return fail(c, st->max_trials, "key 'max_trials': grid has %lld points but "
-				    "max_trials is %d", n, s->max_trials);
+		if (s->max_trials && n > s->max_trials && !(s->run_cap && s->run_cap <= s->max_trials))
+			return fail_at(c, s->max_trials_pos.line, s->max_trials_pos.col,
+				       "key 'max_trials': grid has %lld points but max_trials is %d",
+				       n, s->max_trials);
 		/* W&B's run_cap may stop a grid early */
 		if (n > GRID_MAX && !(s->run_cap && s->run_cap <= GRID_MAX))
-			return fail(c, st->params, "key 'parameters': grid has %lld points, more than "
-				    "the limit of %lld", n, GRID_MAX);
-		if (!st->max_trials)
+			return fail_at(c, s->params_pos.line, s->params_pos.col, "key 'parameters': "
+				       "grid has %lld points, more than the limit of %lld", n, GRID_MAX);
+		if (!s->max_trials)
 			s->max_trials = (int)(n < INT_MAX ? n : INT_MAX);
-	} else if (!st->max_trials && !st->run_cap) {
-		return missing(c, top, "", "max_trials", " (or W&B's 'run_cap': random and bayes "
-			       "sweeps run until it is reached)");
+	} else if (!s->max_trials && !s->run_cap) {
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'max_trials' (or "
+			       "W&B's 'run_cap': random and bayes sweeps run until it is reached)");
 	}
-	if (s->run_cap && (!st->max_trials || s->run_cap < s->max_trials))
+	if (s->run_cap && (!s->max_trials || s->run_cap < s->max_trials))
 		s->max_trials = s->run_cap;
+	if (s->max_trials < 1 || s->parallel < 0 || s->max_failures < 0 || s->gpus_per_trial < 0)
+		return fail_at(c, s->pos.line, s->pos.col, "needs max_trials of 1 or more, parallel, "
+			       "gpus_per_trial and max_failures of 0 or more");
 	if (s->wandb && !s->program &&
 	    (!s->command.nr || strvec_find(&s->command, "${program}") >= 0))
-		return missing(c, top, "", "program", " (the training script ${program} names in "
-			       "the command)");
+		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'program' (the "
+			       "training script ${program} names in the command)");
+	return 0;
+}
+
+int sweep_config_check(struct sweep_config *s, struct strbuf *err)
+{
+	struct ctx c = { s->path ? s->path : "sweep", NULL, err };
+
+	return sweep_rules(&c, s);
+}
+
+/* What only a file can lack (the keys' presence, the job file), then the rules. */
+static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top)
+{
+	struct sweep_config *s = st->s;
+
+	s->pos.line = top->line;
+	s->pos.col = top->col;
+	if (!st->method)
+		return missing(c, top, "", "method", " (grid, random or bayes)");
+	if (!st->params)
+		return missing(c, top, "", "parameters", NULL);
+	if (sweep_rules(c, s) < 0)
+		return -1;
 	if (!st->job && !s->wandb)
 		return missing(c, top, "", "job", " (the job.yaml each trial runs, or W&B's "
 			       "'program:')");

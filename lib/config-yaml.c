@@ -89,7 +89,10 @@ static void vfail(struct ctx *c, int line, int col, const char *fmt, va_list ap)
 {
 	struct strbuf msg = STRBUF_INIT;
 
-	strbuf_addf(&msg, "%s:%d:%d: ", c->name, line, col);
+	if (line > 0)
+		strbuf_addf(&msg, "%s:%d:%d: ", c->name, line, col);
+	else   /* not from a file (dtsched's JSON form of a sweep) */
+		strbuf_addf(&msg, "%s: ", c->name);
 	strbuf_vaddf(&msg, fmt, ap);
 	/* a key or value holding "\n" (quoted YAML) cannot break the one-line contract */
 	term_sanitize(c->err, msg.buf, msg.len, 0);
@@ -331,6 +334,19 @@ static int build_tree(struct ctx *c, const char *buf, size_t len, struct ynode *
 			break;
 		}
 		if (n) {
+			const char *tag = n->type == Y_SCALAR ? (const char *)ev.data.scalar.tag :
+				n->type == Y_SEQ ? (const char *)ev.data.sequence_start.tag :
+				(const char *)ev.data.mapping_start.tag;
+
+			if (tag) {
+				/* '!!binary aGk=' would otherwise be read as 'aGk=' */
+				fail(c, n, "YAML tags ('%s%s') are not supported; write the value "
+				     "without one", starts_with(tag, "tag:yaml.org,2002:") ? "!!" : "",
+				     tag + (starts_with(tag, "tag:yaml.org,2002:") ? 18 : 0));
+				ynode_free(n);
+				yaml_event_delete(&ev);
+				goto out;
+			}
 			if (anchor) {
 				fail(c, n, "YAML anchors ('&%s') are not supported; write the value out",
 				     anchor);
@@ -529,6 +545,55 @@ int get_str(struct ctx *c, struct ynode *n, const char *path, char **out)
 		return -1;
 	free(*out);
 	*out = xstrdup(s);
+	return 0;
+}
+
+/*
+ * Values that reach ssh_config, file paths or a shell-like context are
+ * checked where they are read, so that a newline cannot add an ssh_config
+ * line (ProxyCommand) and a path cannot climb out of where it points.
+ */
+int get_user_name(struct ctx *c, struct ynode *n, const char *path, char **out)
+{
+	if (get_str(c, n, path, out) < 0)
+		return -1;
+	/* POSIX's portable user names (as useradd takes them): [A-Za-z0-9._-], no leading '-' */
+	if (!name_chars_ok(*out, 32, "._-") || (*out)[0] == '-')
+		return bad_value(c, n, path, "a user name of at most 32 letters, digits, '.', '_' "
+				 "and '-' (not first)");
+	return 0;
+}
+
+int get_host_name(struct ctx *c, struct ynode *n, const char *path, char **out)
+{
+	if (get_str(c, n, path, out) < 0)
+		return -1;
+	if (!host_name_ok(*out))
+		return bad_value(c, n, path, "a host name or address (at most 253 letters, digits, "
+				 "'.', '-', '_' or ':')");
+	return 0;
+}
+
+int host_name_ok(const char *s)
+{
+	return name_chars_ok(s, 253, ".-_:");
+}
+
+int get_safe_path(struct ctx *c, struct ynode *n, const char *path, int no_quotes, char **out)
+{
+	const char *s;
+
+	if (get_str(c, n, path, out) < 0)
+		return -1;
+	for (s = *out; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return bad_value(c, n, path, "a path without control characters (newline, tab)");
+		if (no_quotes && (*s == '"' || *s == '\'' || *s == '\\'))
+			return bad_value(c, n, path, "a path without quotes or backslashes");
+	}
+	for (s = *out; (s = strstr(s, "..")); s += 2)
+		if ((s == *out || s[-1] == '/') && (!s[2] || s[2] == '/'))
+			return bad_value(c, n, path, "a path without a '..' component");
 	return 0;
 }
 

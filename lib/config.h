@@ -91,10 +91,12 @@ struct cluster_config {
 		struct kvlist vars;             /* user variables for the template */
 	} setup;
 	enum install_mode install;          /* local: ~/.dtctl/bin on each node */
+	int job_files_world;                /* job_files: world (0644/0755), else group (0640/0750) */
 	struct {
 		int port;                       /* 7070 */
 		long long heartbeat_ms;         /* 2s */
 		long long dead_after_ms;        /* 10s */
+		char *fake_health;              /* test only: dtagent --fake-health, or NULL */
 	} agent;
 	struct {
 		char *address;                  /* how agents reach dtsched; NULL = auto */
@@ -154,6 +156,7 @@ struct job_config {
 	long long stall_after_ms;   /* 0 = off */
 	int retries;                /* 0 */
 	int strict_logging;         /* output lines that could not be logged fail the job */
+	int line_buffered;          /* C stdio of the ranks line-buffered (libstdbuf preloaded) */
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */
 	struct kvlist labels;       /* required node labels */
@@ -263,12 +266,24 @@ struct sweep_config {
 	int has_target;              /* metric.target: no new trials once a value reaches it */
 	double target;
 	struct strvec notes;         /* W&B keys accepted and ignored, one line each */
+	/* where the file said it, for sweep_config_check()'s messages (0: not from a file) */
+	struct config_pos pos, params_pos, max_trials_pos;
 };
 
 /* W&B's name of a kind: "categorical", "log_uniform_values", ...; "parameters" for a group. */
 const char *sweep_param_kind_name(enum param_kind k);
 
 int sweep_config_load(struct sweep_config *s, const char *path, struct strbuf *err);
+/*
+ * The sweep checker: the rules across keys that the loader applies to a file
+ * (a metric for bayes and early_terminate, W&B's way: grid and random need
+ * none; a grid's discrete values and size; max_trials or run_cap; program),
+ * for a struct built another way (dtsched's sweep_config_from_json()), so
+ * that what validate accepts dtsched accepts.  Sets the defaults the rules
+ * imply (max_trials); idempotent.  0, or -1 with one line in err:
+ * "file:line:col: ..." where s has positions, else "sweep: ...".
+ */
+int sweep_config_check(struct sweep_config *s, struct strbuf *err);
 int sweep_config_parse(struct sweep_config *s, const char *buf, size_t len,
 		       const char *name, struct strbuf *err);
 void sweep_config_release(struct sweep_config *s);

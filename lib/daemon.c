@@ -6,6 +6,7 @@
 #include "auth.h"
 #include "dthome.h"
 #include "log.h"
+#include "safefile.h"
 #include "strbuf.h"
 #include "usage.h"
 
@@ -110,7 +111,7 @@ int dt_daemonize(const char *logfile, int *ready_fd)
 		_exit(0);
 	if (chdir("/") < 0)
 		_exit(1);
-	umask(022);
+	umask(022);          /* daemon_serve() sets the one it works with */
 	{
 		int nul = open("/dev/null", O_RDWR);
 		int lfd = open(logfile, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -219,6 +220,8 @@ static int daemon_serve(const struct daemon_def *d, const char *pidfile)
 		return 1;
 	}
 	dt_pidfile_write(lockfd);
+	/* job files in the shared dir: cluster.yaml's job_files may widen it (safefile.h) */
+	sf_set_umask(027);
 	if (dtlog_open(logfile.buf, DAEMON_LOG_MAX) < 0 && d->args->daemonize)
 		_exit(1);   /* detached: the parent says "died while starting" */
 	rc = d->run(&ready);

@@ -305,3 +305,82 @@ void int_ranges_format(struct strbuf *sb, const int *sorted, size_t n)
 			strbuf_addf(sb, "%d-%d", lo, hi);
 	}
 }
+
+
+struct fold_item {
+	const char *prefix;
+	size_t plen;
+	int num, width;   /* width > 0 when zero-padded */
+	int used;
+};
+
+void fold_names(struct strbuf *out, const char *const *names, size_t nr)
+{
+	struct fold_item *it = xcalloc(nr ? nr : 1, sizeof(*it));
+
+	for (size_t i = 0; i < nr; i++) {
+		const char *s = names[i];
+		size_t len = strlen(s), d = len;
+
+		while (d > 0 && isdigit((unsigned char)s[d - 1]))
+			d--;
+		it[i].prefix = s;
+		it[i].plen = d;
+		if (d == len || len - d > 9) {
+			it[i].num = -1;
+			it[i].plen = len;
+		} else {
+			it[i].num = atoi(s + d);
+			it[i].width = s[d] == '0' && len - d > 1 ? (int)(len - d) : 0;
+		}
+	}
+	for (size_t i = 0; i < nr; i++) {
+		int *nums, k = 0;
+
+		if (it[i].used)
+			continue;
+		if (out->len)
+			strbuf_addch(out, ',');
+		if (it[i].num < 0) {
+			strbuf_addstr(out, names[i]);
+			it[i].used = 1;
+			continue;
+		}
+		nums = xcalloc(nr, sizeof(*nums));
+		for (size_t j = i; j < nr; j++)
+			if (!it[j].used && it[j].num >= 0 && it[j].plen == it[i].plen &&
+			    it[j].width == it[i].width && !strncmp(it[j].prefix, it[i].prefix, it[i].plen)) {
+				nums[k++] = it[j].num;
+				it[j].used = 1;
+			}
+		strbuf_add(out, it[i].prefix, it[i].plen);
+		if (k == 1 && !it[i].width) {
+			strbuf_addf(out, "%d", nums[0]);
+		} else {
+			/* sort, then fold consecutive runs */
+			for (int a = 1; a < k; a++)
+				for (int b = a; b > 0 && nums[b - 1] > nums[b]; b--) {
+					int t = nums[b];
+
+					nums[b] = nums[b - 1];
+					nums[b - 1] = t;
+				}
+			strbuf_addch(out, '[');
+			for (int a = 0; a < k;) {
+				int b = a;
+
+				while (b + 1 < k && nums[b + 1] == nums[b] + 1)
+					b++;
+				if (a)
+					strbuf_addch(out, ',');
+				strbuf_addf(out, "%0*d", it[i].width, nums[a]);
+				if (b > a)
+					strbuf_addf(out, "-%0*d", it[i].width, nums[b]);
+				a = b + 1;
+			}
+			strbuf_addch(out, ']');
+		}
+		free(nums);
+	}
+	free(it);
+}

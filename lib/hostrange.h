@@ -32,4 +32,7 @@ int hostrange_is_range(const char *spec);
  * are skipped; n == 0 appends nothing. */
 void int_ranges_format(struct strbuf *sb, const int *sorted, size_t n);
 
+/* Fold names like dtnode1 dtnode2 dtnode3 dtnode7 into "dtnode[1-3,7]". */
+void fold_names(struct strbuf *out, const char *const *names, size_t nr);
+
 #endif

@@ -496,6 +496,7 @@ struct reply_head {
 	int chunked;
 	long long content_length;   /* -1 if none */
 	int close, keep_alive;
+	char sig[DT_SHA256_HEX];    /* X-DT-Signature ("" if none or not 64 chars) */
 };
 
 static int is_tchar(int ch)
@@ -571,6 +572,12 @@ static int parse_header(struct conn_io *io, const char *p, size_t n, struct repl
 			return -1;
 		}
 		h->chunked = 1;
+	} else if (nl == sizeof(DT_HDR_SIGNATURE) - 1 && !strncasecmp(p, DT_HDR_SIGNATURE, nl)) {
+		h->sig[0] = '\0';
+		if (ve - vs == DT_SHA256_HEX - 1) {
+			memcpy(h->sig, v, DT_SHA256_HEX - 1);
+			h->sig[DT_SHA256_HEX - 1] = '\0';
+		}
 	} else if (nl == 10 && !strncasecmp(p, "Connection", nl)) {
 		if (has_token(v, ve - vs, "close"))
 			h->close = 1;
@@ -616,7 +623,8 @@ static int parse_head(struct conn_io *io, size_t end, struct reply_head *h)
  * any reply byte) or -1.  *keep says whether the connection can serve
  * another request.
  */
-static int read_reply(struct conn_io *io, const char *method, struct strbuf *out, int *keep)
+static int read_reply(struct conn_io *io, const char *method, struct strbuf *out, int *keep,
+		      char sig[DT_SHA256_HEX])
 {
 	struct reply_head h;
 	size_t end = 0, from = 0, base = out->len;
@@ -679,6 +687,7 @@ static int read_reply(struct conn_io *io, const char *method, struct strbuf *out
 	}
 	/* bytes after the reply mean we are out of step with the server */
 	*keep = !h.close && (!h.http10 || h.keep_alive) && io->pos == io->len;
+	memcpy(sig, h.sig, DT_SHA256_HEX);
 	return h.status;
 }
 
@@ -722,16 +731,47 @@ static int check_protocol(struct dt_httpc *c, int status, struct strbuf *reply, 
 	return DT_HTTP_PROTOCOL_MISMATCH;
 }
 
+/* A reply of another protocol version: check_protocol() turns it into a 426,
+ * whether or not it is signed (the peer's build may sign otherwise or not at all). */
+static int protocol_differs(const struct strbuf *reply, size_t start)
+{
+	int theirs = dt_reply_protocol(reply->buf + start, reply->len - start);
+
+	return theirs >= 0 && theirs != DT_PROTOCOL_VERSION;
+}
+
+/*
+ * A reply without this cluster's signature for our nonce: something else
+ * answers on that port (a squatter while the daemon is down, or a relay of
+ * another request's reply), or the daemon has another secret (then its 401
+ * says so, quoted).  Nothing of it is believed.
+ */
+static void unsigned_reply(const struct dt_httpc *c, int status, const struct strbuf *reply,
+			   size_t start, struct strbuf *err)
+{
+	strbuf_addf(err, "reply from %s:%d is not signed by this cluster (another program on %s?)",
+		    c->host, c->port, c->peer_port_name ? c->peer_port_name : "that port");
+	if (status == 401) {
+		json_t *o = json_parse(reply->buf + start, reply->len - start, NULL);
+		const char *e = json_get_str(o, "error", NULL);
+
+		strbuf_addf(err, "; it answered 401%s%s: the secrets differ or the port is not "
+			    "this cluster's daemon", e ? " " : "", e ? e : "");
+		json_decref(o);
+	}
+}
+
 int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
-	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX];
+	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], reply_sig[DT_SHA256_HEX];
 	struct strbuf head = STRBUF_INIT;
 	struct conn_io io;
 	struct iovec iov[2];
 	size_t reply_len = reply->len;
 	int ret, keep = 0;
 
+	c->unsigned_reply = 0;
 	if (!body)
 		len = 0;
 	if (dt_auth_sign_request(&c->key, method, path, body, len, ts, nonce, sig) < 0) {
@@ -773,10 +813,17 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 		iov[1].iov_len = len;
 		ret = send_all(&io, iov, len ? 2 : 1);
 		if (!ret)
-			ret = read_reply(&io, method, reply, &keep);
+			ret = read_reply(&io, method, reply, &keep, reply_sig);
 		if (ret != RETRY)
 			break;
 		conn_close(c);   /* and once more on a fresh connection (never reused: no RETRY) */
+	}
+	if (ret >= 0 && !protocol_differs(reply, reply_len) &&
+	    dt_auth_verify_reply(&c->key, ret, nonce, reply->buf + reply_len,
+				 reply->len - reply_len, reply_sig) < 0) {
+		unsigned_reply(c, ret, reply, reply_len, err);
+		c->unsigned_reply = 1;
+		ret = -1;
 	}
 	if (ret < 0 || !keep)
 		conn_close(c);

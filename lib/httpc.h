@@ -13,7 +13,10 @@
  *	dt_httpc_release(&c);
  *
  * Errors name the peer: "cannot reach 10.88.0.11:7070: Connection refused",
- * "no answer from 10.88.0.11:7070 within 10000 ms".
+ * "no answer from 10.88.0.11:7070 within 10000 ms".  A reply not signed
+ * with the key for this request's nonce (protocol.h) is no answer either
+ * (-1): "reply from 127.0.0.1:7071 is not signed by this cluster (another
+ * program on the head port?)".
  */
 #ifndef DT_HTTPC_H
 #define DT_HTTPC_H
@@ -29,6 +32,9 @@ struct dt_httpc {
 	struct dt_auth_key key;
 	long timeout_ms;          /* whole request; default 10000 */
 	long connect_timeout_ms;  /* default 3000 */
+	const char *peer_port_name; /* in the error of an unsigned reply: "the head port";
+				     * NULL: "that port" */
+	int unsigned_reply;       /* the last request got a reply not signed for it */
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;

@@ -48,6 +48,8 @@ struct dt_httpd {
 	size_t nr_parked, alloc_parked;
 	unsigned long long wake_gen;  /* bumped by every dt_httpd_wake() */
 	int stopping;
+	int offloads;                 /* dt_http_offload() threads running (park_lock) */
+	pthread_cond_t offload_done;
 	/* threads == 1: our own polling thread (see serve_loop) */
 	pthread_t thread;
 	int own_thread;
@@ -97,6 +99,8 @@ struct req_ctx {
 	int verified;                 /* signature checked (a parked request re-runs) */
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
 	int big;                      /* counted in srv->big_replies until completed */
+	void *state;                  /* the handler's (httpd.h dt_http_request) */
+	void (*state_free)(void *state);
 };
 
 void dt_http_error(struct dt_http_response *resp, int status, const char *fmt, ...)
@@ -146,6 +150,7 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	struct strbuf out = STRBUF_INIT;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+	char sig[DT_SHA256_HEX];
 	size_t len;
 	char *buf;
 
@@ -172,6 +177,12 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	}
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
+	/* bound to the request's nonce (protocol.h): a port squatter cannot answer for us */
+	if (srv->opts.key && !dt_auth_sign_reply(srv->opts.key, resp->status,
+						 MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									     DT_HDR_NONCE),
+						 buf, len, sig))
+		MHD_add_response_header(r, DT_HDR_SIGNATURE, sig);
 	if (resp->status == 405 && resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
@@ -391,7 +402,11 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	if (!(route->flags & DT_ROUTE_RAW_BODY) && dt_http_parse_body(&req, resp) < 0)
 		return;
 	req.may_park = !ctx->deadline_ms || dt_mono_ms() < ctx->deadline_ms;
+	req.state = ctx->state;
+	req.state_free = ctx->state_free;
 	route->fn(&req, resp, srv->opts.data);
+	ctx->state = req.state;
+	ctx->state_free = req.state_free;
 	if (!req.may_park)
 		resp->park_ms = 0;
 	json_decref(req.json);
@@ -703,6 +718,8 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct req_ctx *ctx = *con_cls;
 
 	if (ctx) {
+		if (ctx->state && ctx->state_free)
+			ctx->state_free(ctx->state);
 		if (ctx->big)
 			atomic_fetch_sub(&srv->big_replies, 1);
 		strbuf_release(&ctx->body);
@@ -915,6 +932,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 		flags |= MHD_USE_INTERNAL_POLLING_THREAD;
 	pthread_mutex_init(&srv->stats_lock, NULL);
 	pthread_mutex_init(&srv->park_lock, NULL);
+	pthread_cond_init(&srv->offload_done, NULL);
 	pthread_mutex_init(&srv->conn_lock, NULL);
 	srv->limits.idle_limit = opts->idle_limit ? opts->idle_limit : opts->conn_limit / 2;
 	/* a quarter of that, but no fewer than MHD may accept from one address
@@ -1025,6 +1043,131 @@ long long dt_httpd_wake_expired(struct dt_httpd *srv)
 	return next;
 }
 
+/* --- slow work on a thread of its own (httpd.h dt_http_offload) ------------------ */
+
+struct offload {
+	pthread_mutex_t lock;
+	int refs;                     /* the thread's and the request's */
+	int done, status;
+	json_t *reply;
+	long long deadline_ms;
+	dt_http_work_fn *fn;
+	void *arg;
+	void (*arg_free)(void *arg);
+	struct dt_httpd *srv;
+};
+
+static void offload_unref(void *p)
+{
+	struct offload *o = p;
+	int last;
+
+	pthread_mutex_lock(&o->lock);
+	last = !--o->refs;
+	pthread_mutex_unlock(&o->lock);
+	if (!last)
+		return;
+	if (o->arg_free)
+		o->arg_free(o->arg);
+	json_decref(o->reply);
+	pthread_mutex_destroy(&o->lock);
+	free(o);
+}
+
+static void *offload_thread(void *p)
+{
+	struct offload *o = p;
+	struct dt_httpd *srv = o->srv;
+	int status = 200;
+	json_t *reply = o->fn(o->arg, &status);
+
+	pthread_mutex_lock(&o->lock);
+	o->reply = reply;
+	o->status = status;
+	o->done = 1;
+	pthread_mutex_unlock(&o->lock);
+	offload_unref(o);
+	dt_httpd_wake(srv);           /* its request runs again and answers */
+	pthread_mutex_lock(&srv->park_lock);
+	if (!--srv->offloads)
+		pthread_cond_broadcast(&srv->offload_done);
+	pthread_mutex_unlock(&srv->park_lock);
+	return NULL;
+}
+
+/* the re-run of a request whose work was handed to a thread: answer or park again */
+static void offload_answer(struct dt_http_request *req, struct dt_http_response *resp)
+{
+	struct offload *o = req->state;
+	long long left = o->deadline_ms - dt_mono_ms();
+
+	pthread_mutex_lock(&o->lock);
+	if (o->done)
+		dt_http_json(resp, o->status, json_incref(o->reply));
+	else if (req->may_park && left > 0)
+		resp->park_ms = left;
+	else
+		dt_http_error(resp, 503, "%s %s: still working after its time (or the server "
+			      "is stopping)", req->method, req->path);
+	pthread_mutex_unlock(&o->lock);
+}
+
+int dt_http_offloaded(struct dt_http_request *req, struct dt_http_response *resp)
+{
+	if (req->state_free != offload_unref || !req->state)
+		return 0;
+	offload_answer(req, resp);
+	return 1;
+}
+
+void dt_http_offload(struct dt_httpd *srv, struct dt_http_request *req,
+		     struct dt_http_response *resp, dt_http_work_fn *fn, void *arg,
+		     void (*arg_free)(void *arg), long long max_ms)
+{
+	struct offload *o = xcalloc(1, sizeof(*o));
+	pthread_attr_t at;
+	pthread_t th;
+	int rc;
+
+	pthread_mutex_lock(&srv->park_lock);
+	if (srv->offloads >= DT_HTTPD_MAX_OFFLOADS) {
+		pthread_mutex_unlock(&srv->park_lock);
+		free(o);
+		if (arg_free)
+			arg_free(arg);
+		dt_http_error(resp, 503, "%s %s: %d slow requests already running here; try "
+			      "again", req->method, req->path, DT_HTTPD_MAX_OFFLOADS);
+		return;
+	}
+	srv->offloads++;
+	pthread_mutex_unlock(&srv->park_lock);
+	pthread_mutex_init(&o->lock, NULL);
+	o->refs = 2;
+	o->fn = fn;
+	o->arg = arg;
+	o->arg_free = arg_free;
+	o->srv = srv;
+	o->deadline_ms = dt_mono_ms() + max_ms;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &at, offload_thread, o);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		pthread_mutex_lock(&srv->park_lock);
+		if (!--srv->offloads)
+			pthread_cond_broadcast(&srv->offload_done);
+		pthread_mutex_unlock(&srv->park_lock);
+		o->refs = 1;
+		offload_unref(o);
+		dt_http_error(resp, 503, "%s %s: cannot start a thread: %s", req->method, req->path,
+			      strerror(rc));
+		return;
+	}
+	req->state = o;
+	req->state_free = offload_unref;
+	offload_answer(req, resp);    /* parks (or answers, if it was that quick) */
+}
+
 void dt_httpd_stop(struct dt_httpd *srv)
 {
 	if (!srv)
@@ -1051,6 +1194,12 @@ void dt_httpd_stop(struct dt_httpd *srv)
 		free(x);
 	}
 	MHD_stop_daemon(srv->mhd);   /* CLOSED for every connection: none listed now */
+	/* slow work still running (httpd.h dt_http_offload) holds srv: let it end */
+	pthread_mutex_lock(&srv->park_lock);
+	while (srv->offloads)
+		pthread_cond_wait(&srv->offload_done, &srv->park_lock);
+	pthread_mutex_unlock(&srv->park_lock);
+	pthread_cond_destroy(&srv->offload_done);
 	pthread_mutex_lock(&srv->conn_lock);
 	flood_log(srv, dt_mono_ms(), 1);
 	pthread_mutex_unlock(&srv->conn_lock);

@@ -33,6 +33,11 @@
  * matches only with other methods 405 with an Allow header.  (MHD decodes
  * %XX before matching, so "%2F" is a '/'.)
  *
+ * Slow work (the agent's probe and debug) runs on a thread of the handler's
+ * own and parks the request until it is done (req->state keeps the work's
+ * handle; the thread calls dt_httpd_wake()), so the server's thread answers
+ * everything else meanwhile.
+ *
  * Long-poll: a handler with nothing new to say may park the request instead
  * of answering: when req->may_park, it sets resp->park_ms (how long the
  * client is willing to wait) and leaves the rest of resp alone.  The
@@ -92,6 +97,12 @@ struct dt_http_request {
 	int protocol;            /* the client's X-DT-Protocol (1 when absent, 0 when
 				  * garbled); only DT_ROUTE_ANY_PROTOCOL handlers ever
 				  * see one other than DT_PROTOCOL_VERSION */
+	/* the handler's own, kept across the re-runs of a parked request (NULL
+	 * at the first run): a handler that parks while its work runs on a
+	 * thread of its own keeps its handle here; state_free(state) is called
+	 * when the connection ends, answered or not */
+	void *state;
+	void (*state_free)(void *state);
 };
 
 struct dt_http_response {
@@ -120,6 +131,27 @@ struct dt_http_route {
 				  * the body is taken (JSON object unless RAW_BODY) */
 	dt_http_handler *fn;
 };
+
+/*
+ * Slow work off the server's thread: fn(arg, &status) runs on a thread of
+ * its own while the request is parked (the handler must have been called
+ * with may_park); its reply (a new reference, or NULL for an empty object)
+ * is the request's answer, sent with *status (200 unless set).  max_ms
+ * bounds the wait: after it the client gets 503 (fn should end well before:
+ * the thread still runs to its end, and dt_httpd_stop() waits for it).
+ * arg_free(arg) runs once neither the thread nor the request needs arg.
+ * A handler that offloads begins with
+ *
+ *	if (dt_http_offloaded(req, resp))   // its re-run: answered or parked again
+ *		return;
+ */
+typedef json_t *dt_http_work_fn(void *arg, int *status);
+#define DT_HTTPD_MAX_OFFLOADS 32   /* threads at once per server; more: 503 */
+struct dt_httpd;
+void dt_http_offload(struct dt_httpd *srv, struct dt_http_request *req,
+		     struct dt_http_response *resp, dt_http_work_fn *fn, void *arg,
+		     void (*arg_free)(void *arg), long long max_ms);
+int dt_http_offloaded(struct dt_http_request *req, struct dt_http_response *resp);
 
 /*
  * The capture `name` of the matched route ("" if its pattern has none of

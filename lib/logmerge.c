@@ -47,7 +47,7 @@ static int parse_line(struct dt_minute *m, const char *line, size_t len, long lo
 	/* "YYYY-MM-DDTHH:MM:SS.ffffffZ S " is 30 bytes */
 	if (len < 29 || line[26] != 'Z' || line[27] != ' ')
 		return -1;
-	if (line[28] != 'O' && line[28] != 'E')
+	if (line[28] != 'O' && line[28] != 'E' && line[28] != 'A' && line[28] != 'Z')
 		return -1;
 	if (len > 29 && line[29] != ' ')
 		return -1;
@@ -80,12 +80,34 @@ void log_sanitize(struct strbuf *out, const char *text, size_t len)
 	term_sanitize(out, text + start, len - start, TERM_KEEP_TAB);
 }
 
+void logline_source(struct strbuf *sb, const char *node, int rank, int attempt)
+{
+	strbuf_addf(sb, "%s %d", node, rank);
+	if (attempt > 0)
+		strbuf_addf(sb, " retry %d", attempt);
+}
+
 void logset_init(struct logset *ls)
 {
 	memset(ls, 0, sizeof(*ls));
 	strbuf_init(&ls->text, 0);
+	strvec_init(&ls->names);
 	ls->ifd = ls->wd_logs = ls->wd_job = -1;
 	ls->idle_ms = 200;
+}
+
+/* The one copy of a node name in ls (logmerge.h: names). */
+static const char *intern_node(struct logset *ls, const char *name)
+{
+	int i = strvec_find(&ls->names, name);
+
+	if (i >= 0)
+		return ls->names.v[i];
+	/* a real job has a node per rank at most: a file full of invented names
+	 * (a rank can write its own log) costs neither memory nor time */
+	if (ls->names.nr >= 4096)
+		return "?";
+	return strvec_push(&ls->names, name);
 }
 
 void logset_add(struct logset *ls, const char *path, int rank, const char *node)
@@ -100,7 +122,8 @@ void logset_add(struct logset *ls, const char *path, int rank, const char *node)
 	slash = strrchr(s->path, '/');
 	s->name = slash ? slash + 1 : s->path;
 	s->rank = rank;
-	s->node = xstrdup(node ? node : "?");
+	s->node = s->added_node = intern_node(ls, node ? node : "?");
+	s->attempt = -1;
 	s->fd = -1;
 	s->due = 1;
 	s->step_ms = FAST_MS;
@@ -143,8 +166,13 @@ static int src_open(struct logset *ls, struct logsrc *s, int round_start)
 			close(fd);
 			return 0;
 		}
-		if (s->ino)
+		if (s->ino) {
 			s->offset = 0;
+			/* read from its start again: its markers too */
+			s->node = s->added_node;
+			s->attempt = -1;
+			s->open_attempt = 0;
+		}
 		s->ino = st.st_ino;
 		s->start = s->end = 0;   /* a partial line of the old file is gone */
 	}
@@ -223,11 +251,33 @@ static void parse_head(struct logsrc *s, size_t piece, size_t skip)
 }
 
 /*
+ * A marker line's "<attempt> <node>" (logmerge.h, Attribution): the lines
+ * after it are theirs.  A malformed one is ignored.
+ */
+static void apply_marker(struct logset *ls, struct logsrc *s, const char *text, size_t len)
+{
+	char *end;
+	long att = strtol(text, &end, 10);
+	size_t at = (size_t)(end - text);
+
+	if (end == text || att < 0 || att > 1000000 || at + 1 >= len || text[at] != ' ' ||
+	    len - at - 1 > 255)
+		return;
+	{
+		char *name = xstrndup(text + at + 1, len - at - 1);
+
+		s->node = intern_node(ls, name);
+		free(name);
+	}
+	s->attempt = (int)att;
+}
+
+/*
  * Find the source's next line, reading more when the buffer holds no
  * complete one; 0 when there is none this round (a partial line stays until
  * its newline arrives, or the round is final).
  */
-static int src_advance(struct logset *ls, struct logsrc *s)
+static int src_next_raw(struct logset *ls, struct logsrc *s)
 {
 	size_t piece, skip;
 
@@ -258,6 +308,23 @@ static int src_advance(struct logset *ls, struct logsrc *s)
 	}
 	parse_head(s, piece, skip);
 	return 1;
+}
+
+/* The source's next line that is not a marker (markers are applied on the way). */
+static int src_advance(struct logset *ls, struct logsrc *s)
+{
+	while (src_next_raw(ls, s)) {
+		if (s->head.stream == 'A') {
+			apply_marker(ls, s, s->buf + s->start + s->body, s->body_len);
+			s->open_attempt = 1;
+		} else if (s->head.stream == 'Z') {
+			s->open_attempt = 0;
+		} else {
+			return 1;
+		}
+		s->start += s->skip;
+	}
+	return 0;
 }
 
 /*
@@ -369,6 +436,7 @@ const struct logline *logset_next(struct logset *ls)
 	}
 	s->head.rank = s->rank;
 	s->head.node = s->node;
+	s->head.attempt = s->attempt;
 	s->head.src = ls->top;
 	return &s->head;
 }
@@ -528,14 +596,27 @@ void logset_release(struct logset *ls)
 	for (size_t i = 0; i < ls->nr_src; i++) {
 		src_close(ls, &ls->src[i]);
 		free(ls->src[i].path);
-		free(ls->src[i].node);
 		free(ls->src[i].buf);
 	}
 	free(ls->src);
 	free(ls->heap);
 	free(ls->logdir);
 	strbuf_release(&ls->text);
+	strvec_clear(&ls->names);
 	if (ls->ifd >= 0)
 		close(ls->ifd);
 	logset_init(ls);
+}
+
+size_t logset_unsettled(const struct logset *ls, size_t *first)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ls->nr_src; i++) {
+		if (!ls->src[i].open_attempt)
+			continue;
+		if (!n++ && first)
+			*first = i;
+	}
+	return n;
 }

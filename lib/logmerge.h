@@ -21,8 +21,19 @@
  * the caller's idle interval after that.  On a local file system inotify wakes
  * the reader on each write, and only the files written are read.
  *
+ * Attribution: a writer starts each attempt's lines with a marker line
+ * "<time> A <attempt> <node>" (agent/linelog.h); it is not handed out, and the
+ * lines after it carry that node and attempt.  Before any marker (logs of an
+ * older agent) a line has the node the source was added with, attempt -1.
+ * The writer ends its lines with "<time> Z", after the rank's last line and
+ * before its exit is recorded; a reader that saw the job end asks
+ * logset_unsettled() whether a log may still have lines it cannot see yet (a
+ * cached view of an NFS dir shows a file's end late) and reads on until
+ * none has, or its own deadline passes.
+ *
  * Ownership: a logset owns its sources; the line logset_next() returns, text
- * included, is valid until the next logset_next() or logset_end().
+ * included, is valid until the next logset_next() or logset_end(), except its
+ * node, which is valid until logset_release().
  */
 #ifndef DT_LOGMERGE_H
 #define DT_LOGMERGE_H
@@ -31,6 +42,7 @@
 #include <sys/types.h>
 #include "log.h"
 #include "strbuf.h"
+#include "strvec.h"
 
 #define LOG_MAX_LINE (64 * 1024)   /* longer lines are split */
 
@@ -39,6 +51,7 @@ struct logline {
 	char stream;           /* 'O', 'E', or '?' for a line without the header */
 	int rank;
 	const char *node;
+	int attempt;           /* from the source's last marker; -1 before any */
 	const char *text;      /* sanitised: no control characters, valid UTF-8 */
 	size_t len;            /* strlen(text) */
 	size_t src;            /* the source's index in logset.src */
@@ -48,7 +61,10 @@ struct logsrc {
 	char *path;
 	const char *name;      /* the file name in path, for inotify's events */
 	int rank;
-	char *node;
+	const char *node;      /* the last marker's node, else the one added with */
+	const char *added_node;
+	int attempt;           /* the last marker's attempt, -1 before any */
+	int open_attempt;      /* a start marker was read and no end marker after it */
 	int fd;                /* open during a round, -1 otherwise */
 	off_t offset;          /* how much of the file was read into buf */
 	ino_t ino;
@@ -81,6 +97,8 @@ struct logset {
 	size_t nr_open;
 	size_t block;          /* the block size; 0: a share of the read budget (tests set it) */
 	struct strbuf text;    /* a line that needed sanitising */
+	struct strvec names;   /* every node name seen, so a line's node outlives the
+				* line: it stays valid until logset_release() */
 	/* following */
 	int ifd;               /* inotify, or -1 when polling */
 	int wd_logs, wd_job;
@@ -102,6 +120,12 @@ int logline_parse(const char *line, size_t len, long long *ts, char *stream,
  * term_sanitize()d with tabs kept (term.h).
  */
 void log_sanitize(struct strbuf *out, const char *text, size_t len);
+
+/*
+ * A line's source as dtctl prints it before the text: "node rank", and
+ * " retry N" for the lines of a retried attempt (N > 0).  Unsanitised.
+ */
+void logline_source(struct strbuf *sb, const char *node, int rank, int attempt);
 
 void logset_init(struct logset *ls);
 void logset_add(struct logset *ls, const char *path, int rank, const char *node);
@@ -133,5 +157,13 @@ int logset_watch(struct logset *ls, const char *jobdir, int idle_ms);
  */
 void logset_wait(struct logset *ls, int max_ms);
 void logset_release(struct logset *ls);
+/*
+ * How many sources have an attempt's start marker and not yet its end one
+ * (the first such source's index in *first, when not NULL): once the job has
+ * ended, lines of theirs may still be on their way (logmerge.h, Attribution).
+ */
+size_t logset_unsettled(const struct logset *ls, size_t *first);
+/* How long a reader waits for them once the job has ended (then it warns). */
+#define LOG_SETTLE_MS 10000
 
 #endif

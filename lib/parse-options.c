@@ -247,7 +247,7 @@ static void usage_subcommands(FILE *out, const char *const *usagestr)
 static void words_opts(FILE *out, const struct option *opts)
 {
 	for (; opts->type != OPTION_END; opts++) {
-		if (opts->long_name)
+		if (opts->long_name && !(opts->flags & PARSE_OPT_ALIAS))
 			fprintf(out, "--%s\n", opts->long_name);
 		if (opts->short_name)
 			fprintf(out, "-%c\n", opts->short_name);
@@ -311,7 +311,8 @@ static const struct option *find_long_in(const struct option *opts, const char *
 
 	*unset = 0;
 	for (o = opts; o->type != OPTION_END; o++)
-		if (o->long_name && strlen(o->long_name) == n && !strncmp(o->long_name, name, n))
+		if (o->long_name && strlen(o->long_name) == n && !strncmp(o->long_name, name, n) &&
+		    !(o->flags & PARSE_OPT_ALIAS))
 			return o;
 	if (n > 3 && !strncmp(name, "no-", 3)) {
 		for (o = opts; o->type != OPTION_END; o++)

@@ -39,6 +39,9 @@ struct option;
 typedef int parse_opt_cb(const struct option *opt, const char *arg);
 
 #define PARSE_OPT_NOARG 1      /* callback takes no argument */
+#define PARSE_OPT_ALIAS 2      /* a second short letter of the option before it with this
+				* long name (-N of -n/--num-nodes): listed in --help, not
+				* completed twice, never matched by its long name */
 
 struct option {
 	enum parse_opt_type type;
@@ -57,6 +60,8 @@ struct option {
 #define OPT_COUNT(s, l, v, h) { OPTION_COUNT, (s), (l), (v), NULL, (h), 0, NULL }
 #define OPT_STRING(s, l, v, a, h) { OPTION_STRING, (s), (l), (v), (a), (h), 0, NULL }
 #define OPT_INT(s, l, v, h) { OPTION_INT, (s), (l), (v), "n", (h), 0, NULL }
+/* -N as Slurm's spelling of -n/--num-nodes: the same value, another letter */
+#define OPT_INT_ALIAS(s, l, v, h) { OPTION_INT, (s), (l), (v), "n", (h), PARSE_OPT_ALIAS, NULL }
 #define OPT_DOUBLE(s, l, v, h) { OPTION_DOUBLE, (s), (l), (v), "x", (h), 0, NULL }
 #define OPT_STRVEC(s, l, v, a, h) { OPTION_STRVEC, (s), (l), (v), (a), (h), 0, NULL }
 #define OPT_CALLBACK(s, l, v, a, h, cb) { OPTION_CALLBACK, (s), (l), (v), (a), (h), 0, (cb) }

@@ -17,6 +17,18 @@
  * no query strings).  Stale (> DT_AUTH_MAX_SKEW_S), replayed, unsigned or
  * badly signed requests get 401 and change nothing.
  *
+ * Replies are signed too (protocol 3 on), so that a program squatting on a
+ * port while the daemon is down cannot answer for it, and one that relays a
+ * reply to another request cannot reuse it: every reply to a request with a
+ * well-formed X-DT-Nonce (401s included) carries
+ *     X-DT-Signature: hex HMAC-SHA256(key, "reply" "\n" STATUS "\n" NONCE
+ *                     "\n" hex(sha256(body)))
+ * with NONCE the request's.  lib/httpc.c refuses a reply without it (no
+ * answer, -1: "reply from H:P is not signed by this cluster (another program
+ * on the head port?)"); a reply of another protocol version is the 426 below
+ * whether or not it is signed.  Agents keep an ended task's record until a
+ * signed 200 acknowledges it.
+ *
  * Limits: bodies over DT_MAX_BODY get 413; malformed JSON 400; an unknown
  * path 404 (an id in a path is one segment of at most 255 bytes: what RFC
  * 3986 allows unencoded in a segment, or valid UTF-8 other than C1 controls;
@@ -44,7 +56,7 @@
 #define DT_PROTOCOL_H
 
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 2
+#define DT_PROTOCOL_VERSION 4
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -90,8 +102,14 @@
  *       grace_ms?    SIGTERM -> SIGKILL grace on stop (default 10000),
  *       limits?      {nofile, nproc, core, memory_bytes, pids}  (rlimits; memory
  *                    and pids also as cgroup limits where a cgroup is made),
- *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping)}
- *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid
+ *       job_id?, rank?   opaque labels reported back (dtsched's bookkeeping),
+ *       umask?       0..0777: the task's umask (its log and what it writes), as
+ *                    cluster.yaml's job_files says (dtsched: 027 or 022); absent:
+ *                    the agent's own (027),
+ *       head?        the id of the dtsched state.db that starts it (<= 64 bytes)}
+ *   -> 201 {protocol, task: TASK}      409 if the id exists, 400 if invalid;
+ *      an ended task of another head with the id is replaced instead (that
+ *      head lost its state; agent.c, replaces_earlier_head)
  * POST /v1/tasks                      start several tasks (dtsched: all the
  *   <- {tasks: [TASKREQ...]}           ranks of a job on this node, at once);
  *                                      TASKREQ is the body above; 1 to
@@ -115,7 +133,7 @@
  *         exit_code (null until final; 128+N for signal N), signal, error,
  *         stop_requested, leftovers_killed, created_at, started_at, ended_at,
  *         rank_exits?: [{rank, exit_code, signal, ended_at}] (mpi ranks that
- *         ran under it and have ended, DT_RANK_EXIT_DIR_ENV below)}
+ *         ran under it and have ended, DT_AGENT_SOCKET_ENV below)}
  * states: DT_TASK_* below; exited/failed/lost are final.
  *
  * GET /v1/inventory
@@ -157,7 +175,10 @@
  *   The agent samples each rank process for sample_ms (default 1000, at most
  *   5000) and sends SIGUSR2 only to a process that armed a record file in
  *   <job_dir>/debug/ naming its pid (dttrain, or Python through the
- *   sitecustomize.py it puts on the PYTHONPATH of every job task).
+ *   sitecustomize.py it puts on the PYTHONPATH of every job task).  Off the
+ *   agent's HTTP thread; one sampling per job at a time (409 while one runs);
+ *   bounded processes and gdb attaches (agent/debug.h), "skipped": how many
+ *   rank processes were left out.
  */
 #define DT_PATH_DEBUG "/v1/debug"
 
@@ -166,6 +187,8 @@
  *   -> {protocol, node, results: [{node, ok, ms, error?}...]}
  *   TCP connects to each target (the other chosen nodes' agent ports), all at
  *   once, each within timeout_ms (default 2000, at most 10000); nothing is sent.
+ *   At most 256 targets; an address that is a name is looked up within the
+ *   same timeout, off the agent's HTTP thread (agent/probe.c).
  *   dtsched asks every chosen node (scheduler/probe.c); a 404 (an agent older
  *   than the check) counts as not checked, not as a failure.
  */
@@ -195,18 +218,35 @@
  */
 #define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
 /*
- * Rank exits through the agents (issue #21 item 4): every task process gets
- * DT_RANK_EXIT_DIR, its agent's task dir.  The rank logger writes its
- * ranks/<r>.json record there too, as "<DT_TASK_ID>@<rank>" DT_RANK_EXIT_SUFFIX
- * (temp file + rename; DT_TASK_ID is mpirun's task on the first node, the
- * orted's on the others).  The agent takes it (inotify), deletes it and adds
- * {rank, exit_code, signal, ended_at} to that task's "rank_exits" array in
- * TASK (GET /v1/tasks, heartbeats, sent at once); dtsched ends an mpi job
- * when every rank of its world has an exit there (scheduler/jobs.c).
+ * "1": the job asks for line-buffered C stdio (job.yaml line_buffered:,
+ * dtctl run --line-buffered).  Whoever execs the rank (the supervisor, or
+ * the mpi launcher's rank logger) preloads coreutils' libstdbuf for it
+ * (agent/linelog.h, linelog_stdbuf_env()).
  */
-#define DT_RANK_EXIT_DIR_ENV "DT_RANK_EXIT_DIR"
-#define DT_RANK_EXIT_SUFFIX ".rankexit"
-#define DT_RANK_EXIT_MAX 4096        /* bytes of one such file the agent reads */
+#define DT_LINE_BUFFERED_ENV "DT_LINE_BUFFERED"
+/*
+ * Who writes a rank's log (issue 27, item 5): every task gets DT_NODE, its
+ * agent's node name, and every rank DT_ATTEMPT (launch.c).  The rank's log
+ * writer (supervisor, or the mpi rank logger) starts each attempt's lines
+ * with a marker line "<time> A <attempt> <node>" (linelog.h), which readers
+ * (lib/logmerge.h) take as the node and attempt of the lines after it.
+ */
+#define DT_NODE_ENV "DT_NODE"
+#define DT_ATTEMPT_ENV "DT_ATTEMPT"
+/*
+ * Rank exits through the agents (issue #21 item 4, issue 26): every task
+ * process gets DT_AGENT_SOCKET, the name of its agent's report socket
+ * (agent/report.h: a Unix datagram socket where the kernel tells the agent
+ * who sent each datagram).  The rank logger sends its ranks/<r>.json record
+ * there as {kind: "rank_exit", task: DT_TASK_ID, rank, exit_code, signal,
+ * ended_at} (DT_TASK_ID is mpirun's task on the first node, the orted's on
+ * the others).  The agent takes it only from a process of that task's own
+ * tree and adds {rank, exit_code, signal, ended_at} to the task's
+ * "rank_exits" array in TASK (GET /v1/tasks, heartbeats, sent at once);
+ * dtsched ends an mpi job when every rank of its world has an exit there
+ * (scheduler/jobs.c).
+ */
+#define DT_AGENT_SOCKET_ENV "DT_AGENT_SOCKET"
 #define DT_RANKS_PER_NODE_ENV "DT_RANKS_PER_NODE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
 /* an orted started through the agents (agent/rsh.h) is task
@@ -252,6 +292,13 @@
  * GET /v1/nodes/<name>                -> {protocol, node: NODE}  404 if unknown
  * POST /v1/nodes/<name>/drain         -> {protocol, node: NODE}
  * POST /v1/nodes/<name>/resume        -> {protocol, node: NODE}
+ * POST /v1/nodes/<name>/stopped       from an agent that stops on purpose (SIGTERM,
+ *                                     `dtctl agents stop`), its last request
+ *   <- {agent_started_at} (as its heartbeats said: a late one from an older
+ *       agent changes nothing)
+ *   -> {protocol, node: NODE}  the node is DOWN at once, down_reason "agent
+ *       stopped", until it heartbeats again; its tasks are kept (marked lost
+ *       only after dead_after), as a restarted agent adopts them
  * GET /v1/tasks                       -> {protocol, tasks: [HEADTASK...]} as
  *                                        last reported (or marked lost)
  *
@@ -260,7 +307,8 @@
  *         last_heartbeat (timestamp or null), heartbeat_age_ms, drained,
  *         health ("ok"|"degraded"|"bad"|"" unknown), agent_version,
  *         health_reason (the worst finding, or null),
- *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null)}
+ *         drain_reason ("auto: XID 79 on GPU 1: ... (time)", "by dtctl drain", or null),
+ *         down_reason ("agent stopped" when its agent said so, else null)}
  * A node whose health turns bad is drained with the reason (kept in state.db)
  * until `dtctl resume`; the reply also lists "refused" agents (Versions).
  * dtsched_nodes_health{health} on /metrics counts them.
@@ -320,10 +368,12 @@
 #define DT_PATH_NODE_PREFIX "/v1/nodes/"
 #define DT_PATH_DRAIN_SUFFIX "/drain"
 #define DT_PATH_RESUME_SUFFIX "/resume"
+#define DT_PATH_STOPPED_SUFFIX "/stopped"
 /* route patterns (lib/httpd.h): {name} is one path segment */
 #define DT_PATH_NODE DT_PATH_NODE_PREFIX "{name}"
 #define DT_PATH_NODE_DRAIN DT_PATH_NODE DT_PATH_DRAIN_SUFFIX
 #define DT_PATH_NODE_RESUME DT_PATH_NODE DT_PATH_RESUME_SUFFIX
+#define DT_PATH_NODE_STOPPED DT_PATH_NODE DT_PATH_STOPPED_SUFFIX
 #define DT_HEARTBEAT_RECENT_S 60
 
 /* Jobs (dtctl <-> dtsched) ---------------------------------------------------

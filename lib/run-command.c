@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -339,4 +340,73 @@ int run_processes_parallel(const struct parallel_opts *opts)
 	free(slots);
 	free(pfd);
 	return 0;
+}
+
+static int executable_file(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int locate_program(const char *name, const char *path, const char *dir, struct strbuf *found)
+{
+	strbuf_reset(found);
+	if (!*name)
+		return -1;
+	if (strchr(name, '/')) {
+		if (name[0] != '/' && dir)
+			strbuf_addf(found, "%s/", dir);
+		strbuf_addstr(found, name);
+		return executable_file(found->buf) ? 0 : -1;
+	}
+	if (!path || !*path)
+		path = "/bin:/usr/bin";   /* execvp's default (glibc's confstr _CS_PATH) */
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		strbuf_reset(found);
+		/* an empty entry is the current dir, as for the shell */
+		if (!len)
+			strbuf_addstr(found, dir ? dir : ".");
+		else if (p[0] != '/' && dir)
+			strbuf_addf(found, "%s/%.*s", dir, (int)len, p);
+		else
+			strbuf_add(found, p, len);
+		strbuf_addf(found, "/%s", name);
+		if (executable_file(found->buf))
+			return 0;
+		if (!end)
+			break;
+		p = end;
+	}
+	strbuf_reset(found);
+	return -1;
+}
+
+int argv_program_index(const char *const *argv, size_t nr)
+{
+	const char *base;
+	size_t i = 1;
+
+	if (!nr)
+		return -1;
+	base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	if (strcmp(base, "env"))
+		return 0;
+	/* env's options (none takes a separate value but -u NAME, -C DIR, -S) */
+	for (; i < nr; i++) {
+		if (!strcmp(argv[i], "-u") || !strcmp(argv[i], "-C") || !strcmp(argv[i], "-S")) {
+			i++;
+			continue;
+		}
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		}
+		if (argv[i][0] != '-' && !strchr(argv[i], '='))
+			break;
+	}
+	return i < nr ? (int)i : -1;
 }

@@ -49,6 +49,21 @@ int capture_command(struct child_process *cp, struct strbuf *out, size_t limit);
 /* Wait status to the conventional exit code (128+sig for signals). */
 int wait_status_to_code(int status);
 
+/*
+ * Where execvp() would find program `name` with PATH `path` (NULL or empty:
+ * execvp's default), as the shell would: the first executable regular file
+ * among PATH's dirs; a name with a '/' as it is, against `dir` when relative
+ * (NULL: the current dir).  0 with the path in *found, or -1 when there is
+ * none.  Nothing runs.
+ */
+int locate_program(const char *name, const char *path, const char *dir, struct strbuf *found);
+/*
+ * The index of the argv word that names the program a command runs: 0, or
+ * through env(1) (`/usr/bin/env [-i] [NAME=VALUE...] prog`, W&B's ${env})
+ * the first word after env's options and assignments; -1 when none.
+ */
+int argv_program_index(const char *const *argv, size_t nr);
+
 struct parallel_opts {
 	int jobs;                  /* at most this many at once (>= 1) */
 	int timeout_ms;            /* per child, 0 = none; expiry kills its process group */

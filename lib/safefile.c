@@ -18,6 +18,30 @@
 
 #define SF_DIR_MODE 0775
 
+/*
+ * The umask, read once before main() (when nothing else runs that could
+ * create a file between the two umask calls), kept here because umask(2)
+ * cannot be read without setting it.
+ */
+static mode_t the_umask = 022;
+
+__attribute__((constructor)) static void read_umask(void)
+{
+	the_umask = umask(022);
+	umask(the_umask);
+}
+
+mode_t sf_umask(void)
+{
+	return the_umask;
+}
+
+void sf_set_umask(mode_t mask)
+{
+	the_umask = mask & 0777;
+	umask(the_umask);
+}
+
 static const char *type_name(mode_t m)
 {
 	if (S_ISDIR(m))
@@ -123,7 +147,7 @@ int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why
 			close(dfd);
 			return fail(why, rel, NULL, EINVAL, 0);
 		}
-		/* a new dir gets 0775 whatever the umask: agents of the cluster user write there */
+		/* a new dir gets 0775 less the umask (safefile.h), set on its fd */
 		fd = (flags & SF_MKDIRS) ? sf_mkdir_new_at(dfd, name, SF_DIR_MODE, flags, NULL) : -1;
 		if (fd < 0) {
 			fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
@@ -234,7 +258,7 @@ int sf_write_at(int dfd, const char *name, const void *data, size_t len, int mod
 	}
 	if (fd < 0)
 		return fail(why, name, NULL, EEXIST, 0);
-	if (write_all(fd, data, len) < 0 || fchmod(fd, (mode_t)mode) < 0 ||
+	if (write_all(fd, data, len) < 0 || fchmod(fd, (mode_t)mode & ~the_umask) < 0 ||
 	    ((flags & SF_SYNC) && fsync(fd) < 0))
 		goto fail_close;
 	give_like_parent(dfd, fd, flags);
@@ -460,7 +484,7 @@ int sf_mkdirs(const char *root, const char *rel, int mode, unsigned flags, struc
 
 	if (dfd < 0)
 		return -1;
-	if (mode != SF_DIR_MODE && fchmod(dfd, (mode_t)mode) < 0) {
+	if (mode != SF_DIR_MODE && fchmod(dfd, (mode_t)mode & ~the_umask) < 0) {
 		int e = errno;
 
 		close(dfd);
@@ -479,7 +503,7 @@ int sf_mkdir_new_at(int dfd, const char *name, int mode, unsigned flags, struct 
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return fail(why, name, NULL, errno, 0);
-	if (fchmod(fd, (mode_t)mode) < 0) {
+	if (fchmod(fd, (mode_t)mode & ~the_umask) < 0) {
 		/* not fatal: it exists, with the umask's mode */
 	}
 	give_like_parent(dfd, fd, flags);

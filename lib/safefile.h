@@ -24,6 +24,13 @@
  *
  * The *_at forms take a directory fd the caller got from sf_dir(); the
  * others take (root, rel) and walk rel first.
+ *
+ * Modes: every mode given here is applied less the process's umask (as
+ * open(2) and mkdir(2) do), also where it is set with fchmod, so that a job's
+ * files are only as readable as cluster.yaml's job_files says (docs/config.md):
+ * the daemons run with umask 027 ("group", the default: 0640 files and 0750
+ * dirs) or 022 ("world"), and hand it to every task, whose programs (dttrain,
+ * the rank logger) inherit it.
  */
 #ifndef DT_SAFEFILE_H
 #define DT_SAFEFILE_H
@@ -34,7 +41,7 @@
 #include "strbuf.h"
 
 enum {
-	SF_MKDIRS = 1 << 0,  /* create missing directories (mode 0775) on the walk */
+	SF_MKDIRS = 1 << 0,  /* create missing directories (mode 0775 less the umask) on the walk */
 	SF_OWNER  = 1 << 1,  /* as root, fchown what we create to the root dir's owner */
 	SF_SYNC   = 1 << 2,  /* fsync a replaced file before the rename */
 };
@@ -46,6 +53,11 @@ enum {
  * target of the path walk.
  */
 int sf_next_component(const char **p, char *name, size_t size);
+
+/* The umask the modes are masked with: the process's own when it started,
+ * or what sf_set_umask() set (it sets the process's umask too). */
+mode_t sf_umask(void);
+void sf_set_umask(mode_t mask);
 
 /* The fd (O_DIRECTORY) of root/rel; rel may be "" for the root itself. */
 int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why);

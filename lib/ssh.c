@@ -137,6 +137,7 @@ struct ssh_pool {
 	char *password;
 	int asked_password;
 	int accepted_all;          /* 'all' was answered at a host key question */
+	long long password_held;   /* since when the password question waits (password_later) */
 	long long last_tick;
 };
 
@@ -694,6 +695,35 @@ static enum answer ask_new_key(const char *question)
 	return a;
 }
 
+/*
+ * The password question waits while another node has its host key still to
+ * come (its question or its "accepted" note), up to PASSWORD_HOLD_MS: on a
+ * terminal the host key lines come first, then the one question, never a
+ * note in the middle of it.  1: not yet (the node stays where it is).
+ */
+#define PASSWORD_HOLD_MS 5000
+
+static int password_later(struct ssh_pool *p, struct ssh_node *n)
+{
+	long long now = now_ms();
+
+	if (!p->o.ask_new && !p->o.accept_new)
+		return 0;       /* no host key lines to wait for */
+	if (!p->password_held)
+		p->password_held = now;
+	if (now - p->password_held >= PASSWORD_HOLD_MS)
+		return 0;
+	for (size_t i = 0; i < p->nr; i++) {
+		const struct ssh_node *o = p->nodes[i];
+
+		if (o != n && (o->state == N_CONNECTING || o->state == N_HANDSHAKE)) {
+			n->deadline = now + p->o.connect_timeout_ms;   /* waiting is not its fault */
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static void before_prompt(struct ssh_pool *p)
 {
 	if (p->o.on_prompt)
@@ -1098,6 +1128,8 @@ static void step_session(struct ssh_node *n)
 				long long t0 = now_ms();
 				const char *pw;
 
+				if (password_later(p, n))
+					return;
 				p->asked_password = 1;
 				pw = p->o.get_password(p->o.data);
 				if (pw)

@@ -120,3 +120,13 @@ void strvec_unsetenv(struct strvec *sv, const char *name)
 	if (sv->v)
 		sv->v[sv->nr] = NULL;
 }
+
+const char *strvec_getenv(const struct strvec *sv, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < sv->nr; i++)
+		if (!strncmp(sv->v[i], name, n) && sv->v[i][n] == '=')
+			return sv->v[i] + n + 1;
+	return NULL;
+}

@@ -33,5 +33,7 @@ int strvec_find(const struct strvec *sv, const char *s);
 void strvec_setenv(struct strvec *sv, const char *name, const char *value);
 /* For env vectors: remove every NAME=... entry. */
 void strvec_unsetenv(struct strvec *sv, const char *name);
+/* For env vectors: the value of the first NAME=... entry (owned by sv), or NULL. */
+const char *strvec_getenv(const struct strvec *sv, const char *name);
 
 #endif

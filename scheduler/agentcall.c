@@ -39,6 +39,7 @@ static void *call_one(void *arg)
 	struct dt_httpc c;
 
 	dt_httpc_init(&c, x->addr, x->port, x->key);
+	c.peer_port_name = "the agent port";
 	c.timeout_ms = x->timeout_ms;
 	x->status = dt_httpc_request(&c, "POST", x->path, x->body, &x->reply, &x->err);
 	if (x->status != 200) {

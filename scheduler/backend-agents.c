@@ -8,6 +8,7 @@
  * of it only through agents_backend.
  */
 #include "jobs-int.h"
+#include "hostrange.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -248,9 +249,7 @@ static void agents_stop(struct sched *s, const struct action *x)
 
 static int node_lost(struct sched *s, const char *name)
 {
-	struct node *n = node_find(s, name);
-
-	return !n || !strcmp(n->state, DT_NODE_DOWN);
+	return node_gone(node_find(s, name));
 }
 
 /*
@@ -292,6 +291,37 @@ static void mpi_ranks(struct sched *s, const struct job *j, json_t *a, const jso
 		strbuf_release(&log);
 	}
 	json_decref(recs);
+}
+
+/*
+ * A rank whose program is missing could not start (agent/supervise.c,
+ * program_check: "'python' not found on PATH (...)"); the same is usually
+ * true of every node of the job.  The nodes of the attempt whose task failed
+ * with that same error, folded ("fcnode[1-4]"), into *folded; 1 while a task
+ * has not got past its start yet (its node may be one more), for a moment.
+ */
+#define NOT_FOUND_ON_PATH "' not found on PATH"
+
+static int nodes_with_error(struct sched *s, const struct hold *h, const char *err,
+			    struct strbuf *folded)
+{
+	struct strvec names = STRVEC_INIT;
+	int pending = 0;
+
+	for (size_t i = 0; i < h->nr_tasks; i++) {
+		struct node *n = node_find(s, h->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, h->tasks[i].id) : NULL;
+		const char *st = json_get_str(ht, "state", DT_TASK_STARTING);
+
+		if (!strcmp(st, DT_TASK_STARTING))
+			pending = 1;
+		else if (!strcmp(st, DT_TASK_FAILED) && !strcmp(json_get_str(ht, "error", ""), err) &&
+			 strvec_find(&names, h->tasks[i].node) < 0)
+			strvec_push(&names, h->tasks[i].node);
+	}
+	fold_names(folded, names.v, names.nr);
+	strvec_clear(&names);
+	return pending;
 }
 
 /* The ranks of the attempt on j->hold, from what the agents reported (backend.h). */
@@ -346,7 +376,7 @@ static enum attempt_status agents_attempt_poll(struct sched *s, struct job *j,
 	for (int k = 0; k < h->nr; k++) {
 		struct node *n = node_find(s, h->place[k].node);
 
-		if (!n || !strcmp(n->state, DT_NODE_DOWN)) {
+		if (node_gone(n)) {
 			e->node = xstrdup(h->place[k].node);
 			strbuf_addf(why, "node '%s' went down (no heartbeat)", h->place[k].node);
 			return ATTEMPT_NODE_DOWN;
@@ -432,21 +462,47 @@ static enum attempt_status agents_attempt_poll(struct sched *s, struct job *j,
 			}
 		}
 	}
+	if (fail && fail_rank >= 0 && starts_with(why->buf, "could not start: '") &&
+	    strstr(why->buf, NOT_FOUND_ON_PATH)) {
+		/* "'python' not found on fcnode[1-4] (Debian has python3): ..." */
+		const char *err = why->buf + strlen("could not start: ");
+		const char *at = strstr(err, NOT_FOUND_ON_PATH);
+		struct strbuf folded = STRBUF_INIT, r = STRBUF_INIT;
+
+		if (nodes_with_error(s, h, err, &folded) &&
+		    dt_mono_ms() - h->launched_ms < LAUNCH_GONE_MS) {
+			strbuf_release(&folded);
+			return ATTEMPT_SETTLING;   /* the other nodes' answers are a moment away */
+		}
+		strbuf_addf(&r, "%.*s' not found on %s%s", (int)(at - err), err, folded.buf,
+			    at + strlen(NOT_FOUND_ON_PATH));
+		strbuf_reset(why);
+		strbuf_addbuf(why, &r);
+		strbuf_release(&r);
+		strbuf_release(&folded);
+		e->why_is_reason = 1;   /* the reason names the nodes, not one rank */
+	}
 	if (fail) {
 		char *mnode = NULL;
-		int mrank, mcode;
+		int mrank, mcode, counted_sig = fail_sig;
 
 		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
 			fail_rank = mrank;
 			fail_code = mcode;
-			/* a rank's logger records 128 + the signal that killed it */
-			fail_sig = mcode > 128 && mcode < 128 + 65 ? mcode - 128 : 0;
+			/*
+			 * ranks/<r>.json is in the shared dir, which every job
+			 * can write: good for the reason shown (describe_code:
+			 * the logger records 128 + the signal), never for the
+			 * node's quarantine, which counts only what an agent saw
+			 * of processes it supervises (issue 26, B2)
+			 */
+			counted_sig = 0;
 			strbuf_reset(why);
 			describe_code(why, mcode);
 		}
 		e->rank = fail_rank;
 		e->code = fail_code;
-		e->signal = fail_sig;
+		e->signal = counted_sig;
 		e->node_fail = nodefail;
 		e->node = mnode ? mnode : xstrdup(fail_node);
 		return ATTEMPT_FAILED;

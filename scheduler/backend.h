@@ -34,11 +34,15 @@ enum attempt_status {
 	ATTEMPT_COMPLETED,        /* every rank exited 0 */
 	ATTEMPT_FAILED,           /* a rank failed (or its node lost it: node_fail) */
 	ATTEMPT_NODE_DOWN,        /* a node of the attempt is gone: node, why */
+	ATTEMPT_SETTLING,         /* an end is being learnt: ask again at the next step */
 };
 
 struct attempt_end {
 	int rank;                 /* the first failed rank, -1: mpirun (or none) */
-	int code, signal;         /* its exit code, the signal that killed it (0: none) */
+	int code;                 /* its exit code */
+	int signal;               /* the signal that killed it as its agent saw it (0: none,
+				   * or known only from the job's own files): quarantine */
+	int why_is_reason;        /* why is the whole reason (it names the nodes) */
 	int node_fail;            /* FAILED: it was lost with its node (NODE_FAIL) */
 	char *node;               /* the node it failed on (owned; NULL: none) */
 	struct strbuf why;        /* "exited with code 3", "node 'n2' went down ..." */

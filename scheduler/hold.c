@@ -128,3 +128,11 @@ json_t *placement_json(const struct hold *h)
 	}
 	return a;
 }
+
+int hold_of_job(struct sched *s, const char *job)
+{
+	for (size_t h = 0; h < s->nr_holds; h++)
+		if (!strcmp(s->holds[h]->job, job))
+			return 1;
+	return 0;
+}

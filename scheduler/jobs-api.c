@@ -25,13 +25,24 @@
 static int job_enqueue(struct sched *s, struct job *j, const char *shared, const char *reason,
 		       struct strbuf *err)
 {
+	struct strbuf why = STRBUF_INIT;
 	long long floor = 0;
 
 	/*
 	 * Ids never repeat for a cluster, even after state.db was lost or the head
 	 * was set up again: an id whose job dir exists on the shared dir belongs
-	 * to an earlier job, so the counter jumps past the highest one there.
+	 * to an earlier job, so the counter jumps past the highest one there; and
+	 * when the shared dir was lost too, the agents' task files still name the
+	 * old ids: their heartbeats raised agents_seq_max (sched.c).  An id the
+	 * agents' knowledge missed (a node that had not reported yet) is still no
+	 * failure: the agent replaces a finished task of another head's
+	 * (head_id) with the same id (agent/agent.c, task_start).
 	 */
+	if (s->agents_seq_max > s->jobs_seq_max) {
+		floor = s->agents_seq_max + 1;
+		dtlog(DTLOG_WARN, "the agents hold tasks of jobs up to j-%06lld from an earlier "
+		      "head: job ids go on from j-%06lld", s->agents_seq_max, floor);
+	}
 	/* the row and its data in one commit, done before the reply is queued */
 	db_begin(s);
 	for (int tries = 0;; tries++) {
@@ -51,11 +62,13 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 			sqlite3_finalize(st);
 		}
 		if (rc != SQLITE_DONE) {
-			strbuf_addf(err, "cannot store the job: %s", sqlite3_errmsg(s->db));
-			db_commit(s);
+			strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+			db_rollback(s);
 			return -1;
 		}
 		j->seq = sqlite3_last_insert_rowid(s->db);
+		if (j->seq > s->jobs_seq_max)
+			s->jobs_seq_max = j->seq;
 		snprintf(j->id, sizeof(j->id), "j-%06lld", j->seq);
 		{
 			struct strbuf d = STRBUF_INIT;
@@ -73,7 +86,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 		}
 		if (errno != EEXIST || tries >= 3) {
 			strbuf_addf(err, " (is shared_dir '%s' mounted on the head?)", shared);
-			db_commit(s);
+			db_rollback(s);
 			return -1;
 		}
 		strbuf_reset(err);
@@ -85,8 +98,22 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	j->submitted_us = dt_now_us();
 	set_reason(j, "%s", reason);
 	history_add(j, DT_JOB_PENDING, "submitted");
-	job_save(s, j);
-	db_commit(s);
+	/*
+	 * Acknowledged only once on disk: a commit that cannot be written (full
+	 * disk, I/O error) is the client's error and the job is not queued (no
+	 * job dir exists yet).  Nested in a caller's transaction (a sweep's
+	 * trial), that caller's COMMIT is the one to check.
+	 */
+	if (job_save(s, j) < 0) {
+		strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+		db_rollback(s);
+		return -1;
+	}
+	if (db_commit(s, &why) < 0) {
+		strbuf_addf(err, "the head cannot record the job: %s", why.buf);
+		strbuf_release(&why);
+		return -1;
+	}
 	job_events_emit(&s->events, s, j, JOB_EV_SUBMITTED, NULL);
 	/*
 	 * No job dir and no <job_dir>/state yet: both come with the job's first
@@ -232,8 +259,9 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 	json_t *arr = json_array();
 
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->nr_jobs; i > 0; i--)
-		json_array_append_new(arr, job_json(s, s->jobs[i - 1], 0));
+	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		json_array_append_new(arr, job_json(s, s->jobs[i], 0));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
 }
@@ -348,6 +376,21 @@ out:
 	return ret;
 }
 
+void jobs_unsubmit(struct sched *s, const char *id)
+{
+	for (size_t i = s->nr_jobs; i > 0; i--) {
+		struct job *j = s->jobs[i - 1];
+
+		if (strcmp(j->id, id))
+			continue;
+		dtlog(DTLOG_WARN, "job %s: not recorded in state.db, dropped", id);
+		memmove(s->jobs + i - 1, s->jobs + i, (s->nr_jobs - i) * sizeof(*s->jobs));
+		s->nr_jobs--;
+		job_free(j);
+		return;
+	}
+}
+
 /* Cancel as POST /v1/jobs/<id>/cancel does; lock held.  -1 if unknown. */
 int jobs_cancel(struct sched *s, const char *id, const char *why)
 {
@@ -383,6 +426,7 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	v->shared_dir = j->shared_dir;
 	v->attempt = j->attempt;
 	v->cancelled = j->cancel;
+	v->tasks_left = hold_of_job(s, j->id);
 	v->started_us = j->started_us;
 	v->ended_us = j->ended_us;
 	return 0;

@@ -52,6 +52,7 @@ struct job {
 	int attempt;
 	struct hold *hold;
 	json_t *history, *avoid, *stalled, *last_ranks, *placement;
+	json_t *past_stalls;   /* stalls that cleared: stalled's entries + cleared_at, cleared_by */
 	int master_port;
 	long long submitted_us, started_us, ended_us, run_mono;
 	int has_exit, exit_code, failed_rank;
@@ -151,7 +152,7 @@ void write_placement_file(const struct job *j);
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
 json_t *job_json(struct sched *s, const struct job *j, int detail);
-void job_save(struct sched *s, struct job *j);
+int job_save(struct sched *s, struct job *j);
 void job_transition(struct sched *s, struct job *j, const char *state);
 void job_free(struct job *j);
 struct job *job_new(void);
@@ -170,6 +171,8 @@ struct hold *hold_from_json(const json_t *o);
 /* A node's slots of a hold as "0,1" (placement.json, the plan) */
 void jslot_format(struct strbuf *sb, const struct jslot *p);
 int hold_has_task(struct sched *s, const char *id);
+/* Does job `job` still hold slots (an attempt running, or one whose processes are not all gone)? */
+int hold_of_job(struct sched *s, const char *job);
 
 /* jobs-queue.c */
 void cluster_refresh(struct sched *s);

@@ -104,6 +104,7 @@ struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char 
 	c->v[c->nr++] = x;
 	snprintf(x->key, sizeof(x->key), "%s", key);
 	dt_httpc_init(&x->c, addr, port, &s->key);
+	x->c.peer_port_name = "the agent port";
 	x->c.timeout_ms = 5000;
 	x->c.connect_timeout_ms = 2000;
 	return &x->c;
@@ -407,6 +408,8 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		const struct launch_task *t = &plan.tasks[i];
 
 		bodies[i] = launch_task_request(&plan, i);
+		/* which head started it: an agent replaces another head's ended task of this id */
+		json_object_set_new(bodies[i], "head", json_string(s->head_id));
 		/* recorded before it is started, so a restarted dtsched knows it */
 		hold_add_task(h, plan.place[t->node].name, t->id, t->rank, 0);
 	}

@@ -45,6 +45,17 @@ void cluster_refresh(struct sched *s)
 		dtlog(DTLOG_WARN, "ignoring %s", err.buf);
 		free(s->cc);
 		s->cc = NULL;
+	} else {
+		struct strbuf why = STRBUF_INIT;
+
+		/* what dtsched writes in job dirs, and (task "umask") what the tasks write */
+		sf_set_umask(s->cc->job_files_world ? 022 : 027);
+		/* jobs/ follows the setting both ways (earlier builds made it 0775): with
+		 * "group", other users cannot reach even the job dirs made before */
+		if (sf_mkdirs(s->cc->shared_dir, "jobs", 0755, SF_OWNER, &why) < 0)
+			dtlog(DTLOG_WARN, "cannot set the mode of '%s/jobs': %s", s->cc->shared_dir,
+			      why.buf);
+		strbuf_release(&why);
 	}
 out:
 	strbuf_release(&path);

@@ -33,6 +33,7 @@
  */
 #include "jobs-int.h"
 #include "goodput.h"
+#include "hostrange.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
@@ -399,6 +400,7 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
 	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
 	json_object_set_new(o, "stalled", json_incref(j->stalled));
+	json_object_set_new(o, "past_stalls", json_incref(j->past_stalls));
 	if (j->fabric)
 		json_object_set_new(o, "fabric", json_incref(j->fabric));
 	if (j->preflight)
@@ -435,12 +437,14 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	return o;
 }
 
-/* Write the job (and the holds it has) to SQLite; lock held. */
-void job_save(struct sched *s, struct job *j)
+/* Write the job (and the holds it has) to SQLite; lock held.  -1 (logged;
+ * sqlite3_errmsg says why) when the row cannot be written. */
+int job_save(struct sched *s, struct job *j)
 {
 	json_t *o, *holds = json_array();
 	struct strbuf data = STRBUF_INIT;
 	sqlite3_stmt *st = s->st_job;
+	int ret = 0;
 
 	j->version++;
 	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
@@ -461,10 +465,13 @@ void job_save(struct sched *s, struct job *j)
 	sqlite3_bind_int64(st, 3, dt_now_us());
 	sqlite3_bind_text(st, 4, data.buf, (int)data.len, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 5, j->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	if (sqlite3_step(st) != SQLITE_DONE) {
 		dtlog(DTLOG_ERROR, "state.db: cannot save job %s: %s", j->id, sqlite3_errmsg(s->db));
+		ret = -1;
+	}
 	json_decref(o);
 	strbuf_release(&data);
+	return ret;
 }
 
 /* what a transition persists (jobstate.h): the real writers */
@@ -502,6 +509,7 @@ void job_free(struct job *j)
 	json_decref(j->history);
 	json_decref(j->avoid);
 	json_decref(j->stalled);
+	json_decref(j->past_stalls);
 	json_decref(j->fabric);
 	json_decref(j->preflight);
 	json_decref(j->hang);
@@ -529,6 +537,7 @@ struct job *job_new(void)
 	j->history = json_array();
 	j->avoid = json_array();
 	j->stalled = json_array();
+	j->past_stalls = json_array();
 	j->placement = json_array();
 	j->failed_rank = -1;
 	j->state = DT_JOB_PENDING;
@@ -642,6 +651,10 @@ static void jobs_load(struct sched *s)
 			json_decref(j->history);
 			j->history = json_incref(json_object_get(o, "history"));
 		}
+		if (json_is_array(json_object_get(o, "past_stalls"))) {
+			json_decref(j->past_stalls);
+			j->past_stalls = json_incref(json_object_get(o, "past_stalls"));
+		}
 		if (json_is_array(json_object_get(o, "avoid"))) {
 			json_decref(j->avoid);
 			j->avoid = json_incref(json_object_get(o, "avoid"));
@@ -697,6 +710,16 @@ int jobs_init(struct sched *s)
 	s->orphans = json_object();
 	s->clients = xcalloc(1, sizeof(*s->clients));
 	jobs_load(s);
+	{
+		sqlite3_stmt *st;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT seq FROM sqlite_sequence WHERE name='jobs'",
+				       -1, &st, NULL) == SQLITE_OK) {
+			if (sqlite3_step(st) == SQLITE_ROW)
+				s->jobs_seq_max = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
 	return 0;
 }
 
@@ -779,6 +802,42 @@ static void count_log_loss(struct sched *s, struct job *j)
 	free(mpi_err);
 }
 
+/*
+ * The stalls in j->stalled that `now_stalled` no longer has (NULL: none, the
+ * attempt ended) are over: they move to j->past_stalls with when they began
+ * (the last scan's idle time before), when and how they cleared, so that a
+ * finished job never shows a stall as current (docs/run.md, "stall").
+ */
+static void stalls_cleared(struct job *j, const json_t *now_stalled, const char *by)
+{
+	long long now = dt_now_us();
+	char since[DT_TIMESTAMP_LEN], at[DT_TIMESTAMP_LEN];
+	size_t i, k;
+	json_t *o, *n;
+
+	dt_timestamp_format(at, sizeof(at), now);
+	json_array_foreach(j->stalled, i, o) {
+		int still = 0;
+
+		json_array_foreach(now_stalled, k, n)
+			if (json_get_int(n, "rank", -1) == json_get_int(o, "rank", -2))
+				still = 1;
+		if (still)
+			continue;
+		dt_timestamp_format(since, sizeof(since), now - json_get_int(o, "idle_ms", 0) * 1000);
+		n = json_deep_copy(o);
+		json_object_set_new(n, "since", json_string(since));
+		json_object_set_new(n, "cleared_at", json_string(at));
+		json_object_set_new(n, "cleared_by", json_string(by));
+		/* a rank silent just over stall_after again and again: the latest 100 */
+		if (json_array_size(j->past_stalls) >= 100)
+			json_array_remove(j->past_stalls, 0);
+		json_array_append_new(j->past_stalls, n);
+	}
+	if (!now_stalled)
+		json_array_clear(j->stalled);
+}
+
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
 	int retry;
@@ -802,6 +861,7 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->attempt < j->cfg.retries && !j->cancel;
 	j->orted_attempt = j->attempt;
 	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
+	stalls_cleared(j, NULL, retry ? "retry" : "end");
 	if (j->hold) {
 		json_decref(j->last_ranks);
 		j->last_ranks = ranks_json(s, j, 1);
@@ -913,6 +973,7 @@ static void check_stall(struct sched *s, struct job *j)
 
 		job_events_emit(&s->events, s, j, JOB_EV_STALLED, &info);
 	}
+	stalls_cleared(j, stalled, "output");
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
 		json_decref(j->stalled);
@@ -977,7 +1038,9 @@ static void check_running(struct sched *s, struct job *j)
 		j->failed_rank = e.rank;
 		free(j->failed_node);
 		j->failed_node = xstrdup(e.node ? e.node : "?");
-		if (e.rank >= 0)
+		if (e.why_is_reason)
+			set_reason(j, "%s", e.why.buf);
+		else if (e.rank >= 0)
 			set_reason(j, "rank %d on %s %s", e.rank, j->failed_node, e.why.buf);
 		else
 			set_reason(j, "mpirun on %s %s", j->failed_node, e.why.buf);
@@ -988,6 +1051,8 @@ static void check_running(struct sched *s, struct job *j)
 		j->exit_code = 0;
 		set_reason(j, NULL);
 		end_attempt(s, j, DT_JOB_COMPLETED);
+	} else if (st == ATTEMPT_SETTLING) {
+		;                 /* decided at the next step */
 	} else if (j->cfg.timeout_ms && dt_mono_ms() - j->run_mono > j->cfg.timeout_ms) {
 		struct strbuf d = STRBUF_INIT;
 
@@ -1057,7 +1122,7 @@ void jobs_step(struct sched *s)
 		ALLOC_GROW(launch, nr_launch + 1, alloc_launch);
 		launch[nr_launch++] = la;
 	}
-	db_commit(s);
+	db_commit(s, NULL);
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {

@@ -122,7 +122,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	static const char *const known[] = {
 		"path", "name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer",
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
-		"stall_after_ms", "retries", "strict_logging", "include_nodes", "exclude_nodes",
+		"stall_after_ms", "retries", "strict_logging", "line_buffered", "include_nodes", "exclude_nodes",
 		"labels", "burn_in", "elastic_min_nodes", "preflight", NULL,
 	};
 	json_t *v, *x;
@@ -171,6 +171,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		j->procs_per_node = 1;
 	if (get_bool(o, "shell", &j->shell, err) < 0 ||
 	    get_bool(o, "strict_logging", &j->strict_logging, err) < 0 ||
+	    get_bool(o, "line_buffered", &j->line_buffered, err) < 0 ||
 	    get_bool(o, "burn_in", &j->burn_in, err) < 0 ||
 	    get_bool(o, "preflight", &j->preflight, err) < 0)
 		goto fail;

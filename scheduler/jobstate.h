@@ -100,7 +100,7 @@ void job_events_emit(const struct job_events *b, struct sched *s, struct job *j,
  */
 struct jobstate_persist {
 	void (*history)(struct job *j, const char *state, const char *reason);
-	void (*row)(struct sched *s, struct job *j);
+	int (*row)(struct sched *s, struct job *j);   /* its result: logged there */
 	void (*state_file)(const struct job *j);
 };
 

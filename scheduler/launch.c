@@ -4,6 +4,7 @@
 #include "launch.h"
 #include "json.h"
 #include "protocol.h"
+#include "safefile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,11 @@ static char *task_id(const struct launch_opts *o, const char *what, int rank)
 	return strbuf_detach(&id, NULL);
 }
 
+static int env_has(const struct strvec *env, const char *name)
+{
+	return strvec_getenv(env, name) != NULL;
+}
+
 static void common_env(struct strvec *env, const struct job_config *job,
 		       const struct launch_opts *o, const struct launch_plan *p)
 {
@@ -61,7 +67,20 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	if (o->extra_env)
 		for (size_t i = 0; i < o->extra_env->nr; i++)
 			strvec_setenv(env, o->extra_env->items[i].key, o->extra_env->items[i].value);
+	/*
+	 * Output as it is printed (docs/run.md, "Output"): Python buffers
+	 * print() in 8 KiB blocks when stdout is a pipe, so without this a rank's
+	 * lines reach its log only at exit (and the stall detector flags a
+	 * healthy job).  torchrun's users see lines live; SkyPilot and Ray set it
+	 * too.  A job turns it off with PYTHONUNBUFFERED: "" (Python ignores an
+	 * empty value).  C stdio: line_buffered, applied on the node (linelog.h).
+	 */
+	if (!env_has(env, "PYTHONUNBUFFERED"))
+		strvec_push(env, "PYTHONUNBUFFERED=1");
+	if (job->line_buffered)
+		strvec_setenv(env, DT_LINE_BUFFERED_ENV, "1");
 	strvec_setenv(env, "DT_JOB_ID", o->job_id);
+	strvec_pushf(env, "%s=%d", DT_ATTEMPT_ENV, o->attempt);
 	strvec_setenv(env, "DT_JOB_DIR", o->job_dir);
 	strvec_pushf(env, "DT_METRICS_FILE=%s/metrics.jsonl", o->job_dir);
 	if (o->resume)
@@ -83,17 +102,6 @@ static void common_env(struct strvec *env, const struct job_config *job,
 		strvec_setenv(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
 		strvec_unsetenv(env, "CUDA_VISIBLE_DEVICES");
 	}
-}
-
-
-static int env_has(const struct strvec *env, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (size_t i = 0; i < env->nr; i++)
-		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
-			return 1;
-	return 0;
 }
 
 /*
@@ -427,10 +435,12 @@ json_t *launch_task_request(const struct launch_plan *p, size_t i)
 {
 	const struct launch_task *t = &p->tasks[i];
 
-	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:s*, s:s*, s:s*, s:s*}",
+	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:i, s:s*, s:s*, s:s*, s:s*}",
 			 "id", t->id, "argv", json_strvec(&t->argv), "env", env_json(&t->env),
 			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
 			 "rank", t->rank,
+			 /* cluster.yaml's job_files, as dtsched applies it (jobs-queue.c) */
+			 "umask", (int)sf_umask(),
 			 /* the agent walks the log's path below the shared dir without
 			  * links; s*: no key at all when NULL */
 			 "log_root", p->log_root, "cwd", p->cwd, "submit_dir", p->submit_dir,

@@ -89,7 +89,7 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 	struct strvec inc = STRVEC_INIT, exc = STRVEC_INIT;
 	struct strbuf err = STRBUF_INIT;
 	struct cand *cand = NULL;
-	int nr_cand = 0, big_enough = 0, fits_now = 0, eligible = 0;
+	int nr_cand = 0, big_enough = 0, fits_now = 0, eligible = 0, down = 0, drained = 0;
 	enum place_status st;
 
 	res->nr = 0;   /* not a memset: 66 KB, and only the first nr entries are read */
@@ -124,8 +124,11 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 		if (n->total < req->per_node)
 			continue;
 		big_enough++;
-		if (!n->up || (n->drained && !req->burn_in))
+		if (!n->up || (n->drained && !req->burn_in)) {
+			down += !n->up;
+			drained += n->up;
 			continue;
+		}
 		if (free_slots(n) >= req->per_node) {
 			cand[nr_cand].idx = (int)i;
 			cand[nr_cand].free = free_slots(n);
@@ -142,8 +145,17 @@ enum place_status placement_try(const struct place_node *nodes, size_t nr,
 		goto out;
 	}
 	if (fits_now < req->nodes) {
+		/* why the others are not: a user waiting wants to know that nodes are DOWN */
+		int busy = big_enough - fits_now - down - drained;
+
 		strbuf_addf(reason, "waiting for %d node(s) with %d free slot(s); %d available now",
 			    req->nodes, req->per_node, fits_now);
+		if (down)
+			strbuf_addf(reason, "; %d DOWN", down);
+		if (drained)
+			strbuf_addf(reason, "; %d DRAINED", drained);
+		if (busy)
+			strbuf_addf(reason, "; %d busy", busy);
 		st = PLACE_WAIT;
 		goto out;
 	}

@@ -28,6 +28,10 @@ struct node {
 	const char *state;          /* DT_NODE_* */
 	int drained;
 	int down_latched;           /* DOWN when loaded: stays DOWN until it heartbeats */
+	int stopped;                /* its agent said it stops (POST .../stopped): DOWN with
+				     * "agent stopped" until it heartbeats again */
+	int stop_grace;             /* and its tasks are kept until dead_after, as an agent
+				     * restart adopts them again (they run on) */
 	long long last_hb_us;       /* wall clock, 0 = never */
 	long long last_hb_mono;     /* 0 = not since this dtsched started */
 	json_t *inventory;
@@ -89,6 +93,14 @@ struct sched {
 	pthread_t main_thread;
 	/* jobs (jobs.c) */
 	struct job **jobs;          /* in submission order */
+	/*
+	 * Ids never repeat (jobs-api.c, job_enqueue): the highest job number
+	 * ever given (sqlite_sequence), and the highest an agent reported in a
+	 * task id ("j-N.<attempt>.r<rank>"): its task files outlive a lost
+	 * state.db and shared dir, and raise the next id past theirs.
+	 */
+	long long jobs_seq_max, agents_seq_max;
+	char head_id[33];           /* this state.db's random id: its tasks say it (agent.c) */
 	size_t nr_jobs, alloc_jobs;
 	struct hold **holds;        /* slots held by launched attempts */
 	size_t nr_holds, alloc_holds;
@@ -135,6 +147,13 @@ void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
 struct node *node_find(struct sched *s, const char *name);
 /*
+ * Are the jobs' tasks on n (NULL: unknown) gone?  DOWN, except while the
+ * tasks of an agent that stopped on purpose wait out dead_after for its
+ * restart (stop_grace): the node takes no new work then, but what runs there
+ * goes on.
+ */
+int node_gone(const struct node *n);
+/*
  * The agents refused for another protocol version lately (within
  * dead_after), for a message that says why a job cannot be placed:
  * "; 1 agent refused for another protocol version (node-2: 99, dtsched
@@ -159,7 +178,9 @@ size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_
 int db_exec(struct sched *s, const char *sql);
 /* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
 void db_begin(struct sched *s);
-void db_commit(struct sched *s);
+int db_commit(struct sched *s, struct strbuf *err);
+/* Undo the writes since db_begin() (and end its transaction). */
+void db_rollback(struct sched *s);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
 void sched_wake(struct sched *s);
 
@@ -174,12 +195,16 @@ extern const size_t jobs_nr_routes;
 struct job_view {
 	const char *state, *reason, *job_dir, *shared_dir;
 	int attempt, cancelled;
+	int tasks_left;           /* its slots still held: a process of it may still run */
 	long long started_us, ended_us;
 };
 int jobs_submit(struct sched *s, const json_t *spec, const char *shared_dir,
 		const char *submit_dir, const char *user,
 		char *id, size_t idlen, struct strbuf *err);   /* 0, -1 invalid, -2 never fits */
 int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unknown job */
+/* Forget a job jobs_submit() just queued whose transaction was rolled back
+ * (the caller's COMMIT failed): nothing of it runs.  Lock held, not released since. */
+void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
 void jobs_schedule_now(struct sched *s);
 

@@ -112,9 +112,28 @@ void db_begin(struct sched *s)
 	db_exec(s, "SAVEPOINT dt");
 }
 
-void db_commit(struct sched *s)
+/*
+ * -1 when the commit cannot be written (full disk, I/O error): then err (may
+ * be NULL) gets SQLite's reason and everything since db_begin() is rolled
+ * back, so that nothing half-recorded stays in the connection's transaction.
+ * Nested, RELEASE only marks a point: the outermost commit is what can fail.
+ */
+int db_commit(struct sched *s, struct strbuf *err)
 {
-	db_exec(s, "RELEASE dt");
+	if (!db_exec(s, "RELEASE dt"))
+		return 0;
+	if (err)
+		strbuf_addstr(err, sqlite3_errmsg(s->db));
+	db_rollback(s);
+	return -1;
+}
+
+void db_rollback(struct sched *s)
+{
+	if (sqlite3_get_autocommit(s->db))
+		return;          /* SQLite rolled it back itself (SQLITE_FULL may) */
+	if (db_exec(s, "ROLLBACK TO dt") < 0 || db_exec(s, "RELEASE dt") < 0)
+		db_exec(s, "ROLLBACK");
 }
 
 static void db_save_node(struct sched *s, struct node *n)
@@ -440,21 +459,31 @@ static int node_lose_tasks(struct sched *s, struct node *n, const char *reason)
 	return lost;
 }
 
+int node_gone(const struct node *n)
+{
+	return !n || (!strcmp(n->state, DT_NODE_DOWN) && !n->stop_grace);
+}
+
+/* The node's live tasks are lost (NODE_FAIL): it is down and nobody watches them. */
+static void node_fail_tasks(struct sched *s, struct node *n)
+{
+	int lost = node_lose_tasks(s, n, "NODE_FAIL");
+
+	s->nodes_failed++;
+	if (lost)
+		dtlog(DTLOG_WARN, "node '%s' is down: %d task(s) marked lost (NODE_FAIL)",
+		      n->name, lost);
+	node_derive(n);
+}
+
 static void node_set_state(struct sched *s, struct node *n, const char *state)
 {
 	if (!strcmp(n->state, state))
 		return;
 	dtlog(!strcmp(state, DT_NODE_DOWN) ? DTLOG_WARN : DTLOG_INFO, "node '%s': %s -> %s",
 	      n->name, n->state, state);
-	if (!strcmp(state, DT_NODE_DOWN)) {
-		int lost = node_lose_tasks(s, n, "NODE_FAIL");
-
-		s->nodes_failed++;
-		if (lost)
-			dtlog(DTLOG_WARN, "node '%s' is down: %d task(s) marked lost (NODE_FAIL)",
-			      n->name, lost);
-		node_derive(n);
-	}
+	if (!strcmp(state, DT_NODE_DOWN))
+		node_fail_tasks(s, n);
 	n->state = state;
 	db_save_node(s, n);
 }
@@ -469,6 +498,15 @@ static void tick(struct sched *s)
 		long long age = now - seen;
 		const char *st;
 
+		if (n->stop_grace) {
+			/* DOWN since its agent stopped; its tasks wait out dead_after */
+			if (age <= s->o.dead_after_ms)
+				continue;
+			n->stop_grace = 0;
+			node_fail_tasks(s, n);
+			db_save_node(s, n);
+			continue;
+		}
 		if (n->down_latched || age > s->o.dead_after_ms)
 			st = DT_NODE_DOWN;
 		else if (age > s->o.dead_after_ms / 2)
@@ -491,6 +529,49 @@ static void flush_dirty(struct sched *s)
 		}
 	if (any)
 		db_exec(s, "COMMIT");
+}
+
+/*
+ * This state.db's random id, made with it: the tasks it starts carry it, so
+ * that an agent tells a finished task of an earlier head (whose state.db was
+ * lost) from a retried start of this one's (agent.c, task_start).
+ */
+static int head_id_load(struct sched *s)
+{
+	char hex[sizeof(s->head_id)];
+	sqlite3_stmt *st;
+	int ret = -1;
+
+	if (dt_random_hex(hex, sizeof(hex) / 2) < 0 ||
+	    sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO meta VALUES('head_id', ?)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, hex, -1, SQLITE_TRANSIENT);
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='head_id'", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+		snprintf(s->head_id, sizeof(s->head_id), "%s",
+			 (const char *)sqlite3_column_text(st, 0));
+		ret = 0;
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* "j-N.<attempt>.r<rank>" (launch.c): what the agents know raises the next job id */
+static void note_task_id(struct sched *s, const char *id)
+{
+	char *end;
+	long long v;
+
+	if (strncmp(id, "j-", 2) || !isdigit((unsigned char)id[2]))
+		return;
+	v = strtoll(id + 2, &end, 10);
+	if (*end == '.' && v > s->agents_seq_max)
+		s->agents_seq_max = v;
 }
 
 static int db_load(struct sched *s)
@@ -849,7 +930,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	struct heartbeat hb;
 	char fast[4096];
 	json_t *t;
-	int changed = 0, dirty = 0, derive = 0, want_inv = 0;
+	int changed = 0, dirty = 0, derive = 0, want_inv = 0, stale;
 	struct node *n;
 	size_t i;
 
@@ -889,6 +970,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	n->last_hb_us = dt_now_us();
 	n->last_hb_mono = dt_mono_ms();
 	n->down_latched = 0;
+	n->stopped = n->stop_grace = 0;
 	/*
 	 * The inventory travels only when it changed (protocol.h, inventory_hash):
 	 * keep ours when the hash matches, ask for it when we do not have it.
@@ -916,11 +998,23 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		changed = 1;
 		n->last_seq = 0;      /* another agent: its own seq */
 	}
+	/*
+	 * A heartbeat older than one already taken from this agent (issue 26,
+	 * A1): sent before a network cut, given up by the agent, delivered by
+	 * TCP after the cut behind the newer one that carried the task's end.
+	 * Its tasks are the past: taken, they would turn an ended task back to
+	 * "running" for good (the agent, answered, never sends that end again).
+	 */
+	stale = hb.seq > 0 && hb.seq <= n->last_seq;
+	if (stale)
+		dtlog(DTLOG_INFO, "node '%s': heartbeat %lld came after %lld (delayed in the "
+		      "network): its tasks are not taken", n->name, hb.seq, n->last_seq);
 	/* what a beacon must match (protocol.h): seq above this, same digest */
 	if (hb.seq > n->last_seq)
 		n->last_seq = hb.seq;
-	snprintf(n->tasks_digest, sizeof(n->tasks_digest), "%s",
-		 hb.tasks_digest && strlen(hb.tasks_digest) == 16 ? hb.tasks_digest : "");
+	if (!stale)
+		snprintf(n->tasks_digest, sizeof(n->tasks_digest), "%s",
+			 hb.tasks_digest && strlen(hb.tasks_digest) == 16 ? hb.tasks_digest : "");
 	dirty |= set_str(&n->agent_version, hb.version);
 	set_str(&n->bin_dir, hb.bin_dir);
 	set_str(&n->home, hb.home);
@@ -928,7 +1022,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 	set_str(&n->agent_started, hb.agent_started_at ? hb.agent_started_at : "");
 
 	/* task states: write what changed */
-	if (hb.has_tasks) {
+	if (hb.has_tasks && !stale) {
 		json_t *tasks = hb.tasks;
 		json_t *seen = json_object();
 		const char *id;
@@ -940,6 +1034,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 
 			if (!tid)
 				continue;
+			note_task_id(s, tid);
 			json_object_set_new(seen, tid, json_true());
 			old = json_object_get(n->tasks, tid);
 			if (old && json_equal(old, t))
@@ -987,7 +1082,7 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		if (job_change)
 			sched_wake(s);
 	}
-	if (hb.full)
+	if (hb.full && !stale)
 		n->want_full = 0;
 	if (derive || changed || hb.full) {
 		node_derive(n);
@@ -1000,6 +1095,15 @@ static void h_heartbeat(struct dt_http_request *req, struct dt_http_response *re
 		n->dirty = 1;
 	if (changed)
 		db_save_node(s, n);
+	if (!strcmp(n->state, DT_NODE_DOWN)) {
+		/*
+		 * Back from DOWN (a network cut, a frozen host): what we hold of
+		 * its tasks is from before, and the agent sends only changes.  Its
+		 * next heartbeat carries its whole table, and a task it does not
+		 * have is lost (below): no task stays "running" that nothing runs.
+		 */
+		n->want_full = 1;
+	}
 	if (!strcmp(n->state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_SUSPECT))
 		node_set_state(s, n, n->drained ? DT_NODE_DRAINED : DT_NODE_UP);
 	/* written by hand like h_nodes (1000 a second: a jansson object and a
@@ -1315,7 +1419,8 @@ static void node_list_append(struct strbuf *sb, const struct node *n, struct nod
 		add_json_str(sb, n->drain_reason);
 	else
 		strbuf_addstr(sb, "null");
-	strbuf_addch(sb, '}');
+	strbuf_addstr(sb, n->stopped ? ",\"down_reason\":\"agent stopped\"}" :
+		      ",\"down_reason\":null}");
 }
 
 /* One node with its GPUs and tasks (GET /v1/nodes/<name>); lock held. */
@@ -1419,6 +1524,41 @@ static void h_node_drain(struct dt_http_request *req, struct dt_http_response *r
 static void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	node_reply(data, req, resp, 0);
+}
+
+/*
+ * POST /v1/nodes/<name>/stopped: the agent stops on purpose (protocol.h).  The
+ * node is DOWN at once, so no job is placed there in the dead_after it would
+ * otherwise take to notice; its tasks keep running under their supervisors
+ * and are kept until dead_after, for an agent restart to adopt.
+ */
+static void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *name = dt_http_arg(req, "name"), *started;
+	struct node *n;
+
+	if (dt_http_parse_body(req, resp) < 0)
+		return;
+	started = json_get_str(req->json, "agent_started_at", NULL);
+	pthread_mutex_lock(&s->lock);
+	n = node_find(s, name);
+	if (!n) {
+		dt_http_error(resp, 404, "no node '%s'", name);
+	} else if (!started || !n->agent_started || strcmp(started, n->agent_started)) {
+		/* an older agent's late word: the node's agent now is another one */
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
+	} else {
+		dtlog(DTLOG_WARN, "node '%s': %s -> DOWN (agent stopped)", n->name, n->state);
+		n->stopped = 1;
+		n->stop_grace = strcmp(n->state, DT_NODE_DOWN) != 0;
+		n->last_hb_mono = dt_mono_ms();   /* dead_after counts from now */
+		n->state = DT_NODE_DOWN;
+		db_save_node(s, n);
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
+		sched_wake(s);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 static void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data)
@@ -1573,6 +1713,7 @@ static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_NODE, 0, h_node },
 	{ "POST", DT_PATH_NODE_DRAIN, 0, h_node_drain },
 	{ "POST", DT_PATH_NODE_RESUME, 0, h_node_resume },
+	{ "POST", DT_PATH_NODE_STOPPED, 0, h_node_stopped },
 	{ "GET", DT_PATH_TASKS, 0, h_tasks },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
@@ -1659,7 +1800,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO tasks(node, id, state, exit_code, "
 			       "job_id, rank, reason, updated_us, data) VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &s->st_task, NULL) != SQLITE_OK ||
-	    db_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 || sweeps_init(s) < 0) {
+	    db_load(s) < 0 || head_id_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 ||
+	    sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;

@@ -18,7 +18,10 @@
  *
  * Durability: every suggestion (with the job it became, in one
  * transaction), trial state change and report is in SQLite before it is
- * acted on.  After a restart the search is rebuilt by replay
+ * acted on; a look at a trial's files stores its reports, the reader's
+ * offsets past them and the decisions made on them in one transaction, so
+ * a report is read exactly once across any crash.  After a restart the
+ * search is rebuilt by replay
  * (search_new + observe finished trials + search_set_next_seq) and ASHA by
  * replaying the stored reports, in sweeps_init(); jobs.c re-adopts the
  * running jobs, so live trials go on and finished ones are never rerun.
@@ -426,11 +429,14 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 		strbuf_addf(err, "sweep: unknown method '%s' (grid, random or bayes)", m);
 		goto fail;
 	}
-	if (!json_is_object(metric) || !json_get_str(metric, "name", NULL)) {
-		strbuf_addstr(err, "sweep: 'metric' needs a 'name'");
+	/* grid and random need no metric (W&B's rule): sweep_config_check() decides */
+	if (metric && !json_is_null(metric) &&
+	    (!json_is_object(metric) || !json_get_str(metric, "name", NULL))) {
+		strbuf_addstr(err, "sweep: key 'metric': expected a mapping with a 'name'");
 		goto fail;
 	}
-	c->metric_name = xstrdup(json_get_str(metric, "name", ""));
+	if (json_get_str(metric, "name", NULL))
+		c->metric_name = xstrdup(json_get_str(metric, "name", ""));
 	c->goal = !strcmp(json_get_str(metric, "goal", "minimize"), "maximize") ? GOAL_MAXIMIZE :
 		  GOAL_MINIMIZE;
 	if (!json_is_object(params) || !json_object_size(params)) {
@@ -557,12 +563,9 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
 	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
-	if (c->method == SWEEP_GRID && c->max_trials <= 0)
-		c->max_trials = (int)json_get_int(o, "grid_size", 0);
-	if (c->max_trials <= 0 || c->parallel < 0 || c->max_failures < 1) {
-		strbuf_addstr(err, "sweep: needs max_trials > 0, parallel >= 0 and max_failures >= 1");
+	/* the loader's own rules, so that what `dtctl validate` accepts is accepted here */
+	if (sweep_config_check(c, err) < 0)
 		goto fail;
-	}
 	job_config_release(&c->job);
 	if (job_config_from_json(&c->job, json_object_get(o, "job"), err) < 0) {
 		job_config_init(&c->job);
@@ -644,7 +647,8 @@ struct trial {
 	int has_value, no_metric;
 	double value, resource;   /* last reported (PRUNED: the value it was pruned at) */
 	long long created_us, ended_us;
-	long long mf_off, log_off;    /* bytes of metrics.jsonl / logs/0.log read */
+	struct sweep_reader rd;   /* how far its job's sources are read (saved with the reports) */
+	double reached;           /* resource of its last recorded report (-1: none) */
 	int resubmits;
 	int stop_pending;         /* PRUNED/PAUSED/CANCELLED: its job may still need stopping */
 	char *resume;             /* promoted: DT_RESUME, the ckpt dir of the job it paused in */
@@ -779,12 +783,13 @@ static void sweep_free(struct sweep *w)
 
 /* ---------------------------------------------------------------- SQLite */
 
-static void sweep_save(struct sched *s, struct sweep *w)
+static int sweep_save(struct sched *s, struct sweep *w)
 {
 	sqlite3_stmt *st = s->sweeps->st_sweep;
 	char seed[32];
 	json_t *o;
 	char *data;
+	int rc;
 
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)w->seed);
 	o = json_pack("{s:s,s:s,s:s?,s:s,s:O,s:s,s:s,s:s?,s:I,s:I,s:i}", "name", w->name,
@@ -797,10 +802,12 @@ static void sweep_save(struct sched *s, struct sweep *w)
 	sqlite3_bind_text(st, 2, w->state, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, data, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, w->seq);
-	if (sqlite3_step(st) != SQLITE_DONE)
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	if (rc < 0)
 		dtlog(DTLOG_ERROR, "state.db: cannot save sweep %s: %s", w->id, sqlite3_errmsg(s->db));
 	free(data);
 	json_decref(o);
+	return rc;
 }
 
 static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
@@ -811,8 +818,8 @@ static void trial_save(struct sched *s, struct sweep *w, struct trial *t)
 			      "value", isfinite(t->value) ? t->value : 0.0,
 			      "resource", isfinite(t->resource) ? t->resource : -1.0,
 			      "no_metric", t->no_metric, "created_us", (json_int_t)t->created_us,
-			      "ended_us", (json_int_t)t->ended_us, "mf_off", (json_int_t)t->mf_off,
-			      "log_off", (json_int_t)t->log_off, "resubmits", t->resubmits,
+			      "ended_us", (json_int_t)t->ended_us, "mf_off", (json_int_t)t->rd.mf_off,
+			      "log_off", (json_int_t)t->rd.log_off, "resubmits", t->resubmits,
 			      "reason", t->reason);
 	char *data;
 
@@ -990,8 +997,10 @@ static void sweeps_load(struct sched *s)
 		t->no_metric = json_is_true(json_object_get(o, "no_metric"));
 		t->created_us = json_get_int(o, "created_us", 0);
 		t->ended_us = json_get_int(o, "ended_us", 0);
-		t->mf_off = json_get_int(o, "mf_off", 0);
-		t->log_off = json_get_int(o, "log_off", 0);
+		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
+		t->rd.mf_off = json_get_int(o, "mf_off", 0);
+		t->rd.log_off = json_get_int(o, "log_off", 0);
+		t->reached = -1;
 		t->resubmits = (int)json_get_int(o, "resubmits", 0);
 		t->stop_pending = !strcmp(t->state, DT_TRIAL_PRUNED) ||
 				  !strcmp(t->state, DT_TRIAL_PAUSED) ||
@@ -1024,10 +1033,12 @@ static void sweeps_load(struct sched *s)
 
 			json_array_append(t->metrics, r);
 			t->nreports++;
+			sweep_reader_note(&t->rd, r);
 			if (sweep_metric_value(r, w->cfg.metric_name, &v, &res) == 0) {
+				t->reached = res >= 0 ? res : (double)t->nreports;
 				ALLOC_GROW(w->replay, w->nr_replay + 1, w->alloc_replay);
 				w->replay[w->nr_replay].trial = no;
-				w->replay[w->nr_replay].resource = res >= 0 ? res : (double)t->nreports;
+				w->replay[w->nr_replay].resource = t->reached;
 				w->replay[w->nr_replay].value = v;
 				w->nr_replay++;
 				check_target(w, no, v);
@@ -1116,13 +1127,41 @@ void sweeps_release(struct sched *s)
 
 #define SCAN_MAX_BYTES (8 * SCAN_CHUNK)   /* per look: a huge file is read over many looks */
 
-/*
- * New complete lines of root/rel from *off; reports carrying the metric go
- * to out.  The file is the trial's own (hostile): opened without following
- * links or blocking on a FIFO, regular files only, a bounded amount per look.
- */
-static void scan_source(const char *root, const char *rel, long long *off, int from_log,
-			const char *metric, json_t *out)
+/* r's epoch and step, -INFINITY where it has none */
+static void report_progress(const json_t *r, double *epoch, double *step)
+{
+	json_t *e = json_object_get(r, "epoch"), *st = json_object_get(r, "step");
+
+	*epoch = json_is_number(e) ? json_number_value(e) : -INFINITY;
+	*step = json_is_number(st) ? json_number_value(st) : -INFINITY;
+}
+
+void sweep_reader_note(struct sweep_reader *rd, const json_t *r)
+{
+	double e, st;
+
+	report_progress(r, &e, &st);
+	if (e == -INFINITY && st == -INFINITY)
+		return;   /* an ordinal report: says nothing of progress */
+	rd->epoch = e;
+	rd->step = st;
+}
+
+/* Does r repeat a recorded report: its (epoch, step) not past the last one's? */
+static int reader_repeats(const struct sweep_reader *rd, const json_t *r)
+{
+	double e, st;
+
+	report_progress(r, &e, &st);
+	if (e == -INFINITY && st == -INFINITY)
+		return 0;
+	return e < rd->epoch || (e == rd->epoch && st <= rd->step);
+}
+
+/* One source of sweep_reader_scan(): root/rel, `name` in what `refused` says. */
+static void reader_scan_file(struct sweep_reader *rd, const char *root, const char *rel,
+			     const char *name, long long *off, int from_log, const char *metric,
+			     json_t *got, json_t *refused)
 {
 	struct strbuf why = STRBUF_INIT;
 	size_t total = 0;
@@ -1150,8 +1189,19 @@ static void scan_source(const char *root, const char *rel, long long *off, int f
 			if (buf[i] != '\n')
 				continue;
 			r = sweep_parse_metric_line(buf + start, i - start, from_log);
-			if (r && sweep_metric_value(r, metric, &v, &res) == 0)
-				json_array_append(out, r);
+			if (r && sweep_metric_value(r, metric, &v, &res) == 0) {
+				if (reader_repeats(rd, r)) {
+					json_array_append_new(refused, json_pack(
+						"{s:s,s:I,s:O,s:o,s:o}", "file", name,
+						"offset", (json_int_t)(*off + (long long)start),
+						"report", r,
+						"last_epoch", num_or_null(isfinite(rd->epoch), rd->epoch),
+						"last_step", num_or_null(isfinite(rd->step), rd->step)));
+				} else {
+					sweep_reader_note(rd, r);
+					json_array_append(got, r);
+				}
+			}
 			json_decref(r);
 			start = i + 1;
 		}
@@ -1168,6 +1218,20 @@ static void scan_source(const char *root, const char *rel, long long *off, int f
 	close(fd);
 }
 
+void sweep_reader_scan(struct sweep_reader *rd, const char *root, const char *job_rel,
+		       const char *metric, json_t *got, json_t *refused)
+{
+	struct strbuf path = STRBUF_INIT;
+
+	strbuf_addf(&path, "%s/metrics.jsonl", job_rel);
+	reader_scan_file(rd, root, path.buf, "metrics.jsonl", &rd->mf_off, 0, metric, got,
+			 refused);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/logs/0.log", job_rel);
+	reader_scan_file(rd, root, path.buf, "logs/0.log", &rd->log_off, 1, metric, got, refused);
+	strbuf_release(&path);
+}
+
 static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 {
 	struct job_view v;
@@ -1179,14 +1243,18 @@ static void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 		jobs_cancel(s, t->job, why);
 }
 
-/* Read what the trial reported since the last look; store, then ask ASHA. */
+/*
+ * Read what the trial reported since the last look; store, then ask ASHA.
+ * The reader's offsets are saved in the same transaction as the reports and
+ * the state they led to, so a restart reads on from there: never twice,
+ * never lost.  A repeated report is logged and refused, never stored.
+ */
 static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const char *shared,
 		       const char *job_dir, int force)
 {
 	long long now = dt_mono_ms();
-	struct strbuf path = STRBUF_INIT;
-	json_t *got = json_array(), *r;
-	const char *rel;
+	json_t *got = json_array(), *refused = json_array(), *r;
+	const char *rel, *before;
 	size_t i;
 
 	if (!force && now - t->scanned_ms < SCAN_MS)
@@ -1198,14 +1266,25 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		      job_dir, shared);
 		goto out;
 	}
-	strbuf_addf(&path, "%s/metrics.jsonl", rel);
-	scan_source(shared, path.buf, &t->mf_off, 0, w->cfg.metric_name, got);
-	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/logs/0.log", rel);
-	scan_source(shared, path.buf, &t->log_off, 1, w->cfg.metric_name, got);
-	if (!json_array_size(got))
+	sweep_reader_scan(&t->rd, shared, rel, w->cfg.metric_name, got, refused);
+	json_array_foreach(refused, i, r) {
+		char *text = json_dumps(json_object_get(r, "report"), JSON_COMPACT);
+		int by_epoch = json_is_number(json_object_get(r, "last_epoch"));
+
+		dtlog(DTLOG_WARN, "sweep %s trial %d: %s/%s at byte %lld: report %s is not past "
+		      "the last one recorded (%s %g); refused as a repeat", w->id, t->no, job_dir,
+		      json_get_str(r, "file", "?"), (long long)json_get_int(r, "offset", 0),
+		      text ? text : "?", by_epoch ? "epoch" : "step",
+		      json_get_real(r, by_epoch ? "last_epoch" : "last_step", -1));
+		free(text);
+	}
+	if (!json_array_size(got)) {
+		if (json_array_size(refused))
+			trial_save(s, w, t);   /* the offsets past them: refused once */
 		goto out;
+	}
 	/* stored before ASHA hears of them */
+	before = t->state;
 	db_exec(s, "BEGIN");
 	json_array_foreach(got, i, r) {
 		report_save(s, w, t, t->nreports++, r);
@@ -1217,8 +1296,10 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		sweep_metric_value(r, w->cfg.metric_name, &v, &res);
 		if (res < 0)
 			res = (double)json_array_size(t->metrics) - (double)json_array_size(got) + (double)i + 1;
+		t->reached = res;
 		if (trial_final(t)) {
-			/* pruned earlier in this batch: ASHA still hears it, as a replay would */
+			/* pruned or paused earlier in this batch, or its job still stopping:
+			 * ASHA still hears it, as a replay would */
 			if (w->asha)
 				asha_report(w->asha, t->no, res, v);
 			continue;
@@ -1251,7 +1332,8 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 	}
 	trial_save(s, w, t);
 	db_exec(s, "COMMIT");
-	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED)) {
+	if (t->state != before &&
+	    (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED))) {
 		dtlog(DTLOG_INFO, "sweep %s trial %d (%s): %s", w->id, t->no, t->job, t->reason);
 		/* TPE learns from a paused trial as from a pruned one, until it goes on */
 		search_observe_at(w->search, &t->sg, t->value, SEARCH_PRUNED, t->resource);
@@ -1260,7 +1342,7 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 	}
 out:
 	json_decref(got);
-	strbuf_release(&path);
+	json_decref(refused);
 }
 
 /* ------------------------------------------------------------ trials */
@@ -1282,10 +1364,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		if (sweep_wandb_argv(&w->cfg, &t->sg, path.buf, &argv, &json)) {
 			struct strbuf why = STRBUF_INIT;
 
-			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, 0, &why);
+			rc = sf_mkdirs(w->shared_dir, rel.buf, 0755, SF_OWNER, &why);
 			strbuf_addf(&rel, "/t%d.json", t->no);
 			if (rc == 0)
-				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644, 0, &why);
+				rc = sf_write(w->shared_dir, rel.buf, json.buf, json.len, 0644,
+					      SF_OWNER, &why);
 			if (rc < 0)
 				strbuf_addf(err, "cannot write '%s' for ${args_json_file}: %s; check "
 					    "the shared dir", path.buf, why.buf);
@@ -1300,6 +1383,11 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		}
 		spec = sweep_wandb_trial_spec(json_object_get(w->spec, "job"), &argv, &t->sg, t->no,
 					      w->id, w->name, w->cfg.gpus_per_trial);
+		/* the word ${interpreter} became: python3 where a node has no python (supervise.c) */
+		if (strvec_find(&w->cfg.command, "${interpreter}") >= 0 &&
+		    json_is_object(json_object_get(spec, "env")))
+			json_object_set_new(json_object_get(spec, "env"), "DT_WANDB_INTERPRETER",
+					    json_string("python"));
 		strvec_clear(&argv);
 		strbuf_release(&rel);
 		strbuf_release(&path);
@@ -1328,9 +1416,17 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 	}
 	snprintf(t->job, sizeof(t->job), "%s", id);
 	t->state = DT_TRIAL_PENDING;
-	t->mf_off = t->log_off = 0;
+	t->rd.mf_off = t->rd.log_off = 0;   /* a new job dir; the progress stays */
 	trial_save(s, w, t);
-	db_exec(s, "COMMIT");
+	if (db_exec(s, "COMMIT") < 0) {
+		/* not on disk, so not queued: nothing of it runs (jobs-api.c: job_enqueue) */
+		strbuf_addf(err, "the head cannot record the job: %s", sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			db_exec(s, "ROLLBACK");
+		jobs_unsubmit(s, id);
+		t->job[0] = '\0';
+		return -1;
+	}
 	return 0;
 }
 
@@ -1345,6 +1441,76 @@ static void sweep_fail(struct sched *s, struct sweep *w, const char *why)
 	sweep_end(s, w, DT_SWEEP_FAILED);
 }
 
+/*
+ * A paused trial whose job is over and gone: if it trained to max_iter, or
+ * its job ended on its own before it could be stopped, there is nothing
+ * left to resume; it is COMPLETED with its last report, never promoted.
+ */
+static void trial_settle_paused(struct sched *s, struct sweep *w, struct trial *t,
+				int job_completed)
+{
+	int at_end = w->cfg.et_max_iter > 0 && t->reached >= w->cfg.et_max_iter;
+
+	if (!at_end && !job_completed)
+		return;
+	if (json_array_size(t->metrics)) {
+		json_t *last = json_array_get(t->metrics, json_array_size(t->metrics) - 1);
+		double v = NAN, res = -1;
+
+		sweep_metric_value(last, w->cfg.metric_name, &v, &res);
+		t->has_value = 1;
+		t->value = v;
+		t->resource = t->reached;
+	}
+	set_reason(&t->reason, "%s before its job could be stopped at the rung: nothing to "
+		   "promote", at_end ? "trained to max_iter" : "finished on its own");
+	if (w->asha)
+		asha_set_trial(w->asha, t->no, ASHA_TRIAL_DONE);
+	search_observe_at(w->search, &t->sg, t->value, SEARCH_COMPLETED, t->resource);
+	trial_set(s, w, t, DT_TRIAL_COMPLETED);
+}
+
+/*
+ * A PRUNED, PAUSED or CANCELLED trial whose job may still run (after a
+ * restart too): stop it, and read what it reports until its last process
+ * is gone, so that what it wrote after the decision, or while dtsched was
+ * down, is recorded like the rest.  Only then is a paused trial settled:
+ * promotable, or COMPLETED (trial_settle_paused()).  Lock held.
+ */
+static void trial_stop(struct sched *s, struct sweep *w, struct trial *t)
+{
+	struct job_view v;
+	char *job_dir, *shared;
+	int over, completed;
+
+	if (!t->job[0] || jobs_view(s, t->job, &v) < 0) {
+		t->stop_pending = 0;
+		if (!strcmp(t->state, DT_TRIAL_PAUSED))
+			trial_settle_paused(s, w, t, 0);
+		return;
+	}
+	over = strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING);
+	if (!over && !v.cancelled)
+		jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ? "pruned by the sweep" :
+			    !strcmp(t->state, DT_TRIAL_PAUSED) ? "paused by the sweep at a rung" :
+			    "the sweep was stopped");
+	if (jobs_view(s, t->job, &v) < 0)
+		return;
+	over = strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING);
+	over = over && !v.tasks_left;
+	completed = !strcmp(v.state, DT_JOB_COMPLETED);
+	job_dir = xstrdup(v.job_dir);
+	shared = xstrdup(v.shared_dir);
+	scan_trial(s, w, t, shared, job_dir, over);   /* the last look once it is gone */
+	free(job_dir);
+	free(shared);
+	if (!over)
+		return;
+	t->stop_pending = 0;
+	if (!strcmp(t->state, DT_TRIAL_PAUSED))
+		trial_settle_paused(s, w, t, completed);
+}
+
 /* Follow trial t's job; lock held. */
 static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 {
@@ -1353,17 +1519,8 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 
 	if (!strcmp(t->state, DT_TRIAL_PRUNED) || !strcmp(t->state, DT_TRIAL_PAUSED) ||
 	    !strcmp(t->state, DT_TRIAL_CANCELLED)) {
-		/* until its job is over (after a restart too): stop it */
-		if (t->stop_pending) {
-			if (!t->job[0] || jobs_view(s, t->job, &v) < 0 ||
-			    (strcmp(v.state, DT_JOB_PENDING) && strcmp(v.state, DT_JOB_RUNNING)))
-				t->stop_pending = 0;
-			else if (!v.cancelled)
-				jobs_cancel(s, t->job, !strcmp(t->state, DT_TRIAL_PRUNED) ?
-					    "pruned by the sweep" :
-					    !strcmp(t->state, DT_TRIAL_PAUSED) ?
-					    "paused by the sweep at a rung" : "the sweep was stopped");
-		}
+		if (t->stop_pending)
+			trial_stop(s, w, t);
 		return;
 	}
 	if (trial_final(t))
@@ -1395,7 +1552,10 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 		scan_trial(s, w, t, shared, job_dir, 1);
 		if (!trial_final(t)) {
 			if (!strcmp(jst, DT_JOB_COMPLETED)) {
-				if (!t->has_value) {
+				if (!t->has_value && !w->cfg.metric_name) {
+					/* a grid or random sweep without a metric: the trial ran */
+					search_observe_at(w->search, &t->sg, NAN, SEARCH_COMPLETED, -1);
+				} else if (!t->has_value) {
 					t->no_metric = 1;
 					set_reason(&t->reason, "no metric: the trial never reported '%s'",
 						   w->cfg.metric_name);
@@ -1491,7 +1651,7 @@ static void sweep_end_paused(struct sched *s, struct sweep *w, const char *state
 static void sweep_top_up(struct sched *s, struct sweep *w)
 {
 	for (;;) {
-		size_t live = 0, waiting = 0;
+		size_t live = 0, waiting = 0, stopping = 0;
 		struct trial *t;
 		struct strbuf err = STRBUF_INIT;
 		int rc, last, promoted;
@@ -1504,14 +1664,21 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		for (size_t i = 0; i < w->nr; i++) {
 			struct job_view v;
 
-			if (trial_final(w->t[i]))
+			if (trial_final(w->t[i])) {
+				stopping += w->t[i]->stop_pending &&
+					    !strcmp(w->t[i]->state, DT_TRIAL_PAUSED);
 				continue;
+			}
 			live++;
 			if (!w->t[i]->job[0] || jobs_view(s, w->t[i]->job, &v) < 0 ||
 			    !strcmp(v.state, DT_JOB_PENDING))
 				waiting++;
 		}
 		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
+			return;
+		/* promotion: no decision while a paused trial's job is still stopping:
+		 * what it reports until it is gone may reach a rung, or max_iter */
+		if (stopping)
 			return;
 		/* promotions before new trials; closing (no trial runs or will start): a
 		 * rung's best goes on even below floor(n / eta) */
@@ -1534,6 +1701,8 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		t->created_us = dt_now_us();
 		t->metrics = json_array();
 		t->resource = -1;
+		t->reached = -1;
+		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
 		rc = trial_submit(s, w, t, &err);
 		if (rc < 0) {
 			struct strbuf why = STRBUF_INIT;
@@ -1577,8 +1746,9 @@ void sweeps_step(struct sched *s)
 		sweep_top_up(s, w);
 		if (sweep_final(w))
 			continue;
+		/* a trial whose job is still stopping is not done reporting */
 		for (size_t k = 0; k < w->nr; k++)
-			live += !trial_final(w->t[k]);
+			live += !trial_final(w->t[k]) || w->t[k]->stop_pending;
 		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
 		    (w->exhausted || w->target_hit || w->nr >= (size_t)w->cfg.max_trials)) {
 			sweep_end_paused(s, w, DT_TRIAL_PRUNED);
@@ -1662,7 +1832,7 @@ static json_t *sweep_json(struct sweep *w)
 			n += !strcmp(w->t[i]->state, trial_states[k]);
 		json_object_set_new(counts, trial_states[k], json_integer(n));
 	}
-	sj = json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
+	sj = json_pack("{s:s,s:s,s:s,s:{s:s?,s:s},s:s,s:s?,s:i,s:i,s:o,s:o,s:o,s:o,s:i,s:i,s:s}",
 		"id", w->id, "name", w->name,
 		"method", w->cfg.method == SWEEP_GRID ? "grid" : w->cfg.method == SWEEP_RANDOM ?
 			  "random" : "bayes",
@@ -1824,18 +1994,27 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 	w->created_us = dt_now_us();
 
 	pthread_mutex_lock(&s->lock);
-	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") < 0) {
-		dt_http_error(resp, 500, "cannot store the sweep: %s", sqlite3_errmsg(s->db));
+	/* acknowledged only once on disk, as a job's submit (jobs-api.c: job_enqueue) */
+	db_begin(s);
+	if (db_exec(s, "INSERT INTO sweeps(state) VALUES('RUNNING')") == 0) {
+		w->seq = sqlite3_last_insert_rowid(s->db);
+		snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
+		w->name = xstrdup(json_get_str(req->json, "name", NULL) ?
+				  json_get_str(req->json, "name", NULL) : w->id);
+	}
+	if (!w->seq || sweep_save(s, w) < 0) {
+		strbuf_addstr(&err, sqlite3_errmsg(s->db));
+		db_rollback(s);
+	} else if (db_commit(s, &err) == 0) {
+		strbuf_reset(&err);
+	}
+	if (err.len) {
+		dt_http_error(resp, 500, "the head cannot record the sweep: %s", err.buf);
 		pthread_mutex_unlock(&s->lock);
 		sweep_free(w);
 		strbuf_release(&err);
 		return;
 	}
-	w->seq = sqlite3_last_insert_rowid(s->db);
-	snprintf(w->id, sizeof(w->id), "s-%06lld", w->seq);
-	w->name = xstrdup(json_get_str(req->json, "name", NULL) ? json_get_str(req->json, "name", NULL)
-			  : w->id);
-	sweep_save(s, w);
 	ALLOC_GROW(sw->v, sw->nr + 1, sw->alloc);
 	sw->v[sw->nr++] = w;
 	dtlog(DTLOG_INFO, "sweep %s (%s): %s search, %d trial(s), parallel %d, seed %llu, by '%s'",
@@ -1854,8 +2033,9 @@ static void h_list(struct dt_http_request *req, struct dt_http_response *resp, v
 
 	(void)req;
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = s->sweeps->nr; i > 0; i--)
-		json_array_append_new(arr, sweep_json(s->sweeps->v[i - 1]));
+	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
+	for (size_t i = 0; i < s->sweeps->nr; i++)
+		json_array_append_new(arr, sweep_json(s->sweeps->v[i]));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }

@@ -14,6 +14,7 @@
 #ifndef DT_SWEEPS_H
 #define DT_SWEEPS_H
 
+#include <math.h>
 #include <stdint.h>
 #include <jansson.h>
 #include "asha.h"
@@ -37,6 +38,43 @@ json_t *sweep_parse_metric_line(const char *line, size_t len, int from_log);
  */
 int sweep_metric_value(const json_t *report, const char *metric, double *value,
 		       double *resource);
+
+/*
+ * A trial's report reader: how far its metric sources have been read, and
+ * the progress of the last report recorded.  sweeps.c keeps it in the
+ * trial's row and saves it in the transaction that stores the reports it
+ * returned (and the decisions made on them); after a restart it goes on
+ * from that copy, so a report the trial wrote before, while or after
+ * dtsched was down is read exactly once: what a lost process read but did
+ * not commit is read again, what it committed never.
+ */
+struct sweep_reader {
+	long long mf_off, log_off;   /* bytes of metrics.jsonl / logs/0.log consumed */
+	double epoch, step;          /* of the last report recorded; -INFINITY: none */
+};
+#define SWEEP_READER_INIT { 0, 0, -INFINITY, -INFINITY }
+
+/* Report r was recorded: the reader's progress is now r's (loading: each stored one in order). */
+void sweep_reader_note(struct sweep_reader *rd, const json_t *r);
+
+/*
+ * The complete lines appended to <root>/<job_rel>/metrics.jsonl, then to
+ * <root>/<job_rel>/logs/0.log (rank 0's stdout), since the last call.  Each
+ * report carrying `metric` goes to `got` in order, and the reader's progress
+ * moves to it; one that repeats a recorded report - its (epoch, step) not
+ * past the last recorded one's, as when a trial resumed from an older
+ * checkpoint runs an epoch again - goes to `refused` instead, as {"file":
+ * "logs/0.log", "offset": <byte of its line>, "report": {...},
+ * "last_epoch": e, "last_step": s} (the progress it was compared with, null
+ * where none).  Reports
+ * with neither epoch nor step are never repeats.  A line not yet ended
+ * waits for the next call.  The files are the trial's own (hostile): no
+ * link followed, no FIFO blocked on, regular files only, at most 2 MiB per
+ * file and call.  A new job of the same trial (a new job dir) zeroes the
+ * offsets and keeps the progress.
+ */
+void sweep_reader_scan(struct sweep_reader *rd, const char *root, const char *job_rel,
+		       const char *metric, json_t *got, json_t *refused);
 
 /* DT_PARAM_<NAME>: upper-cased, every character but [A-Z0-9_] made '_'. */
 void sweep_param_env(struct strbuf *sb, const char *name);

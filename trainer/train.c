@@ -1239,6 +1239,10 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	if (rank0 && !cfg->quiet)
 		print_header(r);
 
+	/* resumed at step `start`: its validation, if one was due, was reported before
+	 * that checkpoint was written; the first report now is the next one */
+	if (start > 0)
+		last_eval = start;
 	r->t0 = now_s();
 	r->last_t = r->t0;
 	progress_init(comm->rank);

@@ -33,6 +33,13 @@ def sign(key: bytes, method: str, path: str, timestamp: str, nonce: str, body: b
     return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
 
 
+def sign_reply(key: bytes, status: int, nonce: str, body: bytes) -> str:
+    """The X-DT-Signature of a reply to the request that carried nonce (protocol.h):
+    what a stand-in for dtsched or an agent must send for our programs to believe it."""
+    msg = "\n".join(["reply", str(status), nonce, hashlib.sha256(body).hexdigest()])
+    return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+
+
 def read_secret(home: str) -> str:
     with open(os.path.join(home, "secret")) as f:
         return f.read().strip()
@@ -70,6 +77,19 @@ class DtApi:
             return status, json.loads(text)
         except ValueError:
             return status, text
+
+    def timed_status(self, busy):
+        """(slowest, count) of GET /v1/status asked every 50 ms while busy() is true
+        (at least 5 times): how long the server keeps a client waiting meanwhile."""
+        worst, n = 0.0, 0
+        while busy() or n < 5:
+            t0 = time.monotonic()
+            st, body = self.request("GET", "/v1/status")
+            assert st == 200, body
+            worst = max(worst, time.monotonic() - t0)
+            n += 1
+            time.sleep(0.05)
+        return worst, n
 
     def wait_task(self, task_id, states=("exited", "failed", "lost"), timeout=20.0):
         """Poll GET /v1/tasks/<id> until its state is one of `states`."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dtapi import PROTOCOL, DtApi, read_secret, sign
+from dtapi import PROTOCOL, DtApi, read_secret, sign, sign_reply
 
 
 def free_port():
@@ -37,9 +37,10 @@ class Agent:
         self.home, self.port, self.name, self.extra = home, port, name, list(extra)
         self.api = DtApi("127.0.0.1", port, read_secret(str(home)))
 
-    def start(self, env=None):
-        p = subprocess.run([self.exe, "--daemon", "--home", str(self.home), "--port",
-                            str(self.port), "--name", self.name, "--gpus", "2"] + self.extra,
+    def start(self, env=None, prefix=()):
+        p = subprocess.run(list(prefix) + [self.exe, "--daemon", "--home", str(self.home),
+                            "--port", str(self.port), "--name", self.name, "--gpus", "2"] +
+                           self.extra,
                            capture_output=True, text=True, timeout=30,
                            env=dict(os.environ, **(env or {})))
         assert p.returncode == 0, "dtagent --daemon failed: %s" % p.stderr
@@ -47,6 +48,9 @@ class Agent:
 
     def pid(self):
         return int((self.home / "agent.pid").read_text())
+
+    def log(self):
+        return (self.home / "agent.log").read_text(errors="replace")
 
     def stop(self):
         subprocess.run([self.exe, "--stop", "--home", str(self.home)], capture_output=True,
@@ -109,6 +113,30 @@ def test_task_lifecycle_and_log(agent, tmp_path):
     # duplicate ids are refused
     st, body = agent.api.request("POST", "/v1/tasks", {"id": "j-1.0", "argv": ["true"]})
     assert st == 409, body
+
+
+def test_id_of_an_earlier_heads_ended_task_is_no_clash(agent):
+    """A start whose id an ended task of another head (another state.db: "head") has is
+    started, the old record replaced; the same head's second start of an id (a retried
+    request) and a start while the old task still runs are refused as before."""
+    req = {"id": "j-000001.0.r0", "argv": ["sh", "-c", "exit 3"], "job_id": "j-000001",
+           "rank": 0, "head": "a" * 32}
+    st, body = agent.api.request("POST", "/v1/tasks", req)
+    assert st == 201, body
+    assert agent.api.wait_task("j-000001.0.r0")["exit_code"] == 3
+    st, body = agent.api.request("POST", "/v1/tasks", dict(req, argv=["true"]))
+    assert st == 409, body                       # the same head: a retry, not a new job
+    st, body = agent.api.request("POST", "/v1/tasks", dict(req, argv=["sh", "-c", "exit 4"],
+                                                           head="b" * 32))
+    assert st == 201, body                       # another head's: replaced, started
+    assert agent.api.wait_task("j-000001.0.r0")["exit_code"] == 4
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-000002.0.r0", "argv": ["sleep", "30"], "head": "a" * 32})
+    assert st == 201, body
+    st, body = agent.api.request("POST", "/v1/tasks", {
+        "id": "j-000002.0.r0", "argv": ["true"], "head": "b" * 32})
+    assert st == 409, body                       # a live task is never replaced
+    agent.api.request("DELETE", "/v1/tasks/j-000002.0.r0", {"grace_ms": 0})
 
 
 def test_failed_start_is_reported(agent):
@@ -370,7 +398,9 @@ def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
     """A supervisor may write "running" and then "exited" within one tick of the
     kernel's coarse file clock. The agent must still see the second version (it
     re-reads every file renamed into place): simulated here with a stopped
-    supervisor and a rewrite that keeps the mtime, which only the inotify path sees."""
+    supervisor and a rewrite that keeps the mtime, which only the inotify path sees.
+    Written by someone other than the supervisor, the end is not taken (issue 26: the
+    supervisor vouches for it on the report socket); the real end then is."""
     st, body = agent.api.request("POST", "/v1/tasks", {"id": "tick", "argv": ["sleep", "60"]})
     assert st == 201, body
     t = agent.api.wait_task("tick", states=("running",), timeout=5)
@@ -386,8 +416,16 @@ def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
         tmp.write_text(json.dumps(j))
         os.utime(tmp, ns=(mtime, mtime))
         os.rename(tmp, f)
+        deadline = time.time() + 5
+        while "task tick: its file says it ended, but its supervisor" not in agent.log():
+            assert time.time() < deadline, agent.log()
+            time.sleep(0.05)
+        st, body = agent.api.request("GET", "/v1/tasks/tick")
+        assert body["task"]["state"] == "running", body
+        os.kill(sup, signal.SIGCONT)
+        os.kill(pid, signal.SIGKILL)
         t = agent.api.wait_task("tick", timeout=5)
-        assert t["state"] == "exited" and t["exit_code"] == 5, t
+        assert t["state"] == "exited" and t["signal"] == 9, t
     finally:
         for p in (pid, sup):
             try:
@@ -398,9 +436,10 @@ def test_task_file_rewritten_within_one_mtime_tick_is_seen(agent):
 
 class FakeHead:
     """A stand-in for dtsched's POST /v1/heartbeat: records every heartbeat body and
-    answers with `policy(body)` -> (status, extra reply fields)."""
+    answers with `policy(body)` -> (status, extra reply fields), signed with the
+    cluster secret `key` as dtsched signs (the agent believes nothing else)."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, key):
         import http.server
         import threading
         head = self
@@ -413,6 +452,8 @@ class FakeHead:
                 code, extra = head.policy(body)
                 out = json.dumps(dict({"protocol": PROTOCOL, "state": "UP"}, **extra)).encode()
                 self.send_response(code)
+                self.send_header("X-DT-Signature",
+                                 sign_reply(key, code, self.headers["X-DT-Nonce"], out))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
@@ -446,8 +487,9 @@ def test_heartbeats_send_a_final_task_until_answered(dtctl_bin, tmp_path):
             state["want_full"] = False
             return 200, {"want_full": True}
         return 200, {}
-    head = FakeHead(policy)
-    a = Agent(dtctl_bin, make_home(tmp_path / "hb-home"), free_port(), name="hb",
+    home = make_home(tmp_path / "hb-home")
+    head = FakeHead(policy, bytes.fromhex(read_secret(str(home))))
+    a = Agent(dtctl_bin, home, free_port(), name="hb",
               extra=["--heartbeat-ms", "100", "--head", "127.0.0.1:%d" % head.port])
     a.start(env={"DTAGENT_NO_CGROUP": "1"})
     try:
@@ -537,12 +579,21 @@ def test_inventory_and_metrics(agent):
     assert agent.api.raw("POST", "/metrics")[0] == 401
 
 
-def test_rank_exits_reach_the_task_and_hostile_ones_do_not(agent, dtctl_bin, tmp_path):
+def report_socket(home):
+    """The agent's report socket (agent/report.c report_socket_name): FNV-1a over its
+    home and our uid, abstract."""
+    h = 1469598103934665603
+    for b in str(home).encode() + os.geteuid().to_bytes(4, "little"):
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "\0dtagent-%016x" % h
+
+
+def test_rank_exits_reach_the_task_and_forged_ones_do_not(agent, dtctl_bin, tmp_path):
     """An MPI rank's logger (`dtshim rank-log`, run in a task) tells the agent of its end
-    through DT_RANK_EXIT_DIR: the task's rank_exits gets {rank, exit_code, signal,
-    ended_at}.  Files planted there by user code that are not such a record (a symlink,
-    a FIFO, garbage, another rank's number, an unknown task) are dropped and deleted, and
-    the agent carries on."""
+    on the agent's report socket (DT_AGENT_SOCKET): the task's rank_exits gets {rank,
+    exit_code, signal, ended_at}.  What another process of the same user sends there
+    (this test, outside the task's tree) is refused and logged with its pid, and a
+    record planted as a file in the tasks dir (the old channel) is nothing."""
     logs = tmp_path / "job" / "logs"
     logs.mkdir(parents=True)
     st, body = agent.api.request("POST", "/v1/tasks", {
@@ -554,25 +605,37 @@ def test_rank_exits_reach_the_task_and_hostile_ones_do_not(agent, dtctl_bin, tmp
     while not (logs / "2.log").exists():
         assert time.time() < deadline
         time.sleep(0.05)
-    # hostile entries for the live task, as the ranks' own user could plant them
-    (tasks / "j-7.0.mpirun@3.rankexit.tmp").symlink_to("/etc/passwd")
-    os.rename(tasks / "j-7.0.mpirun@3.rankexit.tmp", tasks / "j-7.0.mpirun@3.rankexit")
-    os.mkfifo(tasks / "j-7.0.mpirun@4.rankexit.tmp")
-    os.rename(tasks / "j-7.0.mpirun@4.rankexit.tmp", tasks / "j-7.0.mpirun@4.rankexit")
-    for name, text in (("j-7.0.mpirun@5.rankexit", "not json"),
-                       ("j-7.0.mpirun@6.rankexit", '{"rank": 9, "exit_code": 0, '
-                        '"ended_at": "2030-01-01T00:00:00.000000Z"}'),
-                       ("j-nope.0.mpirun@0.rankexit", '{"rank": 0, "exit_code": 0, '
-                        '"ended_at": "2030-01-01T00:00:00.000000Z"}')):
-        (tasks / (name + ".tmp")).write_text(text)
-        os.rename(tasks / (name + ".tmp"), tasks / name)
+    forged = {"kind": "rank_exit", "task": "j-7.0.mpirun", "rank": 2, "exit_code": 0,
+              "signal": 0, "ended_at": "2030-01-01T00:00:00.000000Z"}
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for rec in (forged, dict(forged, rank=3, exit_code=139, signal=11),
+                {"kind": "task_end", "task": "j-7.0.mpirun"}):
+        s.sendto(json.dumps(rec).encode(), report_socket(agent.home))
+    s.sendto(b"not json", report_socket(agent.home))
+    s.close()
+    (tasks / "j-7.0.mpirun@2.rankexit").write_text(json.dumps(forged))
+    # the old channel's file, and a forged final state in the task file itself
+    t = json.loads((tasks / "j-7.0.mpirun.json").read_text())
+    t.update(state="exited", exit_code=139, signal=11)
+    (tasks / "x.tmp").write_text(json.dumps(t))
+    os.rename(tasks / "x.tmp", tasks / "j-7.0.mpirun.json")
     deadline = time.time() + 10
-    while list(tasks.glob("*.rankexit")):
-        assert time.time() < deadline, list(tasks.glob("*.rankexit"))
+    while agent.log().count("refused a ") < 3:
+        assert time.time() < deadline, agent.log()
         time.sleep(0.05)
+    log = agent.log()
+    assert "refused a rank exit report for task 'j-7.0.mpirun' from pid %d" % os.getpid() \
+        in log, log
+    assert "refused a task end report for task 'j-7.0.mpirun' from pid %d" % os.getpid() \
+        in log, log
+    time.sleep(0.3)   # what would have been taken is taken within a 50 ms round
     st, body = agent.api.request("GET", "/v1/tasks/j-7.0.mpirun")
     assert st == 200 and body["task"]["state"] == "running", body
     assert "rank_exits" not in body["task"], body["task"]
+    deadline = time.time() + 5
+    while "task j-7.0.mpirun: its file says it ended, but its supervisor" not in agent.log():
+        assert time.time() < deadline, agent.log()
+        time.sleep(0.05)
     # the rank ends (SIGTERM through rank-log): its record reaches the task
     pid = body["task"]["pid"]
     os.kill(pid, signal.SIGTERM)
@@ -581,4 +644,61 @@ def test_rank_exits_reach_the_task_and_hostile_ones_do_not(agent, dtctl_bin, tmp
     assert [(x["rank"], x["exit_code"], x["signal"]) for x in t["rank_exits"]] == [(2, 143, 15)], t
     rec = json.loads((tmp_path / "job" / "ranks" / "2.json").read_text())
     assert t["rank_exits"][0]["ended_at"] == rec["ended_at"], (t, rec)
-    assert not list(tasks.glob("*.rankexit"))
+    st, text, _ = agent.api.raw("GET", "/metrics")
+    assert 'dtagent_reports_refused_total{node="n1"} 4' in text, text
+
+
+def test_probe_names_are_bounded_and_off_the_request_thread(dtctl_bin, tmp_path):
+    """POST /v1/probe with names that a DNS server never answers (glibc: 5 s x 2 tries
+    each) and one that does not exist, beside a numeric address (issue 26, B4): the
+    probe answers within its timeout_ms, the names failed "within N ms", the number
+    connected, and GET /v1/status answers in its usual milliseconds all the while.
+    More than 256 targets are refused.  The agent runs in a mount namespace of its own
+    whose /etc/resolv.conf names a UDP socket of this test that reads nothing."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root for a private /etc/resolv.conf (unshare -m)")
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        dns.bind(("127.0.0.77", 53))
+    except OSError as e:
+        pytest.skip("cannot bind a silent DNS server at 127.0.0.77:53: %s" % e)
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.77\noptions timeout:5 attempts:2\n")
+    a = Agent(dtctl_bin, make_home(tmp_path / "agent-home"), free_port())
+    a.start(prefix=["unshare", "-m", "sh", "-c",
+                    'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv)])
+    try:
+        targets = [{"node": "slow%d" % i, "address": "slow-%d.dtctl-test.example" % i,
+                    "port": 1} for i in range(3)]
+        targets.append({"node": "self", "address": "127.0.0.1", "port": a.port})
+        out = {}
+
+        def probe():
+            t0 = time.monotonic()
+            out["reply"] = a.api.request("POST", "/v1/probe",
+                                         {"targets": targets, "timeout_ms": 1500})
+            out["s"] = time.monotonic() - t0
+
+        th = __import__("threading").Thread(target=probe)
+        th.start()
+        worst, n = a.api.timed_status(th.is_alive)
+        th.join()
+        st, body = out["reply"]
+        assert st == 200, body
+        assert out["s"] < 4.0, out
+        res = {r["node"]: r for r in body["results"]}
+        assert res["self"]["ok"], res
+        for i in range(3):
+            r = res["slow%d" % i]
+            assert not r["ok"] and r["error"] == \
+                "cannot resolve 'slow-%d.dtctl-test.example' within 1500 ms" % i, r
+        assert worst < 0.5, "GET /v1/status took %.3f s during the probe (%d asked)" % (worst, n)
+        # bounded: more targets than a node has peers
+        st, body = a.api.request("POST", "/v1/probe", {"targets": [targets[3]] * 257})
+        assert st == 400 and "at most 256" in body["error"], body
+        # the hanging lookups are reaped later; the agent still probes numbers at once
+        st, body = a.api.request("POST", "/v1/probe", {"targets": [targets[3]]})
+        assert st == 200 and body["results"][0]["ok"], body
+    finally:
+        a.stop()
+        dns.close()

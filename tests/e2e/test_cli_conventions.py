@@ -298,3 +298,31 @@ def test_short_options_mean_one_thing(dtctl_bin, tmp_path):
             seen.setdefault(short, {}).setdefault(long, []).append(cmd)
     clashes = {s: l for s, l in seen.items() if len(l) > 1}
     assert not clashes, "short options with several meanings: %s" % clashes
+
+
+def test_every_list_is_oldest_first(one):
+    """Issue 27, item 12: `ps --all` and `sweep list` (text and --json) both list the oldest
+    first, the newest last, by submission and creation time (docs/json.md, "Lists")."""
+    f = one.tmp / "order-sweep.yaml"
+    f.write_text("name: order-sweep\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                 "parameters:\n  x: {values: [1]}\n"
+                 "job:\n  name: trial\n  procs_per_node: 1\n  launcher: agent\n"
+                 "  command: [sh, -c, 'echo \"DTCTL_METRIC {\\\"loss\\\": {x}}\"']\n")
+    for name in ("order-a", "order-b"):
+        p = one.dtctl("run", "--name", name, "-p", "1", "--", "true")
+        assert p.returncode == 0, p.stderr
+        p = one.dtctl("sweep", f, timeout=120)
+        assert p.returncode == 0, p.stderr
+    jobs = json.loads(one.dtctl("ps", "--all", "--json").stdout)["jobs"]
+    sweeps = json.loads(one.dtctl("sweep", "list", "--json").stdout)["sweeps"]
+    assert len(jobs) >= 4 and len(sweeps) >= 3, (jobs, sweeps)
+    for what, rows, key in (("ps --all --json", jobs, "submitted_at"),
+                            ("sweep list --json", sweeps, "created_at")):
+        times = [r[key] for r in rows]
+        assert times == sorted(times), (what, times)
+    # the text views in the same order as their JSON
+    ids = [l.split()[0] for l in one.dtctl("ps", "--all").stdout.splitlines()[1:]]
+    assert ids == [j["id"] for j in jobs], ids
+    ids = [l.split()[0] for l in one.dtctl("sweep", "list").stdout.splitlines()[1:]]
+    assert ids == [s["id"] for s in sweeps], ids
+    assert [j["name"] for j in jobs].index("order-a") < [j["name"] for j in jobs].index("order-b")

@@ -13,12 +13,15 @@ that is not running (exit 1, clear message).
 import json
 import re
 import shutil
+import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import HeadCluster, have_python_module
+from dtapi import DtApi, read_secret
 
 HEAD_PORT = 18271
 AGENT_PORT = 18270
@@ -221,3 +224,48 @@ def test_debug_of_a_job_not_running(cluster):
     assert p.returncode == 2 and "no job" in p.stderr, (p.returncode, p.stderr)
     p = cluster.dtctl("debug", "--last", job)
     assert p.returncode == 1 and "no attribution" in p.stderr, p.stderr
+
+
+def test_debug_of_120_processes_keeps_the_agent_answering(cluster):
+    """A rank forks 120 processes with distinct RANK= (issue 26, B5).  Two debug samplings
+    of the job asked at once: one runs, the other is refused (409, one at a time per job);
+    the one that runs attaches gdb to at most 8 of them (the rest "not sampled"); and
+    GET /v1/status of that agent answers in milliseconds while it runs."""
+    job = cluster.submit("-n", 1, "-p", 1, "--name", "forker", "--", "sh", "-c",
+                         'i=0; while [ $i -lt 120 ]; do RANK=$((1000+i)) sleep 6001 & '
+                         'i=$((i+1)); done; wait')
+    try:
+        j = cluster.wait_for(job, lambda j: j["state"] == "RUNNING", 30, "start")
+        name = j["placement"][0]["node"]
+        i = next(k for k in range(1, cluster.fc.n + 1) if cluster.fc.node(k).name == name)
+        api = DtApi(cluster.fc.node(i).addr, cluster.port(i), read_secret(str(cluster.home)),
+                    timeout=60)
+        deadline = time.time() + 30
+        while len(subprocess.run(["pgrep", "-f", "sleep 6001"], capture_output=True,
+                                 text=True).stdout.split()) < 120:
+            assert time.time() < deadline
+            time.sleep(0.2)
+        out = []
+
+        def sample():
+            out.append(api.request("POST", "/v1/debug", {"job_id": job, "sample_ms": 1000}))
+
+        threads = [threading.Thread(target=sample) for _ in range(2)]
+        for t in threads:
+            t.start()
+        worst, n = api.timed_status(lambda: any(t.is_alive() for t in threads))
+        for t in threads:
+            t.join()
+        assert sorted(st for st, _ in out) == [200, 409], out
+        body = next(b for st, b in out if st == 200)
+        refused = next(b for st, b in out if st == 409)
+        assert "already running" in refused["error"], refused
+        ranks = body["ranks"]
+        assert len(ranks) >= 120, len(ranks)
+        native = [r for r in ranks if r["source"] == "native" and r["frames"]]
+        skipped = [r for r in ranks if "not sampled" in r.get("native_error", "")]
+        assert len(native) <= 8 and len(skipped) >= len(ranks) - 8, (len(native), len(skipped))
+        assert worst < 1.0, "GET /v1/status took %.3f s during the sampling (%d asked)" % (
+            worst, n)
+    finally:
+        cluster.cancel(job)

@@ -63,6 +63,19 @@ def test_exit_codes_propagate(ready, run):
     assert p.returncode == 0
 
 
+def test_failing_node_named_on_stderr(ready, run):
+    """A command that prints nothing and fails on one node: one stderr line names that node
+    and its exit code (as pdsh and clush do); the nodes that succeeded get none."""
+    c = ready[0]
+    if c.mode != "netns":
+        pytest.skip("needs one hostname per node")
+    bad = c.nodes[2].name
+    p = run("exec", "--", "sh", "-c", 'test "$(hostname)" != %s' % bad)
+    assert p.returncode == 1
+    assert p.stdout == ""
+    assert p.stderr.splitlines() == ["%s: exit 1" % bad], p.stderr
+
+
 def test_merge_groups(ready, run):
     c = ready[0]
     p = run("exec", "--merge", "--", "sh", "-c",

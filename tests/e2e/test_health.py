@@ -1,12 +1,15 @@
 """Node health (agent/health.h, docs/agents.md "Node health") on a one-node `host: local`
-cluster with two fake GPUs, whose faults are injected through <home>/fake-health.json:
+cluster with two fake GPUs, whose faults are injected through the file the test names in
+cluster.yaml (`agent: {fake_health: FILE}`, test only):
 
   - a hot, thermally throttled GPU makes the node "degraded" (shown, still used);
   - an XID 79 (GPU fallen off the bus) makes it "bad": dtsched drains it with the reason
     (`dtctl nodes`: `bad: XID 79 ... (drained: auto: XID 79 ...)`), no GPU job is placed;
   - /metrics of dtsched and of the agent count it;
   - the XID stays after the file is gone (it happened), the drain survives a dtsched
-    restart, and goes only with `dtctl resume` once the agent (a GPU reset) restarted.
+    restart, and goes only with `dtctl resume` once the agent (a GPU reset) restarted;
+  - a rank that writes <agent home>/fake-health.json (where the agent used to read fake
+    faults) changes nothing (issue 26, B3).
 """
 
 import json
@@ -22,7 +25,9 @@ from conftest import LocalCluster
 def cluster(dtctl_bin, tmp_path):
     c = LocalCluster(dtctl_bin / "dtctl", tmp_path)
     y = c.home / "cluster.yaml"
-    y.write_text(y.read_text().replace("gpus: 0", "gpus: 2"))
+    c.fake = tmp_path / "faults.json"
+    y.write_text(y.read_text().replace("gpus: 0", "gpus: 2").replace(
+        "dead_after: 5s}", "dead_after: 5s, fake_health: %s}" % c.fake))
     with c:
         yield c
 
@@ -57,7 +62,7 @@ def test_faults_degrade_then_drain_until_resumed(cluster):
     c = cluster
     n = wait_for(c, lambda n: n["health"] == "ok", "ok")
     assert n["gpus_total"] == 2 and n["drain_reason"] is None
-    fake = c.home / "fake-health.json"
+    fake = c.fake
 
     # a hot, throttled GPU: degraded, shown, still UP
     fake.write_text(json.dumps({"gpus": {"1": {"temperature": 95, "throttle": ["hw_thermal"]}}}))
@@ -105,3 +110,22 @@ def test_faults_degrade_then_drain_until_resumed(cluster):
     assert p.returncode == 0, p.stderr
     n = node(c)
     assert n["state"] == "UP" and n["drain_reason"] is None, n
+
+
+def test_fake_health_written_by_a_rank_is_ignored(cluster):
+    """A job of the cluster user writes an XID 79 where the agent used to read fake GPU
+    faults (<agent home>/fake-health.json): nothing happens.  Then the test's own fault
+    file (the operator's setting) makes a GPU hot: the node turns degraded, so the agent
+    has read its faults since the rank wrote, and it is still not bad nor drained."""
+    c = cluster
+    wait_for(c, lambda n: n["health"] == "ok", "ok")
+    planted = c.home / "fake-health.json"
+    p = c.dtctl("run", "--", "python3", "-c",
+                "import json, sys; open(sys.argv[1], 'w').write(json.dumps("
+                "{'gpus': {'0': {'xid': [79]}, '1': {'xid': [79]}}}))", planted)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert planted.exists()
+    c.fake.write_text(json.dumps({"gpus": {"1": {"temperature": 95}}}))
+    n = wait_for(c, lambda n: n["health"] == "degraded", "degraded")
+    assert n["state"] == "UP" and n["drain_reason"] is None, n
+    assert "XID" not in json.dumps(n), n

@@ -189,20 +189,29 @@ def test_sweep_trial_metrics_file_hostile(cluster, plant):
     assert ex["trials"][0]["value"] == 1
 
 
-def test_lost_state_db_ids_never_repeat(cluster):
-    old = cluster.submit("--name", "before", "--", "true")
-    j = cluster.wait_job(old, ("COMPLETED",))
-    old_dir = Path(j["job_dir"])
-    (old_dir / "mark").write_text("mine\n")
-    before = sorted(p.name for p in old_dir.iterdir())
+def head_rebuilt(cluster, lose_shared_jobs=False):
+    """dtsched stopped, its state.db (and WAL/SHM) gone, the shared dir's jobs/ too when
+    asked, dtsched started again and the nodes UP in it."""
+    import shutil
     assert cluster.dtctl("head", "stop").returncode == 0
     for suffix in ("", "-wal", "-shm"):
         try:
             (cluster.home / ("state.db" + suffix)).unlink()
         except FileNotFoundError:
             pass
+    if lose_shared_jobs:
+        shutil.rmtree(Path(cluster.fc.shared) / "jobs")
     assert cluster.dtctl("head", "start").returncode == 0
     cluster.wait_nodes_up()
+
+
+def test_lost_state_db_ids_never_repeat(cluster):
+    old = cluster.submit("--name", "before", "--", "true")
+    j = cluster.wait_job(old, ("COMPLETED",))
+    old_dir = Path(j["job_dir"])
+    (old_dir / "mark").write_text("mine\n")
+    before = sorted(p.name for p in old_dir.iterdir())
+    head_rebuilt(cluster)
     new = cluster.submit("--name", "after", "--", "echo", "fresh")
     assert int(new.split("-")[1]) > int(old.split("-")[1]), (old, new)
     j2 = cluster.wait_job(new, ("COMPLETED", "FAILED"))
@@ -213,6 +222,32 @@ def test_lost_state_db_ids_never_repeat(cluster):
     # state.db and its WAL/SHM are private
     for f in cluster.home.glob("state.db*"):
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+
+
+def test_lost_state_db_and_shared_dir_ids_never_repeat(cluster):
+    """The head rebuilt and the shared dir lost as well: only the agents' task files
+    remember the old ids. Their heartbeats raise the next id past them, and the new
+    head's jobs run (no "task ... already exists" failure)."""
+    old = [cluster.submit("--name", "before", "--", "true") for _ in range(2)]
+    for j in old:
+        assert cluster.wait_job(j, ("COMPLETED",))["state"] == "COMPLETED"
+    head_rebuilt(cluster, lose_shared_jobs=True)
+    # the condition the ids rest on: the agents' whole task tables reached the new head
+    deadline = time.time() + 10
+    while True:
+        p = cluster.dtctl("api", "GET", "/v1/tasks")
+        assert p.returncode == 0, p.stderr
+        known = {t["job_id"] for t in json.loads(p.stdout)["tasks"]}
+        if set(old) <= known:
+            break
+        assert time.time() < deadline, known
+        time.sleep(0.1)
+    new = [cluster.submit("--name", "after", "--", "echo", "fresh") for _ in range(3)]
+    highest = max(int(j.split("-")[1]) for j in old)
+    assert all(int(j.split("-")[1]) > highest for j in new), (old, new)
+    for j in new:
+        j2 = cluster.wait_job(j, ("COMPLETED", "FAILED"))
+        assert j2["state"] == "COMPLETED", j2
 
 
 def test_daemonized_rank_is_killed_without_cgroup(cluster):

@@ -104,8 +104,32 @@ def test_json_output(job):
     write(1, [(1, "E", 'say "hi"')])
     r = logs("--shared-dir", str(shared), "--json", "j-000001")
     rec = json.loads(r.stdout)
-    assert rec == {"schema": 1, "node": "n1", "rank": 1, "ranks": [1], "stream": "stderr",
-                   "text": 'say "hi"', "time": ts(1)}
+    assert rec == {"schema": 1, "node": "n1", "rank": 1, "ranks": [1], "attempt": None,
+                   "stream": "stderr", "text": 'say "hi"', "time": ts(1)}
+
+
+def test_marker_lines_give_each_line_its_node_and_attempt(job):
+    """Issue 27, item 5: a rank's log says, at each attempt's start, which node and attempt
+    wrote the lines after it ("<time> A <attempt> <node>", agent/linelog.h); those lines are
+    shown with that node and attempt, whatever placement.json (the latest attempt's) says;
+    the markers are not shown, a malformed one is ignored, and --node picks lines."""
+    shared, jd, write = job
+    write(0, [(1, "A", "0 n7"), (2, "O", "first try"), (3, "E", "boom"),
+              (4, "A", "1 n9"), (5, "O", "second try"), (6, "A", "x"), (7, "O", "still n9")])
+    write(2, [(1.5, "O", "no marker")])
+    base = ["--shared-dir", str(shared)]
+    out = logs(*base, "j-000001").stdout.decode().splitlines()
+    assert out == ["[n2 2] no marker", "[n7 0] first try", "[n7 0] boom",
+                   "[n9 0 retry 1] second try", "[n9 0 retry 1] still n9"], out
+    recs = [json.loads(l) for l in logs(*base, "--json", "j-000001").stdout.splitlines()]
+    assert [(r["node"], r["attempt"]) for r in recs] == \
+        [("n2", None), ("n7", 0), ("n7", 0), ("n9", 1), ("n9", 1)], recs
+    out = logs(*base, "--node", "n9", "j-000001").stdout.decode().splitlines()
+    assert out == ["[n9 0 retry 1] second try", "[n9 0 retry 1] still n9"], out
+    # the file read again from its start (replaced): the markers count again
+    write(0, [(8, "O", "new file, no marker")])
+    out = logs(*base, "--rank", "0", "j-000001").stdout.decode().splitlines()
+    assert out == ["[n1 0] new file, no marker"], out
 
 
 def test_follow_until_job_ends(job):
@@ -135,6 +159,33 @@ def test_follow_until_job_ends(job):
                                          "[n2 2] late rank"]
     assert p.returncode == 1
     assert b"FAILED" in err
+
+
+def test_follow_into_head_ends_quietly(job):
+    """Issue 27, item 8: `dtctl logs -f JOB | head -3` ends as `tail -f | head` does: at once
+    (the job is still running), exit 0, nothing on stderr; both while lines keep coming and
+    when the reader goes while the job is silent."""
+    shared, jd, write = job
+    write(0, [(i, "O", f"line {i}") for i in range(20)])
+    for more in (True, False):
+        sh = (f"{DTCTL} logs -f --interval 50 --shared-dir {shared} j-000001 | head -3; "
+              "echo \"rc=${PIPESTATUS[0]}\"")
+        p = subprocess.Popen(["bash", "-c", sh], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, NO_COLOR="1"))
+        if more:
+            # a writer still going when head has had its 3 lines: the next write meets EPIPE
+            def feed():
+                for i in range(50):
+                    if p.poll() is not None:
+                        return
+                    write(1, [(30 + i, "O", f"more {i}")], mode="a")
+                    time.sleep(0.05)
+            threading.Thread(target=feed, daemon=True).start()
+        out, err = p.communicate(timeout=15)
+        assert out.decode().splitlines() == ["[n1 0] line 0", "[n1 0] line 1",
+                                             "[n1 0] line 2", "rc=0"], (more, out, err)
+        assert err == b"", (more, err)
+    assert not (jd / "state").exists()   # the job never ended: the reader's going ended it
 
 
 def test_follow_latency_under_500ms(job):

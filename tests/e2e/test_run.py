@@ -154,6 +154,45 @@ def test_dry_run_prints_plan_and_starts_nothing(cluster):
     assert len(cluster.jobs()) == before
 
 
+def test_slurm_spellings_of_a_node_count(cluster):
+    """A Slurm user's `-N 2` is a node count as `-n 2` is; `--nodes 2`, Slurm's count, names
+    nodes here: with no node called "2" it exits 2 with the hint, and nothing is queued."""
+    before = len(cluster.jobs())
+    p = cluster.dtctl("run", "--dry-run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("slots=1") == 2, p.stdout
+    p = cluster.dtctl("run", "-N", 2, "-p", 1, "--", "true")
+    assert p.returncode == 0, p.stderr
+    p = cluster.dtctl("run", "--nodes", 2, "-p", 1, "--", "true")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no node is called '2'" in p.stderr and "-n 2 (or Slurm's -N 2)" in p.stderr, p.stderr
+    assert len(cluster.jobs()) == before + 1
+
+
+def test_missing_program_fails_at_once_naming_the_nodes(cluster):
+    """`python` on nodes that have only python3 (Debian 12): the job fails before anything
+    runs, its reason naming the program, every node and the fix."""
+    import shutil
+    if shutil.which("python", path="/usr/local/bin:/usr/bin:/bin"):
+        pytest.skip("this machine has a python")
+    p = cluster.dtctl("run", "-n", 3, "-p", 1, "--", "python", "-c", "print(1)")
+    assert p.returncode == 127, p.stdout + p.stderr     # the shell's "command not found"
+    want = ("'python' not found on %s (Debian has python3): set command: or install "
+            "python-is-python3" % "dtnode[1-3]")
+    if cluster.fc.mode == "netns":
+        assert want in p.stderr, p.stderr
+    else:
+        assert "'python' not found on" in p.stderr, p.stderr
+    p = cluster.dtctl("run", "-p", 1, "--", "no-such-tool")
+    assert p.returncode == 127, p.stderr
+    assert "'no-such-tool' not found on dtnode" in p.stderr, p.stderr
+    assert "install it, or give its full path" in p.stderr, p.stderr
+    p = cluster.dtctl("run", "-p", 1, "-w", "/tmp", "--", "./no-such-tool")
+    assert p.returncode == 127, p.stderr
+    assert "could not start: './no-such-tool' is not an executable file (from '/tmp')" in \
+        p.stderr, p.stderr
+
+
 def test_mpi_launcher_dttrain_2x2(cluster):
     if cluster.fc.mode != "netns":
         pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
@@ -174,8 +213,12 @@ def test_mpi_launcher_dttrain_2x2(cluster):
     assert all(r["exit_code"] == 0 for r in ranks)
     # ranks 2 and 3 ran on the second node, through rank-log
     assert ranks[2]["node"] == j["placement"][1]["node"], ranks
-    line = (jd / "logs" / "0.log").read_text().splitlines()[0]
-    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z [OE] ", line), line
+    # the rank logger's lines: its marker (node, attempt: docs/run.md), output, end marker
+    lines = (jd / "logs" / "0.log").read_text().splitlines()
+    ts = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "
+    assert re.match(ts + "A 0 %s$" % re.escape(j["placement"][0]["node"]), lines[0]), lines
+    assert all(re.match(ts + "[OE] ", l) for l in lines[1:-1]), lines
+    assert re.match(ts + "Z$", lines[-1]), lines
     assert "done:" in p.stdout and "[%s 0]" % j["placement"][0]["node"] in p.stdout
     # the second node's orted came through its agent (`dtagent rsh`), not over ssh: a
     # task of that agent, labelled with the job, exited 0, its output in the job's logs
@@ -716,3 +759,71 @@ def ts_parse(s):
     import calendar
     base, frac = s.rstrip("Z").split(".")
     return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1e6
+
+
+# another job of the same user forging the victim's ends (issue 26, B1/B2): on the
+# agent's report socket, as the old channel's files in the agent's tasks dir, and as
+# a final state written into the victim's task file
+FORGE = r'''
+import json, os, socket, sys, time
+victim, tasks = sys.argv[1], sys.argv[2]
+tid = victim + ".0.mpirun"
+sock = os.environ["DT_AGENT_SOCKET"]
+addr = "\0" + sock[1:] if sock.startswith("@") else sock
+now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for code, sig in ((139, 11), (0, 0)):
+    for rank in range(3):
+        rec = {"kind": "rank_exit", "task": tid, "rank": rank, "exit_code": code,
+               "signal": sig, "ended_at": now}
+        s.sendto(json.dumps(rec).encode(), addr)
+        p = os.path.join(tasks, "%s@%d.rankexit" % (tid, rank))
+        with open(p + ".tmp", "w") as f:
+            f.write(json.dumps(rec))
+        os.rename(p + ".tmp", p)
+s.sendto(json.dumps({"kind": "task_end", "task": tid}).encode(), addr)
+f = os.path.join(tasks, tid + ".json")
+t = json.load(open(f))
+t.update(state="exited", exit_code=139, signal=11)
+with open(f + ".x", "w") as out:
+    out.write(json.dumps(t))
+os.rename(f + ".x", f)
+print("forged-by", os.getpid())
+'''
+
+
+def test_mpi_job_ends_only_from_its_own_ranks(cluster):
+    """Another job of the same user cannot end or fail an MPI job, nor get the node
+    drained, by forging its ranks' exit records (issue 26 B1/B2): three forged failing
+    (signal 11) and three forged successful rank exits on the agent's report socket, the
+    same as files where the agent used to take them, a forged task end and a forged
+    final state in the victim's task file.  The victim keeps running and ends normally
+    from its own rank; the agent logs each refusal with the forger's pid; the node stays
+    UP with no failure counted."""
+    node = cluster.fc.node(1).name
+    victim = cluster.submit("-n", 1, "-p", 1, "--launcher", "mpi", "--nodes", node,
+                            "--name", "victim", "--", "sh", "-c",
+                            "echo victim-start; sleep 15; echo victim-done")
+    cluster.wait_job(victim, ["RUNNING"], 30)
+    deadline = time.time() + 20
+    while "victim-start" not in cluster.logs(victim):
+        assert time.time() < deadline, cluster.logs(victim)
+        time.sleep(0.1)
+    p = cluster.dtctl("run", "-n", 1, "-p", 1, "--nodes", node, "--name", "forger", "--",
+                      PY, "-c", FORGE, victim, cluster.agent_home(1) + "/tasks", timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    forger = int(re.search(r"forged-by (\d+)", p.stdout).group(1))
+    j = cluster.show(victim)
+    assert j["state"] == "RUNNING", j
+    j = cluster.wait_job(victim, ["COMPLETED", "FAILED"], 30)
+    assert j["state"] == "COMPLETED" and j["exit_code"] == 0, j
+    assert "victim-done" in cluster.logs(victim)
+    log = cluster.fc.exec(1, "cat %s/agent.log" % cluster.agent_home(1), user=True).stdout
+    assert ("refused a rank exit report for task '%s.0.mpirun' from pid %d"
+            % (victim, forger)) in log, log
+    assert ("refused a task end report for task '%s.0.mpirun' from pid %d"
+            % (victim, forger)) in log, log
+    assert "task %s.0.mpirun: its file says it ended, but its supervisor" % victim in log, log
+    n = [x for x in json.loads(cluster.dtctl("nodes", "--json").stdout)["nodes"]
+         if x["name"] == node][0]
+    assert n["state"] == "UP" and n["drain_reason"] is None, n

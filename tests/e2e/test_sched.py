@@ -211,6 +211,57 @@ def test_agent_killed_marks_node_down_and_restart_readopts(cluster):
     assert t["state"] == "exited" and t["exit_code"] == 5, t
 
 
+def test_agent_stopped_is_down_at_once_and_pending_says_why(cluster):
+    """`dtagent --stop` (what `dtctl agents stop` runs) tells dtsched: the node is DOWN with
+    "agent stopped" as soon as the stop returns, not dead_after later; a job that needs it
+    waits with a reason counting the DOWN node; the job running there goes on, and ends
+    COMPLETED once the restarted agent adopts its rank (an `agents restart`)."""
+    i = 3
+    name = cluster.fc.node(i).name
+    for n in cluster.fc.nodes:
+        cluster.wait_state(n.name, ["UP"], 10)
+
+    def show(job):
+        return json.loads(cluster.dtctl("show", "--json", job).stdout)["job"]
+
+    def wait(job, what, timeout=15):
+        deadline = time.time() + timeout
+        while True:
+            j = show(job)
+            if what(j):
+                return j
+            assert time.time() < deadline, j
+            time.sleep(0.1)
+
+    p = cluster.dtctl("run", "--detach", "--nodes", name, "-p", "1", "--", "sh", "-c",
+                      "sleep 4; exit 0")
+    assert p.returncode == 0, p.stderr
+    running = p.stdout.strip()
+    wait(running, lambda j: j["state"] == "RUNNING")
+    p = cluster.agent_cmd(i, "--stop")
+    assert p.returncode == 0, p.stderr
+    n = cluster.nodes()[name]
+    assert n["state"] == "DOWN" and n["down_reason"] == "agent stopped", n
+    p = cluster.dtctl("nodes")
+    assert "(down: agent stopped)" in [l for l in p.stdout.splitlines() if l.startswith(name)][0]
+    p = cluster.dtctl("run", "--detach", "-n", "3", "-p", "1", "--", "true")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip()
+    try:
+        j = wait(job, lambda j: "available now" in (j.get("reason") or ""))
+        assert j["state"] == "PENDING", j
+        assert j["reason"].startswith("waiting for 3 node(s) with 1 free slot(s); 2 available "
+                                      "now; 1 DOWN"), j["reason"]
+    finally:
+        cluster.dtctl("cancel", job)
+    assert show(running)["state"] == "RUNNING"
+    cluster.start_agent(i, read_secret(str(cluster.home)))
+    n = cluster.wait_state(name, ["UP"], 10)
+    assert n["down_reason"] is None, n
+    j = wait(running, lambda j: j["state"] not in ("PENDING", "RUNNING"))
+    assert j["state"] == "COMPLETED", j
+
+
 def test_dtsched_kill9_restart_matches_reality(cluster):
     api = cluster.agent_api(2)
     st, body = api.request("POST", "/v1/tasks", {"id": "r-1", "argv": ["sleep", "60"]})
@@ -238,3 +289,44 @@ def test_dtsched_kill9_restart_matches_reality(cluster):
     assert tasks["r-1"]["state"] == "running" and tasks["r-2"]["state"] == "exited", tasks
     assert tasks["r-2"]["exit_code"] == 0
     api.request("DELETE", "/v1/tasks/r-1", {"grace_ms": 0})
+
+
+def test_no_ghost_task_after_a_network_cut(cluster):
+    """A node cut off and restored (issue 26, A1), as its agent's heartbeats reach dtsched:
+    seq 1 says task g-1 runs; then nothing (the cut) until the node is DOWN (g-1 lost,
+    NODE_FAIL); back, seq 3 says g-1 ended during the cut, and dtsched asks for the whole
+    table (want_full); then seq 2, sent before the cut and given up by the agent, arrives
+    late (TCP delivered it after the cut): its "running" is the past and is not taken,
+    so GET /v1/tasks never lists g-1 running again although nothing of it runs."""
+    head = cluster.head
+    base = {"node": "ghost", "port": 9, "agent_pid": 1, "version": "x",
+            "agent_started_at": "2026-01-01T00:00:00.000000Z"}
+    running = {"id": "g-1", "state": "running", "exit_code": None}
+    ended = {"id": "g-1", "state": "exited", "exit_code": 0,
+             "ended_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}
+
+    def beat(seq, tasks, full=False):
+        st, body = head.request("POST", "/v1/heartbeat",
+                                dict(base, seq=seq, tasks=tasks, full=full))
+        assert st == 200, body
+        return body
+
+    def task():
+        st, body = head.request("GET", "/v1/tasks")
+        assert st == 200, body
+        return [t for t in body["tasks"] if t["id"] == "g-1"][0]
+
+    beat(1, [running], full=True)
+    assert task()["state"] == "running"
+    cluster.wait_state("ghost", ["DOWN"], 15)
+    assert task()["state"] == "lost" and task()["reason"] == "NODE_FAIL", task()
+    reply = beat(3, [ended])
+    assert reply["want_full"] is True, reply
+    assert task()["state"] == "exited", task()
+    beat(2, [running])            # the delayed one
+    assert task()["state"] == "exited", task()
+    reply = beat(4, [ended], full=True)
+    assert reply["want_full"] is False, reply
+    assert task()["state"] == "exited", task()
+    beat(5, [])
+    assert task()["state"] == "exited", task()

@@ -340,7 +340,7 @@ parameters:
   mode: {values: [report, silent]}
   x_y: {values: [1.5, 2]}
 job: {name: gridscript, procs_per_node: 1,
-      command: [%s, %s, "{mode}", "{x_y}", "a b; $(echo no) {unknown}"]}
+      command: [%s, %s, "{mode}", "{x_y}", "a b; $(echo no) {} {1}"]}
 """ % (PY, script))
     p = cluster.dtctl("sweep", f, timeout=90)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -356,7 +356,7 @@ job: {name: gridscript, procs_per_node: 1,
         else:
             assert t["no_metric"] is False and t["value"] == float(x) * 20 and t["resource"] == 20
             assert [m["trial"] for m in t["metrics"]] == [t["trial"]] * 2
-            assert t["metrics"][0]["arg"] == "a b; $(echo no) {unknown}"
+            assert t["metrics"][0]["arg"] == "a b; $(echo no) {} {1}"
     assert ex["best"]["params"] == {"mode": "report", "x_y": "2"}
     assert "no metric" in p.stdout, p.stdout
 

@@ -15,7 +15,9 @@ max_iter 27), on what dtsched really did:
 - the rung occupancy that `dtctl sweep status` shows is the model's.
 And the promotion variant (`checkpoint: true`): trials that checkpoint are paused at each
 rung and the top 1/eta resumed from their checkpoints (a stub trial, a kill -9 of dtsched
-in the middle, and dttrain itself).
+in the middle with reports written while it is down, and dttrain itself); trials that
+reach max_iter before they can be paused are never promoted, and a repeated report is
+refused.
 
     flock /tmp/dtctl-fakecluster.lock make e2e BUILD=dev E2E_PATHS=tests/e2e/test_sweep_asha.py
 """
@@ -27,6 +29,7 @@ import signal
 import sqlite3
 import time
 
+from conftest import _alive
 from test_sweep import PY, cluster  # noqa: F401  (cluster: the module fixture, reused)
 
 ETA = 3
@@ -156,9 +159,11 @@ def reports_at(reports, trial, epoch):
 
 # A trial that checkpoints: after each epoch it writes the epoch to $DT_JOB_DIR/ckpt/epoch
 # (temp file + rename), then reports; with DT_RESUME (a promoted trial: the ckpt dir of the
-# job it paused in; a retried job: the checkpoint file) it continues after that epoch.
+# job it paused in; a retried job: the checkpoint file) it continues after that epoch.  It
+# holds SIGTERM (how dtctl stops a job) off between the checkpoint and its report, as a
+# trial must (docs/sweep.md): a stop between the two would lose that epoch's report.
 CKPT_TRIAL = r'''
-import json, os, time
+import json, os, signal, time
 i = int(os.environ["DT_PARAM_I"])
 a, b = ((7 * i) %% 9) / 9.0, 0.5 + ((5 * i) %% 4) / 4.0
 ck = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
@@ -170,10 +175,12 @@ if r:
     print("resumed from epoch %%d" %% start, flush=True)
 for e in range(start + 1, %d + 1):
     time.sleep(%r - time.time() %% %r)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     with open(os.path.join(ck, "epoch.tmp"), "w") as f:
         f.write(str(e))
     os.replace(os.path.join(ck, "epoch.tmp"), os.path.join(ck, "epoch"))
     print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": a + b / e}), flush=True)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 '''
 
 
@@ -259,10 +266,21 @@ def test_promotion_resumes_trials_from_their_checkpoints(cluster):  # noqa: F811
     assert "ASHA: promote (checkpoint: true)" in p.stdout, p.stdout
 
 
+def metric_lines(cluster, job):  # noqa: F811
+    """The epochs rank 0 of `job` reported in its log so far."""
+    try:
+        log = (cluster.fc.shared / "jobs" / job / "logs" / "0.log").read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line.split("DTCTL_METRIC ", 1)[1])["epoch"]
+            for line in log.splitlines() if "DTCTL_METRIC " in line and line.endswith("}")]
+
+
 def test_promotion_survives_kill_9_of_dtsched(cluster):  # noqa: F811
     """dtsched killed while trials wait at a rung and a promoted one runs: the restarted
     one knows which trials are paused (the trials table) and what the rungs hold (the
-    reports, replayed), and the sweep ends as an uninterrupted one would."""
+    reports, replayed), reads every report written while it was down exactly once, and
+    the sweep ends as an uninterrupted one would."""
     sid = promotion_sweep(cluster, "asha-crash")
     deadline = time.time() + 30
     while True:
@@ -275,16 +293,29 @@ def test_promotion_survives_kill_9_of_dtsched(cluster):  # noqa: F811
         time.sleep(0.05)
     pid = int((cluster.home / "dtsched.pid").read_text().split()[0])
     os.kill(pid, signal.SIGKILL)
-    time.sleep(1.0)
+    deadline = time.time() + 10
+    while _alive(pid):
+        assert time.time() < deadline, "dtsched %d survives SIGKILL" % pid
+        time.sleep(0.05)
+    # the head is down: wait until a running trial reports something after the kill
+    seen = {t["job_id"]: len(metric_lines(cluster, t["job_id"])) for t in ex["trials"]
+            if t["state"] in ("PENDING", "RUNNING") and t["job_id"]}
+    deadline = time.time() + 30
+    while not any(len(metric_lines(cluster, j)) > n for j, n in seen.items()):
+        assert time.time() < deadline, seen
+        time.sleep(0.05)
     assert cluster.dtctl("head", "start").returncode == 0
     check_promotion(cluster, sid, "asha-crash")
 
 
 def test_promotion_with_dttrain_resumes_its_checkpoints(cluster):  # noqa: F811
     """The real path: templates/sweep.yaml's trainer trials with `checkpoint: true` and a
-    checkpoint per epoch (32 steps).  Every promoted trial's new job says dttrain
-    "resumed from <the previous job's dir>/ckpt/step-N.ckpt at step N" (N > 0: not a
-    restart) and its first metric report is the epoch after step N."""
+    checkpoint per epoch (32 steps, rank 0 paced at 15 ms a step so that an epoch takes
+    about half a second, not a few milliseconds: a trial that trains all 8 epochs before
+    dtsched can pause it is COMPLETED, never promoted).  Every promoted trial's new job
+    says dttrain "resumed from <the previous job's dir>/ckpt/step-N.ckpt at step N"
+    (N > 0: not a restart) and its first metric report is the epoch after step N; the
+    sweep records each epoch of a trial once."""
     f = cluster.sweep_file("dtprom.yaml", """
 method: random
 metric: {name: val_loss, goal: minimize}
@@ -299,7 +330,7 @@ job:
   procs_per_node: 1
   launcher: agent
   trainer: {model: mlp, hidden: 128, epochs: 8, data: synthetic, train_size: 4096,
-            val_size: 512, threads: 1, batch: 128, checkpoint_every: 32}
+            val_size: 512, threads: 1, batch: 128, checkpoint_every: 32, slow_rank: "0:15"}
 max_trials: 8
 seed: 3
 """)
@@ -307,6 +338,10 @@ seed: 3
     ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED", "STOPPED"], 120)
     assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
     assert sum(t["state"] == "COMPLETED" for t in ex["trials"]) >= 1, ex["trials"]
+    for t in ex["trials"]:
+        epochs = [m["epoch"] for m in t["metrics"]]
+        assert epochs == sorted(set(epochs)), (t["trial"], epochs)   # none twice
+        assert t["state"] != "COMPLETED" or epochs[-1] == 8, (t["trial"], epochs)
     jobs = sorted((j for j in cluster.jobs() if j["name"].startswith("dtprom-t")),
                   key=lambda j: j["id"])
     resumed = 0
@@ -325,3 +360,64 @@ seed: 3
     # 4 go on past epoch 2 and 2 past epoch 4; a fast trial may overrun a rung before its
     # job is stopped (its values there count), so fewer promotions may be needed
     assert resumed >= 2, resumed
+
+
+# SIGTERM held off from the start: epochs 1-3 (epoch 2 twice), then it waits until dtsched
+# stops its job (paused at the first rung), then epochs 4-9 (max_iter) at once, and exits.
+FAST_TRIAL = r'''
+import json, os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+i = int(os.environ["DT_PARAM_I"])
+ck = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
+os.makedirs(ck, exist_ok=True)
+
+
+def report(e):
+    with open(os.path.join(ck, "epoch.tmp"), "w") as f:
+        f.write(str(e))
+    os.replace(os.path.join(ck, "epoch.tmp"), os.path.join(ck, "epoch"))
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": (i + 1) / e}), flush=True)
+
+
+for e in (1, 2, 2, 3):
+    report(e)
+print("stopped" if signal.sigtimedwait({signal.SIGTERM}, 60) else "never stopped", flush=True)
+for e in range(4, 10):
+    report(e)
+'''
+
+
+def test_promotion_trials_at_max_iter_are_never_promoted(cluster):  # noqa: F811
+    """Trials paused at the first rung that report on to max_iter before their job is
+    gone (here: only once they are told to stop).  What they report after the decision is
+    read (it used to be lost), and, at max_iter, they are COMPLETED, one job each: never
+    promoted (they used to be, as a new job that resumed at the end).  The repeated
+    report of epoch 2 is refused and logged, never recorded."""
+    script = cluster.write("fast_trial.py", FAST_TRIAL)
+    f = cluster.sweep_file("asha-fast.yaml", """
+method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  i: {values: [0, 1, 2, 3]}
+early_terminate: {type: hyperband, min_iter: 1, eta: 3, max_iter: 9}
+checkpoint: true
+job: {name: ashafast, procs_per_node: 1, command: [%s, %s]}
+""" % (PY, script))
+    sid = cluster.submit(f)
+    ex = cluster.wait_sweep(sid, ["COMPLETED", "FAILED", "STOPPED"], 60)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    for t in ex["trials"]:
+        log = (cluster.fc.shared / "jobs" / t["job_id"] / "logs" / "0.log").read_text()
+        assert "O stopped" in log, log
+        assert t["state"] == "COMPLETED" and t["resource"] == 9, t
+        assert t["reason"].startswith("trained to max_iter before its job could be stopped"), t
+        assert [m["epoch"] for m in t["metrics"]] == list(range(1, 10)), t
+        assert abs(t["value"] - (int(t["params"]["i"]) + 1) / 9.0) < 1e-9, t
+    jobs = [j for j in cluster.jobs() if j["name"].startswith("asha-fast-t")]
+    assert sorted(j["name"] for j in jobs) == ["asha-fast-t%d" % k for k in (1, 2, 3, 4)], jobs
+    log = (cluster.home / "dtsched.log").read_text()
+    for t in ex["trials"]:
+        refused = [line for line in log.splitlines() if "sweep %s trial %d: " % (sid, t["trial"])
+                   in line and "refused as a repeat" in line]
+        assert len(refused) == 1 and '{"epoch":2,' in refused[0] and \
+            "at byte " in refused[0] and "(epoch 2)" in refused[0], (t["trial"], refused)

@@ -1,6 +1,7 @@
 """dtctl validate: load cluster/job/sweep files, print them resolved, or fail with exit 2
 and one "file:line:col: ..." message on stderr (and nothing on stdout)."""
 import json
+import os
 import re
 
 import pytest
@@ -45,6 +46,7 @@ def test_cluster_json_defaults(dtctl, tmp_path):
     assert c["agent"] == {"port": 7070, "heartbeat": "2s", "heartbeat_ms": 2000,
                           "dead_after": "10s", "dead_after_ms": 10000}
     assert c["install"] == "local" and c["head"]["port"] == 7071
+    assert c["job_files"] == "group"
 
 
 def test_job_json_defaults(dtctl, tmp_path):
@@ -111,6 +113,40 @@ def test_bad_file(dtctl, tmp_path, name, text, want):
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("dtctl: error: %s/%s" % (tmp_path, want))
     assert re.match(r"dtctl: error: .*:\d+:\d+: ", lines[0])
+
+
+HOSTILE = [
+    # a newline in a user name would add a ProxyCommand line to ssh_config
+    ('user: "dtu\\n    ProxyCommand touch /tmp/x"\n', "key 'user': expected a user name"),
+    ('nodes: [{host: gpu1, user: "a b"}]\n', "key 'nodes[0].user': expected a user name"),
+    ('shared_dir: "/n\\nx"\n', "key 'shared_dir': expected a path without control"),
+    ("shared_dir: /n/../etc\n", "key 'shared_dir': expected a path without a '..' component"),
+    ("nodes: [%s]\n" % ("h" * 5000), "key 'nodes[0].host': host 'hhhh"),
+    ('ssh: {identity: "/k\\ney"}\n', "key 'ssh.identity': expected a path without control"),
+    ("ssh: {identity: '/k\"ey'}\n", "key 'ssh.identity': expected a path without quotes"),
+    ("user: !!binary aGk=\n", "YAML tags ('!!binary') are not supported"),
+]
+
+
+@pytest.mark.parametrize("extra,want", HOSTILE)
+def test_hostile_cluster_values(dtctl, tmp_home, tmp_path, extra, want):
+    """Each value that would reach ssh_config, a path or a shell-like context is refused
+    where it is read, with its file:line:col (exit 2), by validate and by init alike,
+    and init writes nothing (no key, secret, ssh_config or copied cluster.yaml)."""
+    base = {"shared_dir": "shared_dir: /n\n", "nodes": "nodes: [gpu1]\n"}
+    key = extra.split(":")[0]
+    text = "".join(v for k, v in base.items() if k != key) + extra
+    p = write(tmp_path, "c.yaml", text)
+    line = text.splitlines().index(extra.rstrip("\n")) + 1
+    for args in (("validate", p), ("-c", p, "init")):
+        r = dtctl(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stdout, r.stderr)
+        assert r.stdout == ""
+        m = re.search(r"dtctl: error: (\S+):(\d+):(\d+): (.*)", r.stderr)
+        assert m and m.group(1) == str(p) and int(m.group(2)) == line, r.stderr
+        assert want in m.group(4), r.stderr
+    assert sorted(os.listdir(tmp_home)) == [], os.listdir(tmp_home)
+    assert not os.path.exists("/tmp/x")
 
 
 def test_good_and_bad_prints_nothing(dtctl, tmp_path):

@@ -236,6 +236,7 @@ def stub_dir(local):
         d.mkdir()
         (d / "train.py").write_text(STUB)
         (d / "train-nested-cli.py").write_text(STUB)
+        (d / "train-bool.py").write_text(STUB)
         (d / "bin").mkdir()
         os.symlink(sys.executable, d / "bin" / "python")
         for p in (d, d / "bin"):
@@ -326,6 +327,65 @@ def test_wandb_probabilities_booleans_and_run_cap(local):
         layers.append(argv[2])
     # 30 draws at p = 0.75: fewer than 15 is below 1 in 1000
     assert layers.count("--layers=[128]") >= 15, layers
+
+
+# W&B's examples/wandb-sweeps/sweeps-boolean-parameters/sweep-bool.yaml, byte for byte
+# (the trailing spaces after the program name included): grid, booleans, no metric:
+SWEEP_BOOL = (
+    "program: train-bool.py  \nmethod: grid\n# Parameters to search over\nparameters:\n"
+    "  optimizer:\n    values: [\"sgd\", \"adam\"]\n  flag1:\n    values:\n    - false\n"
+    "    - true\n  flag2:\n    values:\n    - false\n    - true\n")
+
+
+def test_wandb_sweep_bool_grid_without_metric(local, dtctl_bin):
+    """W&B accepts a grid sweep without a metric, and so do validate and dtsched alike:
+    the real sweep-bool.yaml validates (exit 0) and `dtctl sweep` runs its 8 points, each
+    trial COMPLETED with W&B's argv (--flag1=True, Python's str() of a bool)."""
+    out = validate(dtctl_bin, write(local.tmp, "sweep-bool.yaml", SWEEP_BOOL))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["files"][0]["metric"] is None
+    r, ex = run_sweep(local, "sweep-bool", SWEEP_BOOL)
+    assert r.returncode == 0, r.stdout + r.stderr + local.log("dtsched.log")[-3000:]
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [t["state"] for t in ex["trials"]] == ["COMPLETED"] * 8, ex["trials"]
+    argvs = {tuple(json.loads(trial_lines(local, ex, i, "ARGV")[0])) for i in range(8)}
+    assert len(argvs) == 8, argvs
+    assert ("--flag1=False", "--flag2=True", "--optimizer=adam") in argvs, argvs
+
+
+def test_wandb_interpreter_without_python(local):
+    """A node with python3 and no python (Debian 12): W&B's default command
+    (${env} ${interpreter} ${program} ${args}) runs on python3, as `wandb agent` runs the
+    python it was started with, and the trial's log says so; a command naming `python`
+    itself fails its first trial at once with the name, the node and the fix, which the
+    sweep's own output shows."""
+    import shutil
+    if shutil.which("python", path="/usr/bin:/bin"):
+        pytest.skip("this machine has a python in /usr/bin or /bin")
+    d = stub_dir(local)
+    text = (SWEEP_BOOL.replace("method: grid", "method: grid\nrun_cap: 2") +
+            "job:\n  workdir: %s\n  env: {PATH: '/usr/bin:/bin'}\n" % d)
+    r = local.dtctl("sweep", "--name", "interp", write(local.tmp, "interp.yaml", text),
+                    timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ex = json.loads(local.dtctl("sweep", "export", "interp", "--json").stdout)
+    assert [t["state"] for t in ex["trials"]] == ["COMPLETED"] * 2, ex["trials"]
+    assert trial_lines(local, ex, 0, "ARGV")
+    log = (local.shared / "jobs" / ex["trials"][0]["job_id"] / "logs" / "0.log").read_text()
+    assert "no 'python' on PATH here, so 'python3'" in log, log
+
+    text = text.replace("run_cap: 2", "run_cap: 2\nmax_failures: 1\n"
+                        "command: ['${env}', python, '${program}', '${args}']")
+    r = local.dtctl("sweep", "--name", "nopython", write(local.tmp, "nopy.yaml", text),
+                    timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    node = json.loads(local.dtctl("nodes", "--json").stdout)["nodes"][0]["name"]
+    want = "'python' not found on %s (Debian has python3): set command: or install " \
+           "python-is-python3" % node
+    assert want in r.stdout, r.stdout + r.stderr
+    ex = json.loads(local.dtctl("sweep", "export", "nopython", "--json").stdout)
+    failed = [t for t in ex["trials"] if t["state"] == "FAILED"]
+    assert failed and want in failed[0]["reason"], ex["trials"]
 
 
 def test_wandb_metric_target_stops_the_sweep(local):

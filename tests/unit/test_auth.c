@@ -91,6 +91,38 @@ static void test_sign_vector(void **state)
 	assert_string_equal(sig, EXPECTED_SIG);
 }
 
+/*
+ * A reply's signature (protocol.h), vector from Python:
+ *   hmac.new(bytes.fromhex(SECRET), "reply\n200\n0123456789abcdef0123456789abcdef\n"
+ *            + sha256(b'{"protocol":3,"jobs":[]}\n'), sha256).hexdigest()
+ * and what it is bound to: the status, the nonce, the body, the key.
+ */
+static void test_reply_signature(void **state)
+{
+	static const char body[] = "{\"protocol\":3,\"jobs\":[]}\n";
+	static const char nonce[] = "0123456789abcdef0123456789abcdef";
+	struct dt_auth_key k, other;
+	char sig[DT_SHA256_HEX];
+	size_t n = strlen(body);
+
+	dt_auth_key_from_hex(&k, SECRET);
+	dt_auth_key_from_hex(&other, "ff" SECRET "ff");
+	assert_int_equal(dt_auth_sign_reply(&k, 200, nonce, body, n, sig), 0);
+	assert_string_equal(sig, "7886b9365b541191b4d47de29d176e1d70ab050a01111b8af6a0b3f4f3244fa6");
+	assert_int_equal(dt_auth_verify_reply(&k, 200, nonce, body, n, sig), 0);
+	assert_int_equal(dt_auth_verify_reply(&k, 201, nonce, body, n, sig), -1);
+	assert_int_equal(dt_auth_verify_reply(&k, 200, "0123456789abcdef0123456789abcdee", body, n,
+					      sig), -1);
+	assert_int_equal(dt_auth_verify_reply(&k, 200, nonce, body, n - 1, sig), -1);
+	assert_int_equal(dt_auth_verify_reply(&other, 200, nonce, body, n, sig), -1);
+	assert_int_equal(dt_auth_verify_reply(&k, 200, nonce, body, n, NULL), -1);
+	assert_int_equal(dt_auth_verify_reply(&k, 200, nonce, body, n, "abc"), -1);
+	/* a request refused for its nonce gets an unsigned reply */
+	assert_int_equal(dt_auth_sign_reply(&k, 401, "short", body, n, sig), -1);
+	assert_int_equal(dt_auth_sign_reply(&k, 401, "0123456789abcdef\nx", body, n, sig), -1);
+	assert_int_equal(dt_auth_sign_reply(&k, 401, NULL, body, n, sig), -1);
+}
+
 static void test_verify(void **state)
 {
 	struct dt_auth_key k, other;
@@ -292,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_key),
 		cmocka_unit_test(test_sign_vector),
 		cmocka_unit_test(test_verify),
+		cmocka_unit_test(test_reply_signature),
 		cmocka_unit_test(test_sign_cached),
 		cmocka_unit_test(test_sign_threads),
 		cmocka_unit_test(test_nonce_cache),

@@ -28,6 +28,95 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+	/* values that reach ssh_config, paths or a shell-like context (issue 26, C1-C6) */
+	{ "user_newline_proxycommand", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "user: \"dtu\\n    ProxyCommand touch /tmp/x\"\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:7: key 'user': expected a user name of at most 32 letters, digits, '.', '_' "
+	  "and '-' (not first), found 'dtu...'" },
+	{ "node_user_space", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "nodes: [{host: a, user: \"a b\"}]\n",
+	  "t.yaml:3:25: key 'nodes[0].user': expected a user name of at most 32 letters, digits, "
+	  "'.', '_' and '-' (not first), found 'a b'" },
+	{ "user_leading_dash", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "user: -oProxyCommand=x\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:7: key 'user': expected a user name of at most 32 letters, digits, '.', '_' "
+	  "and '-' (not first), found '-oProxyCommand=x'" },
+	{ "shared_dir_newline", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: \"/nfs\\nx\"\n"
+	  "nodes: [local]\n",
+	  "t.yaml:2:13: key 'shared_dir': expected a path without control characters (newline, "
+	  "tab), found '/nfs...'" },
+	{ "shared_dir_dotdot", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs/../etc\n"
+	  "nodes: [local]\n",
+	  "t.yaml:2:13: key 'shared_dir': expected a path without a '..' component, found "
+	  "'/nfs/../etc'" },
+	{ "host_over_253", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "nodes: [{host: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}]\n",
+	  "t.yaml:3:16: key 'nodes[0].host': host 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' is "
+	  "not a host name or address (at most 253 letters, digits, '.', '-', '_' or ':')" },
+	{ "identity_newline", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "ssh: {identity: \"/k\\ney\"}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:17: key 'ssh.identity': expected a path without control characters (newline, "
+	  "tab), found '/k...'" },
+	{ "identity_quote", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "ssh: {identity: '/k\"ey'}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:17: key 'ssh.identity': expected a path without quotes or backslashes, found "
+	  "'/k\"ey'" },
+	{ "head_address_space", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "head: {address: \"a b\"}\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:17: key 'head.address': expected a host name or address (at most 253 letters, "
+	  "digits, '.', '-', '_' or ':'), found 'a b'" },
+	{ "yaml_tag_binary", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "user: !!binary aGk=\n"
+	  "nodes: [local]\n",
+	  "t.yaml:3:7: YAML tags ('!!binary') are not supported; write the value without one" },
+	{ "yaml_tag_local_map", "job",
+	  "command: [x]\n"
+	  "env: !mine {A: b}\n",
+	  "t.yaml:2:6: YAML tags ('!mine') are not supported; write the value without one" },
+	{ "sweep_placeholder_unknown", "sweep",
+	  "method: grid\n"
+	  "parameters: {lr: {values: [1, 2]}}\n"
+	  "job: {command: [python, t.py, \"--lr={lr}\", \"{y}\"]}\n",
+	  "t.yaml:3:44: key 'job.command[3]': placeholder '{y}' names no parameter (parameters: lr)" },
+	{ "sweep_placeholder_open", "sweep",
+	  "method: grid\n"
+	  "parameters: {lr: {values: [1, 2]}}\n"
+	  "job: {command: [python, t.py, \"{\"]}\n",
+	  "t.yaml:3:31: key 'job.command[2]': '{' opens a placeholder that does not close: write "
+	  "'{name}' of a parameter (lr)" },
+	{ "sweep_placeholder_conversion", "sweep",
+	  "method: grid\n"
+	  "parameters: {lr: {values: [1, 2]}}\n"
+	  "job: {command: [python, t.py], env: {LR: \"{lr!r}\"}}\n",
+	  "t.yaml:3:42: key 'job.env.LR': placeholder '{lr!r}': only '{name}' of a parameter is "
+	  "replaced, without conversion or format (lr)" },
 	{ "fanout_not_int", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -65,7 +154,7 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\n"
 	  "colour: red\n"
 	  "nodes: [local]\n",
-	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health')" },
+	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health', 'job_files')" },
 	{ "duration_plain_number", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -118,6 +207,12 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: nfs/dt\n"
 	  "nodes: [local]\n",
 	  "t.yaml:2:13: key 'shared_dir': expected an absolute path (the same on every node), found 'nfs/dt'" },
+	{ "fake_health_relative", "cluster",
+	  "cluster: lab\n"
+	  "shared_dir: /nfs\n"
+	  "nodes: [local]\n"
+	  "agent: {fake_health: faults.json}\n",
+	  "t.yaml:4:22: key 'agent.fake_health': expected an absolute path on the nodes, found 'faults.json'" },
 	{ "missing_nodes", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n",

@@ -25,9 +25,10 @@ static void rec_history(struct job *j, const char *state, const char *reason)
 	strbuf_addf(&trace, "history:%s:%s ", state, reason ? reason : "-");
 }
 
-static void rec_row(struct sched *s, struct job *j)
+static int rec_row(struct sched *s, struct job *j)
 {
 	strbuf_addf(&trace, "row:%s ", j->state);
+	return 0;
 }
 
 static void rec_state_file(const struct job *j)

@@ -280,6 +280,39 @@ static void test_parse_options_errors(void **state)
 	assert_int_equal(parse_in_child(1, a7), 2);
 }
 
+/* The program a command runs, found as execvp() finds it; through env(1) too. */
+static void test_locate_program(void **state)
+{
+	static const char *const wandb[] = { "/usr/bin/env", "-u", "X", "A=1", "python", "t.py" };
+	static const char *const plain[] = { "sh", "-c", "true" };
+	static const char *const bare_env[] = { "env", "A=1" };
+	struct strbuf found = STRBUF_INIT;
+	char dir[] = "/tmp/dt-locate-XXXXXX";
+	struct strbuf p = STRBUF_INIT;
+	int fd;
+
+	assert_int_equal(argv_program_index(wandb, 6), 4);
+	assert_int_equal(argv_program_index(plain, 3), 0);
+	assert_int_equal(argv_program_index(bare_env, 2), -1);
+	assert_non_null(mkdtemp(dir));
+	strbuf_addf(&p, "%s/tool", dir);
+	fd = open(p.buf, O_WRONLY | O_CREAT, 0644);   /* not executable yet */
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(locate_program("tool", dir, NULL, &found), -1);
+	assert_int_equal(chmod(p.buf, 0755), 0);
+	assert_int_equal(locate_program("tool", "/nonexistent::/x", dir, &found), 0);  /* "" = cwd */
+	assert_string_equal(found.buf, p.buf);
+	assert_int_equal(locate_program("./tool", NULL, dir, &found), 0);
+	assert_int_equal(locate_program("tool", "/nonexistent", dir, &found), -1);
+	assert_int_equal(locate_program("sh", NULL, NULL, &found), 0);   /* execvp's default */
+	assert_int_equal(locate_program(dir, NULL, NULL, &found), -1);   /* a dir is no program */
+	unlink(p.buf);
+	rmdir(dir);
+	strbuf_release(&p);
+	strbuf_release(&found);
+}
+
 static void test_run_command_codes(void **state)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
@@ -640,6 +673,7 @@ int main(void)
 		cmocka_unit_test(test_parse_options_bool_values),
 		cmocka_unit_test(test_parse_options_errors),
 		cmocka_unit_test(test_run_command_codes),
+		cmocka_unit_test(test_locate_program),
 		cmocka_unit_test(test_run_parallel),
 		cmocka_unit_test(test_timestamps),
 		cmocka_unit_test(test_json_helpers),

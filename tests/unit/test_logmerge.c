@@ -390,6 +390,60 @@ static void test_term_clean_len(void **state)
 	}
 }
 
+/*
+ * Markers (issue 27): "A <attempt> <node>" gives the lines after it their node
+ * and attempt, "Z" ends the attempt (logset_unsettled()); neither is handed
+ * out.  A file of 20000 markers in a row with invented names is read without
+ * recursion, and costs at most 4096 names; a line's node stays valid after
+ * later markers.
+ */
+static void test_markers(void **state)
+{
+	struct strbuf data = STRBUF_INIT, path = STRBUF_INIT;
+	const struct logline *l;
+	const char *first_node = NULL;
+	struct logset ls;
+	int seen = 0;
+
+	(void)state;
+	strbuf_addf(&path, "%s/m.log", dir);
+	strbuf_addstr(&data, "2026-11-22T10:00:00.000001Z A 0 nodeA\n"
+		      "2026-11-22T10:00:00.000002Z O one\n"
+		      "2026-11-22T10:00:00.000003Z A bad\n");
+	for (int i = 0; i < 20000; i++)
+		strbuf_addf(&data, "2026-11-22T10:00:01.000000Z A 1 n%d\n", i);
+	strbuf_addstr(&data, "2026-11-22T10:00:02.000000Z O two\n");
+	write_at(path.buf, data.buf, data.len, 0);
+	logset_init(&ls);
+	logset_add(&ls, path.buf, 0, "placed");
+	logset_begin(&ls, LOGSET_ALL);
+	while ((l = logset_next(&ls))) {
+		if (!seen++) {
+			assert_string_equal(l->text, "one");
+			assert_string_equal(l->node, "nodeA");
+			assert_int_equal(l->attempt, 0);
+			first_node = l->node;
+		} else {
+			assert_string_equal(l->text, "two");
+			assert_string_equal(l->node, "?");   /* past the 4096 names */
+			assert_int_equal(l->attempt, 1);
+		}
+	}
+	assert_int_equal(logset_end(&ls), 0);
+	assert_int_equal(seen, 2);
+	assert_string_equal(first_node, "nodeA");    /* still valid */
+	assert_true(ls.names.nr <= 4096);
+	assert_int_equal(logset_unsettled(&ls, NULL), 1);
+	write_at(path.buf, "2026-11-22T10:00:03.000000Z Z\n", 30, 1);
+	logset_begin(&ls, LOGSET_ALL);
+	assert_null(logset_next(&ls));
+	assert_int_equal(logset_end(&ls), 0);
+	assert_int_equal(logset_unsettled(&ls, NULL), 0);
+	logset_release(&ls);
+	strbuf_release(&data);
+	strbuf_release(&path);
+}
+
 static int setup(void **state)
 {
 	rng_state = (unsigned long long)time(NULL);
@@ -415,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_term_clean_len),
 		cmocka_unit_test(test_merge_matches_reference),
 		cmocka_unit_test(test_merge_growing_files),
+		cmocka_unit_test(test_markers),
 	};
 
 	return cmocka_run_group_tests_name("logmerge", tests, setup, teardown);

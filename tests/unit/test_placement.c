@@ -56,7 +56,17 @@ static void test_two_jobs_never_share(void **state)
 	assert_int_equal(r1.node[1], 1);
 	placement_commit(n, &r1, 2);
 	assert_int_equal(placement_try(n, 2, &req, &r2, &why), PLACE_WAIT);
-	assert_string_equal(why.buf, "waiting for 2 node(s) with 2 free slot(s); 0 available now");
+	assert_string_equal(why.buf, "waiting for 2 node(s) with 2 free slot(s); 0 available now; "
+			    "2 busy");
+	/* why the others are not available: DOWN and DRAINED nodes counted apart */
+	mknode(&n[0], "n1", 2);
+	mknode(&n[1], "n2", 2);
+	n[0].up = 0;
+	n[1].drained = 1;
+	strbuf_reset(&why);
+	assert_int_equal(placement_try(n, 2, &req, &r2, &why), PLACE_WAIT);
+	assert_string_equal(why.buf, "waiting for 2 node(s) with 2 free slot(s); 0 available now; "
+			    "1 DOWN; 1 DRAINED");
 	strbuf_release(&why);
 }
 

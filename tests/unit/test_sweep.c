@@ -220,6 +220,65 @@ static void test_config_from_json(void **state)
 }
 
 /*
+ * One checker: every sweep file the loader accepts (what `dtctl validate`
+ * says) is accepted by dtsched in the form dtctl sends, with the same
+ * max_trials; W&B's rule that grid and random need no metric holds in both
+ * (W&B's examples/wandb-sweeps/sweeps-boolean-parameters/sweep-bool.yaml is
+ * the first), and a bayes sweep without one is refused by both, in the same
+ * words.
+ */
+static void test_config_one_checker(void **state)
+{
+	static const struct {
+		const char *yaml;
+		int max_trials;
+	} ok[] = {
+		{ "program: train-bool.py  \nmethod: grid\n# Parameters to search over\n"
+		  "parameters:\n  optimizer:\n    values: [\"sgd\", \"adam\"]\n  flag1:\n"
+		  "    values:\n    - false\n    - true\n  flag2:\n    values:\n    - false\n"
+		  "    - true\n", 8 },
+		{ "program: t.py\nmethod: random\nrun_cap: 3\nparameters: {lr: {min: 0.1, max: 1}}\n", 3 },
+		{ "program: t.py\nmethod: grid\nrun_cap: 2\nparameters: {a: {values: [1, 2, 3]}}\n", 2 },
+		{ "program: t.py\nmethod: grid\nmax_failures: 0\nparameters: {a: {values: [1, 2]}}\n", 2 },
+		{ "method: grid\nparameters: {a: {min: 1, max: 4}}\n"
+		  "job: {procs_per_node: 1, command: [t]}\n", 4 },
+	};
+	static const char bayes[] =
+		"program: t.py\nmethod: bayes\nrun_cap: 3\nparameters: {lr: {min: 0.1, max: 1}}\n";
+	struct sweep_config c, d;
+	struct strbuf err = STRBUF_INIT, err2 = STRBUF_INIT;
+	json_t *o;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		assert_int_equal(sweep_config_parse(&c, ok[i].yaml, strlen(ok[i].yaml), "t.yaml",
+						    &err), 0);
+		o = sweep_config_to_json(&c);
+		if (sweep_config_from_json(&d, o, &err) < 0)
+			fail_msg("file %zu: validate accepts it, dtsched says: %s", i, err.buf);
+		assert_int_equal(d.max_trials, ok[i].max_trials);
+		assert_int_equal(c.max_trials, ok[i].max_trials);
+		assert_int_equal(!d.metric_name, !c.metric_name);
+		sweep_config_release(&d);
+		sweep_config_release(&c);
+		json_decref(o);
+	}
+	assert_int_equal(sweep_config_parse(&c, bayes, strlen(bayes), "b.yaml", &err), -1);
+	assert_string_equal(err.buf, "b.yaml:1:1: missing required key 'metric' (bayes search "
+			    "needs a metric to optimise)");
+	assert_int_equal(sweep_config_parse(&c, ok[1].yaml, strlen(ok[1].yaml), "t.yaml", &err2), 0);
+	o = sweep_config_to_json(&c);
+	json_object_set_new(o, "method", json_string("bayes"));
+	strbuf_reset(&err2);
+	assert_int_equal(sweep_config_from_json(&d, o, &err2), -1);
+	assert_string_equal(err2.buf, "sweep: missing required key 'metric' (bayes search needs "
+			    "a metric to optimise)");
+	json_decref(o);
+	sweep_config_release(&c);
+	strbuf_release(&err);
+	strbuf_release(&err2);
+}
+
+/*
  * W&B's bands (max_iter 100, s 3, eta 3: 3, 11, 33) and a fractional eta
  * reach dtsched: its config has them and its ASHA has its rungs there.
  */
@@ -481,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_trial_spec_trainer),
 		cmocka_unit_test(test_config_from_json),
 		cmocka_unit_test(test_config_from_json_bands),
+		cmocka_unit_test(test_config_one_checker),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_param_env),
 		cmocka_unit_test(test_pyfmt),

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,6 +126,7 @@ static void test_roundtrip(void **state)
 	t.exit_code = 143;
 	t.signal = 15;
 	t.stop_requested = 1;
+	t.vouches = 1;
 	t.created_us = dt_timestamp_parse("2026-11-22T10:00:00.123456Z");
 	t.ended_us = t.created_us + 1500000;
 	assert_int_equal(task_save(dir, &t), 0);
@@ -150,6 +153,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(back.exit_code, 143);
 	assert_int_equal(back.signal, 15);
 	assert_true(back.stop_requested);
+	assert_true(back.vouches);    /* its supervisor reports its end (agent/report.h) */
 	assert_int_equal(back.created_us, t.created_us);
 	assert_int_equal(back.ended_us, t.ended_us);
 	assert_int_equal(back.started_us, 0);
@@ -163,6 +167,7 @@ static void test_roundtrip(void **state)
 	assert_string_equal(json_get_str(api, "created_at", ""), "2026-11-22T10:00:00.123456Z");
 	assert_true(json_is_null(json_object_get(api, "started_at")));
 	assert_null(json_object_get(api, "marker"));
+	assert_null(json_object_get(api, "vouches"));
 	{
 		struct strbuf dump = STRBUF_INIT;
 
@@ -172,12 +177,14 @@ static void test_roundtrip(void **state)
 	}
 	json_decref(api);
 
-	/* a missing exit code stays missing */
+	/* a missing exit code stays missing; an older supervisor's file does not vouch */
 	back.has_exit = 0;
 	back.state = TASK_RUNNING;
+	back.vouches = 0;
 	assert_int_equal(task_save(dir, &back), 0);
 	task_release(&back);
 	assert_int_equal(task_load(dir, "t-1", &back, &err), 0);
+	assert_false(back.vouches);
 	assert_false(back.has_exit);
 	assert_int_equal(back.state, TASK_RUNNING);
 
@@ -305,6 +312,30 @@ static void test_linelog(void **state)
 	strbuf_release(&plain);
 }
 
+/* what cannot be written is counted: the rank's lines, never the writer's A/Z markers */
+static void test_linelog_loss(void **state)
+{
+	struct linelog l;
+	struct strbuf out = STRBUF_INIT;
+	struct log_loss loss = { 0, 0, 0 };
+	int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		skip();
+	linelog_marker(&out, 1, "n1");
+	linelog_init(&l, 'O', 0);
+	linelog_feed(&l, "one\ntwo\n", 8, &out);
+	linelog_end_marker(&out);
+	assert_int_equal(linelog_write(fd, &out, &loss), ENOSPC);
+	assert_int_equal(loss.lines, 2);
+	assert_int_equal(loss.err, ENOSPC);
+	assert_true(loss.bytes > 8);
+	assert_int_equal(out.len, 0);
+	linelog_release(&l);
+	strbuf_release(&out);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_load_dir),
 		cmocka_unit_test(test_linelog),
+		cmocka_unit_test(test_linelog_loss),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

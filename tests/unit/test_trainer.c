@@ -462,6 +462,51 @@ static void test_resume_adamw_accum(void **state)
 	check_resume("adamw", 2, 9);
 }
 
+/*
+ * A resume reports what comes after its checkpoint, never again what came
+ * before: from the end of epoch 1 the first validation is epoch 2's, and
+ * from the final checkpoint (a sweep trial promoted after it had trained to
+ * the end) there is none (it used to report the last epoch again).
+ */
+static void test_resume_reports_next_epoch(void **state)
+{
+	struct train_config c;
+	struct train_result res;
+	struct strbuf dir = STRBUF_INIT, ck = STRBUF_INIT, metrics = STRBUF_INIT;
+	struct strbuf text = STRBUF_INIT;
+
+	small_config(&c);
+	c.epochs = 3;           /* 13 batches per epoch, 39 steps */
+	c.checkpoint_dir = tmp_path(&dir, "ck-epochs");
+	c.checkpoint_every = 13;
+	c.keep_checkpoints = 100;
+	assert_int_equal(run(&c, &res), 0);
+	free(res.params);
+
+	strbuf_addf(&ck, "%s/step-%09d.ckpt", dir.buf, 13);
+	c.resume = ck.buf;
+	c.checkpoint_dir = NULL;
+	c.metrics = tmp_path(&metrics, "resume-epoch1.jsonl");
+	assert_int_equal(run(&c, &res), 0);
+	free(res.params);
+	assert_true(strbuf_read_file(&text, metrics.buf, 0) > 0);
+	if (strncmp(text.buf, "{\"step\": 26, \"epoch\": 2.0, ", 26))
+		fail_msg("resumed at step 13, first report: %s", text.buf);
+
+	c.resume = dir.buf;     /* 'latest': the final checkpoint, step 39 */
+	c.metrics = tmp_path(&metrics, "resume-end.jsonl");
+	assert_int_equal(run(&c, &res), 0);
+	free(res.params);
+	strbuf_reset(&text);
+	assert_int_equal(strbuf_read_file(&text, metrics.buf, 0), 0);
+	if (text.len)
+		fail_msg("resumed at the end, reported again: %s", text.buf);
+	strbuf_release(&dir);
+	strbuf_release(&ck);
+	strbuf_release(&metrics);
+	strbuf_release(&text);
+}
+
 /* A checkpoint file is all-or-nothing and checksummed. */
 static void test_checkpoint_corrupt(void **state)
 {
@@ -547,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_sampler),
 		cmocka_unit_test(test_learns_synthetic),
 		cmocka_unit_test(test_resume_sgd),
+		cmocka_unit_test(test_resume_reports_next_epoch),
 		cmocka_unit_test(test_resume_adamw_accum),
 		cmocka_unit_test(test_checkpoint_corrupt),
 		cmocka_unit_test(test_accum_matches_batch),

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include "auth.h"
 #include "beacon.h"
@@ -145,6 +146,24 @@ struct heartbeat {
 int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
 void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
+/* a node's heartbeat time and inventory are written at most this often
+ * (state changes, drain/resume and new agents at once) */
+#define HB_SAVE_US (60 * 1000000LL)
+
+/* nodes.c: the node table (lock held unless said) */
+int nodes_init(struct sched *s);            /* prepare its statements, load it */
+void nodes_tick(struct sched *s);           /* failure detection: UP/SUSPECT/DOWN by age */
+void nodes_flush(struct sched *s);          /* write the dirty nodes (one transaction) */
+int task_state_final_str(const char *s);
+void db_save_node(struct sched *s, struct node *n);
+void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason);
+/* *dst = a copy of v (NULL: none); 1 when it changed */
+int node_str_set(char **dst, const char *v);
+void node_derive(struct node *n);           /* its counts and health from inventory, tasks */
+void node_check_health(struct sched *s, struct node *n);   /* drain a bad one */
+void node_set_state(struct sched *s, struct node *n, const char *state);
+/* a task id an agent reported: ids of new jobs never repeat it */
+void note_task_id(struct sched *s, const char *id);
 struct node *node_find(struct sched *s, const char *name);
 /*
  * Are the jobs' tasks on n (NULL: unknown) gone?  DOWN, except while the
@@ -175,6 +194,11 @@ void node_free(struct node *n);
  */
 size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
 		    char *reply, size_t reply_size);
+/* db.c: state.db made private and opened (-1: why in err); its schema */
+int db_open(struct sched *s, const char *path, struct strbuf *err);
+int db_schema(struct sched *s);
+/* this state.db's random id (s->head_id), made with it */
+int head_id_load(struct sched *s);
 int db_exec(struct sched *s, const char *sql);
 /* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
 void db_begin(struct sched *s);
@@ -182,7 +206,23 @@ int db_commit(struct sched *s, struct strbuf *err);
 /* Undo the writes since db_begin() (and end its transaction). */
 void db_rollback(struct sched *s);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
-void sched_wake(struct sched *s);
+static inline void sched_wake(struct sched *s)
+{
+	pthread_kill(s->main_thread, SIGUSR1);
+}
+
+/* heartbeat.c: POST /v1/heartbeat; the UDP beacon socket (-1: none) */
+void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+int beacon_open(struct sched *s);
+/* r (an entry of s->refused) was refused within dead_after of now (mono ms) */
+int refused_recent(const struct sched *s, const json_t *r, long long now);
+/* nodes-api.c: GET /v1/nodes, /v1/nodes/<name>, .../drain, .../resume, /v1/tasks */
+void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_drain(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */

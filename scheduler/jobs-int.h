@@ -130,7 +130,11 @@ struct launch_arg {
 long long hang_start(struct sched *s, struct job *j, int automatic);
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
-/* jobs.c */
+/* job.c: the job object, its files and JSON, its transitions */
+/* the mtime of <job_dir>/<name> in ns (0: none), read safely */
+long long job_mtime_ns(const struct job *j, const char *name);
+/* the ranks of j's attempt (its backend's view; ending: it ends now), else the last one's */
+json_t *ranks_json(struct sched *s, const struct job *j, int ending);
 /* for mpi jobs: the attempt's ranks/<r>.json records, indexed by rank (null: none) */
 json_t *mpi_rank_records(const struct job *j);
 /* a rank's state that is over; mark a rank that had not ended as killed (or lost) */
@@ -149,6 +153,7 @@ int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
 void write_state_file(const struct job *j);
 void write_placement_file(const struct job *j);
+/* jobs.c: the lifecycle (jobs_init, jobs_step: sched-int.h) */
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
 json_t *job_json(struct sched *s, const struct job *j, int detail);

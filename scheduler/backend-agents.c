@@ -2,7 +2,7 @@
  * backend-agents.c - the agents backend (backend.h): ranks run as tasks of
  * our agents, one POST /v1/tasks per node (jobs-launch.c), stopped with
  * DELETE /v1/tasks/<id>, their ends learnt from the agents' heartbeats (the
- * node table's task states, sched.c) and, for mpi jobs, from the rank
+ * node table's task states, nodes.c) and, for mpi jobs, from the rank
  * records in the job dir; before an attempt starts, the fabric gate and the
  * connectivity probe (fabric-head.c, probe.c) run.  The lifecycle reaches all
  * of it only through agents_backend.

@@ -80,7 +80,7 @@ struct sched_backend {
 	void (*release)(struct sched *s);
 };
 
-/* jobs.c: an empty end (rank -1), and its release */
+/* job.c: an empty end (rank -1), and its release */
 void attempt_end_init(struct attempt_end *e);
 void attempt_end_release(struct attempt_end *e);
 

@@ -33,7 +33,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	 * was set up again: an id whose job dir exists on the shared dir belongs
 	 * to an earlier job, so the counter jumps past the highest one there; and
 	 * when the shared dir was lost too, the agents' task files still name the
-	 * old ids: their heartbeats raised agents_seq_max (sched.c).  An id the
+	 * old ids: their heartbeats raised agents_seq_max (nodes.c).  An id the
 	 * agents' knowledge missed (a node that had not reported yet) is still no
 	 * failure: the agent replaces a finished task of another head's
 	 * (head_id) with the same id (agent/agent.c, task_start).

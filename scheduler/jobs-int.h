@@ -1,7 +1,10 @@
 /*
- * jobs-int.h - what the files of dtsched's job machinery share: jobs.c (the
- * lifecycle), jobs-queue.c (queue, placement, holds), jobs-launch.c (the
- * launch) and jobs-api.c (the HTTP API).  Private to them; sched-int.h is
+ * jobs-int.h - what the files of dtsched's job machinery share, bottom up:
+ * job.c (the job object, job_transition), hold.c (held slots), jobs-queue.c
+ * (queue, placement), the agents backend (backend-agents.c, jobs-launch.c,
+ * fabric-head.c, probe.c, agentcall.c), jobs.c (the lifecycle), the event
+ * subscribers (jobs-metrics.c, quarantine-head.c, hang.c) and jobs-api.c
+ * (the HTTP API).  Private to them; sched-int.h is
  * what the rest of dtsched sees.  Locking as in sched-int.h: s->lock guards
  * all of it unless a function says otherwise.
  */

@@ -95,7 +95,7 @@ void job_events_emit(const struct job_events *b, struct sched *s, struct job *j,
 		     enum job_event ev, const struct job_event_info *info);
 
 /*
- * How a transition's persistence is done: jobs.c gives the real writers
+ * How a transition's persistence is done: job.c gives the real writers
  * (history_add, job_save, write_state_file), the unit test recorders.
  */
 struct jobstate_persist {

@@ -2,7 +2,7 @@
  * quarantine-head.c - the head's side of node quarantine (quarantine.h has
  * the rules): a subscriber of RANK_EXITED (jobstate.h) that counts a failed
  * attempt against the node it failed on when it looks like the node's fault;
- * node_record_failure() keeps the failures and drains (sched.c).
+ * node_record_failure() keeps the failures and drains (nodes.c).
  */
 #include "jobs-int.h"
 #include "quarantine.h"

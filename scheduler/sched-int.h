@@ -1,8 +1,10 @@
 /*
- * sched-int.h - dtsched's internals shared by sched.c (nodes, heartbeats,
- * SQLite), the jobs files (jobs.c, jobs-queue.c, jobs-launch.c, jobs-api.c:
- * the job queue, placement, launch and lifecycle; what only they share is in
- * jobs-int.h) and sweeps.c.  Not a public API: only scheduler/ includes it.
+ * sched-int.h - dtsched's internals shared by its files: the database
+ * (db.c), the node table (nodes.c, heartbeat.c, nodes-api.c), the jobs (what
+ * only their files share is in jobs-int.h), the sweeps (sweeps-int.h) and
+ * sched.c on top.  The files are layers (docs/architecture.md; make lint
+ * checks that none calls up into one that calls it).  Not a public API: only
+ * scheduler/ includes it.
  *
  * Locking: s->lock guards everything below except the fields marked
  * "main thread", which only the thread running sched_run()'s loop touches.
@@ -76,7 +78,7 @@ enum beacon_count {
 struct jobs_stats;
 struct sched {
 	struct sched_opts o;
-	struct jobs_stats *jstats;  /* jobs.c: counters and histograms for /metrics */
+	struct jobs_stats *jstats;  /* jobs-metrics.c: counters and histograms for /metrics */
 	pthread_mutex_t lock;
 	struct node **nodes;        /* sorted by name */
 	size_t nr, alloc;
@@ -121,7 +123,7 @@ struct sched {
 
 
 /*
- * sched.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).
+ * heartbeat.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).
  * Strings and JSON values point into the parsed body and live as long as it.
  */
 struct heartbeat {
@@ -264,11 +266,11 @@ void fabric_subscribe(struct sched *s);
 void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
 
-/* sweeps.c */
+/* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */
 void sweeps_release(struct sched *s);
 void sweeps_step(struct sched *s);       /* main thread, lock NOT held */
-/* /metrics families of jobs.c and sweeps.c (lock held) */
+/* /metrics families of jobs-metrics.c and sweeps-api.c (lock held) */
 void jobs_metrics(struct sched *s, struct strbuf *o);
 void sweeps_metrics(struct sched *s, struct strbuf *o);
 extern const struct dt_http_route sweeps_routes[];

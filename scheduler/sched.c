@@ -1,6 +1,9 @@
 /*
- * sched.c - dtsched's node table, heartbeats, failure detection, SQLite
- * persistence and HTTP handlers (see sched.h).
+ * sched.c - dtsched's top (see sched.h): sched_run() opens the database
+ * (db.c), chooses where ranks run (s->backend: backend.h), subscribes the
+ * features to the job events (jobstate.h), loads the nodes, jobs and sweeps,
+ * serves the route table, GET /v1/status and /metrics, and runs the main
+ * loop (the node tick, sweeps_step, jobs_step).  Everything else is below it.
  */
 #include "sched.h"
 #include "sched-int.h"

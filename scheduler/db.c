@@ -1,11 +1,14 @@
 /*
  * db.c - dtsched's SQLite database (state.db): opening it on the head's local
- * disk, private, in WAL mode; its schema; and the one transaction helper
- * (db_begin/db_commit, which nest) every writer of dtsched uses.  The rows of
- * each table are written by the file that owns them: nodes.c (nodes, tasks,
- * drains, node_failures), jobs.c (jobs), sweeps.c (sweeps, trials).
+ * disk, private, in WAL mode; the schema of every table; the one transaction
+ * helper (db_begin/db_commit, which nest) every writer of dtsched uses; and
+ * the node table's rows (nodes, tasks).  The other rows are written next to
+ * the JSON they hold: job.c (jobs), sweeps-state.c (sweeps, trials,
+ * reports); nodes.c (drains, node_failures) and fabric-head.c (baselines)
+ * keep their small tables.
  */
 #include "sched-int.h"
+#include "json.h"
 #include "log.h"
 
 #include <errno.h>
@@ -35,6 +38,24 @@ static const char schema[] =
 	"CREATE INDEX IF NOT EXISTS node_failures_node ON node_failures(node, at_us);"
 	"INSERT OR IGNORE INTO meta VALUES('schema', '1');";
 
+
+/* the jobs (job.c writes their rows) */
+static const char jobs_schema[] =
+	"CREATE TABLE IF NOT EXISTS jobs("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT NOT NULL,"
+	"  updated_us INTEGER, data TEXT);"
+	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
+
+/* sweeps, their trials and reports (sweeps-state.c) */
+static const char sweeps_schema[] =
+	"CREATE TABLE IF NOT EXISTS sweeps("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT, data TEXT);"
+	"CREATE TABLE IF NOT EXISTS sweep_trials("
+	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, job_id TEXT, state TEXT, data TEXT,"
+	"  PRIMARY KEY(sweep, trial));"
+	"CREATE TABLE IF NOT EXISTS sweep_reports("
+	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT,"
+	"  PRIMARY KEY(sweep, trial, n));";
 
 int db_exec(struct sched *s, const char *sql)
 {
@@ -155,5 +176,71 @@ int db_open(struct sched *s, const char *path, struct strbuf *err)
 
 int db_schema(struct sched *s)
 {
-	return db_exec(s, schema);
+	if (db_exec(s, schema) < 0 || db_exec(s, jobs_schema) < 0)
+		return -1;
+	return db_exec(s, sweeps_schema);
+}
+
+void db_save_node(struct sched *s, struct node *n)
+{
+	sqlite3_stmt *st = s->st_node;
+	struct strbuf inv = STRBUF_INIT;
+
+	if (n->inventory)
+		json_append(&inv, n->inventory);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, n->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, n->address, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 3, n->port);
+	sqlite3_bind_text(st, 4, n->state, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 5, n->drained);
+	sqlite3_bind_int64(st, 6, n->last_hb_us);
+	if (n->inventory)
+		sqlite3_bind_text(st, 7, inv.buf, (int)inv.len, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 7);
+	sqlite3_bind_text(st, 8, n->agent_version, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 9, n->agent_started, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save node '%s': %s", n->name, sqlite3_errmsg(s->db));
+	n->dirty = 0;
+	n->saved_hb_us = n->last_hb_us;
+	strbuf_release(&inv);
+}
+
+void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason)
+{
+	sqlite3_stmt *st = s->st_task;
+	struct strbuf data = STRBUF_INIT;
+	json_t *v;
+
+	json_append(&data, t);
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, node, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, json_get_str(t, "id", ""), -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, json_get_str(t, "state", "?"), -1, SQLITE_TRANSIENT);
+	v = json_object_get(t, "exit_code");
+	if (json_is_integer(v))
+		sqlite3_bind_int64(st, 4, json_integer_value(v));
+	else
+		sqlite3_bind_null(st, 4);
+	if (json_get_str(t, "job_id", NULL))
+		sqlite3_bind_text(st, 5, json_get_str(t, "job_id", NULL), -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 5);
+	v = json_object_get(t, "rank");
+	if (json_is_integer(v))
+		sqlite3_bind_int64(st, 6, json_integer_value(v));
+	else
+		sqlite3_bind_null(st, 6);
+	if (reason)
+		sqlite3_bind_text(st, 7, reason, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 7);
+	sqlite3_bind_int64(st, 8, dt_now_us());
+	sqlite3_bind_text(st, 9, data.buf, (int)data.len, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		dtlog(DTLOG_ERROR, "state.db: cannot save task '%s': %s",
+		      json_get_str(t, "id", ""), sqlite3_errmsg(s->db));
+	strbuf_release(&data);
 }

@@ -70,11 +70,6 @@
 
 /* ------------------------------------------------------------------ init */
 
-static const char jobs_schema[] =
-	"CREATE TABLE IF NOT EXISTS jobs("
-	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT NOT NULL,"
-	"  updated_us INTEGER, data TEXT);"
-	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
 
 static const char *state_const(const char *s)
 {
@@ -212,8 +207,7 @@ static void jobs_load(struct sched *s)
 
 int jobs_init(struct sched *s)
 {
-	if (db_exec(s, jobs_schema) < 0 ||
-	    sqlite3_prepare_v2(s->db, "UPDATE jobs SET id=?1, state=?2, updated_us=?3, data=?4 "
+	if (sqlite3_prepare_v2(s->db, "UPDATE jobs SET id=?1, state=?2, updated_us=?3, data=?4 "
 			       "WHERE seq=?5", -1, &s->st_job, NULL) != SQLITE_OK)
 		return -1;
 	s->orphans = json_object();

@@ -157,8 +157,6 @@ int nodes_init(struct sched *s);            /* prepare its statements, load it *
 void nodes_tick(struct sched *s);           /* failure detection: UP/SUSPECT/DOWN by age */
 void nodes_flush(struct sched *s);          /* write the dirty nodes (one transaction) */
 int task_state_final_str(const char *s);
-void db_save_node(struct sched *s, struct node *n);
-void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason);
 /* *dst = a copy of v (NULL: none); 1 when it changed */
 int node_str_set(char **dst, const char *v);
 void node_derive(struct node *n);           /* its counts and health from inventory, tasks */
@@ -196,11 +194,14 @@ void node_free(struct node *n);
  */
 size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
 		    char *reply, size_t reply_size);
-/* db.c: state.db made private and opened (-1: why in err); its schema */
+/* db.c: state.db made private and opened (-1: why in err); every table's schema */
 int db_open(struct sched *s, const char *path, struct strbuf *err);
 int db_schema(struct sched *s);
 /* this state.db's random id (s->head_id), made with it */
 int head_id_load(struct sched *s);
+/* the node table's rows (s->st_node, s->st_task: prepared by nodes_init) */
+void db_save_node(struct sched *s, struct node *n);
+void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason);
 int db_exec(struct sched *s, const char *sql);
 /* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
 void db_begin(struct sched *s);

@@ -25,15 +25,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char sweeps_schema[] =
-	"CREATE TABLE IF NOT EXISTS sweeps("
-	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT, data TEXT);"
-	"CREATE TABLE IF NOT EXISTS sweep_trials("
-	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, job_id TEXT, state TEXT, data TEXT,"
-	"  PRIMARY KEY(sweep, trial));"
-	"CREATE TABLE IF NOT EXISTS sweep_reports("
-	"  sweep TEXT NOT NULL, trial INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT,"
-	"  PRIMARY KEY(sweep, trial, n));";
 
 /* Every trial state, in the order counts and metrics list them. */
 const char *const trial_states[NR_TRIAL_STATES] = { DT_TRIAL_PENDING, DT_TRIAL_RUNNING,
@@ -424,8 +415,7 @@ int sweeps_init(struct sched *s)
 	struct sweeps *sw = xcalloc(1, sizeof(*sw));
 
 	s->sweeps = sw;
-	if (db_exec(s, sweeps_schema) < 0 ||
-	    sqlite3_prepare_v2(s->db, "UPDATE sweeps SET id=?1, state=?2, data=?3 WHERE seq=?4", -1,
+	if (sqlite3_prepare_v2(s->db, "UPDATE sweeps SET id=?1, state=?2, data=?3 WHERE seq=?4", -1,
 			       &sw->st_sweep, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO sweep_trials(sweep, trial, job_id, "
 			       "state, data) VALUES(?,?,?,?,?)", -1, &sw->st_trial, NULL) != SQLITE_OK ||

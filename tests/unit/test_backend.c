@@ -62,6 +62,7 @@ static struct sched *fx_sched(struct fx *f, const struct sched_backend *b, int c
 	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
 	for (int ev = 0; ev < NR_JOB_EVENTS; ev++)
 		assert_int_equal(job_events_on(&s->events, (enum job_event)ev, hear, f), 0);
+	assert_int_equal(db_schema(s), 0);
 	assert_int_equal(jobs_init(s), 0);
 	n = node_add(s, "t1");
 	n->cpus = cpus;

@@ -7,7 +7,7 @@
  *    agent: the lifecycle needs nothing but the struct of operations;
  *  - the agents backend (backend-agents.c) against a fake lifecycle: a job,
  *    its hold and the node table as the heartbeats leave them, and what its
- *    attempt_poll and describe make of them.
+ *    attempt_poll, describe and step make of them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -402,12 +402,72 @@ static void test_agents_poll(void **state)
 	free(s);
 }
 
+/* A released hold: dropped once its tasks are final, else its live tasks
+ * stopped; a task of a job that no hold knows (an orphan) stopped too. */
+static void test_agents_step(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct actions a = { NULL, 0, 0 };
+	struct job *j3 = job_new();
+	const char *jobs[] = { "j-1", "j-2" };
+
+	s->main_thread = pthread_self();     /* sched_wake(): SIGUSR1, ignored here */
+	signal(SIGUSR1, SIG_IGN);
+	s->orphans = json_object();
+	node_add(s, "a");
+	for (int k = 0; k < 2; k++) {
+		struct hold *h = xcalloc(1, sizeof(*h));
+		char id[32];
+
+		snprintf(h->job, sizeof(h->job), "%s", jobs[k]);
+		snprintf(id, sizeof(id), "%s.0.r0", jobs[k]);
+		hold_add_task(h, "a", id, 0, 0);
+		h->released = 1;
+		h->launched_ms = dt_mono_ms();
+		ALLOC_GROW(s->holds, s->nr_holds + 1, s->alloc_holds);
+		s->holds[s->nr_holds++] = h;
+	}
+	snprintf(j3->id, sizeof(j3->id), "j-3");
+	j3->state = DT_JOB_COMPLETED;
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j3;
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0, \"job_id\": \"j-1\"}");
+	report(s, "a", "j-2.0.r0", "{\"state\": \"running\", \"job_id\": \"j-2\"}");
+	report(s, "a", "j-3.1.r0", "{\"state\": \"running\", \"job_id\": \"j-3\"}");
+
+	agents_backend.step(s, &a);
+	assert_int_equal(s->nr_holds, 1);          /* j-1's: all final, freed */
+	assert_string_equal(s->holds[0]->job, "j-2");
+	assert_int_equal(a.nr, 2);
+	assert_string_equal(a.v[0].task, "j-2.0.r0");   /* still running on a released hold */
+	assert_string_equal(a.v[0].node, "a");
+	assert_string_equal(a.v[1].task, "j-3.1.r0");   /* an orphan: no hold knows it */
+	assert_true(json_object_get(s->orphans, "j-3.1.r0") != NULL);
+
+	for (size_t i = 0; i < a.nr; i++) {
+		free(a.v[i].addr);
+		free(a.v[i].node);
+		free(a.v[i].task);
+	}
+	free(a.v);
+	hold_free(s->holds[0]);
+	free(s->holds);
+	job_free(j3);
+	free(s->jobs);
+	json_decref(s->orphans);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
 		cmocka_unit_test(test_agents_poll),
+		cmocka_unit_test(test_agents_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -74,10 +74,12 @@ struct sched_backend {
 	enum attempt_status (*attempt_poll)(struct sched *s, struct job *j, struct attempt_end *e);
 	/* The ranks of j as `show` prints them (ending: the attempt is ending); lock held. */
 	json_t *(*describe)(struct sched *s, const struct job *j, int ending);
-	/* Once a step (lock held): what to stop of attempts that are over (orphans). */
+	/*
+	 * Once a step (lock held): free the holds of attempts that are over
+	 * (hold_drop) once nothing of them runs, and add to a what to stop
+	 * (their tasks, orphans).  NULL: nothing to do.
+	 */
 	void (*step)(struct sched *s, struct actions *a);
-	/* At exit, after the last step (main thread). */
-	void (*release)(struct sched *s);
 };
 
 /* job.c: an empty end (rank -1), and its release */

@@ -181,6 +181,13 @@ lint:
 	clang-tidy --quiet $(LINT_SRC) -- $(BASE_CFLAGS) $(PKG_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) \
 		-DDT_HAVE_MPI -DDT_HAVE_BLAS 2>&1 | grep -v 'warnings generated' ; \
 		exit $${PIPESTATUS[0]}
+	$(MAKE) --no-print-directory lint-callgraph
+
+# dtsched's files are layers: no file calls up into a file that calls it, no
+# circle (tests/lint/callgraph.py reads the objects' symbols; docs/architecture.md)
+.PHONY: lint-callgraph
+lint-callgraph: $(call objs,$(SCHED_SRC) scheduler/dtsched.c)
+	$(PYTHON) tests/lint/callgraph.py $(O)
 
 # Man pages: rendered by dtctl from the same option tables, usage lines and command
 # summaries as --help, so they are generated, not committed (nothing to go stale).

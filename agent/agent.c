@@ -566,7 +566,7 @@ static void prune_finished(struct agent *a)
 /*
  * A start whose id an ended task of another head already has: that head's
  * state.db and shared dir were lost and the new one gave the id again before
- * our heartbeats told it (sched.c raises its ids past what we report).  The
+ * our heartbeats told it (nodes.c raises its ids past what we report).  The
  * old record names a job nobody can ask about any more, so it goes and the
  * start goes on: an id clash is never a job failure.  A live task, a start
  * without a head, or one from the same head (a retried request) is refused.

@@ -248,7 +248,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		}
 		json_object_set(spec, "rank", v);
 	}
-	/* the state.db of the dtsched that started it (sched.c, head_id_load) */
+	/* the state.db of the dtsched that started it (db.c, head_id_load) */
 	v = json_object_get(req, "head");
 	if (v && !json_is_null(v)) {
 		if (!plain_string(v) || json_string_length(v) > 64) {

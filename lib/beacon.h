@@ -8,7 +8,7 @@
  * Encoding and checking are pure functions of their arguments (the key, the
  * clock passed in), so tests and fuzzers call them directly.  What dtsched
  * then does with a well-signed beacon (node known, same agent, seq not seen,
- * nothing changed) is scheduler/sched.c's sched_beacon().
+ * nothing changed) is scheduler/heartbeat.c's sched_beacon().
  */
 #ifndef DT_BEACON_H
 #define DT_BEACON_H

@@ -244,7 +244,7 @@
  * tree and adds {rank, exit_code, signal, ended_at} to the task's
  * "rank_exits" array in TASK (GET /v1/tasks, heartbeats, sent at once);
  * dtsched ends an mpi job when every rank of its world has an exit there
- * (scheduler/jobs.c).
+ * (scheduler/backend-agents.c).
  */
 #define DT_AGENT_SOCKET_ENV "DT_AGENT_SOCKET"
 /* an mpi job's image for its rank loggers: {"image", "digest", "shared"} (agent/ranklog.c) */
@@ -252,7 +252,7 @@
 #define DT_RANKS_PER_NODE_ENV "DT_RANKS_PER_NODE"
 #define DT_TASK_GRACE_MS_DEFAULT 10000
 /* an orted started through the agents (agent/rsh.h) is task
- * "<job>.<attempt>." DT_ORTED_TASK_TAG "<host>" (dtsched spares it, jobs.c) */
+ * "<job>.<attempt>." DT_ORTED_TASK_TAG "<host>" (dtsched spares it, backend-agents.c) */
 #define DT_ORTED_TASK_TAG "orted-"
 
 /* dtsched (the head, port head.port) -----------------------------------------

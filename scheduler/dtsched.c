@@ -1,6 +1,6 @@
 /*
- * dtsched.c - the head service: node table and heartbeats now; job queue,
- * placement and sweeps build on it (scheduler/sched.c).
+ * dtsched.c - the head service: node table and heartbeats, the job queue,
+ * placement and lifecycle, and sweeps (scheduler/sched.c, sched_run).
  *
  *   dtsched [--daemon] [--port 7071] [--bind ADDR] [--dead-after-ms N]
  *   dtsched --stop | --status

@@ -143,34 +143,6 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 	strbuf_release(&sb);
 }
 
-/* 1 when every node of res is in j's passed list (of either check) */
-int preflight_passed(const struct job *j, const struct pool *p, const struct place_result *res)
-{
-	const json_t *passed = json_object_get(j->preflight, "passed");
-
-	for (int k = 0; k < res->nr; k++)
-		if (!json_str_in(passed, p->n[res->node[k]].name))
-			return 0;
-	return 1;
-}
-
-int preflight_gave_up(struct job *j, const char *what)
-{
-	int rounds = (int)json_get_int(j->preflight, "rounds", 0);
-	struct strbuf sb = STRBUF_INIT;
-
-	if (rounds < FABRIC_GATE_ROUNDS)
-		return 0;
-	if (rounds == FABRIC_GATE_ROUNDS) {   /* said once */
-		strbuf_addf(&sb, "%s gave up after %d tries without a pass: launched without one",
-			    what, FABRIC_GATE_ROUNDS);
-		history_add(j, DT_JOB_PENDING, sb.buf);
-		json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
-		strbuf_release(&sb);
-	}
-	return 1;
-}
-
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason)
 {
@@ -222,7 +194,8 @@ int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 	return 1;
 }
 
-void fabric_attempt_ended(struct sched *s, struct job *j)
+static void fabric_attempt_ended(struct sched *s, struct job *j, enum job_event ev,
+				 const struct job_event_info *info, void *data)
 {
 	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
 	const struct hold *h = j->hold;
@@ -284,4 +257,9 @@ out:
 	strbuf_release(&rel);
 	strbuf_release(&buf);
 	strbuf_release(&why);
+}
+
+void fabric_subscribe(struct sched *s)
+{
+	job_events_on(&s->events, JOB_EV_ATTEMPT_ENDED, fabric_attempt_ended, NULL);
 }

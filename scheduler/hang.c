@@ -580,10 +580,12 @@ long long hang_start(struct sched *s, struct job *j, int automatic)
 	return j->hang_gen;
 }
 
-void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms)
+static void hang_at_stall(struct sched *s, struct job *j, enum job_event ev,
+			  const struct job_event_info *info, void *data)
 {
-	long long now = dt_mono_ms(), every = stall_after_ms > HANG_RETRY_MIN_MS ?
-					     stall_after_ms : HANG_RETRY_MIN_MS;
+	long long now = dt_mono_ms(), every = info->stall_after_ms > HANG_RETRY_MIN_MS ?
+					     info->stall_after_ms : HANG_RETRY_MIN_MS;
+	int first = info->first;
 
 	/* a stall found while the ranks still start up (no records yet) names
 	 * nobody; try again while it lasts, at most every max(stall_after, 15 s) */
@@ -592,6 +594,11 @@ void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_af
 		return;
 	j->hang_auto_ms = now;
 	hang_start(s, j, 1);
+}
+
+void hang_subscribe(struct sched *s)
+{
+	job_events_on(&s->events, JOB_EV_STALLED, hang_at_stall, NULL);
 }
 
 /*

@@ -33,7 +33,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	 * was set up again: an id whose job dir exists on the shared dir belongs
 	 * to an earlier job, so the counter jumps past the highest one there; and
 	 * when the shared dir was lost too, the agents' task files still name the
-	 * old ids: their heartbeats raised agents_seq_max (sched.c).  An id the
+	 * old ids: their heartbeats raised agents_seq_max (nodes.c).  An id the
 	 * agents' knowledge missed (a node that had not reported yet) is still no
 	 * failure: the agent replaces a finished task of another head's
 	 * (head_id) with the same id (agent/agent.c, task_start).
@@ -114,6 +114,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 		strbuf_release(&why);
 		return -1;
 	}
+	job_events_emit(&s->events, s, j, JOB_EV_SUBMITTED, NULL);
 	/*
 	 * No job dir and no <job_dir>/state yet: both come with the job's first
 	 * transition (job_transition, job_file).  The state file's readers
@@ -402,7 +403,6 @@ int jobs_cancel(struct sched *s, const char *id, const char *why)
 		dtlog(DTLOG_INFO, "job %s: cancel requested%s%s", j->id, why ? ": " : "", why ? why : "");
 		if (!strcmp(j->state, DT_JOB_PENDING)) {
 			set_reason(j, "%s", why ? why : "cancelled by the user while pending");
-			j->ended_us = dt_now_us();
 			job_transition(s, j, DT_JOB_CANCELLED);
 		} else {
 			set_reason(j, "%s", why ? why : "cancelled by the user");

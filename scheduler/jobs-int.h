@@ -1,7 +1,10 @@
 /*
- * jobs-int.h - what the files of dtsched's job machinery share: jobs.c (the
- * lifecycle), jobs-queue.c (queue, placement, holds), jobs-launch.c (the
- * launch) and jobs-api.c (the HTTP API).  Private to them; sched-int.h is
+ * jobs-int.h - what the files of dtsched's job machinery share, bottom up:
+ * job.c (the job object, job_transition), hold.c (held slots), jobs-queue.c
+ * (queue, placement), the agents backend (backend-agents.c, jobs-launch.c,
+ * fabric-head.c, probe.c, agentcall.c), jobs.c (the lifecycle), the event
+ * subscribers (jobs-metrics.c, quarantine-head.c, hang.c) and jobs-api.c
+ * (the HTTP API).  Private to them; sched-int.h is
  * what the rest of dtsched sees.  Locking as in sched-int.h: s->lock guards
  * all of it unless a function says otherwise.
  */
@@ -126,14 +129,20 @@ struct launch_arg {
 #define STOP_RESEND_MS 3000
 #define LAUNCH_GONE_MS 5000       /* a launched task never reported: gone after this */
 
-/* hang.c: start an attribution of running job j (lock held); its gen */
+/* hang.c (its subscription: sched-int.h): start an attribution of running job j (lock held); its gen */
 long long hang_start(struct sched *s, struct job *j, int automatic);
-/* Each stall scan that finds silent ranks (first: they were not before): attribute at
- * the first, and again while the latest named nobody (lock held). */
-void hang_at_stall(struct sched *s, struct job *j, int first, long long stall_after_ms);
 void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
-/* jobs.c */
+/* job.c: the job object, its files and JSON, its transitions */
+/* the mtime of <job_dir>/<name> in ns (0: none), read safely */
+long long job_mtime_ns(const struct job *j, const char *name);
+/* the ranks of j's attempt (its backend's view; ending: it ends now), else the last one's */
+json_t *ranks_json(struct sched *s, const struct job *j, int ending);
+/* for mpi jobs: the attempt's ranks/<r>.json records, indexed by rank (null: none) */
+json_t *mpi_rank_records(const struct job *j);
+/* a rank's state that is over; mark a rank that had not ended as killed (or lost) */
+int rank_state_final(const char *st);
+void rank_set_end(json_t *r, int lost);
 int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
@@ -146,8 +155,8 @@ long long highest_job_dir(const char *shared);
 int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
 void write_state_file(const struct job *j);
-json_t *placement_json(const struct hold *h);
 void write_placement_file(const struct job *j);
+/* jobs.c: the lifecycle (jobs_init, jobs_step: sched-int.h) */
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
 json_t *job_json(struct sched *s, const struct job *j, int detail);
@@ -156,35 +165,38 @@ void job_transition(struct sched *s, struct job *j, const char *state);
 void job_free(struct job *j);
 struct job *job_new(void);
 void job_derive(struct job *j);
-void act_stop(struct actions *a, struct node *n, const char *task);
+
+
+/* hold.c */
+json_t *hold_json(const struct hold *h);
+/* [{node, slots}] of a hold (placement.json, job_json) */
+json_t *placement_json(const struct hold *h);
+void hold_free(struct hold *h);
+/* out of s->holds, and freed: its backend knows nothing of it runs any more */
+void hold_drop(struct sched *s, struct hold *h);
+void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone);
+struct hold *hold_from_json(const json_t *o);
+/* A node's slots of a hold as "0,1" (placement.json, the plan) */
+void jslot_format(struct strbuf *sb, const struct jslot *p);
+int hold_has_task(struct sched *s, const char *id);
+/* Does job `job` still hold slots (an attempt running, or one whose processes are not all gone)? */
+int hold_of_job(struct sched *s, const char *job);
 
 /* jobs-queue.c */
 void cluster_refresh(struct sched *s);
-json_t *hold_json(const struct hold *h);
-void hold_free(struct hold *h);
-void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone);
-struct hold *hold_from_json(const json_t *o);
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
 				struct place_result *res, struct strbuf *reason);
 void schedule_pending(struct sched *s);
-/* A node's slots of a hold as "0,1" (placement.json, the plan) */
-void jslot_format(struct strbuf *sb, const struct jslot *p);
 /* The slots of placement res for j, as a hold that is not (yet) reserved:
  * hold_make() reserves it, --dry-run only plans on it (then hold_free()). */
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res);
-int hold_has_task(struct sched *s, const char *id);
-/* Does job `job` still hold slots (an attempt running, or one whose processes are not all gone)? */
-int hold_of_job(struct sched *s, const char *job);
-void check_holds(struct sched *s, struct actions *a);
 
-/* fabric-head.c: an attempt of j ends (lock held, j->hold still set): a fabric
- * test's verdict into j->fabric and the baselines; nothing for other jobs */
-void fabric_attempt_ended(struct sched *s, struct job *j);
 /*
- * schedule_pending(): j was placed on res (in pool p).  1 when its launch
- * waits for a pre-flight fabric test of those nodes (a gate job runs, or was
- * just submitted; nothing is held; why in reason), 0 to launch now.  Lock held.
+ * The agents backend's gate (backend.h): j was placed on res (in pool p).
+ * 1 when its launch waits for a pre-flight fabric test of those nodes (a
+ * gate job runs, or was just submitted; nothing is held; why in reason), 0
+ * to launch now.  Lock held.
  */
 int fabric_gate(struct sched *s, struct job *j, const struct pool *p,
 		const struct place_result *res, struct strbuf *reason);
@@ -206,7 +218,7 @@ void agent_call_init(struct agent_call *c, const struct sched *s, const struct n
 void agent_calls(struct agent_call *c, size_t n);
 void agent_call_release(struct agent_call *c);
 
-/* checks of either kind (fabric gate, connectivity) before a job starts anyway */
+/* probe.c: checks of either kind (fabric gate, connectivity) before a job starts anyway */
 #define FABRIC_GATE_ROUNDS 4
 /* 1 when j's pre-flight checks (of `what`) ran FABRIC_GATE_ROUNDS times without a
  * pass: it starts anyway, which its history says once.  Lock held. */
@@ -234,6 +246,7 @@ struct dt_httpc *client_for(struct sched *s, struct jobs_clients *c, const char 
  */
 int job_plan(struct sched *s, const struct job *j, const struct jslot *place, int nr,
 	     int master_port, const char *resume, struct launch_plan *plan, struct strbuf *err);
-void *launch_thread(void *arg);
+/* backend-agents.c's launch (backend.h): do_launch with clients of its own */
+void agents_launch(struct sched *s, struct job *j, struct hold *h);
 
 #endif

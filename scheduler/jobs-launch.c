@@ -441,27 +441,15 @@ out:
 }
 
 /*
- * One placed job's launch, off the main thread: the main loop goes on
- * ending, placing and launching other jobs while this one waits for its
- * agents (in a sweep, eight trials ending together used to be launched one
- * after another, each behind the requests of the one before, and the ends
- * that arrived meanwhile waited too).
+ * The agents backend's launch (backend.h): every request of the attempt, on
+ * the lifecycle's launch thread, with HTTP clients of its own (the shared
+ * ones are the main thread's), so the main loop goes on ending, placing and
+ * launching other jobs while this one waits for its agents.
  */
-void *launch_thread(void *arg)
+void agents_launch(struct sched *s, struct job *j, struct hold *h)
 {
-	struct launch_arg *la = arg;
 	struct jobs_clients own = { NULL, 0, 0, 0 };
 
-	do_launch(la->s, la->j, la->h, &own);
+	do_launch(s, j, h, &own);
 	clients_release(&own);
-	pthread_mutex_lock(&la->s->lock);
-	la->h->busy--;
-	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
-		la->j->launch = 0;
-	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
-	/* last: once this is 0 (and the lock free) jobs_release may free s */
-	la->s->clients->launches--;
-	pthread_mutex_unlock(&la->s->lock);
-	free(la);
-	return NULL;
 }

@@ -1,8 +1,9 @@
 /*
  * jobs-queue.c - dtsched's job queue and placement: the pools of free slots
  * (from the nodes, cluster.yaml and the holds), placing pending jobs oldest
- * first with backfill (placement.c decides), and the holds: the slots of one
- * attempt, kept until every task of it is final (see jobs.c for the lifecycle).
+ * first with backfill (placement.c decides) into holds (hold.c: the slots of
+ * one attempt), after the backend's pre-launch gate (backend.h).  See jobs.c
+ * for the lifecycle.
  */
 #include "jobs-int.h"
 #include "json.h"
@@ -66,92 +67,6 @@ static const struct cluster_node *cc_node(struct sched *s, const char *name)
 	int i = s->cc ? cluster_find_node(s->cc, name) : -1;
 
 	return i >= 0 ? &s->cc->nodes[i] : NULL;
-}
-
-json_t *hold_json(const struct hold *h)
-{
-	json_t *tasks = json_array();
-
-	for (size_t i = 0; i < h->nr_tasks; i++)
-		json_array_append_new(tasks, json_pack("{s:s,s:s,s:i,s:b}", "node", h->tasks[i].node,
-						       "id", h->tasks[i].id, "rank", h->tasks[i].rank,
-						       "gone", h->tasks[i].gone));
-	return json_pack("{s:s,s:b,s:o,s:o,s:b}", "job", h->job, "gpu", h->gpu,
-			 "placement", placement_json(h), "tasks", tasks, "released", h->released);
-}
-
-void hold_free(struct hold *h)
-{
-	for (int k = 0; k < h->nr; k++) {
-		free(h->place[k].node);
-		free(h->place[k].address);
-	}
-	for (size_t i = 0; i < h->nr_tasks; i++) {
-		free(h->tasks[i].node);
-		free(h->tasks[i].id);
-	}
-	free(h->place);
-	free(h->tasks);
-	free(h);
-}
-
-static void hold_remove(struct sched *s, struct hold *h)
-{
-	for (size_t i = 0; i < s->nr_holds; i++) {
-		if (s->holds[i] == h) {
-			memmove(&s->holds[i], &s->holds[i + 1], (s->nr_holds - i - 1) * sizeof(*s->holds));
-			s->nr_holds--;
-			break;
-		}
-	}
-	hold_free(h);
-}
-
-void hold_add_task(struct hold *h, const char *node, const char *id, int rank, int gone)
-{
-	struct htask *t;
-
-	ALLOC_GROW(h->tasks, h->nr_tasks + 1, h->alloc_tasks);
-	t = &h->tasks[h->nr_tasks++];
-	t->node = xstrdup(node);
-	t->id = xstrdup(id);
-	t->rank = rank;
-	t->gone = gone;
-}
-
-struct hold *hold_from_json(const json_t *o)
-{
-	struct hold *h = xcalloc(1, sizeof(*h));
-	json_t *p, *t;
-	size_t i;
-
-	snprintf(h->job, sizeof(h->job), "%s", json_get_str(o, "job", ""));
-	h->gpu = json_is_true(json_object_get(o, "gpu"));
-	h->released = json_is_true(json_object_get(o, "released"));
-	h->released_ms = dt_mono_ms();
-	h->launched_ms = dt_mono_ms();
-	p = json_object_get(o, "placement");
-	h->nr = (int)json_array_size(p);
-	h->place = xcalloc(h->nr ? (size_t)h->nr : 1, sizeof(*h->place));
-	json_array_foreach(p, i, t) {
-		const char *sl = json_get_str(t, "slots", "");
-
-		h->place[i].node = xstrdup(json_get_str(t, "node", "?"));
-		h->place[i].address = xstrdup(json_get_str(t, "address", ""));
-		while (*sl && h->place[i].nslots < 64) {
-			char *end;
-			long v = strtol(sl, &end, 10);
-
-			if (end == sl)
-				break;
-			h->place[i].slot[h->place[i].nslots++] = (int)v;
-			sl = *end == ',' ? end + 1 : end;
-		}
-	}
-	json_array_foreach(json_object_get(o, "tasks"), i, t)
-		hold_add_task(h, json_get_str(t, "node", "?"), json_get_str(t, "id", "?"),
-			      (int)json_get_int(t, "rank", -1), json_is_true(json_object_get(t, "gone")));
-	return h;
 }
 
 void pool_build(struct sched *s, struct pool *p, int gpu)
@@ -302,12 +217,6 @@ enum place_status job_try_place(struct sched *s, const struct job *j, struct poo
 	return st;
 }
 
-void jslot_format(struct strbuf *sb, const struct jslot *p)
-{
-	for (int i = 0; i < p->nslots; i++)
-		strbuf_addf(sb, "%s%d", i ? "," : "", p->slot[i]);
-}
-
 struct hold *hold_new(struct sched *s, const struct job *j, const struct place_result *res)
 {
 	struct hold *h = xcalloc(1, sizeof(*h));
@@ -366,8 +275,8 @@ void schedule_pending(struct sched *s)
 		res = xmalloc(sizeof(*res));
 		strbuf_reset(&reason);
 		st = job_try_place(s, j, p, res, &reason);
-		if (st == PLACE_OK && fabric_gate(s, j, p, res, &reason))
-			st = PLACE_WAIT;   /* its pre-flight fabric test first (fabric-head.c) */
+		if (st == PLACE_OK && s->backend->gate && s->backend->gate(s, j, p, res, &reason))
+			st = PLACE_WAIT;   /* the backend's pre-launch steps first (backend.h) */
 		if (st != PLACE_OK)
 			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {
@@ -399,59 +308,4 @@ void schedule_pending(struct sched *s)
 	free(gpu.n);
 	free(cpu.n);
 	strbuf_release(&reason);
-}
-
-int hold_of_job(struct sched *s, const char *job)
-{
-	for (size_t h = 0; h < s->nr_holds; h++)
-		if (!strcmp(s->holds[h]->job, job))
-			return 1;
-	return 0;
-}
-
-int hold_has_task(struct sched *s, const char *id)
-{
-	for (size_t h = 0; h < s->nr_holds; h++)
-		for (size_t i = 0; i < s->holds[h]->nr_tasks; i++)
-			if (!strcmp(s->holds[h]->tasks[i].id, id))
-				return 1;
-	return 0;
-}
-
-/* Released holds: stop what is still running; drop the hold once all is gone. */
-void check_holds(struct sched *s, struct actions *a)
-{
-	long long now = dt_mono_ms();
-
-	for (size_t k = 0; k < s->nr_holds;) {
-		struct hold *h = s->holds[k];
-		int live = 0, resend = now - h->stop_sent_ms >= STOP_RESEND_MS;
-
-		if (!h->released || h->busy) {
-			k++;
-			continue;
-		}
-		for (size_t i = 0; i < h->nr_tasks; i++) {
-			struct htask *t = &h->tasks[i];
-			struct node *n = node_find(s, t->node);
-			json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-
-			if (!n || !strcmp(n->state, DT_NODE_DOWN))
-				continue;     /* unreachable; stopped as an orphan if it returns */
-			if (ht ? task_final(ht) : (t->gone || now - h->launched_ms > LAUNCH_GONE_MS))
-				continue;
-			live++;
-			if (resend)
-				act_stop(a, n, t->id);
-		}
-		if (resend && live)
-			h->stop_sent_ms = now;
-		if (!live) {
-			dtlog(DTLOG_DEBUG, "job %s: slots of an attempt freed", h->job);
-			hold_remove(s, h);
-			sched_wake(s);
-			continue;
-		}
-		k++;
-	}
 }

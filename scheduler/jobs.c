@@ -33,13 +33,11 @@
  */
 #include "jobs-int.h"
 #include "goodput.h"
-#include "hostrange.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
 #include "promtext.h"
 #include "protocol.h"
-#include "quarantine.h"
 #include "safefile.h"
 #include "units.h"
 #include "usage.h"
@@ -52,31 +50,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define ORPHAN_SCAN_MS 1000
 #define STALL_SCAN_MS 1000
 /* an ended attempt's orteds exit by themselves once mpirun is gone: their exit
  * reports come with the next heartbeat, so they are not orphans before this */
 #define ORTED_GRACE_MS 5000
-
-int state_final(const char *st)
-{
-	return strcmp(st, DT_JOB_PENDING) && strcmp(st, DT_JOB_RUNNING);
-}
-
-int task_final(const json_t *t)
-{
-	const char *s = json_get_str(t, "state", "");
-
-	return !strcmp(s, DT_TASK_EXITED) || !strcmp(s, DT_TASK_FAILED) || !strcmp(s, DT_TASK_LOST);
-}
-
-struct job *job_find(struct sched *s, const char *id)
-{
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (!strcmp(s->jobs[i]->id, id))
-			return s->jobs[i];
-	return NULL;
-}
 
 /* --------------------------------------------------------------- files */
 
@@ -89,623 +66,10 @@ struct job *job_find(struct sched *s, const char *id)
  * agents running as the cluster user can write their logs there.
  */
 
-/* "jobs/<id>/<name>" below the shared dir ("jobs/<id>" for name NULL). */
-void job_rel(const struct job *j, const char *name, struct strbuf *rel)
-{
-	strbuf_reset(rel);
-	strbuf_addf(rel, "jobs/%s%s%s", j->id, name ? "/" : "", name ? name : "");
-}
-
-void job_file(const struct job *j, const char *name, const char *data, size_t len)
-{
-	job_file_mode(j, name, data, len, 0644);
-}
-
-/* Files holding environment values (job.yaml, plan.json: setup.env, the job's env,
- * which may carry W&B or Hugging Face tokens) are the cluster user's only, like
- * ~/.dtctl/env.sh on the nodes; the agents' API shows env keys, never values. */
-void job_file_mode(const struct job *j, const char *name, const char *data, size_t len, mode_t mode)
-{
-	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
-
-	job_rel(j, name, &rel);
-	/* the job dir is made with its first file (job_id_free) */
-	if (sf_write(j->shared_dir, rel.buf, data, len, mode, SF_OWNER | SF_MKDIRS, &why) < 0)
-		dtlog(DTLOG_WARN, "job %s: cannot write the job file: %s", j->id, why.buf);
-	strbuf_release(&rel);
-	strbuf_release(&why);
-}
-
-/* Modification time (ns) of <job dir>/<name> (a file, or the ckpt dir), 0 if none. */
-static long long job_mtime_ns(const struct job *j, const char *name)
-{
-	struct strbuf rel = STRBUF_INIT;
-	struct stat st;
-	long long ns = 0;
-
-	job_rel(j, name, &rel);
-	if (sf_stat(j->shared_dir, rel.buf, &st, NULL) == 0)
-		ns = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-	strbuf_release(&rel);
-	return ns;
-}
-
-/* The highest N of the jobs/j-N dirs on the shared dir (0 if none). */
-long long highest_job_dir(const char *shared)
-{
-	DIR *d = sf_opendir(shared, "jobs", NULL);
-	struct dirent *de;
-	long long max = 0;
-
-	while (d && (de = readdir(d))) {
-		char *end;
-		long long v;
-
-		if (strncmp(de->d_name, "j-", 2))
-			continue;
-		v = strtoll(de->d_name + 2, &end, 10);
-		if (!*end && v > max)
-			max = v;
-	}
-	if (d)
-		closedir(d);
-	return max;
-}
-
-/*
- * At submit: jobs/<id> must not exist (an id whose dir exists belongs to a job
- * of an earlier head: errno EEXIST); jobs/ is made if missing.  The job dir
- * itself comes with the job's first file (job_file: its first transition,
- * its launch): each inode made is a metadata round trip on NFS and, on the
- * head's ext4, a search of the inode bitmap that was most of dtsched's time
- * per submit (docs/BENCHMARKS.md, "submit rate").  A lookup is neither.
- */
-int job_id_free(const struct job *j, struct strbuf *err)
-{
-	struct strbuf why = STRBUF_INIT;
-	int dfd = sf_dir(j->shared_dir, "jobs", SF_MKDIRS | SF_OWNER, &why), e = 0;
-	struct stat st;
-
-	if (dfd >= 0) {
-		if (fstatat(dfd, j->id, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			e = EEXIST;
-		else if (errno != ENOENT)
-			e = errno;
-		close(dfd);
-		if (!e) {
-			strbuf_release(&why);
-			return 0;
-		}
-		strbuf_addstr(&why, strerror(e));
-	} else {
-		e = errno;
-	}
-	strbuf_addf(err, "cannot create the job directory in '%s/jobs': %s", j->shared_dir, why.buf);
-	strbuf_release(&why);
-	errno = e;
-	return -1;
-}
-
-/* logs/, ckpt/ and ranks/ in the job dir, before its first task starts (kept if they exist). */
-int job_subdirs(const struct job *j, struct strbuf *err)
-{
-	static const char *const sub[] = { "logs", "ckpt", "ranks" };
-	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
-	int ret = 0;
-
-	for (size_t i = 0; !ret && i < ARRAY_SIZE(sub); i++) {
-		int fd;
-
-		job_rel(j, sub[i], &rel);
-		fd = sf_dir(j->shared_dir, rel.buf, SF_MKDIRS | SF_OWNER, &why);
-		if (fd < 0) {
-			strbuf_addf(err, "cannot create '%s/%s': %s", j->job_dir, sub[i], why.buf);
-			ret = -1;
-		} else {
-			close(fd);
-		}
-	}
-	strbuf_release(&rel);
-	strbuf_release(&why);
-	return ret;
-}
-
-void write_state_file(const struct job *j)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	strbuf_addf(&sb, "%s\n", j->state);
-	job_file(j, "state", sb.buf, sb.len);
-	strbuf_release(&sb);
-}
-
-json_t *placement_json(const struct hold *h)
-{
-	json_t *a = json_array();
-
-	for (int k = 0; h && k < h->nr; k++) {
-		struct strbuf sl = STRBUF_INIT;
-
-		jslot_format(&sl, &h->place[k]);
-		json_array_append_new(a, json_pack("{s:s,s:s,s:s}", "node", h->place[k].node,
-						   "address", h->place[k].address, "slots", sl.buf));
-		strbuf_release(&sl);
-	}
-	return a;
-}
-
-/* <job_dir>/placement.json: {"ranks":[{"rank":0,"node":"n1"},...], "nodes": [...]} */
-void write_placement_file(const struct job *j)
-{
-	json_t *ranks = json_array(), *o;
-	struct strbuf sb = STRBUF_INIT;
-	size_t k;
-	json_t *p;
-
-	json_array_foreach(j->placement, k, p)
-		for (int l = 0; l < j->per_node; l++)
-			json_array_append_new(ranks, json_pack("{s:i,s:s}", "rank",
-				(int)k * j->per_node + l, "node", json_get_str(p, "node", "?")));
-	o = json_pack("{s:s,s:i,s:o,s:O}", "job", j->id, "attempt", j->attempt, "ranks", ranks,
-		      "nodes", j->placement);
-	json_append(&sb, o);
-	strbuf_addch(&sb, '\n');
-	job_file(j, "placement.json", sb.buf, sb.len);
-	json_decref(o);
-	strbuf_release(&sb);
-}
-
 /* ------------------------------------------------------------ job <-> JSON */
-
-void history_add(struct job *j, const char *state, const char *reason)
-{
-	json_array_append_new(j->history, json_pack("{s:s,s:o,s:s?}", "state", state,
-						     "at", json_timestamp(dt_now_us()), "reason", reason));
-}
-
-void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
-void set_reason(struct job *j, const char *fmt, ...)
-{
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-
-	free(j->reason);
-	j->reason = NULL;
-	if (!fmt)
-		return;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	j->reason = strbuf_detach(&sb, NULL);
-}
-
-/*
- * For mpi jobs: this attempt's <job_dir>/ranks/<r>.json records, which each
- * rank logger (agent/ranklog.c) writes when its rank ends, as an array
- * indexed by rank (null where none).  The shared dir is hostile: read
- * through the safe-file layer, bounded; files of an earlier attempt are
- * older than this one's start.
- */
-static json_t *mpi_rank_records(const struct job *j)
-{
-	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT;
-	json_t *recs = json_array();
-	DIR *d;
-	struct dirent *de;
-
-	for (int r = 0; r < j->world; r++)
-		json_array_append_new(recs, json_null());
-	job_rel(j, "ranks", &rel);
-	d = sf_opendir(j->shared_dir, rel.buf, NULL);
-	while (d && (de = readdir(d))) {
-		json_t *o;
-		long long r;
-
-		if (!ends_with(de->d_name, ".json"))
-			continue;
-		strbuf_reset(&buf);
-		if (sf_read_at(dirfd(d), de->d_name, &buf, 65536, NULL) < 0)
-			continue;
-		o = json_loads(buf.buf, 0, NULL);
-		r = json_get_int(o, "rank", -1);
-		if (json_is_object(o) && r >= 0 && r < j->world &&
-		    dt_timestamp_parse(json_get_str(o, "ended_at", "")) >= j->started_us)
-			json_array_set(recs, (size_t)r, o);
-		json_decref(o);
-	}
-	if (d)
-		closedir(d);
-	strbuf_release(&rel);
-	strbuf_release(&buf);
-	return recs;
-}
-
-static int node_lost(struct sched *s, const char *name)
-{
-	return node_gone(node_find(s, name));
-}
-
-/*
- * The end of a rank that had not ended on its own when the attempt did:
- * dtsched stops it (another rank failed, cancel, timeout), or its node is
- * gone with it.  Without this, the last heartbeat's "running" would be the
- * rank's state forever.
- */
-static void rank_set_end(json_t *r, int lost)
-{
-	json_object_set_new(r, "state", json_string(lost ? "lost" : "killed"));
-	json_object_set_new(r, "reason", json_string(lost ? "lost with node" : "killed by dtctl"));
-}
-
-static int rank_state_final(const char *st)
-{
-	return !strcmp(st, DT_TASK_EXITED) || !strcmp(st, DT_TASK_FAILED) ||
-		!strcmp(st, DT_TASK_LOST) || !strcmp(st, "killed") || !strcmp(st, "gone");
-}
-
-/*
- * Every rank of an mpi job after the mpirun task: its record where its rank
- * logger wrote one, else the mpirun task's state (the ranks run as long as
- * it does).  Records are read only when the attempt ends (`ending`): while
- * it runs, the shared dir is not read under the lock on every save.
- */
-static void mpi_ranks(struct sched *s, const struct job *j, json_t *a, const json_t *mpirun,
-		      int ending)
-{
-	const struct hold *h = j->hold;
-	json_t *recs = ending ? mpi_rank_records(j) : json_array();
-	const char *mst = json_get_str(mpirun, "state", "starting");
-
-	for (int r = 0; r < j->world; r++) {
-		const char *node = h->place[j->per_node > 0 ? r / j->per_node : 0].node;
-		json_t *rec = json_array_get(recs, (size_t)r), *o;
-		struct strbuf log = STRBUF_INIT;
-
-		strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, r);
-		o = json_pack("{s:i,s:s,s:s,s:s,s:n,s:n,s:s}", "rank", r, "node", node,
-			      "task", json_get_str(mpirun, "task", ""), "state",
-			      rank_state_final(mst) ? DT_TASK_EXITED : mst, "exit_code", "pid",
-			      "log", log.buf);
-		if (json_is_object(rec)) {
-			int sig = (int)json_get_int(rec, "signal", 0);
-
-			json_object_set_new(o, "state", json_string(DT_TASK_EXITED));
-			json_object_set(o, "exit_code", json_object_get(rec, "exit_code"));
-			json_object_set(o, "pid", json_object_get(rec, "pid"));
-			/* mpirun stopped it because another rank failed, or dtsched did */
-			if ((sig == SIGTERM || sig == SIGKILL) && r != j->failed_rank)
-				rank_set_end(o, 0);
-		} else if (ending) {
-			rank_set_end(o, node_lost(s, node));
-		}
-		json_array_append_new(a, o);
-		strbuf_release(&log);
-	}
-	json_decref(recs);
-}
-
-/*
- * Per-rank view of the current attempt, from what the agents reported;
- * `ending`: the attempt is over (end_attempt keeps this as last_ranks), so
- * a rank still running is one dtsched stops now, or one lost with its node.
- */
-static json_t *ranks_json(struct sched *s, const struct job *j, int ending)
-{
-	json_t *a = json_array(), *r;
-	const struct hold *h = j->hold;
-	size_t i;
-
-	if (!h) {
-		json_decref(a);
-		if (!j->last_ranks)
-			return json_array();
-		/* a snapshot of an older dtsched may still say "running" */
-		a = json_deep_copy(j->last_ranks);
-		json_array_foreach(a, i, r)
-			if (state_final(j->state) && !rank_state_final(json_get_str(r, "state", "")))
-				rank_set_end(r, 0);
-		return a;
-	}
-	for (i = 0; i < h->nr_tasks; i++) {
-		const struct htask *t = &h->tasks[i];
-		struct node *n = node_find(s, t->node);
-		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-		json_t *code = ht ? json_object_get(ht, "exit_code") : NULL;
-		struct strbuf log = STRBUF_INIT;
-
-		if (t->rank >= 0)
-			strbuf_addf(&log, "%s/logs/%d.log", j->job_dir, t->rank);
-		else
-			strbuf_addf(&log, "%s/logs/mpirun.log", j->job_dir);
-		r = json_pack("{s:i,s:s,s:s,s:s,s:O,s:O,s:s,s:s?,s:I}",
-			"rank", t->rank, "node", t->node, "task", t->id,
-			"state", ht ? json_get_str(ht, "state", "?") : (t->gone ? "gone" : "starting"),
-			"exit_code", code ? code : json_null(),
-			"pid", ht && json_object_get(ht, "pid") ? json_object_get(ht, "pid") : json_null(),
-			"log", log.buf,
-			/* how its processes were held: "cgroup" or "subreaper" (agent/proctree.h) */
-			"containment", ht ? json_get_str(ht, "containment", NULL) : NULL,
-			"log_lost_lines", (json_int_t)(ht ? json_get_int(ht, "log_lost_lines", 0) : 0));
-		if (ht && !strcmp(json_get_str(ht, "state", ""), DT_TASK_LOST) &&
-		    !strcmp(json_get_str(ht, "reason", ""), "NODE_FAIL"))
-			json_object_set_new(r, "reason", json_string("lost with node"));
-		else if (ending && !rank_state_final(json_get_str(r, "state", "")))
-			rank_set_end(r, node_lost(s, t->node));
-		json_array_append_new(a, r);
-		if (t->rank < 0 && j->cfg.launcher == LAUNCHER_MPI)
-			mpi_ranks(s, j, a, r, ending);
-		strbuf_release(&log);
-	}
-	/* each rank's GPUs: its node's reservation (launch.c binds both launchers so) */
-	json_array_foreach(a, i, r) {
-		json_int_t rank = json_get_int(r, "rank", -1);
-		json_t *pl = json_array_get(j->placement, rank < 0 ? 0 :
-					    (size_t)(rank / (j->per_node > 0 ? j->per_node : 1)));
-
-		json_object_set_new(r, "gpus", json_string(j->gpu ? json_get_str(pl, "slots", "") : ""));
-	}
-	return a;
-}
-
-json_t *job_json(struct sched *s, const struct job *j, int detail)
-{
-	json_t *o = json_object();
-	long long end = j->ended_us ? j->ended_us : dt_now_us();
-
-	json_object_set_new(o, "id", json_string(j->id));
-	json_object_set_new(o, "version", json_integer(j->version));
-	json_object_set_new(o, "name", json_string(j->name));
-	json_object_set_new(o, "user", json_string(j->user ? j->user : ""));
-	json_object_set_new(o, "state", json_string(j->state));
-	json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
-	json_object_set_new(o, "submitted_at", json_timestamp(j->submitted_us));
-	json_object_set_new(o, "started_at", json_timestamp(j->started_us));
-	json_object_set_new(o, "ended_at", json_timestamp(j->ended_us));
-	json_object_set_new(o, "elapsed_ms", json_integer(j->started_us ?
-							  (end - j->started_us) / 1000 : 0));
-	/* the attempt's: an elastic restart may run on fewer than the spec's */
-	json_object_set_new(o, "nodes", json_integer(j->per_node > 0 ? j->world / j->per_node :
-						     j->cfg.nodes));
-	json_object_set_new(o, "per_node", json_integer(j->per_node));
-	json_object_set_new(o, "gpu", json_boolean(j->gpu));
-	json_object_set_new(o, "world_size", json_integer(j->world));
-	json_object_set_new(o, "launcher", json_string(j->cfg.launcher == LAUNCHER_MPI ? "mpi" : "agent"));
-	json_object_set_new(o, "job_dir", json_string(j->job_dir));
-	json_object_set_new(o, "attempt", json_integer(j->attempt));
-	json_object_set_new(o, "retries", json_integer(j->cfg.retries));
-	{
-		/* a restart pending: its time is being lost now */
-		long long lost = j->lost_us + (j->restart_from_us ? end - j->restart_from_us : 0);
-		double slot_s = j->lost_slot_s + (j->restart_from_us ? (double)(end - j->restart_from_us) /
-						  1e6 * j->restart_world : 0);
-		double ratio = goodput_ratio(j->first_started_us, end, lost);
-
-		json_object_set_new(o, "restarts", json_integer(j->attempt));
-		json_object_set_new(o, "lost_s", json_real((double)lost / 1e6));
-		json_object_set_new(o, "gpu_hours_lost", json_real(slot_s / 3600));
-		json_object_set_new(o, "effective_ratio", ratio < 0 ? json_null() : json_real(ratio));
-		json_object_set_new(o, "first_started_at", json_timestamp(j->first_started_us));
-		json_object_set_new(o, "restart", json_pack("{s:I,s:f,s:I,s:i}", "lost_us",
-			(json_int_t)j->lost_us, "lost_slot_s", j->lost_slot_s, "from_us",
-			(json_int_t)j->restart_from_us, "world", j->restart_world));
-	}
-	json_object_set_new(o, "exit_code", j->has_exit ? json_integer(j->exit_code) : json_null());
-	json_object_set_new(o, "failed_rank", j->failed_rank >= 0 ? json_integer(j->failed_rank) : json_null());
-	json_object_set_new(o, "failed_node", j->failed_node ? json_string(j->failed_node) : json_null());
-	json_object_set_new(o, "stalled", json_incref(j->stalled));
-	json_object_set_new(o, "past_stalls", json_incref(j->past_stalls));
-	if (j->fabric)
-		json_object_set_new(o, "fabric", json_incref(j->fabric));
-	if (j->preflight)
-		json_object_set_new(o, "preflight", json_incref(j->preflight));
-	if (j->hang)
-		json_object_set_new(o, "hang", json_incref(j->hang));   /* hang.h */
-	json_object_set_new(o, "placement", json_incref(j->placement));
-	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
-	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
-	{
-		json_t *w = json_array();
-
-		if (j->log_lost_lines || j->log_error) {
-			struct strbuf m = STRBUF_INIT;
-
-			strbuf_addf(&m, "%lld output line%s of its ranks could not be logged (%s)",
-				    j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
-				    j->log_error ? j->log_error : "write error");
-			json_array_append_new(w, json_string(m.buf));
-			strbuf_release(&m);
-		}
-		json_object_set_new(o, "warnings", w);
-	}
-	if (detail) {
-		json_object_set_new(o, "spec", json_incref(j->spec));
-		json_object_set_new(o, "shared_dir", json_string(j->shared_dir));
-		json_object_set_new(o, "submit_dir", j->submit_dir ? json_string(j->submit_dir) :
-				    json_null());
-		json_object_set_new(o, "master_port", json_integer(j->master_port));
-		json_object_set_new(o, "history", json_incref(j->history));
-		json_object_set_new(o, "ranks", ranks_json(s, j, 0));
-		json_object_set_new(o, "avoid", json_incref(j->avoid));
-	}
-	return o;
-}
-
-/* Write the job (and the holds it has) to SQLite; lock held.  -1 (logged;
- * sqlite3_errmsg says why) when the row cannot be written. */
-int job_save(struct sched *s, struct job *j)
-{
-	json_t *o, *holds = json_array();
-	struct strbuf data = STRBUF_INIT;
-	sqlite3_stmt *st = s->st_job;
-	int ret = 0;
-
-	j->version++;
-	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
-	o = job_json(s, j, 1);
-
-	for (size_t i = 0; i < s->nr_holds; i++)
-		if (!strcmp(s->holds[i]->job, j->id))
-			json_array_append_new(holds, hold_json(s->holds[i]));
-	json_object_set_new(o, "holds", holds);
-	json_object_set_new(o, "current_hold", json_boolean(j->hold != NULL));
-	json_object_set_new(o, "last_ranks", json_incref(j->last_ranks ? j->last_ranks : json_null()));
-	json_object_set_new(o, "has_exit", json_boolean(j->has_exit));
-	json_object_set_new(o, "cancel", json_boolean(j->cancel));
-	json_append(&data, o);
-	sqlite3_reset(st);
-	sqlite3_bind_text(st, 1, j->id, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 2, j->state, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, dt_now_us());
-	sqlite3_bind_text(st, 4, data.buf, (int)data.len, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 5, j->seq);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		dtlog(DTLOG_ERROR, "state.db: cannot save job %s: %s", j->id, sqlite3_errmsg(s->db));
-		ret = -1;
-	}
-	json_decref(o);
-	strbuf_release(&data);
-	return ret;
-}
-
-/* ------------------------------------------------------------- /metrics */
-
-static const char *const job_states[] = { DT_JOB_PENDING, DT_JOB_RUNNING, DT_JOB_COMPLETED,
-					  DT_JOB_FAILED, DT_JOB_CANCELLED, DT_JOB_TIMEOUT,
-					  DT_JOB_NODE_FAIL };
-/* seconds: a queue wait or run of a training job spans ms to days */
-static const double job_secs_bounds[] = { 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600,
-					  24 * 3600 };
-#define NR_SECS_BOUNDS ARRAY_SIZE(job_secs_bounds)
-
-struct jobs_stats {
-	unsigned long long finished[ARRAY_SIZE(job_states)];
-	unsigned long long wait_counts[NR_SECS_BOUNDS + 1], run_counts[NR_SECS_BOUNDS + 1];
-	struct prom_hist wait, run;
-};
-
-static struct jobs_stats *jobs_stats(struct sched *s)
-{
-	if (!s->jstats) {
-		struct jobs_stats *js = xcalloc(1, sizeof(*js));
-
-		js->wait.bounds = js->run.bounds = job_secs_bounds;
-		js->wait.nr_bounds = js->run.nr_bounds = NR_SECS_BOUNDS;
-		js->wait.counts = js->wait_counts;
-		js->run.counts = js->run_counts;
-		s->jstats = js;
-	}
-	return s->jstats;
-}
-
-/* Count a transition: queue wait when an attempt starts, run time and final state at the end. */
-static void jobs_observe(struct sched *s, const struct job *j, const char *state)
-{
-	struct jobs_stats *js = jobs_stats(s);
-	long long now = dt_now_us();
-
-	if (!strcmp(state, DT_JOB_RUNNING) && j->submitted_us && j->attempt == 0)
-		prom_hist_observe(&js->wait, (double)(now - j->submitted_us) / 1e6);
-	if (!state_final(state))
-		return;
-	for (size_t k = 0; k < ARRAY_SIZE(job_states); k++)
-		if (!strcmp(state, job_states[k]))
-			js->finished[k]++;
-	if (j->started_us)
-		prom_hist_observe(&js->run, (double)(now - j->started_us) / 1e6);
-}
-
-void jobs_metrics(struct sched *s, struct strbuf *o)
-{
-	struct jobs_stats *js = jobs_stats(s);
-	unsigned long long n[ARRAY_SIZE(job_states)] = { 0 };
-
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		for (size_t k = 0; k < ARRAY_SIZE(job_states); k++)
-			n[k] += !strcmp(s->jobs[i]->state, job_states[k]);
-	prom_family(o, "dtsched_jobs", "gauge", "Jobs known to dtsched, by state.");
-	for (size_t k = 0; k < ARRAY_SIZE(job_states); k++) {
-		const char *l[] = { "state", job_states[k], NULL };
-
-		prom_sample(o, "dtsched_jobs", l, (double)n[k]);
-	}
-	prom_family(o, "dtsched_jobs_finished_total", "counter",
-		    "Jobs that ended since dtsched started, by final state.");
-	for (size_t k = 2; k < ARRAY_SIZE(job_states); k++) {
-		const char *l[] = { "state", job_states[k], NULL };
-
-		prom_sample(o, "dtsched_jobs_finished_total", l, (double)js->finished[k]);
-	}
-	prom_family(o, "dtsched_job_queue_wait_seconds", "histogram",
-		    "Time from submission to the start of a job's first attempt.");
-	prom_hist_write(o, "dtsched_job_queue_wait_seconds", NULL, &js->wait);
-	prom_family(o, "dtsched_job_run_seconds", "histogram",
-		    "Run time of a job's last attempt, from its start to its end.");
-	prom_hist_write(o, "dtsched_job_run_seconds", NULL, &js->run);
-}
-
-/* A state change: SQLite, then <job_dir>/state, then the log. */
-void job_transition(struct sched *s, struct job *j, const char *state)
-{
-	const char *before = j->state;
-
-	jobs_observe(s, j, state);
-	j->state = state;
-	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
-	history_add(j, state, j->reason);
-	job_save(s, j);
-	write_state_file(j);
-	dtlog(!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL) ? DTLOG_WARN :
-	      DTLOG_INFO, "job %s (%s): %s -> %s%s%s", j->id, j->name, before, state,
-	      j->reason ? ": " : "", j->reason ? j->reason : "");
-}
-
-void job_free(struct job *j)
-{
-	free(j->name);
-	free(j->user);
-	free(j->job_dir);
-	free(j->shared_dir);
-	free(j->submit_dir);
-	json_decref(j->spec);
-	job_config_release(&j->cfg);
-	free(j->reason);
-	json_decref(j->history);
-	json_decref(j->avoid);
-	json_decref(j->stalled);
-	json_decref(j->past_stalls);
-	json_decref(j->fabric);
-	json_decref(j->preflight);
-	json_decref(j->hang);
-	json_decref(j->last_ranks);
-	json_decref(j->placement);
-	free(j->failed_node);
-	free(j->launch_error);
-	free(j->log_error);
-	free(j);
-}
 
 /* ------------------------------------------------------------------ init */
 
-static const char jobs_schema[] =
-	"CREATE TABLE IF NOT EXISTS jobs("
-	"  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, state TEXT NOT NULL,"
-	"  updated_us INTEGER, data TEXT);"
-	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
-
-struct job *job_new(void)
-{
-	struct job *j = xcalloc(1, sizeof(*j));
-
-	job_config_init(&j->cfg);
-	j->history = json_array();
-	j->avoid = json_array();
-	j->stalled = json_array();
-	j->past_stalls = json_array();
-	j->placement = json_array();
-	j->failed_rank = -1;
-	j->state = DT_JOB_PENDING;
-	return j;
-}
 
 static const char *state_const(const char *s)
 {
@@ -717,29 +81,6 @@ static const char *state_const(const char *s)
 		if (s && !strcmp(s, all[i]))
 			return all[i];
 	return DT_JOB_FAILED;
-}
-
-void job_attempt_started(struct job *j)
-{
-	long long now = dt_now_us();
-
-	if (!j->first_started_us)
-		j->first_started_us = now;
-	if (j->restart_from_us) {
-		long long wait = now > j->restart_from_us ? now - j->restart_from_us : 0;
-
-		j->lost_us += wait;
-		j->lost_slot_s += (double)wait / 1e6 * j->restart_world;
-		j->restart_from_us = 0;
-	}
-	j->world = j->per_node * j->hold->nr;   /* an elastic restart may have fewer nodes */
-}
-
-void job_derive(struct job *j)
-{
-	j->gpu = j->cfg.gpus_per_node > 0;
-	j->per_node = j->gpu ? j->cfg.gpus_per_node : j->cfg.procs_per_node;
-	j->world = j->per_node * j->cfg.nodes;
 }
 
 static void jobs_load(struct sched *s)
@@ -866,8 +207,7 @@ static void jobs_load(struct sched *s)
 
 int jobs_init(struct sched *s)
 {
-	if (db_exec(s, jobs_schema) < 0 ||
-	    sqlite3_prepare_v2(s->db, "UPDATE jobs SET id=?1, state=?2, updated_us=?3, data=?4 "
+	if (sqlite3_prepare_v2(s->db, "UPDATE jobs SET id=?1, state=?2, updated_us=?3, data=?4 "
 			       "WHERE seq=?5", -1, &s->st_job, NULL) != SQLITE_OK)
 		return -1;
 	s->orphans = json_object();
@@ -1006,7 +346,13 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	int retry;
 
 	count_log_loss(s, j);
-	fabric_attempt_ended(s, j);
+	{
+		/* its subscribers (the fabric test's verdict) read the hold, and may
+		 * say why in j->reason */
+		struct job_event_info info = { .rank = -1, .from = j->state, .to = state };
+
+		job_events_emit(&s->events, s, j, JOB_EV_ATTEMPT_ENDED, &info);
+	}
 	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
 		state = DT_JOB_FAILED;
 		j->exit_code = 1;
@@ -1052,53 +398,9 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->started_us = 0;
 		job_transition(s, j, DT_JOB_PENDING);
 	} else {
-		j->ended_us = dt_now_us();
 		job_transition(s, j, state);
 	}
 	sched_wake(s);
-}
-
-/* For mpi jobs: the first rank that failed, from <job_dir>/ranks/<r>.json. */
-/*
- * The node rank r of an mpi job ran on, by the plan (--map-by slot: hostfile
- * node r / per_node), as dtctl names it; what the rank's record says (the
- * host's name, which need not be the node's, nor resolve) only without one.
- */
-static const char *rank_node(const struct job *j, int r, const char *recorded)
-{
-	const struct hold *h = j->hold;
-	int k = j->per_node > 0 && r >= 0 ? r / j->per_node : -1;
-
-	return h && k >= 0 && k < h->nr ? h->place[k].node : recorded;
-}
-
-static int mpi_first_failure(const struct job *j, int *rank, int *code, char **node)
-{
-	json_t *recs = mpi_rank_records(j), *o;
-	const char *best = NULL;
-	size_t r;
-
-	json_array_foreach(recs, r, o) {
-		const char *ended = json_get_str(o, "ended_at", "");
-
-		if (json_get_int(o, "exit_code", 0) != 0 && (!best || strcmp(ended, best) < 0)) {
-			best = ended;
-			*rank = (int)json_get_int(o, "rank", -1);
-			*code = (int)json_get_int(o, "exit_code", 1);
-			free(*node);
-			*node = xstrdup(rank_node(j, *rank, json_get_str(o, "node", "?")));
-		}
-	}
-	json_decref(recs);
-	return best != NULL;
-}
-
-static void describe_code(struct strbuf *sb, int code)
-{
-	if (code > 128 && code < 128 + 65)
-		strbuf_addf(sb, "was killed by signal %d (%s)", code - 128, strsignal(code - 128));
-	else
-		strbuf_addf(sb, "exited with code %d", code);
 }
 
 /* Stall detection: ranks whose log and the metrics file did not change for stall_after. */
@@ -1168,8 +470,12 @@ static void check_stall(struct sched *s, struct job *j)
 		}
 		strbuf_release(&ev);
 	}
-	if (json_array_size(stalled))   /* who the others wait for: hang.c */
-		hang_at_stall(s, j, !json_array_size(j->stalled), j->cfg.stall_after_ms);
+	if (json_array_size(stalled)) {   /* who the others wait for: hang.c listens */
+		struct job_event_info info = { .rank = -1, .first = !json_array_size(j->stalled),
+					       .stall_after_ms = j->cfg.stall_after_ms };
+
+		job_events_emit(&s->events, s, j, JOB_EV_STALLED, &info);
+	}
 	stalls_cleared(j, stalled, "output");
 	if (!json_equal(stalled, j->stalled) &&
 	    (json_array_size(stalled) != json_array_size(j->stalled))) {
@@ -1186,128 +492,27 @@ out:
 }
 
 /*
- * The attempt failed on j->failed_node: count it against that node when it
- * looks like the node's fault (quarantine_counts(): NODE_FAIL, SIGSEGV, SIGBUS,
- * SIGILL), which may drain it.  Lock held.
+ * The attempt failed on j->failed_node (j->failed_rank, j->exit_code set):
+ * tell the subscribers (quarantine-head.c counts it against the node).
+ * Lock held.
  */
-static void count_node_failure(struct sched *s, struct job *j, int nodefail, int sig)
+static void rank_exited(struct sched *s, struct job *j, int nodefail, int sig)
 {
-	struct strbuf what = STRBUF_INIT;
+	struct job_event_info info = { .rank = j->failed_rank, .code = j->exit_code,
+				       .signal = sig, .node_fail = nodefail };
 
-	if (!j->failed_node || !quarantine_counts(nodefail, sig))
-		return;
-	strbuf_addstr(&what, j->id);
-	if (nodefail)
-		strbuf_addstr(&what, " NODE_FAIL");
-	else if (j->failed_rank >= 0)
-		strbuf_addf(&what, " rank %d exit %d", j->failed_rank, j->exit_code);
-	else
-		strbuf_addf(&what, " mpirun exit %d", j->exit_code);
-	node_record_failure(s, j->failed_node, nodefail, what.buf);
-	strbuf_release(&what);
-}
-
-/* An orted task of `attempt` of j: "<job>.<attempt>.orted-<host>" (agent/rsh.c). */
-static int is_orted_of(const char *id, const struct job *j, int attempt)
-{
-	char prefix[64];
-
-	snprintf(prefix, sizeof(prefix), "%s.%d." DT_ORTED_TASK_TAG, j->id, attempt);
-	return starts_with(id, prefix);
+	job_events_emit(&s->events, s, j, JOB_EV_RANK_EXITED, &info);
 }
 
 /*
- * For mpi jobs: the ranks' ends as their agents reported them (the
- * rank_exits of the attempt's mpirun task and of its orteds, protocol.h),
- * without waiting for Open MPI's own teardown.  1 when every rank of the
- * world has reported: *rank is then the first rank that failed (by its end;
- * -1 if none), with its exit *code and *sig.  Lock held.
+ * Is the running job's attempt over?  The backend says how it stands (rank
+ * exits, node failures: backend.h); the lifecycle decides what that makes
+ * the job.  Lock held.
  */
-static int mpi_ranks_reported(struct sched *s, const struct job *j, int *rank, int *code, int *sig)
-{
-	const struct hold *h = j->hold;
-	const char *best = NULL;
-	char *seen;
-	int n = 0;
-
-	*rank = -1;
-	if (j->cfg.launcher != LAUNCHER_MPI || !h || j->world <= 0)
-		return 0;
-	seen = xcalloc((size_t)j->world, 1);
-	for (int k = 0; k < h->nr; k++) {
-		struct node *nd = node_find(s, h->place[k].node);
-		const char *id;
-		json_t *t, *e;
-		size_t i;
-
-		json_object_foreach(nd ? nd->tasks : NULL, id, t) {
-			int ours = is_orted_of(id, j, j->attempt);
-
-			for (size_t x = 0; !ours && x < h->nr_tasks; x++)
-				ours = !strcmp(h->tasks[x].id, id);
-			if (!ours)
-				continue;
-			json_array_foreach(json_object_get(t, "rank_exits"), i, e) {
-				long long r = json_get_int(e, "rank", -1);
-				const char *ended = json_get_str(e, "ended_at", "");
-				int c = (int)json_get_int(e, "exit_code", 1);
-
-				if (r < 0 || r >= j->world || seen[r])
-					continue;
-				seen[r] = 1;
-				n++;
-				if (c && (!best || strcmp(ended, best) < 0)) {
-					best = ended;
-					*rank = (int)r;
-					*code = c;
-					*sig = (int)json_get_int(e, "signal", 0);
-				}
-			}
-		}
-	}
-	free(seen);
-	return n == j->world;
-}
-
-/*
- * A rank whose program is missing could not start (agent/supervise.c,
- * program_check: "'python' not found on PATH (...)"); the same is usually
- * true of every node of the job.  The nodes of the attempt whose task failed
- * with that same error, folded ("fcnode[1-4]"), into *folded; 1 while a task
- * has not got past its start yet (its node may be one more), for a moment.
- */
-#define NOT_FOUND_ON_PATH "' not found on PATH"
-
-static int nodes_with_error(struct sched *s, const struct hold *h, const char *err,
-			    struct strbuf *folded)
-{
-	struct strvec names = STRVEC_INIT;
-	int pending = 0;
-
-	for (size_t i = 0; i < h->nr_tasks; i++) {
-		struct node *n = node_find(s, h->tasks[i].node);
-		json_t *ht = n ? json_object_get(n->tasks, h->tasks[i].id) : NULL;
-		const char *st = json_get_str(ht, "state", DT_TASK_STARTING);
-
-		if (!strcmp(st, DT_TASK_STARTING))
-			pending = 1;
-		else if (!strcmp(st, DT_TASK_FAILED) && !strcmp(json_get_str(ht, "error", ""), err) &&
-			 strvec_find(&names, h->tasks[i].node) < 0)
-			strvec_push(&names, h->tasks[i].node);
-	}
-	fold_names(folded, names.v, names.nr);
-	strvec_clear(&names);
-	return pending;
-}
-
-/* Is the running job's attempt over?  Lock held. */
 static void check_running(struct sched *s, struct job *j)
 {
-	struct hold *h = j->hold;
-	int all_ok = 1, fail = 0, nodefail = 0, fail_rank = -1, fail_code = 1, fail_sig = 0;
-	int nodes_reason = 0;
-	const char *fail_node = NULL, *fail_at = NULL;
-	struct strbuf why = STRBUF_INIT;
+	struct attempt_end e;
+	enum attempt_status st;
 
 	if (j->cancel) {
 		if (!j->reason)   /* jobs_cancel() may have said why */
@@ -1315,163 +520,42 @@ static void check_running(struct sched *s, struct job *j)
 		end_attempt(s, j, DT_JOB_CANCELLED);
 		return;
 	}
-	if (j->launch || !h)
+	if (j->launch || !j->hold)
 		return;
 	if (j->launch_error) {
 		set_reason(j, "%s", j->launch_error);
 		end_attempt(s, j, DT_JOB_FAILED);
 		return;
 	}
-	for (int k = 0; k < h->nr; k++) {
-		struct node *n = node_find(s, h->place[k].node);
-
-		if (node_gone(n)) {
-			free(j->failed_node);
-			j->failed_node = xstrdup(h->place[k].node);
-			set_reason(j, "node '%s' went down (no heartbeat)", h->place[k].node);
-			count_node_failure(s, j, 1, 0);
-			end_attempt(s, j, DT_JOB_NODE_FAIL);
-			return;
-		}
-	}
-	for (size_t i = 0; i < h->nr_tasks; i++) {
-		const struct htask *t = &h->tasks[i];
-		struct node *n = node_find(s, t->node);
-		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-		const char *st, *ended;
-		int code;
-
-		if (!ht) {
-			all_ok = 0;
-			/* recorded, but its agent has sent its whole table since and never
-			 * had it: the POST never reached it (dtsched stopped mid-launch) */
-			if (n && n->last_hb_mono && !n->want_full && !t->gone &&
-			    dt_mono_ms() - h->launched_ms > 2 * LAUNCH_GONE_MS) {
-				if (!fail || strcmp("~", fail_at) < 0) {
-					fail = 1;
-					fail_at = "~";
-					fail_rank = t->rank;
-					fail_code = 1;
-					fail_node = t->node;
-					strbuf_reset(&why);
-					strbuf_addstr(&why, "was never started (its agent does not know "
-						      "the task)");
-				}
-			}
-			continue;
-		}
-		st = json_get_str(ht, "state", "");
-		if (!task_final(ht)) {
-			all_ok = 0;
-			continue;
-		}
-		code = json_is_integer(json_object_get(ht, "exit_code")) ?
-			(int)json_get_int(ht, "exit_code", 1) : -1;
-		if (!strcmp(st, DT_TASK_EXITED) && code == 0)
-			continue;
-		all_ok = 0;
-		if (!strcmp(st, DT_TASK_LOST) && !strcmp(json_get_str(ht, "reason", ""), "NODE_FAIL"))
-			nodefail = 1;
-		ended = json_get_str(ht, "ended_at", "~");
-		if (!fail || strcmp(ended, fail_at) < 0) {
-			fail = 1;
-			fail_at = ended;
-			fail_rank = t->rank;
-			fail_code = code < 0 ? 1 : code;
-			fail_sig = (int)json_get_int(ht, "signal", 0);
-			fail_node = t->node;
-			strbuf_reset(&why);
-			if (!strcmp(st, DT_TASK_FAILED))
-				strbuf_addf(&why, "could not start: %s", json_get_str(ht, "error", "?"));
-			else if (!strcmp(st, DT_TASK_LOST))
-				strbuf_addf(&why, "was lost: %s", json_get_str(ht, "reason", NULL) ?
-					    json_get_str(ht, "reason", "") : json_get_str(ht, "error", "?"));
-			else
-				describe_code(&why, code);
-		}
-	}
-	if (!fail && !all_ok) {
-		int rrank, rcode = 1, rsig = 0;
-
-		if (mpi_ranks_reported(s, j, &rrank, &rcode, &rsig)) {
-			/*
-			 * Every rank has ended: the job is over now.  mpirun and
-			 * its orteds finish their own teardown (~100 ms at 16
-			 * nodes) while the hold keeps the slots; what is still
-			 * running STOP_RESEND_MS later is stopped (check_holds).
-			 */
-			h->stop_sent_ms = dt_mono_ms();
-			if (rrank < 0) {
-				all_ok = 1;
-			} else {
-				fail = 1;
-				fail_rank = rrank;
-				fail_code = rcode;
-				fail_sig = rsig;
-				fail_node = rank_node(j, rrank, "?");
-				strbuf_reset(&why);
-				describe_code(&why, rcode);
-			}
-		}
-	}
-	if (fail && fail_rank >= 0 && starts_with(why.buf, "could not start: '") &&
-	    strstr(why.buf, NOT_FOUND_ON_PATH)) {
-		/* "'python' not found on fcnode[1-4] (Debian has python3): ..." */
-		const char *err = why.buf + strlen("could not start: ");
-		const char *at = strstr(err, NOT_FOUND_ON_PATH);
-		struct strbuf folded = STRBUF_INIT, r = STRBUF_INIT;
-
-		if (nodes_with_error(s, h, err, &folded) &&
-		    dt_mono_ms() - h->launched_ms < LAUNCH_GONE_MS) {
-			strbuf_release(&folded);
-			strbuf_release(&why);
-			return;   /* the other nodes' answers are a moment away */
-		}
-		strbuf_addf(&r, "%.*s' not found on %s%s", (int)(at - err), err, folded.buf,
-			    at + strlen(NOT_FOUND_ON_PATH));
-		strbuf_reset(&why);
-		strbuf_addbuf(&why, &r);
-		strbuf_release(&r);
-		strbuf_release(&folded);
-		nodes_reason = 1;   /* the reason names the nodes, not one rank */
-	}
-	if (fail) {
-		char *mnode = NULL;
-		int mrank, mcode, counted_sig = fail_sig;
-
-		if (fail_rank < 0 && mpi_first_failure(j, &mrank, &mcode, &mnode)) {
-			fail_rank = mrank;
-			fail_code = mcode;
-			/*
-			 * ranks/<r>.json is in the shared dir, which every job
-			 * can write: good for the reason shown (describe_code:
-			 * the logger records 128 + the signal), never for the
-			 * node's quarantine, which counts only what an agent saw
-			 * of processes it supervises (issue 26, B2)
-			 */
-			counted_sig = 0;
-			strbuf_reset(&why);
-			describe_code(&why, mcode);
-		}
-		j->has_exit = 1;
-		j->exit_code = fail_code;
-		j->failed_rank = fail_rank;
+	attempt_end_init(&e);
+	st = s->backend->attempt_poll(s, j, &e);
+	if (st == ATTEMPT_NODE_DOWN) {
 		free(j->failed_node);
-		j->failed_node = xstrdup(mnode ? mnode : fail_node);
-		if (nodes_reason)
-			set_reason(j, "%s", why.buf);
-		else if (fail_rank >= 0)
-			set_reason(j, "rank %d on %s %s", fail_rank, j->failed_node, why.buf);
+		j->failed_node = xstrdup(e.node);
+		set_reason(j, "%s", e.why.buf);
+		rank_exited(s, j, 1, 0);
+		end_attempt(s, j, DT_JOB_NODE_FAIL);
+	} else if (st == ATTEMPT_FAILED) {
+		j->has_exit = 1;
+		j->exit_code = e.code;
+		j->failed_rank = e.rank;
+		free(j->failed_node);
+		j->failed_node = xstrdup(e.node ? e.node : "?");
+		if (e.why_is_reason)
+			set_reason(j, "%s", e.why.buf);
+		else if (e.rank >= 0)
+			set_reason(j, "rank %d on %s %s", e.rank, j->failed_node, e.why.buf);
 		else
-			set_reason(j, "mpirun on %s %s", j->failed_node, why.buf);
-		free(mnode);
-		count_node_failure(s, j, nodefail, counted_sig);
-		end_attempt(s, j, nodefail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
-	} else if (all_ok) {
+			set_reason(j, "mpirun on %s %s", j->failed_node, e.why.buf);
+		rank_exited(s, j, e.node_fail, e.signal);
+		end_attempt(s, j, e.node_fail ? DT_JOB_NODE_FAIL : DT_JOB_FAILED);
+	} else if (st == ATTEMPT_COMPLETED) {
 		j->has_exit = 1;
 		j->exit_code = 0;
 		set_reason(j, NULL);
 		end_attempt(s, j, DT_JOB_COMPLETED);
+	} else if (st == ATTEMPT_SETTLING) {
+		;                 /* decided at the next step */
 	} else if (j->cfg.timeout_ms && dt_mono_ms() - j->run_mono > j->cfg.timeout_ms) {
 		struct strbuf d = STRBUF_INIT;
 
@@ -1482,91 +566,31 @@ static void check_running(struct sched *s, struct job *j)
 	} else {
 		check_stall(s, j);
 	}
-	strbuf_release(&why);
+	attempt_end_release(&e);
 }
 
-void act_stop(struct actions *a, struct node *n, const char *task)
+/*
+ * One placed job's launch, off the main thread: the main loop goes on
+ * ending, placing and launching other jobs while this one waits for where
+ * its ranks run (in a sweep, eight trials ending together used to be
+ * launched one after another, each behind the requests of the one before,
+ * and the ends that arrived meanwhile waited too).
+ */
+static void *launch_thread(void *arg)
 {
-	struct action *x;
+	struct launch_arg *la = arg;
 
-	ALLOC_GROW(a->v, a->nr + 1, a->alloc);
-	x = &a->v[a->nr++];
-	memset(x, 0, sizeof(*x));
-	x->addr = xstrdup(n->address && *n->address ? n->address : n->name);
-	x->port = n->port;
-	x->node = xstrdup(n->name);
-	x->task = xstrdup(task);
-}
-
-/* Tasks of jobs that no hold knows (a node back from DOWN, a restart), and
- * the orteds of an attempt that has ended. */
-static void check_orphans(struct sched *s, struct actions *a)
-{
-	static long long last;
-	long long now = dt_mono_ms();
-
-	if (now - last < ORPHAN_SCAN_MS)
-		return;
-	last = now;
-	for (size_t i = 0; i < s->nr; i++) {
-		struct node *n = s->nodes[i];
-		json_t *t;
-		const char *id;
-
-		if (strcmp(n->state, DT_NODE_UP) && strcmp(n->state, DT_NODE_DRAINED))
-			continue;
-		json_object_foreach(n->tasks, id, t) {
-			const char *jid = json_get_str(t, "job_id", NULL);
-			long long sent = json_get_int(s->orphans, id, 0);
-			struct job *j;
-
-			if (!jid || task_final(t) || !(j = job_find(s, jid)) || hold_has_task(s, id))
-				continue;
-			if (j->hold && is_orted_of(id, j, j->attempt))
-				continue;     /* started by the attempt's mpirun (agent/rsh.h) */
-			/*
-			 * The attempt just ended with mpirun's exit: its orteds on the
-			 * other nodes are exiting too, but their exit reports can be a
-			 * heartbeat late.  Stopping them then made an orted of a job
-			 * that ended normally exit 143 (SIGTERM) instead of 0.
-			 */
-			if (now < j->orted_grace_ms && is_orted_of(id, j, j->orted_attempt))
-				continue;
-			if (sent && now - sent < STOP_RESEND_MS)
-				continue;
-			dtlog(DTLOG_WARN, "task '%s' of job %s on '%s' belongs to no live attempt; "
-			      "stopping it", id, jid, n->name);
-			json_object_set_new(s->orphans, id, json_integer(now));
-			act_stop(a, n, id);
-		}
-	}
-}
-
-static void do_stop(struct sched *s, struct action *x)
-{
-	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
-	json_t *body = json_pack("{s:i}", "grace_ms", STOP_GRACE_MS), *reply = NULL;
-	int code;
-
-	strbuf_addf(&path, "%s%s", DT_PATH_TASK_PREFIX, x->task);
-	code = dt_httpc_request(client_for(s, s->clients, x->addr, x->port), "DELETE", path.buf, body,
-				&reply, &err);
-	if (code < 0 || code >= 500)
-		dtlog(DTLOG_WARN, "cannot stop task '%s' on '%s': %s", x->task, x->node,
-		      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
-	pthread_mutex_lock(&s->lock);
-	if (code == 404 || code == 200) {
-		/* final or unknown to its agent: gone */
-		for (size_t h = 0; h < s->nr_holds; h++)
-			for (size_t i = 0; i < s->holds[h]->nr_tasks; i++)
-				if (!strcmp(s->holds[h]->tasks[i].id, x->task))
-					s->holds[h]->tasks[i].gone = 1;
-	}
-	pthread_mutex_unlock(&s->lock);
-	json_decref(body);
-	json_decref(reply);
-	strbuf_release(&path);
-	strbuf_release(&err);
+	la->s->backend->launch(la->s, la->j, la->h);
+	pthread_mutex_lock(&la->s->lock);
+	la->h->busy--;
+	if (la->j->hold == la->h && la->j->launch == LAUNCH_RUNNING)
+		la->j->launch = 0;
+	sched_wake(la->s);     /* a launch error or an early exit is handled at once */
+	/* last: once this is 0 (and the lock free) jobs_release may free s */
+	la->s->clients->launches--;
+	pthread_mutex_unlock(&la->s->lock);
+	free(la);
+	return NULL;
 }
 
 void jobs_step(struct sched *s)
@@ -1582,8 +606,8 @@ void jobs_step(struct sched *s)
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING))
 			check_running(s, s->jobs[i]);
-	check_holds(s, &a);
-	check_orphans(s, &a);
+	if (s->backend->step)
+		s->backend->step(s, &a);
 	schedule_pending(s);
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
@@ -1605,7 +629,7 @@ void jobs_step(struct sched *s)
 	pthread_mutex_unlock(&s->lock);
 
 	for (size_t i = 0; i < a.nr; i++) {
-		do_stop(s, &a.v[i]);
+		s->backend->stop(s, &a.v[i]);
 		free(a.v[i].addr);
 		free(a.v[i].node);
 		free(a.v[i].task);

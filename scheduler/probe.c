@@ -261,3 +261,31 @@ int probe_gate(struct sched *s, struct job *j, const struct pool *p,
 	strbuf_release(&nodes);
 	return 1;
 }
+
+/* 1 when every node of res is in j's passed list (of either check) */
+int preflight_passed(const struct job *j, const struct pool *p, const struct place_result *res)
+{
+	const json_t *passed = json_object_get(j->preflight, "passed");
+
+	for (int k = 0; k < res->nr; k++)
+		if (!json_str_in(passed, p->n[res->node[k]].name))
+			return 0;
+	return 1;
+}
+
+int preflight_gave_up(struct job *j, const char *what)
+{
+	int rounds = (int)json_get_int(j->preflight, "rounds", 0);
+	struct strbuf sb = STRBUF_INIT;
+
+	if (rounds < FABRIC_GATE_ROUNDS)
+		return 0;
+	if (rounds == FABRIC_GATE_ROUNDS) {   /* said once */
+		strbuf_addf(&sb, "%s gave up after %d tries without a pass: launched without one",
+			    what, FABRIC_GATE_ROUNDS);
+		history_add(j, DT_JOB_PENDING, sb.buf);
+		json_object_set_new(j->preflight, "rounds", json_integer(rounds + 1));
+		strbuf_release(&sb);
+	}
+	return 1;
+}

@@ -2,7 +2,8 @@
  * quarantine.h - which job failures count against a node, and whether a
  * node has had too many of them (docs/agents.md, "Node health"): pure
  * functions, so the rules are unit-tested (tests/unit/test_quarantine.c);
- * sched.c keeps the failures in state.db's node_failures table and drains.
+ * nodes.c keeps the failures in state.db's node_failures table and drains;
+ * quarantine-head.c counts a failed attempt (the rank_exited event).
  */
 #ifndef DT_QUARANTINE_H
 #define DT_QUARANTINE_H

@@ -1,8 +1,10 @@
 /*
- * sched-int.h - dtsched's internals shared by sched.c (nodes, heartbeats,
- * SQLite), the jobs files (jobs.c, jobs-queue.c, jobs-launch.c, jobs-api.c:
- * the job queue, placement, launch and lifecycle; what only they share is in
- * jobs-int.h) and sweeps.c.  Not a public API: only scheduler/ includes it.
+ * sched-int.h - dtsched's internals shared by its files: the database
+ * (db.c), the node table (nodes.c, heartbeat.c, nodes-api.c), the jobs (what
+ * only their files share is in jobs-int.h), the sweeps (sweeps-int.h) and
+ * sched.c on top.  The files are layers (docs/architecture.md; make lint
+ * checks that none calls up into one that calls it).  Not a public API: only
+ * scheduler/ includes it.
  *
  * Locking: s->lock guards everything below except the fields marked
  * "main thread", which only the thread running sched_run()'s loop touches.
@@ -12,12 +14,15 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include "auth.h"
 #include "beacon.h"
 #include "config.h"
 #include "httpd.h"
 #include "sched.h"
+#include "backend.h"
+#include "jobstate.h"
 
 struct node {
 	char *name;
@@ -73,7 +78,7 @@ enum beacon_count {
 struct jobs_stats;
 struct sched {
 	struct sched_opts o;
-	struct jobs_stats *jstats;  /* jobs.c: counters and histograms for /metrics */
+	struct jobs_stats *jstats;  /* jobs-metrics.c: counters and histograms for /metrics */
 	pthread_mutex_t lock;
 	struct node **nodes;        /* sorted by name */
 	size_t nr, alloc;
@@ -108,6 +113,9 @@ struct sched {
 	json_t *orphans;            /* main thread: task id -> mono ms of the last stop sent */
 	struct jobs_clients *clients;  /* main thread: HTTP clients to agents */
 	struct sweeps *sweeps;      /* sweeps.c */
+	/* the seam (issue 28): where ranks run, and who hears of a job's life */
+	const struct sched_backend *backend;   /* chosen by sched_run (backend.h) */
+	struct job_events events;   /* subscribed at start-up (jobstate.h) */
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
@@ -115,7 +123,7 @@ struct sched {
 
 
 /*
- * sched.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).
+ * heartbeat.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).
  * Strings and JSON values point into the parsed body and live as long as it.
  */
 struct heartbeat {
@@ -140,6 +148,22 @@ struct heartbeat {
 int heartbeat_parse_fast(char *buf, size_t len, struct heartbeat *hb);
 void heartbeat_from_json(const json_t *j, struct heartbeat *hb);
 
+/* a node's heartbeat time and inventory are written at most this often
+ * (state changes, drain/resume and new agents at once) */
+#define HB_SAVE_US (60 * 1000000LL)
+
+/* nodes.c: the node table (lock held unless said) */
+int nodes_init(struct sched *s);            /* prepare its statements, load it */
+void nodes_tick(struct sched *s);           /* failure detection: UP/SUSPECT/DOWN by age */
+void nodes_flush(struct sched *s);          /* write the dirty nodes (one transaction) */
+int task_state_final_str(const char *s);
+/* *dst = a copy of v (NULL: none); 1 when it changed */
+int node_str_set(char **dst, const char *v);
+void node_derive(struct node *n);           /* its counts and health from inventory, tasks */
+void node_check_health(struct sched *s, struct node *n);   /* drain a bad one */
+void node_set_state(struct sched *s, struct node *n, const char *state);
+/* a task id an agent reported: ids of new jobs never repeat it */
+void note_task_id(struct sched *s, const char *id);
 struct node *node_find(struct sched *s, const char *name);
 /*
  * Are the jobs' tasks on n (NULL: unknown) gone?  DOWN, except while the
@@ -170,6 +194,14 @@ void node_free(struct node *n);
  */
 size_t sched_beacon(struct sched *s, const void *buf, size_t len, long long now_s,
 		    char *reply, size_t reply_size);
+/* db.c: state.db made private and opened (-1: why in err); every table's schema */
+int db_open(struct sched *s, const char *path, struct strbuf *err);
+int db_schema(struct sched *s);
+/* this state.db's random id (s->head_id), made with it */
+int head_id_load(struct sched *s);
+/* the node table's rows (s->st_node, s->st_task: prepared by nodes_init) */
+void db_save_node(struct sched *s, struct node *n);
+void db_save_task(struct sched *s, const char *node, json_t *t, const char *reason);
 int db_exec(struct sched *s, const char *sql);
 /* A transaction that may nest (SAVEPOINT / RELEASE); lock held, as for any write. */
 void db_begin(struct sched *s);
@@ -177,7 +209,23 @@ int db_commit(struct sched *s, struct strbuf *err);
 /* Undo the writes since db_begin() (and end its transaction). */
 void db_rollback(struct sched *s);
 /* Make the main loop run jobs_step() now instead of at its next tick. */
-void sched_wake(struct sched *s);
+static inline void sched_wake(struct sched *s)
+{
+	pthread_kill(s->main_thread, SIGUSR1);
+}
+
+/* heartbeat.c: POST /v1/heartbeat; the UDP beacon socket (-1: none) */
+void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+int beacon_open(struct sched *s);
+/* r (an entry of s->refused) was refused within dead_after of now (mono ms) */
+int refused_recent(const struct sched *s, const json_t *r, long long now);
+/* nodes-api.c: GET /v1/nodes, /v1/nodes/<name>, .../drain, .../resume, /v1/tasks */
+void h_nodes(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_drain(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_resume(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, void *data);
+void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */
@@ -203,11 +251,27 @@ void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
 void jobs_schedule_now(struct sched *s);
 
-/* sweeps.c */
+/*
+ * The features that hear of a job's life (jobstate.h), subscribed by
+ * sched_run() before the jobs are loaded, in this order:
+ *   jobs-metrics.c  STARTED, ENDED: the jobs' /metrics families
+ *   fabric-head.c   ATTEMPT_ENDED (j->hold still set): a fabric test's verdict
+ *                   into j->fabric and the baselines
+ *   quarantine-head.c  RANK_EXITED: a failure that looks like its node's fault
+ *                   counts against it (quarantine.h), which may drain it
+ *   hang.c          STALLED: attribute a hang at the first stall scan that
+ *                   finds silent ranks, again while the latest named nobody
+ */
+void jobs_metrics_subscribe(struct sched *s);
+void fabric_subscribe(struct sched *s);
+void quarantine_subscribe(struct sched *s);
+void hang_subscribe(struct sched *s);
+
+/* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */
 void sweeps_release(struct sched *s);
 void sweeps_step(struct sched *s);       /* main thread, lock NOT held */
-/* /metrics families of jobs.c and sweeps.c (lock held) */
+/* /metrics families of jobs-metrics.c and sweeps-api.c (lock held) */
 void jobs_metrics(struct sched *s, struct strbuf *o);
 void sweeps_metrics(struct sched *s, struct strbuf *o);
 extern const struct dt_http_route sweeps_routes[];

@@ -1,0 +1,92 @@
+/*
+ * backend.h - "where ranks run", as the job lifecycle asks it (issue 28).
+ *
+ * The lifecycle (jobs.c, jobs-queue.c) knows a job's states, its holds (the
+ * slots of an attempt) and its launch plan; it does not know how ranks get
+ * onto nodes, how they are stopped, or how their ends are learnt.  It asks
+ * the backend chosen for the cluster, through this struct of operations
+ * only (the shape of Slurm's plugins, torchx's schedulers): sched_run()
+ * picks one (s->backend) and nothing else names it.  Today's agents
+ * (backend-agents.c: pre-launch gates, one POST /v1/tasks per node,
+ * heartbeats) are the first; a Slurm backend is meant to be the second
+ * without touching the lifecycle.  What a backend cannot do it says
+ * plainly (an operation may be NULL where noted).
+ *
+ * Locking as in sched-int.h: "lock held" means s->lock.
+ */
+#ifndef DT_BACKEND_H
+#define DT_BACKEND_H
+
+#include <jansson.h>
+#include "strbuf.h"
+
+struct sched;
+struct job;
+struct hold;
+struct pool;
+struct place_result;
+struct actions;
+struct action;
+
+/* how an attempt stands, as the backend learnt it (attempt_poll) */
+enum attempt_status {
+	ATTEMPT_RUNNING,          /* not over (the lifecycle checks timeouts, stalls) */
+	ATTEMPT_COMPLETED,        /* every rank exited 0 */
+	ATTEMPT_FAILED,           /* a rank failed (or its node lost it: node_fail) */
+	ATTEMPT_NODE_DOWN,        /* a node of the attempt is gone: node, why */
+	ATTEMPT_SETTLING,         /* an end is being learnt: ask again at the next step */
+};
+
+struct attempt_end {
+	int rank;                 /* the first failed rank, -1: mpirun (or none) */
+	int code;                 /* its exit code */
+	int signal;               /* the signal that killed it as its agent saw it (0: none,
+				   * or known only from the job's own files): quarantine */
+	int why_is_reason;        /* why is the whole reason (it names the nodes) */
+	int node_fail;            /* FAILED: it was lost with its node (NODE_FAIL) */
+	char *node;               /* the node it failed on (owned; NULL: none) */
+	struct strbuf why;        /* "exited with code 3", "node 'n2' went down ..." */
+};
+
+struct sched_backend {
+	const char *name;         /* "agents" */
+	/*
+	 * The steps before an attempt placed on res (in pool p) may start
+	 * (agents: the fabric gate, the connectivity probe): 1 while it must
+	 * wait (why in reason; nothing is held), 0 to launch now.  Lock held.
+	 * NULL: no gate.
+	 */
+	int (*gate)(struct sched *s, struct job *j, const struct pool *p,
+		    const struct place_result *res, struct strbuf *reason);
+	/*
+	 * Launch attempt j->attempt of j on hold h, the plan built by
+	 * job_plan().  Runs on a thread of its own, lock NOT held; records
+	 * the attempt's tasks on h and clears j->launch, or sets
+	 * j->launch_error (under the lock), then wakes the main loop.
+	 */
+	void (*launch)(struct sched *s, struct job *j, struct hold *h);
+	/* Stop one task (x: node, address, task id); lock NOT held. */
+	void (*stop)(struct sched *s, const struct action *x);
+	/*
+	 * Where j's running attempt (launched, on j->hold) stands: RUNNING,
+	 * or how it ended, with e filled for FAILED and NODE_DOWN.  Lock held.
+	 */
+	enum attempt_status (*attempt_poll)(struct sched *s, struct job *j, struct attempt_end *e);
+	/* The ranks of j as `show` prints them (ending: the attempt is ending); lock held. */
+	json_t *(*describe)(struct sched *s, const struct job *j, int ending);
+	/*
+	 * Once a step (lock held): free the holds of attempts that are over
+	 * (hold_drop) once nothing of them runs, and add to a what to stop
+	 * (their tasks, orphans).  NULL: nothing to do.
+	 */
+	void (*step)(struct sched *s, struct actions *a);
+};
+
+/* job.c: an empty end (rank -1), and its release */
+void attempt_end_init(struct attempt_end *e);
+void attempt_end_release(struct attempt_end *e);
+
+/* the agents backend (backend-agents.c) */
+extern const struct sched_backend agents_backend;
+
+#endif

@@ -1,0 +1,474 @@
+/*
+ * test_backend.c - the seam between a job's lifecycle and where its ranks
+ * run (scheduler/backend.h):
+ *
+ *  - a test backend (here only) runs jobs end to end through the lifecycle
+ *    (jobs_submit, jobs_step: gate, place, launch, poll, retry, end) with no
+ *    agent: the lifecycle needs nothing but the struct of operations;
+ *  - the agents backend (backend-agents.c) against a fake lifecycle: a job,
+ *    its hold and the node table as the heartbeats leave them, and what its
+ *    attempt_poll, describe and step make of them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "scheduler/jobs-int.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "safefile.h"
+#include "strbuf.h"
+#include "usage.h"
+
+/* ------------------------------------------------------------ fixture */
+
+struct fx {
+	char dir[64];
+	struct sched *s;
+	struct strbuf trace;      /* the events heard, in order */
+};
+
+static void hear(struct sched *s, struct job *j, enum job_event ev,
+		 const struct job_event_info *info, void *data)
+{
+	struct fx *f = data;
+
+	strbuf_addf(&f->trace, "%s%s ", job_event_name(ev),
+		    ev == JOB_EV_RANK_EXITED ? (info->node_fail ? "(node)" : "(rank)") : "");
+}
+
+/* a dtsched without its HTTP server and main loop: state.db in memory, one node */
+static struct sched *fx_sched(struct fx *f, const struct sched_backend *b, int cpus)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct node *n;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/dt-test-backend-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	strbuf_init(&f->trace, 0);
+	s->o.home = f->dir;
+	s->backend = b;
+	pthread_mutex_init(&s->lock, NULL);
+	s->main_thread = pthread_self();     /* sched_wake(): SIGUSR1, ignored here */
+	signal(SIGUSR1, SIG_IGN);
+	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
+	for (int ev = 0; ev < NR_JOB_EVENTS; ev++)
+		assert_int_equal(job_events_on(&s->events, (enum job_event)ev, hear, f), 0);
+	assert_int_equal(db_schema(s), 0);
+	assert_int_equal(jobs_init(s), 0);
+	n = node_add(s, "t1");
+	n->cpus = cpus;
+	f->s = s;
+	return s;
+}
+
+static void fx_release(struct fx *f)
+{
+	struct sched *s = f->s;
+	struct strbuf cmd = STRBUF_INIT;
+
+	jobs_release(s);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	sqlite3_close(s->db);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	strbuf_addf(&cmd, "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd.buf), 0);
+	strbuf_release(&cmd);
+	strbuf_release(&f->trace);
+}
+
+/* ------------------------------------------------- the test backend */
+
+/* what the test backend is told to do, and what it was asked */
+static struct {
+	int gate_waits;           /* the gate holds the job back this many times */
+	int gates, launches, polls, stops;
+	int fail_attempts;        /* this many attempts fail (rank 1, exit 3) */
+	int attempts_ended;
+} tb;
+
+static int tb_gate(struct sched *s, struct job *j, const struct pool *p,
+		   const struct place_result *res, struct strbuf *reason)
+{
+	tb.gates++;
+	if (tb.gate_waits > 0) {
+		tb.gate_waits--;
+		strbuf_addstr(reason, "the test gate is closed");
+		return 1;
+	}
+	return 0;
+}
+
+/* on the lifecycle's launch thread, lock not held */
+static void tb_launch(struct sched *s, struct job *j, struct hold *h)
+{
+	char id[64];
+
+	pthread_mutex_lock(&s->lock);
+	tb.launches++;
+	snprintf(id, sizeof(id), "%s.%d.tb", j->id, j->attempt);
+	hold_add_task(h, h->place[0].node, id, -1, 0);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void tb_stop(struct sched *s, const struct action *x)
+{
+	tb.stops++;
+}
+
+/* the first poll of an attempt: still running; the second: over */
+static enum attempt_status tb_poll(struct sched *s, struct job *j, struct attempt_end *e)
+{
+	if (++tb.polls % 2)
+		return ATTEMPT_RUNNING;
+	tb.attempts_ended++;
+	if (tb.attempts_ended <= tb.fail_attempts) {
+		e->rank = 1;
+		e->code = 3;
+		e->node = xstrdup(j->hold->place[0].node);
+		strbuf_addstr(&e->why, "exited with code 3");
+		return ATTEMPT_FAILED;
+	}
+	return ATTEMPT_COMPLETED;
+}
+
+static json_t *tb_describe(struct sched *s, const struct job *j, int ending)
+{
+	return json_pack("[{s:i,s:s,s:s}]", "rank", -1, "node", j->hold->place[0].node,
+			 "state", ending ? "exited" : "running");
+}
+
+static const struct sched_backend test_backend = {
+	.name = "test", .gate = tb_gate, .launch = tb_launch, .stop = tb_stop,
+	.attempt_poll = tb_poll, .describe = tb_describe,
+};
+
+/* one step of the main loop, and its launch threads done */
+static void step(struct sched *s)
+{
+	jobs_step(s);
+	for (;;) {
+		int n;
+
+		pthread_mutex_lock(&s->lock);
+		n = s->clients->launches;
+		pthread_mutex_unlock(&s->lock);
+		if (!n)
+			break;
+		sched_yield();
+	}
+}
+
+static const char *row_state(struct sched *s, const char *id, char *buf, size_t n)
+{
+	sqlite3_stmt *st;
+
+	assert_int_equal(sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE id=?", -1, &st,
+					    NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return buf;
+}
+
+static void submit(struct fx *f, const char *spec_text, char *id, size_t idlen)
+{
+	json_t *spec = json_loads(spec_text, 0, NULL);
+	struct strbuf err = STRBUF_INIT;
+
+	assert_non_null(spec);
+	pthread_mutex_lock(&f->s->lock);
+	assert_int_equal(jobs_submit(f->s, spec, f->dir, NULL, "tester", id, idlen, &err), 0);
+	pthread_mutex_unlock(&f->s->lock);
+	json_decref(spec);
+	strbuf_release(&err);
+}
+
+/* A job fails once (retries: 1) and completes: every step through the interface. */
+static void test_lifecycle_end_to_end(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 4);
+	char id[32], st[32];
+	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
+	struct job *j;
+	json_t *o;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.gate_waits = 1;
+	tb.fail_attempts = 1;
+	submit(&f, "{\"name\": \"e2e\", \"nodes\": 1, \"procs_per_node\": 1, "
+	       "\"retries\": 1, \"command\": [\"true\"]}", id, sizeof(id));
+	j = job_find(s, id);
+	assert_non_null(j);
+	assert_string_equal(j->state, DT_JOB_PENDING);
+
+	step(s);                  /* the gate says wait: still pending, nothing launched */
+	assert_int_equal(tb.gates, 1);
+	assert_string_equal(j->state, DT_JOB_PENDING);
+	assert_string_equal(j->reason, "the test gate is closed");
+	assert_int_equal(tb.launches, 0);
+
+	j->wait_fp = 0;           /* the pool is the same: try it again anyway */
+	step(s);                  /* placed, started, launched through the backend */
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	assert_int_equal(tb.launches, 1);
+	assert_int_equal(j->launch, 0);
+	assert_int_equal(j->hold->nr_tasks, 1);
+	assert_string_equal(row_state(s, id, st, sizeof(st)), DT_JOB_RUNNING);
+
+	step(s);                  /* poll 1: running */
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	step(s);                  /* poll 2: rank 1 failed -> retried, placed again, launched */
+	assert_int_equal(j->attempt, 1);
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	assert_int_equal(tb.launches, 2);
+	step(s);
+	step(s);                  /* the second attempt completes */
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(j->exit_code, 0);
+	assert_null(j->hold);
+	assert_true(j->ended_us > 0);
+
+	assert_string_equal(f.trace.buf,
+		"submitted placed started rank_exited(rank) attempt_ended retried "
+		"placed started attempt_ended ended ");
+	/* persisted: the row, <job_dir>/state, the history, the ranks as described */
+	assert_string_equal(row_state(s, id, st, sizeof(st)), DT_JOB_COMPLETED);
+	job_rel(j, "state", &rel);
+	assert_int_equal(sf_read(j->shared_dir, rel.buf, &buf, 64, &why), 10);
+	assert_string_equal(buf.buf, "COMPLETED\n");
+	o = job_json(s, j, 1);
+	assert_int_equal(json_array_size(json_object_get(o, "history")), 6);
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "history"), 2), "reason",
+					 ""), "rank 1 on t1 exited with code 3");
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "ranks"), 0), "state",
+					 ""), "exited");
+	json_decref(o);
+	assert_int_equal(tb.stops, 0);
+	strbuf_release(&rel);
+	strbuf_release(&buf);
+	strbuf_release(&why);
+	fx_release(&f);
+}
+
+/* A cancel while running ends the attempt through the lifecycle, not the backend. */
+static void test_cancel_running(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 1);
+	char id[32], st[32];
+	struct job *j;
+
+	memset(&tb, 0, sizeof(tb));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"sleep\", \"9\"]}",
+	       id, sizeof(id));
+	step(s);
+	j = job_find(s, id);
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(jobs_cancel(s, id, NULL), 0);
+	pthread_mutex_unlock(&s->lock);
+	step(s);
+	assert_string_equal(j->state, DT_JOB_CANCELLED);
+	assert_string_equal(row_state(s, id, st, sizeof(st)), DT_JOB_CANCELLED);
+	assert_string_equal(f.trace.buf, "submitted placed started attempt_ended cancelled ended ");
+	assert_int_equal(tb.polls, 0);
+	fx_release(&f);
+}
+
+/* ------------------------------------- the agents backend, fake lifecycle */
+
+/* a running job j-1 on nodes a and b, one rank each, tasks as the agents report them */
+static struct job *fake_job(struct sched *s)
+{
+	struct job *j = job_new();
+	struct hold *h = xcalloc(1, sizeof(*h));
+	const char *nodes[] = { "a", "b" };
+
+	snprintf(j->id, sizeof(j->id), "j-1");
+	j->job_dir = xstrdup("/nonexistent/jobs/j-1");
+	j->shared_dir = xstrdup("/nonexistent");
+	j->per_node = 1;
+	j->world = 2;
+	j->state = DT_JOB_RUNNING;
+	h->nr = 2;
+	h->place = xcalloc(2, sizeof(*h->place));
+	snprintf(h->job, sizeof(h->job), "j-1");
+	for (int k = 0; k < 2; k++) {
+		char id[32];
+
+		h->place[k].node = xstrdup(nodes[k]);
+		node_add(s, nodes[k]);
+		snprintf(id, sizeof(id), "j-1.0.r%d", k);
+		hold_add_task(h, nodes[k], id, k, 0);
+	}
+	h->launched_ms = dt_mono_ms();
+	j->hold = h;
+	return j;
+}
+
+static void report(struct sched *s, const char *node, const char *id, const char *task_json)
+{
+	json_object_set_new(node_find(s, node)->tasks, id, json_loads(task_json, 0, NULL));
+}
+
+static enum attempt_status poll_once(struct sched *s, struct job *j, struct attempt_end *e)
+{
+	attempt_end_release(e);
+	attempt_end_init(e);
+	return agents_backend.attempt_poll(s, j, e);
+}
+
+static void test_agents_poll(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct job *j = fake_job(s);
+	struct attempt_end e;
+	json_t *ranks;
+
+	attempt_end_init(&e);
+	/* no report yet, just launched: running */
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_RUNNING);
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0}");
+	report(s, "b", "j-1.0.r1", "{\"state\": \"running\", \"pid\": 42}");
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_RUNNING);
+	ranks = agents_backend.describe(s, j, 0);
+	assert_int_equal(json_array_size(ranks), 2);
+	assert_string_equal(json_get_str(json_array_get(ranks, 1), "state", ""), "running");
+	assert_int_equal(json_get_int(json_array_get(ranks, 1), "pid", 0), 42);
+	json_decref(ranks);
+	/* ending now: a rank still running is one dtsched stops */
+	ranks = agents_backend.describe(s, j, 1);
+	assert_string_equal(json_get_str(json_array_get(ranks, 1), "state", ""), "killed");
+	json_decref(ranks);
+
+	/* killed by SIGSEGV */
+	report(s, "b", "j-1.0.r1", "{\"state\": \"exited\", \"exit_code\": 139, \"signal\": 11, "
+	       "\"ended_at\": \"2026-01-01T00:00:01Z\"}");
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_FAILED);
+	assert_int_equal(e.rank, 1);
+	assert_int_equal(e.code, 139);
+	assert_int_equal(e.signal, 11);
+	assert_int_equal(e.node_fail, 0);
+	assert_string_equal(e.node, "b");
+	assert_string_equal(e.why.buf, "was killed by signal 11 (Segmentation fault)");
+
+	/* the first to fail wins: rank 0 failed earlier, and could not even start */
+	report(s, "a", "j-1.0.r0", "{\"state\": \"failed\", \"error\": \"no such program\", "
+	       "\"ended_at\": \"2026-01-01T00:00:00Z\"}");
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_FAILED);
+	assert_int_equal(e.rank, 0);
+	assert_string_equal(e.node, "a");
+	assert_string_equal(e.why.buf, "could not start: no such program");
+
+	/* lost with its node */
+	report(s, "a", "j-1.0.r0", "{\"state\": \"lost\", \"reason\": \"NODE_FAIL\", "
+	       "\"ended_at\": \"2026-01-01T00:00:00Z\"}");
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_FAILED);
+	assert_int_equal(e.node_fail, 1);
+	assert_string_equal(e.why.buf, "was lost: NODE_FAIL");
+
+	/* both exited 0 */
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0}");
+	report(s, "b", "j-1.0.r1", "{\"state\": \"exited\", \"exit_code\": 0}");
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_COMPLETED);
+
+	/* a node of the attempt is DOWN: whatever its tasks said */
+	node_find(s, "b")->state = DT_NODE_DOWN;
+	assert_int_equal(poll_once(s, j, &e), ATTEMPT_NODE_DOWN);
+	assert_string_equal(e.node, "b");
+	assert_string_equal(e.why.buf, "node 'b' went down (no heartbeat)");
+
+	attempt_end_release(&e);
+	hold_free(j->hold);
+	j->hold = NULL;
+	job_free(j);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	free(s);
+}
+
+/* A released hold: dropped once its tasks are final, else its live tasks
+ * stopped; a task of a job that no hold knows (an orphan) stopped too. */
+static void test_agents_step(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct actions a = { NULL, 0, 0 };
+	struct job *j3 = job_new();
+	const char *jobs[] = { "j-1", "j-2" };
+
+	s->main_thread = pthread_self();     /* sched_wake(): SIGUSR1, ignored here */
+	signal(SIGUSR1, SIG_IGN);
+	s->orphans = json_object();
+	node_add(s, "a");
+	for (int k = 0; k < 2; k++) {
+		struct hold *h = xcalloc(1, sizeof(*h));
+		char id[32];
+
+		snprintf(h->job, sizeof(h->job), "%s", jobs[k]);
+		snprintf(id, sizeof(id), "%s.0.r0", jobs[k]);
+		hold_add_task(h, "a", id, 0, 0);
+		h->released = 1;
+		h->launched_ms = dt_mono_ms();
+		ALLOC_GROW(s->holds, s->nr_holds + 1, s->alloc_holds);
+		s->holds[s->nr_holds++] = h;
+	}
+	snprintf(j3->id, sizeof(j3->id), "j-3");
+	j3->state = DT_JOB_COMPLETED;
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j3;
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0, \"job_id\": \"j-1\"}");
+	report(s, "a", "j-2.0.r0", "{\"state\": \"running\", \"job_id\": \"j-2\"}");
+	report(s, "a", "j-3.1.r0", "{\"state\": \"running\", \"job_id\": \"j-3\"}");
+
+	agents_backend.step(s, &a);
+	assert_int_equal(s->nr_holds, 1);          /* j-1's: all final, freed */
+	assert_string_equal(s->holds[0]->job, "j-2");
+	assert_int_equal(a.nr, 2);
+	assert_string_equal(a.v[0].task, "j-2.0.r0");   /* still running on a released hold */
+	assert_string_equal(a.v[0].node, "a");
+	assert_string_equal(a.v[1].task, "j-3.1.r0");   /* an orphan: no hold knows it */
+	assert_true(json_object_get(s->orphans, "j-3.1.r0") != NULL);
+
+	for (size_t i = 0; i < a.nr; i++) {
+		free(a.v[i].addr);
+		free(a.v[i].node);
+		free(a.v[i].task);
+	}
+	free(a.v);
+	hold_free(s->holds[0]);
+	free(s->holds);
+	job_free(j3);
+	free(s->jobs);
+	json_decref(s->orphans);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lifecycle_end_to_end),
+		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_agents_poll),
+		cmocka_unit_test(test_agents_step),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

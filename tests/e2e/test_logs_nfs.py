@@ -93,7 +93,7 @@ def test_follow_through_caching_mounts_loses_and_repeats_nothing(cluster):
     blocker = cluster.dtctl("run", "--detach", "-n", 2, "-p", 2, "--name", "blocker", "--",
                             "sleep", "60").stdout.strip()
     cluster.wait_job(blocker, ["RUNNING"])
-    job = cluster.dtctl("run", "--detach", "-n", 2, "-p", 2, "--name", "nfs-writer", "--",
+    job = cluster.dtctl("run", "--detach", "-n", 2, "-p", 2, "-w", "/tmp", "--name", "nfs-writer", "--",
                         PY, cluster.writer).stdout.strip()
     assert job.startswith("j-"), job
     f = cluster.popen("logs", "-f", "--shared-dir", cluster.view, job)

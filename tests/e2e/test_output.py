@@ -186,7 +186,9 @@ def test_retried_job_lines_carry_node_and_attempt(cluster, launcher):
         pytest.skip("needs per-node hostnames (netns mode)")
     script = ('echo "I am on $(hostname) attempt $DT_ATTEMPT"; '
               'test "$DT_ATTEMPT" = 1 || exit 3')
-    p = cluster.dtctl("run", "--retries", 1, "--launcher", launcher, "--name",
+    # -w /tmp: a clone under /root (0700) is no submit dir the test user can enter, and the
+    # agent's note about it would be one more line of the rank's
+    p = cluster.dtctl("run", "--retries", 1, "--launcher", launcher, "-w", "/tmp", "--name",
                       "retried-" + launcher, "--", "sh", "-c", script, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     said = re.findall(r"^\[(\S+) 0(?: retry (\d))?\] I am on (\S+) attempt (\d)$", p.stdout,
@@ -246,7 +248,7 @@ def test_logs_follow_of_a_pending_job_waits_for_it(cluster):
     blocker = cluster.dtctl("run", "--detach", "-n", 2, "-p", 2, "--name", "blocker", "--",
                             "sleep", "60").stdout.strip()
     cluster.wait_job(blocker, ["RUNNING"])
-    job = cluster.dtctl("run", "--detach", "--name", "waits", "--", "echo",
+    job = cluster.dtctl("run", "--detach", "-w", "/tmp", "--name", "waits", "--", "echo",
                         "hello after the wait").stdout.strip()
     assert cluster.show(job)["state"] == "PENDING"
     # without -f: nothing to show yet, said so, and that is no error

@@ -1287,6 +1287,7 @@ static void *heartbeat_thread(void *data)
 	struct dt_httpc c;
 	long long seq = 0;
 	int failing = 0, full = 1;   /* the first heartbeat carries the whole table */
+	struct strbuf last_fail = STRBUF_INIT;   /* why the last heartbeat failed */
 	char acked[DT_SHA256_HEX] = "";   /* inventory hash dtsched has from us */
 	struct strbuf usage_acked = STRBUF_INIT;   /* the usage it has from us ("" = none) */
 	struct dt_beacon_policy pol = DT_BEACON_POLICY_INIT;
@@ -1427,11 +1428,16 @@ static void *heartbeat_thread(void *data)
 				dtlog(DTLOG_INFO, "heartbeats to %s:%d work again", a->head_host, a->head_port);
 			failing = 0;
 		} else {
+			const char *why = code < 0 ? err.buf : dt_httpc_reply_error(reply, code);
+
 			dt_beacon_policy_http_failed(&pol);
 			a->hb_failed++;
-			if (!failing)
-				dtlog(DTLOG_WARN, "heartbeat to dtsched failed: %s",
-				      code < 0 ? err.buf : dt_httpc_reply_error(reply, code));
+			/* once per failure, and again when its cause changes (dtsched
+			 * stopped, then another program took its port: both matter) */
+			if (!failing || strcmp(why, last_fail.buf))
+				dtlog(DTLOG_WARN, "heartbeat to dtsched failed: %s", why);
+			strbuf_reset(&last_fail);
+			strbuf_addstr(&last_fail, why);
 			failing = 1;
 		}
 		json_decref(body);
@@ -1441,6 +1447,7 @@ static void *heartbeat_thread(void *data)
 	pthread_mutex_unlock(&a->lock);
 	dt_httpc_release(&c);
 	strbuf_release(&usage_acked);
+	strbuf_release(&last_fail);
 	return NULL;
 }
 

@@ -113,6 +113,12 @@ def test_impostor_on_head_port(dtctl_bin, tmp_path):
         task = j["tasks"][0]["id"] if j.get("tasks") else None
 
         assert c.dtctl("head", "stop").returncode == 0
+        # the agent first finds nobody on the port (its sleep ends, a heartbeat is due):
+        # a failure it has already logged must not hide the impostor's, a new cause
+        deadline = time.monotonic() + 30
+        while "heartbeat to dtsched failed" not in c.log("agent.log"):
+            assert time.monotonic() < deadline, c.log("agent.log")
+            time.sleep(0.1)
         try:
             imp = Impostor(port)
             want = ("reply from 127.0.0.1:%d is not signed by this cluster "

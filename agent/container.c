@@ -26,26 +26,17 @@ int container_engine_find(struct strbuf *out, struct strbuf *why)
 {
 	const char *path = getenv_nonempty("PATH");
 	struct strbuf dirs = STRBUF_INIT;
-	char *p, *save = NULL;
+	int ret;
 
-	strbuf_addf(&dirs, "%s:/usr/bin:/usr/local/bin", path ? path : "");
-	for (p = strtok_r(dirs.buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-		struct stat st;
-
-		if (*p != '/')
-			continue;
-		strbuf_reset(out);
-		strbuf_addf(out, "%s/podman", p);
-		if (stat(out->buf, &st) == 0 && S_ISREG(st.st_mode) && access(out->buf, X_OK) == 0) {
-			strbuf_release(&dirs);
-			return 0;
-		}
-	}
-	strbuf_reset(out);
+	/* as the shell finds it (lib/run-command.h), with the usual dirs after PATH;
+	 * a relative PATH entry is taken from /, never from the agent's cwd */
+	strbuf_addf(&dirs, "%s%s/usr/bin:/usr/local/bin", path ? path : "", path ? ":" : "");
+	ret = locate_program("podman", dirs.buf, "/", out);
 	strbuf_release(&dirs);
-	strbuf_addstr(why, "no container engine: podman is not in PATH (install podman on the "
-		      "node, or run the job without 'container:')");
-	return -1;
+	if (ret < 0)
+		strbuf_addstr(why, "no container engine: podman is not in PATH (install podman on the "
+			      "node, or run the job without 'container:')");
+	return ret;
 }
 
 /* Run engine args quietly; its exit code, its output (both streams) in out. */

@@ -510,6 +510,45 @@ static enum attempt_status agents_attempt_poll(struct sched *s, struct job *j,
 	return all_ok ? ATTEMPT_COMPLETED : ATTEMPT_RUNNING;
 }
 
+/* The ranks of the attempt on j->hold whose task is not final (backend.h). */
+static size_t agents_live_ranks(struct sched *s, const struct job *j, struct rank_live **v,
+				size_t *alloc)
+{
+	size_t nr = 0;
+
+	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
+		const struct htask *t = &j->hold->tasks[i];
+		struct node *n = node_find(s, t->node);
+		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
+		int ranks = t->rank >= 0 ? 1 : j->world;
+
+		if (ht && task_final(ht))
+			continue;
+		/* the mpirun task: every rank of the world, by its pid */
+		for (int r = 0; r < ranks; r++) {
+			ALLOC_GROW(*v, nr + 1, *alloc);
+			(*v)[nr].rank = t->rank >= 0 ? t->rank : r;
+			(*v)[nr].node = t->node;
+			(*v)[nr].pid = json_get_int(ht, "pid", 0);
+			nr++;
+		}
+	}
+	return nr;
+}
+
+/* What the agents said of the attempt's log writes (backend.h). */
+static void agents_log_loss(struct sched *s, const struct job *j, long long *lost, char **err)
+{
+	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
+		struct node *n = node_find(s, j->hold->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, j->hold->tasks[i].id) : NULL;
+
+		*lost += json_get_int(ht, "log_lost_lines", 0);
+		if (!*err && json_get_str(ht, "log_error", NULL))
+			*err = xstrdup(json_get_str(ht, "log_error", NULL));
+	}
+}
+
 /* Once a step: stop what is left of attempts that are over, and orphans. */
 static void agents_step(struct sched *s, struct actions *a)
 {
@@ -525,4 +564,6 @@ const struct sched_backend agents_backend = {
 	.attempt_poll = agents_attempt_poll,
 	.describe = agents_describe,
 	.step = agents_step,
+	.live_ranks = agents_live_ranks,
+	.log_loss = agents_log_loss,
 };

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "strvec.h"
 #include "usage.h"
 
 #include <signal.h>
@@ -549,6 +550,77 @@ static void agents_log_loss(struct sched *s, const struct job *j, long long *los
 	}
 }
 
+#define SIGNAL_TIMEOUT_MS 5000
+
+/*
+ * Signal sig to every rank of j's running attempt (backend.h): one POST
+ * /v1/tasks/<id>/signal for each of its tasks (an mpi job's mpirun and the
+ * orteds it started, whose trees hold the ranks), all at once; the
+ * supervisors pass it on to every process of their tree.  Lock NOT held.
+ */
+static int agents_signal(struct sched *s, struct job *j, int sig, struct strbuf *err)
+{
+	struct agent_call *c = NULL;
+	struct strvec paths = STRVEC_INIT;
+	size_t nr = 0, alloc = 0;
+	int ok = 0;
+	json_t *body = json_pack("{s:i}", "signal", sig);
+
+	pthread_mutex_lock(&s->lock);
+	if (strcmp(j->state, DT_JOB_RUNNING) || !j->hold || j->launch || j->cancel) {
+		strbuf_addf(err, "job %s is %s: no attempt of it is running", j->id,
+			    strcmp(j->state, DT_JOB_RUNNING) ? j->state :
+			    j->cancel ? "being cancelled" : "being launched");
+		pthread_mutex_unlock(&s->lock);
+		json_decref(body);
+		return -1;
+	}
+	for (int k = 0; k < j->hold->nr; k++) {
+		struct node *n = node_find(s, j->hold->place[k].node);
+		const char *id;
+		json_t *t;
+
+		if (!n || node_gone(n))
+			continue;
+		json_object_foreach(n->tasks, id, t) {
+			int ours = is_orted_of(id, j, j->attempt);
+
+			for (size_t i = 0; !ours && i < j->hold->nr_tasks; i++)
+				ours = !strcmp(j->hold->tasks[i].id, id) &&
+					!strcmp(j->hold->tasks[i].node, n->name);
+			if (!ours || task_final(t))
+				continue;
+			strvec_pushf(&paths, "%s%s%s", DT_PATH_TASK_PREFIX, id,
+				     DT_PATH_SIGNAL_SUFFIX);
+			ALLOC_GROW(c, nr + 1, alloc);
+			agent_call_init(&c[nr], s, n, NULL, SIGNAL_TIMEOUT_MS);
+			c[nr].body = json_incref(body);
+			nr++;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < nr; i++)
+		c[i].path = paths.v[i];   /* paths.v moves while it grows: set once it is done */
+	agent_calls(c, nr);
+	for (size_t i = 0; i < nr; i++) {
+		if (c[i].status == 200) {
+			ok++;
+		} else if (c[i].status != 409) {   /* 409: it ended meanwhile */
+			dtlog(DTLOG_WARN, "job %s: cannot signal '%s' on '%s': %s", j->id,
+			      c[i].path, c[i].name, c[i].err.buf);
+			if (!err->len)
+				strbuf_addf(err, "node '%s': %s", c[i].name, c[i].err.buf);
+		}
+		agent_call_release(&c[i]);
+	}
+	if (!ok && !err->len)
+		strbuf_addf(err, "job %s: none of its ranks is running", j->id);
+	free(c);
+	strvec_clear(&paths);
+	json_decref(body);
+	return ok ? ok : -1;
+}
+
 /* Once a step: stop what is left of attempts that are over, and orphans. */
 static void agents_step(struct sched *s, struct actions *a)
 {
@@ -566,4 +638,5 @@ const struct sched_backend agents_backend = {
 	.step = agents_step,
 	.live_ranks = agents_live_ranks,
 	.log_loss = agents_log_loss,
+	.signal = agents_signal,
 };

@@ -32,7 +32,6 @@
  * DOWN comes back with its ranks still running) are stopped too.
  */
 #include "jobs-int.h"
-#include "goodput.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
@@ -337,25 +336,29 @@ static void stalls_cleared(struct job *j, const json_t *now_stalled, const char 
 
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
-	int retry;
+	const char *ended = state;
+	int strict, retry;
 
 	count_log_loss(s, j);
+	strict = j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED);
+	if (strict)
+		state = DT_JOB_FAILED;
+	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+		j->attempt < j->cfg.retries && !j->cancel;
 	{
-		/* its subscribers (the fabric test's verdict) read the hold, and may
-		 * say why in j->reason */
-		struct job_event_info info = { .rank = -1, .from = j->state, .to = state };
+		/* its subscribers (the fabric test's verdict, goodput's lost work)
+		 * read the hold and the attempt's start, and may say why in j->reason */
+		struct job_event_info info = { .rank = -1, .from = j->state, .to = ended,
+					       .retry = retry };
 
 		job_events_emit(&s->events, s, j, JOB_EV_ATTEMPT_ENDED, &info);
 	}
-	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
-		state = DT_JOB_FAILED;
+	if (strict) {
 		j->exit_code = 1;
 		set_reason(j, "%lld output line%s could not be logged (%s) and the job asks for "
 			   "strict_logging", j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
 			   j->log_error);
 	}
-	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-		j->attempt < j->cfg.retries && !j->cancel;
 	j->orted_attempt = j->attempt;
 	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
 	stalls_cleared(j, NULL, retry ? "retry" : "end");
@@ -375,18 +378,6 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		if (j->failed_node && !json_str_in(j->avoid, j->failed_node))
 			json_array_append_new(j->avoid, json_string(j->failed_node));
 		j->attempt++;
-		/* the work since its last checkpoint (the ckpt dir changes with every one:
-		 * a rename into it) is lost, and the time until the next attempt starts */
-		{
-			long long now = dt_now_us();
-			long long lost = goodput_lost_work_us(j->started_us, job_mtime_ns(j, "ckpt") /
-							      1000, now);
-
-			j->lost_us += lost;
-			j->lost_slot_s += (double)lost / 1e6 * j->world;
-			j->restart_from_us = now;
-			j->restart_world = j->world;
-		}
 		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;

@@ -261,11 +261,15 @@ void jobs_schedule_now(struct sched *s);
  *                   counts against it (quarantine.h), which may drain it
  *   hang.c          STALLED: attribute a hang at the first stall scan that
  *                   finds silent ranks, again while the latest named nobody
+ *   goodput-head.c  ATTEMPT_ENDED (retried), PLACED: what restarts cost
+ *                   (lost work since the last checkpoint, the wait)
+ *   sweeps.c        ENDED, RETRIED: a trial's job moved (sweeps_job_event)
  */
 void jobs_metrics_subscribe(struct sched *s);
 void fabric_subscribe(struct sched *s);
 void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
+void goodput_subscribe(struct sched *s);
 
 /* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */

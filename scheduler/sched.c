@@ -185,6 +185,7 @@ static int subscribe(struct sched *s)
 	fabric_subscribe(s);
 	quarantine_subscribe(s);
 	hang_subscribe(s);
+	goodput_subscribe(s);
 	return 0;
 }
 

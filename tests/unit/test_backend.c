@@ -265,6 +265,61 @@ static void test_lifecycle_end_to_end(void **state)
 	fx_release(&f);
 }
 
+static long long row_lost_us(struct sched *s, const char *id)
+{
+	sqlite3_stmt *st;
+	json_t *o;
+	long long v;
+
+	assert_int_equal(sqlite3_prepare_v2(s->db, "SELECT data FROM jobs WHERE id=?", -1, &st,
+					    NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	o = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+	sqlite3_finalize(st);
+	v = json_get_int(json_object_get(o, "restart"), "lost_us", -1);
+	json_decref(o);
+	return v;
+}
+
+/*
+ * Goodput is a subscriber (goodput-head.c): a retried attempt's lost work
+ * and the wait until the next one is placed are summed from ATTEMPT_ENDED
+ * (info->retry) and PLACED, and the row has them; an attempt that is not
+ * retried costs nothing.
+ */
+static void test_goodput_hears_retries(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);   /* the test backend drops no hold */
+	char id[32];
+	struct job *j;
+
+	goodput_subscribe(s);
+	memset(&tb, 0, sizeof(tb));
+	tb.fail_attempts = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	step(s);
+	j = job_find(s, id);
+	j->started_us -= 2 * 1000 * 1000;   /* it ran 2 s, no checkpoint */
+	step(s);
+	assert_int_equal(j->lost_us, 0);
+	step(s);                  /* failed, retried, placed again at once */
+	assert_int_equal(j->attempt, 1);
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	assert_true(j->lost_us >= 2 * 1000 * 1000);
+	assert_true(j->lost_slot_s >= 2.0);
+	assert_int_equal(j->restart_from_us, 0);
+	assert_int_equal(row_lost_us(s, id), j->lost_us);
+	step(s);
+	step(s);                  /* completes: nothing more lost */
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(row_lost_us(s, id), j->lost_us);
+	assert_true(j->lost_us < 3 * 1000 * 1000);
+	fx_release(&f);
+}
+
 /* A cancel while running ends the attempt through the lifecycle, not the backend. */
 static void test_cancel_running(void **state)
 {
@@ -598,6 +653,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_goodput_hears_retries),
 		cmocka_unit_test(test_backend_stall_and_log_loss),
 		cmocka_unit_test(test_backend_without_activity),
 		cmocka_unit_test(test_agents_poll),

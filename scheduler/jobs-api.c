@@ -500,6 +500,11 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	return 0;
 }
 
+const char *jobs_id(const struct job *j)
+{
+	return j->id;
+}
+
 /* Place pending jobs now (a sweep just queued trials); lock held. */
 void jobs_schedule_now(struct sched *s)
 {

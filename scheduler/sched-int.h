@@ -249,6 +249,7 @@ int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unkn
  * (the caller's COMMIT failed): nothing of it runs.  Lock held, not released since. */
 void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
+const char *jobs_id(const struct job *j);   /* the id of a job an event is about */
 void jobs_schedule_now(struct sched *s);
 
 /*
@@ -263,13 +264,16 @@ void jobs_schedule_now(struct sched *s);
  *                   finds silent ranks, again while the latest named nobody
  *   goodput-head.c  ATTEMPT_ENDED (retried), PLACED: what restarts cost
  *                   (lost work since the last checkpoint, the wait)
- *   sweeps.c        ENDED, RETRIED: a trial's job moved (sweeps_job_event)
+ *   sweeps.c        STARTED, RETRIED, ENDED: a trial's job moved (its next
+ *                   look reads it), instead of a look at every trial's job
+ *                   every step
  */
 void jobs_metrics_subscribe(struct sched *s);
 void fabric_subscribe(struct sched *s);
 void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
 void goodput_subscribe(struct sched *s);
+void sweeps_subscribe(struct sched *s);
 
 /* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */

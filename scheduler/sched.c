@@ -186,6 +186,7 @@ static int subscribe(struct sched *s)
 	quarantine_subscribe(s);
 	hang_subscribe(s);
 	goodput_subscribe(s);
+	sweeps_subscribe(s);
 	return 0;
 }
 

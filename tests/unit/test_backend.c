@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "scheduler/jobs-int.h"
+#include "scheduler/sweeps-int.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -317,6 +318,68 @@ static void test_goodput_hears_retries(void **state)
 	assert_string_equal(j->state, DT_JOB_COMPLETED);
 	assert_int_equal(row_lost_us(s, id), j->lost_us);
 	assert_true(j->lost_us < 3 * 1000 * 1000);
+	fx_release(&f);
+}
+
+/*
+ * The sweep unit learns its trials' jobs moving from the events (sweeps.c,
+ * sweeps_job_moved): with no sweeps_step() at all, the trial's job_state
+ * follows its job through a retry to its end, each move marked for the next
+ * look; a job that is no trial's leaves the trial alone.
+ */
+static void test_sweep_trial_hears_its_job(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);
+	struct sweep *w = xcalloc(1, sizeof(*w));
+	struct trial *t = xcalloc(1, sizeof(*t));
+	char id[16], other[16];
+
+	assert_int_equal(sweeps_init(s), 0);
+	sweeps_subscribe(s);
+	memset(&tb, 0, sizeof(tb));
+	tb.fail_attempts = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	t->no = 1;
+	t->state = DT_TRIAL_RUNNING;
+	snprintf(t->job, sizeof(t->job), "%s", id);
+	w->t = &t;
+	w->nr = 1;
+	s->sweeps->v = &w;
+	s->sweeps->nr = 1;
+
+	step(s);                  /* placed: STARTED */
+	assert_string_equal(t->job_state, DT_JOB_RUNNING);
+	assert_int_equal(t->job_moved, 1);
+	t->job_moved = 0;         /* as a look would */
+	step(s);                  /* poll 1: nothing moved */
+	assert_int_equal(t->job_moved, 0);
+	step(s);                  /* failed: RETRIED, then STARTED again at once */
+	assert_int_equal(tb.attempts_ended, 1);
+	assert_string_equal(t->job_state, DT_JOB_RUNNING);
+	assert_int_equal(t->job_moved, 1);
+	t->job_moved = 0;
+	step(s);
+	step(s);                  /* COMPLETED: ENDED */
+	assert_string_equal(t->job_state, DT_JOB_COMPLETED);
+	assert_int_equal(t->job_moved, 1);
+
+	t->job_moved = 0;         /* another job's end is not this trial's */
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", other,
+	       sizeof(other));
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(jobs_cancel(s, other, NULL), 0);
+	pthread_mutex_unlock(&s->lock);
+	assert_string_equal(job_find(s, other)->state, DT_JOB_CANCELLED);
+	assert_int_equal(t->job_moved, 0);
+	assert_string_equal(t->job_state, DT_JOB_COMPLETED);
+
+	s->sweeps->v = NULL;      /* not sweeps_init's to free */
+	s->sweeps->nr = 0;
+	sweeps_release(s);
+	free(t);
+	free(w);
 	fx_release(&f);
 }
 
@@ -654,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
 		cmocka_unit_test(test_goodput_hears_retries),
+		cmocka_unit_test(test_sweep_trial_hears_its_job),
 		cmocka_unit_test(test_backend_stall_and_log_loss),
 		cmocka_unit_test(test_backend_without_activity),
 		cmocka_unit_test(test_agents_poll),

@@ -455,6 +455,22 @@
 #define DT_JOB_TIMEOUT "TIMEOUT"
 #define DT_JOB_NODE_FAIL "NODE_FAIL"
 
+/* Events (dtctl <-> dtsched; scheduler/events.c, docs/events.md) -----------
+ *
+ * POST /v1/events                     the head's event stream, oldest first
+ *   <- {after_id: the last id the reader has (0: from the oldest kept),
+ *       since_us: only events at or after this time (0: any),
+ *       job: only this job's (absent: all), limit: 1..DT_EVENTS_MAX_LIMIT,
+ *       timeout_ms: 0..DT_JOB_WAIT_MAX_MS (long-poll while none is new)}
+ *   -> {protocol, events: [EVENT...], last_id: the newest id the head has
+ *       (a reader resumes with after_id = the last id it printed),
+ *       oldest_id: the oldest kept (events before it were dropped: bound)}
+ *   EVENT: {id, at, kind ("job.queued", "job.ended", "node.drained", ...),
+ *           job?, name?, user?, node?, sweep?, ...: docs/events.md}
+ */
+#define DT_PATH_EVENTS "/v1/events"
+#define DT_EVENTS_MAX_LIMIT 1000
+
 /* Sweeps (dtctl <-> dtsched; scheduler/sweeps.c, docs/sweep.md) -------------
  *
  * POST /v1/sweeps                     start a sweep

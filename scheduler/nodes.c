@@ -111,6 +111,11 @@ void node_set_drained(struct sched *s, struct node *n, const char *reason)
 {
 	sqlite3_stmt *st = NULL;
 
+	if (reason && (!n->drained || !n->drain_reason || strcmp(n->drain_reason, reason)))
+		events_add(s, "node.drained", json_pack("{s:s,s:s}", "node", n->name, "reason",
+							 reason), NULL);
+	else if (!reason && n->drained)
+		events_add(s, "node.resumed", json_pack("{s:s}", "node", n->name), NULL);
 	n->drained = reason != NULL;
 	node_str_set(&n->drain_reason, reason);
 	if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
@@ -306,6 +311,9 @@ void node_set_state(struct sched *s, struct node *n, const char *state)
 	      n->name, n->state, state);
 	if (!strcmp(state, DT_NODE_DOWN))
 		node_fail_tasks(s, n);
+	if (!strcmp(state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_DOWN))
+		events_add(s, !strcmp(state, DT_NODE_DOWN) ? "node.down" : "node.up",
+			   json_pack("{s:s,s:s}", "node", n->name, "from", n->state), NULL);
 	n->state = state;
 	db_save_node(s, n);
 }

@@ -119,6 +119,12 @@ struct sched {
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
+	/* the event stream (events.c): its statement, the newest id, and who
+	 * hears of each event besides state.db (notify.c; NULL: nobody) */
+	sqlite3_stmt *st_event;
+	long long events_last;
+	void (*event_hook)(struct sched *s, const json_t *ev, const json_t *notify, void *data);
+	void *event_hook_data;
 };
 
 
@@ -213,6 +219,25 @@ static inline void sched_wake(struct sched *s)
 {
 	pthread_kill(s->main_thread, SIGUSR1);
 }
+
+/*
+ * events.c: the event stream (docs/events.md).  events_add() records one
+ * event of `kind` ("job.ended", "node.drained", ...; ev: its fields, taken
+ * over: job, name, user, node, sweep, ...), gives it the next id, passes it
+ * to s->event_hook with `notify` (the job's or sweep's notify: list, or
+ * NULL) and wakes the readers.  Its id, or -1 (logged).  Lock held.
+ */
+int events_init(struct sched *s);
+void events_release(struct sched *s);
+long long events_add(struct sched *s, const char *kind, json_t *ev, const json_t *notify);
+extern const struct dt_http_route events_routes[];
+extern const size_t events_nr_routes;
+/* events-jobs.c: the job events (jobstate.h) into the stream */
+void events_jobs_subscribe(struct sched *s);
+/* notify.c: the notifications' thread and queue, hooked to the stream; stopped last */
+int notify_start(struct sched *s);
+void notify_stop(struct sched *s);
+void notify_metrics(struct sched *s, struct strbuf *o);
 
 /* heartbeat.c: POST /v1/heartbeat; the UDP beacon socket (-1: none) */
 void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data);

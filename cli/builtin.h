@@ -64,6 +64,7 @@ int cmd_doctor(int argc, const char **argv);
 /* `dtctl doctor --fabric`: the fabric test through dtsched (cmd-fabric.c) */
 int doctor_fabric(const char *spec, int quick, int json);
 int cmd_drain(int argc, const char **argv);
+int cmd_events(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);

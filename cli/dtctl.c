@@ -29,6 +29,7 @@ static const struct cmd_struct commands[] = {
 	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD },
 	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
 	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
+	{ "events", cmd_events, "the head's event stream: jobs, nodes, sweeps, notifications (-f)", NEED_HEAD },
 	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
 	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
 	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },

@@ -85,8 +85,9 @@ static int event_on(const json_t *ev)
 			return -1;
 		return NOTIFY_ON_FAIL;   /* FAILED, TIMEOUT, NODE_FAIL */
 	}
-	if (!strcmp(kind, "sweep.done"))
-		return NOTIFY_ON_DONE;
+	if (!strcmp(kind, "sweep.ended"))
+		return !strcmp(state, "COMPLETED") ? NOTIFY_ON_DONE :
+		       !strcmp(state, "FAILED") ? NOTIFY_ON_FAIL : -1;
 	if (!strcmp(kind, "job.started"))
 		return NOTIFY_ON_START;
 	if (!strcmp(kind, "job.retried"))

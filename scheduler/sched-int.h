@@ -238,6 +238,9 @@ void events_jobs_subscribe(struct sched *s);
 int notify_start(struct sched *s);
 void notify_stop(struct sched *s);
 void notify_metrics(struct sched *s, struct strbuf *o);
+/* logwatch.c: the thread matching running jobs' logs against notify: match: patterns */
+int logwatch_start(struct sched *s);
+void logwatch_stop(struct sched *s);
 
 /* heartbeat.c: POST /v1/heartbeat; the UDP beacon socket (-1: none) */
 void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data);

@@ -229,8 +229,8 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    sqlite3_errmsg(s->db));
 		goto fail;
 	}
-	if (notify_start(s) < 0) {
-		strbuf_addstr(&err, "cannot start the notifications' thread");
+	if (notify_start(s) < 0 || logwatch_start(s) < 0) {
+		strbuf_addstr(&err, "cannot start the notifications' threads");
 		goto fail;
 	}
 	if (s->nr)
@@ -345,7 +345,8 @@ out:
 		node_free(s->nodes[i]);
 	free(s->nodes);
 	json_decref(s->refused);
-	notify_stop(s);   /* before the jobs: it may still add an event */
+	logwatch_stop(s);   /* before the jobs: they may still add an event */
+	notify_stop(s);
 	sweeps_release(s);
 	jobs_release(s);
 	events_release(s);

@@ -61,6 +61,19 @@ static int notify_key(struct ctx *c, const char *key, struct ynode *v, const cha
 			return -1;
 		val = json_string(s);
 	}
+	if (!strcmp(key, "on") && v->type == Y_SEQ) {
+		/* name the item that is wrong, at its own line:col */
+		for (size_t i = 0; i < v->nr; i++) {
+			json_t *one = json_pack("[O]", json_array_get(val, i));
+
+			why = notify_value_invalid(key, one);
+			json_decref(one);
+			if (why) {
+				json_decref(val);
+				return bad_value(c, v->kids[i], path, why);
+			}
+		}
+	}
 	why = notify_value_invalid(key, val);
 	if (why && !strcmp(key, "webhook")) {
 		/* never quote a webhook URL back: its path is the secret */

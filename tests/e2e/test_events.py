@@ -313,3 +313,50 @@ def test_notify_errors_are_located(dtctl_bin, tmp_path):
         assert p.returncode == 2, (text, p.stdout, p.stderr)
         assert re.search(want, p.stderr), (want, p.stderr)
         assert SECRET not in p.stderr
+
+
+def test_sweep_best_and_done_reach_the_webhook(dtctl_bin, tmp_path, ca):
+    hook = Webhook(ca)
+    try:
+        c = make_cluster(dtctl_bin, tmp_path / "c")
+        sweep = tmp_path / "sweep.yaml"
+        # one trial at a time, in grid order: 3 is the first best, 1 the next, 2 is not
+        sweep.write_text(
+            "method: grid\nmetric: {name: loss, goal: minimize}\nparallel: 1\n"
+            "parameters:\n  x: {values: [3, 1, 2]}\n"
+            "job: {name: b-trial, procs_per_node: 1,\n"
+            "      command: [sh, -c, 'echo \"DTCTL_METRIC {\\\"loss\\\": {x}}\"']}\n"
+            "notify:\n  - {webhook: '%s', format: discord, ca_file: %s, on: [best, done]}\n"
+            % (hook.url(), ca.ca_pem))
+        with c:
+            p = c.dtctl("sweep", sweep, timeout=120)
+            assert p.returncode == 0, p.stdout + p.stderr
+            evs = events(c)
+            best = [e for e in evs if e["kind"] == "sweep.best"]
+            assert [(e["trial"], e["value"], e["metric"]) for e in best] == \
+                [(1, 3.0, "loss"), (2, 1.0, "loss")], best
+            ended = [e for e in evs if e["kind"] == "sweep.ended"]
+            assert len(ended) == 1 and ended[0]["state"] == "COMPLETED"
+            sid = ended[0]["sweep"]
+            assert all(e["sweep"] == sid for e in best)
+            # best twice, the sweep done, and each trial's job done: discord's payload
+            ok, posts = hook.wait_for(lambda ps: len(ps) >= 6)
+            assert ok, posts
+            texts = [doc["content"] for _, doc in posts]
+            assert all(set(doc) == {"content"} for _, doc in posts)
+            assert len([t for t in texts if "sweep.best" in t]) == 2
+            assert any("sweep.best" in t and "loss = 1" in t for t in texts), texts
+            assert len([t for t in texts if "sweep.ended" in t and "COMPLETED" in t]) == 1
+            assert len([t for t in texts if "job.ended" in t]) == 3
+    finally:
+        hook.close()
+
+
+def test_curl_is_linked_into_dtsched_only(dtctl_bin):
+    def libs(prog):
+        p = subprocess.run(["ldd", str(dtctl_bin / prog)], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    assert "libcurl" in libs("dtsched")
+    assert "libcurl" not in libs("dtctl")

@@ -119,10 +119,14 @@ def test_events_of_a_failing_job_a_drain_and_webhooks(dtctl_bin, tmp_path, ca):
             assert jid in sposts[0][1]["text"] and "FAILED" in sposts[0][1]["text"]
             assert sposts[0][0] == "/services/T0/B0/%s" % SECRET
             # the secret is never shown: show, events, the validate output, the daemon log
+            dry = c.dtctl("run", "--dry-run", "--json", job)
+            assert dry.returncode == 0 and "/***" in dry.stdout, dry.stdout + dry.stderr
             show = c.dtctl("show", "--json", jid)
             assert show.returncode == 0 and "T0/B0" in job.read_text()
             for out in (show.stdout, c.dtctl("events", "--json").stdout,
                         c.dtctl("validate", c.home / "cluster.yaml").stdout,
+                        c.dtctl("validate", job).stdout, c.dtctl("validate", "--json", job).stdout,
+                        c.dtctl("run", "--dry-run", job).stdout, dry.stdout,
                         (c.home / "dtsched.log").read_text()):
                 assert SECRET not in out and "hooks/T0SECRET" not in out
             assert "https://127.0.0.1:%d/***" % slack.port in show.stdout

@@ -282,6 +282,8 @@ void jobs_schedule_now(struct sched *s);
 /*
  * The features that hear of a job's life (jobstate.h), subscribed by
  * sched_run() before the jobs are loaded, in this order:
+ *   events-jobs.c   SUBMITTED, STARTED, RANK_EXITED, STALLED, RETRIED, ENDED: the
+ *                   event stream (events.c), first, so its order is the transitions'
  *   jobs-metrics.c  STARTED, ENDED: the jobs' /metrics families
  *   fabric-head.c   ATTEMPT_ENDED (j->hold still set): a fabric test's verdict
  *                   into j->fabric and the baselines

@@ -213,7 +213,13 @@ void node_check_health(struct sched *s, struct node *n)
 {
 	struct strbuf why = STRBUF_INIT;
 	char at[DT_TIMESTAMP_LEN];
+	const char *was = n->health_evented ? n->health_evented : "";
 
+	/* a health finding (or its end) is an event; the first "ok" of a node is not */
+	if (strcmp(was, n->health) && (*was || (*n->health && strcmp(n->health, "ok"))))
+		events_add(s, "node.health", json_pack("{s:s,s:s,s:s,s:s?}", "node", n->name,
+			   "health", n->health, "from", was, "reason", n->health_reason), NULL);
+	n->health_evented = n->health;
 	if (strcmp(n->health, "bad") || n->drained)
 		return;
 	dt_timestamp(at, sizeof(at));
@@ -426,8 +432,11 @@ static int db_load(struct sched *s)
 		}
 		sqlite3_finalize(st);
 	}
-	for (size_t i = 0; i < s->nr; i++)
+	for (size_t i = 0; i < s->nr; i++) {
 		node_derive(s->nodes[i]);
+		/* what the stored inventory says was told before the restart: no event again */
+		s->nodes[i]->health_evented = s->nodes[i]->health;
+	}
 	return 0;
 }
 

@@ -60,6 +60,7 @@ struct node {
 	/* health (agent/health.h, from the inventory) and why it is drained */
 	const char *health;         /* "ok", "degraded", "bad", or "" when the agent says nothing */
 	char *health_reason;        /* the worst event's detail, or NULL */
+	const char *health_evented; /* the health the last node.health event said (events.c) */
 	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
 };
 

@@ -29,9 +29,9 @@
 static void print_event(const json_t *ev)
 {
 	static const char *const keys[] = {
-		"job", "name", "user", "state", "node", "rank", "exit_code", "signal", "sweep",
-		"trial", "metric", "value", "attempt", "target", "event_kind", "pattern", "line",
-		"error", "reason", NULL,
+		"job", "name", "user", "state", "node", "health", "rank", "exit_code", "signal",
+		"sweep", "trial", "metric", "value", "attempt", "verdict", "target", "event_kind",
+		"pattern", "line", "error", "reason", NULL,
 	};
 	struct strbuf sb = STRBUF_INIT;
 

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #define NOTIFY_QUEUE 1024
+#define NOTIFY_PERMANENT (-2)     /* a delivery's failure that no retry can fix */
 #define NOTIFY_TRIES 4
 #define SENDMAIL "/usr/sbin/sendmail"
 
@@ -106,7 +107,7 @@ static int event_on(const json_t *ev)
 }
 
 /* Queue ev for target t (mu held); 0, or -1 when the queue is full. */
-static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t)
+static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t, int from_job)
 {
 	if (nf->nr >= NOTIFY_QUEUE)
 		return -1;
@@ -114,6 +115,8 @@ static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t)
 		if (!nf->q[i].ev) {
 			nf->q[i].ev = json_deep_copy(ev);
 			nf->q[i].target = json_deep_copy(t);
+			if (from_job)   /* a job's own list, not the operator's cluster.yaml */
+				json_object_set_new(nf->q[i].target, "_from_job", json_true());
 			nf->q[i].tries = 0;
 			nf->q[i].due_ms = 0;
 			nf->nr++;
@@ -122,7 +125,8 @@ static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t)
 	return -1;
 }
 
-static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int on)
+static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int on,
+		  int from_job)
 {
 	size_t i;
 	json_t *t;
@@ -135,7 +139,7 @@ static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int
 
 		if (!want)
 			continue;
-		if (enqueue(nf, ev, t) < 0) {
+		if (enqueue(nf, ev, t, from_job) < 0) {
 			nf->dropped++;
 			nf->failed[target_type(t)]++;
 		}
@@ -153,9 +157,9 @@ static void notify_event(struct sched *s, const json_t *ev, const json_t *notify
 		return;
 	pthread_mutex_lock(&nf->mu);
 	if (notify)
-		offer(nf, ev, notify, on);
+		offer(nf, ev, notify, on, 1);
 	if (s->cc && s->cc->notify)   /* cluster.yaml's, for every job and node */
-		offer(nf, ev, s->cc->notify, on);
+		offer(nf, ev, s->cc->notify, on, 0);
 	pthread_cond_signal(&nf->cv);
 	pthread_mutex_unlock(&nf->mu);
 }
@@ -353,6 +357,17 @@ static int deliver_exec(const json_t *ev, const json_t *t, struct strbuf *why)
 	json_t *a;
 	int ret;
 
+	/*
+	 * A job's own exec: runs as dtsched's user on the head: never as root, which
+	 * would give whoever submits a job a root shell there.  The operator's
+	 * cluster.yaml targets run always.
+	 */
+	if (json_is_true(json_object_get(t, "_from_job")) && geteuid() == 0) {
+		strbuf_addstr(why, "not run: dtsched runs as root, and an exec: target of a job's "
+			      "notify: would run as root on the head; give it in cluster.yaml");
+		return NOTIFY_PERMANENT;
+	}
+
 	json_array_foreach(json_object_get(t, "exec"), i, a)
 		strvec_push(&argv, json_string_value(a));
 	json_append(&in, ev);
@@ -430,7 +445,7 @@ static void *notify_thread(void *arg)
 		struct nitem *it = NULL, work;
 		struct strbuf why = STRBUF_INIT;
 		unsigned long long dropped;
-		int ok;
+		int ok, rc;
 
 		for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
 			if (!nf->q[i].ev)
@@ -472,10 +487,11 @@ static void *notify_thread(void *arg)
 		}
 		work = *it;   /* the slot stays taken while it is delivered */
 		pthread_mutex_unlock(&nf->mu);
-		ok = deliver(work.ev, work.target, &why) == 0;
+		rc = deliver(work.ev, work.target, &why);
+		ok = rc == 0;
 		work.tries++;
 		pthread_mutex_lock(&nf->mu);
-		if (ok || work.tries >= NOTIFY_TRIES || nf->stop) {
+		if (ok || rc == NOTIFY_PERMANENT || work.tries >= NOTIFY_TRIES || nf->stop) {
 			int type = target_type(work.target);
 
 			if (ok)

@@ -209,11 +209,12 @@ def test_exec_and_email_targets(dtctl_bin, tmp_path):
     hook.write_text("#!/usr/bin/python3\nimport sys\nopen(sys.argv[1], 'a').write(sys.stdin.read())\n")
     hook.chmod(0o755)
     try:
-        c = make_cluster(dtctl_bin, tmp_path / "c", env={"XDG_CONFIG_HOME": str(xdg)})
+        # exec: the operator's (cluster.yaml); a job's own exec: never runs as root
+        c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [%s, %s], "
+                         "on: [fail]}\n" % (hook, out), env={"XDG_CONFIG_HOME": str(xdg)})
         job = tmp_path / "job.yaml"
         job.write_text("name: mailme\ncommand: [sh, -c, 'exit 5']\nnotify:\n"
-                       "  - {email: me@lab.test, on: [fail]}\n"
-                       "  - {exec: [%s, %s], on: [fail, done]}\n" % (hook, out))
+                       "  - {email: me@lab.test, on: [fail]}\n")
         with c:
             assert c.dtctl("run", job).returncode == 5
             jid = c.job_id("mailme")
@@ -236,13 +237,13 @@ def test_log_pattern_fires_once_per_match_naming_rank_and_node(dtctl_bin, tmp_pa
     hook = tmp_path / "hook.py"
     hook.write_text("#!/usr/bin/python3\nimport sys\nopen(sys.argv[1], 'a').write(sys.stdin.read())\n")
     hook.chmod(0o755)
-    c = make_cluster(dtctl_bin, tmp_path / "c")
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [%s, %s], "
+                     "match: 'NaN|CUDA error'}\n" % (hook, out))
     job = tmp_path / "job.yaml"
     # rank 1 prints one NaN line, rank 0 a CUDA error; both keep running a while
     job.write_text("name: watch\nprocs_per_node: 2\nshell: true\n"
                    "command: 'echo step 1 loss 0.5; if [ $RANK = 1 ]; then echo step 2 loss NaN; "
-                   "else echo CUDA error: out of memory; fi; echo done; sleep 2'\n"
-                   "notify:\n  - {exec: [%s, %s], match: 'NaN|CUDA error'}\n" % (hook, out))
+                   "else echo CUDA error: out of memory; fi; echo done; sleep 2'\n")
     with c:
         p = c.dtctl("run", job)
         assert p.returncode == 0, p.stdout + p.stderr
@@ -364,3 +365,19 @@ def test_curl_is_linked_into_dtsched_only(dtctl_bin):
 
     assert "libcurl" in libs("dtsched")
     assert "libcurl" not in libs("dtctl")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dtsched runs as root only in a root test run")
+def test_a_jobs_exec_target_never_runs_as_root(dtctl_bin, tmp_path):
+    out = tmp_path / "ran"
+    c = make_cluster(dtctl_bin, tmp_path / "c")
+    job = tmp_path / "job.yaml"
+    job.write_text("name: sneaky\ncommand: [true]\nnotify:\n"
+                   "  - {exec: [/usr/bin/touch, %s], on: [done]}\n" % out)
+    with c:
+        assert c.dtctl("run", job).returncode == 0
+        evs = wait_events(c, lambda es: any(e["kind"] == "notify.failed" for e in es))
+        f = [e for e in evs if e["kind"] == "notify.failed"]
+        assert f and f[0]["type"] == "exec" and f[0]["tries"] == 1, evs
+        assert "runs as root" in f[0]["error"] and "cluster.yaml" in f[0]["error"], f
+        assert not out.exists()

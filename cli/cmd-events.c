@@ -2,8 +2,9 @@
  * cmd-events.c - `dtctl events [-f] [--json] [--job J] [--since T|ID]`: the
  * head's event stream (docs/events.md; POST /v1/events, scheduler/events.c),
  * oldest first.  -f follows it by long-poll (dtsched answers the moment an
- * event is added; no polling), and across a restart of dtsched it waits and
- * goes on from the last id it printed, so nothing is lost or printed twice.
+ * event is added; no polling), and across a restart of dtsched (once it has
+ * answered: one never reached is exit 3 at once) it waits and goes on from
+ * the last id it printed, so nothing is lost or printed twice.
  * --json prints one JSON object per line, as `logs --json` does.
  */
 #include "builtin.h"
@@ -80,7 +81,7 @@ int cmd_events(int argc, const char **argv)
 		"dtctl events [-f] [--json] [--job <id>] [--since <10m|timestamp|event id>]", NULL,
 	};
 	const char *job = NULL, *since = NULL;
-	int follow = 0, json = 0, code = 0, waiting = 0;
+	int follow = 0, json = 0, code = 0, waiting = 0, answered = 0;
 	long long after = 0, since_us = 0;
 	struct option opts[] = {
 		OPT_BOOL('f', "follow", &follow, "wait for new events and print them as they come"),
@@ -125,7 +126,7 @@ int cmd_events(int argc, const char **argv)
 			json_object_set_new(body, "job", json_string(job));
 		code = fetch(&hc, body, follow ? FOLLOW_POLL_MS : 0, &reply, waiting);
 		json_decref(body);
-		if (code == DT_EXIT_UNREACH && follow) {
+		if (code == DT_EXIT_UNREACH && follow && answered) {
 			/* dtsched restarting: wait for it, then go on after the last id printed */
 			struct timespec ts = { RECONNECT_MS / 1000, 0 };
 
@@ -143,6 +144,7 @@ int cmd_events(int argc, const char **argv)
 			break;
 		}
 		waiting = 0;
+		answered = 1;
 		evs = json_object_get(reply, "events");
 		json_array_foreach(evs, i, ev) {
 			if (json) {

@@ -118,12 +118,14 @@ static void watch_sync(struct sched *s, struct logwatch *lw)
 		struct job *j = s->jobs[i];
 		struct watch *w;
 
-		if (strcmp(j->state, DT_JOB_RUNNING) || j->world <= 0)
-			continue;
+		/* a retried job keeps its watch (its logs go on after a marker): a new one
+		 * would read the earlier attempts' lines again */
 		if ((w = watch_find(lw, j->id))) {
-			w->seen = 1;
+			w->seen = !jobstate_final(j->state);
 			continue;
 		}
+		if (strcmp(j->state, DT_JOB_RUNNING) || j->world <= 0)
+			continue;
 		w = xcalloc(1, sizeof(*w));
 		add_patterns(w, j->cfg.notify);
 		add_patterns(w, defaults);

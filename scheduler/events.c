@@ -17,6 +17,7 @@
 #include "log.h"
 #include "protocol.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -28,6 +29,9 @@
 #define EVENTS_KEEP 100000
 #define EVENTS_TRIM_EVERY 1000
 
+/* the bound, and how often it is applied; DTSCHED_TEST_EVENTS_KEEP (tests only) lowers it */
+static long long events_keep = EVENTS_KEEP, events_trim_every = EVENTS_TRIM_EVERY;
+
 static const char events_schema[] =
 	"CREATE TABLE IF NOT EXISTS events("
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT, at_us INTEGER NOT NULL, kind TEXT NOT NULL,"
@@ -38,6 +42,12 @@ int events_init(struct sched *s)
 {
 	sqlite3_stmt *st = NULL;
 
+	const char *keep = getenv("DTSCHED_TEST_EVENTS_KEEP");
+
+	if (keep && atoll(keep) > 0) {
+		events_keep = atoll(keep);
+		events_trim_every = events_keep / 10 > 0 ? events_keep / 10 : 1;
+	}
 	if (db_exec(s, events_schema) < 0)
 		return -1;
 	if (sqlite3_prepare_v2(s->db, "INSERT INTO events(at_us, kind, job, user, data) "
@@ -62,7 +72,7 @@ static void events_trim(struct sched *s)
 
 	if (sqlite3_prepare_v2(s->db, "DELETE FROM events WHERE id <= ?", -1, &st, NULL) != SQLITE_OK)
 		return;
-	sqlite3_bind_int64(st, 1, s->events_last - EVENTS_KEEP);
+	sqlite3_bind_int64(st, 1, s->events_last - events_keep);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		dtlog(DTLOG_WARN, "state.db: cannot drop old events: %s", sqlite3_errmsg(s->db));
 	sqlite3_finalize(st);
@@ -104,7 +114,7 @@ long long events_add(struct sched *s, const char *kind, json_t *ev, const json_t
 	sqlite3_reset(s->st_event);
 	id = sqlite3_last_insert_rowid(s->db);
 	s->events_last = id;
-	if (id % EVENTS_TRIM_EVERY == 0)
+	if (id % events_trim_every == 0)
 		events_trim(s);
 	json_object_set_new(ev, "id", json_integer(id));
 	if (s->event_hook)

@@ -381,3 +381,22 @@ def test_a_jobs_exec_target_never_runs_as_root(dtctl_bin, tmp_path):
         assert f and f[0]["type"] == "exec" and f[0]["tries"] == 1, evs
         assert "runs as root" in f[0]["error"] and "cluster.yaml" in f[0]["error"], f
         assert not out.exists()
+
+
+def test_the_stream_is_bounded_and_ids_never_repeat(dtctl_bin, tmp_path):
+    # the bound lowered to 20 (DTSCHED_TEST_EVENTS_KEEP; 100,000 otherwise): trimmed
+    # every 2 events to the newest 20, ids going on
+    c = make_cluster(dtctl_bin, tmp_path, env={"DTSCHED_TEST_EVENTS_KEEP": "20"})
+    with c:
+        for _ in range(15):
+            assert c.dtctl("drain", "local").returncode == 0
+            assert c.dtctl("resume", "local").returncode == 0
+        evs = events(c)
+        ids = [e["id"] for e in evs]
+        assert 20 <= len(evs) <= 22, ids
+        assert ids == list(range(ids[0], ids[-1] + 1)) and ids[-1] >= 30, ids
+        assert c.dtctl("head", "stop").returncode == 0
+        assert c.dtctl("head", "start").returncode == 0
+        assert c.dtctl("drain", "local").returncode == 0
+        after = events(c, "--since", str(ids[-1]))
+        assert [e["kind"] for e in after] == ["node.drained"] and after[0]["id"] == ids[-1] + 1

@@ -201,6 +201,15 @@ static size_t discard(char *p, size_t size, size_t n, void *data)
 	return size * n;
 }
 
+/* set by notify_stop(): a delivery in progress ends now, not at its timeout */
+static volatile sig_atomic_t stopping;
+
+static int abort_if_stopping(void *data, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			     curl_off_t un)
+{
+	return stopping != 0;   /* non-zero aborts the transfer */
+}
+
 static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why)
 {
 	const char *fmt = json_get_str(t, "format", "generic"), *ca = json_get_str(t, "ca_file", NULL);
@@ -245,6 +254,8 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "dtsched/" DT_VERSION);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_if_stopping);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
 		strbuf_addstr(why, *errbuf ? errbuf : curl_easy_strerror(rc));
@@ -289,7 +300,7 @@ static int run_with_input(const struct strvec *argv, const struct strbuf *input,
 		return -1;
 	}
 	fcntl(cp.in, F_SETFL, O_NONBLOCK);
-	while (off < input->len && dt_mono_ms() < deadline) {
+	while (off < input->len && dt_mono_ms() < deadline && !stopping) {
 		struct pollfd p = { cp.in, POLLOUT, 0 };
 		ssize_t n;
 
@@ -302,7 +313,8 @@ static int run_with_input(const struct strvec *argv, const struct strbuf *input,
 			off += (size_t)n;
 	}
 	close(cp.in);
-	while ((r = waitpid(cp.pid, &status, WNOHANG)) == 0 && dt_mono_ms() < deadline) {
+	while ((r = waitpid(cp.pid, &status, WNOHANG)) == 0 && dt_mono_ms() < deadline &&
+	       !stopping) {
 		struct timespec ts = { 0, 20 * 1000000L };   /* a child, not a condition to poll */
 
 		nanosleep(&ts, NULL);
@@ -310,8 +322,11 @@ static int run_with_input(const struct strvec *argv, const struct strbuf *input,
 	if (r == 0) {
 		kill(-cp.pid, SIGKILL);
 		waitpid(cp.pid, &status, 0);
-		strbuf_addf(why, "'%s' did not finish within %lld ms (killed)", argv->v[0],
-			    timeout_ms);
+		if (stopping)
+			strbuf_addf(why, "'%s' killed: dtsched is stopping", argv->v[0]);
+		else
+			strbuf_addf(why, "'%s' did not finish within %lld ms (killed)", argv->v[0],
+				    timeout_ms);
 		child_process_clear(&cp);
 		return -1;
 	}
@@ -536,6 +551,7 @@ int notify_start(struct sched *s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&nf->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	stopping = 0;
 	s->event_hook_data = nf;
 	/* the main loop takes its signals with sigtimedwait: none for this thread */
 	sigfillset(&all);
@@ -564,6 +580,7 @@ void notify_stop(struct sched *s)
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_lock(&nf->mu);
 	nf->stop = 1;
+	stopping = 1;
 	pthread_cond_signal(&nf->cv);
 	pthread_mutex_unlock(&nf->mu);
 	if (nf->started)

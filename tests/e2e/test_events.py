@@ -400,3 +400,30 @@ def test_the_stream_is_bounded_and_ids_never_repeat(dtctl_bin, tmp_path):
         assert c.dtctl("drain", "local").returncode == 0
         after = events(c, "--since", str(ids[-1]))
         assert [e["kind"] for e in after] == ["node.drained"] and after[0]["id"] == ids[-1] + 1
+
+
+def test_a_dead_receiver_neither_blocks_jobs_nor_holds_up_a_stop(dtctl_bin, tmp_path):
+    import socket
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead.listen(16)   # never accepted: the TLS handshake never starts
+    port = dead.getsockname()[1]
+    try:
+        c = make_cluster(dtctl_bin, tmp_path, "notify:\n  - {webhook: 'https://127.0.0.1:%d/x', "
+                         "on: [done], timeout: 60s}\n" % port)
+        with c:
+            for i in range(3):   # each job's end queues a delivery that hangs
+                assert c.dtctl("run", "--name", "j%d" % i, "--", "true").returncode == 0
+            head = int(re.search(r"head: \{port: (\d+)", (c.home / "cluster.yaml").read_text()).group(1))
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % head, timeout=10) as r:
+                assert "dtsched_notifications_queued 3" in r.read().decode()
+            t0 = time.monotonic()
+            assert c.dtctl("head", "stop").returncode == 0
+            took = time.monotonic() - t0
+            # the delivery in progress is aborted, not waited for (its timeout is 60 s)
+            assert took < 20, took
+            assert c.dtctl("head", "start").returncode == 0
+            f = [e for e in events(c) if e["kind"] == "notify.failed"]
+            assert f and "abort" in f[0]["error"].lower(), f
+    finally:
+        dead.close()

@@ -26,7 +26,8 @@ static json_t *job_event_base(const struct job *j)
 static void on_job_event(struct sched *s, struct job *j, enum job_event ev,
 			 const struct job_event_info *info, void *data)
 {
-	json_t *e = job_event_base(j), *first;
+	json_t *e = job_event_base(j);
+	const json_t *first;
 	const json_t *notify = j->cfg.notify;
 	const char *kind = NULL;
 
@@ -55,7 +56,7 @@ static void on_job_event(struct sched *s, struct job *j, enum job_event ev,
 		if (!info->first)
 			break;
 		kind = "job.stalled";
-		first = json_array_get(j->stalled, 0);
+		first = json_array_get((const json_t *)info->stalled, 0);
 		json_object_set_new(e, "stall_after_ms", json_integer(info->stall_after_ms));
 		if (first) {
 			json_object_set_new(e, "rank", json_integer(json_get_int(first, "rank", -1)));

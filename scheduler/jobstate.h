@@ -23,6 +23,7 @@
 
 struct sched;
 struct job;
+struct json_t;
 
 enum job_state {
 	JS_PENDING, JS_RUNNING, JS_COMPLETED, JS_FAILED, JS_CANCELLED, JS_TIMEOUT, JS_NODE_FAIL,
@@ -77,6 +78,7 @@ struct job_event_info {
 	int node_fail;            /* RANK_EXITED: the node went down or lost the task */
 	int first;                /* STALLED: the first scan that found silent ranks */
 	long long stall_after_ms; /* STALLED */
+	const struct json_t *stalled;  /* STALLED: the silent ranks [{rank, node, pid, idle_ms}] */
 };
 
 typedef void job_event_fn(struct sched *s, struct job *j, enum job_event ev,

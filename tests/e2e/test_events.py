@@ -427,3 +427,33 @@ def test_a_dead_receiver_neither_blocks_jobs_nor_holds_up_a_stop(dtctl_bin, tmp_
             assert f and "abort" in f[0]["error"].lower(), f
     finally:
         dead.close()
+
+
+def test_stall_and_hang_events_and_an_exec_timeout(dtctl_bin, tmp_path):
+    out = tmp_path / "got.json"
+    hook = tmp_path / "hook.py"
+    hook.write_text("#!/usr/bin/python3\nimport sys\nopen(sys.argv[1], 'a').write(sys.stdin.read())\n")
+    hook.chmod(0o755)
+    # a second target that never finishes: killed at its timeout, each try, then failed
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [%s, %s], on: [stall, hang]}\n"
+                     "  - {exec: [/bin/sleep, '987.25'], on: [stall], timeout: 300ms}\n"
+                     % (hook, out))
+    with c:
+        p = c.dtctl("run", "--name", "quiet", "--stall-after", "2s", "--", "sh", "-c",
+                    "echo started; sleep 8")
+        assert p.returncode == 0, p.stdout + p.stderr
+        jid = c.job_id("quiet")
+        evs = wait_events(c, lambda es: any(e["kind"] == "notify.failed" for e in es), timeout=40)
+        stalled = [e for e in evs if e["kind"] == "job.stalled"]
+        assert len(stalled) == 1, evs   # the first scan only, not one per scan
+        assert stalled[0]["job"] == jid and stalled[0]["rank"] == 0 and stalled[0]["node"] == "local"
+        assert stalled[0]["stall_after_ms"] == 2000
+        hang = [e for e in evs if e["kind"] == "job.hang"]
+        assert hang and hang[0]["job"] == jid and hang[0]["auto"] is True and hang[0]["reason"], evs
+        got = [json.loads(l)["kind"] for l in out.read_text().splitlines()]
+        assert "job.stalled" in got and "job.hang" in got, got
+        f = [e for e in evs if e["kind"] == "notify.failed"][0]
+        assert f["type"] == "exec" and f["target"] == "/bin/sleep" and f["tries"] == 4, f
+        assert "did not finish within 300 ms (killed)" in f["error"], f
+        p = subprocess.run(["pgrep", "-f", "sleep 987.25"], capture_output=True, text=True)
+        assert p.returncode == 1, "a timed-out command is still running: %s" % p.stdout

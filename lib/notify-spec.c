@@ -118,6 +118,12 @@ const char *notify_value_invalid(const char *key, const json_t *v)
 		if (!json_is_string(v) || !*json_string_value(v) ||
 		    strlen(json_string_value(v)) > NOTIFY_MATCH_MAX)
 			return "a POSIX extended regular expression of 1 to 1024 bytes";
+		/* back-references make matching exponential: dtsched runs it on every line */
+		for (const char *p = json_string_value(v); *p; p++)
+			if (p[0] == '\\' && p[1] >= '1' && p[1] <= '9')
+				return "a regular expression without back-references (\\1 ... \\9)";
+			else if (p[0] == '\\' && p[1])
+				p++;
 		if (regcomp(&re, json_string_value(v), REG_EXTENDED | REG_NOSUB))
 			return "a valid POSIX extended regular expression ('NaN|CUDA error')";
 		regfree(&re);

@@ -100,6 +100,8 @@ static void test_list_rules(void **state)
 	check("[{\"exec\": [\"cmd\"], \"on\": [\"done\"]}]", "notify[0].exec");
 	check("[{\"exec\": \"/bin/true\", \"on\": [\"done\"]}]", "notify[0].exec");
 	check("[{\"email\": \"me@lab\", \"match\": \"(\"}]", "notify[0].match");
+	check("[{\"email\": \"me@lab\", \"match\": \"(a*)*\\\\1\"}]", "without back-references");
+	check("[{\"email\": \"me@lab\", \"match\": \"a\\\\\\\\1\"}]", NULL);   /* \\1: a backslash, then 1 */
 	check("[{\"email\": \"me@lab\", \"on\": [\"fail\"], \"timeout_ms\": 0}]",
 	      "notify[0].timeout_ms");
 	check("[{\"email\": \"me@lab\", \"on\": [\"fail\"], \"insecure\": true}]",

@@ -26,6 +26,7 @@ static const struct cmd_struct commands[] = {
 	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER },
 	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },
 	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
+	{ "dashboard", cmd_dashboard, "a login link to the live dashboard (nodes, GPUs, queue, events)", NEED_HEAD },
 	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD },
 	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
 	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },

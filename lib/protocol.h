@@ -471,6 +471,19 @@
 #define DT_PATH_EVENTS "/v1/events"
 #define DT_EVENTS_MAX_LIMIT 1000
 
+/* Dashboard (dtctl <-> dtsched; scheduler/dashboard.c, docs/dashboard.md) --
+ *
+ * POST /v1/dashboard/login            a one-time login link for the dashboard
+ *   <- {user}
+ *   -> {protocol, url: "http://127.0.0.1:PORT/ui/login/<token>", expires_in_s}
+ *      503 when the dashboard's listener could not start
+ * The dashboard's own listener (127.0.0.1, a free port) serves, unsigned:
+ *   GET /ui/login/<token>              once: a session, and the page
+ *   GET /ui/s/<session>/               the page
+ *   GET /ui/s/<session>/api/state      {nodes (each with gpus), jobs, events}
+ */
+#define DT_PATH_DASHBOARD_LOGIN "/v1/dashboard/login"
+
 /* Sweeps (dtctl <-> dtsched; scheduler/sweeps.c, docs/sweep.md) -------------
  *
  * POST /v1/sweeps                     start a sweep

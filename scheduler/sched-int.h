@@ -239,6 +239,11 @@ void events_jobs_subscribe(struct sched *s);
 int notify_start(struct sched *s);
 void notify_stop(struct sched *s);
 void notify_metrics(struct sched *s, struct strbuf *o);
+/* dashboard.c: the dashboard's listener (127.0.0.1) and its login route */
+int dashboard_start(struct sched *s);
+void dashboard_stop(struct sched *s);
+extern const struct dt_http_route dashboard_routes[];
+extern const size_t dashboard_nr_routes;
 /* logwatch.c: the thread matching running jobs' logs against notify: match: patterns */
 int logwatch_start(struct sched *s);
 void logwatch_stop(struct sched *s);

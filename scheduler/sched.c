@@ -251,6 +251,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		const struct { const struct dt_http_route *r; size_t nr; } parts[] = {
 			{ base_routes, ARRAY_SIZE(base_routes) }, { jobs_routes, jobs_nr_routes },
 			{ sweeps_routes, sweeps_nr_routes }, { events_routes, events_nr_routes },
+			{ dashboard_routes, dashboard_nr_routes },
 		};
 		size_t nr = 0;
 
@@ -285,6 +286,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		s->beacons_ignored = drop && *drop == '1';
 	}
 	s->beacon_fd = beacon_open(s);
+	dashboard_start(s);   /* without it dtsched still runs; the log says why */
 	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d, UDP beacons %s), DOWN after %lld ms "
 	      "without heartbeat", DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv),
 	      (int)getpid(), s->beacon_fd < 0 ? "off" : s->beacons_ignored ? "DROPPED (test)" : "on",
@@ -325,6 +327,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		srv = s->srv;
 		s->srv = NULL;
 		pthread_mutex_unlock(&s->lock);
+		dashboard_stop(s);   /* first: its handlers call the API's */
 		dt_httpd_stop(srv);
 	}
 	if (s->beacon_fd >= 0)

@@ -1,0 +1,337 @@
+/*
+ * dashboard.c - the live dashboard's first page (issue 32, item 3; docs/dashboard.md):
+ * the nodes with each GPU's allocation, utilisation and memory, the queue with
+ * why each job waits, and the newest events, refreshed every 2 s.
+ *
+ * Its own listener, on 127.0.0.1 and a free port, never the address the
+ * agents reach dtsched on.  Every page and API request names a session, a
+ * random 256-bit id in the path (/ui/s/<session>/...), made from a one-time
+ * login token that only a signed request (POST /v1/dashboard/login, what
+ * `dtctl dashboard` sends: a user of the cluster) can mint: the token works
+ * once and for DASH_TOKEN_S, the session for DASH_SESSION_S.  No cookie is
+ * needed, so the server stays lib/httpd.c as it is; the page asks browsers
+ * not to send the URL on (referrer policy) and builds every cell with
+ * textContent, never HTML from data.
+ *
+ * The data are the API's own answers: the handlers of GET /v1/nodes, GET
+ * /v1/jobs and POST /v1/events are called as they are, plus each node's GPUs
+ * from its inventory.  Not yet: job and sweep pages, logs, metrics plots,
+ * cancel (later work on the same listener and sessions).
+ */
+#include "jobs-int.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+
+#include <string.h>
+#include <sys/random.h>
+
+#define DASH_TOKEN_S 600          /* a login link: once, within 10 minutes */
+#define DASH_SESSION_S (12 * 3600)
+#define DASH_MAX 64               /* tokens and sessions kept (the oldest give way) */
+
+struct dash_secret {
+	char id[65];              /* 64 hex digits; "" = free */
+	char user[64];
+	long long expires_ms;     /* dt_mono_ms() */
+};
+
+static struct {
+	struct dt_httpd *srv;
+	struct dash_secret tokens[DASH_MAX], sessions[DASH_MAX];
+	char url[128];            /* http://127.0.0.1:PORT */
+} dash;
+
+static int random_hex(char out[65])
+{
+	unsigned char b[32];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -1;
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+	return 0;
+}
+
+/* a free (or expired, or else the soonest to expire) slot */
+static struct dash_secret *slot(struct dash_secret *v)
+{
+	struct dash_secret *best = &v[0];
+	long long now = dt_mono_ms();
+
+	for (int i = 0; i < DASH_MAX; i++) {
+		if (!v[i].id[0] || v[i].expires_ms <= now)
+			return &v[i];
+		if (v[i].expires_ms < best->expires_ms)
+			best = &v[i];
+	}
+	return best;
+}
+
+/* the live entry with this id, in constant time per entry; NULL when none */
+static struct dash_secret *lookup(struct dash_secret *v, const char *id)
+{
+	long long now = dt_mono_ms();
+
+	if (strlen(id) != 64)
+		return NULL;
+	for (int i = 0; i < DASH_MAX; i++) {
+		unsigned char diff = 0;
+
+		if (!v[i].id[0] || v[i].expires_ms <= now)
+			continue;
+		for (int k = 0; k < 64; k++)
+			diff |= (unsigned char)(v[i].id[k] ^ id[k]);
+		if (!diff)
+			return &v[i];
+	}
+	return NULL;
+}
+
+/* POST /v1/dashboard/login {user?} (signed): a one-time login URL */
+static void h_login_mint(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct dash_secret *t;
+	const char *user = json_get_str(req->json, "user", "");
+	char id[65];
+
+	if (!dash.srv) {
+		dt_http_error(resp, 503, "the dashboard is not running (see dtsched.log)");
+		return;
+	}
+	if (random_hex(id) < 0) {
+		dt_http_error(resp, 500, "no random bytes for a login token");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	t = slot(dash.tokens);
+	memcpy(t->id, id, sizeof(t->id));
+	snprintf(t->user, sizeof(t->user), "%s", user);
+	t->expires_ms = dt_mono_ms() + DASH_TOKEN_S * 1000LL;
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:s+++,s:i}", "url", dash.url, "/ui/login/", id, "",
+					  "expires_in_s", DASH_TOKEN_S));
+}
+
+static void html(struct dt_http_response *resp, int status, const char *body)
+{
+	resp->status = status;
+	strbuf_addstr(&resp->text, body);
+	resp->content_type = "text/html; charset=utf-8";
+}
+
+static const char refused_page[] =
+	"<!doctype html><html><head><meta charset=utf-8><meta name=referrer content=no-referrer>"
+	"<title>dtctl</title></head><body><h1>Not signed in</h1><p>This link was used already, "
+	"has expired or is wrong. Run <code>dtctl dashboard</code> for a new one.</p></body></html>";
+
+/* GET /ui/login/{token}: the token for a session, once */
+static void h_login(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct dash_secret *t, *sess;
+	char id[65];
+	struct strbuf page = STRBUF_INIT;
+
+	if (random_hex(id) < 0) {
+		html(resp, 500, refused_page);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	t = lookup(dash.tokens, dt_http_arg(req, "token"));
+	if (t) {
+		sess = slot(dash.sessions);
+		memcpy(sess->id, id, sizeof(sess->id));
+		memcpy(sess->user, t->user, sizeof(sess->user));
+		sess->expires_ms = dt_mono_ms() + DASH_SESSION_S * 1000LL;
+		t->id[0] = '\0';   /* once */
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!t) {
+		html(resp, 403, refused_page);
+		return;
+	}
+	strbuf_addf(&page, "<!doctype html><html><head><meta charset=utf-8>"
+		    "<meta name=referrer content=no-referrer><title>dtctl</title></head><body>"
+		    "<script>location.replace('/ui/s/%s/')</script>"
+		    "<p><a href='/ui/s/%s/'>open the dashboard</a></p></body></html>", id, id);
+	html(resp, 200, page.buf);
+	strbuf_release(&page);
+}
+
+static int session_ok(struct sched *s, struct dt_http_request *req)
+{
+	int ok;
+
+	pthread_mutex_lock(&s->lock);
+	ok = lookup(dash.sessions, dt_http_arg(req, "session")) != NULL;
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+/* The handler of method + pattern in a route table, NULL when none. */
+static dt_http_handler *route_handler(const struct dt_http_route *routes, size_t nr,
+				      const char *method, const char *pattern)
+{
+	for (size_t i = 0; i < nr; i++)
+		if (!strcmp(routes[i].method, method) && !strcmp(routes[i].pattern, pattern))
+			return routes[i].fn;
+	return NULL;
+}
+
+/* One handler of the API, called as the server would (lock not held): its reply, parsed. */
+static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method,
+			const char *path, json_t *body)
+{
+	struct dt_http_request req;
+	struct dt_http_response r;
+	json_t *out = NULL;
+
+	if (!fn)
+		return NULL;
+	memset(&req, 0, sizeof(req));
+	memset(&r, 0, sizeof(r));
+	strbuf_init(&r.text, 0);
+	req.method = method;
+	req.path = path;
+	req.body = "";
+	req.json = body;
+	req.protocol = DT_PROTOCOL_VERSION;
+	fn(&req, &r, s);
+	if (r.json)
+		out = r.json;
+	else if (r.text.len)
+		out = json_loadb(r.text.buf, r.text.len, 0, NULL);
+	strbuf_release(&r.text);
+	return out;
+}
+
+/* each node's GPUs: index, name, utilisation, memory, allocated to a task (lock held) */
+static json_t *gpus_json(struct sched *s)
+{
+	json_t *out = json_object();
+
+	for (size_t i = 0; i < s->nr; i++) {
+		struct node *n = s->nodes[i];
+		json_t *arr = json_array(), *g, *t;
+		const char *id;
+		size_t k;
+		unsigned char used[1024] = { 0 };
+
+		json_object_foreach(n->tasks, id, t) {
+			const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
+
+			if (task_state_final_str(json_get_str(t, "state", NULL)))
+				continue;
+			while (cvd && *cvd) {
+				char *end;
+				long d = strtol(cvd, &end, 10);
+
+				if (end == cvd)
+					break;
+				if (d >= 0 && d < (long)sizeof(used))
+					used[d] = 1;
+				cvd = *end == ',' ? end + 1 : end;
+			}
+		}
+		json_array_foreach(json_object_get(n->inventory, "gpus"), k, g)
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:O?,s:O?,s:O?,s:b}", "index",
+				(json_int_t)json_get_int(g, "index", (long long)k), "name",
+				json_get_str(g, "name", ""), "utilization", json_object_get(g, "utilization"),
+				"memory_used", json_object_get(g, "memory_used"), "memory_total",
+				json_object_get(g, "memory_total"), "allocated", k < sizeof(used) && used[k]));
+		json_object_set_new(out, n->name, arr);
+	}
+	return out;
+}
+
+/* GET /ui/s/{session}/api/state: nodes (with GPUs), jobs, the newest events */
+static void h_state(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *nodes, *jobs, *evs, *gpus, *n, *q;
+	long long last;
+	size_t i;
+
+	if (!session_ok(s, req)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		return;
+	}
+	nodes = call_api(s, h_nodes, "GET", DT_PATH_NODES, NULL);
+	jobs = call_api(s, route_handler(jobs_routes, jobs_nr_routes, "GET", DT_PATH_JOBS), "GET",
+			DT_PATH_JOBS, NULL);
+	pthread_mutex_lock(&s->lock);
+	last = s->events_last;
+	gpus = gpus_json(s);
+	pthread_mutex_unlock(&s->lock);
+	q = json_pack("{s:I,s:i}", "after_id", (json_int_t)(last > 30 ? last - 30 : 0), "limit", 30);
+	evs = call_api(s, route_handler(events_routes, events_nr_routes, "POST", DT_PATH_EVENTS),
+		       "POST", DT_PATH_EVENTS, q);
+	json_decref(q);
+	json_array_foreach(json_object_get(nodes, "nodes"), i, n) {
+		json_t *g = json_object_get(gpus, json_get_str(n, "name", ""));
+
+		json_object_set(n, "gpus", g ? g : json_array());
+	}
+	dt_http_json(resp, 200, json_pack("{s:O?,s:O?,s:O?}", "nodes", json_object_get(nodes, "nodes"),
+					  "jobs", json_object_get(jobs, "jobs"), "events",
+					  json_object_get(evs, "events")));
+	json_decref(nodes);
+	json_decref(jobs);
+	json_decref(evs);
+	json_decref(gpus);
+}
+
+static const char page[] =
+#include "dashboard-page.h"
+	;
+
+/* GET /ui/s/{session}/: the page */
+static void h_page(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	html(resp, session_ok(data, req) ? 200 : 403, session_ok(data, req) ? page : refused_page);
+}
+
+static const struct dt_http_route ui_routes[] = {
+	{ "GET", "/ui/login/{token}", DT_ROUTE_PUBLIC, h_login },
+	{ "GET", "/ui/s/{session}/", DT_ROUTE_PUBLIC, h_page },
+	{ "GET", "/ui/s/{session}/api/state", DT_ROUTE_PUBLIC, h_state },
+};
+
+const struct dt_http_route dashboard_routes[] = {
+	{ "POST", DT_PATH_DASHBOARD_LOGIN, 0, h_login_mint },
+};
+const size_t dashboard_nr_routes = ARRAY_SIZE(dashboard_routes);
+
+int dashboard_start(struct sched *s)
+{
+	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT;
+
+	ho.bind = "127.0.0.1";   /* never where the agents reach dtsched */
+	ho.port = 0;
+	ho.routes = ui_routes;
+	ho.nr_routes = ARRAY_SIZE(ui_routes);
+	ho.data = s;
+	ho.key = &s->key;
+	ho.max_body = 4096;
+	ho.conn_limit = 256;
+	dash.srv = dt_httpd_start(&ho, &err);
+	if (!dash.srv) {
+		dtlog(DTLOG_WARN, "dashboard not started: %s", err.buf);
+		strbuf_release(&err);
+		return -1;
+	}
+	snprintf(dash.url, sizeof(dash.url), "http://127.0.0.1:%d", dt_httpd_port(dash.srv));
+	dtlog(DTLOG_INFO, "dashboard on %s ('dtctl dashboard' for a login link)", dash.url);
+	strbuf_release(&err);
+	return 0;
+}
+
+void dashboard_stop(struct sched *s)
+{
+	if (dash.srv)
+		dt_httpd_stop(dash.srv);
+	memset(&dash, 0, sizeof(dash));
+}

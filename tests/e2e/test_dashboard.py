@@ -1,0 +1,144 @@
+"""The live dashboard's first page (scheduler/dashboard.c, docs/dashboard.md) in a real
+headless Chromium (Debian's chromium): a one-node local cluster with two fake GPUs, one job
+running on a GPU and one that waits; the page's GPU table and queue match `dtctl nodes
+--json` and `dtctl ps --json`, it loads without console messages, its screenshot is not
+blank (kept as a test artefact), the login link works once, and nothing is served
+without a session or beyond 127.0.0.1.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import LocalCluster
+from test_sweep_report import read_png
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                                reason="no %s (scripts/deps.sh installs chromium)" % CHROMIUM)
+
+
+@pytest.fixture(scope="module")
+def cluster(dtctl_bin, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dash")
+    c = LocalCluster(dtctl_bin / "dtctl", tmp, name="dash", gpus="2")
+    with c:
+        for args in (("-g", "1", "--name", "training"), ("-g", "2", "--name", "waits")):
+            p = c.dtctl("run", "--detach", *args, "--", "sleep", "120")
+            assert p.returncode == 0, p.stderr
+        yield c
+        for j in json.loads(c.dtctl("ps", "--json").stdout)["jobs"]:
+            c.dtctl("cancel", j["id"])
+
+
+def login_url(c):
+    p = c.dtctl("dashboard", "--print-url")
+    assert p.returncode == 0, p.stderr
+    url = p.stdout.strip()
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ui/login/[0-9a-f]{64}", url), url
+    return url
+
+
+def chromium(tmp_path, url, *extra):
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--force-color-profile=srgb", "--hide-scrollbars", "--user-data-dir=" + profile,
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"] + list(extra) + [url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    shutil.rmtree(profile, ignore_errors=True)
+    return r
+
+
+def cells(tr):
+    return [re.sub(r"<[^>]+>", "", td) for td in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+
+
+def test_gpu_table_and_queue_match_the_cli(cluster, tmp_path):
+    c = cluster
+    r = chromium(tmp_path, login_url(c), "--dump-dom")
+    dom = r.stdout
+    assert '<body data-loaded="1">' in dom, dom[-3000:] + r.stderr[-2000:]
+    console = [l for l in r.stderr.splitlines() if ":CONSOLE" in l]
+    assert not console, console
+
+    nodes = json.loads(c.dtctl("nodes", "--json").stdout)["nodes"]
+    rows = re.findall(r'<tr data-node="([^"]*)" data-gpu="(\d+)">(.*?)</tr>', dom)
+    assert sorted({n for n, _, _ in rows}) == sorted(n["name"] for n in nodes)
+    for n in nodes:
+        mine = [(int(g), cells(tr)) for name, g, tr in rows if name == n["name"]]
+        assert [g for g, _ in mine] == list(range(n["gpus_total"])), mine
+        assert all(cl[1] == n["state"] and cl[2].startswith(n["health"]) for _, cl in mine), mine
+        assert sum(cl[5] == "yes" for _, cl in mine) == n["gpus_used"] == 1, (mine, n)
+
+    jobs = json.loads(c.dtctl("ps", "--json").stdout)["jobs"]
+    queue = {j: cells(tr) for j, tr in re.findall(r'<tr data-job="([^"]*)">(.*?)</tr>', dom)}
+    assert sorted(queue) == sorted(j["id"] for j in jobs), (queue, jobs)
+    for j in jobs:
+        row = queue[j["id"]]
+        assert row[1:4] == [j["name"], j["user"], j["state"]], (row, j)
+        if j["state"] == "PENDING":
+            assert row[5] == j["reason"] and "waiting for" in row[5], (row, j)   # why
+        else:
+            assert row[5] == ",".join(p["node"] for p in j["placement"]), (row, j)
+    assert {j["state"] for j in jobs} == {"RUNNING", "PENDING"}
+
+    evs = re.findall(r'<tr data-event="(\d+)">(.*?)</tr>', dom)
+    assert any(cells(tr)[2] == "job.started" for _, tr in evs), evs
+
+
+def test_screenshot_is_not_blank(cluster, tmp_path):
+    shot = Path(os.environ.get("DASHBOARD_SHOT") or tmp_path / "dashboard.png")
+    r = chromium(tmp_path, login_url(cluster), "--screenshot=" + str(shot),
+                 "--window-size=1200,800")
+    assert shot.exists(), "chromium wrote no screenshot (exit %d): %s" % (r.returncode,
+                                                                         r.stderr[-2000:])
+    w, h, rows = read_png(shot)
+    assert (w, h) == (1200, 800)
+    text = sum(1 for y in range(0, h, 2) for x in range(0, w, 2) if max(rows[y][x]) < 100)
+    green = sum(1 for y in range(0, h, 2) for x in range(0, w, 2)
+                if rows[y][x][1] > rows[y][x][0] + 40 and rows[y][x][1] > rows[y][x][2] + 40)
+    assert text > 2000, "expected text on the page, %d dark pixels" % text   # tables drawn
+    assert green > 20, "expected UP/RUNNING in green, %d green pixels" % green
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_login_once_sessions_required_and_localhost_only(cluster):
+    url = login_url(cluster)
+    status, page = get(url)
+    assert status == 200, page
+    session = re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    base = url.split("/ui/")[0]
+    status, again = get(url)
+    assert status == 403 and "Not signed in" in again     # the link works once
+    status, state = get("%s/ui/s/%s/api/state" % (base, session))
+    assert status == 200 and {n["name"] for n in json.loads(state)["nodes"]} == {"local"}
+    for bad in ("0" * 64, session[:-1] + ("0" if session[-1] != "0" else "1")):
+        assert get("%s/ui/s/%s/api/state" % (base, bad))[0] == 403
+        assert get("%s/ui/s/%s/" % (base, bad))[0] == 403
+    # only on 127.0.0.1: the listening socket's local address
+    port = int(base.rsplit(":", 1)[1])
+    with open("/proc/net/tcp") as f:
+        listen = [l.split()[1] for l in f.read().splitlines()[1:] if l.split()[3] == "0A"]
+    assert "0100007F:%04X" % port in listen, listen
+    assert not [a for a in listen if a.endswith(":%04X" % port) and a != "0100007F:%04X" % port]
+
+
+def test_dashboard_needs_the_head(dtctl, tmp_path):
+    p = dtctl("dashboard")
+    assert p.returncode == 3, p.stdout + p.stderr

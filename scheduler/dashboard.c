@@ -15,8 +15,9 @@
  *
  * The data are the API's own answers: the handlers of GET /v1/nodes, GET
  * /v1/jobs and POST /v1/events are called as they are, plus each node's GPUs
- * from its inventory.  Not yet: job and sweep pages, logs, metrics plots,
- * cancel (later work on the same listener and sessions).
+ * from its inventory.  A job's owner may cancel it from the page.  Not yet:
+ * job and sweep pages, logs, metrics plots (later work on the same listener
+ * and sessions).
  */
 #include "jobs-int.h"
 #include "json.h"
@@ -160,14 +161,17 @@ static void h_login(struct dt_http_request *req, struct dt_http_response *resp, 
 	strbuf_release(&page);
 }
 
-static int session_ok(struct sched *s, struct dt_http_request *req)
+/* Is the request's session live?  Its user into user[64] when not NULL. */
+static int session_ok(struct sched *s, struct dt_http_request *req, char *user)
 {
-	int ok;
+	struct dash_secret *d;
 
 	pthread_mutex_lock(&s->lock);
-	ok = lookup(dash.sessions, dt_http_arg(req, "session")) != NULL;
+	d = lookup(dash.sessions, dt_http_arg(req, "session"));
+	if (d && user)
+		memcpy(user, d->user, sizeof(d->user));
 	pthread_mutex_unlock(&s->lock);
-	return ok;
+	return d != NULL;
 }
 
 /* The handler of method + pattern in a route table, NULL when none. */
@@ -254,7 +258,9 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 	long long last;
 	size_t i;
 
-	if (!session_ok(s, req)) {
+	char user[64];
+
+	if (!session_ok(s, req, user)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		return;
 	}
@@ -274,8 +280,9 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 
 		json_object_set(n, "gpus", g ? g : json_array());
 	}
-	dt_http_json(resp, 200, json_pack("{s:O?,s:O?,s:O?}", "nodes", json_object_get(nodes, "nodes"),
-					  "jobs", json_object_get(jobs, "jobs"), "events",
+	dt_http_json(resp, 200, json_pack("{s:s,s:O?,s:O?,s:O?}", "user", user, "nodes",
+					  json_object_get(nodes, "nodes"), "jobs",
+					  json_object_get(jobs, "jobs"), "events",
 					  json_object_get(evs, "events")));
 	json_decref(nodes);
 	json_decref(jobs);
@@ -290,13 +297,50 @@ static const char page[] =
 /* GET /ui/s/{session}/: the page */
 static void h_page(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
-	html(resp, session_ok(data, req) ? 200 : 403, session_ok(data, req) ? page : refused_page);
+	int ok = session_ok(data, req, NULL);
+
+	html(resp, ok ? 200 : 403, ok ? page : refused_page);
+}
+
+/*
+ * POST /ui/s/{session}/api/jobs/{id}/cancel: for the job's owner only (the
+ * user the session was made for; docs/dashboard.md).  The session id in the
+ * path is what another site cannot know, so a forged form cannot post here.
+ */
+static void h_cancel(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
+	char user[64];
+	struct job *j;
+
+	if (!session_ok(s, req, user)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, id);
+	if (!j) {
+		dt_http_error(resp, 404, "no job '%s'", id);
+	} else if (!*user || strcmp(user, j->user ? j->user : "")) {
+		dt_http_error(resp, 403, "job %s is %s's: only its owner may cancel it", j->id,
+			      j->user ? j->user : "?");
+	} else {
+		struct strbuf why = STRBUF_INIT;
+
+		strbuf_addf(&why, "cancelled from the dashboard by %s", user);
+		jobs_cancel(s, id, why.buf);
+		strbuf_release(&why);
+		dt_http_json(resp, 200, json_pack("{s:s,s:s}", "job", j->id, "state", j->state));
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 static const struct dt_http_route ui_routes[] = {
 	{ "GET", "/ui/login/{token}", DT_ROUTE_PUBLIC, h_login },
 	{ "GET", "/ui/s/{session}/", DT_ROUTE_PUBLIC, h_page },
 	{ "GET", "/ui/s/{session}/api/state", DT_ROUTE_PUBLIC, h_state },
+	{ "POST", "/ui/s/{session}/api/jobs/{id}/cancel", DT_ROUTE_PUBLIC, h_cancel },
 };
 
 const struct dt_http_route dashboard_routes[] = {

@@ -142,3 +142,59 @@ def test_login_once_sessions_required_and_localhost_only(cluster):
 def test_dashboard_needs_the_head(dtctl, tmp_path):
     p = dtctl("dashboard")
     assert p.returncode == 3, p.stdout + p.stderr
+
+
+def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
+    from dtapi import DtApi, read_secret
+    c = cluster
+    p = c.dtctl("run", "--detach", "-g", "1", "--name", "victim", "--", "sleep", "120")
+    assert p.returncode == 0, p.stderr
+    victim = c.job_id("victim")
+    owner = json.loads(c.dtctl("ps", "--json").stdout)["jobs"][0]["user"]
+    head = int(re.search(r"head: \{port: (\d+)", (c.home / "cluster.yaml").read_text()).group(1))
+    api = DtApi("127.0.0.1", head, read_secret(str(c.home)))
+
+    def session_for(user):
+        status, body = api.request("POST", "/v1/dashboard/login", {"user": user})
+        assert status == 200, body
+        status, page = get(body["url"])
+        return body["url"].split("/ui/")[0], re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+
+    def post(url):
+        req = urllib.request.Request(url, data=b"", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def state_of(job):
+        return [j for j in json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"]
+                if j["id"] == job][0]["state"]
+
+    # another user's session: refused, the job runs on
+    base, other = session_for("mallory")
+    status, body = post("%s/ui/s/%s/api/jobs/%s/cancel" % (base, other, victim))
+    assert status == 403 and "only its owner" in body["error"], body
+    assert state_of(victim) in ("RUNNING", "PENDING")
+    # the owner's page has a cancel button on the job's row, and the owner's cancel works
+    r = chromium(tmp_path, login_url(c), "--dump-dom")
+    row = re.search(r'<tr data-job="%s">(.*?)</tr>' % victim, r.stdout).group(1)
+    assert "<button>cancel</button>" in row, row
+    base, mine = session_for(owner)
+    status, body = post("%s/ui/s/%s/api/jobs/%s/cancel" % (base, mine, victim))
+    assert status == 200, body
+    # its end, as the event stream says it (long-poll, no sleeps)
+    f = subprocess.Popen([str(c.exe), "events", "-f", "--json", "--job", victim],
+                         stdout=subprocess.PIPE, text=True, env=c.env, stdin=subprocess.DEVNULL)
+    try:
+        for line in f.stdout:
+            if json.loads(line)["kind"] == "job.ended":
+                break
+    finally:
+        f.kill()
+        f.wait()
+    assert state_of(victim) == "CANCELLED"
+    show = json.loads(c.dtctl("show", "--json", victim).stdout)["job"]
+    assert show["reason"] == "cancelled from the dashboard by %s" % owner, show
+    assert post("%s/ui/s/%s/api/jobs/%s/cancel" % (base, "f" * 64, victim))[0] == 403

@@ -480,7 +480,11 @@
  * The dashboard's own listener (127.0.0.1, a free port) serves, unsigned:
  *   GET /ui/login/<token>              once: a session, and the page
  *   GET /ui/s/<session>/               the page
- *   GET /ui/s/<session>/api/state      {nodes (each with gpus), jobs, events}
+ *   GET /ui/s/<session>/api/state      {user, nodes (each with gpus), jobs, events}
+ *   GET /ui/s/<session>/jobs/<id>      a job's page
+ *   GET /ui/s/<session>/api/jobs/<id>  {user, job (as GET /v1/jobs/<id>), events}
+ *   GET /ui/s/<session>/api/jobs/<id>/logs/<after_us>   {lines, last, final}
+ *   POST /ui/s/<session>/api/jobs/<id>/cancel           the owner only (403)
  */
 #define DT_PATH_DASHBOARD_LOGIN "/v1/dashboard/login"
 

@@ -1,5 +1,5 @@
 /*
- * dashboard-page.h - the dashboard's page (scheduler/dashboard.c includes it as one
+ * dashboard-page.h - the dashboard's first page (scheduler/dashboard.c includes it as one
  * string): HTML, CSS and the script, no CDN, no library; every cell is built with
  * textContent.  Edit it as HTML; keep each line a C string.
  */
@@ -96,7 +96,11 @@
 "    if (j.state !== 'PENDING' && j.state !== 'RUNNING') continue;\n"
 "    const tr = document.createElement('tr');\n"
 "    tr.dataset.job = j.id;\n"
-"    cell(tr, j.id); cell(tr, j.name); cell(tr, j.user); cell(tr, j.state, j.state);\n"
+"    const a = document.createElement('a');\n"
+"    a.href = 'jobs/' + encodeURIComponent(j.id);\n"
+"    a.textContent = j.id;\n"
+"    cell(tr, '').appendChild(a);\n"
+"    cell(tr, j.name); cell(tr, j.user); cell(tr, j.state, j.state);\n"
 "    cell(tr, j.world_size, 'num');\n"
 "    const where = (j.placement || []).map(p => p.node).join(',');\n"
 "    cell(tr, j.state === 'PENDING' ? (j.reason || 'queued') : where);\n"

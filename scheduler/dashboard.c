@@ -22,6 +22,7 @@
 #include "jobs-int.h"
 #include "json.h"
 #include "log.h"
+#include "logmerge.h"
 #include "protocol.h"
 
 #include <string.h>
@@ -336,7 +337,123 @@ static void h_cancel(struct dt_http_request *req, struct dt_http_response *resp,
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* GET /ui/s/{session}/api/jobs/{id}: the job as `dtctl show --json` has it, its events */
+static void h_job(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
+	char user[64];
+	struct job *j;
+	json_t *job = NULL, *q, *evs;
+
+	if (!session_ok(s, req, user)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if ((j = job_find(s, id)))
+		job = job_json_shown(s, j);
+	pthread_mutex_unlock(&s->lock);
+	if (!job) {
+		dt_http_error(resp, 404, "no job '%s'", id);
+		return;
+	}
+	q = json_pack("{s:I,s:s,s:i}", "after_id", (json_int_t)0, "job", id, "limit", 1000);
+	evs = call_api(s, route_handler(events_routes, events_nr_routes, "POST", DT_PATH_EVENTS),
+		       "POST", DT_PATH_EVENTS, q);
+	json_decref(q);
+	dt_http_json(resp, 200, json_pack("{s:s,s:o,s:O?}", "user", user, "job", job, "events",
+					  json_object_get(evs, "events")));
+	json_decref(evs);
+}
+
+#define LOG_FIRST 500             /* lines a first look gets: the newest */
+#define LOG_MAX 2000              /* lines one follow-up gets */
+
+/*
+ * GET /ui/s/{session}/api/jobs/{id}/logs/{after}: the job's rank logs merged
+ * in time order (lib/logmerge.h, read through lib/safefile.h), the lines
+ * stamped after `after` (microseconds; 0: the newest LOG_FIRST), at most
+ * LOG_MAX; "last" is the cursor of the next request.  Partial last lines wait
+ * for their newline.  (Two ranks' lines of the same microsecond split across
+ * two requests would lose the second: the stamps are the agents' clocks in
+ * microseconds.)
+ */
+static void h_job_logs(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id"), *a = dt_http_arg(req, "after");
+	long long after = 0, last = 0;
+	struct logset ls;
+	const struct logline *l;
+	struct job *j;
+	json_t *lines = json_array();
+	int found = 0, final = 0;
+
+	if (!session_ok(s, req, NULL)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		json_decref(lines);
+		return;
+	}
+	for (const char *p = a; *p; p++)
+		after = *p >= '0' && *p <= '9' && after < 1000000000000000000LL / 10 ?
+			after * 10 + (*p - '0') : -1;
+	if (after < 0) {
+		dt_http_error(resp, 400, "the cursor must be a number of microseconds");
+		json_decref(lines);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if ((j = job_find(s, id))) {
+		found = 1;
+		final = jobstate_final(j->state);
+		job_logset(j, &ls);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!found) {
+		dt_http_error(resp, 404, "no job '%s'", id);
+		json_decref(lines);
+		return;
+	}
+	logset_begin(&ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
+	while ((l = logset_next(&ls))) {
+		char ts[DT_TIMESTAMP_LEN];
+
+		if (l->ts <= after)
+			continue;
+		dt_timestamp_format(ts, sizeof(ts), l->ts);
+		json_array_append_new(lines, json_pack("{s:I,s:s,s:i,s:s,s:s,s:i,s:s}", "ts",
+			(json_int_t)l->ts, "time", ts, "rank", l->rank, "node", l->node ? l->node : "?",
+			"stream", l->stream == 'E' ? "stderr" : "stdout", "attempt", l->attempt,
+			"text", l->text));
+		last = l->ts;
+		if (after && json_array_size(lines) >= LOG_MAX)
+			break;
+		if (!after && json_array_size(lines) > LOG_FIRST)
+			json_array_remove(lines, 0);
+	}
+	logset_end(&ls);
+	logset_release(&ls);
+	dt_http_json(resp, 200, json_pack("{s:o,s:I,s:b}", "lines", lines, "last",
+					  (json_int_t)(last ? last : after), "final", final));
+}
+
+static const char job_page[] =
+#include "dashboard-job.h"
+	;
+
+/* GET /ui/s/{session}/jobs/{id}: one job's page */
+static void h_job_page(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	int ok = session_ok(data, req, NULL);
+
+	html(resp, ok ? 200 : 403, ok ? job_page : refused_page);
+}
+
 static const struct dt_http_route ui_routes[] = {
+	{ "GET", "/ui/s/{session}/jobs/{id}", DT_ROUTE_PUBLIC, h_job_page },
+	{ "GET", "/ui/s/{session}/api/jobs/{id}", DT_ROUTE_PUBLIC, h_job },
+	{ "GET", "/ui/s/{session}/api/jobs/{id}/logs/{after}", DT_ROUTE_PUBLIC, h_job_logs },
 	{ "GET", "/ui/login/{token}", DT_ROUTE_PUBLIC, h_login },
 	{ "GET", "/ui/s/{session}/", DT_ROUTE_PUBLIC, h_page },
 	{ "GET", "/ui/s/{session}/api/state", DT_ROUTE_PUBLIC, h_state },

@@ -56,6 +56,18 @@ struct logwatch {
 
 static struct logwatch the_watch;
 
+void job_logset(const struct job *j, struct logset *ls)
+{
+	logset_init(ls);
+	for (int r = 0; r < j->world; r++) {
+		struct strbuf path = STRBUF_INIT;
+
+		strbuf_addf(&path, "%s/logs/%d.log", j->job_dir, r);
+		logset_add(ls, path.buf, r, "?");
+		strbuf_release(&path);
+	}
+}
+
 /* at most MATCH_LINE_MAX bytes of text, cut at a UTF-8 character's start */
 static size_t cut_len(const char *text, size_t len)
 {
@@ -134,15 +146,8 @@ static void watch_sync(struct sched *s, struct logwatch *lw)
 			continue;
 		}
 		snprintf(w->job, sizeof(w->job), "%s", j->id);
-		logset_init(&w->ls);
+		job_logset(j, &w->ls);
 		w->ranks = (size_t)j->world;
-		for (int r = 0; r < j->world; r++) {
-			struct strbuf path = STRBUF_INIT;
-
-			strbuf_addf(&path, "%s/logs/%d.log", j->job_dir, r);
-			logset_add(&w->ls, path.buf, r, "?");
-			strbuf_release(&path);
-		}
 		w->skip_before_us = j->started_us < s->started_us ? s->started_us : 0;
 		w->seen = 1;
 		if (lw->nr == lw->alloc) {

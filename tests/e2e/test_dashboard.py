@@ -198,3 +198,54 @@ def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
     show = json.loads(c.dtctl("show", "--json", victim).stdout)["job"]
     assert show["reason"] == "cancelled from the dashboard by %s" % owner, show
     assert post("%s/ui/s/%s/api/jobs/%s/cancel" % (base, "f" * 64, victim))[0] == 403
+
+
+def test_job_page_ranks_logs_that_follow_and_events(cluster, tmp_path):
+    import time
+    c = cluster
+    p = c.dtctl("run", "--detach", "-p", "2", "--name", "chatty", "--", "sh", "-c",
+                'echo "hello from rank $RANK"; i=0; while [ $i -lt 60 ]; do i=$((i+1)); '
+                'echo "tick $i rank $RANK"; sleep 0.25; done')
+    assert p.returncode == 0, p.stderr
+    job = c.job_id("chatty")
+    status, page = get(login_url(c))
+    base = login_url(c).split("/ui/")[0]
+    session = re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    logs = "%s/ui/s/%s/api/jobs/%s/logs/" % (base, session, job)
+
+    def fetch(cursor):
+        status, body = get(logs + str(cursor))
+        assert status == 200, body
+        return json.loads(body)
+
+    first = fetch(0)
+    deadline = time.monotonic() + 30
+    while len({l["rank"] for l in first["lines"]}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)   # polling the condition: both ranks have written
+        first = fetch(0)
+    assert {l["rank"] for l in first["lines"]} == {0, 1}, first
+    # follow: only what came after the cursor, nothing twice
+    more = fetch(first["last"])
+    while not more["lines"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        more = fetch(first["last"])
+    assert more["lines"] and all(l["ts"] > first["last"] for l in more["lines"]), more
+    seen = [(l["ts"], l["rank"], l["text"]) for l in first["lines"] + more["lines"]]
+    assert len(seen) == len(set(seen))
+    assert all(re.fullmatch(r"(hello from|tick \d+) rank %d" % l["rank"] if "tick" in l["text"]
+                            else r"hello from rank %d" % l["rank"], l["text"])
+               for l in first["lines"] + more["lines"]), seen
+
+    r = chromium(tmp_path, "%s/ui/s/%s/jobs/%s" % (base, session, job), "--dump-dom")
+    dom = r.stdout
+    assert '<body data-loaded="1">' in dom, dom[-2000:] + r.stderr[-2000:]
+    assert not [l for l in r.stderr.splitlines() if ":CONSOLE" in l]
+    show = json.loads(c.dtctl("show", "--json", job).stdout)["job"]
+    ranks = {int(k): cells(tr) for k, tr in re.findall(r'<tr data-rank="(\d+)">(.*?)</tr>', dom)}
+    assert sorted(ranks) == sorted(k["rank"] for k in show["ranks"]) == [0, 1]
+    for k in show["ranks"]:
+        assert ranks[k["rank"]][1:3] == [k["node"], k["state"]], (ranks, show["ranks"])
+    text = re.sub(r"<[^>]+>", "", re.search(r'<pre id="logs">(.*?)</pre>', dom, re.S).group(1))
+    assert "[local 0] hello from rank 0" in text and "[local 1] hello from rank 1" in text, text
+    assert re.search(r"<td>job\.started</td>", dom)
+    c.dtctl("cancel", job)

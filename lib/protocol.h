@@ -484,6 +484,8 @@
  *   GET /ui/s/<session>/jobs/<id>      a job's page
  *   GET /ui/s/<session>/api/jobs/<id>  {user, job (as GET /v1/jobs/<id>), events}
  *   GET /ui/s/<session>/api/jobs/<id>/logs/<after_us>   {lines, last, final}
+ *   GET /ui/s/<session>/api/jobs/<id>/metrics           {points: [{step, loss, ...}]}
+ *   GET /ui/s/<session>/chart.js       Debian's Chart.js (libjs-chart.js), for the plots
  *   POST /ui/s/<session>/api/jobs/<id>/cancel           the owner only (403)
  */
 #define DT_PATH_DASHBOARD_LOGIN "/v1/dashboard/login"

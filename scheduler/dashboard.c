@@ -24,6 +24,7 @@
 #include "log.h"
 #include "logmerge.h"
 #include "protocol.h"
+#include "safefile.h"
 
 #include <string.h>
 #include <sys/random.h>
@@ -438,6 +439,91 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 					  (json_int_t)(last ? last : after), "final", final));
 }
 
+#define METRICS_MAX_BYTES (8 << 20)   /* of metrics.jsonl read for the plots */
+#define METRICS_MAX_POINTS 5000
+#define CHART_JS "/usr/share/javascript/chart.js/chart.min.js"   /* Debian's libjs-chart.js */
+
+/*
+ * GET /ui/s/{session}/api/jobs/{id}/metrics: the job's metrics file
+ * (<job_dir>/metrics.jsonl, read through lib/safefile.h, at most 8 MiB) as
+ * points: each line's numeric fields, the last METRICS_MAX_POINTS lines.
+ */
+static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *id = dt_http_arg(req, "id");
+	struct strbuf root = STRBUF_INIT, rel = STRBUF_INIT, text = STRBUF_INIT, why = STRBUF_INIT;
+	json_t *points = json_array();
+	struct job *j;
+	int found = 0;
+
+	if (!session_ok(s, req, NULL)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		json_decref(points);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if ((j = job_find(s, id))) {
+		found = 1;
+		strbuf_addstr(&root, j->shared_dir);
+		job_rel(j, "metrics.jsonl", &rel);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!found) {
+		dt_http_error(resp, 404, "no job '%s'", id);
+		json_decref(points);
+		goto out;
+	}
+	if (sf_read(root.buf, rel.buf, &text, METRICS_MAX_BYTES, &why) >= 0) {
+		for (char *line = text.buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+			json_t *o, *pt, *v;
+			const char *k;
+
+			nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			else if (line + strlen(line) == text.buf + text.len)
+				break;   /* a line still being written */
+			o = json_loads(line, 0, NULL);
+			pt = json_object();
+			json_object_foreach(o, k, v)
+				if (json_is_number(v))
+					json_object_set(pt, k, v);
+			if (json_object_size(pt))
+				json_array_append(points, pt);
+			json_decref(pt);
+			json_decref(o);
+			if (json_array_size(points) > METRICS_MAX_POINTS)
+				json_array_remove(points, 0);
+		}
+	}
+	dt_http_json(resp, 200, json_pack("{s:o}", "points", points));
+out:
+	strbuf_release(&root);
+	strbuf_release(&rel);
+	strbuf_release(&text);
+	strbuf_release(&why);
+}
+
+/* GET /ui/s/{session}/chart.js: Debian's Chart.js, from its package (no CDN) */
+static void h_chart_js(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct strbuf why = STRBUF_INIT;
+
+	if (!session_ok(data, req, NULL)) {
+		html(resp, 403, refused_page);
+		return;
+	}
+	if (sf_read_path(CHART_JS, &resp->text, 4 << 20, &why) < 0) {
+		strbuf_reset(&resp->text);
+		strbuf_addf(&resp->text, "/* %s: %s (install Debian's libjs-chart.js) */\n", CHART_JS,
+			    why.buf);
+		resp->status = 404;
+	}
+	resp->content_type = "text/javascript; charset=utf-8";
+	strbuf_release(&why);
+}
+
 static const char job_page[] =
 #include "dashboard-job.h"
 	;
@@ -454,6 +540,8 @@ static const struct dt_http_route ui_routes[] = {
 	{ "GET", "/ui/s/{session}/jobs/{id}", DT_ROUTE_PUBLIC, h_job_page },
 	{ "GET", "/ui/s/{session}/api/jobs/{id}", DT_ROUTE_PUBLIC, h_job },
 	{ "GET", "/ui/s/{session}/api/jobs/{id}/logs/{after}", DT_ROUTE_PUBLIC, h_job_logs },
+	{ "GET", "/ui/s/{session}/api/jobs/{id}/metrics", DT_ROUTE_PUBLIC, h_job_metrics },
+	{ "GET", "/ui/s/{session}/chart.js", DT_ROUTE_PUBLIC, h_chart_js },
 	{ "GET", "/ui/login/{token}", DT_ROUTE_PUBLIC, h_login },
 	{ "GET", "/ui/s/{session}/", DT_ROUTE_PUBLIC, h_page },
 	{ "GET", "/ui/s/{session}/api/state", DT_ROUTE_PUBLIC, h_state },

@@ -249,3 +249,48 @@ def test_job_page_ranks_logs_that_follow_and_events(cluster, tmp_path):
     assert "[local 0] hello from rank 0" in text and "[local 1] hello from rank 1" in text, text
     assert re.search(r"<td>job\.started</td>", dom)
     c.dtctl("cancel", job)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/share/javascript/chart.js/chart.min.js"),
+                    reason="no Debian libjs-chart.js (scripts/deps.sh installs it)")
+def test_a_running_jobs_loss_is_plotted(cluster, tmp_path):
+    c = cluster
+    # the loss falls over 20 steps, written to the job's metrics file, then it runs on
+    p = c.dtctl("run", "--detach", "-p", "1", "--name", "learner", "--", "python3", "-c",
+                "import json, os, time\n"
+                "with open(os.environ['DT_METRICS_FILE'], 'a') as f:\n"
+                "    for s in range(1, 21):\n"
+                "        f.write(json.dumps({'step': s, 'loss': 2.0 / s, 'lr': 0.1}) + '\\n')\n"
+                "print('written', flush=True)\n"
+                "time.sleep(60)\n")
+    assert p.returncode == 0, p.stderr
+    job = c.job_id("learner")
+    status, page = get(login_url(c))
+    base = login_url(c).split("/ui/")[0]
+    session = re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    import time
+    deadline = time.monotonic() + 30
+    while True:   # polling the condition: the 20 points are in the file
+        status, body = get("%s/ui/s/%s/api/jobs/%s/metrics" % (base, session, job))
+        assert status == 200, body
+        points = json.loads(body)["points"]
+        if len(points) == 20 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [p["loss"] for p in points] == [2.0 / s for s in range(1, 21)], points
+    assert json.loads(get("%s/ui/s/%s/api/jobs/%s" % (base, session, job))[1])["job"]["state"] \
+        == "RUNNING"
+
+    url = "%s/ui/s/%s/jobs/%s" % (base, session, job)
+    r = chromium(tmp_path, url, "--dump-dom")
+    assert '<canvas data-metric="loss"' in r.stdout and '<canvas data-metric="lr"' in r.stdout, \
+        r.stdout[-3000:]
+    assert not [l for l in r.stderr.splitlines() if ":CONSOLE" in l]
+    shot = Path(os.environ.get("DASHBOARD_JOB_SHOT") or tmp_path / "job.png")
+    r = chromium(tmp_path, url, "--screenshot=" + str(shot), "--window-size=1200,900")
+    w, h, rows = read_png(shot)
+    line = sum(1 for y in range(h) for x in range(0, w, 2)
+               if abs(rows[y][x][0] - 0x3b) < 40 and abs(rows[y][x][1] - 0x78) < 40
+               and abs(rows[y][x][2] - 0xc3) < 40)
+    assert line > 200, "expected the plotted lines in the screenshot, %d blue pixels" % line
+    c.dtctl("cancel", job)

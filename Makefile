@@ -143,9 +143,11 @@ $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 $(BINDIR)/dtshim: $(O)/agent/dtshim.o $(O)/libagent.a $(O)/libdt.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(LIBS)
+# (libcli.a once more after libsched.a: the dashboard's sweep page is the sweep
+# report of cli/sweep-report.c, a pure function)
 $(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(SCHED_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(O)/libcli.a $(SCHED_LIBS)
 
 # Area rules: trainer (dttrain, CUDA), unit tests, fuzzing, benchmarks, ...
 include $(sort $(wildcard mk/*.mk))

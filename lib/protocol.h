@@ -482,6 +482,7 @@
  *   GET /ui/s/<session>/               the page
  *   GET /ui/s/<session>/api/state      {user, nodes (each with gpus), jobs, events}
  *   GET /ui/s/<session>/jobs/<id>      a job's page
+ *   GET /ui/s/<session>/sweeps/<id>    a sweep's report (cli/sweep-report.h)
  *   GET /ui/s/<session>/api/jobs/<id>  {user, job (as GET /v1/jobs/<id>), events}
  *   GET /ui/s/<session>/api/jobs/<id>/logs/<after_us>   {lines, last, final}
  *   GET /ui/s/<session>/api/jobs/<id>/metrics           {points: [{step, loss, ...}]}

@@ -25,6 +25,7 @@
 #include "logmerge.h"
 #include "protocol.h"
 #include "safefile.h"
+#include "cli/sweep-report.h"
 
 #include <string.h>
 #include <sys/random.h>
@@ -187,8 +188,8 @@ static dt_http_handler *route_handler(const struct dt_http_route *routes, size_t
 }
 
 /* One handler of the API, called as the server would (lock not held): its reply, parsed. */
-static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method,
-			const char *path, json_t *body)
+static json_t *call_api_id(struct sched *s, dt_http_handler *fn, const char *method,
+			   const char *path, json_t *body, const char *id, int *status)
 {
 	struct dt_http_request req;
 	struct dt_http_response r;
@@ -197,6 +198,12 @@ static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method
 	if (!fn)
 		return NULL;
 	memset(&req, 0, sizeof(req));
+	if (id) {   /* the route's {id} */
+		req.args.nr = 1;
+		req.args.name[0] = "id";
+		req.args.name_len[0] = 2;
+		snprintf(req.args.value[0], sizeof(req.args.value[0]), "%s", id);
+	}
 	memset(&r, 0, sizeof(r));
 	strbuf_init(&r.text, 0);
 	req.method = method;
@@ -205,12 +212,20 @@ static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method
 	req.json = body;
 	req.protocol = DT_PROTOCOL_VERSION;
 	fn(&req, &r, s);
+	if (status)
+		*status = r.status ? r.status : 200;
 	if (r.json)
 		out = r.json;
 	else if (r.text.len)
 		out = json_loadb(r.text.buf, r.text.len, 0, NULL);
 	strbuf_release(&r.text);
 	return out;
+}
+
+static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method,
+			const char *path, json_t *body)
+{
+	return call_api_id(s, fn, method, path, body, NULL, NULL);
 }
 
 /* each node's GPUs: index, name, utilisation, memory, allocated to a task (lock held) */
@@ -256,7 +271,7 @@ static json_t *gpus_json(struct sched *s)
 static void h_state(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	json_t *nodes, *jobs, *evs, *gpus, *n, *q;
+	json_t *nodes, *jobs, *sweeps, *evs, *gpus, *n, *q;
 	long long last;
 	size_t i;
 
@@ -269,6 +284,8 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 	nodes = call_api(s, h_nodes, "GET", DT_PATH_NODES, NULL);
 	jobs = call_api(s, route_handler(jobs_routes, jobs_nr_routes, "GET", DT_PATH_JOBS), "GET",
 			DT_PATH_JOBS, NULL);
+	sweeps = call_api(s, route_handler(sweeps_routes, sweeps_nr_routes, "GET", DT_PATH_SWEEPS),
+			  "GET", DT_PATH_SWEEPS, NULL);
 	pthread_mutex_lock(&s->lock);
 	last = s->events_last;
 	gpus = gpus_json(s);
@@ -282,10 +299,12 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 
 		json_object_set(n, "gpus", g ? g : json_array());
 	}
-	dt_http_json(resp, 200, json_pack("{s:s,s:O?,s:O?,s:O?}", "user", user, "nodes",
+	dt_http_json(resp, 200, json_pack("{s:s,s:O?,s:O?,s:O?,s:O?}", "user", user, "nodes",
 					  json_object_get(nodes, "nodes"), "jobs",
-					  json_object_get(jobs, "jobs"), "events",
+					  json_object_get(jobs, "jobs"), "sweeps",
+					  json_object_get(sweeps, "sweeps"), "events",
 					  json_object_get(evs, "events")));
+	json_decref(sweeps);
 	json_decref(nodes);
 	json_decref(jobs);
 	json_decref(evs);
@@ -524,6 +543,49 @@ static void h_chart_js(struct dt_http_request *req, struct dt_http_response *res
 	strbuf_release(&why);
 }
 
+/*
+ * GET /ui/s/{session}/sweeps/{id}: the sweep's report (cli/sweep-report.h: its
+ * trials, the best, the curves and parallel coordinates, self-contained
+ * HTML with SVG) made from what `dtctl sweep export --json` prints.
+ */
+static void h_sweep_page(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct strbuf out = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *export;
+	int status = 0;
+
+	if (!session_ok(s, req, NULL)) {
+		html(resp, 403, refused_page);
+		return;
+	}
+	export = call_api_id(s, route_handler(sweeps_routes, sweeps_nr_routes, "GET",
+					      DT_PATH_SWEEP), "GET", DT_PATH_SWEEP, NULL,
+			     dt_http_arg(req, "id"), &status);
+	if (export && !json_object_get(export, "protocol"))   /* as the server sends it */
+		json_object_set_new(export, "protocol", json_integer(DT_PROTOCOL_VERSION));
+	if (status != 200 || !export) {
+		html(resp, status == 200 ? 500 : status, "<!doctype html><title>dtctl</title>"
+		     "<p>No such sweep.</p>");
+	} else if (sweep_report_html(export, &out, &err) < 0) {
+		strbuf_reset(&out);
+		strbuf_addstr(&out, "<!doctype html><title>dtctl</title><p>No report: ");
+		for (const char *p = err.buf; *p; p++)   /* escaped: it may quote the sweep */
+			if (*p == '<')
+				strbuf_addstr(&out, "&lt;");
+			else if (*p == '&')
+				strbuf_addstr(&out, "&amp;");
+			else
+				strbuf_addch(&out, *p);
+		html(resp, 500, out.buf);
+	} else {
+		html(resp, 200, out.buf);
+	}
+	json_decref(export);
+	strbuf_release(&out);
+	strbuf_release(&err);
+}
+
 static const char job_page[] =
 #include "dashboard-job.h"
 	;
@@ -538,6 +600,7 @@ static void h_job_page(struct dt_http_request *req, struct dt_http_response *res
 
 static const struct dt_http_route ui_routes[] = {
 	{ "GET", "/ui/s/{session}/jobs/{id}", DT_ROUTE_PUBLIC, h_job_page },
+	{ "GET", "/ui/s/{session}/sweeps/{id}", DT_ROUTE_PUBLIC, h_sweep_page },
 	{ "GET", "/ui/s/{session}/api/jobs/{id}", DT_ROUTE_PUBLIC, h_job },
 	{ "GET", "/ui/s/{session}/api/jobs/{id}/logs/{after}", DT_ROUTE_PUBLIC, h_job_logs },
 	{ "GET", "/ui/s/{session}/api/jobs/{id}/metrics", DT_ROUTE_PUBLIC, h_job_metrics },

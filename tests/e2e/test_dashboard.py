@@ -294,3 +294,35 @@ def test_a_running_jobs_loss_is_plotted(cluster, tmp_path):
                and abs(rows[y][x][2] - 0xc3) < 40)
     assert line > 200, "expected the plotted lines in the screenshot, %d blue pixels" % line
     c.dtctl("cancel", job)
+
+
+def test_sweep_page_is_the_report(cluster, tmp_path):
+    c = cluster
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: dash-sweep\nmethod: grid\nmetric: {name: loss, goal: minimize}\n"
+                     "parameters:\n  x: {values: [3, 1, 2]}\n"
+                     "job: {name: d-trial, procs_per_node: 1,\n"
+                     "      command: [sh, -c, 'echo \"DTCTL_METRIC {\\\"loss\\\": {x}}\"']}\n")
+    p = c.dtctl("sweep", sweep, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    sid = [w for w in json.loads(c.dtctl("sweep", "list", "--json").stdout)["sweeps"]
+           if w["name"] == "dash-sweep"][0]["id"]
+    status, page = get(login_url(c))
+    base = login_url(c).split("/ui/")[0]
+    session = re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    r = chromium(tmp_path, "%s/ui/s/%s/" % (base, session), "--dump-dom")
+    row = re.search(r'<tr data-sweep="%s">(.*?)</tr>' % sid, r.stdout)
+    assert row and 'href="sweeps/%s"' % sid in row.group(1), r.stdout[-3000:]
+    assert cells(row.group(1))[1:3] == ["dash-sweep", "COMPLETED"], row.group(1)
+    # the sweep's page: the same report `dtctl sweep report` writes, from the same export
+    status, html = get("%s/ui/s/%s/sweeps/%s" % (base, session, sid))
+    assert status == 200, html
+    export = tmp_path / "export.json"
+    export.write_text(c.dtctl("sweep", "export", "--json", sid).stdout)
+    out = tmp_path / "report.html"
+    p = c.dtctl("sweep-report-file", export, "-o", out)
+    assert p.returncode == 0, p.stderr
+    assert html == out.read_text()
+    assert get("%s/ui/s/%s/sweeps/%s" % (base, "a" * 64, sid))[0] == 403
+    r = chromium(tmp_path, "%s/ui/s/%s/sweeps/%s" % (base, session, sid), "--dump-dom")
+    assert not [l for l in r.stderr.splitlines() if ":CONSOLE" in l]

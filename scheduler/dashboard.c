@@ -14,8 +14,9 @@
  * textContent, never HTML from data.
  *
  * The data are the API's own answers: the handlers of GET /v1/nodes, GET
- * /v1/jobs and POST /v1/events are called as they are, plus each node's GPUs
- * from its inventory.  A job's owner may cancel it from the page.  Not yet:
+ * /v1/jobs, /v1/sweeps and POST /v1/events, found in the route table sched.c
+ * hands over (so this file calls into no feature's file), are called as they
+ * are, plus each node's GPUs from its inventory.  A job's owner may cancel it from the page.  Not yet:
  * job and sweep pages, logs, metrics plots (later work on the same listener
  * and sessions).
  */
@@ -44,6 +45,8 @@ static struct {
 	struct dt_httpd *srv;
 	struct dash_secret tokens[DASH_MAX], sessions[DASH_MAX];
 	char url[128];            /* http://127.0.0.1:PORT */
+	const struct dt_http_route *api;   /* dtsched's route table (sched.c's) */
+	size_t nr_api;
 } dash;
 
 static int random_hex(char out[65])
@@ -177,13 +180,12 @@ static int session_ok(struct sched *s, struct dt_http_request *req, char *user)
 	return d != NULL;
 }
 
-/* The handler of method + pattern in a route table, NULL when none. */
-static dt_http_handler *route_handler(const struct dt_http_route *routes, size_t nr,
-				      const char *method, const char *pattern)
+/* The handler of method + pattern in dtsched's route table, NULL when none. */
+static dt_http_handler *route_handler(const char *method, const char *pattern)
 {
-	for (size_t i = 0; i < nr; i++)
-		if (!strcmp(routes[i].method, method) && !strcmp(routes[i].pattern, pattern))
-			return routes[i].fn;
+	for (size_t i = 0; i < dash.nr_api; i++)
+		if (!strcmp(dash.api[i].method, method) && !strcmp(dash.api[i].pattern, pattern))
+			return dash.api[i].fn;
 	return NULL;
 }
 
@@ -281,17 +283,17 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		return;
 	}
-	nodes = call_api(s, h_nodes, "GET", DT_PATH_NODES, NULL);
-	jobs = call_api(s, route_handler(jobs_routes, jobs_nr_routes, "GET", DT_PATH_JOBS), "GET",
+	nodes = call_api(s, route_handler("GET", DT_PATH_NODES), "GET", DT_PATH_NODES, NULL);
+	jobs = call_api(s, route_handler("GET", DT_PATH_JOBS), "GET",
 			DT_PATH_JOBS, NULL);
-	sweeps = call_api(s, route_handler(sweeps_routes, sweeps_nr_routes, "GET", DT_PATH_SWEEPS),
+	sweeps = call_api(s, route_handler("GET", DT_PATH_SWEEPS),
 			  "GET", DT_PATH_SWEEPS, NULL);
 	pthread_mutex_lock(&s->lock);
 	last = s->events_last;
 	gpus = gpus_json(s);
 	pthread_mutex_unlock(&s->lock);
 	q = json_pack("{s:I,s:i}", "after_id", (json_int_t)(last > 30 ? last - 30 : 0), "limit", 30);
-	evs = call_api(s, route_handler(events_routes, events_nr_routes, "POST", DT_PATH_EVENTS),
+	evs = call_api(s, route_handler("POST", DT_PATH_EVENTS),
 		       "POST", DT_PATH_EVENTS, q);
 	json_decref(q);
 	json_array_foreach(json_object_get(nodes, "nodes"), i, n) {
@@ -379,7 +381,7 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 		return;
 	}
 	q = json_pack("{s:I,s:s,s:i}", "after_id", (json_int_t)0, "job", id, "limit", 1000);
-	evs = call_api(s, route_handler(events_routes, events_nr_routes, "POST", DT_PATH_EVENTS),
+	evs = call_api(s, route_handler("POST", DT_PATH_EVENTS),
 		       "POST", DT_PATH_EVENTS, q);
 	json_decref(q);
 	dt_http_json(resp, 200, json_pack("{s:s,s:o,s:O?}", "user", user, "job", job, "events",
@@ -559,7 +561,7 @@ static void h_sweep_page(struct dt_http_request *req, struct dt_http_response *r
 		html(resp, 403, refused_page);
 		return;
 	}
-	export = call_api_id(s, route_handler(sweeps_routes, sweeps_nr_routes, "GET",
+	export = call_api_id(s, route_handler("GET",
 					      DT_PATH_SWEEP), "GET", DT_PATH_SWEEP, NULL,
 			     dt_http_arg(req, "id"), &status);
 	if (export && !json_object_get(export, "protocol"))   /* as the server sends it */
@@ -616,11 +618,13 @@ const struct dt_http_route dashboard_routes[] = {
 };
 const size_t dashboard_nr_routes = ARRAY_SIZE(dashboard_routes);
 
-int dashboard_start(struct sched *s)
+int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_api)
 {
 	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
 	struct strbuf err = STRBUF_INIT;
 
+	dash.api = api;
+	dash.nr_api = nr_api;
 	ho.bind = "127.0.0.1";   /* never where the agents reach dtsched */
 	ho.port = 0;
 	ho.routes = ui_routes;

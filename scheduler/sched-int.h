@@ -239,8 +239,9 @@ void events_jobs_subscribe(struct sched *s);
 int notify_start(struct sched *s);
 void notify_stop(struct sched *s);
 void notify_metrics(struct sched *s, struct strbuf *o);
-/* dashboard.c: the dashboard's listener (127.0.0.1) and its login route */
-int dashboard_start(struct sched *s);
+/* dashboard.c: the dashboard's listener (127.0.0.1) and its login route; api:
+ * dtsched's whole route table, whose handlers give the pages their data (kept) */
+int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_api);
 void dashboard_stop(struct sched *s);
 extern const struct dt_http_route dashboard_routes[];
 extern const size_t dashboard_nr_routes;

@@ -286,7 +286,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		s->beacons_ignored = drop && *drop == '1';
 	}
 	s->beacon_fd = beacon_open(s);
-	dashboard_start(s);   /* without it dtsched still runs; the log says why */
+	dashboard_start(s, routes, ho.nr_routes);   /* without it dtsched runs on; the log says why */
 	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d, UDP beacons %s), DOWN after %lld ms "
 	      "without heartbeat", DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv),
 	      (int)getpid(), s->beacon_fd < 0 ? "off" : s->beacons_ignored ? "DROPPED (test)" : "on",

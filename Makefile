@@ -51,6 +51,11 @@ CFLAGS ?=
 CFLAGS := $(BASE_CFLAGS) $(WARN) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS := $(LDOPT) $(LDFLAGS)
 LIBS := $(PKG_LIBS) -lm -lpthread -ldl
+# libcurl (notifications, scheduler/notify.c) only where it is used: dtsched and
+# the programs that link its archive whole (unit tests); never dtctl, whose
+# every start would load its TLS, HTTP/2, LDAP and Kerberos libraries
+CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+SCHED_LIBS = $(LIBS) $(CURL_LIBS)
 
 # --- component detection (printed as a ✓/✗ table by `make detect`) -------------
 CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
@@ -138,9 +143,11 @@ $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 $(BINDIR)/dtshim: $(O)/agent/dtshim.o $(O)/libagent.a $(O)/libdt.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(LIBS)
+# (libcli.a once more after libsched.a: the dashboard's sweep page is the sweep
+# report of cli/sweep-report.c, a pure function)
 $(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(O)/libcli.a $(SCHED_LIBS)
 
 # Area rules: trainer (dttrain, CUDA), unit tests, fuzzing, benchmarks, ...
 include $(sort $(wildcard mk/*.mk))

@@ -59,11 +59,13 @@ int cmd_api(int argc, const char **argv);
 int cmd_cancel(int argc, const char **argv);
 /* hidden: the words the bash completion offers; in cli/dtctl.c (reads the table) */
 int cmd_complete(int argc, const char **argv);
+int cmd_dashboard(int argc, const char **argv);
 int cmd_debug(int argc, const char **argv);
 int cmd_doctor(int argc, const char **argv);
 /* `dtctl doctor --fabric`: the fabric test through dtsched (cmd-fabric.c) */
 int doctor_fabric(const char *spec, int quick, int json);
 int cmd_drain(int argc, const char **argv);
+int cmd_events(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);

@@ -8,6 +8,7 @@
  * the stable machine form (one object, or an array for several files).
  */
 #include "builtin.h"
+#include "notify-spec.h"
 #include "setup.h"
 #include "config.h"
 #include "json.h"
@@ -146,6 +147,8 @@ static json_t *load_one(const char *path, const char *kind, struct strbuf *err)
 		if (job_config_load(&jc, path, err) < 0)
 			return NULL;
 		j = job_config_to_json(&jc);
+		if (jc.notify)   /* shown: webhook URLs redacted (docs/notifications.md) */
+			json_object_set_new(j, "notify", notify_list_redacted(jc.notify));
 		job_config_release(&jc);
 	} else {
 		struct sweep_config s;
@@ -160,6 +163,9 @@ static json_t *load_one(const char *path, const char *kind, struct strbuf *err)
 			}
 		strbuf_release(&warn);
 		j = sweep_config_to_json(&s);
+		if (s.job.notify)
+			json_object_set_new(json_object_get(j, "job"), "notify",
+					    notify_list_redacted(s.job.notify));
 		sweep_config_release(&s);
 	}
 	out = json_object();

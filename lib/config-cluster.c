@@ -6,6 +6,7 @@
  * The YAML tree and the getters are config-yaml.c's (config-int.h).
  */
 #include "config-int.h"
+#include "notify-spec.h"
 #include "dthome.h"
 #include "hostrange.h"
 #include "units.h"
@@ -352,7 +353,7 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", "health", "job_files", NULL,
+	"network", "mpi", "health", "job_files", "notify", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -408,6 +409,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		return walk_map(c, v, path, mpi_keys, NULL, mpi_key, cc);
 	if (!strcmp(key, "health"))
 		return walk_map(c, v, path, health_keys, NULL, health_key, cc);
+	if (!strcmp(key, "notify"))
+		return notify_from_tree(c, v, path, &cc->notify);
 	return walk_map(c, v, path, network_keys, NULL, network_key, cc);   /* network */
 }
 
@@ -555,6 +558,8 @@ static void cluster_release(void *cfg)
 	free(cc->shared_dir);
 	free(cc->ssh.identity);
 	free(cc->agent.fake_health);
+	json_decref(cc->notify);
+	cc->notify = NULL;
 	for (size_t i = 0; i < cc->nr_nodes; i++) {
 		free(cc->nodes[i].name);
 		free(cc->nodes[i].host);
@@ -687,5 +692,7 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	set_duration(json_object_get(o, "health"), "failure_window", cc->health.failure_window_ms);
 	json_object_set_new(json_object_get(o, "health"), "fabric_fraction",
 			    json_real(cc->health.fabric_fraction));
+	if (cc->notify)   /* shown: webhook URLs redacted (their path is the secret) */
+		json_object_set_new(o, "notify", notify_list_redacted(cc->notify));
 	return o;
 }

@@ -156,4 +156,8 @@ json_t *kvlist_json(const struct kvlist *l);
 int job_from_tree(struct ctx *c, struct job_config *j, struct ynode *top, const char *prefix,
 		  int shape_only);
 
+/* config-notify.c: a notify: list into its JSON form (notify-spec.h); *out
+ * replaced (its old value freed) only on success */
+int notify_from_tree(struct ctx *c, struct ynode *v, const char *path, json_t **out);
+
 #endif

@@ -18,7 +18,7 @@ static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
 	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight",
-	"container", NULL,
+	"container", "notify", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -155,6 +155,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return node_spec(c, v, path, &j->node_exclude);
 	if (!strcmp(key, "elastic"))
 		return walk_map(c, v, path, elastic_keys, NULL, elastic_key, st);
+	if (!strcmp(key, "notify"))
+		return notify_from_tree(c, v, path, &j->notify);
 	return get_kvmap(c, v, path, &j->labels, 0);   /* labels */
 }
 
@@ -318,6 +320,7 @@ static void job_release(void *cfg)
 	free(j->node_include);
 	free(j->node_exclude);
 	kvlist_release(&j->labels);
+	json_decref(j->notify);
 	job_defaults(j);
 }
 
@@ -407,5 +410,7 @@ json_t *job_config_to_json(const struct job_config *j)
 		json_object_set_new(o, "burn_in", json_true());
 	if (j->elastic_min_nodes)
 		json_object_set_new(o, "elastic_min_nodes", json_integer(j->elastic_min_nodes));
+	if (j->notify)
+		json_object_set_new(o, "notify", json_deep_copy(j->notify));
 	return o;
 }

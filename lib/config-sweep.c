@@ -27,7 +27,7 @@ static const char *const goals[] = { "minimize", "maximize", NULL };
 static const char *const sweep_keys[] = {
 	"method", "metric", "parameters", "early_terminate", "job", "max_trials", "parallel",
 	"gpus_per_trial", "seed", "max_failures", "name", "description", "program", "command",
-	"run_cap", "project", "entity", "checkpoint", NULL,
+	"run_cap", "project", "entity", "checkpoint", "notify", NULL,
 };
 static const struct foreign_key sweep_foreign[] = {
 	{ "controller", "dtsched is the controller; remove it" },
@@ -608,6 +608,7 @@ struct sweep_state {
 	struct sweep_config *s;
 	struct ynode *method, *metric, *params, *et, *job, *max_trials, *run_cap, *command;
 	struct ynode *program;
+	struct ynode *notify;     /* notify: of the sweep, read after its job */
 	const char *params_path;
 };
 
@@ -861,6 +862,10 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 	if (!strcmp(key, "job")) {
 		st->job = v;
 		return 0;   /* read last, so the sweep's own errors come first */
+	}
+	if (!strcmp(key, "notify")) {
+		st->notify = v;
+		return 0;   /* after the job: one list for the sweep and its trials */
 	}
 	if (!strcmp(key, "max_trials")) {
 		st->max_trials = v;
@@ -1163,9 +1168,16 @@ static int sweep_checks(struct ctx *c, struct sweep_state *st, struct ynode *top
 	if (!st->job) {
 		free(s->job.name);
 		s->job.name = xstrdup(s->program ? s->program : "job");
-		return 0;
+	} else if (sweep_job(c, s, st->job) < 0) {
+		return -1;
 	}
-	return sweep_job(c, s, st->job);
+	if (!st->notify)
+		return 0;
+	/* the sweep's notify: is its trials' too (the job carries it to dtsched) */
+	if (s->job.notify)
+		return fail(c, st->notify, "key 'notify': the sweep's job has a 'notify:' too; "
+			    "give one list, here (the sweep and its trials) or in the job");
+	return notify_from_tree(c, st->notify, "notify", &s->job.notify);
 }
 
 static void sweep_defaults(void *cfg)

@@ -115,6 +115,8 @@ struct cluster_config {
 		double fabric_fraction;         /* 0.5: a fabric figure below this x its baseline
 						 * or the peers' median fails (scheduler/fabric.h) */
 	} health;
+	json_t *notify;                     /* notify: every job's targets besides its own
+					     * (notify-spec.h), or NULL */
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);
@@ -172,6 +174,8 @@ struct job_config {
 				     * connectivity check (scheduler/probe.c), PREFLIGHT_NONE (false) */
 	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
 				     * run on its include_nodes node while that is drained */
+	json_t *notify;             /* notify: targets in their JSON form (notify-spec.h), or
+				     * NULL (docs/notifications.md) */
 };
 
 enum { PREFLIGHT_CONNECT = -1, PREFLIGHT_NONE = 0, PREFLIGHT_FABRIC = 1 };

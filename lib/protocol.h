@@ -470,6 +470,42 @@
 #define DT_JOB_TIMEOUT "TIMEOUT"
 #define DT_JOB_NODE_FAIL "NODE_FAIL"
 
+/* Events (dtctl <-> dtsched; scheduler/events.c, docs/events.md) -----------
+ *
+ * POST /v1/events                     the head's event stream, oldest first
+ *   <- {after_id: the last id the reader has (0: from the oldest kept),
+ *       since_us: only events at or after this time (0: any),
+ *       job: only this job's (absent: all), limit: 1..DT_EVENTS_MAX_LIMIT,
+ *       timeout_ms: 0..DT_JOB_WAIT_MAX_MS (long-poll while none is new)}
+ *   -> {protocol, events: [EVENT...], last_id: the newest id the head has
+ *       (a reader resumes with after_id = the last id it printed),
+ *       oldest_id: the oldest kept (events before it were dropped: bound)}
+ *   EVENT: {id, at, kind ("job.queued", "job.ended", "node.drained", ...),
+ *           job?, name?, user?, node?, sweep?, ...: docs/events.md}
+ */
+#define DT_PATH_EVENTS "/v1/events"
+#define DT_EVENTS_MAX_LIMIT 1000
+
+/* Dashboard (dtctl <-> dtsched; scheduler/dashboard.c, docs/dashboard.md) --
+ *
+ * POST /v1/dashboard/login            a one-time login link for the dashboard
+ *   <- {user}
+ *   -> {protocol, url: "http://127.0.0.1:PORT/ui/login/<token>", expires_in_s}
+ *      503 when the dashboard's listener could not start
+ * The dashboard's own listener (127.0.0.1, a free port) serves, unsigned:
+ *   GET /ui/login/<token>              once: a session, and the page
+ *   GET /ui/s/<session>/               the page
+ *   GET /ui/s/<session>/api/state      {user, nodes (each with gpus), jobs, events}
+ *   GET /ui/s/<session>/jobs/<id>      a job's page
+ *   GET /ui/s/<session>/sweeps/<id>    a sweep's report (cli/sweep-report.h)
+ *   GET /ui/s/<session>/api/jobs/<id>  {user, job (as GET /v1/jobs/<id>), events}
+ *   GET /ui/s/<session>/api/jobs/<id>/logs/<after_us>   {lines, last, final}
+ *   GET /ui/s/<session>/api/jobs/<id>/metrics           {points: [{step, loss, ...}]}
+ *   GET /ui/s/<session>/chart.js       Debian's Chart.js (libjs-chart.js), for the plots
+ *   POST /ui/s/<session>/api/jobs/<id>/cancel           the owner only (403)
+ */
+#define DT_PATH_DASHBOARD_LOGIN "/v1/dashboard/login"
+
 /* Sweeps (dtctl <-> dtsched; scheduler/sweeps.c, docs/sweep.md) -------------
  *
  * POST /v1/sweeps                     start a sweep

@@ -2,7 +2,7 @@
 # program archives, built with BUILD=asan by `make check` (ASan + UBSan).
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRC))
-UNIT_LIBS = $(TRAINER_LIB) $(PROG_LIBS) $(LIBS) $(TRAINER_LINK) -lcmocka -lcrypto \
+UNIT_LIBS = $(TRAINER_LIB) $(PROG_LIBS) $(O)/libcli.a $(SCHED_LIBS) $(TRAINER_LINK) -lcmocka -lcrypto \
 	$(if $(HAVE_CUDA),-lstdc++)   # test_auth: OpenSSL as the reference; CUDA objects need the C++ runtime
 
 $(O)/tests/%: tests/unit/%.c $(PROG_LIBS) $(TRAINER_LIB)

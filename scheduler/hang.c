@@ -510,6 +510,11 @@ static void *hang_thread(void *arg)
 		j->hang = json_incref(res);
 		j->hang_done = h->gen;
 		j->hang_busy = 0;
+		events_add(s, "job.hang", json_pack("{s:s,s:s,s:s,s:O?,s:O?,s:b,s:O?}", "job", j->id,
+			   "name", j->name ? j->name : "", "user", j->user ? j->user : "", "verdict",
+			   json_object_get(res, "verdict"), "reason", json_object_get(res, "text"),
+			   "auto", h->automatic, "culprits", json_object_get(res, "culprits")),
+			   j->cfg.notify);
 		if (h->automatic) {
 			struct strbuf ev = STRBUF_INIT, rel = STRBUF_INIT, why = STRBUF_INIT;
 			char ts[DT_TIMESTAMP_LEN];

@@ -8,6 +8,7 @@
  * which all use it; it calls none of them.
  */
 #include "jobs-int.h"
+#include "notify-spec.h"
 #include "goodput.h"
 #include "jobspec.h"
 #include "json.h"
@@ -389,6 +390,27 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 		json_object_set_new(o, "ranks", ranks_json(s, j, 0));
 		json_object_set_new(o, "avoid", json_incref(j->avoid));
 	}
+	return o;
+}
+
+/* a job spec as a reply shows it: notify: webhook URLs redacted (a new reference) */
+json_t *spec_shown(json_t *spec)
+{
+	json_t *n = json_object_get(spec, "notify"), *copy;
+
+	if (!json_is_array(n))
+		return json_incref(spec);
+	copy = json_deep_copy(spec);
+	json_object_set_new(copy, "notify", notify_list_redacted(n));
+	return copy;
+}
+
+/* job_json(s, j, 1) as a reply shows it (spec_shown) */
+json_t *job_json_shown(struct sched *s, const struct job *j)
+{
+	json_t *o = job_json(s, j, 1);
+
+	json_object_set_new(o, "spec", spec_shown(j->spec));
 	return o;
 }
 

@@ -145,10 +145,10 @@ static void dry_run_reply(struct sched *s, struct job *j, const struct place_res
 	strbuf_addf(&err, "%s/jobs/<id>", j->shared_dir);
 	j->job_dir = strbuf_detach(&err, NULL);
 	if (job_plan(s, j, h->place, h->nr, 0, NULL, &plan, &err) == 0) {
-		json_t *o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:O}", "dry_run", 1, "state",
+		json_t *o = json_pack("{s:b,s:s,s:s?,s:o,s:o,s:o}", "dry_run", 1, "state",
 				      waiting ? DT_JOB_PENDING : DT_JOB_RUNNING, "reason", waiting,
 				      "placement", placement_json(h), "plan",
-				      launch_plan_to_json(&plan), "spec", j->spec);
+				      launch_plan_to_json(&plan), "spec", spec_shown(j->spec));
 
 		dt_http_json(resp, 200, o);
 		launch_plan_release(&plan);
@@ -239,7 +239,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	}
 	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s', %d node(s) x %d %s", j->id, j->name,
 	      j->user, j->cfg.nodes, j->per_node, j->gpu ? "GPU(s)" : "process(es)");
-	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json(s, j, 1)));
+	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json_shown(s, j)));
 	j = NULL;
 	sched_wake(s);
 out:
@@ -291,7 +291,7 @@ static void h_job_wait(struct dt_http_request *req, struct dt_http_response *res
 	else if (j->version == since && !state_final(j->state) && timeout > 0 && req->may_park)
 		resp->park_ms = timeout;
 	else
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_shown(s, j)));
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -310,7 +310,7 @@ static void job_reply(struct dt_http_request *req, struct dt_http_response *resp
 	} else {
 		if (cancel)
 			jobs_cancel(s, j->id, NULL);
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json(s, j, 1)));
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_shown(s, j)));
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -161,6 +161,13 @@ void write_placement_file(const struct job *j);
 void history_add(struct job *j, const char *state, const char *reason);
 void set_reason(struct job *j, const char *fmt, ...) DT_PRINTF(2, 3);
 json_t *job_json(struct sched *s, const struct job *j, int detail);
+/* logwatch.c: a logset (lib/logmerge.h) over j's rank logs, <job_dir>/logs/<rank>.log
+ * (read through lib/safefile.h); lock held while j is read, not while the logs are */
+struct logset;
+void job_logset(const struct job *j, struct logset *ls);
+/* what replies show: the spec with notify: webhook URLs redacted (notify-spec.h) */
+json_t *spec_shown(json_t *spec);
+json_t *job_json_shown(struct sched *s, const struct job *j);
 int job_save(struct sched *s, struct job *j);
 void job_transition(struct sched *s, struct job *j, const char *state);
 void job_free(struct job *j);

@@ -462,7 +462,8 @@ static void check_stall(struct sched *s, struct job *j)
 	}
 	if (json_array_size(stalled)) {   /* who the others wait for: hang.c listens */
 		struct job_event_info info = { .rank = -1, .first = !json_array_size(j->stalled),
-					       .stall_after_ms = j->cfg.stall_after_ms };
+					       .stall_after_ms = j->cfg.stall_after_ms,
+					       .stalled = stalled };
 
 		job_events_emit(&s->events, s, j, JOB_EV_STALLED, &info);
 	}

@@ -2,6 +2,7 @@
  * jobspec.c - job_config from JSON, checked (see jobspec.h).
  */
 #include "jobspec.h"
+#include "notify-spec.h"
 #include "hostrange.h"
 
 #include <ctype.h>
@@ -124,7 +125,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "line_buffered", "include_nodes", "exclude_nodes",
 		"labels", "burn_in", "elastic_min_nodes", "preflight", "container", "container_digest",
-		NULL,
+		"notify", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -181,6 +182,17 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	v = json_object_get(o, "preflight");
 	if (!v || json_is_null(v))
 		j->preflight = PREFLIGHT_CONNECT;   /* not set: the connectivity check */
+	v = json_object_get(o, "notify");
+	if (v && !json_is_null(v)) {
+		struct strbuf why = STRBUF_INIT;
+
+		if (notify_list_check(v, &why) < 0) {
+			strbuf_addf(err, "job: %s", why.buf);
+			strbuf_release(&why);
+			goto fail;
+		}
+		j->notify = json_deep_copy(v);
+	}
 	if (j->container && (container_ref_invalid(j->container) || j->container[0] == '.')) {
 		strbuf_addf(err, "job: 'container' must be %s", j->container[0] == '.' ?
 			    "an absolute path (dtctl resolves ./ and ../)" :

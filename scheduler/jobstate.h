@@ -23,6 +23,7 @@
 
 struct sched;
 struct job;
+struct json_t;
 
 enum job_state {
 	JS_PENDING, JS_RUNNING, JS_COMPLETED, JS_FAILED, JS_CANCELLED, JS_TIMEOUT, JS_NODE_FAIL,
@@ -79,6 +80,7 @@ struct job_event_info {
 	int first;                /* STALLED: the first scan that found silent ranks */
 	long long stall_after_ms; /* STALLED */
 	int retry;                /* ATTEMPT_ENDED: the job is requeued for another attempt */
+	const struct json_t *stalled;  /* STALLED: the silent ranks [{rank, node, pid, idle_ms}] */
 };
 
 typedef void job_event_fn(struct sched *s, struct job *j, enum job_event ev,

@@ -283,6 +283,9 @@ void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, 
 		dtlog(DTLOG_WARN, "node '%s': %s -> DOWN (agent stopped)", n->name, n->state);
 		n->stopped = 1;
 		n->stop_grace = strcmp(n->state, DT_NODE_DOWN) != 0;
+		if (n->stop_grace)
+			events_add(s, "node.down", json_pack("{s:s,s:s,s:s}", "node", n->name, "from",
+				   n->state, "reason", "agent stopped"), NULL);
 		n->last_hb_mono = dt_mono_ms();   /* dead_after counts from now */
 		n->state = DT_NODE_DOWN;
 		db_save_node(s, n);

@@ -111,6 +111,11 @@ void node_set_drained(struct sched *s, struct node *n, const char *reason)
 {
 	sqlite3_stmt *st = NULL;
 
+	if (reason && (!n->drained || !n->drain_reason || strcmp(n->drain_reason, reason)))
+		events_add(s, "node.drained", json_pack("{s:s,s:s}", "node", n->name, "reason",
+							 reason), NULL);
+	else if (!reason && n->drained)
+		events_add(s, "node.resumed", json_pack("{s:s}", "node", n->name), NULL);
 	n->drained = reason != NULL;
 	node_str_set(&n->drain_reason, reason);
 	if (!strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED))
@@ -208,7 +213,13 @@ void node_check_health(struct sched *s, struct node *n)
 {
 	struct strbuf why = STRBUF_INIT;
 	char at[DT_TIMESTAMP_LEN];
+	const char *was = n->health_evented ? n->health_evented : "";
 
+	/* a health finding (or its end) is an event; the first "ok" of a node is not */
+	if (strcmp(was, n->health) && (*was || (*n->health && strcmp(n->health, "ok"))))
+		events_add(s, "node.health", json_pack("{s:s,s:s,s:s,s:s?}", "node", n->name,
+			   "health", n->health, "from", was, "reason", n->health_reason), NULL);
+	n->health_evented = n->health;
 	if (strcmp(n->health, "bad") || n->drained)
 		return;
 	dt_timestamp(at, sizeof(at));
@@ -306,6 +317,9 @@ void node_set_state(struct sched *s, struct node *n, const char *state)
 	      n->name, n->state, state);
 	if (!strcmp(state, DT_NODE_DOWN))
 		node_fail_tasks(s, n);
+	if (!strcmp(state, DT_NODE_DOWN) || !strcmp(n->state, DT_NODE_DOWN))
+		events_add(s, !strcmp(state, DT_NODE_DOWN) ? "node.down" : "node.up",
+			   json_pack("{s:s,s:s}", "node", n->name, "from", n->state), NULL);
 	n->state = state;
 	db_save_node(s, n);
 }
@@ -418,8 +432,11 @@ static int db_load(struct sched *s)
 		}
 		sqlite3_finalize(st);
 	}
-	for (size_t i = 0; i < s->nr; i++)
+	for (size_t i = 0; i < s->nr; i++) {
 		node_derive(s->nodes[i]);
+		/* what the stored inventory says was told before the restart: no event again */
+		s->nodes[i]->health_evented = s->nodes[i]->health;
+	}
 	return 0;
 }
 

@@ -60,6 +60,7 @@ struct node {
 	/* health (agent/health.h, from the inventory) and why it is drained */
 	const char *health;         /* "ok", "degraded", "bad", or "" when the agent says nothing */
 	char *health_reason;        /* the worst event's detail, or NULL */
+	const char *health_evented; /* the health the last node.health event said (events.c) */
 	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
 };
 
@@ -119,6 +120,12 @@ struct sched {
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
+	/* the event stream (events.c): its statement, the newest id, and who
+	 * hears of each event besides state.db (notify.c; NULL: nobody) */
+	sqlite3_stmt *st_event;
+	long long events_last;
+	void (*event_hook)(struct sched *s, const json_t *ev, const json_t *notify, void *data);
+	void *event_hook_data;
 };
 
 
@@ -214,6 +221,34 @@ static inline void sched_wake(struct sched *s)
 	pthread_kill(s->main_thread, SIGUSR1);
 }
 
+/*
+ * events.c: the event stream (docs/events.md).  events_add() records one
+ * event of `kind` ("job.ended", "node.drained", ...; ev: its fields, taken
+ * over: job, name, user, node, sweep, ...), gives it the next id, passes it
+ * to s->event_hook with `notify` (the job's or sweep's notify: list, or
+ * NULL) and wakes the readers.  Its id, or -1 (logged).  Lock held.
+ */
+int events_init(struct sched *s);
+void events_release(struct sched *s);
+long long events_add(struct sched *s, const char *kind, json_t *ev, const json_t *notify);
+extern const struct dt_http_route events_routes[];
+extern const size_t events_nr_routes;
+/* events-jobs.c: the job events (jobstate.h) into the stream */
+void events_jobs_subscribe(struct sched *s);
+/* notify.c: the notifications' thread and queue, hooked to the stream; stopped last */
+int notify_start(struct sched *s);
+void notify_stop(struct sched *s);
+void notify_metrics(struct sched *s, struct strbuf *o);
+/* dashboard.c: the dashboard's listener (127.0.0.1) and its login route; api:
+ * dtsched's whole route table, whose handlers give the pages their data (kept) */
+int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_api);
+void dashboard_stop(struct sched *s);
+extern const struct dt_http_route dashboard_routes[];
+extern const size_t dashboard_nr_routes;
+/* logwatch.c: the thread matching running jobs' logs against notify: match: patterns */
+int logwatch_start(struct sched *s);
+void logwatch_stop(struct sched *s);
+
 /* heartbeat.c: POST /v1/heartbeat; the UDP beacon socket (-1: none) */
 void h_heartbeat(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 int beacon_open(struct sched *s);
@@ -255,6 +290,8 @@ void jobs_schedule_now(struct sched *s);
 /*
  * The features that hear of a job's life (jobstate.h), subscribed by
  * sched_run() before the jobs are loaded, in this order:
+ *   events-jobs.c   SUBMITTED, STARTED, RANK_EXITED, STALLED, RETRIED, ENDED: the
+ *                   event stream (events.c), first, so its order is the transitions'
  *   jobs-metrics.c  STARTED, ENDED: the jobs' /metrics families
  *   fabric-head.c   ATTEMPT_ENDED (j->hold still set): a fabric test's verdict
  *                   into j->fabric and the baselines

@@ -142,6 +142,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	jobs_metrics(s, o);
 	sweeps_metrics(s, o);
 	pthread_mutex_unlock(&s->lock);
+	notify_metrics(s, o);
 	prom_family(o, "dtsched_requests_total", "counter", "HTTP requests served.");
 	sample1(o, "dtsched_requests_total", NULL, NULL, (double)st.requests);
 	prom_family(o, "dtsched_requests_refused_total", "counter", "Requests refused, by reason.");
@@ -181,6 +182,7 @@ static const struct dt_http_route base_routes[] = {
 /* The features that hear of a job's life (sched-int.h), before any job moves. */
 static int subscribe(struct sched *s)
 {
+	events_jobs_subscribe(s);   /* first: the stream's order is the transitions' */
 	jobs_metrics_subscribe(s);
 	fabric_subscribe(s);
 	quarantine_subscribe(s);
@@ -222,11 +224,15 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		strbuf_addf(&path, "%s/state.db", o->home);
 	if (db_open(s, path.buf, &err) < 0)
 		goto fail;
-	if (db_schema(s) < 0 ||
+	if (db_schema(s) < 0 || events_init(s) < 0 ||
 	    nodes_init(s) < 0 || head_id_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 ||
 	    sweeps_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	if (notify_start(s) < 0 || logwatch_start(s) < 0) {
+		strbuf_addstr(&err, "cannot start the notifications' threads");
 		goto fail;
 	}
 	if (s->nr)
@@ -243,13 +249,25 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->main_thread = pthread_self();
 	ho.bind = o->bind;
 	ho.port = o->port;
-	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, sizeof(*routes));
-	memcpy(routes, base_routes, sizeof(base_routes));
-	memcpy(routes + ARRAY_SIZE(base_routes), jobs_routes, jobs_nr_routes * sizeof(*routes));
-	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes, sweeps_routes,
-	       sweeps_nr_routes * sizeof(*routes));
-	ho.routes = routes;
-	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes;
+	{
+		const struct { const struct dt_http_route *r; size_t nr; } parts[] = {
+			{ base_routes, ARRAY_SIZE(base_routes) }, { jobs_routes, jobs_nr_routes },
+			{ sweeps_routes, sweeps_nr_routes }, { events_routes, events_nr_routes },
+			{ dashboard_routes, dashboard_nr_routes },
+		};
+		size_t nr = 0;
+
+		for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+			nr += parts[i].nr;
+		routes = xcalloc(nr, sizeof(*routes));
+		nr = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+			memcpy(routes + nr, parts[i].r, parts[i].nr * sizeof(*routes));
+			nr += parts[i].nr;
+		}
+		ho.routes = routes;
+		ho.nr_routes = nr;
+	}
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
@@ -270,6 +288,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		s->beacons_ignored = drop && *drop == '1';
 	}
 	s->beacon_fd = beacon_open(s);
+	dashboard_start(s, routes, ho.nr_routes);   /* without it dtsched runs on; the log says why */
 	dtlog(DTLOG_INFO, "dtsched %s serving on %s:%d (pid %d, UDP beacons %s), DOWN after %lld ms "
 	      "without heartbeat", DT_VERSION, o->bind ? o->bind : "0.0.0.0", dt_httpd_port(s->srv),
 	      (int)getpid(), s->beacon_fd < 0 ? "off" : s->beacons_ignored ? "DROPPED (test)" : "on",
@@ -310,6 +329,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		srv = s->srv;
 		s->srv = NULL;
 		pthread_mutex_unlock(&s->lock);
+		dashboard_stop(s);   /* first: its handlers call the API's */
 		dt_httpd_stop(srv);
 	}
 	if (s->beacon_fd >= 0)
@@ -330,8 +350,11 @@ out:
 		node_free(s->nodes[i]);
 	free(s->nodes);
 	json_decref(s->refused);
+	logwatch_stop(s);   /* before the jobs: they may still add an event */
+	notify_stop(s);
 	sweeps_release(s);
 	jobs_release(s);
+	events_release(s);
 	free(routes);
 	sqlite3_finalize(s->st_node);
 	sqlite3_finalize(s->st_task);

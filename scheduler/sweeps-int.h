@@ -51,6 +51,8 @@ struct sweep {
 	struct trial **t;
 	size_t nr, alloc;
 	int failures, exhausted;
+	int best_known;           /* best_value is set (the events' "new best": sweep.best) */
+	double best_value;
 	int target_hit;           /* the trial whose value reached metric.target, 0 = none */
 	double target_value;
 	struct sweep_report *replay;   /* while loading: the stored reports, in order */
@@ -62,6 +64,9 @@ struct sweeps {
 	size_t nr, alloc;
 	sqlite3_stmt *st_sweep, *st_trial, *st_report;
 };
+
+/* sweeps-state.c: a sweep event (events.c) of w, to its notify: list; ev taken over */
+void sweep_event(struct sched *s, struct sweep *w, const char *kind, json_t *ev);
 
 /* sweepspec.c */
 struct asha *sweep_asha_new(const struct sweep_config *cfg);

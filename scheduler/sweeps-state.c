@@ -195,11 +195,21 @@ void sweep_set_reason(char **dst, const char *fmt, ...)
 	*dst = strbuf_detach(&sb, NULL);
 }
 
+void sweep_event(struct sched *s, struct sweep *w, const char *kind, json_t *ev)
+{
+	json_object_set_new(ev, "sweep", json_string(w->id));
+	json_object_set_new(ev, "name", json_string(w->name ? w->name : ""));
+	json_object_set_new(ev, "user", json_string(w->user ? w->user : ""));
+	events_add(s, kind, ev, w->cfg.job.notify);
+}
+
 void sweep_end(struct sched *s, struct sweep *w, const char *state)
 {
 	w->state = state;
 	w->ended_us = dt_now_us();
 	sweep_save(s, w);
+	sweep_event(s, w, "sweep.ended", json_pack("{s:s,s:s?}", "state", state, "reason",
+						   w->reason));
 	dtlog(!strcmp(state, DT_SWEEP_FAILED) ? DTLOG_WARN : DTLOG_INFO, "sweep %s (%s): %s%s%s",
 	      w->id, w->name, state, w->reason ? ": " : "", w->reason ? w->reason : "");
 }

@@ -72,6 +72,38 @@ void cancel_trial_job(struct sched *s, struct trial *t, const char *why)
 }
 
 /*
+ * A value better than any the sweep's trials had: the event sweep.best (docs/
+ * events.md), once per improvement.  After a restart the bar is the best of
+ * the trials' last values.  Lock held.
+ */
+static void sweep_note_best(struct sched *s, struct sweep *w, const struct trial *t, double v,
+			    double res)
+{
+	int max = w->cfg.goal == GOAL_MAXIMIZE;
+
+	if (isnan(v))
+		return;
+	if (!w->best_known) {
+		for (size_t i = 0; i < w->nr; i++) {
+			const struct trial *o = w->t[i];
+
+			if (o == t || !o->has_value || isnan(o->value))
+				continue;
+			if (!w->best_known || (max ? o->value > w->best_value : o->value < w->best_value))
+				w->best_value = o->value;
+			w->best_known = 1;
+		}
+	}
+	if (w->best_known && !(max ? v > w->best_value : v < w->best_value))
+		return;
+	w->best_known = 1;
+	w->best_value = v;
+	sweep_event(s, w, "sweep.best", json_pack("{s:i,s:s,s:s,s:f,s:f}", "trial", t->no,
+		    "job", t->job, "metric", w->cfg.metric_name ? w->cfg.metric_name : "",
+		    "value", v, "step", res));
+}
+
+/*
  * Read what the trial reported since the last look; store, then ask ASHA.
  * The reader's offsets are saved in the same transaction as the reports and
  * the state they led to, so a restart reads on from there: never twice,
@@ -135,6 +167,7 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		t->has_value = 1;
 		t->value = v;
 		t->resource = res;
+		sweep_note_best(s, w, t, v, res);
 		if (!w->target_hit) {
 			check_target(w, t->no, v);
 			if (w->target_hit)
@@ -148,6 +181,8 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 				   w->cfg.metric_name, v);
 			t->state = DT_TRIAL_PRUNED;
 			t->ended_us = dt_now_us();
+			sweep_event(s, w, "sweep.pruned", json_pack("{s:i,s:s,s:s}", "trial", t->no,
+				    "job", t->job, "reason", t->reason));
 			break;
 		case ASHA_PAUSE:
 			sweep_set_reason(&t->reason, "paused by ASHA at %s %g (%s %g): resumes from its "

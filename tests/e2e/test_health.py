@@ -111,6 +111,18 @@ def test_faults_degrade_then_drain_until_resumed(cluster):
     n = node(c)
     assert n["state"] == "UP" and n["drain_reason"] is None, n
 
+    # each finding once in the event stream (docs/events.md), across the restart too
+    p = c.dtctl("events", "--json")
+    assert p.returncode == 0, p.stderr
+    evs = [json.loads(l) for l in p.stdout.splitlines()]
+    seen = [e for e in evs if e["kind"] in ("node.health", "node.drained", "node.resumed")]
+    assert [(e["kind"], e.get("health")) for e in seen] == [
+        ("node.health", "degraded"), ("node.health", "bad"), ("node.drained", None),
+        ("node.health", "ok"), ("node.resumed", None)], seen
+    assert "GPU 1" in seen[0]["reason"], seen
+    assert seen[1]["reason"] == "XID 79 on GPU 1: GPU has fallen off the bus", seen
+    assert seen[2]["reason"].startswith("auto: XID 79 on GPU 1"), seen
+
 
 def test_fake_health_written_by_a_rank_is_ignored(cluster):
     """A job of the cluster user writes an XID 79 where the agent used to read fake GPU

@@ -1,0 +1,628 @@
+/*
+ * notify.c - notifications (docs/notifications.md): each event of the head's
+ * stream (events.c) that a `notify:` target asks for (`on:`, or a `match:`
+ * of a log line) goes to it over HTTPS (libcurl: a webhook, generic JSON or
+ * Slack's or Discord's payload), by mail (the system's sendmail, argv not a
+ * shell) or to a local command (argv, the event as JSON on stdin).
+ *
+ * The scheduler never waits for any of it: the hook (called by events_add()
+ * with s->lock held) only copies the event and the target into a bounded
+ * queue (NOTIFY_QUEUE; when full the event is dropped and counted); one
+ * thread of its own delivers, with a timeout per try and up to NOTIFY_TRIES
+ * tries 1 s, 2 s, 4 s apart.  A delivery that failed for good is an event
+ * itself (notify.failed, with the target redacted and the cause), and every
+ * outcome is counted for /metrics.
+ *
+ * Certificates are always verified (a target may name its CA file, never
+ * turn verification off), only https:// is spoken, redirects are not
+ * followed, and a webhook URL is shown only redacted (notify-spec.h).
+ *
+ * libcurl is linked into dtsched only (Makefile: SCHED_LIBS), never into the
+ * dtctl client, whose start time it would cost.
+ */
+#include "sched-int.h"
+#include "json.h"
+#include "log.h"
+#include "notify-spec.h"
+#include "promtext.h"
+#include "run-command.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOTIFY_QUEUE 1024
+#define NOTIFY_PERMANENT (-2)     /* a delivery's failure that no retry can fix */
+#define NOTIFY_TRIES 4
+#define SENDMAIL "/usr/sbin/sendmail"
+
+enum { T_WEBHOOK, T_EMAIL, T_EXEC, NR_T };
+static const char *const tnames[NR_T] = { "webhook", "email", "exec" };
+
+struct nitem {
+	json_t *ev, *target;      /* deep copies: the thread's own */
+	int tries;
+	long long due_ms;         /* dt_mono_ms() of the next try */
+};
+
+struct notifier {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct nitem *q;          /* NOTIFY_QUEUE slots, unordered; ev NULL: free */
+	size_t nr;
+	int stop, started;
+	/* /metrics (mu) */
+	unsigned long long sent[NR_T], failed[NR_T], retried[NR_T], dropped;
+	unsigned long long dropped_reported;
+};
+
+static struct notifier *notifier_of(struct sched *s)
+{
+	return s->event_hook_data;
+}
+
+static int target_type(const json_t *t)
+{
+	return json_object_get(t, "webhook") ? T_WEBHOOK : json_object_get(t, "email") ? T_EMAIL :
+	       T_EXEC;
+}
+
+/* which `on:` name an event answers to; -1: none */
+static int event_on(const json_t *ev)
+{
+	const char *kind = json_get_str(ev, "kind", ""), *state = json_get_str(ev, "state", "");
+
+	if (!strcmp(kind, "job.ended")) {
+		if (!strcmp(state, "COMPLETED"))
+			return NOTIFY_ON_DONE;
+		if (!strcmp(state, "CANCELLED"))
+			return -1;
+		return NOTIFY_ON_FAIL;   /* FAILED, TIMEOUT, NODE_FAIL */
+	}
+	if (!strcmp(kind, "sweep.ended"))
+		return !strcmp(state, "COMPLETED") ? NOTIFY_ON_DONE :
+		       !strcmp(state, "FAILED") ? NOTIFY_ON_FAIL : -1;
+	if (!strcmp(kind, "job.started"))
+		return NOTIFY_ON_START;
+	if (!strcmp(kind, "job.retried"))
+		return NOTIFY_ON_RETRY;
+	if (!strcmp(kind, "job.preempted"))
+		return NOTIFY_ON_PREEMPT;
+	if (!strcmp(kind, "job.stalled"))
+		return NOTIFY_ON_STALL;
+	if (!strcmp(kind, "job.hang"))
+		return NOTIFY_ON_HANG;
+	if (!strcmp(kind, "node.drained"))
+		return NOTIFY_ON_DRAIN;
+	if (!strcmp(kind, "sweep.best"))
+		return NOTIFY_ON_BEST;
+	return -1;
+}
+
+/* Queue ev for target t (mu held); 0, or -1 when the queue is full. */
+static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t, int from_job)
+{
+	if (nf->nr >= NOTIFY_QUEUE)
+		return -1;
+	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
+		if (!nf->q[i].ev) {
+			nf->q[i].ev = json_deep_copy(ev);
+			nf->q[i].target = json_deep_copy(t);
+			if (from_job)   /* a job's own list, not the operator's cluster.yaml */
+				json_object_set_new(nf->q[i].target, "_from_job", json_true());
+			nf->q[i].tries = 0;
+			nf->q[i].due_ms = 0;
+			nf->nr++;
+			return 0;
+		}
+	return -1;
+}
+
+static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int on,
+		  int from_job)
+{
+	size_t i;
+	json_t *t;
+	const char *pattern = json_get_str(ev, "pattern", NULL);
+	int match = !strcmp(json_get_str(ev, "kind", ""), "log.match");
+
+	json_array_foreach(list, i, t) {
+		int want = match ? pattern && !strcmp(json_get_str(t, "match", ""), pattern) :
+			   on >= 0 && (notify_on_bits(t) & (1u << on));
+
+		if (!want)
+			continue;
+		if (enqueue(nf, ev, t, from_job) < 0) {
+			nf->dropped++;
+			nf->failed[target_type(t)]++;
+		}
+	}
+}
+
+/* events_add()'s hook (s->lock held): queue what the targets ask for, never wait */
+static void notify_event(struct sched *s, const json_t *ev, const json_t *notify, void *data)
+{
+	struct notifier *nf = data;
+	const char *kind = json_get_str(ev, "kind", "");
+	int on = event_on(ev);
+
+	if (!strncmp(kind, "notify.", 7))   /* our own failures notify nobody */
+		return;
+	pthread_mutex_lock(&nf->mu);
+	if (notify)
+		offer(nf, ev, notify, on, 1);
+	if (s->cc && s->cc->notify)   /* cluster.yaml's, for every job and node */
+		offer(nf, ev, s->cc->notify, on, 0);
+	pthread_cond_signal(&nf->cv);
+	pthread_mutex_unlock(&nf->mu);
+}
+
+/* ------------------------------------------------------------ delivery */
+
+/* A line for people: "job j-12 (train) FAILED: rank 1 on n2 exited with code 3" */
+static void summary(struct strbuf *sb, const json_t *ev)
+{
+	const char *kind = json_get_str(ev, "kind", "event");
+	const char *job = json_get_str(ev, "job", NULL), *node = json_get_str(ev, "node", NULL);
+	const char *sweep = json_get_str(ev, "sweep", NULL), *reason = json_get_str(ev, "reason", NULL);
+
+	strbuf_addf(sb, "dtctl %s:", kind);
+	if (job)
+		strbuf_addf(sb, " job %s (%s)", job, json_get_str(ev, "name", ""));
+	if (sweep)
+		strbuf_addf(sb, " sweep %s", sweep);
+	if (json_object_get(ev, "state"))
+		strbuf_addf(sb, " %s", json_get_str(ev, "state", ""));
+	if (node && !job)
+		strbuf_addf(sb, " node %s", node);
+	if (reason)
+		strbuf_addf(sb, ": %s", reason);
+	if (!strcmp(kind, "log.match"))
+		strbuf_addf(sb, ": rank %lld on %s: %s", json_get_int(ev, "rank", -1),
+			    node ? node : "?", json_get_str(ev, "line", ""));
+	if (!strcmp(kind, "sweep.best"))
+		strbuf_addf(sb, ": trial %lld, %s = %g", json_get_int(ev, "trial", -1),
+			    json_get_str(ev, "metric", "metric"), json_get_real(ev, "value", 0));
+	/* one line: no control bytes (a mail header, a chat line) */
+	for (size_t i = 0; i < sb->len; i++)
+		if ((unsigned char)sb->buf[i] < 0x20 || sb->buf[i] == 0x7f)
+			sb->buf[i] = ' ';
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *data)
+{
+	return size * n;
+}
+
+/* set by notify_stop(): a delivery in progress ends now, not at its timeout */
+static volatile sig_atomic_t stopping;
+
+static int abort_if_stopping(void *data, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+			     curl_off_t un)
+{
+	return stopping != 0;   /* non-zero aborts the transfer */
+}
+
+static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why)
+{
+	const char *fmt = json_get_str(t, "format", "generic"), *ca = json_get_str(t, "ca_file", NULL);
+	long long timeout = json_get_int(t, "timeout_ms", NOTIFY_DEFAULT_TIMEOUT_MS);
+	struct strbuf text = STRBUF_INIT;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdr = NULL;
+	json_t *body;
+	char *payload;
+	CURL *c;
+	CURLcode rc;
+	long code = 0;
+	int ret = -1;
+
+	summary(&text, ev);
+	if (!strcmp(fmt, "slack"))
+		body = json_pack("{s:s}", "text", text.buf);
+	else if (!strcmp(fmt, "discord"))
+		body = json_pack("{s:s}", "content", text.buf);
+	else
+		body = json_pack("{s:s,s:O}", "text", text.buf, "event", ev);
+	payload = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(body);
+	c = curl_easy_init();
+	if (!c || !payload) {
+		strbuf_addstr(why, "out of memory");
+		goto out;
+	}
+	hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, json_get_str(t, "webhook", ""));
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "dtsched/" DT_VERSION);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_if_stopping);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK) {
+		strbuf_addstr(why, *errbuf ? errbuf : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (code < 200 || code > 299) {
+		strbuf_addf(why, "the receiver answered HTTP %ld", code);
+		goto out;
+	}
+	ret = 0;
+out:
+	curl_slist_free_all(hdr);
+	if (c)
+		curl_easy_cleanup(c);
+	free(payload);
+	strbuf_release(&text);
+	return ret;
+}
+
+/*
+ * Run argv with `input` on its stdin (no shell), its output discarded; kill
+ * its process group after timeout_ms.  0 when it exited 0, else -1 with why.
+ */
+static int run_with_input(const struct strvec *argv, const struct strbuf *input,
+			  long long timeout_ms, struct strbuf *why)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	long long deadline = dt_mono_ms() + timeout_ms;
+	size_t off = 0;
+	int status = 0, code;
+	pid_t r;
+
+	strvec_pushv(&cp.args, argv->v);
+	cp.in = -1;
+	cp.no_stdout = 1;
+	cp.no_stderr = 1;
+	cp.new_session = 1;
+	if (start_command(&cp) < 0) {
+		strbuf_addf(why, "cannot run '%s'", argv->v[0]);
+		child_process_clear(&cp);
+		return -1;
+	}
+	fcntl(cp.in, F_SETFL, O_NONBLOCK);
+	while (off < input->len && dt_mono_ms() < deadline && !stopping) {
+		struct pollfd p = { cp.in, POLLOUT, 0 };
+		ssize_t n;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = write(cp.in, input->buf + off, input->len - off);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			break;   /* it closed its stdin: its exit says the rest */
+		if (n > 0)
+			off += (size_t)n;
+	}
+	close(cp.in);
+	while ((r = waitpid(cp.pid, &status, WNOHANG)) == 0 && dt_mono_ms() < deadline &&
+	       !stopping) {
+		struct timespec ts = { 0, 20 * 1000000L };   /* a child, not a condition to poll */
+
+		nanosleep(&ts, NULL);
+	}
+	if (r == 0) {
+		kill(-cp.pid, SIGKILL);
+		waitpid(cp.pid, &status, 0);
+		if (stopping)
+			strbuf_addf(why, "'%s' killed: dtsched is stopping", argv->v[0]);
+		else
+			strbuf_addf(why, "'%s' did not finish within %lld ms (killed)", argv->v[0],
+				    timeout_ms);
+		child_process_clear(&cp);
+		return -1;
+	}
+	child_process_clear(&cp);
+	code = r < 0 ? -1 : wait_status_to_code(status);
+	if (code) {
+		strbuf_addf(why, "'%s' exited with code %d", argv->v[0], code);
+		return -1;
+	}
+	return 0;
+}
+
+static int deliver_email(const json_t *ev, const json_t *t, struct strbuf *why)
+{
+	struct strvec argv = STRVEC_INIT;
+	struct strbuf msg = STRBUF_INIT, subj = STRBUF_INIT;
+	const char *to = json_get_str(t, "email", "");
+	char *body = json_dumps(ev, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int ret;
+
+	summary(&subj, ev);
+	strbuf_addf(&msg, "To: %s\nSubject: %s\nContent-Type: text/plain; charset=utf-8\n"
+		    "Auto-Submitted: auto-generated\n\n%s\n\n%s\n", to, subj.buf, subj.buf,
+		    body ? body : "");
+	strvec_push(&argv, SENDMAIL);   /* argv, never a shell: the address is one word */
+	strvec_push(&argv, "-i");
+	strvec_push(&argv, "--");
+	strvec_push(&argv, to);
+	ret = run_with_input(&argv, &msg, json_get_int(t, "timeout_ms", NOTIFY_DEFAULT_TIMEOUT_MS),
+			     why);
+	free(body);
+	strvec_clear(&argv);
+	strbuf_release(&msg);
+	strbuf_release(&subj);
+	return ret;
+}
+
+static int deliver_exec(const json_t *ev, const json_t *t, struct strbuf *why)
+{
+	struct strvec argv = STRVEC_INIT;
+	struct strbuf in = STRBUF_INIT;
+	size_t i;
+	json_t *a;
+	int ret;
+
+	/*
+	 * A job's own exec: runs as dtsched's user on the head: never as root, which
+	 * would give whoever submits a job a root shell there.  The operator's
+	 * cluster.yaml targets run always.
+	 */
+	if (json_is_true(json_object_get(t, "_from_job")) && geteuid() == 0) {
+		strbuf_addstr(why, "not run: dtsched runs as root, and an exec: target of a job's "
+			      "notify: would run as root on the head; give it in cluster.yaml");
+		return NOTIFY_PERMANENT;
+	}
+
+	json_array_foreach(json_object_get(t, "exec"), i, a)
+		strvec_push(&argv, json_string_value(a));
+	json_append(&in, ev);
+	strbuf_addch(&in, '\n');
+	ret = run_with_input(&argv, &in, json_get_int(t, "timeout_ms", NOTIFY_DEFAULT_TIMEOUT_MS),
+			     why);
+	strvec_clear(&argv);
+	strbuf_release(&in);
+	return ret;
+}
+
+static int deliver(const json_t *ev, const json_t *t, struct strbuf *why)
+{
+	switch (target_type(t)) {
+	case T_WEBHOOK:
+		return deliver_webhook(ev, t, why);
+	case T_EMAIL:
+		return deliver_email(ev, t, why);
+	default:
+		return deliver_exec(ev, t, why);
+	}
+}
+
+/* How a target is named where people read it: webhook URL redacted. */
+static void target_shown(struct strbuf *sb, const json_t *t)
+{
+	switch (target_type(t)) {
+	case T_WEBHOOK:
+		notify_redact_url(sb, json_get_str(t, "webhook", ""));
+		break;
+	case T_EMAIL:
+		strbuf_addstr(sb, json_get_str(t, "email", ""));
+		break;
+	default:
+		strbuf_addstr(sb, json_string_value(json_array_get(json_object_get(t, "exec"), 0)));
+	}
+}
+
+/* The failure for good of one delivery, as an event (lock not held). */
+static void record_failure(struct sched *s, const struct nitem *it, const char *why)
+{
+	struct strbuf shown = STRBUF_INIT, cause = STRBUF_INIT;
+	json_t *list = json_pack("[O]", it->target), *ev;
+
+	target_shown(&shown, it->target);
+	strbuf_addstr(&cause, why);
+	notify_redact_text(&cause, list);
+	json_decref(list);
+	ev = json_pack("{s:s,s:s,s:I,s:s,s:s,s:i}", "target", shown.buf, "type",
+		       tnames[target_type(it->target)], "event_id",
+		       (json_int_t)json_get_int(it->ev, "id", 0), "event_kind",
+		       json_get_str(it->ev, "kind", ""), "error", cause.buf, "tries", it->tries);
+	if (json_get_str(it->ev, "job", NULL)) {
+		json_object_set_new(ev, "job", json_string(json_get_str(it->ev, "job", "")));
+		json_object_set_new(ev, "user", json_string(json_get_str(it->ev, "user", "")));
+	}
+	dtlog(DTLOG_WARN, "notification to %s %s failed after %d tr%s: %s",
+	      tnames[target_type(it->target)], shown.buf, it->tries, it->tries == 1 ? "y" : "ies",
+	      cause.buf);
+	pthread_mutex_lock(&s->lock);
+	events_add(s, "notify.failed", ev, NULL);
+	pthread_mutex_unlock(&s->lock);
+	strbuf_release(&shown);
+	strbuf_release(&cause);
+}
+
+static void *notify_thread(void *arg)
+{
+	struct sched *s = arg;
+	struct notifier *nf = notifier_of(s);
+
+	pthread_mutex_lock(&nf->mu);
+	while (!nf->stop) {
+		long long now = dt_mono_ms(), next = -1;
+		struct nitem *it = NULL, work;
+		struct strbuf why = STRBUF_INIT;
+		unsigned long long dropped;
+		int ok, rc;
+
+		for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
+			if (!nf->q[i].ev)
+				continue;
+			if (nf->q[i].due_ms <= now && (!it || nf->q[i].due_ms < it->due_ms))
+				it = &nf->q[i];
+			else if (nf->q[i].due_ms > now && (next < 0 || nf->q[i].due_ms < next))
+				next = nf->q[i].due_ms;
+		}
+		dropped = nf->dropped - nf->dropped_reported;
+		if (dropped) {
+			nf->dropped_reported = nf->dropped;
+			pthread_mutex_unlock(&nf->mu);
+			pthread_mutex_lock(&s->lock);
+			events_add(s, "notify.dropped", json_pack("{s:I,s:i}", "count",
+				   (json_int_t)dropped, "queue", NOTIFY_QUEUE), NULL);
+			pthread_mutex_unlock(&s->lock);
+			pthread_mutex_lock(&nf->mu);
+			continue;
+		}
+		if (!it) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			if (next < 0) {
+				ts.tv_sec += 3600;
+			} else {
+				long long wait = next - now;
+
+				ts.tv_sec += wait / 1000;
+				ts.tv_nsec += (wait % 1000) * 1000000L;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+			}
+			pthread_cond_timedwait(&nf->cv, &nf->mu, &ts);
+			continue;
+		}
+		work = *it;   /* the slot stays taken while it is delivered */
+		pthread_mutex_unlock(&nf->mu);
+		rc = deliver(work.ev, work.target, &why);
+		ok = rc == 0;
+		work.tries++;
+		pthread_mutex_lock(&nf->mu);
+		if (ok || rc == NOTIFY_PERMANENT || work.tries >= NOTIFY_TRIES || nf->stop) {
+			int type = target_type(work.target);
+
+			if (ok)
+				nf->sent[type]++;
+			else
+				nf->failed[type]++;
+			it->ev = NULL;
+			it->target = NULL;
+			nf->nr--;
+			if (!ok) {
+				pthread_mutex_unlock(&nf->mu);
+				record_failure(s, &work, why.buf);
+				pthread_mutex_lock(&nf->mu);
+			}
+			json_decref(work.ev);
+			json_decref(work.target);
+		} else {
+			nf->retried[target_type(work.target)]++;
+			it->tries = work.tries;
+			it->due_ms = dt_mono_ms() + (1000LL << (work.tries - 1));   /* 1 s, 2 s, 4 s */
+		}
+		strbuf_release(&why);
+	}
+	pthread_mutex_unlock(&nf->mu);
+	return NULL;
+}
+
+int notify_start(struct sched *s)
+{
+	struct notifier *nf = xcalloc(1, sizeof(*nf));
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	int rc;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		free(nf);
+		return -1;
+	}
+	nf->q = xcalloc(NOTIFY_QUEUE, sizeof(*nf->q));
+	pthread_mutex_init(&nf->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&nf->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	stopping = 0;
+	s->event_hook_data = nf;
+	/* the main loop takes its signals with sigtimedwait: none for this thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&nf->th, NULL, notify_thread, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		s->event_hook_data = NULL;
+		free(nf->q);
+		free(nf);
+		return -1;
+	}
+	nf->started = 1;
+	s->event_hook = notify_event;
+	return 0;
+}
+
+void notify_stop(struct sched *s)
+{
+	struct notifier *nf = notifier_of(s);
+
+	if (!nf)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->event_hook = NULL;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&nf->mu);
+	nf->stop = 1;
+	stopping = 1;
+	pthread_cond_signal(&nf->cv);
+	pthread_mutex_unlock(&nf->mu);
+	if (nf->started)
+		pthread_join(nf->th, NULL);
+	for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
+		json_decref(nf->q[i].ev);
+		json_decref(nf->q[i].target);
+	}
+	pthread_mutex_destroy(&nf->mu);
+	pthread_cond_destroy(&nf->cv);
+	free(nf->q);
+	free(nf);
+	s->event_hook_data = NULL;
+	curl_global_cleanup();
+}
+
+/* /metrics: dtsched_notifications_total{type, result}, ..._queued (lock not needed) */
+void notify_metrics(struct sched *s, struct strbuf *o)
+{
+	struct notifier *nf = notifier_of(s);
+
+	if (!nf)
+		return;
+	pthread_mutex_lock(&nf->mu);
+	prom_family(o, "dtsched_notifications_total", "counter",
+		    "Notifications by target type and result: sent, failed (for good, or dropped "
+		    "from a full queue), retried (a try that failed and will be made again).");
+	for (int t = 0; t < NR_T; t++) {
+		const char *res[] = { "sent", "failed", "retried" };
+		unsigned long long v[] = { nf->sent[t], nf->failed[t], nf->retried[t] };
+
+		for (int k = 0; k < 3; k++) {
+			const char *l[] = { "type", tnames[t], "result", res[k], NULL };
+
+			prom_sample(o, "dtsched_notifications_total", l, (double)v[k]);
+		}
+	}
+	prom_family(o, "dtsched_notifications_dropped_total", "counter",
+		    "Notifications dropped because the queue was full.");
+	prom_sample(o, "dtsched_notifications_dropped_total", NULL, (double)nf->dropped);
+	prom_family(o, "dtsched_notifications_queued", "gauge",
+		    "Notifications waiting in the queue (retries included).");
+	prom_sample(o, "dtsched_notifications_queued", NULL, (double)nf->nr);
+	pthread_mutex_unlock(&nf->mu);
+}

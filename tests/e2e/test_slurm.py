@@ -6,10 +6,15 @@ import json
 import os
 import pwd
 import re
+import shutil
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+
+from conftest import free_ports
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +144,129 @@ def test_run_inside_salloc_2x2_torchrun_env_and_nothing_left(slurm, user_env):
     wait_no_user_processes(u["uid"])
     assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
+def wait_for(what, cond, timeout=60, why=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "%s not seen after %ss: %s" % (what, timeout, why())
+        time.sleep(0.1)
+
+
+def sleepers(uid, tag):
+    """pids of uid's `sleep <tag>` processes (the ranks of a test job)."""
+    return [pid for pid, cmd in user_processes(uid).items() if cmd.strip() == "sleep " + tag]
+
+
+def test_run_inside_sbatch_then_scancel_leaves_nothing(slurm, user_env):
+    u = user_env
+    out = slurm.fc.shared / "sbatch-env.out"
+    script = slurm.fc.shared / "env.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=2\n"
+                      "exec %s run -N 2 -p 2 -- /usr/bin/python3 -c \"$DUMP\"\n" % u["dtctl"])
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "--output=%s" % out, str(script)], user=True,
+                  env=dict(u["env"], DUMP=DUMP))
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    state = slurm.wait_job_gone(job, timeout=120)
+    text = out.read_text()
+    assert state == "COMPLETED", "sbatch job %s: %s\n%s" % (job, state, text)
+    # the batch script runs on the first node: the head is there, its address the node's
+    assert "inside Slurm job %s: head on 10.88.0.11:" % job in text, text
+    check_torchrun_env(envs_of(text), ["dtnode1", "dtnode2"], 2, job)
+
+    # a long job, then scancel of the whole allocation: nothing of ours stays anywhere
+    tag = "6%05d" % (int(job) % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 2 -p 1 -- sleep %s\n" % (u["dtctl"], tag))
+    p = slurm.run(["sbatch", "--parsable", "-N", "2", "--output=%s" % out, str(script)],
+                  user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 90,
+             lambda: out.read_text() if out.exists() else "")
+    assert user_processes(u["uid"]), "nothing of the job runs?"
+    p = slurm.run(["scancel", job], user=True)
+    assert p.returncode == 0, p.stderr
+    assert slurm.wait_job_gone(job, timeout=60) == "CANCELLED"
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
+    assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
+def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user_env, request):
+    """dtctl slurm-agents in an sbatch script joins a head that runs elsewhere (here: the
+    host), under the Slurm node names, the secret in a 0600 file; scancel ends the step:
+    the agents stop their ranks and remove their homes."""
+    u = user_env
+    fc = slurm.fc
+    pw = pwd.getpwnam(fc.user)
+    home = Path(tempfile.mkdtemp(prefix="dtctl-slurm-head-"))     # the user's: not pytest's 0700
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    port = free_ports(1)[0]
+    (home / "cluster.yaml").write_text(
+        "cluster: s\nshared_dir: %s\nnodes:\n  - {host: dtnode1}\n  - {host: dtnode2}\n"
+        "agent: {heartbeat: 300ms, dead_after: 3s}\nhead: {address: %s, port: %d}\n"
+        % (fc.shared, fc.host_addr, port))
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    os.chmod(home, 0o700)
+    os.chown(home / "cluster.yaml", pw.pw_uid, pw.pw_gid)
+    env = dict(u["env"], DTCTL_HOME=str(home))
+    env.pop("DTCTL_SHARED_DIR")
+
+    def dt(*args, **kw):
+        return slurm.run([u["dtctl"]] + list(args), user=True, env=env, **kw)
+
+    try:
+        p = dt("head", "start")
+        assert p.returncode == 0, p.stderr
+        secret = fc.shared / "agents.secret"
+        secret.write_text((home / "secret").read_text())
+        os.chown(secret, pw.pw_uid, pw.pw_gid)
+        os.chmod(secret, 0o600)
+        script = fc.shared / "agents.sbatch"
+        script.write_text("#!/bin/sh\nexec %s slurm-agents --head %s:%d --secret %s\n"
+                          % (u["dtctl"], fc.host_addr, port, secret))
+        os.chmod(script, 0o755)
+        out = fc.shared / "agents.out"
+        p = slurm.run(["sbatch", "--parsable", "-N", "2", "--output=%s" % out, str(script)],
+                      user=True, env=u["env"])
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip().split(";")[0]
+
+        def nodes_up():
+            q = dt("nodes", "--json")
+            return q.returncode == 0 and sorted(n["name"] for n in json.loads(q.stdout)["nodes"]
+                                                if n["state"] == "UP") == ["dtnode1", "dtnode2"]
+        wait_for("dtnode1 and dtnode2 UP", nodes_up, 60,
+                 lambda: out.read_text() if out.exists() else "")
+        # no secret on any agent's command line
+        for pid, cmd in user_processes(u["uid"]).items():
+            assert (home / "secret").read_text().strip() not in cmd, cmd
+        tag = "7%05d" % (int(job) % 100000)
+        p = dt("run", "-d", "-N", "2", "-p", "1", "--", "sleep", tag)
+        assert p.returncode == 0, p.stderr
+        dt_job = p.stdout.strip()
+        wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 60)
+        p = slurm.run(["scancel", job], user=True)
+        assert p.returncode == 0, p.stderr
+        assert slurm.wait_job_gone(job) == "CANCELLED"
+        wait_for("the ranks gone", lambda: not sleepers(u["uid"], tag), 30)
+        head_pid = int((home / "dtsched.pid").read_text().split()[0])
+        left = {pid: c for pid, c in user_processes(u["uid"]).items() if pid != head_pid}
+        wait_for("nothing but dtsched left", lambda: not {
+            pid: c for pid, c in user_processes(u["uid"]).items() if pid != head_pid}, 30,
+            lambda: str(left))
+        assert not node_tmp_entries(fc, "dtagent-slurm-"), "agent homes left"
+        # the head saw the ranks end: the job is over, not RUNNING on agents that are gone
+        def job_over():
+            q = dt("show", "--json", dt_job)
+            j = json.loads(q.stdout)["job"]
+            return j if j["state"] in ("FAILED", "CANCELLED", "NODE_FAIL") else None
+        j = wait_for("job %s over" % dt_job, job_over, 30)
+        print("after scancel the head has the job %s: %s" % (j["state"], j.get("reason")))
+    finally:
+        dt("head", "stop")

@@ -270,3 +270,26 @@ def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user
         print("after scancel the head has the job %s: %s" % (j["state"], j.get("reason")))
     finally:
         dt("head", "stop")
+
+
+def test_ranks_get_the_gpus_slurm_gave_the_allocation(slurm, user_env):
+    """Another job holds GPUs 0 and 1 of dtnode1: Slurm gives ours 2 and 3, and the two
+    ranks of `dtctl run -g 2` inside the allocation see exactly those, not 0,1 (our agent maps its
+    GPU i to the i-th device of the step's CUDA_VISIBLE_DEVICES)."""
+    u = user_env
+    p = slurm.run(["sbatch", "--parsable", "-w", "dtnode1", "--gres=gpu:2", "--output=/dev/null",
+                   "--wrap", "sleep 300"], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    holder = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("holder running", lambda: "JobState=RUNNING" in slurm.run(
+            ["scontrol", "-o", "show", "job", holder]).stdout, 30)
+        p = slurm.run(["salloc", "-N", "1", "-w", "dtnode1", "--gres=gpu:2", u["dtctl"], "run",
+                       "-N", "1", "-g", "2", "--", "/usr/bin/python3", "-c", DUMP],
+                      user=True, env=u["env"], timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        envs = envs_of(p.stdout)
+        # each rank sees its node's reservation (docs/run.md), here all of the allocation's
+        assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs.values()) == ["2,3", "2,3"], envs
+    finally:
+        slurm.run(["scancel", holder])

@@ -30,6 +30,7 @@ static const struct cmd_struct commands[] = {
 	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
 	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
 	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
+	{ "export", cmd_export, "print an sbatch script doing what 'dtctl run job.yaml' does", USE_CLUSTER },
 	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
 	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
 	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED },

@@ -115,6 +115,8 @@ void slurm_agents_argv(struct strvec *argv, const struct slurm_alloc *al, const 
 	if (al->cpus_min > 0)
 		strvec_pushf(argv, "--cpus-per-task=%d", al->cpus_min);
 	strvec_push(argv, "--kill-on-bad-exit=0");
+	/* the environment reaches the agents (and their ranks) even under sbatch --export=NONE */
+	strvec_push(argv, "--export=ALL");
 	strvec_pushf(argv, "--job-name=%s", al->step_name ? al->step_name : "dtctl-agents");
 	strvec_push(argv, dtagent);
 	strvec_push(argv, "--slurm");
@@ -366,11 +368,17 @@ static void guard_main(int fd, const char *hex)
 		if (poll(&pf, 1, 200) > 0 && read(fd, &c, 1) <= 0)
 			break;          /* dtctl is gone */
 		if (wait_nohang(cp.pid, &status) != 0) {
+			struct strbuf out = STRBUF_INIT;
+
 			step_ended = 1;
+			strbuf_read_file(&out, log.buf, 1 << 20);
 			fprintf(stderr, "dtctl: the agents' Slurm step of job %s ended (%s %d; "
-				"allocation cancelled or over?): stopping the head\n", ss.al.job_id,
+				"allocation cancelled or over?): stopping the head; the step's last "
+				"output:\n%s\n", ss.al.job_id,
 				WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ?
-				WTERMSIG(status) : WEXITSTATUS(status));
+				WTERMSIG(status) : WEXITSTATUS(status),
+				out.len > 2000 ? out.buf + out.len - 2000 : out.buf);
+			strbuf_release(&out);
 		}
 	}
 	/*

@@ -293,3 +293,43 @@ def test_ranks_get_the_gpus_slurm_gave_the_allocation(slurm, user_env):
         assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs.values()) == ["2,3", "2,3"], envs
     finally:
         slurm.run(["scancel", holder])
+
+
+def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
+    """dtctl export slurm job.yaml: one readable sbatch script; submitted as it is, its
+    ranks get the torchrun env of a 2 x 2 job (nothing about ranks in the script)."""
+    u = user_env
+    d = slurm.fc.shared / "export"
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o777)
+    job = d / "job.yaml"
+    job.write_text("name: exported\nnodes: 2\nprocs_per_node: 2\ntimeout: 10m\n"
+                   "command: [/usr/bin/python3, -c, %s]\n" % json.dumps(DUMP))
+    p = slurm.run([u["dtctl"], "export", "slurm", "--partition", slurm.partition, str(job)],
+                  user=True, env=u["env"], cwd=str(d))
+    assert p.returncode == 0, p.stderr
+    script = p.stdout
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=11",
+                 "#SBATCH --job-name=exported", "#SBATCH --partition=debug",
+                 "run --in-allocation"):
+        assert line in script, script
+    # no rank wiring by hand: outside its comments and the embedded job file, the script
+    # never names a rank variable
+    code = [l for l in script.split("<<'DTCTL_JOB_EOF'")[0].splitlines()
+            if not l.startswith("# ")] + script.split("\nDTCTL_JOB_EOF\n")[1].splitlines()
+    assert not [l for l in code if re.search(r"RANK|MASTER_|WORLD_SIZE", l)], script
+    (d / "job.sbatch").write_text(script)
+    out = d / "out.txt"
+    # submitted without our environment: everything it needs is in the script
+    p = slurm.run(["sbatch", "--parsable", "--export=NONE", "--output=%s" % out,
+                   str(d / "job.sbatch")], user=True, cwd=str(d))
+    assert p.returncode == 0, p.stderr
+    jid = p.stdout.strip().split(";")[0]
+    state = slurm.wait_job_gone(jid, timeout=120)
+    text = out.read_text()
+    assert state == "COMPLETED", text
+    check_torchrun_env(envs_of(text), ["dtnode1", "dtnode2"], 2, jid)
+    # a bad job file: exit 2 naming file:line:col, no script
+    (d / "bad.yaml").write_text("nodes: two\n")
+    p = slurm.run([u["dtctl"], "export", "slurm", str(d / "bad.yaml")], user=True, env=u["env"])
+    assert p.returncode == 2 and re.search(r"bad\.yaml:1:\d+", p.stderr) and not p.stdout, p

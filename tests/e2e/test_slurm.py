@@ -7,14 +7,16 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import free_ports
+from conftest import FAKESLURM, free_ports
 
 
 @pytest.fixture(scope="module")
@@ -333,3 +335,28 @@ def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
     (d / "bad.yaml").write_text("nodes: two\n")
     p = slurm.run([u["dtctl"], "export", "slurm", str(d / "bad.yaml")], user=True, env=u["env"])
     assert p.returncode == 2 and re.search(r"bad\.yaml:1:\d+", p.stderr) and not p.stdout, p
+
+
+def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
+    """Last in this file: it stops slurmctld for real."""
+    u = user_env
+    p = slurm.run(["salloc", "-N", "2", u["dtctl"], "doctor"], user=True, env=u["env"],
+                  timeout=120)
+    job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for want in (r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+                 r"PASS versions +slurm(-wlm)? 22\.05\.\S+, dtctl ", r"PASS partition +debug\* up 2 ",
+                 r"PASS gres +.*gpu:4", r"PASS pmix ", r"PASS shared dir +%s on 2 nodes of job %s"
+                 % (re.escape(str(slurm.fc.shared)), job), r"PASS dtagent +"):
+        assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    # a real failure: slurmctld gone
+    inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], capture_output=True,
+                                     text=True, check=True).stdout)
+    os.kill(inst["pids"]["slurmctld"], signal.SIGTERM)
+    wait_for("slurmctld gone", lambda: slurm.run(["scontrol", "ping"]).returncode != 0, 30)
+    p = slurm.run([u["dtctl"], "doctor", "--slurm", "--json"], user=True, env=u["env"])
+    assert p.returncode == 1, p.stdout + p.stderr
+    checks = json.loads(p.stdout)["checks"]
+    assert checks[0]["check"] == "slurmctld" and not checks[0]["ok"], checks
+    assert "DOWN" in checks[0]["detail"] and "slurmctld" in checks[0]["fix"], checks
+    assert len(checks) == 1, checks        # nothing else is tried without the controller

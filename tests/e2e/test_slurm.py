@@ -337,6 +337,35 @@ def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
     assert p.returncode == 2 and re.search(r"bad\.yaml:1:\d+", p.stderr) and not p.stdout, p
 
 
+def test_sweep_inside_salloc_packs_trials_onto_the_allocation(slurm, user_env):
+    """dtctl sweep in an salloc shell: its trials run as jobs of the allocation's own
+    head, on its nodes (4 one-rank trials on 2 nodes), and nothing is left afterwards."""
+    u = user_env
+    d = slurm.fc.shared / "sweep"
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o777)
+    f = d / "sweep.yaml"
+    f.write_text("method: grid\nmetric: {name: loss}\nparameters:\n  k: {values: [1, 2, 3, 4]}\n"
+                 "parallel: 4\njob: {name: trial, procs_per_node: 1, command: [/bin/sh, -c, "
+                 "'echo \"DTCTL_METRIC {\\\"epoch\\\": 1, \\\"loss\\\": $DT_PARAM_K}\"; "
+                 "echo TRIAL $DT_PARAM_K $(hostname) $SLURM_JOB_ID']}\n")
+    p = slurm.run(["salloc", "-N", "2", u["dtctl"], "sweep", str(f)], user=True, env=u["env"],
+                  cwd=str(d), timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
+    assert "inside Slurm job %s" % job in p.stderr, p.stderr
+    sid = re.search(r"sweep (s-\d+)", p.stderr).group(1)
+    # the trials' rank logs on the shared dir: each ran on an allocated node, in the allocation
+    trials = {}
+    for log in (slurm.fc.shared / "jobs").glob("*/logs/*.log"):
+        for m in re.finditer(r"TRIAL (\d) (dtnode\d) (\d+)", log.read_text(errors="replace")):
+            trials[m.group(1)] = (m.group(2), m.group(3))
+    assert sorted(trials) == ["1", "2", "3", "4"], (sid, trials)
+    assert all(j == job for _, j in trials.values()), trials
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
 def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
     """Last in this file: it stops slurmctld for real."""
     u = user_env

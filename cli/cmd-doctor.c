@@ -228,6 +228,21 @@ static void verdict(const char *name, int ok, const char *detail, const char *fi
 		printf("     %-10s fix: %s\n", "", term_str(fix));
 }
 
+/* the closing line, or with --json the whole document of the checks */
+static void doctor_report(void)
+{
+	if (D->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "ok", json_boolean(!D->failed));
+		json_object_set(o, "checks", D->checks);
+		json_doc_print(o);
+		json_decref(o);
+	} else {
+		printf("%s\n", D->failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
+	}
+}
+
 static const char *node_name(size_t i)
 {
 	return ssh_node_target(ssh_pool_node(D->p, i))->name;
@@ -805,16 +820,7 @@ static int doctor_slurm(int json)
 	}
 	if (in_alloc)
 		slurm_alloc_release(&al);
-	if (json) {
-		json_t *o = json_object();
-
-		json_object_set_new(o, "ok", json_boolean(!d.failed));
-		json_object_set(o, "checks", d.checks);
-		json_doc_print(o);
-		json_decref(o);
-	} else {
-		printf("%s\n", d.failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
-	}
+	doctor_report();
 	json_decref(d.checks);
 	strbuf_release(&out);
 	strbuf_release(&detail);
@@ -935,16 +941,7 @@ int cmd_doctor(int argc, const char **argv)
 		check_shared();
 		check_network();
 		check_port();
-		if (json) {
-			json_t *o = json_object();
-
-			json_object_set_new(o, "ok", json_boolean(!d.failed));
-			json_object_set(o, "checks", d.checks);
-			json_doc_print(o);
-			json_decref(o);
-		} else {
-			printf("%s\n", d.failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
-		}
+		doctor_report();
 	}
 	ssh_pool_free(d.p);
 	for (size_t i = 0; i < nr; i++) {

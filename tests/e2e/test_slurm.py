@@ -114,6 +114,14 @@ def node_tmp_entries(fc, prefix):
     return found
 
 
+def shared_subdir(slurm, name):
+    """A dir on the shared dir every user may write (the test user's job files)."""
+    d = slurm.fc.shared / name
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o777)
+    return d
+
+
 @pytest.fixture
 def user_env(slurm, dtctl_bin):
     """Environment and helpers for dtctl run by the fake cluster's user."""
@@ -301,9 +309,7 @@ def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
     """dtctl export slurm job.yaml: one readable sbatch script; submitted as it is, its
     ranks get the torchrun env of a 2 x 2 job (nothing about ranks in the script)."""
     u = user_env
-    d = slurm.fc.shared / "export"
-    d.mkdir(exist_ok=True)
-    os.chmod(d, 0o777)
+    d = shared_subdir(slurm, "export")
     job = d / "job.yaml"
     job.write_text("name: exported\nnodes: 2\nprocs_per_node: 2\ntimeout: 10m\n"
                    "command: [/usr/bin/python3, -c, %s]\n" % json.dumps(DUMP))
@@ -341,9 +347,7 @@ def test_sweep_inside_salloc_packs_trials_onto_the_allocation(slurm, user_env):
     """dtctl sweep in an salloc shell: its trials run as jobs of the allocation's own
     head, on its nodes (4 one-rank trials on 2 nodes), and nothing is left afterwards."""
     u = user_env
-    d = slurm.fc.shared / "sweep"
-    d.mkdir(exist_ok=True)
-    os.chmod(d, 0o777)
+    d = shared_subdir(slurm, "sweep")
     f = d / "sweep.yaml"
     f.write_text("method: grid\nmetric: {name: loss}\nparameters:\n  k: {values: [1, 2, 3, 4]}\n"
                  "parallel: 4\njob: {name: trial, procs_per_node: 1, command: [/bin/sh, -c, "

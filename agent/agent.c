@@ -1665,6 +1665,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		goto fail;
 	if (o->head)
 		a->beacon_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	a->hb_kick = o->beat_at_start;
 	if (o->head && !pthread_create(&hb, NULL, heartbeat_thread, a))
 		have_hb = 1;
 	dtlog(DTLOG_INFO, "dtagent %s serving node '%s' on port %d%s%s (pid %d)", DT_VERSION,

@@ -53,6 +53,11 @@ int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
 			    "sbatch script or an salloc shell", id ? "SLURM_JOB_NODELIST" : "SLURM_JOB_ID");
 		return -1;
 	}
+	/* scontrol retries a missing slurm.conf for a minute before it says so */
+	if (getenv_nonempty("SLURM_CONF") && access(getenv("SLURM_CONF"), R_OK) < 0) {
+		strbuf_addf(err, "$SLURM_CONF '%s': %s", getenv("SLURM_CONF"), strerror(errno));
+		return -1;
+	}
 	al->job_id = xstrdup(id);
 	/* Slurm's own expansion: node lists have forms no other parser agrees on */
 	strvec_pushv(&cp.args, (const char *[]){ "scontrol", "show", "hostnames", list, NULL });

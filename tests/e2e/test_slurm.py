@@ -393,3 +393,19 @@ def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
     assert checks[0]["check"] == "slurmctld" and not checks[0]["ok"], checks
     assert "DOWN" in checks[0]["detail"] and "slurmctld" in checks[0]["fix"], checks
     assert len(checks) == 1, checks        # nothing else is tried without the controller
+
+
+def test_in_allocation_mistakes_are_usage_errors(dtctl):
+    """No Slurm needed: what is missing is named, exit 2, nothing started."""
+    p = dtctl("run", "--in-allocation", "--", "true", env={"SLURM_JOB_ID": ""})
+    assert p.returncode == 2 and "not inside a Slurm allocation ($SLURM_JOB_ID is not set)" \
+        in p.stderr, p.stderr
+    p = dtctl("run", "--detach", "--", "true", env={"SLURM_JOB_ID": "7",
+                                                    "SLURM_JOB_NODELIST": "n[1-2]",
+                                                    "SLURM_CONF": "/nonexistent/slurm.conf"})
+    assert p.returncode == 2 and "$SLURM_CONF '/nonexistent/slurm.conf': No such file" \
+        in p.stderr, p.stderr
+    p = dtctl("slurm-agents", "--head", "10.0.0.1:7071", env={"SLURM_JOB_ID": ""})
+    assert p.returncode == 2 and "cluster secret" in p.stderr, p.stderr
+    p = dtctl("export", "pbs", "job.yaml")
+    assert p.returncode == 2 and "unknown export format 'pbs'" in p.stderr, p.stderr

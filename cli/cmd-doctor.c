@@ -787,9 +787,10 @@ static int doctor_slurm(int json)
 			strbuf_addf(&detail, "%s on %s node%s%s%s", the_cluster.shared_dir,
 				    n, strcmp(n, "1") ? "s" : "", in_alloc ? " of job " : "",
 				    in_alloc ? al.job_id : "");
-			if (count_lines(out.buf, "dtctl-doctor") != strtoul(n, NULL, 10))
+			if (code || count_lines(out.buf, "dtctl-doctor") != strtoul(n, NULL, 10))
 				strbuf_addf(&detail, ": %s", out.len ? out.buf : "not read");
-			verdict("shared dir", count_lines(out.buf, "dtctl-doctor") == strtoul(n, NULL, 10),
+			verdict("shared dir", !code && count_lines(out.buf, "dtctl-doctor") ==
+				strtoul(n, NULL, 10),
 				detail.buf, "mount the shared dir at the same path on every compute node "
 				"(or set $DTCTL_SHARED_DIR to one that is)");
 			unlink(tok.buf);
@@ -804,12 +805,13 @@ static int doctor_slurm(int json)
 			strbuf_reset(&tok);
 			strbuf_addf(&tok, "dtagent %s", DT_VERSION);
 			strbuf_reset(&detail);
-			if (count_lines(out.buf, tok.buf) == strtoul(n, NULL, 10))
+			code = code || count_lines(out.buf, tok.buf) != strtoul(n, NULL, 10);
+			if (!code)
 				strbuf_addf(&detail, "%s on %s node%s: %s", bin.buf, n, strcmp(n, "1") ? "s" : "",
 					    tok.buf);
 			else
 				strbuf_addf(&detail, "%s: %s", bin.buf, out.len ? out.buf : "no output");
-			verdict("dtagent", count_lines(out.buf, tok.buf) == strtoul(n, NULL, 10), detail.buf,
+			verdict("dtagent", !code, detail.buf,
 				"install dtctl where every compute node sees it at the same path "
 				"(a shared prefix: make install PREFIX=/shared/dtctl)");
 		}

@@ -40,6 +40,7 @@ int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
 	const char *id = getenv_nonempty("SLURM_JOB_ID");
 	const char *list = getenv_nonempty("SLURM_JOB_NODELIST");
 	const char *cpus = getenv_nonempty("SLURM_JOB_CPUS_PER_NODE");
+	const char *conf = getenv_nonempty("SLURM_CONF");
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf out = STRBUF_INIT;
 	int code;
@@ -54,8 +55,8 @@ int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
 		return -1;
 	}
 	/* scontrol retries a missing slurm.conf for a minute before it says so */
-	if (getenv_nonempty("SLURM_CONF") && access(getenv("SLURM_CONF"), R_OK) < 0) {
-		strbuf_addf(err, "$SLURM_CONF '%s': %s", getenv("SLURM_CONF"), strerror(errno));
+	if (conf && access(conf, R_OK) < 0) {
+		strbuf_addf(err, "$SLURM_CONF '%s': %s", conf, strerror(errno));
 		return -1;
 	}
 	al->job_id = xstrdup(id);

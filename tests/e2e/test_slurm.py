@@ -42,7 +42,8 @@ def test_srun_runs_on_both_nodes_with_gres_gpus(slurm):
 # --------------------------------------------------------------------------- helpers
 
 ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-            "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "DT_JOB_ID", "SLURM_JOB_ID"]
+            "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "DT_JOB_ID", "SLURM_JOB_ID",
+            "DTCTL_AGENT_SECRET"]
 DUMP = ("import json, os, socket; print('ENV ' + json.dumps(dict({k: os.environ.get(k) for k in "
         + json.dumps(ENV_KEYS) + "}, host=socket.gethostname())), flush=True)")
 
@@ -70,6 +71,8 @@ def check_torchrun_env(envs, nodes, per_node, slurm_job):
         assert (e["MASTER_ADDR"], e["MASTER_PORT"]) == master and master[1].isdigit(), (r, e)
         assert e["SLURM_JOB_ID"] == slurm_job, (r, e)
         assert e["DT_JOB_ID"] == envs[0]["DT_JOB_ID"]
+        # the agents got the secret in their environment; their ranks must not
+        assert e["DTCTL_AGENT_SECRET"] is None, (r, e)
     # rank 0's node is where MASTER_ADDR points
     assert socket.gethostbyname(nodes[0]) == master[0] or master[0] == socket.gethostbyname(
         envs[0]["host"]), master

@@ -2,6 +2,7 @@
 fakeslurm through conftest's slurm_cluster), then dtctl's pieces that run under Slurm.
 See docs/slurm.md."""
 
+import contextlib
 import json
 import os
 import pwd
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAKESLURM, free_ports
+from dtapi import DtApi
 
 
 @pytest.fixture(scope="module")
@@ -210,15 +212,14 @@ def test_run_inside_sbatch_then_scancel_leaves_nothing(slurm, user_env):
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
 
 
-def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user_env, request):
-    """dtctl slurm-agents in an sbatch script joins a head that runs elsewhere (here: the
-    host), under the Slurm node names, the secret in a 0600 file; scancel ends the step:
-    the agents stop their ranks and remove their homes."""
-    u = user_env
+@contextlib.contextmanager
+def head_with_slurm_agents(slurm, u):
+    """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,
+    `dtctl slurm-agents` joining it with the secret in a 0600 file on the shared dir;
+    yields (dt, home, slurm job id, the job's output file) once both nodes are UP."""
     fc = slurm.fc
     pw = pwd.getpwnam(fc.user)
     home = Path(tempfile.mkdtemp(prefix="dtctl-slurm-head-"))     # the user's: not pytest's 0700
-    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
     port = free_ports(1)[0]
     (home / "cluster.yaml").write_text(
         "cluster: s\nshared_dir: %s\nnodes:\n  - {host: dtnode1}\n  - {host: dtnode2}\n"
@@ -233,6 +234,7 @@ def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user
     def dt(*args, **kw):
         return slurm.run([u["dtctl"]] + list(args), user=True, env=env, **kw)
 
+    job = None
     try:
         p = dt("head", "start")
         assert p.returncode == 0, p.stderr
@@ -256,6 +258,20 @@ def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user
                                                 if n["state"] == "UP") == ["dtnode1", "dtnode2"]
         wait_for("dtnode1 and dtnode2 UP", nodes_up, 60,
                  lambda: out.read_text() if out.exists() else "")
+        yield dt, home, job, out
+    finally:
+        if job:
+            slurm.run(["scancel", job])
+        dt("head", "stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user_env):
+    """dtctl slurm-agents in an sbatch script joins a head that runs elsewhere (here: the
+    host), under the Slurm node names, the secret in a 0600 file; scancel ends the step:
+    the agents stop their ranks and remove their homes."""
+    u = user_env
+    with head_with_slurm_agents(slurm, u) as (dt, home, job, out):
         # no secret on any agent's command line
         for pid, cmd in user_processes(u["uid"]).items():
             assert (home / "secret").read_text().strip() not in cmd, cmd
@@ -269,11 +285,11 @@ def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user
         assert slurm.wait_job_gone(job) == "CANCELLED"
         wait_for("the ranks gone", lambda: not sleepers(u["uid"], tag), 30)
         head_pid = int((home / "dtsched.pid").read_text().split()[0])
-        left = {pid: c for pid, c in user_processes(u["uid"]).items() if pid != head_pid}
         wait_for("nothing but dtsched left", lambda: not {
             pid: c for pid, c in user_processes(u["uid"]).items() if pid != head_pid}, 30,
-            lambda: str(left))
-        assert not node_tmp_entries(fc, "dtagent-slurm-"), "agent homes left"
+            lambda: str(user_processes(u["uid"])))
+        assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
+
         # the head saw the ranks end: the job is over, not RUNNING on agents that are gone
         def job_over():
             q = dt("show", "--json", dt_job)
@@ -281,8 +297,25 @@ def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user
             return j if j["state"] in ("FAILED", "CANCELLED", "NODE_FAIL") else None
         j = wait_for("job %s over" % dt_job, job_over, 30)
         print("after scancel the head has the job %s: %s" % (j["state"], j.get("reason")))
-    finally:
-        dt("head", "stop")
+
+
+def test_slurm_agents_leave_when_the_head_tells_them(slurm, user_env):
+    """POST /v1/leave (signed) to each agent of the step: they stop their ranks and exit,
+    so the step, and the sbatch job running only it, complete."""
+    u = user_env
+    with head_with_slurm_agents(slurm, u) as (dt, home, job, out):
+        tag = "8%05d" % (int(job) % 100000)
+        p = dt("run", "-d", "-N", "2", "-p", "1", "--", "sleep", tag)
+        assert p.returncode == 0, p.stderr
+        wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 60)
+        secret = (home / "secret").read_text().strip()
+        nodes = json.loads(dt("nodes", "--json").stdout)["nodes"]
+        for n in nodes:
+            status, body = DtApi(n["address"], n["port"], secret).request("POST", "/v1/leave")
+            assert status == 202 and body["node"] == n["name"], (status, body)
+        assert slurm.wait_job_gone(job, timeout=30) == "COMPLETED", out.read_text()
+        wait_for("the ranks gone", lambda: not sleepers(u["uid"], tag), 30)
+        assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
 
 
 def test_ranks_get_the_gpus_slurm_gave_the_allocation(slurm, user_env):

@@ -67,6 +67,7 @@ int doctor_fabric(const char *spec, int quick, int json);
 int cmd_drain(int argc, const char **argv);
 int cmd_events(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
+int cmd_export(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);
 int cmd_image(int argc, const char **argv);
@@ -79,6 +80,8 @@ int cmd_push(int argc, const char **argv);
 int cmd_resume(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
 int cmd_show(int argc, const char **argv);
+/* inside a Slurm allocation: the agents' step (slurm.h) */
+int cmd_slurm_agents(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
 /* hidden, test-only: render a sweep export file; in cli/sweep-report.c */
 int cmd_sweep_report_file(int argc, const char **argv);

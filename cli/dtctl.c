@@ -28,10 +28,11 @@ static const struct cmd_struct commands[] = {
 	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
 	{ "dashboard", cmd_dashboard, "a login link to the live dashboard (nodes, GPUs, queue, events)", NEED_HEAD },
 	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD },
-	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
+	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", USE_CLUSTER },   /* NEED_CLUSTER but --slurm */
 	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
 	{ "events", cmd_events, "the head's event stream: jobs, nodes, sweeps, notifications (-f)", NEED_HEAD },
 	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
+	{ "export", cmd_export, "print an sbatch script doing what 'dtctl run job.yaml' does", USE_CLUSTER },
 	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
 	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
 	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED },
@@ -43,6 +44,7 @@ static const struct cmd_struct commands[] = {
 	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD },
 	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD },
 	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
+	{ "slurm-agents", cmd_slurm_agents, "inside a Slurm allocation: our agent on every node, joining a head", 0 },
 	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
 	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
 	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */

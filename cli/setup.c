@@ -6,6 +6,7 @@
 #include "dthome.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "slurm.h"
 #include "usage.h"
 
 #include <pwd.h>
@@ -90,6 +91,23 @@ int cluster_setup(int flags)
 	struct cluster_config *c = &the_cluster.config;
 	int code;
 
+	int session = 0;
+
+	/* dtctl run/sweep inside a Slurm allocation: a cluster of its own (slurm.h) */
+	if ((flags & START_HEAD) && !slurm_session_active() && slurm_session_wanted()) {
+		if ((code = slurm_session_prepare()))
+			return code;
+		/* a command that read the cluster already (sweep: USE_CLUSTER first) reads ours */
+		if (the_cluster.file) {
+			cluster_config_release(&the_cluster.config);
+			free(the_cluster.file);
+			the_cluster.file = NULL;
+		}
+		the_cluster.flags = 0;
+		the_cluster.shared_dir = NULL;
+		the_cluster.given = NULL;
+		session = 1;
+	}
 	if (!(the_cluster.flags & USE_CLUSTER)) {
 		the_cluster.flags |= USE_CLUSTER;
 		the_cluster.head_address = "127.0.0.1";
@@ -127,6 +145,8 @@ int cluster_setup(int flags)
 			return not_set_up();
 	}
 	the_cluster.flags |= flags;
+	if (session && (code = slurm_session_start()))
+		return code;
 	return 0;
 }
 

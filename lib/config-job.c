@@ -18,7 +18,7 @@ static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
 	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight",
-	"container", NULL,
+	"container", "project", "priority", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -143,6 +143,15 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 	}
 	if (!strcmp(key, "env"))
 		return get_kvmap(c, v, path, &j->env, 1);
+	if (!strcmp(key, "project")) {
+		if (get_str(c, v, path, &j->project) < 0)
+			return -1;
+		return fairshare_name_ok(j->project) ? 0 :
+			bad_value(c, v, path, "a name of letters, digits, '.', '-' and '_'");
+	}
+	if (!strcmp(key, "priority"))
+		return get_int(c, v, path, -1000000, 1000000,
+			       "an integer from -1000000 to 1000000", &j->priority);
 	if (!strcmp(key, "timeout"))
 		return get_duration(c, v, path, &j->timeout_ms);
 	if (!strcmp(key, "stall_after"))
@@ -318,6 +327,7 @@ static void job_release(void *cfg)
 	free(j->node_include);
 	free(j->node_exclude);
 	kvlist_release(&j->labels);
+	free(j->project);
 	job_defaults(j);
 }
 
@@ -407,5 +417,9 @@ json_t *job_config_to_json(const struct job_config *j)
 		json_object_set_new(o, "burn_in", json_true());
 	if (j->elastic_min_nodes)
 		json_object_set_new(o, "elastic_min_nodes", json_integer(j->elastic_min_nodes));
+	if (j->project)
+		json_object_set_new(o, "project", json_string(j->project));
+	if (j->priority)
+		json_object_set_new(o, "priority", json_integer(j->priority));
 	return o;
 }

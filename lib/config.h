@@ -67,6 +67,43 @@ struct cluster_node {
 	struct config_pos pos; /* the nodes: entry it came from */
 };
 
+/*
+ * fairshare: in cluster.yaml (docs/fairshare.md): the shares and quotas of
+ * users and projects (accounts), and the weights of the multifactor priority
+ * (scheduler/fairshare.h).  A limit of 0 is "none".
+ */
+struct fs_limits {
+	int max_gpus;               /* GPUs in use at once */
+	int max_slots;              /* CPU slots in use at once (procs_per_node jobs) */
+	int max_pending;            /* jobs queued at once */
+	long long max_time_ms;      /* a job's timeout: at most this (and one is required) */
+};
+
+struct fs_entity {
+	char *name;
+	double share;               /* 1 by default (users); a project's default is the
+				     * sum of its users' shares */
+	int has_share;
+	char *project;              /* users: their default project (NULL: their own name) */
+	struct fs_limits lim;
+	struct config_pos pos;
+};
+
+struct fairshare_config {
+	long long half_life_ms;     /* 7d: usage decays by half in this time */
+	long long max_age_ms;       /* 7d: the age factor is 1 from this age on */
+	double w_fairshare, w_age, w_size;   /* 10000, 1000, 100 */
+	struct fs_entity *users, *projects;
+	size_t nr_users, nr_projects;
+	struct fs_limits user_default;     /* fairshare.user_limits: every user's, unless
+					    * the user's own entry says otherwise */
+};
+
+/* a user's or project's name: letters, digits, '.', '-', '_' (at most 64) */
+int fairshare_name_ok(const char *s);
+const struct fs_entity *fairshare_user(const struct fairshare_config *f, const char *name);
+const struct fs_entity *fairshare_project(const struct fairshare_config *f, const char *name);
+
 struct cluster_config {
 	char *path;            /* file it was loaded from */
 	char *name;            /* cluster: */
@@ -115,6 +152,7 @@ struct cluster_config {
 		double fabric_fraction;         /* 0.5: a fabric figure below this x its baseline
 						 * or the peers' median fails (scheduler/fabric.h) */
 	} health;
+	struct fairshare_config fairshare;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);
@@ -172,6 +210,9 @@ struct job_config {
 				     * connectivity check (scheduler/probe.c), PREFLIGHT_NONE (false) */
 	int burn_in;                /* not in job.yaml: `dtctl resume --burn-in`'s job, which may
 				     * run on its include_nodes node while that is drained */
+	char *project;              /* project: the account its usage counts to (NULL: the
+				     * user's default project, docs/fairshare.md) */
+	int priority;               /* priority: orders only among the user's own jobs (0) */
 };
 
 enum { PREFLIGHT_CONNECT = -1, PREFLIGHT_NONE = 0, PREFLIGHT_FABRIC = 1 };

@@ -478,7 +478,7 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 
 	memset(ps, 0, sizeof(ps));
 	for (int g = 0; g < 2; g++)
-		ps[g].fp = ops->fingerprint ? ops->fingerprint(ctx, pools[g].n, pools[g].nr) : 0;
+		ps[g].fp = ops->fingerprint ? ops->fingerprint(ctx, g, pools[g].n, pools[g].nr) : 0;
 	for (size_t i = 0; i < p->nr; i++) {
 		struct fs_job *j = p->order[i];
 		int g = j->gpu ? 1 : 0;
@@ -524,15 +524,15 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 			ops->start(ctx, j, res);
 			started++;
 			if (ops->fingerprint)
-				s->fp = ops->fingerprint(ctx, s->masked ? s->masked : pools[g].n,
-							 pools[g].nr);
+				s->fp = ops->fingerprint(ctx, g, s->masked ? s->masked :
+							 pools[g].n, pools[g].nr);
 			continue;
 		}
 		if (reason.len)
 			ops->wait(ctx, j, reason.buf);
 		if (st == PLACE_WAIT && !s->top &&
 		    reserve(ops, ctx, j, &pools[g], run, nr_run, s) && ops->fingerprint)
-			s->fp = ops->fingerprint(ctx, s->masked, pools[g].nr);
+			s->fp = ops->fingerprint(ctx, g, s->masked, pools[g].nr);
 	}
 	for (int g = 0; g < 2; g++)
 		free(ps[g].masked);

@@ -116,7 +116,8 @@ struct fs_ops {
 	/* j waits, for reason */
 	void (*wait)(void *ctx, struct fs_job *j, const char *reason);
 	/* a hash of what try_place reads from a pool, or NULL (then every job is tried) */
-	unsigned long long (*fingerprint)(void *ctx, const struct place_node *n, size_t nr);
+	unsigned long long (*fingerprint)(void *ctx, int gpu, const struct place_node *n,
+					  size_t nr);
 };
 
 struct fs_pass {

@@ -15,6 +15,7 @@
 #include "httpc.h"
 #include "launch.h"
 #include "placement.h"
+#include "fairshare.h"
 
 struct jslot {
 	char *node;
@@ -84,6 +85,12 @@ struct job {
 	long long hang_gen, hang_done;
 	int hang_busy;
 	long long hang_auto_ms;   /* dt_mono_ms() of the last automatic one */
+	/* fair share (fairshare.h, docs/fairshare.md) */
+	char *project;            /* the account its usage counts to, fixed at submission */
+	double prio, f_fs, f_age, f_size;   /* the last pass's priority and factors (pending) */
+	int prio_pos;             /* its place in the queue (1: first), 0: not computed */
+	int prio_top;             /* it holds its pool's reservation ... */
+	long long expected_start_us;   /* ... which frees then (0: unknown) */
 };
 
 struct jobs_clients {
@@ -183,6 +190,31 @@ int hold_has_task(struct sched *s, const char *id);
 int hold_of_job(struct sched *s, const char *job);
 
 /* jobs-queue.c */
+/* What runs, for the quotas, the running usage and the reservations (fairshare.h). */
+struct fair_running {
+	struct fs_running *v;
+	int *node, *nslots;
+	const int **slot;
+	size_t nr;
+};
+/* The fair-share pass's inputs (the pools, the pending jobs, what runs) and its
+ * factors and order (in->pass): for the pass, GET /v1/share and /metrics.  Lock held. */
+struct fair_inputs {
+	struct pool gpu, cpu;
+	struct fs_job *fj;
+	size_t n;
+	struct fair_running run;
+	int totals[2];
+	struct fs_pass pass;
+};
+void fair_inputs_prepare(struct sched *s, struct fair_inputs *in);
+/*
+ * At submission (lock held, cluster.yaml read): j's project, and the quotas
+ * it can never get past (fairshare.h, fs_check_submit); a job without a
+ * timeout gets max_time's.  0, or -1 with the numbers in err.
+ */
+int job_admit(struct sched *s, struct job *j, struct strbuf *err);
+void fair_inputs_release(struct fair_inputs *in);
 void cluster_refresh(struct sched *s);
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,

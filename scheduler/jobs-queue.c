@@ -6,6 +6,7 @@
  * for the lifecycle.
  */
 #include "jobs-int.h"
+#include "fairshare.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -247,65 +248,263 @@ static struct hold *hold_make(struct sched *s, struct job *j, struct pool *p,
 	return h;
 }
 
-/* Place pending jobs, oldest first; later ones that fit start too (backfill). */
+/* ------------------------------------------------------- the fair-share pass */
+
+struct fair_ctx {
+	struct sched *s;
+	struct pool *pools[2];    /* [gpu] */
+};
+
+static enum place_status fair_try(void *ctx, struct fs_job *fj, struct place_node *n, size_t nr,
+				  int plan, struct place_result *res, struct strbuf *reason)
+{
+	struct fair_ctx *c = ctx;
+	struct job *j = fj->job;
+	struct pool p = { n, nr, j->gpu };
+	enum place_status st = job_try_place(c->s, j, &p, res, reason);
+
+	if (st == PLACE_OK && !plan && c->s->backend->gate &&
+	    c->s->backend->gate(c->s, j, &p, res, reason))
+		st = PLACE_WAIT;   /* the backend's pre-launch steps first (backend.h) */
+	return st;
+}
+
+static void fair_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+	struct fair_ctx *c = ctx;
+	struct sched *s = c->s;
+	struct job *j = fj->job;
+
+	j->hold = hold_make(s, j, c->pools[j->gpu ? 1 : 0], res);
+	job_attempt_started(j);
+	json_decref(j->placement);
+	j->placement = placement_json(j->hold);
+	j->started_us = dt_now_us();
+	j->run_mono = dt_mono_ms();
+	j->ended_us = 0;
+	j->has_exit = 0;
+	j->failed_rank = -1;
+	free(j->failed_node);
+	j->failed_node = NULL;
+	free(j->launch_error);
+	j->launch_error = NULL;
+	json_array_clear(j->stalled);
+	set_reason(j, NULL);
+	j->launch = 1;
+	j->prio_pos = 0;
+	job_transition(s, j, DT_JOB_RUNNING);
+	write_placement_file(j);
+}
+
+static void fair_wait(void *ctx, struct fs_job *fj, const char *reason)
+{
+	struct fair_ctx *c = ctx;
+	struct job *j = fj->job;
+
+	if (!j->reason || strcmp(j->reason, reason)) {
+		set_reason(j, "%s", reason);
+		job_save(c->s, j);
+	}
+}
+
+static unsigned long long fair_fp(void *ctx, int gpu, const struct place_node *n, size_t nr)
+{
+	struct fair_ctx *c = ctx;
+	struct pool p = { (struct place_node *)n, nr, gpu };
+
+	return pool_fingerprint(c->s, &p);
+}
+
+static int node_index(const struct sched *s, const char *name)
+{
+	size_t lo = 0, hi = s->nr;
+
+	while (lo < hi) {   /* s->nodes is sorted by name */
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(s->nodes[mid]->name, name);
+
+		if (!c)
+			return (int)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static void fair_running_build(struct sched *s, struct fair_running *r, long long now)
+{
+	size_t k = 0, slots = 0;
+
+	for (size_t h = 0; h < s->nr_holds; h++)
+		slots += (size_t)s->holds[h]->nr;
+	r->v = xcalloc(s->nr_holds ? s->nr_holds : 1, sizeof(*r->v));
+	r->node = xcalloc(slots ? slots : 1, sizeof(int));
+	r->nslots = xcalloc(slots ? slots : 1, sizeof(int));
+	r->slot = xcalloc(slots ? slots : 1, sizeof(int *));
+	r->nr = 0;
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+		struct hold *h = j->hold;
+		struct fs_running *f;
+
+		if (!h || !strcmp(j->state, DT_JOB_PENDING) || r->nr >= s->nr_holds)
+			continue;
+		f = &r->v[r->nr++];
+		f->gpu = h->gpu;
+		/* its usage so far (none once it ended: acct.c counted it then) */
+		f->start_us = h->released ? now : j->started_us;
+		/* an attempt whose end is decided frees its slots soon */
+		f->end_us = h->released ? now : j->cfg.timeout_ms > 0 && j->started_us ?
+			j->started_us + j->cfg.timeout_ms * 1000 : 0;
+		f->user = j->user;
+		f->project = j->project;
+		f->size = j->world;
+		f->nr = h->nr;
+		f->node = &r->node[k];
+		f->nslots = &r->nslots[k];
+		f->slot = &r->slot[k];
+		for (int n = 0; n < h->nr && k < slots; n++, k++) {
+			r->node[k] = node_index(s, h->place[n].node);
+			r->nslots[k] = h->place[n].nslots;
+			r->slot[k] = h->place[n].slot;
+		}
+	}
+}
+
+static void fair_running_release(struct fair_running *r)
+{
+	free(r->v);
+	free(r->node);
+	free(r->nslots);
+	free(r->slot);
+}
+
+static int pool_total(const struct pool *p)
+{
+	int t = 0;
+
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->n[i].up && !p->n[i].drained)
+			t += p->n[i].total;
+	return t;
+}
+
+int job_admit(struct sched *s, struct job *j, struct strbuf *err)
+{
+	const struct fairshare_config *cfg = s->cc ? &s->cc->fairshare : NULL;
+	long long timeout = j->cfg.timeout_ms;
+	int up = 0, pp = 0;
+
+	free(j->project);
+	j->project = xstrdup(fs_project_of(cfg, j->user, j->cfg.project));
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		const struct job *o = s->jobs[i];
+
+		if (strcmp(o->state, DT_JOB_PENDING) || o->cancel)
+			continue;
+		up += !strcmp(o->user, j->user);
+		pp += o->project && !strcmp(o->project, j->project);
+	}
+	if (fs_check_submit(cfg, j->user, j->project, j->gpu, j->cfg.nodes * j->per_node, &timeout,
+			    up, pp, err) < 0)
+		return -1;
+	if (timeout != j->cfg.timeout_ms) {
+		/* max_time is its timeout: the spec says so, and a reservation can count on it */
+		j->cfg.timeout_ms = timeout;
+		json_decref(j->spec);
+		j->spec = job_config_to_json(&j->cfg);
+	}
+	return 0;
+}
+
+void fair_inputs_prepare(struct sched *s, struct fair_inputs *in)
+{
+	long long now = dt_now_us();
+	size_t n = 0;
+
+	memset(in, 0, sizeof(*in));
+	in->gpu.gpu = 1;
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
+			n++;
+	pool_build(s, &in->gpu, 1);
+	pool_build(s, &in->cpu, 0);
+	in->fj = xcalloc(n ? n : 1, sizeof(*in->fj));
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+		struct fs_job *f;
+
+		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel)
+			continue;
+		f = &in->fj[in->n++];
+		f->job = j;
+		f->user = j->user;
+		f->project = j->project;
+		f->gpu = j->gpu;
+		f->per_node = j->per_node;
+		f->size = j->cfg.nodes * j->per_node;
+		f->submit_us = j->submitted_us;
+		f->limit_ms = j->cfg.timeout_ms;
+		f->prio = j->cfg.priority;
+		f->wait_fp = &j->wait_fp;
+	}
+	fair_running_build(s, &in->run, now);
+	fair_usage_sync(s);
+	in->totals[0] = pool_total(&in->cpu);
+	in->totals[1] = pool_total(&in->gpu);
+	fs_pass_prepare(&in->pass, s->cc ? &s->cc->fairshare : NULL, s->fair_usage, now, in->fj,
+			in->n, in->run.v, in->run.nr, in->totals);
+}
+
+void fair_inputs_release(struct fair_inputs *in)
+{
+	fs_pass_release(&in->pass);
+	fair_running_release(&in->run);
+	free(in->fj);
+	free(in->gpu.n);
+	free(in->cpu.n);
+}
+
+/*
+ * Place pending jobs in priority order (fairshare.h: fair share, age, size,
+ * priority: among a user's own jobs), within the quotas; the first that
+ * waits gets a reservation and later ones backfill around it.
+ */
 void schedule_pending(struct sched *s)
 {
-	struct pool gpu = { NULL, 0, 1 }, cpu = { NULL, 0, 0 };
-	struct strbuf reason = STRBUF_INIT;
-	unsigned long long fp[2];   /* [p->gpu] */
+	static const struct fs_ops ops = { fair_try, fair_start, fair_wait, fair_fp };
+	struct fair_inputs in;
+	struct fair_ctx ctx;
+	struct fs_pool pools[2];
 	int any = 0;
 
-	for (size_t i = 0; i < s->nr_jobs; i++)
+	for (size_t i = 0; i < s->nr_jobs && !any; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
 			any = 1;
 	if (!any)
 		return;
-	pool_build(s, &gpu, 1);
-	pool_build(s, &cpu, 0);
-	fp[0] = pool_fingerprint(s, &cpu);
-	fp[1] = pool_fingerprint(s, &gpu);
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		struct job *j = s->jobs[i];
-		struct pool *p = j->gpu ? &gpu : &cpu;
-		struct place_result *res;
-		enum place_status st;
+	fair_inputs_prepare(s, &in);
+	ctx.s = s;
+	ctx.pools[0] = &in.cpu;
+	ctx.pools[1] = &in.gpu;
+	pools[0] = (struct fs_pool){ in.cpu.n, in.cpu.nr, in.totals[0] };
+	pools[1] = (struct fs_pool){ in.gpu.n, in.gpu.nr, in.totals[1] };
+	fs_pass_place(&in.pass, pools, in.run.v, in.run.nr, &ops, &ctx);
+	for (size_t i = 0; i < in.n; i++) {
+		struct fs_job *f = &in.fj[i];
+		struct job *j = f->job;
 
-		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel || j->wait_fp == fp[p->gpu])
+		if (strcmp(j->state, DT_JOB_PENDING))
 			continue;
-		res = xmalloc(sizeof(*res));
-		strbuf_reset(&reason);
-		st = job_try_place(s, j, p, res, &reason);
-		if (st == PLACE_OK && s->backend->gate && s->backend->gate(s, j, p, res, &reason))
-			st = PLACE_WAIT;   /* the backend's pre-launch steps first (backend.h) */
-		if (st != PLACE_OK)
-			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
-		if (st == PLACE_OK) {
-			j->hold = hold_make(s, j, p, res);
-			job_attempt_started(j);
-			fp[p->gpu] = pool_fingerprint(s, p);
-			json_decref(j->placement);
-			j->placement = placement_json(j->hold);
-			j->started_us = dt_now_us();
-			j->run_mono = dt_mono_ms();
-			j->ended_us = 0;
-			j->has_exit = 0;
-			j->failed_rank = -1;
-			free(j->failed_node);
-			j->failed_node = NULL;
-			free(j->launch_error);
-			j->launch_error = NULL;
-			json_array_clear(j->stalled);
-			set_reason(j, NULL);
-			j->launch = 1;
-			job_transition(s, j, DT_JOB_RUNNING);
-			write_placement_file(j);
-		} else if (!j->reason || strcmp(j->reason, reason.buf)) {
-			set_reason(j, "%s", reason.buf);
-			job_save(s, j);
-		}
-		free(res);
+		j->prio = f->priority;
+		j->f_fs = f->f_fs;
+		j->f_age = f->f_age;
+		j->f_size = f->f_size;
+		j->prio_pos = f->position;
+		j->prio_top = f->top;
+		j->expected_start_us = f->expected_start_us;
 	}
-	free(gpu.n);
-	free(cpu.n);
-	strbuf_release(&reason);
+	fair_inputs_release(&in);
 }

@@ -114,6 +114,7 @@ static void jobs_load(struct sched *s)
 		j->spec = json_incref(json_object_get(o, "spec"));
 		j->name = xstrdup(json_get_str(o, "name", "job"));
 		j->user = xstrdup(json_get_str(o, "user", ""));
+		j->project = xstrdup(json_get_str(o, "project", j->user));
 		j->job_dir = xstrdup(json_get_str(o, "job_dir", ""));
 		j->shared_dir = xstrdup(json_get_str(o, "shared_dir", ""));
 		if (json_get_str(o, "submit_dir", NULL))

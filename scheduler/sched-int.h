@@ -76,6 +76,7 @@ enum beacon_count {
 };
 
 struct jobs_stats;
+struct fs_usage;
 struct sched {
 	struct sched_opts o;
 	struct jobs_stats *jstats;  /* jobs-metrics.c: counters and histograms for /metrics */
@@ -119,6 +120,10 @@ struct sched {
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
+	/* fair share (acct.c): decayed usage per user and project, rebuilt from the
+	 * jobs' histories when the half-life it was made with changes */
+	struct fs_usage *fair_usage;
+	long long fair_usage_hl;
 };
 
 
@@ -261,11 +266,25 @@ void jobs_schedule_now(struct sched *s);
  *                   counts against it (quarantine.h), which may drain it
  *   hang.c          STALLED: attribute a hang at the first stall scan that
  *                   finds silent ranks, again while the latest named nobody
+ *   acct.c          ATTEMPT_ENDED: the attempt's GPU time into the fair-share
+ *                   usage; ENDED: the job's row in the acct table
  */
 void jobs_metrics_subscribe(struct sched *s);
 void fabric_subscribe(struct sched *s);
 void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
+/* acct.c: ATTEMPT_ENDED (its GPU time into the decayed usage), ENDED (the
+ * job's accounting row); also makes the acct table */
+int acct_subscribe(struct sched *s);
+/* the decayed usage, made (from every job's history) or remade when needed */
+void fair_usage_sync(struct sched *s);
+void acct_release(struct sched *s);
+/* the acct rows of jobs that ended before accounting was kept (after jobs_init) */
+void acct_backfill(struct sched *s);
+/* /metrics: GPUs in use and jobs pending per user and project */
+void acct_metrics(struct sched *s, struct strbuf *o);
+extern const struct dt_http_route acct_routes[];
+extern const size_t acct_nr_routes;
 
 /* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */

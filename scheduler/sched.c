@@ -141,6 +141,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	sample1(o, "dtsched_beacon_resyncs_total", NULL, NULL, (double)s->resyncs_sent);
 	jobs_metrics(s, o);
 	sweeps_metrics(s, o);
+	acct_metrics(s, o);
 	pthread_mutex_unlock(&s->lock);
 	prom_family(o, "dtsched_requests_total", "counter", "HTTP requests served.");
 	sample1(o, "dtsched_requests_total", NULL, NULL, (double)st.requests);
@@ -185,7 +186,7 @@ static int subscribe(struct sched *s)
 	fabric_subscribe(s);
 	quarantine_subscribe(s);
 	hang_subscribe(s);
-	return 0;
+	return acct_subscribe(s);
 }
 
 int sched_run(const struct sched_opts *o, int *ready_fd)
@@ -227,6 +228,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    sqlite3_errmsg(s->db));
 		goto fail;
 	}
+	acct_backfill(s);
 	if (s->nr)
 		dtlog(DTLOG_INFO, "loaded %zu node(s) from '%s'; waiting for their heartbeats",
 		      s->nr, path.buf);
@@ -241,13 +243,16 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->main_thread = pthread_self();
 	ho.bind = o->bind;
 	ho.port = o->port;
-	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, sizeof(*routes));
+	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes +
+			 acct_nr_routes, sizeof(*routes));
 	memcpy(routes, base_routes, sizeof(base_routes));
 	memcpy(routes + ARRAY_SIZE(base_routes), jobs_routes, jobs_nr_routes * sizeof(*routes));
 	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes, sweeps_routes,
 	       sweeps_nr_routes * sizeof(*routes));
+	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, acct_routes,
+	       acct_nr_routes * sizeof(*routes));
 	ho.routes = routes;
-	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes;
+	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes + acct_nr_routes;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
@@ -330,6 +335,7 @@ out:
 	json_decref(s->refused);
 	sweeps_release(s);
 	jobs_release(s);
+	acct_release(s);
 	free(routes);
 	sqlite3_finalize(s->st_node);
 	sqlite3_finalize(s->st_task);

@@ -241,7 +241,7 @@ static void sim_wait(void *ctx, struct fs_job *fj, const char *reason)
 {
 }
 
-static unsigned long long sim_fp(void *ctx, const struct place_node *n, size_t nr)
+static unsigned long long sim_fp(void *ctx, int gpu, const struct place_node *n, size_t nr)
 {
 	unsigned long long h = 1469598103934665603ULL;
 

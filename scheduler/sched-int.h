@@ -278,7 +278,7 @@ void hang_subscribe(struct sched *s);
 int acct_subscribe(struct sched *s);
 /* the decayed usage, made (from every job's history) or remade when needed */
 void fair_usage_sync(struct sched *s);
-void acct_release(struct sched *s);
+void acct_release(struct sched *s);   /* jobs_release() calls it */
 /* the acct rows of jobs that ended before accounting was kept (after jobs_init) */
 void acct_backfill(struct sched *s);
 /* /metrics: GPUs in use and jobs pending per user and project */

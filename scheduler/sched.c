@@ -335,7 +335,6 @@ out:
 	json_decref(s->refused);
 	sweeps_release(s);
 	jobs_release(s);
-	acct_release(s);
 	free(routes);
 	sqlite3_finalize(s->st_node);
 	sqlite3_finalize(s->st_task);

@@ -159,24 +159,65 @@ int fs_check_submit(const struct fairshare_config *cfg, const char *user, const 
 
 /* ------------------------------------------------------------ the pass */
 
-static size_t acct_find(struct fs_acct **v, size_t *nr, size_t *alloc, const char *name)
+/* names to indices into a pass's users or projects: open addressing, index + 1 */
+struct name_index {
+	int *slot;
+	size_t cap;
+};
+
+static unsigned long long name_hash(const char *s)
 {
-	for (size_t i = *nr; i-- > 0;)
-		if (!strcmp((*v)[i].name, name))
-			return i;
+	unsigned long long h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static void index_put(struct name_index *ix, const char *name, int i)
+{
+	size_t h = (size_t)name_hash(name) & (ix->cap - 1);
+
+	while (ix->slot[h])
+		h = (h + 1) & (ix->cap - 1);
+	ix->slot[h] = i + 1;
+}
+
+static size_t acct_find(struct fs_acct **v, size_t *nr, size_t *alloc, struct name_index *ix,
+			const char *name)
+{
+	size_t h;
+
+	if (ix->cap < 2 * (*nr + 1)) {
+		free(ix->slot);
+		ix->cap = ix->cap ? ix->cap * 4 : 64;
+		ix->slot = xcalloc(ix->cap, sizeof(*ix->slot));
+		for (size_t i = 0; i < *nr; i++)
+			index_put(ix, (*v)[i].name, (int)i);
+	}
+	for (h = (size_t)name_hash(name) & (ix->cap - 1); ix->slot[h]; h = (h + 1) & (ix->cap - 1))
+		if (!strcmp((*v)[ix->slot[h] - 1].name, name))
+			return (size_t)ix->slot[h] - 1;
 	ALLOC_GROW(*v, *nr + 1, *alloc);
 	memset(&(*v)[*nr], 0, sizeof(**v));
 	(*v)[*nr].name = name;
 	(*v)[*nr].project = -1;
+	ix->slot[h] = (int)*nr + 1;
 	return (*nr)++;
 }
 
 struct pass_build {
 	struct fs_pass *p;
 	size_t alloc_u, alloc_p;
+	struct name_index iu, ip;
 	const char *last_user;
 	size_t last_u;
 };
+
+static size_t project_of(struct pass_build *b, const char *name)
+{
+	return acct_find(&b->p->projects, &b->p->nr_projects, &b->alloc_p, &b->ip, name);
+}
 
 /* the index of user `name` (added with its default project when new) */
 static size_t user_of(struct pass_build *b, const char *name)
@@ -188,10 +229,10 @@ static size_t user_of(struct pass_build *b, const char *name)
 		name = "";
 	if (b->last_user && !strcmp(b->last_user, name))
 		return b->last_u;
-	u = acct_find(&p->users, &p->nr_users, &b->alloc_u, name);
+	u = acct_find(&p->users, &p->nr_users, &b->alloc_u, &b->iu, name);
 	if (p->users[u].project < 0)
-		p->users[u].project = (int)acct_find(&p->projects, &p->nr_projects, &b->alloc_p,
-						     fs_project_of(p->cfg, p->users[u].name, NULL));
+		p->users[u].project = (int)project_of(b, fs_project_of(p->cfg, p->users[u].name,
+									NULL));
 	b->last_user = p->users[u].name;
 	b->last_u = u;
 	return u;
@@ -219,15 +260,21 @@ static int by_user_then_prio(const void *a, const void *b)
 	return x->submit_us < y->submit_us ? -1 : x->submit_us > y->submit_us;
 }
 
-static int by_priority(const void *a, const void *b)
+struct order_key {
+	double priority;
+	long long submit_us;
+	size_t i;
+};
+
+static int by_key(const void *a, const void *b)
 {
-	const struct fs_job *x = *(struct fs_job *const *)a, *y = *(struct fs_job *const *)b;
+	const struct order_key *x = a, *y = b;
 
 	if (x->priority != y->priority)
 		return x->priority > y->priority ? -1 : 1;
 	if (x->submit_us != y->submit_us)
 		return x->submit_us < y->submit_us ? -1 : 1;
-	return x < y ? -1 : x > y;   /* the caller's order */
+	return x->i < y->i ? -1 : x->i > y->i;   /* the caller's order */
 }
 
 static void shares(struct fs_pass *p)
@@ -262,27 +309,30 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		     const struct fs_usage *usage, long long now_us, struct fs_job *jobs,
 		     size_t nr, const struct fs_running *run, size_t nr_run, const int totals[2])
 {
-	struct pass_build b = { p, 0, 0, NULL, 0 };
+	struct pass_build b;
 	long long max_age_us = (cfg ? cfg->max_age_ms : 7LL * 24 * 3600 * 1000) * 1000;
 	double w_fs = cfg ? cfg->w_fairshare : 10000, w_age = cfg ? cfg->w_age : 1000;
 	double w_size = cfg ? cfg->w_size : 100;
 	struct fs_job **tmp;
+	int any_prio = 0;
 
 	memset(p, 0, sizeof(*p));
+	memset(&b, 0, sizeof(b));
+	b.p = p;
 	p->cfg = cfg;
 	p->now_us = now_us;
 	for (size_t i = 0; cfg && i < cfg->nr_users; i++)
 		user_of(&b, cfg->users[i].name);
 	for (size_t i = 0; cfg && i < cfg->nr_projects; i++)
-		acct_find(&p->projects, &p->nr_projects, &b.alloc_p, cfg->projects[i].name);
+		project_of(&b, cfg->projects[i].name);
 	for (size_t i = 0; usage && i < usage->nr; i++)
 		if (!usage->v[i].project)
 			user_of(&b, usage->v[i].name);
 	for (size_t i = 0; i < nr_run; i++) {
 		struct fs_acct *u = &p->users[user_of(&b, run[i].user)];
-		struct fs_acct *pr = &p->projects[acct_find(&p->projects, &p->nr_projects,
-							    &b.alloc_p, run[i].project ?
-							    run[i].project : u->name)];
+		struct fs_acct *pr = &p->projects[run[i].project && *run[i].project ?
+						  project_of(&b, run[i].project) :
+						  (size_t)u->project];
 
 		if (run[i].gpu) {
 			u->gpus += run[i].size;
@@ -299,8 +349,8 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		struct fs_job *j = &jobs[i];
 
 		j->u = (int)user_of(&b, j->user);
-		j->p = (int)acct_find(&p->projects, &p->nr_projects, &b.alloc_p,
-				      fs_project_of(cfg, p->users[j->u].name, j->project));
+		j->p = j->project && *j->project ? (int)project_of(&b, j->project) :
+			p->users[j->u].project;
 		p->users[j->u].pending++;
 		p->projects[j->p].pending++;
 	}
@@ -347,12 +397,15 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 	/*
 	 * priority: orders only among a user's own jobs: the user's jobs keep the
 	 * set of priorities the factors gave them, handed out in priority: order
+	 * (only when some job has one: two sorts of the queue otherwise saved)
 	 */
-	qsort(p->order, nr, sizeof(*p->order), by_user_then_priority);
-	qsort(tmp, nr, sizeof(*tmp), by_user_then_prio);
-	{
+	for (size_t i = 0; i < nr && !any_prio; i++)
+		any_prio = jobs[i].prio != 0;
+	if (any_prio) {
 		double *pr = xmalloc((nr ? nr : 1) * sizeof(double));
 
+		qsort(p->order, nr, sizeof(*p->order), by_user_then_priority);
+		qsort(tmp, nr, sizeof(*tmp), by_user_then_prio);
 		for (size_t i = 0; i < nr; i++)
 			pr[i] = p->order[i]->priority;
 		for (size_t i = 0; i < nr; i++)
@@ -360,13 +413,30 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		free(pr);
 	}
 	free(tmp);
-	qsort(p->order, nr, sizeof(*p->order), by_priority);
+	{
+		/* the queue's order on flat keys: no pointer chasing in the comparisons */
+		struct order_key *k = xmalloc((nr ? nr : 1) * sizeof(*k));
+
+		for (size_t i = 0; i < nr; i++) {
+			k[i].priority = jobs[i].priority;
+			k[i].submit_us = jobs[i].submit_us;
+			k[i].i = i;
+		}
+		qsort(k, nr, sizeof(*k), by_key);
+		for (size_t i = 0; i < nr; i++)
+			p->order[i] = &jobs[k[i].i];
+		free(k);
+	}
+	free(b.iu.slot);
+	free(b.ip.slot);
 	for (size_t i = 0; i < nr; i++)
 		p->order[i]->position = (int)i + 1;
 }
 
 void fs_pass_release(struct fs_pass *p)
 {
+	free(p->reserved[0]);
+	free(p->reserved[1]);
 	free(p->users);
 	free(p->projects);
 	free(p->order);
@@ -394,6 +464,7 @@ static int over_quota(const struct fs_pass *p, const struct fs_job *j, struct st
 
 struct pool_state {
 	struct place_node *masked;    /* the pool with the reservation's slots taken, or NULL */
+	struct place_result *res;     /* those slots */
 	long long shadow_us;          /* when the reservation frees (0: unknown) */
 	unsigned long long fp;
 	struct fs_job *top;
@@ -456,6 +527,8 @@ static int reserve(const struct fs_ops *ops, void *ctx, struct fs_job *j, struct
 		ps->masked = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*ps->masked));
 		memcpy(ps->masked, pool->n, pool->nr * sizeof(*ps->masked));
 		mark(ps->masked, res, j->per_node, 1);
+		ps->res = xmalloc(sizeof(*ps->res));
+		memcpy(ps->res, res, sizeof(*res));
 		ps->shadow_us = when;
 		ps->top = j;
 		j->top = 1;
@@ -534,8 +607,13 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 		    reserve(ops, ctx, j, &pools[g], run, nr_run, s) && ops->fingerprint)
 			s->fp = ops->fingerprint(ctx, g, s->masked, pools[g].nr);
 	}
-	for (int g = 0; g < 2; g++)
+	for (int g = 0; g < 2; g++) {
 		free(ps[g].masked);
+		free(p->reserved[g]);
+		p->reserved[g] = ps[g].res;   /* the caller's until fs_pass_release() */
+		p->reserved_per_node[g] = ps[g].top ? ps[g].top->per_node : 0;
+		p->shadow_us[g] = ps[g].shadow_us;
+	}
 	free(res);
 	strbuf_release(&reason);
 	return started;

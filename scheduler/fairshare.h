@@ -128,6 +128,10 @@ struct fs_pass {
 	struct fs_job **order;    /* the pending jobs, highest priority first */
 	size_t nr;
 	double total_usage;
+	/* after fs_pass_place: each pool's reservation (the top job's slots), or NULL */
+	struct place_result *reserved[2];
+	int reserved_per_node[2];
+	long long shadow_us[2];   /* ... which frees then (0: unknown) */
 };
 
 /*

@@ -209,6 +209,20 @@ struct fair_inputs {
 };
 void fair_inputs_prepare(struct sched *s, struct fair_inputs *in);
 /*
+ * What the last full pass left (schedule_pending): the pools' fingerprints
+ * after it and each pool's reservation.  While the pools stay as they were,
+ * a step places only the jobs never tried (against the reservation) and the
+ * full pass, which sorts the whole queue, runs at most every second.
+ */
+struct fair_cache {
+	long long at_ms;          /* dt_mono_ms() of the last full pass, 0: none */
+	unsigned long long fp[2];
+	struct place_result *reserved[2];
+	int per_node[2];
+	long long shadow_us[2];
+};
+void fair_cache_free(struct sched *s);
+/*
  * At submission (lock held, cluster.yaml read): j's project, and the quotas
  * it can never get past (fairshare.h, fs_check_submit); a job without a
  * timeout gets max_time's.  0, or -1 with the numbers in err.

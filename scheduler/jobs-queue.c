@@ -419,18 +419,23 @@ int job_admit(struct sched *s, struct job *j, struct strbuf *err)
 	return 0;
 }
 
-void fair_inputs_prepare(struct sched *s, struct fair_inputs *in)
+static void fair_inputs_pools(struct sched *s, struct fair_inputs *in)
+{
+	memset(in, 0, sizeof(*in));
+	in->gpu.gpu = 1;
+	pool_build(s, &in->gpu, 1);
+	pool_build(s, &in->cpu, 0);
+}
+
+/* the rest of fair_inputs_prepare(), on the pools fair_inputs_pools() built */
+static void fair_inputs_rank(struct sched *s, struct fair_inputs *in)
 {
 	long long now = dt_now_us();
 	size_t n = 0;
 
-	memset(in, 0, sizeof(*in));
-	in->gpu.gpu = 1;
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
 			n++;
-	pool_build(s, &in->gpu, 1);
-	pool_build(s, &in->cpu, 0);
 	in->fj = xcalloc(n ? n : 1, sizeof(*in->fj));
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
@@ -458,6 +463,12 @@ void fair_inputs_prepare(struct sched *s, struct fair_inputs *in)
 			in->n, in->run.v, in->run.nr, in->totals);
 }
 
+void fair_inputs_prepare(struct sched *s, struct fair_inputs *in)
+{
+	fair_inputs_pools(s, in);
+	fair_inputs_rank(s, in);
+}
+
 void fair_inputs_release(struct fair_inputs *in)
 {
 	fs_pass_release(&in->pass);
@@ -467,10 +478,102 @@ void fair_inputs_release(struct fair_inputs *in)
 	free(in->cpu.n);
 }
 
+void fair_cache_free(struct sched *s)
+{
+	if (!s->fair_cache)
+		return;
+	free(s->fair_cache->reserved[0]);
+	free(s->fair_cache->reserved[1]);
+	free(s->fair_cache);
+	s->fair_cache = NULL;
+}
+
+#define FAIR_FULL_NEW_MS 1000     /* new jobs get their place in the queue this soon */
+#define FAIR_FULL_IDLE_MS 5000    /* the factors (age, decay) are refreshed this often */
+
+/* Do quotas apply to j (then only the full pass, which counts them, places it)? */
+static int fair_limited(const struct sched *s, const struct job *j)
+{
+	const struct fairshare_config *cfg = s->cc ? &s->cc->fairshare : NULL;
+
+	for (int k = 0; k < 2; k++) {
+		struct fs_limits l = fs_limits_of(cfg, k, k ? j->project : j->user);
+
+		if (j->gpu ? l.max_gpus : l.max_slots)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Between full passes, with the pools as the last one left them: place the
+ * jobs never tried, on the slots the reservations leave (or on them, when the
+ * job's timeout ends before the reservation starts), as the full pass would
+ * after the top job.  0, or -1 when a full pass is needed now.
+ */
+static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct fair_cache *c)
+{
+	struct fair_ctx ctx = { s, { &in->cpu, &in->gpu } };
+	struct place_node *masked[2] = { NULL, NULL };
+	struct place_result *res = xmalloc(sizeof(*res));
+	struct strbuf reason = STRBUF_INIT;
+	long long now = dt_now_us();
+	int ret = 0;
+
+	for (size_t i = 0; i < s->nr_jobs && !ret; i++) {
+		struct job *j = s->jobs[i];
+		int g = j->gpu ? 1 : 0;
+		struct pool *p = ctx.pools[g];
+		struct fs_job fj;
+		enum place_status st;
+
+		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel || j->wait_fp)
+			continue;
+		if (fair_limited(s, j)) {
+			ret = -1;
+			break;
+		}
+		if (!masked[g]) {
+			masked[g] = xmalloc((p->nr ? p->nr : 1) * sizeof(*masked[g]));
+			memcpy(masked[g], p->n, p->nr * sizeof(*masked[g]));
+			if (c->reserved[g])
+				placement_commit(masked[g], c->reserved[g], c->per_node[g]);
+		}
+		memset(&fj, 0, sizeof(fj));
+		fj.job = j;
+		strbuf_reset(&reason);
+		st = fair_try(&ctx, &fj, masked[g], p->nr, 0, res, &reason);
+		if (st == PLACE_WAIT && c->reserved[g] && c->shadow_us[g] && j->cfg.timeout_ms > 0 &&
+		    now + j->cfg.timeout_ms * 1000 <= c->shadow_us[g]) {
+			struct strbuf r2 = STRBUF_INIT;
+
+			if (fair_try(&ctx, &fj, p->n, p->nr, 0, res, &r2) == PLACE_OK)
+				st = PLACE_OK;
+			strbuf_release(&r2);
+		}
+		if (st == PLACE_OK) {
+			placement_commit(masked[g], res, j->per_node);
+			fair_start(&ctx, &fj, res);   /* marks p: the next step makes a full pass */
+			continue;
+		}
+		j->wait_fp = pool_fingerprint(s, &(struct pool){ masked[g], p->nr, g });
+		fair_wait(&ctx, &fj, reason.buf);
+	}
+	free(masked[0]);
+	free(masked[1]);
+	free(res);
+	strbuf_release(&reason);
+	return ret;
+}
+
 /*
  * Place pending jobs in priority order (fairshare.h: fair share, age, size,
  * priority: among a user's own jobs), within the quotas; the first that
- * waits gets a reservation and later ones backfill around it.
+ * waits gets a reservation and later ones backfill around it.  The full pass
+ * sorts the whole queue: it runs when the pools changed (an attempt started
+ * or ended, a node came or went, cluster.yaml changed), every second while
+ * new jobs arrive and every 5 s otherwise; in between, the new jobs are
+ * placed as the full pass would place them behind the top job.
  */
 void schedule_pending(struct sched *s)
 {
@@ -478,14 +581,33 @@ void schedule_pending(struct sched *s)
 	struct fair_inputs in;
 	struct fair_ctx ctx;
 	struct fs_pool pools[2];
-	int any = 0;
+	struct fair_cache *c;
+	unsigned long long fp[2];
+	long long now_ms = dt_mono_ms();
+	int any = 0, untried = 0, unranked = 0;
 
-	for (size_t i = 0; i < s->nr_jobs && !any; i++)
-		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel) {
 			any = 1;
+			untried |= !s->jobs[i]->wait_fp;
+			unranked |= !s->jobs[i]->prio_pos;
+		}
 	if (!any)
 		return;
-	fair_inputs_prepare(s, &in);
+	if (!s->fair_cache)
+		s->fair_cache = xcalloc(1, sizeof(*s->fair_cache));
+	c = s->fair_cache;
+	fair_inputs_pools(s, &in);
+	fp[0] = pool_fingerprint(s, &in.cpu);
+	fp[1] = pool_fingerprint(s, &in.gpu);
+	if (c->at_ms && fp[0] == c->fp[0] && fp[1] == c->fp[1] &&
+	    now_ms - c->at_ms < (unranked ? FAIR_FULL_NEW_MS : FAIR_FULL_IDLE_MS) &&
+	    (!untried || !fair_place_new(s, &in, c))) {
+		free(in.gpu.n);
+		free(in.cpu.n);
+		return;
+	}
+	fair_inputs_rank(s, &in);
 	ctx.s = s;
 	ctx.pools[0] = &in.cpu;
 	ctx.pools[1] = &in.gpu;
@@ -505,6 +627,16 @@ void schedule_pending(struct sched *s)
 		j->prio_pos = f->position;
 		j->prio_top = f->top;
 		j->expected_start_us = f->expected_start_us;
+	}
+	c->at_ms = now_ms;
+	c->fp[0] = pool_fingerprint(s, &in.cpu);
+	c->fp[1] = pool_fingerprint(s, &in.gpu);
+	for (int g = 0; g < 2; g++) {
+		free(c->reserved[g]);
+		c->reserved[g] = in.pass.reserved[g];
+		in.pass.reserved[g] = NULL;
+		c->per_node[g] = in.pass.reserved_per_node[g];
+		c->shadow_us[g] = in.pass.shadow_us[g];
 	}
 	fair_inputs_release(&in);
 }

@@ -232,6 +232,7 @@ void jobs_release(struct sched *s)
 	free(s->jstats);
 	s->jstats = NULL;
 	acct_release(s);
+	fair_cache_free(s);
 	/* launch threads still out (each request times out within seconds) */
 	for (int waited = 0;; waited++) {
 		int n;

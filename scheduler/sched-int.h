@@ -77,6 +77,7 @@ enum beacon_count {
 
 struct jobs_stats;
 struct fs_usage;
+struct fair_cache;
 struct sched {
 	struct sched_opts o;
 	struct jobs_stats *jstats;  /* jobs-metrics.c: counters and histograms for /metrics */
@@ -124,6 +125,7 @@ struct sched {
 	 * jobs' histories when the half-life it was made with changes */
 	struct fs_usage *fair_usage;
 	long long fair_usage_hl;
+	struct fair_cache *fair_cache;   /* jobs-queue.c (jobs-int.h) */
 };
 
 

@@ -329,10 +329,11 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		if (!usage->v[i].project)
 			user_of(&b, usage->v[i].name);
 	for (size_t i = 0; i < nr_run; i++) {
-		struct fs_acct *u = &p->users[user_of(&b, run[i].user)];
-		struct fs_acct *pr = &p->projects[run[i].project && *run[i].project ?
-						  project_of(&b, run[i].project) :
-						  (size_t)u->project];
+		/* the index first: user_of() and project_of() may move the arrays */
+		size_t ui = user_of(&b, run[i].user);
+		size_t pi = run[i].project && *run[i].project ? project_of(&b, run[i].project) :
+			(size_t)p->users[ui].project;
+		struct fs_acct *u = &p->users[ui], *pr = &p->projects[pi];
 
 		if (run[i].gpu) {
 			u->gpus += run[i].size;

@@ -145,6 +145,51 @@ static void test_priority_order(void **state)
 	fs_usage_release(&u);
 }
 
+/* What runs counts for the quotas (per user and project) and the usage, users first seen there. */
+static void test_running_counts(void **state)
+{
+	static const int node[1] = { 0 }, nslots[1] = { 2 }, slot0[2] = { 0, 1 };
+	static const int *const slot[1] = { slot0 };
+	struct fs_running run[3];
+	struct fs_usage u;
+	struct fs_job j[1];
+	struct fs_pass p;
+	int totals[2] = { 8, 8 };
+
+	fs_usage_init(&u, 3600 * 1000);
+	memset(run, 0, sizeof(run));
+	for (int i = 0; i < 3; i++) {
+		run[i].gpu = i < 2;
+		run[i].start_us = 0;
+		run[i].nr = 1;
+		run[i].node = node;
+		run[i].nslots = nslots;
+		run[i].slot = slot;
+		run[i].size = 2;
+	}
+	run[0].user = "x";
+	run[1].user = "y";
+	run[1].project = "p";
+	run[2].user = "x";
+	mkjob(&j[0], "z", 1, 0, 0);
+	fs_pass_prepare(&p, NULL, &u, HOUR_US, j, 1, run, 3, totals);
+	assert_int_equal(p.nr_users, 3);
+	assert_string_equal(p.users[0].name, "x");
+	assert_int_equal(p.users[0].gpus, 2);
+	assert_int_equal(p.users[0].slots, 2);
+	assert_int_equal(p.users[1].gpus, 2);
+	assert_string_equal(p.projects[p.users[0].project].name, "x");
+	/* y's job counts to project p, y's own project has nothing */
+	for (size_t i = 0; i < p.nr_projects; i++)
+		assert_int_equal(p.projects[i].gpus, !strcmp(p.projects[i].name, "x") ||
+				 !strcmp(p.projects[i].name, "p") ? 2 : 0);
+	/* two GPUs for an hour so far, decayed as of now */
+	assert_true(fabs(p.users[0].usage - fs_decayed(&u, 2, 0, HOUR_US, HOUR_US)) < 1e-6);
+	assert_true(j[0].f_fs == 1 && p.users[2].factor == 1);
+	fs_pass_release(&p);
+	fs_usage_release(&u);
+}
+
 static void test_submit_limits(void **state)
 {
 	struct cluster_config cc;
@@ -508,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_usage_decay),
 		cmocka_unit_test(test_priority_order),
+		cmocka_unit_test(test_running_counts),
 		cmocka_unit_test(test_submit_limits),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_five_users),

@@ -828,6 +828,51 @@ out:
 	pthread_mutex_unlock(&a->lock);
 }
 
+/*
+ * POST /v1/tasks/<id>/signal {signal}: the task's supervisor is asked (SIGHUP
+ * queued with the signal as its value: supervise.c) to send it to every
+ * process of the task's tree, as it does for a stop; the task goes on.
+ */
+static void h_task_signal(struct dt_http_request *req, struct dt_http_response *resp,
+			  void *data)
+{
+	struct agent *a = data;
+	struct task *t;
+	json_t *g = json_object_get(req->json, "signal");
+	union sigval v;
+
+	if (!json_is_integer(g) || json_integer_value(g) < 1 ||
+	    json_integer_value(g) > DT_SIGNAL_MAX) {
+		dt_http_error(resp, 400, "'signal' must be an integer from 1 to %d", DT_SIGNAL_MAX);
+		return;
+	}
+	v.sival_int = (int)json_integer_value(g);
+	pthread_mutex_lock(&a->lock);
+	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+	if (!t) {
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
+		goto out;
+	}
+	task_refresh(a, t);
+	if (task_state_final(t->state) || !t->sup_pid ||
+	    !proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+		dt_http_error(resp, 409, "task '%s' on node '%s' is %s: not signalled", t->id,
+			      a->name, task_state_name(t->state));
+		goto out;
+	}
+	if (sigqueue((pid_t)t->sup_pid, SIGHUP, v) < 0) {
+		dt_http_error(resp, 500, "cannot signal the supervisor %lld of task '%s': %s",
+			      t->sup_pid, t->id, strerror(errno));
+		goto out;
+	}
+	dtlog(DTLOG_INFO, "task %s: signal %d (%s) requested", t->id, v.sival_int,
+	      strsignal(v.sival_int));
+	dt_http_json(resp, 200, json_pack("{s:o}", "task", task_to_json(t, 1)));
+out:
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
@@ -1181,6 +1226,7 @@ static const struct dt_http_route routes[] = {
 	{ "GET", DT_PATH_TASKS, 0, h_task_list },
 	{ "GET", DT_PATH_TASK, 0, h_task_get },
 	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
+	{ "POST", DT_PATH_TASK_SIGNAL, 0, h_task_signal },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 

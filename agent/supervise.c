@@ -5,7 +5,8 @@
  *   load <home>/tasks/<id>.json (state "starting") -> become the subreaper ->
  *   open the log -> make the cgroup -> fork the task (it waits on a pipe
  *   until it has been moved into the cgroup, then execs) -> save "running" ->
- *   loop: copy output to the log, reap children, handle stop requests ->
+ *   loop: copy output to the log, reap children, handle stop requests and
+ *   signals to pass on (SIGHUP queued by the agent, its value the signal) ->
  *   after the main process ended, kill what is left of its tree, wait until
  *   nothing is left -> save "exited" with the exit code -> remove the cgroup.
  *
@@ -1017,6 +1018,15 @@ int supervise_main(const char *home, const char *id)
 					if (si.ssi_code == SI_QUEUE && si.ssi_int >= 0)
 						g = si.ssi_int;
 					request_stop(&s, g);
+				} else if (si.ssi_signo == SIGHUP && si.ssi_code == SI_QUEUE &&
+					   si.ssi_int >= 1 && si.ssi_int <= DT_SIGNAL_MAX &&
+					   !s.main_done) {
+					/* the agent's POST /v1/tasks/<id>/signal: passed on
+					 * to the whole tree; a plain SIGHUP is ignored */
+					struct proc_tree pt = tree_of(&s);
+
+					dtlog(DTLOG_INFO, "task %s: signal %d to %d process(es)",
+					      s.t.id, si.ssi_int, proc_tree_signal(&pt, si.ssi_int));
 				}
 			}
 		}

@@ -127,6 +127,12 @@
  * DELETE /v1/tasks/<id>               stop: SIGTERM to the whole tree, SIGKILL
  *   <- {grace_ms?}  (optional body)    after grace, then verified gone
  *   -> 202 {protocol, task: TASK}      (state "stopping", or final if already)
+ * POST /v1/tasks/<id>/signal          send signal N to every process of the
+ *   <- {signal: N}  (1 .. 64)          task's tree, which goes on running (its
+ *   -> 200 {protocol, task: TASK}      supervisor signals it: the tree as for a
+ *                                      stop); 409 when the task is final (nothing
+ *                                      sent), 404 unknown (also from agents older
+ *                                      than this route), 400 a bad signal
  *
  * TASK = {id, state, argv, shell, cwd, log, env_keys: [names], job_id, rank,
  *         cuda_visible_devices, pid, pgid, supervisor_pid, cgroup (path or null),
@@ -151,6 +157,9 @@
 #define DT_TASKS_BATCH_MAX 256
 #define DT_PATH_TASK_PREFIX "/v1/tasks/"
 #define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
+#define DT_PATH_SIGNAL_SUFFIX "/signal"
+#define DT_PATH_TASK_SIGNAL DT_PATH_TASK DT_PATH_SIGNAL_SUFFIX
+#define DT_SIGNAL_MAX 64          /* signals 1 .. 64 (SIGRTMAX on Linux) */
 #define DT_PATH_INVENTORY "/v1/inventory"
 
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
@@ -445,6 +454,12 @@
  * stall detection first finds silent ranks (events.log: "ATTRIBUTION ..."). */
 #define DT_PATH_DEBUG_SUFFIX "/debug"
 #define DT_PATH_JOB_DEBUG DT_PATH_JOB DT_PATH_DEBUG_SUFFIX
+/* POST /v1/jobs/<id>/signal           send signal N to every rank of the job's
+ *   <- {signal: N}  (1 .. 64)          running attempt (the backend's signal:
+ *   -> {protocol, job: id, signal, tasks}   scheduler/backend.h); the job goes on
+ *   409 not running (or still launching), 400 a bad signal, 501 the cluster's
+ *   backend cannot signal ranks, 502 no task of it could be reached */
+#define DT_PATH_JOB_SIGNAL DT_PATH_JOB DT_PATH_SIGNAL_SUFFIX
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"

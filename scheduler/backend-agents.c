@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "strvec.h"
 #include "usage.h"
 
 #include <signal.h>
@@ -510,6 +511,116 @@ static enum attempt_status agents_attempt_poll(struct sched *s, struct job *j,
 	return all_ok ? ATTEMPT_COMPLETED : ATTEMPT_RUNNING;
 }
 
+/* The ranks of the attempt on j->hold whose task is not final (backend.h). */
+static size_t agents_live_ranks(struct sched *s, const struct job *j, struct rank_live **v,
+				size_t *alloc)
+{
+	size_t nr = 0;
+
+	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
+		const struct htask *t = &j->hold->tasks[i];
+		struct node *n = node_find(s, t->node);
+		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
+		int ranks = t->rank >= 0 ? 1 : j->world;
+
+		if (ht && task_final(ht))
+			continue;
+		/* the mpirun task: every rank of the world, by its pid */
+		for (int r = 0; r < ranks; r++) {
+			ALLOC_GROW(*v, nr + 1, *alloc);
+			(*v)[nr].rank = t->rank >= 0 ? t->rank : r;
+			(*v)[nr].node = t->node;
+			(*v)[nr].pid = json_get_int(ht, "pid", 0);
+			nr++;
+		}
+	}
+	return nr;
+}
+
+/* What the agents said of the attempt's log writes (backend.h). */
+static void agents_log_loss(struct sched *s, const struct job *j, long long *lost, char **err)
+{
+	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
+		struct node *n = node_find(s, j->hold->tasks[i].node);
+		json_t *ht = n ? json_object_get(n->tasks, j->hold->tasks[i].id) : NULL;
+
+		*lost += json_get_int(ht, "log_lost_lines", 0);
+		if (!*err && json_get_str(ht, "log_error", NULL))
+			*err = xstrdup(json_get_str(ht, "log_error", NULL));
+	}
+}
+
+#define SIGNAL_TIMEOUT_MS 5000
+
+/*
+ * Signal sig to every rank of j's running attempt (backend.h): one POST
+ * /v1/tasks/<id>/signal for each of its tasks (an mpi job's mpirun and the
+ * orteds it started, whose trees hold the ranks), all at once; the
+ * supervisors pass it on to every process of their tree.  Lock NOT held.
+ */
+static int agents_signal(struct sched *s, struct job *j, int sig, struct strbuf *err)
+{
+	struct agent_call *c = NULL;
+	struct strvec paths = STRVEC_INIT;
+	size_t nr = 0, alloc = 0;
+	int ok = 0;
+	json_t *body = json_pack("{s:i}", "signal", sig);
+
+	pthread_mutex_lock(&s->lock);
+	if (strcmp(j->state, DT_JOB_RUNNING) || !j->hold || j->launch || j->cancel) {
+		strbuf_addf(err, "job %s is %s: no attempt of it is running", j->id,
+			    strcmp(j->state, DT_JOB_RUNNING) ? j->state :
+			    j->cancel ? "being cancelled" : "being launched");
+		pthread_mutex_unlock(&s->lock);
+		json_decref(body);
+		return -1;
+	}
+	for (int k = 0; k < j->hold->nr; k++) {
+		struct node *n = node_find(s, j->hold->place[k].node);
+		const char *id;
+		json_t *t;
+
+		if (!n || node_gone(n))
+			continue;
+		json_object_foreach(n->tasks, id, t) {
+			int ours = is_orted_of(id, j, j->attempt);
+
+			for (size_t i = 0; !ours && i < j->hold->nr_tasks; i++)
+				ours = !strcmp(j->hold->tasks[i].id, id) &&
+					!strcmp(j->hold->tasks[i].node, n->name);
+			if (!ours || task_final(t))
+				continue;
+			strvec_pushf(&paths, "%s%s%s", DT_PATH_TASK_PREFIX, id,
+				     DT_PATH_SIGNAL_SUFFIX);
+			ALLOC_GROW(c, nr + 1, alloc);
+			agent_call_init(&c[nr], s, n, NULL, SIGNAL_TIMEOUT_MS);
+			c[nr].body = json_incref(body);
+			nr++;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < nr; i++)
+		c[i].path = paths.v[i];   /* paths.v moves while it grows: set once it is done */
+	agent_calls(c, nr);
+	for (size_t i = 0; i < nr; i++) {
+		if (c[i].status == 200) {
+			ok++;
+		} else if (c[i].status != 409) {   /* 409: it ended meanwhile */
+			dtlog(DTLOG_WARN, "job %s: cannot signal '%s' on '%s': %s", j->id,
+			      c[i].path, c[i].name, c[i].err.buf);
+			if (!err->len)
+				strbuf_addf(err, "node '%s': %s", c[i].name, c[i].err.buf);
+		}
+		agent_call_release(&c[i]);
+	}
+	if (!ok && !err->len)
+		strbuf_addf(err, "job %s: none of its ranks is running", j->id);
+	free(c);
+	strvec_clear(&paths);
+	json_decref(body);
+	return ok ? ok : -1;
+}
+
 /* Once a step: stop what is left of attempts that are over, and orphans. */
 static void agents_step(struct sched *s, struct actions *a)
 {
@@ -525,4 +636,7 @@ const struct sched_backend agents_backend = {
 	.attempt_poll = agents_attempt_poll,
 	.describe = agents_describe,
 	.step = agents_step,
+	.live_ranks = agents_live_ranks,
+	.log_loss = agents_log_loss,
+	.signal = agents_signal,
 };

@@ -48,6 +48,13 @@ struct attempt_end {
 	struct strbuf why;        /* "exited with code 3", "node 'n2' went down ..." */
 };
 
+/* a rank of a running attempt that is still live (live_ranks) */
+struct rank_live {
+	int rank;                 /* its rank in the world */
+	const char *node;         /* where it runs (the hold's; valid under the lock) */
+	long long pid;            /* its process (or its task's) id, 0: not known */
+};
+
 struct sched_backend {
 	const char *name;         /* "agents" */
 	/*
@@ -80,6 +87,36 @@ struct sched_backend {
 	 * (their tasks, orphans).  NULL: nothing to do.
 	 */
 	void (*step)(struct sched *s, struct actions *a);
+	/*
+	 * The ranks of j's running attempt (launched, on j->hold) that have not
+	 * ended, appended to *v (ALLOC_GROW with *alloc); their number.  Stall
+	 * detection (jobs.c) scans only these.  Lock held.  NULL: the backend
+	 * cannot tell; every rank of the world counts as live, on the node the
+	 * placement gave it, pid not known.
+	 */
+	size_t (*live_ranks)(struct sched *s, const struct job *j, struct rank_live **v,
+			     size_t *alloc);
+	/*
+	 * Output lines of j's attempt (on j->hold) that its ranks could not
+	 * write to their logs, as the backend learnt them (agents: the tasks'
+	 * log_lost_lines and log_error): added to *lost; *err (owned) set to the
+	 * first write error when it is NULL.  Lock held.  NULL: the backend
+	 * cannot tell; only the job's own records (mpi: ranks/<r>.json) count.
+	 */
+	void (*log_loss)(struct sched *s, const struct job *j, long long *lost, char **err);
+	/*
+	 * Send signal sig (1 .. 64) to every rank of j's running attempt, at
+	 * once, without stopping it (agents: POST /v1/tasks/<id>/signal to each
+	 * of its tasks, mpi jobs' orteds included, whose supervisors signal
+	 * every process of the task's tree).  Lock NOT held: it takes it to read
+	 * the attempt and makes its calls without it.  The number of tasks
+	 * signalled, or -1 with why in err (no attempt running, or no task of
+	 * it could be reached).  A stop (SIGTERM, grace, SIGKILL, verified gone)
+	 * is not a signal: the lifecycle ends the attempt and the backend's
+	 * step stops it.  NULL: the backend cannot signal ranks (the caller
+	 * says so: 501).
+	 */
+	int (*signal)(struct sched *s, struct job *j, int sig, struct strbuf *err);
 };
 
 /* job.c: an empty end (rank -1), and its release */

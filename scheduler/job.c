@@ -506,13 +506,6 @@ void job_attempt_started(struct job *j)
 
 	if (!j->first_started_us)
 		j->first_started_us = now;
-	if (j->restart_from_us) {
-		long long wait = now > j->restart_from_us ? now - j->restart_from_us : 0;
-
-		j->lost_us += wait;
-		j->lost_slot_s += (double)wait / 1e6 * j->restart_world;
-		j->restart_from_us = 0;
-	}
 	j->world = j->per_node * j->hold->nr;   /* an elastic restart may have fewer nodes */
 }
 

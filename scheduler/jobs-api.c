@@ -329,6 +329,74 @@ static void h_job_cancel(struct dt_http_request *req, struct dt_http_response *r
 	job_reply(req, resp, data, 1);
 }
 
+/* one POST /v1/jobs/<id>/signal, off the server's thread */
+struct signal_work {
+	struct sched *s;
+	struct job *j;            /* jobs are freed only at exit (jobs_release) */
+	int sig;
+};
+
+static json_t *signal_work(void *arg, int *status)
+{
+	struct signal_work *w = arg;
+	struct strbuf err = STRBUF_INIT;
+	int n = w->s->backend->signal(w->s, w->j, w->sig, &err);
+	json_t *reply;
+
+	if (n >= 0) {
+		dtlog(DTLOG_INFO, "job %s: signal %d (%s) sent to %d task(s)", w->j->id, w->sig,
+		      strsignal(w->sig), n);
+		reply = json_pack("{s:s,s:i,s:i}", "job", w->j->id, "signal", w->sig, "tasks", n);
+	} else {
+		pthread_mutex_lock(&w->s->lock);
+		*status = strcmp(w->j->state, DT_JOB_RUNNING) || !w->j->hold || w->j->launch ||
+			w->j->cancel ? 409 : 502;
+		pthread_mutex_unlock(&w->s->lock);
+		reply = json_pack("{s:s}", "error", err.buf);
+	}
+	strbuf_release(&err);
+	return reply;
+}
+
+/*
+ * POST /v1/jobs/<id>/signal {signal}: signal N to every rank of the job's
+ * running attempt, through the backend (backend.h), which makes its calls
+ * off the server's thread.
+ */
+static void h_job_signal(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	json_t *g = json_object_get(req->json, "signal");
+	struct signal_work *w;
+	struct job *j;
+
+	if (dt_http_offloaded(req, resp))
+		return;
+	if (!json_is_integer(g) || json_integer_value(g) < 1 ||
+	    json_integer_value(g) > DT_SIGNAL_MAX) {
+		dt_http_error(resp, 400, "'signal' must be an integer from 1 to %d", DT_SIGNAL_MAX);
+		return;
+	}
+	if (!s->backend->signal) {
+		dt_http_error(resp, 501, "the '%s' backend cannot signal a job's ranks",
+			      s->backend->name);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, dt_http_arg(req, "id"));
+	if (!j) {
+		pthread_mutex_unlock(&s->lock);
+		dt_http_error(resp, 404, "no job '%s'", dt_http_arg(req, "id"));
+		return;
+	}
+	pthread_mutex_unlock(&s->lock);
+	w = xcalloc(1, sizeof(*w));
+	w->s = s;
+	w->j = j;
+	w->sig = (int)json_integer_value(g);
+	dt_http_offload(s->srv, req, resp, signal_work, w, free, 30000);
+}
+
 /* ------------------------------------------- internal API (sweeps.c) */
 
 /*
@@ -440,6 +508,11 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	return 0;
 }
 
+const char *jobs_id(const struct job *j)
+{
+	return j->id;
+}
+
 /* Place pending jobs now (a sweep just queued trials); lock held. */
 void jobs_schedule_now(struct sched *s)
 {
@@ -453,5 +526,6 @@ const struct dt_http_route jobs_routes[] = {
 	{ "POST", DT_PATH_JOB_CANCEL, 0, h_job_cancel },
 	{ "POST", DT_PATH_JOB_WAIT, 0, h_job_wait },
 	{ "POST", DT_PATH_JOB_DEBUG, 0, h_job_debug },   /* hang.c */
+	{ "POST", DT_PATH_JOB_SIGNAL, 0, h_job_signal },
 };
 const size_t jobs_nr_routes = ARRAY_SIZE(jobs_routes);

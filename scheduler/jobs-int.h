@@ -3,7 +3,8 @@
  * job.c (the job object, job_transition), hold.c (held slots), jobs-queue.c
  * (queue, placement), the agents backend (backend-agents.c, jobs-launch.c,
  * fabric-head.c, probe.c, agentcall.c), jobs.c (the lifecycle), the event
- * subscribers (jobs-metrics.c, quarantine-head.c, hang.c) and jobs-api.c
+ * subscribers (jobs-metrics.c, quarantine-head.c, hang.c, goodput-head.c)
+ * and jobs-api.c
  * (the HTTP API).  Private to them; sched-int.h is
  * what the rest of dtsched sees.  Locking as in sched-int.h: s->lock guards
  * all of it unless a function says otherwise.
@@ -154,7 +155,7 @@ int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
 void job_rel(const struct job *j, const char *name, struct strbuf *rel);
-/* A new attempt of j starts on hold j->hold: its world size, the restart's cost. */
+/* A new attempt of j starts on hold j->hold: its world size, the first start. */
 void job_attempt_started(struct job *j);
 void job_file(const struct job *j, const char *name, const char *data, size_t len);
 void job_file_mode(const struct job *j, const char *name, const char *data, size_t len, mode_t mode);

@@ -32,7 +32,6 @@
  * DOWN comes back with its ranks still running) are stopped too.
  */
 #include "jobs-int.h"
-#include "goodput.h"
 #include "jobspec.h"
 #include "json.h"
 #include "log.h"
@@ -272,40 +271,34 @@ void jobs_release(struct sched *s)
  * requeue for a retry or end in `state`.  Lock held. */
 /*
  * Output lines this attempt's ranks could not write to their logs (full or
- * failing shared disk): from the agents' task states, and for mpi jobs from
- * ranks/<r>.json, which each rank logger writes at its end.
+ * failing shared disk): what the backend learnt (backend.h, log_loss; the
+ * agents' task states), and for mpi jobs ranks/<r>.json, which each rank
+ * logger writes at its end.
  */
 static void count_log_loss(struct sched *s, struct job *j)
 {
 	long long lost = 0;
-	const char *err = NULL;
-	char *mpi_err = NULL;
+	char *err = NULL;
 	json_t *recs, *o;
 	size_t r;
 
-	for (size_t i = 0; j->hold && i < j->hold->nr_tasks; i++) {
-		struct node *n = node_find(s, j->hold->tasks[i].node);
-		json_t *ht = n ? json_object_get(n->tasks, j->hold->tasks[i].id) : NULL;
-
-		lost += json_get_int(ht, "log_lost_lines", 0);
-		if (!err)
-			err = json_get_str(ht, "log_error", NULL);
-	}
+	if (s->backend->log_loss && j->hold)
+		s->backend->log_loss(s, j, &lost, &err);
 	recs = j->cfg.launcher == LAUNCHER_MPI ? mpi_rank_records(j) : json_array();
 	json_array_foreach(recs, r, o) {
 		lost += json_get_int(o, "log_lost_lines", 0);
-		if (!err && !mpi_err && json_get_str(o, "log_error", NULL))
-			mpi_err = xstrdup(json_get_str(o, "log_error", NULL));
+		if (!err && json_get_str(o, "log_error", NULL))
+			err = xstrdup(json_get_str(o, "log_error", NULL));
 	}
 	json_decref(recs);
-	if (lost || err || mpi_err) {
+	if (lost || err) {
 		j->log_lost_lines += lost;
 		if (!j->log_error)
-			j->log_error = xstrdup(err ? err : mpi_err ? mpi_err : "write error");
+			j->log_error = xstrdup(err ? err : "write error");
 		dtlog(DTLOG_WARN, "job %s: %lld output line(s) of its ranks could not be logged: %s",
 		      j->id, lost, j->log_error);
 	}
-	free(mpi_err);
+	free(err);
 }
 
 /*
@@ -346,25 +339,29 @@ static void stalls_cleared(struct job *j, const json_t *now_stalled, const char 
 
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
-	int retry;
+	const char *ended = state;
+	int strict, retry;
 
 	count_log_loss(s, j);
+	strict = j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED);
+	if (strict)
+		state = DT_JOB_FAILED;
+	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+		j->attempt < j->cfg.retries && !j->cancel;
 	{
-		/* its subscribers (the fabric test's verdict) read the hold, and may
-		 * say why in j->reason */
-		struct job_event_info info = { .rank = -1, .from = j->state, .to = state };
+		/* its subscribers (the fabric test's verdict, goodput's lost work)
+		 * read the hold and the attempt's start, and may say why in j->reason */
+		struct job_event_info info = { .rank = -1, .from = j->state, .to = ended,
+					       .retry = retry };
 
 		job_events_emit(&s->events, s, j, JOB_EV_ATTEMPT_ENDED, &info);
 	}
-	if (j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED)) {
-		state = DT_JOB_FAILED;
+	if (strict) {
 		j->exit_code = 1;
 		set_reason(j, "%lld output line%s could not be logged (%s) and the job asks for "
 			   "strict_logging", j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
 			   j->log_error);
 	}
-	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-		j->attempt < j->cfg.retries && !j->cancel;
 	j->orted_attempt = j->attempt;
 	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
 	stalls_cleared(j, NULL, retry ? "retry" : "end");
@@ -384,18 +381,6 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		if (j->failed_node && !json_str_in(j->avoid, j->failed_node))
 			json_array_append_new(j->avoid, json_string(j->failed_node));
 		j->attempt++;
-		/* the work since its last checkpoint (the ckpt dir changes with every one:
-		 * a rename into it) is lost, and the time until the next attempt starts */
-		{
-			long long now = dt_now_us();
-			long long lost = goodput_lost_work_us(j->started_us, job_mtime_ns(j, "ckpt") /
-							      1000, now);
-
-			j->lost_us += lost;
-			j->lost_slot_s += (double)lost / 1e6 * j->world;
-			j->restart_from_us = now;
-			j->restart_world = j->world;
-		}
 		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;
@@ -406,46 +391,51 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 	sched_wake(s);
 }
 
-/* Stall detection: ranks whose log and the metrics file did not change for stall_after. */
+/*
+ * Stall detection: live ranks (the backend's live_ranks) whose log and the
+ * metrics file did not change for stall_after.
+ */
 static void check_stall(struct sched *s, struct job *j)
 {
 	long long now = dt_mono_ms(), now_us = dt_now_us(), metrics_ns = 0;
 	struct strbuf path = STRBUF_INIT;
 	json_t *stalled = json_array();
+	struct rank_live *live = NULL;
+	size_t nr = 0, alloc = 0;
 
 	if (!j->cfg.stall_after_ms || now - j->stall_checked_ms < STALL_SCAN_MS || !j->hold)
 		goto out;
 	j->stall_checked_ms = now;
 	metrics_ns = job_mtime_ns(j, "metrics.jsonl");
-	for (size_t i = 0; i < j->hold->nr_tasks; i++) {
-		const struct htask *t = &j->hold->tasks[i];
-		struct node *n = node_find(s, t->node);
-		json_t *ht = n ? json_object_get(n->tasks, t->id) : NULL;
-		long long last = j->started_us, idle;
-		int ranks = t->rank >= 0 ? 1 : j->world;
-
-		if (ht && task_final(ht))
-			continue;
-		if (metrics_ns / 1000 > last)
-			last = metrics_ns / 1000;
-		for (int r = 0; r < ranks; r++) {
-			long long lr = last;
-			int rank = t->rank >= 0 ? t->rank : r;
-
-			long long log_ns;
-
-			strbuf_reset(&path);
-			strbuf_addf(&path, "logs/%d.log", rank);
-			log_ns = job_mtime_ns(j, path.buf);
-			if (log_ns / 1000 > lr)
-				lr = log_ns / 1000;
-			idle = (now_us - lr) / 1000;
-			if (idle < j->cfg.stall_after_ms)
-				continue;
-			json_array_append_new(stalled, json_pack("{s:i,s:s,s:O,s:I}", "rank", rank,
-				"node", t->node, "pid", ht && json_object_get(ht, "pid") ?
-				json_object_get(ht, "pid") : json_null(), "idle_ms", (json_int_t)idle));
+	if (s->backend->live_ranks) {
+		nr = s->backend->live_ranks(s, j, &live, &alloc);
+	} else {
+		/* the backend cannot tell: every rank of the world, where it was placed */
+		for (int r = 0; r < j->world; r++) {
+			ALLOC_GROW(live, nr + 1, alloc);
+			live[nr].rank = r;
+			live[nr].node = j->hold->nr ? j->hold->place[j->per_node > 0 &&
+				r / j->per_node < j->hold->nr ? r / j->per_node : 0].node : "?";
+			live[nr].pid = 0;
+			nr++;
 		}
+	}
+	for (size_t i = 0; i < nr; i++) {
+		long long lr = j->started_us, log_ns, idle;
+
+		if (metrics_ns / 1000 > lr)
+			lr = metrics_ns / 1000;
+		strbuf_reset(&path);
+		strbuf_addf(&path, "logs/%d.log", live[i].rank);
+		log_ns = job_mtime_ns(j, path.buf);
+		if (log_ns / 1000 > lr)
+			lr = log_ns / 1000;
+		idle = (now_us - lr) / 1000;
+		if (idle < j->cfg.stall_after_ms)
+			continue;
+		json_array_append_new(stalled, json_pack("{s:i,s:s,s:o,s:I}", "rank", live[i].rank,
+			"node", live[i].node, "pid", live[i].pid ? json_integer(live[i].pid) :
+			json_null(), "idle_ms", (json_int_t)idle));
 	}
 	if (json_array_size(stalled) && !json_array_size(j->stalled)) {
 		json_t *f = json_array_get(stalled, 0);
@@ -490,6 +480,7 @@ static void check_stall(struct sched *s, struct job *j)
 		j->stalled = json_incref(stalled);
 	}
 out:
+	free(live);
 	json_decref(stalled);
 	strbuf_release(&path);
 }

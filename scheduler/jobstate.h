@@ -35,8 +35,9 @@ enum job_event {
 	JOB_EV_STARTED,           /* ... and it starts (its launch follows) */
 	JOB_EV_RANK_EXITED,       /* the attempt's first failed rank (or NODE_FAIL) is known */
 	JOB_EV_STALLED,           /* a stall scan found silent ranks */
-	JOB_EV_ATTEMPT_ENDED,     /* an attempt is over, its hold still set (info->to: how it
-				   * ended, before strict_logging and retries are applied);
+	JOB_EV_ATTEMPT_ENDED,     /* an attempt is over, its hold and start still set
+				   * (info->to: how it ended, before strict_logging and
+				   * retries are applied; info->retry: it is requeued);
 				   * emitted by end_attempt, subscribers may set j->reason */
 	JOB_EV_RETRIED,           /* requeued for another attempt: RUNNING -> PENDING */
 	JOB_EV_CANCELLED,         /* cancelled (pending or running) */
@@ -77,6 +78,7 @@ struct job_event_info {
 	int node_fail;            /* RANK_EXITED: the node went down or lost the task */
 	int first;                /* STALLED: the first scan that found silent ranks */
 	long long stall_after_ms; /* STALLED */
+	int retry;                /* ATTEMPT_ENDED: the job is requeued for another attempt */
 };
 
 typedef void job_event_fn(struct sched *s, struct job *j, enum job_event ev,

@@ -256,6 +256,7 @@ int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unkn
  * (the caller's COMMIT failed): nothing of it runs.  Lock held, not released since. */
 void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
+const char *jobs_id(const struct job *j);   /* the id of a job an event is about */
 void jobs_schedule_now(struct sched *s);
 
 /*
@@ -268,13 +269,21 @@ void jobs_schedule_now(struct sched *s);
  *                   counts against it (quarantine.h), which may drain it
  *   hang.c          STALLED: attribute a hang at the first stall scan that
  *                   finds silent ranks, again while the latest named nobody
+ *   goodput-head.c  ATTEMPT_ENDED (retried), PLACED: what restarts cost
+ *                   (lost work since the last checkpoint, the wait)
+ *   sweeps.c        STARTED, RETRIED, ENDED: a trial's job moved (its next
+ *                   look reads it), instead of a look at every trial's job
+ *                   every step
  *   acct.c          ATTEMPT_ENDED: the attempt's GPU time into the fair-share
- *                   usage; ENDED: the job's row in the acct table
+ *                   usage; ENDED: the job's row in the acct table (after
+ *                   goodput: its lost GPU time)
  */
 void jobs_metrics_subscribe(struct sched *s);
 void fabric_subscribe(struct sched *s);
 void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
+void goodput_subscribe(struct sched *s);
+void sweeps_subscribe(struct sched *s);
 /* acct.c: ATTEMPT_ENDED (its GPU time into the decayed usage), ENDED (the
  * job's accounting row); also makes the acct table */
 int acct_subscribe(struct sched *s);

@@ -186,6 +186,8 @@ static int subscribe(struct sched *s)
 	fabric_subscribe(s);
 	quarantine_subscribe(s);
 	hang_subscribe(s);
+	goodput_subscribe(s);
+	sweeps_subscribe(s);
 	return acct_subscribe(s);
 }
 

@@ -28,6 +28,11 @@ struct trial {
 	json_t *metrics;          /* the reports, in order */
 	long long scanned_ms;
 	char *reason;
+	/* its job's state as last learnt: read from the job API once (a new job,
+	 * and every trial after a head restart: NULL until then), then kept by
+	 * the job events (sweeps_job_moved), which set job_moved for a look */
+	const char *job_state;
+	int job_moved;
 };
 
 struct sweep {

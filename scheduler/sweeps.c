@@ -240,6 +240,7 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		return rc;
 	}
 	snprintf(t->job, sizeof(t->job), "%s", id);
+	t->job_state = NULL;      /* read once at the next look */
 	t->state = DT_TRIAL_PENDING;
 	t->rd.mf_off = t->rd.log_off = 0;   /* a new job dir; the progress stays */
 	trial_save(s, w, t);
@@ -350,6 +351,16 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 	}
 	if (trial_final(t))
 		return;
+	/*
+	 * Nothing moved since the last look (the job events would have said):
+	 * a queued job needs none, a running one only when its reports are due.
+	 */
+	if (t->job[0] && t->job_state && !t->job_moved &&
+	    (!strcmp(t->job_state, DT_JOB_PENDING) ||
+	     (!strcmp(t->job_state, DT_JOB_RUNNING) && !strcmp(t->state, DT_TRIAL_RUNNING) &&
+	      dt_mono_ms() - t->scanned_ms < SCAN_MS)))
+		return;
+	t->job_state = NULL;
 	if (!t->job[0] || jobs_view(s, t->job, &v) < 0) {
 		/* its job never made it to the database: submit it again */
 		if (trial_submit(s, w, t, &err) < 0) {
@@ -359,6 +370,8 @@ static void trial_follow(struct sched *s, struct sweep *w, struct trial *t)
 		strbuf_release(&err);
 		return;
 	}
+	t->job_state = v.state;
+	t->job_moved = 0;
 	if (!strcmp(v.state, DT_JOB_PENDING)) {
 		strbuf_release(&err);
 		return;
@@ -487,16 +500,15 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		if (last && !(w->asha && asha_get_promotion(w->asha)))
 			return;
 		for (size_t i = 0; i < w->nr; i++) {
-			struct job_view v;
-
 			if (trial_final(w->t[i])) {
 				stopping += w->t[i]->stop_pending &&
 					    !strcmp(w->t[i]->state, DT_TRIAL_PAUSED);
 				continue;
 			}
 			live++;
-			if (!w->t[i]->job[0] || jobs_view(s, w->t[i]->job, &v) < 0 ||
-			    !strcmp(v.state, DT_JOB_PENDING))
+			/* its job's state as trial_follow and the job events left it */
+			if (!w->t[i]->job[0] || !w->t[i]->job_state ||
+			    !strcmp(w->t[i]->job_state, DT_JOB_PENDING))
 				waiting++;
 		}
 		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
@@ -545,6 +557,40 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		jobs_schedule_now(s);
 		strbuf_release(&err);
 	}
+}
+
+/*
+ * A trial's job moved (STARTED, RETRIED, ENDED: jobstate.h).  Its trial only
+ * takes note; sweeps_step() acts on it at its next look, outside the
+ * transition (a subscriber makes no transition, and a trial's end may lead
+ * to one: a requeue, a cancel).  Lock held.
+ */
+static void sweeps_job_moved(struct sched *s, struct job *j, enum job_event ev,
+			     const struct job_event_info *info, void *data)
+{
+	struct sweeps *sw = s->sweeps;
+	const char *id = jobs_id(j);
+
+	for (size_t i = 0; sw && i < sw->nr; i++) {
+		struct sweep *w = sw->v[i];
+
+		for (size_t k = 0; k < w->nr; k++) {
+			struct trial *t = w->t[k];
+
+			if ((!trial_final(t) || t->stop_pending) && !strcmp(t->job, id)) {
+				t->job_state = info->to;
+				t->job_moved = 1;
+				return;
+			}
+		}
+	}
+}
+
+void sweeps_subscribe(struct sched *s)
+{
+	job_events_on(&s->events, JOB_EV_STARTED, sweeps_job_moved, NULL);
+	job_events_on(&s->events, JOB_EV_RETRIED, sweeps_job_moved, NULL);
+	job_events_on(&s->events, JOB_EV_ENDED, sweeps_job_moved, NULL);
 }
 
 void sweeps_step(struct sched *s)

@@ -553,6 +553,43 @@ def test_cancel_pending_and_running(cluster):
     gpus_free(cluster)
 
 
+@pytest.mark.parametrize("launcher", ["agent", "mpi"])
+def test_signal_reaches_every_rank_and_the_job_goes_on(cluster, launcher):
+    """`dtctl cancel --signal USR1`: the backend's signal op (agents: POST
+    /v1/tasks/<id>/signal, the supervisor signals the task's tree; mpi: mpirun's
+    and the orteds') reaches both ranks, which trap it and end by themselves:
+    COMPLETED, not CANCELLED."""
+    if launcher == "mpi" and cluster.fc.mode != "netns":
+        pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
+                    % cluster.fc.mode)
+    marker = "signal-" + uuid.uuid4().hex[:8]
+    script = ("trap 'echo got-usr1; exit 0' USR1; echo ready; "
+              "while :; do sleep 0.1; done")
+    p = cluster.dtctl("cancel", "--signal", "NOPE", "j-1")
+    assert p.returncode == 2 and "'NOPE' is not a signal" in p.stderr, p.stderr
+    assert cluster.dtctl("cancel", "--signal", "USR1", "j-999999").returncode == 2
+    size = ["-g", 1] if launcher == "agent" else ["-p", 1]
+    job = cluster.submit("-n", 2, *size, "--launcher", launcher, "--name", "sig", "--", "sh",
+                         "-c", script, marker)
+    cluster.wait_job(job, ["RUNNING"])
+    deadline = time.time() + 20
+    while cluster.logs(job).count("ready") < 2:   # the traps are set
+        assert time.time() < deadline, cluster.logs(job)
+        time.sleep(0.1)
+    p = cluster.dtctl("cancel", "--signal", "SIGUSR1", job)
+    assert p.returncode == 0, p.stderr
+    # agent: one task per rank; mpi: mpirun's and an orted on the other node
+    assert p.stdout.strip() == "%s: SIGUSR1 sent to its ranks (2 tasks)" % job, p.stdout
+    j = cluster.wait_job(job, ["COMPLETED", "FAILED", "CANCELLED"], 10)
+    assert j["state"] == "COMPLETED", j
+    assert cluster.logs(job).count("got-usr1") == 2, cluster.logs(job)
+    # over: nothing to signal (409 -> exit 1), and it says why
+    p = cluster.dtctl("cancel", "--signal", "10", job)
+    assert p.returncode == 1 and "no attempt of it is running" in p.stderr, p.stderr
+    wait_no_procs(marker, 5)
+    gpus_free(cluster)
+
+
 def test_ctrl_c_cancels_attached_job(cluster):
     marker = "ctrlc-" + uuid.uuid4().hex[:8]
     proc = cluster.popen("run", "-n", 2, "-g", 2, "--name", "ctrlc", "--", "sh", "-c",

@@ -4,10 +4,11 @@
  *
  *  - a test backend (here only) runs jobs end to end through the lifecycle
  *    (jobs_submit, jobs_step: gate, place, launch, poll, retry, end) with no
- *    agent: the lifecycle needs nothing but the struct of operations;
+ *    agent: the lifecycle needs nothing but the struct of operations (stall
+ *    detection and log loss included: live_ranks, log_loss, or neither);
  *  - the agents backend (backend-agents.c) against a fake lifecycle: a job,
  *    its hold and the node table as the heartbeats leave them, and what its
- *    attempt_poll, describe and step make of them.
+ *    attempt_poll, describe, live_ranks, log_loss and step make of them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "scheduler/jobs-int.h"
+#include "scheduler/sweeps-int.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -264,6 +266,123 @@ static void test_lifecycle_end_to_end(void **state)
 	fx_release(&f);
 }
 
+static long long row_lost_us(struct sched *s, const char *id)
+{
+	sqlite3_stmt *st;
+	json_t *o;
+	long long v;
+
+	assert_int_equal(sqlite3_prepare_v2(s->db, "SELECT data FROM jobs WHERE id=?", -1, &st,
+					    NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	o = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+	sqlite3_finalize(st);
+	v = json_get_int(json_object_get(o, "restart"), "lost_us", -1);
+	json_decref(o);
+	return v;
+}
+
+/*
+ * Goodput is a subscriber (goodput-head.c): a retried attempt's lost work
+ * and the wait until the next one is placed are summed from ATTEMPT_ENDED
+ * (info->retry) and PLACED, and the row has them; an attempt that is not
+ * retried costs nothing.
+ */
+static void test_goodput_hears_retries(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);   /* the test backend drops no hold */
+	char id[32];
+	struct job *j;
+
+	goodput_subscribe(s);
+	memset(&tb, 0, sizeof(tb));
+	tb.fail_attempts = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	step(s);
+	j = job_find(s, id);
+	j->started_us -= 2 * 1000 * 1000;   /* it ran 2 s, no checkpoint */
+	step(s);
+	assert_int_equal(j->lost_us, 0);
+	step(s);                  /* failed, retried, placed again at once */
+	assert_int_equal(j->attempt, 1);
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	assert_true(j->lost_us >= 2 * 1000 * 1000);
+	assert_true(j->lost_slot_s >= 2.0);
+	assert_int_equal(j->restart_from_us, 0);
+	assert_int_equal(row_lost_us(s, id), j->lost_us);
+	step(s);
+	step(s);                  /* completes: nothing more lost */
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(row_lost_us(s, id), j->lost_us);
+	assert_true(j->lost_us < 3 * 1000 * 1000);
+	fx_release(&f);
+}
+
+/*
+ * The sweep unit learns its trials' jobs moving from the events (sweeps.c,
+ * sweeps_job_moved): with no sweeps_step() at all, the trial's job_state
+ * follows its job through a retry to its end, each move marked for the next
+ * look; a job that is no trial's leaves the trial alone.
+ */
+static void test_sweep_trial_hears_its_job(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);
+	struct sweep *w = xcalloc(1, sizeof(*w));
+	struct trial *t = xcalloc(1, sizeof(*t));
+	char id[16], other[16];
+
+	assert_int_equal(sweeps_init(s), 0);
+	sweeps_subscribe(s);
+	memset(&tb, 0, sizeof(tb));
+	tb.fail_attempts = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	t->no = 1;
+	t->state = DT_TRIAL_RUNNING;
+	snprintf(t->job, sizeof(t->job), "%s", id);
+	w->t = &t;
+	w->nr = 1;
+	s->sweeps->v = &w;
+	s->sweeps->nr = 1;
+
+	step(s);                  /* placed: STARTED */
+	assert_string_equal(t->job_state, DT_JOB_RUNNING);
+	assert_int_equal(t->job_moved, 1);
+	t->job_moved = 0;         /* as a look would */
+	step(s);                  /* poll 1: nothing moved */
+	assert_int_equal(t->job_moved, 0);
+	step(s);                  /* failed: RETRIED, then STARTED again at once */
+	assert_int_equal(tb.attempts_ended, 1);
+	assert_string_equal(t->job_state, DT_JOB_RUNNING);
+	assert_int_equal(t->job_moved, 1);
+	t->job_moved = 0;
+	step(s);
+	step(s);                  /* COMPLETED: ENDED */
+	assert_string_equal(t->job_state, DT_JOB_COMPLETED);
+	assert_int_equal(t->job_moved, 1);
+
+	t->job_moved = 0;         /* another job's end is not this trial's */
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", other,
+	       sizeof(other));
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(jobs_cancel(s, other, NULL), 0);
+	pthread_mutex_unlock(&s->lock);
+	assert_string_equal(job_find(s, other)->state, DT_JOB_CANCELLED);
+	assert_int_equal(t->job_moved, 0);
+	assert_string_equal(t->job_state, DT_JOB_COMPLETED);
+
+	s->sweeps->v = NULL;      /* not sweeps_init's to free */
+	s->sweeps->nr = 0;
+	sweeps_release(s);
+	free(t);
+	free(w);
+	fx_release(&f);
+}
+
 /* A cancel while running ends the attempt through the lifecycle, not the backend. */
 static void test_cancel_running(void **state)
 {
@@ -286,6 +405,114 @@ static void test_cancel_running(void **state)
 	assert_string_equal(row_state(s, id, st, sizeof(st)), DT_JOB_CANCELLED);
 	assert_string_equal(f.trace.buf, "submitted placed started attempt_ended cancelled ended ");
 	assert_int_equal(tb.polls, 0);
+	fx_release(&f);
+}
+
+/* what the test backend says of its ranks' progress and log writes */
+static size_t tb_live_ranks(struct sched *s, const struct job *j, struct rank_live **v,
+			    size_t *alloc)
+{
+	ALLOC_GROW(*v, 1, *alloc);
+	(*v)[0].rank = 0;
+	(*v)[0].node = j->hold->place[0].node;
+	(*v)[0].pid = 4242;
+	return 1;
+}
+
+static void tb_log_loss(struct sched *s, const struct job *j, long long *lost, char **err)
+{
+	*lost += 5;
+	if (!*err)
+		*err = xstrdup("No space left on device");
+}
+
+static const struct sched_backend test_backend_full = {
+	.name = "test-full", .launch = tb_launch, .stop = tb_stop, .attempt_poll = tb_poll,
+	.describe = tb_describe, .live_ranks = tb_live_ranks, .log_loss = tb_log_loss,
+};
+
+/* a running attempt of j, silent for 10 s, with a stall_after of 1 ms */
+static void make_silent(struct sched *s, struct job *j)
+{
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	j->cfg.stall_after_ms = 1;
+	j->started_us -= 10 * 1000 * 1000;
+	j->stall_checked_ms = 0;
+}
+
+/*
+ * Stall detection and log loss come from the backend (live_ranks, log_loss):
+ * the lifecycle reads no node table (t1 has no task at all here), yet finds
+ * the rank the backend says is live, with its pid, and the lost lines that
+ * make a strict_logging job FAILED.
+ */
+static void test_backend_stall_and_log_loss(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend_full, 1);
+	char id[32];
+	json_t *st;
+	struct job *j;
+
+	memset(&tb, 0, sizeof(tb));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"strict_logging\": true, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	step(s);
+	j = job_find(s, id);
+	make_silent(s, j);
+	step(s);                  /* poll 1: running; the stall scan */
+	assert_string_equal(j->state, DT_JOB_RUNNING);
+	assert_int_equal(json_array_size(j->stalled), 1);
+	st = json_array_get(j->stalled, 0);
+	assert_int_equal(json_get_int(st, "rank", -1), 0);
+	assert_string_equal(json_get_str(st, "node", ""), "t1");
+	assert_int_equal(json_get_int(st, "pid", 0), 4242);
+	assert_true(json_get_int(st, "idle_ms", 0) >= 10000);
+	step(s);                  /* poll 2: every rank exited 0, but 5 lines were lost */
+	assert_string_equal(j->state, DT_JOB_FAILED);
+	assert_int_equal(j->log_lost_lines, 5);
+	assert_string_equal(j->log_error, "No space left on device");
+	assert_string_equal(j->reason, "5 output lines could not be logged (No space left on "
+			    "device) and the job asks for strict_logging");
+	assert_string_equal(f.trace.buf, "submitted placed started stalled attempt_ended ended ");
+	fx_release(&f);
+}
+
+/* A backend without live_ranks and log_loss: every rank counts as live, pid
+ * not known; nothing is lost.  What the node table says of a task of that
+ * name (final, lines lost) is the agents backend's business, not read here. */
+static void test_backend_without_activity(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);
+	char id[32];
+	struct job *j;
+
+	memset(&tb, 0, sizeof(tb));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 2, \"strict_logging\": true, "
+	       "\"command\": [\"true\"]}", id, sizeof(id));
+	step(s);
+	j = job_find(s, id);
+	{
+		char task[64];
+
+		snprintf(task, sizeof(task), "%s.0.tb", id);
+		json_object_set_new(node_find(s, "t1")->tasks, task, json_pack(
+			"{s:s,s:i,s:i}", "state", "exited", "exit_code", 0, "log_lost_lines", 9));
+	}
+	make_silent(s, j);
+	step(s);
+	assert_int_equal(json_array_size(j->stalled), 2);
+	for (size_t r = 0; r < 2; r++) {
+		json_t *o = json_array_get(j->stalled, r);
+
+		assert_int_equal(json_get_int(o, "rank", -1), (int)r);
+		assert_string_equal(json_get_str(o, "node", ""), "t1");
+		assert_true(json_is_null(json_object_get(o, "pid")));
+	}
+	step(s);
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(j->log_lost_lines, 0);
 	fx_release(&f);
 }
 
@@ -354,6 +581,29 @@ static void test_agents_poll(void **state)
 	ranks = agents_backend.describe(s, j, 1);
 	assert_string_equal(json_get_str(json_array_get(ranks, 1), "state", ""), "killed");
 	json_decref(ranks);
+
+	/* live: the rank whose task is not final, by its pid */
+	{
+		struct rank_live *v = NULL;
+		size_t alloc = 0;
+		long long lost = 0;
+		char *err = NULL;
+
+		assert_int_equal(agents_backend.live_ranks(s, j, &v, &alloc), 1);
+		assert_int_equal(v[0].rank, 1);
+		assert_string_equal(v[0].node, "b");
+		assert_int_equal(v[0].pid, 42);
+		free(v);
+		/* what the agents said of the log writes: summed, the first error */
+		report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0, "
+		       "\"log_lost_lines\": 3, \"log_error\": \"Input/output error\"}");
+		report(s, "b", "j-1.0.r1", "{\"state\": \"running\", \"pid\": 42, "
+		       "\"log_lost_lines\": 4, \"log_error\": \"No space left on device\"}");
+		agents_backend.log_loss(s, j, &lost, &err);
+		assert_int_equal(lost, 7);
+		assert_string_equal(err, "Input/output error");
+		free(err);
+	}
 
 	/* killed by SIGSEGV */
 	report(s, "b", "j-1.0.r1", "{\"state\": \"exited\", \"exit_code\": 139, \"signal\": 11, "
@@ -466,6 +716,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_goodput_hears_retries),
+		cmocka_unit_test(test_sweep_trial_hears_its_job),
+		cmocka_unit_test(test_backend_stall_and_log_loss),
+		cmocka_unit_test(test_backend_without_activity),
 		cmocka_unit_test(test_agents_poll),
 		cmocka_unit_test(test_agents_step),
 	};

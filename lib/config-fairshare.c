@@ -14,9 +14,13 @@
  *       alice: {share: 2, project: vision, max_gpus: 4, max_time: 24h}
  *     projects:
  *       vision: {share: 3, max_gpus: 16}
+ *     classes:
+ *       scavenger: {preemptible: true, signal: USR1, grace: 2m}
  */
 #include "config-int.h"
+#include "units.h"
 
+#include <signal.h>
 #include <string.h>
 
 int fairshare_name_ok(const char *s)
@@ -32,7 +36,53 @@ static const char *const project_keys[] = { "share", "max_gpus", "max_slots", "m
 					     "max_time", NULL };
 static const char *const weight_keys[] = { "fairshare", "age", "size", NULL };
 static const char *const fairshare_keys[] = { "half_life", "max_age", "weights", "user_limits",
-					       "users", "projects", NULL };
+					       "users", "projects", "classes", NULL };
+static const char *const class_keys[] = { "preemptible", "priority", "signal", "grace", NULL };
+
+static int class_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
+		     void *data)
+{
+	struct fs_class *k = data;
+
+	if (!strcmp(key, "preemptible"))
+		return get_bool(c, v, path, &k->preemptible);
+	if (!strcmp(key, "priority"))
+		return get_int(c, v, path, -1000, 1000, "an integer from -1000 to 1000", &k->rank);
+	if (!strcmp(key, "signal")) {
+		const char *t = want_scalar(c, v, path, "a signal, e.g. USR1");
+
+		if (!t)
+			return -1;
+		k->signal = parse_signal(t);
+		return k->signal > 0 ? 0 : bad_value(c, v, path, "a signal: a name (USR1, SIGUSR1) "
+						     "or a number from 1 to 64");
+	}
+	if (get_duration(c, v, path, &k->grace_ms) < 0)   /* grace */
+		return -1;
+	return k->grace_ms >= 0 ? 0 : bad_value(c, v, path, "a duration, e.g. 60s");
+}
+
+static int class_pair(struct ctx *c, struct ynode *k, struct ynode *v, const char *path,
+		      void *data)
+{
+	struct fairshare_config *f = data;
+	struct fs_class *e;
+
+	if (!fairshare_name_ok(k->text))
+		return fail(c, k, "key '%s': expected a name of letters, digits, '.', '-' and '_'",
+			    path);
+	f->classes = xrealloc(f->classes, (f->nr_classes + 1) * sizeof(*f->classes));
+	e = &f->classes[f->nr_classes++];
+	memset(e, 0, sizeof(*e));
+	e->name = xstrdup(k->text);
+	e->signal = SIGUSR1;
+	e->grace_ms = 60 * 1000;
+	e->pos.line = k->line;
+	e->pos.col = k->col;
+	if (is_null(v))
+		return 0;
+	return walk_map(c, v, path, class_keys, NULL, class_key, e);
+}
 
 #define LIMIT_EXPECTED "a number from 0 (no limit) to 1000000"
 
@@ -126,6 +176,8 @@ static int fairshare_key(struct ctx *c, const char *key, struct ynode *v, const 
 	}
 	if (!strcmp(key, "weights") || !strcmp(key, "user_limits"))
 		return 0;   /* read first, by fairshare_value() */
+	if (!strcmp(key, "classes"))
+		return each_pair(c, v, path, "a mapping of class names", class_pair, f);
 	if (!strcmp(key, "users")) {
 		struct entity_list l = { &f->users, &f->nr_users, user_keys, &f->user_default };
 
@@ -191,6 +243,9 @@ void fairshare_release(struct fairshare_config *f)
 	}
 	for (size_t i = 0; i < f->nr_projects; i++)
 		free(f->projects[i].name);
+	for (size_t i = 0; i < f->nr_classes; i++)
+		free(f->classes[i].name);
+	free(f->classes);
 	free(f->users);
 	free(f->projects);
 	fairshare_defaults(f);
@@ -201,6 +256,14 @@ static const struct fs_entity *find(const struct fs_entity *v, size_t nr, const 
 	for (size_t i = 0; name && i < nr; i++)
 		if (!strcmp(v[i].name, name))
 			return &v[i];
+	return NULL;
+}
+
+const struct fs_class *fairshare_class(const struct fairshare_config *f, const char *name)
+{
+	for (size_t i = 0; name && i < f->nr_classes; i++)
+		if (!strcmp(f->classes[i].name, name))
+			return &f->classes[i];
 	return NULL;
 }
 
@@ -252,5 +315,19 @@ json_t *fairshare_to_json(const struct fairshare_config *f)
 	json_object_set_new(o, "user_limits", limits_json(json_object(), &f->user_default));
 	json_object_set_new(o, "users", entities_json(f->users, f->nr_users));
 	json_object_set_new(o, "projects", entities_json(f->projects, f->nr_projects));
+	{
+		json_t *cl = json_object();
+
+		for (size_t i = 0; i < f->nr_classes; i++) {
+			json_t *k = json_pack("{s:b,s:i,s:s}", "preemptible",
+					      f->classes[i].preemptible, "priority", f->classes[i].rank,
+					      "signal", sigabbrev_np(f->classes[i].signal) ?
+					      sigabbrev_np(f->classes[i].signal) : "?");
+
+			set_duration(k, "grace", f->classes[i].grace_ms);
+			json_object_set_new(cl, f->classes[i].name, k);
+		}
+		json_object_set_new(o, "classes", cl);
+	}
 	return o;
 }

@@ -18,7 +18,7 @@ static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
 	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight",
-	"container", "project", "priority", NULL,
+	"container", "project", "priority", "class", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -148,6 +148,12 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 			return -1;
 		return fairshare_name_ok(j->project) ? 0 :
 			bad_value(c, v, path, "a name of letters, digits, '.', '-' and '_'");
+	}
+	if (!strcmp(key, "class")) {
+		if (get_str(c, v, path, &j->job_class) < 0)
+			return -1;
+		return fairshare_name_ok(j->job_class) ? 0 :
+			bad_value(c, v, path, "a class name of cluster.yaml's fairshare.classes");
 	}
 	if (!strcmp(key, "priority"))
 		return get_int(c, v, path, -1000000, 1000000,
@@ -328,6 +334,7 @@ static void job_release(void *cfg)
 	free(j->node_exclude);
 	kvlist_release(&j->labels);
 	free(j->project);
+	free(j->job_class);
 	job_defaults(j);
 }
 
@@ -421,5 +428,7 @@ json_t *job_config_to_json(const struct job_config *j)
 		json_object_set_new(o, "project", json_string(j->project));
 	if (j->priority)
 		json_object_set_new(o, "priority", json_integer(j->priority));
+	if (j->job_class)
+		json_object_set_new(o, "class", json_string(j->job_class));
 	return o;
 }

@@ -89,6 +89,16 @@ struct fs_entity {
 	struct config_pos pos;
 };
 
+/* fairshare.classes.NAME: a class of jobs (like a Slurm QOS), named by a job's class: */
+struct fs_class {
+	char *name;
+	int preemptible;            /* its running jobs may be preempted (requeued) */
+	int rank;                   /* priority: among classes (higher first) */
+	int signal;                 /* sent first to a preempted job (SIGUSR1) */
+	long long grace_ms;         /* then this long before it is stopped (60s) */
+	struct config_pos pos;
+};
+
 struct fairshare_config {
 	long long half_life_ms;     /* 7d: usage decays by half in this time */
 	long long max_age_ms;       /* 7d: the age factor is 1 from this age on */
@@ -97,12 +107,15 @@ struct fairshare_config {
 	size_t nr_users, nr_projects;
 	struct fs_limits user_default;     /* fairshare.user_limits: every user's, unless
 					    * the user's own entry says otherwise */
+	struct fs_class *classes;
+	size_t nr_classes;
 };
 
 /* a user's or project's name: letters, digits, '.', '-', '_' (at most 64) */
 int fairshare_name_ok(const char *s);
 const struct fs_entity *fairshare_user(const struct fairshare_config *f, const char *name);
 const struct fs_entity *fairshare_project(const struct fairshare_config *f, const char *name);
+const struct fs_class *fairshare_class(const struct fairshare_config *f, const char *name);
 
 struct cluster_config {
 	char *path;            /* file it was loaded from */
@@ -213,6 +226,7 @@ struct job_config {
 	char *project;              /* project: the account its usage counts to (NULL: the
 				     * user's default project, docs/fairshare.md) */
 	int priority;               /* priority: orders only among the user's own jobs (0) */
+	char *job_class;            /* class: one of cluster.yaml's fairshare.classes, or NULL */
 };
 
 enum { PREFLIGHT_CONNECT = -1, PREFLIGHT_NONE = 0, PREFLIGHT_FABRIC = 1 };

@@ -124,7 +124,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "line_buffered", "include_nodes", "exclude_nodes",
 		"labels", "burn_in", "elastic_min_nodes", "preflight", "container", "container_digest",
-		"project", "priority", NULL,
+		"project", "priority", "class", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -162,8 +162,13 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_hosts(o, "exclude_nodes", &j->node_exclude, err) < 0 ||
 	    get_map(o, "labels", &j->labels, 0, err) < 0 ||
 	    get_str(o, "project", &j->project, err) < 0 ||
+	    get_str(o, "class", &j->job_class, err) < 0 ||
 	    get_int(o, "priority", -1000000, 1000000, &j->priority, err) < 0)
 		goto fail;
+	if (j->job_class && !fairshare_name_ok(j->job_class)) {
+		strbuf_addstr(err, "job: 'class' must be a name of letters, digits, '.', '-' and '_'");
+		goto fail;
+	}
 	if (j->project && !fairshare_name_ok(j->project)) {
 		strbuf_addstr(err, "job: 'project' must be a name of letters, digits, '.', '-' and '_'");
 		goto fail;

@@ -261,6 +261,7 @@ static int by_user_then_prio(const void *a, const void *b)
 }
 
 struct order_key {
+	int cls;                  /* non-preemptible first, then the class's priority */
 	double priority;
 	long long submit_us;
 	size_t i;
@@ -270,6 +271,8 @@ static int by_key(const void *a, const void *b)
 {
 	const struct order_key *x = a, *y = b;
 
+	if (x->cls != y->cls)
+		return x->cls > y->cls ? -1 : 1;
 	if (x->priority != y->priority)
 		return x->priority > y->priority ? -1 : 1;
 	if (x->submit_us != y->submit_us)
@@ -419,6 +422,7 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		struct order_key *k = xmalloc((nr ? nr : 1) * sizeof(*k));
 
 		for (size_t i = 0; i < nr; i++) {
+			k[i].cls = (jobs[i].preemptible ? 0 : 1 << 16) + jobs[i].cls_rank;
 			k[i].priority = jobs[i].priority;
 			k[i].submit_us = jobs[i].submit_us;
 			k[i].i = i;
@@ -487,6 +491,17 @@ static int by_end(const void *a, const void *b)
 	return ex < ey ? -1 : ex > ey;
 }
 
+static void release_run(struct place_node *n, size_t nr, const struct fs_running *r, int used)
+{
+	for (int k = 0; k < r->nr; k++) {
+		if (r->node[k] < 0 || (size_t)r->node[k] >= nr)
+			continue;
+		for (int x = 0; x < r->nslots[k]; x++)
+			if (r->slot[k][x] >= 0 && r->slot[k][x] < PLACE_MAX_SLOTS)
+				n[r->node[k]].used[r->slot[k][x]] = (unsigned char)used;
+	}
+}
+
 /*
  * The reservation of j, the first job of its pool that waits: release the
  * running attempts in the order they end until j fits.  1 with the slots
@@ -510,13 +525,7 @@ static int reserve(const struct fs_ops *ops, void *ctx, struct fs_job *j, struct
 			v[n++] = &run[i];
 	qsort(v, n, sizeof(*v), by_end);
 	for (size_t i = 0; i < n && !found; i++) {
-		for (int k = 0; k < v[i]->nr; k++) {
-			if (v[i]->node[k] < 0 || (size_t)v[i]->node[k] >= pool->nr)
-				continue;
-			for (int x = 0; x < v[i]->nslots[k]; x++)
-				if (v[i]->slot[k][x] >= 0 && v[i]->slot[k][x] < PLACE_MAX_SLOTS)
-					shadow[v[i]->node[k]].used[v[i]->slot[k][x]] = 0;
-		}
+		release_run(shadow, pool->nr, v[i], 0);
 		when = v[i]->end_us;
 		/* attempts that end at the same time (or all those of unknown end) free together */
 		if (i + 1 < n && v[i + 1]->end_us == when)
@@ -540,6 +549,71 @@ static int reserve(const struct fs_ops *ops, void *ctx, struct fs_job *j, struct
 	free(v);
 	free(shadow);
 	return found;
+}
+
+static int by_start_desc(const void *a, const void *b)
+{
+	const struct fs_running *x = *(const struct fs_running *const *)a;
+	const struct fs_running *y = *(const struct fs_running *const *)b;
+
+	return x->start_us > y->start_us ? -1 : x->start_us < y->start_us;
+}
+
+/*
+ * j, its pool's top job, waits: free the slots it needs by preempting
+ * running preemptible jobs of a lower class (all preemptible ones when j is
+ * not), the fewest needed, youngest first (the least work lost).
+ */
+static void try_preempt(const struct fs_ops *ops, void *ctx, struct fs_job *j,
+			struct fs_pool *pool, const struct fs_running *run, size_t nr_run)
+{
+	struct place_node *shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
+	const struct fs_running **v = xmalloc((nr_run ? nr_run : 1) * sizeof(*v));
+	struct place_result *res = xmalloc(sizeof(*res));
+	struct strbuf why = STRBUF_INIT;
+	size_t n = 0, i;
+	int fits = 0;
+
+	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
+	for (i = 0; i < nr_run; i++) {
+		const struct fs_running *r = &run[i];
+
+		if (r->gpu != j->gpu || !r->preemptible || !r->job ||
+		    (j->preemptible && r->cls_rank >= j->cls_rank))
+			continue;
+		if (r->preempting)
+			release_run(shadow, pool->nr, r, 0);   /* its slots free soon anyway */
+		else
+			v[n++] = r;
+	}
+	if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
+		goto out;   /* those being preempted make room: wait for them */
+	qsort(v, n, sizeof(*v), by_start_desc);
+	for (i = 0; i < n && !fits; i++) {
+		release_run(shadow, pool->nr, v[i], 0);
+		strbuf_reset(&why);
+		fits = ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK;
+	}
+	if (!fits)
+		goto out;
+	n = i;
+	/* the fewest: give back, last first, each victim j fits without */
+	for (i = n; i-- > 0;) {
+		release_run(shadow, pool->nr, v[i], 1);
+		strbuf_reset(&why);
+		if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
+			v[i] = NULL;
+		else
+			release_run(shadow, pool->nr, v[i], 0);
+	}
+	for (i = 0; i < n; i++)
+		if (v[i])
+			ops->preempt(ctx, v[i], j);
+out:
+	strbuf_release(&why);
+	free(res);
+	free(v);
+	free(shadow);
 }
 
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
@@ -604,9 +678,12 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 		}
 		if (reason.len)
 			ops->wait(ctx, j, reason.buf);
-		if (st == PLACE_WAIT && !s->top &&
-		    reserve(ops, ctx, j, &pools[g], run, nr_run, s) && ops->fingerprint)
-			s->fp = ops->fingerprint(ctx, g, s->masked, pools[g].nr);
+		if (st == PLACE_WAIT && !s->top && reserve(ops, ctx, j, &pools[g], run, nr_run, s)) {
+			if (ops->fingerprint)
+				s->fp = ops->fingerprint(ctx, g, s->masked, pools[g].nr);
+			if (ops->preempt)
+				try_preempt(ops, ctx, j, &pools[g], run, nr_run);
+		}
 	}
 	for (int g = 0; g < 2; g++) {
 		free(ps[g].masked);

@@ -77,6 +77,8 @@ struct fs_job {
 	long long submit_us;
 	long long limit_ms;       /* its timeout; 0: none (it cannot backfill into a reservation) */
 	int prio;                 /* priority: (among its user's own jobs) */
+	int preemptible, cls_rank;   /* its class: preemptible jobs come after all others,
+				      * then higher class priority first */
 	unsigned long long *wait_fp;  /* the pool it last waited on (the caller's), or NULL */
 	/* outputs */
 	int u, p;                 /* indices into pass->users / projects */
@@ -97,6 +99,9 @@ struct fs_running {
 	const int *const *slot;   /* slot indices per node */
 	const char *user, *project;
 	int size;
+	void *job;                /* the caller's */
+	int preemptible, cls_rank;   /* its class */
+	int preempting;           /* being preempted already (its slots free soon) */
 };
 
 struct fs_pool {
@@ -118,6 +123,8 @@ struct fs_ops {
 	/* a hash of what try_place reads from a pool, or NULL (then every job is tried) */
 	unsigned long long (*fingerprint)(void *ctx, int gpu, const struct place_node *n,
 					  size_t nr);
+	/* preempt victim (signal, grace, requeue) so that `by` can start; NULL: never */
+	void (*preempt)(void *ctx, const struct fs_running *victim, const struct fs_job *by);
 };
 
 struct fs_pass {
@@ -149,7 +156,10 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
  * quotas first (a job over one waits, and others go on), then the pool; the
  * first job of a pool that waits gets the reservation, later ones start
  * only on slots it does not need, or when their timeout ends before it is
- * expected to start.  Returns how many started.
+ * expected to start.  When the top job may preempt (it is not preemptible,
+ * or its class ranks above theirs) and preemptible jobs hold the slots it
+ * needs, the fewest of them, youngest first, are preempted (ops->preempt)
+ * unless those being preempted already free enough.  Returns how many started.
  */
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
 		  size_t nr_run, const struct fs_ops *ops, void *ctx);

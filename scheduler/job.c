@@ -351,6 +351,10 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 		double ratio = goodput_ratio(j->first_started_us, end, lost);
 
 		json_object_set_new(o, "restarts", json_integer(j->attempt));
+		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+		json_object_set_new(o, "preempting", json_boolean(j->preempting));
+		json_object_set_new(o, "preempted_by", j->preempted_by ?
+				    json_string(j->preempted_by) : json_null());
 		json_object_set_new(o, "lost_s", json_real((double)lost / 1e6));
 		json_object_set_new(o, "gpu_hours_lost", json_real(slot_s / 3600));
 		json_object_set_new(o, "effective_ratio", ratio < 0 ? json_null() : json_real(ratio));
@@ -464,6 +468,7 @@ void job_free(struct job *j)
 	free(j->name);
 	free(j->user);
 	free(j->project);
+	free(j->preempted_by);
 	free(j->job_dir);
 	free(j->shared_dir);
 	free(j->submit_dir);

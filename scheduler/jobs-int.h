@@ -92,6 +92,12 @@ struct job {
 	int prio_pos;             /* its place in the queue (1: first), 0: not computed */
 	int prio_top;             /* it holds its pool's reservation ... */
 	long long expected_start_us;   /* ... which frees then (0: unknown) */
+	/* preemption (fairshare.h): its class's signal was sent, the attempt ends at
+	 * preempt_deadline_ms (mono) and is requeued without counting as a retry */
+	int preempting;
+	long long preempt_deadline_ms;
+	int preemptions;          /* how many times it was preempted (attempt counts them too) */
+	char *preempted_by;       /* the job that preempted it last */
 };
 
 struct jobs_clients {

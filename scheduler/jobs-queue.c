@@ -11,8 +11,10 @@
 #include "log.h"
 #include "protocol.h"
 #include "safefile.h"
+#include "units.h"
 #include "usage.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +335,90 @@ static int node_index(const struct sched *s, const char *name)
 	return -1;
 }
 
+/* j's class (cluster.yaml's fairshare.classes): preemptible, and its rank */
+static const struct fs_class *fair_class(const struct sched *s, const struct job *j,
+					 int *preemptible, int *rank)
+{
+	const struct fs_class *c = s->cc && j->cfg.job_class ?
+		fairshare_class(&s->cc->fairshare, j->cfg.job_class) : NULL;
+
+	*preemptible = c ? c->preemptible : 0;
+	*rank = c ? c->rank : 0;
+	return c;
+}
+
+/* one preemption's signal, off the main thread (the backend's signal takes the lock) */
+struct preempt_signal {
+	struct sched *s;
+	struct job *j;            /* jobs are freed only at exit */
+	int sig;
+};
+
+static void *preempt_signal_thread(void *arg)
+{
+	struct preempt_signal *w = arg;
+	struct strbuf err = STRBUF_INIT;
+	int n = w->s->backend->signal(w->s, w->j, w->sig, &err);
+
+	if (n >= 0)
+		dtlog(DTLOG_INFO, "job %s: preempted: SIG%s sent to %d task(s)", w->j->id,
+		      sigabbrev_np(w->sig), n);
+	else
+		dtlog(DTLOG_WARN, "job %s: preempted, but its SIG%s was not sent: %s", w->j->id,
+		      sigabbrev_np(w->sig), err.buf);
+	strbuf_release(&err);
+	free(w);
+	return NULL;
+}
+
+/*
+ * Preempt victim for `by` (fairshare.h): its class's signal now, its attempt
+ * ends after the grace (check_running in jobs.c) or when its ranks exit, and
+ * it is requeued under its id (end_attempt).  Lock held.
+ */
+static void fair_preempt(void *ctx, const struct fs_running *victim, const struct fs_job *by)
+{
+	struct fair_ctx *c = ctx;
+	struct sched *s = c->s;
+	struct job *v = victim->job, *b = by->job;
+	int preemptible, rank;
+	const struct fs_class *k = fair_class(s, v, &preemptible, &rank);
+	int sig = k ? k->signal : SIGUSR1;
+	long long grace = k ? k->grace_ms : 60000;
+	struct strbuf g = STRBUF_INIT;
+
+	if (v->preempting || strcmp(v->state, DT_JOB_RUNNING) || v->cancel)
+		return;
+	v->preempting = 1;
+	v->preempt_deadline_ms = dt_mono_ms() + grace;
+	free(v->preempted_by);
+	v->preempted_by = xstrdup(b->id);
+	format_duration_human(&g, grace);
+	set_reason(v, "preempted by %s (%s's job): SIG%s, stopped after %s unless it ends first",
+		   b->id, b->user, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", g.buf);
+	dtlog(DTLOG_INFO, "job %s (%s): %s", v->id, v->name, v->reason);
+	job_save(s, v);
+	strbuf_release(&g);
+	if (s->backend->signal) {
+		struct preempt_signal *w = xmalloc(sizeof(*w));
+		pthread_attr_t at;
+		pthread_t t;
+
+		w->s = s;
+		w->j = v;
+		w->sig = sig;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &at, preempt_signal_thread, w)) {
+			free(w);
+			v->preempt_deadline_ms = dt_mono_ms();   /* no signal: stop it now */
+		}
+		pthread_attr_destroy(&at);
+	} else {
+		v->preempt_deadline_ms = dt_mono_ms();   /* the backend cannot signal: stop it now */
+	}
+}
+
 static void fair_running_build(struct sched *s, struct fair_running *r, long long now)
 {
 	size_t k = 0, slots = 0;
@@ -361,6 +447,9 @@ static void fair_running_build(struct sched *s, struct fair_running *r, long lon
 		f->user = j->user;
 		f->project = j->project;
 		f->size = j->world;
+		f->job = j;
+		f->preempting = j->preempting;
+		fair_class(s, j, &f->preemptible, &f->cls_rank);
 		f->nr = h->nr;
 		f->node = &r->node[k];
 		f->nslots = &r->nslots[k];
@@ -397,6 +486,14 @@ int job_admit(struct sched *s, struct job *j, struct strbuf *err)
 	long long timeout = j->cfg.timeout_ms;
 	int up = 0, pp = 0;
 
+	if (j->cfg.job_class && (!cfg || !fairshare_class(cfg, j->cfg.job_class))) {
+		strbuf_addf(err, "class '%s' is not one of cluster.yaml's fairshare.classes (",
+			    j->cfg.job_class);
+		for (size_t i = 0; cfg && i < cfg->nr_classes; i++)
+			strbuf_addf(err, "%s'%s'", i ? ", " : "", cfg->classes[i].name);
+		strbuf_addstr(err, cfg && cfg->nr_classes ? ")" : "there are none)");
+		return -1;
+	}
 	free(j->project);
 	j->project = xstrdup(fs_project_of(cfg, j->user, j->cfg.project));
 	for (size_t i = 0; i < s->nr_jobs; i++) {
@@ -454,6 +551,7 @@ static void fair_inputs_rank(struct sched *s, struct fair_inputs *in)
 		f->limit_ms = j->cfg.timeout_ms;
 		f->prio = j->cfg.priority;
 		f->wait_fp = &j->wait_fp;
+		fair_class(s, j, &f->preemptible, &f->cls_rank);
 	}
 	fair_running_build(s, &in->run, now);
 	fair_usage_sync(s);
@@ -577,7 +675,7 @@ static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct 
  */
 void schedule_pending(struct sched *s)
 {
-	static const struct fs_ops ops = { fair_try, fair_start, fair_wait, fair_fp };
+	static const struct fs_ops ops = { fair_try, fair_start, fair_wait, fair_fp, fair_preempt };
 	struct fair_inputs in;
 	struct fair_ctx ctx;
 	struct fs_pool pools[2];

@@ -93,7 +93,7 @@ static unsigned long long fingerprint(void *ctx, int gpu, const struct place_nod
 	return h ? h : 1;
 }
 
-static const struct fs_ops ops = { try_place, start, wait_, fingerprint };
+static const struct fs_ops ops = { try_place, start, wait_, fingerprint, NULL };
 
 /* dtsched's pass before fair share: oldest first, every job that fits starts */
 static void fifo_pass(struct place_node *pool)

@@ -190,6 +190,89 @@ static void test_running_counts(void **state)
 	fs_usage_release(&u);
 }
 
+/* ------------------------------------------------ preemption */
+
+struct pre_ctx {
+	const struct fs_running *victims[8];
+	int nr;
+};
+
+static void pre_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+}
+
+static void pre_wait(void *ctx, struct fs_job *fj, const char *reason)
+{
+}
+
+static void pre_preempt(void *ctx, const struct fs_running *v, const struct fs_job *by)
+{
+	struct pre_ctx *c = ctx;
+
+	c->victims[c->nr++] = v;
+}
+
+static enum place_status pre_try(void *ctx, struct fs_job *fj, struct place_node *n, size_t nr,
+				 int plan, struct place_result *res, struct strbuf *reason)
+{
+	struct place_req r = { .nodes = 1, .per_node = fj->per_node };
+
+	return placement_try(n, nr, &r, res, reason);
+}
+
+/*
+ * One node of 4 GPUs held by two preemptible 2-GPU jobs (started at 1 and 2
+ * hours): a waiting 2-GPU job preempts the younger one only; none while one
+ * is being preempted already; a preemptible job of the same class none.
+ */
+static void test_preempt_fewest_youngest(void **state)
+{
+	static const struct fs_ops ops = { pre_try, pre_start, pre_wait, NULL, pre_preempt };
+	static const int node[1] = { 0 }, nslots[1] = { 2 }, s01[2] = { 0, 1 }, s23[2] = { 2, 3 };
+	static const int *const slot_a[1] = { s01 }, *const slot_b[1] = { s23 };
+	struct place_node n[1];
+	struct fs_running run[2];
+	struct fs_job j[1];
+	struct fs_pass p;
+	struct pre_ctx c;
+	int totals[2] = { 0, 4 }, dummy[2];
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 4 } };
+
+	memset(run, 0, sizeof(run));
+	for (int i = 0; i < 2; i++) {
+		run[i].gpu = 1;
+		run[i].start_us = (i + 1) * HOUR_US;
+		run[i].nr = 1;
+		run[i].node = node;
+		run[i].nslots = nslots;
+		run[i].slot = i ? slot_b : slot_a;
+		run[i].user = "scav";
+		run[i].size = 2;
+		run[i].job = &dummy[i];
+		run[i].preemptible = 1;
+	}
+	for (int round = 0; round < 3; round++) {
+		memset(n, 0, sizeof(n));
+		n[0].name = "n0";
+		n[0].up = 1;
+		n[0].total = 4;
+		memset(n[0].used, 1, 4);
+		mkjob(&j[0], "urgent", 2, 0, 0);
+		j[0].preemptible = round == 2;   /* the same class as the running ones */
+		memset(&c, 0, sizeof(c));
+		fs_pass_prepare(&p, NULL, NULL, 3 * HOUR_US, j, 1, run, 2, totals);
+		fs_pass_place(&p, pools, run, 2, &ops, &c);
+		fs_pass_release(&p);
+		if (round == 0) {
+			assert_int_equal(c.nr, 1);
+			assert_ptr_equal(c.victims[0], &run[1]);   /* the younger */
+			run[1].preempting = 1;
+		} else {
+			assert_int_equal(c.nr, 0);
+		}
+	}
+}
+
 static void test_submit_limits(void **state)
 {
 	struct cluster_config cc;
@@ -346,7 +429,7 @@ static void check_promise(struct sim *s, const struct fs_job *top)
  */
 static void simulate(struct sim *s, const struct fairshare_config *cfg, long long span_us)
 {
-	static const struct fs_ops ops = { sim_try, sim_start, sim_wait, sim_fp };
+	static const struct fs_ops ops = { sim_try, sim_start, sim_wait, sim_fp, NULL };
 	struct fs_usage usage;
 	int totals[2] = { 0, NODES * GPUS };
 
@@ -554,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_usage_decay),
 		cmocka_unit_test(test_priority_order),
 		cmocka_unit_test(test_running_counts),
+		cmocka_unit_test(test_preempt_fewest_youngest),
 		cmocka_unit_test(test_submit_limits),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_five_users),

@@ -29,6 +29,36 @@ FAIRSHARE = """fairshare:
     alice: {share: 1, project: vision}
     bob: {share: 1}
     carol: {max_gpus: 2, max_time: 10m}
+  classes:
+    scavenger: {preemptible: true, signal: USR1, grace: 2s}
+"""
+
+# A training script that checkpoints on SIGUSR1 (what docs/fairshare.md shows): its step in
+# <job_dir>/ckpt/step-N, and it starts from $DT_RESUME (dtsched's newest checkpoint) when set.
+VICTIM = r"""
+import os, signal, sys, time
+ckpt = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
+rank0 = os.environ.get("RANK", "0") == "0"   # rank 0 saves (the data-parallel way)
+step = 0
+if os.environ.get("DT_RESUME"):
+    step = int(open(os.environ["DT_RESUME"]).read())
+    if rank0:
+        print("resumed from step %d (attempt %s)" % (step, os.environ["DT_ATTEMPT"]), flush=True)
+want = {"ckpt": False}
+signal.signal(signal.SIGUSR1, lambda sig, frame: want.update(ckpt=True))
+while step < int(sys.argv[1]):
+    if want["ckpt"] and rank0:
+        with open(os.path.join(ckpt, ".tmp"), "w") as f:
+            f.write(str(step))
+        os.rename(os.path.join(ckpt, ".tmp"), os.path.join(ckpt, "step-%d" % step))
+        print("checkpointed at step %d" % step, flush=True)
+    want["ckpt"] = False
+    if rank0:
+        print("step %d" % step, flush=True)
+    time.sleep(0.05)
+    step += 1
+if rank0:
+    print("done at step %d" % step, flush=True)
 """
 
 
@@ -213,3 +243,58 @@ def test_acct_totals_equal_the_jobs_run(local):
         assert share[u]["usage_gpu_hours"] > 0 and share[u]["fairshare"] < 1, share[u]
     assert share["alice"]["project"] == "vision"
     assert share["alice"]["usage_gpu_hours"] > share["bob"]["usage_gpu_hours"]
+
+
+def logs(c, job):
+    p = c.dtctl("logs", "--json", job)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(l) for l in p.stdout.splitlines()]
+
+
+def ts(t):
+    return time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + t[19:-1])
+
+
+def test_preemption_signals_waits_requeues_and_resumes(local):
+    """bob's scavenger-class job (preemptible) holds the 4 GPUs; dave's normal job needs
+    them: bob's gets SIGUSR1 (it checkpoints and goes on), its 2 s grace, then it is
+    stopped and requeued under the same id (PREEMPTED in its history, not FAILED, not a
+    retry), dave's runs, then bob's starts again with DT_RESUME and DT_ATTEMPT=1 and goes
+    on from its checkpoint to COMPLETED; its lost GPU time is accounted; an unknown class
+    is refused at submission."""
+    script = local.shared / "victim.py"
+    script.write_text(VICTIM)
+    v = submit_ok(local, "bob", 4, ["python3", str(script), "200"], **{"class": "scavenger"})
+    deadline = time.monotonic() + 60
+    while not any(l["text"] == "step 5" for l in logs(local, v)):
+        assert time.monotonic() < deadline, logs(local, v)
+        time.sleep(0.1)
+    a = submit_ok(local, "dave", 4, ["sleep", "1"])
+    j = wait(local, v, lambda x: x.get("preempting"))
+    assert j["reason"].startswith("preempted by %s (dave's job): SIGUSR1, stopped after 2s" % a), j
+    j = wait(local, v, lambda x: x["state"] == "PENDING")
+    h = j["history"][-2:]
+    assert [x["state"] for x in h] == ["PREEMPTED", "PENDING"], j["history"]
+    assert h[0]["reason"].startswith("preempted by %s" % a), h
+    assert h[1]["reason"] == "requeued after preemption by %s (restart 1; 1 preemption)" % a, h
+    done_a = wait(local, a, ended)
+    assert done_a["state"] == "COMPLETED", done_a
+    done_v = wait(local, v, ended, timeout=90)
+    assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+    assert done_v["attempt"] == 1 and done_v["started_at"] >= done_a["ended_at"], done_v
+    lines = logs(local, v)
+    ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+    assert len(ck) == 1, [l["text"] for l in lines]
+    k = int(ck[0]["text"].split()[-1])
+    assert any(l["text"] == "resumed from step %d (attempt 1)" % k for l in lines), lines
+    assert lines[-1]["text"] == "done at step 200", lines[-1]
+    # it went on after its checkpoint until the grace was over (2 s after the signal)
+    preempted = [h for h in done_v["history"] if h["state"] == "PREEMPTED"][0]
+    assert ts(preempted["at"]) - ts(ck[0]["time"]) >= 1.5, (preempted, ck[0])
+    acct = json.loads(local.dtctl("acct", "--json", "--user", "bob").stdout)
+    row = [r for r in acct["jobs"] if r["id"] == v][0]
+    assert row["state"] == "COMPLETED" and row["attempts"] == 2, row
+    assert row["gpu_hours_lost"] > 0, row
+    st, body = submit(local, "bob", 1, ["true"], **{"class": "gold"})
+    assert st == 422 and "class 'gold' is not one of cluster.yaml's fairshare.classes " \
+        "('scavenger')" in json.dumps(body), body

@@ -20,8 +20,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,17 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from conftest import LocalCluster  # noqa: E402
 from dtapi import DtApi, read_secret  # noqa: E402
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def cpu_ticks(pid):
@@ -49,46 +38,18 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-class Cluster:
-    def __init__(self, bin_dir, tmp):
-        self.bin = Path(bin_dir).resolve()
-        self.home = tmp / "home"
-        self.home.mkdir(mode=0o700)
-        self.shared = tmp / "shared"
-        self.shared.mkdir()
-        self.env = dict(os.environ, DTCTL_HOME=str(self.home), DTCTL_NO_SYSTEMD="1",
-                        NO_COLOR="1")
-        self.env.pop("DTCTL_CLUSTER", None)
-        agent, self.port = free_ports(2)
-        (self.home / "cluster.yaml").write_text(
-            "cluster: fair\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 4, slots: 2}\n"
-            "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
-            % (self.shared, agent, self.port))
+class Cluster(LocalCluster):
+    """conftest's one-node cluster (4 fake GPUs), of the build in bin_dir, and a client."""
 
-    def dtctl(self, *args):
-        return subprocess.run([str(self.bin / "dtctl")] + list(args), capture_output=True,
-                              text=True, timeout=120, env=self.env, stdin=subprocess.DEVNULL)
+    def __init__(self, bin_dir, tmp):
+        super().__init__(Path(bin_dir).resolve() / "dtctl", tmp, name="fair", gpus="4")
+        self.port = int(re.search(r"head: \{port: (\d+)",
+                                  (self.home / "cluster.yaml").read_text()).group(1))
 
     def start(self):
-        for what in (("head", "start"), ("agents", "start")):
-            p = self.dtctl(*what)
-            if p.returncode:
-                sys.exit("bench_fair: dtctl %s: %s%s" % (" ".join(what), p.stdout, p.stderr))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            p = self.dtctl("nodes", "--json")
-            if p.returncode == 0 and any(n.get("state") == "UP"
-                                         for n in json.loads(p.stdout)["nodes"]):
-                break
-            time.sleep(0.2)
-        else:
-            sys.exit("bench_fair: the node is not UP")
+        super().start()
         self.api = DtApi("127.0.0.1", self.port, read_secret(str(self.home)), timeout=60)
         self.pid = int((self.home / "dtsched.pid").read_text().split()[0])
-
-    def stop(self):
-        self.dtctl("agents", "stop")
-        self.dtctl("head", "stop")
 
     def submit(self, user, gpus=1):
         st, body = self.api.request("POST", "/v1/jobs", {

@@ -557,77 +557,64 @@ static void check_shares(struct sim *s, const double *share, double tol, const c
  * out: with no usage yet everyone's factor is 1 and the queue is FIFO, and a
  * half-life of a day forgets that head start before the week is over.
  */
-static void test_week_two_users(void **state)
+/* A simulated week of users (fairshare: section fs) with the given seed and quotas. */
+static void week(struct sim *s, const char *fs, const char **users, int n,
+		 unsigned long long seed, int *max_gpus)
 {
 	struct cluster_config cc;
 	struct strbuf err = STRBUF_INIT;
+
+	load(&cc, fs, &err);
+	memset(s, 0, sizeof(*s));
+	s->users = users;
+	s->nusers = n;
+	s->rng = seed;
+	s->max_gpus = max_gpus;
+	simulate(s, &cc.fairshare, 7 * DAY_US);
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+}
+
+static void test_week_two_users(void **state)
+{
 	static const char *users[] = { "alice", "bob" };
 	static const double share[] = { 3, 1 };
 	struct sim s;
 
-	load(&cc, "fairshare:\n  half_life: 1d\n  users:\n    alice: {share: 3}\n"
-	     "    bob: {share: 1}\n", &err);
-	memset(&s, 0, sizeof(s));
-	s.users = users;
-	s.nusers = 2;
-	s.rng = 1;
-	simulate(&s, &cc.fairshare, 7 * DAY_US);
+	week(&s, "fairshare:\n  half_life: 1d\n  users:\n    alice: {share: 3}\n"
+	     "    bob: {share: 1}\n", users, 2, 1, NULL);
 	check_shares(&s, share, 0.05, "two users");
-	cluster_config_release(&cc);
-	strbuf_release(&err);
 }
 
 static void test_week_five_users_quota(void **state)
 {
-	struct cluster_config cc;
-	struct strbuf err = STRBUF_INIT;
 	static const char *users[] = { "u1", "u2", "u3", "u4", "u5" };
+	/* u5 is capped at 12 of 32 GPUs (37.5%); the others share the rest 1:1:2:2 */
+	static const double capped[] = { 1, 1, 2, 2, 0 };
 	int max_gpus[] = { 0, 0, 0, 0, 12 };
+	double total = 0;
 	struct sim s;
 
 	/* u5's share (40%, 12.8 GPUs) is above its quota: it gets at most 12 */
-	load(&cc, "fairshare:\n  half_life: 1d\n  users:\n    u3: {share: 2}\n"
-	     "    u4: {share: 2}\n    u5: {share: 4, max_gpus: 12}\n", &err);
-	memset(&s, 0, sizeof(s));
-	s.users = users;
-	s.nusers = 5;
-	s.rng = 7;
-	s.max_gpus = max_gpus;
-	simulate(&s, &cc.fairshare, 7 * DAY_US);
-	{
-		/* u5 is capped at 12 of 32 GPUs (37.5%); the others share the rest 1:1:2:2 */
-		static const double capped[] = { 1, 1, 2, 2, 0 };
-		double total = 0;
-
-		for (int u = 0; u < 5; u++)
-			total += s.gpu_s[u];
-		assert_true(s.gpu_s[4] / total <= 12.0 / 32 + 1e-9);
-		assert_true(s.gpu_s[4] / total > 0.30);
-		s.nusers = 4;
-		check_shares(&s, capped, 0.20, "five users, u5 at its quota");
-	}
-	cluster_config_release(&cc);
-	strbuf_release(&err);
+	week(&s, "fairshare:\n  half_life: 1d\n  users:\n    u3: {share: 2}\n"
+	     "    u4: {share: 2}\n    u5: {share: 4, max_gpus: 12}\n", users, 5, 7, max_gpus);
+	for (int u = 0; u < 5; u++)
+		total += s.gpu_s[u];
+	assert_true(s.gpu_s[4] / total <= 12.0 / 32 + 1e-9);
+	assert_true(s.gpu_s[4] / total > 0.30);
+	s.nusers = 4;
+	check_shares(&s, capped, 0.20, "five users, u5 at its quota");
 }
 
 static void test_week_five_users(void **state)
 {
-	struct cluster_config cc;
-	struct strbuf err = STRBUF_INIT;
 	static const char *users[] = { "u1", "u2", "u3", "u4", "u5" };
 	static const double share[] = { 1, 1, 2, 2, 4 };
 	struct sim s;
 
-	load(&cc, "fairshare:\n  half_life: 1d\n  users:\n    u3: {share: 2}\n"
-	     "    u4: {share: 2}\n    u5: {share: 4}\n", &err);
-	memset(&s, 0, sizeof(s));
-	s.users = users;
-	s.nusers = 5;
-	s.rng = 3;
-	simulate(&s, &cc.fairshare, 7 * DAY_US);
+	week(&s, "fairshare:\n  half_life: 1d\n  users:\n    u3: {share: 2}\n"
+	     "    u4: {share: 2}\n    u5: {share: 4}\n", users, 5, 3, NULL);
 	check_shares(&s, share, 0.20, "five users");
-	cluster_config_release(&cc);
-	strbuf_release(&err);
 }
 
 int main(void)

@@ -16,7 +16,6 @@ fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
                         [--users 50] [--seconds 5] [--threads 16]
 """
 import argparse
-import json
 import os
 import re
 import shutil

@@ -25,60 +25,9 @@ static const char acct_schema[] =
 	"  attempts INTEGER, gpu_s_used REAL, gpu_s_lost REAL, slot_s_used REAL, reason TEXT);"
 	"CREATE INDEX IF NOT EXISTS acct_end ON acct(end_us);";
 
-/*
- * The intervals j ran (RUNNING in its history until the next entry); an
- * interval still open ends at j->ended_us, or is left out (include_open 0:
- * the pass counts a running attempt).  Calls fn for each.
- */
-static void run_intervals(const struct job *j, int include_open,
-			  void (*fn)(const struct job *j, long long a, long long b, void *d),
-			  void *d)
-{
-	long long start = 0;
-	size_t i;
-	json_t *h;
-
-	json_array_foreach(j->history, i, h) {
-		long long at = dt_timestamp_parse(json_get_str(h, "at", ""));
-
-		if (at <= 0)
-			continue;
-		if (start) {
-			fn(j, start, at, d);
-			start = 0;
-		}
-		if (!strcmp(json_get_str(h, "state", ""), DT_JOB_RUNNING))
-			start = at;
-	}
-	if (start && include_open && j->ended_us > start)
-		fn(j, start, j->ended_us, d);
-}
-
-static void add_usage(const struct job *j, long long a, long long b, void *d)
-{
-	fs_usage_add(d, j->user, j->project, j->world, a, b);
-}
-
 static void add_seconds(const struct job *j, long long a, long long b, void *d)
 {
 	*(double *)d += (double)(b - a) / 1e6 * j->world;
-}
-
-void fair_usage_sync(struct sched *s)
-{
-	long long hl = s->cc ? s->cc->fairshare.half_life_ms : 7LL * 24 * 3600 * 1000;
-
-	if (s->fair_usage && s->fair_usage_hl == hl)
-		return;
-	if (!s->fair_usage)
-		s->fair_usage = xmalloc(sizeof(*s->fair_usage));
-	else
-		fs_usage_release(s->fair_usage);
-	fs_usage_init(s->fair_usage, hl);
-	s->fair_usage_hl = hl;
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (s->jobs[i]->gpu)
-			run_intervals(s->jobs[i], 0, add_usage, s->fair_usage);
 }
 
 void acct_release(struct sched *s)

@@ -216,6 +216,12 @@ struct fair_inputs {
 };
 void fair_inputs_prepare(struct sched *s, struct fair_inputs *in);
 /*
+ * The intervals j ran (RUNNING in its history until the next entry); an
+ * interval still open ends at j->ended_us, or is left out (include_open 0).
+ */
+void run_intervals(const struct job *j, int include_open,
+		   void (*fn)(const struct job *j, long long a, long long b, void *d), void *d);
+/*
  * What the last full pass left (schedule_pending): the pools' fingerprints
  * after it and each pool's reservation.  While the pools stay as they were,
  * a step places only the jobs never tried (against the reservation) and the

@@ -287,7 +287,8 @@ void sweeps_subscribe(struct sched *s);
 /* acct.c: ATTEMPT_ENDED (its GPU time into the decayed usage), ENDED (the
  * job's accounting row); also makes the acct table */
 int acct_subscribe(struct sched *s);
-/* the decayed usage, made (from every job's history) or remade when needed */
+/* jobs-queue.c: the decayed usage, made (from every job's history) or remade
+ * when the half-life changed */
 void fair_usage_sync(struct sched *s);
 void acct_release(struct sched *s);   /* jobs_release() calls it */
 /* the acct rows of jobs that ended before accounting was kept (after jobs_init) */

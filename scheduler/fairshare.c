@@ -188,7 +188,7 @@ static size_t acct_find(struct fs_acct **v, size_t *nr, size_t *alloc, struct na
 {
 	size_t h;
 
-	if (ix->cap < 2 * (*nr + 1)) {
+	if (!ix->slot || ix->cap < 2 * (*nr + 1)) {
 		free(ix->slot);
 		ix->cap = ix->cap ? ix->cap * 4 : 64;
 		ix->slot = xcalloc(ix->cap, sizeof(*ix->slot));

@@ -549,14 +549,16 @@ int job_admit(struct sched *s, struct job *j, struct strbuf *err)
 	}
 	free(j->project);
 	j->project = xstrdup(fs_project_of(cfg, j->user, j->cfg.project));
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		const struct job *o = s->jobs[i];
+	/* the pending jobs are counted only for a max_pending: a scan of the queue */
+	if (fs_limits_of(cfg, 0, j->user).max_pending || fs_limits_of(cfg, 1, j->project).max_pending)
+		for (size_t i = 0; i < s->nr_jobs; i++) {
+			const struct job *o = s->jobs[i];
 
-		if (strcmp(o->state, DT_JOB_PENDING) || o->cancel)
-			continue;
-		up += !strcmp(o->user, j->user);
-		pp += o->project && !strcmp(o->project, j->project);
-	}
+			if (strcmp(o->state, DT_JOB_PENDING) || o->cancel)
+				continue;
+			up += !strcmp(o->user, j->user);
+			pp += o->project && !strcmp(o->project, j->project);
+		}
 	if (fs_check_submit(cfg, j->user, j->project, j->gpu, j->cfg.nodes * j->per_node, &timeout,
 			    up, pp, err) < 0)
 		return -1;
@@ -662,7 +664,8 @@ static int fair_limited(const struct sched *s, const struct job *j)
  * job's timeout ends before the reservation starts), as the full pass would
  * after the top job.  0, or -1 when a full pass is needed now.
  */
-static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct fair_cache *c)
+static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct fair_cache *c,
+			  size_t first)
 {
 	struct fair_ctx ctx = { s, { &in->cpu, &in->gpu } };
 	struct place_node *masked[2] = { NULL, NULL };
@@ -671,7 +674,7 @@ static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct 
 	long long now = dt_now_us();
 	int ret = 0;
 
-	for (size_t i = 0; i < s->nr_jobs && !ret; i++) {
+	for (size_t i = first; i < s->nr_jobs && !ret; i++) {
 		struct job *j = s->jobs[i];
 		int g = j->gpu ? 1 : 0;
 		struct pool *p = ctx.pools[g];
@@ -736,11 +739,13 @@ void schedule_pending(struct sched *s)
 	unsigned long long fp[2];
 	long long now_ms = dt_mono_ms();
 	int any = 0, untried = 0, unranked = 0;
+	size_t first = 0;   /* the first job never tried (they are the newest, mostly) */
 
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel) {
 			any = 1;
-			untried |= !s->jobs[i]->wait_fp;
+			if (!s->jobs[i]->wait_fp && !untried++)
+				first = i;
 			unranked |= !s->jobs[i]->prio_pos;
 		}
 	if (!any)
@@ -753,7 +758,7 @@ void schedule_pending(struct sched *s)
 	fp[1] = pool_fingerprint(s, &in.gpu);
 	if (c->at_ms && fp[0] == c->fp[0] && fp[1] == c->fp[1] &&
 	    now_ms - c->at_ms < (unranked ? FAIR_FULL_NEW_MS : FAIR_FULL_IDLE_MS) &&
-	    (!untried || !fair_place_new(s, &in, c))) {
+	    (!untried || !fair_place_new(s, &in, c, first))) {
 		free(in.gpu.n);
 		free(in.cpu.n);
 		return;

@@ -273,6 +273,71 @@ static void test_preempt_fewest_youngest(void **state)
 	}
 }
 
+struct quota_ctx {
+	char reason[256];
+	int started;
+};
+
+static void q_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+	((struct quota_ctx *)ctx)->started++;
+}
+
+static void q_wait(void *ctx, struct fs_job *fj, const char *reason)
+{
+	snprintf(((struct quota_ctx *)ctx)->reason, 256, "%s", reason);
+}
+
+/* A project's max_gpus holds across its users: b's job waits on a's GPUs, with the numbers. */
+static void test_project_quota_waits(void **state)
+{
+	static const struct fs_ops ops = { pre_try, q_start, q_wait, NULL, NULL };
+	static const int node[1] = { 0 }, nslots[1] = { 4 }, s0[4] = { 0, 1, 2, 3 };
+	static const int *const slot[1] = { s0 };
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	struct fs_running run;
+	struct fs_job j[1];
+	struct fs_pass p;
+	struct quota_ctx c;
+	int totals[2] = { 0, 8 };
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 8 } };
+
+	load(&cc, "fairshare:\n  users:\n    a: {project: p}\n    b: {project: p}\n"
+	     "  projects:\n    p: {max_gpus: 4}\n", &err);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 8;
+	memset(n[0].used, 1, 4);
+	memset(&run, 0, sizeof(run));
+	run.gpu = 1;
+	run.nr = 1;
+	run.node = node;
+	run.nslots = nslots;
+	run.slot = slot;
+	run.user = "a";
+	run.project = "p";
+	run.size = 4;
+	mkjob(&j[0], "b", 1, 0, 0);
+	memset(&c, 0, sizeof(c));
+	fs_pass_prepare(&p, &cc.fairshare, NULL, HOUR_US, j, 1, &run, 1, totals);
+	fs_pass_place(&p, pools, &run, 1, &ops, &c);
+	assert_int_equal(c.started, 0);   /* 4 GPUs are free, the project has none left */
+	assert_string_equal(c.reason, "quota: project 'p' has 4 of max_gpus 4 GPUs in use, this "
+			    "job needs 1");
+	fs_pass_release(&p);
+	run.size = 3;   /* one GPU of the project's free: it starts */
+	memset(&c, 0, sizeof(c));
+	fs_pass_prepare(&p, &cc.fairshare, NULL, HOUR_US, j, 1, &run, 1, totals);
+	fs_pass_place(&p, pools, &run, 1, &ops, &c);
+	assert_int_equal(c.started, 1);
+	fs_pass_release(&p);
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+}
+
 static void test_submit_limits(void **state)
 {
 	struct cluster_config cc;
@@ -625,6 +690,7 @@ int main(void)
 		cmocka_unit_test(test_priority_order),
 		cmocka_unit_test(test_running_counts),
 		cmocka_unit_test(test_preempt_fewest_youngest),
+		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_five_users),

@@ -98,7 +98,7 @@ int cmd_acct(int argc, const char **argv)
 	struct option opts[] = {
 		OPT_STRING('u', "user", &user, "user", "only this user's jobs"),
 		OPT_STRING('A', "project", &project, "project", "only this project's (account's) jobs"),
-		OPT_STRING('s', "state", &state, "state", "only jobs that ended so (COMPLETED, FAILED, "
+		OPT_STRING(0, "state", &state, "state", "only jobs that ended so (COMPLETED, FAILED, "
 			   "CANCELLED, TIMEOUT, NODE_FAIL)"),
 		OPT_STRING('S', "since", &since, "time", "jobs that ended since (2026-11-28, "
 			   "2026-11-28T12:00:00Z, or a duration ago: 7d)"),

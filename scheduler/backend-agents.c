@@ -621,6 +621,31 @@ static int agents_signal(struct sched *s, struct job *j, int sig, struct strbuf 
 	return ok ? ok : -1;
 }
 
+/* GPUs held by tasks that are no job's (started through the agent API): backend.h. */
+static void agents_gpus_taken(struct sched *s, const struct node *n, unsigned char *used,
+			      int total)
+{
+	json_t *t;
+	const char *id;
+
+	json_object_foreach(n->tasks, id, t) {
+		const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
+
+		if (task_final(t) || json_get_str(t, "job_id", NULL))
+			continue;
+		while (cvd && *cvd) {
+			char *end;
+			long d = strtol(cvd, &end, 10);
+
+			if (end == cvd)
+				break;
+			if (d >= 0 && d < total)
+				used[d] = 1;
+			cvd = *end == ',' ? end + 1 : end;
+		}
+	}
+}
+
 /* Once a step: stop what is left of attempts that are over, and orphans. */
 static void agents_step(struct sched *s, struct actions *a)
 {
@@ -639,4 +664,5 @@ const struct sched_backend agents_backend = {
 	.live_ranks = agents_live_ranks,
 	.log_loss = agents_log_loss,
 	.signal = agents_signal,
+	.gpus_taken = agents_gpus_taken,
 };

@@ -21,6 +21,7 @@
 #include "strbuf.h"
 
 struct sched;
+struct node;
 struct job;
 struct hold;
 struct pool;
@@ -117,6 +118,13 @@ struct sched_backend {
 	 * says so: 501).
 	 */
 	int (*signal)(struct sched *s, struct job *j, int sig, struct strbuf *err);
+	/*
+	 * The GPUs of node n (0 .. total-1) that work which is no job's holds
+	 * (agents: tasks started through the agent API with CUDA_VISIBLE_DEVICES),
+	 * set to 1 in used: the queue places no job there.  Lock held.  NULL:
+	 * only jobs take GPUs.
+	 */
+	void (*gpus_taken)(struct sched *s, const struct node *n, unsigned char *used, int total);
 };
 
 /* job.c: an empty end (rank -1), and its release */

@@ -81,8 +81,6 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 		struct node *n = s->nodes[i];
 		struct place_node *pn = &p->n[i];
 		const struct cluster_node *cn = cc_node(s, n->name);
-		json_t *t;
-		const char *id;
 
 		pn->name = n->name;
 		pn->up = !strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED);
@@ -94,25 +92,9 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 			pn->total = cn && cn->slots > 0 ? cn->slots : n->cpus;
 		if (pn->total > PLACE_MAX_SLOTS)
 			pn->total = PLACE_MAX_SLOTS;
-		if (!gpu)
-			continue;
-		/* GPUs held by tasks that are not ours (started through the agent API) */
-		json_object_foreach(n->tasks, id, t) {
-			const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
-
-			if (task_final(t) || json_get_str(t, "job_id", NULL))
-				continue;
-			while (cvd && *cvd) {
-				char *end;
-				long d = strtol(cvd, &end, 10);
-
-				if (end == cvd)
-					break;
-				if (d >= 0 && d < pn->total)
-					pn->used[d] = 1;
-				cvd = *end == ',' ? end + 1 : end;
-			}
-		}
+		/* GPUs that work which is no job's holds (the backend's, backend.h) */
+		if (gpu && s->backend && s->backend->gpus_taken)
+			s->backend->gpus_taken(s, n, pn->used, pn->total);
 	}
 	for (size_t h = 0; h < s->nr_holds; h++) {
 		struct hold *hd = s->holds[h];

@@ -6,7 +6,10 @@
  * internal API, so placement, launch, retries and NODE_FAIL are the job
  * queue's.  The main loop calls sweeps_step() before jobs_step(); it
  *
- *   - follows every live trial's job, reads the metric reports its rank 0
+ *   - follows every live trial's job (its moves come from the job events,
+ *     sweeps_job_moved; the job API is read once per new job and after a
+ *     restart, and for the job's dirs when its reports are due), reads the
+ *     metric reports its rank 0
  *     wrote since the last look ($DT_METRICS_FILE lines, or "DTCTL_METRIC
  *     {...}" lines in logs/0.log), stores them, and asks ASHA about each:
  *     a pruned trial's job is cancelled at once, which frees its slot;

@@ -8,7 +8,8 @@
  *    detection and log loss included: live_ranks, log_loss, or neither);
  *  - the agents backend (backend-agents.c) against a fake lifecycle: a job,
  *    its hold and the node table as the heartbeats leave them, and what its
- *    attempt_poll, describe, live_ranks, log_loss and step make of them.
+ *    attempt_poll, describe, live_ranks, log_loss, gpus_taken and step make
+ *    of them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -652,6 +653,28 @@ static void test_agents_poll(void **state)
 	free(s);
 }
 
+/* GPUs that live tasks of no job hold (the agent API's own users) are taken;
+ * a job's task, a final one, a garbled list are not. */
+static void test_agents_gpus_taken(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	unsigned char used[8] = { 0 };
+	struct node *n = node_add(s, "a");
+
+	report(s, "a", "mine", "{\"state\": \"running\", \"cuda_visible_devices\": \"1,3\"}");
+	report(s, "a", "j-1.0.r0", "{\"state\": \"running\", \"job_id\": \"j-1\", "
+	       "\"cuda_visible_devices\": \"0\"}");
+	report(s, "a", "done", "{\"state\": \"exited\", \"exit_code\": 0, "
+	       "\"cuda_visible_devices\": \"2\"}");
+	report(s, "a", "odd", "{\"state\": \"running\", \"cuda_visible_devices\": \"5,x,9\"}");
+	agents_backend.gpus_taken(s, n, used, 6);
+	assert_memory_equal(used, ((unsigned char[8]){ 0, 1, 0, 1, 0, 1, 0, 0 }), 8);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	free(s);
+}
+
 /* A released hold: dropped once its tasks are final, else its live tasks
  * stopped; a task of a job that no hold knows (an orphan) stopped too. */
 static void test_agents_step(void **state)
@@ -722,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_backend_without_activity),
 		cmocka_unit_test(test_agents_poll),
 		cmocka_unit_test(test_agents_step),
+		cmocka_unit_test(test_agents_gpus_taken),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,6 +54,7 @@ struct cmd_struct {
 	int flags;              /* what it needs before it runs: enum setup_flags, cli/setup.h */
 };
 
+int cmd_acct(int argc, const char **argv);
 int cmd_agents(int argc, const char **argv);
 int cmd_api(int argc, const char **argv);
 int cmd_cancel(int argc, const char **argv);
@@ -79,6 +80,7 @@ int cmd_push(int argc, const char **argv);
 /* drain's undo: in cli/cmd-drain.c */
 int cmd_resume(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
+int cmd_share(int argc, const char **argv);
 int cmd_show(int argc, const char **argv);
 /* inside a Slurm allocation: the agents' step (slurm.h) */
 int cmd_slurm_agents(int argc, const char **argv);
@@ -88,6 +90,7 @@ int cmd_sweep_report_file(int argc, const char **argv);
 int cmd_validate(int argc, const char **argv);
 /* in cli/dtctl.c, beside `dtctl --version` and `dtctl help` (which lists the table) */
 int cmd_version(int argc, const char **argv);
+int cmd_why(int argc, const char **argv);
 
 /*
  * 1 when standard output is a pipe or socket whose reader has gone (`dtctl

@@ -11,32 +11,13 @@
 #include "parse-options.h"
 #include "protocol.h"
 #include "term.h"
+#include "units.h"
 #include "usage.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* "USR1", "SIGUSR1" or "10" -> 10; -1 when it names no signal 1 .. 64 */
-static int parse_signal(const char *arg)
-{
-	char *end;
-	long n;
-
-	if (!strncasecmp(arg, "SIG", 3))
-		arg += 3;
-	n = strtol(arg, &end, 10);
-	if (end != arg && !*end)
-		return n >= 1 && n <= DT_SIGNAL_MAX ? (int)n : -1;
-	for (int sig = 1; sig < NSIG && sig <= DT_SIGNAL_MAX; sig++) {
-		const char *name = sigabbrev_np(sig);
-
-		if (name && !strcasecmp(name, arg))
-			return sig;
-	}
-	return -1;
-}
 
 static int send_signal(const char *id, int sig)
 {

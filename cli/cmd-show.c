@@ -49,6 +49,7 @@ int cmd_show(int argc, const char **argv)
 	       term_str(json_get_str(j, "name", "?")), term_str(json_get_str(j, "user", "?")));
 	printf("state:      %s%s%s\n", term_str(job_shown_state(j)),
 	       json_get_str(j, "reason", NULL) ? ": " : "", term_str(json_get_str(j, "reason", "")));
+	job_print_priority(j);
 	if (json_is_integer(json_object_get(j, "exit_code")))
 		printf("exit code:  %lld\n", json_get_int(j, "exit_code", 0));
 	{

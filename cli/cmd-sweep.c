@@ -545,21 +545,6 @@ static int cmd_best(const char *id, int json)
 	return 0;
 }
 
-static void csv_field(struct strbuf *sb, const char *v)
-{
-	if (!strpbrk(v, ",\"\n\r")) {
-		strbuf_addstr(sb, v);
-		return;
-	}
-	strbuf_addch(sb, '"');
-	for (; *v; v++) {
-		if (*v == '"')
-			strbuf_addch(sb, '"');
-		strbuf_addch(sb, *v);
-	}
-	strbuf_addch(sb, '"');
-}
-
 static int sweep_export(const char *id, int csv)
 {
 	json_t *ex = NULL, *t, *sw, *p;
@@ -583,20 +568,20 @@ static int sweep_export(const char *id, int csv)
 	}
 	sw = json_object_get(ex, "sweep");
 	strbuf_addstr(&sb, "trial,job_id,state,");
-	csv_field(&sb, json_get_str(json_object_get(sw, "metric"), "name", "value"));
+	strbuf_addcsv(&sb, json_get_str(json_object_get(sw, "metric"), "name", "value"));
 	strbuf_addstr(&sb, ",no_metric,resource");
 	json_array_foreach(json_object_get(sw, "parameters"), k, p) {
 		strbuf_addch(&sb, ',');
-		csv_field(&sb, json_get_str(p, "name", "?"));
+		strbuf_addcsv(&sb, json_get_str(p, "name", "?"));
 	}
 	strbuf_addstr(&sb, ",created_at,ended_at\n");
 	json_array_foreach(json_object_get(ex, "trials"), i, t) {
 		const json_t *v = json_object_get(t, "value"), *r = json_object_get(t, "resource");
 
 		strbuf_addf(&sb, "%lld,", json_get_int(t, "trial", 0));
-		csv_field(&sb, json_get_str(t, "job_id", ""));
+		strbuf_addcsv(&sb, json_get_str(t, "job_id", ""));
 		strbuf_addch(&sb, ',');
-		csv_field(&sb, json_get_str(t, "state", ""));
+		strbuf_addcsv(&sb, json_get_str(t, "state", ""));
 		strbuf_addch(&sb, ',');
 		if (json_is_number(v))
 			format_number_exact(&sb, json_number_value(v));
@@ -605,12 +590,12 @@ static int sweep_export(const char *id, int csv)
 			format_number_exact(&sb, json_number_value(r));
 		json_array_foreach(json_object_get(sw, "parameters"), k, p) {
 			strbuf_addch(&sb, ',');
-			csv_field(&sb, json_get_str(json_object_get(t, "params"), json_get_str(p, "name", ""), ""));
+			strbuf_addcsv(&sb, json_get_str(json_object_get(t, "params"), json_get_str(p, "name", ""), ""));
 		}
 		strbuf_addch(&sb, ',');
-		csv_field(&sb, json_get_str(t, "created_at", ""));
+		strbuf_addcsv(&sb, json_get_str(t, "created_at", ""));
 		strbuf_addch(&sb, ',');
-		csv_field(&sb, json_get_str(t, "ended_at", ""));
+		strbuf_addcsv(&sb, json_get_str(t, "ended_at", ""));
 		strbuf_addch(&sb, '\n');
 	}
 	if (isatty(1)) {

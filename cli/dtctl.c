@@ -23,6 +23,7 @@
 
 /* the command table: one row per command (struct cmd_struct; how to add one: builtin.h) */
 static const struct cmd_struct commands[] = {
+	{ "acct", cmd_acct, "accounts of ended jobs: GPU-hours per user and project", NEED_HEAD },
 	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER },
 	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },
 	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
@@ -43,6 +44,7 @@ static const struct cmd_struct commands[] = {
 	{ "push", cmd_push, "copy a file to the nodes", NEED_CLUSTER },
 	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD },
 	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD },
+	{ "share", cmd_share, "fair share: each user's and project's share, usage, factor", NEED_HEAD },
 	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
 	{ "slurm-agents", cmd_slurm_agents, "inside a Slurm allocation: our agent on every node, joining a head", 0 },
 	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
@@ -50,6 +52,7 @@ static const struct cmd_struct commands[] = {
 	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */
 	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
 	{ "version", cmd_version, "print the version", 0 },
+	{ "why", cmd_why, "why a pending job waits: its place, priority, expected start", NEED_HEAD },
 };
 
 static void list_commands(FILE *out)

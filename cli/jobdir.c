@@ -5,8 +5,10 @@
 #include "protocol.h"
 #include "safefile.h"
 #include "setup.h"
+#include "term.h"
 #include "usage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,4 +72,33 @@ const char *job_shown_state(const json_t *job)
 	    json_array_size(json_object_get(job, "stalled")))
 		return "STALLED";
 	return json_get_str(job, "state", "?");
+}
+
+void job_print_priority(const json_t *job)
+{
+	const json_t *p = json_object_get(job, "priority");
+	const json_t *f = json_object_get(p, "factors");
+
+	if (strcmp(json_get_str(job, "state", ""), DT_JOB_PENDING))
+		return;
+	if (!p) {
+		printf("queue:      not placed yet (dtsched orders the queue at its next pass)\n");
+		return;
+	}
+	printf("queue:      position %lld, priority %.1f (project %s)\n",
+	       json_get_int(p, "position", 0), json_number_value(json_object_get(p, "value")),
+	       term_str(json_get_str(job, "project", "?")));
+	printf("factors:    fairshare %.4f, age %.4f, size %.4f\n",
+	       json_number_value(json_object_get(f, "fairshare")),
+	       json_number_value(json_object_get(f, "age")),
+	       json_number_value(json_object_get(f, "size")));
+	printf("waits for:  %s\n", term_str(json_get_str(job, "reason", "its turn")));
+	if (json_is_true(json_object_get(p, "reserved")))
+		printf("expected:   %s (the slots it needs are reserved for it; later jobs "
+		       "only backfill around them)\n",
+		       json_get_str(p, "expected_start", NULL) ?
+		       term_str(json_get_str(p, "expected_start", "")) :
+		       "unknown: a job it waits for has no timeout");
+	else
+		printf("expected:   after the jobs ahead of it (no reservation yet)\n");
 }

@@ -26,5 +26,11 @@ int job_state_is_final(const char *state);
  * or "STALLED" for a RUNNING job with silent ranks (its "stalled" list).
  */
 const char *job_shown_state(const json_t *job);
+/*
+ * A pending job's place in the queue (its "priority", docs/fairshare.md):
+ * position, priority and factors, what it waits for, its expected start.
+ * Prints nothing for a job that is not pending.  `show` and `why` print it.
+ */
+void job_print_priority(const json_t *job);
 
 #endif

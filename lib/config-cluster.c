@@ -353,7 +353,7 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", "health", "job_files", "notify", NULL,
+	"network", "mpi", "health", "job_files", "notify", "fairshare", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -411,6 +411,8 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		return walk_map(c, v, path, health_keys, NULL, health_key, cc);
 	if (!strcmp(key, "notify"))
 		return notify_from_tree(c, v, path, &cc->notify);
+	if (!strcmp(key, "fairshare"))
+		return fairshare_value(c, v, path, &cc->fairshare);
 	return walk_map(c, v, path, network_keys, NULL, network_key, cc);   /* network */
 }
 
@@ -492,6 +494,7 @@ static void cluster_defaults(void *cfg)
 	cc->health.max_failures = 3;
 	cc->health.failure_window_ms = 60 * 60 * 1000;
 	cc->health.fabric_fraction = 0.5;
+	fairshare_defaults(&cc->fairshare);
 }
 
 static int cluster_from_tree(struct ctx *c, void *cfg, struct ynode *top)
@@ -572,6 +575,7 @@ static void cluster_release(void *cfg)
 	kvlist_release(&cc->setup.vars);
 	free(cc->head.address);
 	free(cc->network.interface);
+	fairshare_release(&cc->fairshare);
 	memset(cc, 0, sizeof(*cc));
 }
 
@@ -694,5 +698,6 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 			    json_real(cc->health.fabric_fraction));
 	if (cc->notify)   /* shown: webhook URLs redacted (their path is the secret) */
 		json_object_set_new(o, "notify", notify_list_redacted(cc->notify));
+	json_object_set_new(o, "fairshare", fairshare_to_json(&cc->fairshare));
 	return o;
 }

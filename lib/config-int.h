@@ -116,6 +116,11 @@ int missing(struct ctx *c, const struct ynode *map, const char *path, const char
 int get_kvmap(struct ctx *c, struct ynode *map, const char *path, struct kvlist *l,
 	      int env_names);
 struct ynode *later(struct ynode *a, struct ynode *b);
+/* config-fairshare.c: cluster.yaml's fairshare: section */
+void fairshare_defaults(struct fairshare_config *f);
+int fairshare_value(struct ctx *c, struct ynode *v, const char *path, struct fairshare_config *f);
+void fairshare_release(struct fairshare_config *f);
+json_t *fairshare_to_json(const struct fairshare_config *f);
 char *resolve_path(const struct ctx *c, const char *rel);
 char *dir_of(const char *path, int absolute);
 

@@ -18,7 +18,7 @@ static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
 	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight",
-	"container", "notify", NULL,
+	"container", "notify", "project", "priority", "class", NULL,
 };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
@@ -143,6 +143,21 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 	}
 	if (!strcmp(key, "env"))
 		return get_kvmap(c, v, path, &j->env, 1);
+	if (!strcmp(key, "project")) {
+		if (get_str(c, v, path, &j->project) < 0)
+			return -1;
+		return fairshare_name_ok(j->project) ? 0 :
+			bad_value(c, v, path, "a name of letters, digits, '.', '-' and '_'");
+	}
+	if (!strcmp(key, "class")) {
+		if (get_str(c, v, path, &j->job_class) < 0)
+			return -1;
+		return fairshare_name_ok(j->job_class) ? 0 :
+			bad_value(c, v, path, "a class name of cluster.yaml's fairshare.classes");
+	}
+	if (!strcmp(key, "priority"))
+		return get_int(c, v, path, -1000000, 1000000,
+			       "an integer from -1000000 to 1000000", &j->priority);
 	if (!strcmp(key, "timeout"))
 		return get_duration(c, v, path, &j->timeout_ms);
 	if (!strcmp(key, "stall_after"))
@@ -321,6 +336,8 @@ static void job_release(void *cfg)
 	free(j->node_exclude);
 	kvlist_release(&j->labels);
 	json_decref(j->notify);
+	free(j->project);
+	free(j->job_class);
 	job_defaults(j);
 }
 
@@ -412,5 +429,11 @@ json_t *job_config_to_json(const struct job_config *j)
 		json_object_set_new(o, "elastic_min_nodes", json_integer(j->elastic_min_nodes));
 	if (j->notify)
 		json_object_set_new(o, "notify", json_deep_copy(j->notify));
+	if (j->project)
+		json_object_set_new(o, "project", json_string(j->project));
+	if (j->priority)
+		json_object_set_new(o, "priority", json_integer(j->priority));
+	if (j->job_class)
+		json_object_set_new(o, "class", json_string(j->job_class));
 	return o;
 }

@@ -67,6 +67,56 @@ struct cluster_node {
 	struct config_pos pos; /* the nodes: entry it came from */
 };
 
+/*
+ * fairshare: in cluster.yaml (docs/fairshare.md): the shares and quotas of
+ * users and projects (accounts), and the weights of the multifactor priority
+ * (scheduler/fairshare.h).  A limit of 0 is "none".
+ */
+struct fs_limits {
+	int max_gpus;               /* GPUs in use at once */
+	int max_slots;              /* CPU slots in use at once (procs_per_node jobs) */
+	int max_pending;            /* jobs queued at once */
+	long long max_time_ms;      /* a job's timeout: at most this (and one is required) */
+};
+
+struct fs_entity {
+	char *name;
+	double share;               /* 1 by default (users); a project's default is the
+				     * sum of its users' shares */
+	int has_share;
+	char *project;              /* users: their default project (NULL: their own name) */
+	struct fs_limits lim;
+	struct config_pos pos;
+};
+
+/* fairshare.classes.NAME: a class of jobs (like a Slurm QOS), named by a job's class: */
+struct fs_class {
+	char *name;
+	int preemptible;            /* its running jobs may be preempted (requeued) */
+	int rank;                   /* priority: among classes (higher first) */
+	int signal;                 /* sent first to a preempted job (SIGUSR1) */
+	long long grace_ms;         /* then this long before it is stopped (60s) */
+	struct config_pos pos;
+};
+
+struct fairshare_config {
+	long long half_life_ms;     /* 7d: usage decays by half in this time */
+	long long max_age_ms;       /* 7d: the age factor is 1 from this age on */
+	double w_fairshare, w_age, w_size;   /* 10000, 1000, 100 */
+	struct fs_entity *users, *projects;
+	size_t nr_users, nr_projects;
+	struct fs_limits user_default;     /* fairshare.user_limits: every user's, unless
+					    * the user's own entry says otherwise */
+	struct fs_class *classes;
+	size_t nr_classes;
+};
+
+/* a user's or project's name: letters, digits, '.', '-', '_' (at most 64) */
+int fairshare_name_ok(const char *s);
+const struct fs_entity *fairshare_user(const struct fairshare_config *f, const char *name);
+const struct fs_entity *fairshare_project(const struct fairshare_config *f, const char *name);
+const struct fs_class *fairshare_class(const struct fairshare_config *f, const char *name);
+
 struct cluster_config {
 	char *path;            /* file it was loaded from */
 	char *name;            /* cluster: */
@@ -117,6 +167,7 @@ struct cluster_config {
 	} health;
 	json_t *notify;                     /* notify: every job's targets besides its own
 					     * (notify-spec.h), or NULL */
+	struct fairshare_config fairshare;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);
@@ -176,6 +227,10 @@ struct job_config {
 				     * run on its include_nodes node while that is drained */
 	json_t *notify;             /* notify: targets in their JSON form (notify-spec.h), or
 				     * NULL (docs/notifications.md) */
+	char *project;              /* project: the account its usage counts to (NULL: the
+				     * user's default project, docs/fairshare.md) */
+	int priority;               /* priority: orders only among the user's own jobs (0) */
+	char *job_class;            /* class: one of cluster.yaml's fairshare.classes, or NULL */
 };
 
 enum { PREFLIGHT_CONNECT = -1, PREFLIGHT_NONE = 0, PREFLIGHT_FABRIC = 1 };

@@ -512,6 +512,23 @@
  *   POST /ui/s/<session>/api/jobs/<id>/cancel           the owner only (403)
  */
 #define DT_PATH_DASHBOARD_LOGIN "/v1/dashboard/login"
+/* Accounting and fair share (dtctl acct / share; scheduler/acct.c, docs/fairshare.md)
+ *
+ * POST /v1/acct                       the jobs that ended in a window
+ *   <- {user?, project?, state?, since_us?, until_us?}   (end time in [since, until))
+ *   -> {protocol, jobs: [ROW...], totals: {all: T, users: {name: T}, projects: {name: T}}}
+ *      ROW = {id, user, project, name, state, nodes, per_node, gpus, cpu_slots,
+ *             node_list, submitted_at, started_at, ended_at, attempts, gpu_hours,
+ *             gpu_hours_lost, cpu_slot_hours, reason}
+ *      T = {jobs, gpu_hours, gpu_hours_lost, cpu_slot_hours}
+ * GET /v1/share                       -> {protocol, half_life_ms, total_usage_gpu_hours,
+ *      users: [{name, project, share, norm_share, usage_gpu_hours, fairshare,
+ *               gpus_in_use, cpu_slots_in_use, pending}], projects: [same, no project]}
+ * A pending JOB carries "project" and "priority": {value, position, factors:
+ * {fairshare, age, size}, reserved, expected_start} (dtctl why).
+ */
+#define DT_PATH_ACCT "/v1/acct"
+#define DT_PATH_SHARE "/v1/share"
 
 /* Sweeps (dtctl <-> dtsched; scheduler/sweeps.c, docs/sweep.md) -------------
  *

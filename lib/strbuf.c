@@ -257,3 +257,18 @@ int skip_prefix(const char *s, const char *prefix, const char **out)
 	*out = s + n;
 	return 1;
 }
+
+void strbuf_addcsv(struct strbuf *sb, const char *v)
+{
+	if (!strpbrk(v, ",\"\n\r")) {
+		strbuf_addstr(sb, v);
+		return;
+	}
+	strbuf_addch(sb, '"');
+	for (; *v; v++) {
+		if (*v == '"')
+			strbuf_addch(sb, '"');
+		strbuf_addch(sb, *v);
+	}
+	strbuf_addch(sb, '"');
+}

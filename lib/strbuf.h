@@ -72,6 +72,9 @@ int write_file_replace(const char *path, const void *data, size_t len, int mode)
 int hex_value(int c);
 /* 1 when s has 1 to max characters, each an ASCII letter or digit or one of
  * extra (node names, task ids: extra "._-"). */
+/* v as one CSV field (RFC 4180): as it is, or quoted with "" for a quote when it
+ * holds a comma, quote or line break */
+void strbuf_addcsv(struct strbuf *sb, const char *v);
 int name_chars_ok(const char *s, size_t max, const char *extra);
 
 int starts_with(const char *s, const char *prefix);

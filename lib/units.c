@@ -12,8 +12,10 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /*
  * Read "<digits>[.<digits>]" at *sp into an integer part and a fraction
@@ -246,4 +248,23 @@ void format_number_text_human(struct strbuf *sb, const char *s)
 const char *plural(long long n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;
+}
+
+int parse_signal(const char *arg)
+{
+	char *end;
+	long n;
+
+	if (!strncasecmp(arg, "SIG", 3))
+		arg += 3;
+	n = strtol(arg, &end, 10);
+	if (end != arg && !*end)
+		return n >= 1 && n <= 64 ? (int)n : -1;
+	for (int sig = 1; sig < NSIG && sig <= 64; sig++) {
+		const char *name = sigabbrev_np(sig);
+
+		if (name && !strcasecmp(name, arg))
+			return sig;
+	}
+	return -1;
 }

@@ -22,6 +22,8 @@ int parse_size_bytes(const char *s, unsigned long long *bytes);
  * "1h30m", "10s", "250ms", "2d", "0s".  Exact: for configuration values
  * (validate's output, JSON, errors quoting a configured value). */
 void format_duration(struct strbuf *sb, long long ms);
+/* "USR1", "SIGUSR1" or "10" -> 10; -1 when it names no signal 1 .. 64 */
+int parse_signal(const char *arg);
 
 /*
  * Append ms for people, rounded to three or four significant figures:

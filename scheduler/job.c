@@ -319,7 +319,15 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "version", json_integer(j->version));
 	json_object_set_new(o, "name", json_string(j->name));
 	json_object_set_new(o, "user", json_string(j->user ? j->user : ""));
+	json_object_set_new(o, "project", json_string(j->project ? j->project :
+						      j->user ? j->user : ""));
 	json_object_set_new(o, "state", json_string(j->state));
+	if (j->prio_pos && !strcmp(j->state, DT_JOB_PENDING))
+		json_object_set_new(o, "priority", json_pack("{s:f,s:i,s:{s:f,s:f,s:f},s:b,s:o}",
+			"value", j->prio, "position", j->prio_pos, "factors", "fairshare", j->f_fs,
+			"age", j->f_age, "size", j->f_size, "reserved", j->prio_top,
+			"expected_start", j->prio_top && j->expected_start_us ?
+			json_timestamp(j->expected_start_us) : json_null()));
 	json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
 	json_object_set_new(o, "submitted_at", json_timestamp(j->submitted_us));
 	json_object_set_new(o, "started_at", json_timestamp(j->started_us));
@@ -344,6 +352,10 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 		double ratio = goodput_ratio(j->first_started_us, end, lost);
 
 		json_object_set_new(o, "restarts", json_integer(j->attempt));
+		json_object_set_new(o, "preemptions", json_integer(j->preemptions));
+		json_object_set_new(o, "preempting", json_boolean(j->preempting));
+		json_object_set_new(o, "preempted_by", j->preempted_by ?
+				    json_string(j->preempted_by) : json_null());
 		json_object_set_new(o, "lost_s", json_real((double)lost / 1e6));
 		json_object_set_new(o, "gpu_hours_lost", json_real(slot_s / 3600));
 		json_object_set_new(o, "effective_ratio", ratio < 0 ? json_null() : json_real(ratio));
@@ -477,6 +489,8 @@ void job_free(struct job *j)
 {
 	free(j->name);
 	free(j->user);
+	free(j->project);
+	free(j->preempted_by);
 	free(j->job_dir);
 	free(j->shared_dir);
 	free(j->submit_dir);

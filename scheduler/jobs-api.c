@@ -211,6 +211,10 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		dt_http_error(resp, 422, "%s", reason.buf);
 		goto out;
 	}
+	if (job_admit(s, j, &reason) < 0) {
+		dt_http_error(resp, 422, "%s", reason.buf);
+		goto out;
+	}
 	pool_build(s, &p, j->gpu);
 	st = job_try_place(s, j, &p, res, &reason);
 	if (st == PLACE_NEVER || st == PLACE_ERROR) {
@@ -421,6 +425,10 @@ int jobs_submit(struct sched *s, const json_t *spec, const char *shared, const c
 	if (submit_dir && *submit_dir)
 		j->submit_dir = xstrdup(submit_dir);
 	cluster_refresh(s);
+	if (job_admit(s, j, err) < 0) {
+		ret = -2;
+		goto out;
+	}
 	pool_build(s, &p, j->gpu);
 	st = job_try_place(s, j, &p, res, &reason);
 	if (st == PLACE_NEVER || st == PLACE_ERROR) {

@@ -16,6 +16,7 @@
 #include "httpc.h"
 #include "launch.h"
 #include "placement.h"
+#include "fairshare.h"
 
 struct jslot {
 	char *node;
@@ -85,6 +86,18 @@ struct job {
 	long long hang_gen, hang_done;
 	int hang_busy;
 	long long hang_auto_ms;   /* dt_mono_ms() of the last automatic one */
+	/* fair share (fairshare.h, docs/fairshare.md) */
+	char *project;            /* the account its usage counts to, fixed at submission */
+	double prio, f_fs, f_age, f_size;   /* the last pass's priority and factors (pending) */
+	int prio_pos;             /* its place in the queue (1: first), 0: not computed */
+	int prio_top;             /* it holds its pool's reservation ... */
+	long long expected_start_us;   /* ... which frees then (0: unknown) */
+	/* preemption (fairshare.h): its class's signal was sent, the attempt ends at
+	 * preempt_deadline_ms (mono) and is requeued without counting as a retry */
+	int preempting;
+	long long preempt_deadline_ms;
+	int preemptions;          /* how many times it was preempted (attempt counts them too) */
+	char *preempted_by;       /* the job that preempted it last */
 };
 
 struct jobs_clients {
@@ -191,6 +204,51 @@ int hold_has_task(struct sched *s, const char *id);
 int hold_of_job(struct sched *s, const char *job);
 
 /* jobs-queue.c */
+/* What runs, for the quotas, the running usage and the reservations (fairshare.h). */
+struct fair_running {
+	struct fs_running *v;
+	int *node, *nslots;
+	const int **slot;
+	size_t nr;
+};
+/* The fair-share pass's inputs (the pools, the pending jobs, what runs) and its
+ * factors and order (in->pass): for the pass, GET /v1/share and /metrics.  Lock held. */
+struct fair_inputs {
+	struct pool gpu, cpu;
+	struct fs_job *fj;
+	size_t n;
+	struct fair_running run;
+	int totals[2];
+	struct fs_pass pass;
+};
+void fair_inputs_prepare(struct sched *s, struct fair_inputs *in);
+/*
+ * The intervals j ran (RUNNING in its history until the next entry); an
+ * interval still open ends at j->ended_us, or is left out (include_open 0).
+ */
+void run_intervals(const struct job *j, int include_open,
+		   void (*fn)(const struct job *j, long long a, long long b, void *d), void *d);
+/*
+ * What the last full pass left (schedule_pending): the pools' fingerprints
+ * after it and each pool's reservation.  While the pools stay as they were,
+ * a step places only the jobs never tried (against the reservation) and the
+ * full pass, which sorts the whole queue, runs at most every second.
+ */
+struct fair_cache {
+	long long at_ms;          /* dt_mono_ms() of the last full pass, 0: none */
+	unsigned long long fp[2];
+	struct place_result *reserved[2];
+	int per_node[2];
+	long long shadow_us[2];
+};
+void fair_cache_free(struct sched *s);
+/*
+ * At submission (lock held, cluster.yaml read): j's project, and the quotas
+ * it can never get past (fairshare.h, fs_check_submit); a job without a
+ * timeout gets max_time's.  0, or -1 with the numbers in err.
+ */
+int job_admit(struct sched *s, struct job *j, struct strbuf *err);
+void fair_inputs_release(struct fair_inputs *in);
 void cluster_refresh(struct sched *s);
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,8 +129,13 @@ static void launch_opts_from(struct sched *s, const struct job *j, const struct 
 	lo->grace_ms = STOP_GRACE_MS;
 	lo->log_root = j->shared_dir;
 	if (s->cc) {
+		const struct fs_class *k = j->cfg.job_class ?
+			fairshare_class(&s->cc->fairshare, j->cfg.job_class) : NULL;
+
 		lo->setup_env = &s->cc->setup.env;
 		lo->net_interface = s->cc->network.interface;
+		if (k && k->preemptible)
+			lo->preempt_signal = sigabbrev_np(k->signal);
 	}
 	if (j->cfg.launcher == LAUNCHER_MPI && master) {
 		lo->ssh_config = master->ssh_config;

@@ -113,6 +113,12 @@ static void jobs_load(struct sched *s)
 		j->spec = json_incref(json_object_get(o, "spec"));
 		j->name = xstrdup(json_get_str(o, "name", "job"));
 		j->user = xstrdup(json_get_str(o, "user", ""));
+		j->project = xstrdup(json_get_str(o, "project", j->user));
+		j->preemptions = (int)json_get_int(o, "preemptions", 0);
+		/* preempted when dtsched stopped: its grace is over */
+		j->preempting = json_is_true(json_object_get(o, "preempting"));
+		if (json_get_str(o, "preempted_by", NULL))
+			j->preempted_by = xstrdup(json_get_str(o, "preempted_by", NULL));
 		j->job_dir = xstrdup(json_get_str(o, "job_dir", ""));
 		j->shared_dir = xstrdup(json_get_str(o, "shared_dir", ""));
 		if (json_get_str(o, "submit_dir", NULL))
@@ -229,6 +235,8 @@ void jobs_release(struct sched *s)
 {
 	free(s->jstats);
 	s->jstats = NULL;
+	acct_release(s);
+	fair_cache_free(s);
 	/* launch threads still out (each request times out within seconds) */
 	for (int waited = 0;; waited++) {
 		int n;
@@ -337,14 +345,16 @@ static void stalls_cleared(struct job *j, const json_t *now_stalled, const char 
 static void end_attempt(struct sched *s, struct job *j, const char *state)
 {
 	const char *ended = state;
-	int strict, retry;
+	int strict, retry, preempted;
 
 	count_log_loss(s, j);
 	strict = j->log_lost_lines && j->cfg.strict_logging && !strcmp(state, DT_JOB_COMPLETED);
 	if (strict)
 		state = DT_JOB_FAILED;
-	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-		j->attempt < j->cfg.retries && !j->cancel;
+	/* preempted (fairshare.h): requeued however it ended, and not counted as a retry */
+	preempted = j->preempting && !j->cancel;
+	retry = preempted || ((!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+			      j->attempt - j->preemptions < j->cfg.retries && !j->cancel);
 	{
 		/* its subscribers (the fabric test's verdict, goodput's lost work)
 		 * read the hold and the attempt's start, and may say why in j->reason */
@@ -370,7 +380,18 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		j->hold = NULL;
 	}
 	j->launch = 0;
-	if (retry) {
+	j->preempting = 0;
+	j->preempt_deadline_ms = 0;
+	if (retry && preempted) {
+		history_add(j, "PREEMPTED", j->reason);
+		j->preemptions++;
+		j->attempt++;
+		set_reason(j, "requeued after preemption by %s (restart %d; %d preemption%s)",
+			   j->preempted_by ? j->preempted_by : "?", j->attempt, j->preemptions,
+			   j->preemptions == 1 ? "" : "s");
+		j->started_us = 0;
+		job_transition(s, j, DT_JOB_PENDING);
+	} else if (retry) {
 		struct strbuf why = STRBUF_INIT;
 
 		strbuf_addf(&why, "%s%s%s", state, j->reason ? ": " : "", j->reason ? j->reason : "");
@@ -378,7 +399,8 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		if (j->failed_node && !json_str_in(j->avoid, j->failed_node))
 			json_array_append_new(j->avoid, json_string(j->failed_node));
 		j->attempt++;
-		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
+		set_reason(j, "retry %d/%d after %s", j->attempt - j->preemptions, j->cfg.retries,
+			   why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;
 		job_transition(s, j, DT_JOB_PENDING);
@@ -510,6 +532,10 @@ static void check_running(struct sched *s, struct job *j)
 		if (!j->reason)   /* jobs_cancel() may have said why */
 			set_reason(j, "cancelled by the user");
 		end_attempt(s, j, DT_JOB_CANCELLED);
+		return;
+	}
+	if (j->preempting && dt_mono_ms() >= j->preempt_deadline_ms) {
+		end_attempt(s, j, DT_JOB_CANCELLED);   /* its grace is over: requeued */
 		return;
 	}
 	if (j->launch || !j->hold)

@@ -125,7 +125,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "line_buffered", "include_nodes", "exclude_nodes",
 		"labels", "burn_in", "elastic_min_nodes", "preflight", "container", "container_digest",
-		"notify", NULL,
+		"notify", "project", "priority", "class", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -161,8 +161,19 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	    get_int(o, "elastic_min_nodes", 0, 256, &j->elastic_min_nodes, err) < 0 ||
 	    get_hosts(o, "include_nodes", &j->node_include, err) < 0 ||
 	    get_hosts(o, "exclude_nodes", &j->node_exclude, err) < 0 ||
-	    get_map(o, "labels", &j->labels, 0, err) < 0)
+	    get_map(o, "labels", &j->labels, 0, err) < 0 ||
+	    get_str(o, "project", &j->project, err) < 0 ||
+	    get_str(o, "class", &j->job_class, err) < 0 ||
+	    get_int(o, "priority", -1000000, 1000000, &j->priority, err) < 0)
 		goto fail;
+	if (j->job_class && !fairshare_name_ok(j->job_class)) {
+		strbuf_addstr(err, "job: 'class' must be a name of letters, digits, '.', '-' and '_'");
+		goto fail;
+	}
+	if (j->project && !fairshare_name_ok(j->project)) {
+		strbuf_addstr(err, "job: 'project' must be a name of letters, digits, '.', '-' and '_'");
+		goto fail;
+	}
 	if (j->gpus_per_node > 0 && j->procs_per_node > 0 && json_object_get(o, "procs_per_node") &&
 	    json_object_get(o, "gpus_per_node")) {
 		/* the YAML form sets procs_per_node 0 when gpus_per_node is given */

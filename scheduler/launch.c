@@ -85,6 +85,8 @@ static void common_env(struct strvec *env, const struct job_config *job,
 	strvec_pushf(env, "DT_METRICS_FILE=%s/metrics.jsonl", o->job_dir);
 	if (o->resume)
 		strvec_setenv(env, "DT_RESUME", o->resume);
+	if (o->preempt_signal)
+		strvec_setenv(env, "DT_PREEMPT_SIGNAL", o->preempt_signal);
 	if (o->bin_dir)
 		strvec_setenv(env, "DT_BIN_DIR", o->bin_dir);
 	/*

@@ -11,7 +11,8 @@
  * Agent launcher: every rank is a task on its node's agent with the
  * torchrun-compatible environment of docs/run.md (RANK, LOCAL_RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT,
- * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME).
+ * CUDA_VISIBLE_DEVICES, DT_JOB_ID, DT_JOB_DIR, DT_METRICS_FILE, DT_RESUME,
+ * DT_PREEMPT_SIGNAL).
  * A GPU task's CUDA_VISIBLE_DEVICES travels once, as the request's
  * cuda_visible_devices (the agent sets the variable from it and reports it,
  * which GPU accounting reads); it is not in the task's env.
@@ -105,6 +106,8 @@ struct launch_opts {
 				       * instead of through the agents (agent/rsh.h) */
 	int grace_ms;                 /* every task's grace_ms (its stop) */
 	const char *log_root;         /* the shared dir, below which the log files are */
+	const char *preempt_signal;   /* a preemptible class's signal ("USR1"): DT_PREEMPT_SIGNAL,
+				       * on which dttrain checkpoints (docs/fairshare.md), or NULL */
 };
 
 int launch_plan_build(struct launch_plan *p, const struct job_config *job,

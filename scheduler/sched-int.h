@@ -77,6 +77,8 @@ enum beacon_count {
 };
 
 struct jobs_stats;
+struct fs_usage;
+struct fair_cache;
 struct sched {
 	struct sched_opts o;
 	struct jobs_stats *jstats;  /* jobs-metrics.c: counters and histograms for /metrics */
@@ -126,6 +128,11 @@ struct sched {
 	long long events_last;
 	void (*event_hook)(struct sched *s, const json_t *ev, const json_t *notify, void *data);
 	void *event_hook_data;
+	/* fair share (acct.c): decayed usage per user and project, rebuilt from the
+	 * jobs' histories when the half-life it was made with changes */
+	struct fs_usage *fair_usage;
+	long long fair_usage_hl;
+	struct fair_cache *fair_cache;   /* jobs-queue.c (jobs-int.h) */
 };
 
 
@@ -304,6 +311,9 @@ void jobs_schedule_now(struct sched *s);
  *   sweeps.c        STARTED, RETRIED, ENDED: a trial's job moved (its next
  *                   look reads it), instead of a look at every trial's job
  *                   every step
+ *   acct.c          ATTEMPT_ENDED: the attempt's GPU time into the fair-share
+ *                   usage; ENDED: the job's row in the acct table (after
+ *                   goodput: its lost GPU time)
  */
 void jobs_metrics_subscribe(struct sched *s);
 void fabric_subscribe(struct sched *s);
@@ -311,6 +321,19 @@ void quarantine_subscribe(struct sched *s);
 void hang_subscribe(struct sched *s);
 void goodput_subscribe(struct sched *s);
 void sweeps_subscribe(struct sched *s);
+/* acct.c: ATTEMPT_ENDED (its GPU time into the decayed usage), ENDED (the
+ * job's accounting row); also makes the acct table */
+int acct_subscribe(struct sched *s);
+/* jobs-queue.c: the decayed usage, made (from every job's history) or remade
+ * when the half-life changed */
+void fair_usage_sync(struct sched *s);
+void acct_release(struct sched *s);   /* jobs_release() calls it */
+/* the acct rows of jobs that ended before accounting was kept (after jobs_init) */
+void acct_backfill(struct sched *s);
+/* /metrics: GPUs in use and jobs pending per user and project */
+void acct_metrics(struct sched *s, struct strbuf *o);
+extern const struct dt_http_route acct_routes[];
+extern const size_t acct_nr_routes;
 
 /* the sweep unit (sweeps-int.h): sweeps-state.c loads, sweeps.c steps, sweeps-api.c serves */
 int sweeps_init(struct sched *s);        /* after jobs_init: tables, load, rebuild by replay */

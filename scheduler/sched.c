@@ -141,6 +141,7 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	sample1(o, "dtsched_beacon_resyncs_total", NULL, NULL, (double)s->resyncs_sent);
 	jobs_metrics(s, o);
 	sweeps_metrics(s, o);
+	acct_metrics(s, o);
 	pthread_mutex_unlock(&s->lock);
 	notify_metrics(s, o);
 	prom_family(o, "dtsched_requests_total", "counter", "HTTP requests served.");
@@ -189,7 +190,7 @@ static int subscribe(struct sched *s)
 	hang_subscribe(s);
 	goodput_subscribe(s);
 	sweeps_subscribe(s);
-	return 0;
+	return acct_subscribe(s);
 }
 
 int sched_run(const struct sched_opts *o, int *ready_fd)
@@ -235,6 +236,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		strbuf_addstr(&err, "cannot start the notifications' threads");
 		goto fail;
 	}
+	acct_backfill(s);
 	if (s->nr)
 		dtlog(DTLOG_INFO, "loaded %zu node(s) from '%s'; waiting for their heartbeats",
 		      s->nr, path.buf);
@@ -253,7 +255,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		const struct { const struct dt_http_route *r; size_t nr; } parts[] = {
 			{ base_routes, ARRAY_SIZE(base_routes) }, { jobs_routes, jobs_nr_routes },
 			{ sweeps_routes, sweeps_nr_routes }, { events_routes, events_nr_routes },
-			{ dashboard_routes, dashboard_nr_routes },
+			{ dashboard_routes, dashboard_nr_routes }, { acct_routes, acct_nr_routes },
 		};
 		size_t nr = 0;
 

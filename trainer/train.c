@@ -15,9 +15,11 @@
 #include "trainer/gpu.h"
 #include "trainer/model.h"
 #include "json.h"
+#include "units.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1187,6 +1189,36 @@ static void print_parallel_summary(struct run *r, struct train_result *res)
 	}
 }
 
+/*
+ * Preemption (docs/fairshare.md): a job of a preemptible class is told its
+ * signal in DT_PREEMPT_SIGNAL; when it comes, every rank learns it at the
+ * next step (one flag all-reduced per step, only then) and a checkpoint is
+ * written there, which the requeued job resumes from ($DT_RESUME).
+ */
+static volatile sig_atomic_t preempt_flag;
+
+static void on_preempt(int sig)
+{
+	(void)sig;
+	preempt_flag = 1;
+}
+
+/* the signal watched (0: none): DT_PREEMPT_SIGNAL's, for a sync run that checkpoints */
+static int preempt_watch(const struct train_config *cfg)
+{
+	const char *v = getenv_nonempty("DT_PREEMPT_SIGNAL");
+	int sig = v ? parse_signal(v) : -1;
+	struct sigaction sa;
+
+	if (sig <= 0 || !cfg->checkpoint_dir || cfg->sync_kind == SYNC_ASYNC)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_preempt;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(sig, &sa, NULL) ? 0 : sig;
+}
+
 int train_run(struct train_config *cfg, struct comm *comm, struct train_result *res,
 	      struct strbuf *err)
 {
@@ -1197,6 +1229,7 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 	long long last_eval = -1;
 	const char *metrics_path;
 	struct strbuf ckdir = STRBUF_INIT;
+	int preempt_sig = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->cfg = cfg;
@@ -1216,6 +1249,7 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 		strbuf_addf(&ckdir, "%s/ckpt", getenv_nonempty("DT_JOB_DIR"));
 		cfg->checkpoint_dir = ckdir.buf;
 	}
+	preempt_sig = preempt_watch(cfg);
 	sampler_init(&r->smp, r->train.n, cfg->batch, comm->replica, comm->replicas,
 		     (uint64_t)cfg->seed);
 	r->bpe = sampler_batches_per_epoch(&r->smp);
@@ -1270,6 +1304,17 @@ int train_run(struct train_config *cfg, struct comm *comm, struct train_result *
 			code = DT_EXIT_FAIL;
 			res->agreed = 1;
 			goto out;
+		}
+		if (preempt_sig && step < r->total && comm_any(comm, preempt_flag)) {
+			preempt_flag = 0;
+			if (rank0)
+				printf("SIG%s: preempted, checkpoint at step %lld\n",
+				       sigabbrev_np(preempt_sig), step);
+			if (save_checkpoint(r, step, r->bpe, err)) {
+				code = DT_EXIT_FAIL;
+				res->agreed = 1;
+				goto out;
+			}
 		}
 		if (rank0 && !cfg->quiet)
 			fflush(stdout);

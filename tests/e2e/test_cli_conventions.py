@@ -215,7 +215,8 @@ def test_every_json_output_follows_the_schema(one):
              ("sweep", "best", "--json", sid), ("sweep", "export", "--json", sid),
              ("validate", "--json", one.home / "cluster.yaml"), ("agents", "status", "--json"),
              ("head", "status", "--json"), ("version", "--json"), ("image", "list", "--json"),
-             ("run", "--dry-run", "--json", "-p", "1", "--", "true")]
+             ("run", "--dry-run", "--json", "-p", "1", "--", "true"),
+             ("acct", "--json"), ("share", "--json"), ("why", "--json", jid)]
     for args in cases:
         p = one.dtctl(*args)
         what = "dtctl " + " ".join(map(str, args))
@@ -278,8 +279,9 @@ def test_unknown_ids_and_repeats_exit_the_same_everywhere(one):
             verb, [(r.returncode, r.stderr) for r in rs])
 
 
-COMMANDS = ["agents", "api", "cancel", "debug", "doctor", "drain", "exec", "hosts", "head", "init", "logs",
-            "nodes", "ps", "push", "resume", "run", "show", "sweep", "validate", "version"]
+COMMANDS = ["acct", "agents", "api", "cancel", "debug", "doctor", "drain", "exec", "hosts", "head",
+            "init", "logs", "nodes", "ps", "push", "resume", "run", "share", "show", "sweep",
+            "validate", "version", "why"]
 
 
 def test_short_options_mean_one_thing(dtctl_bin, tmp_path):

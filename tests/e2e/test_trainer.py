@@ -9,7 +9,9 @@ oversubscribed on purpose.  DTCTL_BIN names the folder with dttrain (default <re
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -185,3 +187,45 @@ def test_missing_data_on_one_rank_brings_the_job_down(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert r.returncode != 0
     assert "rank 1 on" in r.stderr and "missing.csv" in r.stderr
+
+
+def test_preempt_signal_checkpoints_then_resumes(tmp_path):
+    """A job of a preemptible class is told its signal in DT_PREEMPT_SIGNAL (docs/fairshare.md):
+    dttrain writes a checkpoint into $DT_JOB_DIR/ckpt at the step after the signal comes and
+    trains on (until dtsched stops it after the grace); a run given that checkpoint as
+    DT_RESUME goes on from that step."""
+    jobdir = tmp_path / "job"
+    (jobdir / "ckpt").mkdir(parents=True)
+    e = env(DT_PREEMPT_SIGNAL="USR1", DT_JOB_DIR=str(jobdir))
+    p = subprocess.Popen([str(DTTRAIN), *SMALL, "--steps", "5000000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e, stdin=subprocess.DEVNULL)
+    m = None
+    try:
+        while not p.stdout.readline().startswith("epoch "):   # it trains
+            assert p.poll() is None, p.stderr.read()
+        p.send_signal(signal.SIGUSR1)
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            m = re.match(r"SIGUSR1: preempted, checkpoint at step (\d+)$", line.strip())
+            if m:
+                break
+        assert m, lines
+        step = int(m.group(1))
+        ck = p.stdout.readline()     # ckpt_save's line, then it trains on
+        assert ck.startswith("checkpoint ") and "step-%09d" % step in ck, ck
+        assert p.poll() is None, "dttrain stopped after its checkpoint"
+    finally:
+        p.terminate()
+        p.communicate(timeout=30)
+    r = dttrain(*SMALL, "--steps", str(step + 5),
+                env=env(DT_RESUME=str(jobdir / "ckpt"), DT_JOB_DIR=str(jobdir)))
+    assert r.returncode == 0, r.stderr
+    assert "at step %d" % step in r.stdout and "resumed from" in r.stdout, r.stdout
+    # without DT_PREEMPT_SIGNAL, SIGUSR1 is not dttrain's to take: it ends the run as usual
+    q = subprocess.Popen([str(DTTRAIN), *SMALL, "--steps", "5000000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env=env(), stdin=subprocess.DEVNULL)
+    while not q.stdout.readline().startswith("epoch "):
+        assert q.poll() is None
+    q.send_signal(signal.SIGUSR1)
+    assert q.wait(timeout=30) == -signal.SIGUSR1

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""bench_fair.py - dtsched's submit rate with a deep queue: 10,000 pending jobs of 50
+users, fair-share dtsched (this build) against the FIFO dtsched before it (--base-bin,
+e.g. a build of the commit before), one after the other in the same run.
+
+For each build: a one-node `host: local` cluster with 4 fake GPUs (its own DTCTL_HOME,
+shared dir and ports, as tests/e2e/conftest.py's LocalCluster), a blocker job holding
+the 4 GPUs, then --pending jobs (1 GPU, `sleep 600`) submitted round-robin as --users
+users through signed POST /v1/jobs (what `dtctl run --detach` sends, without the
+client's process start), from 16 threads: the queue fills.  Then the measured window:
+16 threads submitting for --seconds onto that queue.  Printed per build: jobs/s while
+filling and in the window, dtsched's CPU per job in the window; then the ratio
+fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
+
+    bench/bench_fair.py --base-bin /path/to/old/bin [--bin bin] [--pending 10000]
+                        [--users 50] [--seconds 5] [--threads 16]
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from conftest import LocalCluster  # noqa: E402
+from dtapi import DtApi, read_secret  # noqa: E402
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class Cluster(LocalCluster):
+    """conftest's one-node cluster (4 fake GPUs), of the build in bin_dir, and a client."""
+
+    def __init__(self, bin_dir, tmp):
+        super().__init__(Path(bin_dir).resolve() / "dtctl", tmp, name="fair", gpus="4")
+        self.port = int(re.search(r"head: \{port: (\d+)",
+                                  (self.home / "cluster.yaml").read_text()).group(1))
+
+    def start(self):
+        super().start()
+        self.api = DtApi("127.0.0.1", self.port, read_secret(str(self.home)), timeout=60)
+        self.pid = int((self.home / "dtsched.pid").read_text().split()[0])
+
+    def submit(self, user, gpus=1):
+        st, body = self.api.request("POST", "/v1/jobs", {
+            "job": {"name": "bench", "nodes": 1, "gpus_per_node": gpus,
+                    "command": ["sleep", "600"]},
+            "shared_dir": str(self.shared), "user": user})
+        return st == 201
+
+
+def hammer(c, users, threads, count=None, seconds=None):
+    """threads submitting round-robin as users, until count jobs or seconds: (ok, bad, wall)."""
+    lock = threading.Lock()
+    state = {"next": 0, "ok": 0, "bad": 0}
+    deadline = time.monotonic() + seconds if seconds else None
+
+    def worker():
+        while True:
+            with lock:
+                i = state["next"]
+                if (count is not None and i >= count) or (deadline and time.monotonic() > deadline):
+                    return
+                state["next"] += 1
+            ok = c.submit(users[i % len(users)])
+            with lock:
+                state["ok" if ok else "bad"] += 1
+
+    t0 = time.monotonic()
+    ths = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return state["ok"], state["bad"], time.monotonic() - t0
+
+
+def run_one(label, bin_dir, a):
+    tmp = Path(tempfile.mkdtemp(prefix="bench-fair-"))
+    c = Cluster(bin_dir, tmp)
+    users = ["user%02d" % i for i in range(a.users)]
+    try:
+        c.start()
+        if not c.submit("blocker", 4):
+            sys.exit("bench_fair: the blocker job was refused")
+        ok, bad, wall = hammer(c, users, a.threads, count=a.pending)
+        fill = ok / wall
+        if bad:
+            sys.exit("bench_fair: %s: %d of %d submissions refused while filling" % (label, bad, a.pending))
+        t0 = cpu_ticks(c.pid)
+        ok, bad, wall = hammer(c, users, a.threads, seconds=a.seconds)
+        cpu = (cpu_ticks(c.pid) - t0) / os.sysconf("SC_CLK_TCK")
+        return {"label": label, "fill_jobs_per_s": fill, "jobs_per_s": ok / wall,
+                "dtsched_cpu_ms_per_job": 1000 * cpu / max(ok, 1), "refused": bad,
+                "queue": a.pending + ok}
+    finally:
+        c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=str(REPO / "bin"))
+    ap.add_argument("--base-bin", required=True, help="the FIFO build's bin/ to compare with")
+    ap.add_argument("--pending", type=int, default=10000)
+    ap.add_argument("--users", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--threads", type=int, default=16)
+    a = ap.parse_args()
+    res = [run_one("FIFO (base)", a.base_bin, a), run_one("fair share", a.bin, a)]
+    print("bench_fair: %d pending jobs of %d users, %d threads, %.0f s window, load %.1f"
+          % (a.pending, a.users, a.threads, a.seconds, os.getloadavg()[0]))
+    print("%-12s %14s %12s %18s" % ("", "fill jobs/s", "jobs/s", "dtsched ms/job"))
+    for r in res:
+        print("%-12s %14.1f %12.1f %18.2f" % (r["label"], r["fill_jobs_per_s"], r["jobs_per_s"],
+                                            r["dtsched_cpu_ms_per_job"]))
+    print("fair/FIFO submit rate: %.2f (goal >= 0.8)" % (res[1]["jobs_per_s"] / res[0]["jobs_per_s"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""Fair share, quotas and accounting on a real dtsched and agent (a one-node cluster
+with 4 fake GPUs, docs/fairshare.md): a queue of jobs from two users starts in
+fair-share order, not submission order, and `dtctl why` says why; a user's quota holds
+with its reason shown, a job that can never fit under it is refused at submission with
+the numbers; /metrics has the per-user and per-project families (promtool clean);
+`dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage.
+
+Until users are authenticated (issue 30), a job's owner is the "user" of its signed
+POST /v1/jobs, which is how these tests submit as alice, bob and carol."""
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import LocalCluster
+from dtapi import DtApi, read_secret
+
+PROMTOOL = shutil.which("promtool")
+
+FAIRSHARE = """fairshare:
+  half_life: 1h
+  users:
+    alice: {share: 1, project: vision}
+    bob: {share: 1}
+    carol: {max_gpus: 2, max_time: 10m}
+  classes:
+    scavenger: {preemptible: true, signal: USR1, grace: 2s}
+"""
+
+# A training script that checkpoints on SIGUSR1 (what docs/fairshare.md shows): its step in
+# <job_dir>/ckpt/step-N, and it starts from $DT_RESUME (dtsched's newest checkpoint) when set.
+VICTIM = r"""
+import os, signal, sys, time
+ckpt = os.path.join(os.environ["DT_JOB_DIR"], "ckpt")
+rank0 = os.environ.get("RANK", "0") == "0"   # rank 0 saves (the data-parallel way)
+step = 0
+if os.environ.get("DT_RESUME"):
+    step = int(open(os.environ["DT_RESUME"]).read())
+    if rank0:
+        print("resumed from step %d (attempt %s)" % (step, os.environ["DT_ATTEMPT"]), flush=True)
+want = {"ckpt": False}
+signal.signal(signal.SIGUSR1, lambda sig, frame: want.update(ckpt=True))
+while step < int(sys.argv[1]):
+    if want["ckpt"] and rank0:
+        with open(os.path.join(ckpt, ".tmp"), "w") as f:
+            f.write(str(step))
+        os.rename(os.path.join(ckpt, ".tmp"), os.path.join(ckpt, "step-%d" % step))
+        print("checkpointed at step %d" % step, flush=True)
+    want["ckpt"] = False
+    if rank0:
+        print("step %d" % step, flush=True)
+    time.sleep(0.05)
+    step += 1
+if rank0:
+    print("done at step %d" % step, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def local(dtctl_bin, tmp_path_factory):
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path_factory.mktemp("fair"), name="fair", gpus="4")
+    with open(c.home / "cluster.yaml", "a") as f:
+        f.write(FAIRSHARE)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def head(c):
+    port = int(re.search(r"head: \{port: (\d+)", (c.home / "cluster.yaml").read_text()).group(1))
+    return DtApi("127.0.0.1", port, read_secret(str(c.home))), port
+
+
+def submit(c, user, gpus, cmd, **extra):
+    """POST /v1/jobs as `user`: (status, reply)."""
+    api, _ = head(c)
+    job = {"name": "%s-%s" % (user, cmd[-1]), "nodes": 1, "gpus_per_node": gpus,
+           "command": cmd}
+    job.update(extra)
+    return api.request("POST", "/v1/jobs", {"job": job, "shared_dir": str(c.shared),
+                                            "user": user})
+
+
+def submit_ok(c, user, gpus, cmd, **extra):
+    st, body = submit(c, user, gpus, cmd, **extra)
+    assert st == 201, body
+    return body["job"]["id"]
+
+
+def show(c, job):
+    p = c.dtctl("show", "--json", job)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["job"]
+
+
+def wait(c, job, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        j = show(c, job)
+        if what(j):
+            return j
+        assert time.monotonic() < deadline, j
+        time.sleep(0.1)
+
+
+def ended(j):
+    return j["state"] not in ("PENDING", "RUNNING")
+
+
+def test_two_users_start_in_fair_share_order(local):
+    """alice fills the 4 GPUs, then queues two jobs; bob queues two after hers.  When
+    alice's first jobs end, bob's start first: alice has used GPUs (her fair-share factor
+    is below 1), bob has not.  Submission order (FIFO) would start alice's."""
+    first = [submit_ok(local, "alice", 2, ["sleep", "4"]) for _ in range(2)]
+    for j in first:
+        wait(local, j, lambda x: x["state"] == "RUNNING")
+    a = [submit_ok(local, "alice", 2, ["sleep", "1"]) for _ in range(2)]
+    b = [submit_ok(local, "bob", 2, ["sleep", "1"]) for _ in range(2)]
+    # the queue's order and why, once dtsched has placed them (a pass runs per submit)
+    j = wait(local, a[0], lambda x: x.get("priority") and x["priority"]["position"] > 2)
+    pos = {x: wait(local, x, lambda y: y.get("priority"))["priority"]["position"]
+           for x in a + b}
+    assert sorted(pos[x] for x in b) == [1, 2], pos
+    assert sorted(pos[x] for x in a) == [3, 4], pos
+    assert j["project"] == "vision"
+    p = local.dtctl("why", a[0])
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"queue: +position [34], priority [0-9.]+ \(project vision\)", p.stdout), \
+        p.stdout
+    fs = re.search(r"factors: +fairshare ([0-9.]+), age", p.stdout)
+    assert fs and float(fs.group(1)) < 1, p.stdout
+    assert "waits for:  waiting for 1 node(s) with 2 free slot(s)" in p.stdout, p.stdout
+    p = local.dtctl("why", b[0])
+    assert re.search(r"factors: +fairshare 1\.0000", p.stdout), p.stdout
+    # the top job holds the reservation, with its expected start (the end of alice's timeouts
+    # is unknown: they have none)
+    top = [x for x in a + b if show(local, x).get("priority", {}).get("reserved")]
+    assert len(top) == 1 and top[0] in b, top
+    p = local.dtctl("why", "--json", top[0])
+    assert json.loads(p.stdout)["priority"]["reserved"] is True
+    done = {x: wait(local, x, ended) for x in first + a + b}
+    assert all(done[x]["state"] == "COMPLETED" for x in done), done
+    starts = {x: done[x]["started_at"] for x in a + b}
+    assert max(starts[x] for x in b) <= min(starts[x] for x in a), starts
+
+
+def test_quota_waits_with_reason_and_never_fitting_is_refused(local):
+    """carol may hold 2 GPUs: her second 2-GPU job waits on free GPUs, with the quota as
+    its reason, and starts when her first ends; a 4-GPU job of hers is refused at
+    submission with the numbers, and so is a timeout above her max_time."""
+    j1 = submit_ok(local, "carol", 2, ["sleep", "3"])
+    wait(local, j1, lambda x: x["state"] == "RUNNING")
+    j2 = submit_ok(local, "carol", 2, ["sleep", "0"])
+    j = wait(local, j2, lambda x: (x.get("reason") or "").startswith("quota:"))
+    assert j["state"] == "PENDING"
+    assert j["reason"] == ("quota: user 'carol' has 2 of max_gpus 2 GPUs in use, this job "
+                           "needs 2"), j["reason"]
+    p = local.dtctl("why", j2)
+    assert "waits for:  quota: user 'carol' has 2 of max_gpus 2" in p.stdout, p.stdout
+    # the per-user and per-project families, meanwhile
+    _, port = head(local)
+    text = subprocess.run(["curl", "-sf", "http://127.0.0.1:%d/metrics" % port],
+                          capture_output=True, text=True, timeout=10).stdout
+    assert 'dtsched_user_gpus_in_use{user="carol"} 2' in text, text
+    assert 'dtsched_user_jobs_pending{user="carol"} 1' in text, text
+    assert 'dtsched_project_gpus_in_use{project="carol"} 2' in text, text
+    if PROMTOOL:
+        r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+    st, body = submit(local, "carol", 4, ["true"])
+    assert st == 422, body
+    assert ("the job needs 4 GPUs at once, user 'carol' may use at most 2 (fairshare user "
+            "max_gpus in cluster.yaml)") in json.dumps(body), body
+    st, body = submit(local, "carol", 1, ["true"], timeout_ms=3600 * 1000)
+    assert st == 422, body
+    assert "longer than user 'carol' may run a job (max_time 10m)" in json.dumps(body), body
+    # her job without a timeout got max_time's
+    assert show(local, j2)["spec"]["timeout"] == "10m"
+    a, b = wait(local, j1, ended), wait(local, j2, ended)
+    assert a["state"] == b["state"] == "COMPLETED", (a, b)
+    assert b["started_at"] >= a["ended_at"]
+
+
+def hours(j):
+    def us(t):
+        return time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + t[19:-1])
+    return (us(j["ended_at"]) - us(j["started_at"])) * j["world_size"] / 3600
+
+
+def test_acct_totals_equal_the_jobs_run(local):
+    """After the jobs above: `dtctl acct --json` has one row per ended job, each with the
+    GPU-hours it ran (its start to end times its GPUs), and totals per user and project
+    that add them up; --user filters, --csv has the same rows; `dtctl share` shows alice
+    and bob's decayed usage and factors below 1."""
+    p = local.dtctl("ps", "--all", "--json")
+    jobs = [j for j in json.loads(p.stdout)["jobs"] if ended(j)]
+    assert len(jobs) >= 8
+    p = local.dtctl("acct", "--json")
+    assert p.returncode == 0, p.stderr
+    acct = json.loads(p.stdout)
+    rows = {r["id"]: r for r in acct["jobs"]}
+    assert set(rows) == {j["id"] for j in jobs}
+    want = {}
+    for j in jobs:
+        full = show(local, j["id"])
+        r = rows[j["id"]]
+        assert (r["user"], r["state"], r["gpus"]) == (j["user"], j["state"], j["world_size"])
+        assert abs(r["gpu_hours"] - hours(full)) < 1e-5, (r, full)
+        w = want.setdefault(j["user"], [0, 0.0])
+        w[0] += 1
+        w[1] += r["gpu_hours"]
+    for user, (n, h) in want.items():
+        t = acct["totals"]["users"][user]
+        assert t["jobs"] == n and abs(t["gpu_hours"] - h) < 1e-9, (user, t, n, h)
+    assert acct["totals"]["projects"]["vision"]["jobs"] == want["alice"][0]
+    assert acct["totals"]["all"]["jobs"] == len(jobs)
+    assert abs(acct["totals"]["all"]["gpu_hours"] - sum(h for _, h in want.values())) < 1e-9
+    p = local.dtctl("acct", "--json", "--user", "bob", "--state", "COMPLETED")
+    assert {r["user"] for r in json.loads(p.stdout)["jobs"]} == {"bob"}
+    p = local.dtctl("acct", "--csv", "--project", "vision")
+    assert p.returncode == 0, p.stderr
+    got = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert len(got) == want["alice"][0] and {r["project"] for r in got} == {"vision"}
+    p = local.dtctl("acct", "--state", "RUNNING")
+    assert p.returncode == 2 and "--state 'RUNNING'" in p.stderr, p.stderr
+    p = local.dtctl("acct", "--since", "yesterday")
+    assert p.returncode == 2 and "--since 'yesterday'" in p.stderr, p.stderr
+    p = local.dtctl("acct", "--totals")
+    assert re.search(r"^user +alice +4 ", p.stdout, re.M), p.stdout
+    p = local.dtctl("share", "--json")
+    assert p.returncode == 0, p.stderr
+    share = {u["name"]: u for u in json.loads(p.stdout)["users"]}
+    for u in ("alice", "bob"):
+        assert share[u]["usage_gpu_hours"] > 0 and share[u]["fairshare"] < 1, share[u]
+    assert share["alice"]["project"] == "vision"
+    assert share["alice"]["usage_gpu_hours"] > share["bob"]["usage_gpu_hours"]
+
+
+def logs(c, job):
+    p = c.dtctl("logs", "--json", job)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(l) for l in p.stdout.splitlines()]
+
+
+def ts(t):
+    return time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + t[19:-1])
+
+
+def test_preemption_signals_waits_requeues_and_resumes(local):
+    """bob's scavenger-class job (preemptible) holds the 4 GPUs; dave's normal job needs
+    them: bob's gets SIGUSR1 (it checkpoints and goes on), its 2 s grace, then it is
+    stopped and requeued under the same id (PREEMPTED in its history, not FAILED, not a
+    retry), dave's runs, then bob's starts again with DT_RESUME and DT_ATTEMPT=1 and goes
+    on from its checkpoint to COMPLETED; its lost GPU time is accounted; an unknown class
+    is refused at submission."""
+    script = local.shared / "victim.py"
+    script.write_text(VICTIM)
+    v = submit_ok(local, "bob", 4, ["python3", str(script), "200"], **{"class": "scavenger"})
+    deadline = time.monotonic() + 60
+    while not any(l["text"] == "step 5" for l in logs(local, v)):
+        assert time.monotonic() < deadline, logs(local, v)
+        time.sleep(0.1)
+    a = submit_ok(local, "dave", 4, ["sleep", "1"])
+    j = wait(local, v, lambda x: x.get("preempting"))
+    assert j["reason"].startswith("preempted by %s (dave's job): SIGUSR1, stopped after 2s" % a), j
+    j = wait(local, v, lambda x: x["state"] == "PENDING")
+    h = j["history"][-2:]
+    assert [x["state"] for x in h] == ["PREEMPTED", "PENDING"], j["history"]
+    assert h[0]["reason"].startswith("preempted by %s" % a), h
+    assert h[1]["reason"] == "requeued after preemption by %s (restart 1; 1 preemption)" % a, h
+    done_a = wait(local, a, ended)
+    assert done_a["state"] == "COMPLETED", done_a
+    done_v = wait(local, v, ended, timeout=90)
+    assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+    assert done_v["attempt"] == 1 and done_v["started_at"] >= done_a["ended_at"], done_v
+    lines = logs(local, v)
+    ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+    assert len(ck) == 1, [l["text"] for l in lines]
+    k = int(ck[0]["text"].split()[-1])
+    assert any(l["text"] == "resumed from step %d (attempt 1)" % k for l in lines), lines
+    assert lines[-1]["text"] == "done at step 200", lines[-1]
+    # it went on after its checkpoint until the grace was over (2 s after the signal)
+    preempted = [h for h in done_v["history"] if h["state"] == "PREEMPTED"][0]
+    assert ts(preempted["at"]) - ts(ck[0]["time"]) >= 1.5, (preempted, ck[0])
+    acct = json.loads(local.dtctl("acct", "--json", "--user", "bob").stdout)
+    row = [r for r in acct["jobs"] if r["id"] == v][0]
+    assert row["state"] == "COMPLETED" and row["attempts"] == 2, row
+    assert row["gpu_hours_lost"] > 0, row
+    st, body = submit(local, "bob", 1, ["true"], **{"class": "gold"})
+    assert st == 422 and "class 'gold' is not one of cluster.yaml's fairshare.classes " \
+        "('scavenger')" in json.dumps(body), body

@@ -15,7 +15,7 @@ BUILD_PKGS="make build-essential pkg-config libssh2-1-dev libyaml-dev libmicroht
 libjansson-dev libsqlite3-dev libssl-dev nettle-dev openmpi-bin libopenmpi-dev libopenblas-dev"
 TEST_PKGS="libcmocka-dev python3 python3-pytest python3-yaml python3-torch openssh-server openssh-client
 iproute2 procps psmisc time gdb clang cppcheck clang-tidy valgrind chromium prometheus bindfs
-podman runc uidmap busybox-static"
+podman runc uidmap busybox-static slurmctld slurmd slurm-client munge"
 case "${1:-}" in
 --build) PKGS=$BUILD_PKGS ;;
 "") PKGS="$BUILD_PKGS $TEST_PKGS" ;;

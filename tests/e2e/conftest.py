@@ -12,6 +12,11 @@ Fixtures
                 same module asks for another size or mode), even when tests fail.  Only one
                 fake cluster exists at a time on a machine.  Skips, with the reason, when the
                 machine cannot run one (no sshd, no ssh client).
+  slurm_cluster factory: slurm_cluster(n, gpus=4) -> SlurmCluster, a real Slurm (slurmctld
+                and munged on the host, one slurmd per fake node) on a fake cluster of n
+                nodes, from tests/cluster/fakeslurm.  Module-scoped, torn down before the
+                fake cluster, even when tests fail.  Skips when Slurm is not installed or
+                the fake cluster cannot run in netns mode.
 
 Helpers other test modules can import: REPO, FAKECLUSTER, FakeCluster, Node, askpass_env(),
 free_ports(), LocalCluster (a one-node cluster with host: local, no fake cluster needed).
@@ -44,6 +49,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FAKECLUSTER = REPO / "tests" / "cluster" / "fakecluster"
+FAKESLURM = REPO / "tests" / "cluster" / "fakeslurm"
 SSHD = os.environ.get("FAKECLUSTER_SSHD") or "/usr/sbin/sshd"
 
 Argv = Union[str, Sequence[str]]
@@ -473,6 +479,118 @@ def fake_cluster(request):
         return cluster
 
     return make
+
+
+# --------------------------------------------------------------------------- slurm
+
+@dataclass
+class SlurmCluster:
+    fc: FakeCluster
+    conf: Path                  # slurm.conf: SLURM_CONF for every client
+    state: Path                 # the instance dir (logs/, spool/, munge/ ...)
+    partition: str
+    gpus: int                   # fake GRES GPUs per node
+    bringup_s: float            # how long `fakeslurm up` took
+
+    def env(self, base: Optional[dict] = None) -> dict:
+        env = dict(os.environ if base is None else base)
+        env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def run(self, argv: Argv, user: bool = False, timeout: float = 60, env: Optional[dict] = None,
+            **kw) -> subprocess.CompletedProcess:
+        """A Slurm client (srun, sbatch, squeue ...) on the host side, as root or as the
+        fake cluster's test user (user=True), with SLURM_CONF set; text output captured."""
+        if isinstance(argv, str):
+            argv = ["/bin/sh", "-c", argv]
+        argv = list(argv)
+        e = self.env(env)
+        if user:
+            import pwd
+            pw = pwd.getpwnam(self.fc.user)
+            argv = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid),
+                    "--init-groups", "--"] + argv
+            e.update(HOME=pw.pw_dir, USER=self.fc.user, LOGNAME=self.fc.user)
+            kw.setdefault("cwd", "/")
+        _default_stdin(kw)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e, **kw)
+
+    def log(self, name: str, n: int = 40) -> str:
+        try:
+            return "\n".join((self.state / "logs" / name).read_text(errors="replace")
+                             .splitlines()[-n:])
+        except OSError:
+            return "(no %s)" % name
+
+    def wait_job_gone(self, jobid: str, timeout: float = 30) -> str:
+        """Poll `scontrol show job` until the job has ended; returns its final JobState."""
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            p = self.run(["scontrol", "-o", "show", "job", jobid])
+            for f in p.stdout.split():
+                if f.startswith("JobState="):
+                    state = f.split("=", 1)[1]
+            if state and state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
+                                       "SUSPENDED"):
+                return state
+            time.sleep(0.1)
+        raise AssertionError("slurm job %s still %s after %ss" % (jobid, state, timeout))
+
+
+def slurm_unavailable() -> Optional[str]:
+    for prog in ("/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"):
+        if not os.access(prog, os.X_OK):
+            return ("slurm: %s not found (Debian packages slurmctld slurmd slurm-client "
+                    "munge: scripts/deps.sh)" % prog)
+    if not shutil.which("srun"):
+        return "slurm: srun not found (Debian package slurm-client)"
+    if os.geteuid() != 0:
+        return "slurm: the fake Slurm needs root (one slurmd per fake node, jobs as their user)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(fake_cluster):
+    """Factory: slurm_cluster(n, gpus=4) -> SlurmCluster on a fake cluster of n nodes.
+    Torn down at the end of the module (before the fake cluster), always."""
+    current = {}
+
+    def down():
+        if current.pop("up", None):
+            p = subprocess.run([str(FAKESLURM), "down"], capture_output=True, text=True,
+                               timeout=120)
+            if p.returncode != 0:
+                raise RuntimeError("fakeslurm down failed: %s" % p.stderr.strip())
+
+    def make(n: int, gpus: int = 4) -> SlurmCluster:
+        why = slurm_unavailable()
+        if why:
+            pytest.skip(why)
+        if current.get("up") and current.get("key") == (n, gpus):
+            return current["cluster"]
+        down()
+        fc = fake_cluster(n)
+        if fc.mode != "netns":
+            pytest.skip("slurm: the fake cluster is in %s mode (%s); one slurmd per node "
+                        "needs netns" % (fc.mode, fc.why))
+        current["up"] = True
+        t0 = time.monotonic()
+        p = subprocess.run([str(FAKESLURM), "up", "--gpus", str(gpus)], capture_output=True,
+                           text=True, timeout=120)
+        if p.returncode != 0:
+            pytest.fail("fakeslurm up failed (rc %d):\n%s" % (p.returncode, p.stderr))
+        inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], capture_output=True,
+                                         text=True, timeout=30, check=True).stdout)
+        sc = SlurmCluster(fc=fc, conf=Path(inst["conf"]), state=Path(inst["state"]),
+                          partition=inst["partition"], gpus=gpus,
+                          bringup_s=time.monotonic() - t0)
+        current.update(key=(n, gpus), cluster=sc)
+        print("fakeslurm: %d nodes, %d GPUs each, up in %.1f s" % (n, gpus, sc.bringup_s))
+        return sc
+
+    yield make
+    down()
 
 
 # --------------------------------------------------------------------------- head + agents

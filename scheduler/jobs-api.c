@@ -200,7 +200,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 
 	pthread_mutex_lock(&s->lock);
 	cluster_refresh(s);
-	if (!s->nr) {
+	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";
 
 		strbuf_addstr(&reason, none);

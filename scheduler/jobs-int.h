@@ -84,6 +84,11 @@ struct job {
 	long long hang_gen, hang_done;
 	int hang_busy;
 	long long hang_auto_ms;   /* dt_mono_ms() of the last automatic one */
+	/* the Slurm backend (backend-slurm.c): its Slurm job, as "slurm" in the job's
+	 * JSON ({job_id, attempt, state, reason, nodes, restarts, ...}), or NULL */
+	json_t *slurm;
+	int requeues;             /* restarts a resource manager made (Slurm's requeue after
+				   * preemption or node failure): they cost no retry */
 };
 
 struct jobs_clients {

@@ -62,6 +62,14 @@ out:
 	strbuf_release(&err);
 }
 
+const struct sched_backend *sched_backend_choose(struct sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+	cluster_refresh(s);
+	pthread_mutex_unlock(&s->lock);
+	return s->cc && s->cc->backend == BACKEND_SLURM ? &slurm_backend : &agents_backend;
+}
+
 static const struct cluster_node *cc_node(struct sched *s, const char *name)
 {
 	int i = s->cc ? cluster_find_node(s->cc, name) : -1;
@@ -190,6 +198,9 @@ enum place_status job_try_place(struct sched *s, const struct job *j, struct poo
 	struct place_req r;
 	enum place_status st;
 
+	if (s->backend->place)   /* the backend places (slurm: Slurm does) */
+		/* it notes its own progress (the Slurm job) in the job: not const there */
+		return s->backend->place(s, (struct job *)j, p, res, reason);
 	place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 1);
 	st = placement_try(p->n, p->nr, &r, res, reason);
 	/*
@@ -277,7 +288,7 @@ void schedule_pending(struct sched *s)
 		st = job_try_place(s, j, p, res, &reason);
 		if (st == PLACE_OK && s->backend->gate && s->backend->gate(s, j, p, res, &reason))
 			st = PLACE_WAIT;   /* the backend's pre-launch steps first (backend.h) */
-		if (st != PLACE_OK)
+		if (st != PLACE_OK && !s->backend->place)
 			j->wait_fp = fp[p->gpu];   /* the same pool gives the same answer */
 		if (st == PLACE_OK) {
 			j->hold = hold_make(s, j, p, res);

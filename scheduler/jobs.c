@@ -165,6 +165,9 @@ static void jobs_load(struct sched *s)
 		}
 		if (json_is_object(json_object_get(o, "fabric")))
 			j->fabric = json_incref(json_object_get(o, "fabric"));
+		if (json_is_object(json_object_get(o, "slurm")))
+			j->slurm = json_deep_copy(json_object_get(o, "slurm"));
+		j->requeues = (int)json_get_int(o, "requeues", 0);
 		if (json_is_object(json_object_get(o, "preflight"))) {
 			j->preflight = json_deep_copy(json_object_get(o, "preflight"));
 			/* a connectivity check that was running died with the old dtsched */
@@ -228,6 +231,8 @@ int jobs_init(struct sched *s)
 
 void jobs_release(struct sched *s)
 {
+	if (s->backend && s->backend->release)
+		s->backend->release(s);
 	free(s->jstats);
 	s->jstats = NULL;
 	/* launch threads still out (each request times out within seconds) */
@@ -341,7 +346,13 @@ static void stalls_cleared(struct job *j, const json_t *now_stalled, const char 
 		json_array_clear(j->stalled);
 }
 
-static void end_attempt(struct sched *s, struct job *j, const char *state)
+/*
+ * requeue: the backend's resource manager took the attempt back and queued
+ * the job again (Slurm's requeue after preemption or a node failure): it
+ * restarts whatever its retries, as restart j->attempt + 1, and `state` is
+ * only what its history says ("REQUEUED").
+ */
+static void end_attempt_as(struct sched *s, struct job *j, const char *state, int requeue)
 {
 	int retry;
 
@@ -360,8 +371,9 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 			   "strict_logging", j->log_lost_lines, j->log_lost_lines == 1 ? "" : "s",
 			   j->log_error);
 	}
-	retry = (!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-		j->attempt < j->cfg.retries && !j->cancel;
+	/* restarts the backend made (requeue) cost no retry */
+	retry = (requeue || ((!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+			     j->attempt - j->requeues < j->cfg.retries)) && !j->cancel;
 	j->orted_attempt = j->attempt;
 	j->orted_grace_ms = dt_mono_ms() + ORTED_GRACE_MS;
 	stalls_cleared(j, NULL, retry ? "retry" : "end");
@@ -393,7 +405,13 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 			j->restart_from_us = now;
 			j->restart_world = j->world;
 		}
-		set_reason(j, "retry %d/%d after %s", j->attempt, j->cfg.retries, why.buf);
+		if (requeue)
+			j->requeues++;
+		if (requeue)
+			set_reason(j, "restart %d after %s", j->attempt, why.buf);
+		else
+			set_reason(j, "retry %d/%d after %s", j->attempt - j->requeues, j->cfg.retries,
+				   why.buf);
 		strbuf_release(&why);
 		j->started_us = 0;
 		job_transition(s, j, DT_JOB_PENDING);
@@ -401,6 +419,11 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		job_transition(s, j, state);
 	}
 	sched_wake(s);
+}
+
+static void end_attempt(struct sched *s, struct job *j, const char *state)
+{
+	end_attempt_as(s, j, state, 0);
 }
 
 /* Stall detection: ranks whose log and the metrics file did not change for stall_after. */
@@ -554,6 +577,15 @@ static void check_running(struct sched *s, struct job *j)
 		j->exit_code = 0;
 		set_reason(j, NULL);
 		end_attempt(s, j, DT_JOB_COMPLETED);
+	} else if (st == ATTEMPT_ENDED) {
+		/* the backend's resource manager ended it (Slurm: scancel, its time
+		 * limit, a node failure, preemption), or requeued it */
+		set_reason(j, "%s", e.why.buf);
+		if (e.node) {
+			free(j->failed_node);
+			j->failed_node = xstrdup(e.node);
+		}
+		end_attempt_as(s, j, e.state ? e.state : DT_JOB_FAILED, e.requeue);
 	} else if (st == ATTEMPT_SETTLING) {
 		;                 /* decided at the next step */
 	} else if (j->cfg.timeout_ms && dt_mono_ms() - j->run_mono > j->cfg.timeout_ms) {

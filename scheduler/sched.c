@@ -227,6 +227,9 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    sqlite3_errmsg(s->db));
 		goto fail;
 	}
+	s->backend = sched_backend_choose(s);   /* cluster.yaml's backend: (backend.h) */
+	if (s->backend != &agents_backend)
+		dtlog(DTLOG_INFO, "backend: %s", s->backend->name);
 	if (s->nr)
 		dtlog(DTLOG_INFO, "loaded %zu node(s) from '%s'; waiting for their heartbeats",
 		      s->nr, path.buf);

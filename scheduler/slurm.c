@@ -16,22 +16,13 @@ long long slurm_time_minutes(long long timeout_ms)
 	return (timeout_ms + 59999) / 60000 + 1;
 }
 
-/* "--name=value"; '%' doubled where sbatch reads a file name pattern */
-static void push_opt(struct strvec *argv, const char *name, const char *value, int pattern)
+/* "--name=value" (value NULL: "--name"), one argv word whatever value holds */
+static void push_opt(struct strvec *argv, const char *name, const char *value)
 {
-	struct strbuf sb = STRBUF_INIT;
-
-	strbuf_addf(&sb, "--%s", name);
-	if (value) {
-		strbuf_addch(&sb, '=');
-		for (const char *p = value; *p; p++) {
-			if (pattern && (*p == '%' || *p == '\\'))
-				strbuf_addch(&sb, *p == '%' ? '%' : '\\');
-			strbuf_addch(&sb, *p);
-		}
-	}
-	strvec_push(argv, sb.buf);
-	strbuf_release(&sb);
+	if (value)
+		strvec_pushf(argv, "--%s=%s", name, value);
+	else
+		strvec_pushf(argv, "--%s", name);
 }
 
 void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_request *r,
@@ -42,37 +33,45 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	strvec_push(argv, "sbatch");
 	strvec_push(argv, "--parsable");
 	strbuf_addf(&v, "%d", r->nodes);
-	push_opt(argv, "nodes", v.buf, 0);
-	push_opt(argv, "ntasks-per-node", "1", 0);
+	push_opt(argv, "nodes", v.buf);
+	push_opt(argv, "ntasks-per-node", "1");
 	strbuf_reset(&v);
 	if (r->gpus_per_node > 0) {
 		strbuf_addf(&v, "gpu:%d", r->gpus_per_node);
-		push_opt(argv, "gres", v.buf, 0);
+		push_opt(argv, "gres", v.buf);
 	} else {
 		strbuf_addf(&v, "%d", r->cpus_per_node > 0 ? r->cpus_per_node : 1);
-		push_opt(argv, "cpus-per-task", v.buf, 0);
+		push_opt(argv, "cpus-per-task", v.buf);
 	}
 	if (r->timeout_ms > 0) {
 		strbuf_reset(&v);
 		strbuf_addf(&v, "%lld", slurm_time_minutes(r->timeout_ms));
-		push_opt(argv, "time", v.buf, 0);
+		push_opt(argv, "time", v.buf);
 	}
-	push_opt(argv, "job-name", r->name, 0);
+	push_opt(argv, "job-name", r->name);
 	strbuf_reset(&v);
 	strbuf_addf(&v, "dtctl %s attempt %d", r->job_id, r->attempt);
-	push_opt(argv, "comment", v.buf, 0);
+	push_opt(argv, "comment", v.buf);
 	/* preemption and node failure requeue the job: its next attempt resumes */
-	push_opt(argv, "requeue", NULL, 0);
-	if (r->output)
-		push_opt(argv, "output", r->output, 1);
+	push_opt(argv, "requeue", NULL);
+	if (r->output_dir) {
+		strbuf_reset(&v);
+		for (const char *p = r->output_dir; *p; p++) {
+			if (*p == '%')   /* a file name pattern: "%%" is '%' */
+				strbuf_addch(&v, '%');
+			strbuf_addch(&v, *p);
+		}
+		strbuf_addf(&v, "/%s.%d-%%j.out", r->job_id, r->attempt);
+		push_opt(argv, "output", v.buf);
+	}
 	if (cc->slurm.partition)
-		push_opt(argv, "partition", cc->slurm.partition, 0);
+		push_opt(argv, "partition", cc->slurm.partition);
 	if (cc->slurm.account)
-		push_opt(argv, "account", cc->slurm.account, 0);
+		push_opt(argv, "account", cc->slurm.account);
 	if (cc->slurm.qos)
-		push_opt(argv, "qos", cc->slurm.qos, 0);
+		push_opt(argv, "qos", cc->slurm.qos);
 	for (size_t i = 0; i < cc->slurm.nr_options; i++)
-		push_opt(argv, cc->slurm.options[i].name, cc->slurm.options[i].value, 0);
+		push_opt(argv, cc->slurm.options[i].name, cc->slurm.options[i].value);
 	strvec_push(argv, r->script);
 	strbuf_release(&v);
 }
@@ -86,9 +85,7 @@ const char *slurm_script(void)
 	       "# One dtagent per allocated node, as one step, joins dtsched; the\n"
 	       "# ranks are its tasks, inside that step.\n"
 	       "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n"
-	       "\t\"$" SLURM_ENV_AGENT "\" --slurm --head \"$" SLURM_ENV_HEAD "\" \\\n"
-	       "\t--home \"$" SLURM_ENV_HOME "\" --secret-file \"$" SLURM_ENV_SECRET "\" \\\n"
-	       "\t--port \"$" SLURM_ENV_PORT "\"\n";
+	       "\t\"$" SLURM_ENV_AGENT "\" --slurm --head \"$" SLURM_ENV_HEAD "\"\n";
 }
 
 /* ---------------------------------------------------------------- states */

@@ -25,16 +25,16 @@ struct slurm_request {
 	int gpus_per_node;        /* --gres=gpu:N (0: a CPU job) */
 	int cpus_per_node;        /* --cpus-per-task for a CPU job */
 	long long timeout_ms;     /* the job's timeout (0: none: the partition's limit) */
-	const char *output;       /* --output (a path; '%' is doubled), or NULL */
+	const char *output_dir;   /* --output=<it>/<job_id>.<attempt>-%j.out ('%' of the dir
+				   * doubled: %j is Slurm's job id), or NULL */
 	const char *script;       /* the batch script's path, last */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
 #define SLURM_ENV_AGENT "DTCTL_SLURM_AGENT"   /* dtagent's path on the nodes */
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
-#define SLURM_ENV_HOME "DTCTL_SLURM_HOME"     /* the agents' home base on the nodes */
-#define SLURM_ENV_SECRET "DTCTL_SLURM_SECRET" /* the cluster secret's file on the nodes */
-#define SLURM_ENV_PORT "DTCTL_SLURM_PORT"     /* the agents' port */
+/* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
+ * its environment before anything starts (agent/dtagent.c) */
 
 /* sbatch's argv (argv[0] "sbatch") for request r on cluster cc. */
 void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_request *r,

@@ -43,7 +43,7 @@ static void test_sbatch_argv(void **state)
 	struct slurm_request r = {
 		.job_id = "j-000042", .name = "mlp; rm -rf /", .attempt = 1, .nodes = 2,
 		.gpus_per_node = 4, .timeout_ms = 90 * 60 * 1000LL,
-		.output = "/nfs/50%/slurm/j-000042-%j.out", .script = "/h/slurm/j-000042.sh",
+		.output_dir = "/nfs/50%/slurm", .script = "/h/slurm/j-000042.sh",
 	};
 	char *s;
 
@@ -54,7 +54,7 @@ static void test_sbatch_argv(void **state)
 	s = joined(&argv);
 	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:4 "
 			    "--time=91 --job-name=mlp; rm -rf / --comment=dtctl j-000042 attempt 1 "
-			    "--requeue --output=/nfs/50%%/slurm/j-000042-%%j.out --partition=gpu "
+			    "--requeue --output=/nfs/50%%/slurm/j-000042.1-%j.out --partition=gpu "
 			    "--account=ml --qos=high --constraint=a100 --exclusive --mem=64G "
 			    "/h/slurm/j-000042.sh");
 	/* the user's name is one argv word, never split or interpreted */
@@ -68,7 +68,7 @@ static void test_sbatch_argv(void **state)
 	r.gpus_per_node = 0;
 	r.cpus_per_node = 3;
 	r.timeout_ms = 0;
-	r.output = NULL;
+	r.output_dir = NULL;
 	r.name = "x";
 	slurm_sbatch_argv(&cc, &r, &argv);
 	s = joined(&argv);
@@ -99,7 +99,8 @@ static void test_script_quotes_nothing(void **state)
 	for (const char *p = s; (p = strchr(p, '$')); p++) {
 		/* each $ opens "${NAME}"-free "$NAME" inside double quotes */
 		assert_true(p > s && p[-1] == '"');
-		assert_true(!strncmp(p + 1, "DTCTL_SLURM_", 12));
+		assert_true(!strncmp(p + 1, "DTCTL_SLURM_AGENT\"", 18) ||
+			    !strncmp(p + 1, "DTCTL_SLURM_HEAD\"", 17));
 	}
 	assert_null(strchr(s, '`'));
 	assert_null(strchr(s, '\''));

@@ -608,6 +608,38 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
  * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
  * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
  */
+/*
+ * The task's cuda_visible_devices "0,1" (our GPU indexes) as the devices
+ * they stand for in map ("2,3": the i-th entry is our GPU i).  An index
+ * past the map or not a number stays as it is ("-1" for CPU tasks).
+ */
+static void gpu_map_apply(const char *map, json_t *spec)
+{
+	const char *p = json_get_str(spec, "cuda_visible_devices", "");
+	struct strbuf out = STRBUF_INIT;
+
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char *end;
+		long idx = strtol(p, &end, 10);
+		const char *m = map;
+
+		if (out.len)
+			strbuf_addch(&out, ',');
+		for (long i = 0; m && end == p + len && len && idx >= 0 && i < idx; i++) {
+			m = strchr(m, ',');
+			m = m ? m + 1 : NULL;
+		}
+		if (m && end == p + len && len && idx >= 0 && *m)
+			strbuf_add(&out, m, strcspn(m, ","));
+		else
+			strbuf_add(&out, p, len);
+		p += len + (p[len] == ',');
+	}
+	json_object_set_new(spec, "cuda_visible_devices", json_string(out.buf));
+	strbuf_release(&out);
+}
+
 static int task_start(struct agent *a, const json_t *req, json_t **out, struct strbuf *msg)
 {
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
@@ -666,6 +698,8 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	/* which node this is, as dtsched names it: DT_NODE in the task, and the
 	 * node its rank log's lines are attributed to (protocol.h) */
 	json_object_set_new(spec, "node", json_string(a->name));
+	if (a->o.gpu_map && json_get_str(spec, "cuda_visible_devices", NULL))
+		gpu_map_apply(a->o.gpu_map, spec);
 	t->spec = spec;
 	t->state = TASK_STARTING;
 	t->created_us = dt_now_us();
@@ -784,6 +818,65 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* Ask task t's supervisor to stop it within grace ms (lock held). */
+static void task_stop(struct agent *a, struct task *t, long long grace)
+{
+	if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+		union sigval v;
+
+		v.sival_int = (int)grace;
+		if (sigqueue((pid_t)t->sup_pid, SIGTERM, v) < 0)
+			dtlog(DTLOG_WARN, "task %s: cannot signal its supervisor %lld: %s",
+			      t->id, t->sup_pid, strerror(errno));
+		dtlog(DTLOG_INFO, "task %s: stop requested (grace %lld ms)", t->id, grace);
+		t->stop_requested = 1;
+		if (t->state == TASK_RUNNING)
+			t->state = TASK_STOPPING;
+	} else {
+		check_liveness(a, t);
+	}
+}
+
+/*
+ * dtagent --slurm ends with its Slurm step: stop every task and wait until
+ * their supervisors (detached, so outside the step's process tree) are gone,
+ * at most grace + 2 s, then SIGKILL what is left of them.  The supervisor
+ * kills its whole tree when it stops a task (supervise.h).
+ */
+static void stop_all_tasks(struct agent *a)
+{
+	long long grace = a->o.stop_grace_ms, deadline = dt_mono_ms() + grace + 2000;
+	int left;
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->tt.nr; i++) {
+		struct task *t = a->tt.items[i];
+
+		task_refresh(a, t);
+		if (!task_state_final(t->state))
+			task_stop(a, t, grace);
+	}
+	pthread_mutex_unlock(&a->lock);
+	do {
+		left = 0;
+		pthread_mutex_lock(&a->lock);
+		for (size_t i = 0; i < a->tt.nr; i++) {
+			struct task *t = a->tt.items[i];
+
+			if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
+				left++;
+				if (dt_mono_ms() >= deadline)
+					kill((pid_t)t->sup_pid, SIGKILL);
+			}
+		}
+		pthread_mutex_unlock(&a->lock);
+		if (left && dt_mono_ms() < deadline + 1000)
+			poll(NULL, 0, WATCH_MS);
+	} while (left && dt_mono_ms() < deadline + 1000);
+	dtlog(left ? DTLOG_WARN : DTLOG_INFO, "stopped every task%s", left ?
+	      " but the supervisors of some would not die" : "");
+}
+
 static void h_task_stop(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
@@ -807,20 +900,7 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 	if (!task_state_final(t->state)) {
 		grace = g ? json_integer_value(g) : json_get_int(t->spec, "grace_ms",
 								 DT_TASK_GRACE_MS_DEFAULT);
-		if (t->sup_pid && proc_alive((pid_t)t->sup_pid, t->sup_start)) {
-			union sigval v;
-
-			v.sival_int = (int)grace;
-			if (sigqueue((pid_t)t->sup_pid, SIGTERM, v) < 0)
-				dtlog(DTLOG_WARN, "task %s: cannot signal its supervisor %lld: %s",
-				      t->id, t->sup_pid, strerror(errno));
-			dtlog(DTLOG_INFO, "task %s: stop requested (grace %lld ms)", t->id, grace);
-			t->stop_requested = 1;
-			if (t->state == TASK_RUNNING)
-				t->state = TASK_STOPPING;
-		} else {
-			check_liveness(a, t);
-		}
+		task_stop(a, t, grace);
 	}
 	dt_http_json(resp, task_state_final(t->state) ? 200 : 202,
 		     json_pack("{s:o}", "task", task_to_json(t, 1)));
@@ -1665,7 +1745,10 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		close(sfd);
 	if (ifd >= 0)
 		close(ifd);
-	dtlog(DTLOG_INFO, "dtagent stopping (tasks keep running under their supervisors)");
+	if (o->stop_tasks_on_exit)
+		stop_all_tasks(a);
+	else
+		dtlog(DTLOG_INFO, "dtagent stopping (tasks keep running under their supervisors)");
 	pthread_mutex_lock(&a->lock);
 	a->stopping = 1;
 	pthread_cond_signal(&a->hb_cond);

@@ -24,6 +24,19 @@ struct agent_opts {
 	const char *exe;            /* this binary, for supervisors */
 	long long keep_finished_ms; /* forget final tasks this long after they ended */
 	const char *fake_health;    /* test only: the fake GPUs' faults (health.h), or NULL */
+	/*
+	 * Inside a Slurm step (dtagent --slurm, docs/slurm.md): on SIGTERM stop
+	 * every task (grace stop_grace_ms) and wait for their supervisors before
+	 * returning, since Slurm ends the step and nothing of it may stay.
+	 */
+	int stop_tasks_on_exit;
+	long long stop_grace_ms;
+	/*
+	 * The devices our GPU i stands for, "2,3" (Slurm's CUDA_VISIBLE_DEVICES
+	 * for the step), or NULL: a task's cuda_visible_devices "0,1" becomes
+	 * "2,3" when another job on the node holds GPUs 0 and 1.
+	 */
+	const char *gpu_map;
 };
 
 /* Write "ok\n" (or an error line) to ready_fd once serving (-1: none). */

@@ -5,6 +5,7 @@
  *
  *   dtagent [--daemon] --port P --name N --head ADDR:PORT [--gpus N]  serve
  *   dtagent --stop | --status                                         manage
+ *   dtagent --slurm --head ADDR:PORT [--secret FILE]    one node of a Slurm step
  *   dtagent --supervise ID --home DIR                                 internal
  *   dtagent rank-log DIR -- PROG ARGS     one MPI rank's output to DIR/<rank>.log
  *   dtagent rsh HOST WORD...              mpirun's orted launcher via agents (rsh.h)
@@ -15,6 +16,14 @@
  * returns only once the agent serves, or with its error.  That skeleton
  * (options, pid file, --stop, --status, logging) is lib/daemon.h's, shared
  * with dtsched; this file declares what is the agent's own.
+ *
+ * --slurm is the agent started on every node of a Slurm allocation as one
+ * step (cli/slurm.h builds that srun line; docs/slurm.md): it names itself
+ * after $SLURMD_NODENAME, takes a fresh node-local home it removes at exit,
+ * an ephemeral port, the cluster secret from --secret FILE or from
+ * $DTCTL_AGENT_SECRET (taken out of the environment before anything starts,
+ * never argv), the GPUs Slurm gave the step, and on SIGTERM (the step or the
+ * allocation ends) stops every task before it exits.
  */
 #include "agent.h"
 #include "sanitize.h"
@@ -24,16 +33,21 @@
 #include "protocol.h"
 #include "ranklog.h"
 #include "rsh.h"
+#include "secret.h"
 #include "strbuf.h"
 #include "supervise.h"
 #include "usage.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static struct daemon_args args = { .port = DT_AGENT_PORT_DEFAULT };
-static int gpus = -1, simulate, hb_ms = 2000, duration_s, keep_h = 24;
+static int gpus = -1, simulate, hb_ms = 2000, duration_s, keep_h = 24, slurm;
 static const char *name, *head, *secret, *supervise, *advertise, *fake_health;
 static struct agent_opts ao;
 static struct strbuf label = STRBUF_INIT;
@@ -47,6 +61,7 @@ static const struct option opts[] = {
 	OPT_INT(0, "gpus", &gpus, "report N GPUs (fake ones beyond what NVML finds)"),
 	OPT_STRING(0, "home", &args.home, "dir", "agent home (default $DTCTL_HOME or ~/.dtctl)"),
 	OPT_STRING(0, "secret", &secret, "file", "cluster secret (default <home>/secret)"),
+	OPT_BOOL(0, "slurm", &slurm, "one node of a Slurm step: join --head, stop all at SIGTERM"),
 	OPT_INT(0, "keep-finished-hours", &keep_h, "forget finished tasks after this (24)"),
 	OPT_STRING(0, "fake-health", &fake_health, "file", "(tests) faults of the fake GPUs"),
 	OPT_STRING(0, "supervise", &supervise, "id", "(internal) supervise task ID"),
@@ -66,6 +81,83 @@ static char *self_exe(const char *argv0)
 	return xstrdup(buf);
 }
 
+static struct strbuf slurm_home = STRBUF_INIT;
+
+/*
+ * --slurm: the node name, a fresh home of ours (a path in the sticky /tmp
+ * could have been planted by another user: made here, then checked to be a
+ * real directory of ours, 0700), the secret from the environment and the
+ * step's GPUs.  Dies with DT_EXIT_USAGE naming what is missing.
+ */
+static void slurm_prepare(void)
+{
+	const char *node = getenv_nonempty("SLURMD_NODENAME");
+	const char *job = getenv_nonempty("SLURM_JOB_ID");
+	const char *step = getenv_nonempty("SLURM_STEP_ID");
+	const char *tmp = getenv_nonempty("TMPDIR");
+	const char *hex = getenv_nonempty("DTCTL_AGENT_SECRET");
+	struct stat st;
+
+	if (!head)
+		die_code(DT_EXIT_USAGE, "--slurm needs --head ADDR:PORT (the head to join)");
+	if (!job)
+		die_code(DT_EXIT_USAGE, "--slurm: no $SLURM_JOB_ID: start it with srun inside an "
+			 "allocation (dtctl slurm-agents)");
+	if (!name)
+		name = node;
+	if (!args.home) {
+		char host[256] = "node";
+
+		gethostname(host, sizeof(host) - 1);
+		strbuf_addf(&slurm_home, "%s/dtagent-slurm-%s.%s-%s", tmp ? tmp : "/tmp", job,
+			    step ? step : "0", name ? name : host);
+		if (mkdir(slurm_home.buf, 0700) < 0 && errno != EEXIST)
+			die_code(DT_EXIT_USAGE, "--slurm: cannot create '%s': %s", slurm_home.buf,
+				 strerror(errno));
+		if (lstat(slurm_home.buf, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid() || (st.st_mode & 077))
+			die_code(DT_EXIT_USAGE, "--slurm: '%s' is not a private directory of ours",
+				 slurm_home.buf);
+		setenv("DTCTL_HOME", slurm_home.buf, 1);
+		dt_home_reset();
+	}
+	if (hex) {
+		struct strbuf path = STRBUF_INIT;
+		int fd;
+
+		if (strspn(hex, "0123456789abcdef") != 2 * DT_SECRET_BYTES || hex[2 * DT_SECRET_BYTES])
+			die_code(DT_EXIT_USAGE, "$DTCTL_AGENT_SECRET: expected %d hex digits",
+				 2 * DT_SECRET_BYTES);
+		dt_home_path(&path, "secret");
+		fd = open(path.buf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex) ||
+		    write(fd, "\n", 1) != 1 || close(fd) < 0)
+			die_code(DT_EXIT_USAGE, "--slurm: cannot write '%s': %s", path.buf,
+				 strerror(errno));
+		strbuf_release(&path);
+		/* the ranks inherit our environment: the secret leaves it now */
+		unsetenv("DTCTL_AGENT_SECRET");
+	} else if (!secret) {
+		die_code(DT_EXIT_USAGE, "--slurm needs the cluster secret: --secret FILE (0600) or "
+			 "$DTCTL_AGENT_SECRET");
+	}
+	if (gpus < 0) {
+		/* the GPUs Slurm gave this step; none: a CPU node */
+		const char *cvd = getenv_nonempty("CUDA_VISIBLE_DEVICES");
+
+		gpus = 0;
+		if (cvd && strcmp(cvd, "NoDevFiles") && strcmp(cvd, "-1")) {
+			ao.gpu_map = cvd;
+			for (gpus = 1; *cvd; cvd++)
+				gpus += *cvd == ',';
+		}
+	}
+	if (args.port == DT_AGENT_PORT_DEFAULT)
+		args.port = 0;      /* several allocations may share a node */
+	ao.stop_tasks_on_exit = 1;
+	ao.stop_grace_ms = 2000;
+}
+
 /* the modes that are no daemon (--supervise, --simulate-nodes), the checks, the settings */
 static int agent_prepare(int argc, const char **argv)
 {
@@ -83,7 +175,9 @@ static int agent_prepare(int argc, const char **argv)
 		return agent_simulate(head, secret ? secret : s.buf, simulate, hb_ms,
 				      duration_s * 1000LL, gpus < 0 ? 8 : gpus);
 	}
-	if (args.port <= 0 || args.port > 65535 || hb_ms < 50 || keep_h < 0)
+	if (slurm)
+		slurm_prepare();
+	if (args.port < (slurm ? 0 : 1) || args.port > 65535 || hb_ms < 50 || keep_h < 0)
 		die_code(DT_EXIT_USAGE, "bad --port, --heartbeat-ms or --keep-finished-hours");
 	if (fake_health && *fake_health != '/')
 		die_code(DT_EXIT_USAGE, "--fake-health '%s': expected an absolute path", fake_health);
@@ -96,11 +190,12 @@ static int agent_prepare(int argc, const char **argv)
 	ao.advertise = advertise;
 	ao.heartbeat_ms = hb_ms;
 	ao.gpus = gpus;
-	ao.home = home;
+	ao.home = dt_home();
 	ao.secret = secret;
 	ao.exe = self_exe(argv[0]);
 	ao.keep_finished_ms = keep_h * 3600LL * 1000;
 	ao.fake_health = fake_health;
+	ao.gpu_map = slurm ? ao.gpu_map : NULL;
 	return DAEMON_GO;
 }
 
@@ -112,6 +207,9 @@ static int agent_serve(int *ready_fd)
 /* a clean exit under LeakSanitizer */
 static void agent_release(void)
 {
+	if (slurm_home.len && rm_tree(slurm_home.buf) < 0)
+		warning("cannot remove '%s': %s", slurm_home.buf, strerror(errno));
+	strbuf_release(&slurm_home);
 	free((char *)ao.exe);
 	strbuf_release(&label);
 }

@@ -77,6 +77,8 @@ int cmd_push(int argc, const char **argv);
 int cmd_resume(int argc, const char **argv);
 int cmd_run(int argc, const char **argv);
 int cmd_show(int argc, const char **argv);
+/* inside a Slurm allocation: the agents' step (slurm.h) */
+int cmd_slurm_agents(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
 /* hidden, test-only: render a sweep export file; in cli/sweep-report.c */
 int cmd_sweep_report_file(int argc, const char **argv);

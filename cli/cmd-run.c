@@ -21,6 +21,7 @@
 #include "head.h"
 #include "image.h"
 #include "setup.h"
+#include "slurm.h"
 #include "safefile.h"
 #include "jobdir.h"
 #include "json.h"
@@ -873,6 +874,8 @@ int cmd_run(int argc, const char **argv)
 		OPT_GROUP("mode"),
 		OPT_BOOL(0, "dry-run", &o.dry_run, "print placement, hostfile, env and commands; start nothing"),
 		OPT_BOOL('d', "detach", &o.detach, "print the job id and return"),
+		OPT_BOOL(0, "in-allocation", &slurm_in_allocation_opt,
+			 "inside a Slurm allocation: head + agents on its nodes (default with $SLURM_JOB_ID)"),
 		OPT_BOOL(0, "json", &o.json, "machine output (with --dry-run or --detach)"),
 		OPT_END(),
 	};
@@ -906,6 +909,9 @@ int cmd_run(int argc, const char **argv)
 		file = argv[0];
 	if ((o.detach || o.json) && o.dry_run && o.detach)
 		return error("--dry-run and --detach cannot be used together"), DT_EXIT_USAGE;
+	if (o.detach && slurm_session_active())
+		return error("--detach inside a Slurm allocation: the head there lives only as long "
+			     "as this dtctl (docs/slurm.md)"), DT_EXIT_USAGE;
 	job_config_init(&job);
 	if ((code = build_job(&job, &o, file, cmd, nr_cmd)) ||
 	    (code = image_resolve(&job, the_cluster.shared_dir)))

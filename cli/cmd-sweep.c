@@ -16,6 +16,7 @@
 #include "head.h"
 #include "image.h"
 #include "setup.h"
+#include "slurm.h"
 #include "jobdir.h"
 #include "json.h"
 #include "log.h"
@@ -695,6 +696,8 @@ int cmd_sweep(int argc, const char **argv)
 		OPT_BOOL(0, "csv", &csv, "export: CSV (one row per trial)"),
 		OPT_STRING(0, "name", &name, "name", "sweep name (default: name: in the file, else the file's name)"),
 		OPT_STRING('o', "output", &out, "file", "report: the HTML file to write"),
+		OPT_BOOL(0, "in-allocation", &slurm_in_allocation_opt,
+			 "inside a Slurm allocation: head + agents on its nodes (default with $SLURM_JOB_ID)"),
 		OPT_END(),
 	};
 	static const char *const subs[] = { "list", "status", "best", "export", "report", "pause",
@@ -718,6 +721,9 @@ int cmd_sweep(int argc, const char **argv)
 			usage_with_options(usage, opts, 1);
 			return DT_EXIT_USAGE;
 		}
+		if (detach && slurm_session_active())
+			return error("--detach inside a Slurm allocation: the head there lives only "
+				     "as long as this dtctl (docs/slurm.md)"), DT_EXIT_USAGE;
 		return submit(argv[0], detach, json, name);
 	}
 	if (!strcmp(sub, "list")) {

@@ -41,6 +41,7 @@ static const struct cmd_struct commands[] = {
 	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD },
 	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD },
 	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
+	{ "slurm-agents", cmd_slurm_agents, "inside a Slurm allocation: our agent on every node, joining a head", 0 },
 	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
 	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
 	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */

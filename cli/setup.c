@@ -6,6 +6,7 @@
 #include "dthome.h"
 #include "parse-options.h"
 #include "protocol.h"
+#include "slurm.h"
 #include "usage.h"
 
 #include <pwd.h>
@@ -90,6 +91,15 @@ int cluster_setup(int flags)
 	struct cluster_config *c = &the_cluster.config;
 	int code;
 
+	int session = 0;
+
+	/* dtctl run/sweep inside a Slurm allocation: a cluster of its own (slurm.h) */
+	if (!(the_cluster.flags & USE_CLUSTER) && (flags & START_HEAD) && slurm_session_wanted()) {
+		if ((code = slurm_session_prepare()))
+			return code;
+		the_cluster.given = NULL;
+		session = 1;
+	}
 	if (!(the_cluster.flags & USE_CLUSTER)) {
 		the_cluster.flags |= USE_CLUSTER;
 		the_cluster.head_address = "127.0.0.1";
@@ -127,6 +137,8 @@ int cluster_setup(int flags)
 			return not_set_up();
 	}
 	the_cluster.flags |= flags;
+	if (session && (code = slurm_session_start()))
+		return code;
 	return 0;
 }
 

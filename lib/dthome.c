@@ -4,6 +4,7 @@
 #include "dthome.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +116,28 @@ int dt_builtin_template(const char *name, struct strbuf *path)
 	strbuf_release(&cand);
 	strbuf_release(&tried);
 	return -1;
+}
+
+/* nftw() has no user argument: the first error of the one rm_tree() running */
+static int rm_tree_errno;
+
+static int rm_tree_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if ((type == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+		rm_tree_errno = rm_tree_errno ? rm_tree_errno : errno;
+	return 0;
+}
+
+int rm_tree(const char *path)
+{
+	rm_tree_errno = 0;
+	if (nftw(path, rm_tree_one, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+		return -1;
+	if (rm_tree_errno) {
+		errno = rm_tree_errno;
+		return -1;
+	}
+	return 0;
 }

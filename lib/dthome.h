@@ -20,6 +20,12 @@ int dt_home_ensure(void);
 void dt_home_path(struct strbuf *sb, const char *name);
 /* mkdir -p with `mode` for each created component; -1 with a message on failure. */
 int mkdir_p(const char *path, int mode);
+/*
+ * Remove path and everything below it, never following a symlink (they are
+ * removed as links).  0 (also when path does not exist), or -1 with errno of
+ * the first failure; it goes on past failures.
+ */
+int rm_tree(const char *path);
 
 /*
  * templates/<name> shipped with the programs: beside the build (bin/../templates)

@@ -1,0 +1,418 @@
+/*
+ * slurm.c - dtctl inside a Slurm allocation: the agents' step and the
+ * short-lived cluster of `dtctl run` / `dtctl sweep` (see slurm.h and
+ * docs/slurm.md for why it is built this way).
+ */
+#include "slurm.h"
+#include "daemon.h"
+#include "dthome.h"
+#include "head.h"
+#include "json.h"
+#include "log.h"
+#include "netif.h"
+#include "protocol.h"
+#include "run-command.h"
+#include "secret.h"
+#include "setup.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int slurm_in_allocation_opt;
+
+/* how long the agents may take to join, and the step to end when told */
+#define JOIN_TIMEOUT_MS 60000
+#define STEP_STOP_MS 8000
+
+int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
+{
+	const char *id = getenv_nonempty("SLURM_JOB_ID");
+	const char *list = getenv_nonempty("SLURM_JOB_NODELIST");
+	const char *cpus = getenv_nonempty("SLURM_JOB_CPUS_PER_NODE");
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf out = STRBUF_INIT;
+	int code;
+
+	memset(al, 0, sizeof(*al));
+	strvec_init(&al->nodes);
+	if (!list)
+		list = getenv_nonempty("SLURM_NODELIST");
+	if (!id || !list) {
+		strbuf_addf(err, "not inside a Slurm allocation ($%s is not set): run this in an "
+			    "sbatch script or an salloc shell", id ? "SLURM_JOB_NODELIST" : "SLURM_JOB_ID");
+		return -1;
+	}
+	al->job_id = xstrdup(id);
+	/* Slurm's own expansion: node lists have forms no other parser agrees on */
+	strvec_pushv(&cp.args, (const char *[]){ "scontrol", "show", "hostnames", list, NULL });
+	cp.no_stdin = 1;
+	code = capture_command(&cp, &out, 1 << 20);
+	child_process_clear(&cp);
+	for (char *p = out.buf, *nl; code == 0 && *p; p = nl + (*nl != '\0')) {
+		nl = p + strcspn(p, "\n");
+		if (nl > p)
+			strvec_pushf(&al->nodes, "%.*s", (int)(nl - p), p);
+	}
+	strbuf_release(&out);
+	if (code || !al->nodes.nr) {
+		strbuf_addf(err, "'scontrol show hostnames %s' failed (exit %d): is Slurm's client "
+			    "installed and $SLURM_CONF right?", list, code);
+		slurm_alloc_release(al);
+		return -1;
+	}
+	/* "4(x2),2": counts, each possibly repeated */
+	for (const char *p = cpus; p && *p;) {
+		char *end;
+		long n = strtol(p, &end, 10);
+
+		if (end == p || n <= 0)
+			break;
+		if (!al->cpus_min || n < al->cpus_min)
+			al->cpus_min = (int)n;
+		p = end + strcspn(end, ",");
+		p += *p == ',';
+	}
+	return 0;
+}
+
+void slurm_alloc_release(struct slurm_alloc *al)
+{
+	free(al->job_id);
+	al->job_id = NULL;
+	strvec_clear(&al->nodes);
+}
+
+void slurm_agents_argv(struct strvec *argv, const struct slurm_alloc *al, const char *dtagent,
+		       const char *head, const char *secret_file)
+{
+	size_t n = al->nodes.nr;
+
+	/*
+	 * One task per node, whatever the allocation's own -n/--ntasks-per-node
+	 * (inherited through SLURM_NTASKS): -n is given.  --overlap: the user's
+	 * own steps may still run beside ours; every CPU of the node
+	 * (--cpus-per-task) since the ranks run inside this step's limits; the
+	 * step keeps all of the job's GPUs (Slurm's default for a step), and one
+	 * node's agent dying must not end the others (--kill-on-bad-exit=0: the
+	 * head takes it as that node failing).
+	 */
+	strvec_push(argv, "srun");
+	strvec_push(argv, "--overlap");
+	strvec_pushf(argv, "--nodes=%zu", n);
+	strvec_pushf(argv, "--ntasks=%zu", n);
+	strvec_push(argv, "--ntasks-per-node=1");
+	if (al->cpus_min > 0)
+		strvec_pushf(argv, "--cpus-per-task=%d", al->cpus_min);
+	strvec_push(argv, "--kill-on-bad-exit=0");
+	strvec_push(argv, "--job-name=dtctl-agents");
+	strvec_push(argv, dtagent);
+	strvec_push(argv, "--slurm");
+	strvec_pushf(argv, "--head=%s", head);
+	if (secret_file)
+		strvec_pushf(argv, "--secret=%s", secret_file);
+}
+
+/* ------------------------------------------------------------------ session */
+
+static struct session {
+	int active;
+	struct slurm_alloc al;
+	struct strbuf home;
+	char head_addr[64];
+	int head_port;
+	int guard_fd;               /* our end of the pipe the guard watches, -1 */
+	pid_t guard;
+} ss = { .guard_fd = -1 };
+
+int slurm_session_wanted(void)
+{
+	if (slurm_in_allocation_opt)
+		return 1;
+	/* a cluster named on purpose wins; so does being a rank of one of our jobs */
+	if (!getenv_nonempty("SLURM_JOB_ID") || the_cluster.given ||
+	    getenv_nonempty("DTCTL_CLUSTER") || getenv_nonempty("DT_JOB_ID"))
+		return 0;
+	return 1;
+}
+
+int slurm_session_active(void)
+{
+	return ss.active;
+}
+
+/* a port free now on this machine, for dtsched */
+static int free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/*
+ * The address the nodes reach this machine on: the source of our route to
+ * the first allocated node that is not this one (lib/netif.h); 127.0.0.1
+ * when the allocation is this node alone.
+ */
+static int head_address(char *out, size_t size, struct strbuf *err)
+{
+	char host[256] = "";
+	const char *me = getenv_nonempty("SLURMD_NODENAME");
+
+	gethostname(host, sizeof(host) - 1);
+	for (size_t i = 0; i < ss.al.nodes.nr; i++) {
+		const char *n = ss.al.nodes.v[i];
+		struct dt_netif nif;
+
+		if ((me && !strcmp(n, me)) || !strcmp(n, host) ||
+		    (!strncmp(host, n, strlen(n)) && host[strlen(n)] == '.'))
+			continue;
+		if (dt_netif_route(n, 1, &nif, err) < 0)
+			return -1;
+		snprintf(out, size, "%s", nif.addr);
+		return 0;
+	}
+	snprintf(out, size, "127.0.0.1");
+	return 0;
+}
+
+int slurm_session_prepare(void)
+{
+	struct strbuf err = STRBUF_INIT, yaml = STRBUF_INIT, path = STRBUF_INIT;
+	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
+	const char *tmp = getenv_nonempty("TMPDIR");
+	int fd;
+
+	if (slurm_alloc_load(&ss.al, &err) < 0) {
+		error("%s", err.buf);
+		strbuf_release(&err);
+		return DT_EXIT_USAGE;
+	}
+	if (!shared) {
+		error("inside a Slurm allocation (job %s) dtctl needs the shared dir every node "
+		      "mounts: set $DTCTL_SHARED_DIR", ss.al.job_id);
+		return DT_EXIT_USAGE;
+	}
+	if (head_address(ss.head_addr, sizeof(ss.head_addr), &err) < 0) {
+		error("cannot tell the address the allocated nodes reach this machine on: %s",
+		      err.buf);
+		strbuf_release(&err);
+		return DT_EXIT_USAGE;
+	}
+	ss.head_port = free_port();
+	/* the head's home: local disk (SQLite), private, gone with the session */
+	strbuf_init(&ss.home, 0);
+	strbuf_addf(&ss.home, "%s/dtctl-alloc-%s-XXXXXX", tmp ? tmp : "/tmp", ss.al.job_id);
+	if (!mkdtemp(ss.home.buf)) {
+		error_errno("cannot create '%s'", ss.home.buf);
+		return DT_EXIT_USAGE;
+	}
+	ss.active = 1;
+	strbuf_addf(&yaml, "# the allocation of Slurm job %s as a dtctl cluster (dtctl run inside "
+		    "an allocation; docs/slurm.md)\ncluster: slurm-%s\nshared_dir: \"%s\"\nnodes:\n",
+		    ss.al.job_id, ss.al.job_id, shared);
+	for (size_t i = 0; i < ss.al.nodes.nr; i++)
+		strbuf_addf(&yaml, "  - {host: %s}\n", ss.al.nodes.v[i]);
+	strbuf_addf(&yaml, "agent: {heartbeat: 500ms, dead_after: 5s}\n"
+		    "head: {address: %s, port: %d}\n", ss.head_addr, ss.head_port);
+	strbuf_addf(&path, "%s/cluster.yaml", ss.home.buf);
+	fd = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, yaml.buf, yaml.len) != (ssize_t)yaml.len || close(fd) < 0) {
+		error_errno("cannot write '%s'", path.buf);
+		rm_tree(ss.home.buf);
+		return DT_EXIT_USAGE;
+	}
+	strbuf_release(&yaml);
+	strbuf_release(&path);
+	strbuf_release(&err);
+	setenv("DTCTL_HOME", ss.home.buf, 1);
+	dt_home_reset();
+	return 0;
+}
+
+static pid_t wait_nohang(pid_t pid, int *status)
+{
+	pid_t r;
+
+	do
+		r = waitpid(pid, status, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* kill the step's srun with sig and wait up to ms for it; whether it ended */
+static int srun_stop(pid_t srun, int sig, long long ms)
+{
+	int status;
+	struct timespec ts = { 0, 50 * 1000000L };
+
+	kill(srun, sig);
+	for (long long t = 0; t < ms; t += 50) {
+		if (wait_nohang(srun, &status) != 0)
+			return 1;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/*
+ * The guard: a child of dtctl that outlives it.  It starts the agents' step
+ * (srun, its child, in its own process group so that a Ctrl-C at dtctl's
+ * terminal reaches dtctl only), then waits for dtctl to end (its end of
+ * `fd` closes, whatever killed it) or the step to end (the allocation was
+ * cancelled or is over).  Either way: the step is told to end (SIGTERM to
+ * srun, which Slurm passes to each agent: they stop their tasks), dtsched
+ * is stopped, the home removed.  It ignores SIGTERM/SIGINT/SIGHUP (scancel
+ * signals every process of the batch step) so that it can finish that.
+ */
+static void guard_main(int fd, const char *hex)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf dir = STRBUF_INIT, log = STRBUF_INIT, pidfile = STRBUF_INIT;
+	struct strbuf head = STRBUF_INIT;
+	int lfd, status = 0, step_ended = 0;
+
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	setpgid(0, 0);
+	dt_self_dir(&dir);
+	strbuf_addstr(&dir, "/dtagent");
+	strbuf_addf(&head, "%s:%d", ss.head_addr, ss.head_port);
+	slurm_agents_argv(&cp.args, &ss.al, dir.buf, head.buf, NULL);
+	strvec_pushf(&cp.env, "DTCTL_AGENT_SECRET=%s", hex);
+	strbuf_addf(&log, "%s/agents.log", ss.home.buf);
+	lfd = open(log.buf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	cp.no_stdin = 1;
+	cp.out = lfd >= 0 ? lfd : 0;
+	cp.no_stdout = lfd < 0;
+	cp.err_to_out = 1;
+	if (start_command(&cp) < 0)
+		step_ended = 1;
+	if (lfd >= 0)
+		close(lfd);
+	while (!step_ended) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		char c;
+
+		if (poll(&pf, 1, 200) > 0 && read(fd, &c, 1) <= 0)
+			break;          /* dtctl is gone */
+		if (wait_nohang(cp.pid, &status) != 0) {
+			step_ended = 1;
+			fprintf(stderr, "dtctl: the agents' Slurm step of job %s ended (%s %d; "
+				"allocation cancelled or over?): stopping the head\n", ss.al.job_id,
+				WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ?
+				WTERMSIG(status) : WEXITSTATUS(status));
+		}
+	}
+	/* srun forwards SIGTERM to the step's tasks (our agents), then ends */
+	if (!step_ended && !srun_stop(cp.pid, SIGTERM, STEP_STOP_MS))
+		srun_stop(cp.pid, SIGKILL, 2000);
+	dt_home_path(&pidfile, "dtsched.pid");
+	dt_daemon_stop(pidfile.buf, "dtsched", 5000);
+	rm_tree(ss.home.buf);
+	_exit(0);
+}
+
+/* every allocated node UP in dtsched: 0, or an exit code after saying why */
+static int wait_nodes_up(void)
+{
+	long long deadline = dt_mono_ms() + JOIN_TIMEOUT_MS;
+	struct strbuf missing = STRBUF_INIT, log = STRBUF_INIT, path = STRBUF_INIT;
+	struct timespec ts = { 0, 100 * 1000000L };
+	int status;
+
+	for (;;) {
+		json_t *reply = NULL;
+		int code = head_api("GET", DT_PATH_NODES, NULL, &reply, NULL);
+
+		if (code) {
+			json_decref(reply);
+			return code;
+		}
+		strbuf_reset(&missing);
+		for (size_t i = 0; i < ss.al.nodes.nr; i++) {
+			size_t k;
+			json_t *n;
+			int up = 0;
+
+			json_array_foreach(json_object_get(reply, "nodes"), k, n)
+				if (!strcmp(json_get_str(n, "name", ""), ss.al.nodes.v[i]))
+					up = !strcmp(json_get_str(n, "state", ""), "UP");
+			if (!up)
+				strbuf_addf(&missing, "%s%s", missing.len ? ", " : "", ss.al.nodes.v[i]);
+		}
+		json_decref(reply);
+		if (!missing.len)
+			break;
+		if (dt_mono_ms() > deadline || wait_nohang(ss.guard, &status) != 0) {
+			strbuf_addf(&path, "%s/agents.log", ss.home.buf);
+			strbuf_read_file(&log, path.buf, 4096);
+			error("the agents of Slurm job %s did not join the head at %s:%d within %d s "
+			      "(not UP: %s); their step's output:\n%s", ss.al.job_id, ss.head_addr,
+			      ss.head_port, JOIN_TIMEOUT_MS / 1000, missing.buf,
+			      log.len ? log.buf : "(none)");
+			strbuf_release(&missing);
+			strbuf_release(&log);
+			strbuf_release(&path);
+			return DT_EXIT_UNREACH;
+		}
+		nanosleep(&ts, NULL);
+	}
+	strbuf_release(&missing);
+	return 0;
+}
+
+int slurm_session_start(void)
+{
+	struct strbuf hex = STRBUF_INIT, path = STRBUF_INIT;
+	int fds[2], code;
+
+	if ((code = head_start(1, 0)))
+		return code;
+	dt_home_path(&path, "secret");
+	if (dt_secret_read(path.buf, &hex) < 0 || pipe2(fds, O_CLOEXEC) < 0) {
+		strbuf_release(&path);
+		strbuf_release(&hex);
+		return DT_EXIT_UNREACH;
+	}
+	strbuf_release(&path);
+	fflush(NULL);
+	ss.guard = fork();
+	if (ss.guard < 0) {
+		error_errno("cannot fork");
+		return DT_EXIT_FAIL;
+	}
+	if (ss.guard == 0) {
+		close(fds[1]);
+		guard_main(fds[0], hex.buf);
+	}
+	close(fds[0]);
+	ss.guard_fd = fds[1];
+	strbuf_release(&hex);
+	if (!getenv_nonempty("DTCTL_QUIET_ALLOCATION"))
+		fprintf(stderr, "dtctl: inside Slurm job %s: head on %s:%d, agents on %zu node%s\n",
+			ss.al.job_id, ss.head_addr, ss.head_port, ss.al.nodes.nr,
+			ss.al.nodes.nr == 1 ? "" : "s");
+	return wait_nodes_up();
+}

@@ -3,7 +3,8 @@
  * cluster.yaml, docs/slurm-backend.md).  Each attempt of a job is one Slurm
  * job: dtsched submits an sbatch (slurm.c: nodes, GPUs through --gres, the
  * time limit, --requeue, partition/account/qos and `slurm:` options) whose
- * script starts `dtagent --slurm` on every allocated node as one step; those
+ * script starts `dtagent --slurm` on every allocated node as one step (`dtctl
+ * slurm-agents`, cli/slurm.h: the same step as dtctl inside an allocation); those
  * agents join dtsched like any other, and from there the attempt is the
  * agents backend's: the same launch (one POST /v1/tasks per node), stop,
  * describe, rank logs, stall and hang machinery, with the ranks inside
@@ -26,6 +27,7 @@
  * submit with the numbers).
  */
 #include "jobs-int.h"
+#include "dthome.h"
 #include "hostrange.h"
 #include "json.h"
 #include "log.h"
@@ -148,20 +150,6 @@ out:
 	return ret;
 }
 
-/* dtagent beside dtsched (the same path on every node, as `install: shared` has it) */
-static void agent_path(struct strbuf *sb)
-{
-	char exe[4096], *slash;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	exe[n > 0 ? n : 0] = '\0';
-	if (n > 0 && (slash = strrchr(exe, '/'))) {
-		*slash = '\0';
-		strbuf_addf(sb, "%s/dtagent", exe);
-	} else {
-		strbuf_addstr(sb, "dtagent");
-	}
-}
 
 /* The submission of attempt j->attempt of j; lock held.  -1 with why. */
 static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, struct strbuf *err)
@@ -211,8 +199,10 @@ static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, st
 	r.output_dir = output.buf;
 	r.script = script.buf;
 	slurm_sbatch_argv(cc, &r, &sub->argv);
-	agent_path(&agent);
-	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_AGENT, agent.buf);
+	/* dtctl beside dtsched: the nodes see the installation at the same path */
+	dt_self_dir(&agent);
+	strbuf_addstr(&agent, "/dtctl");
+	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
 	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
 	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
 	snprintf(sub->job, sizeof(sub->job), "%s", j->id);

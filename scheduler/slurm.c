@@ -82,10 +82,10 @@ const char *slurm_script(void)
 	       "# One attempt of a dtctl job under Slurm, submitted by dtsched\n"
 	       "# (docs/slurm-backend.md).  The same text for every job: it quotes\n"
 	       "# nothing, every value comes from the environment sbatch passed on.\n"
-	       "# One dtagent per allocated node, as one step, joins dtsched; the\n"
-	       "# ranks are its tasks, inside that step.\n"
-	       "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n"
-	       "\t\"$" SLURM_ENV_AGENT "\" --slurm --head \"$" SLURM_ENV_HEAD "\"\n";
+	       "# One dtagent per allocated node, as one step (dtctl slurm-agents,\n"
+	       "# docs/slurm.md), joins dtsched; the ranks are its tasks, inside\n"
+	       "# that step.  The cluster secret is in DTCTL_AGENT_SECRET.\n"
+	       "exec \"$" SLURM_ENV_DTCTL "\" slurm-agents --head \"$" SLURM_ENV_HEAD "\"\n";
 }
 
 /* ---------------------------------------------------------------- states */

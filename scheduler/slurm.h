@@ -31,7 +31,7 @@ struct slurm_request {
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
-#define SLURM_ENV_AGENT "DTCTL_SLURM_AGENT"   /* dtagent's path on the nodes */
+#define SLURM_ENV_DTCTL "DTCTL_SLURM_DTCTL"   /* dtctl's path on the nodes */
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
 /* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
  * its environment before anything starts (agent/dtagent.c) */

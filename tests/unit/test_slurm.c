@@ -99,7 +99,7 @@ static void test_script_quotes_nothing(void **state)
 	for (const char *p = s; (p = strchr(p, '$')); p++) {
 		/* each $ opens "${NAME}"-free "$NAME" inside double quotes */
 		assert_true(p > s && p[-1] == '"');
-		assert_true(!strncmp(p + 1, "DTCTL_SLURM_AGENT\"", 18) ||
+		assert_true(!strncmp(p + 1, "DTCTL_SLURM_DTCTL\"", 18) ||
 			    !strncmp(p + 1, "DTCTL_SLURM_HEAD\"", 17));
 	}
 	assert_null(strchr(s, '`'));

@@ -225,6 +225,27 @@ static void submit_release(struct submit *sub)
 	free(sub->script);
 }
 
+/* Slurm's lines as one: "sbatch: error: " prefixes gone, "; " between them */
+static void slurm_message(struct strbuf *sb, const char *out)
+{
+	static const char *const prefixes[] = { "sbatch: error: ", "sbatch: fatal: ", "sbatch: " };
+	char *buf = xstrdup(out), *save = NULL;
+	size_t start = sb->len;
+
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
+			if (starts_with(line, prefixes[i])) {
+				line += strlen(prefixes[i]);
+				break;
+			}
+		if (*line)
+			strbuf_addf(sb, "%s%s", sb->len > start ? "; " : "", line);
+	}
+	if (sb->len == start)
+		strbuf_addstr(sb, "sbatch failed without a message");
+	free(buf);
+}
+
 /* sbatch's answer to sub, applied to its job; lock held */
 static void submit_apply(struct sched *s, const struct submit *sub, int rc, const char *out)
 {
@@ -253,8 +274,10 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 	} else {
 		struct strbuf msg = STRBUF_INIT, src = STRBUF_INIT;
 
-		strbuf_addstr(&msg, rc < 0 ? "sbatch could not run (is slurm-client installed?)" :
-			      *out ? out : "sbatch failed without a message");
+		if (rc < 0)
+			strbuf_addstr(&msg, "sbatch could not run (is slurm-client installed?)");
+		else
+			slurm_message(&msg, out);
 		if (s->cc)
 			slurm_refusal_source(s->cc, msg.buf, &src);
 		if (src.len)
@@ -515,9 +538,11 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 	}
 	sid = sid_of(j);
 	if (json_get_str(j->slurm, "error", NULL)) {
-		strbuf_addf(reason, "sbatch: %s", json_get_str(j->slurm, "error", ""));
-		if (json_is_true(json_object_get(j->slurm, "fatal")))
+		strbuf_addf(reason, "sbatch refused it: %s", json_get_str(j->slurm, "error", ""));
+		if (json_is_true(json_object_get(j->slurm, "fatal"))) {
+			set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */
 			return PLACE_NEVER;
+		}
 		if (dt_mono_ms() - json_get_int(j->slurm, "failed_ms", 0) < SBATCH_RETRY_MS)
 			return PLACE_WAIT;
 		json_object_del(j->slurm, "error");
@@ -549,7 +574,10 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 			    "%s/slurm/%s.%d-%lld.out)", sid, json_get_str(j->slurm, "state", ""),
 			    json_get_str(j->slurm, "reason", ""), s->cc ? s->cc->shared_dir : "",
 			    j->id, j->attempt, sid);
-		return ph == SLURM_ENDING ? PLACE_WAIT : PLACE_NEVER;
+		if (ph == SLURM_ENDING)
+			return PLACE_WAIT;
+		set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */
+		return PLACE_NEVER;
 	}
 	if (hostrange_expand(json_get_str(j->slurm, "nodes", ""), &nodes, &err) < 0 ||
 	    (int)nodes.nr != j->cfg.nodes) {
@@ -696,6 +724,17 @@ static void slurm_step(struct sched *s, struct actions *a)
 		long long sid = sid_of(j), sent = json_get_int(j->slurm, "end_ms", 0);
 		enum slurm_phase ph = phase_of(j);
 		int live_attempt, kill;
+
+		if (!strcmp(j->state, DT_JOB_PENDING) && !j->cancel &&
+		    json_get_str(j->slurm, "fail", NULL)) {
+			/* Slurm will never run it: no attempt started, nothing to stop */
+			set_reason(j, "%s", json_get_str(j->slurm, "fail", ""));
+			json_object_del(j->slurm, "fail");
+			j->has_exit = 1;
+			j->exit_code = 1;
+			job_transition(s, j, DT_JOB_FAILED);
+			sched_wake(s);
+		}
 
 		if (sid <= 0 || slurm_phase_final(ph) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))

@@ -35,6 +35,12 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	strbuf_addf(&v, "%d", r->nodes);
 	push_opt(argv, "nodes", v.buf);
 	push_opt(argv, "ntasks-per-node", "1");
+	/*
+	 * Whole nodes: the agents of two allocations on one node would share its
+	 * name in dtsched's node table (dtagent --slurm is named after the node).
+	 * Packing several jobs onto a node is an allocation's job (pack:).
+	 */
+	push_opt(argv, "exclusive", NULL);
 	strbuf_reset(&v);
 	if (r->gpus_per_node > 0) {
 		strbuf_addf(&v, "gpu:%d", r->gpus_per_node);

@@ -994,7 +994,7 @@ static void test_cluster_slurm(void **state)
 	struct cluster_config c;
 	struct strbuf err = STRBUF_INIT;
 	const char *y = "shared_dir: /nfs\nbackend: slurm\npartition: gpu\naccount: ml\n"
-			"qos: high\nslurm: {constraint: a100, exclusive: true, overcommit: false,\n"
+			"qos: high\nslurm: {constraint: a100, overcommit: true, contiguous: false,\n"
 			"        mem: 64G}\n";
 	json_t *js;
 
@@ -1013,13 +1013,13 @@ static void test_cluster_slurm(void **state)
 	assert_string_equal(c.slurm.options[0].value, "a100");
 	assert_int_equal(c.slurm.options[0].pos.line, 6);
 	assert_int_equal(c.slurm.options[0].pos.col, 21);
-	assert_string_equal(c.slurm.options[1].name, "exclusive");
+	assert_string_equal(c.slurm.options[1].name, "overcommit");
 	assert_null(c.slurm.options[1].value);
 	assert_string_equal(c.slurm.options[2].name, "mem");
 	assert_string_equal(c.slurm.options[2].value, "64G");
 	js = cluster_config_to_json(&c);
 	assert_string_equal(json_string_value(json_object_get(js, "backend")), "slurm");
-	assert_true(json_is_true(json_object_get(json_object_get(js, "slurm"), "exclusive")));
+	assert_true(json_is_true(json_object_get(json_object_get(js, "slurm"), "overcommit")));
 	json_decref(js);
 	cluster_config_release(&c);
 	strbuf_release(&err);

@@ -49,16 +49,16 @@ static void test_sbatch_argv(void **state)
 
 	(void)state;
 	load(&cc, "shared_dir: /nfs\nbackend: slurm\npartition: gpu\naccount: ml\nqos: high\n"
-	     "slurm: {constraint: a100, exclusive: true, mem: 64G}\n");
+	     "slurm: {constraint: a100, mem: 64G}\n");
 	slurm_sbatch_argv(&cc, &r, &argv);
 	s = joined(&argv);
-	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:4 "
+	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --gres=gpu:4 "
 			    "--time=91 --job-name=mlp; rm -rf / --comment=dtctl j-000042 attempt 1 "
 			    "--requeue --output=/nfs/50%%/slurm/j-000042.1-%j.out --partition=gpu "
-			    "--account=ml --qos=high --constraint=a100 --exclusive --mem=64G "
+			    "--account=ml --qos=high --constraint=a100 --mem=64G "
 			    "/h/slurm/j-000042.sh");
 	/* the user's name is one argv word, never split or interpreted */
-	assert_string_equal(argv.v[6], "--job-name=mlp; rm -rf /");
+	assert_string_equal(argv.v[7], "--job-name=mlp; rm -rf /");
 	free(s);
 	strvec_clear(&argv);
 	cluster_config_release(&cc);
@@ -72,7 +72,7 @@ static void test_sbatch_argv(void **state)
 	r.name = "x";
 	slurm_sbatch_argv(&cc, &r, &argv);
 	s = joined(&argv);
-	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --cpus-per-task=3 "
+	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --cpus-per-task=3 "
 			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue "
 			    "/h/slurm/j-000042.sh");
 	free(s);

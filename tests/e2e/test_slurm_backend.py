@@ -110,8 +110,8 @@ def head(slurm_cluster, dtctl_bin):
 
 
 def test_2x2_job_torchrun_env_logs_and_slurm_job(head):
-    """A 2-node x 2-GPU job through Slurm: each rank gets torchrun's environment and one of
-    its node's GPUs, runs inside Slurm's allocation, `dtctl logs` has every rank, `show`
+    """A 2-node x 2-GPU job through Slurm: each rank gets torchrun's environment and its
+    node's two GRES GPUs, runs inside Slurm's allocation, `dtctl logs` has every rank, `show`
     names the Slurm job, which ends COMPLETED with nothing left on the nodes."""
     p = head.dtctl("run", "-N", "2", "-g", "2", "--", "/usr/bin/python3", "-c", DUMP,
                    timeout=180)
@@ -123,8 +123,8 @@ def test_2x2_job_torchrun_env_logs_and_slurm_job(head):
     assert j["state"] == "COMPLETED", j
     sid = j["slurm"]["job_id"]
     check_torchrun_env(envs, ["dtnode1", "dtnode2"], 2, str(sid))
-    for r, e in envs.items():
-        assert e["CUDA_VISIBLE_DEVICES"] == str(r % 2), (r, e)
+    for r, e in envs.items():   # each rank sees its node's share of the GRES GPUs
+        assert e["CUDA_VISIBLE_DEVICES"] == "0,1", (r, e)
     p = head.dtctl("show", job)
     assert re.search(r"slurm:\s+job %d\b" % sid, p.stdout), p.stdout
     p = head.dtctl("logs", job)

@@ -95,6 +95,8 @@ static struct {
 	int gate_waits;           /* the gate holds the job back this many times */
 	int gates, launches, polls, stops;
 	int fail_attempts;        /* this many attempts fail (rank 1, exit 3) */
+	int requeue_attempts;     /* this many are requeued by the resource manager */
+	const char *end_state;    /* then the resource manager ends one in this state */
 	int attempts_ended;
 } tb;
 
@@ -133,6 +135,17 @@ static enum attempt_status tb_poll(struct sched *s, struct job *j, struct attemp
 	if (++tb.polls % 2)
 		return ATTEMPT_RUNNING;
 	tb.attempts_ended++;
+	if (tb.attempts_ended <= tb.requeue_attempts) {
+		strbuf_addstr(&e->why, "the manager requeued it");
+		e->state = "REQUEUED";
+		e->requeue = 1;
+		return ATTEMPT_ENDED;
+	}
+	if (tb.end_state) {
+		strbuf_addf(&e->why, "the manager ended it (%s)", tb.end_state);
+		e->state = tb.end_state;
+		return ATTEMPT_ENDED;
+	}
 	if (tb.attempts_ended <= tb.fail_attempts) {
 		e->rank = 1;
 		e->code = 3;
@@ -286,6 +299,54 @@ static void test_cancel_running(void **state)
 	assert_string_equal(row_state(s, id, st, sizeof(st)), DT_JOB_CANCELLED);
 	assert_string_equal(f.trace.buf, "submitted placed started attempt_ended cancelled ended ");
 	assert_int_equal(tb.polls, 0);
+	fx_release(&f);
+}
+
+/*
+ * A resource manager under the backend (Slurm) ends attempts itself: a requeue
+ * restarts the job whatever its retries (0 here) and costs none of them; a
+ * TIMEOUT it imposes is the job's TIMEOUT, not FAILED.
+ */
+static void test_manager_requeue_and_end(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 4);   /* the test backend never frees a hold */
+	char id[32], id2[32];
+	struct job *j;
+	json_t *o;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.requeue_attempts = 2;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", id,
+	       sizeof(id));
+	j = job_find(s, id);
+	for (int i = 0; i < 8; i++)
+		step(s);
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(j->attempt, 2);
+	assert_int_equal(j->requeues, 2);
+	assert_int_equal(tb.launches, 3);
+	o = job_json(s, j, 1);
+	assert_int_equal(json_get_int(o, "restarts", -1), 2);
+	assert_int_equal(json_get_int(o, "requeues", -1), 2);
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "history"), 2), "state",
+					 ""), "REQUEUED");
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "history"), 2), "reason",
+					 ""), "the manager requeued it");
+	json_decref(o);
+	assert_string_equal(f.trace.buf, "submitted placed started attempt_ended retried placed "
+			    "started attempt_ended retried placed started attempt_ended ended ");
+
+	/* retries: 1 and a requeue: the one retry is still there for a real failure */
+	memset(&tb, 0, sizeof(tb));
+	tb.end_state = DT_JOB_TIMEOUT;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id2, sizeof(id2));
+	for (int i = 0; i < 3; i++)
+		step(s);
+	j = job_find(s, id2);
+	assert_string_equal(j->state, DT_JOB_TIMEOUT);   /* not retried: not a failure */
+	assert_string_equal(j->reason, "the manager ended it (TIMEOUT)");
 	fx_release(&f);
 }
 
@@ -466,6 +527,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_agents_poll),
 		cmocka_unit_test(test_agents_step),
 	};

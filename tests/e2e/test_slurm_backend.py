@@ -238,3 +238,53 @@ def test_refused_sbatch_names_slurms_message_and_the_option(head):
     finally:
         head.write_yaml(head.base_yaml)
         time.sleep(1.1)
+
+
+SWEEP_TRIAL = r'''
+import json, os, time
+q = float(os.environ["DT_PARAM_Q"])
+for e in range(1, 5):
+    time.sleep(1)
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": q + 1.0 / e}), flush=True)
+'''
+
+
+def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
+    """A sweep on Slurm: each trial is its own Slurm job through the same lifecycle; ASHA
+    (eta 2) lets the first two trials go on and prunes the third at its first rung: its
+    job is CANCELLED and its Slurm job ended (scancel through the lifecycle's cancel)."""
+    d = head.fc.shared / "sbtest"
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o755)
+    script = d / "trial.py"
+    script.write_text(SWEEP_TRIAL)
+    os.chmod(script, 0o644)
+    sweep = d / "sweep.yaml"
+    sweep.write_text("method: grid\nmetric: {name: loss, goal: minimize}\n"
+                     "parameters:\n  q: {values: [0.1, 9, 8]}\n"
+                     "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n"
+                     "job: {name: sbsweep, procs_per_node: 1, command: [/usr/bin/python3, %s]}\n"
+                     "parallel: 1\n" % script)
+    os.chmod(sweep, 0o644)
+    p = head.dtctl("sweep", "--detach", sweep)
+    assert p.returncode == 0, p.stdout + p.stderr
+    sw = p.stdout.strip()
+    deadline = time.monotonic() + 150
+    while True:
+        p = head.dtctl("sweep", "export", "--json", sw)
+        assert p.returncode == 0, p.stderr
+        ex = json.loads(p.stdout)
+        if ex["sweep"]["state"] not in ("RUNNING", "PENDING"):
+            break
+        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
+        time.sleep(0.5)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    st = {t["trial"]: t for t in ex["trials"]}
+    assert [st[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "PRUNED"], st
+    jobs = {i: head.show(st[i]["job_id"]) for i in (1, 2, 3)}
+    sids = {i: jobs[i]["slurm"]["job_id"] for i in (1, 2, 3)}
+    assert len(set(sids.values())) == 3, sids          # one Slurm job per trial
+    assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
+    assert len(st[3]["metrics"]) <= 2, st[3]
+    assert head.slurm.wait_job_gone(str(sids[3])) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()

@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--submits", type=int, default=20)
+    ap.add_argument("--verbose", action="store_true", help="print dtsched's log at the end")
     a = ap.parse_args()
     why = slurm_unavailable()
     if why:
@@ -82,6 +83,8 @@ def main():
                 h.dtctl("cancel", j["id"])
         sc.run(["scancel", "-u", fc.user])
         h.dtctl("head", "stop")
+        if a.verbose:
+            print((home / "dtsched.log").read_text()[-12000:])
     finally:
         if home:
             stop_home_daemons(home)

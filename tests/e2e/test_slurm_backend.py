@@ -17,6 +17,7 @@ import pytest
 
 from conftest import free_ports, stop_home_daemons
 from test_slurm import DUMP, check_torchrun_env, envs_of, user_processes
+from test_sweep import ASHA_TRIAL
 
 
 class SlurmHead:
@@ -240,13 +241,10 @@ def test_refused_sbatch_names_slurms_message_and_the_option(head):
         time.sleep(1.1)
 
 
-SWEEP_TRIAL = r'''
-import json, os, time
-q = float(os.environ["DT_PARAM_Q"])
-for e in range(1, 5):
-    time.sleep(1)
-    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": q + 1.0 / e}), flush=True)
-'''
+# test_sweep.py's trial (loss q + 1/epoch, 4 epochs), a second per epoch: a pruned
+# trial is stopped while Slurm's job still runs
+SWEEP_TRIAL = ASHA_TRIAL.replace("time.sleep(0.4)", "time.sleep(1)")
+assert SWEEP_TRIAL != ASHA_TRIAL
 
 
 def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):

@@ -175,7 +175,8 @@ static const struct { const char *name, *from; } slurm_reserved[] = {
 	{ "export-file", "dtctl" }, { "wrap", "dtctl" }, { "parsable", "dtctl" },
 	{ "array", "dtctl" }, { "requeue", "dtctl (always --requeue)" },
 	{ "no-requeue", "dtctl (always --requeue)" }, { "signal", "dtctl" },
-	{ "wait", "dtctl" }, { "exclusive", "dtctl (always --exclusive)" }, { "hold", "dtctl" }, { "test-only", "dtctl" },
+	{ "wait", "dtctl" }, { "exclusive", "dtctl (always --exclusive)" },
+	{ "nodelist", "the job's include_nodes:" }, { "exclude", "the job's exclude_nodes:" }, { "hold", "dtctl" }, { "test-only", "dtctl" },
 	{ "partition", "the top-level key 'partition:'" },
 	{ "account", "the top-level key 'account:'" }, { "qos", "the top-level key 'qos:'" },
 };

@@ -197,6 +197,8 @@ static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, st
 	r.cpus_per_node = j->gpu ? 0 : j->per_node;
 	r.timeout_ms = j->cfg.timeout_ms;
 	r.output_dir = output.buf;
+	r.include = j->cfg.node_include;
+	r.exclude = j->cfg.node_exclude;
 	r.script = script.buf;
 	slurm_sbatch_argv(cc, &r, &sub->argv);
 	/* dtctl beside dtsched: the nodes see the installation at the same path */
@@ -295,6 +297,17 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 	job_save(s, j);
 }
 
+/* Is `id` one of the comma-separated ids? */
+static int id_listed(const char *ids, const char *id)
+{
+	size_t n = strlen(id);
+
+	for (const char *p = ids; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, id, n) && (p[n] == ',' || !p[n]))
+			return 1;
+	return 0;
+}
+
 /* squeue's answer: every job of ours it names; those it does not know are gone */
 static void squeue_apply(struct sched *s, const char *ids, int rc, const char *out)
 {
@@ -316,7 +329,7 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
 		if (sid_of(j) <= 0)
 			continue;
 		snprintf(key, sizeof(key), "%lld", sid_of(j));
-		if (!strstr(ids, key))
+		if (!id_listed(ids, key))
 			continue;       /* not asked this time */
 		o = json_object_get(got, key);
 		if (!o) {
@@ -478,10 +491,18 @@ static struct slurm_state *worker(struct sched *s)
 	struct slurm_state *ss = state_of(s);
 
 	if (!ss) {
+		static const char *const transient[] = {
+			"submit", "submitting", "settle_ms", "end_ms", "failed_ms",
+		};
+
 		ss = xcalloc(1, sizeof(*ss));
 		pthread_cond_init(&ss->cond, NULL);
 		ss->ends = json_array();
 		s->backend_data = ss;
+		/* what a dtsched before this one was doing (its clock) is not ours */
+		for (size_t i = 0; i < s->nr_jobs; i++)
+			for (size_t k = 0; s->jobs[i]->slurm && k < ARRAY_SIZE(transient); k++)
+				json_object_del(s->jobs[i]->slurm, transient[k]);
 	}
 	if (!ss->started && !pthread_create(&ss->worker, NULL, worker_main, s))
 		ss->started = 1;
@@ -551,8 +572,14 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
 		return PLACE_WAIT;
 	}
-	if (sid <= 0 || (slurm_phase_final(phase_of(j)) &&
-			 json_get_int(j->slurm, "attempt", -1) != j->attempt) ||
+	if (sid > 0 && json_get_int(j->slurm, "attempt", -1) != j->attempt &&
+	    !slurm_phase_final(phase_of(j)) && strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
+		/* a retry: the allocation of the attempt before is being ended (slurm_step) */
+		strbuf_addf(reason, "waiting for Slurm job %lld of attempt %lld to end", sid,
+			    json_get_int(j->slurm, "attempt", -1));
+		return PLACE_WAIT;
+	}
+	if (sid <= 0 || json_get_int(j->slurm, "attempt", -1) != j->attempt ||
 	    !strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
 		/* a new Slurm job for this attempt */
 		json_object_clear(sj(j));

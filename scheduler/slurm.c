@@ -70,6 +70,10 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 		strbuf_addf(&v, "/%s.%d-%%j.out", r->job_id, r->attempt);
 		push_opt(argv, "output", v.buf);
 	}
+	if (r->include)           /* host ranges: Slurm reads the same syntax */
+		push_opt(argv, "nodelist", r->include);
+	if (r->exclude)
+		push_opt(argv, "exclude", r->exclude);
 	if (cc->slurm.partition)
 		push_opt(argv, "partition", cc->slurm.partition);
 	if (cc->slurm.account)

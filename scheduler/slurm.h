@@ -27,6 +27,8 @@ struct slurm_request {
 	long long timeout_ms;     /* the job's timeout (0: none: the partition's limit) */
 	const char *output_dir;   /* --output=<it>/<job_id>.<attempt>-%j.out ('%' of the dir
 				   * doubled: %j is Slurm's job id), or NULL */
+	const char *include;      /* the job's include_nodes: (--nodelist), or NULL */
+	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
 };
 

@@ -70,11 +70,13 @@ static void test_sbatch_argv(void **state)
 	r.timeout_ms = 0;
 	r.output_dir = NULL;
 	r.name = "x";
+	r.include = "dtnode[1-2]";
+	r.exclude = "dtnode3";
 	slurm_sbatch_argv(&cc, &r, &argv);
 	s = joined(&argv);
 	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --cpus-per-task=3 "
 			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue "
-			    "/h/slurm/j-000042.sh");
+			    "--nodelist=dtnode[1-2] --exclude=dtnode3 /h/slurm/j-000042.sh");
 	free(s);
 	strvec_clear(&argv);
 	cluster_config_release(&cc);

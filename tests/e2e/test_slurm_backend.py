@@ -9,6 +9,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -188,8 +189,11 @@ time.sleep(300)
 """
 
 
-def test_requeue_resumes_from_checkpoint(head):
-    """`scontrol requeue` (what preemption does): the job goes back to PENDING, runs again
+@pytest.mark.parametrize("how", ["scontrol-requeue", "node-down"])
+def test_requeue_resumes_from_checkpoint(head, how):
+    """`scontrol requeue` (what preemption does), or one of the job's nodes dying (every
+    process of the job there killed, then the node DOWN in Slurm, what a dead slurmd comes
+    to after SlurmdTimeout): Slurm requeues the job, which goes back to PENDING, runs again
     as restart 1 from its checkpoint (DT_RESUME) without using a retry, and completes."""
     job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", RESUMER)
     j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
@@ -199,9 +203,24 @@ def test_requeue_resumes_from_checkpoint(head):
     while not ckpt.exists():
         assert time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.1)
-    p = head.slurm.run(["scontrol", "requeue", str(sid)])
+    if how == "scontrol-requeue":
+        p = head.slurm.run(["scontrol", "requeue", str(sid)])
+    else:
+        for pid in head.our_processes():
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    if b"\0SLURMD_NODENAME=dtnode2\0" in b"\0" + f.read():
+                        os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        p = head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=DOWN",
+                            "Reason=test"])
     assert p.returncode == 0, p.stderr
-    j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+    try:
+        j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+    finally:
+        if how == "node-down":
+            head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=RESUME"])
     assert "Slurm requeued job %d" % sid in json.dumps(j["history"]), j
     # a requeued job waits for its begin time (about 2 minutes): an admin's nudge
     head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])

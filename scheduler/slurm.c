@@ -117,7 +117,11 @@ static const struct { const char *name; enum slurm_phase phase; } phases[] = {
 
 enum slurm_phase slurm_phase_of(const char *state)
 {
-	size_t n = state ? strcspn(state, " +") : 0;   /* "CANCELLED by 1000", "RUNNING+" */
+	size_t n;
+
+	if (!state)
+		return SLURM_FAILED;
+	n = strcspn(state, " +");   /* "CANCELLED by 1000", "RUNNING+" */
 
 	for (size_t i = 0; i < ARRAY_SIZE(phases); i++)
 		if (strlen(phases[i].name) == n && !strncmp(state, phases[i].name, n))

@@ -158,6 +158,9 @@ def test_pending_with_slurm_reason_cancel_and_scancel(head):
     # cancel while running: the ranks, the agents and the allocation are gone
     ja = head.show(a)
     sid_a = ja["slurm"]["job_id"]
+    p = head.dtctl("ps")
+    assert re.search(r"%s .* RUNNING .*dtnode1,dtnode2 \(slurm %d\)" % (a, sid_a), p.stdout), \
+        p.stdout
     assert any("sleep 300" in c for c in head.our_processes().values())
     assert head.dtctl("cancel", a).returncode == 0
     head.wait_job(a, lambda j: j["state"] == "CANCELLED", "CANCELLED")

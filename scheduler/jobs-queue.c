@@ -62,14 +62,6 @@ out:
 	strbuf_release(&err);
 }
 
-const struct sched_backend *sched_backend_choose(struct sched *s)
-{
-	pthread_mutex_lock(&s->lock);
-	cluster_refresh(s);
-	pthread_mutex_unlock(&s->lock);
-	return s->cc && s->cc->backend == BACKEND_SLURM ? &slurm_backend : &agents_backend;
-}
-
 static const struct cluster_node *cc_node(struct sched *s, const char *name)
 {
 	int i = s->cc ? cluster_find_node(s->cc, name) : -1;

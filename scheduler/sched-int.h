@@ -229,8 +229,9 @@ void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, 
 void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
-/* jobs-queue.c: the backend cluster.yaml names (backend: agents or slurm); lock not held */
-const struct sched_backend *sched_backend_choose(struct sched *s);
+/* jobs-queue.c: <home>/cluster.yaml (labels, slots, backend ...), re-read when it changes;
+ * lock held */
+void cluster_refresh(struct sched *s);
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */
 void jobs_release(struct sched *s);
 void jobs_step(struct sched *s);         /* main thread, lock NOT held: schedule, launch, check */

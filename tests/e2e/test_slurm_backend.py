@@ -225,7 +225,13 @@ def test_requeue_resumes_from_checkpoint(head, how):
         if how == "node-down":
             head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=RESUME"])
     assert "Slurm requeued job %d" % sid in json.dumps(j["history"]), j
-    # a requeued job waits for its begin time (about 2 minutes): an admin's nudge
+    # a requeued job waits for its begin time (about 2 minutes): an admin's nudge, once
+    # Slurm has finished the requeue (it sets that begin time last)
+    deadline = time.monotonic() + 60
+    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
+                                                    str(sid)]).stdout:
+        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
+        time.sleep(0.1)
     head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
     j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                       timeout=120)

@@ -217,6 +217,13 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		dt_http_error(resp, 422, "%s", reason.buf);
 		goto out;
 	}
+	if (dry && s->backend->place) {
+		/* the backend places (Slurm): no plan exists before the allocation does */
+		dt_http_error(resp, 422, "--dry-run: on a cluster with backend: %s the nodes are "
+			      "only known once the allocation is granted; nothing to show "
+			      "(docs/slurm-backend.md)", s->backend->name);
+		goto out;
+	}
 	if (dry) {
 		if (st == PLACE_WAIT) {
 			/* show where it would go on an idle cluster */

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #define POLL_MS 1000              /* squeue of our jobs */
+#define POLL_START_MS 200         /* ... while one waits for Slurm to start it */
 #define SINFO_MS 10000            /* the partition's capacity */
 #define SETTLE_MS 5000            /* an attempt's end waits this long for Slurm's word */
 #define END_KILL_MS 15000         /* SIGTERM to the agents, then scancel */
@@ -356,6 +357,7 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
 		if (changed) {
 			j->wait_fp = 0;
 			job_save(s, j);
+			sched_wake(s);   /* the lifecycle's next step sees it at once */
 		}
 	}
 	json_decref(got);
@@ -374,7 +376,7 @@ static void *worker_main(void *arg)
 		struct strvec argv = STRVEC_INIT;
 		json_t *ends = ss->ends, *e;
 		long long now = dt_mono_ms();
-		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc;
+		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc, starting = 0;
 		size_t k;
 
 		ss->ends = json_array();
@@ -399,8 +401,10 @@ static void *worker_main(void *arg)
 				strbuf_release(&err);
 			}
 			if (sid_of(j) > 0 && !slurm_phase_final(phase_of(j)) &&
-			    strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
+			    strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
 				strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+				starting |= !strcmp(j->state, DT_JOB_PENDING);
+			}
 		}
 		if (s->cc && s->cc->slurm.partition)
 			strbuf_addstr(&partition, s->cc->slurm.partition);
@@ -430,6 +434,16 @@ static void *worker_main(void *arg)
 			rc = slurm_run(&subs[i].argv, &subs[i].env, &out);
 			pthread_mutex_lock(&s->lock);
 			submit_apply(s, &subs[i], rc, out.buf);
+			sched_wake(s);
+			{
+				/* asked about in this round's squeue already */
+				struct job *j = job_find(s, subs[i].job);
+
+				if (j && sid_of(j) > 0) {
+					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+					starting = 1;
+				}
+			}
 			pthread_mutex_unlock(&s->lock);
 			submit_release(&subs[i]);
 			strbuf_reset(&out);
@@ -469,13 +483,11 @@ static void *worker_main(void *arg)
 		strbuf_release(&partition);
 
 		pthread_mutex_lock(&s->lock);
-		if (nr_subs || ids.len)
-			sched_wake(s);
 		if (!ss->stop && !ss->kick) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += POLL_MS * 1000000LL;
+			ts.tv_nsec += (starting ? POLL_START_MS : POLL_MS) * 1000000LL;
 			ts.tv_sec += ts.tv_nsec / 1000000000L;
 			ts.tv_nsec %= 1000000000L;
 			pthread_cond_timedwait(&ss->cond, &s->lock, &ts);

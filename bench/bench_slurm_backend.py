@@ -85,6 +85,7 @@ def main():
         h.dtctl("head", "stop")
         if a.verbose:
             print((home / "dtsched.log").read_text()[-12000:])
+            print(sc.log("slurmctld.log", 80))
     finally:
         if home:
             stop_home_daemons(home)

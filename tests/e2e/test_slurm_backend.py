@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_ports, stop_home_daemons
-from test_slurm import DUMP, check_torchrun_env, envs_of, user_processes
+from test_slurm import DUMP, check_torchrun_env, envs_of, node_tmp_entries, user_processes
 from test_sweep import ASHA_TRIAL
 
 
@@ -81,12 +81,19 @@ class SlurmHead:
                 if "dtsched" not in c}
 
     def wait_nothing_left(self, timeout=30):
+        """No agent, rank or srun of ours on any node, and no agent's home in any node's
+        /tmp (each removes its own when it stops)."""
         deadline = time.monotonic() + timeout
         left = self.our_processes()
         while left and time.monotonic() < deadline:
             time.sleep(0.1)
             left = self.our_processes()
         assert not left, "left on the nodes: %s" % left
+        homes = node_tmp_entries(self.fc, "dtagent-slurm-")
+        while homes and time.monotonic() < deadline:
+            time.sleep(0.1)
+            homes = node_tmp_entries(self.fc, "dtagent-slurm-")
+        assert not homes, "agent homes left: %s" % homes
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +216,7 @@ def test_requeue_resumes_from_checkpoint(head, how):
     if how == "scontrol-requeue":
         p = head.slurm.run(["scontrol", "requeue", str(sid)])
     else:
+        killed = node_tmp_entries(head.fc, "dtagent-slurm-%d." % sid)
         for pid in head.our_processes():
             try:
                 with open("/proc/%d/environ" % pid, "rb") as f:
@@ -218,6 +226,11 @@ def test_requeue_resumes_from_checkpoint(head, how):
                 pass
         p = head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=DOWN",
                             "Reason=test"])
+        # what a dead node leaves in its /tmp is the node's, not ours to check
+        for e in killed:
+            node, name = e.split(":", 1)
+            if node == "dtnode2":
+                shutil.rmtree(head.fc.state / "node2" / "tmp" / name, ignore_errors=True)
     assert p.returncode == 0, p.stderr
     try:
         j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")

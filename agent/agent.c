@@ -1251,7 +1251,28 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 			DEBUG_SAMPLE_MS_MAX + 1000 + 8000 + 5000);
 }
 
+/*
+ * POST /v1/leave: a --slurm agent leaves when its head says so, the same way
+ * as at its step's SIGTERM (the watcher loop takes it from the signalfd and
+ * stops every task first).  Other agents are stopped by `dtctl agents stop`.
+ */
+static void h_leave(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct agent *a = data;
+
+	(void)req;
+	if (!a->o.stop_tasks_on_exit) {
+		dt_http_error(resp, 409, "node '%s': only an agent of a Slurm step (dtagent --slurm) "
+			      "leaves on request", a->name);
+		return;
+	}
+	dtlog(DTLOG_INFO, "the head asked us to leave: stopping every task");
+	dt_http_json(resp, 202, json_pack("{s:s}", "node", a->name));
+	kill(getpid(), SIGTERM);
+}
+
 static const struct dt_http_route routes[] = {
+	{ "POST", DT_PATH_LEAVE, 0, h_leave },
 	{ "POST", DT_PATH_PORTS, 0, h_ports },
 	{ "POST", DT_PATH_DEBUG, 0, h_debug },
 	{ "POST", DT_PATH_PROBE, 0, h_probe },
@@ -1665,6 +1686,7 @@ int agent_run(const struct agent_opts *o, int ready_fd)
 		goto fail;
 	if (o->head)
 		a->beacon_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	a->hb_kick = o->beat_at_start;
 	if (o->head && !pthread_create(&hb, NULL, heartbeat_thread, a))
 		have_hb = 1;
 	dtlog(DTLOG_INFO, "dtagent %s serving node '%s' on port %d%s%s (pid %d)", DT_VERSION,

@@ -31,6 +31,7 @@ struct agent_opts {
 	 */
 	int stop_tasks_on_exit;
 	long long stop_grace_ms;
+	int beat_at_start;          /* first heartbeat at once, not after heartbeat_ms (a join) */
 	/*
 	 * The devices our GPU i stands for, "2,3" (Slurm's CUDA_VISIBLE_DEVICES
 	 * for the step), or NULL: a task's cuda_visible_devices "0,1" becomes

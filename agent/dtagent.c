@@ -156,6 +156,7 @@ static void slurm_prepare(void)
 		args.port = 0;      /* several allocations may share a node */
 	ao.stop_tasks_on_exit = 1;
 	ao.stop_grace_ms = 2000;
+	ao.beat_at_start = 1;       /* the head waits for every node to join */
 }
 
 /* the modes that are no daemon (--supervise, --simulate-nodes), the checks, the settings */

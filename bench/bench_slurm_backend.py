@@ -12,7 +12,7 @@ one slurmd per node), dtsched as the cluster user with `backend: slurm`
 The fake nodes share this machine's cores, and Slurm's scheduler runs every
 sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
 
-    bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]   (root)
+    make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]   (root)
 """
 import argparse
 import json

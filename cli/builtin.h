@@ -65,6 +65,7 @@ int cmd_doctor(int argc, const char **argv);
 int doctor_fabric(const char *spec, int quick, int json);
 int cmd_drain(int argc, const char **argv);
 int cmd_exec(int argc, const char **argv);
+int cmd_export(int argc, const char **argv);
 int cmd_head(int argc, const char **argv);
 int cmd_hosts(int argc, const char **argv);
 int cmd_image(int argc, const char **argv);

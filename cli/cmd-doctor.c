@@ -19,6 +19,9 @@
 #include "auth.h"
 #include "builtin.h"
 #include "cluster-ssh.h"
+#include "head.h"
+#include "run-command.h"
+#include "slurm.h"
 #include "setup.h"
 #include "json.h"
 #include "log.h"
@@ -27,10 +30,13 @@
 #include "units.h"
 #include "usage.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RENDEZVOUS_PORT 29500
 #define SKEW_LIMIT_S 1.0
@@ -220,6 +226,21 @@ static void verdict(const char *name, int ok, const char *detail, const char *fi
 	printf("%s %-10s %s\n", ok ? "PASS" : "FAIL", name, term_str(detail));
 	if (!ok && fix)
 		printf("     %-10s fix: %s\n", "", term_str(fix));
+}
+
+/* the closing line, or with --json the whole document of the checks */
+static void doctor_report(void)
+{
+	if (D->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "ok", json_boolean(!D->failed));
+		json_object_set(o, "checks", D->checks);
+		json_doc_print(o);
+		json_decref(o);
+	} else {
+		printf("%s\n", D->failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
+	}
 }
 
 static const char *node_name(size_t i)
@@ -648,21 +669,186 @@ static void check_port(void)
 
 /* ----------------------------------------------------------------- main */
 
+/* ------------------------------------------------------------ slurm */
+
+/* argv's output (stdout and stderr), trimmed, into out; its exit code (-1: not run) */
+static int slurm_capture(const char **argv, struct strbuf *out)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	int code;
+
+	strvec_pushv(&cp.args, argv);
+	cp.no_stdin = 1;
+	cp.err_to_out = 1;
+	strbuf_reset(out);
+	code = capture_command(&cp, out, 1 << 20);
+	child_process_clear(&cp);
+	strbuf_trim(out);
+	return code;
+}
+
+/* how many lines of out are exactly want */
+static size_t count_lines(const char *out, const char *want)
+{
+	size_t n = 0, len = strlen(want);
+
+	for (const char *p = out; *p;) {
+		size_t l = strcspn(p, "\n");
+
+		n += l == len && !strncmp(p, want, len);
+		p += l + (p[l] == '\n');
+	}
+	return n;
+}
+
+/*
+ * `dtctl doctor --slurm` (or doctor inside an allocation): the Slurm side a
+ * dtctl on Slurm depends on, with Slurm's own clients (docs/slurm.md):
+ * slurmctld answers, a partition is up (and its GRES), PMIx for MPI under
+ * srun, the shared dir seen by the compute nodes (a token written here,
+ * read there through srun: every allocated node inside an allocation, one
+ * node otherwise) and dtagent beside this dtctl running there in the same
+ * version.  slurmctld unreachable: the other checks are not tried.
+ */
+static int doctor_slurm(int json)
+{
+	struct doctor d;
+	struct strbuf out = STRBUF_INIT, detail = STRBUF_INIT, bin = STRBUF_INIT, tok = STRBUF_INIT;
+	struct slurm_alloc al;
+	int in_alloc, code;
+
+	memset(&d, 0, sizeof(d));
+	D = &d;
+	d.json = json;
+	d.checks = json_array();
+	code = slurm_capture((const char *[]){ "scontrol", "ping", NULL }, &out);
+	verdict("slurmctld", code == 0 && strstr(out.buf, " is UP"), out.len ? out.buf : "no answer",
+		"start slurmctld on the controller (systemctl start slurmctld) and check that "
+		"SlurmctldHost in slurm.conf ($SLURM_CONF) names it");
+	if (!d.failed) {
+		strbuf_reset(&detail);
+		slurm_capture((const char *[]){ "scontrol", "--version", NULL }, &out);
+		strbuf_addf(&detail, "%s, dtctl %s", out.buf, DT_VERSION);
+		verdict("versions", code == 0, detail.buf, NULL);
+		code = slurm_capture((const char *[]){ "sinfo", "--noheader", "--format=%P %a %D %t %G",
+						      NULL }, &out);
+		verdict("partition", code == 0 && strstr(out.buf, " up "), out.len ? out.buf :
+			"no partition", "define a partition (PartitionName=... State=UP) with nodes in "
+			"slurm.conf, or ask the admins which one to use (sinfo)");
+		/* the GRES column of each partition line */
+		strbuf_reset(&detail);
+		for (const char *p = out.buf; code == 0 && *p;) {
+			size_t l = strcspn(p, "\n");
+			const char *g = p + l;
+
+			while (g > p && g[-1] != ' ')
+				g--;
+			if (g > p && !strncmp(g, "gpu:", 4))
+				strbuf_addf(&detail, "%s%.*s (%.*s)", detail.len ? ", " : "",
+					    (int)(p + l - g), g, (int)strcspn(p, " "), p);
+			p += l + (p[l] == '\n');
+		}
+		verdict("gres", code == 0, detail.len ? detail.buf :
+			"no GPU GRES on any partition: CPU jobs only (GresTypes=gpu and Gres=gpu:N for "
+			"GPU nodes)", NULL);
+		code = slurm_capture((const char *[]){ "srun", "--mpi=list", NULL }, &out);
+		strbuf_reset(&detail);
+		if (strstr(out.buf, "versions available: "))
+			strbuf_addf(&detail, "srun --mpi=pmix (%s)", strstr(out.buf, "versions available: ") +
+				    strlen("versions available: "));
+		verdict("pmix", code == 0 && strstr(out.buf, "pmix"), detail.len ? detail.buf :
+			out.len ? out.buf : "srun --mpi=list: nothing",
+			"install Slurm's PMIx plugin (Debian: slurm-wlm-basic-plugins with libpmix) for "
+			"'--launcher mpi'; the agent launcher does not need it");
+	}
+	in_alloc = !d.failed && slurm_alloc_load(&al, &detail) == 0;
+	strbuf_reset(&detail);
+	if (!d.failed && the_cluster.shared_dir) {
+		unsigned char rnd[8];
+		struct strvec argv = STRVEC_INIT;
+		char n[16];
+		int fd;
+
+		snprintf(n, sizeof(n), "%zu", in_alloc ? al.nodes.nr : (size_t)1);
+		if (dt_random_bytes(rnd, sizeof(rnd)) < 0)
+			die_errno("cannot get random bytes (getrandom)");
+		strbuf_addf(&tok, "%s/.dtctl-doctor-", the_cluster.shared_dir);
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			strbuf_addf(&tok, "%02x", rnd[i]);
+		fd = open(tok.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, "dtctl-doctor\n", 13) != 13 || close(fd) < 0) {
+			strbuf_addf(&detail, "cannot write '%s' here: %s", tok.buf, strerror(errno));
+			verdict("shared dir", 0, detail.buf, "make the shared dir writable here");
+		} else {
+			strvec_pushv(&argv, (const char *[]){ "srun", "--overlap", "--nodes", n, "--ntasks",
+							      n, "--ntasks-per-node=1", "--export=ALL",
+							      "--immediate=30", "/bin/cat", tok.buf, NULL });
+			code = slurm_capture(argv.v, &out);
+			strbuf_addf(&detail, "%s on %s node%s%s%s", the_cluster.shared_dir,
+				    n, strcmp(n, "1") ? "s" : "", in_alloc ? " of job " : "",
+				    in_alloc ? al.job_id : "");
+			if (code || count_lines(out.buf, "dtctl-doctor") != strtoul(n, NULL, 10))
+				strbuf_addf(&detail, ": %s", out.len ? out.buf : "not read");
+			verdict("shared dir", !code && count_lines(out.buf, "dtctl-doctor") ==
+				strtoul(n, NULL, 10),
+				detail.buf, "mount the shared dir at the same path on every compute node "
+				"(or set $DTCTL_SHARED_DIR to one that is)");
+			unlink(tok.buf);
+			/* dtagent beside this dtctl, as the nodes see it (no SSH copy under Slurm) */
+			dt_self_dir(&bin);
+			strbuf_addstr(&bin, "/dtagent");
+			strvec_pop(&argv);
+			strvec_pop(&argv);
+			strvec_push(&argv, bin.buf);
+			strvec_push(&argv, "--version");
+			code = slurm_capture(argv.v, &out);
+			strbuf_reset(&tok);
+			strbuf_addf(&tok, "dtagent %s", DT_VERSION);
+			strbuf_reset(&detail);
+			code = code || count_lines(out.buf, tok.buf) != strtoul(n, NULL, 10);
+			if (!code)
+				strbuf_addf(&detail, "%s on %s node%s: %s", bin.buf, n, strcmp(n, "1") ? "s" : "",
+					    tok.buf);
+			else
+				strbuf_addf(&detail, "%s: %s", bin.buf, out.len ? out.buf : "no output");
+			verdict("dtagent", !code, detail.buf,
+				"install dtctl where every compute node sees it at the same path "
+				"(a shared prefix: make install PREFIX=/shared/dtctl)");
+		}
+		strvec_clear(&argv);
+	} else if (!d.failed) {
+		verdict("shared dir", 0, "no shared dir named", "set $DTCTL_SHARED_DIR (or shared_dir: "
+			"in the cluster file) to the directory every compute node mounts");
+	}
+	if (in_alloc)
+		slurm_alloc_release(&al);
+	doctor_report();
+	json_decref(d.checks);
+	strbuf_release(&out);
+	strbuf_release(&detail);
+	strbuf_release(&bin);
+	strbuf_release(&tok);
+	return d.failed ? DT_EXIT_FAIL : 0;
+}
+
 int cmd_doctor(int argc, const char **argv)
 {
 	static const char *const usage[] = {
 		"dtctl doctor [--nodes SPEC] [--json]",
 		"dtctl doctor --fabric [--quick] [--nodes SPEC] [--json]",
+		"dtctl doctor --slurm [--json]",
 		NULL,
 	};
 	const char *nodes = NULL;
-	int json = 0, rc, fabric = 0, quick = 0;
+	int json = 0, rc, fabric = 0, quick = 0, slurm = 0;
 	struct option opts[] = {
 		OPT_STRING(0, "nodes", &nodes, "spec", "only these nodes (host-range syntax)"),
 		OPT_BOOL(0, "json", &json, "print the checks as JSON"),
 		OPT_BOOL(0, "fabric", &fabric, "instead: the fabric test through dtsched (all-reduce, "
 			 "pairwise latency and bandwidth against baselines; UP nodes by default)"),
 		OPT_BOOL(0, "quick", &quick, "with --fabric: connectivity and latency only"),
+		OPT_BOOL(0, "slurm", &slurm, "instead: the Slurm side (slurmctld, partition, GRES, PMIx, "
+			 "shared dir and dtagent on the compute nodes; default inside an allocation)"),
 		OPT_END(),
 	};
 	struct cluster_config *c = &the_cluster.config;
@@ -680,6 +866,11 @@ int cmd_doctor(int argc, const char **argv)
 	}
 	if (fabric)
 		return doctor_fabric(nodes, quick, json);
+	/* inside an allocation with no cluster named: the Slurm checks (slurm.h) */
+	if (slurm || (!the_cluster.file && getenv_nonempty("SLURM_JOB_ID")))
+		return doctor_slurm(json);
+	if ((rc = cluster_setup(NEED_CLUSTER)))
+		return rc;
 	if (cluster_select(c, nodes, &idx, &nr) < 0) {
 		free(idx);
 		return DT_EXIT_USAGE;
@@ -752,16 +943,7 @@ int cmd_doctor(int argc, const char **argv)
 		check_shared();
 		check_network();
 		check_port();
-		if (json) {
-			json_t *o = json_object();
-
-			json_object_set_new(o, "ok", json_boolean(!d.failed));
-			json_object_set(o, "checks", d.checks);
-			json_doc_print(o);
-			json_decref(o);
-		} else {
-			printf("%s\n", d.failed ? "doctor: some checks FAILED" : "doctor: all checks passed");
-		}
+		doctor_report();
 	}
 	ssh_pool_free(d.p);
 	for (size_t i = 0; i < nr; i++) {

@@ -560,7 +560,7 @@ static void csv_field(struct strbuf *sb, const char *v)
 	strbuf_addch(sb, '"');
 }
 
-static int cmd_export(const char *id, int csv)
+static int sweep_export(const char *id, int csv)
 {
 	json_t *ex = NULL, *t, *sw, *p;
 	int code = get_export(id, &ex);
@@ -745,7 +745,7 @@ int cmd_sweep(int argc, const char **argv)
 	if (!strcmp(sub, "export")) {
 		if (csv == json)
 			return error("export needs exactly one of --csv and --json"), DT_EXIT_USAGE;
-		return cmd_export(argv[0], csv);
+		return sweep_export(argv[0], csv);
 	}
 	if (!strcmp(sub, "report")) {
 		if (!out)

@@ -27,9 +27,10 @@ static const struct cmd_struct commands[] = {
 	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },
 	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
 	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD },
-	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", NEED_CLUSTER },
+	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", USE_CLUSTER },   /* NEED_CLUSTER but --slurm */
 	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
 	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
+	{ "export", cmd_export, "print an sbatch script doing what 'dtctl run job.yaml' does", USE_CLUSTER },
 	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
 	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
 	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED },

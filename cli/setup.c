@@ -94,9 +94,17 @@ int cluster_setup(int flags)
 	int session = 0;
 
 	/* dtctl run/sweep inside a Slurm allocation: a cluster of its own (slurm.h) */
-	if (!(the_cluster.flags & USE_CLUSTER) && (flags & START_HEAD) && slurm_session_wanted()) {
+	if ((flags & START_HEAD) && !slurm_session_active() && slurm_session_wanted()) {
 		if ((code = slurm_session_prepare()))
 			return code;
+		/* a command that read the cluster already (sweep: USE_CLUSTER first) reads ours */
+		if (the_cluster.file) {
+			cluster_config_release(&the_cluster.config);
+			free(the_cluster.file);
+			the_cluster.file = NULL;
+		}
+		the_cluster.flags = 0;
+		the_cluster.shared_dir = NULL;
 		the_cluster.given = NULL;
 		session = 1;
 	}

@@ -40,6 +40,7 @@ int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
 	const char *id = getenv_nonempty("SLURM_JOB_ID");
 	const char *list = getenv_nonempty("SLURM_JOB_NODELIST");
 	const char *cpus = getenv_nonempty("SLURM_JOB_CPUS_PER_NODE");
+	const char *conf = getenv_nonempty("SLURM_CONF");
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf out = STRBUF_INIT;
 	int code;
@@ -51,6 +52,11 @@ int slurm_alloc_load(struct slurm_alloc *al, struct strbuf *err)
 	if (!id || !list) {
 		strbuf_addf(err, "not inside a Slurm allocation ($%s is not set): run this in an "
 			    "sbatch script or an salloc shell", id ? "SLURM_JOB_NODELIST" : "SLURM_JOB_ID");
+		return -1;
+	}
+	/* scontrol retries a missing slurm.conf for a minute before it says so */
+	if (conf && access(conf, R_OK) < 0) {
+		strbuf_addf(err, "$SLURM_CONF '%s': %s", conf, strerror(errno));
 		return -1;
 	}
 	al->job_id = xstrdup(id);
@@ -115,12 +121,48 @@ void slurm_agents_argv(struct strvec *argv, const struct slurm_alloc *al, const 
 	if (al->cpus_min > 0)
 		strvec_pushf(argv, "--cpus-per-task=%d", al->cpus_min);
 	strvec_push(argv, "--kill-on-bad-exit=0");
-	strvec_push(argv, "--job-name=dtctl-agents");
+	/* the environment reaches the agents (and their ranks) even under sbatch --export=NONE */
+	strvec_push(argv, "--export=ALL");
+	strvec_pushf(argv, "--job-name=%s", al->step_name ? al->step_name : "dtctl-agents");
 	strvec_push(argv, dtagent);
 	strvec_push(argv, "--slurm");
 	strvec_pushf(argv, "--head=%s", head);
 	if (secret_file)
 		strvec_pushf(argv, "--secret=%s", secret_file);
+}
+
+int slurm_step_term(const char *job_id, const char *name)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf out = STRBUF_INIT, step = STRBUF_INIT;
+	int ret = -1;
+
+	strvec_pushv(&cp.args, (const char *[]){ "squeue", "--steps", "--noheader", "--format=%i %j",
+						  "--jobs", job_id, NULL });
+	cp.no_stdin = 1;
+	cp.no_stderr = 1;
+	if (capture_command(&cp, &out, 1 << 20) == 0)
+		for (char *p = out.buf, *nl; *p; p = nl + (*nl != '\0')) {
+			char *sp = strchr(p, ' ');
+
+			nl = p + strcspn(p, "\n");
+			if (sp && sp < nl && (size_t)(nl - sp - 1) == strlen(name) &&
+			    !strncmp(sp + 1, name, strlen(name))) {
+				strbuf_add(&step, p, (size_t)(sp - p));
+				break;
+			}
+		}
+	child_process_clear(&cp);
+	if (step.len) {
+		child_process_init(&cp);
+		strvec_pushv(&cp.args, (const char *[]){ "scancel", "--signal=TERM", step.buf, NULL });
+		cp.no_stdin = 1;
+		ret = run_command(&cp) == 0 ? 0 : -1;
+		child_process_clear(&cp);
+	}
+	strbuf_release(&out);
+	strbuf_release(&step);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ session */
@@ -283,19 +325,33 @@ static int srun_stop(pid_t srun, int sig, long long ms)
  * srun, which Slurm passes to each agent: they stop their tasks), dtsched
  * is stopped, the home removed.  It ignores SIGTERM/SIGINT/SIGHUP (scancel
  * signals every process of the batch step) so that it can finish that.
+ * (They are caught by a handler that does nothing rather than ignored:
+ * srun would inherit SIG_IGN and never pass our SIGTERM on.)
  */
+static void guard_signal(int sig)
+{
+	(void)sig;
+}
+
 static void guard_main(int fd, const char *hex)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf dir = STRBUF_INIT, log = STRBUF_INIT, pidfile = STRBUF_INIT;
-	struct strbuf head = STRBUF_INIT;
+	struct strbuf head = STRBUF_INIT, name = STRBUF_INIT;
 	int lfd, status = 0, step_ended = 0;
 
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa;
+
+	/* caught, not ignored: srun must not inherit SIG_IGN (exec resets handlers only) */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = guard_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
 	setpgid(0, 0);
+	strbuf_addf(&name, "dtctl-agents-%d", (int)getpid());
+	ss.al.step_name = name.buf;
 	dt_self_dir(&dir);
 	strbuf_addstr(&dir, "/dtagent");
 	strbuf_addf(&head, "%s:%d", ss.head_addr, ss.head_port);
@@ -318,15 +374,26 @@ static void guard_main(int fd, const char *hex)
 		if (poll(&pf, 1, 200) > 0 && read(fd, &c, 1) <= 0)
 			break;          /* dtctl is gone */
 		if (wait_nohang(cp.pid, &status) != 0) {
+			struct strbuf out = STRBUF_INIT;
+
 			step_ended = 1;
+			strbuf_read_file(&out, log.buf, 1 << 20);
 			fprintf(stderr, "dtctl: the agents' Slurm step of job %s ended (%s %d; "
-				"allocation cancelled or over?): stopping the head\n", ss.al.job_id,
+				"allocation cancelled or over?): stopping the head; the step's last "
+				"output:\n%s\n", ss.al.job_id,
 				WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ?
-				WTERMSIG(status) : WEXITSTATUS(status));
+				WTERMSIG(status) : WEXITSTATUS(status),
+				out.len > 2000 ? out.buf + out.len - 2000 : out.buf);
+			strbuf_release(&out);
 		}
 	}
-	/* srun forwards SIGTERM to the step's tasks (our agents), then ends */
-	if (!step_ended && !srun_stop(cp.pid, SIGTERM, STEP_STOP_MS))
+	/*
+	 * The step's tasks (our agents) get SIGTERM through Slurm and srun ends
+	 * with them; srun's own SIGTERM would SIGKILL them (see slurm.h).
+	 */
+	if (!step_ended && (slurm_step_term(ss.al.job_id, ss.al.step_name) < 0 ||
+			    !srun_stop(cp.pid, 0, STEP_STOP_MS)) &&
+	    !srun_stop(cp.pid, SIGTERM, 3000))
 		srun_stop(cp.pid, SIGKILL, 2000);
 	dt_home_path(&pidfile, "dtsched.pid");
 	dt_daemon_stop(pidfile.buf, "dtsched", 5000);
@@ -383,6 +450,26 @@ static int wait_nodes_up(void)
 	return 0;
 }
 
+/*
+ * At dtctl's exit: tell the guard (our end of its pipe closes) and wait for
+ * its teardown, so that the step, the agents' homes and dtsched are gone
+ * before the batch script or salloc goes on and Slurm ends the allocation,
+ * which would SIGKILL whatever is left once KillWait is over.
+ */
+static void session_end(void)
+{
+	long long deadline = dt_mono_ms() + STEP_STOP_MS + 10000;
+	struct timespec ts = { 0, 20 * 1000000L };
+	int status;
+
+	if (ss.guard_fd < 0)
+		return;
+	close(ss.guard_fd);
+	ss.guard_fd = -1;
+	while (wait_nohang(ss.guard, &status) == 0 && dt_mono_ms() < deadline)
+		nanosleep(&ts, NULL);
+}
+
 int slurm_session_start(void)
 {
 	struct strbuf hex = STRBUF_INIT, path = STRBUF_INIT;
@@ -409,6 +496,7 @@ int slurm_session_start(void)
 	}
 	close(fds[0]);
 	ss.guard_fd = fds[1];
+	atexit(session_end);
 	strbuf_release(&hex);
 	if (!getenv_nonempty("DTCTL_QUIET_ALLOCATION"))
 		fprintf(stderr, "dtctl: inside Slurm job %s: head on %s:%d, agents on %zu node%s\n",

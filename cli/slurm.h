@@ -30,6 +30,7 @@ struct slurm_alloc {
 	char *job_id;               /* $SLURM_JOB_ID */
 	struct strvec nodes;        /* $SLURM_JOB_NODELIST expanded by scontrol, in order */
 	int cpus_min;               /* fewest CPUs of a node ($SLURM_JOB_CPUS_PER_NODE), 0: unknown */
+	const char *step_name;      /* the agents' step's name; NULL: "dtctl-agents" */
 };
 
 /* --in-allocation of run and sweep: set by their option tables before the setup */
@@ -48,6 +49,15 @@ void slurm_alloc_release(struct slurm_alloc *al);
  */
 void slurm_agents_argv(struct strvec *argv, const struct slurm_alloc *al, const char *dtagent,
 		       const char *head, const char *secret_file);
+
+/*
+ * Ask the agents' step named `name` in job `job_id` to end the way Slurm
+ * ends a step at a job's end, but without the SIGKILL that follows srun's
+ * own SIGTERM handling ("forcing job termination"): `scancel --signal=TERM`
+ * of that step, so every agent stops its tasks and removes its home.  0 if
+ * the step was found and signalled.
+ */
+int slurm_step_term(const char *job_id, const char *name);
 
 /* Whether this command should run in an allocation of its own (see above). */
 int slurm_session_wanted(void);

@@ -153,6 +153,13 @@
 #define DT_PATH_TASK DT_PATH_TASK_PREFIX "{id}"          /* route pattern (lib/httpd.h) */
 #define DT_PATH_INVENTORY "/v1/inventory"
 
+/* POST /v1/leave                      the head tells a `dtagent --slurm` to leave
+ *   <- {} (no body)
+ *   -> 202 {protocol, node}            it stops every task and exits, as on the
+ *                                      SIGTERM of its Slurm step (docs/slurm.md);
+ *                                      409 from an agent that is no Slurm step's */
+#define DT_PATH_LEAVE "/v1/leave"
+
 /* POST /v1/ports                      a TCP port free on this node (MASTER_PORT)
  *   <- {min?: 29500, max?: 29999}      range to scan (1024..65535, min <= max)
  *   -> {protocol, port, node}          503 if every port of the range is taken

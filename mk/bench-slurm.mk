@@ -1,12 +1,8 @@
-# dtctl with `backend: slurm` against Slurm's own tools (bench/bench_slurm_backend.py):
-# a 4-node no-op (dtctl run vs srun -N 4 true) and the submit rate (dtctl run -d vs
-# sbatch), side by side on 4 fake nodes with a real Slurm.  Needs root.  Not part of check.
-#
-#   make bench-slurm
-#   make bench-slurm BENCH_SLURM_ARGS='--rounds 10 --submits 50'
+# dtctl inside a Slurm allocation against Slurm's own launch (bench/bench_slurm.py,
+# docs/slurm.md): a 4-node no-op, `dtctl run` (cold: head + agents' step each time;
+# warm: once `dtctl slurm-agents` is up) vs `srun -N 4 true`, interleaved in one salloc.
+#   flock /tmp/dtctl-fakecluster.lock make bench-slurm [BENCH_SLURM_ARGS='--rounds 20']
 .PHONY: bench-slurm
 BENCH_TARGETS += bench-slurm
-BENCH_SLURM_ARGS ?=
-
 bench-slurm: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched
-	$(PYTHON) bench/bench_slurm_backend.py --bin $(BINDIR) $(BENCH_SLURM_ARGS)
+	$(PYTHON) bench/bench_slurm.py --bin $(BINDIR) $(BENCH_SLURM_ARGS)

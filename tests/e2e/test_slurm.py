@@ -2,14 +2,23 @@
 fakeslurm through conftest's slurm_cluster), then dtctl's pieces that run under Slurm.
 See docs/slurm.md."""
 
+import contextlib
 import json
 import os
 import pwd
 import re
+import shutil
+import signal
 import socket
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+
+from conftest import FAKESLURM, free_ports
+from dtapi import DtApi
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +44,8 @@ def test_srun_runs_on_both_nodes_with_gres_gpus(slurm):
 # --------------------------------------------------------------------------- helpers
 
 ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-            "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "DT_JOB_ID", "SLURM_JOB_ID"]
+            "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "DT_JOB_ID", "SLURM_JOB_ID",
+            "DTCTL_AGENT_SECRET"]
 DUMP = ("import json, os, socket; print('ENV ' + json.dumps(dict({k: os.environ.get(k) for k in "
         + json.dumps(ENV_KEYS) + "}, host=socket.gethostname())), flush=True)")
 
@@ -63,6 +73,8 @@ def check_torchrun_env(envs, nodes, per_node, slurm_job):
         assert (e["MASTER_ADDR"], e["MASTER_PORT"]) == master and master[1].isdigit(), (r, e)
         assert e["SLURM_JOB_ID"] == slurm_job, (r, e)
         assert e["DT_JOB_ID"] == envs[0]["DT_JOB_ID"]
+        # the agents got the secret in their environment; their ranks must not
+        assert e["DTCTL_AGENT_SECRET"] is None, (r, e)
     # rank 0's node is where MASTER_ADDR points
     assert socket.gethostbyname(nodes[0]) == master[0] or master[0] == socket.gethostbyname(
         envs[0]["host"]), master
@@ -107,6 +119,14 @@ def node_tmp_entries(fc, prefix):
     return found
 
 
+def shared_subdir(slurm, name):
+    """A dir on the shared dir every user may write (the test user's job files)."""
+    d = slurm.fc.shared / name
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o777)
+    return d
+
+
 @pytest.fixture
 def user_env(slurm, dtctl_bin):
     """Environment and helpers for dtctl run by the fake cluster's user."""
@@ -139,3 +159,289 @@ def test_run_inside_salloc_2x2_torchrun_env_and_nothing_left(slurm, user_env):
     wait_no_user_processes(u["uid"])
     assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
+def wait_for(what, cond, timeout=60, why=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "%s not seen after %ss: %s" % (what, timeout, why())
+        time.sleep(0.1)
+
+
+def sleepers(uid, tag):
+    """pids of uid's `sleep <tag>` processes (the ranks of a test job)."""
+    return [pid for pid, cmd in user_processes(uid).items() if cmd.strip() == "sleep " + tag]
+
+
+def test_run_inside_sbatch_then_scancel_leaves_nothing(slurm, user_env):
+    u = user_env
+    out = slurm.fc.shared / "sbatch-env.out"
+    script = slurm.fc.shared / "env.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=2\n"
+                      "exec %s run -N 2 -p 2 -- /usr/bin/python3 -c \"$DUMP\"\n" % u["dtctl"])
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "--output=%s" % out, str(script)], user=True,
+                  env=dict(u["env"], DUMP=DUMP))
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    state = slurm.wait_job_gone(job, timeout=120)
+    text = out.read_text()
+    assert state == "COMPLETED", "sbatch job %s: %s\n%s" % (job, state, text)
+    # the batch script runs on the first node: the head is there, its address the node's
+    assert "inside Slurm job %s: head on 10.88.0.11:" % job in text, text
+    check_torchrun_env(envs_of(text), ["dtnode1", "dtnode2"], 2, job)
+
+    # a long job, then scancel of the whole allocation: nothing of ours stays anywhere
+    tag = "6%05d" % (int(job) % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 2 -p 1 -- sleep %s\n" % (u["dtctl"], tag))
+    p = slurm.run(["sbatch", "--parsable", "-N", "2", "--output=%s" % out, str(script)],
+                  user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 90,
+             lambda: out.read_text() if out.exists() else "")
+    assert user_processes(u["uid"]), "nothing of the job runs?"
+    p = slurm.run(["scancel", job], user=True)
+    assert p.returncode == 0, p.stderr
+    assert slurm.wait_job_gone(job, timeout=60) == "CANCELLED"
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
+    assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
+@contextlib.contextmanager
+def head_with_slurm_agents(slurm, u):
+    """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,
+    `dtctl slurm-agents` joining it with the secret in a 0600 file on the shared dir;
+    yields (dt, home, slurm job id, the job's output file) once both nodes are UP."""
+    fc = slurm.fc
+    pw = pwd.getpwnam(fc.user)
+    home = Path(tempfile.mkdtemp(prefix="dtctl-slurm-head-"))     # the user's: not pytest's 0700
+    port = free_ports(1)[0]
+    (home / "cluster.yaml").write_text(
+        "cluster: s\nshared_dir: %s\nnodes:\n  - {host: dtnode1}\n  - {host: dtnode2}\n"
+        "agent: {heartbeat: 300ms, dead_after: 3s}\nhead: {address: %s, port: %d}\n"
+        % (fc.shared, fc.host_addr, port))
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    os.chmod(home, 0o700)
+    os.chown(home / "cluster.yaml", pw.pw_uid, pw.pw_gid)
+    env = dict(u["env"], DTCTL_HOME=str(home))
+    env.pop("DTCTL_SHARED_DIR")
+
+    def dt(*args, **kw):
+        return slurm.run([u["dtctl"]] + list(args), user=True, env=env, **kw)
+
+    job = None
+    try:
+        p = dt("head", "start")
+        assert p.returncode == 0, p.stderr
+        secret = fc.shared / "agents.secret"
+        secret.write_text((home / "secret").read_text())
+        os.chown(secret, pw.pw_uid, pw.pw_gid)
+        os.chmod(secret, 0o600)
+        script = fc.shared / "agents.sbatch"
+        script.write_text("#!/bin/sh\nexec %s slurm-agents --head %s:%d --secret %s\n"
+                          % (u["dtctl"], fc.host_addr, port, secret))
+        os.chmod(script, 0o755)
+        out = fc.shared / "agents.out"
+        p = slurm.run(["sbatch", "--parsable", "-N", "2", "--output=%s" % out, str(script)],
+                      user=True, env=u["env"])
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip().split(";")[0]
+
+        def nodes_up():
+            q = dt("nodes", "--json")
+            return q.returncode == 0 and sorted(n["name"] for n in json.loads(q.stdout)["nodes"]
+                                                if n["state"] == "UP") == ["dtnode1", "dtnode2"]
+        wait_for("dtnode1 and dtnode2 UP", nodes_up, 60,
+                 lambda: out.read_text() if out.exists() else "")
+        yield dt, home, job, out
+    finally:
+        if job:
+            slurm.run(["scancel", job])
+        dt("head", "stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_slurm_agents_join_a_head_and_stop_their_tasks_with_the_step(slurm, user_env):
+    """dtctl slurm-agents in an sbatch script joins a head that runs elsewhere (here: the
+    host), under the Slurm node names, the secret in a 0600 file; scancel ends the step:
+    the agents stop their ranks and remove their homes."""
+    u = user_env
+    with head_with_slurm_agents(slurm, u) as (dt, home, job, out):
+        # no secret on any agent's command line
+        for pid, cmd in user_processes(u["uid"]).items():
+            assert (home / "secret").read_text().strip() not in cmd, cmd
+        tag = "7%05d" % (int(job) % 100000)
+        p = dt("run", "-d", "-N", "2", "-p", "1", "--", "sleep", tag)
+        assert p.returncode == 0, p.stderr
+        dt_job = p.stdout.strip()
+        wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 60)
+        p = slurm.run(["scancel", job], user=True)
+        assert p.returncode == 0, p.stderr
+        assert slurm.wait_job_gone(job) == "CANCELLED"
+        wait_for("the ranks gone", lambda: not sleepers(u["uid"], tag), 30)
+        head_pid = int((home / "dtsched.pid").read_text().split()[0])
+        wait_for("nothing but dtsched left", lambda: not {
+            pid: c for pid, c in user_processes(u["uid"]).items() if pid != head_pid}, 30,
+            lambda: str(user_processes(u["uid"])))
+        assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
+
+        # the head saw the ranks end: the job is over, not RUNNING on agents that are gone
+        def job_over():
+            q = dt("show", "--json", dt_job)
+            j = json.loads(q.stdout)["job"]
+            return j if j["state"] in ("FAILED", "CANCELLED", "NODE_FAIL") else None
+        j = wait_for("job %s over" % dt_job, job_over, 30)
+        print("after scancel the head has the job %s: %s" % (j["state"], j.get("reason")))
+
+
+def test_slurm_agents_leave_when_the_head_tells_them(slurm, user_env):
+    """POST /v1/leave (signed) to each agent of the step: they stop their ranks and exit,
+    so the step, and the sbatch job running only it, complete."""
+    u = user_env
+    with head_with_slurm_agents(slurm, u) as (dt, home, job, out):
+        tag = "8%05d" % (int(job) % 100000)
+        p = dt("run", "-d", "-N", "2", "-p", "1", "--", "sleep", tag)
+        assert p.returncode == 0, p.stderr
+        wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 60)
+        secret = (home / "secret").read_text().strip()
+        nodes = json.loads(dt("nodes", "--json").stdout)["nodes"]
+        for n in nodes:
+            status, body = DtApi(n["address"], n["port"], secret).request("POST", "/v1/leave")
+            assert status == 202 and body["node"] == n["name"], (status, body)
+        assert slurm.wait_job_gone(job, timeout=30) == "COMPLETED", out.read_text()
+        wait_for("the ranks gone", lambda: not sleepers(u["uid"], tag), 30)
+        assert not node_tmp_entries(slurm.fc, "dtagent-slurm-"), "agent homes left"
+
+
+def test_ranks_get_the_gpus_slurm_gave_the_allocation(slurm, user_env):
+    """Another job holds GPUs 0 and 1 of dtnode1: Slurm gives ours 2 and 3, and the two
+    ranks of `dtctl run -g 2` inside the allocation see exactly those, not 0,1 (our agent maps its
+    GPU i to the i-th device of the step's CUDA_VISIBLE_DEVICES)."""
+    u = user_env
+    p = slurm.run(["sbatch", "--parsable", "-w", "dtnode1", "--gres=gpu:2", "--output=/dev/null",
+                   "--wrap", "sleep 300"], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    holder = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("holder running", lambda: "JobState=RUNNING" in slurm.run(
+            ["scontrol", "-o", "show", "job", holder]).stdout, 30)
+        p = slurm.run(["salloc", "-N", "1", "-w", "dtnode1", "--gres=gpu:2", u["dtctl"], "run",
+                       "-N", "1", "-g", "2", "--", "/usr/bin/python3", "-c", DUMP],
+                      user=True, env=u["env"], timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        envs = envs_of(p.stdout)
+        # each rank sees its node's reservation (docs/run.md), here all of the allocation's
+        assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs.values()) == ["2,3", "2,3"], envs
+    finally:
+        slurm.run(["scancel", holder])
+
+
+def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
+    """dtctl export slurm job.yaml: one readable sbatch script; submitted as it is, its
+    ranks get the torchrun env of a 2 x 2 job (nothing about ranks in the script)."""
+    u = user_env
+    d = shared_subdir(slurm, "export")
+    job = d / "job.yaml"
+    job.write_text("name: exported\nnodes: 2\nprocs_per_node: 2\ntimeout: 10m\n"
+                   "command: [/usr/bin/python3, -c, %s]\n" % json.dumps(DUMP))
+    p = slurm.run([u["dtctl"], "export", "slurm", "--partition", slurm.partition, str(job)],
+                  user=True, env=u["env"], cwd=str(d))
+    assert p.returncode == 0, p.stderr
+    script = p.stdout
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=11",
+                 "#SBATCH --job-name=exported", "#SBATCH --partition=debug",
+                 "run --in-allocation"):
+        assert line in script, script
+    # no rank wiring by hand: outside its comments and the embedded job file, the script
+    # never names a rank variable
+    code = [l for l in script.split("<<'DTCTL_JOB_EOF'")[0].splitlines()
+            if not l.startswith("# ")] + script.split("\nDTCTL_JOB_EOF\n")[1].splitlines()
+    assert not [l for l in code if re.search(r"RANK|MASTER_|WORLD_SIZE", l)], script
+    (d / "job.sbatch").write_text(script)
+    out = d / "out.txt"
+    # submitted without our environment: everything it needs is in the script
+    p = slurm.run(["sbatch", "--parsable", "--export=NONE", "--output=%s" % out,
+                   str(d / "job.sbatch")], user=True, cwd=str(d))
+    assert p.returncode == 0, p.stderr
+    jid = p.stdout.strip().split(";")[0]
+    state = slurm.wait_job_gone(jid, timeout=120)
+    text = out.read_text()
+    assert state == "COMPLETED", text
+    check_torchrun_env(envs_of(text), ["dtnode1", "dtnode2"], 2, jid)
+    # a bad job file: exit 2 naming file:line:col, no script
+    (d / "bad.yaml").write_text("nodes: two\n")
+    p = slurm.run([u["dtctl"], "export", "slurm", str(d / "bad.yaml")], user=True, env=u["env"])
+    assert p.returncode == 2 and re.search(r"bad\.yaml:1:\d+", p.stderr) and not p.stdout, p
+
+
+def test_sweep_inside_salloc_packs_trials_onto_the_allocation(slurm, user_env):
+    """dtctl sweep in an salloc shell: its trials run as jobs of the allocation's own
+    head, on its nodes (4 one-rank trials on 2 nodes), and nothing is left afterwards."""
+    u = user_env
+    d = shared_subdir(slurm, "sweep")
+    f = d / "sweep.yaml"
+    f.write_text("method: grid\nmetric: {name: loss}\nparameters:\n  k: {values: [1, 2, 3, 4]}\n"
+                 "parallel: 4\njob: {name: trial, procs_per_node: 1, command: [/bin/sh, -c, "
+                 "'echo \"DTCTL_METRIC {\\\"epoch\\\": 1, \\\"loss\\\": $DT_PARAM_K}\"; "
+                 "echo TRIAL $DT_PARAM_K $(hostname) $SLURM_JOB_ID']}\n")
+    p = slurm.run(["salloc", "-N", "2", u["dtctl"], "sweep", str(f)], user=True, env=u["env"],
+                  cwd=str(d), timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
+    assert "inside Slurm job %s" % job in p.stderr, p.stderr
+    sid = re.search(r"sweep (s-\d+)", p.stderr).group(1)
+    # the trials' rank logs on the shared dir: each ran on an allocated node, in the allocation
+    trials = {}
+    for log in (slurm.fc.shared / "jobs").glob("*/logs/*.log"):
+        for m in re.finditer(r"TRIAL (\d) (dtnode\d) (\d+)", log.read_text(errors="replace")):
+            trials[m.group(1)] = (m.group(2), m.group(3))
+    assert sorted(trials) == ["1", "2", "3", "4"], (sid, trials)
+    assert all(j == job for _, j in trials.values()), trials
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
+def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
+    """Last in this file: it stops slurmctld for real."""
+    u = user_env
+    p = slurm.run(["salloc", "-N", "2", u["dtctl"], "doctor"], user=True, env=u["env"],
+                  timeout=120)
+    job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for want in (r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+                 r"PASS versions +slurm(-wlm)? 22\.05\.\S+, dtctl ", r"PASS partition +debug\* up 2 ",
+                 r"PASS gres +.*gpu:4", r"PASS pmix ", r"PASS shared dir +%s on 2 nodes of job %s"
+                 % (re.escape(str(slurm.fc.shared)), job), r"PASS dtagent +"):
+        assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    # a real failure: slurmctld gone
+    inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], capture_output=True,
+                                     text=True, check=True).stdout)
+    os.kill(inst["pids"]["slurmctld"], signal.SIGTERM)
+    wait_for("slurmctld gone", lambda: slurm.run(["scontrol", "ping"]).returncode != 0, 30)
+    p = slurm.run([u["dtctl"], "doctor", "--slurm", "--json"], user=True, env=u["env"])
+    assert p.returncode == 1, p.stdout + p.stderr
+    checks = json.loads(p.stdout)["checks"]
+    assert checks[0]["check"] == "slurmctld" and not checks[0]["ok"], checks
+    assert "DOWN" in checks[0]["detail"] and "slurmctld" in checks[0]["fix"], checks
+    assert len(checks) == 1, checks        # nothing else is tried without the controller
+
+
+def test_in_allocation_mistakes_are_usage_errors(dtctl):
+    """No Slurm needed: what is missing is named, exit 2, nothing started."""
+    p = dtctl("run", "--in-allocation", "--", "true", env={"SLURM_JOB_ID": ""})
+    assert p.returncode == 2 and "not inside a Slurm allocation ($SLURM_JOB_ID is not set)" \
+        in p.stderr, p.stderr
+    p = dtctl("run", "--detach", "--", "true", env={"SLURM_JOB_ID": "7",
+                                                    "SLURM_JOB_NODELIST": "n[1-2]",
+                                                    "SLURM_CONF": "/nonexistent/slurm.conf"})
+    assert p.returncode == 2 and "$SLURM_CONF '/nonexistent/slurm.conf': No such file" \
+        in p.stderr, p.stderr
+    p = dtctl("slurm-agents", "--head", "10.0.0.1:7071", env={"SLURM_JOB_ID": ""})
+    assert p.returncode == 2 and "cluster secret" in p.stderr, p.stderr
+    p = dtctl("export", "pbs", "job.yaml")
+    assert p.returncode == 2 and "unknown export format 'pbs'" in p.stderr, p.stderr

@@ -6,7 +6,7 @@ one slurmd per node), dtsched as the cluster user with `backend: slurm`
 (docs/slurm-backend.md), in one run, alternating round by round:
   1. launch of a 4-node no-op: `dtctl run -N 4 -p 1 -- true` (sbatch, the agents' step
      joining dtsched, one rank per node, the allocation ended) against `srun -N 4 true`,
-     whole commands, medians and their ratio;
+     whole commands, each started with every node idle in Slurm, medians and ratio;
   2. submit rate: --submits jobs one after another, `dtctl run -d -N 1 -p 1 -- true`
      against `sbatch --wrap true` (time to have each queued, not run), jobs/s and ratio.
 The fake nodes share this machine's cores, and Slurm's scheduler runs every
@@ -31,6 +31,16 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 from conftest import (FAKECLUSTER, FAKESLURM, FakeCluster, SlurmCluster,  # noqa: E402
                       free_ports, slurm_unavailable, stop_home_daemons)
 from test_slurm_backend import SlurmHead  # noqa: E402
+
+
+def idle(sc, timeout=60):
+    """Every node idle in Slurm: the job before has released its nodes (an allocation
+    ends a moment after its command returns), so each launch starts from the same place."""
+    deadline = time.monotonic() + timeout
+    while set(sc.run(["sinfo", "-h", "-N", "-o", "%t"]).stdout.split()) != {"idle"}:
+        if time.monotonic() > deadline:
+            sys.exit("bench_slurm_backend: nodes not idle after %ss" % timeout)
+        time.sleep(0.05)
 
 
 def timed(fn, *args):
@@ -72,7 +82,9 @@ def main():
         timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true")      # warm up both
         timed(sc.run, ["srun", "-N", "4", "true"], True)
         for _ in range(a.rounds):
+            idle(sc)
             dt.append(timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true"))
+            idle(sc)
             srun.append(timed(sc.run, ["srun", "-N", "4", "true"], True))
         sub_dt, sub_sb = [], []
         for _ in range(a.submits):

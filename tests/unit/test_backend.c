@@ -465,6 +465,74 @@ static void test_agents_poll(void **state)
 
 /* A released hold: dropped once its tasks are final, else its live tasks
  * stopped; a task of a job that no hold knows (an orphan) stopped too. */
+/*
+ * The Slurm backend's view of a running attempt (backend-slurm.c): what Slurm
+ * says of its job wins over the agents' view, and PREEMPTED and TIMEOUT are
+ * not FAILED; while Slurm runs it, the agents' view decides.
+ */
+static void test_slurm_poll(void **state)
+{
+	static const struct {
+		const char *slurm;
+		int restarts;
+		const char *want, *why;
+		int requeue;
+	} cases[] = {
+		{ "CANCELLED", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)", 0 },
+		{ "CANCELLED by 1001", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)",
+		  0 },
+		{ "TIMEOUT", 0, DT_JOB_TIMEOUT, "Slurm job 77 reached its time limit (TIMEOUT)", 0 },
+		{ "DEADLINE", 0, DT_JOB_TIMEOUT, "Slurm job 77 reached its time limit (DEADLINE)", 0 },
+		{ "NODE_FAIL", 0, DT_JOB_NODE_FAIL, "Slurm job 77 lost a node (NODE_FAIL)", 0 },
+		{ "PREEMPTED", 0, DT_JOB_CANCELLED, "Slurm job 77 was preempted and not requeued", 0 },
+		{ "OUT_OF_MEMORY", 0, DT_JOB_FAILED,
+		  "Slurm job 77 ended OUT_OF_MEMORY before its ranks did", 0 },
+		{ "GONE", 0, DT_JOB_FAILED, "Slurm job 77 ended GONE before its ranks did", 0 },
+		/* requeued: back in the queue, or already running again */
+		{ "PENDING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
+		{ "RUNNING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
+	};
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct job *j;
+	struct attempt_end e;
+
+	setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);   /* the worker's squeue fails fast */
+	pthread_mutex_init(&s->lock, NULL);
+	s->o.home = "/nonexistent";
+	j = fake_job(s);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_decref(j->slurm);
+		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
+				     cases[i].slurm, "restarts", cases[i].restarts,
+				     "restarts_at_start", 0);
+		attempt_end_init(&e);
+		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
+		assert_string_equal(e.state, cases[i].want);
+		assert_string_equal(e.why.buf, cases[i].why);
+		assert_int_equal(e.requeue, cases[i].requeue);
+		attempt_end_release(&e);
+	}
+	/* Slurm runs it (this run): the ranks decide, both exited 0 */
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state", "RUNNING",
+			     "restarts", 1, "restarts_at_start", 1);
+	attempt_end_init(&e);
+	assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_RUNNING);
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0}");
+	report(s, "b", "j-1.0.r1", "{\"state\": \"exited\", \"exit_code\": 0}");
+	assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_COMPLETED);
+	attempt_end_release(&e);
+	slurm_backend.release(s);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	hold_free(j->hold);
+	j->hold = NULL;
+	job_free(j);
+	free(s);
+	unsetenv("SLURM_CONF");
+}
+
 static void test_agents_step(void **state)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -530,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_agents_poll),
 		cmocka_unit_test(test_agents_step),
+		cmocka_unit_test(test_slurm_poll),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -98,6 +98,11 @@ int cmd_ps(int argc, const char **argv)
 				    json_get_int(s0, "pid", 0), json_get_int(s0, "idle_ms", 0) / 1000);
 		} else
 			nodelist(&where, j);
+		if (!strcmp(st, DT_JOB_RUNNING) &&
+		    json_get_int(json_object_get(j, "slurm"), "job_id", 0))
+			/* backend: slurm (docs/slurm-backend.md): the Slurm job beside ours */
+			strbuf_addf(&where, " (slurm %lld)",
+				    json_get_int(json_object_get(j, "slurm"), "job_id", 0));
 		if (json_get_int(j, "log_lost_lines", 0) > 0)
 			strbuf_addf(&where, " (log: %lld line%s lost)", json_get_int(j, "log_lost_lines", 0),
 				    json_get_int(j, "log_lost_lines", 0) == 1 ? "" : "s");

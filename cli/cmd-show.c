@@ -92,6 +92,18 @@ int cmd_show(int argc, const char **argv)
 		       json_is_number(ratio) ? 100 * json_number_value(ratio) : 100.0);
 	}
 	printf("job dir:    %s\n", term_str(json_get_str(j, "job_dir", "?")));
+	if (json_get_int(json_object_get(j, "slurm"), "job_id", 0)) {
+		/* backend: slurm (docs/slurm-backend.md): the Slurm job beside ours */
+		const json_t *sl = json_object_get(j, "slurm");
+
+		printf("slurm:      job %lld, %s", json_get_int(sl, "job_id", 0),
+		       term_str(json_get_str(sl, "state", "?")));
+		if (*json_get_str(sl, "nodes", ""))
+			printf(" on %s", term_str(json_get_str(sl, "nodes", "")));
+		if (json_get_int(sl, "restarts", 0))
+			printf(", requeued %lld time(s)", json_get_int(sl, "restarts", 0));
+		printf("\n");
+	}
 	if (json_get_int(j, "master_port", 0))
 		printf("master:     %s:%lld\n", term_str(json_get_str(json_array_get(
 		       json_object_get(j, "placement"), 0), "address", "?")),

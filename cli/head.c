@@ -22,23 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void dt_self_dir(struct strbuf *sb)
-{
-	char buf[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-	char *slash;
-
-	if (n <= 0) {
-		strbuf_addstr(sb, ".");
-		return;
-	}
-	buf[n] = '\0';
-	slash = strrchr(buf, '/');
-	if (slash)
-		*slash = '\0';
-	strbuf_addstr(sb, buf);
-}
-
 int head_key(struct dt_auth_key *key)
 {
 	struct strbuf path = STRBUF_INIT;

@@ -15,8 +15,8 @@
 #include "httpc.h"
 #include "strbuf.h"
 
-/* The folder of the running dtctl (where dtagent and dtsched are built). */
-void dt_self_dir(struct strbuf *sb);
+/* dt_self_dir(), the folder of the running dtctl: lib/dthome.h */
+#include "dthome.h"
 
 /*
  * Start dtsched (--daemon) for the_cluster if it is not running; with

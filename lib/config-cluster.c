@@ -154,6 +154,94 @@ static int mpi_key(struct ctx *c, const char *key, struct ynode *v, const char *
 	return get_enum(c, v, path, orted_launches, &cc->mpi.orted_ssh);
 }
 
+/* ------------------------------------------------- backend: slurm */
+
+static const char *const backends[] = { "agents", "slurm", NULL };
+
+/*
+ * sbatch options dtctl sets itself from the job and the config (the
+ * scheduler's sbatch argv, scheduler/slurm.c): `slurm:` may not set them, and
+ * the message says where the value comes from instead.
+ */
+static const struct { const char *name, *from; } slurm_reserved[] = {
+	{ "nodes", "the job's nodes:" }, { "ntasks", "the job (one agent per node)" },
+	{ "ntasks-per-node", "the job (one agent per node)" },
+	{ "gres", "the job's gpus_per_node:" }, { "gpus", "the job's gpus_per_node:" },
+	{ "gpus-per-node", "the job's gpus_per_node:" },
+	{ "gpus-per-task", "the job's gpus_per_node:" },
+	{ "cpus-per-task", "the job's procs_per_node:" }, { "time", "the job's timeout:" },
+	{ "job-name", "the job's name:" }, { "output", "dtctl (the job dir)" },
+	{ "error", "dtctl (the job dir)" }, { "input", "dtctl" },
+	{ "chdir", "dtctl (the job dir)" }, { "export", "dtctl" },
+	{ "export-file", "dtctl" }, { "wrap", "dtctl" }, { "parsable", "dtctl" },
+	{ "array", "dtctl" }, { "requeue", "dtctl (always --requeue)" },
+	{ "no-requeue", "dtctl (always --requeue)" }, { "signal", "dtctl" },
+	{ "wait", "dtctl" }, { "exclusive", "dtctl (always --exclusive)" },
+	{ "nodelist", "the job's include_nodes:" }, { "exclude", "the job's exclude_nodes:" }, { "hold", "dtctl" }, { "test-only", "dtctl" },
+	{ "partition", "the top-level key 'partition:'" },
+	{ "account", "the top-level key 'account:'" }, { "qos", "the top-level key 'qos:'" },
+};
+
+/* Slurm's names of partitions, accounts and QOS: no '-' first (never an option) */
+static int slurm_name_ok(const char *s)
+{
+	return *s && *s != '-' && name_chars_ok(s, 64, "._-");
+}
+
+static int get_slurm_name(struct ctx *c, struct ynode *v, const char *path, char **out,
+			  struct config_pos *pos)
+{
+	if (get_str(c, v, path, out) < 0)
+		return -1;
+	if (!slurm_name_ok(*out))
+		return bad_value(c, v, path, "a Slurm name of at most 64 letters, digits, '.', "
+				 "'-' and '_' (not starting with '-')");
+	pos->line = v->line;
+	pos->col = v->col;
+	return 0;
+}
+
+static int slurm_option_pair(struct ctx *c, struct ynode *k, struct ynode *v, const char *path,
+			     void *data)
+{
+	struct cluster_config *cc = data;
+	struct slurm_option *o;
+	const char *val = NULL;
+	size_t n = strlen(k->text);
+
+	if (n < 2 || n > 40 || !islower((unsigned char)k->text[0]) ||
+	    strspn(k->text, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+		return fail(c, k, "key '%s': '%s' is not an sbatch option name (a long option "
+			    "without its dashes, e.g. 'constraint' for --constraint)", path, k->text);
+	for (size_t i = 0; i < ARRAY_SIZE(slurm_reserved); i++)
+		if (!strcmp(k->text, slurm_reserved[i].name))
+			return fail(c, k, "key '%s': --%s is set by dtctl from %s; remove it here",
+				    path, k->text, slurm_reserved[i].from);
+	if (!is_null(v)) {
+		if (v->type != Y_SCALAR)
+			return bad_value(c, v, path, "a single value (true for a flag)");
+		if (!(val = scalar_value(c, v, path)))
+			return -1;
+		for (const char *p = val; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				return bad_value(c, v, path, "a value without control characters");
+	}
+	if (v->plain && val && !strcmp(val, "false"))
+		return 0;     /* a flag turned off: not passed */
+	if (v->plain && val && !strcmp(val, "true"))
+		val = NULL;   /* a flag: --name */
+	else if (!val || !*val)
+		return bad_value(c, v, path, "a value, or true for a flag");
+	cc->slurm.options = xrealloc(cc->slurm.options,
+				     (cc->slurm.nr_options + 1) * sizeof(*cc->slurm.options));
+	o = &cc->slurm.options[cc->slurm.nr_options++];
+	o->name = xstrdup(k->text);
+	o->value = val ? xstrdup(val) : NULL;
+	o->pos.line = v->line;
+	o->pos.col = v->col;
+	return 0;
+}
+
 /* One nodes: entry before its host range is expanded. */
 struct node_entry {
 	char *host, *name, *user;
@@ -222,6 +310,8 @@ struct cluster_state {
 	char **host_path;             /* per node: "nodes[2].host" */
 	size_t origin_alloc;
 	struct ynode *nodes_node, *user_node;
+	struct ynode *slurm_node;     /* the first Slurm-only key (partition:, slurm: ...) */
+	const char *slurm_key;
 	int saw_user;
 };
 
@@ -353,7 +443,8 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 					    NULL };
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
-	"network", "mpi", "health", "job_files", "notify", "fairshare", NULL,
+	"network", "mpi", "health", "job_files", "notify", "fairshare", "backend", "partition", "account", "qos",
+	"slurm", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -413,6 +504,30 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 		return notify_from_tree(c, v, path, &cc->notify);
 	if (!strcmp(key, "fairshare"))
 		return fairshare_value(c, v, path, &cc->fairshare);
+	if (!strcmp(key, "backend")) {
+		int b;
+
+		if (get_enum(c, v, path, backends, &b) < 0)
+			return -1;
+		cc->backend = b ? BACKEND_SLURM : BACKEND_AGENTS;
+		return 0;
+	}
+	if (!strcmp(key, "partition") || !strcmp(key, "account") || !strcmp(key, "qos") ||
+	    !strcmp(key, "slurm")) {
+		if (!st->slurm_node) {
+			st->slurm_node = v;
+			st->slurm_key = key;
+		}
+		if (!strcmp(key, "partition"))
+			return get_slurm_name(c, v, path, &cc->slurm.partition,
+					      &cc->slurm.partition_pos);
+		if (!strcmp(key, "account"))
+			return get_slurm_name(c, v, path, &cc->slurm.account, &cc->slurm.account_pos);
+		if (!strcmp(key, "qos"))
+			return get_slurm_name(c, v, path, &cc->slurm.qos, &cc->slurm.qos_pos);
+		return each_pair(c, v, path, "a mapping of sbatch options, e.g. {constraint: a100}",
+				 slurm_option_pair, cc);
+	}
 	return walk_map(c, v, path, network_keys, NULL, network_key, cc);   /* network */
 }
 
@@ -423,6 +538,16 @@ static int check_nodes(struct ctx *c, struct cluster_state *st, struct ynode *to
 	size_t dup, first, local = SIZE_MAX;
 	int ret = 0;
 
+	if (cc->backend == BACKEND_SLURM) {
+		/* the nodes are Slurm's (sinfo), each attempt's those of its allocation */
+		if (st->nodes_node)
+			return fail(c, st->nodes_node, "key 'nodes': with 'backend: slurm' the nodes "
+				    "come from Slurm (sinfo); remove 'nodes:'");
+		return 0;
+	}
+	if (st->slurm_node)
+		return fail(c, st->slurm_node, "key '%s': only with 'backend: slurm' (add it, or "
+			    "remove '%s:')", st->slurm_key, st->slurm_key);
 	if (!st->nodes_node)
 		return missing(c, top, "", "nodes", NULL);
 	if (!cc->nr_nodes)
@@ -576,6 +701,14 @@ static void cluster_release(void *cfg)
 	free(cc->head.address);
 	free(cc->network.interface);
 	fairshare_release(&cc->fairshare);
+	free(cc->slurm.partition);
+	free(cc->slurm.account);
+	free(cc->slurm.qos);
+	for (size_t i = 0; i < cc->slurm.nr_options; i++) {
+		free(cc->slurm.options[i].name);
+		free(cc->slurm.options[i].value);
+	}
+	free(cc->slurm.options);
 	memset(cc, 0, sizeof(*cc));
 }
 
@@ -699,5 +832,18 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	if (cc->notify)   /* shown: webhook URLs redacted (their path is the secret) */
 		json_object_set_new(o, "notify", notify_list_redacted(cc->notify));
 	json_object_set_new(o, "fairshare", fairshare_to_json(&cc->fairshare));
+	json_object_set_new(o, "backend", json_string(backends[cc->backend == BACKEND_SLURM]));
+	if (cc->backend == BACKEND_SLURM) {
+		json_t *opts = json_object();
+
+		json_object_set_new(o, "partition", str_or_null(cc->slurm.partition));
+		json_object_set_new(o, "account", str_or_null(cc->slurm.account));
+		json_object_set_new(o, "qos", str_or_null(cc->slurm.qos));
+		for (size_t i = 0; i < cc->slurm.nr_options; i++)
+			json_object_set_new(opts, cc->slurm.options[i].name,
+					    cc->slurm.options[i].value ?
+					    json_string(cc->slurm.options[i].value) : json_true());
+		json_object_set_new(o, "slurm", opts);
+	}
 	return o;
 }

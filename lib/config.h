@@ -53,6 +53,15 @@ struct config_pos {
 
 enum host_key_policy { HOST_KEY_TOFU, HOST_KEY_STRICT };
 enum install_mode { INSTALL_LOCAL, INSTALL_SHARED };
+/* backend: where ranks run (scheduler/backend.h); docs/slurm-backend.md */
+enum cluster_backend { BACKEND_AGENTS, BACKEND_SLURM };
+
+/* One extra sbatch option of `slurm:` (backend: slurm). */
+struct slurm_option {
+	char *name;            /* a long option name: "constraint" */
+	char *value;           /* its value, or NULL for a flag (`exclusive: true`) */
+	struct config_pos pos; /* the value in cluster.yaml, for sbatch's refusals */
+};
 
 #define GPUS_AUTO (-1)
 
@@ -168,6 +177,15 @@ struct cluster_config {
 	json_t *notify;                     /* notify: every job's targets besides its own
 					     * (notify-spec.h), or NULL */
 	struct fairshare_config fairshare;
+	enum cluster_backend backend;       /* backend: agents (default) or slurm */
+	struct {
+		/* partition:, account:, qos: (top level; NULL: Slurm's default) and
+		 * where each was written, for sbatch's refusals */
+		char *partition, *account, *qos;
+		struct config_pos partition_pos, account_pos, qos_pos;
+		struct slurm_option *options;   /* slurm: {name: value}, in file order */
+		size_t nr_options;
+	} slurm;
 };
 
 int cluster_config_load(struct cluster_config *c, const char *path, struct strbuf *err);

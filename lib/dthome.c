@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -83,6 +84,23 @@ int dt_home_ensure(void)
 void dt_home_path(struct strbuf *sb, const char *name)
 {
 	strbuf_addf(sb, "%s/%s", dt_home(), name);
+}
+
+void dt_self_dir(struct strbuf *sb)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	char *slash;
+
+	if (n <= 0) {
+		strbuf_addstr(sb, ".");
+		return;
+	}
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	strbuf_addstr(sb, buf);
 }
 
 int dt_builtin_template(const char *name, struct strbuf *path)

@@ -28,6 +28,12 @@ int mkdir_p(const char *path, int mode);
 int rm_tree(const char *path);
 
 /*
+ * The folder of the running program (where dtctl, dtagent and dtsched are
+ * installed side by side), from /proc/self/exe; "." when unknown.
+ */
+void dt_self_dir(struct strbuf *sb);
+
+/*
  * templates/<name> shipped with the programs: beside the build (bin/../templates)
  * or the installation (<prefix>/share/dtctl/templates), found from
  * /proc/self/exe.  0 with the readable file's path appended to path, or -1

@@ -18,6 +18,7 @@
 #define DT_BACKEND_H
 
 #include <jansson.h>
+#include "placement.h"
 #include "strbuf.h"
 
 struct sched;
@@ -36,6 +37,9 @@ enum attempt_status {
 	ATTEMPT_FAILED,           /* a rank failed (or its node lost it: node_fail) */
 	ATTEMPT_NODE_DOWN,        /* a node of the attempt is gone: node, why */
 	ATTEMPT_SETTLING,         /* an end is being learnt: ask again at the next step */
+	ATTEMPT_ENDED,            /* the resource manager under the backend ended it (Slurm:
+				   * scancel, time limit, node failure, preemption): the job
+				   * ends in e->state, or with e->requeue starts again */
 };
 
 struct attempt_end {
@@ -47,6 +51,10 @@ struct attempt_end {
 	int node_fail;            /* FAILED: it was lost with its node (NODE_FAIL) */
 	char *node;               /* the node it failed on (owned; NULL: none) */
 	struct strbuf why;        /* "exited with code 3", "node 'n2' went down ..." */
+	const char *state;        /* ENDED: DT_JOB_CANCELLED, _TIMEOUT, _NODE_FAIL, _FAILED;
+				   * with requeue the history's word ("REQUEUED") */
+	int requeue;              /* ENDED: queued again by the resource manager: a restart
+				   * that costs no retry (resumes from the checkpoint) */
 };
 
 /* a rank of a running attempt that is still live (live_ranks) */
@@ -57,7 +65,17 @@ struct rank_live {
 };
 
 struct sched_backend {
-	const char *name;         /* "agents" */
+	const char *name;         /* "agents", "slurm" */
+	/*
+	 * Where an attempt of j runs, when the backend decides rather than
+	 * placement.c on the node table (slurm: the nodes of the allocation Slurm
+	 * granted, once their agents joined): PLACE_OK with res (indices into p),
+	 * PLACE_WAIT or PLACE_NEVER with why in reason.  j->id is empty for a job
+	 * being submitted (only: can it ever run?).  Lock held.  NULL: placement.c,
+	 * then gate.
+	 */
+	enum place_status (*place)(struct sched *s, struct job *j, struct pool *p,
+				   struct place_result *res, struct strbuf *reason);
 	/*
 	 * The steps before an attempt placed on res (in pool p) may start
 	 * (agents: the fabric gate, the connectivity probe): 1 while it must
@@ -125,6 +143,8 @@ struct sched_backend {
 	 * only jobs take GPUs.
 	 */
 	void (*gpus_taken)(struct sched *s, const struct node *n, unsigned char *used, int total);
+	/* At exit, lock NOT held: stop what the backend started.  NULL: nothing. */
+	void (*release)(struct sched *s);
 };
 
 /* job.c: an empty end (rank -1), and its release */
@@ -133,5 +153,7 @@ void attempt_end_release(struct attempt_end *e);
 
 /* the agents backend (backend-agents.c) */
 extern const struct sched_backend agents_backend;
+/* the Slurm backend (backend-slurm.c): backend: slurm in cluster.yaml */
+extern const struct sched_backend slurm_backend;
 
 #endif

@@ -375,6 +375,10 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 		json_object_set_new(o, "preflight", json_incref(j->preflight));
 	if (j->hang)
 		json_object_set_new(o, "hang", json_incref(j->hang));   /* hang.h */
+	if (j->slurm)
+		json_object_set_new(o, "slurm", json_incref(j->slurm));   /* backend-slurm.c */
+	if (j->requeues)
+		json_object_set_new(o, "requeues", json_integer(j->requeues));
 	json_object_set_new(o, "placement", json_incref(j->placement));
 	json_object_set_new(o, "log_lost_lines", json_integer(j->log_lost_lines));
 	json_object_set_new(o, "log_error", j->log_error ? json_string(j->log_error) : json_null());
@@ -487,6 +491,7 @@ void job_transition(struct sched *s, struct job *j, const char *state)
 
 void job_free(struct job *j)
 {
+	json_decref(j->slurm);
 	free(j->name);
 	free(j->user);
 	free(j->project);

@@ -200,7 +200,7 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 
 	pthread_mutex_lock(&s->lock);
 	cluster_refresh(s);
-	if (!s->nr) {
+	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";
 
 		strbuf_addstr(&reason, none);
@@ -219,6 +219,13 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	st = job_try_place(s, j, &p, res, &reason);
 	if (st == PLACE_NEVER || st == PLACE_ERROR) {
 		dt_http_error(resp, 422, "%s", reason.buf);
+		goto out;
+	}
+	if (dry && s->backend->place) {
+		/* the backend places (Slurm): no plan exists before the allocation does */
+		dt_http_error(resp, 422, "--dry-run: on a cluster with backend: %s the nodes are "
+			      "only known once the allocation is granted; nothing to show "
+			      "(docs/slurm-backend.md)", s->backend->name);
 		goto out;
 	}
 	if (dry) {

@@ -98,6 +98,11 @@ struct job {
 	long long preempt_deadline_ms;
 	int preemptions;          /* how many times it was preempted (attempt counts them too) */
 	char *preempted_by;       /* the job that preempted it last */
+	/* the Slurm backend (backend-slurm.c): its Slurm job, as "slurm" in the job's
+	 * JSON ({job_id, attempt, state, reason, nodes, restarts, ...}), or NULL */
+	json_t *slurm;
+	int requeues;             /* restarts a resource manager made (Slurm's requeue after
+				   * preemption or node failure): they cost no retry */
 };
 
 struct jobs_clients {
@@ -249,7 +254,6 @@ void fair_cache_free(struct sched *s);
  */
 int job_admit(struct sched *s, struct job *j, struct strbuf *err);
 void fair_inputs_release(struct fair_inputs *in);
-void cluster_refresh(struct sched *s);
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
 				struct place_result *res, struct strbuf *reason);

@@ -175,6 +175,9 @@ enum place_status job_try_place(struct sched *s, const struct job *j, struct poo
 	struct place_req r;
 	enum place_status st;
 
+	if (s->backend->place)   /* the backend places (slurm: Slurm does) */
+		/* it notes its own progress (the Slurm job) in the job: not const there */
+		return s->backend->place(s, (struct job *)j, p, res, reason);
 	place_req_of(j, &r, avoid, ARRAY_SIZE(avoid), 1);
 	st = placement_try(p->n, p->nr, &r, res, reason);
 	/*
@@ -587,7 +590,8 @@ static void fair_inputs_rank(struct sched *s, struct fair_inputs *in)
 		f->submit_us = j->submitted_us;
 		f->limit_ms = j->cfg.timeout_ms;
 		f->prio = j->cfg.priority;
-		f->wait_fp = &j->wait_fp;
+		/* a backend that places itself (Slurm) answers anew each step */
+		f->wait_fp = s->backend->place ? NULL : &j->wait_fp;
 		fair_class(s, j, &f->preemptible, &f->cls_rank);
 	}
 	fair_running_build(s, &in->run, now);
@@ -692,7 +696,8 @@ static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct 
 			fair_start(&ctx, &fj, res);   /* marks p: the next step makes a full pass */
 			continue;
 		}
-		j->wait_fp = pool_fingerprint(s, &(struct pool){ masked[g], p->nr, g });
+		if (!s->backend->place)   /* the same pool gives the same answer */
+			j->wait_fp = pool_fingerprint(s, &(struct pool){ masked[g], p->nr, g });
 		fair_wait(&ctx, &fj, reason.buf);
 	}
 	free(masked[0]);

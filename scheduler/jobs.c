@@ -170,6 +170,9 @@ static void jobs_load(struct sched *s)
 		}
 		if (json_is_object(json_object_get(o, "fabric")))
 			j->fabric = json_incref(json_object_get(o, "fabric"));
+		if (json_is_object(json_object_get(o, "slurm")))
+			j->slurm = json_deep_copy(json_object_get(o, "slurm"));
+		j->requeues = (int)json_get_int(o, "requeues", 0);
 		if (json_is_object(json_object_get(o, "preflight"))) {
 			j->preflight = json_deep_copy(json_object_get(o, "preflight"));
 			/* a connectivity check that was running died with the old dtsched */
@@ -233,6 +236,8 @@ int jobs_init(struct sched *s)
 
 void jobs_release(struct sched *s)
 {
+	if (s->backend && s->backend->release)
+		s->backend->release(s);
 	free(s->jstats);
 	s->jstats = NULL;
 	acct_release(s);
@@ -342,7 +347,13 @@ static void stalls_cleared(struct job *j, const json_t *now_stalled, const char 
 		json_array_clear(j->stalled);
 }
 
-static void end_attempt(struct sched *s, struct job *j, const char *state)
+/*
+ * requeue: the backend's resource manager took the attempt back and queued
+ * the job again (Slurm's requeue after preemption or a node failure): it
+ * restarts whatever its retries, as restart j->attempt + 1, and `state` is
+ * only what its history says ("REQUEUED").
+ */
+static void end_attempt_as(struct sched *s, struct job *j, const char *state, int requeue)
 {
 	const char *ended = state;
 	int strict, retry, preempted;
@@ -353,8 +364,10 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		state = DT_JOB_FAILED;
 	/* preempted (fairshare.h): requeued however it ended, and not counted as a retry */
 	preempted = j->preempting && !j->cancel;
-	retry = preempted || ((!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
-			      j->attempt - j->preemptions < j->cfg.retries && !j->cancel);
+	/* restarts the backend made (a requeue) and preemptions cost no retry */
+	retry = !j->cancel && (preempted || requeue ||
+			       ((!strcmp(state, DT_JOB_FAILED) || !strcmp(state, DT_JOB_NODE_FAIL)) &&
+				j->attempt - j->preemptions - j->requeues < j->cfg.retries));
 	{
 		/* its subscribers (the fabric test's verdict, goodput's lost work)
 		 * read the hold and the attempt's start, and may say why in j->reason */
@@ -399,8 +412,13 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		if (j->failed_node && !json_str_in(j->avoid, j->failed_node))
 			json_array_append_new(j->avoid, json_string(j->failed_node));
 		j->attempt++;
-		set_reason(j, "retry %d/%d after %s", j->attempt - j->preemptions, j->cfg.retries,
-			   why.buf);
+		if (requeue) {
+			j->requeues++;
+			set_reason(j, "restart %d after %s", j->attempt, why.buf);
+		} else {
+			set_reason(j, "retry %d/%d after %s", j->attempt - j->preemptions - j->requeues,
+				   j->cfg.retries, why.buf);
+		}
 		strbuf_release(&why);
 		j->started_us = 0;
 		job_transition(s, j, DT_JOB_PENDING);
@@ -408,6 +426,11 @@ static void end_attempt(struct sched *s, struct job *j, const char *state)
 		job_transition(s, j, state);
 	}
 	sched_wake(s);
+}
+
+static void end_attempt(struct sched *s, struct job *j, const char *state)
+{
+	end_attempt_as(s, j, state, 0);
 }
 
 /*
@@ -572,6 +595,15 @@ static void check_running(struct sched *s, struct job *j)
 		j->exit_code = 0;
 		set_reason(j, NULL);
 		end_attempt(s, j, DT_JOB_COMPLETED);
+	} else if (st == ATTEMPT_ENDED) {
+		/* the backend's resource manager ended it (Slurm: scancel, its time
+		 * limit, a node failure, preemption), or requeued it */
+		set_reason(j, "%s", e.why.buf);
+		if (e.node) {
+			free(j->failed_node);
+			j->failed_node = xstrdup(e.node);
+		}
+		end_attempt_as(s, j, e.state ? e.state : DT_JOB_FAILED, e.requeue);
 	} else if (st == ATTEMPT_SETTLING) {
 		;                 /* decided at the next step */
 	} else if (j->cfg.timeout_ms && dt_mono_ms() - j->run_mono > j->cfg.timeout_ms) {

@@ -40,6 +40,8 @@ static const struct jobstate_rule rules[] = {
 	{ JS_PENDING, JS_RUNNING, P_MOVE, { JOB_EV_PLACED, JOB_EV_STARTED }, 2 },
 	/* cancelled while queued: no attempt to end */
 	{ JS_PENDING, JS_CANCELLED, P_END, { JOB_EV_CANCELLED, JOB_EV_ENDED }, 2 },
+	/* its backend can never start it (Slurm refused its sbatch): no attempt ran */
+	{ JS_PENDING, JS_FAILED, P_END, { JOB_EV_ENDED }, 1 },
 	/* FAILED or NODE_FAIL with retries left: queued again (end_attempt) */
 	{ JS_RUNNING, JS_PENDING, P_MOVE, { JOB_EV_RETRIED }, 1 },
 	END_RULE(JS_COMPLETED), END_RULE(JS_FAILED), END_RULE(JS_TIMEOUT), END_RULE(JS_NODE_FAIL),

@@ -118,6 +118,7 @@ struct sched {
 	struct sweeps *sweeps;      /* sweeps.c */
 	/* the seam (issue 28): where ranks run, and who hears of a job's life */
 	const struct sched_backend *backend;   /* chosen by sched_run (backend.h) */
+	void *backend_data;         /* the backend's own (backend-slurm.c), or NULL */
 	struct job_events events;   /* subscribed at start-up (jobstate.h) */
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
@@ -270,6 +271,9 @@ void h_node_stopped(struct dt_http_request *req, struct dt_http_response *resp, 
 void h_tasks(struct dt_http_request *req, struct dt_http_response *resp, void *data);
 
 /* jobs.c */
+/* jobs-queue.c: <home>/cluster.yaml (labels, slots, backend ...), re-read when it changes;
+ * lock held */
+void cluster_refresh(struct sched *s);
 int jobs_init(struct sched *s);          /* tables, prepared statements, load; lock not needed */
 void jobs_release(struct sched *s);
 void jobs_step(struct sched *s);         /* main thread, lock NOT held: schedule, launch, check */

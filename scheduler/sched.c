@@ -205,7 +205,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	struct dt_http_route *routes = NULL;
 
 	s->o = *o;
-	s->backend = &agents_backend;   /* where ranks run (backend.h): the one choice of it */
+	s->backend = &agents_backend;   /* the default; cluster.yaml may name another below */
 	s->beacon_fd = -1;
 	s->refused = json_object();
 	pthread_mutex_init(&s->lock, NULL);
@@ -232,6 +232,14 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			    sqlite3_errmsg(s->db));
 		goto fail;
 	}
+	/* where ranks run (backend.h): cluster.yaml's backend:, the one choice of it */
+	pthread_mutex_lock(&s->lock);
+	cluster_refresh(s);
+	pthread_mutex_unlock(&s->lock);
+	if (s->cc && s->cc->backend == BACKEND_SLURM)
+		s->backend = &slurm_backend;
+	if (s->backend != &agents_backend)
+		dtlog(DTLOG_INFO, "backend: %s", s->backend->name);
 	if (notify_start(s) < 0 || logwatch_start(s) < 0) {
 		strbuf_addstr(&err, "cannot start the notifications' threads");
 		goto fail;

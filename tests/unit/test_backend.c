@@ -98,6 +98,8 @@ static struct {
 	int gate_waits;           /* the gate holds the job back this many times */
 	int gates, launches, polls, stops;
 	int fail_attempts;        /* this many attempts fail (rank 1, exit 3) */
+	int requeue_attempts;     /* this many are requeued by the resource manager */
+	const char *end_state;    /* then the resource manager ends one in this state */
 	int attempts_ended;
 } tb;
 
@@ -136,6 +138,17 @@ static enum attempt_status tb_poll(struct sched *s, struct job *j, struct attemp
 	if (++tb.polls % 2)
 		return ATTEMPT_RUNNING;
 	tb.attempts_ended++;
+	if (tb.attempts_ended <= tb.requeue_attempts) {
+		strbuf_addstr(&e->why, "the manager requeued it");
+		e->state = "REQUEUED";
+		e->requeue = 1;
+		return ATTEMPT_ENDED;
+	}
+	if (tb.end_state) {
+		strbuf_addf(&e->why, "the manager ended it (%s)", tb.end_state);
+		e->state = tb.end_state;
+		return ATTEMPT_ENDED;
+	}
 	if (tb.attempts_ended <= tb.fail_attempts) {
 		e->rank = 1;
 		e->code = 3;
@@ -517,6 +530,54 @@ static void test_backend_without_activity(void **state)
 	fx_release(&f);
 }
 
+/*
+ * A resource manager under the backend (Slurm) ends attempts itself: a requeue
+ * restarts the job whatever its retries (0 here) and costs none of them; a
+ * TIMEOUT it imposes is the job's TIMEOUT, not FAILED.
+ */
+static void test_manager_requeue_and_end(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 4);   /* the test backend never frees a hold */
+	char id[32], id2[32];
+	struct job *j;
+	json_t *o;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.requeue_attempts = 2;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", id,
+	       sizeof(id));
+	j = job_find(s, id);
+	for (int i = 0; i < 8; i++)
+		step(s);
+	assert_string_equal(j->state, DT_JOB_COMPLETED);
+	assert_int_equal(j->attempt, 2);
+	assert_int_equal(j->requeues, 2);
+	assert_int_equal(tb.launches, 3);
+	o = job_json(s, j, 1);
+	assert_int_equal(json_get_int(o, "restarts", -1), 2);
+	assert_int_equal(json_get_int(o, "requeues", -1), 2);
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "history"), 2), "state",
+					 ""), "REQUEUED");
+	assert_string_equal(json_get_str(json_array_get(json_object_get(o, "history"), 2), "reason",
+					 ""), "the manager requeued it");
+	json_decref(o);
+	assert_string_equal(f.trace.buf, "submitted placed started attempt_ended retried placed "
+			    "started attempt_ended retried placed started attempt_ended ended ");
+
+	/* retries: 1 and a requeue: the one retry is still there for a real failure */
+	memset(&tb, 0, sizeof(tb));
+	tb.end_state = DT_JOB_TIMEOUT;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"retries\": 1, "
+	       "\"command\": [\"true\"]}", id2, sizeof(id2));
+	for (int i = 0; i < 3; i++)
+		step(s);
+	j = job_find(s, id2);
+	assert_string_equal(j->state, DT_JOB_TIMEOUT);   /* not retried: not a failure */
+	assert_string_equal(j->reason, "the manager ended it (TIMEOUT)");
+	fx_release(&f);
+}
+
 /* ------------------------------------- the agents backend, fake lifecycle */
 
 /* a running job j-1 on nodes a and b, one rank each, tasks as the agents report them */
@@ -677,6 +738,74 @@ static void test_agents_gpus_taken(void **state)
 
 /* A released hold: dropped once its tasks are final, else its live tasks
  * stopped; a task of a job that no hold knows (an orphan) stopped too. */
+/*
+ * The Slurm backend's view of a running attempt (backend-slurm.c): what Slurm
+ * says of its job wins over the agents' view, and PREEMPTED and TIMEOUT are
+ * not FAILED; while Slurm runs it, the agents' view decides.
+ */
+static void test_slurm_poll(void **state)
+{
+	static const struct {
+		const char *slurm;
+		int restarts;
+		const char *want, *why;
+		int requeue;
+	} cases[] = {
+		{ "CANCELLED", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)", 0 },
+		{ "CANCELLED by 1001", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)",
+		  0 },
+		{ "TIMEOUT", 0, DT_JOB_TIMEOUT, "Slurm job 77 reached its time limit (TIMEOUT)", 0 },
+		{ "DEADLINE", 0, DT_JOB_TIMEOUT, "Slurm job 77 reached its time limit (DEADLINE)", 0 },
+		{ "NODE_FAIL", 0, DT_JOB_NODE_FAIL, "Slurm job 77 lost a node (NODE_FAIL)", 0 },
+		{ "PREEMPTED", 0, DT_JOB_CANCELLED, "Slurm job 77 was preempted and not requeued", 0 },
+		{ "OUT_OF_MEMORY", 0, DT_JOB_FAILED,
+		  "Slurm job 77 ended OUT_OF_MEMORY before its ranks did", 0 },
+		{ "GONE", 0, DT_JOB_FAILED, "Slurm job 77 ended GONE before its ranks did", 0 },
+		/* requeued: back in the queue, or already running again */
+		{ "PENDING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
+		{ "RUNNING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
+	};
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct job *j;
+	struct attempt_end e;
+
+	setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);   /* the worker's squeue fails fast */
+	pthread_mutex_init(&s->lock, NULL);
+	s->o.home = "/nonexistent";
+	j = fake_job(s);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_decref(j->slurm);
+		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
+				     cases[i].slurm, "restarts", cases[i].restarts,
+				     "restarts_at_start", 0);
+		attempt_end_init(&e);
+		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
+		assert_string_equal(e.state, cases[i].want);
+		assert_string_equal(e.why.buf, cases[i].why);
+		assert_int_equal(e.requeue, cases[i].requeue);
+		attempt_end_release(&e);
+	}
+	/* Slurm runs it (this run): the ranks decide, both exited 0 */
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state", "RUNNING",
+			     "restarts", 1, "restarts_at_start", 1);
+	attempt_end_init(&e);
+	assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_RUNNING);
+	report(s, "a", "j-1.0.r0", "{\"state\": \"exited\", \"exit_code\": 0}");
+	report(s, "b", "j-1.0.r1", "{\"state\": \"exited\", \"exit_code\": 0}");
+	assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_COMPLETED);
+	attempt_end_release(&e);
+	slurm_backend.release(s);
+	for (size_t i = 0; i < s->nr; i++)
+		node_free(s->nodes[i]);
+	free(s->nodes);
+	hold_free(j->hold);
+	j->hold = NULL;
+	job_free(j);
+	free(s);
+	unsetenv("SLURM_CONF");
+}
+
 static void test_agents_step(void **state)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -746,6 +875,8 @@ int main(void)
 		cmocka_unit_test(test_agents_poll),
 		cmocka_unit_test(test_agents_step),
 		cmocka_unit_test(test_agents_gpus_taken),
+		cmocka_unit_test(test_manager_requeue_and_end),
+		cmocka_unit_test(test_slurm_poll),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,54 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+	/* backend: slurm (docs/slurm-backend.md) */
+	{ "backend_unknown", "cluster",
+	  "shared_dir: /nfs\nbackend: pbs\nnodes: [local]\n",
+	  "t.yaml:2:10: key 'backend': expected 'agents' or 'slurm', found 'pbs'" },
+	{ "slurm_with_nodes", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nnodes: [local]\n",
+	  "t.yaml:3:8: key 'nodes': with 'backend: slurm' the nodes come from Slurm (sinfo); "
+	  "remove 'nodes:'" },
+	{ "partition_without_slurm", "cluster",
+	  "shared_dir: /nfs\npartition: gpu\nnodes: [local]\n",
+	  "t.yaml:2:12: key 'partition': only with 'backend: slurm' (add it, or remove "
+	  "'partition:')" },
+	{ "partition_dash", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\npartition: -x\n",
+	  "t.yaml:3:12: key 'partition': expected a Slurm name of at most 64 letters, digits, '.', "
+	  "'-' and '_' (not starting with '-'), found '-x'" },
+	{ "account_space", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\naccount: \"a b\"\n",
+	  "t.yaml:3:10: key 'account': expected a Slurm name of at most 64 letters, digits, '.', "
+	  "'-' and '_' (not starting with '-'), found 'a b'" },
+	{ "slurm_reserved_time", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {constraint: a100, time: 5}\n",
+	  "t.yaml:3:27: key 'slurm.time': --time is set by dtctl from the job's timeout:; "
+	  "remove it here" },
+	{ "slurm_reserved_partition", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm:\n  partition: gpu\n",
+	  "t.yaml:4:3: key 'slurm.partition': --partition is set by dtctl from the top-level key "
+	  "'partition:'; remove it here" },
+	{ "slurm_short_option", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {C: a100}\n",
+	  "t.yaml:3:9: key 'slurm.C': 'C' is not an sbatch option name (a long option without "
+	  "its dashes, e.g. 'constraint' for --constraint)" },
+	{ "slurm_dashes", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {--mem: 4G}\n",
+	  "t.yaml:3:9: key 'slurm.--mem': '--mem' is not an sbatch option name (a long option "
+	  "without its dashes, e.g. 'constraint' for --constraint)" },
+	{ "slurm_list_value", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {constraint: [a, b]}\n",
+	  "t.yaml:3:21: key 'slurm.constraint': expected a single value (true for a flag), found "
+	  "a list" },
+	{ "slurm_newline_value", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {comment: \"a\\nb\"}\n",
+	  "t.yaml:3:18: key 'slurm.comment': expected a value without control characters, found "
+	  "'a...'" },
+	{ "slurm_not_map", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: --exclusive\n",
+	  "t.yaml:3:8: key 'slurm': expected a mapping of sbatch options, e.g. {constraint: a100}, "
+	  "found '--exclusive'" },
 	/* values that reach ssh_config, paths or a shell-like context (issue 26, C1-C6) */
 	{ "user_newline_proxycommand", "cluster",
 	  "cluster: lab\n"
@@ -154,7 +202,7 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\n"
 	  "colour: red\n"
 	  "nodes: [local]\n",
-	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health', 'job_files', 'notify', 'fairshare')" },
+	  "t.yaml:3:1: unknown key 'colour' (expected 'cluster', 'user', 'shared_dir', 'ssh', 'nodes', 'setup', 'install', 'agent', 'head', 'network', 'mpi', 'health', 'job_files', 'notify', 'fairshare', 'backend', 'partition', 'account', 'qos', 'slurm')" },
 	{ "duration_plain_number", "cluster",
 	  "cluster: lab\n"
 	  "shared_dir: /nfs\n"
@@ -941,6 +989,42 @@ static void test_cluster_full(void **state)
 	strbuf_release(&err);
 }
 
+static void test_cluster_slurm(void **state)
+{
+	struct cluster_config c;
+	struct strbuf err = STRBUF_INIT;
+	const char *y = "shared_dir: /nfs\nbackend: slurm\npartition: gpu\naccount: ml\n"
+			"qos: high\nslurm: {constraint: a100, overcommit: true, contiguous: false,\n"
+			"        mem: 64G}\n";
+	json_t *js;
+
+	(void)state;
+	assert_int_equal(cluster_config_parse(&c, y, strlen(y), "t.yaml", &err), 0);
+	assert_int_equal(c.backend, BACKEND_SLURM);
+	assert_int_equal(c.nr_nodes, 0);
+	assert_string_equal(c.slurm.partition, "gpu");
+	assert_int_equal(c.slurm.partition_pos.line, 3);
+	assert_int_equal(c.slurm.partition_pos.col, 12);
+	assert_string_equal(c.slurm.account, "ml");
+	assert_string_equal(c.slurm.qos, "high");
+	/* in file order; false flags left out, true ones without a value */
+	assert_int_equal(c.slurm.nr_options, 3);
+	assert_string_equal(c.slurm.options[0].name, "constraint");
+	assert_string_equal(c.slurm.options[0].value, "a100");
+	assert_int_equal(c.slurm.options[0].pos.line, 6);
+	assert_int_equal(c.slurm.options[0].pos.col, 21);
+	assert_string_equal(c.slurm.options[1].name, "overcommit");
+	assert_null(c.slurm.options[1].value);
+	assert_string_equal(c.slurm.options[2].name, "mem");
+	assert_string_equal(c.slurm.options[2].value, "64G");
+	js = cluster_config_to_json(&c);
+	assert_string_equal(json_string_value(json_object_get(js, "backend")), "slurm");
+	assert_true(json_is_true(json_object_get(json_object_get(js, "slurm"), "overcommit")));
+	json_decref(js);
+	cluster_config_release(&c);
+	strbuf_release(&err);
+}
+
 static void test_cluster_defaults(void **state)
 {
 	static const char yaml[] = "shared_dir: /nfs\nnodes: [gpu1]\n";
@@ -1550,6 +1634,7 @@ static void test_yaml_append_scalar(void **state)
 static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_cluster_full),
 	cmocka_unit_test(test_cluster_defaults),
+	cmocka_unit_test(test_cluster_slurm),
 	cmocka_unit_test(test_env_expansion),
 	cmocka_unit_test(test_env_bad_value_found),
 	cmocka_unit_test(test_job_trainer),

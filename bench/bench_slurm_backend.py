@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""bench_slurm_backend.py - dtctl with `backend: slurm` against Slurm's own tools (issue 29).
+
+On 4 fake nodes with a real Slurm 22.05 (tests/cluster/fakeslurm: slurmctld on the host,
+one slurmd per node), dtsched as the cluster user with `backend: slurm`
+(docs/slurm-backend.md), in one run, alternating round by round:
+  1. launch of a 4-node no-op: `dtctl run -N 4 -p 1 -- true` (sbatch, the agents' step
+     joining dtsched, one rank per node, the allocation ended) against `srun -N 4 true`,
+     whole commands, each started with every node idle in Slurm, medians and ratio;
+  2. submit rate: --submits jobs one after another, `dtctl run -d -N 1 -p 1 -- true`
+     against `sbatch --wrap true` (time to have each queued, not run), jobs/s and ratio.
+The fake nodes share this machine's cores, and Slurm's scheduler runs every
+sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
+
+    make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]   (root)
+"""
+import argparse
+import json
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from conftest import (FAKECLUSTER, FAKESLURM, FakeCluster, SlurmCluster,  # noqa: E402
+                      free_ports, slurm_unavailable, stop_home_daemons)
+from test_slurm_backend import SlurmHead  # noqa: E402
+
+
+def idle(sc, timeout=60):
+    """Every node idle in Slurm: the job before has released its nodes (an allocation
+    ends a moment after its command returns), so each launch starts from the same place."""
+    deadline = time.monotonic() + timeout
+    while set(sc.run(["sinfo", "-h", "-N", "-o", "%t"]).stdout.split()) != {"idle"}:
+        if time.monotonic() > deadline:
+            sys.exit("bench_slurm_backend: nodes not idle after %ss" % timeout)
+        time.sleep(0.05)
+
+
+def timed(fn, *args):
+    t0 = time.monotonic()
+    p = fn(*args)
+    took = time.monotonic() - t0
+    if p.returncode != 0:
+        sys.exit("bench_slurm_backend: %s failed:\n%s%s" % (args, p.stdout, p.stderr))
+    return took
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=str(REPO / "bin"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--submits", type=int, default=20)
+    ap.add_argument("--verbose", action="store_true", help="print dtsched's log at the end")
+    a = ap.parse_args()
+    why = slurm_unavailable()
+    if why:
+        sys.exit("bench_slurm_backend: " + why)
+    env = dict(os.environ, FAKECLUSTER_MODE="netns")
+    subprocess.run([str(FAKECLUSTER), "up", "4"], check=True, env=env, capture_output=True)
+    home = None
+    try:
+        subprocess.run([str(FAKESLURM), "up", "--gpus", "0"], check=True, capture_output=True)
+        inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
+        fc = FakeCluster.from_env()
+        sc = SlurmCluster(fc=fc, conf=Path(inst["conf"]), state=Path(inst["state"]),
+                          partition=inst["partition"], gpus=0, bringup_s=0)
+        pw = pwd.getpwnam(fc.user)
+        home = Path(tempfile.mkdtemp(prefix="dtctl-sbbench-", dir="/var/tmp"))
+        os.chown(home, pw.pw_uid, pw.pw_gid)
+        os.chmod(home, 0o700)
+        h = SlurmHead(sc, Path(a.bin).resolve(), home, free_ports(1)[0])
+        assert h.dtctl("head", "start").returncode == 0
+        dt, srun = [], []
+        timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true")      # warm up both
+        timed(sc.run, ["srun", "-N", "4", "true"], True)
+        for _ in range(a.rounds):
+            idle(sc)
+            dt.append(timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true"))
+            idle(sc)
+            srun.append(timed(sc.run, ["srun", "-N", "4", "true"], True))
+        sub_dt, sub_sb = [], []
+        for _ in range(a.submits):
+            sub_dt.append(timed(h.dtctl, "run", "-d", "-N", "1", "-p", "1", "--", "true"))
+            sub_sb.append(timed(sc.run, ["sbatch", "--wrap", "true", "-o", "/dev/null"], True))
+        for j in json.loads(h.dtctl("ps", "--json").stdout)["jobs"]:
+            if j["state"] in ("PENDING", "RUNNING"):
+                h.dtctl("cancel", j["id"])
+        sc.run(["scancel", "-u", fc.user])
+        h.dtctl("head", "stop")
+        if a.verbose:
+            print((home / "dtsched.log").read_text()[-12000:])
+            print(sc.log("slurmctld.log", 80))
+    finally:
+        if home:
+            stop_home_daemons(home)
+            shutil.rmtree(home, ignore_errors=True)
+        subprocess.run([str(FAKESLURM), "down"], capture_output=True)
+        subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
+    md, ms = statistics.median(dt), statistics.median(srun)
+    rd, rs = a.submits / sum(sub_dt), a.submits / sum(sub_sb)
+    print("bench_slurm_backend: 4 fake nodes, real Slurm 22.05, %d rounds" % a.rounds)
+    print("  4-node no-op   dtctl run (backend: slurm) %6.2f s   srun -N 4 true %6.2f s   "
+          "ratio %.2f" % (md, ms, md / ms))
+    print("    all dtctl: %s" % " ".join("%.2f" % x for x in dt))
+    print("    all srun:  %s" % " ".join("%.2f" % x for x in srun))
+    print("  submit rate    dtctl run -d %6.1f jobs/s   sbatch --wrap %6.1f jobs/s   "
+          "ratio %.2f (%d each, one after another)" % (rd, rs, rd / rs, a.submits))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,863 @@
+/*
+ * backend-slurm.c - the Slurm backend (backend.h; `backend: slurm` in
+ * cluster.yaml, docs/slurm-backend.md).  Each attempt of a job is one Slurm
+ * job: dtsched submits an sbatch (slurm.c: nodes, GPUs through --gres, the
+ * time limit, --requeue, partition/account/qos and `slurm:` options) whose
+ * script starts `dtagent --slurm` on every allocated node as one step (`dtctl
+ * slurm-agents`, cli/slurm.h: the same step as dtctl inside an allocation); those
+ * agents join dtsched like any other, and from there the attempt is the
+ * agents backend's: the same launch (one POST /v1/tasks per node), stop,
+ * describe, rank logs, stall and hang machinery, with the ranks inside
+ * Slurm's step.  What this file adds is the allocation around it:
+ *
+ *   place:  no Slurm job yet -> sbatch (a worker thread); Slurm's PENDING
+ *           and its reason are the job's; RUNNING and every allocated
+ *           node's agent joined -> placed there (PLACE_OK)
+ *   poll:   the agents' view, unless Slurm ended the job (scancel,
+ *           TIMEOUT, NODE_FAIL, PREEMPTED) or requeued it (RestartCnt up):
+ *           then ATTEMPT_ENDED, the requeue a restart that costs no retry
+ *   step:   a Slurm job whose attempt is over is ended: its agents get
+ *           SIGTERM (they stop their tasks, the job ends COMPLETED), or it
+ *           is cancelled when still queued or deaf to that
+ *
+ * Every Slurm command runs on one worker thread, with argv (never a shell),
+ * outside the lock: sbatch, scancel, `squeue -j <ours>` once a second (and at
+ * once when an attempt's end must be checked against Slurm), `sinfo` every
+ * 10 s for the partition's capacity (a job that can never fit is refused at
+ * submit with the numbers).
+ */
+#include "jobs-int.h"
+#include "dthome.h"
+#include "hostrange.h"
+#include "json.h"
+#include "log.h"
+#include "protocol.h"
+#include "run-command.h"
+#include "safefile.h"
+#include "secret.h"
+#include "slurm.h"
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_MS 1000              /* squeue of our jobs */
+#define POLL_START_MS 200         /* ... while one waits for Slurm to start it */
+#define SINFO_MS 10000            /* the partition's capacity */
+#define SETTLE_MS 5000            /* an attempt's end waits this long for Slurm's word */
+#define END_KILL_MS 15000         /* SIGTERM to the agents, then scancel */
+#define SBATCH_RETRY_MS 5000      /* sbatch failed for a reason that may pass */
+#define OUTPUT_LIMIT (256 * 1024)
+
+struct slurm_state {
+	pthread_t worker;
+	int started, stop, kick;
+	pthread_cond_t cond;          /* with s->lock: work for the worker */
+	struct slurm_capacity cap;
+	long long cap_ms;             /* mono ms of cap (0: never read) */
+	char *cap_err;                /* why sinfo failed, or NULL */
+	long long polled_ms;          /* mono ms when the last squeue answer was applied */
+	json_t *ends;                 /* Slurm job ids to end: [{id, kill}] */
+};
+
+static struct slurm_state *state_of(struct sched *s)
+{
+	return s->backend_data;
+}
+
+/* ------------------------------------------------------------ the job's record */
+
+static json_t *sj(struct job *j)
+{
+	if (!j->slurm)
+		j->slurm = json_object();
+	return j->slurm;
+}
+
+static long long sid_of(const struct job *j)
+{
+	return json_get_int(j->slurm, "job_id", 0);
+}
+
+static enum slurm_phase phase_of(const struct job *j)
+{
+	return slurm_phase_of(json_get_str(j->slurm, "state", "PENDING"));
+}
+
+static void set_str(json_t *o, const char *key, const char *v)
+{
+	json_object_set_new(o, key, v ? json_string(v) : json_null());
+}
+
+/* ------------------------------------------------------------ the worker's commands */
+
+/* argv with extra environment, stdout+stderr into out; exit code, or -1 (could not run) */
+static int slurm_run(const struct strvec *argv, const struct strvec *env, struct strbuf *out)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	int rc;
+
+	strvec_pushv(&cp.args, (const char **)argv->v);
+	if (env)
+		strvec_pushv(&cp.env, (const char **)env->v);
+	cp.err_to_out = 1;
+	cp.no_stdin = 1;
+	rc = capture_command(&cp, out, OUTPUT_LIMIT);
+	child_process_clear(&cp);
+	strbuf_trim(out);
+	return rc;
+}
+
+/* One submission's argv and environment, made under the lock. */
+struct submit {
+	char job[16];
+	int attempt;
+	struct strvec argv, env;
+	char *script;
+};
+
+/*
+ * The batch script: dtsched's own file (<home>/slurm/job.sh, never a place a
+ * job can write: sbatch reads it as dtsched's user), the same for every job.
+ */
+static int write_script(struct sched *s, struct strbuf *path, struct strbuf *err)
+{
+	const char *text = slurm_script();
+	struct strbuf dir = STRBUF_INIT, tmp = STRBUF_INIT;
+	int fd, ret = -1;
+
+	strbuf_addf(&dir, "%s/slurm", s->o.home);
+	if (mkdir(dir.buf, 0700) < 0 && errno != EEXIST) {
+		strbuf_addf(err, "cannot create '%s': %s", dir.buf, strerror(errno));
+		goto out;
+	}
+	strbuf_addf(path, "%s/job.sh", dir.buf);
+	strbuf_addf(&tmp, "%s/.job.sh.%d", dir.buf, (int)getpid());
+	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0700);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) || close(fd) < 0 ||
+	    rename(tmp.buf, path->buf) < 0) {
+		strbuf_addf(err, "cannot write '%s': %s", path->buf, strerror(errno));
+		goto out;
+	}
+	ret = 0;
+out:
+	strbuf_release(&dir);
+	strbuf_release(&tmp);
+	return ret;
+}
+
+
+/* The submission of attempt j->attempt of j; lock held.  -1 with why. */
+static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, struct strbuf *err)
+{
+	const struct cluster_config *cc = s->cc;
+	struct strbuf script = STRBUF_INIT, output = STRBUF_INIT, hex = STRBUF_INIT;
+	struct strbuf agent = STRBUF_INIT, why = STRBUF_INIT, secret = STRBUF_INIT;
+	struct slurm_request r;
+	int ret = -1;
+
+	memset(sub, 0, sizeof(*sub));
+	strvec_init(&sub->argv);
+	strvec_init(&sub->env);
+	if (!cc) {
+		strbuf_addstr(err, "no cluster.yaml in dtsched's home");
+		goto out;
+	}
+	if (!cc->head.address) {
+		strbuf_addstr(err, "cluster.yaml has no head.address: the agents Slurm starts "
+			      "need it to reach dtsched");
+		goto out;
+	}
+	if (write_script(s, &script, err) < 0)
+		goto out;
+	if (s->o.secret)
+		strbuf_addstr(&secret, s->o.secret);
+	else
+		strbuf_addf(&secret, "%s/secret", s->o.home);
+	if (dt_secret_read(secret.buf, &hex) < 0) {
+		strbuf_addf(err, "cannot read the cluster secret '%s'", secret.buf);
+		goto out;
+	}
+	/* Slurm's output in the shared dir, where no job writes (jobs/ is theirs) */
+	if (sf_mkdirs(cc->shared_dir, "slurm", 0755, SF_OWNER, &why) < 0) {
+		strbuf_addf(err, "cannot create '%s/slurm': %s", cc->shared_dir, why.buf);
+		goto out;
+	}
+	strbuf_addf(&output, "%s/slurm", cc->shared_dir);
+	memset(&r, 0, sizeof(r));
+	r.job_id = j->id;
+	r.name = j->name;
+	r.attempt = j->attempt;
+	r.nodes = j->cfg.nodes;
+	r.gpus_per_node = j->gpu ? j->per_node : 0;
+	r.cpus_per_node = j->gpu ? 0 : j->per_node;
+	r.timeout_ms = j->cfg.timeout_ms;
+	r.output_dir = output.buf;
+	r.include = j->cfg.node_include;
+	r.exclude = j->cfg.node_exclude;
+	r.script = script.buf;
+	slurm_sbatch_argv(cc, &r, &sub->argv);
+	/* dtctl beside dtsched: the nodes see the installation at the same path */
+	dt_self_dir(&agent);
+	strbuf_addstr(&agent, "/dtctl");
+	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
+	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
+	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
+	snprintf(sub->job, sizeof(sub->job), "%s", j->id);
+	sub->attempt = j->attempt;
+	ret = 0;
+out:
+	strbuf_release(&script);
+	strbuf_release(&output);
+	strbuf_release(&hex);
+	strbuf_release(&agent);
+	strbuf_release(&why);
+	strbuf_release(&secret);
+	return ret;
+}
+
+static void submit_release(struct submit *sub)
+{
+	strvec_clear(&sub->argv);
+	strvec_clear(&sub->env);
+	free(sub->script);
+}
+
+/* Slurm's lines as one: "sbatch: error: " prefixes gone, "; " between them */
+static void slurm_message(struct strbuf *sb, const char *out)
+{
+	static const char *const prefixes[] = { "sbatch: error: ", "sbatch: fatal: ", "sbatch: " };
+	char *buf = xstrdup(out), *save = NULL;
+	size_t start = sb->len;
+
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
+			if (starts_with(line, prefixes[i])) {
+				line += strlen(prefixes[i]);
+				break;
+			}
+		if (*line)
+			strbuf_addf(sb, "%s%s", sb->len > start ? "; " : "", line);
+	}
+	if (sb->len == start)
+		strbuf_addstr(sb, "sbatch failed without a message");
+	free(buf);
+}
+
+/* sbatch's answer to sub, applied to its job; lock held */
+static void submit_apply(struct sched *s, const struct submit *sub, int rc, const char *out)
+{
+	struct job *j = job_find(s, sub->job);
+	long long sid = 0;
+	const char *line = out;
+
+	if (!j)
+		return;
+	/* --parsable: "<id>" or "<id>;<cluster>" on the last line */
+	for (const char *p = out; *p; p++)
+		if (*p == '\n')
+			line = p + 1;
+	if (rc == 0)
+		sid = strtoll(line, NULL, 10);
+	json_object_del(sj(j), "submitting");
+	if (sid > 0) {
+		json_object_set_new(j->slurm, "job_id", json_integer(sid));
+		json_object_set_new(j->slurm, "attempt", json_integer(sub->attempt));
+		json_object_set_new(j->slurm, "state", json_string("PENDING"));
+		json_object_set_new(j->slurm, "restarts", json_integer(0));
+		json_object_set_new(j->slurm, "restarts_at_start", json_integer(0));
+		json_object_del(j->slurm, "error");
+		json_object_del(j->slurm, "stale");
+		dtlog(DTLOG_INFO, "job %s attempt %d: Slurm job %lld", j->id, sub->attempt, sid);
+	} else {
+		struct strbuf msg = STRBUF_INIT, src = STRBUF_INIT;
+
+		if (rc < 0)
+			strbuf_addstr(&msg, "sbatch could not run (is slurm-client installed?)");
+		else
+			slurm_message(&msg, out);
+		if (s->cc)
+			slurm_refusal_source(s->cc, msg.buf, &src);
+		if (src.len)
+			strbuf_addf(&msg, " (%s)", src.buf);
+		set_str(j->slurm, "error", msg.buf);
+		/* an option Slurm rejects is rejected again: a usage error; else retried */
+		json_object_set_new(j->slurm, "fatal", json_boolean(rc > 0 && (src.len ||
+			strstr(out, "unrecognized option") || strstr(out, "Invalid") ||
+			strstr(out, "invalid"))));
+		json_object_set_new(j->slurm, "failed_ms", json_integer(dt_mono_ms()));
+		dtlog(DTLOG_WARN, "job %s: sbatch failed (exit %d): %s", j->id, rc, msg.buf);
+		strbuf_release(&msg);
+		strbuf_release(&src);
+	}
+	job_save(s, j);
+}
+
+/* Is `id` one of the comma-separated ids? */
+static int id_listed(const char *ids, const char *id)
+{
+	size_t n = strlen(id);
+
+	for (const char *p = ids; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, id, n) && (p[n] == ',' || !p[n]))
+			return 1;
+	return 0;
+}
+
+/* squeue's answer: every job of ours it names; those it does not know are gone */
+static void squeue_apply(struct sched *s, const char *ids, int rc, const char *out)
+{
+	json_t *got = json_object();
+	int n = slurm_squeue_parse(out, got);
+	int all_unknown = rc != 0 && strstr(out, "Invalid job id");
+
+	if (rc != 0 && !n && !all_unknown) {
+		dtlog(DTLOG_WARN, "squeue failed (exit %d): %s", rc, out);
+		json_decref(got);
+		return;
+	}
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+		char key[32];
+		json_t *o;
+		int changed = 0;
+
+		if (sid_of(j) <= 0)
+			continue;
+		snprintf(key, sizeof(key), "%lld", sid_of(j));
+		if (!id_listed(ids, key))
+			continue;       /* not asked this time */
+		o = json_object_get(got, key);
+		if (!o) {
+			/* purged from slurmctld (MinJobAge) or unknown: over for us */
+			if (strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
+				set_str(j->slurm, "state", "GONE");
+				changed = 1;
+			}
+		} else {
+			const char *keys[] = { "state", "reason", "nodes" };
+
+			for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+				if (strcmp(json_get_str(j->slurm, keys[k], ""),
+					   json_get_str(o, keys[k], ""))) {
+					set_str(j->slurm, keys[k], json_get_str(o, keys[k], ""));
+					changed = 1;
+				}
+			if (json_get_int(j->slurm, "restarts", 0) != json_get_int(o, "restarts", 0)) {
+				json_object_set_new(j->slurm, "restarts",
+						    json_integer(json_get_int(o, "restarts", 0)));
+				changed = 1;
+			}
+		}
+		if (changed) {
+			j->wait_fp = 0;
+			job_save(s, j);
+			sched_wake(s);   /* the lifecycle's next step sees it at once */
+		}
+	}
+	json_decref(got);
+}
+
+static void *worker_main(void *arg)
+{
+	struct sched *s = arg;
+	struct slurm_state *ss = state_of(s);
+
+	pthread_mutex_lock(&s->lock);
+	while (!ss->stop) {
+		struct submit *subs = NULL;
+		size_t nr_subs = 0, alloc_subs = 0;
+		struct strbuf ids = STRBUF_INIT, out = STRBUF_INIT, partition = STRBUF_INIT;
+		struct strvec argv = STRVEC_INIT;
+		json_t *ends = ss->ends, *e;
+		long long now = dt_mono_ms();
+		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc, starting = 0;
+		size_t k;
+
+		ss->ends = json_array();
+		ss->kick = 0;
+		for (size_t i = 0; i < s->nr_jobs; i++) {
+			struct job *j = s->jobs[i];
+
+			if (json_is_true(json_object_get(j->slurm, "submit"))) {
+				struct strbuf err = STRBUF_INIT;
+
+				json_object_del(j->slurm, "submit");
+				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
+				if (submit_prepare(s, j, &subs[nr_subs], &err) < 0) {
+					submit_release(&subs[nr_subs]);
+					json_object_del(j->slurm, "submitting");
+					set_str(j->slurm, "error", err.buf);
+					json_object_set_new(j->slurm, "fatal", json_true());
+					job_save(s, j);
+				} else {
+					nr_subs++;
+				}
+				strbuf_release(&err);
+			}
+			if (sid_of(j) > 0 && !slurm_phase_final(phase_of(j)) &&
+			    strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
+				strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+				starting |= !strcmp(j->state, DT_JOB_PENDING);
+			}
+		}
+		if (s->cc && s->cc->slurm.partition)
+			strbuf_addstr(&partition, s->cc->slurm.partition);
+		pthread_mutex_unlock(&s->lock);
+
+		/* ---- outside the lock: the commands */
+		if (want_sinfo) {
+			struct slurm_capacity cap;
+
+			const char *sinfo[] = { "sinfo", "-h", "-N", "-o", SLURM_SINFO_FORMAT, NULL };
+
+			strvec_pushv(&argv, sinfo);
+			if (partition.len)
+				strvec_pushf(&argv, "--partition=%s", partition.buf);
+			rc = slurm_run(&argv, NULL, &out);
+			slurm_sinfo_parse(rc == 0 ? out.buf : "", &cap);
+			pthread_mutex_lock(&s->lock);
+			ss->cap = cap;
+			ss->cap_ms = dt_mono_ms();
+			free(ss->cap_err);
+			ss->cap_err = rc == 0 ? NULL : xstrdup(out.len ? out.buf : "sinfo failed");
+			pthread_mutex_unlock(&s->lock);
+			strvec_clear(&argv);
+			strbuf_reset(&out);
+		}
+		for (size_t i = 0; i < nr_subs; i++) {
+			rc = slurm_run(&subs[i].argv, &subs[i].env, &out);
+			pthread_mutex_lock(&s->lock);
+			submit_apply(s, &subs[i], rc, out.buf);
+			sched_wake(s);
+			{
+				/* asked about in this round's squeue already */
+				struct job *j = job_find(s, subs[i].job);
+
+				if (j && sid_of(j) > 0) {
+					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+					starting = 1;
+				}
+			}
+			pthread_mutex_unlock(&s->lock);
+			submit_release(&subs[i]);
+			strbuf_reset(&out);
+		}
+		json_array_foreach(ends, k, e) {
+			long long sid = json_get_int(e, "id", 0);
+
+			/* SIGTERM to the agents (the steps): they stop their tasks and exit;
+			 * a job still queued, or deaf to that, is cancelled */
+			strvec_push(&argv, "scancel");
+			if (!json_is_true(json_object_get(e, "kill")))
+				strvec_push(&argv, "--signal=TERM");
+			strvec_pushf(&argv, "%lld", sid);
+			rc = slurm_run(&argv, NULL, &out);
+			if (rc != 0)
+				dtlog(DTLOG_INFO, "scancel %lld: exit %d: %s", sid, rc, out.buf);
+			strvec_clear(&argv);
+			strbuf_reset(&out);
+		}
+		if (ids.len) {
+			const char *squeue[] = { "squeue", "-h", "-t", "all", "-O",
+						 SLURM_SQUEUE_FORMAT, NULL };
+
+			strvec_pushv(&argv, squeue);
+			strvec_pushf(&argv, "--jobs=%s", ids.buf);
+			rc = slurm_run(&argv, NULL, &out);
+			pthread_mutex_lock(&s->lock);
+			squeue_apply(s, ids.buf, rc, out.buf);
+			ss->polled_ms = dt_mono_ms();
+			pthread_mutex_unlock(&s->lock);
+			strvec_clear(&argv);
+		}
+		json_decref(ends);
+		free(subs);
+		strbuf_release(&ids);
+		strbuf_release(&out);
+		strbuf_release(&partition);
+
+		pthread_mutex_lock(&s->lock);
+		if (!ss->stop && !ss->kick) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (starting ? POLL_START_MS : POLL_MS) * 1000000LL;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&ss->cond, &s->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* The worker, started with the first use; lock held. */
+static struct slurm_state *worker(struct sched *s)
+{
+	struct slurm_state *ss = state_of(s);
+
+	if (!ss) {
+		static const char *const transient[] = {
+			"submit", "submitting", "settle_ms", "end_ms", "failed_ms",
+		};
+
+		ss = xcalloc(1, sizeof(*ss));
+		pthread_cond_init(&ss->cond, NULL);
+		ss->ends = json_array();
+		s->backend_data = ss;
+		/* what a dtsched before this one was doing (its clock) is not ours */
+		for (size_t i = 0; i < s->nr_jobs; i++)
+			for (size_t k = 0; s->jobs[i]->slurm && k < ARRAY_SIZE(transient); k++)
+				json_object_del(s->jobs[i]->slurm, transient[k]);
+	}
+	if (!ss->started && !pthread_create(&ss->worker, NULL, worker_main, s))
+		ss->started = 1;
+	return ss;
+}
+
+static void kick(struct slurm_state *ss)
+{
+	ss->kick = 1;
+	pthread_cond_signal(&ss->cond);
+}
+
+/* ------------------------------------------------------------ place */
+
+/* The node of the allocation named `name`, its agent joined for Slurm job sid. */
+static int joined(struct sched *s, struct job *j, const char *name, long long sid)
+{
+	struct node *n = node_find(s, name);
+	char tag[48];
+	const char *base, *stale;
+
+	if (!n || strcmp(n->state, DT_NODE_UP))
+		return 0;
+	/* dtagent --slurm's home is <tmp>/dtagent-slurm-<job>.<step>-<node> */
+	snprintf(tag, sizeof(tag), "dtagent-slurm-%lld.", sid);
+	base = n->home ? strrchr(n->home, '/') : NULL;
+	if (!base || !starts_with(base + 1, tag))
+		return 0;
+	/* not the agent of a run Slurm requeued since */
+	stale = json_get_str(json_object_get(j->slurm, "stale"), name, NULL);
+	return !stale || !n->agent_started || strcmp(stale, n->agent_started);
+}
+
+static enum place_status slurm_place(struct sched *s, struct job *j, struct pool *p,
+				     struct place_result *res, struct strbuf *reason)
+{
+	struct slurm_state *ss = worker(s);
+	enum slurm_phase ph;
+	struct strvec nodes = STRVEC_INIT;
+	struct strbuf err = STRBUF_INIT;
+	long long sid;
+	enum place_status st = PLACE_WAIT;
+
+	if (!j->id[0] || !sid_of(j)) {
+		/* can it ever run?  sinfo's numbers, read now when never read */
+		if (ss->cap_ms && !ss->cap_err &&
+		    slurm_fits(&ss->cap, s->cc ? s->cc->slurm.partition : NULL, j->cfg.nodes,
+			       j->gpu ? j->per_node : 0, j->gpu ? 0 : j->per_node, reason) < 0)
+			return PLACE_NEVER;
+		if (!j->id[0]) {
+			strbuf_addstr(reason, "to be submitted to Slurm");
+			return PLACE_WAIT;
+		}
+	}
+	sid = sid_of(j);
+	if (json_get_str(j->slurm, "error", NULL)) {
+		strbuf_addf(reason, "sbatch refused it: %s", json_get_str(j->slurm, "error", ""));
+		if (json_is_true(json_object_get(j->slurm, "fatal"))) {
+			set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */
+			return PLACE_NEVER;
+		}
+		if (dt_mono_ms() - json_get_int(j->slurm, "failed_ms", 0) < SBATCH_RETRY_MS)
+			return PLACE_WAIT;
+		json_object_del(j->slurm, "error");
+	}
+	if (json_is_true(json_object_get(j->slurm, "submitting"))) {
+		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
+		return PLACE_WAIT;
+	}
+	if (sid > 0 && json_get_int(j->slurm, "attempt", -1) != j->attempt &&
+	    !slurm_phase_final(phase_of(j)) && strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
+		/* a retry: the allocation of the attempt before is being ended (slurm_step) */
+		strbuf_addf(reason, "waiting for Slurm job %lld of attempt %lld to end", sid,
+			    json_get_int(j->slurm, "attempt", -1));
+		return PLACE_WAIT;
+	}
+	if (sid <= 0 || json_get_int(j->slurm, "attempt", -1) != j->attempt ||
+	    !strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
+		/* a new Slurm job for this attempt */
+		json_object_clear(sj(j));
+		json_object_set_new(j->slurm, "submit", json_true());
+		json_object_set_new(j->slurm, "submitting", json_true());
+		kick(ss);
+		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
+		return PLACE_WAIT;
+	}
+	ph = phase_of(j);
+	if (ph == SLURM_WAITING) {
+		strbuf_addf(reason, "Slurm job %lld %s (%s)", sid, json_get_str(j->slurm, "state", ""),
+			    json_get_str(j->slurm, "reason", ""));
+		return PLACE_WAIT;
+	}
+	if (ph != SLURM_RUNNING) {
+		/* it ended before its ranks started: the agents never joined */
+		strbuf_addf(reason, "Slurm job %lld ended %s before its agents joined (%s; see "
+			    "%s/slurm/%s.%d-%lld.out)", sid, json_get_str(j->slurm, "state", ""),
+			    json_get_str(j->slurm, "reason", ""), s->cc ? s->cc->shared_dir : "",
+			    j->id, j->attempt, sid);
+		if (ph == SLURM_ENDING)
+			return PLACE_WAIT;
+		set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */
+		return PLACE_NEVER;
+	}
+	if (hostrange_expand(json_get_str(j->slurm, "nodes", ""), &nodes, &err) < 0 ||
+	    (int)nodes.nr != j->cfg.nodes) {
+		strbuf_addf(reason, "Slurm job %lld RUNNING on '%s': not %d node(s)", sid,
+			    json_get_str(j->slurm, "nodes", ""), j->cfg.nodes);
+		goto out;
+	}
+	memset(res, 0, sizeof(*res));
+	for (size_t k = 0; k < nodes.nr; k++) {
+		size_t i;
+		int got = 0;
+
+		if (!joined(s, j, nodes.v[k], sid)) {
+			strbuf_addf(reason, "Slurm job %lld RUNNING on %s: waiting for the agent on "
+				    "'%s' to join", sid, json_get_str(j->slurm, "nodes", ""),
+				    nodes.v[k]);
+			goto out;
+		}
+		for (i = 0; i < p->nr && strcmp(p->n[i].name, nodes.v[k]); i++)
+			;
+		if (i == p->nr)
+			goto out;
+		for (int x = 0; x < p->n[i].total && got < j->per_node; x++)
+			if (!p->n[i].used[x])
+				res->slots[k][got++] = x;
+		if (got < j->per_node) {
+			strbuf_addf(reason, "Slurm job %lld: the agent on '%s' reports %d free %s, "
+				    "the job needs %d", sid, nodes.v[k], got, j->gpu ? "GPU(s)" :
+				    "slot(s)", j->per_node);
+			goto out;
+		}
+		res->node[k] = (int)i;
+	}
+	res->nr = (int)nodes.nr;
+	/* the attempt starts on this run of the Slurm job */
+	json_object_set_new(j->slurm, "restarts_at_start",
+			    json_integer(json_get_int(j->slurm, "restarts", 0)));
+	json_object_set_new(j->slurm, "attempt", json_integer(j->attempt));
+	st = PLACE_OK;
+out:
+	strvec_clear(&nodes);
+	strbuf_release(&err);
+	return st;
+}
+
+/* ------------------------------------------------------------ poll */
+
+static enum attempt_status slurm_ended(struct sched *s, struct job *j, struct attempt_end *e)
+{
+	long long sid = sid_of(j);
+	enum slurm_phase ph = phase_of(j);
+	const char *st = json_get_str(j->slurm, "state", "");
+	int requeued = json_get_int(j->slurm, "restarts", 0) >
+		       json_get_int(j->slurm, "restarts_at_start", 0) || ph == SLURM_WAITING;
+
+	if (requeued) {
+		/* its agents of this run are stale once it runs again */
+		json_t *stale = json_object();
+
+		for (int k = 0; j->hold && k < j->hold->nr; k++) {
+			struct node *n = node_find(s, j->hold->place[k].node);
+
+			if (n && n->agent_started)
+				json_object_set_new(stale, n->name, json_string(n->agent_started));
+		}
+		json_object_set_new(j->slurm, "stale", stale);
+		json_object_set_new(j->slurm, "attempt", json_integer(j->attempt + 1));
+		strbuf_addf(&e->why, "Slurm requeued job %lld (preempted, or a node failed)", sid);
+		e->state = "REQUEUED";
+		e->requeue = 1;
+		return ATTEMPT_ENDED;
+	}
+	switch (ph) {
+	case SLURM_CANCELLED:
+		strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld)", sid);
+		e->state = DT_JOB_CANCELLED;
+		break;
+	case SLURM_TIMEOUT:
+		strbuf_addf(&e->why, "Slurm job %lld reached its time limit (%s)", sid, st);
+		e->state = DT_JOB_TIMEOUT;
+		break;
+	case SLURM_NODE_FAIL:
+		strbuf_addf(&e->why, "Slurm job %lld lost a node (%s)", sid, st);
+		e->state = DT_JOB_NODE_FAIL;
+		break;
+	case SLURM_PREEMPTED:
+		strbuf_addf(&e->why, "Slurm job %lld was preempted and not requeued", sid);
+		e->state = DT_JOB_CANCELLED;
+		break;
+	default:
+		strbuf_addf(&e->why, "Slurm job %lld ended %s before its ranks did", sid, st);
+		e->state = DT_JOB_FAILED;
+		break;
+	}
+	return ATTEMPT_ENDED;
+}
+
+static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
+					      struct attempt_end *e)
+{
+	struct slurm_state *ss = worker(s);
+	enum slurm_phase ph = phase_of(j);
+	enum attempt_status st;
+	long long settle = json_get_int(j->slurm, "settle_ms", 0), now = dt_mono_ms();
+	int moved = json_get_int(j->slurm, "restarts", 0) >
+		    json_get_int(j->slurm, "restarts_at_start", 0) || ph == SLURM_WAITING ||
+		    (slurm_phase_final(ph) && ph != SLURM_DONE) ||
+		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE");
+
+	if (moved)
+		return slurm_ended(s, j, e);
+	st = agents_backend.attempt_poll(s, j, e);
+	if (st != ATTEMPT_FAILED && st != ATTEMPT_NODE_DOWN) {
+		json_object_del(j->slurm, "settle_ms");
+		return st;
+	}
+	/*
+	 * Ranks killed, agents gone: Slurm may be taking the allocation back
+	 * (scancel, preemption, its time limit) and say so at its next answer.
+	 * Its word decides, if it comes within SETTLE_MS.
+	 */
+	if (!settle) {
+		json_object_set_new(j->slurm, "settle_ms", json_integer(now));
+		kick(ss);
+		return ATTEMPT_SETTLING;
+	}
+	if (ss->polled_ms <= settle + 200 && now - settle < SETTLE_MS)
+		return ATTEMPT_SETTLING;
+	json_object_del(j->slurm, "settle_ms");
+	return st;
+}
+
+/* ------------------------------------------------------------ step */
+
+/* Slurm jobs whose attempt is over: end them (their agents stop what is left). */
+static void slurm_step(struct sched *s, struct actions *a)
+{
+	struct slurm_state *ss = worker(s);
+	long long now = dt_mono_ms();
+
+	agents_backend.step(s, a);
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+		long long sid = sid_of(j), sent = json_get_int(j->slurm, "end_ms", 0);
+		enum slurm_phase ph = phase_of(j);
+		int live_attempt, kill;
+
+		if (!strcmp(j->state, DT_JOB_PENDING) && !j->cancel &&
+		    json_get_str(j->slurm, "fail", NULL)) {
+			/* Slurm will never run it: no attempt started, nothing to stop */
+			set_reason(j, "%s", json_get_str(j->slurm, "fail", ""));
+			json_object_del(j->slurm, "fail");
+			j->has_exit = 1;
+			j->exit_code = 1;
+			job_transition(s, j, DT_JOB_FAILED);
+			sched_wake(s);
+		}
+
+		if (sid <= 0 || slurm_phase_final(ph) ||
+		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
+			continue;
+		live_attempt = !state_final(j->state) &&
+			       json_get_int(j->slurm, "attempt", -1) == j->attempt;
+		if (live_attempt)
+			continue;
+		if (sent && now - sent < END_KILL_MS)
+			continue;
+		/* still queued, or deaf to SIGTERM: cancel */
+		kill = ph == SLURM_WAITING || sent;
+		json_array_append_new(ss->ends, json_pack("{s:I,s:b}", "id", (json_int_t)sid,
+							  "kill", kill));
+		json_object_set_new(j->slurm, "end_ms", json_integer(now));
+		dtlog(DTLOG_INFO, "job %s: ending Slurm job %lld (%s)", j->id, sid,
+		      kill ? "scancel" : "SIGTERM to its agents");
+		kick(ss);
+	}
+}
+
+/* ------------------------------------------------------------ release */
+
+static void slurm_release(struct sched *s)
+{
+	struct slurm_state *ss = state_of(s);
+
+	if (!ss)
+		return;
+	pthread_mutex_lock(&s->lock);
+	ss->stop = 1;
+	pthread_cond_signal(&ss->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (ss->started)
+		pthread_join(ss->worker, NULL);
+	pthread_cond_destroy(&ss->cond);
+	json_decref(ss->ends);
+	free(ss->cap_err);
+	free(ss);
+	s->backend_data = NULL;
+}
+
+static void slurm_launch(struct sched *s, struct job *j, struct hold *h)
+{
+	agents_backend.launch(s, j, h);
+}
+
+static void slurm_stop(struct sched *s, const struct action *x)
+{
+	agents_backend.stop(s, x);
+}
+
+static json_t *slurm_describe(struct sched *s, const struct job *j, int ending)
+{
+	return agents_backend.describe(s, j, ending);
+}
+
+/* the ranks run on our agents (joined from the allocation): what they know of them */
+static size_t slurm_live_ranks(struct sched *s, const struct job *j, struct rank_live **v,
+			       size_t *alloc)
+{
+	return agents_backend.live_ranks(s, j, v, alloc);
+}
+
+static void slurm_log_loss(struct sched *s, const struct job *j, long long *lost, char **err)
+{
+	agents_backend.log_loss(s, j, lost, err);
+}
+
+static int slurm_signal(struct sched *s, struct job *j, int sig, struct strbuf *err)
+{
+	return agents_backend.signal(s, j, sig, err);
+}
+
+const struct sched_backend slurm_backend = {
+	.name = "slurm",
+	.place = slurm_place,
+	.launch = slurm_launch,
+	.stop = slurm_stop,
+	.attempt_poll = slurm_attempt_poll,
+	.describe = slurm_describe,
+	.step = slurm_step,
+	.release = slurm_release,
+	.live_ranks = slurm_live_ranks,
+	.log_loss = slurm_log_loss,
+	.signal = slurm_signal,
+};

@@ -1,0 +1,97 @@
+/*
+ * slurm.h - what dtsched says to Slurm and reads back from it, as pure
+ * functions (unit-tested alone: tests/unit/test_slurm.c): the sbatch argv of
+ * one attempt of a job, the batch script (fixed text: it quotes nothing from
+ * the user, every value reaches it through the environment), squeue's and
+ * sinfo's lines, Slurm's job states as the lifecycle sees them, whether a job
+ * can ever fit the partition, and which option of cluster.yaml a refused
+ * sbatch points at.  The backend that runs these commands is
+ * backend-slurm.c; docs/slurm-backend.md says how it all fits.
+ */
+#ifndef DT_SLURM_H
+#define DT_SLURM_H
+
+#include <jansson.h>
+#include "config.h"
+#include "strbuf.h"
+#include "strvec.h"
+
+/* What one attempt asks Slurm for. */
+struct slurm_request {
+	const char *job_id;       /* dtctl's id, "j-000042" (--comment) */
+	const char *name;         /* the job's name (--job-name) */
+	int attempt;
+	int nodes;                /* --nodes, one agent each (--ntasks-per-node=1) */
+	int gpus_per_node;        /* --gres=gpu:N (0: a CPU job) */
+	int cpus_per_node;        /* --cpus-per-task for a CPU job */
+	long long timeout_ms;     /* the job's timeout (0: none: the partition's limit) */
+	const char *output_dir;   /* --output=<it>/<job_id>.<attempt>-%j.out ('%' of the dir
+				   * doubled: %j is Slurm's job id), or NULL */
+	const char *include;      /* the job's include_nodes: (--nodelist), or NULL */
+	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
+	const char *script;       /* the batch script's path, last */
+};
+
+/* The environment variables the batch script reads (sbatch passes them on). */
+#define SLURM_ENV_DTCTL "DTCTL_SLURM_DTCTL"   /* dtctl's path on the nodes */
+#define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
+/* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
+ * its environment before anything starts (agent/dtagent.c) */
+
+/* sbatch's argv (argv[0] "sbatch") for request r on cluster cc. */
+void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_request *r,
+		       struct strvec *argv);
+/* The batch script, the same text for every job. */
+const char *slurm_script(void);
+/* --time's value for a timeout: minutes, rounded up, plus one for the agents */
+long long slurm_time_minutes(long long timeout_ms);
+
+/* Slurm's job states, as the lifecycle needs them. */
+enum slurm_phase {
+	SLURM_WAITING,        /* PENDING, CONFIGURING, REQUEUED, held, suspended */
+	SLURM_RUNNING,        /* RUNNING */
+	SLURM_ENDING,         /* COMPLETING, SIGNALING, STAGE_OUT: what runs is being killed */
+	SLURM_DONE,           /* COMPLETED: the script exited 0 */
+	SLURM_CANCELLED,      /* CANCELLED (scancel), REVOKED */
+	SLURM_TIMEOUT,        /* TIMEOUT, DEADLINE */
+	SLURM_NODE_FAIL,      /* NODE_FAIL, BOOT_FAIL */
+	SLURM_PREEMPTED,      /* PREEMPTED */
+	SLURM_FAILED,         /* FAILED, OUT_OF_MEMORY, SPECIAL_EXIT, anything unknown */
+};
+enum slurm_phase slurm_phase_of(const char *state);
+/* a phase after which the Slurm job never runs again (unless requeued: RestartCnt) */
+int slurm_phase_final(enum slurm_phase p);
+
+/*
+ * The format of squeue's lines that slurm_squeue_parse() reads (-O), and the
+ * parse: {"<id>": {"state", "restarts", "nodes", "reason"}} added to jobs for
+ * every well-formed line; others are skipped.  Returns the number read.
+ */
+#define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
+int slurm_squeue_parse(const char *out, json_t *jobs);
+
+/* sinfo's per-node lines: `sinfo -h -N -p P -o SLURM_SINFO_FORMAT` */
+#define SLURM_SINFO_FORMAT "%N|%G|%c|%t"
+struct slurm_capacity {
+	int nodes;            /* nodes of the partition that are not down/drained */
+	int all_nodes;        /* all of them */
+	int max_gpus;         /* the most GPUs (gres gpu) one node has */
+	int max_cpus;         /* the most CPUs one node has */
+	int nodes_with_gpus;  /* nodes (not down) with at least one GPU */
+};
+int slurm_sinfo_parse(const char *out, struct slurm_capacity *c);
+/*
+ * 0 when a job of `nodes` x `gpus` GPUs (or x `cpus` CPUs when gpus is 0)
+ * can ever run on capacity c; else -1 with why, with the numbers, in why.
+ */
+int slurm_fits(const struct slurm_capacity *c, const char *partition, int nodes, int gpus,
+	       int cpus, struct strbuf *why);
+
+/*
+ * sbatch refused r with message msg: the option of cluster.yaml (or of the
+ * job) that caused it, where Slurm's message says, as "cluster.yaml:3:12:
+ * key 'partition' ('gpux')"; nothing appended when the message names none.
+ */
+void slurm_refusal_source(const struct cluster_config *cc, const char *msg, struct strbuf *sb);
+
+#endif

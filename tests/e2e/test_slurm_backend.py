@@ -1,0 +1,329 @@
+"""`backend: slurm` (docs/slurm-backend.md) against a real Slurm 22.05 on the fake cluster:
+dtsched (as the cluster's user) submits one sbatch per attempt, whose step starts our
+agents (dtctl slurm-agents), and launches the ranks on them.  The job is PENDING with
+Slurm's reason while Slurm queues it, RUNNING once the agents joined, and ends as on
+dtctl's own nodes; cancel, scancel from outside and `scontrol requeue` end or restart it."""
+
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import free_ports, stop_home_daemons
+from test_slurm import DUMP, check_torchrun_env, envs_of, node_tmp_entries, user_processes
+from test_sweep import ASHA_TRIAL
+
+
+class SlurmHead:
+    """dtsched with `backend: slurm` in a private DTCTL_HOME, run by the fake cluster's
+    user (whom Slurm runs the allocations as)."""
+
+    def __init__(self, slurm, bin_dir, home, port):
+        self.slurm, self.fc, self.bin, self.home, self.port = slurm, slurm.fc, bin_dir, home, port
+        pw = pwd.getpwnam(self.fc.user)
+        self.uid = pw.pw_uid
+        self.env = {"DTCTL_HOME": str(home), "DTCTL_NO_SYSTEMD": "1", "NO_COLOR": "1",
+                    "TMPDIR": "/tmp"}
+        for k in ("DTCTL_SHARED_DIR", "DTCTL_CLUSTER"):
+            self.env[k] = ""
+        self.base_yaml = ("cluster: sb\nshared_dir: %s\nbackend: slurm\npartition: %s\n"
+                          "head: {address: %s, port: %d}\n"
+                          % (self.fc.shared, slurm.partition, self.fc.host_addr, port))
+        self.write_yaml(self.base_yaml)
+
+    def write_yaml(self, text):
+        p = self.home / "cluster.yaml"
+        p.write_text(text)
+        os.chown(p, self.uid, -1)
+
+    def dtctl(self, *args, timeout=90):
+        env = dict(os.environ, **self.env)
+        env.pop("DTCTL_SHARED_DIR")
+        env.pop("DTCTL_CLUSTER")
+        return self.slurm.run([str(self.bin / "dtctl")] + [str(a) for a in args], user=True,
+                              env=env, timeout=timeout)
+
+    def show(self, job):
+        p = self.dtctl("show", "--json", job)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)["job"]
+
+    def wait_job(self, job, pred, what, timeout=90):
+        deadline = time.monotonic() + timeout
+        while True:
+            j = self.show(job)
+            if pred(j):
+                return j
+            assert time.monotonic() < deadline, "job %s not %s after %ss: %s\n%s" % (
+                job, what, timeout, j, self.slurm.log("slurmctld.log", 15))
+            time.sleep(0.2)
+
+    def submit(self, *args):
+        p = self.dtctl("run", "-d", *args)
+        assert p.returncode == 0, "dtctl run -d: %s%s" % (p.stdout, p.stderr)
+        return p.stdout.strip().split()[-1]
+
+    def squeue_state(self, sid):
+        p = self.slurm.run(["scontrol", "-o", "show", "job", str(sid)])
+        m = re.search(r"JobState=(\S+)", p.stdout)
+        return m.group(1) if m else None
+
+    def our_processes(self):
+        """The user's processes that are not this head's (agents, ranks, sruns)."""
+        return {pid: c for pid, c in user_processes(self.uid).items()
+                if "dtsched" not in c}
+
+    def wait_nothing_left(self, timeout=30):
+        """No agent, rank or srun of ours on any node, and no agent's home in any node's
+        /tmp (each removes its own when it stops)."""
+        deadline = time.monotonic() + timeout
+        left = self.our_processes()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = self.our_processes()
+        assert not left, "left on the nodes: %s" % left
+        homes = node_tmp_entries(self.fc, "dtagent-slurm-")
+        while homes and time.monotonic() < deadline:
+            time.sleep(0.1)
+            homes = node_tmp_entries(self.fc, "dtagent-slurm-")
+        assert not homes, "agent homes left: %s" % homes
+
+
+@pytest.fixture(scope="module")
+def head(slurm_cluster, dtctl_bin):
+    slurm = slurm_cluster(2, gpus=4)
+    pw = pwd.getpwnam(slurm.fc.user)
+    home = Path(tempfile.mkdtemp(prefix="dtctl-sbhome-", dir="/var/tmp"))
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    os.chmod(home, 0o700)
+    h = SlurmHead(slurm, Path(dtctl_bin), home, free_ports(1)[0])
+    try:
+        p = h.dtctl("head", "start")
+        assert p.returncode == 0, p.stderr
+        yield h
+        p = h.dtctl("ps", "--json")
+        for j in json.loads(p.stdout)["jobs"] if p.returncode == 0 else []:
+            if j["state"] in ("PENDING", "RUNNING"):
+                h.dtctl("cancel", j["id"])
+        h.dtctl("head", "stop")
+    finally:
+        stop_home_daemons(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_2x2_job_torchrun_env_logs_and_slurm_job(head):
+    """A 2-node x 2-GPU job through Slurm: each rank gets torchrun's environment and its
+    node's two GRES GPUs, runs inside Slurm's allocation, `dtctl logs` has every rank, `show`
+    names the Slurm job, which ends COMPLETED with nothing left on the nodes."""
+    p = head.dtctl("run", "-N", "2", "-g", "2", "--", "/usr/bin/python3", "-c", DUMP,
+                   timeout=180)
+    assert p.returncode == 0, "dtctl run: rc %d\n%s%s\n%s" % (
+        p.returncode, p.stdout, p.stderr, head.slurm.log("slurmctld.log", 20))
+    envs = envs_of(p.stdout)
+    job = envs[0]["DT_JOB_ID"]
+    j = head.show(job)
+    assert j["state"] == "COMPLETED", j
+    sid = j["slurm"]["job_id"]
+    check_torchrun_env(envs, ["dtnode1", "dtnode2"], 2, str(sid))
+    for r, e in envs.items():   # each rank sees its node's share of the GRES GPUs
+        assert e["CUDA_VISIBLE_DEVICES"] == "0,1", (r, e)
+    p = head.dtctl("show", job)
+    assert re.search(r"slurm:\s+job %d\b" % sid, p.stdout), p.stdout
+    p = head.dtctl("logs", job)
+    assert p.returncode == 0, p.stderr
+    assert sorted(envs_of(p.stdout)) == [0, 1, 2, 3], p.stdout
+    # the allocation ends once the job does: its agents exit, Slurm says COMPLETED
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
+def test_pending_with_slurm_reason_cancel_and_scancel(head):
+    """While Slurm queues the job it is PENDING with Slurm's reason; cancel removes it from
+    Slurm's queue; a running job cancelled through dtctl leaves nothing on any node; one
+    cancelled with scancel from outside is CANCELLED, not FAILED."""
+    a = head.submit("-N", "2", "-g", "4", "--", "sleep", "300")
+    head.wait_job(a, lambda j: j["state"] == "RUNNING", "RUNNING")
+    b = head.submit("-N", "1", "-g", "1", "--", "sleep", "300")
+    jb = head.wait_job(b, lambda j: "Resources" in (j["reason"] or ""), "waiting on Resources")
+    assert jb["state"] == "PENDING"
+    sid_b = jb["slurm"]["job_id"]
+    assert re.search(r"Slurm job %d PENDING \(Resources\)" % sid_b, jb["reason"]), jb
+    assert head.squeue_state(sid_b) == "PENDING"
+    p = head.dtctl("ps")
+    assert "Slurm job %d PENDING (Resources)" % sid_b in p.stdout, p.stdout
+    # cancel while queued: gone from Slurm too
+    assert head.dtctl("cancel", b).returncode == 0
+    assert head.show(b)["state"] == "CANCELLED"
+    assert head.slurm.wait_job_gone(str(sid_b)) == "CANCELLED"
+    # cancel while running: the ranks, the agents and the allocation are gone
+    ja = head.show(a)
+    sid_a = ja["slurm"]["job_id"]
+    p = head.dtctl("ps")
+    assert re.search(r"%s .* RUNNING .*dtnode1,dtnode2 \(slurm %d\)" % (a, sid_a), p.stdout), \
+        p.stdout
+    assert any("sleep 300" in c for c in head.our_processes().values())
+    assert head.dtctl("cancel", a).returncode == 0
+    head.wait_job(a, lambda j: j["state"] == "CANCELLED", "CANCELLED")
+    assert head.slurm.wait_job_gone(str(sid_a)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+    # scancel from outside: noticed, CANCELLED with why
+    c = head.submit("-N", "2", "-p", "1", "--", "sleep", "300")
+    jc = head.wait_job(c, lambda j: j["state"] == "RUNNING", "RUNNING")
+    p = head.slurm.run(["scancel", str(jc["slurm"]["job_id"])])
+    assert p.returncode == 0, p.stderr
+    jc = head.wait_job(c, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended")
+    assert jc["state"] == "CANCELLED", jc
+    assert "cancelled in Slurm (scancel of job %d)" % jc["slurm"]["job_id"] in jc["reason"], jc
+    head.wait_nothing_left()
+
+
+RESUMER = r"""
+import os, sys, time
+d = os.environ["DT_JOB_DIR"] + "/ckpt"
+print("RESUME=%s RESTARTS_SEEN" % os.environ.get("DT_RESUME", ""), flush=True)
+if os.environ.get("DT_RESUME"):
+    sys.exit(0)
+if os.environ["RANK"] == "0":
+    os.makedirs(d, exist_ok=True)
+    with open(d + "/step-7.tmp", "w") as f:
+        f.write("7")
+    os.rename(d + "/step-7.tmp", d + "/step-7")
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("how", ["scontrol-requeue", "node-down"])
+def test_requeue_resumes_from_checkpoint(head, how):
+    """`scontrol requeue` (what preemption does), or one of the job's nodes dying (every
+    process of the job there killed, then the node DOWN in Slurm, what a dead slurmd comes
+    to after SlurmdTimeout): Slurm requeues the job, which goes back to PENDING, runs again
+    as restart 1 from its checkpoint (DT_RESUME) without using a retry, and completes."""
+    job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", RESUMER)
+    j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
+    sid = j["slurm"]["job_id"]
+    ckpt = head.fc.shared / "jobs" / job / "ckpt" / "step-7"
+    deadline = time.monotonic() + 60
+    while not ckpt.exists():
+        assert time.monotonic() < deadline, "no checkpoint written"
+        time.sleep(0.1)
+    if how == "scontrol-requeue":
+        p = head.slurm.run(["scontrol", "requeue", str(sid)])
+    else:
+        killed = node_tmp_entries(head.fc, "dtagent-slurm-%d." % sid)
+        for pid in head.our_processes():
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    if b"\0SLURMD_NODENAME=dtnode2\0" in b"\0" + f.read():
+                        os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        p = head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=DOWN",
+                            "Reason=test"])
+        # what a dead node leaves in its /tmp is the node's, not ours to check
+        for e in killed:
+            node, name = e.split(":", 1)
+            if node == "dtnode2":
+                shutil.rmtree(head.fc.state / "node2" / "tmp" / name, ignore_errors=True)
+    assert p.returncode == 0, p.stderr
+    try:
+        j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+    finally:
+        if how == "node-down":
+            head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=RESUME"])
+    assert "Slurm requeued job %d" % sid in json.dumps(j["history"]), j
+    # a requeued job waits for its begin time (about 2 minutes): an admin's nudge, once
+    # Slurm has finished the requeue (it sets that begin time last)
+    deadline = time.monotonic() + 60
+    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
+                                                    str(sid)]).stdout:
+        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
+        time.sleep(0.1)
+    head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
+    j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                      timeout=120)
+    assert j["state"] == "COMPLETED", j
+    assert j["restarts"] == 1 and j["slurm"]["job_id"] == sid, j
+    p = head.dtctl("logs", job)
+    assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
+    head.wait_nothing_left()
+
+
+def test_job_that_can_never_run_is_refused_with_the_numbers(head):
+    p = head.dtctl("run", "-d", "-N", "3", "-p", "1", "--", "true")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "asks for 3 nodes; Slurm's partition %s has 2" % head.slurm.partition in p.stderr
+    p = head.dtctl("run", "-d", "-N", "1", "-g", "5", "--", "true")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert ("asks for 5 GPUs per node; the most a node of Slurm's partition %s has is 4"
+            % head.slurm.partition) in p.stderr
+
+
+def test_refused_sbatch_names_slurms_message_and_the_option(head):
+    """An sbatch option Slurm refuses: the job FAILS with Slurm's own message and the
+    cluster.yaml key (file:line:col) that set it; nothing queued in Slurm."""
+    head.write_yaml(head.base_yaml + "slurm:\n  constraint: nosuchfeature\n")
+    try:
+        time.sleep(1.1)           # cluster.yaml is re-read at most once a second
+        job = head.submit("-N", "1", "-p", "1", "--", "true")
+        j = head.wait_job(job, lambda j: j["state"] != "PENDING", "ended")
+        assert j["state"] == "FAILED", j
+        assert "Invalid feature specification" in j["reason"], j
+        assert "cluster.yaml:7:15: key 'slurm.constraint' ('nosuchfeature')" in j["reason"], j
+        assert not j["slurm"].get("job_id"), j
+    finally:
+        head.write_yaml(head.base_yaml)
+        time.sleep(1.1)
+
+
+# test_sweep.py's trial (loss q + 1/epoch, 4 epochs), a second per epoch: a pruned
+# trial is stopped while Slurm's job still runs
+SWEEP_TRIAL = ASHA_TRIAL.replace("time.sleep(0.4)", "time.sleep(1)")
+assert SWEEP_TRIAL != ASHA_TRIAL
+
+
+def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
+    """A sweep on Slurm: each trial is its own Slurm job through the same lifecycle; ASHA
+    (eta 2) lets the first two trials go on and prunes the third at its first rung: its
+    job is CANCELLED and its Slurm job ended (scancel through the lifecycle's cancel)."""
+    d = head.fc.shared / "sbtest"
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o755)
+    script = d / "trial.py"
+    script.write_text(SWEEP_TRIAL)
+    os.chmod(script, 0o644)
+    sweep = d / "sweep.yaml"
+    sweep.write_text("method: grid\nmetric: {name: loss, goal: minimize}\n"
+                     "parameters:\n  q: {values: [0.1, 9, 8]}\n"
+                     "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n"
+                     "job: {name: sbsweep, procs_per_node: 1, command: [/usr/bin/python3, %s]}\n"
+                     "parallel: 1\n" % script)
+    os.chmod(sweep, 0o644)
+    p = head.dtctl("sweep", "--detach", sweep)
+    assert p.returncode == 0, p.stdout + p.stderr
+    sw = p.stdout.strip()
+    deadline = time.monotonic() + 150
+    while True:
+        p = head.dtctl("sweep", "export", "--json", sw)
+        assert p.returncode == 0, p.stderr
+        ex = json.loads(p.stdout)
+        if ex["sweep"]["state"] not in ("RUNNING", "PENDING"):
+            break
+        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
+        time.sleep(0.5)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    st = {t["trial"]: t for t in ex["trials"]}
+    assert [st[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "PRUNED"], st
+    jobs = {i: head.show(st[i]["job_id"]) for i in (1, 2, 3)}
+    sids = {i: jobs[i]["slurm"]["job_id"] for i in (1, 2, 3)}
+    assert len(set(sids.values())) == 3, sids          # one Slurm job per trial
+    assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
+    assert len(st[3]["metrics"]) <= 2, st[3]
+    assert head.slurm.wait_job_gone(str(sids[3])) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()

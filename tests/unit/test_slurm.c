@@ -1,0 +1,235 @@
+/*
+ * test_slurm.c - the pure parts of the Slurm backend (scheduler/slurm.c): the
+ * sbatch argv from cluster.yaml and a job, the batch script's promise to quote
+ * nothing, squeue's and sinfo's lines as Slurm 22.05 prints them, Slurm's
+ * states, the partition's capacity with the numbers, and which key of
+ * cluster.yaml a refused sbatch points at.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "scheduler/slurm.h"
+#include "strbuf.h"
+#include "strvec.h"
+#include "usage.h"
+
+static void load(struct cluster_config *cc, const char *yaml)
+{
+	struct strbuf err = STRBUF_INIT;
+
+	if (cluster_config_parse(cc, yaml, strlen(yaml), "cluster.yaml", &err) < 0)
+		fail_msg("%s", err.buf);
+	strbuf_release(&err);
+}
+
+static char *joined(const struct strvec *v)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	for (size_t i = 0; i < v->nr; i++)
+		strbuf_addf(&sb, "%s%s", i ? " " : "", v->v[i]);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void test_sbatch_argv(void **state)
+{
+	struct cluster_config cc;
+	struct strvec argv = STRVEC_INIT;
+	struct slurm_request r = {
+		.job_id = "j-000042", .name = "mlp; rm -rf /", .attempt = 1, .nodes = 2,
+		.gpus_per_node = 4, .timeout_ms = 90 * 60 * 1000LL,
+		.output_dir = "/nfs/50%/slurm", .script = "/h/slurm/j-000042.sh",
+	};
+	char *s;
+
+	(void)state;
+	load(&cc, "shared_dir: /nfs\nbackend: slurm\npartition: gpu\naccount: ml\nqos: high\n"
+	     "slurm: {constraint: a100, mem: 64G}\n");
+	slurm_sbatch_argv(&cc, &r, &argv);
+	s = joined(&argv);
+	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --gres=gpu:4 "
+			    "--time=91 --job-name=mlp; rm -rf / --comment=dtctl j-000042 attempt 1 "
+			    "--requeue --output=/nfs/50%%/slurm/j-000042.1-%j.out --partition=gpu "
+			    "--account=ml --qos=high --constraint=a100 --mem=64G "
+			    "/h/slurm/j-000042.sh");
+	/* the user's name is one argv word, never split or interpreted */
+	assert_string_equal(argv.v[7], "--job-name=mlp; rm -rf /");
+	free(s);
+	strvec_clear(&argv);
+	cluster_config_release(&cc);
+
+	/* a CPU job without a timeout on Slurm's defaults */
+	load(&cc, "shared_dir: /nfs\nbackend: slurm\n");
+	r.gpus_per_node = 0;
+	r.cpus_per_node = 3;
+	r.timeout_ms = 0;
+	r.output_dir = NULL;
+	r.name = "x";
+	r.include = "dtnode[1-2]";
+	r.exclude = "dtnode3";
+	slurm_sbatch_argv(&cc, &r, &argv);
+	s = joined(&argv);
+	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --cpus-per-task=3 "
+			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue "
+			    "--nodelist=dtnode[1-2] --exclude=dtnode3 /h/slurm/j-000042.sh");
+	free(s);
+	strvec_clear(&argv);
+	cluster_config_release(&cc);
+}
+
+static void test_time(void **state)
+{
+	(void)state;
+	assert_int_equal(slurm_time_minutes(1), 2);
+	assert_int_equal(slurm_time_minutes(60000), 2);
+	assert_int_equal(slurm_time_minutes(60001), 3);
+	assert_int_equal(slurm_time_minutes(2 * 3600 * 1000LL), 121);
+}
+
+/* The script: every value a "$VAR" of the environment, nothing else expanded. */
+static void test_script_quotes_nothing(void **state)
+{
+	const char *s = slurm_script();
+
+	(void)state;
+	assert_true(!strncmp(s, "#!/bin/sh\n", 10));
+	for (const char *p = s; (p = strchr(p, '$')); p++) {
+		/* each $ opens "${NAME}"-free "$NAME" inside double quotes */
+		assert_true(p > s && p[-1] == '"');
+		assert_true(!strncmp(p + 1, "DTCTL_SLURM_DTCTL\"", 18) ||
+			    !strncmp(p + 1, "DTCTL_SLURM_HEAD\"", 17));
+	}
+	assert_null(strchr(s, '`'));
+	assert_null(strchr(s, '\''));
+}
+
+static void test_phases(void **state)
+{
+	(void)state;
+	assert_int_equal(slurm_phase_of("PENDING"), SLURM_WAITING);
+	assert_int_equal(slurm_phase_of("REQUEUED"), SLURM_WAITING);
+	assert_int_equal(slurm_phase_of("RUNNING"), SLURM_RUNNING);
+	assert_int_equal(slurm_phase_of("COMPLETING"), SLURM_ENDING);
+	assert_int_equal(slurm_phase_of("COMPLETED"), SLURM_DONE);
+	assert_int_equal(slurm_phase_of("CANCELLED"), SLURM_CANCELLED);
+	assert_int_equal(slurm_phase_of("CANCELLED by 1000"), SLURM_CANCELLED);
+	/* preemption and time limits are not failures */
+	assert_int_equal(slurm_phase_of("PREEMPTED"), SLURM_PREEMPTED);
+	assert_int_equal(slurm_phase_of("TIMEOUT"), SLURM_TIMEOUT);
+	assert_int_equal(slurm_phase_of("DEADLINE"), SLURM_TIMEOUT);
+	assert_int_equal(slurm_phase_of("NODE_FAIL"), SLURM_NODE_FAIL);
+	assert_int_equal(slurm_phase_of("OUT_OF_MEMORY"), SLURM_FAILED);
+	assert_int_equal(slurm_phase_of("FAILED"), SLURM_FAILED);
+	assert_int_equal(slurm_phase_of("SOMETHING_NEW"), SLURM_FAILED);
+	assert_int_equal(slurm_phase_of("RUN"), SLURM_FAILED);
+	assert_false(slurm_phase_final(SLURM_ENDING));
+	assert_true(slurm_phase_final(SLURM_PREEMPTED));
+}
+
+/* as Slurm 22.05's squeue -h -t all -O SLURM_SQUEUE_FORMAT printed them here */
+static void test_squeue(void **state)
+{
+	json_t *jobs = json_object(), *o;
+
+	(void)state;
+	assert_int_equal(slurm_squeue_parse("7|PENDING|0||Resources\n"
+					    "1|RUNNING|0|dtnode[1-2]|None\n"
+					    "junk line\n"
+					    "x|RUNNING|0|n|None\n"
+					    "2|PENDING|1||BeginTime\n"
+					    "3|FAILED|0||BadConstraints", jobs), 4);
+	o = json_object_get(jobs, "1");
+	assert_string_equal(json_string_value(json_object_get(o, "state")), "RUNNING");
+	assert_string_equal(json_string_value(json_object_get(o, "nodes")), "dtnode[1-2]");
+	o = json_object_get(jobs, "2");
+	assert_int_equal(json_integer_value(json_object_get(o, "restarts")), 1);
+	assert_string_equal(json_string_value(json_object_get(o, "reason")), "BeginTime");
+	assert_null(json_object_get(jobs, "x"));
+	json_decref(jobs);
+}
+
+static void test_sinfo_and_fits(void **state)
+{
+	struct slurm_capacity c;
+	struct strbuf why = STRBUF_INIT;
+
+	(void)state;
+	assert_int_equal(slurm_sinfo_parse("dtnode1|gpu:4|4|idle\n"
+					   "dtnode2|gpu:a100:4(S:0-1)|4|mix\n"
+					   "dtnode3|gpu:8|16|down*\n"
+					   "dtnode4|(null)|32|alloc\n", &c), 4);
+	assert_int_equal(c.all_nodes, 4);
+	assert_int_equal(c.nodes, 3);
+	assert_int_equal(c.max_gpus, 4);
+	assert_int_equal(c.nodes_with_gpus, 2);
+	assert_int_equal(c.max_cpus, 32);
+	assert_int_equal(slurm_fits(&c, "gpu", 2, 4, 0, &why), 0);
+	assert_int_equal(slurm_fits(&c, "gpu", 1, 5, 0, &why), -1);
+	assert_string_equal(why.buf, "asks for 5 GPUs per node; the most a node of Slurm's "
+			    "partition gpu has is 4 (sinfo: gres)");
+	strbuf_reset(&why);
+	assert_int_equal(slurm_fits(&c, "gpu", 3, 1, 0, &why), -1);
+	assert_string_equal(why.buf, "asks for 3 nodes with GPUs; Slurm's partition gpu has 2 "
+			    "(of 4 nodes, 3 up)");
+	strbuf_reset(&why);
+	assert_int_equal(slurm_fits(&c, NULL, 5, 0, 2, &why), -1);
+	assert_string_equal(why.buf, "asks for 5 nodes; Slurm's partition (the default) has 4");
+	strbuf_reset(&why);
+	assert_int_equal(slurm_fits(&c, NULL, 1, 0, 33, &why), -1);
+	assert_string_equal(why.buf, "asks for 33 CPUs per node; the most a node of Slurm's "
+			    "partition (the default) has is 32 (sinfo)");
+	strbuf_reset(&why);
+	assert_int_equal(slurm_sinfo_parse("", &c), 0);
+	assert_int_equal(slurm_fits(&c, "x", 1, 0, 1, &why), -1);
+	assert_string_equal(why.buf, "Slurm's partition x has no nodes (sinfo)");
+	strbuf_release(&why);
+}
+
+static void test_refusal_source(void **state)
+{
+	struct cluster_config cc;
+	struct strbuf sb = STRBUF_INIT;
+
+	(void)state;
+	load(&cc, "shared_dir: /nfs\nbackend: slurm\npartition: gpux\nqos: high\n"
+	     "slurm:\n  constraint: zz\n  reservation: r1\n");
+	slurm_refusal_source(&cc, "sbatch: error: invalid partition specified: gpux", &sb);
+	assert_string_equal(sb.buf, "cluster.yaml:3:12: key 'partition' ('gpux')");
+	strbuf_reset(&sb);
+	slurm_refusal_source(&cc, "sbatch: error: Batch job submission failed: Invalid qos "
+			     "specification", &sb);
+	assert_string_equal(sb.buf, "cluster.yaml:4:6: key 'qos' ('high')");
+	strbuf_reset(&sb);
+	slurm_refusal_source(&cc, "sbatch: error: Batch job submission failed: Invalid feature "
+			     "specification", &sb);
+	assert_string_equal(sb.buf, "cluster.yaml:6:15: key 'slurm.constraint' ('zz')");
+	strbuf_reset(&sb);
+	slurm_refusal_source(&cc, "sbatch: error: Batch job submission failed: Requested "
+			     "reservation is invalid", &sb);
+	assert_string_equal(sb.buf, "cluster.yaml:7:16: key 'slurm.reservation' ('r1')");
+	strbuf_reset(&sb);
+	slurm_refusal_source(&cc, "sbatch: error: Slurm temporarily unable to accept job", &sb);
+	assert_string_equal(sb.buf, "");
+	strbuf_release(&sb);
+	cluster_config_release(&cc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sbatch_argv),
+		cmocka_unit_test(test_time),
+		cmocka_unit_test(test_script_quotes_nothing),
+		cmocka_unit_test(test_phases),
+		cmocka_unit_test(test_squeue),
+		cmocka_unit_test(test_sinfo_and_fits),
+		cmocka_unit_test(test_refusal_source),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

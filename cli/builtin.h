@@ -83,6 +83,7 @@ int cmd_sweep_report_file(int argc, const char **argv);
 int cmd_validate(int argc, const char **argv);
 /* in cli/dtctl.c, beside `dtctl --version` and `dtctl help` (which lists the table) */
 int cmd_version(int argc, const char **argv);
+int cmd_whoami(int argc, const char **argv);
 
 /*
  * 1 when standard output is a pipe or socket whose reader has gone (`dtctl

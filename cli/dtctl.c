@@ -46,6 +46,7 @@ static const struct cmd_struct commands[] = {
 	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */
 	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
 	{ "version", cmd_version, "print the version", 0 },
+	{ "whoami", cmd_whoami, "who dtsched takes you for: user, roles, how", NEED_HEAD },
 };
 
 static void list_commands(FILE *out)

@@ -24,6 +24,12 @@ void dt_self_dir(struct strbuf *sb);
  * agent timing).  0 or a DT_EXIT code, message printed.
  */
 int head_start(int quiet, int restart);
+/*
+ * Whether dtctl speaks to dtsched over its local socket (team mode: the
+ * kernel names the user, no secret), with its path appended to path (may be
+ * NULL); else 0: TCP signed with the cluster secret.
+ */
+int head_socket(struct strbuf *path);
 /* A client for the_cluster's dtsched (never starts it); 0 or a DT_EXIT code. */
 int head_connect(struct dt_httpc *c);
 /*

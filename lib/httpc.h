@@ -35,6 +35,8 @@ struct dt_httpc {
 	const char *peer_port_name; /* in the error of an unsigned reply: "the head port";
 				     * NULL: "that port" */
 	int unsigned_reply;       /* the last request got a reply not signed for it */
+	int unix_socket;          /* host is a Unix socket's path (dt_httpc_init_unix) */
+	char port_sfx[16];        /* ":port" in messages, "" for a Unix socket */
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;
@@ -43,6 +45,19 @@ struct dt_httpc {
 };
 
 void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key);
+/*
+ * A client of the server on the Unix socket `path` (httpd.h, unix_path): the
+ * kernel tells the server who we are, so requests go unsigned and replies
+ * are taken unsigned.  Whether the socket is the daemon's is the caller's to
+ * check first (who owns the folder it is in: dt_unix_socket_trusted()).
+ */
+void dt_httpc_init_unix(struct dt_httpc *c, const char *path);
+/*
+ * Whether the socket at path can only have been made by root or by `uid`:
+ * path is a socket owned by one of them, in a folder owned by one of them
+ * that no one else may write to.  0 yes; -1 with why in err.
+ */
+int dt_unix_socket_trusted(const char *path, unsigned uid, struct strbuf *err);
 void dt_httpc_release(struct dt_httpc *c);
 
 /*

@@ -427,6 +427,23 @@
  * <job_dir>/plan.json is the launch plan (scheduler/launch.h, the dry run's
  * "plan") of the latest attempt, written before its tasks are started.
  */
+/*
+ * Users (scheduler/users.h, docs/team.md).  Every request is one user's: on
+ * the local socket (head.socket) the kernel's SO_PEERCRED uid, else the
+ * signature (the cluster secret: the user dtsched runs as).  A request the
+ * caller may not make is 403 {"error": the rule}: "job j-000042 belongs to
+ * alice; cancelling it needs the admin role".  A job's "user" is its
+ * submitter as authenticated ("user" in a submit is ignored); others' jobs
+ * come with "redacted": true and only id, name, user, state, reason, times,
+ * shape and placement.
+ *
+ * GET /v1/jobs also says {"you": the caller's user name}.
+ *
+ * GET /v1/whoami
+ *   -> {protocol, user, uid (null unless by uid), roles: ["user", "admin"?],
+ *       authenticated_by, admin_because (null unless admin), mode}
+ */
+#define DT_PATH_WHOAMI "/v1/whoami"
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"

@@ -403,6 +403,7 @@ int job_save(struct sched *s, struct job *j)
 
 	j->version++;
 	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
+	dt_httpd_wake(s->srv_local);
 	o = job_json(s, j, 1);
 
 	for (size_t i = 0; i < s->nr_holds; i++)

@@ -182,8 +182,7 @@ int hold_has_task(struct sched *s, const char *id);
 /* Does job `job` still hold slots (an attempt running, or one whose processes are not all gone)? */
 int hold_of_job(struct sched *s, const char *job);
 
-/* jobs-queue.c */
-void cluster_refresh(struct sched *s);
+/* jobs-queue.c (cluster_refresh(): sched-int.h) */
 void pool_build(struct sched *s, struct pool *p, int gpu);
 enum place_status job_try_place(struct sched *s, const struct job *j, struct pool *p,
 				struct place_result *res, struct strbuf *reason);

@@ -85,6 +85,7 @@ struct sched {
 	sqlite3 *db;
 	sqlite3_stmt *st_node, *st_task;
 	struct dt_httpd *srv;
+	struct dt_httpd *srv_local; /* the same routes on the local socket (users.h), or NULL */
 	struct dt_auth_key key;
 	long long started_mono, started_us;
 	unsigned long long heartbeats, nodes_failed;
@@ -121,6 +122,9 @@ struct sched {
 	json_t *refused;
 };
 
+
+/* jobs-queue.c: s->cc from <home>/cluster.yaml, re-read when it changed; lock held */
+void cluster_refresh(struct sched *s);
 
 /*
  * heartbeat.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).

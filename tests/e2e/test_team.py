@@ -1,0 +1,195 @@
+"""One cluster for a team (issue 30, docs/team.md): who is asking dtsched and what they may do.
+
+Real Unix users on this machine (useradd; root needed): two users and an admin (a member of
+cluster.yaml's admin_group).  dtsched and the agent run as root (`mode: team`); each user's
+dtctl reaches dtsched over its local socket, where the kernel names the caller (SO_PEERCRED):
+nothing the client sends says who it is.  The tests check the owner of each job, `whoami`,
+`ps`'s filters, the redaction of others' jobs, and that every refusal names its rule."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import LocalCluster
+
+ALICE, BOB, BOSS, ADMINS = "dtt-alice", "dtt-bob", "dtt-boss", "dtt-admins"
+
+
+def _userdel(*names):
+    for n in names:
+        subprocess.run(["userdel", n], capture_output=True)
+    subprocess.run(["groupdel", ADMINS], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def users():
+    """alice, bob (users) and boss (in the admin group), removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("real Unix users need root and useradd")
+    _userdel(ALICE, BOB, BOSS)
+    for argv in (["groupadd", ADMINS],
+                 ["useradd", "--no-create-home", "--user-group", ALICE],
+                 ["useradd", "--no-create-home", "--user-group", BOB],
+                 ["useradd", "--no-create-home", "--user-group", "-G", ADMINS, BOSS]):
+        p = subprocess.run(argv, capture_output=True, text=True)
+        assert p.returncode == 0, (argv, p.stderr)
+    try:
+        yield
+    finally:
+        _userdel(ALICE, BOB, BOSS)
+
+
+@pytest.fixture(scope="module")
+def team(users, dtctl_bin, tmp_path_factory):
+    """A one-node cluster in team mode; its cluster file where the users can read it
+    (pytest's tmp dirs are 0700) and the socket in a root-owned folder."""
+    pub = Path(tempfile.mkdtemp(prefix="dtt-team-", dir="/var/tmp"))
+    os.chmod(pub, 0o755)
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path_factory.mktemp("team"))
+    c.sock = pub / "run" / "dtsched.sock"
+    conf = (c.home / "cluster.yaml").read_text()
+    conf = conf.replace("head: {port:", "head: {socket: %s, port:" % c.sock)
+    conf += "mode: team\nadmin_group: %s\n" % ADMINS
+    (c.home / "cluster.yaml").write_text(conf)
+    c.public = pub / "cluster.yaml"
+    c.public.write_text(conf)
+    os.chmod(c.public, 0o644)
+    try:
+        with c:
+            yield c
+    finally:
+        c.stop()
+        shutil.rmtree(pub, ignore_errors=True)
+
+
+def as_user(c, user, *args, timeout=30):
+    """dtctl as `user` (runuser), with the published cluster file."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1",
+           "HOME": "/nonexistent", "DTCTL_NO_SYSTEMD": "1"}
+    return subprocess.run(["runuser", "-u", user, "--", str(c.exe), "-c", str(c.public)]
+                          + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd="/")
+
+
+def submit(c, user, *argv, name=None):
+    p = as_user(c, user, "run", "-d", "--json", "-w", "/tmp", "--name", name or user, "--",
+                *argv)
+    assert p.returncode == 0, (user, p.stdout, p.stderr)
+    return json.loads(p.stdout)["job"]["id"] if "job" in json.loads(p.stdout) \
+        else json.loads(p.stdout)["id"]
+
+
+def test_whoami_names_the_kernel_user(team):
+    """Each user is known by the uid the kernel gives dtsched; the admin by admin_group."""
+    for user, admin in ((ALICE, False), (BOSS, True)):
+        p = as_user(team, user, "whoami", "--json")
+        assert p.returncode == 0, p.stderr
+        w = json.loads(p.stdout)
+        assert w["user"] == user and w["uid"] == int(subprocess.check_output(
+            ["id", "-u", user])), w
+        assert w["authenticated_by"] == "local socket (SO_PEERCRED)", w
+        assert ("admin" in w["roles"]) == admin, w
+        assert w["mode"] == "team"
+    p = as_user(team, ALICE, "whoami")
+    assert p.returncode == 0 and "user:   %s" % ALICE in p.stdout, p.stdout
+
+
+def test_owner_is_the_caller_and_ps_filters(team):
+    """A job's owner is who submitted it, whatever "user" the request carries; `ps` shows
+    your own, `--user` another's (redacted), `--all` everyone's."""
+    a = submit(team, ALICE, "sleep", "60", name="alicejob")
+    b = submit(team, BOB, "sleep", "60", name="bobjob")
+    try:
+        p = as_user(team, ALICE, "ps", "--json")
+        assert p.returncode == 0, p.stderr
+        mine = json.loads(p.stdout)["jobs"]
+        assert [j["id"] for j in mine] == [a] and mine[0]["user"] == ALICE, mine
+        assert "spec" not in mine[0] and not mine[0].get("redacted"), mine
+
+        p = as_user(team, ALICE, "ps", "--user", BOB, "--json")
+        theirs = json.loads(p.stdout)["jobs"]
+        assert [j["id"] for j in theirs] == [b], theirs
+        assert theirs[0]["user"] == BOB and theirs[0]["redacted"] is True, theirs
+        assert "job_dir" not in theirs[0] and theirs[0]["state"] in ("PENDING", "RUNNING")
+
+        p = as_user(team, ALICE, "ps", "--all")
+        assert p.returncode == 0 and "USER" in p.stdout, p.stdout
+        assert ALICE in p.stdout and BOB in p.stdout, p.stdout
+
+        # show: everything of one's own, not the env or argv of another's
+        p = as_user(team, ALICE, "show", "--json", a)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["job"]["spec"]["command"] == ["sleep", "60"]
+        p = as_user(team, ALICE, "show", "--json", b)
+        assert p.returncode == 0, p.stderr
+        j = json.loads(p.stdout)["job"]
+        assert j["redacted"] is True and "spec" not in j and "ranks" not in j, j
+        assert "sleep" not in p.stdout
+    finally:
+        team.dtctl("cancel", a, b)
+
+
+def test_cancel_of_anothers_job_names_the_rule(team):
+    """A user cannot cancel another's job (exit 1, the rule named); the owner and an admin can."""
+    b = submit(team, BOB, "sleep", "60", name="bobjob2")
+    b2 = submit(team, BOB, "sleep", "60", name="bobjob3")
+    p = as_user(team, ALICE, "cancel", b)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "job %s belongs to %s; cancelling it needs the admin role" % (b, BOB) in p.stderr
+    assert json.loads(team.dtctl("show", "--json", b).stdout)["job"]["state"] in (
+        "PENDING", "RUNNING")
+    p = as_user(team, BOB, "cancel", b)
+    assert p.returncode == 0, p.stderr
+    p = as_user(team, BOSS, "cancel", b2)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(team.dtctl("show", "--json", b2).stdout)["job"]
+    assert j["state"] == "CANCELLED" or "cancelled by %s (admin)" % BOSS in (j["reason"] or ""), j
+
+
+def test_admin_operations_need_the_admin_role(team):
+    """drain and resume: refused to a user naming the rule, done for the admin group."""
+    p = as_user(team, ALICE, "drain", "local")
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "draining a node needs the admin role" in p.stderr, p.stderr
+    assert not team.node_json().get("drained"), team.node_json()
+    p = as_user(team, BOSS, "drain", "local")
+    assert p.returncode == 0, p.stderr
+    assert team.node_json()["drained"], team.node_json()
+    p = as_user(team, ALICE, "resume", "local")
+    assert p.returncode == 1 and "resuming a node needs the admin role" in p.stderr, p.stderr
+    p = as_user(team, BOSS, "resume", "local")
+    assert p.returncode == 0, p.stderr
+    assert not team.node_json()["drained"], team.node_json()
+
+
+def test_daemon_endpoints_refused_on_the_socket(team):
+    """A user on the local socket cannot send a heartbeat (forge node state) or list tasks."""
+    import socket
+    for path in ("/v1/heartbeat", "/v1/tasks"):
+        method = "POST" if path == "/v1/heartbeat" else "GET"
+        code = ("import socket,sys\n"
+                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                "s.sendall(b'%s %s HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n"
+                "Connection: close\\r\\n\\r\\n{}')\n"
+                "print(s.recv(4096).decode(errors='replace'))\n" % (method, path))
+        p = subprocess.run(["runuser", "-u", ALICE, "--", "/usr/bin/python3", "-c", code,
+                            str(team.sock)], capture_output=True, text=True, timeout=20)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("HTTP/1.1 403"), p.stdout
+        assert "for dtctl's daemons only" in p.stdout, p.stdout
+    del socket
+
+
+def test_socket_folder_others_may_write_is_not_trusted(team, tmp_path):
+    """dtctl refuses a socket in a folder anyone may write to: anyone could have made it."""
+    conf = team.public.read_text().replace(str(team.sock), "/tmp/dtt-planted.sock")
+    f = tmp_path / "planted.yaml"
+    f.write_text(conf)
+    p = subprocess.run([str(team.exe), "-c", str(f), "whoami"], capture_output=True, text=True,
+                       timeout=30, env=team.env)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "others may write to it" in p.stderr or "cannot use the socket" in p.stderr, p.stderr

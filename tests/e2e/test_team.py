@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LocalCluster
+from dtapi import PROTOCOL
 
 ALICE, BOB, BOSS, ADMINS = "dtt-alice", "dtt-bob", "dtt-boss", "dtt-admins"
 
@@ -166,22 +167,50 @@ def test_admin_operations_need_the_admin_role(team):
     assert not team.node_json()["drained"], team.node_json()
 
 
+def raw(c, user, method, path, body=b""):
+    """One HTTP request on dtsched's local socket as `user` (python3 under runuser): the
+    status line and the body, as dtsched answered."""
+    code = ("import socket,sys\n"
+            "b=sys.argv[4].encode()\n"
+            "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "s.sendall(('%s %s HTTP/1.1\\r\\nHost: x\\r\\nX-DT-Protocol: %s\\r\\n"
+            "Content-Length: %d\\r\\n"
+            "Connection: close\\r\\n\\r\\n' % (sys.argv[2], sys.argv[3], sys.argv[5],"
+            " len(b))).encode()+b)\n"
+            "out=b''\n"
+            "while True:\n"
+            "    d=s.recv(65536)\n"
+            "    if not d: break\n"
+            "    out+=d\n"
+            "print(out.decode(errors='replace'))\n")
+    p = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-c", code,
+                        str(c.sock), method, path, body, str(PROTOCOL)],
+                       capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 0, p.stderr
+    head, _, rest = p.stdout.partition("\n\n")   # text mode: CRLF read as LF
+    return head.splitlines()[0], rest
+
+
 def test_daemon_endpoints_refused_on_the_socket(team):
     """A user on the local socket cannot send a heartbeat (forge node state) or list tasks."""
-    import socket
-    for path in ("/v1/heartbeat", "/v1/tasks"):
-        method = "POST" if path == "/v1/heartbeat" else "GET"
-        code = ("import socket,sys\n"
-                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                "s.sendall(b'%s %s HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n"
-                "Connection: close\\r\\n\\r\\n{}')\n"
-                "print(s.recv(4096).decode(errors='replace'))\n" % (method, path))
-        p = subprocess.run(["runuser", "-u", ALICE, "--", "/usr/bin/python3", "-c", code,
-                            str(team.sock)], capture_output=True, text=True, timeout=20)
-        assert p.returncode == 0, p.stderr
-        assert p.stdout.startswith("HTTP/1.1 403"), p.stdout
-        assert "for dtctl's daemons only" in p.stdout, p.stdout
-    del socket
+    for method, path in (("POST", "/v1/heartbeat"), ("GET", "/v1/tasks")):
+        status, body = raw(team, ALICE, method, path, "{}")
+        assert status.startswith("HTTP/1.1 403"), (status, body)
+        assert "for dtctl's daemons only" in body, body
+
+
+def test_the_user_field_of_a_submit_is_not_believed(team):
+    """A submit that says "user": bob, sent by alice, is alice's job."""
+    body = json.dumps({"job": {"name": "forged", "command": ["sleep", "30"]},
+                       "shared_dir": str(team.shared), "user": BOB})
+    status, reply = raw(team, ALICE, "POST", "/v1/jobs", body)
+    assert status.startswith("HTTP/1.1 201"), (status, reply)
+    j = json.loads(reply)["job"]
+    try:
+        assert j["user"] == ALICE, j
+    finally:
+        team.dtctl("cancel", j["id"])
 
 
 def test_socket_folder_others_may_write_is_not_trusted(team, tmp_path):

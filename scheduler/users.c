@@ -137,3 +137,15 @@ int caller_need_admin(const struct caller *c, struct dt_http_response *resp, con
 		      "cluster user and cluster.yaml's admin_group)", doing, c->name);
 	return -1;
 }
+
+int user_ids(const char *name, long long *uid, long long *gid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (!name || !*name || getpwnam_r(name, &pw, buf, sizeof(buf), &res) || !res)
+		return -1;
+	*uid = (long long)pw.pw_uid;
+	*gid = (long long)pw.pw_gid;
+	return 0;
+}

@@ -60,4 +60,7 @@ void caller_deny(struct dt_http_response *resp, const struct caller *c, const ch
 int caller_need_admin(const struct caller *c, struct dt_http_response *resp,
 		      const char *doing);
 
+/* The uid and primary gid of user `name` on the head; -1 when it has no account. */
+int user_ids(const char *name, long long *uid, long long *gid);
+
 #endif

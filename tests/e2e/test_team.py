@@ -52,7 +52,10 @@ def team(users, dtctl_bin, tmp_path_factory):
     os.chmod(pub, 0o755)
     c = LocalCluster(dtctl_bin / "dtctl", tmp_path_factory.mktemp("team"))
     c.sock = pub / "run" / "dtsched.sock"
-    conf = (c.home / "cluster.yaml").read_text()
+    shared = pub / "shared"
+    shared.mkdir(mode=0o755)
+    conf = (c.home / "cluster.yaml").read_text().replace(str(c.shared), str(shared))
+    c.shared = shared
     conf = conf.replace("head: {port:", "head: {socket: %s, port:" % c.sock)
     conf += "mode: team\nadmin_group: %s\n" % ADMINS
     (c.home / "cluster.yaml").write_text(conf)
@@ -222,3 +225,87 @@ def test_socket_folder_others_may_write_is_not_trusted(team, tmp_path):
                        timeout=30, env=team.env)
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert "others may write to it" in p.stderr or "cannot use the socket" in p.stderr, p.stderr
+
+
+def wait_state(c, job, states, timeout=30):
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        j = json.loads(c.dtctl("show", "--json", job).stdout)["job"]
+        if j["state"] in states:
+            return j
+        assert time.monotonic() < deadline, "job %s not %s: %s" % (job, states, j)
+        time.sleep(0.2)
+
+
+def proc_ids(pid):
+    """(real uid, real gid, supplementary groups) of pid, from /proc/<pid>/status."""
+    st = dict(l.split(":", 1) for l in Path("/proc/%d/status" % pid).read_text().splitlines()
+              if ":" in l)
+    return (int(st["Uid"].split()[0]), int(st["Gid"].split()[0]),
+            sorted(int(g) for g in st["Groups"].split()), st["NoNewPrivs"].strip())
+
+
+def test_ranks_run_as_their_user(team):
+    """Each user's rank runs under that user's uid, primary gid and groups, with no_new_privs;
+    the job dir and its log are the user's alone."""
+    a = submit(team, ALICE, "sleep", "60", name="alice-ids")
+    try:
+        j = wait_state(team, a, ("RUNNING",))
+        import time
+        deadline = time.monotonic() + 20
+        while not (j.get("ranks") and j["ranks"][0].get("pid")):
+            assert time.monotonic() < deadline, j
+            time.sleep(0.2)
+            j = json.loads(team.dtctl("show", "--json", a).stdout)["job"]
+        pid = j["ranks"][0]["pid"]
+        import pwd
+        import grp
+        pw = pwd.getpwnam(ALICE)
+        groups = sorted(set([pw.pw_gid] + [g.gr_gid for g in grp.getgrall()
+                                           if ALICE in g.gr_mem]))
+        assert proc_ids(pid) == (pw.pw_uid, pw.pw_gid, groups, "1"), proc_ids(pid)
+        jd = team.shared / "jobs" / a
+        st = jd.stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (pw.pw_uid, 0o700), (st.st_uid, oct(st.st_mode))
+        log = jd / "logs" / "0.log"
+        assert log.stat().st_uid == pw.pw_uid and log.stat().st_mode & 0o077 == 0, \
+            oct(log.stat().st_mode)
+    finally:
+        team.dtctl("cancel", a)
+
+
+def test_a_job_cannot_touch_the_cluster_or_another_job(team):
+    """Alice's rank cannot read the secret, read or write Bob's job dir or signal his rank;
+    Bob's CLI cannot read Alice's logs; hers can."""
+    b = submit(team, BOB, "sleep", "60", name="bob-victim")
+    try:
+        bj = wait_state(team, b, ("RUNNING",))
+        import time
+        deadline = time.monotonic() + 20
+        while not (bj.get("ranks") and bj["ranks"][0].get("pid")):
+            assert time.monotonic() < deadline, bj
+            time.sleep(0.2)
+            bj = json.loads(team.dtctl("show", "--json", b).stdout)["job"]
+        bpid = bj["ranks"][0]["pid"]
+        bdir = team.shared / "jobs" / b
+        script = ("for f in %(secret)s %(blog)s; do cat $f >/dev/null 2>&1 && echo READ $f; done; "
+                  "touch %(bdir)s/x 2>/dev/null && echo WROTE; "
+                  "ls %(bdir)s >/dev/null 2>&1 && echo LISTED; "
+                  "kill -TERM %(bpid)d 2>/dev/null && echo SIGNALLED; echo done-probing"
+                  % {"secret": team.home / "secret", "blog": bdir / "logs" / "0.log",
+                     "bdir": bdir, "bpid": bpid})
+        a = submit(team, ALICE, "sh", "-c", script, name="alice-probe")
+        aj = wait_state(team, a, ("COMPLETED", "FAILED"))
+        assert aj["state"] == "COMPLETED", aj
+        p = as_user(team, ALICE, "logs", a)
+        assert p.returncode == 0, p.stderr
+        assert "done-probing" in p.stdout, p.stdout
+        for bad in ("READ", "WROTE", "LISTED", "SIGNALLED"):
+            assert bad not in p.stdout, p.stdout
+        assert json.loads(team.dtctl("show", "--json", b).stdout)["job"]["state"] == "RUNNING"
+        p = as_user(team, BOB, "logs", a)
+        assert p.returncode == 1 and "done-probing" not in p.stdout, (p.stdout, p.stderr)
+        assert "Permission denied" in p.stderr and "another user's job" in p.stderr, p.stderr
+    finally:
+        team.dtctl("cancel", b)

@@ -309,3 +309,20 @@ def test_a_job_cannot_touch_the_cluster_or_another_job(team):
         assert "Permission denied" in p.stderr and "another user's job" in p.stderr, p.stderr
     finally:
         team.dtctl("cancel", b)
+
+
+def test_init_in_team_mode_needs_root_on_the_nodes(dtctl_bin, tmp_path):
+    """mode: team runs the agents as root: init refuses a node it would log in to as another
+    user, naming it, before it writes anything."""
+    home = tmp_path / "home"
+    f = tmp_path / "cluster.yaml"
+    f.write_text("cluster: t\nuser: dttest\nshared_dir: /srv/x\nmode: team\nnodes:\n"
+                 "  - {host: 10.99.0.1, name: n1}\n  - {host: 10.99.0.2, name: n2, user: root}\n")
+    env = dict(os.environ, DTCTL_HOME=str(home), NO_COLOR="1")
+    env.pop("DTCTL_CLUSTER", None)
+    p = subprocess.run([str(dtctl_bin / "dtctl"), "init", str(f)], capture_output=True,
+                       text=True, timeout=30, env=env, stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "mode: team runs the agents as root: node 'n1' is reached as a user other than " \
+        "root" in p.stderr, p.stderr
+    assert not home.exists() or not any(home.iterdir()), list(home.iterdir())

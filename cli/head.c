@@ -173,9 +173,14 @@ int head_start(int quiet, int restart)
 	return 0;
 }
 
+int head_user_key(void)
+{
+	return getenv_nonempty("DTCTL_USER_KEY") != NULL;
+}
+
 int head_socket(struct strbuf *path)
 {
-	if (!the_cluster.file || !the_cluster.config.team)
+	if (head_user_key() || !the_cluster.file || !the_cluster.config.team)
 		return 0;
 	if (path)
 		cluster_head_socket(&the_cluster.config, the_cluster.home ? the_cluster.home :
@@ -189,6 +194,26 @@ int head_connect(struct dt_httpc *c)
 	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
 	int code;
 
+	if (head_user_key()) {
+		/* a user elsewhere: their own key (docs/team.md, "Users elsewhere") */
+		struct dt_userkey k;
+		const char *user = getenv_nonempty("DTCTL_USER") ? getenv_nonempty("DTCTL_USER") :
+			cli_whoami();
+
+		if (dt_userkey_load(getenv_nonempty("DTCTL_USER_KEY"), &k, &err) < 0) {
+			error("$DTCTL_USER_KEY: %s", err.buf);
+			strbuf_release(&err);
+			strbuf_release(&path);
+			return DT_EXIT_USAGE;
+		}
+		dt_httpc_init_user(c, the_cluster.file && the_cluster.config.head.address ?
+				   the_cluster.config.head.address : the_cluster.head_address,
+				   the_cluster.head_port, user, &k);
+		memset(&k, 0, sizeof(k));
+		c->peer_port_name = "the head port";
+		strbuf_release(&path);
+		return 0;
+	}
 	if (head_socket(&path)) {
 		/* team mode: the kernel tells dtsched who we are; the socket's
 		 * folder tells us that it is dtsched (root's or ours alone) */
@@ -236,7 +261,7 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 		*status = -1;
 	if (!api_client_ready) {
 		/* team mode: the admin starts dtsched (users hold no secret) */
-		if ((the_cluster.flags & START_HEAD) && !head_socket(NULL) &&
+		if ((the_cluster.flags & START_HEAD) && !head_socket(NULL) && !head_user_key() &&
 		    (code = head_start(1, 0)))
 			return code;
 		if ((code = head_connect(&api_client)))
@@ -252,8 +277,8 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 		fprintf(stderr, "hint: is it running? ask the admin ('dtctl head status')\n");
 		code = DT_EXIT_UNREACH;
 	} else if (st < 0) {
-		error("cannot reach dtsched at %s:%d: %s", the_cluster.head_address,
-		      the_cluster.head_port, err.buf);
+		error("cannot reach dtsched at %s:%d: %s", api_client.host, the_cluster.head_port,
+		      err.buf);
 		if (api_client.unsigned_reply)
 			fprintf(stderr, "hint: dtsched is not what answers there; see what listens: "
 				"'ss -ltnp sport = :%d'\n", the_cluster.head_port);

@@ -30,6 +30,9 @@ int head_start(int quiet, int restart);
  * NULL); else 0: TCP signed with the cluster secret.
  */
 int head_socket(struct strbuf *path);
+/* Whether dtctl signs as a user with their own key ($DTCTL_USER_KEY, the
+ * private key file; $DTCTL_USER, default the login name): users elsewhere. */
+int head_user_key(void);
 /* A client for the_cluster's dtsched (never starts it); 0 or a DT_EXIT code. */
 int head_connect(struct dt_httpc *c);
 /*

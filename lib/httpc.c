@@ -132,10 +132,19 @@ static void conn_close(struct dt_httpc *c)
 	c->fd = -1;
 }
 
+void dt_httpc_init_user(struct dt_httpc *c, const char *host, int port, const char *user,
+			const struct dt_userkey *k)
+{
+	dt_httpc_init(c, host, port, NULL);
+	c->user = xstrdup(user);
+	c->ukey = *k;
+}
+
 void dt_httpc_release(struct dt_httpc *c)
 {
 	conn_close(c);
 	free(c->host);
+	free(c->user);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 }
@@ -818,6 +827,7 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
 	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], reply_sig[DT_SHA256_HEX];
+	char usig[DT_ED25519_SIG_HEX];
 	struct strbuf head = STRBUF_INIT;
 	struct conn_io io;
 	struct iovec iov[2];
@@ -827,7 +837,8 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 	c->unsigned_reply = 0;
 	if (!body)
 		len = 0;
-	if (!c->unix_socket &&
+	if (c->user ? dt_auth_sign_user(&c->ukey, method, path, body, len, ts, nonce, usig) < 0 :
+	    !c->unix_socket &&
 	    dt_auth_sign_request(&c->key, method, path, body, len, ts, nonce, sig) < 0) {
 		strbuf_addf(err, "cannot sign a request to %s%s", c->host, c->port_sfx);
 		return -1;
@@ -842,8 +853,10 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 		strbuf_addf(&head, "Host: %s:%d\r\n", c->host, c->port);
 	if (!c->unix_socket)
 		strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n%s: %d\r\n", DT_HDR_TIMESTAMP,
-			    ts, DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig, DT_HDR_PROTOCOL,
-			    DT_PROTOCOL_VERSION);
+			    ts, DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, c->user ? usig : sig,
+			    DT_HDR_PROTOCOL, DT_PROTOCOL_VERSION);
+	if (c->user)
+		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_USER, c->user);
 	if (body)
 		strbuf_addstr(&head, "Content-Type: application/json\r\n");
 	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);
@@ -877,7 +890,7 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 		conn_close(c);   /* and once more on a fresh connection (never reused: no RETRY) */
 	}
 	/* the local socket: the folder vouches for the server (dt_unix_socket_trusted) */
-	if (ret >= 0 && !c->unix_socket && !protocol_differs(reply, reply_len) &&
+	if (ret >= 0 && !c->unix_socket && !c->user && !protocol_differs(reply, reply_len) &&
 	    dt_auth_verify_reply(&c->key, ret, nonce, reply->buf + reply_len,
 				 reply->len - reply_len, reply_sig) < 0) {
 		unsigned_reply(c, ret, reply, reply_len, err);

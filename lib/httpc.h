@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include "auth.h"
 #include "strbuf.h"
+#include "userkey.h"
 
 struct dt_httpc {
 	char *host;
@@ -37,6 +38,8 @@ struct dt_httpc {
 	int unsigned_reply;       /* the last request got a reply not signed for it */
 	int unix_socket;          /* host is a Unix socket's path (dt_httpc_init_unix) */
 	char port_sfx[16];        /* ":port" in messages, "" for a Unix socket */
+	char *user;               /* requests signed with this user's key (dt_httpc_init_user) */
+	struct dt_userkey ukey;
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;
@@ -52,6 +55,13 @@ void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct 
  * check first (who owns the folder it is in: dt_unix_socket_trusted()).
  */
 void dt_httpc_init_unix(struct dt_httpc *c, const char *path);
+/*
+ * A client that signs as `user` with their own key (lib/userkey.h, protocol.h
+ * X-DT-User).  The reply is taken unsigned: only dtsched and the agents hold
+ * the secret that signs replies (docs/team.md says what that leaves open).
+ */
+void dt_httpc_init_user(struct dt_httpc *c, const char *host, int port, const char *user,
+			const struct dt_userkey *k);
 /*
  * Whether the socket at path can only have been made by root or by `uid`:
  * path is a socket owned by one of them, in a folder owned by one of them

@@ -103,6 +103,8 @@ struct req_ctx {
 	struct strbuf body;
 	int too_large;
 	int verified;                 /* signature checked (a parked request re-runs) */
+	int via_user;                 /* by a user's key (verify_user): user */
+	char user[64];
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
 	int big;                      /* counted in srv->big_replies until completed */
 	void *state;                  /* the handler's (httpd.h dt_http_request) */
@@ -341,6 +343,42 @@ const char *dt_http_arg(const struct dt_http_request *req, const char *name)
 	return "";
 }
 
+/*
+ * A request signed with a user's own key (X-DT-User, httpd.h user_key): the
+ * user known, then the same checks as the cluster secret's (auth.h).  0, or
+ * -1 with a 401 in resp.
+ */
+static int verify_user(struct dt_httpd *srv, struct MHD_Connection *conn,
+		       const struct dt_http_request *req, const char *method, const char *url,
+		       struct req_ctx *ctx, struct dt_http_response *resp)
+{
+	const char *user = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER);
+	unsigned char pub[32];
+	enum dt_auth_result a;
+
+	if (!srv->opts.user_key || strlen(user) >= sizeof(ctx->user) ||
+	    srv->opts.user_key(srv->opts.data, user, pub) < 0) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s: unknown user '%s'", method, url,
+		      req->remote, user);
+		dt_http_error(resp, 401, "unknown user '%s' (an admin adds users with 'dtctl user "
+			      "add NAME --key FILE.pub')", user);
+		return -1;
+	}
+	a = dt_auth_verify_user(pub, srv->nonces, method, url,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_TIMESTAMP),
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_SIGNATURE),
+				ctx->body.buf, ctx->body.len, (long long)time(NULL));
+	if (a != DT_AUTH_OK) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s (user '%s'): %s", method, url, req->remote,
+		      user, dt_auth_result_str(a));
+		dt_http_error(resp, 401, "%s (the key of user '%s')", dt_auth_result_str(a), user);
+		return -1;
+	}
+	snprintf(ctx->user, sizeof(ctx->user), "%s", user);
+	return 0;
+}
+
 static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
 		     const char *method, struct req_ctx *ctx, struct dt_http_response *resp)
 {
@@ -397,6 +435,17 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		ctx->verified = 1;
 	} else if (public_path) {
 		req.via = DT_VIA_PUBLIC;
+	} else if (!ctx->verified &&
+		   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER)) {
+		if (verify_user(srv, conn, &req, method, url, ctx, resp) < 0)
+			return;
+		ctx->verified = 1;
+		ctx->via_user = 1;
+		req.via = DT_VIA_USERKEY;
+		snprintf(req.user, sizeof(req.user), "%s", ctx->user);
+	} else if (ctx->verified && ctx->via_user) {
+		req.via = DT_VIA_USERKEY;   /* a parked request's re-run */
+		snprintf(req.user, sizeof(req.user), "%s", ctx->user);
 	} else if (!ctx->verified) {
 		enum dt_auth_result a;
 
@@ -419,6 +468,11 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		req.via = DT_VIA_SECRET;
 	} else {
 		req.via = DT_VIA_SECRET;
+	}
+	if (req.via == DT_VIA_USERKEY && route && (route->flags & DT_ROUTE_DAEMON)) {
+		dt_http_error(resp, 403, "'%s' is for dtctl's daemons only (the cluster secret), "
+			      "not for users' keys", url);
+		return;
 	}
 	if (!route) {
 		if (status == 405)

@@ -217,11 +217,18 @@ struct dt_httpd_opts {
 	 */
 	const char *unix_path;
 	unsigned unix_mode;
+	/*
+	 * Users' own keys (lib/userkey.h): a request with X-DT-User is checked
+	 * against user_key(data, name, pub), which fills that user's ed25519
+	 * public key and returns 0, or -1 for no such user (401 "unknown user");
+	 * NULL: such requests are refused.  Called on the server's thread.
+	 */
+	int (*user_key)(void *data, const char *user, unsigned char pub[32]);
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0 }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

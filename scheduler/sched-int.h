@@ -120,6 +120,8 @@ struct sched {
 	/* agents whose heartbeats were refused for another protocol version
 	 * (protocol.h): node name -> {name, address, protocol, version, at, mono} */
 	json_t *refused;
+	/* users with their own keys (users.c, `dtctl user add`): name -> {key, admin, added_us} */
+	json_t *users;
 };
 
 

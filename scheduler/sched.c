@@ -288,7 +288,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		goto fail;
 	if (db_schema(s) < 0 ||
 	    nodes_init(s) < 0 || head_id_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 ||
-	    sweeps_init(s) < 0) {
+	    sweeps_init(s) < 0 || users_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;
@@ -307,13 +307,18 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->main_thread = pthread_self();
 	ho.bind = o->bind;
 	ho.port = o->port;
-	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, sizeof(*routes));
+	routes = xcalloc(ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes +
+			 users_nr_routes, sizeof(*routes));
 	memcpy(routes, base_routes, sizeof(base_routes));
 	memcpy(routes + ARRAY_SIZE(base_routes), jobs_routes, jobs_nr_routes * sizeof(*routes));
 	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes, sweeps_routes,
 	       sweeps_nr_routes * sizeof(*routes));
+	memcpy(routes + ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes, users_routes,
+	       users_nr_routes * sizeof(*routes));
 	ho.routes = routes;
-	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes;
+	ho.nr_routes = ARRAY_SIZE(base_routes) + jobs_nr_routes + sweeps_nr_routes +
+		users_nr_routes;
+	ho.user_key = users_key;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
@@ -402,6 +407,7 @@ out:
 		node_free(s->nodes[i]);
 	free(s->nodes);
 	json_decref(s->refused);
+	json_decref(s->users);
 	sweeps_release(s);
 	jobs_release(s);
 	free(routes);

@@ -5,11 +5,15 @@
  * getgrouplist), as Slurm and munge take them: a uid is a user on the head.
  */
 #include "users.h"
+#include "json.h"
 #include "log.h"
+#include "protocol.h"
 #include "sched-int.h"
 #include "strbuf.h"
 #include "usage.h"
+#include "userkey.h"
 
+#include <ctype.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -71,6 +75,21 @@ int caller_of(struct sched *s, const struct dt_http_request *req, struct caller 
 			c->admin_why = "the user dtsched runs as";
 		else if (in_group(c->name, gid, admin_group))
 			c->admin_why = "admin_group";
+		c->admin = c->admin_why != NULL;
+		return 0;
+	}
+	if (req->via == DT_VIA_USERKEY) {
+		json_t *u = json_object_get(s->users, req->user);
+		long long g;
+
+		snprintf(c->name, sizeof(c->name), "%s", req->user);
+		c->how = "ed25519 key (dtctl user add)";
+		if (json_is_true(json_object_get(u, "admin")))
+			c->admin_why = "added with --admin";
+		else if (user_ids(c->name, &c->uid, &g) == 0 && in_group(c->name, (gid_t)g,
+									   admin_group))
+			c->admin_why = "admin_group";
+		c->uid = -1;   /* known by the key, not by a uid */
 		c->admin = c->admin_why != NULL;
 		return 0;
 	}
@@ -149,3 +168,182 @@ int user_ids(const char *name, long long *uid, long long *gid)
 	*gid = (long long)pw.pw_gid;
 	return 0;
 }
+
+/* ------------------------------------------------------ users elsewhere */
+
+int users_init(struct sched *s)
+{
+	sqlite3_stmt *st;
+
+	s->users = json_object();
+	if (db_exec(s, "CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, key TEXT NOT NULL,"
+		    " admin INTEGER NOT NULL, added_us INTEGER NOT NULL);") < 0)
+		return -1;
+	if (sqlite3_prepare_v2(s->db, "SELECT name, key, admin, added_us FROM users", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -1;
+	while (sqlite3_step(st) == SQLITE_ROW)
+		json_object_set_new(s->users, (const char *)sqlite3_column_text(st, 0),
+				    json_pack("{s:s,s:b,s:I}", "key",
+					      (const char *)sqlite3_column_text(st, 1), "admin",
+					      sqlite3_column_int(st, 2), "added_us",
+					      (json_int_t)sqlite3_column_int64(st, 3)));
+	sqlite3_finalize(st);
+	return 0;
+}
+
+int users_key(void *data, const char *user, unsigned char pub[32])
+{
+	struct sched *s = data;
+	struct strbuf err = STRBUF_INIT;
+	int ret = -1;
+
+	pthread_mutex_lock(&s->lock);
+	{
+		const char *key = json_get_str(json_object_get(s->users, user), "key", NULL);
+
+		if (key && dt_userkey_parse_pub(key, pub, &err) == 0)
+			ret = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	strbuf_release(&err);
+	return ret;
+}
+
+static json_t *user_json(const char *name, const json_t *u)
+{
+	unsigned char pub[DT_ED25519_LEN];
+	struct strbuf fp = STRBUF_INIT, err = STRBUF_INIT;
+	json_t *o;
+
+	if (dt_userkey_parse_pub(json_get_str(u, "key", ""), pub, &err) == 0)
+		dt_userkey_fingerprint(pub, &fp);
+	o = json_pack("{s:s,s:s,s:s,s:b,s:o}", "name", name, "key", json_get_str(u, "key", ""),
+		      "fingerprint", fp.buf, "admin", json_is_true(json_object_get(u, "admin")),
+		      "added_at", json_timestamp(json_get_int(u, "added_us", 0)));
+	strbuf_release(&fp);
+	strbuf_release(&err);
+	return o;
+}
+
+static void h_users(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct caller c;
+	json_t *arr = json_array(), *u;
+	const char *name;
+	void *tmp;
+
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) == 0) {
+		json_object_foreach_safe(s->users, tmp, name, u)
+			json_array_append_new(arr, user_json(name, u));
+		dt_http_json(resp, 200, json_pack("{s:O}", "users", arr));
+	}
+	pthread_mutex_unlock(&s->lock);
+	json_decref(arr);
+}
+
+/* a user name as Unix has them (and as X-DT-User carries it): [a-z_][a-z0-9_.-]{0,31} */
+static int user_name_ok(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (!len || len > 32 || !(islower((unsigned char)n[0]) || n[0] == '_'))
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!islower((unsigned char)n[i]) && !isdigit((unsigned char)n[i]) &&
+		    !strchr("_.-", n[i]))
+			return 0;
+	return 1;
+}
+
+static void h_user_add(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct caller c;
+	const char *name = json_get_str(req->json, "name", ""), *key = json_get_str(req->json, "key", "");
+	int admin = json_is_true(json_object_get(req->json, "admin"));
+	unsigned char pub[DT_ED25519_LEN];
+	struct strbuf err = STRBUF_INIT, line = STRBUF_INIT;
+	sqlite3_stmt *st;
+	long long now = dt_now_us();
+
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) < 0 || caller_need_admin(&c, resp, "adding a user") < 0)
+		goto out;
+	if (!user_name_ok(name)) {
+		dt_http_error(resp, 400, "user name '%s' is not a Unix user name ([a-z_][a-z0-9_.-], "
+			      "at most 32)", name);
+		goto out;
+	}
+	if (dt_userkey_parse_pub(key, pub, &err) < 0) {
+		dt_http_error(resp, 400, "key of user '%s': %s", name, err.buf);
+		goto out;
+	}
+	dt_userkey_format_pub(pub, &line);   /* stored without its comment */
+	if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO users(name, key, admin, added_us) "
+			       "VALUES(?, ?, ?, ?)", -1, &st, NULL) != SQLITE_OK) {
+		dt_http_error(resp, 500, "the head cannot record the user: %s", sqlite3_errmsg(s->db));
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 2, line.buf, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 3, admin);
+	sqlite3_bind_int64(st, 4, now);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		dt_http_error(resp, 500, "the head cannot record the user: %s", sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+		goto out;
+	}
+	sqlite3_finalize(st);
+	json_object_set_new(s->users, name, json_pack("{s:s,s:b,s:I}", "key", line.buf, "admin",
+						      admin, "added_us", (json_int_t)now));
+	dtlog(DTLOG_INFO, "user '%s' added by '%s'%s", name, c.name, admin ? " (admin)" : "");
+	dt_http_json(resp, 201, json_pack("{s:o}", "user",
+					  user_json(name, json_object_get(s->users, name))));
+out:
+	pthread_mutex_unlock(&s->lock);
+	strbuf_release(&err);
+	strbuf_release(&line);
+}
+
+static void h_user_remove(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct caller c;
+	const char *name = dt_http_arg(req, "name");
+	sqlite3_stmt *st;
+
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) < 0 || caller_need_admin(&c, resp, "removing a user") < 0)
+		goto out;
+	if (!json_object_get(s->users, name)) {
+		dt_http_error(resp, 404, "no user '%s' added with a key ('dtctl user list')", name);
+		goto out;
+	}
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM users WHERE name=?", -1, &st, NULL) != SQLITE_OK) {
+		dt_http_error(resp, 500, "the head cannot remove the user: %s", sqlite3_errmsg(s->db));
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		dt_http_error(resp, 500, "the head cannot remove the user: %s", sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+		goto out;
+	}
+	sqlite3_finalize(st);
+	/* from now on its key signs nothing: users_key() no longer finds it */
+	json_object_del(s->users, name);
+	dtlog(DTLOG_INFO, "user '%s' removed by '%s'", name, c.name);
+	dt_http_json(resp, 200, json_pack("{s:s}", "removed", name));
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+const struct dt_http_route users_routes[] = {
+	{ "GET", DT_PATH_USERS, 0, h_users },
+	{ "POST", DT_PATH_USERS, 0, h_user_add },
+	{ "DELETE", DT_PATH_USER, 0, h_user_remove },
+};
+const size_t users_nr_routes = ARRAY_SIZE(users_routes);

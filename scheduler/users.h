@@ -60,6 +60,18 @@ void caller_deny(struct dt_http_response *resp, const struct caller *c, const ch
 int caller_need_admin(const struct caller *c, struct dt_http_response *resp,
 		      const char *doing);
 
+/*
+ * Users elsewhere (docs/team.md): users added with their own ed25519 key
+ * (`dtctl user add NAME --key FILE.pub [--admin]`), kept in state.db's users
+ * table and in s->users.  users_init() at start (-1: the database failed);
+ * users_key() is httpd's user_key (lib/httpd.h): the key of a user (takes
+ * the lock).  The routes: GET/POST /v1/users, DELETE /v1/users/<name>.
+ */
+int users_init(struct sched *s);
+int users_key(void *data, const char *user, unsigned char pub[32]);
+extern const struct dt_http_route users_routes[];
+extern const size_t users_nr_routes;
+
 /* The uid and primary gid of user `name` on the head; -1 when it has no account. */
 int user_ids(const char *name, long long *uid, long long *gid);
 

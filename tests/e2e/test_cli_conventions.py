@@ -215,7 +215,7 @@ def test_every_json_output_follows_the_schema(one):
              ("sweep", "best", "--json", sid), ("sweep", "export", "--json", sid),
              ("validate", "--json", one.home / "cluster.yaml"), ("agents", "status", "--json"),
              ("head", "status", "--json"), ("version", "--json"), ("image", "list", "--json"),
-             ("whoami", "--json"),
+             ("whoami", "--json"), ("user", "list", "--json"),
              ("run", "--dry-run", "--json", "-p", "1", "--", "true")]
     for args in cases:
         p = one.dtctl(*args)
@@ -280,7 +280,7 @@ def test_unknown_ids_and_repeats_exit_the_same_everywhere(one):
 
 
 COMMANDS = ["agents", "api", "cancel", "debug", "doctor", "drain", "exec", "hosts", "head", "init", "logs",
-            "nodes", "ps", "push", "resume", "run", "show", "sweep", "validate", "version", "whoami"]
+            "nodes", "ps", "push", "resume", "run", "show", "sweep", "user", "validate", "version", "whoami"]
 
 
 def test_short_options_mean_one_thing(dtctl_bin, tmp_path):

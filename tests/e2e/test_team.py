@@ -70,10 +70,11 @@ def team(users, dtctl_bin, tmp_path_factory):
         shutil.rmtree(pub, ignore_errors=True)
 
 
-def as_user(c, user, *args, timeout=30):
+def as_user(c, user, *args, timeout=30, env_extra=None):
     """dtctl as `user` (runuser), with the published cluster file."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1",
            "HOME": "/nonexistent", "DTCTL_NO_SYSTEMD": "1"}
+    env.update(env_extra or {})
     return subprocess.run(["runuser", "-u", user, "--", str(c.exe), "-c", str(c.public)]
                           + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=subprocess.DEVNULL, cwd="/")
@@ -326,3 +327,66 @@ def test_init_in_team_mode_needs_root_on_the_nodes(dtctl_bin, tmp_path):
     assert "mode: team runs the agents as root: node 'n1' is reached as a user other than " \
         "root" in p.stderr, p.stderr
     assert not home.exists() or not any(home.iterdir()), list(home.iterdir())
+
+
+def keypair(dirpath, name):
+    """An ed25519 key pair by ssh-keygen, readable by the test users."""
+    key = dirpath / name
+    p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f",
+                        str(key)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    os.chmod(key, 0o644)
+    return key
+
+
+def test_users_elsewhere_sign_with_their_own_key(team):
+    """A user added with their key is that user whatever uid runs dtctl; an unknown key,
+    an unknown name and a removed user are refused (exit 3); only an admin adds users."""
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("ssh-keygen not installed")
+    keys = team.public.parent / "keys"
+    keys.mkdir(mode=0o755)
+    alice, other = keypair(keys, "alice"), keypair(keys, "other")
+    as_alice = {"DTCTL_USER_KEY": str(alice), "DTCTL_USER": ALICE}
+
+    p = as_user(team, BOB, "whoami", env_extra=as_alice)
+    assert p.returncode == 3 and "unknown user '%s'" % ALICE in p.stderr, (p.stdout, p.stderr)
+    p = as_user(team, ALICE, "user", "add", ALICE, "--key", "%s.pub" % alice)
+    assert p.returncode == 1 and "adding a user needs the admin role" in p.stderr, p.stderr
+    p = team.dtctl("user", "add", ALICE, "--key", "%s.pub" % alice)
+    assert p.returncode == 0, p.stderr
+    fp = subprocess.check_output(["ssh-keygen", "-lf", "%s.pub" % alice], text=True).split()[1]
+    listed = json.loads(team.dtctl("user", "list", "--json").stdout)["users"]
+    assert [(u["name"], u["fingerprint"], u["admin"]) for u in listed] == [(ALICE, fp, False)]
+
+    # run by bob's uid, signed with alice's key: alice (the key, not the uid, says who)
+    p = as_user(team, BOB, "whoami", "--json", env_extra=as_alice)
+    assert p.returncode == 0, p.stderr
+    w = json.loads(p.stdout)
+    assert (w["user"], w["uid"], w["authenticated_by"]) == (
+        ALICE, None, "ed25519 key (dtctl user add)"), w
+    assert "admin" not in w["roles"], w
+    j = submit_env(team, BOB, as_alice, "sleep", "30")
+    try:
+        assert json.loads(team.dtctl("show", "--json", j).stdout)["job"]["user"] == ALICE
+    finally:
+        team.dtctl("cancel", j)
+    # a user key cannot drain (admin) nor forge a heartbeat (daemons only)
+    p = as_user(team, BOB, "drain", "local", env_extra=as_alice)
+    assert p.returncode == 1 and "needs the admin role" in p.stderr, p.stderr
+
+    p = as_user(team, BOB, "whoami", env_extra={"DTCTL_USER_KEY": str(other),
+                                                "DTCTL_USER": ALICE})
+    assert p.returncode == 3 and "bad signature" in p.stderr, (p.stdout, p.stderr)
+
+    p = team.dtctl("user", "remove", ALICE)
+    assert p.returncode == 0, p.stderr
+    p = as_user(team, BOB, "whoami", env_extra=as_alice)
+    assert p.returncode == 3 and "unknown user '%s'" % ALICE in p.stderr, (p.stdout, p.stderr)
+
+
+def submit_env(c, user, env_extra, *argv):
+    p = as_user(c, user, "run", "-d", "--json", "-w", "/tmp", "--", *argv, env_extra=env_extra)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    doc = json.loads(p.stdout)
+    return doc["job"]["id"] if "job" in doc else doc["id"]

@@ -1157,7 +1157,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	}
 	return srv;
 fail:
-	if (srv->unix_fd >= 0) {
+	if (srv->unix_fd >= 0 && opts->unix_path) {
 		close(srv->unix_fd);
 		unlink(opts->unix_path);
 	}

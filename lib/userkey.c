@@ -168,7 +168,8 @@ static int parse_priv(const struct strbuf *raw, struct dt_userkey *k, struct str
 			      "passphrase (ssh-keygen -t ed25519 -N '' -f FILE)");
 		goto out;
 	}
-	if (wire_string(&w, &str, &n) || wire_string(&w, &str, &n) || w.end - w.p < 4 ||
+	/* kdfname "none" (no passphrase), empty kdf options, one key */
+	if (!wire_is(&w, "none") || wire_string(&w, &str, &n) || w.end - w.p < 4 ||
 	    w.p[0] || w.p[1] || w.p[2] || w.p[3] != 1) {
 		strbuf_addstr(err, "the private key file must hold one key");
 		goto out;

@@ -18,6 +18,7 @@ from conftest import LocalCluster
 from dtapi import PROTOCOL
 
 ALICE, BOB, BOSS, ADMINS = "dtt-alice", "dtt-bob", "dtt-boss", "dtt-admins"
+CAROL = "dtt-carol"   # in bob's primary group
 
 
 def _userdel(*names):
@@ -31,17 +32,18 @@ def users():
     """alice, bob (users) and boss (in the admin group), removed afterwards."""
     if os.geteuid() != 0 or not shutil.which("useradd"):
         pytest.skip("real Unix users need root and useradd")
-    _userdel(ALICE, BOB, BOSS)
+    _userdel(ALICE, BOB, BOSS, CAROL)
     for argv in (["groupadd", ADMINS],
                  ["useradd", "--no-create-home", "--user-group", ALICE],
                  ["useradd", "--no-create-home", "--user-group", BOB],
-                 ["useradd", "--no-create-home", "--user-group", "-G", ADMINS, BOSS]):
+                 ["useradd", "--no-create-home", "--user-group", "-G", ADMINS, BOSS],
+                 ["useradd", "--no-create-home", "--user-group", "-G", BOB, CAROL]):
         p = subprocess.run(argv, capture_output=True, text=True)
         assert p.returncode == 0, (argv, p.stderr)
     try:
         yield
     finally:
-        _userdel(ALICE, BOB, BOSS)
+        _userdel(CAROL, ALICE, BOB, BOSS)
 
 
 @pytest.fixture(scope="module")
@@ -390,3 +392,34 @@ def submit_env(c, user, env_extra, *argv):
     assert p.returncode == 0, (p.stdout, p.stderr)
     doc = json.loads(p.stdout)
     return doc["job"]["id"] if "job" in doc else doc["id"]
+
+
+def test_share_group_opens_a_job_to_the_owners_group(team):
+    """share: group: members of the owner's primary group see the spec and read the logs;
+    others still see it redacted and cannot read them; nobody but the owner cancels it."""
+    jobfile = team.public.parent / "shared-job.yaml"
+    jobfile.write_text("name: shared\ncommand: [sh, -c, 'echo shared-line; sleep 60']\n"
+                       "share: group\nworkdir: /tmp\n")
+    os.chmod(jobfile, 0o644)
+    p = as_user(team, BOB, "run", "-d", "--json", str(jobfile))
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    doc = json.loads(p.stdout)
+    j = doc["job"]["id"] if "job" in doc else doc["id"]
+    try:
+        wait_state(team, j, ("RUNNING",))
+        p = as_user(team, CAROL, "show", "--json", j)
+        assert p.returncode == 0 and not json.loads(p.stdout)["job"].get("redacted"), p.stdout
+        assert json.loads(p.stdout)["job"]["spec"]["share"] == "group"
+        p = as_user(team, ALICE, "show", "--json", j)
+        assert json.loads(p.stdout)["job"]["redacted"] is True, p.stdout
+        import time
+        deadline = time.monotonic() + 20
+        while "shared-line" not in as_user(team, CAROL, "logs", j).stdout:
+            assert time.monotonic() < deadline, as_user(team, CAROL, "logs", j)
+            time.sleep(0.2)
+        p = as_user(team, ALICE, "logs", j)
+        assert p.returncode == 1 and "shared-line" not in p.stdout, (p.stdout, p.stderr)
+        p = as_user(team, CAROL, "cancel", j)
+        assert p.returncode == 1 and "cancelling it needs the admin role" in p.stderr, p.stderr
+    finally:
+        team.dtctl("cancel", j)

@@ -423,3 +423,40 @@ def test_share_group_opens_a_job_to_the_owners_group(team):
         assert p.returncode == 1 and "cancelling it needs the admin role" in p.stderr, p.stderr
     finally:
         team.dtctl("cancel", j)
+
+
+def test_sweeps_are_their_owners(team):
+    """A sweep and its trials belong to who submitted it; another user sees it redacted and
+    cannot read its export nor pause or stop it; its owner can."""
+    f = team.public.parent / "sweep.yaml"
+    f.write_text("method: grid\nmetric: {name: loss}\nparameters:\n  h: {values: [1, 2]}\n"
+                 "job: {procs_per_node: 1, command: [sh, -c, 'sleep 60'], workdir: /tmp}\n"
+                 "max_trials: 2\nparallel: 1\n")
+    os.chmod(f, 0o644)
+    p = as_user(team, BOB, "sweep", "--detach", "--json", str(f))
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    sid = json.loads(p.stdout)["sweep"]["id"]
+    try:
+        p = as_user(team, ALICE, "sweep", "list", "--json")
+        w = [x for x in json.loads(p.stdout)["sweeps"] if x["id"] == sid][0]
+        assert (w["user"], w["redacted"]) == (BOB, True) and "parameters" not in w, w
+        p = as_user(team, ALICE, "sweep", "export", "--json", sid)
+        assert p.returncode == 1 and "sweep %s belongs to %s; reading it needs the admin " \
+            "role" % (sid, BOB) in p.stderr, (p.stdout, p.stderr)
+        p = as_user(team, ALICE, "sweep", "stop", sid)
+        assert p.returncode == 1 and "stopping it needs the admin role" in p.stderr, p.stderr
+        p = as_user(team, BOB, "sweep", "pause", sid)
+        assert p.returncode == 0, p.stderr
+        # its trials are bob's jobs
+        import time
+        deadline = time.monotonic() + 20
+        while True:
+            st = json.loads(as_user(team, BOB, "sweep", "status", "--json", sid).stdout)
+            ids = [t["job_id"] for t in st.get("trials", []) if t.get("job_id")]
+            if ids:
+                break
+            assert time.monotonic() < deadline, json.dumps(st)[:3000]
+            time.sleep(0.2)
+        assert json.loads(team.dtctl("show", "--json", ids[0]).stdout)["job"]["user"] == BOB
+    finally:
+        team.dtctl("sweep", "stop", sid)

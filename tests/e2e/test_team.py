@@ -460,3 +460,29 @@ def test_sweeps_are_their_owners(team):
         assert json.loads(team.dtctl("show", "--json", ids[0]).stdout)["job"]["user"] == BOB
     finally:
         team.dtctl("sweep", "stop", sid)
+
+
+def test_node_detail_hides_what_tasks_run(team):
+    """GET /v1/nodes/<name> lists the node's tasks; a user sees them without argv, paths or
+    env names (another user's job runs there), an admin with them."""
+    b = submit(team, BOB, "sleep", "61", name="bob-node")
+    try:
+        wait_state(team, b, ("RUNNING",))
+        import time
+        deadline = time.monotonic() + 20
+        while True:
+            status, body = raw(team, BOSS, "GET", "/v1/nodes/local")
+            tasks = json.loads(body)["node"]["tasks"]
+            mine = [t for t in tasks if t.get("job_id") == b]
+            if mine:
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+        assert mine[0]["argv"] == ["sleep", "61"], mine
+        status, body = raw(team, ALICE, "GET", "/v1/nodes/local")
+        assert status.startswith("HTTP/1.1 200"), (status, body)
+        t = [t for t in json.loads(body)["node"]["tasks"] if t.get("job_id") == b][0]
+        assert "argv" not in t and "env_keys" not in t and "cwd" not in t, t
+        assert "\"sleep\"" not in body, body
+    finally:
+        team.dtctl("cancel", b)

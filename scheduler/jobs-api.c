@@ -207,6 +207,13 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 		if (caller_of(s, req, &c, resp) < 0)
 			goto out;
 		j->user = xstrdup(c.name);
+		/* team mode: dtsched (root) makes the job dir and hands it to the
+		 * user, so only in the cluster's shared dir, never where a request says */
+		if (s->cc && s->cc->team && strcmp(shared, s->cc->shared_dir)) {
+			dt_http_error(resp, 400, "'shared_dir' must be the cluster's ('%s') in team mode",
+				      s->cc->shared_dir);
+			goto out;
+		}
 		if (s->cc && s->cc->team && j->cfg.launcher == LAUNCHER_MPI) {
 			dt_http_error(resp, 422, "the mpi launcher does not run in team mode yet: use "
 				      "launcher: agent (docs/team.md)");

@@ -256,6 +256,12 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 		/* its owner, and its trials' (users.h): who the request proves to be */
 		pthread_mutex_lock(&s->lock);
 		rc = caller_of(s, req, &c, resp);
+		/* team mode: trials' dirs only in the cluster's shared dir (jobs-api.c) */
+		if (!rc && s->cc && s->cc->team && strcmp(shared, s->cc->shared_dir)) {
+			dt_http_error(resp, 400, "'shared_dir' must be the cluster's ('%s') in team "
+				      "mode", s->cc->shared_dir);
+			rc = -1;
+		}
 		pthread_mutex_unlock(&s->lock);
 		if (rc < 0) {
 			sweep_free(w);

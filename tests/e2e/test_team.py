@@ -217,6 +217,17 @@ def test_the_user_field_of_a_submit_is_not_believed(team):
         assert j["user"] == ALICE, j
     finally:
         team.dtctl("cancel", j["id"])
+    # dtsched (root) makes job dirs and hands them over: only in the cluster's shared dir
+    planted = Path(tempfile.mkdtemp(prefix="dtt-elsewhere-", dir="/var/tmp"))
+    try:
+        body = json.dumps({"job": {"name": "elsewhere", "command": ["true"]},
+                           "shared_dir": str(planted)})
+        status, reply = raw(team, ALICE, "POST", "/v1/jobs", body)
+        assert status.startswith("HTTP/1.1 400"), (status, reply)
+        assert "'shared_dir' must be the cluster's" in reply, reply
+        assert not any(planted.iterdir()), list(planted.iterdir())
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
 
 
 def test_socket_folder_others_may_write_is_not_trusted(team, tmp_path):

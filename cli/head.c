@@ -70,6 +70,15 @@ static void head_args(struct strvec *args)
 	strvec_pushf(args, "--port=%d", the_cluster.head_port);
 	strvec_pushf(args, "--heartbeat-ms=%lld", the_cluster.heartbeat_ms);
 	strvec_pushf(args, "--dead-after-ms=%lld", the_cluster.dead_after_ms);
+	/* team mode: where users reach it; a change (mode: team set, head.socket
+	 * moved) restarts it like a new port does (head_args_match) */
+	if (the_cluster.file && the_cluster.config.team) {
+		struct strbuf sock = STRBUF_INIT;
+
+		cluster_head_socket(&the_cluster.config, dt_home(), &sock);
+		strvec_pushf(args, "--socket=%s", sock.buf);
+		strbuf_release(&sock);
+	}
 	strbuf_release(&dir);
 }
 

@@ -497,3 +497,30 @@ def test_node_detail_hides_what_tasks_run(team):
         assert "\"sleep\"" not in body, body
     finally:
         team.dtctl("cancel", b)
+
+
+def test_head_start_restarts_dtsched_into_team_mode(dtctl_bin, tmp_path):
+    """Setting mode: team on a running single-user head: `dtctl head start` (and init)
+    restart dtsched, which then serves the team socket."""
+    pub = Path(tempfile.mkdtemp(prefix="dtt-switch-", dir="/var/tmp"))
+    os.chmod(pub, 0o755)
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path)
+    sock = pub / "run" / "dtsched.sock"
+    try:
+        p = c.dtctl("head", "start")
+        assert p.returncode == 0, p.stderr
+        assert not sock.exists()
+        conf = (c.home / "cluster.yaml").read_text()
+        conf = conf.replace("head: {port:", "head: {socket: %s, port:" % sock) + "mode: team\n"
+        (c.home / "cluster.yaml").write_text(conf)
+        p = c.dtctl("head", "start")
+        assert p.returncode == 0, p.stderr
+        assert "restarting dtsched" in p.stderr, p.stderr
+        assert sock.is_socket() and sock.stat().st_mode & 0o777 == 0o666, sock
+        p = c.dtctl("whoami", "--json")
+        assert p.returncode == 0, p.stderr
+        w = json.loads(p.stdout)
+        assert (w["mode"], w["authenticated_by"]) == ("team", "local socket (SO_PEERCRED)"), w
+    finally:
+        c.stop()
+        shutil.rmtree(pub, ignore_errors=True)

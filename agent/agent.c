@@ -34,6 +34,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -605,10 +606,6 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 }
 
 /*
- * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
- * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
- */
-/*
  * The task's cuda_visible_devices "0,1" (our GPU indexes) as the devices
  * they stand for in map ("2,3": the i-th entry is our GPU i).  An index
  * past the map or not a number stays as it is ("-1" for CPU tasks).
@@ -640,6 +637,50 @@ static void gpu_map_apply(const char *map, json_t *spec)
 	strbuf_release(&out);
 }
 
+/*
+ * Team mode (docs/team.md): the task runs as spec's run_as user, who must
+ * exist on this node with the uid and gid the head knows (as NFS needs), and
+ * the agent must be root to become them.  Their home goes into run_as for
+ * the supervisor.  -1 with why in msg, naming the node.
+ */
+static int run_as_check(struct agent *a, json_t *spec, struct strbuf *msg)
+{
+	json_t *r = json_object_get(spec, "run_as");
+	const char *user = json_get_str(r, "user", "");
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (geteuid() != 0) {
+		strbuf_addf(msg, "team mode runs each job as its user, which needs dtagent to run "
+			    "as root on node '%s' (it runs as uid %u)", a->name, (unsigned)geteuid());
+		return -1;
+	}
+	if (json_object_get(spec, "container")) {
+		strbuf_addf(msg, "containers do not run in team mode yet (node '%s')", a->name);
+		return -1;
+	}
+	if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) || !res) {
+		strbuf_addf(msg, "user '%s' has no account on node '%s' (team mode runs each job "
+			    "as its user: add them with the same uid and gid as on the head)", user,
+			    a->name);
+		return -1;
+	}
+	if ((long long)pw.pw_uid != json_get_int(r, "uid", -1) ||
+	    (long long)pw.pw_gid != json_get_int(r, "gid", -1)) {
+		strbuf_addf(msg, "user '%s' is uid %lld gid %lld on the head but uid %u gid %u on "
+			    "node '%s': uids and gids must agree across the cluster ('dtctl "
+			    "doctor')", user, json_get_int(r, "uid", -1), json_get_int(r, "gid", -1),
+			    (unsigned)pw.pw_uid, (unsigned)pw.pw_gid, a->name);
+		return -1;
+	}
+	json_object_set_new(r, "home", json_string(pw.pw_dir));
+	return 0;
+}
+
+/*
+ * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
+ * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
+ */
 static int task_start(struct agent *a, const json_t *req, json_t **out, struct strbuf *msg)
 {
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
@@ -659,6 +700,10 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 	if (!spec) {
 		strbuf_addbuf(msg, &err);
 		strbuf_release(&err);
+		return 400;
+	}
+	if (json_object_get(spec, "run_as") && run_as_check(a, spec, msg) < 0) {
+		json_decref(spec);
 		return 400;
 	}
 	if (json_object_get(spec, "container")) {

@@ -32,12 +32,14 @@
 #include "usage.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -132,7 +134,70 @@ struct sup {
 	/* container: (container.h): the engine, the image to run, the container's name */
 	struct strbuf engine, image_ref, ctr_name;
 	int marked;                   /* an attempt's start marker is in the log, no end yet */
+	/* team mode (run_as in the spec): the task's user, -1 when none */
+	long long run_uid, run_gid;
+	gid_t groups[256];            /* their supplementary groups on this node */
+	int nr_groups;
 };
+
+/*
+ * Team mode: what the supervisor (root) does in the job's dir it does as the
+ * task's user (the file system ids: permissions are theirs, what is made is
+ * theirs, as an NFS server does), so no path the user controls is followed
+ * with root's rights (Slurm's slurmstepd does the same).  as_user(s, 1)
+ * before, as_user(s, 0) after.
+ */
+static void as_user(struct sup *s, int on)
+{
+	if (s->run_uid < 0)
+		return;
+	setfsgid(on ? (gid_t)s->run_gid : getegid());
+	setfsuid(on ? (uid_t)s->run_uid : geteuid());
+}
+
+/*
+ * In the task's child, after fork: become the user for good (groups, gid,
+ * uid, in that order) and forbid regaining privileges (setuid binaries,
+ * file capabilities).  -1 when any of it fails (the task must not start).
+ */
+static int drop_to_user(const struct sup *s)
+{
+	if (s->run_uid < 0)
+		return 0;
+	if (setgroups((size_t)s->nr_groups, s->groups) < 0 ||
+	    setresgid((gid_t)s->run_gid, (gid_t)s->run_gid, (gid_t)s->run_gid) < 0 ||
+	    setresuid((uid_t)s->run_uid, (uid_t)s->run_uid, (uid_t)s->run_uid) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	/* no way back: a root that could be regained would be a bug */
+	if (setuid(0) == 0 || getuid() != (uid_t)s->run_uid)
+		return -1;
+	return 0;
+}
+
+/* run_as of the spec into s (the agent checked the user exists here, agent.c) */
+static int run_as_load(struct sup *s, struct strbuf *err)
+{
+	json_t *r = json_object_get(s->t.spec, "run_as");
+	const char *user = json_get_str(r, "user", NULL);
+	int n = (int)ARRAY_SIZE(s->groups);
+
+	s->run_uid = s->run_gid = -1;
+	if (!r)
+		return 0;
+	if (!user || json_get_int(r, "uid", -1) <= 0 || json_get_int(r, "gid", -1) < 0) {
+		strbuf_addstr(err, "bad run_as in the task file");
+		return -1;
+	}
+	s->run_uid = json_get_int(r, "uid", -1);
+	s->run_gid = json_get_int(r, "gid", -1);
+	if (getgrouplist(user, (gid_t)s->run_gid, s->groups, &n) < 0) {
+		strbuf_addf(err, "user '%s' is in over %zu groups", user, ARRAY_SIZE(s->groups));
+		return -1;
+	}
+	s->nr_groups = n;
+	return 0;
+}
 
 static void save(struct sup *s)
 {
@@ -523,7 +588,9 @@ static const char *task_cwd(struct sup *s)
 {
 	const char *cwd = json_get_str(s->t.spec, "cwd", NULL);
 	const char *submit = json_get_str(s->t.spec, "submit_dir", NULL);
-	const char *home = getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
+	const char *home = json_get_str(json_object_get(s->t.spec, "run_as"), "home", NULL) ?
+		json_get_str(json_object_get(s->t.spec, "run_as"), "home", NULL) :
+		getenv_nonempty("HOME") ? getenv_nonempty("HOME") : "/";
 	const char *lrank = json_get_str(json_object_get(s->t.spec, "env"), "LOCAL_RANK", NULL);
 	const char *why;
 	struct stat st;
@@ -711,6 +778,13 @@ static int start_task(struct sup *s)
 	if (json_get_str(spec, "cuda_visible_devices", NULL))
 		strvec_setenv(&env, "CUDA_VISIBLE_DEVICES",
 			      json_get_str(spec, "cuda_visible_devices", NULL));
+	if (s->run_uid >= 0) {
+		json_t *r = json_object_get(spec, "run_as");
+
+		strvec_setenv(&env, "USER", json_get_str(r, "user", ""));
+		strvec_setenv(&env, "LOGNAME", json_get_str(r, "user", ""));
+		strvec_setenv(&env, "HOME", json_get_str(r, "home", "/"));
+	}
 	strvec_setenv(&env, DT_TASK_ID_ENV, s->t.id);
 	if (json_get_str(spec, "node", NULL))
 		strvec_setenv(&env, DT_NODE_ENV, json_get_str(spec, "node", NULL));
@@ -765,6 +839,8 @@ static int start_task(struct sup *s)
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		set_limits(json_object_get(spec, "limits"));
+		if (drop_to_user(s) < 0)
+			child_fail(report[1], "becoming the job's user");
 		if (chdir(cwd) < 0)
 			child_fail(report[1], cwd);
 		environ = (char **)env.v;
@@ -951,7 +1027,14 @@ int supervise_main(const char *home, const char *id)
 	/* the log file, and all the task writes, as readable as cluster.yaml's job_files says */
 	if (json_is_integer(json_object_get(s.t.spec, "umask")))
 		sf_set_umask((mode_t)json_get_int(s.t.spec, "umask", 027));
+	if (run_as_load(&s, &err) < 0) {
+		finish(&s, TASK_FAILED, 127, err.buf);
+		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);
+		return 0;
+	}
+	as_user(&s, 1);
 	s.logfd = open_task_log(&s, &err);
+	as_user(&s, 0);
 	if (s.logfd < 0) {
 		finish(&s, TASK_FAILED, 127, err.buf);
 		dtlog(DTLOG_ERROR, "task %s: %s", id, err.buf);

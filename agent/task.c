@@ -75,6 +75,7 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 	static const char *const known[] = {
 		"id", "argv", "shell", "env", "cwd", "submit_dir", "cuda_visible_devices", "log",
 		"log_root", "grace_ms", "limits", "job_id", "rank", "umask", "head", "container",
+		"run_as",
 	};
 	json_t *spec = json_object(), *v;
 	const char *key;
@@ -137,6 +138,25 @@ json_t *task_spec_validate(const json_t *req, struct strbuf *err)
 		json_object_set(spec, "env", v);
 	} else {
 		json_object_set_new(spec, "env", json_object());
+	}
+
+	/* team mode (docs/team.md): the user the task runs as, and their ids on the
+	 * head; the agent checks them against this node's (agent.c, task_start) */
+	v = json_object_get(req, "run_as");
+	if (v && !json_is_null(v)) {
+		const char *u = json_get_str(v, "user", NULL);
+
+		if (!json_is_object(v) || !u || !*u || strlen(u) > 64 || strchr(u, '/') ||
+		    !json_is_integer(json_object_get(v, "uid")) ||
+		    !json_is_integer(json_object_get(v, "gid")) || json_get_int(v, "uid", -1) <= 0 ||
+		    json_get_int(v, "gid", -1) < 0) {
+			strbuf_addstr(err, "'run_as' must be {\"user\": name, \"uid\": N > 0, "
+				      "\"gid\": N}");
+			goto fail;
+		}
+		json_object_set_new(spec, "run_as", json_pack("{s:s,s:I,s:I}", "user", u, "uid",
+			(json_int_t)json_get_int(v, "uid", -1), "gid",
+			(json_int_t)json_get_int(v, "gid", -1)));
 	}
 
 	/* the umask of the task's files (cluster.yaml job_files); absent: the agent's */

@@ -87,10 +87,12 @@ int cmd_slurm_agents(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
 /* hidden, test-only: render a sweep export file; in cli/sweep-report.c */
 int cmd_sweep_report_file(int argc, const char **argv);
+int cmd_user(int argc, const char **argv);
 int cmd_validate(int argc, const char **argv);
 /* in cli/dtctl.c, beside `dtctl --version` and `dtctl help` (which lists the table) */
 int cmd_version(int argc, const char **argv);
 int cmd_why(int argc, const char **argv);
+int cmd_whoami(int argc, const char **argv);
 
 /*
  * 1 when standard output is a pipe or socket whose reader has gone (`dtctl

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,87 @@ static void check_same(const char *key, const char *label, const char *fix)
 	verdict(key, values.nr == 1, detail.buf, fix);
 	strvec_clear(&values);
 	strbuf_release(&detail);
+}
+
+/* Is "name:uid:gid" in the space-separated list? 1 same ids, 0 other ids, -1 absent. */
+static int user_in(const char *list, const char *name, unsigned uid, unsigned gid)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		const char *end = strchrnul(p, ' ');
+		unsigned u, g;
+
+		if ((size_t)(end - p) > len && !strncmp(p, name, len) && p[len] == ':') {
+			if (sscanf(p + len + 1, "%u:%u", &u, &g) != 2)
+				return 0;
+			return u == uid && g == gid;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return -1;
+}
+
+/*
+ * Team mode (docs/team.md): each job runs as its user on every node, so every
+ * account of the head (uid 1000 and up) must be on every node with the same
+ * uid and gid, as NFS needs too.  Names the users and nodes that differ.
+ */
+static void check_users(void)
+{
+	struct strbuf detail = STRBUF_INIT, bad = STRBUF_INIT;
+	struct passwd *pw;
+	size_t users = 0, nbad = 0;
+
+	setpwent();
+	while ((pw = getpwent())) {
+		struct strvec differ = STRVEC_INIT, missing = STRVEC_INIT;
+		struct strbuf f = STRBUF_INIT;
+
+		if (pw->pw_uid < 1000 || pw->pw_uid >= 65534)
+			continue;
+		users++;
+		for (size_t i = 0; i < D->nr; i++) {
+			int r;
+
+			if (!D->nodes[i].have_facts)
+				continue;
+			r = user_in(kvlist_get(&D->nodes[i].facts, "users"), pw->pw_name,
+				    (unsigned)pw->pw_uid, (unsigned)pw->pw_gid);
+			if (r == 0)
+				strvec_push(&differ, node_name(i));
+			else if (r < 0)
+				strvec_push(&missing, node_name(i));
+		}
+		if (differ.nr) {
+			fold_names(&f, differ.v, differ.nr);
+			strbuf_addf(&bad, "%s'%s' (uid %u gid %u on the head) has other ids on %s",
+				    bad.len ? "; " : "", pw->pw_name, (unsigned)pw->pw_uid,
+				    (unsigned)pw->pw_gid, f.buf);
+			strbuf_reset(&f);
+			nbad++;
+		}
+		if (missing.nr) {
+			fold_names(&f, missing.v, missing.nr);
+			strbuf_addf(&bad, "%s'%s' is missing on %s", bad.len ? "; " : "", pw->pw_name,
+				    f.buf);
+			nbad++;
+		}
+		strvec_clear(&differ);
+		strvec_clear(&missing);
+		strbuf_release(&f);
+	}
+	endpwent();
+	if (!nbad)
+		strbuf_addf(&detail, "%zu %s of the head with the same uid and gid on every node",
+			    users, plural((long long)users, "user", "users"));
+	else
+		strbuf_addstr(&detail, bad.buf);
+	verdict("users", !nbad, detail.buf, "give each user the same uid and gid on the head "
+		"and every node (useradd -u UID -g GID, or one directory service such as LDAP): "
+		"team mode runs each job as its user everywhere");
+	strbuf_release(&detail);
+	strbuf_release(&bad);
 }
 
 /* A node whose podman does not work (no runtime, rlimits, cgroups) fails container: jobs. */
@@ -914,6 +996,9 @@ int cmd_doctor(int argc, const char **argv)
 		strbuf_add_shell_quoted(&cmd, head.buf);
 		strbuf_addstr(&cmd, "\nip -o route get \"$H\" 2>/dev/null | sed -n "
 			      "'s/.* dev \\([^ ]*\\).* src \\([^ ]*\\).*/route=\\1 \\2/p' | head -n 1\n");
+		if (c->team)   /* team mode: the node's accounts, for check_users() */
+			strbuf_addstr(&cmd, "echo \"users=$(getent passwd | awk -F: "
+				      "'$3 >= 1000 && $3 < 65534 { printf \"%s:%s:%s \", $1, $3, $4 }')\"\n");
 		ssh_exec(ssh_pool_node(d.p, i), cmd.buf, 60000, 0, got_facts, NULL);
 		strbuf_release(&head);
 	}
@@ -938,6 +1023,8 @@ int cmd_doctor(int argc, const char **argv)
 			   "~/.dtctl/env.sh on the odd nodes (which mpirun)");
 		check_same("container", "container engine", "install the same podman on every node "
 			   "for jobs with container: (docs/containers.md)");
+		if (c->team)
+			check_users();
 		check_container();
 		check_gpus();
 		check_shared();

@@ -53,7 +53,7 @@ int cmd_head(int argc, const char **argv)
 
 		if (dt_pidfile_running(pidfile.buf, &pid) && !head_connect(&c)) {
 			st = dt_httpc_request(&c, "GET", DT_PATH_STATUS, NULL, &reply, &err);
-			port = c.port;
+			port = the_cluster.head_port;
 			dt_httpc_release(&c);
 		}
 		if (json) {

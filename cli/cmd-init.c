@@ -1188,6 +1188,22 @@ int cmd_init(int argc, const char **argv)
 		strbuf_addf(&x.bin_dir, "%s/bin", c->shared_dir);
 	else
 		strbuf_addstr(&x.bin_dir, ".dtctl/bin");	/* relative to the login dir */
+	/* team mode (docs/team.md): the agents run as root, like slurmd, so that each
+	 * task can run as its user; init logs in as root (or runs as root: host local) */
+	if (c->team) {
+		for (size_t i = 0; i < nr; i++) {
+			const struct cluster_node *n = &c->nodes[idx[i]];
+			const char *u = n->user ? n->user : c->user;
+
+			if (!strcmp(n->host, "local") ? geteuid() != 0 : (!u || strcmp(u, "root"))) {
+				error("mode: team runs the agents as root: node '%s' %s", n->name,
+				      !strcmp(n->host, "local") ? "is this machine and dtctl init does "
+				      "not run as root" : "is reached as a user other than root (set "
+				      "'user: root' in cluster.yaml)");
+				goto out;
+			}
+		}
+	}
 	/* everything that can fail on bad input comes before writing anything */
 	x.nodes = xcalloc(nr ? nr : 1, sizeof(*x.nodes));
 	for (size_t i = 0; i < nr; i++) {

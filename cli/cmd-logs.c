@@ -743,6 +743,14 @@ int cmd_logs(int argc, const char **argv)
 	/* a job with nothing to show yet (wait_job_dir() said so) ends here */
 	if (ret || access(jobdir.buf, F_OK) < 0)
 		goto out;
+	/* another user's job in team mode (0700 dirs, docs/team.md): say so, not nothing */
+	if (access(jobdir.buf, R_OK | X_OK) < 0) {
+		ret = errno == EACCES ? DT_EXIT_FAIL : DT_EXIT_USAGE;
+		error("cannot read the logs in '%s': %s%s", jobdir.buf, strerror(errno),
+		      errno == EACCES ? " (another user's job? 'dtctl ps --all' names its "
+		      "owner; job.yaml's share: group opens it to the owner's group)" : "");
+		goto out;
+	}
 	ret = run_logs(&o, jobdir.buf);
 out:
 	if (o.have_re)

@@ -1,6 +1,7 @@
 /*
- * cmd-ps.c - `dtctl ps`: queued and running jobs (Slurm-like columns; --all
- * for history) from dtsched's job table (GET /v1/jobs).  One job in detail
+ * cmd-ps.c - `dtctl ps`: your queued and running jobs (Slurm-like columns;
+ * --user NAME for another user's, --all for everyone's and the history) from
+ * dtsched's job table (GET /v1/jobs: others' jobs come redacted, users.h).  One job in detail
  * is `dtctl show` (cmd-show.c).
  */
 #include "builtin.h"
@@ -47,10 +48,12 @@ static void nodelist(struct strbuf *sb, const json_t *job)
 
 int cmd_ps(int argc, const char **argv)
 {
-	static const char *const usage[] = { "dtctl ps [--all] [--json]", NULL };
+	static const char *const usage[] = { "dtctl ps [--all] [--user <name>] [--json]", NULL };
 	int all = 0, json = 0, code, shown = 0, color = dt_want_color(1);
+	const char *user = NULL, *you;
 	struct option opts[] = {
-		OPT_BOOL('a', "all", &all, "finished jobs too (history)"),
+		OPT_BOOL('a', "all", &all, "every user's jobs, finished ones too (history)"),
+		OPT_STRING('u', "user", &user, "name", "that user's jobs (default: yours)"),
 		OPT_BOOL(0, "json", &json, "print the jobs as JSON"),
 		OPT_END(),
 	};
@@ -65,10 +68,16 @@ int cmd_ps(int argc, const char **argv)
 	if ((code = head_api("GET", DT_PATH_JOBS, NULL, &reply, NULL)))
 		return json_decref(reply), code;
 	jobs = json_object_get(reply, "jobs");
+	/* whose: --user's, everyone's with --all, else the caller's (docs/team.md) */
+	you = json_get_str(reply, "you", NULL);
+	if (!user && !all)
+		user = you;
 	out = json_array();
 	/* oldest first, as dtsched lists them (docs/json.md, "Lists") */
 	for (i = 0; i < json_array_size(jobs); i++) {
 		j = json_array_get(jobs, i);
+		if (user && strcmp(json_get_str(j, "user", ""), user))
+			continue;
 		if (all || !is_final(json_get_str(j, "state", "")))
 			json_array_append(out, j);
 	}
@@ -119,8 +128,9 @@ int cmd_ps(int argc, const char **argv)
 		shown++;
 	}
 	if (!shown)
-		printf("(no %sjobs%s)\n", all ? "" : "queued or running ",
-		       all ? "" : "; 'dtctl ps --all' shows finished ones");
+		printf("(no %sjobs%s%s%s)\n", all ? "" : "queued or running ",
+		       user ? " of " : "", user ? term_str(user) : "",
+		       all ? "" : "; 'dtctl ps --all' shows finished ones and other users'");
 	json_decref(out);
 	json_decref(reply);
 	return 0;

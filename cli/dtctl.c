@@ -50,9 +50,11 @@ static const struct cmd_struct commands[] = {
 	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
 	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
 	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */
+	{ "user", cmd_user, "users with their own keys: add, list, remove (docs/team.md)", NEED_HEAD },
 	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
 	{ "version", cmd_version, "print the version", 0 },
 	{ "why", cmd_why, "why a pending job waits: its place, priority, expected start", NEED_HEAD },
+	{ "whoami", cmd_whoami, "who dtsched takes you for: user, roles, how", NEED_HEAD },
 };
 
 static void list_commands(FILE *out)

@@ -53,6 +53,15 @@ static void head_args(struct strvec *args)
 	strvec_pushf(args, "--port=%d", the_cluster.head_port);
 	strvec_pushf(args, "--heartbeat-ms=%lld", the_cluster.heartbeat_ms);
 	strvec_pushf(args, "--dead-after-ms=%lld", the_cluster.dead_after_ms);
+	/* team mode: where users reach it; a change (mode: team set, head.socket
+	 * moved) restarts it like a new port does (head_args_match) */
+	if (the_cluster.file && the_cluster.config.team) {
+		struct strbuf sock = STRBUF_INIT;
+
+		cluster_head_socket(&the_cluster.config, dt_home(), &sock);
+		strvec_pushf(args, "--socket=%s", sock.buf);
+		strbuf_release(&sock);
+	}
 	strbuf_release(&dir);
 }
 
@@ -156,11 +165,63 @@ int head_start(int quiet, int restart)
 	return 0;
 }
 
+int head_user_key(void)
+{
+	return getenv_nonempty("DTCTL_USER_KEY") != NULL;
+}
+
+int head_socket(struct strbuf *path)
+{
+	if (head_user_key() || !the_cluster.file || !the_cluster.config.team)
+		return 0;
+	if (path)
+		cluster_head_socket(&the_cluster.config, the_cluster.home ? the_cluster.home :
+				    dt_home(), path);
+	return 1;
+}
+
 int head_connect(struct dt_httpc *c)
 {
 	struct dt_auth_key key;
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
 	int code;
 
+	if (head_user_key()) {
+		/* a user elsewhere: their own key (docs/team.md, "Users elsewhere") */
+		struct dt_userkey k;
+		const char *user = getenv_nonempty("DTCTL_USER") ? getenv_nonempty("DTCTL_USER") :
+			cli_whoami();
+
+		if (dt_userkey_load(getenv_nonempty("DTCTL_USER_KEY"), &k, &err) < 0) {
+			error("$DTCTL_USER_KEY: %s", err.buf);
+			strbuf_release(&err);
+			strbuf_release(&path);
+			return DT_EXIT_USAGE;
+		}
+		dt_httpc_init_user(c, the_cluster.file && the_cluster.config.head.address ?
+				   the_cluster.config.head.address : the_cluster.head_address,
+				   the_cluster.head_port, user, &k);
+		memset(&k, 0, sizeof(k));
+		c->peer_port_name = "the head port";
+		strbuf_release(&path);
+		return 0;
+	}
+	if (head_socket(&path)) {
+		/* team mode: the kernel tells dtsched who we are; the socket's
+		 * folder tells us that it is dtsched (root's or ours alone) */
+		if (dt_unix_socket_trusted(path.buf, (unsigned)geteuid(), &err) < 0) {
+			error("cannot reach dtsched: %s", err.buf);
+			fprintf(stderr, "hint: is it running? the admin starts it with 'dtctl head "
+				"start' (cluster.yaml: mode: team, head.socket)\n");
+			code = DT_EXIT_UNREACH;
+		} else {
+			dt_httpc_init_unix(c, path.buf);
+			code = 0;
+		}
+		strbuf_release(&path);
+		strbuf_release(&err);
+		return code;
+	}
 	if ((code = head_key(&key)))
 		return code;
 	dt_httpc_init(c, the_cluster.head_address, the_cluster.head_port, &key);
@@ -191,7 +252,9 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	if (status)
 		*status = -1;
 	if (!api_client_ready) {
-		if ((the_cluster.flags & START_HEAD) && (code = head_start(1, 0)))
+		/* team mode: the admin starts dtsched (users hold no secret) */
+		if ((the_cluster.flags & START_HEAD) && !head_socket(NULL) && !head_user_key() &&
+		    (code = head_start(1, 0)))
 			return code;
 		if ((code = head_connect(&api_client)))
 			return code;
@@ -201,9 +264,13 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	st = dt_httpc_request(&api_client, method, path, body, out, &err);
 	if (status)
 		*status = st;
-	if (st < 0) {
-		error("cannot reach dtsched at %s:%d: %s", the_cluster.head_address,
-		      the_cluster.head_port, err.buf);
+	if (st < 0 && api_client.unix_socket) {
+		error("cannot reach dtsched on the socket %s", err.buf);
+		fprintf(stderr, "hint: is it running? ask the admin ('dtctl head status')\n");
+		code = DT_EXIT_UNREACH;
+	} else if (st < 0) {
+		error("cannot reach dtsched at %s:%d: %s", api_client.host, the_cluster.head_port,
+		      err.buf);
 		if (api_client.unsigned_reply)
 			fprintf(stderr, "hint: dtsched is not what answers there; see what listens: "
 				"'ss -ltnp sport = :%d'\n", the_cluster.head_port);
@@ -217,6 +284,10 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	} else if (st == 401) {
 		error("dtsched refused the request: %s", dt_httpc_reply_error(*out, st));
 		code = DT_EXIT_UNREACH;
+	} else if (st == 403) {
+		/* not yours to do: the rule, as dtsched names it (docs/team.md) */
+		error("%s", dt_httpc_reply_error(*out, st));
+		code = DT_EXIT_FAIL;
 	} else if (st == 400 || st == 404 || st == 422) {
 		error("%s", dt_httpc_reply_error(*out, st));
 		code = DT_EXIT_USAGE;

@@ -24,6 +24,15 @@
  * agent timing).  0 or a DT_EXIT code, message printed.
  */
 int head_start(int quiet, int restart);
+/*
+ * Whether dtctl speaks to dtsched over its local socket (team mode: the
+ * kernel names the user, no secret), with its path appended to path (may be
+ * NULL); else 0: TCP signed with the cluster secret.
+ */
+int head_socket(struct strbuf *path);
+/* Whether dtctl signs as a user with their own key ($DTCTL_USER_KEY, the
+ * private key file; $DTCTL_USER, default the login name): users elsewhere. */
+int head_user_key(void);
 /* A client for the_cluster's dtsched (never starts it); 0 or a DT_EXIT code. */
 int head_connect(struct dt_httpc *c);
 /*

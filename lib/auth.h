@@ -91,4 +91,18 @@ enum dt_auth_result dt_auth_verify(const struct dt_auth_key *key, struct dt_nonc
 				   const char *timestamp, const char *nonce, const char *sig,
 				   const void *body, size_t len, long long now_s);
 
+/*
+ * A user's own key (userkey.h): the same canonical string, signed with
+ * Ed25519 (sig: 128 hex digits), the same checks in the same order
+ * (headers, skew, signature, nonce unseen).
+ */
+struct dt_userkey;
+int dt_auth_sign_user(const struct dt_userkey *k, const char *method, const char *path,
+		      const void *body, size_t len, char ts[DT_TS_LEN], char nonce[DT_NONCE_HEX],
+		      char sig[129]);
+enum dt_auth_result dt_auth_verify_user(const unsigned char pub[32], struct dt_nonce_cache *nc,
+					const char *method, const char *path,
+					const char *timestamp, const char *nonce, const char *sig,
+					const void *body, size_t len, long long now_s);
+
 #endif

@@ -111,6 +111,14 @@ static int head_key(struct ctx *c, const char *key, struct ynode *v, const char 
 
 	if (!strcmp(key, "port"))
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &cc->head.port);
+	if (!strcmp(key, "socket")) {
+		if (get_safe_path(c, v, path, 0, &cc->head.socket) < 0)
+			return -1;
+		/* sockaddr_un's 108 bytes */
+		if (cc->head.socket[0] != '/' || strlen(cc->head.socket) > 100)
+			return bad_value(c, v, path, "an absolute path of at most 100 bytes");
+		return 0;
+	}
 	return get_host_name(c, v, path, &cc->head.address);   /* address */
 }
 
@@ -436,7 +444,8 @@ static const char *const ssh_keys[] = {
 static const char *const setup_keys[] = { "template", "timeout", "env", "vars", NULL };
 static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", "fake_health",
 					   NULL };
-static const char *const head_keys[] = { "address", "port", NULL };
+static const char *const head_keys[] = { "address", "port", "socket", NULL };
+static const char *const cluster_modes[] = { "single-user", "team", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
 static const char *const health_keys[] = { "max_failures", "failure_window", "fabric_fraction",
@@ -444,7 +453,7 @@ static const char *const health_keys[] = { "max_failures", "failure_window", "fa
 static const char *const cluster_keys[] = {
 	"cluster", "user", "shared_dir", "ssh", "nodes", "setup", "install", "agent", "head",
 	"network", "mpi", "health", "job_files", "notify", "fairshare", "backend", "partition", "account", "qos",
-	"slurm", NULL,
+	"slurm", "mode", "admin_group", NULL,
 };
 
 static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -492,6 +501,10 @@ static int cluster_key(struct ctx *c, const char *key, struct ynode *v, const ch
 	}
 	if (!strcmp(key, "job_files"))
 		return get_enum(c, v, path, job_files_modes, &cc->job_files_world);
+	if (!strcmp(key, "mode"))
+		return get_enum(c, v, path, cluster_modes, &cc->team);
+	if (!strcmp(key, "admin_group"))
+		return get_user_name(c, v, path, &cc->admin_group);   /* group names: the same rules */
 	if (!strcmp(key, "agent"))
 		return walk_map(c, v, path, agent_keys, NULL, agent_key, cc);
 	if (!strcmp(key, "head"))
@@ -699,6 +712,8 @@ static void cluster_release(void *cfg)
 	kvlist_release(&cc->setup.env);
 	kvlist_release(&cc->setup.vars);
 	free(cc->head.address);
+	free(cc->head.socket);
+	free(cc->admin_group);
 	free(cc->network.interface);
 	fairshare_release(&cc->fairshare);
 	free(cc->slurm.partition);
@@ -819,7 +834,10 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 
 	json_object_set_new(head, "address", str_or_null(cc->head.address));
 	json_object_set_new(head, "port", json_integer(cc->head.port));
+	json_object_set_new(head, "socket", str_or_null(cc->head.socket));
 	json_object_set_new(o, "head", head);
+	json_object_set_new(o, "mode", json_string(cluster_modes[!!cc->team]));
+	json_object_set_new(o, "admin_group", str_or_null(cc->admin_group));
 
 	json_object_set_new(net, "interface", str_or_null(cc->network.interface));
 	json_object_set_new(o, "network", net);
@@ -846,4 +864,14 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 		json_object_set_new(o, "slurm", opts);
 	}
 	return o;
+}
+
+void cluster_head_socket(const struct cluster_config *c, const char *home, struct strbuf *out)
+{
+	if (c && c->head.socket)
+		strbuf_addstr(out, c->head.socket);
+	else if (c && c->team)
+		strbuf_addf(out, "/run/dtctl/%s/dtsched.sock", c->name ? c->name : "dtctl");
+	else
+		strbuf_addf(out, "%s/dtsched.sock", home);
 }

@@ -18,8 +18,9 @@ static const char *const job_keys[] = {
 	"name", "nodes", "gpus_per_node", "procs_per_node", "launcher", "trainer", "command",
 	"shell", "workdir", "env", "timeout", "stall_after", "retries", "strict_logging",
 	"line_buffered", "include_nodes", "exclude_nodes", "labels", "elastic", "preflight",
-	"container", "notify", "project", "priority", "class", NULL,
+	"container", "notify", "project", "priority", "class", "share", NULL,
 };
+static const char *const share_modes[] = { "none", "group", NULL };
 static const char *const elastic_keys[] = { "min_nodes", NULL };
 
 struct job_state {
@@ -127,6 +128,8 @@ static int job_key(struct ctx *c, const char *key, struct ynode *v, const char *
 		return get_bool(c, v, path, &j->shell);
 	if (!strcmp(key, "strict_logging"))
 		return get_bool(c, v, path, &j->strict_logging);
+	if (!strcmp(key, "share"))
+		return get_enum(c, v, path, share_modes, &j->share_group);
 	if (!strcmp(key, "line_buffered"))
 		return get_bool(c, v, path, &j->line_buffered);
 	if (!strcmp(key, "preflight"))
@@ -416,6 +419,8 @@ json_t *job_config_to_json(const struct job_config *j)
 	set_duration(o, "stall_after", j->stall_after_ms);
 	json_object_set_new(o, "retries", json_integer(j->retries));
 	json_object_set_new(o, "strict_logging", json_boolean(j->strict_logging));
+	if (j->share_group)
+		json_object_set_new(o, "share", json_string("group"));
 	if (j->line_buffered)
 		json_object_set_new(o, "line_buffered", json_true());
 	json_object_set_new(o, "include_nodes", str_or_null(j->node_include));

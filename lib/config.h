@@ -160,7 +160,11 @@ struct cluster_config {
 	struct {
 		char *address;                  /* how agents reach dtsched; NULL = auto */
 		int port;                       /* 7071 */
+		char *socket;                   /* users' local socket to dtsched; NULL = the
+						 * default (cluster_head_socket()) */
 	} head;
+	int team;                           /* mode: team (docs/team.md); else single-user */
+	char *admin_group;                  /* Unix group on the head whose members are admins */
 	struct {
 		char *interface;                /* NCCL_SOCKET_IFNAME / btl_tcp_if_include, or NULL */
 	} network;
@@ -203,6 +207,11 @@ json_t *cluster_config_to_json(const struct cluster_config *c);
  */
 int cluster_setup_template(const struct cluster_config *c, struct strbuf *path,
 			   struct strbuf *err);
+/*
+ * The local socket users reach dtsched on (docs/team.md): head.socket, else
+ * in team mode /run/dtctl/<cluster>/dtsched.sock, else <home>/dtsched.sock.
+ */
+void cluster_head_socket(const struct cluster_config *c, const char *home, struct strbuf *out);
 /* Index of the node called `name`, or -1. */
 int cluster_find_node(const struct cluster_config *c, const char *name);
 
@@ -231,6 +240,8 @@ struct job_config {
 	long long stall_after_ms;   /* 0 = off */
 	int retries;                /* 0 */
 	int strict_logging;         /* output lines that could not be logged fail the job */
+	int share_group;            /* share: group: the owner's group may read env, argv,
+				     * logs (docs/team.md); else only its owner and admins */
 	int line_buffered;          /* C stdio of the ranks line-buffered (libstdbuf preloaded) */
 	char *node_include;         /* include_nodes: host-range spec of allowed nodes, or NULL */
 	char *node_exclude;         /* exclude_nodes: */

@@ -46,6 +46,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,6 +77,51 @@ void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct 
 	c->timeout_ms = 10000;
 	c->connect_timeout_ms = 3000;
 	c->fd = -1;
+	snprintf(c->port_sfx, sizeof(c->port_sfx), ":%d", port);
+}
+
+void dt_httpc_init_unix(struct dt_httpc *c, const char *path)
+{
+	struct sockaddr_un *sa;
+
+	dt_httpc_init(c, path, 0, NULL);
+	c->unix_socket = 1;
+	c->port_sfx[0] = '\0';
+	sa = (struct sockaddr_un *)&c->addr;
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) < sizeof(sa->sun_path)) {
+		memcpy(sa->sun_path, path, strlen(path) + 1);
+		c->addrlen = sizeof(*sa);
+	}
+}
+
+int dt_unix_socket_trusted(const char *path, unsigned uid, struct strbuf *err)
+{
+	struct strbuf dir = STRBUF_INIT;
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	int ret = -1;
+
+	strbuf_add(&dir, path, slash && slash > path ? (size_t)(slash - path) : slash ? 1 : 0);
+	if (!slash)
+		strbuf_addch(&dir, '.');
+	if (lstat(dir.buf, &st) < 0)
+		strbuf_addf(err, "cannot use the folder '%s' of the socket: %s", dir.buf,
+			    strerror(errno));
+	else if (!S_ISDIR(st.st_mode) || (st.st_uid != 0 && st.st_uid != uid) ||
+		 (st.st_mode & 022))
+		strbuf_addf(err, "the folder '%s' of the socket is not owned by root or you, "
+			    "or others may write to it (owner uid %u, mode %04o): anyone could "
+			    "have made the socket", dir.buf, (unsigned)st.st_uid,
+			    (unsigned)(st.st_mode & 07777));
+	else if (lstat(path, &st) < 0)
+		strbuf_addf(err, "cannot use the socket '%s': %s", path, strerror(errno));
+	else if (!S_ISSOCK(st.st_mode) || (st.st_uid != 0 && st.st_uid != uid))
+		strbuf_addf(err, "'%s' is not a socket of root or yours", path);
+	else
+		ret = 0;
+	strbuf_release(&dir);
+	return ret;
 }
 
 static void conn_close(struct dt_httpc *c)
@@ -85,10 +132,19 @@ static void conn_close(struct dt_httpc *c)
 	c->fd = -1;
 }
 
+void dt_httpc_init_user(struct dt_httpc *c, const char *host, int port, const char *user,
+			const struct dt_userkey *k)
+{
+	dt_httpc_init(c, host, port, NULL);
+	c->user = xstrdup(user);
+	c->ukey = *k;
+}
+
 void dt_httpc_release(struct dt_httpc *c)
 {
 	conn_close(c);
 	free(c->host);
+	free(c->user);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 }
@@ -125,13 +181,13 @@ static int wait_fd(int fd, short events, long long deadline)
 
 static void timed_out(struct conn_io *io)
 {
-	strbuf_addf(io->err, "no answer from %s:%d within %ld ms", io->c->host, io->c->port,
+	strbuf_addf(io->err, "no answer from %s%s within %ld ms", io->c->host, io->c->port_sfx,
 		    io->c->timeout_ms);
 }
 
 static int bad_reply(struct conn_io *io, const char *what)
 {
-	strbuf_addf(io->err, "bad reply from %s:%d: %s", io->c->host, io->c->port, what);
+	strbuf_addf(io->err, "bad reply from %s%s: %s", io->c->host, io->c->port_sfx, what);
 	return -1;
 }
 
@@ -149,7 +205,8 @@ static int connect_one(const struct sockaddr *sa, socklen_t len, long long deadl
 		*syserr = errno;
 		return -1;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (sa->sa_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, sa, len) == 0)
 		return fd;
 	if (errno != EINPROGRESS && errno != EINTR) {
@@ -193,7 +250,12 @@ static int conn_open(struct conn_io *io)
 		if (!deadline || cdl < deadline)
 			deadline = cdl;
 	}
-	if (c->addrlen) {
+	if (c->unix_socket) {
+		fd = c->addrlen ? connect_one((const struct sockaddr *)&c->addr, c->addrlen, deadline,
+					      &syserr) : -1;
+		if (!c->addrlen)
+			syserr = ENAMETOOLONG;
+	} else if (c->addrlen) {
 		fd = connect_one((const struct sockaddr *)&c->addr, c->addrlen, deadline, &syserr);
 		if (fd < 0)
 			c->addrlen = 0;   /* resolve again next time: the host may have moved */
@@ -211,8 +273,8 @@ static int conn_open(struct conn_io *io)
 		hints.ai_flags = AI_NUMERICSERV;
 		g = getaddrinfo(host, portstr, &hints, &res);
 		if (g) {
-			strbuf_addf(io->err, "cannot reach %s:%d: cannot resolve '%s': %s", c->host,
-				    c->port, host, g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+			strbuf_addf(io->err, "cannot reach %s%s: cannot resolve '%s': %s", c->host,
+				    c->port_sfx, host, g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
 			return -1;
 		}
 		for (ai = res; ai; ai = ai->ai_next) {
@@ -232,12 +294,12 @@ static int conn_open(struct conn_io *io)
 	if (fd < 0) {
 		if (syserr == ETIMEDOUT && deadline && dt_mono_ms() >= deadline) {
 			if (deadline == cdl)
-				strbuf_addf(io->err, "cannot reach %s:%d: connection timed out after %ld ms",
-					    c->host, c->port, c->connect_timeout_ms);
+				strbuf_addf(io->err, "cannot reach %s%s: connection timed out after %ld ms",
+					    c->host, c->port_sfx, c->connect_timeout_ms);
 			else
 				timed_out(io);
 		} else {
-			strbuf_addf(io->err, "cannot reach %s:%d: %s", c->host, c->port,
+			strbuf_addf(io->err, "cannot reach %s%s: %s", c->host, c->port_sfx,
 				    strerror(syserr ? syserr : EADDRNOTAVAIL));
 		}
 		return -1;
@@ -278,14 +340,14 @@ static int send_all(struct conn_io *io, struct iovec *iov, int n)
 				if (!r)
 					timed_out(io);
 				else
-					strbuf_addf(io->err, "cannot wait for %s:%d: %s", io->c->host,
-						    io->c->port, strerror(errno));
+					strbuf_addf(io->err, "cannot wait for %s%s: %s", io->c->host,
+						    io->c->port_sfx, strerror(errno));
 				return -1;
 			}
 			if (io->reused)
 				return RETRY;
-			strbuf_addf(io->err, "lost the connection to %s:%d: %s", io->c->host,
-				    io->c->port, strerror(errno));
+			strbuf_addf(io->err, "lost the connection to %s%s: %s", io->c->host,
+				    io->c->port_sfx, strerror(errno));
 			return -1;
 		}
 		while (n > 0 && (size_t)w >= iov->iov_len) {
@@ -334,8 +396,8 @@ static ssize_t io_fill(struct conn_io *io)
 		r = wait_fd(io->c->fd, POLLIN, io->deadline);
 		if (r <= 0) {
 			if (r)
-				strbuf_addf(io->err, "cannot wait for %s:%d: %s", io->c->host,
-					    io->c->port, strerror(errno));
+				strbuf_addf(io->err, "cannot wait for %s%s: %s", io->c->host,
+					    io->c->port_sfx, strerror(errno));
 			else
 				timed_out(io);
 			return -2;
@@ -349,10 +411,10 @@ static int cut_short(struct conn_io *io, ssize_t n)
 	if (n == -2)
 		return -1;
 	if (!n)
-		strbuf_addf(io->err, "incomplete reply from %s:%d: connection closed", io->c->host,
-			    io->c->port);
+		strbuf_addf(io->err, "incomplete reply from %s%s: connection closed", io->c->host,
+			    io->c->port_sfx);
 	else
-		strbuf_addf(io->err, "lost the connection to %s:%d: %s", io->c->host, io->c->port,
+		strbuf_addf(io->err, "lost the connection to %s%s: %s", io->c->host, io->c->port_sfx,
 			    strerror(io->sys_errno));
 	return -1;
 }
@@ -397,7 +459,7 @@ static int read_body(struct conn_io *io, struct strbuf *out, size_t base, size_t
 	ssize_t r;
 
 	if (out->len - base + n > BODY_MAX) {
-		strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host, io->c->port,
+		strbuf_addf(io->err, "reply from %s%s over %d MiB", io->c->host, io->c->port_sfx,
 			    BODY_MAX >> 20);
 		return -1;
 	}
@@ -428,8 +490,8 @@ static int read_to_eof(struct conn_io *io, struct strbuf *out, size_t base)
 		size_t k = io->len - io->pos;
 
 		if (out->len - base + k > BODY_MAX) {
-			strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
-				    io->c->port, BODY_MAX >> 20);
+			strbuf_addf(io->err, "reply from %s%s over %d MiB", io->c->host,
+				    io->c->port_sfx, BODY_MAX >> 20);
 			return -1;
 		}
 		strbuf_add(out, io->buf + io->pos, k);
@@ -454,8 +516,8 @@ static int read_chunked(struct conn_io *io, struct strbuf *out, size_t base)
 		size = 0;
 		for (i = 0; i < len && hex_value((unsigned char)line[i]) >= 0; i++) {
 			if (size > BODY_MAX) {
-				strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
-					    io->c->port, BODY_MAX >> 20);
+				strbuf_addf(io->err, "reply from %s%s over %d MiB", io->c->host,
+					    io->c->port_sfx, BODY_MAX >> 20);
 				return -1;
 			}
 			size = size * 16 + (size_t)hex_value((unsigned char)line[i]);
@@ -567,8 +629,8 @@ static int parse_header(struct conn_io *io, const char *p, size_t n, struct repl
 		h->content_length = cl;
 	} else if (nl == 17 && !strncasecmp(p, "Transfer-Encoding", nl)) {
 		if (ve - vs != 7 || strncasecmp(v, "chunked", 7) || h->chunked) {
-			strbuf_addf(io->err, "bad reply from %s:%d: unsupported Transfer-Encoding '%.*s'",
-				    io->c->host, io->c->port, (int)(ve - vs > 64 ? 64 : ve - vs), v);
+			strbuf_addf(io->err, "bad reply from %s%s: unsupported Transfer-Encoding '%.*s'",
+				    io->c->host, io->c->port_sfx, (int)(ve - vs > 64 ? 64 : ve - vs), v);
 			return -1;
 		}
 		h->chunked = 1;
@@ -645,8 +707,8 @@ static int read_reply(struct conn_io *io, const char *method, struct strbuf *out
 			    (!n || io->sys_errno == ECONNRESET || io->sys_errno == EPIPE))
 				return RETRY;
 			if (!n && !io->got) {
-				strbuf_addf(io->err, "no reply from %s:%d: connection closed",
-					    io->c->host, io->c->port);
+				strbuf_addf(io->err, "no reply from %s%s: connection closed",
+					    io->c->host, io->c->port_sfx);
 				return -1;
 			}
 			return cut_short(io, n);
@@ -674,8 +736,8 @@ static int read_reply(struct conn_io *io, const char *method, struct strbuf *out
 			return -1;
 	} else if (h.content_length >= 0) {
 		if (h.content_length > BODY_MAX) {
-			strbuf_addf(io->err, "reply from %s:%d over %d MiB", io->c->host,
-				    io->c->port, BODY_MAX >> 20);
+			strbuf_addf(io->err, "reply from %s%s over %d MiB", io->c->host,
+				    io->c->port_sfx, BODY_MAX >> 20);
 			return -1;
 		}
 		if (read_body(io, out, base, (size_t)h.content_length) < 0)
@@ -720,8 +782,8 @@ static int check_protocol(struct dt_httpc *c, int status, struct strbuf *reply, 
 		return status;
 	if (status == DT_HTTP_PROTOCOL_MISMATCH)
 		return status;          /* the server said it, in its own words */
-	strbuf_addf(&msg, "%s:%d speaks dtctl protocol %d, this %s protocol %d: %s", c->host,
-		    c->port, theirs, dt_progname(), DT_PROTOCOL_VERSION, DT_PROTOCOL_FIX);
+	strbuf_addf(&msg, "%s%s speaks dtctl protocol %d, this %s protocol %d: %s", c->host,
+		    c->port_sfx, theirs, dt_progname(), DT_PROTOCOL_VERSION, DT_PROTOCOL_FIX);
 	o = json_pack("{s:i, s:s, s:i}", "protocol", theirs, "error", msg.buf,
 		      "peer_protocol", theirs);
 	strbuf_setlen(reply, start);
@@ -749,8 +811,8 @@ static int protocol_differs(const struct strbuf *reply, size_t start)
 static void unsigned_reply(const struct dt_httpc *c, int status, const struct strbuf *reply,
 			   size_t start, struct strbuf *err)
 {
-	strbuf_addf(err, "reply from %s:%d is not signed by this cluster (another program on %s?)",
-		    c->host, c->port, c->peer_port_name ? c->peer_port_name : "that port");
+	strbuf_addf(err, "reply from %s%s is not signed by this cluster (another program on %s?)",
+		    c->host, c->port_sfx, c->peer_port_name ? c->peer_port_name : "that port");
 	if (status == 401) {
 		json_t *o = json_parse(reply->buf + start, reply->len - start, NULL);
 		const char *e = json_get_str(o, "error", NULL);
@@ -765,6 +827,7 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
 	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], reply_sig[DT_SHA256_HEX];
+	char usig[DT_ED25519_SIG_HEX];
 	struct strbuf head = STRBUF_INIT;
 	struct conn_io io;
 	struct iovec iov[2];
@@ -774,18 +837,26 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 	c->unsigned_reply = 0;
 	if (!body)
 		len = 0;
-	if (dt_auth_sign_request(&c->key, method, path, body, len, ts, nonce, sig) < 0) {
-		strbuf_addf(err, "cannot sign a request to %s:%d", c->host, c->port);
+	if (c->user ? dt_auth_sign_user(&c->ukey, method, path, body, len, ts, nonce, usig) < 0 :
+	    !c->unix_socket &&
+	    dt_auth_sign_request(&c->key, method, path, body, len, ts, nonce, sig) < 0) {
+		strbuf_addf(err, "cannot sign a request to %s%s", c->host, c->port_sfx);
 		return -1;
 	}
 	strbuf_addf(&head, "%s %s HTTP/1.1\r\n", method, path);
-	if (strchr(c->host, ':') && c->host[0] != '[')
+	if (c->unix_socket)
+		strbuf_addf(&head, "Host: localhost\r\n%s: %d\r\n", DT_HDR_PROTOCOL,
+			    DT_PROTOCOL_VERSION);
+	else if (strchr(c->host, ':') && c->host[0] != '[')
 		strbuf_addf(&head, "Host: [%s]:%d\r\n", c->host, c->port);
 	else
 		strbuf_addf(&head, "Host: %s:%d\r\n", c->host, c->port);
-	strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n%s: %d\r\n", DT_HDR_TIMESTAMP, ts,
-		    DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, sig, DT_HDR_PROTOCOL,
-		    DT_PROTOCOL_VERSION);
+	if (!c->unix_socket)
+		strbuf_addf(&head, "%s: %s\r\n%s: %s\r\n%s: %s\r\n%s: %d\r\n", DT_HDR_TIMESTAMP,
+			    ts, DT_HDR_NONCE, nonce, DT_HDR_SIGNATURE, c->user ? usig : sig,
+			    DT_HDR_PROTOCOL, DT_PROTOCOL_VERSION);
+	if (c->user)
+		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_USER, c->user);
 	if (body)
 		strbuf_addstr(&head, "Content-Type: application/json\r\n");
 	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);
@@ -818,7 +889,8 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 			break;
 		conn_close(c);   /* and once more on a fresh connection (never reused: no RETRY) */
 	}
-	if (ret >= 0 && !protocol_differs(reply, reply_len) &&
+	/* the local socket: the folder vouches for the server (dt_unix_socket_trusted) */
+	if (ret >= 0 && !c->unix_socket && !c->user && !protocol_differs(reply, reply_len) &&
 	    dt_auth_verify_reply(&c->key, ret, nonce, reply->buf + reply_len,
 				 reply->len - reply_len, reply_sig) < 0) {
 		unsigned_reply(c, ret, reply, reply_len, err);

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include "auth.h"
 #include "strbuf.h"
+#include "userkey.h"
 
 struct dt_httpc {
 	char *host;
@@ -35,6 +36,10 @@ struct dt_httpc {
 	const char *peer_port_name; /* in the error of an unsigned reply: "the head port";
 				     * NULL: "that port" */
 	int unsigned_reply;       /* the last request got a reply not signed for it */
+	int unix_socket;          /* host is a Unix socket's path (dt_httpc_init_unix) */
+	char port_sfx[16];        /* ":port" in messages, "" for a Unix socket */
+	char *user;               /* requests signed with this user's key (dt_httpc_init_user) */
+	struct dt_userkey ukey;
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;
@@ -43,6 +48,26 @@ struct dt_httpc {
 };
 
 void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct dt_auth_key *key);
+/*
+ * A client of the server on the Unix socket `path` (httpd.h, unix_path): the
+ * kernel tells the server who we are, so requests go unsigned and replies
+ * are taken unsigned.  Whether the socket is the daemon's is the caller's to
+ * check first (who owns the folder it is in: dt_unix_socket_trusted()).
+ */
+void dt_httpc_init_unix(struct dt_httpc *c, const char *path);
+/*
+ * A client that signs as `user` with their own key (lib/userkey.h, protocol.h
+ * X-DT-User).  The reply is taken unsigned: only dtsched and the agents hold
+ * the secret that signs replies (docs/team.md says what that leaves open).
+ */
+void dt_httpc_init_user(struct dt_httpc *c, const char *host, int port, const char *user,
+			const struct dt_userkey *k);
+/*
+ * Whether the socket at path can only have been made by root or by `uid`:
+ * path is a socket owned by one of them, in a folder owned by one of them
+ * that no one else may write to.  0 yes; -1 with why in err.
+ */
+int dt_unix_socket_trusted(const char *path, unsigned uid, struct strbuf *err);
 void dt_httpc_release(struct dt_httpc *c);
 
 /*

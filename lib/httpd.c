@@ -22,11 +22,14 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,7 @@ struct dt_httpd {
 	pthread_mutex_t stats_lock;
 	struct dt_httpd_stats stats;
 	int port;
+	int unix_fd;                  /* opts.unix_path's listening socket, -1 if none */
 	/* long-poll: suspended connections, under park_lock */
 	pthread_mutex_t park_lock;
 	struct parked *parked;
@@ -83,6 +87,8 @@ struct conn_track {
 	int fd;
 	int listed;                   /* in srv->idle */
 	int signed_req;               /* carried a signed request: never evicted */
+	int has_cred;                 /* a Unix socket's peer, as the kernel saw it */
+	struct ucred cred;
 };
 
 /* an fd served by the polling thread besides HTTP (dt_httpd_add_fd) */
@@ -97,6 +103,8 @@ struct req_ctx {
 	struct strbuf body;
 	int too_large;
 	int verified;                 /* signature checked (a parked request re-runs) */
+	int via_user;                 /* by a user's key (verify_user): user */
+	char user[64];
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
 	int big;                      /* counted in srv->big_replies until completed */
 	void *state;                  /* the handler's (httpd.h dt_http_request) */
@@ -335,6 +343,42 @@ const char *dt_http_arg(const struct dt_http_request *req, const char *name)
 	return "";
 }
 
+/*
+ * A request signed with a user's own key (X-DT-User, httpd.h user_key): the
+ * user known, then the same checks as the cluster secret's (auth.h).  0, or
+ * -1 with a 401 in resp.
+ */
+static int verify_user(struct dt_httpd *srv, struct MHD_Connection *conn,
+		       const struct dt_http_request *req, const char *method, const char *url,
+		       struct req_ctx *ctx, struct dt_http_response *resp)
+{
+	const char *user = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER);
+	unsigned char pub[32];
+	enum dt_auth_result a;
+
+	if (!srv->opts.user_key || strlen(user) >= sizeof(ctx->user) ||
+	    srv->opts.user_key(srv->opts.data, user, pub) < 0) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s: unknown user '%s'", method, url,
+		      req->remote, user);
+		dt_http_error(resp, 401, "unknown user '%s' (an admin adds users with 'dtctl user "
+			      "add NAME --key FILE.pub')", user);
+		return -1;
+	}
+	a = dt_auth_verify_user(pub, srv->nonces, method, url,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_TIMESTAMP),
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_SIGNATURE),
+				ctx->body.buf, ctx->body.len, (long long)time(NULL));
+	if (a != DT_AUTH_OK) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s (user '%s'): %s", method, url, req->remote,
+		      user, dt_auth_result_str(a));
+		dt_http_error(resp, 401, "%s (the key of user '%s')", dt_auth_result_str(a), user);
+		return -1;
+	}
+	snprintf(ctx->user, sizeof(ctx->user), "%s", user);
+	return 0;
+}
+
 static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
 		     const char *method, struct req_ctx *ctx, struct dt_http_response *resp)
 {
@@ -348,10 +392,25 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	req.path = url;
 	req.body = ctx->body.buf;
 	req.body_len = ctx->body.len;
+	req.peer_uid = req.peer_gid = req.peer_pid = -1;
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr,
 			  req.remote, sizeof(req.remote));
+	if (srv->opts.unix_path) {
+		const struct conn_track *t;
+
+		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		t = ci ? ci->socket_context : NULL;
+		if (!t || !t->has_cred) {
+			dt_http_error(resp, 401, "the kernel did not name this connection's peer");
+			return;
+		}
+		req.peer_uid = (long long)t->cred.uid;
+		req.peer_gid = (long long)t->cred.gid;
+		req.peer_pid = (long long)t->cred.pid;
+		snprintf(req.remote, sizeof(req.remote), "local uid %u", (unsigned)t->cred.uid);
+	}
 
 	if (ctx->too_large) {
 		dt_http_error(resp, 413, "request body over %zu bytes", srv->opts.max_body);
@@ -361,7 +420,33 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 				   &status, resp->allow, sizeof(resp->allow));
 	/* public means: that method on that path, nothing else */
 	public_path = route && (route->flags & DT_ROUTE_PUBLIC);
-	if (!public_path && !ctx->verified) {
+	if (srv->opts.unix_path) {
+		/* the kernel said who it is: no signature; the daemons' own routes
+		 * only for the daemon's own user and root */
+		req.via = public_path ? DT_VIA_PUBLIC : DT_VIA_PEERCRED;
+		if (route && (route->flags & DT_ROUTE_DAEMON) && req.peer_uid != 0 &&
+		    req.peer_uid != (long long)geteuid()) {
+			dtlog(DTLOG_WARN, "refused %s %s from %s: a daemon's endpoint", method, url,
+			      req.remote);
+			dt_http_error(resp, 403, "'%s' is for dtctl's daemons only (the cluster "
+				      "secret), not for users on the local socket", url);
+			return;
+		}
+		ctx->verified = 1;
+	} else if (public_path) {
+		req.via = DT_VIA_PUBLIC;
+	} else if (!ctx->verified &&
+		   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER)) {
+		if (verify_user(srv, conn, &req, method, url, ctx, resp) < 0)
+			return;
+		ctx->verified = 1;
+		ctx->via_user = 1;
+		req.via = DT_VIA_USERKEY;
+		snprintf(req.user, sizeof(req.user), "%s", ctx->user);
+	} else if (ctx->verified && ctx->via_user) {
+		req.via = DT_VIA_USERKEY;   /* a parked request's re-run */
+		snprintf(req.user, sizeof(req.user), "%s", ctx->user);
+	} else if (!ctx->verified) {
 		enum dt_auth_result a;
 
 		if (!srv->opts.key) {
@@ -380,6 +465,14 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 			return;
 		}
 		ctx->verified = 1;
+		req.via = DT_VIA_SECRET;
+	} else {
+		req.via = DT_VIA_SECRET;
+	}
+	if (req.via == DT_VIA_USERKEY && route && (route->flags & DT_ROUTE_DAEMON)) {
+		dt_http_error(resp, 403, "'%s' is for dtctl's daemons only (the cluster secret), "
+			      "not for users' keys", url);
+		return;
 	}
 	if (!route) {
 		if (status == 405)
@@ -552,6 +645,16 @@ static void conn_started(struct dt_httpd *srv, struct MHD_Connection *conn, void
 	t->fd = ci ? ci->connect_fd : -1;
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	peer_name(t->idle.peer, sizeof(t->idle.peer), ci ? ci->client_addr : NULL);
+	if (srv->opts.unix_path && t->fd >= 0) {
+		socklen_t len = sizeof(t->cred);
+
+		/* who connected, from the kernel (at connect time): the caller's
+		 * identity on the local socket (httpd.h, unix_path) */
+		t->has_cred = !getsockopt(t->fd, SOL_SOCKET, SO_PEERCRED, &t->cred, &len) &&
+			len == sizeof(t->cred);
+		if (t->has_cred)
+			snprintf(t->idle.peer, sizeof(t->idle.peer), "uid %u", (unsigned)t->cred.uid);
+	}
 	t->idle.accepted_ms = now;
 	*socket_context = t;
 	pthread_mutex_lock(&srv->conn_lock);
@@ -906,6 +1009,51 @@ int dt_httpd_add_fd(struct dt_httpd *srv, int fd, dt_httpd_fd_cb *cb, void *data
 	return epoll_ctl(srv->loop_fd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -1 : 0;
 }
 
+/*
+ * The listening Unix socket at path with `mode`; -1 with a message.  What is
+ * there already is replaced only when it is a socket (a dtsched that died
+ * left it); bind() under a umask that gives no one more than mode, so there
+ * is no moment where the socket is open wider.
+ */
+static int unix_listen(const char *path, unsigned mode, struct strbuf *err)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	mode_t old;
+	int fd, r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		strbuf_addf(err, "socket path '%s' is over %zu bytes", path, sizeof(sa.sun_path) - 1);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			strbuf_addf(err, "'%s' exists and is not a socket: not replacing it", path);
+			return -1;
+		}
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		strbuf_addf(err, "cannot make a Unix socket: %s", strerror(errno));
+		return -1;
+	}
+	old = umask(~mode & 0777);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || chmod(path, mode) < 0 || listen(fd, 128) < 0) {
+		strbuf_addf(err, "cannot listen on the socket '%s': %s", path, strerror(errno));
+		if (!r)
+			unlink(path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* The epoll set batch_wait() sleeps on: the listening socket only. */
 static int batch_fd_open(struct dt_httpd *srv)
 {
@@ -922,8 +1070,15 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	struct sockaddr_in sa;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
 	const union MHD_DaemonInfo *di;
+	/* where to listen: bind to sa, or the Unix socket made here (one option
+	 * either way, of different types: MHD_OPTION_ARRAY carries both) */
+	struct MHD_OptionItem listen_opt[] = {
+		{ MHD_OPTION_SOCK_ADDR, 0, &sa },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 
 	srv->opts = *opts;
+	srv->unix_fd = -1;
 	srv->batch_fd = -1;
 	srv->loop_fd = -1;
 	if (!srv->opts.threads)
@@ -948,6 +1103,14 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	srv->limits.fresh_timeout_ms = opts->fresh_timeout_ms;
 	raise_nofile(opts->conn_limit);
 	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
+	if (opts->unix_path) {
+		srv->unix_fd = unix_listen(opts->unix_path, opts->unix_mode ? opts->unix_mode : 0600,
+					   err);
+		if (srv->unix_fd < 0)
+			goto fail;
+		listen_opt[0].option = MHD_OPTION_LISTEN_SOCKET;
+		listen_opt[0].value = srv->unix_fd;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((unsigned short)opts->port);
@@ -959,7 +1122,7 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	srv->mhd = MHD_start_daemon(flags, (unsigned short)opts->port, NULL, NULL,
 				    access_cb, srv,
 				    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, srv,
-				    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+				    MHD_OPTION_ARRAY, listen_opt,
 				    MHD_OPTION_CONNECTION_LIMIT, opts->conn_limit,
 				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->conn_memory,
 				    MHD_OPTION_CONNECTION_TIMEOUT, opts->timeout_s,
@@ -967,6 +1130,10 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 				    MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv,
 				    opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
 				    opts->threads, MHD_OPTION_END);
+	if (!srv->mhd && srv->unix_fd >= 0) {
+		strbuf_addf(err, "cannot serve on the socket '%s'", opts->unix_path);
+		goto fail;
+	}
 	if (!srv->mhd) {
 		strbuf_addf(err, "cannot listen on %s:%d (port in use or not permitted?)",
 			    opts->bind && *opts->bind ? opts->bind : "0.0.0.0", opts->port);
@@ -990,6 +1157,10 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	}
 	return srv;
 fail:
+	if (srv->unix_fd >= 0 && opts->unix_path) {
+		close(srv->unix_fd);
+		unlink(opts->unix_path);
+	}
 	dt_nonce_cache_free(srv->nonces);
 	pthread_mutex_destroy(&srv->stats_lock);
 	pthread_mutex_destroy(&srv->park_lock);
@@ -1194,6 +1365,8 @@ void dt_httpd_stop(struct dt_httpd *srv)
 		free(x);
 	}
 	MHD_stop_daemon(srv->mhd);   /* CLOSED for every connection: none listed now */
+	if (srv->unix_fd >= 0)
+		unlink(srv->opts.unix_path);   /* MHD closed it */
 	/* slow work still running (httpd.h dt_http_offload) holds srv: let it end */
 	pthread_mutex_lock(&srv->park_lock);
 	while (srv->offloads)

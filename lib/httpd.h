@@ -85,6 +85,14 @@ struct dt_http_args {
 	char value[DT_HTTP_MAX_ARGS][DT_HTTP_ARG_MAX + 1];
 };
 
+/* how the caller of a request is known (dt_http_request.via) */
+enum dt_http_via {
+	DT_VIA_PUBLIC,          /* not at all: a DT_ROUTE_PUBLIC route */
+	DT_VIA_SECRET,          /* signed with the cluster secret (dtctl's daemons, the admin) */
+	DT_VIA_PEERCRED,        /* the local socket: the kernel's SO_PEERCRED (peer_uid) */
+	DT_VIA_USERKEY,         /* signed with a user's own key (user) */
+};
+
 struct dt_http_request {
 	const char *method;
 	const char *path;
@@ -92,7 +100,10 @@ struct dt_http_request {
 	const char *body;        /* NUL-terminated copy of the body ("" when none) */
 	size_t body_len;
 	json_t *json;            /* the body parsed as a JSON object, NULL when the body is empty */
-	char remote[64];         /* client IP address */
+	char remote[64];         /* client IP address ("local uid N" on the local socket) */
+	enum dt_http_via via;    /* how the caller is known */
+	long long peer_uid, peer_gid, peer_pid;  /* DT_VIA_PEERCRED: the kernel's; else -1 */
+	char user[64];           /* DT_VIA_USERKEY: the user whose key signed */
 	int may_park;            /* the handler may set resp->park_ms instead of answering */
 	int protocol;            /* the client's X-DT-Protocol (1 when absent, 0 when
 				  * garbled); only DT_ROUTE_ANY_PROTOCOL handlers ever
@@ -123,6 +134,8 @@ typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_respons
 			      * does what the server would have done) */
 #define DT_ROUTE_ANY_PROTOCOL 4  /* the handler checks req->protocol itself (else a
 				  * signed request of another version gets 426 first) */
+#define DT_ROUTE_DAEMON 8    /* for dtctl's daemons only (heartbeats): on the local
+			      * socket, 403 unless the peer is root or the server's user */
 
 struct dt_http_route {
 	const char *method;
@@ -193,11 +206,29 @@ struct dt_httpd_opts {
 	unsigned fresh_timeout_ms; /* closed when no complete request came by then;
 				    * checked every second (threads == 1) and at
 				    * every accept */
+	/*
+	 * Listen on this Unix socket instead of bind/port (a stale socket there
+	 * is replaced; anything else there is an error), with mode unix_mode
+	 * (0600 unless set).  Requests on it are not signed: each is the
+	 * kernel's peer (SO_PEERCRED, req->via DT_VIA_PEERCRED), and routes
+	 * flagged DT_ROUTE_DAEMON answer only root and the server's own user.
+	 * Replies on it are not signed (who may create the socket is the
+	 * folder's business: the client checks it, lib/httpc.h).
+	 */
+	const char *unix_path;
+	unsigned unix_mode;
+	/*
+	 * Users' own keys (lib/userkey.h): a request with X-DT-User is checked
+	 * against user_key(data, name, pub), which fills that user's ed25519
+	 * public key and returns 0, or -1 for no such user (401 "unknown user");
+	 * NULL: such requests are refused.  Called on the server's thread.
+	 */
+	int (*user_key)(void *data, const char *user, unsigned char pub[32]);
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

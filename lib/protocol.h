@@ -70,6 +70,9 @@
 #define DT_HDR_TIMESTAMP "X-DT-Timestamp"
 #define DT_HDR_NONCE "X-DT-Nonce"
 #define DT_HDR_SIGNATURE "X-DT-Signature"
+/* a user's own key (lib/userkey.h, docs/team.md): X-DT-User names the user and
+ * X-DT-Signature is then hex Ed25519(their key, the same canonical string) */
+#define DT_HDR_USER "X-DT-User"
 #define DT_AUTH_MAX_SKEW_S 60
 
 #define DT_MAX_BODY (1024 * 1024)
@@ -443,6 +446,32 @@
  * <job_dir>/plan.json is the launch plan (scheduler/launch.h, the dry run's
  * "plan") of the latest attempt, written before its tasks are started.
  */
+/*
+ * Users (scheduler/users.h, docs/team.md).  Every request is one user's: on
+ * the local socket (head.socket) the kernel's SO_PEERCRED uid, else the
+ * signature (the cluster secret: the user dtsched runs as).  A request the
+ * caller may not make is 403 {"error": the rule}: "job j-000042 belongs to
+ * alice; cancelling it needs the admin role".  A job's "user" is its
+ * submitter as authenticated ("user" in a submit is ignored); others' jobs
+ * come with "redacted": true and only id, name, user, state, reason, times,
+ * shape and placement.
+ *
+ * GET /v1/jobs also says {"you": the caller's user name}.
+ *
+ * GET /v1/whoami
+ *   -> {protocol, user, uid (null unless by uid), roles: ["user", "admin"?],
+ *       authenticated_by, admin_because (null unless admin), mode}
+ */
+#define DT_PATH_WHOAMI "/v1/whoami"
+/*
+ * Users elsewhere, with their own ed25519 key (lib/userkey.h; X-DT-User):
+ * GET /v1/users -> {protocol, users: [{name, key, fingerprint, admin, added_at}]}
+ * POST /v1/users {name, key: "ssh-ed25519 AAAA...", admin: bool} -> 201 {user}  (admin)
+ * DELETE /v1/users/<name> -> {removed: name}                                    (admin)
+ */
+#define DT_PATH_USERS "/v1/users"
+#define DT_PATH_USER_PREFIX "/v1/users/"
+#define DT_PATH_USER DT_PATH_USER_PREFIX "{name}"
 #define DT_PATH_JOBS "/v1/jobs"
 #define DT_PATH_JOB_PREFIX "/v1/jobs/"
 #define DT_PATH_CANCEL_SUFFIX "/cancel"

@@ -299,6 +299,18 @@ int sf_open_append_at(int dfd, const char *name, int mode, unsigned flags, struc
 		close(fd);
 		return fail_type(why, name, st.st_mode, EINVAL);
 	}
+	/* a hard link planted by whoever may write the dir (team mode: the job's
+	 * user; a daemon appending as root would write into the linked file) */
+	if (st.st_nlink != 1) {
+		close(fd);
+		if (why) {
+			strbuf_reset(why);
+			strbuf_addf(why, "'%s' has %lu hard links (not appended to)", name,
+				    (unsigned long)st.st_nlink);
+		}
+		errno = EMLINK;
+		return -1;
+	}
 	if (st.st_size == 0)
 		give_like_parent(dfd, fd, flags);
 	return fd;

@@ -73,7 +73,8 @@ int sf_write_at(int dfd, const char *name, const void *data, size_t len, int mod
 /* Append to name in dfd (created with mode if missing); regular files only. */
 int sf_append_at(int dfd, const char *name, const void *data, size_t len, int mode,
 		 unsigned flags, struct strbuf *why);
-/* The fd of name in dfd opened for appending (created with mode); regular files only. */
+/* The fd of name in dfd opened for appending (created with mode); regular files with
+ * one link only (a hard link to another file is refused, EMLINK). */
 int sf_open_append_at(int dfd, const char *name, int mode, unsigned flags, struct strbuf *why);
 /* lstat of name in dfd; a symlink is reported as one (the caller decides). */
 int sf_stat_at(int dfd, const char *name, struct stat *st);

@@ -1,5 +1,5 @@
 /*
- * ssh-dl.h - libssh2 and the few libcrypto calls of ssh.c and knownhosts.c,
+ * ssh-dl.h - libssh2 and the few libcrypto calls of ssh.c, knownhosts.c and userkey.c,
  * loaded with dlopen() on first use instead of linked.
  *
  * Why: every dtctl, dtagent and dtsched process mapped and relocated libssh2
@@ -42,7 +42,10 @@
 	X(libssh2_userauth_keyboard_interactive_ex) X(libssh2_userauth_list) \
 	X(libssh2_userauth_password_ex) X(libssh2_userauth_publickey_fromfile_ex)
 
-#define DT_CRYPTO_FUNCS(X) X(EVP_DecodeBlock) X(EVP_EncodeBlock) X(EVP_sha1) X(HMAC)
+#define DT_CRYPTO_FUNCS(X) X(EVP_DecodeBlock) X(EVP_EncodeBlock) X(EVP_sha1) X(HMAC) \
+	X(EVP_PKEY_new_raw_private_key) X(EVP_PKEY_new_raw_public_key) X(EVP_PKEY_free) \
+	X(EVP_MD_CTX_new) X(EVP_MD_CTX_free) X(EVP_DigestSignInit) X(EVP_DigestSign) \
+	X(EVP_DigestVerifyInit) X(EVP_DigestVerify)
 
 #define DT_SSH_DL_FIELD(f) __typeof__(f) *f;
 struct dt_ssh_lib {
@@ -102,6 +105,16 @@ const struct dt_ssh_lib *dt_ssh_lib(void);
 #define EVP_EncodeBlock (dt_ssh_lib()->EVP_EncodeBlock)
 #define EVP_sha1 (dt_ssh_lib()->EVP_sha1)
 #define HMAC (dt_ssh_lib()->HMAC)
+/* users' ed25519 keys (userkey.c) */
+#define EVP_PKEY_new_raw_private_key (dt_ssh_lib()->EVP_PKEY_new_raw_private_key)
+#define EVP_PKEY_new_raw_public_key (dt_ssh_lib()->EVP_PKEY_new_raw_public_key)
+#define EVP_PKEY_free (dt_ssh_lib()->EVP_PKEY_free)
+#define EVP_MD_CTX_new (dt_ssh_lib()->EVP_MD_CTX_new)
+#define EVP_MD_CTX_free (dt_ssh_lib()->EVP_MD_CTX_free)
+#define EVP_DigestSignInit (dt_ssh_lib()->EVP_DigestSignInit)
+#define EVP_DigestSign (dt_ssh_lib()->EVP_DigestSign)
+#define EVP_DigestVerifyInit (dt_ssh_lib()->EVP_DigestVerifyInit)
+#define EVP_DigestVerify (dt_ssh_lib()->EVP_DigestVerify)
 #endif
 
 #endif

@@ -20,7 +20,7 @@
 
 static struct daemon_args args = { .port = DT_HEAD_PORT_DEFAULT };
 static int dead_after = 10000, heartbeat = 2000;
-static const char *db;
+static const char *db, *sock;
 
 static const struct option opts[] = {
 	DAEMON_OPTIONS(&args, "dtsched.log", "dtsched", "dtsched", DT_HEAD_PORT_DEFAULT),
@@ -28,6 +28,8 @@ static const struct option opts[] = {
 	OPT_INT(0, "heartbeat-ms", &heartbeat, "agents' heartbeat period (2000), for reference"),
 	OPT_STRING(0, "home", &args.home, "dir", "home (default $DTCTL_HOME or ~/.dtctl)"),
 	OPT_STRING(0, "db", &db, "file", "state database (default <home>/state.db)"),
+	OPT_STRING(0, "socket", &sock, "path", "users' local socket (default from cluster.yaml: "
+		   "head.socket, <home>/dtsched.sock)"),
 	OPT_END(),
 };
 
@@ -44,6 +46,7 @@ static int sched_serve(int *ready_fd)
 
 	so.home = dt_home();
 	so.db_path = db;
+	so.socket = sock;
 	so.bind = args.bind;
 	so.port = args.port;
 	so.dead_after_ms = dead_after;

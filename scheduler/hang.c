@@ -15,6 +15,7 @@
 #include "safefile.h"
 #include "strbuf.h"
 #include "usage.h"
+#include "users.h"
 
 #define HANG_SAMPLE_MS 1000
 #define HANG_AGENT_TIMEOUT_MS 15000
@@ -621,6 +622,7 @@ void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, voi
 	long long wait = json_get_int(req->json, "wait", -1);
 	long long timeout = json_get_int(req->json, "timeout_ms", 0);
 	struct job *j;
+	struct caller c;
 
 	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
 		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
@@ -628,8 +630,17 @@ void h_job_debug(struct dt_http_request *req, struct dt_http_response *resp, voi
 	}
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, id);
-	if (!j) {
+	if (caller_of(s, req, &c, resp) < 0) {
+		;
+	} else if (!j) {
 		dt_http_error(resp, 404, "no job '%s'", id);
+	} else if (!caller_may_read(&c, j->user, j->cfg.share_group)) {
+		struct strbuf what = STRBUF_INIT;
+
+		/* its stacks show its code and data */
+		strbuf_addf(&what, "job %s", j->id);
+		caller_deny(resp, &c, what.buf, j->user, "debugging");
+		strbuf_release(&what);
 	} else if (wait < 0) {
 		if (strcmp(j->state, DT_JOB_RUNNING) || !j->hold)
 			dt_http_error(resp, 409, "job %s is %s, not running: nothing to debug", j->id,

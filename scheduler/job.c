@@ -166,6 +166,31 @@ int job_subdirs(const struct job *j, struct strbuf *err)
 	return ret;
 }
 
+int job_dir_give(const struct job *j, long long uid, long long gid, int mode, struct strbuf *err)
+{
+	static const char *const sub[] = { "", "logs", "ckpt", "ranks" };
+	struct strbuf rel = STRBUF_INIT, why = STRBUF_INIT;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < ARRAY_SIZE(sub); i++) {
+		int fd;
+
+		job_rel(j, *sub[i] ? sub[i] : NULL, &rel);
+		/* by fd, found without following a link (lib/safefile.h) */
+		fd = sf_dir(j->shared_dir, rel.buf, 0, &why);
+		if (fd < 0 || fchown(fd, (uid_t)uid, (gid_t)gid) < 0 || fchmod(fd, (mode_t)mode) < 0) {
+			strbuf_addf(err, "cannot give '%s' to uid %lld: %s", rel.buf, uid,
+				    fd < 0 ? why.buf : strerror(errno));
+			ret = -1;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	strbuf_release(&rel);
+	strbuf_release(&why);
+	return ret;
+}
+
 void write_state_file(const struct job *j)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -441,6 +466,7 @@ int job_save(struct sched *s, struct job *j)
 
 	j->version++;
 	dt_httpd_wake(s->srv);   /* answer the long-polls (POST /v1/jobs/<id>/wait) */
+	dt_httpd_wake(s->srv_local);
 	o = job_json(s, j, 1);
 
 	for (size_t i = 0; i < s->nr_holds; i++)

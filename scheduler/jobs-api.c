@@ -9,6 +9,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "usage.h"
+#include "users.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -193,13 +194,32 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	job_derive(j);
 	j->spec = job_config_to_json(&j->cfg);
 	j->name = xstrdup(j->cfg.name ? j->cfg.name : "job");
-	j->user = xstrdup(json_get_str(req->json, "user", ""));
 	j->shared_dir = xstrdup(shared);
 	if (json_get_str(req->json, "submit_dir", NULL))
 		j->submit_dir = xstrdup(json_get_str(req->json, "submit_dir", NULL));
 
 	pthread_mutex_lock(&s->lock);
 	cluster_refresh(s);
+	{
+		struct caller c;
+
+		/* the owner is who the request proves to be (users.h), never its "user" */
+		if (caller_of(s, req, &c, resp) < 0)
+			goto out;
+		j->user = xstrdup(c.name);
+		/* team mode: dtsched (root) makes the job dir and hands it to the
+		 * user, so only in the cluster's shared dir, never where a request says */
+		if (s->cc && s->cc->team && strcmp(shared, s->cc->shared_dir)) {
+			dt_http_error(resp, 400, "'shared_dir' must be the cluster's ('%s') in team mode",
+				      s->cc->shared_dir);
+			goto out;
+		}
+		if (s->cc && s->cc->team && j->cfg.launcher == LAUNCHER_MPI) {
+			dt_http_error(resp, 422, "the mpi launcher does not run in team mode yet: use "
+				      "launcher: agent (docs/team.md)");
+			goto out;
+		}
+	}
 	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";
 
@@ -264,17 +284,54 @@ out_nolock:
 	strbuf_release(&reason);
 }
 
+/*
+ * j as c may see it (users.h): all of it for its owner, admins and (share:
+ * group) the owner's group; of others' jobs what squeue shows (owner, state,
+ * shape, nodes, times), never env, argv, paths or logs.  Lock held.
+ */
+static json_t *job_json_for(struct sched *s, const struct job *j, int detail,
+			    const struct caller *c)
+{
+	static const char *const shown[] = {
+		"id", "version", "name", "user", "state", "reason", "submitted_at", "started_at",
+		"ended_at", "elapsed_ms", "nodes", "per_node", "gpu", "world_size", "launcher",
+		"attempt", "exit_code", "placement", "warnings", NULL,
+	};
+	/* shown: a spec's webhook URLs redacted (job_json_shown) */
+	json_t *all = detail ? job_json_shown(s, j) : job_json(s, j, 0), *o;
+
+	if (caller_may_read(c, j->user, j->cfg.share_group))
+		return all;
+	o = json_object();
+	for (size_t i = 0; shown[i]; i++) {
+		json_t *v = json_object_get(all, shown[i]);
+
+		if (v)
+			json_object_set(o, shown[i], v);
+	}
+	json_object_set_new(o, "redacted", json_true());
+	json_decref(all);
+	return o;
+}
+
 static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
 	json_t *arr = json_array();
+	struct caller c;
 
 	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		json_decref(arr);
+		return;
+	}
 	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
 	for (size_t i = 0; i < s->nr_jobs; i++)
-		json_array_append_new(arr, job_json(s, s->jobs[i], 0));
+		json_array_append_new(arr, job_json_for(s, s->jobs[i], 0, &c));
 	pthread_mutex_unlock(&s->lock);
-	dt_http_json(resp, 200, json_pack("{s:o}", "jobs", arr));
+	/* "you": whose jobs `dtctl ps` shows by default */
+	dt_http_json(resp, 200, json_pack("{s:o,s:s}", "jobs", arr, "you", c.name));
 }
 
 /*
@@ -290,6 +347,7 @@ static void h_job_wait(struct dt_http_request *req, struct dt_http_response *res
 	long long since = json_get_int(req->json, "since_version", -1);
 	long long timeout = json_get_int(req->json, "timeout_ms", 0);
 	struct job *j;
+	struct caller c;
 
 	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS) {
 		dt_http_error(resp, 400, "timeout_ms must be 0..%d", DT_JOB_WAIT_MAX_MS);
@@ -297,12 +355,14 @@ static void h_job_wait(struct dt_http_request *req, struct dt_http_response *res
 	}
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, id);
-	if (!j)
+	if (caller_of(s, req, &c, resp) < 0)
+		;
+	else if (!j)
 		dt_http_error(resp, 404, "no job '%s'", id);
 	else if (j->version == since && !state_final(j->state) && timeout > 0 && req->may_park)
 		resp->park_ms = timeout;
 	else
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_shown(s, j)));
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_for(s, j, 1, &c)));
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -313,15 +373,31 @@ static void job_reply(struct dt_http_request *req, struct dt_http_response *resp
 	struct sched *s = data;
 	const char *id = dt_http_arg(req, "id");
 	struct job *j;
+	struct caller c;
 
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, id);
-	if (!j) {
+	if (caller_of(s, req, &c, resp) < 0) {
+		;
+	} else if (!j) {
 		dt_http_error(resp, 404, "no job '%s'", id);
+	} else if (cancel && !caller_may_steer(&c, j->user)) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "job %s", j->id);
+		caller_deny(resp, &c, what.buf, j->user, "cancelling");
+		strbuf_release(&what);
 	} else {
-		if (cancel)
+		if (cancel && !state_final(j->state) && strcmp(c.name, j->user)) {
+			struct strbuf why = STRBUF_INIT;
+
+			strbuf_addf(&why, "cancelled by %s (admin)", c.name);
+			jobs_cancel(s, j->id, why.buf);
+			strbuf_release(&why);
+		} else if (cancel) {
 			jobs_cancel(s, j->id, NULL);
-		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_shown(s, j)));
+		}
+		dt_http_json(resp, 200, json_pack("{s:o}", "job", job_json_for(s, j, 1, &c)));
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -173,6 +173,9 @@ void job_file_mode(const struct job *j, const char *name, const char *data, size
 long long highest_job_dir(const char *shared);
 int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
+/* Team mode: the job dir and its logs/, ckpt/, ranks/ handed to uid:gid with
+ * mode (fchown, fchmod on fds; docs/team.md); -1 with why in err. */
+int job_dir_give(const struct job *j, long long uid, long long gid, int mode, struct strbuf *err);
 void write_state_file(const struct job *j);
 void write_placement_file(const struct job *j);
 /* jobs.c: the lifecycle (jobs_init, jobs_step: sched-int.h) */

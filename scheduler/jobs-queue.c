@@ -53,6 +53,10 @@ void cluster_refresh(struct sched *s)
 
 		/* what dtsched writes in job dirs, and (task "umask") what the tasks write */
 		sf_set_umask(s->cc->job_files_world ? 022 : 027);
+		/* team mode: jobs/ open to every user (each job dir is its user's alone,
+		 * 0700: job.c job_dir_give), dtsched's own files in it plain 0644 */
+		if (s->cc->team)
+			sf_set_umask(022);
 		/* jobs/ follows the setting both ways (earlier builds made it 0775): with
 		 * "group", other users cannot reach even the job dirs made before */
 		if (sf_mkdirs(s->cc->shared_dir, "jobs", 0755, SF_OWNER, &why) < 0)

@@ -125,7 +125,7 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 		"command", "shell", "workdir", "env", "timeout", "timeout_ms", "stall_after",
 		"stall_after_ms", "retries", "strict_logging", "line_buffered", "include_nodes", "exclude_nodes",
 		"labels", "burn_in", "elastic_min_nodes", "preflight", "container", "container_digest",
-		"notify", "project", "priority", "class", NULL,
+		"notify", "project", "priority", "class", "share", NULL,
 	};
 	json_t *v, *x;
 	const char *k;
@@ -218,6 +218,15 @@ int job_config_from_json(struct job_config *j, const json_t *o, struct strbuf *e
 	if (j->container && j->container[0] == '/' && !j->container_digest) {
 		strbuf_addstr(err, "job: an image file in 'container' needs its 'container_digest'");
 		goto fail;
+	}
+	v = json_object_get(o, "share");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || (strcmp(json_string_value(v), "group") &&
+					   strcmp(json_string_value(v), "none"))) {
+			strbuf_addstr(err, "job: 'share' must be \"none\" or \"group\"");
+			goto fail;
+		}
+		j->share_group = !strcmp(json_string_value(v), "group");
 	}
 	if (j->elastic_min_nodes > j->nodes) {
 		strbuf_addstr(err, "job: 'elastic_min_nodes' must be at most 'nodes'");

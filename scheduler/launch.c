@@ -385,6 +385,10 @@ int launch_plan_build(struct launch_plan *p, const struct job_config *job,
 	p->log_root = dup_or_null(o->log_root);
 	p->container = dup_or_null(job->container);
 	p->container_digest = dup_or_null(job->container_digest);
+	p->run_as = dup_or_null(o->run_as);
+	p->run_uid = o->run_uid;
+	p->run_gid = o->run_gid;
+	p->umask = o->umask;
 	p->place = xcalloc((size_t)nr_nodes, sizeof(*p->place));
 	for (int k = 0; k < nr_nodes; k++) {
 		p->place[k].name = xstrdup(nodes[k].name);
@@ -431,6 +435,7 @@ void launch_plan_release(struct launch_plan *p)
 	free(p->submit_dir);
 	free(p->container);
 	free(p->container_digest);
+	free(p->run_as);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -457,16 +462,24 @@ json_t *launch_task_request(const struct launch_plan *p, size_t i)
 		json_pack("{s:s, s:s*, s:s}", "image", p->container, "digest", p->container_digest,
 			  "node", p->place[t->node].name) : NULL;
 
-	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:i, s:s*, s:s*, s:s*, s:s*, s:o*}",
+	/* team mode: the user every task runs as (agent/agent.c checks them) */
+	json_t *run_as = p->run_as ? json_pack("{s:s, s:I, s:I}", "user", p->run_as, "uid",
+					       (json_int_t)p->run_uid, "gid",
+					       (json_int_t)p->run_gid) : NULL;
+
+	return json_pack("{s:s, s:o, s:o, s:s, s:i, s:s, s:i, s:i, s:s*, s:s*, s:s*, s:s*, s:o*, "
+			 "s:o*}",
 			 "id", t->id, "argv", json_strvec(&t->argv), "env", env_json(&t->env),
 			 "log", t->log, "grace_ms", p->grace_ms, "job_id", p->job_id,
 			 "rank", t->rank,
-			 /* cluster.yaml's job_files, as dtsched applies it (jobs-queue.c) */
-			 "umask", (int)sf_umask(),
+			 /* cluster.yaml's job_files, as dtsched applies it (jobs-queue.c),
+			  * or the team mode's per job */
+			 "umask", p->umask ? p->umask : (int)sf_umask(),
 			 /* the agent walks the log's path below the shared dir without
 			  * links; s*: no key at all when NULL */
 			 "log_root", p->log_root, "cwd", p->cwd, "submit_dir", p->submit_dir,
-			 "cuda_visible_devices", t->cuda_visible_devices, "container", ctr);
+			 "cuda_visible_devices", t->cuda_visible_devices, "container", ctr,
+			 "run_as", run_as);
 }
 
 json_t *launch_plan_to_json(const struct launch_plan *p)

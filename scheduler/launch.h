@@ -85,6 +85,9 @@ struct launch_plan {
 	char *log_root;               /* the shared dir: the agents open logs below it */
 	char *container;              /* the job's container: image (file or name), or NULL */
 	char *container_digest;       /* "sha256:..." of an image file, or NULL */
+	char *run_as;                 /* team mode: the user every task runs as, or NULL */
+	long long run_uid, run_gid;   /* their ids on the head (the agents compare) */
+	int umask;                    /* of the tasks' files; 0: dtsched's (job_files) */
 };
 
 struct launch_opts {
@@ -105,6 +108,9 @@ struct launch_opts {
 	int orted_ssh;                /* mpi: start orted over ssh (mpi.orted_launch: ssh)
 				       * instead of through the agents (agent/rsh.h) */
 	int grace_ms;                 /* every task's grace_ms (its stop) */
+	const char *run_as;           /* team mode: the job's user (docs/team.md), or NULL */
+	long long run_uid, run_gid;
+	int umask;                    /* 0: dtsched's (sf_umask) */
 	const char *log_root;         /* the shared dir, below which the log files are */
 	const char *preempt_signal;   /* a preemptible class's signal ("USR1"): DT_PREEMPT_SIGNAL,
 				       * on which dttrain checkpoints (docs/fairshare.md), or NULL */

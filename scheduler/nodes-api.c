@@ -10,6 +10,7 @@
 #include "protocol.h"
 #include "units.h"
 #include "usage.h"
+#include "users.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -228,17 +229,43 @@ static void node_reply(struct sched *s, struct dt_http_request *req,
 {
 	const char *name = dt_http_arg(req, "name");
 	struct node *n;
+	struct caller c;
 
 	pthread_mutex_lock(&s->lock);
 	n = node_find(s, name);
-	if (!n) {
+	if (caller_of(s, req, &c, resp) < 0 ||
+	    (drain >= 0 && caller_need_admin(&c, resp, drain ? "draining a node" :
+					     "resuming a node") < 0)) {
+		;
+	} else if (!n) {
 		dt_http_error(resp, 404, "no node '%s' (known nodes are those whose agent has sent a heartbeat)", name);
 	} else {
 		if (drain >= 0 && n->drained != drain) {
-			dtlog(DTLOG_INFO, "node '%s' %s", name, drain ? "drained" : "resumed");
+			dtlog(DTLOG_INFO, "node '%s' %s by '%s'", name, drain ? "drained" : "resumed",
+			      c.name);
 			node_set_drained(s, n, drain ? "by dtctl drain" : NULL);
 		}
-		dt_http_json(resp, 200, json_pack("{s:o}", "node", node_detail_json(n)));
+		json_t *d = node_detail_json(n);
+
+		/* a user sees the node's tasks, not what they run (users.h): their own
+		 * jobs' argv and paths are in `dtctl show` */
+		if (!c.admin) {
+			json_t *t;
+			size_t i;
+
+			json_array_foreach(json_object_get(d, "tasks"), i, t) {
+				static const char *const private_keys[] = { "argv", "cwd", "log",
+									    "env_keys", "error" };
+
+				/* a copy: the array holds the node table's own objects */
+				json_t *cp = json_deep_copy(t);
+
+				for (size_t k = 0; k < ARRAY_SIZE(private_keys); k++)
+					json_object_del(cp, private_keys[k]);
+				json_array_set_new(json_object_get(d, "tasks"), i, cp);
+			}
+		}
+		dt_http_json(resp, 200, json_pack("{s:o}", "node", d));
 	}
 	pthread_mutex_unlock(&s->lock);
 }

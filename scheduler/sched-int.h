@@ -88,6 +88,7 @@ struct sched {
 	sqlite3 *db;
 	sqlite3_stmt *st_node, *st_task;
 	struct dt_httpd *srv;
+	struct dt_httpd *srv_local; /* the same routes on the local socket (users.h), or NULL */
 	struct dt_auth_key key;
 	long long started_mono, started_us;
 	unsigned long long heartbeats, nodes_failed;
@@ -134,8 +135,13 @@ struct sched {
 	struct fs_usage *fair_usage;
 	long long fair_usage_hl;
 	struct fair_cache *fair_cache;   /* jobs-queue.c (jobs-int.h) */
+	/* users with their own keys (users.c, `dtctl user add`): name -> {key, admin, added_us} */
+	json_t *users;
 };
 
+
+/* jobs-queue.c: s->cc from <home>/cluster.yaml, re-read when it changed; lock held */
+void cluster_refresh(struct sched *s);
 
 /*
  * heartbeat.c: the fields of one heartbeat (protocol.h, POST /v1/heartbeat).

@@ -19,6 +19,7 @@
 #include "quarantine.h"
 #include "units.h"
 #include "usage.h"
+#include "users.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -166,15 +167,80 @@ static void h_metrics(struct dt_http_request *req, struct dt_http_response *resp
 	resp->content_type = "text/plain; version=0.0.4";
 }
 
+/* GET /v1/whoami: who dtsched takes the caller for (users.h) */
+static void h_whoami(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	struct caller c;
+
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) == 0) {
+		json_t *o = caller_json(&c);
+
+		json_object_set_new(o, "mode", json_string(s->cc && s->cc->team ? "team" :
+							  "single-user"));
+		dt_http_json(resp, 200, o);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * The local socket (users.h): the path and mode cluster.yaml gives (or
+ * --socket), its folder made when missing and refused when others may write
+ * to it (a socket planted there would answer for dtsched).  NULL server when
+ * it cannot be had: dtsched serves the port anyway, and says why.
+ */
+static struct dt_httpd *local_start(struct sched *s, struct dt_httpd_opts ho)
+{
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT, dir = STRBUF_INIT;
+	struct dt_httpd *srv = NULL;
+	int team = s->cc && s->cc->team;
+	struct stat st;
+
+	if (s->o.socket)
+		strbuf_addstr(&path, s->o.socket);
+	else
+		cluster_head_socket(s->cc, s->o.home, &path);
+	strbuf_add(&dir, path.buf, strrchr(path.buf, '/') ? (size_t)(strrchr(path.buf, '/') -
+								     path.buf) : 0);
+	/* 0755 whatever the daemon's umask (027): users must reach the socket */
+	if (dir.len && lstat(dir.buf, &st) < 0 && (mkdir(dir.buf, 0755) < 0 ||
+						   chmod(dir.buf, 0755) < 0)) {
+		dtlog(DTLOG_WARN, "no local socket: cannot make '%s': %s", dir.buf, strerror(errno));
+		goto out;
+	}
+	if (dir.len && (lstat(dir.buf, &st) < 0 || !S_ISDIR(st.st_mode) ||
+			(st.st_mode & 022) || (st.st_uid != 0 && st.st_uid != geteuid()))) {
+		dtlog(DTLOG_WARN, "no local socket: its folder '%s' is not a folder of root or "
+		      "dtsched's user that only its owner may write to", dir.buf);
+		goto out;
+	}
+	ho.unix_path = path.buf;
+	ho.unix_mode = team ? 0666 : 0600;
+	srv = dt_httpd_start(&ho, &err);
+	if (!srv)
+		dtlog(DTLOG_WARN, "no local socket: %s", err.buf);
+	else
+		dtlog(DTLOG_INFO, "users on the head: '%s' (mode %04o, %s mode)", path.buf,
+		      ho.unix_mode, team ? "team" : "single-user");
+out:
+	strbuf_release(&path);
+	strbuf_release(&err);
+	strbuf_release(&dir);
+	return srv;
+}
+
 static const struct dt_http_route base_routes[] = {
 	{ "GET", DT_PATH_STATUS, 0, h_status },
-	{ "POST", DT_PATH_HEARTBEAT, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL, h_heartbeat },
+	{ "POST", DT_PATH_HEARTBEAT, DT_ROUTE_RAW_BODY | DT_ROUTE_ANY_PROTOCOL | DT_ROUTE_DAEMON,
+	  h_heartbeat },
 	{ "GET", DT_PATH_NODES, 0, h_nodes },
 	{ "GET", DT_PATH_NODE, 0, h_node },
 	{ "POST", DT_PATH_NODE_DRAIN, 0, h_node_drain },
 	{ "POST", DT_PATH_NODE_RESUME, 0, h_node_resume },
-	{ "POST", DT_PATH_NODE_STOPPED, 0, h_node_stopped },
-	{ "GET", DT_PATH_TASKS, 0, h_tasks },
+	{ "POST", DT_PATH_NODE_STOPPED, DT_ROUTE_DAEMON, h_node_stopped },
+	{ "GET", DT_PATH_TASKS, DT_ROUTE_DAEMON, h_tasks },
+	{ "GET", DT_PATH_WHOAMI, 0, h_whoami },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };
 
@@ -227,7 +293,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		goto fail;
 	if (db_schema(s) < 0 || events_init(s) < 0 ||
 	    nodes_init(s) < 0 || head_id_load(s) < 0 || subscribe(s) < 0 || jobs_init(s) < 0 ||
-	    sweeps_init(s) < 0) {
+	    sweeps_init(s) < 0 || users_init(s) < 0) {
 		strbuf_addf(&err, "cannot use the state database '%s': %s", path.buf,
 			    sqlite3_errmsg(s->db));
 		goto fail;
@@ -264,6 +330,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 			{ base_routes, ARRAY_SIZE(base_routes) }, { jobs_routes, jobs_nr_routes },
 			{ sweeps_routes, sweeps_nr_routes }, { events_routes, events_nr_routes },
 			{ dashboard_routes, dashboard_nr_routes }, { acct_routes, acct_nr_routes },
+			{ users_routes, users_nr_routes },
 		};
 		size_t nr = 0;
 
@@ -278,6 +345,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		ho.routes = routes;
 		ho.nr_routes = nr;
 	}
+	ho.user_key = users_key;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;
@@ -290,6 +358,10 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	s->srv = dt_httpd_start(&ho, &err);
 	if (!s->srv)
 		goto fail;
+	pthread_mutex_lock(&s->lock);
+	cluster_refresh(s);   /* mode and head.socket */
+	pthread_mutex_unlock(&s->lock);
+	s->srv_local = local_start(s, ho);
 	/* test only: take beacons off the socket and drop them (a firewall that
 	 * drops UDP), while still telling agents that beacons are taken */
 	{
@@ -336,11 +408,15 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		struct dt_httpd *srv;
 
 		pthread_mutex_lock(&s->lock);
+		struct dt_httpd *local = s->srv_local;
+
 		srv = s->srv;
 		s->srv = NULL;
+		s->srv_local = NULL;
 		pthread_mutex_unlock(&s->lock);
 		dashboard_stop(s);   /* first: its handlers call the API's */
 		dt_httpd_stop(srv);
+		dt_httpd_stop(local);
 	}
 	if (s->beacon_fd >= 0)
 		close(s->beacon_fd);
@@ -362,6 +438,7 @@ out:
 	json_decref(s->refused);
 	logwatch_stop(s);   /* before the jobs: they may still add an event */
 	notify_stop(s);
+	json_decref(s->users);
 	sweeps_release(s);
 	jobs_release(s);
 	events_release(s);

@@ -25,6 +25,9 @@ struct sched_opts {
 	int port;
 	long long heartbeat_ms;     /* told to agents (agent.heartbeat) */
 	long long dead_after_ms;    /* DOWN after this without heartbeat, SUSPECT after half */
+	const char *socket;         /* users' local socket; default from cluster.yaml
+				     * (cluster_head_socket(): <home>/dtsched.sock, 0600;
+				     * team mode /run/dtctl/<cluster>/dtsched.sock, 0666) */
 };
 
 /* Serve until SIGTERM/SIGINT; "ok" or the error goes to *ready_fd (daemon.h). */

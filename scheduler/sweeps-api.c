@@ -14,6 +14,7 @@
 #include "protocol.h"
 #include "pyfmt.h"
 #include "usage.h"
+#include "users.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -248,7 +249,27 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 		(void)seed;
 	}
 	w->shared_dir = xstrdup(shared);
-	w->user = xstrdup(json_get_str(req->json, "user", ""));
+	{
+		struct caller c;
+		int rc;
+
+		/* its owner, and its trials' (users.h): who the request proves to be */
+		pthread_mutex_lock(&s->lock);
+		rc = caller_of(s, req, &c, resp);
+		/* team mode: trials' dirs only in the cluster's shared dir (jobs-api.c) */
+		if (!rc && s->cc && s->cc->team && strcmp(shared, s->cc->shared_dir)) {
+			dt_http_error(resp, 400, "'shared_dir' must be the cluster's ('%s') in team "
+				      "mode", s->cc->shared_dir);
+			rc = -1;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (rc < 0) {
+			sweep_free(w);
+			strbuf_release(&err);
+			return;
+		}
+		w->user = xstrdup(c.name);
+	}
 	w->state = DT_SWEEP_RUNNING;
 	w->created_us = dt_now_us();
 
@@ -285,16 +306,32 @@ static void h_create(struct dt_http_request *req, struct dt_http_response *resp,
 	strbuf_release(&err);
 }
 
+/* w as c may see it: others' sweeps show id, name, user, state, times only (users.h) */
+static json_t *sweep_json_for(struct sweep *w, const struct caller *c)
+{
+	if (caller_may_read(c, w->user, w->cfg.job.share_group))
+		return sweep_json(w);
+	return json_pack("{s:s,s:s,s:s,s:s,s:s?,s:o,s:o,s:b}", "id", w->id, "name", w->name,
+			 "user", w->user, "state", w->state, "reason", w->reason, "created_at",
+			 json_timestamp(w->created_us), "ended_at", json_timestamp(w->ended_us),
+			 "redacted", 1);
+}
+
 static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
 	json_t *arr = json_array();
+	struct caller c;
 
-	(void)req;
 	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		json_decref(arr);
+		return;
+	}
 	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
 	for (size_t i = 0; i < s->sweeps->nr; i++)
-		json_array_append_new(arr, sweep_json(s->sweeps->v[i]));
+		json_array_append_new(arr, sweep_json_for(s->sweeps->v[i], &c));
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:o}", "sweeps", arr));
 }
@@ -306,11 +343,33 @@ static void sweep_reply(struct dt_http_request *req, struct dt_http_response *re
 {
 	const char *id = dt_http_arg(req, "id");
 	struct sweep *w;
+	struct caller c;
 
 	pthread_mutex_lock(&s->lock);
 	w = sweep_find(s, id);
+	if (caller_of(s, req, &c, resp) < 0)
+		goto out;
 	if (!w) {
 		dt_http_error(resp, 404, "no sweep '%s' (see 'dtctl sweep list')", id);
+		goto out;
+	}
+	if (!action && !caller_may_read(&c, w->user, w->cfg.job.share_group)) {
+		struct strbuf what = STRBUF_INIT;
+
+		/* its export holds its parameters, metrics and job template */
+		strbuf_addf(&what, "sweep %s", w->id);
+		caller_deny(resp, &c, what.buf, w->user, "reading");
+		strbuf_release(&what);
+		goto out;
+	}
+	if (action && !caller_may_steer(&c, w->user)) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "sweep %s", w->id);
+		caller_deny(resp, &c, what.buf, w->user, !strcmp(action, DT_PATH_STOP_SUFFIX) ?
+			    "stopping" : !strcmp(action, DT_PATH_PAUSE_SUFFIX) ? "pausing" :
+			    "resuming");
+		strbuf_release(&what);
 		goto out;
 	}
 	if (!action) {

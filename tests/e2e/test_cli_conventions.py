@@ -215,6 +215,7 @@ def test_every_json_output_follows_the_schema(one):
              ("sweep", "best", "--json", sid), ("sweep", "export", "--json", sid),
              ("validate", "--json", one.home / "cluster.yaml"), ("agents", "status", "--json"),
              ("head", "status", "--json"), ("version", "--json"), ("image", "list", "--json"),
+             ("whoami", "--json"), ("user", "list", "--json"),
              ("run", "--dry-run", "--json", "-p", "1", "--", "true"),
              ("acct", "--json"), ("share", "--json"), ("why", "--json", jid)]
     for args in cases:
@@ -279,9 +280,7 @@ def test_unknown_ids_and_repeats_exit_the_same_everywhere(one):
             verb, [(r.returncode, r.stderr) for r in rs])
 
 
-COMMANDS = ["acct", "agents", "api", "cancel", "debug", "doctor", "drain", "exec", "hosts", "head",
-            "init", "logs", "nodes", "ps", "push", "resume", "run", "share", "show", "sweep",
-            "validate", "version", "why"]
+COMMANDS = ["acct", "agents", "api", "cancel", "debug", "doctor", "drain", "exec", "head", "hosts", "init", "logs", "nodes", "ps", "push", "resume", "run", "share", "show", "sweep", "user", "validate", "version", "whoami", "why"]
 
 
 def test_short_options_mean_one_thing(dtctl_bin, tmp_path):

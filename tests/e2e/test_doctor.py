@@ -110,3 +110,40 @@ def test_peer_that_cannot_reach_a_node_is_named(cluster, dtctl, inited):
         assert "network.interface" in net["fix"], net
     finally:
         c.exec(3, "ip route del blackhole %s/32" % n2.addr)
+
+
+def test_team_mode_names_nodes_whose_uids_differ(cluster, dtctl, inited):
+    """mode: team (docs/team.md): every account of the head must have the same uid and gid on
+    every node.  A user whose uid dtnode2 gives otherwise (its own /etc/passwd, bound over
+    the shared one in that node's mount namespace) is named with that node only."""
+    c = cluster
+    if c.mode != "netns" or not shutil.which("useradd"):
+        pytest.skip("needs a mount namespace per node (netns mode) and useradd")
+    user = "dtt-doc-uid"
+    subprocess.run(["userdel", user], capture_output=True)
+    r = subprocess.run(["useradd", "--no-create-home", "--user-group", user],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    team = inited.parent / "team.yaml"
+    team.write_text(inited.read_text() + "mode: team\n")
+    try:
+        p = dtctl("doctor", "--cluster", team, "--json", timeout=120)
+        users = [x for x in json.loads(p.stdout)["checks"] if x["check"] == "users"]
+        assert users and users[0]["ok"] is True, (users, p.stderr)
+        uid = int(subprocess.check_output(["id", "-u", user]))
+        r = c.exec(2, "sed 's/^%s:x:%d:/%s:x:%d:/' /etc/passwd > /tmp/passwd && "
+                      "mount --bind /tmp/passwd /etc/passwd" % (user, uid, user, uid + 7))
+        assert r.returncode == 0, r.stderr
+        try:
+            p = dtctl("doctor", "--cluster", team, "--json", timeout=120)
+            assert p.returncode == 1, p.stdout + p.stderr
+            users = [x for x in json.loads(p.stdout)["checks"] if x["check"] == "users"][0]
+            assert users["ok"] is False, users
+            assert "'%s' (uid %d gid" % (user, uid) in users["detail"], users
+            assert "has other ids on dtnode2" in users["detail"], users
+            assert "dtnode1" not in users["detail"] and "dtnode3" not in users["detail"], users
+            assert "same uid and gid" in users["fix"], users
+        finally:
+            c.exec(2, "umount /etc/passwd")
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)

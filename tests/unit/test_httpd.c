@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -678,6 +679,86 @@ static void test_offload(void **state)
 	slow_srv = NULL;
 }
 
+/* the caller as the handler sees it on the local socket (httpd.h unix_path) */
+static void h_who(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	(void)data;
+	dt_http_json(resp, 200, json_pack("{s:i,s:I}", "via", (int)req->via, "uid",
+					  (json_int_t)req->peer_uid));
+}
+
+static void h_daemon(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	(void)req;
+	(void)data;
+	dt_http_json(resp, 200, json_object());
+}
+
+/*
+ * A server on a Unix socket: unsigned requests, each its kernel-named peer
+ * (SO_PEERCRED); the socket made with its mode; a stale socket replaced, a
+ * file there refused; the client trusts a socket only in a folder nobody
+ * else may write to.
+ */
+static void test_unix_socket(void **state)
+{
+	static const struct dt_http_route who_routes[] = {
+		{ "GET", "/v1/who", 0, h_who },
+		{ "GET", "/v1/daemon", DT_ROUTE_DAEMON, h_daemon },
+	};
+	char dir[] = "/tmp/test_httpd.XXXXXX";
+	struct strbuf path = STRBUF_INIT, err = STRBUF_INIT;
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+	struct dt_httpd *srv;
+	struct dt_httpc c;
+	struct stat st;
+	json_t *reply = NULL;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	strbuf_addf(&path, "%s/d.sock", dir);
+	o.routes = who_routes;
+	o.nr_routes = 2;
+	o.unix_path = path.buf;
+	o.unix_mode = 0660;
+	srv = dt_httpd_start(&o, &err);
+	assert_non_null(srv);
+	assert_int_equal(lstat(path.buf, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0660);
+	assert_int_equal(dt_unix_socket_trusted(path.buf, (unsigned)geteuid(), &err), 0);
+	dt_httpc_init_unix(&c, path.buf);
+	assert_int_equal(dt_httpc_request(&c, "GET", "/v1/who", NULL, &reply, &err), 200);
+	assert_int_equal(json_integer_value(json_object_get(reply, "via")), DT_VIA_PEERCRED);
+	assert_int_equal(json_integer_value(json_object_get(reply, "uid")), (json_int_t)geteuid());
+	json_decref(reply);
+	/* the server's own user may call a daemon's route */
+	assert_int_equal(dt_httpc_request(&c, "GET", "/v1/daemon", NULL, &reply, &err), 200);
+	json_decref(reply);
+	dt_httpc_release(&c);
+	/* a folder others may write to: anyone could have made the socket */
+	chmod(dir, 0777);
+	strbuf_reset(&err);
+	assert_int_equal(dt_unix_socket_trusted(path.buf, (unsigned)geteuid(), &err), -1);
+	assert_non_null(strstr(err.buf, "others may write to it"));
+	chmod(dir, 0700);
+	dt_httpd_stop(srv);
+	assert_int_equal(lstat(path.buf, &st), -1);   /* removed at stop */
+
+	/* a regular file where the socket goes is not replaced */
+	f = fopen(path.buf, "w");
+	assert_non_null(f);
+	fclose(f);
+	strbuf_reset(&err);
+	assert_null(dt_httpd_start(&o, &err));
+	assert_non_null(strstr(err.buf, "is not a socket: not replacing it"));
+	unlink(path.buf);
+	rmdir(dir);
+	strbuf_release(&path);
+	strbuf_release(&err);
+}
+
 static void test_flood_one_thread(void **state)
 {
 	flood(1);
@@ -700,6 +781,7 @@ int main(void)
 		cmocka_unit_test(test_policy_peer_oldest_first),
 		cmocka_unit_test(test_policy_total_oldest_first),
 		cmocka_unit_test(test_offload),
+		cmocka_unit_test(test_unix_socket),
 		cmocka_unit_test(test_flood_one_thread),
 		cmocka_unit_test(test_flood_thread_pool),
 	};

@@ -177,6 +177,20 @@ static void test_symlink_last(void **state)
 	strbuf_release(&why);
 }
 
+/* A hard link to a file elsewhere is not appended to (the linked file stays as it was). */
+static void test_hard_link_append(void **state)
+{
+	struct fx *f = *state;
+	struct strbuf why = STRBUF_INIT;
+
+	assert_int_equal(link(at(f->outside, "victim"), at(f->root, "jobs/j-1/events.log")), 0);
+	assert_int_equal(sf_append(f->root, "jobs/j-1/events.log", "x\n", 2, 0644, 0, &why), -1);
+	assert_int_equal(errno, EMLINK);
+	assert_non_null(strstr(why.buf, "has 2 hard links"));
+	content_is(at(f->outside, "victim"), "secret\n");
+	strbuf_release(&why);
+}
+
 /* A directory on the way is a symlink: nothing is read, written or made beyond it. */
 static void test_symlink_dir(void **state)
 {
@@ -258,6 +272,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_write_plain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hard_link_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_atomic_temp_names, setup, teardown),
 	};

@@ -5,8 +5,9 @@ with its reason shown, a job that can never fit under it is refused at submissio
 the numbers; /metrics has the per-user and per-project families (promtool clean);
 `dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage.
 
-Until users are authenticated (issue 30), a job's owner is the "user" of its signed
-POST /v1/jobs, which is how these tests submit as alice, bob and carol."""
+A job's owner is who its request proves to be (docs/team.md): these tests add alice, bob,
+carol and dave with their own ed25519 keys (`dtctl user add`) and submit as each of them
+with $DTCTL_USER_KEY; the "user" field of a request is not believed."""
 
 import csv
 import io
@@ -20,6 +21,8 @@ import pytest
 
 from conftest import LocalCluster
 from dtapi import DtApi, read_secret
+
+USERS = ("alice", "bob", "carol", "dave")
 
 PROMTOOL = shutil.which("promtool")
 
@@ -69,6 +72,17 @@ def local(dtctl_bin, tmp_path_factory):
         f.write(FAIRSHARE)
     try:
         c.start()
+        keys = c.home / "userkeys"
+        keys.mkdir()
+        c.user_env = {}
+        for u in USERS:
+            key = keys / u
+            p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", u, "-f",
+                                str(key)], capture_output=True, text=True)
+            assert p.returncode == 0, p.stderr
+            p = c.dtctl("user", "add", u, "--key", "%s.pub" % key)
+            assert p.returncode == 0, p.stderr
+            c.user_env[u] = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER=u)
         yield c
     finally:
         c.stop()
@@ -80,13 +94,17 @@ def head(c):
 
 
 def submit(c, user, gpus, cmd, **extra):
-    """POST /v1/jobs as `user`: (status, reply)."""
-    api, _ = head(c)
+    """POST /v1/jobs as `user`, signed with their key (`dtctl api`): (status, reply)."""
     job = {"name": "%s-%s" % (user, cmd[-1]), "nodes": 1, "gpus_per_node": gpus,
            "command": cmd}
     job.update(extra)
-    return api.request("POST", "/v1/jobs", {"job": job, "shared_dir": str(c.shared),
-                                            "user": user})
+    p = subprocess.run([str(c.exe), "api", "--status", "POST", "/v1/jobs",
+                        json.dumps({"job": job, "shared_dir": str(c.shared)})],
+                       capture_output=True, text=True, timeout=60, env=c.user_env[user],
+                       stdin=subprocess.DEVNULL)
+    status, _, body = p.stdout.partition("\n")
+    assert status.strip().isdigit(), (p.stdout, p.stderr)
+    return int(status), json.loads(body) if body.strip() else {}
 
 
 def submit_ok(c, user, gpus, cmd, **extra):

@@ -16,9 +16,9 @@
  * The data are the API's own answers: the handlers of GET /v1/nodes, GET
  * /v1/jobs, /v1/sweeps and POST /v1/events, found in the route table sched.c
  * hands over (so this file calls into no feature's file), are called as they
- * are, plus each node's GPUs from its inventory.  A job's owner may cancel it from the page.  Not yet:
- * job and sweep pages, logs, metrics plots (later work on the same listener
- * and sessions).
+ * are, asked as the session's user (users.h: whom the login request proved),
+ * plus each node's GPUs from its inventory.  A job's page, logs and metrics
+ * need caller_may_read, its cancel caller_may_steer, as in the API.
  */
 #include "jobs-int.h"
 #include "json.h"
@@ -26,6 +26,7 @@
 #include "logmerge.h"
 #include "protocol.h"
 #include "safefile.h"
+#include "users.h"
 #include "cli/sweep-report.h"
 
 #include <string.h>
@@ -37,7 +38,7 @@
 
 struct dash_secret {
 	char id[65];              /* 64 hex digits; "" = free */
-	char user[64];
+	struct caller who;        /* who asked for the link (users.h): the session is theirs */
 	long long expires_ms;     /* dt_mono_ms() */
 };
 
@@ -100,7 +101,7 @@ static void h_login_mint(struct dt_http_request *req, struct dt_http_response *r
 {
 	struct sched *s = data;
 	struct dash_secret *t;
-	const char *user = json_get_str(req->json, "user", "");
+	struct caller c;
 	char id[65];
 
 	if (!dash.srv) {
@@ -112,9 +113,14 @@ static void h_login_mint(struct dt_http_request *req, struct dt_http_response *r
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
+	/* the session is the caller's, as the request proves it (never a "user" it names) */
+	if (caller_of(s, req, &c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	t = slot(dash.tokens);
 	memcpy(t->id, id, sizeof(t->id));
-	snprintf(t->user, sizeof(t->user), "%s", user);
+	t->who = c;
 	t->expires_ms = dt_mono_ms() + DASH_TOKEN_S * 1000LL;
 	pthread_mutex_unlock(&s->lock);
 	dt_http_json(resp, 200, json_pack("{s:s+++,s:i}", "url", dash.url, "/ui/login/", id, "",
@@ -150,7 +156,7 @@ static void h_login(struct dt_http_request *req, struct dt_http_response *resp, 
 	if (t) {
 		sess = slot(dash.sessions);
 		memcpy(sess->id, id, sizeof(sess->id));
-		memcpy(sess->user, t->user, sizeof(sess->user));
+		sess->who = t->who;
 		sess->expires_ms = dt_mono_ms() + DASH_SESSION_S * 1000LL;
 		t->id[0] = '\0';   /* once */
 	}
@@ -167,15 +173,15 @@ static void h_login(struct dt_http_request *req, struct dt_http_response *resp, 
 	strbuf_release(&page);
 }
 
-/* Is the request's session live?  Its user into user[64] when not NULL. */
-static int session_ok(struct sched *s, struct dt_http_request *req, char *user)
+/* Is the request's session live?  Whose it is into *who when not NULL. */
+static int session_ok(struct sched *s, struct dt_http_request *req, struct caller *who)
 {
 	struct dash_secret *d;
 
 	pthread_mutex_lock(&s->lock);
 	d = lookup(dash.sessions, dt_http_arg(req, "session"));
-	if (d && user)
-		memcpy(user, d->user, sizeof(d->user));
+	if (d && who)
+		*who = d->who;
 	pthread_mutex_unlock(&s->lock);
 	return d != NULL;
 }
@@ -190,8 +196,9 @@ static dt_http_handler *route_handler(const char *method, const char *pattern)
 }
 
 /* One handler of the API, called as the server would (lock not held): its reply, parsed. */
-static json_t *call_api_id(struct sched *s, dt_http_handler *fn, const char *method,
-			   const char *path, json_t *body, const char *id, int *status)
+static json_t *call_api_id(struct sched *s, const struct caller *who, dt_http_handler *fn,
+			   const char *method, const char *path, json_t *body, const char *id,
+			   int *status)
 {
 	struct dt_http_request req;
 	struct dt_http_response r;
@@ -213,6 +220,17 @@ static json_t *call_api_id(struct sched *s, dt_http_handler *fn, const char *met
 	req.body = "";
 	req.json = body;
 	req.protocol = DT_PROTOCOL_VERSION;
+	/* asked as the session's user, so the API's own rules apply (users.h) */
+	req.peer_uid = req.peer_gid = req.peer_pid = -1;
+	if (who->uid >= 0) {
+		req.via = DT_VIA_PEERCRED;
+		req.peer_uid = who->uid;
+	} else if (strcmp(who->how, "cluster secret")) {
+		req.via = DT_VIA_USERKEY;
+		snprintf(req.user, sizeof(req.user), "%s", who->name);
+	} else {
+		req.via = DT_VIA_SECRET;
+	}
 	fn(&req, &r, s);
 	if (status)
 		*status = r.status ? r.status : 200;
@@ -224,10 +242,10 @@ static json_t *call_api_id(struct sched *s, dt_http_handler *fn, const char *met
 	return out;
 }
 
-static json_t *call_api(struct sched *s, dt_http_handler *fn, const char *method,
-			const char *path, json_t *body)
+static json_t *call_api(struct sched *s, const struct caller *who, dt_http_handler *fn,
+			const char *method, const char *path, json_t *body)
 {
-	return call_api_id(s, fn, method, path, body, NULL, NULL);
+	return call_api_id(s, who, fn, method, path, body, NULL, NULL);
 }
 
 /* each node's GPUs: index, name, utilisation, memory, allocated to a task (lock held) */
@@ -277,23 +295,23 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 	long long last;
 	size_t i;
 
-	char user[64];
+	struct caller who;
 
-	if (!session_ok(s, req, user)) {
+	if (!session_ok(s, req, &who)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		return;
 	}
-	nodes = call_api(s, route_handler("GET", DT_PATH_NODES), "GET", DT_PATH_NODES, NULL);
-	jobs = call_api(s, route_handler("GET", DT_PATH_JOBS), "GET",
+	nodes = call_api(s, &who, route_handler("GET", DT_PATH_NODES), "GET", DT_PATH_NODES, NULL);
+	jobs = call_api(s, &who, route_handler("GET", DT_PATH_JOBS), "GET",
 			DT_PATH_JOBS, NULL);
-	sweeps = call_api(s, route_handler("GET", DT_PATH_SWEEPS),
+	sweeps = call_api(s, &who, route_handler("GET", DT_PATH_SWEEPS),
 			  "GET", DT_PATH_SWEEPS, NULL);
 	pthread_mutex_lock(&s->lock);
 	last = s->events_last;
 	gpus = gpus_json(s);
 	pthread_mutex_unlock(&s->lock);
 	q = json_pack("{s:I,s:i}", "after_id", (json_int_t)(last > 30 ? last - 30 : 0), "limit", 30);
-	evs = call_api(s, route_handler("POST", DT_PATH_EVENTS),
+	evs = call_api(s, &who, route_handler("POST", DT_PATH_EVENTS),
 		       "POST", DT_PATH_EVENTS, q);
 	json_decref(q);
 	json_array_foreach(json_object_get(nodes, "nodes"), i, n) {
@@ -301,7 +319,7 @@ static void h_state(struct dt_http_request *req, struct dt_http_response *resp, 
 
 		json_object_set(n, "gpus", g ? g : json_array());
 	}
-	dt_http_json(resp, 200, json_pack("{s:s,s:O?,s:O?,s:O?,s:O?}", "user", user, "nodes",
+	dt_http_json(resp, 200, json_pack("{s:s,s:O?,s:O?,s:O?,s:O?}", "user", who.name, "nodes",
 					  json_object_get(nodes, "nodes"), "jobs",
 					  json_object_get(jobs, "jobs"), "sweeps",
 					  json_object_get(sweeps, "sweeps"), "events",
@@ -334,10 +352,10 @@ static void h_cancel(struct dt_http_request *req, struct dt_http_response *resp,
 {
 	struct sched *s = data;
 	const char *id = dt_http_arg(req, "id");
-	char user[64];
+	struct caller who;
 	struct job *j;
 
-	if (!session_ok(s, req, user)) {
+	if (!session_ok(s, req, &who)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		return;
 	}
@@ -345,13 +363,13 @@ static void h_cancel(struct dt_http_request *req, struct dt_http_response *resp,
 	j = job_find(s, id);
 	if (!j) {
 		dt_http_error(resp, 404, "no job '%s'", id);
-	} else if (!*user || strcmp(user, j->user ? j->user : "")) {
-		dt_http_error(resp, 403, "job %s is %s's: only its owner may cancel it", j->id,
-			      j->user ? j->user : "?");
+	} else if (!caller_may_steer(&who, j->user ? j->user : "")) {
+		dt_http_error(resp, 403, "job %s is %s's: only its owner (or an admin) may cancel "
+			      "it", j->id, j->user ? j->user : "?");
 	} else {
 		struct strbuf why = STRBUF_INIT;
 
-		strbuf_addf(&why, "cancelled from the dashboard by %s", user);
+		strbuf_addf(&why, "cancelled from the dashboard by %s", who.name);
 		jobs_cancel(s, id, why.buf);
 		strbuf_release(&why);
 		dt_http_json(resp, 200, json_pack("{s:s,s:s}", "job", j->id, "state", j->state));
@@ -364,27 +382,33 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 {
 	struct sched *s = data;
 	const char *id = dt_http_arg(req, "id");
-	char user[64];
+	struct caller who;
+	int may = 0;
 	struct job *j;
 	json_t *job = NULL, *q, *evs;
 
-	if (!session_ok(s, req, user)) {
+	if (!session_ok(s, req, &who)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id)))
+	if ((j = job_find(s, id)) && (may = caller_may_read(&who, j->user, j->cfg.share_group)))
 		job = job_json_shown(s, j);
 	pthread_mutex_unlock(&s->lock);
+	if (j && !may) {
+		dt_http_error(resp, 403, "job %s belongs to %s: its page is its owner's (or an "
+			      "admin's; share: group opens it to the owner's group)", id, j->user);
+		return;
+	}
 	if (!job) {
 		dt_http_error(resp, 404, "no job '%s'", id);
 		return;
 	}
 	q = json_pack("{s:I,s:s,s:i}", "after_id", (json_int_t)0, "job", id, "limit", 1000);
-	evs = call_api(s, route_handler("POST", DT_PATH_EVENTS),
+	evs = call_api(s, &who, route_handler("POST", DT_PATH_EVENTS),
 		       "POST", DT_PATH_EVENTS, q);
 	json_decref(q);
-	dt_http_json(resp, 200, json_pack("{s:s,s:o,s:O?}", "user", user, "job", job, "events",
+	dt_http_json(resp, 200, json_pack("{s:s,s:o,s:O?}", "user", who.name, "job", job, "events",
 					  json_object_get(evs, "events")));
 	json_decref(evs);
 }
@@ -409,10 +433,12 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 	struct logset ls;
 	const struct logline *l;
 	struct job *j;
+	struct caller who;
+	int may = 0;
 	json_t *lines = json_array();
 	int found = 0, final = 0;
 
-	if (!session_ok(s, req, NULL)) {
+	if (!session_ok(s, req, &who)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		json_decref(lines);
 		return;
@@ -426,14 +452,18 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id))) {
+	if ((j = job_find(s, id)) && (may = caller_may_read(&who, j->user, j->cfg.share_group))) {
 		found = 1;
 		final = jobstate_final(j->state);
 		job_logset(j, &ls);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!found) {
-		dt_http_error(resp, 404, "no job '%s'", id);
+		if (j)
+			dt_http_error(resp, 403, "job %s is not yours: its logs and metrics are its "
+				      "owner's (or an admin's)", id);
+		else
+			dt_http_error(resp, 404, "no job '%s'", id);
 		json_decref(lines);
 		return;
 	}
@@ -476,22 +506,28 @@ static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *
 	struct strbuf root = STRBUF_INIT, rel = STRBUF_INIT, text = STRBUF_INIT, why = STRBUF_INIT;
 	json_t *points = json_array();
 	struct job *j;
+	struct caller who;
+	int may = 0;
 	int found = 0;
 
-	if (!session_ok(s, req, NULL)) {
+	if (!session_ok(s, req, &who)) {
 		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
 		json_decref(points);
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id))) {
+	if ((j = job_find(s, id)) && (may = caller_may_read(&who, j->user, j->cfg.share_group))) {
 		found = 1;
 		strbuf_addstr(&root, j->shared_dir);
 		job_rel(j, "metrics.jsonl", &rel);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!found) {
-		dt_http_error(resp, 404, "no job '%s'", id);
+		if (j)
+			dt_http_error(resp, 403, "job %s is not yours: its logs and metrics are its "
+				      "owner's (or an admin's)", id);
+		else
+			dt_http_error(resp, 404, "no job '%s'", id);
 		json_decref(points);
 		goto out;
 	}
@@ -556,12 +592,13 @@ static void h_sweep_page(struct dt_http_request *req, struct dt_http_response *r
 	struct strbuf out = STRBUF_INIT, err = STRBUF_INIT;
 	json_t *export;
 	int status = 0;
+	struct caller who;
 
-	if (!session_ok(s, req, NULL)) {
+	if (!session_ok(s, req, &who)) {
 		html(resp, 403, refused_page);
 		return;
 	}
-	export = call_api_id(s, route_handler("GET",
+	export = call_api_id(s, &who, route_handler("GET",
 					      DT_PATH_SWEEP), "GET", DT_PATH_SWEEP, NULL,
 			     dt_http_arg(req, "id"), &status);
 	if (export && !json_object_get(export, "protocol"))   /* as the server sends it */

@@ -154,11 +154,35 @@ def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
     head = int(re.search(r"head: \{port: (\d+)", (c.home / "cluster.yaml").read_text()).group(1))
     api = DtApi("127.0.0.1", head, read_secret(str(c.home)))
 
+    # mallory: a user of the cluster with her own key (docs/team.md), not the job's owner
+    key = tmp_path / "mallory"
+    p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert c.dtctl("user", "add", "mallory", "--key", "%s.pub" % key).returncode == 0
+    as_mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory")
+
     def session_for(user):
-        status, body = api.request("POST", "/v1/dashboard/login", {"user": user})
-        assert status == 200, body
-        status, page = get(body["url"])
-        return body["url"].split("/ui/")[0], re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+        """A session of `user`: whom the login request proves (a "user" it names is
+        not believed), the cluster secret for the owner, her key for mallory."""
+        if user == "mallory":
+            p = subprocess.run([str(c.exe), "dashboard", "--print-url"], capture_output=True,
+                               text=True, env=as_mallory, stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, p.stderr
+            url = p.stdout.strip()
+        else:
+            status, body = api.request("POST", "/v1/dashboard/login", {"user": "mallory"})
+            assert status == 200, body
+            url = body["url"]
+        status, page = get(url)
+        return url.split("/ui/")[0], re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+
+    def get_json(url):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
 
     def post(url):
         req = urllib.request.Request(url, data=b"", method="POST")
@@ -172,10 +196,18 @@ def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
         return [j for j in json.loads(c.dtctl("ps", "--all", "--json").stdout)["jobs"]
                 if j["id"] == job][0]["state"]
 
-    # another user's session: refused, the job runs on
+    # another user's session: refused, the job runs on; its page, logs and metrics are
+    # not hers either (what a user of the API could not read, the page does not show)
     base, other = session_for("mallory")
     status, body = post("%s/ui/s/%s/api/jobs/%s/cancel" % (base, other, victim))
     assert status == 403 and "only its owner" in body["error"], body
+    for what in ("", "/logs/0", "/metrics"):
+        status, body = get_json("%s/ui/s/%s/api/jobs/%s%s" % (base, other, victim, what))
+        assert status == 403, (what, status, body)
+    status, body = get_json("%s/ui/s/%s/api/state" % (base, other))
+    assert status == 200 and body["user"] == "mallory", body
+    seen = [j for j in body["jobs"] if j["id"] == victim]
+    assert seen and seen[0].get("redacted") is True and "spec" not in seen[0], seen
     assert state_of(victim) in ("RUNNING", "PENDING")
     # the owner's page has a cancel button on the job's row, and the owner's cancel works
     r = chromium(tmp_path, login_url(c), "--dump-dom")

@@ -6,7 +6,8 @@
  *   started            job.started (attempt, nodes)
  *   rank_exited        job.rank_failed (rank, node, exit code or signal)
  *   stalled (first)    job.stalled (rank and node of the first silent rank)
- *   retried            job.retried (attempt, why)
+ *   retried            job.retried (attempt, why), or job.preempted (by, attempt,
+ *                      preemptions, why) when a preemption requeued it
  *   ended              job.ended (state, reason: the cause; exit code, rank, node)
  *
  * Each carries the job's id, name and owner (user), nothing of its env or
@@ -63,11 +64,24 @@ static void on_job_event(struct sched *s, struct job *j, enum job_event ev,
 			json_object_set_new(e, "node", json_string(json_get_str(first, "node", "")));
 		}
 		break;
-	case JOB_EV_RETRIED:
-		kind = "job.retried";
+	case JOB_EV_RETRIED: {
+		/* requeued: after a preemption (fairshare.h: its history says so just
+		 * before the new PENDING) it is job.preempted, which costs no retry */
+		size_t n = json_array_size(j->history);
+		json_t *why = n >= 2 ? json_array_get(j->history, n - 2) : NULL;
+
+		if (!strcmp(json_get_str(why, "state", ""), "PREEMPTED")) {
+			kind = "job.preempted";
+			json_object_set_new(e, "by", j->preempted_by ? json_string(j->preempted_by) :
+					    json_null());
+			json_object_set_new(e, "preemptions", json_integer(j->preemptions));
+		} else {
+			kind = "job.retried";
+		}
 		json_object_set_new(e, "attempt", json_integer(j->attempt));
 		json_object_set_new(e, "reason", j->reason ? json_string(j->reason) : json_null());
 		break;
+	}
 	case JOB_EV_ENDED:
 		kind = "job.ended";
 		json_object_set_new(e, "state", json_string(j->state));

@@ -309,6 +309,12 @@ def test_preemption_signals_waits_requeues_and_resumes(local):
     # it went on after its checkpoint until the grace was over (2 s after the signal)
     preempted = [h for h in done_v["history"] if h["state"] == "PREEMPTED"][0]
     assert ts(preempted["at"]) - ts(ck[0]["time"]) >= 1.5, (preempted, ck[0])
+    # the event stream says preempted (by dave's job), not retried (docs/events.md)
+    evs = [json.loads(l) for l in local.dtctl("events", "--json", "--job", v).stdout.splitlines()]
+    kinds = [e["kind"] for e in evs]
+    assert "job.retried" not in kinds and kinds.count("job.preempted") == 1, kinds
+    pe = [e for e in evs if e["kind"] == "job.preempted"][0]
+    assert (pe["by"], pe["preemptions"], pe["attempt"], pe["user"]) == (a, 1, 1, "bob"), pe
     acct = json.loads(local.dtctl("acct", "--json", "--user", "bob").stdout)
     row = [r for r in acct["jobs"] if r["id"] == v][0]
     assert row["state"] == "COMPLETED" and row["attempts"] == 2, row

@@ -111,6 +111,11 @@ static int head_key(struct ctx *c, const char *key, struct ynode *v, const char 
 
 	if (!strcmp(key, "port"))
 		return get_int(c, v, path, 1, 65535, PORT_EXPECTED, &cc->head.port);
+	if (!strcmp(key, "dashboard_port"))   /* 0: a free port */
+		return get_int(c, v, path, 0, 65535, "a port from 1 to 65535, or 0 for a free one",
+			       &cc->head.dashboard_port);
+	if (!strcmp(key, "dashboard_address"))
+		return get_host_name(c, v, path, &cc->head.dashboard_address);
 	if (!strcmp(key, "socket")) {
 		if (get_safe_path(c, v, path, 0, &cc->head.socket) < 0)
 			return -1;
@@ -444,7 +449,8 @@ static const char *const ssh_keys[] = {
 static const char *const setup_keys[] = { "template", "timeout", "env", "vars", NULL };
 static const char *const agent_keys[] = { "port", "heartbeat", "dead_after", "fake_health",
 					   NULL };
-static const char *const head_keys[] = { "address", "port", "socket", NULL };
+static const char *const head_keys[] = { "address", "port", "socket", "dashboard_address",
+					  "dashboard_port", NULL };
 static const char *const cluster_modes[] = { "single-user", "team", NULL };
 static const char *const network_keys[] = { "interface", NULL };
 static const char *const mpi_keys[] = { "orted_launch", NULL };
@@ -713,6 +719,7 @@ static void cluster_release(void *cfg)
 	kvlist_release(&cc->setup.vars);
 	free(cc->head.address);
 	free(cc->head.socket);
+	free(cc->head.dashboard_address);
 	free(cc->admin_group);
 	free(cc->network.interface);
 	fairshare_release(&cc->fairshare);
@@ -835,6 +842,9 @@ json_t *cluster_config_to_json(const struct cluster_config *cc)
 	json_object_set_new(head, "address", str_or_null(cc->head.address));
 	json_object_set_new(head, "port", json_integer(cc->head.port));
 	json_object_set_new(head, "socket", str_or_null(cc->head.socket));
+	json_object_set_new(head, "dashboard_address", json_string(cc->head.dashboard_address ?
+							cc->head.dashboard_address : "127.0.0.1"));
+	json_object_set_new(head, "dashboard_port", json_integer(cc->head.dashboard_port));
 	json_object_set_new(o, "head", head);
 	json_object_set_new(o, "mode", json_string(cluster_modes[!!cc->team]));
 	json_object_set_new(o, "admin_group", str_or_null(cc->admin_group));

@@ -160,6 +160,8 @@ struct cluster_config {
 	struct {
 		char *address;                  /* how agents reach dtsched; NULL = auto */
 		int port;                       /* 7071 */
+		char *dashboard_address;        /* where the dashboard listens: NULL = 127.0.0.1 */
+		int dashboard_port;             /* 0: a free port */
 		char *socket;                   /* users' local socket to dtsched; NULL = the
 						 * default (cluster_head_socket()) */
 	} head;

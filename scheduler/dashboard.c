@@ -45,7 +45,7 @@ struct dash_secret {
 static struct {
 	struct dt_httpd *srv;
 	struct dash_secret tokens[DASH_MAX], sessions[DASH_MAX];
-	char url[128];            /* http://127.0.0.1:PORT */
+	char url[320];            /* http://ADDRESS:PORT (127.0.0.1 unless configured) */
 	const struct dt_http_route *api;   /* dtsched's route table (sched.c's) */
 	size_t nr_api;
 } dash;
@@ -662,8 +662,11 @@ int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_
 
 	dash.api = api;
 	dash.nr_api = nr_api;
-	ho.bind = "127.0.0.1";   /* never where the agents reach dtsched */
-	ho.port = 0;
+	/* 127.0.0.1 unless cluster.yaml says otherwise (head.dashboard_address), never
+	 * where the agents reach dtsched; a free port unless head.dashboard_port */
+	ho.bind = s->cc && s->cc->head.dashboard_address ? s->cc->head.dashboard_address :
+		"127.0.0.1";
+	ho.port = s->cc ? s->cc->head.dashboard_port : 0;
 	ho.routes = ui_routes;
 	ho.nr_routes = ARRAY_SIZE(ui_routes);
 	ho.data = s;
@@ -676,7 +679,8 @@ int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_
 		strbuf_release(&err);
 		return -1;
 	}
-	snprintf(dash.url, sizeof(dash.url), "http://127.0.0.1:%d", dt_httpd_port(dash.srv));
+	snprintf(dash.url, sizeof(dash.url), strchr(ho.bind, ':') ? "http://[%s]:%d" :
+		 "http://%s:%d", ho.bind, dt_httpd_port(dash.srv));
 	dtlog(DTLOG_INFO, "dashboard on %s ('dtctl dashboard' for a login link)", dash.url);
 	strbuf_release(&err);
 	return 0;

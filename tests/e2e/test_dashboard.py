@@ -358,3 +358,29 @@ def test_sweep_page_is_the_report(cluster, tmp_path):
     assert get("%s/ui/s/%s/sweeps/%s" % (base, "a" * 64, sid))[0] == 403
     r = chromium(tmp_path, "%s/ui/s/%s/sweeps/%s" % (base, session, sid), "--dump-dom")
     assert not [l for l in r.stderr.splitlines() if ":CONSOLE" in l]
+
+
+def test_configured_address_and_port(dtctl_bin, tmp_path):
+    """head.dashboard_address and head.dashboard_port in cluster.yaml (docs/config.md): the
+    dashboard listens there and only there, and the login link names it."""
+    from conftest import free_ports
+    port = free_ports(1)[0]
+    c = LocalCluster(dtctl_bin / "dtctl", tmp_path, name="dashcfg", gpus="1")
+    y = c.home / "cluster.yaml"
+    y.write_text(re.sub(r"head: \{port: (\d+)\}",
+                        r"head: {port: \1, dashboard_address: 127.0.0.2, dashboard_port: %d}" % port,
+                        y.read_text()))
+    with c:
+        p = c.dtctl("dashboard", "--print-url")
+        assert p.returncode == 0, p.stderr
+        url = p.stdout.strip()
+        assert url.startswith("http://127.0.0.2:%d/ui/login/" % port), url
+        status, page = get(url)
+        assert status == 200 and "/ui/s/" in page, page
+        with open("/proc/net/tcp") as f:
+            listen = [l.split()[1] for l in f.read().splitlines()[1:] if l.split()[3] == "0A"]
+        assert [a for a in listen if a.endswith(":%04X" % port)] == ["0200007F:%04X" % port], listen
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(re.sub(r"dashboard_port: \d+", "dashboard_port: 70000", y.read_text()))
+    p = c.dtctl("validate", str(bad))
+    assert p.returncode == 2 and "key 'head.dashboard_port'" in p.stderr, p.stderr

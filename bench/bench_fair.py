@@ -14,6 +14,8 @@ fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
 
     bench/bench_fair.py --base-bin /path/to/old/bin [--bin bin] [--pending 10000]
                         [--users 50] [--seconds 5] [--threads 16]
+    bench/bench_fair.py --queues 0,1000,10000 [--queries 50]   # growth: jobs/s, `dtctl ps`
+                                                               # p50/p99, dtsched RSS
 """
 import argparse
 import os
@@ -84,6 +86,28 @@ def hammer(c, users, threads, count=None, seconds=None):
     return state["ok"], state["bad"], time.monotonic() - t0
 
 
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def ps_latency(c, queries):
+    """`dtctl ps` (the whole command, its output read) with the queue as it is: (p50, p99) ms."""
+    lat = []
+    for _ in range(queries):
+        t0 = time.monotonic()
+        p = c.dtctl("ps")
+        lat.append((time.monotonic() - t0) * 1000)
+        if p.returncode:
+            sys.exit("bench_fair: dtctl ps: %s" % p.stderr)
+    return pct(lat, 0.5), pct(lat, 0.99)
+
+
+def rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+
+
 def run_one(label, bin_dir, a):
     tmp = Path(tempfile.mkdtemp(prefix="bench-fair-"))
     c = Cluster(bin_dir, tmp)
@@ -93,15 +117,17 @@ def run_one(label, bin_dir, a):
         if not c.submit("blocker", 4):
             sys.exit("bench_fair: the blocker job was refused")
         ok, bad, wall = hammer(c, users, a.threads, count=a.pending)
-        fill = ok / wall
+        fill = ok / wall if a.pending else 0.0
         if bad:
             sys.exit("bench_fair: %s: %d of %d submissions refused while filling" % (label, bad, a.pending))
+        ps = ps_latency(c, a.queries)
         t0 = cpu_ticks(c.pid)
         ok, bad, wall = hammer(c, users, a.threads, seconds=a.seconds)
         cpu = (cpu_ticks(c.pid) - t0) / os.sysconf("SC_CLK_TCK")
         return {"label": label, "fill_jobs_per_s": fill, "jobs_per_s": ok / wall,
                 "dtsched_cpu_ms_per_job": 1000 * cpu / max(ok, 1), "refused": bad,
-                "queue": a.pending + ok}
+                "queue": a.pending + ok, "ps_p50_ms": ps[0], "ps_p99_ms": ps[1],
+                "dtsched_rss_mib": rss_mib(c.pid)}
     finally:
         c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -110,12 +136,32 @@ def run_one(label, bin_dir, a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
-    ap.add_argument("--base-bin", required=True, help="the FIFO build's bin/ to compare with")
+    ap.add_argument("--base-bin", help="the FIFO build's bin/ to compare with")
+    ap.add_argument("--queues", help="instead: this build alone at each queue depth, e.g. "
+                    "0,1000,10000 (the growth curve: submit rate, ps p50/p99, dtsched RSS)")
+    ap.add_argument("--queries", type=int, default=50, help="`dtctl ps` runs per queue")
     ap.add_argument("--pending", type=int, default=10000)
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--threads", type=int, default=16)
     a = ap.parse_args()
+    if a.queues:
+        print("bench_fair: growth with the queue, %d users, %d threads, %.0f s window"
+              % (a.users, a.threads, a.seconds))
+        print("%8s %12s %10s %10s %14s %12s %6s" % ("queue", "jobs/s", "ps p50", "ps p99",
+                                                   "dtsched ms/job", "dtsched RSS", "load"))
+        first = None
+        for q in [int(x) for x in a.queues.split(",")]:
+            a.pending = q
+            r = run_one("queue %d" % q, a.bin, a)
+            first = first or r["jobs_per_s"]
+            print("%8d %12.1f %8.1f ms %7.1f ms %14.2f %8.1f MiB %6.2f  (rate %.2fx the first)"
+                  % (q, r["jobs_per_s"], r["ps_p50_ms"], r["ps_p99_ms"],
+                     r["dtsched_cpu_ms_per_job"], r["dtsched_rss_mib"], os.getloadavg()[0],
+                     r["jobs_per_s"] / first), flush=True)
+        return
+    if not a.base_bin:
+        ap.error("--base-bin or --queues")
     res = [run_one("FIFO (base)", a.base_bin, a), run_one("fair share", a.bin, a)]
     print("bench_fair: %d pending jobs of %d users, %d threads, %.0f s window, load %.1f"
           % (a.pending, a.users, a.threads, a.seconds, os.getloadavg()[0]))

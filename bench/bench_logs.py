@@ -17,6 +17,7 @@ follow: a writer process appends timestamped lines to a rank file at a steady
 
     bench/bench_logs.py --bin bin                       # both, defaults below
     bench/bench_logs.py --bin bin --only merge --rounds 7
+    bench/bench_logs.py --bin bin --only follow-poll --period 1:10 --seconds 300
 """
 import argparse
 import json
@@ -142,11 +143,14 @@ def bench_merge(args, dtctl):
 
 WRITER = r"""
 import os, sys, time
+import random
 path, rate, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+lo, hi = (float(x) for x in sys.argv[4].split(":")) if len(sys.argv) > 4 else (0, 0)
 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-start = time.monotonic()
+start = due = time.monotonic()
 for i in range(count):
-    due = start + i / rate
+    # a steady rate, or (--period) a silence of lo..hi seconds before each line
+    due = start + i / rate if not hi else due + random.uniform(lo, hi)
     while True:
         d = due - time.monotonic()
         if d <= 0:
@@ -191,10 +195,16 @@ def bench_follow(args, dtctl, poll):
                  "--shared-dir", os.path.join(root, "shared"), "j-000001"],
                 stdout=subprocess.PIPE, env=env)
         time.sleep(0.5)
-        count = int(args.rate * args.seconds)
+        if args.period:
+            lo, hi = (float(x) for x in (args.period + ":" + args.period).split(":")[:2])
+            count = max(1, int(args.seconds / ((lo + hi) / 2)))
+            wargs = [f"{lo}:{hi}"]
+        else:
+            count = int(args.rate * args.seconds)
+            wargs = []
         cpu0 = {k: cpu_s(p.pid) for k, p in readers.items()}
         t0 = time.monotonic()
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, path, str(args.rate), str(count)])
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, path, str(args.rate), str(count)] + wargs)
         sel = selectors.DefaultSelector()
         bufs, lat = {}, {k: [] for k in readers}
         for k, p in readers.items():
@@ -226,7 +236,8 @@ def bench_follow(args, dtctl, poll):
             except subprocess.TimeoutExpired:
                 p.kill()
         mode = "polling (DTCTL_LOGS_POLL=1)" if poll else "inotify (local dir)"
-        print(f"follow, dtctl {mode}: {count} lines at {args.rate:.0f}/s, "
+        what = f"one every {args.period} s" if args.period else f"at {args.rate:.0f}/s"
+        print(f"follow, dtctl {mode}: {count} lines {what}, "
               f"load average {os.getloadavg()[0]:.2f}")
         for k, v in lat.items():
             if not v:
@@ -243,18 +254,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="bin")
     ap.add_argument("--base-bin", help="also time this build's dtctl (merge and follow)")
-    ap.add_argument("--only", choices=("merge", "follow"))
+    ap.add_argument("--only", choices=("merge", "follow", "follow-poll"))
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--mb", type=float, default=65)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--rate", type=float, default=100, help="follow: lines per second")
     ap.add_argument("--seconds", type=float, default=20, help="follow: how long to write")
+    ap.add_argument("--period", help="follow: a line after a silence of S (or LO:HI, random) "
+                    "seconds instead of --rate, the training-log pattern")
     args = ap.parse_args()
     dtctl = os.path.abspath(os.path.join(args.bin, "dtctl"))
-    if args.only != "follow":
+    if args.only in (None, "merge"):
         bench_merge(args, dtctl)
-    if args.only != "merge":
+    if args.only in (None, "follow"):
         bench_follow(args, dtctl, poll=False)
+    if args.only != "merge":
         bench_follow(args, dtctl, poll=True)
 
 

@@ -19,6 +19,9 @@ load_average, the 1-minute load when the client count started).
 Beside them, in the same run and on the same machine:
   * exec floor: the same client threads running /bin/true instead of dtctl
     (what spawning processes alone allows from C clients);
+  * a static start: the same clients running `busybox true` (busybox-static),
+    its CPU per start and the client's CPU per submit over it
+    (client_cpu_to_static_start, goal <= 1.2);
   * sqlite: the same rows (INSERT, then the UPDATE with the job's JSON, ~2 KB)
     with dtsched's pragmas (WAL, synchronous=NORMAL) in a Python loop, one
     transaction per job and one per 64 jobs: what the database alone allows.
@@ -54,6 +57,9 @@ def free_ports(n):
     for s in socks:
         s.close()
     return ports
+
+
+BUSYBOX = next((p for p in ("/usr/bin/busybox", "/bin/busybox") if os.access(p, os.X_OK)), None)
 
 
 def cpu_ticks(pid):
@@ -185,6 +191,11 @@ def main():
                 perf.send_signal(2)
                 perf.wait(timeout=30)
             floor, fwall = spawn_loop(["/bin/true"], env, a.seconds, c)
+            # a bare start of a static binary: what a client's start cannot go below
+            static = None
+            if BUSYBOX:
+                sfl, _ = spawn_loop([BUSYBOX, "true"], env, a.seconds, c)
+                static = 1000 * sfl["cpu"] / max(1, sfl["ok"] + sfl["bad"])
             n = tot["ok"]
             # the harness's own CPU (its threads spawning and reaping) per submit, and
             # what the three together cost: the jobs/s two free cores would allow
@@ -199,6 +210,8 @@ def main():
                 "jobs_per_s_on_free_cores": round(1000 * (os.cpu_count() or 1) /
                                                   max(1e-9, client + sched + harness), 1),
                 "load_average": round(la0, 2),
+                "static_start_cpu_ms": round(static, 3) if static else None,
+                "client_cpu_to_static_start": round(client / static, 2) if static else None,
                 "exec_floor_per_s": round(floor["ok"] / fwall, 1),
                 "ratio_to_exec_floor": round(n / wall / max(1e-9, floor["ok"] / fwall), 3),
                 "error": tot["err"] or None})

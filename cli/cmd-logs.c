@@ -574,6 +574,7 @@ static int run_logs(struct logs_opts *o, const char *jobdir)
 				settle_until = now + LOG_SETTLE_MS;
 			}
 			scan_ranks(&ls, jobdir, o, &nodes_by_rank);
+			ls.live = !done;   /* running (or about to): polling keeps up */
 			ls.state_changed = ls.rescan = 0;
 			next_look = now + o->interval_ms;
 		}

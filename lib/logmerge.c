@@ -37,6 +37,14 @@
 /* following: a file written within HOT_MS is polled every FAST_MS */
 #define FAST_MS 10
 #define HOT_MS 1000
+/*
+ * following a running job by polling: a silent file is still read every
+ * LIVE_MS, so that the next line of a job that logs every few seconds is seen
+ * within LIVE_MS (not after a backed-off idle_ms); with many files the step
+ * grows so that all of them together cost at most LIVE_RATE reads a second
+ */
+#define LIVE_MS 20
+#define LIVE_RATE 500
 /* with inotify, every file is still read this often, in case a write was missed */
 #define WATCHED_MS 1000
 
@@ -444,12 +452,23 @@ const struct logline *logset_next(struct logset *ls)
 /* When to read s again: soon while it is being written, less often once idle. */
 static void schedule(struct logset *ls, struct logsrc *s, long long now)
 {
+	int slowest = ls->idle_ms;
+
+	if (ls->live) {
+		long long live = (long long)ls->nr_src * 1000 / LIVE_RATE;
+
+		live = live < LIVE_MS ? LIVE_MS : live;
+		if (live < slowest)
+			slowest = (int)live;
+	}
 	if (s->grew)
 		s->changed_ms = now;
 	if (now - s->changed_ms < HOT_MS)
 		s->step_ms = FAST_MS;
-	else if (s->step_ms < ls->idle_ms)
-		s->step_ms = s->step_ms * 2 < ls->idle_ms ? s->step_ms * 2 : ls->idle_ms;
+	else if (s->step_ms > slowest)
+		s->step_ms = slowest;   /* the job started running again (or more files came) */
+	else if (s->step_ms < slowest)
+		s->step_ms = s->step_ms * 2 < slowest ? s->step_ms * 2 : slowest;
 	s->next_ms = now + (ls->ifd >= 0 ? WATCHED_MS : s->step_ms);
 }
 

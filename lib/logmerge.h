@@ -104,6 +104,7 @@ struct logset {
 	int wd_logs, wd_job;
 	char *logdir;
 	int idle_ms;
+	int live;              /* the job is running: polling does not back off (logset_watch) */
 	int rescan;            /* a file appeared in the logs dir: look for new ranks */
 	int state_changed;     /* <job>/state was written */
 };
@@ -146,7 +147,11 @@ int logset_end(struct logset *ls);
 
 /*
  * Follow <jobdir>/logs: inotify on a local file system, adaptive polling on a
- * network one or with DTCTL_LOGS_POLL=1; idle_ms is the slowest poll.
+ * network one or with DTCTL_LOGS_POLL=1; idle_ms is the slowest poll.  While
+ * the caller sets ls->live (the job is running), a silent file is polled no
+ * slower than every LIVE_MS (more slowly with many files, at most LIVE_RATE
+ * reads a second in all), so that a line after a silence is seen within tens
+ * of milliseconds; once the job has ended, polling backs off to idle_ms.
  * Returns 1 when inotify is used, 0 when polling.
  */
 int logset_watch(struct logset *ls, const char *jobdir, int idle_ms);

@@ -12,3 +12,12 @@ BENCH_LOGS_ARGS ?=
 
 bench-logs: $(BINDIR)/dtctl
 	$(PYTHON) bench/bench_logs.py --bin $(BINDIR) $(BENCH_LOGS_ARGS)
+
+# Following by polling (DTCTL_LOGS_POLL=1, as on NFS) a writer of one line after a
+# silence of 1-10 s (the training-log pattern), beside tail -F; not in `make bench`
+# (5 minutes).  BENCH_FOLLOW_ARGS='--period 1.2 --seconds 90 --base-bin /tmp/base/bin'
+.PHONY: bench-follow-poll
+BENCH_FOLLOW_ARGS ?= --period 1:10 --seconds 300
+
+bench-follow-poll: $(BINDIR)/dtctl
+	$(PYTHON) bench/bench_logs.py --bin $(BINDIR) --only follow-poll $(BENCH_FOLLOW_ARGS)

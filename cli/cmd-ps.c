@@ -65,7 +65,16 @@ int cmd_ps(int argc, const char **argv)
 		usage_with_options(usage, opts, 1);
 		return DT_EXIT_USAGE;
 	}
-	if ((code = head_api("GET", DT_PATH_JOBS, NULL, &reply, NULL)))
+	if (json) {
+		code = head_api("GET", DT_PATH_JOBS, NULL, &reply, NULL);
+	} else {
+		/* what the table prints, filtered by dtsched: a long queue is not sent whole */
+		json_t *q = json_pack("{s:s?,s:b}", "user", user, "all", all);
+
+		code = head_api("POST", DT_PATH_JOBLIST, q, &reply, NULL);
+		json_decref(q);
+	}
+	if (code)
 		return json_decref(reply), code;
 	jobs = json_object_get(reply, "jobs");
 	/* whose: --user's, everyone's with --all, else the caller's (docs/team.md) */

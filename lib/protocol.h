@@ -55,8 +55,10 @@
 #ifndef DT_PROTOCOL_H
 #define DT_PROTOCOL_H
 
+/* 3: signed replies; 4: task requests carry the head's id; 5: the agent's
+ * POST /v1/leave, dtsched's POST /v1/joblist, users (local socket, user keys) */
 #ifndef DT_PROTOCOL_VERSION
-#define DT_PROTOCOL_VERSION 4
+#define DT_PROTOCOL_VERSION 5
 #endif
 #define DT_HDR_PROTOCOL "X-DT-Protocol"
 #define DT_HTTP_PROTOCOL_MISMATCH 426   /* "Upgrade Required" */
@@ -463,6 +465,16 @@
  *       authenticated_by, admin_because (null unless admin), mode}
  */
 #define DT_PATH_WHOAMI "/v1/whoami"
+/*
+ * POST /v1/joblist {user?: only theirs, all?: every user's and finished ones;
+ *                   neither: the caller's unfinished jobs}         (`dtctl ps`)
+ *   -> {protocol, you, jobs: [BRIEF...]} oldest first: what ps prints and no
+ *      more (id, name, user, state, reason, elapsed_ms, nodes, world_size,
+ *      placement [{node}], stalled (its first), slurm {job_id}, log_lost_lines),
+ *      so a queue of 10,000 is not sent whole; `ps --json` still reads
+ *      GET /v1/jobs.
+ */
+#define DT_PATH_JOBLIST "/v1/joblist"
 /*
  * Users elsewhere, with their own ed25519 key (lib/userkey.h; X-DT-User):
  * GET /v1/users -> {protocol, users: [{name, key, fingerprint, admin, added_at}]}

@@ -314,6 +314,69 @@ static json_t *job_json_for(struct sched *s, const struct job *j, int detail,
 	return o;
 }
 
+/* j as `dtctl ps` prints it (DT_PATH_JOBLIST): the brief form; lock held */
+static json_t *job_brief(const struct job *j)
+{
+	long long end = j->ended_us ? j->ended_us : dt_now_us();
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:I,s:i,s:i,s:I}", "id", j->id, "name", j->name,
+			      "user", j->user ? j->user : "", "state", j->state, "reason",
+			      j->reason ? json_string(j->reason) : json_null(), "elapsed_ms",
+			      (json_int_t)(j->started_us ? (end - j->started_us) / 1000 : 0),
+			      "nodes", j->per_node > 0 ? j->world / j->per_node : j->cfg.nodes,
+			      "world_size", j->world, "log_lost_lines", (json_int_t)j->log_lost_lines);
+	json_t *pl = json_array(), *p;
+	size_t i;
+
+	json_array_foreach(j->placement, i, p)
+		json_array_append_new(pl, json_pack("{s:s}", "node", json_get_str(p, "node", "?")));
+	json_object_set_new(o, "placement", pl);
+	if (json_array_size(j->stalled))
+		json_object_set_new(o, "stalled", json_pack("[O]", json_array_get(j->stalled, 0)));
+	if (j->slurm)
+		json_object_set_new(o, "slurm", json_pack("{s:I}", "job_id",
+					(json_int_t)json_get_int(j->slurm, "job_id", 0)));
+	return o;
+}
+
+/* POST /v1/joblist {user?, all?}: the jobs `dtctl ps` prints, brief (protocol.h):
+ * user's, or with all every user's and finished ones too, else the caller's */
+static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	struct sched *s = data;
+	const char *user = json_get_str(req->json, "user", NULL);
+	int all = json_is_true(json_object_get(req->json, "all"));
+	json_t *arr = json_array();
+	struct caller c;
+
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, &c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		json_decref(arr);
+		return;
+	}
+	if (!user && !all)   /* ps's default: the caller's own */
+		user = c.name;
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		const struct job *j = s->jobs[i];
+		json_t *b;
+
+		if ((user && strcmp(j->user ? j->user : "", user)) ||
+		    (!all && jobstate_final(j->state)))
+			continue;
+		b = job_brief(j);
+		if (!caller_may_read(&c, j->user, j->cfg.share_group)) {
+			/* of others' jobs what job_json_for() shows, no more */
+			json_object_del(b, "stalled");
+			json_object_del(b, "slurm");
+			json_object_del(b, "log_lost_lines");
+			json_object_set_new(b, "redacted", json_true());
+		}
+		json_array_append_new(arr, b);
+	}
+	pthread_mutex_unlock(&s->lock);
+	dt_http_json(resp, 200, json_pack("{s:o,s:s}", "jobs", arr, "you", c.name));
+}
+
 static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
@@ -605,6 +668,7 @@ void jobs_schedule_now(struct sched *s)
 const struct dt_http_route jobs_routes[] = {
 	{ "POST", DT_PATH_JOBS, 0, h_submit },
 	{ "GET", DT_PATH_JOBS, 0, h_list },
+	{ "POST", DT_PATH_JOBLIST, 0, h_joblist },
 	{ "GET", DT_PATH_JOB, 0, h_job },
 	{ "POST", DT_PATH_JOB_CANCEL, 0, h_job_cancel },
 	{ "POST", DT_PATH_JOB_WAIT, 0, h_job_wait },

@@ -7,7 +7,9 @@ the numbers; /metrics has the per-user and per-project families (promtool clean)
 
 A job's owner is who its request proves to be (docs/team.md): these tests add alice, bob,
 carol and dave with their own ed25519 keys (`dtctl user add`) and submit as each of them
-with $DTCTL_USER_KEY; the "user" field of a request is not believed."""
+with $DTCTL_USER_KEY; the "user" field of a request is not believed.  The last tests use
+real Unix users in team mode (test_team.py's team_cluster): their queue starts in
+fair-share order, and with preempt_over_share the over-share user's job is preempted."""
 
 import csv
 import io

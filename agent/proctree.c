@@ -228,13 +228,15 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 int proc_tree_signal(const struct proc_tree *t, int sig)
 {
 	struct pidset s = { NULL, 0, 0 };
-	int n;
+	int n, group;
 
-	if (t->pgid > 1)
-		kill(-t->pgid, sig);
+	group = t->pgid > 1 && kill(-t->pgid, sig) == 0;
 	collect(t, &s);
+	/* the group's members have it: once more by pid would be a second delivery (a
+	 * rank that checkpoints on SIGUSR1 would checkpoint twice) */
 	for (size_t i = 0; i < s.nr; i++)
-		kill(s.v[i], sig);
+		if (!group || getpgid(s.v[i]) != t->pgid)
+			kill(s.v[i], sig);
 	n = (int)s.nr;
 	free(s.v);
 	return n;

@@ -16,6 +16,8 @@
  *       vision: {share: 3, max_gpus: 16}
  *     classes:
  *       scavenger: {preemptible: true, signal: USR1, grace: 2m}
+ *     preempt_over_share: true
+ *     preempt_min_run: 10m
  */
 #include "config-int.h"
 #include "units.h"
@@ -36,7 +38,8 @@ static const char *const project_keys[] = { "share", "max_gpus", "max_slots", "m
 					     "max_time", NULL };
 static const char *const weight_keys[] = { "fairshare", "age", "size", NULL };
 static const char *const fairshare_keys[] = { "half_life", "max_age", "weights", "user_limits",
-					       "users", "projects", "classes", NULL };
+					       "users", "projects", "classes", "preempt_over_share",
+					       "preempt_min_run", NULL };
 static const char *const class_keys[] = { "preemptible", "priority", "signal", "grace", NULL };
 
 static int class_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
@@ -174,6 +177,13 @@ static int fairshare_key(struct ctx *c, const char *key, struct ynode *v, const 
 			return bad_value(c, v, path, "a duration of 1s or more, e.g. 7d");
 		return 0;
 	}
+	if (!strcmp(key, "preempt_over_share"))
+		return get_bool(c, v, path, &f->preempt_over_share);
+	if (!strcmp(key, "preempt_min_run")) {
+		if (get_duration(c, v, path, &f->preempt_min_run_ms) < 0)
+			return -1;
+		return f->preempt_min_run_ms >= 0 ? 0 : bad_value(c, v, path, "a duration, e.g. 10m");
+	}
 	if (!strcmp(key, "weights") || !strcmp(key, "user_limits"))
 		return 0;   /* read first, by fairshare_value() */
 	if (!strcmp(key, "classes"))
@@ -212,6 +222,7 @@ void fairshare_defaults(struct fairshare_config *f)
 	f->w_fairshare = 10000;
 	f->w_age = 1000;
 	f->w_size = 100;
+	f->preempt_min_run_ms = 10 * 60 * 1000;
 }
 
 int fairshare_value(struct ctx *c, struct ynode *v, const char *path, struct fairshare_config *f)

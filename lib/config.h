@@ -118,6 +118,8 @@ struct fairshare_config {
 					    * the user's own entry says otherwise */
 	struct fs_class *classes;
 	size_t nr_classes;
+	int preempt_over_share;     /* under-share work may preempt over-share work */
+	long long preempt_min_run_ms;   /* 10m: ... that has run this long at least */
 };
 
 /* a user's or project's name: letters, digits, '.', '-', '_' (at most 64) */

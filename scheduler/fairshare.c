@@ -559,36 +559,75 @@ static int by_start_desc(const void *a, const void *b)
 	return x->start_us > y->start_us ? -1 : x->start_us < y->start_us;
 }
 
+/* the fair-share factor of user `name` in this pass (1: unknown, no usage) */
+static double factor_of(const struct fs_pass *p, const char *name)
+{
+	for (size_t i = 0; i < p->nr_users; i++)
+		if (!strcmp(p->users[i].name, name))
+			return p->users[i].factor;
+	return 1;
+}
+
+/*
+ * May j preempt r?  1: r is preemptible and of a lower class (any
+ * preemptible one when j is not); 2: fairshare.preempt_over_share, j (not
+ * preemptible) is of an under-share user (factor above 0.5), r of another
+ * user over their share (below 0.5), of no higher class, and r has run
+ * preempt_min_run (unless it is being preempted already); 0: no.
+ */
+static int victim_kind(const struct fs_pass *p, const struct fs_job *j, double j_factor,
+		       const struct fs_running *r)
+{
+	if (r->gpu != j->gpu || !r->job)
+		return 0;
+	if (r->preemptible && !(j->preemptible && r->cls_rank >= j->cls_rank))
+		return 1;
+	if (!p->cfg || !p->cfg->preempt_over_share || j->preemptible || !(j_factor > 0.5) ||
+	    r->cls_rank > j->cls_rank || !strcmp(r->user, j->user))
+		return 0;
+	if (!r->preempting && p->now_us - r->start_us < p->cfg->preempt_min_run_ms * 1000)
+		return 0;
+	return factor_of(p, r->user) < 0.5 ? 2 : 0;
+}
+
 /*
  * j, its pool's top job, waits: free the slots it needs by preempting
  * running preemptible jobs of a lower class (all preemptible ones when j is
- * not), the fewest needed, youngest first (the least work lost).
+ * not), then over-share work (victim_kind), the fewest needed, youngest
+ * first (the least work lost).
  */
-static void try_preempt(const struct fs_ops *ops, void *ctx, struct fs_job *j,
-			struct fs_pool *pool, const struct fs_running *run, size_t nr_run)
+static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void *ctx,
+			struct fs_job *j, struct fs_pool *pool, const struct fs_running *run,
+			size_t nr_run)
 {
 	struct place_node *shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
 	const struct fs_running **v = xmalloc((nr_run ? nr_run : 1) * sizeof(*v));
 	struct place_result *res = xmalloc(sizeof(*res));
 	struct strbuf why = STRBUF_INIT;
-	size_t n = 0, i;
+	double jf = p->users[j->u].factor;
+	size_t n = 0, n1 = 0, i;
 	int fits = 0;
 
 	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
-	for (i = 0; i < nr_run; i++) {
-		const struct fs_running *r = &run[i];
+	/* the preemptible class's first, then the over-share ones */
+	for (int kind = 1; kind <= 2; kind++) {
+		if (kind == 2)
+			n1 = n;
+		for (i = 0; i < nr_run; i++) {
+			const struct fs_running *r = &run[i];
 
-		if (r->gpu != j->gpu || !r->preemptible || !r->job ||
-		    (j->preemptible && r->cls_rank >= j->cls_rank))
-			continue;
-		if (r->preempting)
-			release_run(shadow, pool->nr, r, 0);   /* its slots free soon anyway */
-		else
-			v[n++] = r;
+			if (victim_kind(p, j, jf, r) != kind)
+				continue;
+			if (r->preempting)
+				release_run(shadow, pool->nr, r, 0);   /* its slots free soon anyway */
+			else
+				v[n++] = r;
+		}
 	}
 	if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
 		goto out;   /* those being preempted make room: wait for them */
-	qsort(v, n, sizeof(*v), by_start_desc);
+	qsort(v, n1, sizeof(*v), by_start_desc);
+	qsort(v + n1, n - n1, sizeof(*v), by_start_desc);
 	for (i = 0; i < n && !fits; i++) {
 		release_run(shadow, pool->nr, v[i], 0);
 		strbuf_reset(&why);
@@ -682,7 +721,7 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 			if (ops->fingerprint)
 				s->fp = ops->fingerprint(ctx, g, s->masked, pools[g].nr);
 			if (ops->preempt)
-				try_preempt(ops, ctx, j, &pools[g], run, nr_run);
+				try_preempt(p, ops, ctx, j, &pools[g], run, nr_run);
 		}
 	}
 	for (int g = 0; g < 2; g++) {

@@ -158,7 +158,9 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
  * only on slots it does not need, or when their timeout ends before it is
  * expected to start.  When the top job may preempt (it is not preemptible,
  * or its class ranks above theirs) and preemptible jobs hold the slots it
- * needs, the fewest of them, youngest first, are preempted (ops->preempt)
+ * needs (or, with cfg->preempt_over_share, over-share users' jobs that ran
+ * preempt_min_run, when the top job's user is under their share), the
+ * fewest of them, youngest first, are preempted (ops->preempt)
  * unless those being preempted already free enough.  Returns how many started.
  */
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,

@@ -137,6 +137,8 @@ static void launch_opts_from(struct sched *s, const struct job *j, const struct 
 		lo->net_interface = s->cc->network.interface;
 		if (k && k->preemptible)
 			lo->preempt_signal = sigabbrev_np(k->signal);
+		else if (s->cc->fairshare.preempt_over_share)   /* every job may be preempted */
+			lo->preempt_signal = sigabbrev_np(k ? k->signal : SIGUSR1);
 	}
 	if (j->cfg.launcher == LAUNCHER_MPI && master) {
 		lo->ssh_config = master->ssh_config;

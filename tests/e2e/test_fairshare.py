@@ -7,11 +7,14 @@ the numbers; /metrics has the per-user and per-project families (promtool clean)
 
 A job's owner is who its request proves to be (docs/team.md): these tests add alice, bob,
 carol and dave with their own ed25519 keys (`dtctl user add`) and submit as each of them
-with $DTCTL_USER_KEY; the "user" field of a request is not believed."""
+with $DTCTL_USER_KEY; the "user" field of a request is not believed.  The last tests use
+real Unix users in team mode (test_team.py's team_cluster): their queue starts in
+fair-share order, and with preempt_over_share the over-share user's job is preempted."""
 
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +24,7 @@ import pytest
 
 from conftest import LocalCluster
 from dtapi import DtApi, read_secret
+from test_team import ALICE, BOB, as_user, team_cluster, users  # noqa: F401 (users: the fixture)
 
 USERS = ("alice", "bob", "carol", "dave")
 
@@ -113,16 +117,17 @@ def submit_ok(c, user, gpus, cmd, **extra):
     return body["job"]["id"]
 
 
-def show(c, job):
-    p = c.dtctl("show", "--json", job)
+def show(c, job, user=None):
+    """`dtctl show --json`, as `user` when given (team mode: the owner sees it all)."""
+    p = as_user(c, user, "show", "--json", job) if user else c.dtctl("show", "--json", job)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)["job"]
 
 
-def wait(c, job, what, timeout=60):
+def wait(c, job, what, timeout=60, user=None):
     deadline = time.monotonic() + timeout
     while True:
-        j = show(c, job)
+        j = show(c, job, user)
         if what(j):
             return j
         assert time.monotonic() < deadline, j
@@ -263,8 +268,8 @@ def test_acct_totals_equal_the_jobs_run(local):
     assert share["alice"]["usage_gpu_hours"] > share["bob"]["usage_gpu_hours"]
 
 
-def logs(c, job):
-    p = c.dtctl("logs", "--json", job)
+def logs(c, job, user=None):
+    p = as_user(c, user, "logs", "--json", job) if user else c.dtctl("logs", "--json", job)
     assert p.returncode == 0, p.stderr
     return [json.loads(l) for l in p.stdout.splitlines()]
 
@@ -322,3 +327,87 @@ def test_preemption_signals_waits_requeues_and_resumes(local):
     st, body = submit(local, "bob", 1, ["true"], **{"class": "gold"})
     assert st == 422 and "class 'gold' is not one of cluster.yaml's fairshare.classes " \
         "('scavenger')" in json.dumps(body), body
+
+
+def team_run(c, user, *args):
+    """`dtctl run -d` as the real Unix user `user` (team mode): the job's id."""
+    p = as_user(c, user, "run", "-d", "--json", "-w", "/tmp", *args)
+    assert p.returncode == 0, (user, p.stdout, p.stderr)
+    out = json.loads(p.stdout)
+    return out["job"]["id"] if "job" in out else out["id"]
+
+
+@pytest.fixture(scope="module")
+def fairteam(users, dtctl_bin, tmp_path_factory):
+    """Team mode (docs/team.md) with 4 GPUs, fair share, and preemption on fair share: real
+    Unix users dtt-alice and dtt-bob, each known to dtsched by SO_PEERCRED on its local
+    socket.  A job runs 8 s before it may be preempted; the class `normal` (not
+    preemptible) only shortens the grace."""
+    with team_cluster(dtctl_bin, tmp_path_factory.mktemp("fairteam"), name="fairteam",
+                      gpus="4", extra="fairshare:\n  half_life: 1h\n  preempt_over_share: true\n"
+                      "  preempt_min_run: 8s\n  classes: {normal: {grace: 2s}}\n") as c:
+        yield c
+
+
+def test_real_users_start_in_fair_share_order(fairteam):
+    """dtt-alice fills the 4 GPUs, then queues two jobs; dtt-bob queues two after hers.
+    Bob's start first when hers end: she has used GPU-hours, he has not; submission order
+    would start alice's.  (Her first jobs end before the minimum run time: nothing is
+    preempted.)"""
+    c = fairteam
+
+    def run(user, secs):
+        return team_run(c, user, "-g", "2", "--name", user, "--", "sleep", str(secs))
+
+    first = [run(ALICE, 4) for _ in range(2)]
+    for j in first:
+        wait(c, j, lambda x: x["state"] == "RUNNING", user=ALICE)
+    a = [run(ALICE, 1) for _ in range(2)]
+    b = [run(BOB, 1) for _ in range(2)]
+    owner = dict([(x, ALICE) for x in first + a] + [(x, BOB) for x in b])
+    # once dtsched has placed bob's in the queue (a whole pass, within a second)
+    wait(c, a[0], lambda y: y.get("priority") and y["priority"]["position"] > 2, user=ALICE)
+    pos = {x: wait(c, x, lambda y: y.get("priority") or ended(y), user=owner[x])
+           .get("priority", {}).get("position") for x in a + b}
+    assert sorted(pos[x] for x in b) == [1, 2] and sorted(pos[x] for x in a) == [3, 4], pos
+    done = {x: wait(c, x, ended, user=owner[x]) for x in first + a + b}
+    assert all(done[x]["state"] == "COMPLETED" and not done[x].get("preemptions")
+               for x in done), done
+    assert {done[x]["user"] for x in a} == {ALICE} and {done[x]["user"] for x in b} == {BOB}
+    starts = {x: done[x]["started_at"] for x in a + b}
+    assert max(starts[x] for x in b) <= min(starts[x] for x in a), starts
+
+
+def test_real_users_over_share_work_is_preempted(fairteam):
+    """preempt_over_share: dtt-bob's 4-GPU job (checkpointing on SIGUSR1) has run past
+    the minimum run time and bob is over his share; dtt-alice, under hers, submits a 2-GPU
+    job: bob's gets SIGUSR1, its 2 s grace, is requeued under its id (not failed), alice's
+    runs, and bob's resumes from its checkpoint."""
+    c = fairteam
+    script = c.shared / "victim.py"
+    script.write_text(VICTIM)
+    os.chmod(script, 0o644)
+    spec = c.shared / "victim.yaml"
+    spec.write_text("name: victim\nnodes: 1\ngpus_per_node: 4\nclass: normal\n"
+                    "command: [python3, %s, '400']\n" % script)
+    os.chmod(spec, 0o644)
+    v = team_run(c, BOB, spec)
+    wait(c, v, lambda x: x["state"] == "RUNNING", user=BOB)
+    deadline = time.monotonic() + 60
+    while not any(l["text"] == "step 200" for l in logs(c, v, BOB)):   # 10 s: over his share
+        assert time.monotonic() < deadline, logs(c, v, BOB)
+        time.sleep(0.2)
+    a = team_run(c, ALICE, "-g", "2", "--", "sleep", "1")
+    j = wait(c, v, lambda x: x.get("preempting") or ended(x), user=BOB)
+    assert j["reason"].startswith("preempted by %s (%s's job): SIGUSR1, stopped after 2s"
+                                  % (a, ALICE)), j
+    done_a = wait(c, a, ended, user=ALICE)
+    assert done_a["state"] == "COMPLETED", done_a
+    done_v = wait(c, v, ended, timeout=90, user=BOB)
+    assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+    assert done_v["attempt"] == 1, done_v
+    lines = logs(c, v, BOB)
+    ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+    assert len(ck) == 1, [l["text"] for l in lines]
+    assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
+               for l in lines), lines

@@ -5,6 +5,7 @@ cluster.yaml's admin_group).  dtsched and the agent run as root (`mode: team`); 
 dtctl reaches dtsched over its local socket, where the kernel names the caller (SO_PEERCRED):
 nothing the client sends says who it is.  The tests check the owner of each job, `whoami`,
 `ps`'s filters, the redaction of others' jobs, and that every refusal names its rule."""
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ def users():
     """alice, bob (users) and boss (in the admin group), removed afterwards."""
     if os.geteuid() != 0 or not shutil.which("useradd"):
         pytest.skip("real Unix users need root and useradd")
-    _userdel(ALICE, BOB, BOSS, CAROL)
+    _userdel(CAROL, ALICE, BOB, BOSS)   # carol first: she is in bob's group
     for argv in (["groupadd", ADMINS],
                  ["useradd", "--no-create-home", "--user-group", ALICE],
                  ["useradd", "--no-create-home", "--user-group", BOB],
@@ -46,20 +47,21 @@ def users():
         _userdel(CAROL, ALICE, BOB, BOSS)
 
 
-@pytest.fixture(scope="module")
-def team(users, dtctl_bin, tmp_path_factory):
-    """A one-node cluster in team mode; its cluster file where the users can read it
-    (pytest's tmp dirs are 0700) and the socket in a root-owned folder."""
+@contextlib.contextmanager
+def team_cluster(dtctl_bin, tmp, name="local", gpus="0", extra=""):
+    """A one-node cluster in team mode (cluster.yaml + `extra`), started; its cluster file
+    where the users can read it (pytest's tmp dirs are 0700) and the socket in a root-owned
+    folder."""
     pub = Path(tempfile.mkdtemp(prefix="dtt-team-", dir="/var/tmp"))
     os.chmod(pub, 0o755)
-    c = LocalCluster(dtctl_bin / "dtctl", tmp_path_factory.mktemp("team"))
+    c = LocalCluster(dtctl_bin / "dtctl", tmp, name=name, gpus=gpus)
     c.sock = pub / "run" / "dtsched.sock"
     shared = pub / "shared"
     shared.mkdir(mode=0o755)
     conf = (c.home / "cluster.yaml").read_text().replace(str(c.shared), str(shared))
     c.shared = shared
     conf = conf.replace("head: {port:", "head: {socket: %s, port:" % c.sock)
-    conf += "mode: team\nadmin_group: %s\n" % ADMINS
+    conf += "mode: team\nadmin_group: %s\n" % ADMINS + extra
     (c.home / "cluster.yaml").write_text(conf)
     c.public = pub / "cluster.yaml"
     c.public.write_text(conf)
@@ -70,6 +72,13 @@ def team(users, dtctl_bin, tmp_path_factory):
     finally:
         c.stop()
         shutil.rmtree(pub, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def team(users, dtctl_bin, tmp_path_factory):
+    """A one-node cluster in team mode (team_cluster)."""
+    with team_cluster(dtctl_bin, tmp_path_factory.mktemp("team")) as c:
+        yield c
 
 
 def as_user(c, user, *args, timeout=30, env_extra=None):

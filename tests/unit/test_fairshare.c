@@ -73,6 +73,8 @@ static void test_config(void **state)
 	assert_string_equal(fs_project_of(&cc.fairshare, "alice", NULL), "vision");
 	assert_string_equal(fs_project_of(&cc.fairshare, "bob", NULL), "bob");
 	assert_string_equal(fs_project_of(&cc.fairshare, "alice", "nlp"), "nlp");
+	assert_int_equal(cc.fairshare.preempt_over_share, 0);   /* off unless asked */
+	assert_int_equal(cc.fairshare.preempt_min_run_ms, 10 * 60 * 1000);
 	cluster_config_release(&cc);
 	strbuf_release(&err);
 
@@ -84,6 +86,10 @@ static void test_config(void **state)
 	expect_error("fairshare:\n  half_life: 7\n", "c.yaml:6:14: key 'fairshare.half_life'");
 	expect_error("fairshare:\n  weights: {age: -1}\n", "c.yaml:6:18: key 'fairshare.weights.age'");
 	expect_error("fairshare:\n  projects: [a, b]\n", "c.yaml:6:13: key 'fairshare.projects'");
+	expect_error("fairshare:\n  preempt_over_share: maybe\n",
+		     "c.yaml:6:23: key 'fairshare.preempt_over_share'");
+	expect_error("fairshare:\n  preempt_min_run: soon\n",
+		     "c.yaml:6:20: key 'fairshare.preempt_min_run'");
 }
 
 static void test_usage_decay(void **state)
@@ -271,6 +277,155 @@ static void test_preempt_fewest_youngest(void **state)
 			assert_int_equal(c.nr, 0);
 		}
 	}
+}
+
+/*
+ * Preemption on fair share, on simulated time (30 s steps over 6 hours):
+ * one node of 4 GPUs; bob holds all of it with job A (from 0) and job B (from
+ * 58 min), neither with an end; alice (no usage) submits a 2-GPU job at 1 h.
+ * A victim stops `grace` after it is preempted and is requeued (a pending
+ * job of bob's).  Returns when alice's job started (-1: never); *victims:
+ * how many preemptions, *victim_start: the first victim's start.
+ */
+#define OS_STEP_US (30LL * 1000000)
+#define OS_GRACE_US (60LL * 1000000)
+
+struct os_job {
+	const char *user;
+	long long start_us, stop_us;  /* stop_us: preempted, stops then */
+	int running, first_slot;      /* on slots first_slot, first_slot + 1 */
+};
+
+struct os_ctx {
+	struct pre_ctx pc;            /* first: pre_preempt's */
+	int alice_slot;               /* where alice's job started, or -1 */
+};
+
+static void os_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+	struct os_ctx *c = ctx;
+
+	if (!strcmp(fj->user, "alice"))
+		c->alice_slot = res->slots[0][0];
+	else
+		fail_msg("bob's requeued job started: he is over his share");
+}
+
+static long long over_share_run(const char *fs, int *victims, long long *victim_start)
+{
+	static const struct fs_ops ops = { pre_try, os_start, pre_wait, NULL, pre_preempt };
+	static const int node[1] = { 0 }, nslots[1] = { 2 }, s01[2] = { 0, 1 }, s23[2] = { 2, 3 };
+	static const int *const slot_a[1] = { s01 }, *const slot_b[1] = { s23 };
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	/* bob's A (from 0) and B (from 58 min), alice's once it starts */
+	struct os_job jobs[3] = { { "bob", 0, 0, 1, 0 }, { "bob", 58 * 60 * 1000000LL, 0, 1, 2 },
+				  { "alice", 0, 0, 0, 0 } };
+	long long alice_start = -1;
+	int bob_pending = 0, totals[2] = { 0, 4 };
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 4 } };
+	struct fs_usage usage;
+
+	load(&cc, fs, &err);
+	fs_usage_init(&usage, cc.fairshare.half_life_ms);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 4;
+	memset(n[0].used, 1, 4);
+	*victims = 0;
+	*victim_start = -1;
+	for (long long now = HOUR_US; now <= 6 * HOUR_US; now += OS_STEP_US) {
+		struct fs_running live[3];
+		struct fs_job pend[4];
+		struct os_ctx c;
+		struct fs_pass p;
+		size_t nl = 0, np = 0;
+
+		memset(live, 0, sizeof(live));
+		for (int i = 0; i < 3; i++) {
+			struct os_job *j = &jobs[i];
+
+			if (j->running && j->stop_us && now >= j->stop_us) {
+				/* the victim stops after its grace: requeued, its usage counted */
+				j->running = 0;
+				n[0].used[j->first_slot] = n[0].used[j->first_slot + 1] = 0;
+				fs_usage_add(&usage, j->user, NULL, 2, j->start_us, now);
+				bob_pending++;
+			}
+			if (!j->running)
+				continue;
+			live[nl].gpu = 1;
+			live[nl].start_us = j->start_us;
+			live[nl].nr = 1;
+			live[nl].node = node;
+			live[nl].nslots = nslots;
+			live[nl].slot = j->first_slot ? slot_b : slot_a;
+			live[nl].user = j->user;
+			live[nl].size = 2;
+			live[nl].job = j;
+			live[nl].preempting = j->stop_us != 0;
+			nl++;
+		}
+		if (alice_start < 0)
+			mkjob(&pend[np++], "alice", 2, HOUR_US, 0);
+		for (int i = 0; i < bob_pending; i++)
+			mkjob(&pend[np++], "bob", 2, now, 0);
+		memset(&c, 0, sizeof(c));
+		c.alice_slot = -1;
+		fs_pass_prepare(&p, &cc.fairshare, &usage, now, pend, np, live, nl, totals);
+		fs_pass_place(&p, pools, live, nl, &ops, &c);
+		fs_pass_release(&p);
+		for (int k = 0; k < c.pc.nr; k++) {
+			struct os_job *v = c.pc.victims[k]->job;
+
+			if (*victim_start < 0)
+				*victim_start = v->start_us;
+			(*victims)++;
+			v->stop_us = now + OS_GRACE_US;
+		}
+		if (c.alice_slot >= 0) {
+			alice_start = now;
+			jobs[2].running = 1;
+			jobs[2].start_us = now;
+			jobs[2].first_slot = c.alice_slot;
+		}
+	}
+	fs_usage_release(&usage);
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+	return alice_start;
+}
+
+/*
+ * With fairshare.preempt_over_share, alice's job (under her share) starts
+ * within the grace of arriving while bob (over his) holds every GPU: his
+ * older job is preempted, not the younger one that has not run
+ * preempt_min_run yet; nothing else is preempted in 5 more hours (bob's
+ * requeued job, over his share, cannot take back her GPUs).  Without it,
+ * alice waits the whole time.
+ */
+static void test_preempt_over_share(void **state)
+{
+	long long first;
+	int victims;
+	long long t;
+
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 10m\n",
+			   &victims, &first);
+	assert_int_equal(victims, 1);
+	assert_true(first == 0);   /* A: B, the younger, has run 2 min only */
+	assert_true(t >= HOUR_US && t <= HOUR_US + OS_GRACE_US);
+	/* a longer minimum run time: nothing until A has run it */
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 2h\n",
+			   &victims, &first);
+	assert_int_equal(victims, 1);
+	assert_true(first == 0);
+	assert_true(t >= 2 * HOUR_US && t <= 2 * HOUR_US + OS_GRACE_US);
+	t = over_share_run("fairshare:\n  preempt_min_run: 10m\n", &victims, &first);
+	assert_int_equal(victims, 0);
+	assert_true(t == -1);
 }
 
 struct quota_ctx {
@@ -690,6 +845,7 @@ int main(void)
 		cmocka_unit_test(test_priority_order),
 		cmocka_unit_test(test_running_counts),
 		cmocka_unit_test(test_preempt_fewest_youngest),
+		cmocka_unit_test(test_preempt_over_share),
 		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
 		cmocka_unit_test(test_week_two_users),

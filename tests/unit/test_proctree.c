@@ -1,0 +1,76 @@
+/*
+ * test_proctree.c - agent/proctree.h: signalling a rank's process tree.
+ * A process in the tree's process group gets a signal once, not once by the
+ * group and again by its pid: a rank that checkpoints on SIGUSR1 (a
+ * preemption, docs/fairshare.md) would checkpoint twice.  A real-time signal
+ * shows it (they queue: two sends are two deliveries, where two SIGUSR1
+ * sent close together may merge).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/proctree.h"
+
+static void test_group_member_signalled_once(void **state)
+{
+	int ready[2], go[2], back[2];
+	char c = 0;
+	int count = -1, status;
+	pid_t pid;
+	struct proc_tree t;
+
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(back), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		sigset_t set;
+		struct timespec zero = { 0, 0 };
+		int n = 0;
+
+		setpgid(0, 0);
+		sigemptyset(&set);
+		sigaddset(&set, SIGRTMIN);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		/* what was queued while it waited for "go" */
+		while (sigtimedwait(&set, NULL, &zero) == SIGRTMIN)
+			n++;
+		_exit(write(back[1], &n, sizeof(n)) == sizeof(n) ? 0 : 1);
+	}
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	memset(&t, 0, sizeof(t));
+	t.pgid = pid;
+	assert_int_equal(proc_tree_signal(&t, SIGRTMIN), 1);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(read(back[0], &count, sizeof(count)), (ssize_t)sizeof(count));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(count, 1);
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	close(back[0]);
+	close(back[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_group_member_signalled_once),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -163,6 +164,50 @@ void dt_auth_mac_hex(const struct dt_auth_key *key, const char *msg, char *out)
 	const char *const part[1] = { msg };
 
 	hmac_parts_hex(key, part, 1, out);
+}
+
+int dt_auth_cap_parse(const char *text, struct dt_auth_cap *cap)
+{
+	char job[65], user[65], tail;
+	long long uid, gid;
+
+	if (!text || strlen(text) >= DT_CAP_MAX ||
+	    sscanf(text, "%64[A-Za-z0-9._-] %64[A-Za-z0-9._-] %lld %lld%c", job, user, &uid, &gid,
+		   &tail) != 4 || uid <= 0 || gid < 0 || uid > 0xfffffffeLL || gid > 0xfffffffeLL ||
+	    user[0] == '-')
+		return -1;
+	memset(cap, 0, sizeof(*cap));
+	snprintf(cap->job, sizeof(cap->job), "%s", job);
+	snprintf(cap->user, sizeof(cap->user), "%s", user);
+	cap->uid = uid;
+	cap->gid = gid;
+	/* one spelling only: what the key is derived over is what is parsed */
+	{
+		char again[DT_CAP_MAX];
+
+		dt_auth_cap_format(cap, again);
+		if (strcmp(again, text))
+			return -1;
+	}
+	return 0;
+}
+
+void dt_auth_cap_format(const struct dt_auth_cap *cap, char *out)
+{
+	snprintf(out, DT_CAP_MAX, "%s %s %lld %lld", cap->job, cap->user, cap->uid, cap->gid);
+}
+
+int dt_auth_cap_key(const struct dt_auth_key *secret, const char *text,
+		    struct dt_auth_key *out)
+{
+	struct dt_auth_cap cap;
+	char msg[DT_CAP_MAX + 16], hex[DT_SHA256_HEX];
+
+	if (dt_auth_cap_parse(text, &cap) < 0)
+		return -1;
+	snprintf(msg, sizeof(msg), "orted-cap\n%s", text);
+	dt_auth_mac_hex(secret, msg, hex);
+	return dt_auth_key_from_hex(out, hex);
 }
 
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,

@@ -857,6 +857,8 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 			    DT_HDR_PROTOCOL, DT_PROTOCOL_VERSION);
 	if (c->user)
 		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_USER, c->user);
+	else if (c->cap[0] && !c->unix_socket)
+		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_CAP, c->cap);
 	if (body)
 		strbuf_addstr(&head, "Content-Type: application/json\r\n");
 	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);

@@ -40,6 +40,8 @@ struct dt_httpc {
 	char port_sfx[16];        /* ":port" in messages, "" for a Unix socket */
 	char *user;               /* requests signed with this user's key (dt_httpc_init_user) */
 	struct dt_userkey ukey;
+	char cap[DT_CAP_MAX];     /* "": none; else requests carry it as X-DT-Cap and key
+				   * is its capability key (auth.h dt_auth_cap) */
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;

@@ -317,6 +317,43 @@ static void test_random(void **state)
 	assert_string_not_equal(a, b);
 }
 
+/* a job's capability (auth.h dt_auth_cap): one spelling, no root, a key per CAP */
+static void test_cap(void **state)
+{
+	struct dt_auth_key secret, k1, k2;
+	struct dt_auth_cap cap;
+	char text[DT_CAP_MAX];
+	static const char *const bad[] = {
+		"j-1 alice 1000", "j-1 alice 0 0", "j-1 alice 1000 -1", "j-1 alice 1000 1000 x",
+		"j-1  alice 1000 1000", "j-1 alice 01000 1000", "j-1 -alice 1000 1000",
+		"j/1 alice 1000 1000", "j-1 al ice 1000 1000", "", NULL,
+	};
+
+	(void)state;
+	assert_int_equal(dt_auth_key_from_hex(&secret, "00112233445566778899aabbccddeeff"), 0);
+	assert_int_equal(dt_auth_cap_parse("j-000042 alice 1000 1001", &cap), 0);
+	assert_string_equal(cap.job, "j-000042");
+	assert_string_equal(cap.user, "alice");
+	assert_true(cap.uid == 1000 && cap.gid == 1001);
+	dt_auth_cap_format(&cap, text);
+	assert_string_equal(text, "j-000042 alice 1000 1001");
+	for (int i = 0; bad[i]; i++) {
+		assert_int_equal(dt_auth_cap_parse(bad[i], &cap), -1);
+		assert_int_equal(dt_auth_cap_key(&secret, bad[i], &k1), -1);
+	}
+	assert_int_equal(dt_auth_cap_parse(NULL, &cap), -1);
+	/* the key is bound to every field, and is not the secret */
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1000", &k1), 0);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 bob 1000 1000", &k2), 0);
+	assert_true(k1.len == 32 && k2.len == 32);
+	assert_memory_not_equal(k1.bytes, k2.bytes, 32);
+	assert_memory_not_equal(k1.bytes, secret.bytes, secret.len);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1001", &k2), 0);
+	assert_memory_not_equal(k1.bytes, k2.bytes, 32);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1000", &k2), 0);
+	assert_memory_equal(k1.bytes, k2.bytes, 32);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +362,7 @@ int main(void)
 		cmocka_unit_test(test_sign_vector),
 		cmocka_unit_test(test_verify),
 		cmocka_unit_test(test_reply_signature),
+		cmocka_unit_test(test_cap),
 		cmocka_unit_test(test_sign_cached),
 		cmocka_unit_test(test_sign_threads),
 		cmocka_unit_test(test_nonce_cache),

@@ -742,8 +742,17 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 			    DT_ORTED_TASK_TAG, id);
 		return NULL;
 	}
+	if (!json_get_str(req->json, "log", NULL)) {
+		/* else the agent's own dir, which is not the user's to write */
+		strbuf_addstr(msg, "a task started with a job's capability needs its 'log' (in the "
+			      "job's dir: dtagent rsh names it from DT_JOB_DIR)");
+		return NULL;
+	}
 	out = json_deep_copy(req->json);
 	json_object_set_new(out, "job_id", json_string(cap->job));
+	/* as sshd with a home that is not there: '/' (Open MPI puts each rank in
+	 * mpirun's --wdir itself) */
+	json_object_set_new(out, "cwd", json_string("/"));
 	json_object_set_new(out, "run_as", json_pack("{s:s,s:I,s:I}", "user", cap->user, "uid",
 						     (json_int_t)cap->uid, "gid",
 						     (json_int_t)cap->gid));

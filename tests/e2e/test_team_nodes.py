@@ -12,7 +12,7 @@ import pytest
 
 from conftest import HeadCluster
 from dtapi import DtApi, read_secret
-from test_team import ALICE, as_user, proc_ids, users  # noqa: F401 (users: a fixture)
+from test_team import ALICE, BOB, as_user, proc_ids, users  # noqa: F401 (users: a fixture)
 
 HEAD_PORT, AGENT_PORT = 17371, 17370
 
@@ -99,7 +99,7 @@ def test_ranks_on_every_node_run_as_their_user(team):
 
 def _tasks_of(team, i, job):
     """The tasks of job on node i, as its agent (root's, the secret) lists them."""
-    api = DtApi(team.fc.node(i).addr, team.port(i), read_secret(team.agent_home(i)))
+    api = DtApi(team.fc.node(i).addr, team.port(i), read_secret(str(team.home)))
     st, body = api.request("GET", "/v1/tasks")
     assert st == 200, body
     return [t for t in body["tasks"] if t.get("job_id") == job]
@@ -124,37 +124,36 @@ def test_mpi_job_runs_as_its_user_and_its_capability_starts_nothing_else(team):
     try:
         deadline = time.monotonic() + 30
         while True:
-            tasks = [_tasks_of(team, i, job) for i in range(2)]
+            tasks = [_tasks_of(team, i, job) for i in (1, 2)]
             j = team.show(job)
             if j["state"] == "RUNNING" and all(t and t[0].get("pid") for t in tasks):
                 break
             assert j["state"] in ("PENDING", "RUNNING") and time.monotonic() < deadline, \
-                (j, tasks)
+                (j.get("reason"), _logs(team, job), tasks)
             time.sleep(0.2)
         mpirun, orted = tasks[0][0], tasks[1][0]
         assert mpirun["id"].endswith(".mpirun") and ".orted-" in orted["id"], tasks
         for t in (mpirun, orted):
             assert proc_ids(t["pid"])[:2] == (alice.pw_uid, alice.pw_gid), t
-        # the ranks: the children of mpirun's and the orted's trees, as alice
+        # the ranks: in mpirun's and the orted's trees, as alice
         ranks = []
         deadline = time.monotonic() + 30
         while len(ranks) < 2:
             ranks = [int(d) for d in os.listdir("/proc") if d.isdigit() and
-                     Path("/proc/%s/cmdline" % d).exists() and
                      _cmdline(int(d))[:1] == ["sleep"] and
-                     _environ_or_empty(int(d)).get("DT_JOB_ID") == job]
+                     {mpirun["pid"], orted["pid"]} & {p for p, _, _ in _chain(int(d))}]
             assert time.monotonic() < deadline, ranks
             time.sleep(0.2)
         for pid in ranks:
-            assert proc_ids(pid)[:2] == (alice.pw_uid, alice.pw_gid), pid
+            assert proc_ids(pid)[:2] == (alice.pw_uid, alice.pw_gid), (pid, _chain(pid))
         env = _environ(mpirun["pid"])
         cap, key = env["DT_ORTED_CAP"], bytes.fromhex(env["DT_ORTED_KEY"])
         assert cap == "%s %s %d %d" % (job, ALICE, alice.pw_uid, alice.pw_gid), cap
-        secret = read_secret(team.agent_home(0))
+        secret = read_secret(str(team.home))
         assert secret not in "\n".join(env.values()), "the secret reached mpirun"
 
-        node = team.fc.node(1)
-        api = DtApi(node.addr, team.port(1), "00")
+        node = team.fc.node(2)
+        api = DtApi(node.addr, team.port(2), "00")
 
         def ask(method, path, obj, capability, k=key):
             body = b"" if obj is None else json.dumps(obj).encode()
@@ -183,8 +182,12 @@ def test_mpi_job_runs_as_its_user_and_its_capability_starts_nothing_else(team):
         st, text = ask("GET", "/v1/tasks", None, cap)
         assert st == 403, (st, text)
         # what it may: its job's orted, as alice (so the refusals above are not a bad key)
+        log = str(team.fc.shared / "jobs" / job / "logs" / "orted-probe.log")
         st, text = ask("POST", "/v1/tasks", {"id": orted_id, "argv": ["sleep 30"], "shell": True},
                        cap)
+        assert st == 403 and "needs its 'log'" in text, (st, text)
+        st, text = ask("POST", "/v1/tasks", {"id": orted_id, "argv": ["sleep 30"], "shell": True,
+                                             "log": log}, cap)
         assert st == 201, (st, text)
         try:
             deadline = time.monotonic() + 10
@@ -206,15 +209,26 @@ def test_mpi_job_runs_as_its_user_and_its_capability_starts_nothing_else(team):
         team.dtctl("cancel", job)
 
 
+def _logs(team, job):
+    d = team.fc.shared / "jobs" / job / "logs"
+    return {f.name: f.read_text()[-2000:] for f in sorted(d.iterdir())} if d.is_dir() else {}
+
+
+def _chain(pid):
+    out = []
+    while pid > 1:
+        try:
+            text = Path("/proc/%d/status" % pid).read_text()
+        except OSError:
+            break
+        st = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+        out.append((pid, st["Uid"].split()[0], " ".join(_cmdline(pid))[:80]))
+        pid = int(st["PPid"])
+    return out
+
+
 def _cmdline(pid):
     try:
         return Path("/proc/%d/cmdline" % pid).read_bytes().decode().split("\0")
     except OSError:
         return []
-
-
-def _environ_or_empty(pid):
-    try:
-        return _environ(pid)
-    except OSError:
-        return {}

@@ -39,11 +39,17 @@ static int user_add(const char *name, const char *keyfile, int admin, int json)
 	}
 	req = json_pack("{s:s,s:s,s:b}", "name", name, "key", key.buf, "admin", admin);
 	code = head_api("POST", DT_PATH_USERS, req, &reply, NULL);
-	if (!code && json)
+	if (!code && json) {
 		json_doc_print(reply);
-	else if (!code)
+	} else if (!code) {
 		printf("user %s added%s, key %s\n", term_str(name), admin ? " (admin)" : "",
 		       term_str(json_get_str(json_object_get(reply, "user"), "fingerprint", "?")));
+		/* what the user pins to check dtsched's replies (docs/team.md) */
+		if (json_get_str(reply, "head_key", NULL))
+			printf("dtsched's key (%s), for the user's DTCTL_HEAD_KEY:\n  %s\n",
+			       term_str(json_get_str(reply, "head_key_fingerprint", "?")),
+			       term_str(json_get_str(reply, "head_key", "")));
+	}
 	json_decref(req);
 	json_decref(reply);
 	strbuf_release(&key);

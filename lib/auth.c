@@ -248,6 +248,41 @@ int dt_auth_sign_reply(const struct dt_auth_key *key, int status, const char *no
 	return 0;
 }
 
+/* "reply\nSTATUS\nNONCE\nsha256(body)" into msg; -1 when nonce or status are not of the form */
+static int reply_material(struct strbuf *msg, int status, const char *nonce, const void *body,
+			  size_t len)
+{
+	char bodyhash[DT_SHA256_HEX];
+
+	if (!nonce || !nonce_ok(nonce) || status < 100 || status > 999)
+		return -1;
+	dt_sha256_hex(body, len, bodyhash);
+	strbuf_addf(msg, "reply\n%d\n%s\n%s", status, nonce, bodyhash);
+	return 0;
+}
+
+int dt_auth_sign_reply_user(const struct dt_userkey *k, int status, const char *nonce,
+			    const void *body, size_t len, char sig[129])
+{
+	struct strbuf msg = STRBUF_INIT;
+	int ret = reply_material(&msg, status, nonce, body, len) < 0 ? -1 :
+		dt_userkey_sign(k, msg.buf, msg.len, sig);
+
+	strbuf_release(&msg);
+	return ret;
+}
+
+int dt_auth_verify_reply_user(const unsigned char pub[32], int status, const char *nonce,
+			      const void *body, size_t len, const char *sig)
+{
+	struct strbuf msg = STRBUF_INIT;
+	int ret = reply_material(&msg, status, nonce, body, len) < 0 ? -1 :
+		dt_userkey_verify(pub, msg.buf, msg.len, sig);
+
+	strbuf_release(&msg);
+	return ret;
+}
+
 int dt_auth_verify_reply(const struct dt_auth_key *key, int status, const char *nonce,
 			 const void *body, size_t len, const char *sig)
 {

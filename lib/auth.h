@@ -88,6 +88,18 @@ void dt_auth_cap_format(const struct dt_auth_cap *cap, char *out);
 int dt_auth_cap_key(const struct dt_auth_key *secret, const char *text,
 		    struct dt_auth_key *out);
 
+/*
+ * dtsched's own key signs its replies to requests signed with a user's key
+ * (docs/team.md, "dtsched's key"): hex Ed25519 (128 digits) over the same
+ * material as dt_auth_sign_reply's HMAC.  Sign: -1 when the nonce is not of
+ * the request form; verify: 0 only for a good signature.
+ */
+struct dt_userkey;
+int dt_auth_sign_reply_user(const struct dt_userkey *k, int status, const char *nonce,
+			    const void *body, size_t len, char sig[129]);
+int dt_auth_verify_reply_user(const unsigned char pub[32], int status, const char *nonce,
+			      const void *body, size_t len, const char *sig);
+
 enum dt_auth_result {
 	DT_AUTH_OK = 0,
 	DT_AUTH_MISSING,        /* a header is absent */

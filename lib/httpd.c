@@ -11,6 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "userkey.h"
 #include "term.h"
 #include "usage.h"
 
@@ -189,12 +190,21 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
 	/* bound to the request's nonce (protocol.h): a port squatter cannot answer for us */
-	if (srv->opts.key && !dt_auth_sign_reply(ctx->via_cap ? &ctx->cap_key : srv->opts.key,
-						 resp->status,
-						 MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-									     DT_HDR_NONCE),
-						 buf, len, sig))
+	if (!ctx->via_user && srv->opts.key &&
+	    !dt_auth_sign_reply(ctx->via_cap ? &ctx->cap_key : srv->opts.key, resp->status,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+				buf, len, sig))
 		MHD_add_response_header(r, DT_HDR_SIGNATURE, sig);
+	/* a user's key: dtsched's own key, for the clients that pinned it (team.md) */
+	if (ctx->via_user && srv->opts.reply_userkey) {
+		char usig[DT_ED25519_SIG_HEX];
+
+		if (!dt_auth_sign_reply_user(srv->opts.reply_userkey, resp->status,
+					     MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									 DT_HDR_NONCE),
+					     buf, len, usig))
+			MHD_add_response_header(r, DT_HDR_SIGNATURE, usig);
+	}
 	if (resp->status == 405 && resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);

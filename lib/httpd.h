@@ -228,11 +228,17 @@ struct dt_httpd_opts {
 	 * NULL: such requests are refused.  Called on the server's thread.
 	 */
 	int (*user_key)(void *data, const char *user, unsigned char pub[32]);
+	/*
+	 * dtsched's own ed25519 key: replies to requests signed with a user's
+	 * key are signed with it (auth.h dt_auth_sign_reply_user), for clients
+	 * that pinned its public key; NULL: they go unsigned.
+	 */
+	const struct dt_userkey *reply_userkey;
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

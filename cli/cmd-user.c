@@ -3,7 +3,9 @@
  * with their own ed25519 key (docs/team.md, "Users elsewhere"), kept by
  * dtsched (GET/POST /v1/users, DELETE /v1/users/<name>).  Adding and removing
  * need the admin role.  Such a user then runs dtctl with $DTCTL_USER_KEY (the
- * private key file) and $DTCTL_USER (their name, default the login name).
+ * private key file), $DTCTL_USER (their name, default the login name) and
+ * $DTCTL_HEAD_KEY (dtsched's public key, which `user add` prints: its replies
+ * must be signed with it).
  */
 #include "builtin.h"
 #include "head.h"

@@ -20,6 +20,7 @@
 #include <openssl/hmac.h>
 
 #include "auth.h"
+#include "userkey.h"
 #include "sha256.h"
 
 #define EXPECTED_SIG "93e11c087be9a8ed5045c7fd00a0582b03183c6d0392826a22de11c84b220931"
@@ -354,6 +355,35 @@ static void test_cap(void **state)
 	assert_memory_equal(k1.bytes, k2.bytes, 32);
 }
 
+/* dtsched's own key signs replies to key users (auth.h dt_auth_sign_reply_user) */
+static void test_reply_user(void **state)
+{
+	static const char nonce[] = "00112233445566778899aabbccddeeff";
+	struct dt_userkey k, other;
+	char sig[DT_ED25519_SIG_HEX];
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	memset(&other, 0, sizeof(other));
+	memset(k.seed, 7, sizeof(k.seed));
+	memset(other.seed, 8, sizeof(other.seed));
+	assert_int_equal(dt_userkey_from_seed(&k), 0);
+	assert_int_equal(dt_userkey_from_seed(&other), 0);
+	assert_memory_not_equal(k.pub, other.pub, DT_ED25519_LEN);
+	assert_int_equal(dt_auth_sign_reply_user(&k, 200, nonce, "{}", 2, sig), 0);
+	assert_int_equal(strlen(sig), 128);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "{}", 2, sig), 0);
+	/* another status, body, nonce or key: refused */
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 201, nonce, "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "[]", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, "ffeeddccbbaa99887766554433221100",
+						   "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(other.pub, 200, nonce, "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "{}", 2, NULL), -1);
+	/* no nonce of the request form: nothing is signed */
+	assert_int_equal(dt_auth_sign_reply_user(&k, 200, "x", "{}", 2, sig), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_verify),
 		cmocka_unit_test(test_reply_signature),
 		cmocka_unit_test(test_cap),
+		cmocka_unit_test(test_reply_user),
 		cmocka_unit_test(test_sign_cached),
 		cmocka_unit_test(test_sign_threads),
 		cmocka_unit_test(test_nonce_cache),

@@ -678,6 +678,102 @@ static int run_as_check(struct agent *a, json_t *spec, struct strbuf *msg)
 }
 
 /*
+ * Team mode's mpirun (docs/team.md): a task of a user that starts orted
+ * through the agents (DT_ORTED_AGENTS, agent/rsh.h) gets its job's
+ * capability, never the secret: DT_ORTED_CAP "JOB USER UID GID" and
+ * DT_ORTED_KEY, the key derived for it (auth.h dt_auth_cap).  Only a request
+ * signed with the secret sets a task's env (cap_request refuses env).
+ */
+static void orted_cap_give(struct agent *a, json_t *spec)
+{
+	json_t *r = json_object_get(spec, "run_as"), *env = json_object_get(spec, "env");
+	struct dt_auth_cap cap;
+	struct dt_auth_key k;
+	char text[DT_CAP_MAX], hex[2 * DT_AUTH_KEY_MAX + 1];
+
+	if (!r || !json_is_object(env) || !json_object_get(env, "DT_ORTED_AGENTS") ||
+	    !json_get_str(spec, "job_id", NULL))
+		return;
+	memset(&cap, 0, sizeof(cap));
+	snprintf(cap.job, sizeof(cap.job), "%s", json_get_str(spec, "job_id", ""));
+	snprintf(cap.user, sizeof(cap.user), "%s", json_get_str(r, "user", ""));
+	cap.uid = json_get_int(r, "uid", -1);
+	cap.gid = json_get_int(r, "gid", -1);
+	dt_auth_cap_format(&cap, text);
+	if (dt_auth_cap_key(&a->key, text, &k) < 0)
+		return;        /* a job id rsh could not name: its orted are refused */
+	for (size_t i = 0; i < k.len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", k.bytes[i]);
+	json_object_set_new(env, "DT_ORTED_CAP", json_string(text));
+	json_object_set_new(env, "DT_ORTED_KEY", json_string(hex));
+	memset(&k, 0, sizeof(k));
+}
+
+/*
+ * A POST /v1/tasks signed with a job's capability (DT_VIA_JOBCAP): only one
+ * orted task of that job (id "JOB." ... "orted-HOST"), run as the
+ * capability's user, with no more than `dtagent rsh` sends.  The request to
+ * start, or NULL with 403 why in msg.
+ */
+static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg)
+{
+	static const char *const allowed[] = { "id", "argv", "shell", "grace_ms", "umask",
+					       "job_id", "log", NULL };
+	const struct dt_auth_cap *cap = &req->cap;
+	const char *id = json_get_str(req->json, "id", ""), *key, *job;
+	size_t jl = strlen(cap->job);
+	json_t *v, *out;
+
+	json_object_foreach(req->json, key, v) {
+		int ok = 0;
+
+		for (int i = 0; allowed[i] && !ok; i++)
+			ok = !strcmp(key, allowed[i]);
+		if (!ok) {
+			strbuf_addf(msg, "a job's capability may not set '%s' of a task", key);
+			return NULL;
+		}
+	}
+	job = json_get_str(req->json, "job_id", cap->job);
+	if (strncmp(id, cap->job, jl) || id[jl] != '.' || !strstr(id + jl, "." DT_ORTED_TASK_TAG) ||
+	    strcmp(job, cap->job)) {
+		strbuf_addf(msg, "the capability of job '%s' starts only that job's orted "
+			    "(task '%s.<attempt>.%s<host>'), not task '%s'", cap->job, cap->job,
+			    DT_ORTED_TASK_TAG, id);
+		return NULL;
+	}
+	if (!json_get_str(req->json, "log", NULL)) {
+		/* else the agent's own dir, which is not the user's to write */
+		strbuf_addstr(msg, "a task started with a job's capability needs its 'log' (in the "
+			      "job's dir: dtagent rsh names it from DT_JOB_DIR)");
+		return NULL;
+	}
+	out = json_deep_copy(req->json);
+	json_object_set_new(out, "job_id", json_string(cap->job));
+	/* as sshd with a home that is not there: '/' (Open MPI puts each rank in
+	 * mpirun's --wdir itself) */
+	json_object_set_new(out, "cwd", json_string("/"));
+	json_object_set_new(out, "run_as", json_pack("{s:s,s:I,s:I}", "user", cap->user, "uid",
+						     (json_int_t)cap->uid, "gid",
+						     (json_int_t)cap->gid));
+	return out;
+}
+
+/* Whether the caller of req may see or stop t: a job's capability only its orted. */
+static int cap_may(const struct dt_http_request *req, const struct task *t)
+{
+	size_t jl = strlen(req->cap.job);
+
+	if (req->via != DT_VIA_JOBCAP)
+		return 1;
+	return !strncmp(t->id, req->cap.job, jl) && t->id[jl] == '.' &&
+		strstr(t->id + jl, "." DT_ORTED_TASK_TAG) &&
+		!strcmp(json_get_str(t->spec, "job_id", ""), req->cap.job) &&
+		!strcmp(json_get_str(json_object_get(t->spec, "run_as"), "user", ""),
+			req->cap.user);
+}
+
+/*
  * Start the task of one request (protocol.h, POST /v1/tasks): 201 with its
  * TASK in *out, or 400, 409 or 500 with why in msg.  Lock NOT held.
  */
@@ -706,6 +802,7 @@ static int task_start(struct agent *a, const json_t *req, json_t **out, struct s
 		json_decref(spec);
 		return 400;
 	}
+	orted_cap_give(a, spec);
 	if (json_object_get(spec, "container")) {
 		/* fail the job now, naming the node, not by a rank's exit 127 */
 		struct strbuf engine = STRBUF_INIT;
@@ -793,6 +890,25 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 			      "a task request needs a JSON body with 'argv' (or 'tasks')");
 		return;
 	}
+	if (req->via == DT_VIA_JOBCAP) {
+		json_t *r = cap_request(req, &msg);
+
+		if (!r) {
+			dtlog(DTLOG_WARN, "refused a task of job '%s' (user '%s') from %s: %s",
+			      req->cap.job, req->cap.user, req->remote, msg.buf);
+			dt_http_error(resp, 403, "node '%s': %s", a->name, msg.buf);
+			strbuf_release(&msg);
+			return;
+		}
+		code = task_start(a, r, &one, &msg);
+		json_decref(r);
+		if (code == 201)
+			dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
+		else
+			dt_http_error(resp, code, "%s", msg.buf);
+		strbuf_release(&msg);
+		return;
+	}
 	if (!batch) {
 		code = task_start(a, req->json, &one, &msg);
 		if (code == 201)
@@ -852,6 +968,8 @@ static void h_task_get(struct dt_http_request *req, struct dt_http_response *res
 
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+	if (t && !cap_may(req, t))
+		t = NULL;      /* not the capability's: as if there were none */
 	if (!t) {
 		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
 			      a->name);
@@ -936,6 +1054,8 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 	}
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+	if (t && !cap_may(req, t))
+		t = NULL;      /* not the capability's: as if there were none */
 	if (!t) {
 		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
 			      a->name);
@@ -974,6 +1094,8 @@ static void h_task_signal(struct dt_http_request *req, struct dt_http_response *
 	v.sival_int = (int)json_integer_value(g);
 	pthread_mutex_lock(&a->lock);
 	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+	if (t && !cap_may(req, t))
+		t = NULL;      /* not the capability's: as if there were none */
 	if (!t) {
 		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
 			      a->name);
@@ -1368,10 +1490,10 @@ static const struct dt_http_route routes[] = {
 	{ "POST", DT_PATH_PROBE, 0, h_probe },
 	{ "GET", DT_PATH_STATUS, 0, h_status },
 	{ "GET", DT_PATH_INVENTORY, 0, h_inventory },
-	{ "POST", DT_PATH_TASKS, 0, h_task_start },
+	{ "POST", DT_PATH_TASKS, DT_ROUTE_JOBCAP, h_task_start },
 	{ "GET", DT_PATH_TASKS, 0, h_task_list },
-	{ "GET", DT_PATH_TASK, 0, h_task_get },
-	{ "DELETE", DT_PATH_TASK, 0, h_task_stop },
+	{ "GET", DT_PATH_TASK, DT_ROUTE_JOBCAP, h_task_get },
+	{ "DELETE", DT_PATH_TASK, DT_ROUTE_JOBCAP, h_task_stop },
 	{ "POST", DT_PATH_TASK_SIGNAL, 0, h_task_signal },
 	{ "GET", DT_PATH_METRICS, DT_ROUTE_PUBLIC, h_metrics },
 };

@@ -194,6 +194,8 @@ int rsh_main(int argc, const char **argv)
 {
 	const char *host, *map = getenv("DT_ORTED_AGENTS"), *jobdir = getenv("DT_JOB_DIR");
 	const char *jobid = getenv("DT_JOB_ID"), *marker = getenv(DT_TASK_ID_ENV);
+	const char *cap = getenv("DT_ORTED_CAP"), *capkey = getenv("DT_ORTED_KEY");
+	struct dt_auth_cap parsed;
 	struct strbuf id = STRBUF_INIT, cmd = STRBUF_INIT, path = STRBUF_INIT, err = STRBUF_INIT;
 	struct strbuf secret = STRBUF_INIT, log = STRBUF_INIT;
 	struct dt_auth_key key;
@@ -214,11 +216,22 @@ int rsh_main(int argc, const char **argv)
 			host, map ? map : "not set");
 		return RSH_FAIL;
 	}
-	dt_home_path(&secret, "secret");
-	if (dt_auth_key_load(&key, secret.buf) < 0) {
-		fprintf(stderr, "dtagent rsh: cannot read the cluster key '%s'\n", secret.buf);
-		strbuf_release(&secret);
-		return RSH_FAIL;
+	if (cap && *cap) {
+		/* team mode: the job's capability, never the secret (auth.h dt_auth_cap) */
+		if (dt_auth_cap_parse(cap, &parsed) < 0 || !capkey ||
+		    dt_auth_key_from_hex(&key, capkey) < 0) {
+			fprintf(stderr, "dtagent rsh: DT_ORTED_CAP '%s' or DT_ORTED_KEY is not a "
+				"job's capability\n", cap);
+			return RSH_FAIL;
+		}
+	} else {
+		dt_home_path(&secret, "secret");
+		if (dt_auth_key_load(&key, secret.buf) < 0) {
+			fprintf(stderr, "dtagent rsh: cannot read the cluster key '%s'\n",
+				secret.buf);
+			strbuf_release(&secret);
+			return RSH_FAIL;
+		}
 	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;     /* no SA_RESTART: a sleep ends at once */
@@ -249,6 +262,9 @@ int rsh_main(int argc, const char **argv)
 		json_object_set_new(body, "log", json_string(log.buf));
 	}
 	dt_httpc_init(&c, host, port, &key);
+	if (cap && *cap)
+		snprintf(c.cap, sizeof(c.cap), "%s", cap);
+	memset(&key, 0, sizeof(key));
 	c.peer_port_name = "the agent port";
 	c.connect_timeout_ms = 5000;
 	c.timeout_ms = 15000;

@@ -35,6 +35,10 @@
  *	                 orted task is "<job>.<attempt>.orted-<host>"
  *	DT_JOB_ID        the orted task's job_id label
  *	DT_JOB_DIR       the orted's output goes to <dir>/logs/orted-<host>.log
+ *	DT_ORTED_CAP     team mode (set by the agent that starts a user's mpirun):
+ *	DT_ORTED_KEY     the job's capability "JOB USER UID GID" and its key
+ *	                 (auth.h dt_auth_cap), used instead of the secret, which
+ *	                 the user cannot read (docs/team.md)
  * Failures to reach the agent or start the task exit 255, like ssh.
  */
 #ifndef DT_AGENT_RSH_H

@@ -3,7 +3,9 @@
  * with their own ed25519 key (docs/team.md, "Users elsewhere"), kept by
  * dtsched (GET/POST /v1/users, DELETE /v1/users/<name>).  Adding and removing
  * need the admin role.  Such a user then runs dtctl with $DTCTL_USER_KEY (the
- * private key file) and $DTCTL_USER (their name, default the login name).
+ * private key file), $DTCTL_USER (their name, default the login name) and
+ * $DTCTL_HEAD_KEY (dtsched's public key, which `user add` prints: its replies
+ * must be signed with it).
  */
 #include "builtin.h"
 #include "head.h"
@@ -39,11 +41,17 @@ static int user_add(const char *name, const char *keyfile, int admin, int json)
 	}
 	req = json_pack("{s:s,s:s,s:b}", "name", name, "key", key.buf, "admin", admin);
 	code = head_api("POST", DT_PATH_USERS, req, &reply, NULL);
-	if (!code && json)
+	if (!code && json) {
 		json_doc_print(reply);
-	else if (!code)
+	} else if (!code) {
 		printf("user %s added%s, key %s\n", term_str(name), admin ? " (admin)" : "",
 		       term_str(json_get_str(json_object_get(reply, "user"), "fingerprint", "?")));
+		/* what the user pins to check dtsched's replies (docs/team.md) */
+		if (json_get_str(reply, "head_key", NULL))
+			printf("dtsched's key (%s), for the user's DTCTL_HEAD_KEY:\n  %s\n",
+			       term_str(json_get_str(reply, "head_key_fingerprint", "?")),
+			       term_str(json_get_str(reply, "head_key", "")));
+	}
 	json_decref(req);
 	json_decref(reply);
 	strbuf_release(&key);

@@ -49,6 +49,8 @@ int cmd_whoami(int argc, const char **argv)
 		printf(" (admin: %s)", term_str(json_get_str(reply, "admin_because", "")));
 	printf("\nby:     %s\nmode:   %s\n", term_str(json_get_str(reply, "authenticated_by", "?")),
 	       term_str(json_get_str(reply, "mode", "?")));
+	if (json_get_str(reply, "head_key_fingerprint", NULL))
+		printf("head:   %s\n", term_str(json_get_str(reply, "head_key_fingerprint", "")));
 	json_decref(reply);
 	return 0;
 }

@@ -180,6 +180,31 @@ int head_socket(struct strbuf *path)
 	return 1;
 }
 
+/*
+ * $DTCTL_HEAD_KEY: dtsched's public key (`dtctl user add` prints it), as its
+ * OpenSSH line or a file holding it; then every reply to a key-signed request
+ * must be signed with it (docs/team.md).  0 (pinned or not set), -1 said.
+ */
+static int head_key_pin(struct dt_httpc *c)
+{
+	const char *v = getenv_nonempty("DTCTL_HEAD_KEY");
+	struct strbuf line = STRBUF_INIT, err = STRBUF_INIT;
+	int ret = 0;
+
+	if (!v)
+		return 0;
+	if (!strncmp(v, "ssh-", 4))
+		strbuf_addstr(&line, v);
+	else if (strbuf_read_file(&line, v, 16 * 1024) < 0)
+		ret = error_errno("$DTCTL_HEAD_KEY: cannot read '%s'", v);
+	if (!ret && dt_userkey_parse_pub(line.buf, c->head_pub, &err) < 0)
+		ret = error("$DTCTL_HEAD_KEY: %s", err.buf);
+	c->head_pinned = !ret;
+	strbuf_release(&line);
+	strbuf_release(&err);
+	return ret;
+}
+
 int head_connect(struct dt_httpc *c)
 {
 	struct dt_auth_key key;
@@ -202,6 +227,11 @@ int head_connect(struct dt_httpc *c)
 				   the_cluster.config.head.address : the_cluster.head_address,
 				   the_cluster.head_port, user, &k);
 		memset(&k, 0, sizeof(k));
+		if (head_key_pin(c) < 0) {
+			dt_httpc_release(c);
+			strbuf_release(&path);
+			return DT_EXIT_USAGE;
+		}
 		c->peer_port_name = "the head port";
 		strbuf_release(&path);
 		return 0;

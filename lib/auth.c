@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -165,6 +166,50 @@ void dt_auth_mac_hex(const struct dt_auth_key *key, const char *msg, char *out)
 	hmac_parts_hex(key, part, 1, out);
 }
 
+int dt_auth_cap_parse(const char *text, struct dt_auth_cap *cap)
+{
+	char job[65], user[65], tail;
+	long long uid, gid;
+
+	if (!text || strlen(text) >= DT_CAP_MAX ||
+	    sscanf(text, "%64[A-Za-z0-9._-] %64[A-Za-z0-9._-] %lld %lld%c", job, user, &uid, &gid,
+		   &tail) != 4 || uid <= 0 || gid < 0 || uid > 0xfffffffeLL || gid > 0xfffffffeLL ||
+	    user[0] == '-')
+		return -1;
+	memset(cap, 0, sizeof(*cap));
+	snprintf(cap->job, sizeof(cap->job), "%s", job);
+	snprintf(cap->user, sizeof(cap->user), "%s", user);
+	cap->uid = uid;
+	cap->gid = gid;
+	/* one spelling only: what the key is derived over is what is parsed */
+	{
+		char again[DT_CAP_MAX];
+
+		dt_auth_cap_format(cap, again);
+		if (strcmp(again, text))
+			return -1;
+	}
+	return 0;
+}
+
+void dt_auth_cap_format(const struct dt_auth_cap *cap, char *out)
+{
+	snprintf(out, DT_CAP_MAX, "%s %s %lld %lld", cap->job, cap->user, cap->uid, cap->gid);
+}
+
+int dt_auth_cap_key(const struct dt_auth_key *secret, const char *text,
+		    struct dt_auth_key *out)
+{
+	struct dt_auth_cap cap;
+	char msg[DT_CAP_MAX + 16], hex[DT_SHA256_HEX];
+
+	if (dt_auth_cap_parse(text, &cap) < 0)
+		return -1;
+	snprintf(msg, sizeof(msg), "orted-cap\n%s", text);
+	dt_auth_mac_hex(secret, msg, hex);
+	return dt_auth_key_from_hex(out, hex);
+}
+
 int dt_auth_sign_request(const struct dt_auth_key *key, const char *method,
 			 const char *path, const void *body, size_t len,
 			 char ts[DT_TS_LEN], char nonce[DT_NONCE_HEX], char sig[DT_SHA256_HEX])
@@ -201,6 +246,41 @@ int dt_auth_sign_reply(const struct dt_auth_key *key, int status, const char *no
 	dt_sha256_hex(body, len, bodyhash);
 	hmac_parts_hex(key, part, 4, sig);
 	return 0;
+}
+
+/* "reply\nSTATUS\nNONCE\nsha256(body)" into msg; -1 when nonce or status are not of the form */
+static int reply_material(struct strbuf *msg, int status, const char *nonce, const void *body,
+			  size_t len)
+{
+	char bodyhash[DT_SHA256_HEX];
+
+	if (!nonce || !nonce_ok(nonce) || status < 100 || status > 999)
+		return -1;
+	dt_sha256_hex(body, len, bodyhash);
+	strbuf_addf(msg, "reply\n%d\n%s\n%s", status, nonce, bodyhash);
+	return 0;
+}
+
+int dt_auth_sign_reply_user(const struct dt_userkey *k, int status, const char *nonce,
+			    const void *body, size_t len, char sig[129])
+{
+	struct strbuf msg = STRBUF_INIT;
+	int ret = reply_material(&msg, status, nonce, body, len) < 0 ? -1 :
+		dt_userkey_sign(k, msg.buf, msg.len, sig);
+
+	strbuf_release(&msg);
+	return ret;
+}
+
+int dt_auth_verify_reply_user(const unsigned char pub[32], int status, const char *nonce,
+			      const void *body, size_t len, const char *sig)
+{
+	struct strbuf msg = STRBUF_INIT;
+	int ret = reply_material(&msg, status, nonce, body, len) < 0 ? -1 :
+		dt_userkey_verify(pub, msg.buf, msg.len, sig);
+
+	strbuf_release(&msg);
+	return ret;
 }
 
 int dt_auth_verify_reply(const struct dt_auth_key *key, int status, const char *nonce,

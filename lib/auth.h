@@ -66,6 +66,40 @@ int dt_auth_sign_reply(const struct dt_auth_key *key, int status, const char *no
 int dt_auth_verify_reply(const struct dt_auth_key *key, int status, const char *nonce,
 			 const void *body, size_t len, const char *sig);
 
+/*
+ * A job's capability (team mode's orted path, agent/rsh.h, docs/team.md): the
+ * agent that starts an mpi job's mpirun as its user gives it CAP = "JOB USER
+ * UID GID" and the key HMAC-SHA256(cluster secret, "orted-cap\n" CAP), never
+ * the secret.  A request signed with that key (header X-DT-Cap: CAP) may only
+ * start and watch that job's orted, as that user: any agent holding the
+ * secret derives the same key and checks it like the secret's.
+ */
+#define DT_CAP_MAX 160
+struct dt_auth_cap {
+	char job[65];
+	char user[65];
+	long long uid, gid;
+};
+/* 0 and *cap from text ("JOB USER UID GID", uid > 0, gid >= 0), else -1 */
+int dt_auth_cap_parse(const char *text, struct dt_auth_cap *cap);
+/* the CAP text of cap into out (DT_CAP_MAX bytes) */
+void dt_auth_cap_format(const struct dt_auth_cap *cap, char *out);
+/* the key of the CAP text: 0, or -1 when text is not a CAP */
+int dt_auth_cap_key(const struct dt_auth_key *secret, const char *text,
+		    struct dt_auth_key *out);
+
+/*
+ * dtsched's own key signs its replies to requests signed with a user's key
+ * (docs/team.md, "dtsched's key"): hex Ed25519 (128 digits) over the same
+ * material as dt_auth_sign_reply's HMAC.  Sign: -1 when the nonce is not of
+ * the request form; verify: 0 only for a good signature.
+ */
+struct dt_userkey;
+int dt_auth_sign_reply_user(const struct dt_userkey *k, int status, const char *nonce,
+			    const void *body, size_t len, char sig[129]);
+int dt_auth_verify_reply_user(const unsigned char pub[32], int status, const char *nonce,
+			      const void *body, size_t len, const char *sig);
+
 enum dt_auth_result {
 	DT_AUTH_OK = 0,
 	DT_AUTH_MISSING,        /* a header is absent */

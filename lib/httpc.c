@@ -558,7 +558,7 @@ struct reply_head {
 	int chunked;
 	long long content_length;   /* -1 if none */
 	int close, keep_alive;
-	char sig[DT_SHA256_HEX];    /* X-DT-Signature ("" if none or not 64 chars) */
+	char sig[DT_ED25519_SIG_HEX];  /* X-DT-Signature ("" if none or not 64/128 chars) */
 };
 
 static int is_tchar(int ch)
@@ -636,9 +636,9 @@ static int parse_header(struct conn_io *io, const char *p, size_t n, struct repl
 		h->chunked = 1;
 	} else if (nl == sizeof(DT_HDR_SIGNATURE) - 1 && !strncasecmp(p, DT_HDR_SIGNATURE, nl)) {
 		h->sig[0] = '\0';
-		if (ve - vs == DT_SHA256_HEX - 1) {
-			memcpy(h->sig, v, DT_SHA256_HEX - 1);
-			h->sig[DT_SHA256_HEX - 1] = '\0';
+		if (ve - vs == DT_SHA256_HEX - 1 || ve - vs == DT_ED25519_SIG_HEX - 1) {
+			memcpy(h->sig, v, (size_t)(ve - vs));
+			h->sig[ve - vs] = '\0';
 		}
 	} else if (nl == 10 && !strncasecmp(p, "Connection", nl)) {
 		if (has_token(v, ve - vs, "close"))
@@ -686,7 +686,7 @@ static int parse_head(struct conn_io *io, size_t end, struct reply_head *h)
  * another request.
  */
 static int read_reply(struct conn_io *io, const char *method, struct strbuf *out, int *keep,
-		      char sig[DT_SHA256_HEX])
+		      char sig[DT_ED25519_SIG_HEX])
 {
 	struct reply_head h;
 	size_t end = 0, from = 0, base = out->len;
@@ -749,7 +749,7 @@ static int read_reply(struct conn_io *io, const char *method, struct strbuf *out
 	}
 	/* bytes after the reply mean we are out of step with the server */
 	*keep = !h.close && (!h.http10 || h.keep_alive) && io->pos == io->len;
-	memcpy(sig, h.sig, DT_SHA256_HEX);
+	memcpy(sig, h.sig, DT_ED25519_SIG_HEX);
 	return h.status;
 }
 
@@ -826,7 +826,8 @@ static void unsigned_reply(const struct dt_httpc *c, int status, const struct st
 int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *path,
 			 const char *body, size_t len, struct strbuf *reply, struct strbuf *err)
 {
-	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX], reply_sig[DT_SHA256_HEX];
+	char ts[DT_TS_LEN], nonce[DT_NONCE_HEX], sig[DT_SHA256_HEX];
+	char reply_sig[DT_ED25519_SIG_HEX];
 	char usig[DT_ED25519_SIG_HEX];
 	struct strbuf head = STRBUF_INIT;
 	struct conn_io io;
@@ -857,6 +858,8 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 			    DT_HDR_PROTOCOL, DT_PROTOCOL_VERSION);
 	if (c->user)
 		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_USER, c->user);
+	else if (c->cap[0] && !c->unix_socket)
+		strbuf_addf(&head, "%s: %s\r\n", DT_HDR_CAP, c->cap);
 	if (body)
 		strbuf_addstr(&head, "Content-Type: application/json\r\n");
 	strbuf_addf(&head, "Content-Length: %zu\r\nConnection: keep-alive\r\n\r\n", len);
@@ -894,6 +897,15 @@ int dt_httpc_request_raw(struct dt_httpc *c, const char *method, const char *pat
 	    dt_auth_verify_reply(&c->key, ret, nonce, reply->buf + reply_len,
 				 reply->len - reply_len, reply_sig) < 0) {
 		unsigned_reply(c, ret, reply, reply_len, err);
+		c->unsigned_reply = 1;
+		ret = -1;
+	}
+	/* a user's key: dtsched's own signature, when its key is pinned (docs/team.md) */
+	if (ret >= 0 && c->user && c->head_pinned && !protocol_differs(reply, reply_len) &&
+	    dt_auth_verify_reply_user(c->head_pub, ret, nonce, reply->buf + reply_len,
+				      reply->len - reply_len, reply_sig) < 0) {
+		unsigned_reply(c, ret, reply, reply_len, err);
+		strbuf_addstr(err, " (not signed by the head key pinned in $DTCTL_HEAD_KEY)");
 		c->unsigned_reply = 1;
 		ret = -1;
 	}

@@ -40,6 +40,10 @@ struct dt_httpc {
 	char port_sfx[16];        /* ":port" in messages, "" for a Unix socket */
 	char *user;               /* requests signed with this user's key (dt_httpc_init_user) */
 	struct dt_userkey ukey;
+	unsigned char head_pub[DT_ED25519_LEN];  /* with user: dtsched's key, when head_pinned */
+	int head_pinned;          /* replies must be signed with head_pub (docs/team.md) */
+	char cap[DT_CAP_MAX];     /* "": none; else requests carry it as X-DT-Cap and key
+				   * is its capability key (auth.h dt_auth_cap) */
 	/* private to httpc.c */
 	int connected;            /* fd is a kept-alive connection */
 	int fd;
@@ -57,8 +61,8 @@ void dt_httpc_init(struct dt_httpc *c, const char *host, int port, const struct 
 void dt_httpc_init_unix(struct dt_httpc *c, const char *path);
 /*
  * A client that signs as `user` with their own key (lib/userkey.h, protocol.h
- * X-DT-User).  The reply is taken unsigned: only dtsched and the agents hold
- * the secret that signs replies (docs/team.md says what that leaves open).
+ * X-DT-User).  The reply is checked against dtsched's own key when the
+ * caller pinned it (head_pub, head_pinned), else taken unsigned (docs/team.md).
  */
 void dt_httpc_init_user(struct dt_httpc *c, const char *host, int port, const char *user,
 			const struct dt_userkey *k);

@@ -11,6 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "userkey.h"
 #include "term.h"
 #include "usage.h"
 
@@ -105,6 +106,9 @@ struct req_ctx {
 	int verified;                 /* signature checked (a parked request re-runs) */
 	int via_user;                 /* by a user's key (verify_user): user */
 	char user[64];
+	int via_cap;                  /* by a job's capability (verify_cap): cap, cap_key */
+	struct dt_auth_cap cap;
+	struct dt_auth_key cap_key;   /* its replies are signed with it */
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
 	int big;                      /* counted in srv->big_replies until completed */
 	void *state;                  /* the handler's (httpd.h dt_http_request) */
@@ -186,11 +190,21 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(r, "Content-Type", resp->content_type);
 	/* bound to the request's nonce (protocol.h): a port squatter cannot answer for us */
-	if (srv->opts.key && !dt_auth_sign_reply(srv->opts.key, resp->status,
-						 MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-									     DT_HDR_NONCE),
-						 buf, len, sig))
+	if (!ctx->via_user && srv->opts.key &&
+	    !dt_auth_sign_reply(ctx->via_cap ? &ctx->cap_key : srv->opts.key, resp->status,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+				buf, len, sig))
 		MHD_add_response_header(r, DT_HDR_SIGNATURE, sig);
+	/* a user's key: dtsched's own key, for the clients that pinned it (team.md) */
+	if (ctx->via_user && srv->opts.reply_userkey) {
+		char usig[DT_ED25519_SIG_HEX];
+
+		if (!dt_auth_sign_reply_user(srv->opts.reply_userkey, resp->status,
+					     MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									 DT_HDR_NONCE),
+					     buf, len, usig))
+			MHD_add_response_header(r, DT_HDR_SIGNATURE, usig);
+	}
 	if (resp->status == 405 && resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
@@ -379,6 +393,42 @@ static int verify_user(struct dt_httpd *srv, struct MHD_Connection *conn,
 	return 0;
 }
 
+/*
+ * A request signed with a job's capability key (X-DT-Cap, auth.h
+ * dt_auth_cap): the key derived from the secret for that CAP, then the
+ * secret's checks.  0, or -1 with a 401 in resp.
+ */
+static int verify_cap(struct dt_httpd *srv, struct MHD_Connection *conn,
+		      const struct dt_http_request *req, const char *method, const char *url,
+		      struct req_ctx *ctx, struct dt_http_response *resp)
+{
+	const char *text = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_CAP);
+	enum dt_auth_result a;
+
+	if (!srv->opts.key || dt_auth_cap_parse(text, &ctx->cap) < 0 ||
+	    dt_auth_cap_key(srv->opts.key, text, &ctx->cap_key) < 0) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s: a malformed %s", method, url,
+		      req->remote, DT_HDR_CAP);
+		dt_http_error(resp, 401, "malformed %s (expected 'JOB USER UID GID')", DT_HDR_CAP);
+		return -1;
+	}
+	a = dt_auth_verify(&ctx->cap_key, srv->nonces, method, url,
+			   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_TIMESTAMP),
+			   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_NONCE),
+			   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_SIGNATURE),
+			   ctx->body.buf, ctx->body.len, (long long)time(NULL));
+	if (a != DT_AUTH_OK) {
+		dtlog(DTLOG_WARN, "refused %s %s from %s (the capability of job '%s', user '%s'): "
+		      "%s", method, url, req->remote, ctx->cap.job, ctx->cap.user,
+		      dt_auth_result_str(a));
+		dt_http_error(resp, 401, "%s (the capability of job '%s')", dt_auth_result_str(a),
+			      ctx->cap.job);
+		return -1;
+	}
+	ctx->via_cap = 1;
+	return 0;
+}
+
 static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
 		     const char *method, struct req_ctx *ctx, struct dt_http_response *resp)
 {
@@ -436,6 +486,16 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	} else if (public_path) {
 		req.via = DT_VIA_PUBLIC;
 	} else if (!ctx->verified &&
+		   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_CAP)) {
+		if (verify_cap(srv, conn, &req, method, url, ctx, resp) < 0)
+			return;
+		ctx->verified = 1;
+		req.via = DT_VIA_JOBCAP;
+		req.cap = ctx->cap;
+	} else if (ctx->verified && ctx->via_cap) {
+		req.via = DT_VIA_JOBCAP;   /* a parked request's re-run */
+		req.cap = ctx->cap;
+	} else if (!ctx->verified &&
 		   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER)) {
 		if (verify_user(srv, conn, &req, method, url, ctx, resp) < 0)
 			return;
@@ -468,6 +528,11 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		req.via = DT_VIA_SECRET;
 	} else {
 		req.via = DT_VIA_SECRET;
+	}
+	if (req.via == DT_VIA_JOBCAP && (!route || !(route->flags & DT_ROUTE_JOBCAP))) {
+		dt_http_error(resp, 403, "a job's capability (%s) may only start and watch that "
+			      "job's orted, not %s '%s'", DT_HDR_CAP, method, url);
+		return;
 	}
 	if (req.via == DT_VIA_USERKEY && route && (route->flags & DT_ROUTE_DAEMON)) {
 		dt_http_error(resp, 403, "'%s' is for dtctl's daemons only (the cluster secret), "

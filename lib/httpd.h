@@ -91,6 +91,7 @@ enum dt_http_via {
 	DT_VIA_SECRET,          /* signed with the cluster secret (dtctl's daemons, the admin) */
 	DT_VIA_PEERCRED,        /* the local socket: the kernel's SO_PEERCRED (peer_uid) */
 	DT_VIA_USERKEY,         /* signed with a user's own key (user) */
+	DT_VIA_JOBCAP,          /* signed with a job's capability key (cap; DT_ROUTE_JOBCAP) */
 };
 
 struct dt_http_request {
@@ -104,6 +105,7 @@ struct dt_http_request {
 	enum dt_http_via via;    /* how the caller is known */
 	long long peer_uid, peer_gid, peer_pid;  /* DT_VIA_PEERCRED: the kernel's; else -1 */
 	char user[64];           /* DT_VIA_USERKEY: the user whose key signed */
+	struct dt_auth_cap cap;  /* DT_VIA_JOBCAP: the job and user it is for */
 	int may_park;            /* the handler may set resp->park_ms instead of answering */
 	int protocol;            /* the client's X-DT-Protocol (1 when absent, 0 when
 				  * garbled); only DT_ROUTE_ANY_PROTOCOL handlers ever
@@ -134,6 +136,8 @@ typedef void dt_http_handler(struct dt_http_request *req, struct dt_http_respons
 			      * does what the server would have done) */
 #define DT_ROUTE_ANY_PROTOCOL 4  /* the handler checks req->protocol itself (else a
 				  * signed request of another version gets 426 first) */
+#define DT_ROUTE_JOBCAP 16   /* also for a job's capability (auth.h dt_auth_cap):
+			      * the handler checks req->cap; other routes 403 it */
 #define DT_ROUTE_DAEMON 8    /* for dtctl's daemons only (heartbeats): on the local
 			      * socket, 403 unless the peer is root or the server's user */
 
@@ -224,11 +228,17 @@ struct dt_httpd_opts {
 	 * NULL: such requests are refused.  Called on the server's thread.
 	 */
 	int (*user_key)(void *data, const char *user, unsigned char pub[32]);
+	/*
+	 * dtsched's own ed25519 key: replies to requests signed with a user's
+	 * key are signed with it (auth.h dt_auth_sign_reply_user), for clients
+	 * that pinned its public key; NULL: they go unsigned.
+	 */
+	const struct dt_userkey *reply_userkey;
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

@@ -75,6 +75,9 @@
 /* a user's own key (lib/userkey.h, docs/team.md): X-DT-User names the user and
  * X-DT-Signature is then hex Ed25519(their key, the same canonical string) */
 #define DT_HDR_USER "X-DT-User"
+/* a job's capability (auth.h dt_auth_cap): X-DT-Cap is "JOB USER UID GID" and
+ * X-DT-Signature the HMAC with the key derived from the secret for it */
+#define DT_HDR_CAP "X-DT-Cap"
 #define DT_AUTH_MAX_SKEW_S 60
 
 #define DT_MAX_BODY (1024 * 1024)

@@ -47,13 +47,24 @@ out:
 
 int dt_secret_ensure(struct strbuf *hex_out)
 {
-	struct strbuf path = STRBUF_INIT, hex = STRBUF_INIT;
-	unsigned char raw[DT_SECRET_BYTES];
-	int ret = -1;
+	struct strbuf path = STRBUF_INIT;
+	int ret;
 
 	if (dt_home_ensure() < 0)
 		return -1;
 	dt_home_path(&path, "secret");
+	ret = dt_secret_ensure_file(path.buf, hex_out);
+	strbuf_release(&path);
+	return ret;
+}
+
+int dt_secret_ensure_file(const char *file, struct strbuf *hex_out)
+{
+	struct strbuf path = STRBUF_INIT, hex = STRBUF_INIT;
+	unsigned char raw[DT_SECRET_BYTES];
+	int ret = -1;
+
+	strbuf_addstr(&path, file);
 	if (access(path.buf, F_OK) == 0 || errno != ENOENT) {
 		ret = dt_secret_read(path.buf, hex_out);
 		goto out;

@@ -19,6 +19,8 @@
  * missing.  -1 with a message on failure.
  */
 int dt_secret_ensure(struct strbuf *hex_out);
+/* The same for the file at path (its folder must exist): dtsched's own key's seed. */
+int dt_secret_ensure_file(const char *path, struct strbuf *hex_out);
 /*
  * Read a secret file: refuses files readable by group/others, anything but
  * 64 hex digits (surrounding whitespace allowed).  -1 with a message.

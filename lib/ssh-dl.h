@@ -45,7 +45,7 @@
 #define DT_CRYPTO_FUNCS(X) X(EVP_DecodeBlock) X(EVP_EncodeBlock) X(EVP_sha1) X(HMAC) \
 	X(EVP_PKEY_new_raw_private_key) X(EVP_PKEY_new_raw_public_key) X(EVP_PKEY_free) \
 	X(EVP_MD_CTX_new) X(EVP_MD_CTX_free) X(EVP_DigestSignInit) X(EVP_DigestSign) \
-	X(EVP_DigestVerifyInit) X(EVP_DigestVerify)
+	X(EVP_DigestVerifyInit) X(EVP_DigestVerify) X(EVP_PKEY_get_raw_public_key)
 
 #define DT_SSH_DL_FIELD(f) __typeof__(f) *f;
 struct dt_ssh_lib {
@@ -115,6 +115,7 @@ const struct dt_ssh_lib *dt_ssh_lib(void);
 #define EVP_DigestSign (dt_ssh_lib()->EVP_DigestSign)
 #define EVP_DigestVerifyInit (dt_ssh_lib()->EVP_DigestVerifyInit)
 #define EVP_DigestVerify (dt_ssh_lib()->EVP_DigestVerify)
+#define EVP_PKEY_get_raw_public_key (dt_ssh_lib()->EVP_PKEY_get_raw_public_key)
 #endif
 
 #endif

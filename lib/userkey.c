@@ -239,6 +239,18 @@ static void to_hex(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int dt_userkey_from_seed(struct dt_userkey *k)
+{
+	EVP_PKEY *pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, k->seed,
+						    DT_ED25519_LEN);
+	size_t len = DT_ED25519_LEN;
+	int ok = pk && EVP_PKEY_get_raw_public_key(pk, k->pub, &len) == 1 &&
+		len == DT_ED25519_LEN;
+
+	EVP_PKEY_free(pk);
+	return ok ? 0 : -1;
+}
+
 int dt_userkey_sign(const struct dt_userkey *k, const void *msg, size_t len,
 		    char sig[DT_ED25519_SIG_HEX])
 {

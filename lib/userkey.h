@@ -39,6 +39,8 @@ void dt_userkey_fingerprint(const unsigned char pub[DT_ED25519_LEN], struct strb
  * dtctl, or another key type).
  */
 int dt_userkey_load(const char *path, struct dt_userkey *k, struct strbuf *err);
+/* k's pub from k's seed (dtsched's own key: a seed of 32 random bytes); -1 on failure */
+int dt_userkey_from_seed(struct dt_userkey *k);
 int dt_userkey_sign(const struct dt_userkey *k, const void *msg, size_t len,
 		    char sig[DT_ED25519_SIG_HEX]);
 /* 0 when sig (128 hex digits) is pub's signature of msg, else -1 */

@@ -214,11 +214,6 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 				      s->cc->shared_dir);
 			goto out;
 		}
-		if (s->cc && s->cc->team && j->cfg.launcher == LAUNCHER_MPI) {
-			dt_http_error(resp, 422, "the mpi launcher does not run in team mode yet: use "
-				      "launcher: agent (docs/team.md)");
-			goto out;
-		}
 	}
 	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";

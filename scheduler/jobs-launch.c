@@ -185,12 +185,8 @@ int job_plan(struct sched *s, const struct job *j, const struct jslot *place, in
 	ret = 0;
 	if (s->cc && s->cc->team) {
 		/* team mode (docs/team.md): every task as the job's user, files theirs alone */
-		if (j->cfg.launcher == LAUNCHER_MPI) {
-			strbuf_addstr(err, "the mpi launcher does not run in team mode yet (its orted "
-				      "are started through the agents with the cluster secret): use "
-				      "launcher: agent");
-			ret = -1;
-		} else if (user_ids(j->user, &lo.run_uid, &lo.run_gid) < 0 || lo.run_uid <= 0) {
+		/* (mpi: the orted through the agents with the job's capability, agent.c) */
+		if (user_ids(j->user, &lo.run_uid, &lo.run_gid) < 0 || lo.run_uid <= 0) {
 			strbuf_addf(err, "user '%s' has no account on the head other than root: team "
 				    "mode runs each job as its user", j->user);
 			ret = -1;

@@ -20,6 +20,7 @@
 #include "beacon.h"
 #include "config.h"
 #include "httpd.h"
+#include "userkey.h"
 #include "sched.h"
 #include "backend.h"
 #include "jobstate.h"
@@ -90,6 +91,10 @@ struct sched {
 	struct dt_httpd *srv;
 	struct dt_httpd *srv_local; /* the same routes on the local socket (users.h), or NULL */
 	struct dt_auth_key key;
+	/* dtsched's own ed25519 key (<home>/head_key, 0600): it signs the replies to
+	 * users' key-signed requests (docs/team.md); have_head_key 0 if it could not be had */
+	struct dt_userkey head_key;
+	int have_head_key;
 	long long started_mono, started_us;
 	unsigned long long heartbeats, nodes_failed;
 	int beacon_fd;              /* UDP beacons, -1 when not taken */

@@ -20,6 +20,7 @@
 #include "units.h"
 #include "usage.h"
 #include "users.h"
+#include "secret.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -179,6 +180,7 @@ static void h_whoami(struct dt_http_request *req, struct dt_http_response *resp,
 
 		json_object_set_new(o, "mode", json_string(s->cc && s->cc->team ? "team" :
 							  "single-user"));
+		head_key_json(s, o);
 		dt_http_json(resp, 200, o);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -259,6 +261,33 @@ static int subscribe(struct sched *s)
 	return acct_subscribe(s);
 }
 
+/*
+ * dtsched's own ed25519 key: the seed in <home>/head_key (32 random bytes as
+ * hex, 0600, made at the first start), so that users who sign with their own
+ * key can check its replies (docs/team.md, "dtsched's key").  Without it
+ * those replies go unsigned, as before; the log says why.
+ */
+static void head_key_load(struct sched *s, const char *home)
+{
+	struct strbuf path = STRBUF_INIT, hex = STRBUF_INIT;
+	struct dt_auth_key seed;
+
+	strbuf_addf(&path, "%s/head_key", home);
+	if (dt_secret_ensure_file(path.buf, &hex) < 0 || dt_auth_key_from_hex(&seed, hex.buf) < 0 ||
+	    seed.len != DT_ED25519_LEN) {
+		dtlog(DTLOG_WARN, "no key of dtsched's own ('%s'): replies to users' key-signed "
+		      "requests go unsigned", path.buf);
+	} else {
+		memcpy(s->head_key.seed, seed.bytes, DT_ED25519_LEN);
+		s->have_head_key = dt_userkey_from_seed(&s->head_key) == 0;
+	}
+	memset(&seed, 0, sizeof(seed));
+	if (hex.len)
+		memset(hex.buf, 0, hex.len);
+	strbuf_release(&hex);
+	strbuf_release(&path);
+}
+
 int sched_run(const struct sched_opts *o, int *ready_fd)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -285,6 +314,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 	}
 	if (dt_daemon_key_load(&s->key, o->secret, o->home, &err) < 0)
 		goto fail;
+	head_key_load(s, o->home);
 	if (o->db_path)
 		strbuf_addstr(&path, o->db_path);
 	else
@@ -346,6 +376,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		ho.nr_routes = nr;
 	}
 	ho.user_key = users_key;
+	ho.reply_userkey = s->have_head_key ? &s->head_key : NULL;
 	ho.data = s;
 	ho.key = &s->key;
 	ho.max_body = DT_MAX_BODY;

@@ -115,6 +115,21 @@ json_t *caller_json(const struct caller *c)
 			 c->admin_why ? json_string(c->admin_why) : json_null());
 }
 
+void head_key_json(const struct sched *s, json_t *o)
+{
+	struct strbuf line = STRBUF_INIT, fp = STRBUF_INIT;
+
+	if (s->have_head_key) {
+		dt_userkey_format_pub(s->head_key.pub, &line);
+		strbuf_addstr(&line, " dtsched");
+		dt_userkey_fingerprint(s->head_key.pub, &fp);
+	}
+	json_object_set_new(o, "head_key", line.len ? json_string(line.buf) : json_null());
+	json_object_set_new(o, "head_key_fingerprint", fp.len ? json_string(fp.buf) : json_null());
+	strbuf_release(&line);
+	strbuf_release(&fp);
+}
+
 int caller_may_steer(const struct caller *c, const char *owner)
 {
 	return c->admin || (owner && !strcmp(owner, c->name));
@@ -300,8 +315,13 @@ static void h_user_add(struct dt_http_request *req, struct dt_http_response *res
 	json_object_set_new(s->users, name, json_pack("{s:s,s:b,s:I}", "key", line.buf, "admin",
 						      admin, "added_us", (json_int_t)now));
 	dtlog(DTLOG_INFO, "user '%s' added by '%s'%s", name, c.name, admin ? " (admin)" : "");
-	dt_http_json(resp, 201, json_pack("{s:o}", "user",
-					  user_json(name, json_object_get(s->users, name))));
+	{
+		json_t *o = json_pack("{s:o}", "user", user_json(name, json_object_get(s->users,
+											  name)));
+
+		head_key_json(s, o);
+		dt_http_json(resp, 201, o);
+	}
 out:
 	pthread_mutex_unlock(&s->lock);
 	strbuf_release(&err);

@@ -44,6 +44,9 @@ int caller_of(struct sched *s, const struct dt_http_request *req, struct caller 
 	      struct dt_http_response *resp);
 /* {"user", "uid", "roles": [...], "authenticated_by", "admin_because"} */
 json_t *caller_json(const struct caller *c);
+/* o's "head_key" (OpenSSH public key line) and "head_key_fingerprint": dtsched's
+ * own key, which users who sign with their own key pin (docs/team.md) */
+void head_key_json(const struct sched *s, json_t *o);
 
 /* May c steer (cancel, pause, stop) what `owner` owns?  Admins may steer all. */
 int caller_may_steer(const struct caller *c, const char *owner);

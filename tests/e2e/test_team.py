@@ -533,3 +533,71 @@ def test_head_start_restarts_dtsched_into_team_mode(dtctl_bin, tmp_path):
     finally:
         c.stop()
         shutil.rmtree(pub, ignore_errors=True)
+
+
+def test_key_users_check_dtsched_signs_its_replies(team):
+    """dtsched signs its replies to key-signed requests with its own ed25519 key, which
+    `user add` prints and the user pins in DTCTL_HEAD_KEY: then a program answering on the
+    head port in dtsched's place is refused (exit 3, naming the port and the pin)."""
+    import re
+    from test_head_trust import Impostor
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("ssh-keygen not installed")
+    keys = team.public.parent / "headkeys"
+    keys.mkdir(mode=0o755)
+    alice, other = keypair(keys, "alice"), keypair(keys, "other")
+    p = team.dtctl("user", "add", ALICE, "--key", "%s.pub" % alice)
+    assert p.returncode == 0, p.stderr
+    try:
+        m = re.search(r"dtsched's key \((SHA256:\S+)\), for the user's DTCTL_HEAD_KEY:\n  "
+                      r"(ssh-ed25519 \S+ dtsched)\n", p.stdout)
+        assert m, p.stdout
+        head_pub = keys / "head.pub"
+        head_pub.write_text(m.group(2) + "\n")
+        os.chmod(head_pub, 0o644)
+        fp = subprocess.check_output(["ssh-keygen", "-lf", str(head_pub)], text=True).split()[1]
+        assert fp == m.group(1), (fp, p.stdout)
+        home = Path(team.home)
+        assert (home / "head_key").stat().st_mode & 0o777 == 0o600
+
+        as_alice = {"DTCTL_USER_KEY": str(alice), "DTCTL_USER": ALICE}
+        # pinned (the line, or a file holding it): dtsched's signed replies are taken
+        for pin in (m.group(2), str(head_pub)):
+            p = as_user(team, BOB, "whoami", "--json",
+                        env_extra=dict(as_alice, DTCTL_HEAD_KEY=pin))
+            assert p.returncode == 0, (pin, p.stderr)
+            w = json.loads(p.stdout)
+            assert (w["user"], w["head_key_fingerprint"]) == (ALICE, fp), w
+
+        # a program on the head port answering as dtsched would
+        imp = Impostor(0)
+        try:
+            imp.reply = json.dumps({"protocol": PROTOCOL, "user": ALICE, "uid": None,
+                                    "roles": ["user", "admin"], "authenticated_by": "x",
+                                    "mode": "team"}).encode() + b"\n"
+            imp.headers = {"X-DT-Signature": "ab" * 64}
+            port = imp.server_address[1]
+            conf = keys / "squatted.yaml"
+            conf.write_text(re.sub(r"port: \d+}", "port: %d}" % port,
+                                   team.public.read_text().replace("head: {socket: %s, " %
+                                                                   team.sock, "head: {")))
+            os.chmod(conf, 0o644)
+            squat = ["-c", str(conf)]
+            p = subprocess.run(["runuser", "-u", BOB, "--", str(team.exe)] + squat + ["whoami"],
+                               capture_output=True, text=True, timeout=30, cwd="/",
+                               env={"PATH": os.environ["PATH"], "HOME": "/nonexistent",
+                                    "NO_COLOR": "1", "DTCTL_NO_SYSTEMD": "1",
+                                    "DTCTL_HEAD_KEY": str(head_pub), **as_alice})
+            assert p.returncode == 3, (p.stdout, p.stderr)
+            assert ("reply from 127.0.0.1:%d is not signed by this cluster (another program "
+                    "on the head port?)" % port) in p.stderr, p.stderr
+            assert "not signed by the head key pinned in $DTCTL_HEAD_KEY" in p.stderr, p.stderr
+            assert "admin" not in p.stdout, p.stdout
+            # a key that is not dtsched's pinned: dtsched itself is refused the same way
+            p = as_user(team, BOB, "whoami", env_extra=dict(as_alice,
+                                                            DTCTL_HEAD_KEY="%s.pub" % other))
+            assert p.returncode == 3 and "pinned in $DTCTL_HEAD_KEY" in p.stderr, p.stderr
+        finally:
+            imp.stop()
+    finally:
+        team.dtctl("user", "remove", ALICE)

@@ -20,6 +20,7 @@
 #include <openssl/hmac.h>
 
 #include "auth.h"
+#include "userkey.h"
 #include "sha256.h"
 
 #define EXPECTED_SIG "93e11c087be9a8ed5045c7fd00a0582b03183c6d0392826a22de11c84b220931"
@@ -317,6 +318,72 @@ static void test_random(void **state)
 	assert_string_not_equal(a, b);
 }
 
+/* a job's capability (auth.h dt_auth_cap): one spelling, no root, a key per CAP */
+static void test_cap(void **state)
+{
+	struct dt_auth_key secret, k1, k2;
+	struct dt_auth_cap cap;
+	char text[DT_CAP_MAX];
+	static const char *const bad[] = {
+		"j-1 alice 1000", "j-1 alice 0 0", "j-1 alice 1000 -1", "j-1 alice 1000 1000 x",
+		"j-1  alice 1000 1000", "j-1 alice 01000 1000", "j-1 -alice 1000 1000",
+		"j/1 alice 1000 1000", "j-1 al ice 1000 1000", "", NULL,
+	};
+
+	(void)state;
+	assert_int_equal(dt_auth_key_from_hex(&secret, "00112233445566778899aabbccddeeff"), 0);
+	assert_int_equal(dt_auth_cap_parse("j-000042 alice 1000 1001", &cap), 0);
+	assert_string_equal(cap.job, "j-000042");
+	assert_string_equal(cap.user, "alice");
+	assert_true(cap.uid == 1000 && cap.gid == 1001);
+	dt_auth_cap_format(&cap, text);
+	assert_string_equal(text, "j-000042 alice 1000 1001");
+	for (int i = 0; bad[i]; i++) {
+		assert_int_equal(dt_auth_cap_parse(bad[i], &cap), -1);
+		assert_int_equal(dt_auth_cap_key(&secret, bad[i], &k1), -1);
+	}
+	assert_int_equal(dt_auth_cap_parse(NULL, &cap), -1);
+	/* the key is bound to every field, and is not the secret */
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1000", &k1), 0);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 bob 1000 1000", &k2), 0);
+	assert_true(k1.len == 32 && k2.len == 32);
+	assert_memory_not_equal(k1.bytes, k2.bytes, 32);
+	assert_memory_not_equal(k1.bytes, secret.bytes, secret.len);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1001", &k2), 0);
+	assert_memory_not_equal(k1.bytes, k2.bytes, 32);
+	assert_int_equal(dt_auth_cap_key(&secret, "j-1 alice 1000 1000", &k2), 0);
+	assert_memory_equal(k1.bytes, k2.bytes, 32);
+}
+
+/* dtsched's own key signs replies to key users (auth.h dt_auth_sign_reply_user) */
+static void test_reply_user(void **state)
+{
+	static const char nonce[] = "00112233445566778899aabbccddeeff";
+	struct dt_userkey k, other;
+	char sig[DT_ED25519_SIG_HEX];
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	memset(&other, 0, sizeof(other));
+	memset(k.seed, 7, sizeof(k.seed));
+	memset(other.seed, 8, sizeof(other.seed));
+	assert_int_equal(dt_userkey_from_seed(&k), 0);
+	assert_int_equal(dt_userkey_from_seed(&other), 0);
+	assert_memory_not_equal(k.pub, other.pub, DT_ED25519_LEN);
+	assert_int_equal(dt_auth_sign_reply_user(&k, 200, nonce, "{}", 2, sig), 0);
+	assert_int_equal(strlen(sig), 128);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "{}", 2, sig), 0);
+	/* another status, body, nonce or key: refused */
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 201, nonce, "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "[]", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, "ffeeddccbbaa99887766554433221100",
+						   "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(other.pub, 200, nonce, "{}", 2, sig), -1);
+	assert_int_equal(dt_auth_verify_reply_user(k.pub, 200, nonce, "{}", 2, NULL), -1);
+	/* no nonce of the request form: nothing is signed */
+	assert_int_equal(dt_auth_sign_reply_user(&k, 200, "x", "{}", 2, sig), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +392,8 @@ int main(void)
 		cmocka_unit_test(test_sign_vector),
 		cmocka_unit_test(test_verify),
 		cmocka_unit_test(test_reply_signature),
+		cmocka_unit_test(test_cap),
+		cmocka_unit_test(test_reply_user),
 		cmocka_unit_test(test_sign_cached),
 		cmocka_unit_test(test_sign_threads),
 		cmocka_unit_test(test_nonce_cache),

@@ -191,8 +191,10 @@ static int head_key_pin(struct dt_httpc *c)
 	struct strbuf line = STRBUF_INIT, err = STRBUF_INIT;
 	int ret = 0;
 
-	if (!v)
-		return 0;
+	if (!v)   /* every reply is authenticated: a key user pins dtsched's key */
+		return error("$DTCTL_HEAD_KEY is not set: a user with their own key pins dtsched's "
+			     "key to know its replies (the admin's 'dtctl user add' printed it; "
+			     "docs/team.md, \"Users elsewhere\")");
 	if (!strncmp(v, "ssh-", 4))
 		strbuf_addstr(&line, v);
 	else if (strbuf_read_file(&line, v, 16 * 1024) < 0)

@@ -497,10 +497,11 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		req.cap = ctx->cap;
 	} else if (!ctx->verified &&
 		   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, DT_HDR_USER)) {
+		/* a user's request: its replies, refusals too, signed with the head's key */
+		ctx->via_user = 1;
 		if (verify_user(srv, conn, &req, method, url, ctx, resp) < 0)
 			return;
 		ctx->verified = 1;
-		ctx->via_user = 1;
 		req.via = DT_VIA_USERKEY;
 		snprintf(req.user, sizeof(req.user), "%s", ctx->user);
 	} else if (ctx->verified && ctx->via_user) {

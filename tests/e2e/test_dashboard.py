@@ -160,7 +160,8 @@ def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert c.dtctl("user", "add", "mallory", "--key", "%s.pub" % key).returncode == 0
-    as_mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory")
+    as_mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory",
+                      DTCTL_HEAD_KEY=json.loads(c.dtctl("whoami", "--json").stdout)["head_key"])
 
     def session_for(user):
         """A session of `user`: whom the login request proves (a "user" it names is

@@ -369,8 +369,15 @@ def test_users_elsewhere_sign_with_their_own_key(team):
     keys = team.public.parent / "keys"
     keys.mkdir(mode=0o755)
     alice, other = keypair(keys, "alice"), keypair(keys, "other")
-    as_alice = {"DTCTL_USER_KEY": str(alice), "DTCTL_USER": ALICE}
+    head_key = json.loads(team.dtctl("whoami", "--json").stdout)["head_key"]
+    # without dtsched's key pinned, a key user's dtctl does not talk at all (its replies
+    # could be anyone's): exit 2 naming $DTCTL_HEAD_KEY
+    p = as_user(team, BOB, "whoami", env_extra={"DTCTL_USER_KEY": str(alice),
+                                                "DTCTL_USER": ALICE})
+    assert p.returncode == 2 and "$DTCTL_HEAD_KEY is not set" in p.stderr, (p.stdout, p.stderr)
+    as_alice = {"DTCTL_USER_KEY": str(alice), "DTCTL_USER": ALICE, "DTCTL_HEAD_KEY": head_key}
 
+    # refusals are dtsched's signed replies too: "unknown user", not "not signed"
     p = as_user(team, BOB, "whoami", env_extra=as_alice)
     assert p.returncode == 3 and "unknown user '%s'" % ALICE in p.stderr, (p.stdout, p.stderr)
     p = as_user(team, ALICE, "user", "add", ALICE, "--key", "%s.pub" % alice)
@@ -398,7 +405,7 @@ def test_users_elsewhere_sign_with_their_own_key(team):
     assert p.returncode == 1 and "needs the admin role" in p.stderr, p.stderr
 
     p = as_user(team, BOB, "whoami", env_extra={"DTCTL_USER_KEY": str(other),
-                                                "DTCTL_USER": ALICE})
+                                                "DTCTL_USER": ALICE, "DTCTL_HEAD_KEY": head_key})
     assert p.returncode == 3 and "bad signature" in p.stderr, (p.stdout, p.stderr)
 
     p = team.dtctl("user", "remove", ALICE)

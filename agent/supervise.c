@@ -679,7 +679,9 @@ static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	r.name = s->ctr_name.buf;
 	/* the fallback to the agent's home is not in the image: its "/" then */
 	r.cwd = (spec_cwd && !strcmp(cwd, spec_cwd)) || (submit && !strcmp(cwd, submit)) ? cwd : NULL;
-	r.submit_dir = submit;
+	/* mounted where the rank starts there or the node can reach it: a submit dir this
+	 * node cannot enter (a 0700 home on the submit host) would fail podman's statfs */
+	r.submit_dir = submit && (!strcmp(cwd, submit) || access(submit, X_OK) == 0) ? submit : NULL;
 	r.shared_dir = json_get_str(spec, "log_root", NULL);
 	r.gpus = json_get_str(spec, "cuda_visible_devices", NULL);
 	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");

@@ -21,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -209,6 +210,22 @@ def test_second_job_uses_cached_image(cluster):
     bare, took_bare = run(cluster, "-n", 2, "-p", 2, "--", "true")
     assert bare.returncode == 0, bare.stdout + bare.stderr
     print("cached image job: %.2f s, the same job bare: %.2f s" % (took, took_bare))
+
+
+def test_submit_dir_the_nodes_cannot_enter(cluster, tmp_path):
+    """Submitted from a directory the agents cannot enter (a 0700 home, as a clone under
+    /root): the ranks start in the image's / (the agent's note says why) instead of podman
+    failing to mount the directory ("statfs ...: permission denied", exit 125)."""
+    priv = Path(tempfile.mkdtemp(prefix="dtctl-0700-", dir="/var/tmp"))
+    try:
+        os.chmod(priv, 0o700)   # root's; the agents run as the cluster user
+        p = cluster.dtctl("run", "-n", 2, "-p", 1, "-C", cluster.image, "--", "cat", "/IMAGE_ID",
+                          cwd=str(priv), timeout=180)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and p.stdout.count("] first") == 2, out
+        assert "statfs" not in out, out
+    finally:
+        shutil.rmtree(priv, ignore_errors=True)
 
 
 def test_changed_image_is_reloaded(cluster):

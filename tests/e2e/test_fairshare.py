@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -193,8 +194,8 @@ def test_quota_waits_with_reason_and_never_fitting_is_refused(local):
     assert "waits for:  quota: user 'carol' has 2 of max_gpus 2" in p.stdout, p.stdout
     # the per-user and per-project families, meanwhile
     _, port = head(local)
-    text = subprocess.run(["curl", "-sf", "http://127.0.0.1:%d/metrics" % port],
-                          capture_output=True, text=True, timeout=10).stdout
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()   # (no curl on a bare Debian: make check-fresh)
     assert 'dtsched_user_gpus_in_use{user="carol"} 2' in text, text
     assert 'dtsched_user_jobs_pending{user="carol"} 1' in text, text
     assert 'dtsched_project_gpus_in_use{project="carol"} 2' in text, text

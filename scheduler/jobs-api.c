@@ -510,6 +510,7 @@ static void h_job_signal(struct dt_http_request *req, struct dt_http_response *r
 	json_t *g = json_object_get(req->json, "signal");
 	struct signal_work *w;
 	struct job *j;
+	struct caller c;
 
 	if (dt_http_offloaded(req, resp))
 		return;
@@ -525,9 +526,22 @@ static void h_job_signal(struct dt_http_request *req, struct dt_http_response *r
 	}
 	pthread_mutex_lock(&s->lock);
 	j = job_find(s, dt_http_arg(req, "id"));
+	if (caller_of(s, req, &c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
 	if (!j) {
 		pthread_mutex_unlock(&s->lock);
 		dt_http_error(resp, 404, "no job '%s'", dt_http_arg(req, "id"));
+		return;
+	}
+	if (!caller_may_steer(&c, j->user)) {   /* its owner's, or an admin's (users.h) */
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "job %s", j->id);
+		caller_deny(resp, &c, what.buf, j->user, "signalling");
+		strbuf_release(&what);
+		pthread_mutex_unlock(&s->lock);
 		return;
 	}
 	pthread_mutex_unlock(&s->lock);

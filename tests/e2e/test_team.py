@@ -158,6 +158,10 @@ def test_cancel_of_anothers_job_names_the_rule(team):
     assert "job %s belongs to %s; cancelling it needs the admin role" % (b, BOB) in p.stderr
     assert json.loads(team.dtctl("show", "--json", b).stdout)["job"]["state"] in (
         "PENDING", "RUNNING")
+    # nor signal its ranks (cancel --signal: POST /v1/jobs/<id>/signal)
+    p = as_user(team, ALICE, "cancel", "--signal", "KILL", b)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "job %s belongs to %s; signalling it needs the admin role" % (b, BOB) in p.stderr
     p = as_user(team, BOB, "cancel", b)
     assert p.returncode == 0, p.stderr
     p = as_user(team, BOSS, "cancel", b2)

@@ -131,7 +131,9 @@ int cmd_slurm_agents(int argc, const char **argv)
 		"Inside a Slurm allocation (sbatch script, salloc shell): start dtagent on every",
 		"allocated node as one step (srun --overlap, one task per node), each joining the",
 		"head under its Slurm node name; they stop their tasks and exit when the step or",
-		"the allocation ends.  No SSH: dtagent is taken from beside this dtctl.",
+		"the allocation ends.  No SSH: dtagent is taken from beside this dtctl.  Under the",
+		"Slurm backend's batch script ($DTCTL_SLURM_JOB) it stays srun's parent and passes",
+		"SIGUSR1/SIGUSR2 (Slurm's --signal=B:USR1@120 warning) to that job's ranks.",
 		NULL,
 	};
 	struct slurm_alloc al;

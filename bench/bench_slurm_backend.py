@@ -67,14 +67,14 @@ def trials_dtctl(h, sc, n):
         if p.returncode != 0:
             sys.exit("bench_slurm_backend: dtctl run -d: %s%s" % (p.stdout, p.stderr))
         jobs.append(p.stdout.strip().split()[-1])
-    left = set(jobs)
-    while left:
-        for j in json.loads(h.dtctl("ps", "--json", "--all").stdout)["jobs"]:
-            if j["id"] in left and j["state"] not in ("PENDING", "RUNNING"):
-                if j["state"] != "COMPLETED":
-                    sys.exit("bench_slurm_backend: trial %s %s" % (j["id"], j["state"]))
-                left.discard(j["id"])
-        time.sleep(0.05)
+    for job in jobs:       # in submit order: the last to end is about the last one
+        while True:
+            j = h.show(job)
+            if j["state"] not in ("PENDING", "RUNNING"):
+                break
+            time.sleep(0.05)
+        if j["state"] != "COMPLETED":
+            sys.exit("bench_slurm_backend: trial %s %s: %s" % (job, j["state"], j["reason"]))
     return time.monotonic() - t0
 
 

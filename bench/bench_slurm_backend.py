@@ -8,7 +8,12 @@ one slurmd per node), dtsched as the cluster user with `backend: slurm`
      joining dtsched, one rank per node, the allocation ended) against `srun -N 4 true`,
      whole commands, each started with every node idle in Slurm, medians and ratio;
   2. submit rate: --submits jobs one after another, `dtctl run -d -N 1 -p 1 -- true`
-     against `sbatch --wrap true` (time to have each queued, not run), jobs/s and ratio.
+     against `sbatch --wrap true` (time to have each queued, not run), jobs/s and ratio;
+  3. --trials one-second trials of one GPU each on the 8 GPUs (4 nodes x 2): as separate
+     Slurm jobs through dtctl (`dtctl run -d -g 1 -- sleep 1` each, one sbatch per trial)
+     against a bare sbatch loop (`sbatch --gres=gpu:1 --wrap 'sleep 1'`), makespan from
+     the first submit to the last trial's end, over ideal (ceil(trials / 8) s).  Packed
+     into one allocation (`pack: allocation`) is not built yet (docs/slurm-backend.md).
 The fake nodes share this machine's cores, and Slurm's scheduler runs every
 sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
 
@@ -52,11 +57,49 @@ def timed(fn, *args):
     return took
 
 
+def trials_dtctl(h, sc, n):
+    """Makespan of n one-second 1-GPU trials as separate Slurm jobs through dtctl."""
+    idle(sc)
+    t0 = time.monotonic()
+    jobs = []
+    for _ in range(n):
+        p = h.dtctl("run", "-d", "-N", "1", "-g", "1", "--", "sleep", "1")
+        if p.returncode != 0:
+            sys.exit("bench_slurm_backend: dtctl run -d: %s%s" % (p.stdout, p.stderr))
+        jobs.append(p.stdout.strip().split()[-1])
+    for job in jobs:       # in submit order: the last to end is about the last one
+        while True:
+            j = h.show(job)
+            if j["state"] not in ("PENDING", "RUNNING"):
+                break
+            time.sleep(0.05)
+        if j["state"] != "COMPLETED":
+            sys.exit("bench_slurm_backend: trial %s %s: %s" % (job, j["state"], j["reason"]))
+    return time.monotonic() - t0
+
+
+def trials_sbatch(sc, n):
+    """Makespan of n one-second 1-GPU trials as a bare sbatch loop (until squeue is empty)."""
+    idle(sc)
+    t0 = time.monotonic()
+    ids = []
+    for _ in range(n):
+        p = sc.run(["sbatch", "--parsable", "--gres=gpu:1", "-o", "/dev/null", "--wrap",
+                    "sleep 1"], True)
+        if p.returncode != 0:
+            sys.exit("bench_slurm_backend: sbatch: %s" % p.stderr)
+        ids.append(p.stdout.strip().split(";")[0])
+    while sc.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"]).stdout.strip():
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--submits", type=int, default=20)
+    ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--verbose", action="store_true", help="print dtsched's log at the end")
     a = ap.parse_args()
     why = slurm_unavailable()
@@ -66,12 +109,12 @@ def main():
     subprocess.run([str(FAKECLUSTER), "up", "4"], check=True, env=env, capture_output=True)
     home = None
     try:
-        subprocess.run([str(FAKESLURM), "up", "--gpus", "0"], check=True, capture_output=True)
+        subprocess.run([str(FAKESLURM), "up", "--gpus", "2"], check=True, capture_output=True)
         inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], check=True,
                                          capture_output=True, text=True).stdout)
         fc = FakeCluster.from_env()
         sc = SlurmCluster(fc=fc, conf=Path(inst["conf"]), state=Path(inst["state"]),
-                          partition=inst["partition"], gpus=0, bringup_s=0)
+                          partition=inst["partition"], gpus=2, bringup_s=0)
         pw = pwd.getpwnam(fc.user)
         home = Path(tempfile.mkdtemp(prefix="dtctl-sbbench-", dir="/var/tmp"))
         os.chown(home, pw.pw_uid, pw.pw_gid)
@@ -90,6 +133,7 @@ def main():
         for _ in range(a.submits):
             sub_dt.append(timed(h.dtctl, "run", "-d", "-N", "1", "-p", "1", "--", "true"))
             sub_sb.append(timed(sc.run, ["sbatch", "--wrap", "true", "-o", "/dev/null"], True))
+        trials_dt, trials_sb = trials_dtctl(h, sc, a.trials), trials_sbatch(sc, a.trials)
         for j in json.loads(h.dtctl("ps", "--json").stdout)["jobs"]:
             if j["state"] in ("PENDING", "RUNNING"):
                 h.dtctl("cancel", j["id"])
@@ -113,6 +157,11 @@ def main():
     print("    all srun:  %s" % " ".join("%.2f" % x for x in srun))
     print("  submit rate    dtctl run -d %6.1f jobs/s   sbatch --wrap %6.1f jobs/s   "
           "ratio %.2f (%d each, one after another)" % (rd, rs, rd / rs, a.submits))
+    ideal = float(-(-a.trials // 8))
+    print("  %d 1-s trials on 8 GPUs (ideal %.0f s)   separate Slurm jobs via dtctl %6.2f s "
+          "(%.2f x ideal)   bare sbatch loop %6.2f s (%.2f x ideal)   ratio %.2f" % (
+              a.trials, ideal, trials_dt, trials_dt / ideal, trials_sb, trials_sb / ideal,
+              trials_dt / trials_sb))
 
 
 if __name__ == "__main__":

@@ -4,18 +4,114 @@
  * step (slurm.h), joining a head that runs elsewhere; for sbatch scripts
  * that bring their own head (the Slurm backend's, docs/slurm.md).  It
  * becomes that srun (exec), so the step ends when the script's job does and
- * `kill` of it ends the step; --dry-run prints the line instead.
+ * `kill` of it ends the step; --dry-run prints the line instead.  Under the
+ * Slurm backend's batch script ($DTCTL_SLURM_JOB) srun is its child instead,
+ * so that Slurm's warning before the time limit reaches the job's ranks
+ * (run_step_forwarding_warning()).
  */
 #include "builtin.h"
+#include "auth.h"
 #include "head.h"
+#include "httpc.h"
+#include "json.h"
 #include "parse-options.h"
+#include "protocol.h"
 #include "slurm.h"
 #include "strbuf.h"
 #include "usage.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/*
+ * Slurm's warning (signal sig) passed on to the ranks of dtctl's job `job`
+ * through dtsched at head: POST /v1/jobs/<job>/signal, signed with the
+ * cluster secret (the backend's signal op then reaches every rank through
+ * its agent).  Says what became of it on stderr (Slurm's output file).
+ */
+static void warn_ranks(const char *head, const char *secret, const char *job, int sig)
+{
+	const char *colon = strrchr(head, ':');
+	const char *hex = getenv_nonempty("DTCTL_AGENT_SECRET");
+	struct strbuf host = STRBUF_INIT, path = STRBUF_INIT, err = STRBUF_INIT;
+	struct dt_auth_key key;
+	struct dt_httpc c;
+	json_t *body, *reply = NULL;
+	int status;
+
+	if (secret ? dt_auth_key_load(&key, secret) < 0 : !hex || dt_auth_key_from_hex(&key, hex) < 0) {
+		error("Slurm's warning (signal %d) not passed on to job %s: no cluster secret", sig,
+		      job);
+		return;
+	}
+	strbuf_add(&host, head, (size_t)(colon - head));
+	dt_httpc_init(&c, host.buf, atoi(colon + 1), &key);
+	strbuf_addf(&path, "%s%s%s", DT_PATH_JOB_PREFIX, job, DT_PATH_SIGNAL_SUFFIX);
+	body = json_pack("{s:i}", "signal", sig);
+	status = dt_httpc_request(&c, "POST", path.buf, body, &reply, &err);
+	if (status == 200)
+		fprintf(stderr, "dtctl slurm-agents: Slurm's warning (signal %d, %s) passed on to "
+			"the ranks of job %s\n", sig, strsignal(sig), job);
+	else
+		error("Slurm's warning (signal %d) not passed on to job %s: dtsched at %s: %s", sig,
+		      job, head, status < 0 ? err.buf : dt_httpc_reply_error(reply, status));
+	json_decref(body);
+	json_decref(reply);
+	dt_httpc_release(&c);
+	strbuf_release(&host);
+	strbuf_release(&path);
+	strbuf_release(&err);
+}
+
+/*
+ * srun (args) as our child; Slurm's warning before the time limit
+ * (--signal=B:USR1@120, scheduler/slurm.h: only the batch shell, us, gets it)
+ * goes to the ranks of `job` (warn_ranks()), SIGTERM/SIGINT/SIGHUP go on to
+ * srun as they would have reached it had we exec'd it.  srun's exit status.
+ */
+static int run_step_forwarding_warning(const struct strvec *args, const char *head,
+				       const char *secret, const char *job)
+{
+	sigset_t set, old;
+	int status = 0;
+	pid_t pid;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return error_errno("cannot fork for '%s'", args->v[0]), DT_EXIT_FAIL;
+	if (!pid) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		execvp(args->v[0], (char *const *)args->v);
+		error_errno("cannot run '%s'", args->v[0]);
+		_exit(127);
+	}
+	for (;;) {
+		int sig = sigwaitinfo(&set, NULL);
+
+		if (sig == SIGUSR1 || sig == SIGUSR2)
+			warn_ranks(head, secret, job, sig);
+		else if (sig > 0 && sig != SIGCHLD)
+			kill(pid, sig);
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+	}
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
 
 int cmd_slurm_agents(int argc, const char **argv)
 {
@@ -35,7 +131,9 @@ int cmd_slurm_agents(int argc, const char **argv)
 		"Inside a Slurm allocation (sbatch script, salloc shell): start dtagent on every",
 		"allocated node as one step (srun --overlap, one task per node), each joining the",
 		"head under its Slurm node name; they stop their tasks and exit when the step or",
-		"the allocation ends.  No SSH: dtagent is taken from beside this dtctl.",
+		"the allocation ends.  No SSH: dtagent is taken from beside this dtctl.  Under the",
+		"Slurm backend's batch script ($DTCTL_SLURM_JOB) it stays srun's parent and passes",
+		"SIGUSR1/SIGUSR2 (Slurm's --signal=B:USR1@120 warning) to that job's ranks.",
 		NULL,
 	};
 	struct slurm_alloc al;
@@ -75,6 +173,14 @@ int cmd_slurm_agents(int argc, const char **argv)
 		strvec_clear(&args);
 		strbuf_release(&bin);
 		return 0;
+	}
+	if (getenv_nonempty(DT_ENV_SLURM_JOB)) {
+		int code = run_step_forwarding_warning(&args, head, secret,
+						       getenv_nonempty(DT_ENV_SLURM_JOB));
+
+		strvec_clear(&args);
+		strbuf_release(&bin);
+		return code;
 	}
 	fflush(NULL);
 	execvp(args.v[0], (char *const *)args.v);

@@ -511,6 +511,11 @@
  *   409 not running (or still launching), 400 a bad signal, 501 the cluster's
  *   backend cannot signal ranks, 502 no task of it could be reached */
 #define DT_PATH_JOB_SIGNAL DT_PATH_JOB DT_PATH_SIGNAL_SUFFIX
+/*
+ * In the Slurm backend's batch script (scheduler/slurm.h): dtctl's job id,
+ * whose ranks `dtctl slurm-agents` passes Slurm's --signal warning on to.
+ */
+#define DT_ENV_SLURM_JOB "DTCTL_SLURM_JOB"
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"

@@ -207,6 +207,7 @@ static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, st
 	strbuf_addstr(&agent, "/dtctl");
 	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
 	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
+	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_JOB, j->id);
 	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
 	snprintf(sub->job, sizeof(sub->job), "%s", j->id);
 	sub->attempt = j->attempt;

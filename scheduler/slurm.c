@@ -60,6 +60,8 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	push_opt(argv, "comment", v.buf);
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
+	/* a warning before the time limit, passed on to the ranks (slurm.h) */
+	push_opt(argv, "signal", SLURM_WARN_SIGNAL);
 	if (r->output_dir) {
 		strbuf_reset(&v);
 		for (const char *p = r->output_dir; *p; p++) {

@@ -11,6 +11,8 @@
 #ifndef DT_SLURM_H
 #define DT_SLURM_H
 
+#include "protocol.h"
+
 #include <jansson.h>
 #include "config.h"
 #include "strbuf.h"
@@ -35,6 +37,15 @@ struct slurm_request {
 /* The environment variables the batch script reads (sbatch passes them on). */
 #define SLURM_ENV_DTCTL "DTCTL_SLURM_DTCTL"   /* dtctl's path on the nodes */
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
+#define SLURM_ENV_JOB DT_ENV_SLURM_JOB       /* dtctl's job id: where the warning goes */
+/*
+ * Slurm's warning before the time limit (--signal, always: cluster.yaml's
+ * `slurm:` may not set it): SIGUSR1 120 s before it, so a minute before the
+ * job's own timeout (--time adds a minute for the agents), to the batch shell, which is
+ * `dtctl slurm-agents`; it asks dtsched to signal the job's ranks
+ * (POST /v1/jobs/<id>/signal: the backend's signal op), docs/slurm-backend.md.
+ */
+#define SLURM_WARN_SIGNAL "B:USR1@120"
 /* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
  * its environment before anything starts (agent/dtagent.c) */
 

@@ -255,6 +255,43 @@ def test_requeue_resumes_from_checkpoint(head, how):
     head.wait_nothing_left()
 
 
+WARNED = r"""
+import signal, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+print("READY", flush=True)
+deadline = time.time() + 120
+while not got and time.time() < deadline:
+    time.sleep(0.05)
+print("WARNED=%s" % (got[0] if got else "none"), flush=True)
+"""
+
+
+def test_slurm_warning_before_the_time_limit_reaches_every_rank(head):
+    """Every attempt's sbatch asks for Slurm's warning before the time limit
+    (--signal=B:USR1@120), which Slurm sends to the batch shell only: what `scancel --batch
+    --signal=USR1` does here at once.  `dtctl slurm-agents` (the batch shell) passes it on
+    through dtsched (the backend's signal op) to every rank, on both nodes, once; the
+    allocation goes on and the job completes, nothing left."""
+    job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", WARNED)
+    j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
+    sid = j["slurm"]["job_id"]
+    deadline = time.monotonic() + 60
+    while head.dtctl("logs", job).stdout.count("READY") < 2:
+        assert time.monotonic() < deadline, head.dtctl("logs", job).stdout
+        time.sleep(0.2)
+    p = head.slurm.run(["scancel", "--batch", "--signal=USR1", str(sid)])
+    assert p.returncode == 0, p.stderr
+    j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended")
+    assert j["state"] == "COMPLETED", j
+    out = head.dtctl("logs", job).stdout
+    assert out.count("WARNED=%d" % signal.SIGUSR1) == 2, out
+    slurm_out = head.fc.shared / "slurm" / ("%s.0-%d.out" % (job, sid))
+    assert "passed on to the ranks of job %s" % job in slurm_out.read_text()
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
 def test_job_that_can_never_run_is_refused_with_the_numbers(head):
     p = head.dtctl("run", "-d", "-N", "3", "-p", "1", "--", "true")
     assert p.returncode == 2, p.stdout + p.stderr

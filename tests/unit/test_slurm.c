@@ -54,7 +54,7 @@ static void test_sbatch_argv(void **state)
 	s = joined(&argv);
 	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --gres=gpu:4 "
 			    "--time=91 --job-name=mlp; rm -rf / --comment=dtctl j-000042 attempt 1 "
-			    "--requeue --output=/nfs/50%%/slurm/j-000042.1-%j.out --partition=gpu "
+			    "--requeue --signal=B:USR1@120 --output=/nfs/50%%/slurm/j-000042.1-%j.out --partition=gpu "
 			    "--account=ml --qos=high --constraint=a100 --mem=64G "
 			    "/h/slurm/j-000042.sh");
 	/* the user's name is one argv word, never split or interpreted */
@@ -75,7 +75,7 @@ static void test_sbatch_argv(void **state)
 	slurm_sbatch_argv(&cc, &r, &argv);
 	s = joined(&argv);
 	assert_string_equal(s, "sbatch --parsable --nodes=2 --ntasks-per-node=1 --exclusive --cpus-per-task=3 "
-			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue "
+			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue --signal=B:USR1@120 "
 			    "--nodelist=dtnode[1-2] --exclude=dtnode3 /h/slurm/j-000042.sh");
 	free(s);
 	strvec_clear(&argv);

@@ -434,7 +434,6 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 	const struct logline *l;
 	struct job *j;
 	struct caller who;
-	int may = 0;
 	json_t *lines = json_array();
 	int found = 0, final = 0;
 
@@ -452,7 +451,7 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id)) && (may = caller_may_read(&who, j->user, j->cfg.share_group))) {
+	if ((j = job_find(s, id)) && caller_may_read(&who, j->user, j->cfg.share_group)) {
 		found = 1;
 		final = jobstate_final(j->state);
 		job_logset(j, &ls);
@@ -507,7 +506,6 @@ static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *
 	json_t *points = json_array();
 	struct job *j;
 	struct caller who;
-	int may = 0;
 	int found = 0;
 
 	if (!session_ok(s, req, &who)) {
@@ -516,7 +514,7 @@ static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id)) && (may = caller_may_read(&who, j->user, j->cfg.share_group))) {
+	if ((j = job_find(s, id)) && caller_may_read(&who, j->user, j->cfg.share_group)) {
 		found = 1;
 		strbuf_addstr(&root, j->shared_dir);
 		job_rel(j, "metrics.jsonl", &rel);

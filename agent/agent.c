@@ -709,6 +709,16 @@ static void orted_cap_give(struct agent *a, json_t *spec)
 	memset(&k, 0, sizeof(k));
 }
 
+/* Whether task id (of job) is an orted task of the capability's job:
+ * "JOB.<attempt>.orted-<host>", the one kind of task a capability names */
+static int cap_orted_of(const struct dt_auth_cap *cap, const char *id, const char *job)
+{
+	size_t jl = strlen(cap->job);
+
+	return !strncmp(id, cap->job, jl) && id[jl] == '.' &&
+		strstr(id + jl, "." DT_ORTED_TASK_TAG) && !strcmp(job, cap->job);
+}
+
 /*
  * A POST /v1/tasks signed with a job's capability (DT_VIA_JOBCAP): only one
  * orted task of that job (id "JOB." ... "orted-HOST"), run as the
@@ -721,7 +731,6 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 					       "job_id", "log", NULL };
 	const struct dt_auth_cap *cap = &req->cap;
 	const char *id = json_get_str(req->json, "id", ""), *key, *job;
-	size_t jl = strlen(cap->job);
 	json_t *v, *out;
 
 	json_object_foreach(req->json, key, v) {
@@ -735,8 +744,7 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 		}
 	}
 	job = json_get_str(req->json, "job_id", cap->job);
-	if (strncmp(id, cap->job, jl) || id[jl] != '.' || !strstr(id + jl, "." DT_ORTED_TASK_TAG) ||
-	    strcmp(job, cap->job)) {
+	if (!cap_orted_of(cap, id, job)) {
 		strbuf_addf(msg, "the capability of job '%s' starts only that job's orted "
 			    "(task '%s.<attempt>.%s<host>'), not task '%s'", cap->job, cap->job,
 			    DT_ORTED_TASK_TAG, id);
@@ -762,13 +770,9 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 /* Whether the caller of req may see or stop t: a job's capability only its orted. */
 static int cap_may(const struct dt_http_request *req, const struct task *t)
 {
-	size_t jl = strlen(req->cap.job);
-
 	if (req->via != DT_VIA_JOBCAP)
 		return 1;
-	return !strncmp(t->id, req->cap.job, jl) && t->id[jl] == '.' &&
-		strstr(t->id + jl, "." DT_ORTED_TASK_TAG) &&
-		!strcmp(json_get_str(t->spec, "job_id", ""), req->cap.job) &&
+	return cap_orted_of(&req->cap, t->id, json_get_str(t->spec, "job_id", "")) &&
 		!strcmp(json_get_str(json_object_get(t->spec, "run_as"), "user", ""),
 			req->cap.user);
 }
@@ -961,19 +965,32 @@ static void h_task_list(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "tasks", arr));
 }
 
+/*
+ * The task a /v1/tasks/<id>... request names, if the request's capability may
+ * touch it (a->lock held); else NULL with a 404 answered: a task that is not the
+ * capability's looks as if there were none.
+ */
+static struct task *task_of_request(struct agent *a, const struct dt_http_request *req,
+				    struct dt_http_response *resp)
+{
+	struct task *t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+
+	if (t && !cap_may(req, t))
+		t = NULL;
+	if (!t)
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
+	return t;
+}
+
 static void h_task_get(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
 	struct task *t;
 
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
-	} else {
+	t = task_of_request(a, req, resp);
+	if (t) {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
 		dt_http_json(resp, 200, json_pack("{s:o}", "task", task_to_json(t, 1)));
@@ -1053,14 +1070,9 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
+	t = task_of_request(a, req, resp);
+	if (!t)
 		goto out;
-	}
 	task_refresh(a, t);
 	if (!task_state_final(t->state)) {
 		grace = g ? json_integer_value(g) : json_get_int(t->spec, "grace_ms",
@@ -1093,14 +1105,9 @@ static void h_task_signal(struct dt_http_request *req, struct dt_http_response *
 	}
 	v.sival_int = (int)json_integer_value(g);
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
+	t = task_of_request(a, req, resp);
+	if (!t)
 		goto out;
-	}
 	task_refresh(a, t);
 	if (task_state_final(t->state) || !t->sup_pid ||
 	    !proc_alive((pid_t)t->sup_pid, t->sup_start)) {

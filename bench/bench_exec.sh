@@ -6,21 +6,24 @@
 # wall time and of client CPU, the nodes' own sshd CPU per call, and ratios;
 # then the growth per node of each tool against the sshd cost per node.
 #
-#   bench/bench_exec.sh [-b BINDIR] [-n "4 16 48"] [-r ROUNDS] [-f FANOUT]
+#   bench/bench_exec.sh [-b BINDIR] [-n "4 16 48"] [-r ROUNDS] [-f FANOUT] [-c BASE_BINDIR]
 #
+# -c adds a fourth tool, "base": the dtctl of another build (say, the commit
+# before a change) on the same nodes and key, in the same rounds.
 # -n takes one size or several (quoted, space-separated); -f is the fanout of
 # all three tools (default 64: every node at once up to 64 nodes).  Needs root
 # for the fake cluster (tests/cluster/fakecluster, netns mode) and pdsh +
 # clustershell (make bench-deps).  The cluster is torn down at the end.
 set -eu
-BIN=bin SIZES=16 R=15 F=64
-while getopts b:n:r:f: o; do
+BIN=bin SIZES=16 R=15 F=64 BASE=
+while getopts b:n:r:f:c: o; do
 	case $o in
 	b) BIN=$OPTARG ;;
 	n) SIZES=$OPTARG ;;
 	r) R=$OPTARG ;;
 	f) F=$OPTARG ;;
-	*) echo "usage: $0 [-b BINDIR] [-n \"4 16 48\"] [-r ROUNDS] [-f FANOUT]" >&2; exit 2 ;;
+	c) BASE=$(cd "$OPTARG" && pwd)/dtctl ;;
+	*) echo "usage: $0 [-b BINDIR] [-n \"4 16 48\"] [-r ROUNDS] [-f FANOUT] [-c BASE_BINDIR]" >&2; exit 2 ;;
 	esac
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +34,9 @@ for t in pdsh clush; do
 	command -v $t >/dev/null 2>&1 || { echo "bench_exec: $t not found (make bench-deps)" >&2; exit 2; }
 done
 WORK=$(mktemp -d /tmp/bench-exec.XXXXXX)
-cleanup() { "$FC" down >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+# dtsched of the size being measured (init starts one on the head): stopped after each
+stop_head() { [ -z "${DTCTL_HOME:-}" ] || "$BIN/dtctl" head stop >/dev/null 2>&1 || true; }
+cleanup() { stop_head; "$FC" down >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT INT TERM
 unset SSH_AUTH_SOCK || true
 
@@ -41,11 +46,14 @@ for N in $SIZES; do
 	"$FC" up "$N" >/dev/null
 	eval "$("$FC" env)"
 	export DTCTL_HOME="$WORK/home$N"
+	# a free port for dtsched: other sessions' heads may hold the default 7071
+	HP=$($PY -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 	{
 		echo "cluster: bench"
 		echo "user: $FC_USER"
 		echo "shared_dir: $FC_SHARED"
 		echo "ssh: {fanout: $F}"
+		echo "head: {port: $HP}"
 		echo "nodes:"
 		echo "  - host: dtnode[1-$N]"
 	} > "$WORK/cluster$N.yaml"
@@ -61,13 +69,15 @@ for N in $SIZES; do
 	# the rounds: the three tools alternating, order rotated, each call timed
 	# (wall, its own CPU with its children's, the nodes' sshd CPU meanwhile)
 	PDSH_SSH_ARGS="-F $DTCTL_HOME/ssh_config %h" "$PY" - "$N" "$R" "$F" "$BIN/dtctl" \
-		"$DTCTL_HOME/ssh_config" "$FC_STATE" "$t0" "$t1" "$t2" >> "$WORK/results" <<'PYEOF'
+		"$DTCTL_HOME/ssh_config" "$FC_STATE" "$t0" "$t1" "$t2" "$BASE" >> "$WORK/results" <<'PYEOF'
 import glob, os, statistics, subprocess, sys, time
-n, r, f, dtctl, cfg, state, t0, t1, t2 = sys.argv[1:]
+n, r, f, dtctl, cfg, state, t0, t1, t2, base = sys.argv[1:]
 hosts = "dtnode[1-%s]" % n
 cmds = {"dtctl": [dtctl, "exec", "--", "true"],
         "pdsh": ["pdsh", "-R", "ssh", "-f", f, "-w", hosts, "true"],
         "clush": ["clush", "-f", f, "-o", "-F " + cfg, "-w", hosts, "true"]}
+if base:
+    cmds["base"] = [base, "exec", "--", "true"]
 tck = os.sysconf("SC_CLK_TCK")
 pids = [open(p).read().split()[0] for p in glob.glob(state + "/node*/sshd.pid")]
 
@@ -111,10 +121,12 @@ for tool in cmds:   # warm up (and check they all work)
 load = open("/proc/loadavg").read().split()[:3]
 rows = {k: [] for k in cmds}
 dropped = 0
-orders = [("pdsh", "clush", "dtctl"), ("clush", "dtctl", "pdsh"), ("dtctl", "pdsh", "clush")]
+names = list(cmds)
 for i in range(int(r)):
-    got = {tool: call(tool) for tool in orders[i % 3]}
-    if all(g[0] for g in got.values()):   # a round counts only if all three succeeded
+    # rotate the order every round so no tool always goes first
+    k = i % len(names)
+    got = {tool: call(tool) for tool in names[k:] + names[:k]}
+    if all(g[0] for g in got.values()):   # a round counts only if every tool succeeded
         for tool, g in got.items():
             rows[tool].append(g[1:])
     else:
@@ -130,6 +142,7 @@ for k, (wall, cpu, sshd_cpu) in med.items():
     v = sorted(x[0] for x in rows[k])
     print("T %s %s %.4f %.4f %.4f %.4f %.4f" % (n, k, wall, v[0], v[-1], cpu, sshd_cpu))
 PYEOF
+	stop_head
 done
 
 "$PY" - "$WORK/results" <<'PYEOF'
@@ -149,7 +162,9 @@ print()
 print("%5s %-6s %9s %7s %7s %9s %10s %10s %11s" % ("nodes", "tool", "median s", "min", "max",
       "client s", "sshd s", "dtctl/tool", "sshd/node s"))
 for n in sizes:
-    for tool in ("dtctl", "pdsh", "clush"):
+    for tool in ("dtctl", "base", "pdsh", "clush"):
+        if (n, tool) not in t:
+            continue
         w, lo, hi, cpu, sc = t[(n, tool)]
         print("%5d %-6s %9.3f %7.3f %7.3f %9.3f %10.3f %10.2f %11.4f" % (
             n, tool, w, lo, hi, cpu, sc, t[(n, "dtctl")][0] / w, sc / n))
@@ -162,7 +177,11 @@ if len(sizes) > 1:
         print("  %d -> %d nodes: dtctl %+.4f s/node, pdsh %+.4f, clush %+.4f; sshd CPU %.4f s/node "
               "(dtctl's growth %s it)" % (a, b, g["dtctl"], g["pdsh"], g["clush"], s,
                                             "within" if g["dtctl"] <= s else "ABOVE"))
+        if (a, "base") in t:
+            print("  %d -> %d nodes: base %+.4f s/node" % (a, b, (t[(b, "base")][0] - t[(a, "base")][0]) / (b - a)))
 print()
 for n in sizes:
-    print("ratio dtctl/pdsh at %d nodes: %.2f (target <= 0.3)" % (n, t[(n, "dtctl")][0] / t[(n, "pdsh")][0]))
+    print("ratio dtctl/pdsh at %d nodes: %.2f (target <= 0.3)%s" % (
+        n, t[(n, "dtctl")][0] / t[(n, "pdsh")][0],
+        "; base/pdsh %.2f" % (t[(n, "base")][0] / t[(n, "pdsh")][0]) if (n, "base") in t else ""))
 PYEOF

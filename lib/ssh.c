@@ -1030,8 +1030,10 @@ static LIBSSH2_RECV_FUNC(count_recv)
 		 * tty, so a second small message it sends (the channel confirmation
 		 * after its hostkeys notice, the exit status after the exec reply)
 		 * waits for our ack of the first, which Linux would delay ~40 ms.
-		 * The kernel clears the flag again, so it is set after every read. */
-		setsockopt(socket, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+		 * The kernel clears the flag again, so it is set after every read
+		 * (but the banner's, which libssh2 reads a byte at a time). */
+		if (length > 1)
+			setsockopt(socket, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 		mark(n, T_BANNER);
 		n->st.received += r;
 		n->st.round_trips += n->sent_last;

@@ -148,6 +148,8 @@ static void slurm_prepare(void)
 		gpus = 0;
 		if (cvd && strcmp(cvd, "NoDevFiles") && strcmp(cvd, "-1")) {
 			ao.gpu_map = cvd;
+			/* for the mpi launcher's rank loggers under our tasks */
+			setenv(DT_GPU_MAP_ENV, cvd, 1);
 			for (gpus = 1; *cvd; cvd++)
 				gpus += *cvd == ',';
 		}

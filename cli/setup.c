@@ -107,11 +107,13 @@ int cluster_setup(int flags)
 		the_cluster.flags = 0;
 		the_cluster.shared_dir = NULL;
 		the_cluster.given = NULL;
+		free(record);
+		record = NULL;
 		session = 1;
 	}
-	/* ps/show/logs/cancel in another shell of an allocation: its head (slurm.h) */
-	if (!(flags & START_HEAD) && !(the_cluster.flags & USE_CLUSTER) && !the_cluster.given &&
-	    !getenv_nonempty("DTCTL_CLUSTER")) {
+	/* ps/show/cancel in another shell of an allocation: its head (slurm.h) */
+	if ((flags & NEED_HEAD) && !(flags & START_HEAD) && !(the_cluster.flags & USE_CLUSTER) &&
+	    !the_cluster.given && !getenv_nonempty("DTCTL_CLUSTER")) {
 		char *file;
 
 		if ((code = slurm_session_find(&file)) < 0)

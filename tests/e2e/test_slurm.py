@@ -414,7 +414,10 @@ def test_mpi_ranks_get_the_gpus_slurm_gave_each_node(slurm, user_env):
                        "--launcher", "mpi", "-N", "2", "-g", "2", "--", "/bin/sh", "-c",
                        "echo MPIGPU rank=$OMPI_COMM_WORLD_RANK host=$(hostname) "
                        "cvd=$CUDA_VISIBLE_DEVICES"], user=True, env=u["env"], timeout=120)
-        assert p.returncode == 0, p.stdout + p.stderr
+        m = re.search(r"logs: (\S+)", p.stderr)
+        mpirun_log = Path(m.group(1)) / "mpirun.log" if m else None
+        assert p.returncode == 0, p.stdout + p.stderr + (
+            mpirun_log.read_text() if mpirun_log and mpirun_log.exists() else "")
         got = sorted(re.findall(r"MPIGPU rank=(\d+) host=(\S+) cvd=(\S*)", p.stdout))
         assert got == [("0", "dtnode1", "0,1"), ("1", "dtnode1", "0,1"),
                        ("2", "dtnode2", "2,3"), ("3", "dtnode2", "2,3")], p.stdout

@@ -90,6 +90,19 @@ static enum slurm_phase phase_of(const struct job *j)
 	return slurm_phase_of(json_get_str(j->slurm, "state", "PENDING"));
 }
 
+/*
+ * The retry of an attempt whose rank failed while Slurm still runs its job
+ * (no timeout: a new sbatch would get the same partition limit) goes on in
+ * that allocation, on the agents that already joined: no new sbatch, no
+ * queue wait.  A job with a timeout gets a new Slurm job (a fresh --time).
+ */
+static int reusable(const struct job *j)
+{
+	return json_is_true(json_object_get(j->slurm, "reuse")) && !j->cancel &&
+	       !strcmp(j->state, DT_JOB_PENDING) && phase_of(j) == SLURM_RUNNING &&
+	       json_get_int(j->slurm, "attempt", -1) == j->attempt - 1;
+}
+
 static void set_str(json_t *o, const char *key, const char *v)
 {
 	json_object_set_new(o, key, v ? json_string(v) : json_null());
@@ -682,6 +695,12 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
 		return PLACE_WAIT;
 	}
+	if (sid > 0 && reusable(j)) {
+		dtlog(DTLOG_INFO, "job %s attempt %d: in Slurm job %lld, which still runs", j->id,
+		      j->attempt, sid);
+		json_object_set_new(j->slurm, "attempt", json_integer(j->attempt));
+		json_object_del(j->slurm, "reuse");
+	}
 	if (sid > 0 && json_get_int(j->slurm, "attempt", -1) != j->attempt &&
 	    !slurm_phase_final(phase_of(j)) && strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
 		/* a retry: the allocation of the attempt before is being ended (slurm_step) */
@@ -844,6 +863,9 @@ static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
 	if (ss->polled_ms <= settle + 200 && now - settle < SETTLE_MS)
 		return ATTEMPT_SETTLING;
 	json_object_del(j->slurm, "settle_ms");
+	if (st == ATTEMPT_FAILED && !e->node_fail && !j->cfg.timeout_ms &&
+	    phase_of(j) == SLURM_RUNNING)
+		json_object_set_new(j->slurm, "reuse", json_true());   /* for a retry */
 	return st;
 }
 
@@ -876,8 +898,8 @@ static void slurm_step(struct sched *s, struct actions *a)
 		if (sid <= 0 || slurm_phase_final(ph) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
 			continue;
-		live_attempt = !state_final(j->state) &&
-			       json_get_int(j->slurm, "attempt", -1) == j->attempt;
+		live_attempt = (!state_final(j->state) &&
+				json_get_int(j->slurm, "attempt", -1) == j->attempt) || reusable(j);
 		if (live_attempt)
 			continue;
 		if (sent && now - sent < END_KILL_MS)

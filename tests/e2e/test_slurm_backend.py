@@ -292,6 +292,31 @@ def test_slurm_warning_before_the_time_limit_reaches_every_rank(head):
     head.wait_nothing_left()
 
 
+FAILS_ONCE = r"""
+import os, sys
+print("ATTEMPT=%s RANK=%s" % (os.environ["DT_ATTEMPT"], os.environ["RANK"]), flush=True)
+sys.exit(3 if os.environ["DT_ATTEMPT"] == "0" and os.environ["RANK"] == "1" else 0)
+"""
+
+
+def test_retry_after_a_rank_failure_reuses_the_allocation(head):
+    """Rank 1 fails in attempt 0 (--retries 1, no timeout) while Slurm still runs the job:
+    attempt 1 runs in the same Slurm job, on the agents that joined for attempt 0 (one
+    sbatch, one Slurm output file), and completes; the allocation then ends, nothing left."""
+    job = head.submit("-N", "2", "-p", "1", "--retries", "1", "--", "/usr/bin/python3", "-c",
+                      FAILS_ONCE)
+    j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                      timeout=120)
+    assert j["state"] == "COMPLETED" and j["attempt"] == 1, j
+    sid = j["slurm"]["job_id"]
+    outs = sorted(p.name for p in (head.fc.shared / "slurm").glob(job + ".*"))
+    assert outs == ["%s.0-%d.out" % (job, sid)], outs     # one sbatch for both attempts
+    out = head.dtctl("logs", job).stdout
+    assert "ATTEMPT=1 RANK=0" in out and "ATTEMPT=1 RANK=1" in out, out
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
 def test_job_that_can_never_run_is_refused_with_the_numbers(head):
     p = head.dtctl("run", "-d", "-N", "3", "-p", "1", "--", "true")
     assert p.returncode == 2, p.stdout + p.stderr

@@ -27,6 +27,7 @@
 #include "proctree.h"
 #include "promtext.h"
 #include "protocol.h"
+#include "ranklog.h"
 #include "safefile.h"
 #include "supervise.h"
 #include "task.h"
@@ -605,34 +606,12 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, agent_inventory(a));
 }
 
-/*
- * The task's cuda_visible_devices "0,1" (our GPU indexes) as the devices
- * they stand for in map ("2,3": the i-th entry is our GPU i).  An index
- * past the map or not a number stays as it is ("-1" for CPU tasks).
- */
+/* The task's cuda_visible_devices through map (ranklog.h, gpu_map_translate) */
 static void gpu_map_apply(const char *map, json_t *spec)
 {
-	const char *p = json_get_str(spec, "cuda_visible_devices", "");
 	struct strbuf out = STRBUF_INIT;
 
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		char *end;
-		long idx = strtol(p, &end, 10);
-		const char *m = map;
-
-		if (out.len)
-			strbuf_addch(&out, ',');
-		for (long i = 0; m && end == p + len && len && idx >= 0 && i < idx; i++) {
-			m = strchr(m, ',');
-			m = m ? m + 1 : NULL;
-		}
-		if (m && end == p + len && len && idx >= 0 && *m)
-			strbuf_add(&out, m, strcspn(m, ","));
-		else
-			strbuf_add(&out, p, len);
-		p += len + (p[len] == ',');
-	}
+	gpu_map_translate(map, json_get_str(spec, "cuda_visible_devices", ""), &out);
 	json_object_set_new(spec, "cuda_visible_devices", json_string(out.buf));
 	strbuf_release(&out);
 }

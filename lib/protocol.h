@@ -242,6 +242,13 @@
  */
 #define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
 /*
+ * An agent whose GPU i is another device (dtagent --slurm: the i-th of its
+ * step's CUDA_VISIBLE_DEVICES) has that list here in its environment, which
+ * every task it starts inherits: the rank logger maps DT_GPU_SLOTS through
+ * it, as the agent maps its own tasks' GPUs (agent/ranklog.h).
+ */
+#define DT_GPU_MAP_ENV "DT_GPU_MAP"
+/*
  * "1": the job asks for line-buffered C stdio (job.yaml line_buffered:,
  * dtctl run --line-buffered).  Whoever execs the rank (the supervisor, or
  * the mpi launcher's rank logger) preloads coreutils' libstdbuf for it

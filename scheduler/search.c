@@ -995,7 +995,8 @@ static double parzen_sample(const struct parzen *pz, struct rng *r)
  */
 static size_t rank_observations(const struct search *s, struct ranked *out)
 {
-	memcpy(out, s->ranked, s->nr_ranked * sizeof(*out));
+	if (s->nr_ranked)
+		memcpy(out, s->ranked, s->nr_ranked * sizeof(*out));
 	return s->nr_ranked;
 }
 static double tpe_choose_numeric(const struct search *s, const struct dim *d, size_t di,

@@ -1377,9 +1377,9 @@ static void tpe_choose_joint(const struct search *s, const struct ranked *rk, si
  * g, the density of the trials that are not among the best, is made of at
  * most this many of them: evenly spaced by rank, the best and every
  * (n - n_good) / TPE_MAX_BAD-th after it.  Each suggestion costs O(n) in
- * the points of l and g; without it a sweep of 10,000 trials spends ~15 ms
- * per suggestion (docs/sweep-search.md, "Cost").  Up to n_good + 1000
- * observed trials nothing changes.
+ * the points of l and g; without it a sweep of 10,000 trials spends ~17 ms
+ * per suggestion (docs/sweep-search.md, "Cost with a long history").  Up to
+ * n_good + 1000 observed trials nothing changes.
  */
 #define TPE_MAX_BAD 1000
 

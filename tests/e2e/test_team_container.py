@@ -1,0 +1,169 @@
+"""Containers in team mode (docs/team.md "Containers in team mode", docs/containers.md): the
+agent (root) runs root's podman, and the rank runs in the image as the job's owner (their uid,
+gid and groups), with no capabilities and no_new_privs, only the shared dir mounted, the
+image file read with the owner's ids, and the job's variables kept out of root's podman.
+
+Real Unix users (test_team's) on a one-node team-mode cluster on this machine, root's podman
+with a private containers.conf and image store; the image is test_container's busybox root
+plus a setuid-root program that prints its effective uid."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from test_container import CONTAINERS_CONF, rootfs_tar, unavailable
+from test_team import ALICE, BOB, as_user, raw, team_cluster, users  # noqa: F401 (fixture)
+
+EUID_C = ('#include <stdio.h>\n#include <unistd.h>\n'
+          'int main(void) { printf("EUID=%d\\n", (int)geteuid()); return 0; }\n')
+
+
+@pytest.fixture(scope="module")
+def team_ctr(users, dtctl_bin, tmp_path_factory):   # noqa: F811
+    """A team-mode cluster whose agent has root's podman (private store), and the images:
+    a public one (0644) and bob's own (0600, his)."""
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the setuid probe")
+    store = Path(tempfile.mkdtemp(prefix="dtt-ctr-", dir="/var/tmp"))
+    (store / "containers.conf").write_text(CONTAINERS_CONF)
+    (store / "storage.conf").write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s/graph"\n'
+                                        'runroot = "%s/run"\n' % (store, store))
+    env = {"CONTAINERS_CONF": str(store / "containers.conf"),
+           "CONTAINERS_STORAGE_CONF": str(store / "storage.conf")}
+    try:
+        with team_cluster(dtctl_bin, tmp_path_factory.mktemp("tctr"), env=env) as c:
+            c.podman_env = dict(os.environ, **env)
+            img = c.shared / "img"
+            img.mkdir(mode=0o755)
+            # the public image: busybox, and a setuid-root program (cc -static)
+            work = Path(tempfile.mkdtemp(dir=store))
+            (work / "euid.c").write_text(EUID_C)
+            subprocess.run(["cc", "-static", "-O", "-o", work / "euid", work / "euid.c"],
+                           check=True)
+            c.image = img / "bb.tar"
+            c.digest = rootfs_tar("team", c.image, extra=[(work / "euid", "bin/euid", 0o4755)])
+            # bob's: his alone
+            bdir = c.shared / BOB
+            bdir.mkdir(mode=0o755)
+            c.bob_image = bdir / "bob.tar"
+            c.bob_digest = rootfs_tar("bobs", c.bob_image)
+            (bdir / "secret").write_text("bob's secret\n")
+            for f in (bdir, c.bob_image, bdir / "secret"):
+                shutil.chown(f, BOB, BOB)
+            os.chmod(c.bob_image, 0o600)
+            os.chmod(bdir / "secret", 0o600)
+            adir = c.shared / ALICE
+            adir.mkdir(mode=0o700)
+            shutil.chown(adir, ALICE, ALICE)
+            c.alice_dir = adir
+            yield c
+    finally:
+        subprocess.run(["podman", "rmi", "-a", "-f"], capture_output=True, env=dict(
+            os.environ, **env))
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def ranks_out(c, user, job):
+    p = as_user(c, user, "logs", job)
+    return p.stdout + p.stderr
+
+
+def wait_final(c, job, timeout=60):
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        j = json.loads(c.dtctl("show", "--json", job).stdout)["job"]
+        if j["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
+            return j
+        assert time.monotonic() < deadline, j
+        time.sleep(0.2)
+
+
+def test_rank_in_image_runs_as_its_owner(team_ctr):
+    """alice's rank in root's podman: her uid, gid and groups; a setuid-root file in the image
+    gives nothing (no_new_privs); what it writes on the shared dir is hers; bob's 0600 file
+    stays unreadable; her job's variables reach the rank but not root's podman."""
+    c = team_ctr
+    import grp
+    import pwd
+    pw = pwd.getpwnam(ALICE)
+    groups = sorted(set([pw.pw_gid] + [g.gr_gid for g in grp.getgrall() if ALICE in g.gr_mem]))
+    script = ("echo ID=$(id -u):$(id -g):$(id -G | tr ' ' '\\n' | sort -n | tr '\\n' ' '); "
+              "/bin/euid; echo hi > %s/out; cat %s/secret 2>/dev/null || echo NOREAD; "
+              "echo MINE=$MINE; echo IMAGE=$(cat /IMAGE_ID); echo PWD=$(pwd)"
+              % (c.alice_dir, c.shared / BOB))
+    p = as_user(c, ALICE, "run", "--json", "-d", "-C", c.image, "-w", c.alice_dir,
+                "-e", "MINE=x y", "-e", "LD_PRELOAD=/nonexistent/evil.so",
+                "--shell", "--", script, timeout=120)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    job = json.loads(p.stdout)["job"]["id"] if "job" in json.loads(p.stdout) else \
+        json.loads(p.stdout)["id"]
+    j = wait_final(c, job, 120)
+    out = ranks_out(c, ALICE, job)
+    assert j["state"] == "COMPLETED", (j, out)
+    assert "ID=%d:%d:%s " % (pw.pw_uid, pw.pw_gid, " ".join(str(g) for g in groups)) in out, out
+    assert "EUID=%d" % pw.pw_uid in out, out
+    assert "IMAGE=team" in out and "MINE=x y" in out, out
+    assert "PWD=%s" % c.alice_dir in out, out
+    assert "NOREAD" in out and "bob's secret" not in out, out
+    st = (c.alice_dir / "out").stat()
+    assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), st
+    # nothing of the job's environment in root's podman's (LD_PRELOAD would be root's),
+    # and the variables' file is gone with the task
+    assert not list(Path(c.home).glob("**/ctr-env/*.env")), list(Path(c.home).glob("**/*.env"))
+
+
+def test_a_dir_outside_the_shared_dir_is_not_mounted(team_ctr):
+    """root's podman would mount what the user could not reach: only the shared dir is
+    mounted, and a workdir elsewhere starts the rank in the image's '/'."""
+    c = team_ctr
+    p = as_user(c, ALICE, "run", "-C", c.image, "-w", "/tmp", "--shell", "--",
+                "echo PWD=$(pwd)", timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "PWD=/\n" in out or out.rstrip().endswith("PWD=/"), out
+    assert "'/tmp' is not on the shared dir: in team mode only the shared dir is mounted" in out, \
+        out
+
+
+def forge(c, user, image, digest):
+    """A submit (not through dtctl, which reads and hashes the file) naming image, digest."""
+    body = json.dumps({"job": {"name": "forged", "command": ["true"], "container": str(image),
+                               "container_digest": digest}, "shared_dir": str(c.shared)})
+    status, reply = raw(c, user, "POST", "/v1/jobs", body)
+    assert status.startswith("HTTP/1.1 201"), (status, reply)
+    return json.loads(reply)["job"]["id"]
+
+
+def test_another_users_image_is_not_theirs(team_ctr):
+    """bob's image (his 0600 file), loaded by his job: alice can neither name his file nor
+    claim its digest for a file of her own; nor run an engine name (root's images)."""
+    c = team_ctr
+    p = as_user(c, BOB, "run", "-C", c.bob_image, "-w", c.shared / BOB, "--", "cat",
+                "/IMAGE_ID", timeout=120)
+    assert p.returncode == 0 and "bobs" in p.stdout, (p.stdout, p.stderr)
+    # his file, with his digest: the agent reads it as alice
+    j = wait_final(c, forge(c, ALICE, c.bob_image, c.bob_digest))
+    assert j["state"] == "FAILED", j
+    assert "cannot read the image file '%s' as the job's user" % c.bob_image in j["reason"], j
+    assert "Permission denied" in j["reason"], j
+    # her own file, claiming bob's digest (which the node has): hashed, refused
+    mine = c.alice_dir / "mine.tar"
+    rootfs_tar("alices", mine)
+    shutil.chown(mine, ALICE, ALICE)
+    j = wait_final(c, forge(c, ALICE, mine, c.bob_digest))
+    assert j["state"] == "FAILED", j
+    assert "the image file '%s' changed since the job was submitted" % mine in j["reason"], j
+    # by name, root's podman would run any image it has
+    p = as_user(c, ALICE, "run", "-C", "localhost/dtctl-image:" + c.bob_digest[7:], "--",
+                "true", timeout=60)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "in team mode a container image must be a file on the shared dir" in p.stderr, \
+        p.stderr

@@ -318,6 +318,71 @@ static int import_rootfs(const char *engine, const char *tmp, const char *ref, s
 	return code ? -1 : 0;
 }
 
+/* Whether the file at fd is a squashfs (enroot's images): its magic "hsqs". */
+static int is_squashfs(int fd)
+{
+	char magic[4];
+
+	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       !memcmp(magic, "hsqs", 4);
+}
+
+/*
+ * A squashfs becomes the tarball podman imports: sqfs2tar (squashfs-tools-ng)
+ * streams its files, owners, modes and links into a tar without mounting or
+ * unpacking it (no FUSE, no root needed), once per digest like any image.
+ */
+static int import_squashfs(const char *engine, const char *tmp, const char *ref,
+			   struct strbuf *why)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf prog = STRBUF_INIT, tar = STRBUF_INIT, err = STRBUF_INIT;
+	const char *path = getenv_nonempty("PATH");
+	int fd, code = -1;
+
+	strbuf_addf(&prog, "%s%s/usr/bin:/usr/local/bin", path ? path : "", path ? ":" : "");
+	if (locate_program("sqfs2tar", prog.buf, "/", &tar) < 0) {
+		strbuf_addstr(why, "the image is a squashfs, and sqfs2tar is not in PATH (install "
+			      "squashfs-tools-ng on the node)");
+		goto out;
+	}
+	strbuf_reset(&prog);
+	strbuf_addbuf(&prog, &tar);
+	strbuf_reset(&tar);
+	strbuf_addf(&tar, "%s.tar", tmp);
+	fd = open(tar.buf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		strbuf_addf(why, "cannot create '%s': %s", tar.buf, strerror(errno));
+		goto out;
+	}
+	strvec_pushv(&cp.args, (const char *[]){ prog.buf, "--no-skip", tmp, NULL });
+	cp.no_stdin = 1;
+	cp.out = fd;
+	cp.err = -1;
+	if (start_command(&cp) < 0) {
+		strbuf_addf(why, "cannot run %s: %s", prog.buf, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	strbuf_read_fd(&err, cp.err, 0);
+	close(cp.err);
+	code = finish_command(&cp);
+	if (code)
+		strbuf_addf(why, "sqfs2tar cannot read the squashfs image (exit %d): %s", code,
+			    last_line(&err));
+	else
+		code = import_rootfs(engine, tar.buf, ref, why);
+out:
+	if (tar.len)
+		unlink(tar.buf);
+	child_process_clear(&cp);
+	strbuf_release(&prog);
+	strbuf_release(&tar);
+	strbuf_release(&err);
+	return code ? -1 : 0;
+}
+
 /* <shared>/images/cache/<hex>/<node>: for dtctl image list (best effort) */
 static void mark_cached(const char *shared_root, const char *hex, const char *node)
 {
@@ -396,11 +461,13 @@ int container_image_ensure_as(const char *engine, const json_t *ctr, const char 
 	{
 		int tfd = open(tmp.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
-		kind = tfd < 0 ? -1 : tar_is_archive(tfd);
+		kind = tfd < 0 ? -1 : is_squashfs(tfd) ? 2 : tar_is_archive(tfd);
 		if (tfd >= 0)
 			close(tfd);
 	}
-	if (kind == 1)
+	if (kind == 2)
+		ret = import_squashfs(engine, tmp.buf, ref->buf, why);
+	else if (kind == 1)
 		ret = load_archive(engine, tmp.buf, ref->buf, why);
 	else if (kind == 0)
 		ret = import_rootfs(engine, tmp.buf, ref->buf, why);
@@ -590,6 +657,15 @@ void container_run_argv(const struct container_run *r, const struct strvec *argv
 				strbuf_addf(&sb, "%s%d", i ? "," : "", i);
 			strvec_setenv(env_set, "CUDA_VISIBLE_DEVICES", sb.buf);
 		}
+	}
+	if (r->stdbuf_lib && !strpbrk(r->stdbuf_lib, ":,")) {
+		/* the node's library needs only glibc 2.4's symbols: any glibc image */
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--volume=%s:%s:ro", r->stdbuf_lib, CONTAINER_STDBUF);
+		strvec_push(out, sb.buf);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--env=LD_PRELOAD=%s", r->ld_preload);
+		strvec_pushv(out, (const char *[]){ sb.buf, "--env=_STDBUF_O=L", NULL });
 	}
 	if (r->env_file) {
 		strbuf_reset(&sb);

@@ -75,7 +75,12 @@ struct container_run {
 	const struct container_user *user;  /* team mode: root's engine runs the rank as them,
 					       with no capabilities and no_new_privs */
 	const char *env_file;         /* the variables in a file (--env-file), not by name */
+	/* line_buffered: the node's libstdbuf.so (linelog.h), mounted read-only at
+	 * CONTAINER_STDBUF, and the LD_PRELOAD the rank gets (it first) */
+	const char *stdbuf_lib, *ld_preload;
 };
+
+#define CONTAINER_STDBUF "/.dtctl/libstdbuf.so"
 
 /*
  * The engine's argv running argv in the image: host network and pid

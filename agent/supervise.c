@@ -717,10 +717,23 @@ static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	struct container_run r;
 	struct container_user user = { s->run_uid, s->run_gid, s->groups, s->nr_groups };
 	const char *lrank = json_get_str(json_object_get(spec, "env"), "LOCAL_RANK", NULL);
+	const char *pre = strvec_getenv(env, "LD_PRELOAD");
+	const char *lb = strvec_getenv(env, DT_LINE_BUFFERED_ENV);
+	struct strbuf stdbuf = STRBUF_INIT, inside = STRBUF_INIT;
 	int ret = 0;
 
+	/* line_buffered (linelog_stdbuf_env put the node's libstdbuf first): the
+	 * same library in the image, at a path of ours; the job's own after it */
+	if (lb && !strcmp(lb, "1") && pre && strstr(pre, "/libstdbuf.so") &&
+	    strvec_getenv(env, "_STDBUF_O")) {
+		size_t len = strcspn(pre, ":");
+
+		strbuf_add(&stdbuf, pre, len);
+		strbuf_addf(&inside, "%s%s", CONTAINER_STDBUF, pre + len);
+	}
 	json_object_foreach(json_object_get(spec, "env"), key, v)
-		strvec_push(&pass, key);
+		if (!stdbuf.len || strcmp(key, "LD_PRELOAD"))
+			strvec_push(&pass, key);
 	strvec_pushv(&pass, (const char *[]){ "CUDA_VISIBLE_DEVICES", DT_TASK_ID_ENV,
 					      DT_TASK_MARKER_ENV, NULL });
 	memset(&r, 0, sizeof(r));
@@ -754,6 +767,10 @@ static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	}
 	r.gpus = json_get_str(spec, "cuda_visible_devices", NULL);
 	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
+	if (stdbuf.len) {
+		r.stdbuf_lib = stdbuf.buf;
+		r.ld_preload = inside.buf;
+	}
 	/* the renumbered CUDA_VISIBLE_DEVICES is known once the argv is made */
 	container_run_argv(&r, argv, &pass, &out, &set, &notes);
 	for (size_t i = 0; i < set.nr; i++) {
@@ -772,6 +789,8 @@ static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	strvec_clear(&out);
 	strvec_clear(&set);
 	strbuf_release(&notes);
+	strbuf_release(&stdbuf);
+	strbuf_release(&inside);
 	return ret;
 }
 

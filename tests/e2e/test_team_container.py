@@ -18,6 +18,7 @@ import pytest
 from test_container import CONTAINERS_CONF, rootfs_tar, unavailable
 from test_team import ALICE, BOB, as_user, raw, team_cluster, users  # noqa: F401 (fixture)
 
+GROUP = "dtt-ctrgrp"
 EUID_C = ('#include <stdio.h>\n#include <unistd.h>\n'
           'int main(void) { printf("EUID=%d\\n", (int)geteuid()); return 0; }\n')
 
@@ -31,6 +32,10 @@ def team_ctr(users, dtctl_bin, tmp_path_factory):   # noqa: F811
         pytest.skip(why)
     if not shutil.which("cc"):
         pytest.skip("no C compiler for the setuid probe")
+    # a supplementary group of alice's, opening a file to her rank only through --group-add
+    subprocess.run(["groupdel", GROUP], capture_output=True)
+    subprocess.run(["groupadd", GROUP], check=True)
+    subprocess.run(["usermod", "-a", "-G", GROUP, ALICE], check=True)
     store = Path(tempfile.mkdtemp(prefix="dtt-ctr-", dir="/var/tmp"))
     (store / "containers.conf").write_text(CONTAINERS_CONF)
     (store / "storage.conf").write_text('[storage]\ndriver = "overlay"\ngraphroot = "%s/graph"\n'
@@ -63,8 +68,15 @@ def team_ctr(users, dtctl_bin, tmp_path_factory):   # noqa: F811
             adir.mkdir(mode=0o700)
             shutil.chown(adir, ALICE, ALICE)
             c.alice_dir = adir
+            gdir = c.shared / "grp"
+            gdir.mkdir(mode=0o755)
+            (gdir / "note").write_text("for the group\n")
+            shutil.chown(gdir / "note", "root", GROUP)
+            os.chmod(gdir / "note", 0o640)
+            c.group_file = gdir / "note"
             yield c
     finally:
+        subprocess.run(["groupdel", GROUP], capture_output=True)
         subprocess.run(["podman", "rmi", "-a", "-f"], capture_output=True, env=dict(
             os.environ, **env))
         shutil.rmtree(store, ignore_errors=True)
@@ -95,10 +107,12 @@ def test_rank_in_image_runs_as_its_owner(team_ctr):
     import pwd
     pw = pwd.getpwnam(ALICE)
     groups = sorted(set([pw.pw_gid] + [g.gr_gid for g in grp.getgrall() if ALICE in g.gr_mem]))
-    script = ("echo ID=$(id -u):$(id -g):$(id -G | tr ' ' '\\n' | sort -n | tr '\\n' ' '); "
+    assert grp.getgrnam(GROUP).gr_gid in groups, groups
+    script = ("echo ID=$(id -u):$(id -g):$(id -G | tr ' ' '\\n' | sort -n | tr '\\n' ' '). ; "
               "/bin/euid; echo hi > %s/out; cat %s/secret 2>/dev/null || echo NOREAD; "
+              "cat %s || echo NOGROUP; "
               "echo MINE=$MINE; echo IMAGE=$(cat /IMAGE_ID); echo PWD=$(pwd)"
-              % (c.alice_dir, c.shared / BOB))
+              % (c.alice_dir, c.shared / BOB, c.group_file))
     p = as_user(c, ALICE, "run", "--json", "-d", "-C", c.image, "-w", c.alice_dir,
                 "-e", "MINE=x y", "-e", "LD_PRELOAD=/nonexistent/evil.so",
                 "--shell", "--", script, timeout=120)
@@ -108,15 +122,18 @@ def test_rank_in_image_runs_as_its_owner(team_ctr):
     j = wait_final(c, job, 120)
     out = ranks_out(c, ALICE, job)
     assert j["state"] == "COMPLETED", (j, out)
-    assert "ID=%d:%d:%s " % (pw.pw_uid, pw.pw_gid, " ".join(str(g) for g in groups)) in out, out
+    assert "ID=%d:%d:%s ." % (pw.pw_uid, pw.pw_gid, " ".join(str(g) for g in groups)) in out, out
+    assert "for the group" in out and "NOGROUP" not in out, out
     assert "EUID=%d" % pw.pw_uid in out, out
     assert "IMAGE=team" in out and "MINE=x y" in out, out
     assert "PWD=%s" % c.alice_dir in out, out
     assert "NOREAD" in out and "bob's secret" not in out, out
     st = (c.alice_dir / "out").stat()
     assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), st
-    # nothing of the job's environment in root's podman's (LD_PRELOAD would be root's),
-    # and the variables' file is gone with the task
+    # nothing of the job's environment in root's podman's: its LD_PRELOAD would be loaded
+    # into podman, as root, and ld.so would say it cannot preload this one
+    assert "cannot be preloaded" not in out, out
+    # the variables' file is gone with the task
     assert not list(Path(c.home).glob("**/ctr-env/*.env")), list(Path(c.home).glob("**/*.env"))
 
 

@@ -17,7 +17,6 @@ import io
 import json
 import os
 import re
-import select
 import shutil
 import stat
 import subprocess
@@ -233,95 +232,6 @@ def test_submit_dir_the_nodes_cannot_enter(cluster, tmp_path):
         assert "statfs" not in out, out
     finally:
         shutil.rmtree(priv, ignore_errors=True)
-
-
-LB_C = r"""#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	printf("first line\n");   /* block-buffered on a pipe, unless line_buffered works */
-	while (argc > 1 && access(argv[1], F_OK))
-		usleep(20000);
-	printf("second line\n");
-	return 0;
-}
-"""
-
-
-def glibc_image(path, program, marker="glibc"):
-    """A root filesystem of busybox, a dynamically linked program at /bin/<its name> and the
-    host's libraries it needs (ldd): C stdio of the host's glibc in an image."""
-    libs = re.findall(r"(/\S+\.so[.\d]*) \(0x", subprocess.check_output(["ldd", str(program)],
-                                                                       text=True))
-    return rootfs_tar(marker, path, extra=[(program, "bin/" + program.name, 0o755)] +
-                      [(os.path.realpath(lib), lib.lstrip("/"), 0o755) for lib in libs])
-
-
-def test_line_buffered_in_image(cluster, tmp_path):
-    """line_buffered: a C program's stdout in the image reaches `logs -f` at each newline:
-    the node's libstdbuf is mounted in and preloaded there.  The program prints a line, then
-    waits for a file that the test makes only once `logs -f` has shown that line."""
-    if not shutil.which("cc"):
-        pytest.skip("no C compiler")
-    (tmp_path / "lb.c").write_text(LB_C)
-    subprocess.run(["cc", "-O", "-o", tmp_path / "lbprobe", tmp_path / "lb.c"], check=True)
-    img = Path(cluster.fc.shared) / "img" / "glibc.tar"
-    glibc_image(img, tmp_path / "lbprobe")
-    go = Path(cluster.fc.shared) / "img" / "lb-go"
-    go.unlink(missing_ok=True)
-    p = cluster.dtctl("run", "-d", "--json", "-n", 1, "-p", 1, "--line-buffered", "-C", img,
-                      "--", "/bin/lbprobe", go, timeout=180)
-    assert p.returncode == 0, p.stdout + p.stderr
-    job = json.loads(p.stdout)["job"]["id"] if "job" in json.loads(p.stdout) else \
-        json.loads(p.stdout)["id"]
-    f = cluster.popen("logs", "-f", job)
-    seen = ""
-    try:
-        deadline = time.monotonic() + 120
-        while "first line" not in seen:
-            assert time.monotonic() < deadline, "no line before the program ended: %r" % seen
-            r, _, _ = select.select([f.stdout], [], [], 1)
-            if r:
-                line = f.stdout.readline()
-                assert line, "logs -f ended: %r" % seen
-                seen += line
-        assert "second line" not in seen, seen
-        go.write_text("")
-        out, _ = f.communicate(timeout=120)
-        seen += out
-    finally:
-        if f.poll() is None:
-            f.kill()
-            f.communicate()
-        go.write_text("")
-    assert "second line" in seen, seen
-    assert cluster.wait_job(job, FINAL, timeout=60)["state"] == "COMPLETED"
-
-
-def test_squashfs_image(cluster, tmp_path):
-    """A squashfs image (enroot's kind, made here with mksquashfs): each node converts it
-    (sqfs2tar) and loads it once, cached by its digest like a tarball."""
-    if not shutil.which("mksquashfs") or not shutil.which("sqfs2tar"):
-        pytest.skip("squashfs-tools and squashfs-tools-ng are not installed (scripts/deps.sh)")
-    root = tmp_path / "root"
-    rootfs_tar("squashed", tmp_path / "r.tar")
-    root.mkdir()
-    with tarfile.open(tmp_path / "r.tar") as t:
-        t.extractall(root)
-    img = Path(cluster.fc.shared) / "img" / "bb.sqfs"
-    subprocess.run(["mksquashfs", root, img, "-noappend", "-quiet", "-all-root"], check=True,
-                   capture_output=True)
-    os.chmod(img, 0o644)
-    digest = "sha256:" + hashlib.sha256(img.read_bytes()).hexdigest()
-    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", img, "--", "cat", "/IMAGE_ID")
-    out = p.stdout + p.stderr
-    assert p.returncode == 0 and p.stdout.count("] squashed") == 2, out
-    assert len(re.findall(r"loaded image '%s' \(%s\)" % (re.escape(str(img)), digest),
-                          out)) == 2, out
-    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", img, "--", "cat", "/IMAGE_ID")
-    out = p.stdout + p.stderr
-    assert p.returncode == 0 and p.stdout.count("] squashed") == 2, out
-    assert "loaded image" not in out, out
 
 
 def test_changed_image_is_reloaded(cluster):

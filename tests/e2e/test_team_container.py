@@ -5,12 +5,20 @@ image file read with the owner's ids, and the job's variables kept out of root's
 
 Real Unix users (test_team's) on a one-node team-mode cluster on this machine, root's podman
 with a private containers.conf and image store; the image is test_container's busybox root
-plus a setuid-root program that prints its effective uid."""
+plus a setuid-root program that prints its effective uid.  The same cluster also runs what
+any image needs and is cheaper to check here than in test_container's fake cluster:
+`line_buffered` in an image and squashfs images."""
+import hashlib
 import json
 import os
+import re
+import select
+import signal
 import shutil
 import subprocess
+import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -88,7 +96,6 @@ def ranks_out(c, user, job):
 
 
 def wait_final(c, job, timeout=60):
-    import time
     deadline = time.monotonic() + timeout
     while True:
         j = json.loads(c.dtctl("show", "--json", job).stdout)["job"]
@@ -184,3 +191,93 @@ def test_another_users_image_is_not_theirs(team_ctr):
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "in team mode a container image must be a file on the shared dir" in p.stderr, \
         p.stderr
+
+
+LB_C = r"""#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	printf("first line\n");   /* block-buffered on a pipe, unless line_buffered works */
+	while (argc > 1 && access(argv[1], F_OK))
+		usleep(20000);
+	printf("second line\n");
+	return 0;
+}
+"""
+
+
+def glibc_image(path, program, marker="glibc"):
+    """busybox, a dynamically linked program at /bin/<its name> and the host's libraries it
+    needs (ldd), at their paths: C stdio of the host's glibc in an image."""
+    libs = re.findall(r"(/\S+\.so[.\d]*) \(0x", subprocess.check_output(["ldd", str(program)],
+                                                                      text=True))
+    return rootfs_tar(marker, path, extra=[(program, "bin/" + program.name, 0o755)] +
+                      [(os.path.realpath(lib), lib.lstrip("/"), 0o755) for lib in libs])
+
+
+def test_line_buffered_in_image(team_ctr, tmp_path):
+    """line_buffered: a C program's stdout in the image reaches `logs -f` at each newline (the
+    node's libstdbuf mounted in and preloaded).  The program prints a line, then waits for a
+    file that the test makes only once `logs -f` has shown that line."""
+    c = team_ctr
+    (tmp_path / "lb.c").write_text(LB_C)
+    subprocess.run(["cc", "-O", "-o", tmp_path / "lbprobe", tmp_path / "lb.c"], check=True)
+    img = c.shared / "img" / "glibc.tar"
+    glibc_image(img, tmp_path / "lbprobe")
+    go = c.alice_dir / "lb-go"
+    p = as_user(c, ALICE, "run", "-d", "--json", "--line-buffered", "-C", img, "-w", c.alice_dir,
+                "--", "/bin/lbprobe", go, timeout=120)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    job = json.loads(p.stdout)["job"]["id"] if "job" in json.loads(p.stdout) else \
+        json.loads(p.stdout)["id"]
+    f = subprocess.Popen(["runuser", "-u", ALICE, "--", str(c.exe), "-c", str(c.public), "logs",
+                          "-f", job], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         stdin=subprocess.DEVNULL, cwd="/", start_new_session=True,
+                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1",
+                              "HOME": "/nonexistent", "DTCTL_NO_SYSTEMD": "1"})
+    seen = ""
+    try:
+        deadline = time.monotonic() + 60
+        while "first line" not in seen:
+            assert time.monotonic() < deadline, "no line while the program runs: %r" % seen
+            r, _, _ = select.select([f.stdout], [], [], 1)
+            if r:
+                line = f.stdout.readline()
+                assert line, "logs -f ended: %r" % seen
+                seen += line
+        assert "second line" not in seen, seen
+        go.write_text("")
+        out, _ = f.communicate(timeout=60)
+        seen += out
+    finally:
+        go.write_text("")
+        if f.poll() is None:
+            os.killpg(f.pid, signal.SIGKILL)   # runuser and the dtctl under it
+            f.communicate()
+    assert "second line" in seen, seen
+    assert wait_final(c, job)["state"] == "COMPLETED"
+
+
+def test_squashfs_image(team_ctr, tmp_path):
+    """A squashfs image (enroot's kind, made here with mksquashfs): the node converts it
+    (sqfs2tar) and loads it once, cached by its digest like a tarball."""
+    if not shutil.which("mksquashfs") or not shutil.which("sqfs2tar"):
+        pytest.skip("squashfs-tools and squashfs-tools-ng are not installed (scripts/deps.sh)")
+    c = team_ctr
+    root = tmp_path / "root"
+    rootfs_tar("squashed", tmp_path / "r.tar")
+    root.mkdir()
+    with tarfile.open(tmp_path / "r.tar") as t:
+        t.extractall(root)
+    img = c.shared / "img" / "bb.sqfs"
+    subprocess.run(["mksquashfs", root, img, "-noappend", "-quiet", "-all-root"], check=True,
+                   capture_output=True)
+    os.chmod(img, 0o644)
+    digest = "sha256:" + hashlib.sha256(img.read_bytes()).hexdigest()
+    for first in (True, False):
+        p = as_user(c, ALICE, "run", "-C", img, "-w", c.alice_dir, "--", "cat", "/IMAGE_ID",
+                    timeout=120)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0 and "squashed" in p.stdout, out
+        loaded = "loaded image '%s' (%s)" % (img, digest) in out
+        assert loaded == first, out

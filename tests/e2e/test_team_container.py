@@ -281,3 +281,92 @@ def test_squashfs_image(team_ctr, tmp_path):
         assert p.returncode == 0 and "squashed" in p.stdout, out
         loaded = "loaded image '%s' (%s)" % (img, digest) in out
         assert loaded == first, out
+
+
+def torch_image(path, python="/usr/bin/python3"):
+    """A root filesystem tarball of the host's python3 and python3-torch, no registry and no
+    download: the interpreter, its stdlib, torch and numpy, every library they link (ldd),
+    symlinks kept, /lib and /bin -> usr (~640 MiB, ~6 s here)."""
+    py = os.path.realpath(python)
+    ver = re.search(r"python(3\.\d+)$", py).group(1)
+    roots = [py, "/usr/lib/python" + ver, "/usr/lib/python3/dist-packages/torch",
+             "/usr/lib/python3/dist-packages/numpy",
+             "/usr/lib/python3/dist-packages/typing_extensions.py"]
+    files, elfs = set(), set()
+
+    def add(p):
+        p = os.path.normpath(p)
+        if p.startswith(("/lib/", "/lib64/", "/bin/")):
+            p = "/usr" + p
+        if p in files or not os.path.lexists(p):
+            return
+        files.add(p)
+        if os.path.islink(p):
+            add(os.path.join(os.path.dirname(p), os.readlink(p)))
+        elif os.path.isfile(p) and (p == py or ".so" in os.path.basename(p)):
+            elfs.add(p)
+    for r in roots:
+        for d, dirs, fs in os.walk(r) if os.path.isdir(r) else [(os.path.dirname(r), [],
+                                                                 [os.path.basename(r)])]:
+            dirs[:] = [x for x in dirs if x not in ("test", "tests", "__pycache__")]
+            for f in fs:
+                add(os.path.join(d, f))
+    done = set()
+    while elfs - done:
+        batch = sorted(elfs - done)
+        done |= set(batch)
+        for lib in re.findall(r"(/\S+) \(0x", subprocess.run(["ldd"] + batch, text=True,
+                                                             capture_output=True).stdout):
+            add(lib)
+    with tarfile.open(path, "w") as t:
+        for d in ("tmp", "dev", "proc", "sys", "etc"):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+        for name, target in (("lib", "usr/lib"), ("lib64", "usr/lib64"), ("bin", "usr/bin"),
+                             ("usr/bin/python3", os.path.basename(py))):
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.linkname = tarfile.SYMTYPE, target
+            t.addfile(ti)
+        for f in sorted(files):
+            t.add(f, f.lstrip("/"), recursive=False)
+    os.chmod(path, 0o644)
+
+
+DDP = """import os, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+m = DDP(torch.nn.Linear(4, 1))
+x = torch.full((8, 4), float(r + 1))
+m(x).sum().backward()                       # gradients all-reduced (averaged) by DDP
+g = m.module.weight.grad[0, 0].item()       # d/dw of sum(w.x) = 8 * (mean of r+1)
+t = torch.tensor([float(r + 1)])
+dist.all_reduce(t)
+print("DDP rank=%d world=%d grad=%.1f sum=%.0f" % (r, w, g, t.item()), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_gloo_in_a_torch_image(team_ctr, tmp_path):
+    """A DDP gloo script with python3-torch in an image (the host's python3-torch files as a
+    root filesystem, made here): two ranks on the host network, as alice, agree on the
+    all-reduced gradient."""
+    c = team_ctr
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no python3-torch on /usr/bin/python3 (scripts/deps.sh)")
+    img = c.shared / "img" / "torch.tar"
+    torch_image(img)
+    (c.alice_dir / "ddp.py").write_text(DDP)
+    shutil.chown(c.alice_dir / "ddp.py", ALICE, ALICE)
+    p = as_user(c, ALICE, "run", "-n", 1, "-p", 2, "-C", img, "-w", c.alice_dir, "--",
+                "python3", "ddp.py", timeout=240)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    # ranks 0 and 1: inputs 1 and 2, mean 1.5, so d/dw = 8 * 1.5 = 12 on both; sum 1 + 2 = 3
+    for r in (0, 1):
+        assert "DDP rank=%d world=2 grad=12.0 sum=3" % r in out, out

@@ -134,6 +134,7 @@ struct sup {
 	/* container: (container.h): the engine, the image to run, the container's name */
 	struct strbuf engine, image_ref, ctr_name;
 	struct strbuf ctr_env;        /* team mode: the rank's variables for --env-file */
+	struct strbuf ctr_cwd;        /* team mode: the rank's dir, checked as the user */
 	int marked;                   /* an attempt's start marker is in the log, no end yet */
 	/* team mode (run_as in the spec): the task's user, -1 when none */
 	long long run_uid, run_gid;
@@ -174,6 +175,25 @@ static int drop_to_user(const struct sup *s)
 	if (setuid(0) == 0 || getuid() != (uid_t)s->run_uid)
 		return -1;
 	return 0;
+}
+
+/* Whether the user can enter dir: tried by a child that becomes them; 0, or -1 with errno. */
+static int enter_as_user(const struct sup *s, const char *dir)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(drop_to_user(s) < 0 ? EPERM : chdir(dir) < 0 ? errno : 0);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	errno = WIFEXITED(status) ? WEXITSTATUS(status) : EPERM;
+	return -1;
 }
 
 /* run_as of the spec into s (the agent checked the user exists here, agent.c) */
@@ -657,12 +677,6 @@ static int container_prepare(struct sup *s, struct strbuf *why)
 }
 
 /*
- * argv becomes the engine's, running argv in the image.  The variables the
- * job gave the rank (the spec's env: torchrun's, NCCL/GLOO interface, DT_*)
- * and the task's own are passed in by name; the node's environment (PATH,
- * HOME, env.sh) stays outside, where the engine runs.
- */
-/*
  * Team mode: root's engine must not take the job's variables (LD_PRELOAD,
  * CONTAINERS_CONF and the like would be the user's code or config as root),
  * so they go into a file of ours (0600) that the engine reads for the
@@ -706,6 +720,12 @@ static const char *team_mount(struct sup *s, const char *dir, const char *shared
 	return shared && sf_below(dir, shared) ? dir : NULL;
 }
 
+/*
+ * argv becomes the engine's, running argv in the image.  The variables the
+ * job gave the rank (the spec's env: torchrun's, NCCL/GLOO interface, DT_*)
+ * and the task's own are passed in by name; the node's environment (PATH,
+ * HOME, env.sh) stays outside, where the engine runs.
+ */
 static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 			  struct strvec *env, struct strbuf *why)
 {
@@ -764,6 +784,9 @@ static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 			}
 			r.cwd = NULL;
 		}
+		strbuf_reset(&s->ctr_cwd);
+		if (r.cwd)
+			strbuf_addstr(&s->ctr_cwd, r.cwd);
 	}
 	r.gpus = json_get_str(spec, "cuda_visible_devices", NULL);
 	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
@@ -944,7 +967,10 @@ static int start_task(struct sup *s)
 		set_limits(json_object_get(spec, "limits"));
 		if (s->ctr_env.len) {
 			/* team mode: root's engine, with the agent's environment; the
-			 * rank becomes the user in the image (container_wrap) */
+			 * rank becomes the user in the image (container_wrap), in a
+			 * directory the user can enter (as a task without an image) */
+			if (s->ctr_cwd.len && enter_as_user(s, s->ctr_cwd.buf) < 0)
+				child_fail(report[1], s->ctr_cwd.buf);
 			if (chdir("/") < 0)
 				child_fail(report[1], "/");
 			execvp(argv.v[0], (char *const *)argv.v);
@@ -1104,6 +1130,7 @@ int supervise_main(const char *home, const char *id)
 	strbuf_init(&s.image_ref, 0);
 	strbuf_init(&s.ctr_name, 0);
 	strbuf_init(&s.ctr_env, 0);
+	strbuf_init(&s.ctr_cwd, 0);
 	strbuf_addf(&s.dir, "%s/tasks", home);
 	strbuf_init(&s.sock, 0);
 	report_socket_name(&s.sock, home);
@@ -1320,6 +1347,7 @@ done:
 	strbuf_release(&s.image_ref);
 	strbuf_release(&s.ctr_name);
 	strbuf_release(&s.ctr_env);
+	strbuf_release(&s.ctr_cwd);
 	strbuf_release(&err);
 	strbuf_release(&path);
 	return 0;

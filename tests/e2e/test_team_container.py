@@ -146,7 +146,8 @@ def test_rank_in_image_runs_as_its_owner(team_ctr):
 
 def test_a_dir_outside_the_shared_dir_is_not_mounted(team_ctr):
     """root's podman would mount what the user could not reach: only the shared dir is
-    mounted, and a workdir elsewhere starts the rank in the image's '/'."""
+    mounted, a workdir elsewhere starts the rank in the image's '/', and one she cannot
+    enter fails the rank."""
     c = team_ctr
     p = as_user(c, ALICE, "run", "-C", c.image, "-w", "/tmp", "--shell", "--",
                 "echo PWD=$(pwd)", timeout=120)
@@ -155,6 +156,15 @@ def test_a_dir_outside_the_shared_dir_is_not_mounted(team_ctr):
     assert "PWD=/\n" in out or out.rstrip().endswith("PWD=/"), out
     assert "'/tmp' is not on the shared dir: in team mode only the shared dir is mounted" in out, \
         out
+    # a workdir on the shared dir that she cannot enter (bob's 0700): refused as without an
+    # image, although root's podman could have entered it
+    priv = c.shared / BOB / "private"
+    priv.mkdir(mode=0o700, exist_ok=True)
+    shutil.chown(priv, BOB, BOB)
+    p = as_user(c, ALICE, "run", "-C", c.image, "-w", priv, "--", "ls", timeout=120)
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    assert "cannot start: %s: Permission denied" % priv in out, out
 
 
 def forge(c, user, image, digest):
@@ -191,6 +201,11 @@ def test_another_users_image_is_not_theirs(team_ctr):
     assert p.returncode == 1, (p.stdout, p.stderr)
     assert "in team mode a container image must be a file on the shared dir" in p.stderr, \
         p.stderr
+
+    # nor an mpi job in an image: orted starts its ranks as the user, who has no engine
+    p = as_user(c, ALICE, "run", "--launcher", "mpi", "-C", c.image, "--", "true", timeout=60)
+    assert p.returncode != 0, (p.stdout, p.stderr)
+    assert "an mpi job does not run in an image in team mode" in p.stderr, p.stderr
 
 
 LB_C = r"""#include <stdio.h>

@@ -131,10 +131,6 @@ static void load_progress(long long done, void *data)
 }
 
 /*
- * Copy the image file off the shared dir into tmp (our own dir), hashing
- * it; the digest must be the one submitted.
- */
-/*
  * The image file, opened without following links below the shared dir; with
  * u, as the user (their file system ids and groups: the kernel decides), so
  * root's engine never loads a file its user could not read.
@@ -240,6 +236,10 @@ static int user_has_image(const char *shared_root, const char *image, const char
 	return ret;
 }
 
+/*
+ * Copy the image file off the shared dir into tmp (our own dir), hashing
+ * it; the digest must be the one submitted.
+ */
 static int copy_image(const char *shared_root, const char *image, const char *digest,
 		      const char *tmp, const struct container_user *u, const char *home,
 		      struct load_progress *lp, struct strbuf *why)

@@ -215,6 +215,13 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 				      s->cc->shared_dir);
 			goto out;
 		}
+		/* the mpi launcher's ranks start their image from orted's logger, as
+		 * the user: root's engine is not theirs (docs/team.md) */
+		if (s->cc && s->cc->team && j->cfg.container && j->cfg.launcher == LAUNCHER_MPI) {
+			dt_http_error(resp, 400, "container: an mpi job does not run in an image in "
+				      "team mode (use the agent launcher, or the nodes' own MPI)");
+			goto out;
+		}
 	}
 	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";

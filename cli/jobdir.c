@@ -2,6 +2,8 @@
  * jobdir.c - job directories on the shared dir, job states (see jobdir.h).
  */
 #include "jobdir.h"
+#include "head.h"
+#include "parse-options.h"
 #include "protocol.h"
 #include "safefile.h"
 #include "setup.h"
@@ -101,4 +103,37 @@ void job_print_priority(const json_t *job)
 		       "unknown: a job it waits for has no timeout");
 	else
 		printf("expected:   after the jobs ahead of it (no reservation yet)\n");
+}
+
+int job_fetch_cmd(int argc, const char **argv, const struct option *opts,
+		  const char *const *usage, json_t **reply, json_t **job)
+{
+	int code;
+
+	*reply = NULL;
+	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
+	if (argc != 1) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	code = head_api_id("GET", DT_PATH_JOB_PREFIX, argv[1], "", NULL, reply, NULL);
+	if (code) {
+		json_decref(*reply);
+		*reply = NULL;
+		return code;
+	}
+	*job = json_object_get(*reply, "job");
+	return 0;
+}
+
+void job_print_header(const json_t *job)
+{
+	int queued = !strcmp(json_get_str(job, "state", ""), DT_JOB_PENDING) &&
+		json_object_get(job, "priority");
+	const char *reason = queued ? NULL : json_get_str(job, "reason", NULL);
+
+	printf("job:        %s (%s), submitted by %s\n", term_str(json_get_str(job, "id", "?")),
+	       term_str(json_get_str(job, "name", "?")), term_str(json_get_str(job, "user", "?")));
+	printf("state:      %s%s%s\n", term_str(job_shown_state(job)), reason ? ": " : "",
+	       reason ? term_str(reason) : "");
 }

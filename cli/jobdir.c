@@ -95,14 +95,15 @@ void job_print_priority(const json_t *job)
 	       json_number_value(json_object_get(f, "age")),
 	       json_number_value(json_object_get(f, "size")));
 	printf("waits for:  %s\n", term_str(json_get_str(job, "reason", "its turn")));
-	if (json_is_true(json_object_get(p, "reserved")))
-		printf("expected:   %s (the slots it needs are reserved for it; later jobs "
-		       "only backfill around them)\n",
-		       json_get_str(p, "expected_start", NULL) ?
-		       term_str(json_get_str(p, "expected_start", "")) :
-		       "unknown: a job it waits for has no timeout");
+	if (json_get_str(p, "expected_start", NULL))
+		printf("expected:   %s (%s)\n", term_str(json_get_str(p, "expected_start", "")),
+		       json_is_true(json_object_get(p, "reserved")) ?
+		       "the slots it needs are reserved for it; later jobs only backfill around "
+		       "them" : "the queue simulated in priority order, each job running until "
+		       "its timeout");
 	else
-		printf("expected:   after the jobs ahead of it (no reservation yet)\n");
+		printf("expected:   unknown: %s\n",
+		       term_str(json_get_str(p, "expected_unknown", "not estimated yet")));
 }
 
 int job_fetch_cmd(int argc, const char **argv, const struct option *opts,

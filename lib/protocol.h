@@ -574,7 +574,8 @@
  *      users: [{name, project, share, norm_share, usage_gpu_hours, fairshare,
  *               gpus_in_use, cpu_slots_in_use, pending}], projects: [same, no project]}
  * A pending JOB carries "project" and "priority": {value, position, factors:
- * {fairshare, age, size}, reserved, expected_start} (dtctl why).
+ * {fairshare, age, size}, reserved, expected_start (null: unknown),
+ * expected_unknown? (why)} (dtctl why).
  */
 #define DT_PATH_ACCT "/v1/acct"
 #define DT_PATH_SHARE "/v1/share"

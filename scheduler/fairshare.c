@@ -331,12 +331,17 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 	for (size_t i = 0; usage && i < usage->nr; i++)
 		if (!usage->v[i].project)
 			user_of(&b, usage->v[i].name);
+	p->run_u = xmalloc((nr_run ? nr_run : 1) * sizeof(*p->run_u));
+	p->run_p = xmalloc((nr_run ? nr_run : 1) * sizeof(*p->run_p));
 	for (size_t i = 0; i < nr_run; i++) {
 		/* the index first: user_of() and project_of() may move the arrays */
 		size_t ui = user_of(&b, run[i].user);
 		size_t pi = run[i].project && *run[i].project ? project_of(&b, run[i].project) :
 			(size_t)p->users[ui].project;
 		struct fs_acct *u = &p->users[ui], *pr = &p->projects[pi];
+
+		p->run_u[i] = (int)ui;
+		p->run_p[i] = (int)pi;
 
 		if (run[i].gpu) {
 			u->gpus += run[i].size;
@@ -395,7 +400,9 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		j->f_size = total > 0 ? (j->size >= total ? 1 : (double)j->size / total) : 0;
 		j->priority = w_fs * j->f_fs + w_age * j->f_age + w_size * j->f_size;
 		j->expected_start_us = 0;
+		j->expected_unknown = NULL;
 		j->top = 0;
+		j->started = 0;
 		p->order[i] = tmp[i] = j;
 	}
 	/*
@@ -438,8 +445,25 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		p->order[i]->position = (int)i + 1;
 }
 
+/* An attempt fs_pass_place() or fs_pass_estimate() started, as a running one. */
+struct fs_started {
+	struct fs_running r;
+	void *block;              /* r's arrays */
+	int u, p;                 /* its user and project (indices into the pass's) */
+};
+
+static void started_release(struct fs_started *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(v[i].block);
+	free(v);
+}
+
 void fs_pass_release(struct fs_pass *p)
 {
+	started_release(p->started, p->nr_started);
+	free(p->run_u);
+	free(p->run_p);
 	free(p->reserved[0]);
 	free(p->reserved[1]);
 	free(p->users);
@@ -466,6 +490,8 @@ static int over_quota(const struct fs_pass *p, const struct fs_job *j, struct st
 	}
 	return 0;
 }
+
+#define FS_UNKNOWN_NO_TIMEOUT "a job it waits for has no timeout (no end is assumed for it)"
 
 struct pool_state {
 	struct place_node *masked;    /* the pool with the reservation's slots taken, or NULL */
@@ -543,6 +569,7 @@ static int reserve(const struct fs_ops *ops, void *ctx, struct fs_job *j, struct
 		ps->top = j;
 		j->top = 1;
 		j->expected_start_us = when;
+		j->expected_unknown = when ? NULL : FS_UNKNOWN_NO_TIMEOUT;
 	}
 	strbuf_release(&why);
 	free(res);
@@ -655,6 +682,49 @@ out:
 	free(shadow);
 }
 
+/* j starts on res at start_us: add it to v as a running attempt that ends at its timeout */
+static const struct fs_running *started_add(struct fs_started **v, size_t *nr, size_t *alloc,
+					    const struct fs_job *j, const struct place_result *res,
+					    long long start_us)
+{
+	struct fs_started *e;
+	const int **slot;
+	int *node, *nslots, *slots;
+	int n = res->nr, per = j->per_node;
+
+	ALLOC_GROW(*v, *nr + 1, *alloc);
+	e = &(*v)[(*nr)++];
+	memset(e, 0, sizeof(*e));
+	/* the pointers first, then the ints: one block, aligned for both */
+	e->block = xmalloc((size_t)n * sizeof(*slot) + (size_t)(2 * n + n * per) * sizeof(int) + 1);
+	slot = e->block;
+	node = (int *)(slot + n);
+	nslots = node + n;
+	slots = nslots + n;
+	for (int k = 0; k < n; k++) {
+		node[k] = res->node[k];
+		nslots[k] = per;
+		memcpy(&slots[k * per], res->slots[k], (size_t)per * sizeof(int));
+		slot[k] = &slots[k * per];
+	}
+	e->r.gpu = j->gpu;
+	e->r.start_us = start_us;
+	e->r.end_us = j->limit_ms > 0 ? start_us + j->limit_ms * 1000 : 0;
+	e->r.nr = n;
+	e->r.node = node;
+	e->r.nslots = nslots;
+	e->r.slot = slot;
+	e->r.user = j->user;
+	e->r.project = j->project;
+	e->r.size = j->size;
+	e->r.job = j->job;
+	e->r.preemptible = j->preemptible;
+	e->r.cls_rank = j->cls_rank;
+	e->u = j->u;
+	e->p = j->p;
+	return &e->r;
+}
+
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
 		  size_t nr_run, const struct fs_ops *ops, void *ctx)
 {
@@ -709,6 +779,9 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 				p->projects[j->p].slots += j->size;
 			}
 			ops->start(ctx, j, res);
+			j->started = 1;
+			started_add(&p->started, &p->nr_started, &p->alloc_started, j, res,
+				    p->now_us);
 			started++;
 			if (ops->fingerprint)
 				s->fp = ops->fingerprint(ctx, g, s->masked ? s->masked :
@@ -734,4 +807,202 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 	free(res);
 	strbuf_release(&reason);
 	return started;
+}
+
+/* ------------------------------------------------------------ expected starts */
+
+#define FS_STR2(x) #x
+#define FS_STR(x) FS_STR2(x)
+
+/* a simulated end: r's slots free at end_us, and its user's and project's quota */
+struct sim_end {
+	long long end_us;
+	const struct fs_running *r;
+	int u, p;
+};
+
+struct sim_heap {
+	struct sim_end *v;
+	size_t nr, alloc;
+};
+
+static void heap_push(struct sim_heap *h, long long end_us, const struct fs_running *r, int u,
+		      int p)
+{
+	size_t i;
+
+	ALLOC_GROW(h->v, h->nr + 1, h->alloc);
+	for (i = h->nr++; i > 0 && h->v[(i - 1) / 2].end_us > end_us; i = (i - 1) / 2)
+		h->v[i] = h->v[(i - 1) / 2];
+	h->v[i] = (struct sim_end){ end_us, r, u, p };
+}
+
+static struct sim_end heap_pop(struct sim_heap *h)
+{
+	struct sim_end top = h->v[0], last = h->v[--h->nr];
+	size_t i = 0, c;
+
+	while ((c = 2 * i + 1) < h->nr) {
+		if (c + 1 < h->nr && h->v[c + 1].end_us < h->v[c].end_us)
+			c++;
+		if (h->v[c].end_us >= last.end_us)
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	if (h->nr)
+		h->v[i] = last;
+	return top;
+}
+
+/* would j go over a quota with qu[] / qp[] (its kind of slots) in use? */
+static int sim_over_quota(const struct fs_pass *p, const struct fs_job *j, const int *qu,
+			  const int *qp)
+{
+	const struct fs_limits *l[2] = { &p->users[j->u].lim, &p->projects[j->p].lim };
+	int used[2] = { qu[j->u], qp[j->p] };
+
+	for (int k = 0; k < 2; k++) {
+		int max = j->gpu ? l[k]->max_gpus : l[k]->max_slots;
+
+		if (max && used[k] + j->size > max)
+			return 1;
+	}
+	return 0;
+}
+
+static void estimate_pool(struct fs_pass *p, int g, struct fs_pool *pool,
+			  const struct fs_running *run, size_t nr_run, const struct fs_ops *ops,
+			  void *ctx)
+{
+	struct fs_job **q = xmalloc((p->nr ? p->nr : 1) * sizeof(*q));
+	struct place_node *shadow;
+	struct place_result *res;
+	struct strbuf why = STRBUF_INIT;
+	struct sim_heap h = { NULL, 0, 0 };
+	struct fs_started *sim = NULL;
+	size_t nq = 0, nr_sim = 0, alloc_sim = 0;
+	int *qu, *qp;
+	long long t = p->now_us;
+
+	for (size_t i = 0; i < p->nr; i++) {
+		struct fs_job *j = p->order[i];
+
+		if ((j->gpu ? 1 : 0) != g || j->started)
+			continue;
+		if (nq < FS_ESTIMATE_MAX) {
+			q[nq++] = j;
+		} else if (!j->top) {
+			j->expected_start_us = 0;
+			j->expected_unknown = "more than " FS_STR(FS_ESTIMATE_MAX) " jobs are ahead of "
+				"it (only those are simulated)";
+		}
+	}
+	if (!nq) {
+		free(q);
+		return;
+	}
+	shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
+	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
+	res = xmalloc(sizeof(*res));
+	qu = xcalloc(p->nr_users ? p->nr_users : 1, sizeof(*qu));
+	qp = xcalloc(p->nr_projects ? p->nr_projects : 1, sizeof(*qp));
+	for (size_t i = 0; i < p->nr_users; i++)
+		qu[i] = g ? p->users[i].gpus : p->users[i].slots;
+	for (size_t i = 0; i < p->nr_projects; i++)
+		qp[i] = g ? p->projects[i].gpus : p->projects[i].slots;
+	/* what runs ends at its timeout; without one, never (it is not in the heap) */
+	for (size_t i = 0; i < nr_run; i++)
+		if ((run[i].gpu ? 1 : 0) == g && run[i].end_us)
+			heap_push(&h, run[i].end_us, &run[i], p->run_u[i], p->run_p[i]);
+	for (size_t i = 0; i < p->nr_started; i++) {
+		const struct fs_started *e = &p->started[i];
+
+		if ((e->r.gpu ? 1 : 0) == g && e->r.end_us)
+			heap_push(&h, e->r.end_us, &e->r, e->u, e->p);
+	}
+	/* room for every job once: the heap points into it */
+	alloc_sim = nq;
+	sim = xcalloc(nq, sizeof(*sim));
+	for (;;) {
+		size_t left = 0;
+		int blocked = 0;
+		long long next = LLONG_MAX;
+
+		while (h.nr && h.v[0].end_us <= t) {
+			struct sim_end e = heap_pop(&h);
+
+			release_run(shadow, pool->nr, e.r, 0);
+			qu[e.u] -= e.r->size;
+			qp[e.p] -= e.r->size;
+		}
+		for (size_t i = 0; i < nq; i++) {
+			struct fs_job *j = q[i];
+			enum place_status st;
+
+			if (blocked || sim_over_quota(p, j, qu, qp)) {
+				q[left++] = j;
+				continue;
+			}
+			if (j->top && (!j->expected_start_us || t < j->expected_start_us)) {
+				/* its reservation says when (or that nobody knows) */
+				if (j->expected_start_us)
+					next = j->expected_start_us;
+				blocked = 1;
+				q[left++] = j;
+				continue;
+			}
+			strbuf_reset(&why);
+			st = ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why);
+			if (st == PLACE_OK) {
+				const struct fs_running *r;
+
+				mark(shadow, res, j->per_node, 1);
+				qu[j->u] += j->size;
+				qp[j->p] += j->size;
+				if (!j->top) {
+					j->expected_start_us = t;
+					j->expected_unknown = NULL;
+				}
+				r = started_add(&sim, &nr_sim, &alloc_sim, j, res, t);
+				if (r->end_us)
+					heap_push(&h, r->end_us, r, j->u, j->p);
+			} else if (st == PLACE_WAIT) {
+				blocked = 1;   /* strictly in order: no backfill is assumed */
+				q[left++] = j;
+			} else {
+				j->expected_start_us = 0;
+				j->expected_unknown = "it does not fit the cluster as it is now";
+			}
+		}
+		nq = left;
+		if (!nq)
+			break;
+		if (h.nr && h.v[0].end_us < next)
+			next = h.v[0].end_us;
+		if (next == LLONG_MAX) {
+			/* only attempts without a timeout are left to end */
+			for (size_t i = 0; i < nq; i++) {
+				q[i]->expected_start_us = 0;
+				q[i]->expected_unknown = FS_UNKNOWN_NO_TIMEOUT;
+			}
+			break;
+		}
+		t = next;
+	}
+	started_release(sim, nr_sim);
+	strbuf_release(&why);
+	free(h.v);
+	free(qu);
+	free(qp);
+	free(res);
+	free(shadow);
+	free(q);
+}
+
+void fs_pass_estimate(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
+		      size_t nr_run, const struct fs_ops *ops, void *ctx)
+{
+	for (int g = 0; g < 2; g++)
+		estimate_pool(p, g, &pools[g], run, nr_run, ops, ctx);
 }

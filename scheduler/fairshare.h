@@ -84,8 +84,11 @@ struct fs_job {
 	int u, p;                 /* indices into pass->users / projects */
 	double f_fs, f_age, f_size, priority;
 	int position;             /* 1 = first in the queue */
-	long long expected_start_us;  /* the top job of its pool: when its reservation frees */
+	long long expected_start_us;  /* when it is expected to start (0: unknown): the top
+				       * job's reservation, or fs_pass_estimate()'s */
+	const char *expected_unknown;   /* why not (a static string), or NULL */
 	int top;                  /* it holds its pool's reservation */
+	int started;              /* fs_pass_place() started it */
 };
 
 /* A running attempt: where it is (node indices into its pool, slots) and when it ends. */
@@ -139,6 +142,9 @@ struct fs_pass {
 	struct place_result *reserved[2];
 	int reserved_per_node[2];
 	long long shadow_us[2];   /* ... which frees then (0: unknown) */
+	int *run_u, *run_p;       /* each running attempt's user and project (indices) */
+	struct fs_started *started;   /* the attempts fs_pass_place() started (fairshare.c) */
+	size_t nr_started, alloc_started;
 };
 
 /*
@@ -165,6 +171,21 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
  */
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
 		  size_t nr_run, const struct fs_ops *ops, void *ctx);
+/*
+ * After fs_pass_place(): every pending job's expected start, by simulating
+ * the queue in priority order on the pools as the pass left them.  Each
+ * attempt ends at its timeout (the running ones, those the pass started, and
+ * the simulated ones); one without a timeout never ends, so a job that waits
+ * for its slots (or for a job behind it) gets no time, only the reason in
+ * expected_unknown.  At each simulated end the jobs are tried in order: one
+ * over a quota (counted as the simulation goes) is passed over, the first
+ * that does not fit stops the rest (no backfill is assumed), the top job
+ * starts no sooner than its reservation.  Only the first FS_ESTIMATE_MAX jobs
+ * of each pool are simulated (the cost stays a few ms at 10,000 pending).
+ */
+#define FS_ESTIMATE_MAX 1000
+void fs_pass_estimate(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
+		      size_t nr_run, const struct fs_ops *ops, void *ctx);
 void fs_pass_release(struct fs_pass *p);
 
 /* The user's effective project: the job's, else the user's default, else the user. */

@@ -761,6 +761,8 @@ void schedule_pending(struct sched *s)
 	pools[0] = (struct fs_pool){ in.cpu.n, in.cpu.nr, in.totals[0] };
 	pools[1] = (struct fs_pool){ in.gpu.n, in.gpu.nr, in.totals[1] };
 	fs_pass_place(&in.pass, pools, in.run.v, in.run.nr, &ops, &ctx);
+	if (!s->backend->place)   /* a backend that places itself (Slurm) says nothing of when */
+		fs_pass_estimate(&in.pass, pools, in.run.v, in.run.nr, &ops, &ctx);
 	for (size_t i = 0; i < in.n; i++) {
 		struct fs_job *f = &in.fj[i];
 		struct job *j = f->job;
@@ -774,6 +776,7 @@ void schedule_pending(struct sched *s)
 		j->prio_pos = f->position;
 		j->prio_top = f->top;
 		j->expected_start_us = f->expected_start_us;
+		j->expected_unknown = f->expected_unknown;
 	}
 	c->at_ms = now_ms;
 	c->fp[0] = pool_fingerprint(s, &in.cpu);

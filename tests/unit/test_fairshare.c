@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,6 +523,172 @@ static void test_submit_limits(void **state)
 	strbuf_release(&err);
 }
 
+/* ------------------------------------------------ expected starts */
+
+/*
+ * One node of 8 GPUs; each job runs exactly until its timeout.  Running at 0:
+ * alice's 4 GPUs until 1 h, q's 4 until 2 h (q may hold 4 GPUs).  Queued, in
+ * this order (age only: fair share and size weigh nothing here): q 4,
+ * carol 4, dave 4, erin 8, frank 2.  est_run() estimates at 0, then runs the real
+ * passes at every end until the queue is empty or stuck, and records when
+ * each job started.  carol's job has the timeout carol_limit_ms (0: none).
+ */
+#define EJ 7
+
+struct ejob {
+	const char *user;
+	int size;
+	long long limit_ms;
+	long long start_us;           /* -1: not started */
+	int running, slot[8], node0, nslots;
+	const int *slotp[1];
+	struct fs_job fj;
+};
+
+struct est_ctx {
+	struct ejob *j;
+	long long now;
+};
+
+static void est_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+	struct est_ctx *c = ctx;
+	struct ejob *e = fj->job;
+
+	e->running = 1;
+	e->start_us = c->now;
+	e->nslots = fj->per_node;
+	memcpy(e->slot, res->slots[0], sizeof(int) * (size_t)fj->per_node);
+}
+
+static void est_run(long long carol_limit_ms, struct ejob *j)
+{
+	static const struct fs_ops ops = { pre_try, est_start, pre_wait, NULL, NULL };
+	struct ejob init[EJ] = {
+		{ "alice", 4, 3600 * 1000, 0, 1, { 0, 1, 2, 3 }, 0, 4, { NULL }, { 0 } },
+		{ "q", 4, 2 * 3600 * 1000, 0, 1, { 4, 5, 6, 7 }, 0, 4, { NULL }, { 0 } },
+		{ "q", 4, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "carol", 4, carol_limit_ms, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "dave", 4, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "erin", 8, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "frank", 2, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+	};
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	struct est_ctx c = { j, 0 };
+	int totals[2] = { 0, 8 };
+
+	memcpy(j, init, sizeof(init));
+	load(&cc, "fairshare:\n  weights: {fairshare: 0, size: 0}\n  users:\n"
+	     "    q: {max_gpus: 4}\n", &err);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 8;
+	memset(n[0].used, 1, 8);
+	for (int round = 0; round < 20; round++) {
+		struct fs_running run[EJ];
+		struct fs_job pend[EJ];
+		struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 8 } };
+		struct fs_pass p;
+		size_t nrun = 0, np = 0;
+		long long next = LLONG_MAX;
+		static const int node0 = 0;
+
+		memset(run, 0, sizeof(run));
+		for (int i = 0; i < EJ; i++) {
+			struct ejob *e = &j[i];
+
+			if (!e->running)
+				continue;
+			if (e->limit_ms && e->start_us + e->limit_ms * 1000 <= c.now) {
+				for (int x = 0; x < e->nslots; x++)
+					n[0].used[e->slot[x]] = 0;
+				e->running = 0;
+				continue;
+			}
+			e->slotp[0] = e->slot;
+			run[nrun].gpu = 1;
+			run[nrun].start_us = e->start_us;
+			run[nrun].end_us = e->limit_ms ? e->start_us + e->limit_ms * 1000 : 0;
+			run[nrun].nr = 1;
+			run[nrun].node = &node0;
+			run[nrun].nslots = &e->nslots;
+			run[nrun].slot = e->slotp;
+			run[nrun].user = e->user;
+			run[nrun].size = e->size;
+			run[nrun].job = e;
+			nrun++;
+		}
+		for (int i = 0; i < EJ; i++)
+			if (j[i].start_us < 0) {
+				/* submitted in this order, a second apart */
+				mkjob(&pend[np], j[i].user, j[i].size, -(EJ - i) * 1000000LL, 0);
+				pend[np].limit_ms = j[i].limit_ms;
+				pend[np].job = &j[i];
+				np++;
+			}
+		if (!np)
+			break;
+		fs_pass_prepare(&p, &cc.fairshare, NULL, c.now, pend, np, run, nrun, totals);
+		fs_pass_place(&p, pools, run, nrun, &ops, &c);
+		if (!round) {
+			fs_pass_estimate(&p, pools, run, nrun, &ops, &c);
+			for (size_t i = 0; i < np; i++)
+				((struct ejob *)pend[i].job)->fj = pend[i];
+		}
+		fs_pass_release(&p);
+		for (int i = 0; i < EJ; i++)
+			if (j[i].running && j[i].limit_ms &&
+			    j[i].start_us + j[i].limit_ms * 1000 < next)
+				next = j[i].start_us + j[i].limit_ms * 1000;
+		if (next == LLONG_MAX)
+			break;
+		c.now = next;
+	}
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+}
+
+/*
+ * Every queued job gets an expected start, not only the top one: q's job is
+ * over q's quota until q's running job ends at 2 h, so carol's (the top, 1 h)
+ * goes first, then q's at 2 h, dave's 3 h, erin's 4 h, frank's 5 h (strictly
+ * in order once they fit the quotas), and the real passes start each job
+ * exactly then.  When carol's job has no timeout, the jobs that need its GPUs
+ * (erin's, and frank's behind it) get no time: "unknown", with the reason,
+ * rather than a made-up one.
+ */
+static void test_expected_start(void **state)
+{
+	static const long long want[EJ] = { 0, 0, 2, 1, 3, 4, 5 };
+	struct ejob j[EJ];
+
+	est_run(3 * 3600 * 1000, j);
+	for (int i = 2; i < EJ; i++) {
+		if (j[i].fj.expected_start_us != want[i] * HOUR_US || j[i].fj.expected_unknown)
+			fail_msg("%s's job: expected at %lld s, want %lld s (%s)", j[i].user,
+				 j[i].fj.expected_start_us / 1000000, want[i] * 3600,
+				 j[i].fj.expected_unknown ? j[i].fj.expected_unknown : "");
+		if (j[i].start_us != j[i].fj.expected_start_us)
+			fail_msg("%s's job started at %lld s, it was expected at %lld s", j[i].user,
+				 j[i].start_us / 1000000, j[i].fj.expected_start_us / 1000000);
+	}
+	assert_true(j[3].fj.top && !j[2].fj.top && !j[4].fj.top);
+	assert_int_equal(j[6].fj.position, 5);
+
+	est_run(0, j);
+	for (int i = 2; i < 5; i++)
+		assert_true(j[i].fj.expected_start_us == want[i] * HOUR_US &&
+			    j[i].start_us == want[i] * HOUR_US);
+	for (int i = 5; i < EJ; i++) {
+		assert_true(j[i].fj.expected_start_us == 0 && j[i].start_us == -1);
+		assert_non_null(j[i].fj.expected_unknown);
+		assert_non_null(strstr(j[i].fj.expected_unknown, "has no timeout"));
+	}
+}
+
 /* ------------------------------------------------ the simulated week */
 
 #define NODES 4
@@ -848,6 +1015,7 @@ int main(void)
 		cmocka_unit_test(test_preempt_over_share),
 		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
+		cmocka_unit_test(test_expected_start),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_five_users),
 		cmocka_unit_test(test_week_five_users_quota),

@@ -79,7 +79,7 @@ const char *job_shown_state(const json_t *job)
 void job_print_priority(const json_t *job)
 {
 	const json_t *p = json_object_get(job, "priority");
-	const json_t *f = json_object_get(p, "factors");
+	const json_t *f = json_object_get(p, "factors"), *fl;
 
 	if (strcmp(json_get_str(job, "state", ""), DT_JOB_PENDING))
 		return;
@@ -95,6 +95,13 @@ void job_print_priority(const json_t *job)
 	       json_number_value(json_object_get(f, "age")),
 	       json_number_value(json_object_get(f, "size")));
 	printf("waits for:  %s\n", term_str(json_get_str(job, "reason", "its turn")));
+	if ((fl = json_object_get(p, "floor")))
+		printf("floor:      project %s is guaranteed %lld GPUs, %lld in use: this job is %s\n",
+		       term_str(json_get_str(job, "project", "?")),
+		       json_get_int(fl, "guaranteed_gpus", 0), json_get_int(fl, "gpus_in_use", 0),
+		       json_is_true(json_object_get(fl, "within")) ?
+		       "within it (first in the queue; GPUs lent to other projects are reclaimed "
+		       "for it)" : "beyond it (it waits its turn)");
 	if (json_get_str(p, "expected_start", NULL))
 		printf("expected:   %s (%s)\n", term_str(json_get_str(p, "expected_start", "")),
 		       json_is_true(json_object_get(p, "reserved")) ?

@@ -308,6 +308,47 @@ static void shares(struct fs_pass *p)
 	free(in_p);
 }
 
+/*
+ * The guaranteed floors (Kueue's nominal quota): a project's GPU jobs that
+ * fit, in queue order, within its guaranteed_gpus with what it runs now are
+ * `guaranteed` and move to the front of the queue (in their order), ahead of
+ * every class: the floor is the project's, whatever others queued.  A job in
+ * a preemptible class is opportunistic and never guaranteed.
+ */
+static void guaranteed_first(struct fs_pass *p)
+{
+	struct fs_job **v;
+	int *want, any = 0;
+	size_t k = 0;
+
+	for (size_t i = 0; i < p->nr_projects && !any; i++)
+		any = p->projects[i].guaranteed_gpus > 0;
+	if (!any || !p->nr)
+		return;
+	want = xmalloc(p->nr_projects * sizeof(*want));
+	for (size_t i = 0; i < p->nr_projects; i++)
+		want[i] = p->projects[i].gpus;
+	for (size_t i = 0; i < p->nr; i++) {
+		struct fs_job *j = p->order[i];
+		int floor = p->projects[j->p].guaranteed_gpus;
+
+		if (j->gpu && !j->preemptible && floor && want[j->p] + j->size <= floor) {
+			j->guaranteed = 1;
+			want[j->p] += j->size;
+		}
+	}
+	free(want);
+	v = xmalloc(p->nr * sizeof(*v));
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->order[i]->guaranteed)
+			v[k++] = p->order[i];
+	for (size_t i = 0; i < p->nr; i++)
+		if (!p->order[i]->guaranteed)
+			v[k++] = p->order[i];
+	memcpy(p->order, v, p->nr * sizeof(*v));
+	free(v);
+}
+
 void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		     const struct fs_usage *usage, long long now_us, struct fs_job *jobs,
 		     size_t nr, const struct fs_running *run, size_t nr_run, const int totals[2])
@@ -370,8 +411,11 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		p->total_usage += p->users[i].usage;
 	}
 	for (size_t i = 0; i < p->nr_projects; i++) {
+		const struct fs_entity *e = cfg ? fairshare_project(cfg, p->projects[i].name) : NULL;
+
 		p->projects[i].usage = fs_usage_get(usage, 1, p->projects[i].name, now_us);
 		p->projects[i].lim = fs_limits_of(cfg, 1, p->projects[i].name);
+		p->projects[i].guaranteed_gpus = e ? e->guaranteed_gpus : 0;
 	}
 	shares(p);
 	for (size_t i = 0; i < p->nr_users; i++) {
@@ -403,6 +447,7 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		j->expected_unknown = NULL;
 		j->top = 0;
 		j->started = 0;
+		j->guaranteed = 0;
 		p->order[i] = tmp[i] = j;
 	}
 	/*
@@ -441,6 +486,7 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 	}
 	free(b.iu.slot);
 	free(b.ip.slot);
+	guaranteed_first(p);
 	for (size_t i = 0; i < nr; i++)
 		p->order[i]->position = (int)i + 1;
 }
@@ -596,19 +642,24 @@ static double factor_of(const struct fs_pass *p, const char *name)
 }
 
 /*
- * May j preempt r?  1: r is preemptible and of a lower class (any
- * preemptible one when j is not); 2: fairshare.preempt_over_share, j (not
- * preemptible) is of an under-share user (factor above 0.5), r of another
- * user over their share (below 0.5), of no higher class, and r has run
- * preempt_min_run (unless it is being preempted already); 0: no.
+ * May j preempt r (of project rp)?  1: r is preemptible and of a lower
+ * class (any preemptible one when j is not); 3: j is within its project's
+ * guaranteed floor and r's project (another) uses more than its own: r runs
+ * on borrowed GPUs; 2: fairshare.preempt_over_share, j (not preemptible) is
+ * of an under-share user (factor above 0.5), r of another user over their
+ * share (below 0.5), of no higher class, and r has run preempt_min_run
+ * (unless it is being preempted already); 0: no.
  */
 static int victim_kind(const struct fs_pass *p, const struct fs_job *j, double j_factor,
-		       const struct fs_running *r)
+		       const struct fs_running *r, int rp)
 {
 	if (r->gpu != j->gpu || !r->job)
 		return 0;
 	if (r->preemptible && !(j->preemptible && r->cls_rank >= j->cls_rank))
 		return 1;
+	if (j->guaranteed && rp != j->p &&
+	    p->projects[rp].gpus > p->projects[rp].guaranteed_gpus)
+		return 3;
 	if (!p->cfg || !p->cfg->preempt_over_share || j->preemptible || !(j_factor > 0.5) ||
 	    r->cls_rank > j->cls_rank || !strcmp(r->user, j->user))
 		return 0;
@@ -620,42 +671,52 @@ static int victim_kind(const struct fs_pass *p, const struct fs_job *j, double j
 /*
  * j, its pool's top job, waits: free the slots it needs by preempting
  * running preemptible jobs of a lower class (all preemptible ones when j is
- * not), then over-share work (victim_kind), the fewest needed, youngest
- * first (the least work lost).
+ * not), then borrowed GPUs (j guaranteed), then over-share work
+ * (victim_kind), the fewest needed, youngest first (the least work lost).
+ * A project is reclaimed from only down to its own floor.
  */
 static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void *ctx,
 			struct fs_job *j, struct fs_pool *pool, const struct fs_running *run,
 			size_t nr_run)
 {
+	static const int kinds_order[3] = { 1, 3, 2 };
 	struct place_node *shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
 	const struct fs_running **v = xmalloc((nr_run ? nr_run : 1) * sizeof(*v));
+	int *lent = xcalloc(p->nr_projects ? p->nr_projects : 1, sizeof(*lent));
 	struct place_result *res = xmalloc(sizeof(*res));
 	struct strbuf why = STRBUF_INIT;
 	double jf = p->users[j->u].factor;
-	size_t n = 0, n1 = 0, i;
+	size_t n = 0, i;
 	int fits = 0;
 
 	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
-	/* the preemptible class's first, then the over-share ones */
-	for (int kind = 1; kind <= 2; kind++) {
-		if (kind == 2)
-			n1 = n;
+	/* the preemptible class's first, then the borrowed GPUs, then the over-share ones */
+	for (int o = 0; o < 3; o++) {
+		size_t first = n;
+
 		for (i = 0; i < nr_run; i++) {
 			const struct fs_running *r = &run[i];
 
-			if (victim_kind(p, j, jf, r) != kind)
+			if (victim_kind(p, j, jf, r, p->run_p[i]) != kinds_order[o])
 				continue;
 			if (r->preempting)
 				release_run(shadow, pool->nr, r, 0);   /* its slots free soon anyway */
 			else
 				v[n++] = r;
 		}
+		qsort(v + first, n - first, sizeof(*v), by_start_desc);
 	}
 	if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
 		goto out;   /* those being preempted make room: wait for them */
-	qsort(v, n1, sizeof(*v), by_start_desc);
-	qsort(v + n1, n - n1, sizeof(*v), by_start_desc);
 	for (i = 0; i < n && !fits; i++) {
+		int rp = p->run_p[v[i] - run];
+
+		if (victim_kind(p, j, jf, v[i], rp) == 3 &&
+		    p->projects[rp].gpus - lent[rp] <= p->projects[rp].guaranteed_gpus) {
+			v[i] = NULL;   /* its project is down to its own floor */
+			continue;
+		}
+		lent[rp] += v[i]->size;
 		release_run(shadow, pool->nr, v[i], 0);
 		strbuf_reset(&why);
 		fits = ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK;
@@ -665,6 +726,8 @@ static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void 
 	n = i;
 	/* the fewest: give back, last first, each victim j fits without */
 	for (i = n; i-- > 0;) {
+		if (!v[i])
+			continue;
 		release_run(shadow, pool->nr, v[i], 1);
 		strbuf_reset(&why);
 		if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
@@ -678,6 +741,7 @@ static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void 
 out:
 	strbuf_release(&why);
 	free(res);
+	free(lent);
 	free(v);
 	free(shadow);
 }

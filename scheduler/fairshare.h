@@ -63,6 +63,7 @@ struct fs_acct {
 	double usage;             /* decayed GPU-seconds, running attempts included */
 	double factor;            /* users: 2^(-usage/total / norm_share) */
 	struct fs_limits lim;
+	int guaranteed_gpus;      /* projects: the floor (cluster.yaml's guaranteed_gpus) */
 	int gpus, slots;          /* in use now (quotas) */
 	int pending;
 };
@@ -89,6 +90,8 @@ struct fs_job {
 	const char *expected_unknown;   /* why not (a static string), or NULL */
 	int top;                  /* it holds its pool's reservation */
 	int started;              /* fs_pass_place() started it */
+	int guaranteed;           /* within its project's guaranteed floor: first in the
+				   * queue, and it may reclaim GPUs lent to other projects */
 };
 
 /* A running attempt: where it is (node indices into its pool, slots) and when it ends. */
@@ -151,7 +154,10 @@ struct fs_pass {
  * Compute every job's factors and priority and the queue's order.  jobs:
  * the pending ones (nr); run: the running attempts (their usage and quota
  * use; they start at end_us - timeout, so their fs_running carries start_us);
- * usage may be NULL; totals: the slots of the CPU and GPU pools (size factor).  Then fs_pass_place() once at most, then
+ * usage may be NULL; totals: the slots of the CPU and GPU pools (size factor).
+ * A project's GPU jobs (not in a preemptible class) that fit, in their
+ * order, within its guaranteed_gpus with what it runs are `guaranteed` and
+ * go first in the queue.  Then fs_pass_place() once at most, then
  * fs_pass_release().
  */
 void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
@@ -165,7 +171,9 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
  * expected to start.  When the top job may preempt (it is not preemptible,
  * or its class ranks above theirs) and preemptible jobs hold the slots it
  * needs (or, with cfg->preempt_over_share, over-share users' jobs that ran
- * preempt_min_run, when the top job's user is under their share), the
+ * preempt_min_run, when the top job's user is under their share; or, when
+ * the top job is `guaranteed`, jobs of other projects that use more than
+ * their own guaranteed_gpus, as long as they do: the GPUs they borrowed), the
  * fewest of them, youngest first, are preempted (ops->preempt)
  * unless those being preempted already free enough.  Returns how many started.
  */

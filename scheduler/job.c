@@ -356,6 +356,10 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 
 		if (!j->expected_start_us && j->expected_unknown)
 			json_object_set_new(pr, "expected_unknown", json_string(j->expected_unknown));
+		if (j->floor_gpus)   /* its project's guaranteed floor (docs/fairshare.md) */
+			json_object_set_new(pr, "floor", json_pack("{s:i,s:i,s:b}", "guaranteed_gpus",
+				j->floor_gpus, "gpus_in_use", j->floor_in_use, "within",
+				j->prio_guaranteed));
 		json_object_set_new(o, "priority", pr);
 	}
 	json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());

@@ -89,6 +89,14 @@ static void test_config(void **state)
 	expect_error("fairshare:\n  projects: [a, b]\n", "c.yaml:6:13: key 'fairshare.projects'");
 	expect_error("fairshare:\n  preempt_over_share: maybe\n",
 		     "c.yaml:6:23: key 'fairshare.preempt_over_share'");
+	expect_error("fairshare:\n  users:\n    alice: {guaranteed_gpus: 2}\n",
+		     "c.yaml:7:13: unknown key 'fairshare.users.alice.guaranteed_gpus'");
+	expect_error("fairshare:\n  projects:\n    p: {guaranteed_gpus: -1}\n",
+		     "c.yaml:7:26: key 'fairshare.projects.p.guaranteed_gpus': expected a number "
+		     "of GPUs from 0");
+	load(&cc, "fairshare:\n  projects:\n    p: {guaranteed_gpus: 4}\n", &err);
+	assert_int_equal(fairshare_project(&cc.fairshare, "p")->guaranteed_gpus, 4);
+	cluster_config_release(&cc);
 	expect_error("fairshare:\n  preempt_min_run: soon\n",
 		     "c.yaml:6:20: key 'fairshare.preempt_min_run'");
 }
@@ -283,7 +291,8 @@ static void test_preempt_fewest_youngest(void **state)
 /*
  * Preemption on fair share, on simulated time (30 s steps over 6 hours):
  * one node of 4 GPUs; bob holds all of it with job A (from 0) and job B (from
- * 58 min), neither with an end; alice (no usage) submits a 2-GPU job at 1 h.
+ * 58 min), neither with an end; alice (no usage) submits a job of alice_gpus
+ * GPUs at 1 h.
  * A victim stops `grace` after it is preempted and is requeued (a pending
  * job of bob's).  Returns when alice's job started (-1: never); *victims:
  * how many preemptions, *victim_start: the first victim's start.
@@ -312,7 +321,8 @@ static void os_start(void *ctx, struct fs_job *fj, const struct place_result *re
 		fail_msg("bob's requeued job started: he is over his share");
 }
 
-static long long over_share_run(const char *fs, int *victims, long long *victim_start)
+static long long over_share_run(const char *fs, int alice_gpus, int *victims,
+			        long long *victim_start)
 {
 	static const struct fs_ops ops = { pre_try, os_start, pre_wait, NULL, pre_preempt };
 	static const int node[1] = { 0 }, nslots[1] = { 2 }, s01[2] = { 0, 1 }, s23[2] = { 2, 3 };
@@ -370,7 +380,7 @@ static long long over_share_run(const char *fs, int *victims, long long *victim_
 			nl++;
 		}
 		if (alice_start < 0)
-			mkjob(&pend[np++], "alice", 2, HOUR_US, 0);
+			mkjob(&pend[np++], "alice", alice_gpus, HOUR_US, 0);
 		for (int i = 0; i < bob_pending; i++)
 			mkjob(&pend[np++], "bob", 2, now, 0);
 		memset(&c, 0, sizeof(c));
@@ -413,18 +423,18 @@ static void test_preempt_over_share(void **state)
 	int victims;
 	long long t;
 
-	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 10m\n",
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 10m\n", 2,
 			   &victims, &first);
 	assert_int_equal(victims, 1);
 	assert_true(first == 0);   /* A: B, the younger, has run 2 min only */
 	assert_true(t >= HOUR_US && t <= HOUR_US + OS_GRACE_US);
 	/* a longer minimum run time: nothing until A has run it */
-	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 2h\n",
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 2h\n", 2,
 			   &victims, &first);
 	assert_int_equal(victims, 1);
 	assert_true(first == 0);
 	assert_true(t >= 2 * HOUR_US && t <= 2 * HOUR_US + OS_GRACE_US);
-	t = over_share_run("fairshare:\n  preempt_min_run: 10m\n", &victims, &first);
+	t = over_share_run("fairshare:\n  preempt_min_run: 10m\n", 2, &victims, &first);
 	assert_int_equal(victims, 0);
 	assert_true(t == -1);
 }
@@ -521,6 +531,71 @@ static void test_submit_limits(void **state)
 	assert_int_equal(t, 4 * 3600 * 1000LL);   /* the job gets max_time as its timeout */
 	cluster_config_release(&cc);
 	strbuf_release(&err);
+}
+
+#define FLOOR "fairshare:\n  users:\n    alice: {project: vision}\n" \
+	"  projects:\n    vision: {guaranteed_gpus: 2}\n"
+
+/*
+ * A guaranteed floor (Kueue's nominal quota with borrowing and reclaim):
+ * alice's project vision is guaranteed 2 of the node's 4 GPUs.  While it is
+ * idle bob borrows them: both his 2-GPU jobs start.  alice's job (newer, of
+ * a user with more usage) goes first in the queue.  When she submits a 2-GPU
+ * job while bob holds all 4, his younger job is preempted at once (no
+ * minimum run time: the GPUs were lent) and hers starts within the grace;
+ * his requeued job never takes them back (os_start fails if it starts), and
+ * nothing else is preempted.  A 4-GPU job is beyond her floor: it preempts
+ * nothing, and neither does hers when bob's own project is guaranteed all
+ * that he runs (he borrows nothing).
+ */
+static void test_guaranteed_floor(void **state)
+{
+	static const struct fs_ops ops = { pre_try, q_start, q_wait, NULL, pre_preempt };
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 4 } };
+	struct fs_usage u;
+	struct fs_job j[3];
+	struct fs_pass p;
+	struct quota_ctx c;
+	int totals[2] = { 0, 4 }, victims;
+	long long t, first;
+
+	load(&cc, FLOOR, &err);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 4;
+	mkjob(&j[0], "bob", 2, 0, 0);
+	mkjob(&j[1], "bob", 2, 1, 0);
+	memset(&c, 0, sizeof(c));
+	fs_pass_prepare(&p, &cc.fairshare, NULL, HOUR_US, j, 2, NULL, 0, totals);
+	fs_pass_place(&p, pools, NULL, 0, &ops, &c);
+	assert_int_equal(c.started, 2);   /* vision's idle GPUs lent to bob */
+	assert_true(!j[0].guaranteed && !j[1].guaranteed);
+	fs_pass_release(&p);
+
+	fs_usage_init(&u, 3600 * 1000);
+	fs_usage_add(&u, "alice", "vision", 4, 0, HOUR_US);
+	mkjob(&j[2], "alice", 2, 2, 0);
+	fs_pass_prepare(&p, &cc.fairshare, &u, HOUR_US, j, 3, NULL, 0, totals);
+	assert_true(j[2].guaranteed && j[2].f_fs < j[0].f_fs);
+	assert_ptr_equal(p.order[0], &j[2]);
+	assert_int_equal(j[2].position, 1);
+	fs_pass_release(&p);
+	fs_usage_release(&u);
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+
+	t = over_share_run(FLOOR, 2, &victims, &first);
+	assert_int_equal(victims, 1);
+	assert_true(first == 58 * 60 * 1000000LL);   /* B, the younger */
+	assert_true(t >= HOUR_US && t <= HOUR_US + OS_GRACE_US);
+	t = over_share_run(FLOOR, 4, &victims, &first);
+	assert_true(victims == 0 && t == -1);
+	t = over_share_run(FLOOR "    bob: {guaranteed_gpus: 4}\n", 2, &victims, &first);
+	assert_true(victims == 0 && t == -1);
 }
 
 /* ------------------------------------------------ expected starts */
@@ -1015,6 +1090,7 @@ int main(void)
 		cmocka_unit_test(test_preempt_over_share),
 		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
+		cmocka_unit_test(test_guaranteed_floor),
 		cmocka_unit_test(test_expected_start),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_five_users),

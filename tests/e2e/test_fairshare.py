@@ -272,6 +272,43 @@ def test_acct_totals_equal_the_jobs_run(local):
     assert share["alice"]["usage_gpu_hours"] > share["bob"]["usage_gpu_hours"]
 
 
+def test_every_queued_job_has_an_expected_start(local):
+    """dave's running job holds the 4 GPUs until its 2-minute timeout; he queues four more
+    of 4 GPUs: the first (the top job, its reservation) is expected when the running one's
+    timeout ends, each later one 2 minutes after the one ahead (each runs until its
+    timeout), and behind the job without a timeout nobody knows: `why` says "unknown" and
+    why, --json has expected_start null and expected_unknown."""
+    r = submit_ok(local, "dave", 4, ["sleep", "300"], timeout_ms=120000)
+    run = wait(local, r, lambda x: x["state"] == "RUNNING")
+    q = [submit_ok(local, "dave", 4, ["true"], **({"timeout_ms": 120000} if i != 2 else {}))
+         for i in range(4)]
+    try:
+        # the whole pass that ranks them (within a second of the last submission)
+        pr = [wait(local, x, lambda y: y.get("priority") and
+                   y["priority"]["position"] == q.index(y["id"]) + 1)["priority"] for x in q]
+        assert pr[0]["reserved"] and not any(p["reserved"] for p in pr[1:]), pr
+        t0 = ts(run["started_at"])
+        got = [ts(p["expected_start"]) - t0 for p in pr[:3]]
+        assert [round(x) for x in got] == [120, 240, 360], (run["started_at"], pr)
+        assert pr[3]["expected_start"] is None, pr[3]
+        assert "has no timeout" in pr[3]["expected_unknown"], pr[3]
+        p = local.dtctl("why", q[1])
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"^expected: +%s \(the queue simulated in priority order" %
+                         re.escape(pr[1]["expected_start"]), p.stdout, re.M), p.stdout
+        p = local.dtctl("why", q[3])
+        assert re.search(r"^expected: +unknown: a job it waits for has no timeout", p.stdout,
+                         re.M), p.stdout
+        p = local.dtctl("why", "--json", q[3])
+        j = json.loads(p.stdout)["priority"]
+        assert j["expected_start"] is None and "no timeout" in j["expected_unknown"], j
+    finally:
+        for x in [r] + q:
+            local.dtctl("cancel", x)
+        for x in [r] + q:
+            wait(local, x, ended)
+
+
 def logs(c, job, user=None):
     p = as_user(c, user, "logs", "--json", job) if user else c.dtctl("logs", "--json", job)
     assert p.returncode == 0, p.stderr
@@ -415,3 +452,77 @@ def test_real_users_over_share_work_is_preempted(fairteam):
     assert len(ck) == 1, [l["text"] for l in lines]
     assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
                for l in lines), lines
+
+
+def test_real_users_guaranteed_floor_is_lent_then_reclaimed(fairteam):
+    """cluster.yaml guarantees dtt-alice's project 2 GPUs (its guaranteed_gpus): while she
+    is idle dtt-bob's 4-GPU job (checkpointing on SIGUSR1) starts on all 4, borrowing
+    them; when she submits a 2-GPU job, within her floor, bob's is preempted at once to
+    reclaim them (before the 8 s preempt_min_run: not as over-share work): SIGUSR1, its
+    5 s grace, requeued under its id (not failed); `why` shows her floor, `share` the
+    project's; her job runs, and bob's resumes from its checkpoint."""
+    c = fairteam
+    conf = c.home / "cluster.yaml"
+    before = conf.read_text()
+    assert before.endswith("  classes: {normal: {grace: 2s}}\n"), before
+    conf.write_text(before.replace(
+        "  classes: {normal: {grace: 2s}}\n",
+        "  classes: {normal: {grace: 2s}, slow: {grace: 5s}}\n"
+        "  projects:\n    %s: {guaranteed_gpus: 2}\n" % ALICE))
+    try:
+        deadline = time.monotonic() + 30
+        while True:   # dtsched reads cluster.yaml again within a second of a change
+            p = c.dtctl("share", "--json")
+            assert p.returncode == 0, p.stderr
+            proj = {x["name"]: x for x in json.loads(p.stdout)["projects"]}
+            if proj.get(ALICE, {}).get("guaranteed_gpus") == 2:
+                break
+            assert time.monotonic() < deadline, proj
+            time.sleep(0.2)
+        script = c.shared / "victim.py"
+        script.write_text(VICTIM)
+        os.chmod(script, 0o644)
+        spec = c.shared / "borrower.yaml"
+        spec.write_text("name: borrower\nnodes: 1\ngpus_per_node: 4\nclass: slow\n"
+                        "command: [python3, %s, '100']\n" % script)
+        os.chmod(spec, 0o644)
+        v = team_run(c, BOB, spec)
+        j = wait(c, v, lambda x: x["state"] == "RUNNING", user=BOB)   # borrowed
+        started = ts(j["started_at"])
+        deadline = time.monotonic() + 30
+        while not any(l["text"] == "step 5" for l in logs(c, v, BOB)):
+            assert time.monotonic() < deadline, logs(c, v, BOB)
+            time.sleep(0.1)
+        a = team_run(c, ALICE, "-g", "2", "--", "sleep", "1")
+        j = wait(c, v, lambda x: x.get("preempting") or ended(x), user=BOB)
+        assert j["reason"] == ("preempted by %s (%s's job): SIGUSR1, stopped after 5s unless "
+                               "it ends first; project '%s' reclaims its guaranteed GPUs"
+                               % (a, ALICE, ALICE)), j
+        # her job waits out the grace: its place, and the floor it is within
+        ja = wait(c, a, lambda x: x.get("priority") or ended(x), user=ALICE)
+        if ja["state"] == "PENDING":
+            assert ja["priority"]["floor"] == {"guaranteed_gpus": 2, "gpus_in_use": 0,
+                                               "within": True}, ja["priority"]
+            p = as_user(c, ALICE, "why", a)
+            assert ("floor:      project %s is guaranteed 2 GPUs, 0 in use: this job is "
+                    "within it" % ALICE) in p.stdout or "it is not waiting" in p.stdout, \
+                p.stdout
+        p = c.dtctl("share")
+        projects = p.stdout.split("\nPROJECT ", 1)[-1]
+        assert projects.split("\n", 1)[0].endswith("  FLOOR"), p.stdout
+        assert re.search(r"^ +%s .* +2$" % re.escape(ALICE), projects, re.M), p.stdout
+        done_a = wait(c, a, ended, user=ALICE)
+        assert done_a["state"] == "COMPLETED", done_a
+        done_v = wait(c, v, ended, timeout=90, user=BOB)
+        assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+        assert done_v["attempt"] == 1, done_v
+        pre = [h for h in done_v["history"] if h["state"] == "PREEMPTED"][0]
+        # reclaimed, not preempted as over-share work: that waits preempt_min_run (8 s)
+        assert ts(pre["at"]) - started < 8 + 5, (started, pre)
+        lines = logs(c, v, BOB)
+        ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+        assert len(ck) == 1, [l["text"] for l in lines]
+        assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
+                   for l in lines), lines
+    finally:
+        conf.write_text(before)

@@ -464,7 +464,7 @@ def test_real_users_guaranteed_floor_is_lent_then_reclaimed(fairteam):
     c = fairteam
     conf = c.home / "cluster.yaml"
     before = conf.read_text()
-    assert before.endswith("  classes: {normal: {grace: 2s}}\n"), before
+    assert "\n  classes: {normal: {grace: 2s}}\n" in before, before
     conf.write_text(before.replace(
         "  classes: {normal: {grace: 2s}}\n",
         "  classes: {normal: {grace: 2s}, slow: {grace: 5s}}\n"

@@ -518,23 +518,38 @@ void fs_pass_release(struct fs_pass *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/*
+ * Would j go over a quota of its user (returns 1) or project (2), with
+ * used_u and used_p of its kind of slots in use by them?  0: no.
+ */
+static int quota_hit(const struct fs_pass *p, const struct fs_job *j, int used_u, int used_p)
+{
+	const struct fs_limits *l[2] = { &p->users[j->u].lim, &p->projects[j->p].lim };
+	int used[2] = { used_u, used_p };
+
+	for (int k = 0; k < 2; k++) {
+		int max = j->gpu ? l[k]->max_gpus : l[k]->max_slots;
+
+		if (max && used[k] + j->size > max)
+			return k + 1;
+	}
+	return 0;
+}
+
 /* Does j fit the quotas of its user and project?  0, or 1 with why. */
 static int over_quota(const struct fs_pass *p, const struct fs_job *j, struct strbuf *why)
 {
 	const struct fs_acct *a[2] = { &p->users[j->u], &p->projects[j->p] };
+	int k = quota_hit(p, j, j->gpu ? a[0]->gpus : a[0]->slots,
+			  j->gpu ? a[1]->gpus : a[1]->slots) - 1;
 
-	for (int k = 0; k < 2; k++) {
-		int max = j->gpu ? a[k]->lim.max_gpus : a[k]->lim.max_slots;
-		int used = j->gpu ? a[k]->gpus : a[k]->slots;
-
-		if (max && used + j->size > max) {
-			strbuf_addf(why, "quota: %s '%s' has %d of max_%s %d %s in use, this job "
-				    "needs %d", kinds[k], a[k]->name, used, j->gpu ? "gpus" : "slots",
-				    max, j->gpu ? "GPUs" : "CPU slots", j->size);
-			return 1;
-		}
-	}
-	return 0;
+	if (k < 0)
+		return 0;
+	strbuf_addf(why, "quota: %s '%s' has %d of max_%s %d %s in use, this job needs %d",
+		    kinds[k], a[k]->name, j->gpu ? a[k]->gpus : a[k]->slots,
+		    j->gpu ? "gpus" : "slots", j->gpu ? a[k]->lim.max_gpus : a[k]->lim.max_slots,
+		    j->gpu ? "GPUs" : "CPU slots", j->size);
+	return 1;
 }
 
 #define FS_UNKNOWN_NO_TIMEOUT "a job it waits for has no timeout (no end is assumed for it)"
@@ -919,22 +934,6 @@ static struct sim_end heap_pop(struct sim_heap *h)
 	return top;
 }
 
-/* would j go over a quota with qu[] / qp[] (its kind of slots) in use? */
-static int sim_over_quota(const struct fs_pass *p, const struct fs_job *j, const int *qu,
-			  const int *qp)
-{
-	const struct fs_limits *l[2] = { &p->users[j->u].lim, &p->projects[j->p].lim };
-	int used[2] = { qu[j->u], qp[j->p] };
-
-	for (int k = 0; k < 2; k++) {
-		int max = j->gpu ? l[k]->max_gpus : l[k]->max_slots;
-
-		if (max && used[k] + j->size > max)
-			return 1;
-	}
-	return 0;
-}
-
 static void estimate_pool(struct fs_pass *p, int g, struct fs_pool *pool,
 			  const struct fs_running *run, size_t nr_run, const struct fs_ops *ops,
 			  void *ctx)
@@ -1004,7 +1003,7 @@ static void estimate_pool(struct fs_pass *p, int g, struct fs_pool *pool,
 			struct fs_job *j = q[i];
 			enum place_status st;
 
-			if (blocked || sim_over_quota(p, j, qu, qp)) {
+			if (blocked || quota_hit(p, j, qu[j->u], qp[j->p])) {
 				q[left++] = j;
 				continue;
 			}

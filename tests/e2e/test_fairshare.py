@@ -3,7 +3,9 @@ with 4 fake GPUs, docs/fairshare.md): a queue of jobs from two users starts in
 fair-share order, not submission order, and `dtctl why` says why; a user's quota holds
 with its reason shown, a job that can never fit under it is refused at submission with
 the numbers; /metrics has the per-user and per-project families (promtool clean);
-`dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage.
+`dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage; every queued
+job has an expected start (`dtctl why`); a project's guaranteed floor is lent while it is
+idle and reclaimed by preemption when it submits.
 
 A job's owner is who its request proves to be (docs/team.md): these tests add alice, bob,
 carol and dave with their own ed25519 keys (`dtctl user add`) and submit as each of them
@@ -370,6 +372,73 @@ def test_preemption_signals_waits_requeues_and_resumes(local):
         "('scavenger')" in json.dumps(body), body
 
 
+def test_guaranteed_floor_is_lent_then_reclaimed(local):
+    """cluster.yaml guarantees alice's project vision 2 GPUs (its guaranteed_gpus): while
+    vision is idle bob's 4-GPU job (checkpointing on SIGUSR1, in a class that is not
+    preemptible) starts on all 4, borrowing them; when alice submits a 2-GPU job, within
+    the floor, bob's is preempted to reclaim them (nothing else here preempts: no
+    preempt_over_share): SIGUSR1, its 5 s grace, requeued under its id (not failed);
+    `why` shows the floor, `share` the project's; her job runs, and bob's resumes from
+    its checkpoint."""
+    conf = local.home / "cluster.yaml"
+    before = conf.read_text()
+    line = "    scavenger: {preemptible: true, signal: USR1, grace: 2s}\n"
+    assert line in before, before
+    conf.write_text(before.replace(line, line + "    slow: {grace: 5s}\n"
+                                   "  projects:\n    vision: {guaranteed_gpus: 2}\n"))
+    try:
+        deadline = time.monotonic() + 30
+        while True:   # dtsched reads cluster.yaml again within a second of a change
+            p = local.dtctl("share", "--json")
+            assert p.returncode == 0, p.stderr
+            proj = {x["name"]: x for x in json.loads(p.stdout)["projects"]}
+            if proj.get("vision", {}).get("guaranteed_gpus") == 2:
+                break
+            assert time.monotonic() < deadline, proj
+            time.sleep(0.2)
+        script = local.shared / "victim.py"
+        script.write_text(VICTIM)
+        v = submit_ok(local, "bob", 4, ["python3", str(script), "100"], **{"class": "slow"})
+        wait(local, v, lambda x: x["state"] == "RUNNING")   # on vision's GPUs too
+        deadline = time.monotonic() + 60
+        while not any(l["text"] == "step 5" for l in logs(local, v)):
+            assert time.monotonic() < deadline, logs(local, v)
+            time.sleep(0.1)
+        a = submit_ok(local, "alice", 2, ["sleep", "1"])
+        j = wait(local, v, lambda x: x.get("preempting") or ended(x))
+        assert j["reason"] == ("preempted by %s (alice's job): SIGUSR1, stopped after 5s unless "
+                               "it ends first; project 'vision' reclaims its guaranteed GPUs"
+                               % a), j
+        # her job waits out the grace: its place, and the floor it is within
+        ja = wait(local, a, lambda x: x.get("priority") or ended(x))
+        if ja["state"] == "PENDING":
+            assert ja["priority"]["floor"] == {"guaranteed_gpus": 2, "gpus_in_use": 0,
+                                               "within": True}, ja["priority"]
+            assert ja["priority"]["position"] == 1, ja["priority"]
+            p = local.dtctl("why", a)
+            assert ("floor:      project vision is guaranteed 2 GPUs, 0 in use: this job is "
+                    "within it" in p.stdout) or "it is not waiting" in p.stdout, p.stdout
+        p = local.dtctl("share")
+        projects = p.stdout.split("\nPROJECT ", 1)[-1]
+        assert projects.split("\n", 1)[0].endswith("  FLOOR"), p.stdout
+        assert re.search(r"^ +vision .* +2$", projects, re.M), p.stdout
+        done_a = wait(local, a, ended)
+        assert done_a["state"] == "COMPLETED", done_a
+        done_v = wait(local, v, ended, timeout=90)
+        assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+        assert done_v["attempt"] == 1 and done_v["started_at"] >= done_a["started_at"], done_v
+        h = [x["state"] for x in done_v["history"]]
+        assert "PREEMPTED" in h and "FAILED" not in h, done_v["history"]
+        lines = logs(local, v)
+        ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+        assert len(ck) == 1, [l["text"] for l in lines]
+        assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
+                   for l in lines), lines
+        assert lines[-1]["text"] == "done at step 100", lines[-1]
+    finally:
+        conf.write_text(before)
+
+
 def team_run(c, user, *args):
     """`dtctl run -d` as the real Unix user `user` (team mode): the job's id."""
     p = as_user(c, user, "run", "-d", "--json", "-w", "/tmp", *args)
@@ -453,76 +522,3 @@ def test_real_users_over_share_work_is_preempted(fairteam):
     assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
                for l in lines), lines
 
-
-def test_real_users_guaranteed_floor_is_lent_then_reclaimed(fairteam):
-    """cluster.yaml guarantees dtt-alice's project 2 GPUs (its guaranteed_gpus): while she
-    is idle dtt-bob's 4-GPU job (checkpointing on SIGUSR1) starts on all 4, borrowing
-    them; when she submits a 2-GPU job, within her floor, bob's is preempted at once to
-    reclaim them (before the 8 s preempt_min_run: not as over-share work): SIGUSR1, its
-    5 s grace, requeued under its id (not failed); `why` shows her floor, `share` the
-    project's; her job runs, and bob's resumes from its checkpoint."""
-    c = fairteam
-    conf = c.home / "cluster.yaml"
-    before = conf.read_text()
-    assert "\n  classes: {normal: {grace: 2s}}\n" in before, before
-    conf.write_text(before.replace(
-        "  classes: {normal: {grace: 2s}}\n",
-        "  classes: {normal: {grace: 2s}, slow: {grace: 5s}}\n"
-        "  projects:\n    %s: {guaranteed_gpus: 2}\n" % ALICE))
-    try:
-        deadline = time.monotonic() + 30
-        while True:   # dtsched reads cluster.yaml again within a second of a change
-            p = c.dtctl("share", "--json")
-            assert p.returncode == 0, p.stderr
-            proj = {x["name"]: x for x in json.loads(p.stdout)["projects"]}
-            if proj.get(ALICE, {}).get("guaranteed_gpus") == 2:
-                break
-            assert time.monotonic() < deadline, proj
-            time.sleep(0.2)
-        script = c.shared / "victim.py"
-        script.write_text(VICTIM)
-        os.chmod(script, 0o644)
-        spec = c.shared / "borrower.yaml"
-        spec.write_text("name: borrower\nnodes: 1\ngpus_per_node: 4\nclass: slow\n"
-                        "command: [python3, %s, '100']\n" % script)
-        os.chmod(spec, 0o644)
-        v = team_run(c, BOB, spec)
-        j = wait(c, v, lambda x: x["state"] == "RUNNING", user=BOB)   # borrowed
-        started = ts(j["started_at"])
-        deadline = time.monotonic() + 30
-        while not any(l["text"] == "step 5" for l in logs(c, v, BOB)):
-            assert time.monotonic() < deadline, logs(c, v, BOB)
-            time.sleep(0.1)
-        a = team_run(c, ALICE, "-g", "2", "--", "sleep", "1")
-        j = wait(c, v, lambda x: x.get("preempting") or ended(x), user=BOB)
-        assert j["reason"] == ("preempted by %s (%s's job): SIGUSR1, stopped after 5s unless "
-                               "it ends first; project '%s' reclaims its guaranteed GPUs"
-                               % (a, ALICE, ALICE)), j
-        # her job waits out the grace: its place, and the floor it is within
-        ja = wait(c, a, lambda x: x.get("priority") or ended(x), user=ALICE)
-        if ja["state"] == "PENDING":
-            assert ja["priority"]["floor"] == {"guaranteed_gpus": 2, "gpus_in_use": 0,
-                                               "within": True}, ja["priority"]
-            p = as_user(c, ALICE, "why", a)
-            assert ("floor:      project %s is guaranteed 2 GPUs, 0 in use: this job is "
-                    "within it" % ALICE) in p.stdout or "it is not waiting" in p.stdout, \
-                p.stdout
-        p = c.dtctl("share")
-        projects = p.stdout.split("\nPROJECT ", 1)[-1]
-        assert projects.split("\n", 1)[0].endswith("  FLOOR"), p.stdout
-        assert re.search(r"^ +%s .* +2$" % re.escape(ALICE), projects, re.M), p.stdout
-        done_a = wait(c, a, ended, user=ALICE)
-        assert done_a["state"] == "COMPLETED", done_a
-        done_v = wait(c, v, ended, timeout=90, user=BOB)
-        assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
-        assert done_v["attempt"] == 1, done_v
-        pre = [h for h in done_v["history"] if h["state"] == "PREEMPTED"][0]
-        # reclaimed, not preempted as over-share work: that waits preempt_min_run (8 s)
-        assert ts(pre["at"]) - started < 8 + 5, (started, pre)
-        lines = logs(c, v, BOB)
-        ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
-        assert len(ck) == 1, [l["text"] for l in lines]
-        assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
-                   for l in lines), lines
-    finally:
-        conf.write_text(before)

@@ -3,8 +3,9 @@
  * over 10,000 pending jobs of 50 users on 64 nodes (--nodes, up to 1000) x 8 GPUs
  * that are all busy,
  * by the fair-share pass (scheduler/fairshare.c: factors, the priority sort,
- * quotas, the reservation and backfill) and by the FIFO pass dtsched had
- * before it (the same placement_try() per job, oldest first, with the same
+ * quotas, the reservation and backfill, every job's expected start) and by
+ * the FIFO pass dtsched had before it (the same placement_try() per job,
+ * oldest first, with the same
  * skip of jobs that waited on an unchanged pool), side by side in one run.
  *
  *   cold:   every job is tried (the pool changed: a job ended and freed 8 GPUs)
@@ -140,6 +141,8 @@ static void fair_pass(struct place_node *pool, const struct fs_usage *u, const s
 	fs_pass_prepare(&p, cfg, u, 100LL * 3600 * 1000000, fj, (size_t)n, run, (size_t)nrun,
 			totals);
 	fs_pass_place(&p, pools, run, (size_t)nrun, &ops, NULL);
+	/* and every pending job's expected start, as dtsched's pass does */
+	fs_pass_estimate(&p, pools, run, (size_t)nrun, &ops, NULL);
 	fs_pass_release(&p);
 	free(fj);
 }

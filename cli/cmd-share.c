@@ -21,11 +21,12 @@ static void print_accts(const char *what, const json_t *v, int users)
 	json_t *a;
 	size_t i;
 
-	printf("%-8s %-16s %-12s %8s %9s %12s %9s %6s %6s %8s\n", what, "NAME",
+	/* FLOOR: a project's guaranteed_gpus (docs/fairshare.md, "Guaranteed floors") */
+	printf("%-8s %-16s %-12s %8s %9s %12s %9s %6s %6s %8s%s\n", what, "NAME",
 	       users ? "PROJECT" : "", "SHARE", "NORM", "USAGE-GPU-H", "FAIRSHARE", "GPUS",
-	       "SLOTS", "PENDING");
-	json_array_foreach(v, i, a)
-		printf("%-8s %-16.16s %-12.12s %8.2f %9.4f %12.3f %9.4f %6lld %6lld %8lld\n", "",
+	       "SLOTS", "PENDING", users ? "" : "  FLOOR");
+	json_array_foreach(v, i, a) {
+		printf("%-8s %-16.16s %-12.12s %8.2f %9.4f %12.3f %9.4f %6lld %6lld %8lld", "",
 		       term_str(json_get_str(a, "name", "?")),
 		       users ? term_str(json_get_str(a, "project", "")) : "",
 		       json_number_value(json_object_get(a, "share")),
@@ -34,6 +35,12 @@ static void print_accts(const char *what, const json_t *v, int users)
 		       json_number_value(json_object_get(a, "fairshare")),
 		       json_get_int(a, "gpus_in_use", 0), json_get_int(a, "cpu_slots_in_use", 0),
 		       json_get_int(a, "pending", 0));
+		if (!users && json_get_int(a, "guaranteed_gpus", 0))
+			printf("  %5lld", json_get_int(a, "guaranteed_gpus", 0));
+		else if (!users)
+			printf("  %5s", "-");
+		printf("\n");
+	}
 }
 
 int cmd_share(int argc, const char **argv)

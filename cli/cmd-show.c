@@ -4,7 +4,6 @@
  * path; --json prints the job object as dtsched gives it.
  */
 #include "builtin.h"
-#include "head.h"
 #include "jobdir.h"
 #include "json.h"
 #include "parse-options.h"
@@ -29,26 +28,15 @@ int cmd_show(int argc, const char **argv)
 	json_t *reply, *j, *x, *spec;
 	size_t i;
 
-	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
-	argv++;
-	if (argc != 1) {
-		usage_with_options(usage, opts, 1);
-		return DT_EXIT_USAGE;
-	}
-	code = head_api_id("GET", DT_PATH_JOB_PREFIX, argv[0], "", NULL, &reply, NULL);
-	if (code)
-		return json_decref(reply), code;
-	j = json_object_get(reply, "job");
+	if ((code = job_fetch_cmd(argc, argv, opts, usage, &reply, &j)))
+		return code;
 	if (json) {
 		json_doc_print_key("job", j);
 		json_decref(reply);
 		return 0;
 	}
 	spec = json_object_get(j, "spec");
-	printf("job:        %s (%s), submitted by %s\n", term_str(json_get_str(j, "id", "?")),
-	       term_str(json_get_str(j, "name", "?")), term_str(json_get_str(j, "user", "?")));
-	printf("state:      %s%s%s\n", term_str(job_shown_state(j)),
-	       json_get_str(j, "reason", NULL) ? ": " : "", term_str(json_get_str(j, "reason", "")));
+	job_print_header(j);
 	job_print_priority(j);
 	if (json_is_integer(json_object_get(j, "exit_code")))
 		printf("exit code:  %lld\n", json_get_int(j, "exit_code", 0));

@@ -6,7 +6,6 @@
  * to start.  From dtsched's GET /v1/jobs/<id>.
  */
 #include "builtin.h"
-#include "head.h"
 #include "jobdir.h"
 #include "json.h"
 #include "parse-options.h"
@@ -28,16 +27,8 @@ int cmd_why(int argc, const char **argv)
 	};
 	json_t *reply, *j;
 
-	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
-	argv++;
-	if (argc != 1) {
-		usage_with_options(usage, opts, 1);
-		return DT_EXIT_USAGE;
-	}
-	code = head_api_id("GET", DT_PATH_JOB_PREFIX, argv[0], "", NULL, &reply, NULL);
-	if (code)
-		return json_decref(reply), code;
-	j = json_object_get(reply, "job");
+	if ((code = job_fetch_cmd(argc, argv, opts, usage, &reply, &j)))
+		return code;
 	if (json) {
 		json_t *o = json_pack("{s:O,s:O,s:O,s:O,s:O}", "id", json_object_get(j, "id"),
 				      "state", json_object_get(j, "state"), "reason",
@@ -51,12 +42,9 @@ int cmd_why(int argc, const char **argv)
 		json_decref(reply);
 		return 0;
 	}
-	printf("job:        %s (%s) of %s\n", term_str(json_get_str(j, "id", "?")),
-	       term_str(json_get_str(j, "name", "?")), term_str(json_get_str(j, "user", "?")));
+	job_print_header(j);
 	if (strcmp(json_get_str(j, "state", ""), DT_JOB_PENDING))
-		printf("state:      %s: it is not waiting%s%s\n", term_str(job_shown_state(j)),
-		       json_get_str(j, "reason", NULL) ? " (" : "",
-		       json_get_str(j, "reason", NULL) ? term_str(json_get_str(j, "reason", "")) : "");
+		printf("why:        it is not waiting\n");
 	job_print_priority(j);
 	if (json_get_str(j, "reason", NULL) && !strcmp(json_get_str(j, "state", ""),
 						     DT_JOB_PENDING) &&

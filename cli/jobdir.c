@@ -2,6 +2,8 @@
  * jobdir.c - job directories on the shared dir, job states (see jobdir.h).
  */
 #include "jobdir.h"
+#include "head.h"
+#include "parse-options.h"
 #include "protocol.h"
 #include "safefile.h"
 #include "setup.h"
@@ -77,7 +79,7 @@ const char *job_shown_state(const json_t *job)
 void job_print_priority(const json_t *job)
 {
 	const json_t *p = json_object_get(job, "priority");
-	const json_t *f = json_object_get(p, "factors");
+	const json_t *f = json_object_get(p, "factors"), *fl;
 
 	if (strcmp(json_get_str(job, "state", ""), DT_JOB_PENDING))
 		return;
@@ -93,12 +95,53 @@ void job_print_priority(const json_t *job)
 	       json_number_value(json_object_get(f, "age")),
 	       json_number_value(json_object_get(f, "size")));
 	printf("waits for:  %s\n", term_str(json_get_str(job, "reason", "its turn")));
-	if (json_is_true(json_object_get(p, "reserved")))
-		printf("expected:   %s (the slots it needs are reserved for it; later jobs "
-		       "only backfill around them)\n",
-		       json_get_str(p, "expected_start", NULL) ?
-		       term_str(json_get_str(p, "expected_start", "")) :
-		       "unknown: a job it waits for has no timeout");
+	if ((fl = json_object_get(p, "floor")))
+		printf("floor:      project %s is guaranteed %lld GPUs, %lld in use: this job is %s\n",
+		       term_str(json_get_str(job, "project", "?")),
+		       json_get_int(fl, "guaranteed_gpus", 0), json_get_int(fl, "gpus_in_use", 0),
+		       json_is_true(json_object_get(fl, "within")) ?
+		       "within it (first in the queue; GPUs lent to other projects are reclaimed "
+		       "for it)" : "beyond it (it waits its turn)");
+	if (json_get_str(p, "expected_start", NULL))
+		printf("expected:   %s (%s)\n", term_str(json_get_str(p, "expected_start", "")),
+		       json_is_true(json_object_get(p, "reserved")) ?
+		       "the slots it needs are reserved for it; later jobs only backfill around "
+		       "them" : "the queue simulated in priority order, each job running until "
+		       "its timeout");
 	else
-		printf("expected:   after the jobs ahead of it (no reservation yet)\n");
+		printf("expected:   unknown: %s\n",
+		       term_str(json_get_str(p, "expected_unknown", "not estimated yet")));
+}
+
+int job_fetch_cmd(int argc, const char **argv, const struct option *opts,
+		  const char *const *usage, json_t **reply, json_t **job)
+{
+	int code;
+
+	*reply = NULL;
+	argc = parse_options(argc - 1, argv + 1, opts, usage, 0);
+	if (argc != 1) {
+		usage_with_options(usage, opts, 1);
+		return DT_EXIT_USAGE;
+	}
+	code = head_api_id("GET", DT_PATH_JOB_PREFIX, argv[1], "", NULL, reply, NULL);
+	if (code) {
+		json_decref(*reply);
+		*reply = NULL;
+		return code;
+	}
+	*job = json_object_get(*reply, "job");
+	return 0;
+}
+
+void job_print_header(const json_t *job)
+{
+	int queued = !strcmp(json_get_str(job, "state", ""), DT_JOB_PENDING) &&
+		json_object_get(job, "priority");
+	const char *reason = queued ? NULL : json_get_str(job, "reason", NULL);
+
+	printf("job:        %s (%s), submitted by %s\n", term_str(json_get_str(job, "id", "?")),
+	       term_str(json_get_str(job, "name", "?")), term_str(json_get_str(job, "user", "?")));
+	printf("state:      %s%s%s\n", term_str(job_shown_state(job)), reason ? ": " : "",
+	       reason ? term_str(reason) : "");
 }

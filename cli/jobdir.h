@@ -11,6 +11,8 @@
 #include "json.h"
 #include "strbuf.h"
 
+struct option;
+
 /*
  * Resolve `job` to its directory in `out`: 0, or the exit code after
  * printing why (DT_EXIT_UNREACH: no cluster set up, DT_EXIT_USAGE: no such
@@ -32,5 +34,19 @@ const char *job_shown_state(const json_t *job);
  * Prints nothing for a job that is not pending.  `show` and `why` print it.
  */
 void job_print_priority(const json_t *job);
+/*
+ * The start of a command about one job (`show`, `why`): parse argv (the
+ * command's name first) against opts, which take one job argument, and GET
+ * the job from dtsched.  0 with *reply (the caller's: json_decref) and *job
+ * (a borrowed pointer into it), or the exit code (*reply is then NULL).
+ */
+int job_fetch_cmd(int argc, const char **argv, const struct option *opts,
+		  const char *const *usage, json_t **reply, json_t **job);
+/*
+ * The two lines `show` and `why` open with: "job: ID (NAME), submitted by
+ * USER" and "state: STATE: reason" (a pending job's reason only when it has
+ * no place in the queue yet: job_print_priority() prints it as "waits for").
+ */
+void job_print_header(const json_t *job);
 
 #endif

@@ -13,7 +13,7 @@
  *     users:
  *       alice: {share: 2, project: vision, max_gpus: 4, max_time: 24h}
  *     projects:
- *       vision: {share: 3, max_gpus: 16}
+ *       vision: {share: 3, max_gpus: 16, guaranteed_gpus: 8}
  *     classes:
  *       scavenger: {preemptible: true, signal: USR1, grace: 2m}
  *     preempt_over_share: true
@@ -35,7 +35,7 @@ static const char *const limit_keys[] = { "max_gpus", "max_slots", "max_pending"
 static const char *const user_keys[] = { "share", "project", "max_gpus", "max_slots",
 					  "max_pending", "max_time", NULL };
 static const char *const project_keys[] = { "share", "max_gpus", "max_slots", "max_pending",
-					     "max_time", NULL };
+					     "max_time", "guaranteed_gpus", NULL };
 static const char *const weight_keys[] = { "fairshare", "age", "size", NULL };
 static const char *const fairshare_keys[] = { "half_life", "max_age", "weights", "user_limits",
 					       "users", "projects", "classes", "preempt_over_share",
@@ -124,6 +124,9 @@ static int entity_key(struct ctx *c, const char *key, struct ynode *v, const cha
 		e->has_share = 1;
 		return 0;
 	}
+	if (!strcmp(key, "guaranteed_gpus"))   /* projects only (project_keys) */
+		return get_int(c, v, path, 0, 1000000, "a number of GPUs from 0 (none) to 1000000",
+			       &e->guaranteed_gpus);
 	if (!strcmp(key, "project")) {
 		if (get_str(c, v, path, &e->project) < 0)
 			return -1;
@@ -310,6 +313,8 @@ static json_t *entities_json(const struct fs_entity *v, size_t nr)
 
 		if (v[i].project)
 			json_object_set_new(e, "project", json_string(v[i].project));
+		if (v[i].guaranteed_gpus)
+			json_object_set_new(e, "guaranteed_gpus", json_integer(v[i].guaranteed_gpus));
 		json_object_set_new(o, v[i].name, limits_json(e, &v[i].lim));
 	}
 	return o;

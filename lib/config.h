@@ -95,6 +95,7 @@ struct fs_entity {
 	int has_share;
 	char *project;              /* users: their default project (NULL: their own name) */
 	struct fs_limits lim;
+	int guaranteed_gpus;        /* projects: GPUs guaranteed to it, lent while it is idle */
 	struct config_pos pos;
 };
 

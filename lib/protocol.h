@@ -590,9 +590,12 @@
  *      T = {jobs, gpu_hours, gpu_hours_lost, cpu_slot_hours}
  * GET /v1/share                       -> {protocol, half_life_ms, total_usage_gpu_hours,
  *      users: [{name, project, share, norm_share, usage_gpu_hours, fairshare,
- *               gpus_in_use, cpu_slots_in_use, pending}], projects: [same, no project]}
+ *               gpus_in_use, cpu_slots_in_use, pending}], projects: [same, no project,
+ *               guaranteed_gpus]}
  * A pending JOB carries "project" and "priority": {value, position, factors:
- * {fairshare, age, size}, reserved, expected_start} (dtctl why).
+ * {fairshare, age, size}, reserved, expected_start (null: unknown),
+ * expected_unknown? (why), floor? {guaranteed_gpus, gpus_in_use, within}}
+ * (dtctl why; floor: when its project has a guaranteed_gpus).
  */
 #define DT_PATH_ACCT "/v1/acct"
 #define DT_PATH_SHARE "/v1/share"

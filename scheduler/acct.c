@@ -252,6 +252,8 @@ static json_t *accts_json(const struct fs_acct *v, size_t nr, const struct fs_ac
 
 		if (projects)
 			json_object_set_new(o, "project", json_string(projects[v[i].project].name));
+		else
+			json_object_set_new(o, "guaranteed_gpus", json_integer(v[i].guaranteed_gpus));
 		json_array_append_new(a, o);
 	}
 	return a;

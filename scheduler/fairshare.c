@@ -308,6 +308,47 @@ static void shares(struct fs_pass *p)
 	free(in_p);
 }
 
+/*
+ * The guaranteed floors (Kueue's nominal quota): a project's GPU jobs that
+ * fit, in queue order, within its guaranteed_gpus with what it runs now are
+ * `guaranteed` and move to the front of the queue (in their order), ahead of
+ * every class: the floor is the project's, whatever others queued.  A job in
+ * a preemptible class is opportunistic and never guaranteed.
+ */
+static void guaranteed_first(struct fs_pass *p)
+{
+	struct fs_job **v;
+	int *want, any = 0;
+	size_t k = 0;
+
+	for (size_t i = 0; i < p->nr_projects && !any; i++)
+		any = p->projects[i].guaranteed_gpus > 0;
+	if (!any || !p->nr)
+		return;
+	want = xmalloc(p->nr_projects * sizeof(*want));
+	for (size_t i = 0; i < p->nr_projects; i++)
+		want[i] = p->projects[i].gpus;
+	for (size_t i = 0; i < p->nr; i++) {
+		struct fs_job *j = p->order[i];
+		int floor = p->projects[j->p].guaranteed_gpus;
+
+		if (j->gpu && !j->preemptible && floor && want[j->p] + j->size <= floor) {
+			j->guaranteed = 1;
+			want[j->p] += j->size;
+		}
+	}
+	free(want);
+	v = xmalloc(p->nr * sizeof(*v));
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->order[i]->guaranteed)
+			v[k++] = p->order[i];
+	for (size_t i = 0; i < p->nr; i++)
+		if (!p->order[i]->guaranteed)
+			v[k++] = p->order[i];
+	memcpy(p->order, v, p->nr * sizeof(*v));
+	free(v);
+}
+
 void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		     const struct fs_usage *usage, long long now_us, struct fs_job *jobs,
 		     size_t nr, const struct fs_running *run, size_t nr_run, const int totals[2])
@@ -331,12 +372,17 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 	for (size_t i = 0; usage && i < usage->nr; i++)
 		if (!usage->v[i].project)
 			user_of(&b, usage->v[i].name);
+	p->run_u = xmalloc((nr_run ? nr_run : 1) * sizeof(*p->run_u));
+	p->run_p = xmalloc((nr_run ? nr_run : 1) * sizeof(*p->run_p));
 	for (size_t i = 0; i < nr_run; i++) {
 		/* the index first: user_of() and project_of() may move the arrays */
 		size_t ui = user_of(&b, run[i].user);
 		size_t pi = run[i].project && *run[i].project ? project_of(&b, run[i].project) :
 			(size_t)p->users[ui].project;
 		struct fs_acct *u = &p->users[ui], *pr = &p->projects[pi];
+
+		p->run_u[i] = (int)ui;
+		p->run_p[i] = (int)pi;
 
 		if (run[i].gpu) {
 			u->gpus += run[i].size;
@@ -365,8 +411,11 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		p->total_usage += p->users[i].usage;
 	}
 	for (size_t i = 0; i < p->nr_projects; i++) {
+		const struct fs_entity *e = cfg ? fairshare_project(cfg, p->projects[i].name) : NULL;
+
 		p->projects[i].usage = fs_usage_get(usage, 1, p->projects[i].name, now_us);
 		p->projects[i].lim = fs_limits_of(cfg, 1, p->projects[i].name);
+		p->projects[i].guaranteed_gpus = e ? e->guaranteed_gpus : 0;
 	}
 	shares(p);
 	for (size_t i = 0; i < p->nr_users; i++) {
@@ -395,7 +444,10 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 		j->f_size = total > 0 ? (j->size >= total ? 1 : (double)j->size / total) : 0;
 		j->priority = w_fs * j->f_fs + w_age * j->f_age + w_size * j->f_size;
 		j->expected_start_us = 0;
+		j->expected_unknown = NULL;
 		j->top = 0;
+		j->started = 0;
+		j->guaranteed = 0;
 		p->order[i] = tmp[i] = j;
 	}
 	/*
@@ -434,12 +486,30 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
 	}
 	free(b.iu.slot);
 	free(b.ip.slot);
+	guaranteed_first(p);
 	for (size_t i = 0; i < nr; i++)
 		p->order[i]->position = (int)i + 1;
 }
 
+/* An attempt fs_pass_place() or fs_pass_estimate() started, as a running one. */
+struct fs_started {
+	struct fs_running r;
+	void *block;              /* r's arrays */
+	int u, p;                 /* its user and project (indices into the pass's) */
+};
+
+static void started_release(struct fs_started *v, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(v[i].block);
+	free(v);
+}
+
 void fs_pass_release(struct fs_pass *p)
 {
+	started_release(p->started, p->nr_started);
+	free(p->run_u);
+	free(p->run_p);
 	free(p->reserved[0]);
 	free(p->reserved[1]);
 	free(p->users);
@@ -448,23 +518,38 @@ void fs_pass_release(struct fs_pass *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/*
+ * Would j go over a quota of its user (returns 1) or project (2), with
+ * used_u and used_p of its kind of slots in use by them?  0: no.
+ */
+static int quota_hit(const struct fs_pass *p, const struct fs_job *j, int used_u, int used_p)
+{
+	const struct fs_limits *l[2] = { &p->users[j->u].lim, &p->projects[j->p].lim };
+	int used[2] = { used_u, used_p };
+
+	for (int k = 0; k < 2; k++) {
+		int max = j->gpu ? l[k]->max_gpus : l[k]->max_slots;
+
+		if (max && used[k] + j->size > max)
+			return k + 1;
+	}
+	return 0;
+}
+
 /* Does j fit the quotas of its user and project?  0, or 1 with why. */
 static int over_quota(const struct fs_pass *p, const struct fs_job *j, struct strbuf *why)
 {
 	const struct fs_acct *a[2] = { &p->users[j->u], &p->projects[j->p] };
+	int k = quota_hit(p, j, j->gpu ? a[0]->gpus : a[0]->slots,
+			  j->gpu ? a[1]->gpus : a[1]->slots) - 1;
 
-	for (int k = 0; k < 2; k++) {
-		int max = j->gpu ? a[k]->lim.max_gpus : a[k]->lim.max_slots;
-		int used = j->gpu ? a[k]->gpus : a[k]->slots;
-
-		if (max && used + j->size > max) {
-			strbuf_addf(why, "quota: %s '%s' has %d of max_%s %d %s in use, this job "
-				    "needs %d", kinds[k], a[k]->name, used, j->gpu ? "gpus" : "slots",
-				    max, j->gpu ? "GPUs" : "CPU slots", j->size);
-			return 1;
-		}
-	}
-	return 0;
+	if (k < 0)
+		return 0;
+	strbuf_addf(why, "quota: %s '%s' has %d of max_%s %d %s in use, this job needs %d",
+		    kinds[k], a[k]->name, j->gpu ? a[k]->gpus : a[k]->slots,
+		    j->gpu ? "gpus" : "slots", j->gpu ? a[k]->lim.max_gpus : a[k]->lim.max_slots,
+		    j->gpu ? "GPUs" : "CPU slots", j->size);
+	return 1;
 }
 
 /* a shape's try on a pool (fs_job.shape), and what it gave: a queue of
@@ -475,6 +560,8 @@ struct shape_try {
 	enum place_status st;
 	struct strbuf reason;
 };
+
+#define FS_UNKNOWN_NO_TIMEOUT "a job it waits for has no timeout (no end is assumed for it)"
 
 struct pool_state {
 	struct place_node *masked;    /* the pool with the reservation's slots taken, or NULL */
@@ -553,6 +640,7 @@ static int reserve(const struct fs_ops *ops, void *ctx, struct fs_job *j, struct
 		ps->top = j;
 		j->top = 1;
 		j->expected_start_us = when;
+		j->expected_unknown = when ? NULL : FS_UNKNOWN_NO_TIMEOUT;
 	}
 	strbuf_release(&why);
 	free(res);
@@ -579,19 +667,24 @@ static double factor_of(const struct fs_pass *p, const char *name)
 }
 
 /*
- * May j preempt r?  1: r is preemptible and of a lower class (any
- * preemptible one when j is not); 2: fairshare.preempt_over_share, j (not
- * preemptible) is of an under-share user (factor above 0.5), r of another
- * user over their share (below 0.5), of no higher class, and r has run
- * preempt_min_run (unless it is being preempted already); 0: no.
+ * May j preempt r (of project rp)?  1: r is preemptible and of a lower
+ * class (any preemptible one when j is not); 3: j is within its project's
+ * guaranteed floor and r's project (another) uses more than its own: r runs
+ * on borrowed GPUs; 2: fairshare.preempt_over_share, j (not preemptible) is
+ * of an under-share user (factor above 0.5), r of another user over their
+ * share (below 0.5), of no higher class, and r has run preempt_min_run
+ * (unless it is being preempted already); 0: no.
  */
 static int victim_kind(const struct fs_pass *p, const struct fs_job *j, double j_factor,
-		       const struct fs_running *r)
+		       const struct fs_running *r, int rp)
 {
 	if (r->gpu != j->gpu || !r->job)
 		return 0;
 	if (r->preemptible && !(j->preemptible && r->cls_rank >= j->cls_rank))
 		return 1;
+	if (j->guaranteed && rp != j->p &&
+	    p->projects[rp].gpus > p->projects[rp].guaranteed_gpus)
+		return 3;
 	if (!p->cfg || !p->cfg->preempt_over_share || j->preemptible || !(j_factor > 0.5) ||
 	    r->cls_rank > j->cls_rank || !strcmp(r->user, j->user))
 		return 0;
@@ -603,42 +696,52 @@ static int victim_kind(const struct fs_pass *p, const struct fs_job *j, double j
 /*
  * j, its pool's top job, waits: free the slots it needs by preempting
  * running preemptible jobs of a lower class (all preemptible ones when j is
- * not), then over-share work (victim_kind), the fewest needed, youngest
- * first (the least work lost).
+ * not), then borrowed GPUs (j guaranteed), then over-share work
+ * (victim_kind), the fewest needed, youngest first (the least work lost).
+ * A project is reclaimed from only down to its own floor.
  */
 static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void *ctx,
 			struct fs_job *j, struct fs_pool *pool, const struct fs_running *run,
 			size_t nr_run)
 {
+	static const int kinds_order[3] = { 1, 3, 2 };
 	struct place_node *shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
 	const struct fs_running **v = xmalloc((nr_run ? nr_run : 1) * sizeof(*v));
+	int *lent = xcalloc(p->nr_projects ? p->nr_projects : 1, sizeof(*lent));
 	struct place_result *res = xmalloc(sizeof(*res));
 	struct strbuf why = STRBUF_INIT;
 	double jf = p->users[j->u].factor;
-	size_t n = 0, n1 = 0, i;
+	size_t n = 0, i;
 	int fits = 0;
 
 	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
-	/* the preemptible class's first, then the over-share ones */
-	for (int kind = 1; kind <= 2; kind++) {
-		if (kind == 2)
-			n1 = n;
+	/* the preemptible class's first, then the borrowed GPUs, then the over-share ones */
+	for (int o = 0; o < 3; o++) {
+		size_t first = n;
+
 		for (i = 0; i < nr_run; i++) {
 			const struct fs_running *r = &run[i];
 
-			if (victim_kind(p, j, jf, r) != kind)
+			if (victim_kind(p, j, jf, r, p->run_p[i]) != kinds_order[o])
 				continue;
 			if (r->preempting)
 				release_run(shadow, pool->nr, r, 0);   /* its slots free soon anyway */
 			else
 				v[n++] = r;
 		}
+		qsort(v + first, n - first, sizeof(*v), by_start_desc);
 	}
 	if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
 		goto out;   /* those being preempted make room: wait for them */
-	qsort(v, n1, sizeof(*v), by_start_desc);
-	qsort(v + n1, n - n1, sizeof(*v), by_start_desc);
 	for (i = 0; i < n && !fits; i++) {
+		int rp = p->run_p[v[i] - run];
+
+		if (victim_kind(p, j, jf, v[i], rp) == 3 &&
+		    p->projects[rp].gpus - lent[rp] <= p->projects[rp].guaranteed_gpus) {
+			v[i] = NULL;   /* its project is down to its own floor */
+			continue;
+		}
+		lent[rp] += v[i]->size;
 		release_run(shadow, pool->nr, v[i], 0);
 		strbuf_reset(&why);
 		fits = ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK;
@@ -648,6 +751,8 @@ static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void 
 	n = i;
 	/* the fewest: give back, last first, each victim j fits without */
 	for (i = n; i-- > 0;) {
+		if (!v[i])
+			continue;
 		release_run(shadow, pool->nr, v[i], 1);
 		strbuf_reset(&why);
 		if (ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why) == PLACE_OK)
@@ -661,8 +766,52 @@ static void try_preempt(const struct fs_pass *p, const struct fs_ops *ops, void 
 out:
 	strbuf_release(&why);
 	free(res);
+	free(lent);
 	free(v);
 	free(shadow);
+}
+
+/* j starts on res at start_us: add it to v as a running attempt that ends at its timeout */
+static const struct fs_running *started_add(struct fs_started **v, size_t *nr, size_t *alloc,
+					    const struct fs_job *j, const struct place_result *res,
+					    long long start_us)
+{
+	struct fs_started *e;
+	const int **slot;
+	int *node, *nslots, *slots;
+	int n = res->nr, per = j->per_node;
+
+	ALLOC_GROW(*v, *nr + 1, *alloc);
+	e = &(*v)[(*nr)++];
+	memset(e, 0, sizeof(*e));
+	/* the pointers first, then the ints: one block, aligned for both */
+	e->block = xmalloc((size_t)n * sizeof(*slot) + (size_t)(2 * n + n * per) * sizeof(int) + 1);
+	slot = e->block;
+	node = (int *)(slot + n);
+	nslots = node + n;
+	slots = nslots + n;
+	for (int k = 0; k < n; k++) {
+		node[k] = res->node[k];
+		nslots[k] = per;
+		memcpy(&slots[k * per], res->slots[k], (size_t)per * sizeof(int));
+		slot[k] = &slots[k * per];
+	}
+	e->r.gpu = j->gpu;
+	e->r.start_us = start_us;
+	e->r.end_us = j->limit_ms > 0 ? start_us + j->limit_ms * 1000 : 0;
+	e->r.nr = n;
+	e->r.node = node;
+	e->r.nslots = nslots;
+	e->r.slot = slot;
+	e->r.user = j->user;
+	e->r.project = j->project;
+	e->r.size = j->size;
+	e->r.job = j->job;
+	e->r.preemptible = j->preemptible;
+	e->r.cls_rank = j->cls_rank;
+	e->u = j->u;
+	e->p = j->p;
+	return &e->r;
 }
 
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
@@ -736,6 +885,9 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 				p->projects[j->p].slots += j->size;
 			}
 			ops->start(ctx, j, res);
+			j->started = 1;
+			started_add(&p->started, &p->nr_started, &p->alloc_started, j, res,
+				    p->now_us);
 			started++;
 			if (ops->fingerprint)
 				s->fp = ops->fingerprint(ctx, g, s->masked ? s->masked :
@@ -763,4 +915,186 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 	free(res);
 	strbuf_release(&reason);
 	return started;
+}
+
+/* ------------------------------------------------------------ expected starts */
+
+#define FS_STR2(x) #x
+#define FS_STR(x) FS_STR2(x)
+
+/* a simulated end: r's slots free at end_us, and its user's and project's quota */
+struct sim_end {
+	long long end_us;
+	const struct fs_running *r;
+	int u, p;
+};
+
+struct sim_heap {
+	struct sim_end *v;
+	size_t nr, alloc;
+};
+
+static void heap_push(struct sim_heap *h, long long end_us, const struct fs_running *r, int u,
+		      int p)
+{
+	size_t i;
+
+	ALLOC_GROW(h->v, h->nr + 1, h->alloc);
+	for (i = h->nr++; i > 0 && h->v[(i - 1) / 2].end_us > end_us; i = (i - 1) / 2)
+		h->v[i] = h->v[(i - 1) / 2];
+	h->v[i] = (struct sim_end){ end_us, r, u, p };
+}
+
+static struct sim_end heap_pop(struct sim_heap *h)
+{
+	struct sim_end top = h->v[0], last = h->v[--h->nr];
+	size_t i = 0, c;
+
+	while ((c = 2 * i + 1) < h->nr) {
+		if (c + 1 < h->nr && h->v[c + 1].end_us < h->v[c].end_us)
+			c++;
+		if (h->v[c].end_us >= last.end_us)
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	if (h->nr)
+		h->v[i] = last;
+	return top;
+}
+
+static void estimate_pool(struct fs_pass *p, int g, struct fs_pool *pool,
+			  const struct fs_running *run, size_t nr_run, const struct fs_ops *ops,
+			  void *ctx)
+{
+	struct fs_job **q = xmalloc((p->nr ? p->nr : 1) * sizeof(*q));
+	struct place_node *shadow;
+	struct place_result *res;
+	struct strbuf why = STRBUF_INIT;
+	struct sim_heap h = { NULL, 0, 0 };
+	struct fs_started *sim = NULL;
+	size_t nq = 0, nr_sim = 0, alloc_sim = 0;
+	int *qu, *qp;
+	long long t = p->now_us;
+
+	for (size_t i = 0; i < p->nr; i++) {
+		struct fs_job *j = p->order[i];
+
+		if ((j->gpu ? 1 : 0) != g || j->started)
+			continue;
+		if (nq < FS_ESTIMATE_MAX) {
+			q[nq++] = j;
+		} else if (!j->top) {
+			j->expected_start_us = 0;
+			j->expected_unknown = "more than " FS_STR(FS_ESTIMATE_MAX) " jobs are ahead of "
+				"it (only those are simulated)";
+		}
+	}
+	if (!nq) {
+		free(q);
+		return;
+	}
+	shadow = xmalloc((pool->nr ? pool->nr : 1) * sizeof(*shadow));
+	memcpy(shadow, pool->n, pool->nr * sizeof(*shadow));
+	res = xmalloc(sizeof(*res));
+	qu = xcalloc(p->nr_users ? p->nr_users : 1, sizeof(*qu));
+	qp = xcalloc(p->nr_projects ? p->nr_projects : 1, sizeof(*qp));
+	for (size_t i = 0; i < p->nr_users; i++)
+		qu[i] = g ? p->users[i].gpus : p->users[i].slots;
+	for (size_t i = 0; i < p->nr_projects; i++)
+		qp[i] = g ? p->projects[i].gpus : p->projects[i].slots;
+	/* what runs ends at its timeout; without one, never (it is not in the heap) */
+	for (size_t i = 0; i < nr_run; i++)
+		if ((run[i].gpu ? 1 : 0) == g && run[i].end_us)
+			heap_push(&h, run[i].end_us, &run[i], p->run_u[i], p->run_p[i]);
+	for (size_t i = 0; i < p->nr_started; i++) {
+		const struct fs_started *e = &p->started[i];
+
+		if ((e->r.gpu ? 1 : 0) == g && e->r.end_us)
+			heap_push(&h, e->r.end_us, &e->r, e->u, e->p);
+	}
+	/* room for every job once: the heap points into it */
+	alloc_sim = nq;
+	sim = xcalloc(nq, sizeof(*sim));
+	for (;;) {
+		size_t left = 0;
+		int blocked = 0;
+		long long next = LLONG_MAX;
+
+		while (h.nr && h.v[0].end_us <= t) {
+			struct sim_end e = heap_pop(&h);
+
+			release_run(shadow, pool->nr, e.r, 0);
+			qu[e.u] -= e.r->size;
+			qp[e.p] -= e.r->size;
+		}
+		for (size_t i = 0; i < nq; i++) {
+			struct fs_job *j = q[i];
+			enum place_status st;
+
+			if (blocked || quota_hit(p, j, qu[j->u], qp[j->p])) {
+				q[left++] = j;
+				continue;
+			}
+			if (j->top && (!j->expected_start_us || t < j->expected_start_us)) {
+				/* its reservation says when (or that nobody knows) */
+				if (j->expected_start_us)
+					next = j->expected_start_us;
+				blocked = 1;
+				q[left++] = j;
+				continue;
+			}
+			strbuf_reset(&why);
+			st = ops->try_place(ctx, j, shadow, pool->nr, 1, res, &why);
+			if (st == PLACE_OK) {
+				const struct fs_running *r;
+
+				mark(shadow, res, j->per_node, 1);
+				qu[j->u] += j->size;
+				qp[j->p] += j->size;
+				if (!j->top) {
+					j->expected_start_us = t;
+					j->expected_unknown = NULL;
+				}
+				r = started_add(&sim, &nr_sim, &alloc_sim, j, res, t);
+				if (r->end_us)
+					heap_push(&h, r->end_us, r, j->u, j->p);
+			} else if (st == PLACE_WAIT) {
+				blocked = 1;   /* strictly in order: no backfill is assumed */
+				q[left++] = j;
+			} else {
+				j->expected_start_us = 0;
+				j->expected_unknown = "it does not fit the cluster as it is now";
+			}
+		}
+		nq = left;
+		if (!nq)
+			break;
+		if (h.nr && h.v[0].end_us < next)
+			next = h.v[0].end_us;
+		if (next == LLONG_MAX) {
+			/* only attempts without a timeout are left to end */
+			for (size_t i = 0; i < nq; i++) {
+				q[i]->expected_start_us = 0;
+				q[i]->expected_unknown = FS_UNKNOWN_NO_TIMEOUT;
+			}
+			break;
+		}
+		t = next;
+	}
+	started_release(sim, nr_sim);
+	strbuf_release(&why);
+	free(h.v);
+	free(qu);
+	free(qp);
+	free(res);
+	free(shadow);
+	free(q);
+}
+
+void fs_pass_estimate(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
+		      size_t nr_run, const struct fs_ops *ops, void *ctx)
+{
+	for (int g = 0; g < 2; g++)
+		estimate_pool(p, g, &pools[g], run, nr_run, ops, ctx);
 }

@@ -63,6 +63,7 @@ struct fs_acct {
 	double usage;             /* decayed GPU-seconds, running attempts included */
 	double factor;            /* users: 2^(-usage/total / norm_share) */
 	struct fs_limits lim;
+	int guaranteed_gpus;      /* projects: the floor (cluster.yaml's guaranteed_gpus) */
 	int gpus, slots;          /* in use now (quotas) */
 	int pending;
 };
@@ -88,8 +89,13 @@ struct fs_job {
 	int u, p;                 /* indices into pass->users / projects */
 	double f_fs, f_age, f_size, priority;
 	int position;             /* 1 = first in the queue */
-	long long expected_start_us;  /* the top job of its pool: when its reservation frees */
+	long long expected_start_us;  /* when it is expected to start (0: unknown): the top
+				       * job's reservation, or fs_pass_estimate()'s */
+	const char *expected_unknown;   /* why not (a static string), or NULL */
 	int top;                  /* it holds its pool's reservation */
+	int started;              /* fs_pass_place() started it */
+	int guaranteed;           /* within its project's guaranteed floor: first in the
+				   * queue, and it may reclaim GPUs lent to other projects */
 };
 
 /* A running attempt: where it is (node indices into its pool, slots) and when it ends. */
@@ -143,13 +149,19 @@ struct fs_pass {
 	struct place_result *reserved[2];
 	int reserved_per_node[2];
 	long long shadow_us[2];   /* ... which frees then (0: unknown) */
+	int *run_u, *run_p;       /* each running attempt's user and project (indices) */
+	struct fs_started *started;   /* the attempts fs_pass_place() started (fairshare.c) */
+	size_t nr_started, alloc_started;
 };
 
 /*
  * Compute every job's factors and priority and the queue's order.  jobs:
  * the pending ones (nr); run: the running attempts (their usage and quota
  * use; they start at end_us - timeout, so their fs_running carries start_us);
- * usage may be NULL; totals: the slots of the CPU and GPU pools (size factor).  Then fs_pass_place() once at most, then
+ * usage may be NULL; totals: the slots of the CPU and GPU pools (size factor).
+ * A project's GPU jobs (not in a preemptible class) that fit, in their
+ * order, within its guaranteed_gpus with what it runs are `guaranteed` and
+ * go first in the queue.  Then fs_pass_place() once at most, then
  * fs_pass_release().
  */
 void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
@@ -163,12 +175,29 @@ void fs_pass_prepare(struct fs_pass *p, const struct fairshare_config *cfg,
  * expected to start.  When the top job may preempt (it is not preemptible,
  * or its class ranks above theirs) and preemptible jobs hold the slots it
  * needs (or, with cfg->preempt_over_share, over-share users' jobs that ran
- * preempt_min_run, when the top job's user is under their share), the
+ * preempt_min_run, when the top job's user is under their share; or, when
+ * the top job is `guaranteed`, jobs of other projects that use more than
+ * their own guaranteed_gpus, as long as they do: the GPUs they borrowed), the
  * fewest of them, youngest first, are preempted (ops->preempt)
  * unless those being preempted already free enough.  Returns how many started.
  */
 int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
 		  size_t nr_run, const struct fs_ops *ops, void *ctx);
+/*
+ * After fs_pass_place(): every pending job's expected start, by simulating
+ * the queue in priority order on the pools as the pass left them.  Each
+ * attempt ends at its timeout (the running ones, those the pass started, and
+ * the simulated ones); one without a timeout never ends, so a job that waits
+ * for its slots (or for a job behind it) gets no time, only the reason in
+ * expected_unknown.  At each simulated end the jobs are tried in order: one
+ * over a quota (counted as the simulation goes) is passed over, the first
+ * that does not fit stops the rest (no backfill is assumed), the top job
+ * starts no sooner than its reservation.  Only the first FS_ESTIMATE_MAX jobs
+ * of each pool are simulated (the cost stays a few ms at 10,000 pending).
+ */
+#define FS_ESTIMATE_MAX 1000
+void fs_pass_estimate(struct fs_pass *p, struct fs_pool pools[2], const struct fs_running *run,
+		      size_t nr_run, const struct fs_ops *ops, void *ctx);
 void fs_pass_release(struct fs_pass *p);
 
 /* The user's effective project: the job's, else the user's default, else the user. */

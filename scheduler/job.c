@@ -347,12 +347,21 @@ json_t *job_json(struct sched *s, const struct job *j, int detail)
 	json_object_set_new(o, "project", json_string(j->project ? j->project :
 						      j->user ? j->user : ""));
 	json_object_set_new(o, "state", json_string(j->state));
-	if (j->prio_pos && !strcmp(j->state, DT_JOB_PENDING))
-		json_object_set_new(o, "priority", json_pack("{s:f,s:i,s:{s:f,s:f,s:f},s:b,s:o}",
+	if (j->prio_pos && !strcmp(j->state, DT_JOB_PENDING)) {
+		json_t *pr = json_pack("{s:f,s:i,s:{s:f,s:f,s:f},s:b,s:o}",
 			"value", j->prio, "position", j->prio_pos, "factors", "fairshare", j->f_fs,
 			"age", j->f_age, "size", j->f_size, "reserved", j->prio_top,
-			"expected_start", j->prio_top && j->expected_start_us ?
-			json_timestamp(j->expected_start_us) : json_null()));
+			"expected_start", j->expected_start_us ?
+			json_timestamp(j->expected_start_us) : json_null());
+
+		if (!j->expected_start_us && j->expected_unknown)
+			json_object_set_new(pr, "expected_unknown", json_string(j->expected_unknown));
+		if (j->floor_gpus)   /* its project's guaranteed floor (docs/fairshare.md) */
+			json_object_set_new(pr, "floor", json_pack("{s:i,s:i,s:b}", "guaranteed_gpus",
+				j->floor_gpus, "gpus_in_use", j->floor_in_use, "within",
+				j->prio_guaranteed));
+		json_object_set_new(o, "priority", pr);
+	}
 	json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
 	json_object_set_new(o, "submitted_at", json_timestamp(j->submitted_us));
 	json_object_set_new(o, "started_at", json_timestamp(j->started_us));

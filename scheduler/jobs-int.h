@@ -91,7 +91,10 @@ struct job {
 	double prio, f_fs, f_age, f_size;   /* the last pass's priority and factors (pending) */
 	int prio_pos;             /* its place in the queue (1: first), 0: not computed */
 	int prio_top;             /* it holds its pool's reservation ... */
-	long long expected_start_us;   /* ... which frees then (0: unknown) */
+	long long expected_start_us;   /* when it is expected to start (0: unknown) */
+	const char *expected_unknown;  /* why that is unknown (static), or NULL */
+	int floor_gpus, floor_in_use;  /* its project's guaranteed_gpus and GPUs in use */
+	int prio_guaranteed;      /* it is within that floor (fs_job.guaranteed) */
 	/* preemption (fairshare.h): its class's signal was sent, the attempt ends at
 	 * preempt_deadline_ms (mono) and is requeued without counting as a retry */
 	int preempting;

@@ -436,8 +436,13 @@ static void fair_preempt(void *ctx, const struct fs_running *victim, const struc
 	free(v->preempted_by);
 	v->preempted_by = xstrdup(b->id);
 	format_duration_human(&g, grace);
-	set_reason(v, "preempted by %s (%s's job): SIG%s, stopped after %s unless it ends first",
-		   b->id, b->user, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", g.buf);
+	if (by->guaranteed && v->project && b->project && strcmp(v->project, b->project))   /* the GPUs v's project borrowed */
+		strbuf_addf(&g, " unless it ends first; project '%s' reclaims its guaranteed GPUs",
+			    b->project);
+	else
+		strbuf_addstr(&g, " unless it ends first");
+	set_reason(v, "preempted by %s (%s's job): SIG%s, stopped after %s", b->id, b->user,
+		   sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", g.buf);
 	dtlog(DTLOG_INFO, "job %s (%s): %s", v->id, v->name, v->reason);
 	job_save(s, v);
 	strbuf_release(&g);
@@ -767,6 +772,8 @@ void schedule_pending(struct sched *s)
 	pools[0] = (struct fs_pool){ in.cpu.n, in.cpu.nr, in.totals[0] };
 	pools[1] = (struct fs_pool){ in.gpu.n, in.gpu.nr, in.totals[1] };
 	fs_pass_place(&in.pass, pools, in.run.v, in.run.nr, &ops, &ctx);
+	if (!s->backend->place)   /* a backend that places itself (Slurm) says nothing of when */
+		fs_pass_estimate(&in.pass, pools, in.run.v, in.run.nr, &ops, &ctx);
 	for (size_t i = 0; i < in.n; i++) {
 		struct fs_job *f = &in.fj[i];
 		struct job *j = f->job;
@@ -780,6 +787,10 @@ void schedule_pending(struct sched *s)
 		j->prio_pos = f->position;
 		j->prio_top = f->top;
 		j->expected_start_us = f->expected_start_us;
+		j->expected_unknown = f->expected_unknown;
+		j->prio_guaranteed = f->guaranteed;
+		j->floor_gpus = in.pass.projects[f->p].guaranteed_gpus;
+		j->floor_in_use = in.pass.projects[f->p].gpus;
 	}
 	c->at_ms = now_ms;
 	c->fp[0] = pool_fingerprint(s, &in.cpu);

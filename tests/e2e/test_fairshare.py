@@ -3,7 +3,9 @@ with 4 fake GPUs, docs/fairshare.md): a queue of jobs from two users starts in
 fair-share order, not submission order, and `dtctl why` says why; a user's quota holds
 with its reason shown, a job that can never fit under it is refused at submission with
 the numbers; /metrics has the per-user and per-project families (promtool clean);
-`dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage.
+`dtctl acct` totals equal the jobs that ran, `dtctl share` shows the usage; every queued
+job has an expected start (`dtctl why`); a project's guaranteed floor is lent while it is
+idle and reclaimed by preemption when it submits.
 
 A job's owner is who its request proves to be (docs/team.md): these tests add alice, bob,
 carol and dave with their own ed25519 keys (`dtctl user add`) and submit as each of them
@@ -272,6 +274,43 @@ def test_acct_totals_equal_the_jobs_run(local):
     assert share["alice"]["usage_gpu_hours"] > share["bob"]["usage_gpu_hours"]
 
 
+def test_every_queued_job_has_an_expected_start(local):
+    """dave's running job holds the 4 GPUs until its 2-minute timeout; he queues four more
+    of 4 GPUs: the first (the top job, its reservation) is expected when the running one's
+    timeout ends, each later one 2 minutes after the one ahead (each runs until its
+    timeout), and behind the job without a timeout nobody knows: `why` says "unknown" and
+    why, --json has expected_start null and expected_unknown."""
+    r = submit_ok(local, "dave", 4, ["sleep", "300"], timeout_ms=120000)
+    run = wait(local, r, lambda x: x["state"] == "RUNNING")
+    q = [submit_ok(local, "dave", 4, ["true"], **({"timeout_ms": 120000} if i != 2 else {}))
+         for i in range(4)]
+    try:
+        # the whole pass that ranks them (within a second of the last submission)
+        pr = [wait(local, x, lambda y: y.get("priority") and
+                   y["priority"]["position"] == q.index(y["id"]) + 1)["priority"] for x in q]
+        assert pr[0]["reserved"] and not any(p["reserved"] for p in pr[1:]), pr
+        t0 = ts(run["started_at"])
+        got = [ts(p["expected_start"]) - t0 for p in pr[:3]]
+        assert [round(x) for x in got] == [120, 240, 360], (run["started_at"], pr)
+        assert pr[3]["expected_start"] is None, pr[3]
+        assert "has no timeout" in pr[3]["expected_unknown"], pr[3]
+        p = local.dtctl("why", q[1])
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"^expected: +%s \(the queue simulated in priority order" %
+                         re.escape(pr[1]["expected_start"]), p.stdout, re.M), p.stdout
+        p = local.dtctl("why", q[3])
+        assert re.search(r"^expected: +unknown: a job it waits for has no timeout", p.stdout,
+                         re.M), p.stdout
+        p = local.dtctl("why", "--json", q[3])
+        j = json.loads(p.stdout)["priority"]
+        assert j["expected_start"] is None and "no timeout" in j["expected_unknown"], j
+    finally:
+        for x in [r] + q:
+            local.dtctl("cancel", x)
+        for x in [r] + q:
+            wait(local, x, ended)
+
+
 def logs(c, job, user=None):
     p = as_user(c, user, "logs", "--json", job) if user else c.dtctl("logs", "--json", job)
     assert p.returncode == 0, p.stderr
@@ -331,6 +370,73 @@ def test_preemption_signals_waits_requeues_and_resumes(local):
     st, body = submit(local, "bob", 1, ["true"], **{"class": "gold"})
     assert st == 422 and "class 'gold' is not one of cluster.yaml's fairshare.classes " \
         "('scavenger')" in json.dumps(body), body
+
+
+def test_guaranteed_floor_is_lent_then_reclaimed(local):
+    """cluster.yaml guarantees alice's project vision 2 GPUs (its guaranteed_gpus): while
+    vision is idle bob's 4-GPU job (checkpointing on SIGUSR1, in a class that is not
+    preemptible) starts on all 4, borrowing them; when alice submits a 2-GPU job, within
+    the floor, bob's is preempted to reclaim them (nothing else here preempts: no
+    preempt_over_share): SIGUSR1, its 5 s grace, requeued under its id (not failed);
+    `why` shows the floor, `share` the project's; her job runs, and bob's resumes from
+    its checkpoint."""
+    conf = local.home / "cluster.yaml"
+    before = conf.read_text()
+    line = "    scavenger: {preemptible: true, signal: USR1, grace: 2s}\n"
+    assert line in before, before
+    conf.write_text(before.replace(line, line + "    slow: {grace: 5s}\n"
+                                   "  projects:\n    vision: {guaranteed_gpus: 2}\n"))
+    try:
+        deadline = time.monotonic() + 30
+        while True:   # dtsched reads cluster.yaml again within a second of a change
+            p = local.dtctl("share", "--json")
+            assert p.returncode == 0, p.stderr
+            proj = {x["name"]: x for x in json.loads(p.stdout)["projects"]}
+            if proj.get("vision", {}).get("guaranteed_gpus") == 2:
+                break
+            assert time.monotonic() < deadline, proj
+            time.sleep(0.2)
+        script = local.shared / "victim.py"
+        script.write_text(VICTIM)
+        v = submit_ok(local, "bob", 4, ["python3", str(script), "100"], **{"class": "slow"})
+        wait(local, v, lambda x: x["state"] == "RUNNING")   # on vision's GPUs too
+        deadline = time.monotonic() + 60
+        while not any(l["text"] == "step 5" for l in logs(local, v)):
+            assert time.monotonic() < deadline, logs(local, v)
+            time.sleep(0.1)
+        a = submit_ok(local, "alice", 2, ["sleep", "1"])
+        j = wait(local, v, lambda x: x.get("preempting") or ended(x))
+        assert j["reason"] == ("preempted by %s (alice's job): SIGUSR1, stopped after 5s unless "
+                               "it ends first; project 'vision' reclaims its guaranteed GPUs"
+                               % a), j
+        # her job waits out the grace: its place, and the floor it is within
+        ja = wait(local, a, lambda x: x.get("priority") or ended(x))
+        if ja["state"] == "PENDING":
+            assert ja["priority"]["floor"] == {"guaranteed_gpus": 2, "gpus_in_use": 0,
+                                               "within": True}, ja["priority"]
+            assert ja["priority"]["position"] == 1, ja["priority"]
+            p = local.dtctl("why", a)
+            assert ("floor:      project vision is guaranteed 2 GPUs, 0 in use: this job is "
+                    "within it" in p.stdout) or "it is not waiting" in p.stdout, p.stdout
+        p = local.dtctl("share")
+        projects = p.stdout.split("\nPROJECT ", 1)[-1]
+        assert projects.split("\n", 1)[0].endswith("  FLOOR"), p.stdout
+        assert re.search(r"^ +vision .* +2$", projects, re.M), p.stdout
+        done_a = wait(local, a, ended)
+        assert done_a["state"] == "COMPLETED", done_a
+        done_v = wait(local, v, ended, timeout=90)
+        assert done_v["state"] == "COMPLETED" and done_v["preemptions"] == 1, done_v
+        assert done_v["attempt"] == 1 and done_v["started_at"] >= done_a["started_at"], done_v
+        h = [x["state"] for x in done_v["history"]]
+        assert "PREEMPTED" in h and "FAILED" not in h, done_v["history"]
+        lines = logs(local, v)
+        ck = [l for l in lines if l["text"].startswith("checkpointed at step ")]
+        assert len(ck) == 1, [l["text"] for l in lines]
+        assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
+                   for l in lines), lines
+        assert lines[-1]["text"] == "done at step 100", lines[-1]
+    finally:
+        conf.write_text(before)
 
 
 def team_run(c, user, *args):
@@ -415,3 +521,4 @@ def test_real_users_over_share_work_is_preempted(fairteam):
     assert len(ck) == 1, [l["text"] for l in lines]
     assert any(l["text"] == "resumed from step %s (attempt 1)" % ck[0]["text"].split()[-1]
                for l in lines), lines
+

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,14 @@ static void test_config(void **state)
 	expect_error("fairshare:\n  projects: [a, b]\n", "c.yaml:6:13: key 'fairshare.projects'");
 	expect_error("fairshare:\n  preempt_over_share: maybe\n",
 		     "c.yaml:6:23: key 'fairshare.preempt_over_share'");
+	expect_error("fairshare:\n  users:\n    alice: {guaranteed_gpus: 2}\n",
+		     "c.yaml:7:13: unknown key 'fairshare.users.alice.guaranteed_gpus'");
+	expect_error("fairshare:\n  projects:\n    p: {guaranteed_gpus: -1}\n",
+		     "c.yaml:7:26: key 'fairshare.projects.p.guaranteed_gpus': expected a number "
+		     "of GPUs from 0");
+	load(&cc, "fairshare:\n  projects:\n    p: {guaranteed_gpus: 4}\n", &err);
+	assert_int_equal(fairshare_project(&cc.fairshare, "p")->guaranteed_gpus, 4);
+	cluster_config_release(&cc);
 	expect_error("fairshare:\n  preempt_min_run: soon\n",
 		     "c.yaml:6:20: key 'fairshare.preempt_min_run'");
 }
@@ -282,7 +291,8 @@ static void test_preempt_fewest_youngest(void **state)
 /*
  * Preemption on fair share, on simulated time (30 s steps over 6 hours):
  * one node of 4 GPUs; bob holds all of it with job A (from 0) and job B (from
- * 58 min), neither with an end; alice (no usage) submits a 2-GPU job at 1 h.
+ * 58 min), neither with an end; alice (no usage) submits a job of alice_gpus
+ * GPUs at 1 h.
  * A victim stops `grace` after it is preempted and is requeued (a pending
  * job of bob's).  Returns when alice's job started (-1: never); *victims:
  * how many preemptions, *victim_start: the first victim's start.
@@ -311,7 +321,8 @@ static void os_start(void *ctx, struct fs_job *fj, const struct place_result *re
 		fail_msg("bob's requeued job started: he is over his share");
 }
 
-static long long over_share_run(const char *fs, int *victims, long long *victim_start)
+static long long over_share_run(const char *fs, int alice_gpus, int *victims,
+			        long long *victim_start)
 {
 	static const struct fs_ops ops = { pre_try, os_start, pre_wait, NULL, pre_preempt };
 	static const int node[1] = { 0 }, nslots[1] = { 2 }, s01[2] = { 0, 1 }, s23[2] = { 2, 3 };
@@ -369,7 +380,7 @@ static long long over_share_run(const char *fs, int *victims, long long *victim_
 			nl++;
 		}
 		if (alice_start < 0)
-			mkjob(&pend[np++], "alice", 2, HOUR_US, 0);
+			mkjob(&pend[np++], "alice", alice_gpus, HOUR_US, 0);
 		for (int i = 0; i < bob_pending; i++)
 			mkjob(&pend[np++], "bob", 2, now, 0);
 		memset(&c, 0, sizeof(c));
@@ -412,18 +423,18 @@ static void test_preempt_over_share(void **state)
 	int victims;
 	long long t;
 
-	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 10m\n",
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 10m\n", 2,
 			   &victims, &first);
 	assert_int_equal(victims, 1);
 	assert_true(first == 0);   /* A: B, the younger, has run 2 min only */
 	assert_true(t >= HOUR_US && t <= HOUR_US + OS_GRACE_US);
 	/* a longer minimum run time: nothing until A has run it */
-	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 2h\n",
+	t = over_share_run("fairshare:\n  preempt_over_share: true\n  preempt_min_run: 2h\n", 2,
 			   &victims, &first);
 	assert_int_equal(victims, 1);
 	assert_true(first == 0);
 	assert_true(t >= 2 * HOUR_US && t <= 2 * HOUR_US + OS_GRACE_US);
-	t = over_share_run("fairshare:\n  preempt_min_run: 10m\n", &victims, &first);
+	t = over_share_run("fairshare:\n  preempt_min_run: 10m\n", 2, &victims, &first);
 	assert_int_equal(victims, 0);
 	assert_true(t == -1);
 }
@@ -520,6 +531,237 @@ static void test_submit_limits(void **state)
 	assert_int_equal(t, 4 * 3600 * 1000LL);   /* the job gets max_time as its timeout */
 	cluster_config_release(&cc);
 	strbuf_release(&err);
+}
+
+#define FLOOR "fairshare:\n  users:\n    alice: {project: vision}\n" \
+	"  projects:\n    vision: {guaranteed_gpus: 2}\n"
+
+/*
+ * A guaranteed floor (Kueue's nominal quota with borrowing and reclaim):
+ * alice's project vision is guaranteed 2 of the node's 4 GPUs.  While it is
+ * idle bob borrows them: both his 2-GPU jobs start.  alice's job (newer, of
+ * a user with more usage) goes first in the queue.  When she submits a 2-GPU
+ * job while bob holds all 4, his younger job is preempted at once (no
+ * minimum run time: the GPUs were lent) and hers starts within the grace;
+ * his requeued job never takes them back (os_start fails if it starts), and
+ * nothing else is preempted.  A 4-GPU job is beyond her floor: it preempts
+ * nothing, and neither does hers when bob's own project is guaranteed all
+ * that he runs (he borrows nothing).
+ */
+static void test_guaranteed_floor(void **state)
+{
+	static const struct fs_ops ops = { pre_try, q_start, q_wait, NULL, pre_preempt };
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 4 } };
+	struct fs_usage u;
+	struct fs_job j[3];
+	struct fs_pass p;
+	struct quota_ctx c;
+	int totals[2] = { 0, 4 }, victims;
+	long long t, first;
+
+	load(&cc, FLOOR, &err);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 4;
+	mkjob(&j[0], "bob", 2, 0, 0);
+	mkjob(&j[1], "bob", 2, 1, 0);
+	memset(&c, 0, sizeof(c));
+	fs_pass_prepare(&p, &cc.fairshare, NULL, HOUR_US, j, 2, NULL, 0, totals);
+	fs_pass_place(&p, pools, NULL, 0, &ops, &c);
+	assert_int_equal(c.started, 2);   /* vision's idle GPUs lent to bob */
+	assert_true(!j[0].guaranteed && !j[1].guaranteed);
+	fs_pass_release(&p);
+
+	fs_usage_init(&u, 3600 * 1000);
+	fs_usage_add(&u, "alice", "vision", 4, 0, HOUR_US);
+	mkjob(&j[2], "alice", 2, 2, 0);
+	fs_pass_prepare(&p, &cc.fairshare, &u, HOUR_US, j, 3, NULL, 0, totals);
+	assert_true(j[2].guaranteed && j[2].f_fs < j[0].f_fs);
+	assert_ptr_equal(p.order[0], &j[2]);
+	assert_int_equal(j[2].position, 1);
+	fs_pass_release(&p);
+	fs_usage_release(&u);
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+
+	t = over_share_run(FLOOR, 2, &victims, &first);
+	assert_int_equal(victims, 1);
+	assert_true(first == 58 * 60 * 1000000LL);   /* B, the younger */
+	assert_true(t >= HOUR_US && t <= HOUR_US + OS_GRACE_US);
+	t = over_share_run(FLOOR, 4, &victims, &first);
+	assert_true(victims == 0 && t == -1);
+	t = over_share_run(FLOOR "    bob: {guaranteed_gpus: 4}\n", 2, &victims, &first);
+	assert_true(victims == 0 && t == -1);
+}
+
+/* ------------------------------------------------ expected starts */
+
+/*
+ * One node of 8 GPUs; each job runs exactly until its timeout.  Running at 0:
+ * alice's 4 GPUs until 1 h, q's 4 until 2 h (q may hold 4 GPUs).  Queued, in
+ * this order (age only: fair share and size weigh nothing here): q 4,
+ * carol 4, dave 4, erin 8, frank 2.  est_run() estimates at 0, then runs the real
+ * passes at every end until the queue is empty or stuck, and records when
+ * each job started.  carol's job has the timeout carol_limit_ms (0: none).
+ */
+#define EJ 7
+
+struct ejob {
+	const char *user;
+	int size;
+	long long limit_ms;
+	long long start_us;           /* -1: not started */
+	int running, slot[8], node0, nslots;
+	const int *slotp[1];
+	struct fs_job fj;
+};
+
+struct est_ctx {
+	struct ejob *j;
+	long long now;
+};
+
+static void est_start(void *ctx, struct fs_job *fj, const struct place_result *res)
+{
+	struct est_ctx *c = ctx;
+	struct ejob *e = fj->job;
+
+	e->running = 1;
+	e->start_us = c->now;
+	e->nslots = fj->per_node;
+	memcpy(e->slot, res->slots[0], sizeof(int) * (size_t)fj->per_node);
+}
+
+static void est_run(long long carol_limit_ms, struct ejob *j)
+{
+	static const struct fs_ops ops = { pre_try, est_start, pre_wait, NULL, NULL };
+	struct ejob init[EJ] = {
+		{ "alice", 4, 3600 * 1000, 0, 1, { 0, 1, 2, 3 }, 0, 4, { NULL }, { 0 } },
+		{ "q", 4, 2 * 3600 * 1000, 0, 1, { 4, 5, 6, 7 }, 0, 4, { NULL }, { 0 } },
+		{ "q", 4, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "carol", 4, carol_limit_ms, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "dave", 4, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "erin", 8, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+		{ "frank", 2, 3600 * 1000, -1, 0, { 0 }, 0, 0, { NULL }, { 0 } },
+	};
+	struct cluster_config cc;
+	struct strbuf err = STRBUF_INIT;
+	struct place_node n[1];
+	struct est_ctx c = { j, 0 };
+	int totals[2] = { 0, 8 };
+
+	memcpy(j, init, sizeof(init));
+	load(&cc, "fairshare:\n  weights: {fairshare: 0, size: 0}\n  users:\n"
+	     "    q: {max_gpus: 4}\n", &err);
+	memset(n, 0, sizeof(n));
+	n[0].name = "n0";
+	n[0].up = 1;
+	n[0].total = 8;
+	memset(n[0].used, 1, 8);
+	for (int round = 0; round < 20; round++) {
+		struct fs_running run[EJ];
+		struct fs_job pend[EJ];
+		struct fs_pool pools[2] = { { NULL, 0, 0 }, { n, 1, 8 } };
+		struct fs_pass p;
+		size_t nrun = 0, np = 0;
+		long long next = LLONG_MAX;
+		static const int node0 = 0;
+
+		memset(run, 0, sizeof(run));
+		for (int i = 0; i < EJ; i++) {
+			struct ejob *e = &j[i];
+
+			if (!e->running)
+				continue;
+			if (e->limit_ms && e->start_us + e->limit_ms * 1000 <= c.now) {
+				for (int x = 0; x < e->nslots; x++)
+					n[0].used[e->slot[x]] = 0;
+				e->running = 0;
+				continue;
+			}
+			e->slotp[0] = e->slot;
+			run[nrun].gpu = 1;
+			run[nrun].start_us = e->start_us;
+			run[nrun].end_us = e->limit_ms ? e->start_us + e->limit_ms * 1000 : 0;
+			run[nrun].nr = 1;
+			run[nrun].node = &node0;
+			run[nrun].nslots = &e->nslots;
+			run[nrun].slot = e->slotp;
+			run[nrun].user = e->user;
+			run[nrun].size = e->size;
+			run[nrun].job = e;
+			nrun++;
+		}
+		for (int i = 0; i < EJ; i++)
+			if (j[i].start_us < 0) {
+				/* submitted in this order, a second apart */
+				mkjob(&pend[np], j[i].user, j[i].size, -(EJ - i) * 1000000LL, 0);
+				pend[np].limit_ms = j[i].limit_ms;
+				pend[np].job = &j[i];
+				np++;
+			}
+		if (!np)
+			break;
+		fs_pass_prepare(&p, &cc.fairshare, NULL, c.now, pend, np, run, nrun, totals);
+		fs_pass_place(&p, pools, run, nrun, &ops, &c);
+		if (!round) {
+			fs_pass_estimate(&p, pools, run, nrun, &ops, &c);
+			for (size_t i = 0; i < np; i++)
+				((struct ejob *)pend[i].job)->fj = pend[i];
+		}
+		fs_pass_release(&p);
+		for (int i = 0; i < EJ; i++)
+			if (j[i].running && j[i].limit_ms &&
+			    j[i].start_us + j[i].limit_ms * 1000 < next)
+				next = j[i].start_us + j[i].limit_ms * 1000;
+		if (next == LLONG_MAX)
+			break;
+		c.now = next;
+	}
+	cluster_config_release(&cc);
+	strbuf_release(&err);
+}
+
+/*
+ * Every queued job gets an expected start, not only the top one: q's job is
+ * over q's quota until q's running job ends at 2 h, so carol's (the top, 1 h)
+ * goes first, then q's at 2 h, dave's 3 h, erin's 4 h, frank's 5 h (strictly
+ * in order once they fit the quotas), and the real passes start each job
+ * exactly then.  When carol's job has no timeout, the jobs that need its GPUs
+ * (erin's, and frank's behind it) get no time: "unknown", with the reason,
+ * rather than a made-up one.
+ */
+static void test_expected_start(void **state)
+{
+	static const long long want[EJ] = { 0, 0, 2, 1, 3, 4, 5 };
+	struct ejob j[EJ];
+
+	est_run(3 * 3600 * 1000, j);
+	for (int i = 2; i < EJ; i++) {
+		if (j[i].fj.expected_start_us != want[i] * HOUR_US || j[i].fj.expected_unknown)
+			fail_msg("%s's job: expected at %lld s, want %lld s (%s)", j[i].user,
+				 j[i].fj.expected_start_us / 1000000, want[i] * 3600,
+				 j[i].fj.expected_unknown ? j[i].fj.expected_unknown : "");
+		if (j[i].start_us != j[i].fj.expected_start_us)
+			fail_msg("%s's job started at %lld s, it was expected at %lld s", j[i].user,
+				 j[i].start_us / 1000000, j[i].fj.expected_start_us / 1000000);
+	}
+	assert_true(j[3].fj.top && !j[2].fj.top && !j[4].fj.top);
+	assert_int_equal(j[6].fj.position, 5);
+
+	est_run(0, j);
+	for (int i = 2; i < 5; i++)
+		assert_true(j[i].fj.expected_start_us == want[i] * HOUR_US &&
+			    j[i].start_us == want[i] * HOUR_US);
+	for (int i = 5; i < EJ; i++) {
+		assert_true(j[i].fj.expected_start_us == 0 && j[i].start_us == -1);
+		assert_non_null(j[i].fj.expected_unknown);
+		assert_non_null(strstr(j[i].fj.expected_unknown, "has no timeout"));
+	}
 }
 
 /* ------------------------------------------------ the simulated week */
@@ -882,6 +1124,8 @@ int main(void)
 		cmocka_unit_test(test_preempt_over_share),
 		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
+		cmocka_unit_test(test_guaranteed_floor),
+		cmocka_unit_test(test_expected_start),
 		cmocka_unit_test(test_week_two_users),
 		cmocka_unit_test(test_week_shapes_change_nothing),
 		cmocka_unit_test(test_week_five_users),

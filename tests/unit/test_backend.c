@@ -873,8 +873,15 @@ static void test_slurm_poll(void **state)
 	struct sched *s = xcalloc(1, sizeof(*s));
 	struct job *j;
 	struct attempt_end e;
+	char dir[] = "/tmp/dt-test-slurm-XXXXXX", path[64], *old_path = xstrdup(getenv("PATH"));
 
-	setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);   /* the worker's squeue fails fast */
+	/* the worker's orphan scan: a squeue that fails at once (a real one given a
+	 * missing slurm.conf retries for 60 s) */
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/squeue", dir);
+	write_exec(path, "#!/bin/sh\necho 'squeue: error: no Slurm here' >&2\nexit 1\n");
+	setenv("PATH", dir, 1);
+	setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);
 	pthread_mutex_init(&s->lock, NULL);
 	s->o.home = "/nonexistent";
 	j = fake_job(s);
@@ -909,6 +916,10 @@ static void test_slurm_poll(void **state)
 	job_free(j);
 	free(s);
 	unsetenv("SLURM_CONF");
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	unlink(path);
+	rmdir(dir);
 }
 
 static void test_agents_step(void **state)

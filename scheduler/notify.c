@@ -141,7 +141,10 @@ static json_t *target_copy(const json_t *t, int from_job)
 	return c;
 }
 
-/* Queue ev for the target copy tc (taken) with its key (mu held); 0, or -1 when full. */
+/*
+ * Queue ev for the target copy tc (taken) with its key, or "" for the thread to
+ * work it out off the hook's path (mu held); 0, or -1 when full.
+ */
 static int enqueue(struct notifier *nf, const json_t *ev, json_t *tc, const char *key, int tries)
 {
 	if (nf->nr >= NOTIFY_QUEUE) {
@@ -193,9 +196,13 @@ static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int
 		if (!wants(ev, t, on))
 			continue;
 		tc = target_copy(t, from_job);
-		notify_target_key(tc, key);
-		snprintf(name, sizeof(name), "%lld %s", json_get_int(ev, "id", 0), key);
-		p = settled ? json_object_get(settled, name) : NULL;
+		key[0] = 0;
+		p = NULL;
+		if (settled) {
+			notify_target_key(tc, key);
+			snprintf(name, sizeof(name), "%lld %s", json_get_int(ev, "id", 0), key);
+			p = json_object_get(settled, name);
+		}
 		if (json_is_true(json_array_get(p, 1))) {
 			json_decref(tc);
 			continue;
@@ -642,8 +649,9 @@ static void recover(struct sched *s, struct notifier *nf)
 	json_decref(settled);
 	json_decref(dropped);
 	if (nf->nr > before || nf->dropped)
-		dtlog(DTLOG_INFO, "notifications: %zu owed since dtsched last stopped are queued again"
-		      "%s", nf->nr - before, nf->dropped ? " (more than the queue holds: dropped)" : "");
+		dtlog(DTLOG_INFO, "notifications: %zu owed since dtsched last stopped are queued again, "
+		      "%llu more than the queue holds (%d) dropped", nf->nr - before, nf->dropped,
+		      NOTIFY_QUEUE);
 	cursor_save(s, nf, cursor_now(nf));
 }
 
@@ -700,6 +708,8 @@ static void *notify_thread(void *arg)
 		}
 		work = *it;   /* the slot stays taken while it is delivered */
 		pthread_mutex_unlock(&nf->mu);
+		if (!work.key[0])
+			notify_target_key(work.target, work.key);
 		rc = deliver(work.ev, work.target, &why);
 		ok = rc == 0;
 		pthread_mutex_lock(&nf->mu);
@@ -735,6 +745,7 @@ static void *notify_thread(void *arg)
 		} else {
 			nf->retried[target_type(work.target)]++;
 			it->tries = work.tries;
+			memcpy(it->key, work.key, sizeof(it->key));
 			it->due_ms = dt_mono_ms() + (1000LL << (work.tries - 1));   /* 1 s, 2 s, 4 s */
 			pthread_mutex_unlock(&nf->mu);
 			pthread_mutex_lock(&s->lock);

@@ -618,6 +618,13 @@ static void recover(struct sched *s, struct notifier *nf)
 					    sqlite3_column_int(st, 3)));
 		}
 	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_prepare_v2(s->db, "SELECT COALESCE(MIN(id), 0) FROM events", -1, &st, NULL) ==
+	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > after + 1)
+		dtlog(DTLOG_WARN, "notifications: the events %lld to %lld were owed but are no longer "
+		      "kept in state.db (the newest are kept: docs/events.md); their notifications "
+		      "are not sent", after + 1, (long long)sqlite3_column_int64(st, 0) - 1);
+	sqlite3_finalize(st);
 	nf->seen = after;
 	while (json_array_size(arr = events_read(s, nf->seen, 0, NULL, DT_EVENTS_MAX_LIMIT))) {
 		json_array_foreach(arr, i, ev) {

@@ -32,13 +32,11 @@
  * dtctl client, whose start time it would cost.
  */
 #include "sched-int.h"
-#include "jobs-int.h"
 #include "json.h"
 #include "log.h"
 #include "notify-spec.h"
 #include "promtext.h"
 #include "run-command.h"
-#include "sweeps-int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -628,10 +626,7 @@ static void recover(struct sched *s, struct notifier *nf)
 	nf->seen = after;
 	while (json_array_size(arr = events_read(s, nf->seen, 0, NULL, DT_EVENTS_MAX_LIMIT))) {
 		json_array_foreach(arr, i, ev) {
-			const char *sweep = json_get_str(ev, "sweep", NULL), *job = json_get_str(ev, "job", NULL);
 			const json_t *list = NULL;
-			struct sweep *w;
-			struct job *j;
 			int on = event_on(ev);
 			size_t d;
 
@@ -639,10 +634,8 @@ static void recover(struct sched *s, struct notifier *nf)
 			json_array_clear(dropped);
 			if (!strncmp(json_get_str(ev, "kind", ""), "notify.", 7))
 				continue;
-			if (sweep && (w = sweep_find(s, sweep)))   /* as sweep_event() gave it */
-				list = w->cfg.job.notify;
-			else if (!sweep && job && (j = job_find(s, job)))
-				list = j->cfg.notify;
+			if (s->notify_list_of)
+				list = s->notify_list_of(s, ev);
 			if (list)
 				offer(nf, ev, list, on, 1, settled, dropped);
 			if (s->cc && s->cc->notify)

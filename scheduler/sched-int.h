@@ -135,6 +135,9 @@ struct sched {
 	long long events_last;
 	void (*event_hook)(struct sched *s, const json_t *ev, const json_t *notify, void *data);
 	void *event_hook_data;
+	/* the notify: list events_add() was given with ev (its sweep's or job's) or
+	 * NULL, found again for what notify_open() re-queues (sched.c) */
+	const json_t *(*notify_list_of)(struct sched *s, const json_t *ev);
 	/* fair share (acct.c): decayed usage per user and project, rebuilt from the
 	 * jobs' histories when the half-life it was made with changes */
 	struct fs_usage *fair_usage;

@@ -634,8 +634,8 @@ static void recover(struct sched *s, struct notifier *nf)
 			json_array_clear(dropped);
 			if (!strncmp(json_get_str(ev, "kind", ""), "notify.", 7))
 				continue;
-			if (s->notify_list_of)
-				list = s->notify_list_of(s, ev);
+			if (s->notify_list_of && (on >= 0 || json_object_get(ev, "pattern")))
+				list = s->notify_list_of(s, ev);   /* only for what a target may want */
 			if (list)
 				offer(nf, ev, list, on, 1, settled, dropped);
 			if (s->cc && s->cc->notify)

@@ -126,8 +126,8 @@ long long events_add(struct sched *s, const char *kind, json_t *ev, const json_t
 }
 
 /* The rows after `after` as events (id added), in id order. */
-static json_t *events_read(struct sched *s, long long after, long long since_us,
-			   const char *job, long long limit)
+json_t *events_read(struct sched *s, long long after, long long since_us,
+		    const char *job, long long limit)
 {
 	sqlite3_stmt *st = NULL;
 	json_t *arr = json_array();

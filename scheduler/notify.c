@@ -13,6 +13,17 @@
  * itself (notify.failed, with the target redacted and the cause), and every
  * outcome is counted for /metrics.
  *
+ * What is queued survives a stop or a crash of dtsched without a write on the
+ * path that adds an event: a delivery is the event's id (the events are kept
+ * in state.db) and its target, so the queue is the stream's events after a
+ * cursor.  state.db keeps notify_cursor (every delivery of the events up to
+ * `upto` is settled: sent, failed for good or dropped) and notify_progress (the
+ * deliveries after the cursor that are settled, out of order, or have failed
+ * tries: their count), both written by the delivery thread once a try is
+ * over.  notify_open() re-queues what the events after the cursor owe, with
+ * the tries they had, so a delivery is made at least once (a receiver dedupes
+ * by the event's id) and never after it failed for good.
+ *
  * Certificates are always verified (a target may name its CA file, never
  * turn verification off), only https:// is spoken, redirects are not
  * followed, and a webhook URL is shown only redacted (notify-spec.h).
@@ -47,6 +58,8 @@ static const char *const tnames[NR_T] = { "webhook", "email", "exec" };
 
 struct nitem {
 	json_t *ev, *target;      /* deep copies: the thread's own */
+	long long id;             /* the event's */
+	char key[DT_SHA256_HEX];  /* the target's, in state.db (notify_target_key) */
 	int tries;
 	long long due_ms;         /* dt_mono_ms() of the next try */
 };
@@ -58,6 +71,8 @@ struct notifier {
 	struct nitem *q;          /* NOTIFY_QUEUE slots, unordered; ev NULL: free */
 	size_t nr;
 	int stop, started;
+	long long seen;           /* the last event id the hook was given (mu) */
+	long long saved_upto;     /* notify_cursor.upto in state.db (s->lock) */
 	/* /metrics (mu) */
 	unsigned long long sent[NR_T], failed[NR_T], retried[NR_T], dropped;
 	unsigned long long dropped_reported;
@@ -106,42 +121,95 @@ static int event_on(const json_t *ev)
 	return -1;
 }
 
-/* Queue ev for target t (mu held); 0, or -1 when the queue is full. */
-static int enqueue(struct notifier *nf, const json_t *ev, const json_t *t, int from_job)
+void notify_target_key(const json_t *t, char *out)
 {
-	if (nf->nr >= NOTIFY_QUEUE)
+	char *text = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS);
+
+	dt_sha256_hex(text ? text : "", text ? strlen(text) : 0, out);
+	free(text);
+}
+
+/* The queue's copy of target t: a job's own marked so (its key says it too). */
+static json_t *target_copy(const json_t *t, int from_job)
+{
+	json_t *c = json_deep_copy(t);
+
+	if (from_job)   /* a job's own list, not the operator's cluster.yaml */
+		json_object_set_new(c, "_from_job", json_true());
+	return c;
+}
+
+/*
+ * Queue ev for the target copy tc (taken) with its key, or "" for the thread to
+ * work it out off the hook's path (mu held); 0, or -1 when full.
+ */
+static int enqueue(struct notifier *nf, const json_t *ev, json_t *tc, const char *key, int tries)
+{
+	if (nf->nr >= NOTIFY_QUEUE) {
+		json_decref(tc);
 		return -1;
+	}
 	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
 		if (!nf->q[i].ev) {
 			nf->q[i].ev = json_deep_copy(ev);
-			nf->q[i].target = json_deep_copy(t);
-			if (from_job)   /* a job's own list, not the operator's cluster.yaml */
-				json_object_set_new(nf->q[i].target, "_from_job", json_true());
-			nf->q[i].tries = 0;
+			nf->q[i].target = tc;
+			nf->q[i].id = json_get_int(ev, "id", 0);
+			snprintf(nf->q[i].key, sizeof(nf->q[i].key), "%s", key);
+			nf->q[i].tries = tries;
 			nf->q[i].due_ms = 0;
 			nf->nr++;
 			return 0;
 		}
+	json_decref(tc);
 	return -1;
 }
 
+/* Whether target t asks for ev (`on` its event_on()). */
+static int wants(const json_t *ev, const json_t *t, int on)
+{
+	const char *pattern = json_get_str(ev, "pattern", NULL);
+
+	if (!strcmp(json_get_str(ev, "kind", ""), "log.match"))
+		return pattern && !strcmp(json_get_str(t, "match", ""), pattern);
+	return on >= 0 && (notify_on_bits(t) & (1u << on));
+}
+
+/*
+ * Queue ev for each target of list that asks for it (mu held), unless
+ * `settled` (notify_open(): the progress in state.db, "ID KEY" -> [tries,
+ * done]) says it is done; the tries it names are kept.  The key of each
+ * delivery that did not fit is added to `dropped` (may be NULL).
+ */
 static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int on,
-		  int from_job)
+		  int from_job, const json_t *settled, json_t *dropped)
 {
 	size_t i;
 	json_t *t;
-	const char *pattern = json_get_str(ev, "pattern", NULL);
-	int match = !strcmp(json_get_str(ev, "kind", ""), "log.match");
 
 	json_array_foreach(list, i, t) {
-		int want = match ? pattern && !strcmp(json_get_str(t, "match", ""), pattern) :
-			   on >= 0 && (notify_on_bits(t) & (1u << on));
+		char key[DT_SHA256_HEX], name[DT_SHA256_HEX + 32];
+		const json_t *p;
+		json_t *tc;
 
-		if (!want)
+		if (!wants(ev, t, on))
 			continue;
-		if (enqueue(nf, ev, t, from_job) < 0) {
+		tc = target_copy(t, from_job);
+		key[0] = 0;
+		p = NULL;
+		if (settled) {
+			notify_target_key(tc, key);
+			snprintf(name, sizeof(name), "%lld %s", json_get_int(ev, "id", 0), key);
+			p = json_object_get(settled, name);
+		}
+		if (json_is_true(json_array_get(p, 1))) {
+			json_decref(tc);
+			continue;
+		}
+		if (enqueue(nf, ev, tc, key, (int)json_integer_value(json_array_get(p, 0))) < 0) {
 			nf->dropped++;
 			nf->failed[target_type(t)]++;
+			if (dropped)
+				json_array_append_new(dropped, json_string(key));
 		}
 	}
 }
@@ -153,14 +221,15 @@ static void notify_event(struct sched *s, const json_t *ev, const json_t *notify
 	const char *kind = json_get_str(ev, "kind", "");
 	int on = event_on(ev);
 
-	if (!strncmp(kind, "notify.", 7))   /* our own failures notify nobody */
-		return;
 	pthread_mutex_lock(&nf->mu);
-	if (notify)
-		offer(nf, ev, notify, on, 1);
-	if (s->cc && s->cc->notify)   /* cluster.yaml's, for every job and node */
-		offer(nf, ev, s->cc->notify, on, 0);
-	pthread_cond_signal(&nf->cv);
+	nf->seen = json_get_int(ev, "id", nf->seen);
+	if (strncmp(kind, "notify.", 7)) {   /* our own failures notify nobody */
+		if (notify)
+			offer(nf, ev, notify, on, 1, NULL, NULL);
+		if (s->cc && s->cc->notify)   /* cluster.yaml's, for every job and node */
+			offer(nf, ev, s->cc->notify, on, 0, NULL, NULL);
+		pthread_cond_signal(&nf->cv);
+	}
 	pthread_mutex_unlock(&nf->mu);
 }
 
@@ -421,7 +490,7 @@ static void target_shown(struct strbuf *sb, const json_t *t)
 	}
 }
 
-/* The failure for good of one delivery, as an event (lock not held). */
+/* The failure for good of one delivery, as an event (s->lock held). */
 static void record_failure(struct sched *s, const struct nitem *it, const char *why)
 {
 	struct strbuf shown = STRBUF_INIT, cause = STRBUF_INIT;
@@ -442,11 +511,148 @@ static void record_failure(struct sched *s, const struct nitem *it, const char *
 	dtlog(DTLOG_WARN, "notification to %s %s failed after %d tr%s: %s",
 	      tnames[target_type(it->target)], shown.buf, it->tries, it->tries == 1 ? "y" : "ies",
 	      cause.buf);
-	pthread_mutex_lock(&s->lock);
 	events_add(s, "notify.failed", ev, NULL);
-	pthread_mutex_unlock(&s->lock);
 	strbuf_release(&shown);
 	strbuf_release(&cause);
+}
+
+/* ------------------------------------------------------ in state.db */
+
+static const char notify_schema[] =
+	"CREATE TABLE IF NOT EXISTS notify_cursor(one INTEGER PRIMARY KEY CHECK(one = 0),"
+	"  upto INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS notify_progress(event_id INTEGER NOT NULL,"
+	"  target TEXT NOT NULL, tries INTEGER NOT NULL, done INTEGER NOT NULL,"
+	"  PRIMARY KEY(event_id, target)) WITHOUT ROWID;";
+
+/* The cursor: every delivery of the events up to it is settled (mu held). */
+static long long cursor_now(const struct notifier *nf)
+{
+	long long upto = nf->seen;
+
+	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
+		if (nf->q[i].ev && nf->q[i].id - 1 < upto)
+			upto = nf->q[i].id - 1;
+	return upto;
+}
+
+/* One statement of state.db with up to two integers and a text (s->lock held). */
+static int db_run(struct sched *s, const char *sql, long long a, long long b, const char *text,
+		  long long c)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, a);
+		sqlite3_bind_int64(st, 2, b);
+		if (text)
+			sqlite3_bind_text(st, 3, text, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, 4, c);
+		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+	}
+	if (rc < 0)
+		dtlog(DTLOG_WARN, "state.db: cannot record the notifications' progress: %s",
+		      sqlite3_errmsg(s->db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* A delivery after the cursor: its tries so far, and whether it is settled. */
+static void progress_save(struct sched *s, long long id, const char *key, int tries, int done)
+{
+	db_run(s, "INSERT OR REPLACE INTO notify_progress(event_id, tries, target, done) "
+	       "VALUES(?1, ?2, ?3, ?4)", id, tries, key, done);
+}
+
+/* Move the cursor to upto, forgetting the progress it covers (s->lock held). */
+static void cursor_save(struct sched *s, struct notifier *nf, long long upto)
+{
+	if (upto == nf->saved_upto)
+		return;
+	db_begin(s);
+	if (db_run(s, "INSERT OR REPLACE INTO notify_cursor(one, upto) VALUES(0, ?1)", upto, 0,
+		   NULL, 0) < 0 ||
+	    db_run(s, "DELETE FROM notify_progress WHERE event_id <= ?1", upto, 0, NULL, 0) < 0 ||
+	    db_commit(s, NULL) < 0) {
+		db_rollback(s);
+		return;
+	}
+	nf->saved_upto = upto;
+}
+
+/*
+ * What the events after the cursor still owe, back in the queue (s->lock
+ * held, before the thread runs): each target (the job's, the sweep's, then
+ * cluster.yaml's) that asks for one, unless notify_progress says it is
+ * settled, with the tries it names.  More than the queue holds is dropped
+ * and counted, as when it is full, and settled.  A first start (no cursor)
+ * owes nothing.
+ */
+static void recover(struct sched *s, struct notifier *nf)
+{
+	sqlite3_stmt *st = NULL;
+	json_t *settled = json_object(), *dropped = json_array(), *arr, *ev, *k;
+	long long after = -1;
+	size_t i, before = nf->nr;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT upto FROM notify_cursor", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		after = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	st = NULL;
+	nf->saved_upto = after;
+	if (after < 0)
+		after = s->events_last;
+	if (sqlite3_prepare_v2(s->db, "SELECT event_id, target, tries, done FROM notify_progress",
+			       -1, &st, NULL) == SQLITE_OK)
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			char name[DT_SHA256_HEX + 32];
+
+			snprintf(name, sizeof(name), "%lld %s", (long long)sqlite3_column_int64(st, 0),
+				 (const char *)sqlite3_column_text(st, 1));
+			json_object_set_new(settled, name, json_pack("[I,b]",
+					    (json_int_t)sqlite3_column_int64(st, 2),
+					    sqlite3_column_int(st, 3)));
+		}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_prepare_v2(s->db, "SELECT COALESCE(MIN(id), 0) FROM events", -1, &st, NULL) ==
+	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > after + 1)
+		dtlog(DTLOG_WARN, "notifications: the events %lld to %lld were owed but are no longer "
+		      "kept in state.db (the newest are kept: docs/events.md); their notifications "
+		      "are not sent", after + 1, (long long)sqlite3_column_int64(st, 0) - 1);
+	sqlite3_finalize(st);
+	nf->seen = after;
+	while (json_array_size(arr = events_read(s, nf->seen, 0, NULL, DT_EVENTS_MAX_LIMIT))) {
+		json_array_foreach(arr, i, ev) {
+			const json_t *list = NULL;
+			int on = event_on(ev);
+			size_t d;
+
+			nf->seen = json_get_int(ev, "id", nf->seen);
+			json_array_clear(dropped);
+			if (!strncmp(json_get_str(ev, "kind", ""), "notify.", 7))
+				continue;
+			if (s->notify_list_of && (on >= 0 || json_object_get(ev, "pattern")))
+				list = s->notify_list_of(s, ev);   /* only for what a target may want */
+			if (list)
+				offer(nf, ev, list, on, 1, settled, dropped);
+			if (s->cc && s->cc->notify)
+				offer(nf, ev, s->cc->notify, on, 0, settled, dropped);
+			json_array_foreach(dropped, d, k)   /* counted: not owed again */
+				progress_save(s, nf->seen, json_string_value(k), 0, 1);
+		}
+		json_decref(arr);
+	}
+	json_decref(arr);
+	json_decref(settled);
+	json_decref(dropped);
+	if (nf->nr > before || nf->dropped)
+		dtlog(DTLOG_INFO, "notifications: %zu owed since dtsched last stopped are queued again, "
+		      "%llu more than the queue holds (%d) dropped", nf->nr - before, nf->dropped,
+		      NOTIFY_QUEUE);
+	cursor_save(s, nf, cursor_now(nf));
 }
 
 static void *notify_thread(void *arg)
@@ -502,12 +708,20 @@ static void *notify_thread(void *arg)
 		}
 		work = *it;   /* the slot stays taken while it is delivered */
 		pthread_mutex_unlock(&nf->mu);
+		if (!work.key[0])
+			notify_target_key(work.target, work.key);
 		rc = deliver(work.ev, work.target, &why);
 		ok = rc == 0;
-		work.tries++;
 		pthread_mutex_lock(&nf->mu);
-		if (ok || rc == NOTIFY_PERMANENT || work.tries >= NOTIFY_TRIES || nf->stop) {
+		if (!ok && rc != NOTIFY_PERMANENT && nf->stop) {
+			/* aborted by the stop: still owed, made again at the next start */
+			strbuf_release(&why);
+			break;
+		}
+		work.tries++;
+		if (ok || rc == NOTIFY_PERMANENT || work.tries >= NOTIFY_TRIES) {
 			int type = target_type(work.target);
+			long long upto;
 
 			if (ok)
 				nf->sent[type]++;
@@ -516,17 +730,28 @@ static void *notify_thread(void *arg)
 			it->ev = NULL;
 			it->target = NULL;
 			nf->nr--;
-			if (!ok) {
-				pthread_mutex_unlock(&nf->mu);
+			upto = cursor_now(nf);
+			pthread_mutex_unlock(&nf->mu);   /* s->lock before mu, never after */
+			pthread_mutex_lock(&s->lock);
+			if (!ok)
 				record_failure(s, &work, why.buf);
-				pthread_mutex_lock(&nf->mu);
-			}
+			if (work.id > upto)   /* settled before an older one: said so */
+				progress_save(s, work.id, work.key, work.tries, 1);
+			cursor_save(s, nf, upto);
+			pthread_mutex_unlock(&s->lock);
+			pthread_mutex_lock(&nf->mu);
 			json_decref(work.ev);
 			json_decref(work.target);
 		} else {
 			nf->retried[target_type(work.target)]++;
 			it->tries = work.tries;
+			memcpy(it->key, work.key, sizeof(it->key));
 			it->due_ms = dt_mono_ms() + (1000LL << (work.tries - 1));   /* 1 s, 2 s, 4 s */
+			pthread_mutex_unlock(&nf->mu);
+			pthread_mutex_lock(&s->lock);
+			progress_save(s, work.id, work.key, work.tries, 0);
+			pthread_mutex_unlock(&s->lock);
+			pthread_mutex_lock(&nf->mu);
 		}
 		strbuf_release(&why);
 	}
@@ -534,17 +759,14 @@ static void *notify_thread(void *arg)
 	return NULL;
 }
 
-int notify_start(struct sched *s)
+int notify_open(struct sched *s)
 {
-	struct notifier *nf = xcalloc(1, sizeof(*nf));
+	struct notifier *nf;
 	pthread_condattr_t ca;
-	sigset_t all, old;
-	int rc;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		free(nf);
+	if (db_exec(s, notify_schema) < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		return -1;
-	}
+	nf = xcalloc(1, sizeof(*nf));
 	nf->q = xcalloc(NOTIFY_QUEUE, sizeof(*nf->q));
 	pthread_mutex_init(&nf->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -552,21 +774,36 @@ int notify_start(struct sched *s)
 	pthread_cond_init(&nf->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	stopping = 0;
+	pthread_mutex_lock(&s->lock);
 	s->event_hook_data = nf;
+	recover(s, nf);
+	s->event_hook = notify_event;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int notify_run(struct sched *s)
+{
+	struct notifier *nf = notifier_of(s);
+	sigset_t all, old;
+	int rc;
+
 	/* the main loop takes its signals with sigtimedwait: none for this thread */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	rc = pthread_create(&nf->th, NULL, notify_thread, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		s->event_hook_data = NULL;
-		free(nf->q);
-		free(nf);
+	if (rc)
 		return -1;
-	}
 	nf->started = 1;
-	s->event_hook = notify_event;
 	return 0;
+}
+
+int notify_start(struct sched *s)
+{
+	if (notify_open(s) < 0)
+		return -1;
+	return notify_run(s);
 }
 
 void notify_stop(struct sched *s)
@@ -585,6 +822,10 @@ void notify_stop(struct sched *s)
 	pthread_mutex_unlock(&nf->mu);
 	if (nf->started)
 		pthread_join(nf->th, NULL);
+	/* what is still queued stays owed: the cursor stops before the oldest */
+	pthread_mutex_lock(&s->lock);
+	cursor_save(s, nf, cursor_now(nf));
+	pthread_mutex_unlock(&s->lock);
 	for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
 		json_decref(nf->q[i].ev);
 		json_decref(nf->q[i].target);
@@ -595,6 +836,38 @@ void notify_stop(struct sched *s)
 	free(nf);
 	s->event_hook_data = NULL;
 	curl_global_cleanup();
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const struct nitem *x = *(const struct nitem *const *)a, *y = *(const struct nitem *const *)b;
+	int c = (x->id > y->id) - (x->id < y->id);
+
+	return c ? c : strcmp(x->key, y->key);
+}
+
+json_t *notify_queue_json(struct sched *s)
+{
+	struct notifier *nf = notifier_of(s);
+	struct nitem **v;
+	json_t *arr = json_array();
+	size_t n = 0;
+
+	if (!nf)
+		return arr;
+	pthread_mutex_lock(&nf->mu);
+	v = xcalloc(NOTIFY_QUEUE, sizeof(*v));
+	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
+		if (nf->q[i].ev)
+			v[n++] = &nf->q[i];
+	qsort(v, n, sizeof(*v), by_id);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_pack("{s:I,s:s,s:i}", "event_id",
+				      (json_int_t)v[i]->id, "target", v[i]->key, "tries",
+				      v[i]->tries));
+	pthread_mutex_unlock(&nf->mu);
+	free(v);
+	return arr;
 }
 
 /* /metrics: dtsched_notifications_total{type, result}, ..._queued (lock not needed) */

@@ -135,6 +135,9 @@ struct sched {
 	long long events_last;
 	void (*event_hook)(struct sched *s, const json_t *ev, const json_t *notify, void *data);
 	void *event_hook_data;
+	/* the notify: list events_add() was given with ev (its sweep's or job's) or
+	 * NULL, found again for what notify_open() re-queues (sched.c) */
+	const json_t *(*notify_list_of)(struct sched *s, const json_t *ev);
 	/* fair share (acct.c): decayed usage per user and project, rebuilt from the
 	 * jobs' histories when the half-life it was made with changes */
 	struct fs_usage *fair_usage;
@@ -250,13 +253,28 @@ static inline void sched_wake(struct sched *s)
 int events_init(struct sched *s);
 void events_release(struct sched *s);
 long long events_add(struct sched *s, const char *kind, json_t *ev, const json_t *notify);
+/* The kept events after id `after` (at_us >= since_us; of `job` unless NULL),
+ * at most `limit`, oldest first, each with its id.  Lock held. */
+json_t *events_read(struct sched *s, long long after, long long since_us, const char *job,
+		    long long limit);
 extern const struct dt_http_route events_routes[];
 extern const size_t events_nr_routes;
 /* events-jobs.c: the job events (jobstate.h) into the stream */
 void events_jobs_subscribe(struct sched *s);
-/* notify.c: the notifications' thread and queue, hooked to the stream; stopped last */
+/*
+ * notify.c: the notifications' thread and queue, hooked to the stream; stopped
+ * last.  notify_start() is notify_open() (the queue, hooked, refilled from the
+ * stream with what was owed when dtsched last stopped, crash included: state.db's
+ * notify_cursor and notify_progress) and then notify_run() (the delivery thread).
+ * notify_queue_json() lists the queue ([{event_id, target, tries}], oldest first)
+ * and notify_target_key() names a target in state.db (DT_SHA256_HEX bytes): tests.
+ */
 int notify_start(struct sched *s);
+int notify_open(struct sched *s);
+int notify_run(struct sched *s);
 void notify_stop(struct sched *s);
+json_t *notify_queue_json(struct sched *s);
+void notify_target_key(const json_t *t, char *out);
 void notify_metrics(struct sched *s, struct strbuf *o);
 /* dashboard.c: the dashboard's listener (127.0.0.1) and its login route; api:
  * dtsched's whole route table, whose handlers give the pages their data (kept) */

@@ -7,6 +7,8 @@
  */
 #include "sched.h"
 #include "sched-int.h"
+#include "jobs-int.h"
+#include "sweeps-int.h"
 #include "promtext.h"
 #include "auth.h"
 #include "beacon.h"
@@ -288,6 +290,19 @@ static void head_key_load(struct sched *s, const char *home)
 	strbuf_release(&path);
 }
 
+/* The notify: list events_add() was given with ev: its sweep's (sweep_event()),
+ * else its job's; notify.c asks it for the events it owes at a start. */
+static const json_t *notify_list_of(struct sched *s, const json_t *ev)
+{
+	const char *sweep = json_get_str(ev, "sweep", NULL), *job = json_get_str(ev, "job", NULL);
+	struct sweep *w;
+	struct job *j;
+
+	if (sweep)
+		return (w = sweep_find(s, sweep)) ? w->cfg.job.notify : NULL;
+	return job && (j = job_find(s, job)) ? j->cfg.notify : NULL;
+}
+
 int sched_run(const struct sched_opts *o, int *ready_fd)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -336,6 +351,7 @@ int sched_run(const struct sched_opts *o, int *ready_fd)
 		s->backend = &slurm_backend;
 	if (s->backend != &agents_backend)
 		dtlog(DTLOG_INFO, "backend: %s", s->backend->name);
+	s->notify_list_of = notify_list_of;
 	if (notify_start(s) < 0 || logwatch_start(s) < 0) {
 		strbuf_addstr(&err, "cannot start the notifications' threads");
 		goto fail;

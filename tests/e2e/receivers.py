@@ -39,7 +39,7 @@ class TestCA:
 class Webhook:
     """An HTTPS receiver on 127.0.0.1; .posts holds (path, JSON body) in arrival order."""
 
-    def __init__(self, ca: TestCA, fail_first: int = 0, hang: bool = False):
+    def __init__(self, ca: TestCA, fail_first: int = 0, hang: bool = False, port: int = 0):
         self.posts = []
         self.cond = threading.Condition()
         self.fail_left = fail_first
@@ -70,7 +70,7 @@ class Webhook:
                 self.end_headers()
                 self.wfile.write(b"ok")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(str(ca.pem), str(ca.key))

@@ -1,7 +1,9 @@
 /*
  * test_notify.c - the rules of notify: targets and the redaction of webhook
  * URLs (lib/notify-spec.h), as dtsched applies them to a submitted job, and
- * the YAML loader's errors at file:line:col (lib/config-notify.c).
+ * the YAML loader's errors at file:line:col (lib/config-notify.c); and what
+ * the queue owes after a restart (scheduler/notify.c: cursor and progress in
+ * state.db, recomputed from the event stream).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +14,10 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "json.h"
 #include "notify-spec.h"
 #include "strbuf.h"
+#include "scheduler/sched-int.h"
 
 static const char *redact(const char *url)
 {
@@ -174,6 +178,146 @@ static void test_yaml(void **state)
 		 "found '11m'");
 }
 
+/* ------------------------------------------ the queue across a restart */
+
+static void ended(struct sched *s, const char *job, const char *state)
+{
+	pthread_mutex_lock(&s->lock);
+	assert_true(events_add(s, "job.ended", json_pack("{s:s,s:s}", "job", job, "state", state),
+			       NULL) > 0);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static long long db_int(struct sched *s, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	long long v = -1;
+
+	assert_int_equal(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static void progress(struct sched *s, long long id, const char *key, int tries, int done)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO notify_progress(event_id, target, tries, "
+		 "done) VALUES(%lld, '%s', %d, %d)", id, key, tries, done);
+	assert_int_equal(db_exec(s, sql), 0);
+}
+
+static size_t queue_len(struct sched *s)
+{
+	json_t *q = notify_queue_json(s);
+	size_t n = json_array_size(q);
+
+	json_decref(q);
+	return n;
+}
+
+/* the queue as "ID:exec|web:TRIES ..." */
+static const char *queued(struct sched *s, const char *kexec)
+{
+	static char buf[256];
+	json_t *q = notify_queue_json(s), *it;
+	size_t i, off = 0;
+
+	buf[0] = 0;
+	json_array_foreach(q, i, it)
+		if (i < 8)
+			off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%lld:%s:%lld", i ? " " : "",
+						json_get_int(it, "event_id", 0),
+						!strcmp(json_get_str(it, "target", ""), kexec) ? "exec" : "web",
+						json_get_int(it, "tries", -1));
+	json_decref(q);
+	return buf;
+}
+
+/*
+ * What a stopped (or killed) dtsched owed is queued again at its start: the
+ * events after the cursor that a target asks for, less the deliveries state.db
+ * says are settled, with the tries they had; the cursor stops before the
+ * oldest owed; what exceeds the queue is dropped, counted and not owed again.
+ */
+static void test_queue_recomputed_at_start(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	char kexec[DT_SHA256_HEX], kweb[DT_SHA256_HEX];
+	struct strbuf m = STRBUF_INIT;
+
+	pthread_mutex_init(&s->lock, NULL);
+	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
+	assert_int_equal(events_init(s), 0);
+	s->cc = xcalloc(1, sizeof(*s->cc));
+	s->cc->notify = json_pack("[{s:[s],s:[s]},{s:s,s:[s]}]", "exec", "/bin/true", "on", "done",
+				  "webhook", "https://h.example/T/secret", "on", "fail");
+	notify_target_key(json_array_get(s->cc->notify, 0), kexec);
+	notify_target_key(json_array_get(s->cc->notify, 1), kweb);
+	assert_string_not_equal(kexec, kweb);
+
+	/* a first start owes nothing from before: the cursor starts at the stream's end */
+	ended(s, "j-0", "COMPLETED");
+	assert_int_equal(notify_open(s), 0);
+	assert_string_equal(queued(s, kexec), "");
+	notify_stop(s);
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 1);
+
+	/* stopped: events 2..7 happen (the hook is gone, as in a crash) */
+	ended(s, "j-2", "COMPLETED");
+	ended(s, "j-3", "COMPLETED");
+	ended(s, "j-4", "COMPLETED");
+	ended(s, "j-5", "FAILED");
+	pthread_mutex_lock(&s->lock);
+	events_add(s, "node.down", json_pack("{s:s}", "node", "n1"), NULL);
+	events_add(s, "notify.failed", json_pack("{s:s,s:I}", "type", "exec", "event_id",
+						  (json_int_t)2), NULL);
+	pthread_mutex_unlock(&s->lock);
+	progress(s, 3, kexec, 4, 1);   /* settled (failed for good) before the stop */
+	progress(s, 4, kexec, 2, 0);   /* two failed tries */
+	assert_int_equal(notify_open(s), 0);
+	assert_string_equal(queued(s, kexec), "2:exec:0 4:exec:2 5:web:0");
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 1);
+	notify_stop(s);
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 1);
+
+	/* all settled now: nothing owed, the cursor at the end, its progress forgotten */
+	progress(s, 2, kexec, 1, 1);
+	progress(s, 4, kexec, 3, 1);
+	progress(s, 5, kweb, 1, 1);
+	assert_int_equal(notify_open(s), 0);
+	assert_string_equal(queued(s, kexec), "");
+	notify_stop(s);
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 7);
+	assert_int_equal(db_int(s, "SELECT COUNT(*) FROM notify_progress"), 0);
+
+	/* more than the queue holds: the rest dropped, counted, and not owed again */
+	for (int i = 0; i < 1030; i++)
+		ended(s, "j-9", "COMPLETED");
+	assert_int_equal(notify_open(s), 0);
+	assert_int_equal(queue_len(s), 1024);
+	notify_metrics(s, &m);
+	assert_non_null(strstr(m.buf, "\ndtsched_notifications_dropped_total 6\n"));
+	notify_stop(s);
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 7);
+	assert_int_equal(notify_open(s), 0);
+	strbuf_reset(&m);
+	notify_metrics(s, &m);
+	assert_non_null(strstr(m.buf, "\ndtsched_notifications_dropped_total 0\n"));
+	assert_int_equal(queue_len(s), 1024);
+	notify_stop(s);
+
+	strbuf_release(&m);
+	events_release(s);
+	sqlite3_close(s->db);
+	json_decref(s->cc->notify);
+	free(s->cc);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_list_rules),
 		cmocka_unit_test(test_on_bits),
 		cmocka_unit_test(test_yaml),
+		cmocka_unit_test(test_queue_recomputed_at_start),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

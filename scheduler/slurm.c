@@ -7,6 +7,7 @@
 #include "slurm.h"
 #include "usage.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,12 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
 	/* a warning before the time limit, passed on to the ranks (slurm.h) */
-	push_opt(argv, "signal", SLURM_WARN_SIGNAL);
+	if (!r->no_warning && cc->slurm.warn_s > 0) {
+		strbuf_reset(&v);
+		strbuf_addf(&v, "B:%s@%d", cc->slurm.warn_signal == SIGUSR2 ? "USR2" : "USR1",
+			    cc->slurm.warn_s);
+		push_opt(argv, "signal", v.buf);
+	}
 	if (r->output_dir) {
 		strbuf_reset(&v);
 		for (const char *p = r->output_dir; *p; p++) {

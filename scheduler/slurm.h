@@ -32,6 +32,7 @@ struct slurm_request {
 	const char *include;      /* the job's include_nodes: (--nodelist), or NULL */
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
+	int no_warning;           /* no --signal (an allocation dtsched fills: pack:) */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
@@ -39,13 +40,13 @@ struct slurm_request {
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
 #define SLURM_ENV_JOB DT_ENV_SLURM_JOB       /* dtctl's job id: where the warning goes */
 /*
- * Slurm's warning before the time limit (--signal, always: cluster.yaml's
- * `slurm:` may not set it): SIGUSR1 120 s before it, so a minute before the
- * job's own timeout (--time adds a minute for the agents), to the batch shell, which is
- * `dtctl slurm-agents`; it asks dtsched to signal the job's ranks
- * (POST /v1/jobs/<id>/signal: the backend's signal op), docs/slurm-backend.md.
+ * Slurm's warning before the time limit (--signal=B:<sig>@<s>: cluster.yaml's
+ * `slurm: {signal: USR1, warn_s: 120}`, those by default; warn_s 0: none),
+ * a minute closer to the job's own timeout than warn_s (--time adds a minute
+ * for the agents), to the batch shell only, which is `dtctl slurm-agents`; it
+ * asks dtsched to signal the job's ranks (POST /v1/jobs/<id>/signal: the
+ * backend's signal op), docs/slurm-backend.md.
  */
-#define SLURM_WARN_SIGNAL "B:USR1@120"
 /* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
  * its environment before anything starts (agent/dtagent.c) */
 

@@ -82,6 +82,46 @@ static void test_sbatch_argv(void **state)
 	cluster_config_release(&cc);
 }
 
+/* sbatch's argv for r on the cluster.yaml text yaml, as one string */
+static char *argv_on(const char *yaml, const struct slurm_request *r)
+{
+	struct cluster_config cc;
+	struct strvec argv = STRVEC_INIT;
+	char *s;
+
+	load(&cc, yaml);
+	slurm_sbatch_argv(&cc, r, &argv);
+	s = joined(&argv);
+	strvec_clear(&argv);
+	cluster_config_release(&cc);
+	return s;
+}
+
+/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0 and a pack's allocation: none */
+static void test_sbatch_warning(void **state)
+{
+	static const char *yaml = "shared_dir: /nfs\nbackend: slurm\n"
+				  "slurm: {signal: SIGUSR2, warn_s: 300, mem: 4G}\n";
+	struct slurm_request r = { .job_id = "j-000007", .name = "w", .nodes = 1,
+				   .gpus_per_node = 1, .script = "/h/slurm/job.sh" };
+	char *s;
+
+	(void)state;
+	s = argv_on(yaml, &r);
+	assert_string_equal(s, "sbatch --parsable --nodes=1 --ntasks-per-node=1 --exclusive "
+			    "--gres=gpu:1 --job-name=w --comment=dtctl j-000007 attempt 0 --requeue "
+			    "--signal=B:USR2@300 --mem=4G /h/slurm/job.sh");
+	free(s);
+	r.no_warning = 1;          /* an allocation dtsched fills (pack:) */
+	s = argv_on(yaml, &r);
+	assert_null(strstr(s, "--signal"));
+	free(s);
+	r.no_warning = 0;
+	s = argv_on("shared_dir: /nfs\nbackend: slurm\nslurm: {warn_s: 0}\n", &r);
+	assert_null(strstr(s, "--signal"));
+	free(s);
+}
+
 static void test_time(void **state)
 {
 	(void)state;
@@ -223,6 +263,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sbatch_argv),
+		cmocka_unit_test(test_sbatch_warning),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_script_quotes_nothing),
 		cmocka_unit_test(test_phases),

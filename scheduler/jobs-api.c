@@ -668,7 +668,7 @@ void jobs_pack(struct sched *s, const char *id, const char *pack, int nodes, int
 {
 	struct job *j = job_find(s, id);
 
-	if (!j || s->backend != &slurm_backend)
+	if (!j || strcmp(s->backend->name, "slurm"))   /* only its backend has allocations */
 		return;
 	json_decref(j->slurm);
 	j->slurm = json_pack("{s:s,s:i,s:i,s:i}", "pack", pack, "pack_nodes", nodes,

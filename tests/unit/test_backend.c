@@ -743,14 +743,38 @@ static void test_agents_gpus_taken(void **state)
  * says of its job wins over the agents' view, and PREEMPTED and TIMEOUT are
  * not FAILED; while Slurm runs it, the agents' view decides.
  */
+struct poll_case {
+	const char *slurm;
+	int restarts;
+	const char *want, *why;
+	int requeue;
+};
+
+/* j's attempt, its Slurm job 77 in each case's state (of `pack`'s allocation, or its own) */
+static void check_poll_cases(struct sched *s, struct job *j, const char *pack,
+			     const struct poll_case *cases, size_t n)
+{
+	struct attempt_end e;
+
+	for (size_t i = 0; i < n; i++) {
+		json_decref(j->slurm);
+		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
+				     cases[i].slurm, "restarts", cases[i].restarts,
+				     "restarts_at_start", 0);
+		if (pack)
+			json_object_set_new(j->slurm, "pack", json_string(pack));
+		attempt_end_init(&e);
+		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
+		assert_string_equal(e.state, cases[i].want);
+		assert_string_equal(e.why.buf, cases[i].why);
+		assert_int_equal(e.requeue, cases[i].requeue);
+		attempt_end_release(&e);
+	}
+}
+
 static void test_slurm_poll(void **state)
 {
-	static const struct {
-		const char *slurm;
-		int restarts;
-		const char *want, *why;
-		int requeue;
-	} cases[] = {
+	static const struct poll_case cases[] = {
 		{ "CANCELLED", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)", 0 },
 		{ "CANCELLED by 1001", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)",
 		  0 },
@@ -765,6 +789,20 @@ static void test_slurm_poll(void **state)
 		{ "PENDING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
 		{ "RUNNING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
 	};
+	static const struct poll_case pack_cases[] = {
+		{ "CANCELLED", 0, DT_JOB_CANCELLED,
+		  "cancelled in Slurm (scancel of job 77, the allocation of s-000001)", 0 },
+		{ "PREEMPTED", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "PREEMPTED: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "NODE_FAIL", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "NODE_FAIL: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "TIMEOUT", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "TIMEOUT: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "COMPLETED", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "COMPLETED: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "RUNNING", 1, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "RUNNING: preempted, requeued, a node failed or its time ran out)", 1 },
+	};
 	struct sched *s = xcalloc(1, sizeof(*s));
 	struct job *j;
 	struct attempt_end e;
@@ -773,18 +811,13 @@ static void test_slurm_poll(void **state)
 	pthread_mutex_init(&s->lock, NULL);
 	s->o.home = "/nonexistent";
 	j = fake_job(s);
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		json_decref(j->slurm);
-		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
-				     cases[i].slurm, "restarts", cases[i].restarts,
-				     "restarts_at_start", 0);
-		attempt_end_init(&e);
-		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
-		assert_string_equal(e.state, cases[i].want);
-		assert_string_equal(e.why.buf, cases[i].why);
-		assert_int_equal(e.requeue, cases[i].requeue);
-		attempt_end_release(&e);
-	}
+	check_poll_cases(s, j, NULL, cases, ARRAY_SIZE(cases));
+	/*
+	 * A trial packed into its sweep's allocation (pack: allocation): Slurm taking
+	 * the allocation back, in any way but a scancel, is not the trial's doing: it
+	 * starts again (a requeue, no retry); a scancel of it cancels the trial.
+	 */
+	check_poll_cases(s, j, "s-000001", pack_cases, ARRAY_SIZE(pack_cases));
 	/* Slurm runs it (this run): the ranks decide, both exited 0 */
 	json_decref(j->slurm);
 	j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state", "RUNNING",

@@ -665,10 +665,7 @@ static int live_in_pack(struct sched *s, const char *key, int pending)
 static int pack_new(struct slurm_state *ss, const struct cluster_config *cc, struct job *j,
 		    int generation, struct strbuf *reason)
 {
-	int nodes = (int)json_get_int(j->slurm, "pack_nodes", 0);
-	int per = (int)json_get_int(j->slurm, "pack_gpus", 0);
-	int slots = (int)json_get_int(j->slurm, "pack_slots", 1);
-	int most = j->gpu ? ss->cap.max_gpus : ss->cap.max_cpus;
+	int nodes, per;
 	json_t *rec;
 
 	if (!ss->cap_ms || ss->cap_err) {
@@ -676,18 +673,10 @@ static int pack_new(struct slurm_state *ss, const struct cluster_config *cc, str
 			    ss->cap_err ? ": " : "", ss->cap_err ? ss->cap_err : "");
 		return -1;
 	}
-	if (!nodes && (j->cfg.nodes > 1 || most < j->per_node)) {
-		nodes = (slots > 0 ? slots : 1) * j->cfg.nodes;
-		per = j->per_node;
-	} else if (!nodes) {
-		/* whole nodes' worth of the trials' slots, as few nodes as hold them all */
-		int total = (slots > 0 ? slots : 1) * j->per_node;
-
-		per = total < most ? total : most - most % j->per_node;
-		nodes = (total + per - 1) / per;
-	} else if (!per) {
-		per = most;
-	}
+	slurm_pack_size(&ss->cap, j->gpu, j->cfg.nodes, j->per_node,
+			(int)json_get_int(j->slurm, "pack_slots", 1),
+			(int)json_get_int(j->slurm, "pack_nodes", 0),
+			(int)json_get_int(j->slurm, "pack_gpus", 0), &nodes, &per);
 	strbuf_addstr(reason, "the allocation (pack: allocation) ");
 	if (slurm_fits(&ss->cap, cc ? cc->slurm.partition : NULL, nodes, j->gpu ? per : 0,
 		       j->gpu ? 0 : per, reason) < 0)

@@ -106,6 +106,30 @@ const char *slurm_script(void)
 	       "exec \"$" SLURM_ENV_DTCTL "\" slurm-agents --head \"$" SLURM_ENV_HEAD "\"\n";
 }
 
+void slurm_pack_size(const struct slurm_capacity *c, int gpu, int job_nodes, int per_node,
+		     int slots, int alloc_nodes, int alloc_per, int *nodes, int *per)
+{
+	int most = gpu ? c->max_gpus : c->max_cpus, total;
+
+	if (per_node < 1)
+		per_node = 1;
+	if (slots < 1)
+		slots = 1;
+	if (alloc_nodes > 0) {
+		*nodes = alloc_nodes;
+		*per = alloc_per > 0 ? alloc_per : most;
+	} else if (job_nodes > 1 || most < per_node) {
+		/* jobs of several nodes (or more than a node holds): theirs, side by side */
+		*nodes = slots * (job_nodes > 0 ? job_nodes : 1);
+		*per = per_node;
+	} else {
+		/* whole jobs per node, as few nodes as hold them all */
+		total = slots * per_node;
+		*per = total < most ? total : most - most % per_node;
+		*nodes = (total + *per - 1) / *per;
+	}
+}
+
 /* ---------------------------------------------------------------- states */
 
 static const struct { const char *name; enum slurm_phase phase; } phases[] = {

@@ -100,6 +100,15 @@ int slurm_fits(const struct slurm_capacity *c, const char *partition, int nodes,
 	       int cpus, struct strbuf *why);
 
 /*
+ * The allocation of `pack: allocation` (backend-slurm.c): *nodes x *per GPUs
+ * per node (CPUs when !gpu) for `slots` jobs at once of job_nodes x per_node
+ * each, on as few of the partition's nodes (c) as hold them; given
+ * (alloc_nodes > 0): alloc_nodes x alloc_per (0: a whole node's, c's most).
+ */
+void slurm_pack_size(const struct slurm_capacity *c, int gpu, int job_nodes, int per_node,
+		     int slots, int alloc_nodes, int alloc_per, int *nodes, int *per);
+
+/*
  * sbatch refused r with message msg: the option of cluster.yaml (or of the
  * job) that caused it, where Slurm's message says, as "cluster.yaml:3:12:
  * key 'partition' ('gpux')"; nothing appended when the message names none.

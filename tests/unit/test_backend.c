@@ -839,6 +839,169 @@ static void test_slurm_poll(void **state)
 	unsetenv("SLURM_CONF");
 }
 
+/* a file of the fixture's dir, with text (mode: 0755 for a program) */
+static void fx_file(struct fx *f, const char *name, const char *text, int mode)
+{
+	struct strbuf path = STRBUF_INIT;
+	FILE *fp;
+
+	strbuf_addf(&path, "%s/%s", f->dir, name);
+	fp = fopen(path.buf, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	assert_int_equal(chmod(path.buf, (mode_t)mode), 0);
+	strbuf_release(&path);
+}
+
+/* place j (lock held): its status, its reason in why */
+static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p,
+				  struct place_result *res, struct strbuf *why)
+{
+	strbuf_reset(why);
+	return slurm_backend.place(s, j, p, res, why);
+}
+
+/* place j until its reason holds `want` (the worker answers in its own time) */
+static void pack_until(struct sched *s, struct job *j, struct pool *p, struct place_result *res,
+		       struct strbuf *why, const char *want)
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&s->lock);
+		assert_int_equal(pack_try(s, j, p, res, why), PLACE_WAIT);
+		pthread_mutex_unlock(&s->lock);
+		if (strstr(why->buf, want))
+			return;
+		usleep(10000);
+	}
+	fail_msg("'%s' never came; the last reason: %s", want, why->buf);
+}
+
+/*
+ * pack: allocation (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue
+ * and scancel on PATH: the first trial asks for the sweep's allocation, sized
+ * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, no --signal); while Slurm
+ * queues it the trials wait with its reason; once it runs and its agent joined,
+ * three trials take its three GPUs and a fourth waits for one; once no trial
+ * is left it is ended (SIGTERM to its agents), and only then.
+ */
+static void test_slurm_pack_place(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 1);
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT, text = STRBUF_INIT;
+	struct place_result *res = xcalloc(1, sizeof(*res));
+	struct actions a = { NULL, 0, 0 };
+	struct job *jobs[4];
+	struct pool p;
+	struct node *n;
+	char *old_path = xstrdup(getenv("PATH"));
+	int placed = 0;
+
+	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\necho 77\n", f.dir);
+	fx_file(&f, "sbatch", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\ncat '%s/squeue.out'\n", f.dir);
+	fx_file(&f, "squeue", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
+	fx_file(&f, "scancel", text.buf, 0755);
+	fx_file(&f, "squeue.out", "77|PENDING|0||Priority\n", 0644);
+	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		0600);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
+		    f.dir);
+	fx_file(&f, "cluster.yaml", text.buf, 0644);
+	strbuf_addf(&path, "%s:%s", f.dir, old_path);
+	setenv("PATH", path.buf, 1);
+
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 4; k++) {
+		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
+					 "name", "trial");
+		char id[16];
+
+		strbuf_reset(&why);
+		assert_int_equal(jobs_submit(s, spec, f.dir, NULL, "u", id, sizeof(id), &why), 0);
+		jobs_pack(s, id, "s-000001", 0, 0, 3);
+		jobs[k] = job_find(s, id);
+		json_decref(spec);
+	}
+	pthread_mutex_unlock(&s->lock);
+	pool_build(s, &p, 1);
+
+	pack_until(s, jobs[0], &p, res, &why, "Slurm allocation 77 of s-000001 PENDING (Priority)");
+	pack_until(s, jobs[1], &p, res, &why, "Slurm allocation 77 of s-000001 PENDING (Priority)");
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/sbatch.args", f.dir);
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_non_null(strstr(text.buf, "--nodes=1 --ntasks-per-node=1 --exclusive --gres=gpu:3 "
+			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0 --requeue "
+			       "--output="));
+	assert_null(strstr(text.buf, "--signal"));
+
+	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
+	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|None\n", 0644);
+	pack_until(s, jobs[0], &p, res, &why, "0 of 1 agent(s) joined");
+	pthread_mutex_lock(&s->lock);
+	n = node_add(s, "n1");
+	n->state = DT_NODE_UP;
+	n->gpus_total = 3;
+	n->home = xstrdup("/tmp/dtagent-slurm-77.0-n1");
+	pthread_mutex_unlock(&s->lock);
+	free(p.n);
+	pool_build(s, &p, 1);
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(pack_try(s, jobs[k], &p, res, &why), PLACE_OK);
+		assert_int_equal(res->nr, 1);
+		assert_string_equal(p.n[res->node[0]].name, "n1");
+		placement_commit(p.n, res, 1);
+		assert_int_equal(json_get_int(jobs[k]->slurm, "job_id", 0), 77);
+		placed |= 1 << res->slots[0][0];
+	}
+	assert_int_equal(placed, 7);                 /* GPUs 0, 1 and 2 */
+	assert_int_equal(pack_try(s, jobs[3], &p, res, &why), PLACE_WAIT);
+	assert_string_equal(why.buf, "Slurm allocation 77 of s-000001 on n1: every slot is taken "
+			    "by its other jobs");
+
+	/* every trial over: the allocation is ended once, not before */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/scancel.args", f.dir);
+	slurm_backend.step(s, &a);
+	for (int k = 0; k < 3; k++)
+		jobs[k]->state = DT_JOB_COMPLETED;
+	slurm_backend.step(s, &a);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(access(path.buf, F_OK), -1);  /* the 4th still waits */
+	pthread_mutex_lock(&s->lock);
+	jobs[3]->state = DT_JOB_CANCELLED;
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
+		pthread_mutex_lock(&s->lock);
+		slurm_backend.step(s, &a);
+		pthread_mutex_unlock(&s->lock);
+		usleep(10000);
+	}
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_string_equal(text.buf, "--signal=TERM 77\n");
+
+	slurm_backend.release(s);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	free(p.n);
+	free(res);
+	free(a.v);
+	strbuf_release(&path);
+	strbuf_release(&why);
+	strbuf_release(&text);
+	fx_release(&f);
+}
+
 static void test_agents_step(void **state)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -910,6 +1073,7 @@ int main(void)
 		cmocka_unit_test(test_agents_gpus_taken),
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_slurm_poll),
+		cmocka_unit_test(test_slurm_pack_place),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -299,6 +299,7 @@ def test_configured_warning_comes_from_slurm_before_the_limit(head):
     the job completes and nothing is left."""
     head.write_yaml(head.base_yaml + "slurm: {signal: USR2, warn_s: 110}\n")
     try:
+        time.sleep(1.1)           # cluster.yaml is re-read at most once a second
         job = head.submit("-N", "2", "-p", "1", "--timeout", "1m", "--", "/usr/bin/python3",
                           "-c", WARNED.replace("SIGUSR1", "SIGUSR2"))
         j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
@@ -307,7 +308,8 @@ def test_configured_warning_comes_from_slurm_before_the_limit(head):
                           timeout=75)
     finally:
         head.write_yaml(head.base_yaml)
-    assert j["state"] == "COMPLETED", j
+        time.sleep(1.1)
+    assert j["state"] == "COMPLETED", (j["reason"], head.dtctl("logs", job).stdout)
     out = head.dtctl("logs", job).stdout
     assert out.count("WARNED=%d" % signal.SIGUSR2) == 2, out
     assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"

@@ -490,6 +490,8 @@ static void *worker_main(void *arg)
 			rc = slurm_run(&argv, NULL, &out);
 			slurm_sinfo_parse(rc == 0 ? out.buf : "", &cap);
 			pthread_mutex_lock(&s->lock);
+			if (!ss->cap_ms)
+				sched_wake(s);   /* a pack's allocation waits for its size */
 			ss->cap = cap;
 			ss->cap_ms = dt_mono_ms();
 			free(ss->cap_err);

@@ -20,7 +20,7 @@ The fake nodes share this machine's cores, and Slurm's scheduler runs every
 sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
 
     make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]
-        [--trials 16] [--only-trials]   (root)
+        [--trials 16] [--only-trials | --only-packed]   (root)
 """
 import argparse
 import json
@@ -205,13 +205,15 @@ def main():
         print("  submit rate    dtctl run -d %6.1f jobs/s   sbatch --wrap %6.1f jobs/s   "
               "ratio %.2f (%d each, one after another)" % (rd, rs, rd / rs, a.submits))
     ideal = float(-(-a.trials // 8))
-    print("  %d 1-s trials on 8 GPUs (ideal %.0f s)   separate Slurm jobs via dtctl %6.2f s "
-          "(%.2f x ideal)   bare sbatch loop %6.2f s (%.2f x ideal)   ratio %.2f" % (
-              a.trials, ideal, trials_dt, trials_dt / ideal, trials_sb, trials_sb / ideal,
-              trials_dt / trials_sb))
-    print("    packed into one allocation (pack: allocation) %6.2f s (%.2f x ideal): %.1fx "
-          "faster than one Slurm job per trial, %.1fx than the sbatch loop" % (
-              trials_pk, trials_pk / ideal, trials_dt / trials_pk, trials_sb / trials_pk))
+    if not a.only_packed:
+        print("  %d 1-s trials on 8 GPUs (ideal %.0f s)   separate Slurm jobs via dtctl %6.2f s "
+              "(%.2f x ideal)   bare sbatch loop %6.2f s (%.2f x ideal)   ratio %.2f" % (
+                  a.trials, ideal, trials_dt, trials_dt / ideal, trials_sb, trials_sb / ideal,
+                  trials_dt / trials_sb))
+    print("    packed into one allocation (pack: allocation) %6.2f s (%.2f x ideal)%s" % (
+        trials_pk, trials_pk / ideal, "" if a.only_packed else ": %.1fx faster than one Slurm "
+        "job per trial, %.1fx than the sbatch loop" % (trials_dt / trials_pk,
+                                                       trials_sb / trials_pk)))
     print("      of which %.2f s before its first trial started (sbatch, Slurm's scheduling, "
           "the agents joining); from there %.2f x ideal" % (
               pk_start, (trials_pk - pk_start) / ideal))

@@ -199,6 +199,17 @@ time.sleep(300)
 """
 
 
+def start_requeued_now(head, sid):
+    """A requeued Slurm job waits for its begin time (about 2 minutes): an admin's nudge,
+    once Slurm has finished the requeue (it sets that begin time last)."""
+    deadline = time.monotonic() + 60
+    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
+                                                    str(sid)]).stdout:
+        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
+        time.sleep(0.1)
+    head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
+
+
 @pytest.mark.parametrize("how", ["scontrol-requeue", "node-down"])
 def test_requeue_resumes_from_checkpoint(head, how):
     """`scontrol requeue` (what preemption does), or one of the job's nodes dying (every
@@ -238,17 +249,10 @@ def test_requeue_resumes_from_checkpoint(head, how):
         if how == "node-down":
             head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=RESUME"])
     assert "Slurm requeued job %d" % sid in json.dumps(j["history"]), j
-    # a requeued job waits for its begin time (about 2 minutes): an admin's nudge, once
-    # Slurm has finished the requeue (it sets that begin time last)
-    deadline = time.monotonic() + 60
-    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
-                                                    str(sid)]).stdout:
-        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
-        time.sleep(0.1)
-    head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
+    start_requeued_now(head, sid)
     j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                       timeout=120)
-    assert j["state"] == "COMPLETED", j
+    assert j["state"] == "COMPLETED", (j["reason"], j["history"], j["slurm"])
     assert j["restarts"] == 1 and j["slurm"]["job_id"] == sid, j
     p = head.dtctl("logs", job)
     assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
@@ -428,6 +432,18 @@ def packed_sweep(head, name, trial, values, parallel, extra=""):
     return p.stdout.strip()
 
 
+def running_trials(head, sw, n, timeout=90):
+    """The trials of sweep sw once n of them run and have reported."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ex = sweep_export(head, sw)
+        running = [t for t in ex["trials"] if t["state"] == "RUNNING" and t.get("metrics")]
+        if len(running) == n:
+            return running
+        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
+        time.sleep(0.2)
+
+
 def test_sweep_packed_into_one_allocation_with_asha(head):
     """`pack: allocation`: the whole sweep runs in one Slurm job (Slurm's job ids just
     before and after it are one apart beyond it), 3 trials at once on its 3 GPUs, each
@@ -476,14 +492,7 @@ def test_packed_sweep_stopped_leaves_no_slurm_job(head):
     """`dtctl sweep stop` of a packed sweep whose trials run in its allocation: the trials
     are cancelled, the allocation ended: no Slurm job, no agent or rank on any node."""
     sw = packed_sweep(head, "sbpackstop", LONG_TRIAL, "[1, 2, 3, 4]", 2)
-    deadline = time.monotonic() + 90
-    while True:
-        ex = sweep_export(head, sw)
-        running = [t for t in ex["trials"] if t["state"] == "RUNNING" and t.get("metrics")]
-        if len(running) == 2:
-            break
-        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
-        time.sleep(0.3)
+    running = running_trials(head, sw, 2)
     sid = head.show(running[0]["job_id"])["slurm"]["job_id"]
     assert head.show(running[1]["job_id"])["slurm"]["job_id"] == sid
     assert head.squeue_state(sid) == "RUNNING"
@@ -495,3 +504,37 @@ def test_packed_sweep_stopped_leaves_no_slurm_job(head):
     assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
     assert all(head.show(t["job_id"])["state"] == "CANCELLED" for t in ex["trials"]
                if t.get("job_id")), ex["trials"]
+
+
+SHORT_TRIAL = r'''
+import json, os, time
+for e in range(1, 9):
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+'''
+
+
+def test_packed_sweep_requeued_by_slurm_runs_its_trials_again(head):
+    """Slurm takes a packed sweep's allocation back (`scontrol requeue`, what preemption
+    does): its running trials end REQUEUED and run again in it once Slurm runs it again,
+    as restart 1 without using a retry; the sweep's controller goes on with the same two
+    trials and completes; one Slurm job all along, nothing left."""
+    sw = packed_sweep(head, "sbpackrq", SHORT_TRIAL, "[1, 2]", 2)
+    running = running_trials(head, sw, 2)
+    jobs = [t["job_id"] for t in running]
+    sid = head.show(jobs[0])["slurm"]["job_id"]
+    p = head.slurm.run(["scontrol", "requeue", str(sid)])
+    assert p.returncode == 0, p.stderr
+    for job in jobs:
+        j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+        assert "Slurm took the allocation of %s back" % sw in json.dumps(j["history"]), j
+    start_requeued_now(head, sid)
+    ex = sweep_ended(head, sw)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [t["job_id"] for t in ex["trials"]] == jobs, ex["trials"]
+    for job in jobs:
+        j = head.show(job)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 1, j
+        assert j["slurm"]["job_id"] == sid, j
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()

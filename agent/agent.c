@@ -27,6 +27,7 @@
 #include "proctree.h"
 #include "promtext.h"
 #include "protocol.h"
+#include "ranklog.h"
 #include "safefile.h"
 #include "supervise.h"
 #include "task.h"
@@ -605,34 +606,12 @@ static void h_inventory(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, agent_inventory(a));
 }
 
-/*
- * The task's cuda_visible_devices "0,1" (our GPU indexes) as the devices
- * they stand for in map ("2,3": the i-th entry is our GPU i).  An index
- * past the map or not a number stays as it is ("-1" for CPU tasks).
- */
+/* The task's cuda_visible_devices through map (ranklog.h, gpu_map_translate) */
 static void gpu_map_apply(const char *map, json_t *spec)
 {
-	const char *p = json_get_str(spec, "cuda_visible_devices", "");
 	struct strbuf out = STRBUF_INIT;
 
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		char *end;
-		long idx = strtol(p, &end, 10);
-		const char *m = map;
-
-		if (out.len)
-			strbuf_addch(&out, ',');
-		for (long i = 0; m && end == p + len && len && idx >= 0 && i < idx; i++) {
-			m = strchr(m, ',');
-			m = m ? m + 1 : NULL;
-		}
-		if (m && end == p + len && len && idx >= 0 && *m)
-			strbuf_add(&out, m, strcspn(m, ","));
-		else
-			strbuf_add(&out, p, len);
-		p += len + (p[len] == ',');
-	}
+	gpu_map_translate(map, json_get_str(spec, "cuda_visible_devices", ""), &out);
 	json_object_set_new(spec, "cuda_visible_devices", json_string(out.buf));
 	strbuf_release(&out);
 }
@@ -656,8 +635,15 @@ static int run_as_check(struct agent *a, json_t *spec, struct strbuf *msg)
 		return -1;
 	}
 	if (json_object_get(spec, "container")) {
-		strbuf_addf(msg, "containers do not run in team mode yet (node '%s')", a->name);
-		return -1;
+		const char *image = json_get_str(json_object_get(spec, "container"), "image", "");
+
+		/* root's engine runs what it has by name: another user's loaded image */
+		if (image[0] != '/') {
+			strbuf_addf(msg, "in team mode a container image must be a file on the "
+				    "shared dir ('%s' is a name for the engine, which could be "
+				    "another user's image) (node '%s')", image, a->name);
+			return -1;
+		}
 	}
 	if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) || !res) {
 		strbuf_addf(msg, "user '%s' has no account on node '%s' (team mode runs each job "
@@ -709,6 +695,16 @@ static void orted_cap_give(struct agent *a, json_t *spec)
 	memset(&k, 0, sizeof(k));
 }
 
+/* Whether task id (of job) is an orted task of the capability's job:
+ * "JOB.<attempt>.orted-<host>", the one kind of task a capability names */
+static int cap_orted_of(const struct dt_auth_cap *cap, const char *id, const char *job)
+{
+	size_t jl = strlen(cap->job);
+
+	return !strncmp(id, cap->job, jl) && id[jl] == '.' &&
+		strstr(id + jl, "." DT_ORTED_TASK_TAG) && !strcmp(job, cap->job);
+}
+
 /*
  * A POST /v1/tasks signed with a job's capability (DT_VIA_JOBCAP): only one
  * orted task of that job (id "JOB." ... "orted-HOST"), run as the
@@ -721,7 +717,6 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 					       "job_id", "log", NULL };
 	const struct dt_auth_cap *cap = &req->cap;
 	const char *id = json_get_str(req->json, "id", ""), *key, *job;
-	size_t jl = strlen(cap->job);
 	json_t *v, *out;
 
 	json_object_foreach(req->json, key, v) {
@@ -735,8 +730,7 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 		}
 	}
 	job = json_get_str(req->json, "job_id", cap->job);
-	if (strncmp(id, cap->job, jl) || id[jl] != '.' || !strstr(id + jl, "." DT_ORTED_TASK_TAG) ||
-	    strcmp(job, cap->job)) {
+	if (!cap_orted_of(cap, id, job)) {
 		strbuf_addf(msg, "the capability of job '%s' starts only that job's orted "
 			    "(task '%s.<attempt>.%s<host>'), not task '%s'", cap->job, cap->job,
 			    DT_ORTED_TASK_TAG, id);
@@ -762,13 +756,9 @@ static json_t *cap_request(const struct dt_http_request *req, struct strbuf *msg
 /* Whether the caller of req may see or stop t: a job's capability only its orted. */
 static int cap_may(const struct dt_http_request *req, const struct task *t)
 {
-	size_t jl = strlen(req->cap.job);
-
 	if (req->via != DT_VIA_JOBCAP)
 		return 1;
-	return !strncmp(t->id, req->cap.job, jl) && t->id[jl] == '.' &&
-		strstr(t->id + jl, "." DT_ORTED_TASK_TAG) &&
-		!strcmp(json_get_str(t->spec, "job_id", ""), req->cap.job) &&
+	return cap_orted_of(&req->cap, t->id, json_get_str(t->spec, "job_id", "")) &&
 		!strcmp(json_get_str(json_object_get(t->spec, "run_as"), "user", ""),
 			req->cap.user);
 }
@@ -961,19 +951,32 @@ static void h_task_list(struct dt_http_request *req, struct dt_http_response *re
 	dt_http_json(resp, 200, json_pack("{s:s,s:o}", "node", a->name, "tasks", arr));
 }
 
+/*
+ * The task a /v1/tasks/<id>... request names, if the request's capability may
+ * touch it (a->lock held); else NULL with a 404 answered: a task that is not the
+ * capability's looks as if there were none.
+ */
+static struct task *task_of_request(struct agent *a, const struct dt_http_request *req,
+				    struct dt_http_response *resp)
+{
+	struct task *t = task_table_find(&a->tt, dt_http_arg(req, "id"));
+
+	if (t && !cap_may(req, t))
+		t = NULL;
+	if (!t)
+		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
+			      a->name);
+	return t;
+}
+
 static void h_task_get(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct agent *a = data;
 	struct task *t;
 
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
-	} else {
+	t = task_of_request(a, req, resp);
+	if (t) {
 		if (!task_state_final(t->state))
 			task_refresh(a, t);
 		dt_http_json(resp, 200, json_pack("{s:o}", "task", task_to_json(t, 1)));
@@ -1053,14 +1056,9 @@ static void h_task_stop(struct dt_http_request *req, struct dt_http_response *re
 		return;
 	}
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
+	t = task_of_request(a, req, resp);
+	if (!t)
 		goto out;
-	}
 	task_refresh(a, t);
 	if (!task_state_final(t->state)) {
 		grace = g ? json_integer_value(g) : json_get_int(t->spec, "grace_ms",
@@ -1093,14 +1091,9 @@ static void h_task_signal(struct dt_http_request *req, struct dt_http_response *
 	}
 	v.sival_int = (int)json_integer_value(g);
 	pthread_mutex_lock(&a->lock);
-	t = task_table_find(&a->tt, dt_http_arg(req, "id"));
-	if (t && !cap_may(req, t))
-		t = NULL;      /* not the capability's: as if there were none */
-	if (!t) {
-		dt_http_error(resp, 404, "no task '%s' on node '%s'", dt_http_arg(req, "id"),
-			      a->name);
+	t = task_of_request(a, req, resp);
+	if (!t)
 		goto out;
-	}
 	task_refresh(a, t);
 	if (task_state_final(t->state) || !t->sup_pid ||
 	    !proc_alive((pid_t)t->sup_pid, t->sup_start)) {

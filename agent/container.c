@@ -14,9 +14,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,24 +131,127 @@ static void load_progress(long long done, void *data)
 }
 
 /*
+ * The image file, opened without following links below the shared dir; with
+ * u, as the user (their file system ids and groups: the kernel decides), so
+ * root's engine never loads a file its user could not read.
+ */
+static int open_image(const char *shared_root, const char *image,
+		      const struct container_user *u, struct stat *st, struct strbuf *why)
+{
+	struct strbuf err = STRBUF_INIT;
+	gid_t saved[256];
+	int nr = 0, fd, e;
+
+	if (u) {
+		nr = getgroups((int)ARRAY_SIZE(saved), saved);
+		if (nr < 0 || setgroups((size_t)u->nr_groups, u->groups) < 0) {
+			strbuf_addf(why, "cannot take the groups of uid %lld to read the image "
+				    "file '%s': %s", u->uid, image, strerror(errno));
+			return -1;
+		}
+		setfsgid((gid_t)u->gid);
+		setfsuid((uid_t)u->uid);
+	}
+	fd = sf_open_read(shared_root, sf_below(image, shared_root), st, &err);
+	e = errno;
+	if (u) {
+		setfsuid(geteuid());
+		setfsgid(getegid());
+		if (setgroups((size_t)nr, saved) < 0) {
+			strbuf_addf(why, "cannot take back root's groups: %s", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+	}
+	if (fd < 0)
+		strbuf_addf(why, "cannot read the image file '%s'%s: %s", image,
+			    u ? " as the job's user" : "", err.buf);
+	strbuf_release(&err);
+	errno = e;
+	return fd;
+}
+
+/* What identifies the file that had a digest (team mode's cache check). */
+static void file_identity(const struct stat *st, struct strbuf *out)
+{
+	strbuf_addf(out, "%llu %llu %lld %lld.%09ld %lld.%09ld\n", (unsigned long long)st->st_dev,
+		    (unsigned long long)st->st_ino, (long long)st->st_size,
+		    (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		    (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* <home>/images/<hex>.seen: the identity of the file last hashed to <hex> */
+static void seen_path(const char *digest, struct strbuf *rel)
+{
+	strbuf_addf(rel, "images/%s.seen", digest + 7);
+}
+
+static void remember_file(const char *home, const char *digest, const struct stat *st)
+{
+	struct strbuf rel = STRBUF_INIT, id = STRBUF_INIT;
+
+	seen_path(digest, &rel);
+	file_identity(st, &id);
+	if (sf_write(home, rel.buf, id.buf, id.len, 0600, SF_MKDIRS, NULL) < 0)
+		dtlog(DTLOG_DEBUG, "cannot write '%s/%s': %s", home, rel.buf, strerror(errno));
+	strbuf_release(&rel);
+	strbuf_release(&id);
+}
+
+/*
+ * Team mode, the engine has the digest already: the user must show a file
+ * with it (see container_user).  0, or -1 with why.
+ */
+static int user_has_image(const char *shared_root, const char *image, const char *digest,
+			  const char *home, const struct container_user *u, struct strbuf *why)
+{
+	struct strbuf rel = STRBUF_INIT, seen = STRBUF_INIT, id = STRBUF_INIT;
+	char got[DT_DIGEST_STR];
+	struct stat st;
+	int fd = open_image(shared_root, image, u, &st, why), ret = 0;
+
+	if (fd < 0)
+		return -1;
+	seen_path(digest, &rel);
+	file_identity(&st, &id);
+	if (sf_read(home, rel.buf, &seen, 256, NULL) < 0 || strcmp(seen.buf, id.buf)) {
+		if (dt_sha256_fd(fd, -1, got, NULL, NULL) < 0) {
+			strbuf_addf(why, "cannot read the image file '%s': %s", image,
+				    strerror(errno));
+			ret = -1;
+		} else if (strcmp(got, digest)) {
+			strbuf_addf(why, "the image file '%s' changed since the job was submitted "
+				    "(it is %s now, the job has %s): submit the job again", image,
+				    got, digest);
+			ret = -1;
+		} else {
+			remember_file(home, digest, &st);
+		}
+	}
+	close(fd);
+	strbuf_release(&rel);
+	strbuf_release(&seen);
+	strbuf_release(&id);
+	return ret;
+}
+
+/*
  * Copy the image file off the shared dir into tmp (our own dir), hashing
  * it; the digest must be the one submitted.
  */
 static int copy_image(const char *shared_root, const char *image, const char *digest,
-		      const char *tmp, struct load_progress *lp, struct strbuf *why)
+		      const char *tmp, const struct container_user *u, const char *home,
+		      struct load_progress *lp, struct strbuf *why)
 {
-	struct strbuf err = STRBUF_INIT;
 	char got[DT_DIGEST_STR];
 	struct stat st;
 	int in, out;
 	long long n;
 
-	in = sf_open_read(shared_root, sf_below(image, shared_root), &st, &err);
-	if (in < 0) {
-		strbuf_addf(why, "cannot read the image file '%s': %s", image, err.buf);
-		strbuf_release(&err);
+	in = open_image(shared_root, image, u, &st, why);
+	if (in < 0)
 		return -1;
-	}
 	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0) {
 		strbuf_addf(why, "cannot create '%s': %s", tmp, strerror(errno));
@@ -166,6 +271,8 @@ static int copy_image(const char *shared_root, const char *image, const char *di
 			    "%s now, the job has %s): submit the job again", image, got, digest);
 		return -1;
 	}
+	if (u)
+		remember_file(home, digest, &st);
 	return 0;
 }
 
@@ -211,6 +318,71 @@ static int import_rootfs(const char *engine, const char *tmp, const char *ref, s
 	return code ? -1 : 0;
 }
 
+/* Whether the file at fd is a squashfs (enroot's images): its magic "hsqs". */
+static int is_squashfs(int fd)
+{
+	char magic[4];
+
+	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       !memcmp(magic, "hsqs", 4);
+}
+
+/*
+ * A squashfs becomes the tarball podman imports: sqfs2tar (squashfs-tools-ng)
+ * streams its files, owners, modes and links into a tar without mounting or
+ * unpacking it (no FUSE, no root needed), once per digest like any image.
+ */
+static int import_squashfs(const char *engine, const char *tmp, const char *ref,
+			   struct strbuf *why)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf prog = STRBUF_INIT, tar = STRBUF_INIT, err = STRBUF_INIT;
+	const char *path = getenv_nonempty("PATH");
+	int fd, code = -1;
+
+	strbuf_addf(&prog, "%s%s/usr/bin:/usr/local/bin", path ? path : "", path ? ":" : "");
+	if (locate_program("sqfs2tar", prog.buf, "/", &tar) < 0) {
+		strbuf_addstr(why, "the image is a squashfs, and sqfs2tar is not in PATH (install "
+			      "squashfs-tools-ng on the node)");
+		goto out;
+	}
+	strbuf_reset(&prog);
+	strbuf_addbuf(&prog, &tar);
+	strbuf_reset(&tar);
+	strbuf_addf(&tar, "%s.tar", tmp);
+	fd = open(tar.buf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		strbuf_addf(why, "cannot create '%s': %s", tar.buf, strerror(errno));
+		goto out;
+	}
+	strvec_pushv(&cp.args, (const char *[]){ prog.buf, "--no-skip", tmp, NULL });
+	cp.no_stdin = 1;
+	cp.out = fd;
+	cp.err = -1;
+	if (start_command(&cp) < 0) {
+		strbuf_addf(why, "cannot run %s: %s", prog.buf, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	strbuf_read_fd(&err, cp.err, 0);
+	close(cp.err);
+	code = finish_command(&cp);
+	if (code)
+		strbuf_addf(why, "sqfs2tar cannot read the squashfs image (exit %d): %s", code,
+			    last_line(&err));
+	else
+		code = import_rootfs(engine, tar.buf, ref, why);
+out:
+	if (tar.len)
+		unlink(tar.buf);
+	child_process_clear(&cp);
+	strbuf_release(&prog);
+	strbuf_release(&tar);
+	strbuf_release(&err);
+	return code ? -1 : 0;
+}
+
 /* <shared>/images/cache/<hex>/<node>: for dtctl image list (best effort) */
 static void mark_cached(const char *shared_root, const char *hex, const char *node)
 {
@@ -228,6 +400,15 @@ static void mark_cached(const char *shared_root, const char *hex, const char *no
 int container_image_ensure(const char *engine, const json_t *ctr, const char *shared_root,
 			   const char *home, container_note_fn note, void *data,
 			   struct strbuf *ref, struct strbuf *why)
+{
+	return container_image_ensure_as(engine, ctr, shared_root, home, NULL, note, data, ref,
+					 why);
+}
+
+int container_image_ensure_as(const char *engine, const json_t *ctr, const char *shared_root,
+			      const char *home, const struct container_user *u,
+			      container_note_fn note, void *data, struct strbuf *ref,
+			      struct strbuf *why)
 {
 	const char *image = json_get_str(ctr, "image", NULL);
 	const char *digest = json_get_str(ctr, "digest", NULL);
@@ -247,6 +428,8 @@ int container_image_ensure(const char *engine, const json_t *ctr, const char *sh
 	}
 	strbuf_addf(ref, "%s:%s", CONTAINER_IMAGE_REPO, digest + 7);
 	if (engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
+		if (u && user_has_image(shared_root, image, digest, home, u, why) < 0)
+			return -1;
 		mark_cached(shared_root, digest + 7, node);
 		return 0;
 	}
@@ -264,7 +447,7 @@ int container_image_ensure(const char *engine, const json_t *ctr, const char *sh
 			goto out;
 		}
 	if (engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
-		ret = 0;
+		ret = u ? user_has_image(shared_root, image, digest, home, u, why) : 0;
 		goto out;
 	}
 	memset(&lp, 0, sizeof(lp));
@@ -273,16 +456,18 @@ int container_image_ensure(const char *engine, const json_t *ctr, const char *sh
 	lp.image = image;
 	lp.started = dt_mono_ms();
 	strbuf_addf(&tmp, "%s/load-%s.tar", dir.buf, digest + 7);
-	if (copy_image(shared_root, image, digest, tmp.buf, &lp, why) < 0)
+	if (copy_image(shared_root, image, digest, tmp.buf, u, home, &lp, why) < 0)
 		goto out;
 	{
 		int tfd = open(tmp.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
-		kind = tfd < 0 ? -1 : tar_is_archive(tfd);
+		kind = tfd < 0 ? -1 : is_squashfs(tfd) ? 2 : tar_is_archive(tfd);
 		if (tfd >= 0)
 			close(tfd);
 	}
-	if (kind == 1)
+	if (kind == 2)
+		ret = import_squashfs(engine, tmp.buf, ref->buf, why);
+	else if (kind == 1)
 		ret = load_archive(engine, tmp.buf, ref->buf, why);
 	else if (kind == 0)
 		ret = import_rootfs(engine, tmp.buf, ref->buf, why);
@@ -441,6 +626,22 @@ void container_run_argv(const struct container_run *r, const struct strvec *argv
 	push_volume(out, r->extra_volume);
 	if (r->keep_id && geteuid() != 0)
 		strvec_push(out, "--userns=keep-id");
+	if (r->user) {
+		/* root's engine, the user's rank: their uid, gid and groups, no
+		 * capabilities, and no way to regain any (setuid files in the image) */
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--user=%lld:%lld", r->user->uid, r->user->gid);
+		strvec_push(out, sb.buf);
+		for (int i = 0; i < r->user->nr_groups; i++) {
+			if ((long long)r->user->groups[i] == r->user->gid)
+				continue;
+			strbuf_reset(&sb);
+			strbuf_addf(&sb, "--group-add=%u", (unsigned)r->user->groups[i]);
+			strvec_push(out, sb.buf);
+		}
+		strvec_pushv(out, (const char *[]){ "--cap-drop=all",
+						    "--security-opt=no-new-privileges", NULL });
+	}
 	if (r->cwd) {
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "--workdir=%s", r->cwd);
@@ -457,7 +658,21 @@ void container_run_argv(const struct container_run *r, const struct strvec *argv
 			strvec_setenv(env_set, "CUDA_VISIBLE_DEVICES", sb.buf);
 		}
 	}
-	for (size_t i = 0; i < pass->nr; i++) {
+	if (r->stdbuf_lib && !strpbrk(r->stdbuf_lib, ":,")) {
+		/* the node's library needs only glibc 2.4's symbols: any glibc image */
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--volume=%s:%s:ro", r->stdbuf_lib, CONTAINER_STDBUF);
+		strvec_push(out, sb.buf);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--env=LD_PRELOAD=%s", r->ld_preload);
+		strvec_pushv(out, (const char *[]){ sb.buf, "--env=_STDBUF_O=L", NULL });
+	}
+	if (r->env_file) {
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--env-file=%s", r->env_file);
+		strvec_push(out, sb.buf);
+	}
+	for (size_t i = 0; !r->env_file && i < pass->nr; i++) {
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "--env=%s", pass->v[i]);
 		strvec_push(out, sb.buf);

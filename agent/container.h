@@ -18,6 +18,7 @@
 #define DT_AGENT_CONTAINER_H
 
 #include <jansson.h>
+#include <sys/types.h>
 #include "strbuf.h"
 #include "strvec.h"
 
@@ -43,6 +44,25 @@ int container_image_ensure(const char *engine, const json_t *ctr, const char *sh
 			   const char *home, container_note_fn note, void *data,
 			   struct strbuf *ref, struct strbuf *why);
 
+/*
+ * Team mode (docs/team.md): the job's user, for root's engine.  The image
+ * file is opened with their ids and groups (the kernel says whether they may
+ * read it), and an image the engine has already is run only when they can
+ * show a file with its digest: the file they name, with the identity (device,
+ * inode, size, times) it had when this node last hashed it, else hashed again.
+ */
+struct container_user {
+	long long uid, gid;
+	const gid_t *groups;          /* supplementary, with gid (getgrouplist) */
+	int nr_groups;
+};
+
+/* container_image_ensure() for the user u (NULL: as the caller). */
+int container_image_ensure_as(const char *engine, const json_t *ctr, const char *shared_root,
+			      const char *home, const struct container_user *u,
+			      container_note_fn note, void *data, struct strbuf *ref,
+			      struct strbuf *why);
+
 struct container_run {
 	const char *engine, *ref, *name;
 	const char *cwd;              /* the ranks' directory, or NULL ("/" of the image) */
@@ -52,7 +72,15 @@ struct container_run {
 	const char *cdi_dir;          /* NULL: /etc/cdi and /var/run/cdi */
 	const char *extra_volume;     /* one more dir at the same path (mpi: the session dir), or NULL */
 	int keep_id;                  /* the caller's uid and gid inside (mpi: PMIx checks them) */
+	const struct container_user *user;  /* team mode: root's engine runs the rank as them,
+					       with no capabilities and no_new_privs */
+	const char *env_file;         /* the variables in a file (--env-file), not by name */
+	/* line_buffered: the node's libstdbuf.so (linelog.h), mounted read-only at
+	 * CONTAINER_STDBUF, and the LD_PRELOAD the rank gets (it first) */
+	const char *stdbuf_lib, *ld_preload;
 };
+
+#define CONTAINER_STDBUF "/.dtctl/libstdbuf.so"
 
 /*
  * The engine's argv running argv in the image: host network and pid

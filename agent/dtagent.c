@@ -148,10 +148,21 @@ static void slurm_prepare(void)
 		gpus = 0;
 		if (cvd && strcmp(cvd, "NoDevFiles") && strcmp(cvd, "-1")) {
 			ao.gpu_map = cvd;
+			/* for the mpi launcher's rank loggers under our tasks */
+			setenv(DT_GPU_MAP_ENV, cvd, 1);
 			for (gpus = 1; *cvd; cvd++)
 				gpus += *cvd == ',';
 		}
 	}
+	/*
+	 * Open MPI in our tasks (the mpi launcher's mpirun) would take the
+	 * step's SLURM_* for its allocation and launch with srun, refusing
+	 * dtsched's hostfile ("node not present in the allocation"): the
+	 * hostfile and our agents (plm rsh through `dtagent rsh`) decide, as
+	 * on dtctl's own nodes.  A job's own settings win.
+	 */
+	setenv("OMPI_MCA_plm", "rsh", 0);
+	setenv("OMPI_MCA_ras", "^slurm", 0);
 	if (args.port == DT_AGENT_PORT_DEFAULT)
 		args.port = 0;      /* several allocations may share a node */
 	ao.stop_tasks_on_exit = 1;

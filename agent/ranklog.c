@@ -158,10 +158,37 @@ static int rank_from_env(void)
 	return -1;
 }
 
+void gpu_map_translate(const char *map, const char *p, struct strbuf *out)
+{
+	size_t start = out->len;
+
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char *end;
+		long idx = strtol(p, &end, 10);
+		const char *m = map;
+
+		if (out->len > start)
+			strbuf_addch(out, ',');
+		for (long i = 0; m && end == p + len && len && idx >= 0 && i < idx; i++) {
+			m = strchr(m, ',');
+			m = m ? m + 1 : NULL;
+		}
+		if (m && end == p + len && len && idx >= 0 && *m)
+			strbuf_add(out, m, strcspn(m, ","));
+		else
+			strbuf_add(out, p, len);
+		p += len + (p[len] == ',');
+	}
+}
+
 /*
  * The mpi launcher's GPU binding (scheduler/launch.c): rank r runs on node
  * r / per_node of the hostfile and sees that node's reservation, whatever
- * the orted that started it had in its environment.
+ * the orted that started it had in its environment; through the GPU map of
+ * the agent that started mpirun or the orted here (DT_GPU_MAP: dtagent
+ * --slurm's GPU i is the i-th device of its step), as that agent's own
+ * tasks are.
  */
 static void bind_gpus(int rank)
 {
@@ -183,6 +210,13 @@ static void bind_gpus(int rank)
 
 		memcpy(v, p, len);
 		v[len] = '\0';
+		if (getenv_nonempty(DT_GPU_MAP_ENV)) {
+			struct strbuf mapped = STRBUF_INIT;
+
+			gpu_map_translate(getenv_nonempty(DT_GPU_MAP_ENV), v, &mapped);
+			free(v);
+			v = strbuf_detach(&mapped, NULL);
+		}
 		setenv("CUDA_VISIBLE_DEVICES", v, 1);
 		setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
 		free(v);

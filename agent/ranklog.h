@@ -16,7 +16,18 @@
 #ifndef DT_AGENT_RANKLOG_H
 #define DT_AGENT_RANKLOG_H
 
+#include "strbuf.h"
+
 /* argv[0] is "rank-log"; returns the exit code. */
 int ranklog_main(int argc, const char **argv);
+
+/*
+ * GPU indexes "0,1" (an agent's GPU numbers) as the devices they stand for
+ * in map ("2,3": the i-th entry is the agent's GPU i), appended to out.  An
+ * index past the map or not a number stays as it is ("-1" for CPU tasks).
+ * The agent maps its tasks' GPUs with it (agent.c), and the mpi rank logger
+ * its rank's with the DT_GPU_MAP its agent put in the environment.
+ */
+void gpu_map_translate(const char *map, const char *indexes, struct strbuf *out);
 
 #endif

@@ -133,6 +133,8 @@ struct sup {
 	struct strbuf cgroup_why;
 	/* container: (container.h): the engine, the image to run, the container's name */
 	struct strbuf engine, image_ref, ctr_name;
+	struct strbuf ctr_env;        /* team mode: the rank's variables for --env-file */
+	struct strbuf ctr_cwd;        /* team mode: the rank's dir, checked as the user */
 	int marked;                   /* an attempt's start marker is in the log, no end yet */
 	/* team mode (run_as in the spec): the task's user, -1 when none */
 	long long run_uid, run_gid;
@@ -173,6 +175,25 @@ static int drop_to_user(const struct sup *s)
 	if (setuid(0) == 0 || getuid() != (uid_t)s->run_uid)
 		return -1;
 	return 0;
+}
+
+/* Whether the user can enter dir: tried by a child that becomes them; 0, or -1 with errno. */
+static int enter_as_user(const struct sup *s, const char *dir)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(drop_to_user(s) < 0 ? EPERM : chdir(dir) < 0 ? errno : 0);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	errno = WIFEXITED(status) ? WEXITSTATUS(status) : EPERM;
+	return -1;
 }
 
 /* run_as of the spec into s (the agent checked the user exists here, agent.c) */
@@ -631,6 +652,7 @@ static void note_cb(const char *line, void *data)
 static int container_prepare(struct sup *s, struct strbuf *why)
 {
 	const json_t *ctr = json_object_get(s->t.spec, "container");
+	struct container_user user = { s->run_uid, s->run_gid, s->groups, s->nr_groups };
 	int ret;
 
 	if (container_engine_find(&s->engine, why) < 0)
@@ -643,8 +665,10 @@ static int container_prepare(struct sup *s, struct strbuf *why)
 	 * podman start a new one, ~2 s measured); the task has no process yet.
 	 */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
-	ret = container_image_ensure(s->engine.buf, ctr, json_get_str(s->t.spec, "log_root", NULL),
-				     s->home, note_cb, s, &s->image_ref, why);
+	ret = container_image_ensure_as(s->engine.buf, ctr,
+					json_get_str(s->t.spec, "log_root", NULL), s->home,
+					s->run_uid < 0 ? NULL : &user, note_cb, s, &s->image_ref,
+					why);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (ret < 0)
 		return -1;
@@ -653,13 +677,57 @@ static int container_prepare(struct sup *s, struct strbuf *why)
 }
 
 /*
+ * Team mode: root's engine must not take the job's variables (LD_PRELOAD,
+ * CONTAINERS_CONF and the like would be the user's code or config as root),
+ * so they go into a file of ours (0600) that the engine reads for the
+ * container.  -1 with why (a value with a newline cannot be said there).
+ */
+static int container_env_file(struct sup *s, const struct strvec *pass,
+			      const struct strvec *env, struct strbuf *why)
+{
+	struct strbuf body = STRBUF_INIT;
+	const char *rel = sf_below(s->ctr_env.buf, s->home);
+	int ret = 0;
+
+	for (size_t i = 0; i < pass->nr && !ret; i++) {
+		const char *v = strvec_getenv(env, pass->v[i]);
+
+		if (!v)
+			continue;
+		if (strchr(v, '\n')) {
+			strbuf_addf(why, "the variable %s has a newline in its value, which "
+				    "cannot be passed into a container in team mode", pass->v[i]);
+			ret = -1;
+		}
+		strbuf_addf(&body, "%s=%s\n", pass->v[i], v);
+	}
+	if (!ret && sf_write(s->home, rel, body.buf, body.len, 0600, SF_MKDIRS, why) < 0)
+		ret = -1;
+	strbuf_release(&body);
+	return ret;
+}
+
+/*
+ * Team mode: a directory is mounted only when it is on the shared dir (mounted
+ * whole): a bind mount made by root's engine would show the rank a directory
+ * its user could not reach (below another user's 0700 home), and a path the
+ * user controls could be swapped for a link between a check and the mount.
+ */
+static const char *team_mount(struct sup *s, const char *dir, const char *shared)
+{
+	if (s->run_uid < 0 || !dir)
+		return dir;
+	return shared && sf_below(dir, shared) ? dir : NULL;
+}
+
+/*
  * argv becomes the engine's, running argv in the image.  The variables the
  * job gave the rank (the spec's env: torchrun's, NCCL/GLOO interface, DT_*)
  * and the task's own are passed in by name; the node's environment (PATH,
  * HOME, env.sh) stays outside, where the engine runs.
  */
-static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
-			   struct strvec *env)
+static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
+			  struct strvec *env, struct strbuf *why)
 {
 	json_t *spec = s->t.spec, *v;
 	const char *key, *submit = json_get_str(spec, "submit_dir", NULL);
@@ -667,10 +735,25 @@ static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	struct strvec pass = STRVEC_INIT, out = STRVEC_INIT, set = STRVEC_INIT;
 	struct strbuf notes = STRBUF_INIT;
 	struct container_run r;
+	struct container_user user = { s->run_uid, s->run_gid, s->groups, s->nr_groups };
 	const char *lrank = json_get_str(json_object_get(spec, "env"), "LOCAL_RANK", NULL);
+	const char *pre = strvec_getenv(env, "LD_PRELOAD");
+	const char *lb = strvec_getenv(env, DT_LINE_BUFFERED_ENV);
+	struct strbuf stdbuf = STRBUF_INIT, inside = STRBUF_INIT;
+	int ret = 0;
 
+	/* line_buffered (linelog_stdbuf_env put the node's libstdbuf first): the
+	 * same library in the image, at a path of ours; the job's own after it */
+	if (lb && !strcmp(lb, "1") && pre && strstr(pre, "/libstdbuf.so") &&
+	    strvec_getenv(env, "_STDBUF_O")) {
+		size_t len = strcspn(pre, ":");
+
+		strbuf_add(&stdbuf, pre, len);
+		strbuf_addf(&inside, "%s%s", CONTAINER_STDBUF, pre + len);
+	}
 	json_object_foreach(json_object_get(spec, "env"), key, v)
-		strvec_push(&pass, key);
+		if (!stdbuf.len || strcmp(key, "LD_PRELOAD"))
+			strvec_push(&pass, key);
 	strvec_pushv(&pass, (const char *[]){ "CUDA_VISIBLE_DEVICES", DT_TASK_ID_ENV,
 					      DT_TASK_MARKER_ENV, NULL });
 	memset(&r, 0, sizeof(r));
@@ -683,8 +766,35 @@ static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	 * node cannot enter (a 0700 home on the submit host) would fail podman's statfs */
 	r.submit_dir = submit && (!strcmp(cwd, submit) || access(submit, X_OK) == 0) ? submit : NULL;
 	r.shared_dir = json_get_str(spec, "log_root", NULL);
+	if (s->run_uid >= 0) {
+		r.user = &user;
+		strbuf_reset(&s->ctr_env);
+		strbuf_addf(&s->ctr_env, "%s/ctr-env/%s.%.8s.env", s->home, s->t.id, s->t.marker);
+		r.env_file = s->ctr_env.buf;
+		r.submit_dir = team_mount(s, r.submit_dir, r.shared_dir);
+		if (r.cwd && !team_mount(s, r.cwd, r.shared_dir)) {
+			if (!lrank || !strcmp(lrank, "0")) {
+				struct strbuf note = STRBUF_INIT;
+
+				strbuf_addf(&note, "dtagent: note: '%s' is not on the shared dir: "
+					    "in team mode only the shared dir is mounted in the "
+					    "image; starting in the image's '/'", r.cwd);
+				log_note(s, note.buf);
+				strbuf_release(&note);
+			}
+			r.cwd = NULL;
+		}
+		strbuf_reset(&s->ctr_cwd);
+		if (r.cwd)
+			strbuf_addstr(&s->ctr_cwd, r.cwd);
+	}
 	r.gpus = json_get_str(spec, "cuda_visible_devices", NULL);
 	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
+	if (stdbuf.len) {
+		r.stdbuf_lib = stdbuf.buf;
+		r.ld_preload = inside.buf;
+	}
+	/* the renumbered CUDA_VISIBLE_DEVICES is known once the argv is made */
 	container_run_argv(&r, argv, &pass, &out, &set, &notes);
 	for (size_t i = 0; i < set.nr; i++) {
 		char *eq = strchr(set.v[i], '=');
@@ -692,6 +802,8 @@ static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 		*eq = '\0';
 		strvec_setenv(env, set.v[i], eq + 1);
 	}
+	if (r.user && container_env_file(s, &pass, env, why) < 0)
+		ret = -1;
 	if (notes.len && (!lrank || !strcmp(lrank, "0")))
 		log_note(s, notes.buf);
 	strvec_clear(argv);
@@ -700,6 +812,9 @@ static void container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	strvec_clear(&out);
 	strvec_clear(&set);
 	strbuf_release(&notes);
+	strbuf_release(&stdbuf);
+	strbuf_release(&inside);
+	return ret;
 }
 
 /*
@@ -803,7 +918,16 @@ static int start_task(struct sup *s)
 	debug_task_env(s->home, &env);
 	/* in an image, the program is the image's: the engine says when it is missing */
 	if (s->ctr_name.len) {
-		container_wrap(s, cwd, &argv, &env);
+		struct strbuf why = STRBUF_INIT;
+
+		if (container_wrap(s, cwd, &argv, &env, &why) < 0) {
+			finish(s, TASK_FAILED, 127, why.buf);
+			strbuf_release(&why);
+			strvec_clear(&argv);
+			strvec_clear(&env);
+			return -1;
+		}
+		strbuf_release(&why);
 	} else if (program_check(s, &argv, &env, cwd) < 0) {
 		strvec_clear(&argv);
 		strvec_clear(&env);
@@ -841,6 +965,17 @@ static int start_task(struct sup *s)
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		set_limits(json_object_get(spec, "limits"));
+		if (s->ctr_env.len) {
+			/* team mode: root's engine, with the agent's environment; the
+			 * rank becomes the user in the image (container_wrap), in a
+			 * directory the user can enter (as a task without an image) */
+			if (s->ctr_cwd.len && enter_as_user(s, s->ctr_cwd.buf) < 0)
+				child_fail(report[1], s->ctr_cwd.buf);
+			if (chdir("/") < 0)
+				child_fail(report[1], "/");
+			execvp(argv.v[0], (char *const *)argv.v);
+			child_fail(report[1], "exec");
+		}
 		if (drop_to_user(s) < 0)
 			child_fail(report[1], "becoming the job's user");
 		if (chdir(cwd) < 0)
@@ -994,6 +1129,8 @@ int supervise_main(const char *home, const char *id)
 	strbuf_init(&s.engine, 0);
 	strbuf_init(&s.image_ref, 0);
 	strbuf_init(&s.ctr_name, 0);
+	strbuf_init(&s.ctr_env, 0);
+	strbuf_init(&s.ctr_cwd, 0);
 	strbuf_addf(&s.dir, "%s/tasks", home);
 	strbuf_init(&s.sock, 0);
 	report_socket_name(&s.sock, home);
@@ -1196,6 +1333,8 @@ int supervise_main(const char *home, const char *id)
 	dtlog(DTLOG_DEBUG, "task %s: exited with %d", id, s.t.exit_code);
 done:
 	log_end_marker(&s);   /* a task that could not start */
+	if (s.ctr_env.len)
+		unlink(s.ctr_env.buf);
 	if (s.logfd >= 0)
 		close(s.logfd);
 	linelog_release(&s.out);
@@ -1207,6 +1346,8 @@ done:
 	strbuf_release(&s.engine);
 	strbuf_release(&s.image_ref);
 	strbuf_release(&s.ctr_name);
+	strbuf_release(&s.ctr_env);
+	strbuf_release(&s.ctr_cwd);
 	strbuf_release(&err);
 	strbuf_release(&path);
 	return 0;

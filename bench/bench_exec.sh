@@ -1,20 +1,29 @@
 #!/bin/sh
 # bench_exec.sh - `dtctl exec -- true` against `pdsh -R ssh` and `clush` on the
-# same fake nodes, the same key and known_hosts, alternating in one run; plus
-# the time of a full `dtctl init` of the nodes.  Prints medians and ratios.
+# same fake nodes, the same key and known_hosts, alternating in one run, at
+# one or more cluster sizes (a growth curve); plus the time of a full
+# `dtctl init` of the nodes.  Prints, per size: the load average, medians of
+# wall time and of client CPU, the nodes' own sshd CPU per call, and ratios;
+# then the growth per node of each tool against the sshd cost per node.
 #
-#   bench/bench_exec.sh [-b BINDIR] [-n NODES] [-r ROUNDS]
+#   bench/bench_exec.sh [-b BINDIR] [-n "4 16 48"] [-r ROUNDS] [-f FANOUT] [-c BASE_BINDIR]
 #
-# Needs root for the fake cluster (tests/cluster/fakecluster, netns mode) and
-# pdsh + clustershell (make bench-deps).  The cluster is torn down at the end.
+# -c adds a fourth tool, "base": the dtctl of another build (say, the commit
+# before a change) on the same nodes and key, in the same rounds.
+# -n takes one size or several (quoted, space-separated); -f is the fanout of
+# all three tools (default 64: every node at once up to 64 nodes).  Needs root
+# for the fake cluster (tests/cluster/fakecluster, netns mode) and pdsh +
+# clustershell (make bench-deps).  The cluster is torn down at the end.
 set -eu
-BIN=bin N=16 R=15
-while getopts b:n:r: o; do
+BIN=bin SIZES=16 R=15 F=64 BASE=
+while getopts b:n:r:f:c: o; do
 	case $o in
 	b) BIN=$OPTARG ;;
-	n) N=$OPTARG ;;
+	n) SIZES=$OPTARG ;;
 	r) R=$OPTARG ;;
-	*) echo "usage: $0 [-b BINDIR] [-n NODES] [-r ROUNDS]" >&2; exit 2 ;;
+	f) F=$OPTARG ;;
+	c) BASE=$(cd "$OPTARG" && pwd)/dtctl ;;
+	*) echo "usage: $0 [-b BINDIR] [-n \"4 16 48\"] [-r ROUNDS] [-f FANOUT] [-c BASE_BINDIR]" >&2; exit 2 ;;
 	esac
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,86 +34,154 @@ for t in pdsh clush; do
 	command -v $t >/dev/null 2>&1 || { echo "bench_exec: $t not found (make bench-deps)" >&2; exit 2; }
 done
 WORK=$(mktemp -d /tmp/bench-exec.XXXXXX)
-cleanup() { "$FC" down >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+# dtsched of the size being measured (init starts one on the head): stopped after each
+stop_head() { [ -z "${DTCTL_HOME:-}" ] || "$BIN/dtctl" head stop >/dev/null 2>&1 || true; }
+cleanup() { stop_head; "$FC" down >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT INT TERM
-
-"$FC" up "$N" >/dev/null
-eval "$("$FC" env)"
-export DTCTL_HOME="$WORK/home"
-{
-	echo "cluster: bench"
-	echo "user: $FC_USER"
-	echo "shared_dir: $FC_SHARED"
-	echo "ssh: {fanout: 32}"
-	echo "nodes:"
-	echo "  - host: dtnode[1-$N]"
-} > "$WORK/cluster.yaml"
+unset SSH_AUTH_SOCK || true
 
 now() { $PY -c 'import time; print("%.6f" % time.monotonic())'; }
 
-# full init: password only, fresh home, new host keys accepted
-t0=$(now)
-DTCTL_PASSWORD=$FC_PASSWORD "$BIN/dtctl" init --accept-new-hosts "$WORK/cluster.yaml" >"$WORK/init.out" 2>&1 || {
-	cat "$WORK/init.out" >&2; exit 1; }
-t1=$(now)
-INIT_S=$($PY -c "print('%.2f' % ($t1 - $t0))")
-t0=$(now)
-"$BIN/dtctl" init "$WORK/cluster.yaml" >"$WORK/init2.out" 2>&1
-t1=$(now)
-INIT2_S=$($PY -c "print('%.2f' % ($t1 - $t0))")
+for N in $SIZES; do
+	"$FC" up "$N" >/dev/null
+	eval "$("$FC" env)"
+	export DTCTL_HOME="$WORK/home$N"
+	# a free port for dtsched: other sessions' heads may hold the default 7071
+	HP=$($PY -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+	{
+		echo "cluster: bench"
+		echo "user: $FC_USER"
+		echo "shared_dir: $FC_SHARED"
+		echo "ssh: {fanout: $F}"
+		echo "head: {port: $HP}"
+		echo "nodes:"
+		echo "  - host: dtnode[1-$N]"
+	} > "$WORK/cluster$N.yaml"
 
-CFG=$DTCTL_HOME/ssh_config
-HOSTS="dtnode[1-$N]"
-export PDSH_SSH_ARGS="-F $CFG %h"
-unset SSH_AUTH_SOCK || true
+	# full init: password only, fresh home, new host keys accepted
+	t0=$(now)
+	DTCTL_PASSWORD=$FC_PASSWORD "$BIN/dtctl" init --accept-new-hosts "$WORK/cluster$N.yaml" \
+		>"$WORK/init.out" 2>&1 || { cat "$WORK/init.out" >&2; exit 1; }
+	t1=$(now)
+	"$BIN/dtctl" init "$WORK/cluster$N.yaml" >"$WORK/init2.out" 2>&1
+	t2=$(now)
 
-run_dtctl() { "$BIN/dtctl" exec -- true; }
-run_pdsh() { pdsh -R ssh -f 32 -w "$HOSTS" true; }
-run_clush() { clush -f 32 -o "-F $CFG" -w "$HOSTS" true; }
+	# the rounds: the three tools alternating, order rotated, each call timed
+	# (wall, its own CPU with its children's, the nodes' sshd CPU meanwhile)
+	PDSH_SSH_ARGS="-F $DTCTL_HOME/ssh_config %h" "$PY" - "$N" "$R" "$F" "$BIN/dtctl" \
+		"$DTCTL_HOME/ssh_config" "$FC_STATE" "$t0" "$t1" "$t2" "$BASE" >> "$WORK/results" <<'PYEOF'
+import glob, os, statistics, subprocess, sys, time
+n, r, f, dtctl, cfg, state, t0, t1, t2, base = sys.argv[1:]
+hosts = "dtnode[1-%s]" % n
+cmds = {"dtctl": [dtctl, "exec", "--", "true"],
+        "pdsh": ["pdsh", "-R", "ssh", "-f", f, "-w", hosts, "true"],
+        "clush": ["clush", "-f", f, "-o", "-F " + cfg, "-w", hosts, "true"]}
+if base:
+    cmds["base"] = [base, "exec", "--", "true"]
+tck = os.sysconf("SC_CLK_TCK")
+pids = [open(p).read().split()[0] for p in glob.glob(state + "/node*/sshd.pid")]
 
-# warm up each once (and check they all work)
-run_dtctl >/dev/null && run_pdsh >/dev/null && run_clush >/dev/null || {
-	echo "bench_exec: a tool failed its warm-up run" >&2; exit 1; }
+def sshd():
+    """CPU seconds of the nodes' sshds and their reaped children, and how many
+    children (connections) they still have."""
+    cpu = kids = 0
+    for pid in pids:
+        with open("/proc/%s/stat" % pid) as fh:
+            cpu += sum(int(x) for x in fh.read().rsplit(")", 1)[1].split()[11:15])
+        for t in glob.glob("/proc/%s/task/*/children" % pid):
+            with open(t) as fh:
+                kids += len(fh.read().split())
+    return cpu / tck, kids
 
-: > "$WORK/times"
-i=1
-while [ "$i" -le "$R" ]; do
-	# rotate the order every round so no tool always goes first
-	case $((i % 3)) in
-	0) order="dtctl pdsh clush" ;;
-	1) order="pdsh clush dtctl" ;;
-	*) order="clush dtctl pdsh" ;;
-	esac
-	for tool in $order; do
-		t0=$(now)
-		ok=1
-		run_$tool >/dev/null 2>"$WORK/err" || { ok=0; echo "bench_exec: $tool failed in round $i:" >&2; head -n 3 "$WORK/err" >&2; }
-		t1=$(now)
-		echo "$i $tool $ok $t0 $t1" >> "$WORK/times"
-	done
-	i=$((i + 1))
+def settled():
+    """Wait until every node's sshd has reaped the last call's connections."""
+    for _ in range(500):
+        c, kids = sshd()
+        if not kids:
+            return c
+        time.sleep(0.01)
+    return sshd()[0]
+
+def call(tool):
+    c0 = settled()
+    a = time.monotonic()
+    p = subprocess.Popen(cmds[tool], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    b = time.monotonic()
+    c1 = settled()
+    ok = os.waitstatus_to_exitcode(status) == 0
+    if not ok:
+        print("  bench_exec: %s failed: %s" % (tool, err.decode(errors="replace").strip()[:300]))
+    return ok, b - a, ru.ru_utime + ru.ru_stime, c1 - c0
+
+for tool in cmds:   # warm up (and check they all work)
+    if not call(tool)[0]:
+        sys.exit("bench_exec: %s failed its warm-up run" % tool)
+load = open("/proc/loadavg").read().split()[:3]
+rows = {k: [] for k in cmds}
+dropped = 0
+names = list(cmds)
+for i in range(int(r)):
+    # rotate the order every round so no tool always goes first
+    k = i % len(names)
+    got = {tool: call(tool) for tool in names[k:] + names[:k]}
+    if all(g[0] for g in got.values()):   # a round counts only if every tool succeeded
+        for tool, g in got.items():
+            rows[tool].append(g[1:])
+    else:
+        dropped += 1
+if not rows["dtctl"]:
+    sys.exit("bench_exec: no round at %s nodes where all tools succeeded" % n)
+med = {k: [statistics.median(x[j] for x in v) for j in range(3)] for k, v in rows.items()}
+load2 = open("/proc/loadavg").read().split()[:3]
+print("N %s load %s -> %s rounds %d dropped %d init %.2f reinit %.2f" % (
+    n, "/".join(load), "/".join(load2), len(rows["dtctl"]), dropped,
+    float(t1) - float(t0), float(t2) - float(t1)))
+for k, (wall, cpu, sshd_cpu) in med.items():
+    v = sorted(x[0] for x in rows[k])
+    print("T %s %s %.4f %.4f %.4f %.4f %.4f" % (n, k, wall, v[0], v[-1], cpu, sshd_cpu))
+PYEOF
+	stop_head
 done
 
-$PY - "$WORK/times" "$N" "$R" "$INIT_S" "$INIT2_S" <<'PYEOF'
-import statistics, sys
-path, n, r, init_s, init2_s = sys.argv[1:]
-rows = [l.split() for l in open(path)]
-bad = {r[0] for r in rows if r[2] != "1"}   # a round counts only if all three tools succeeded
+"$PY" - "$WORK/results" <<'PYEOF'
+import sys
+lines = [l.split() for l in open(sys.argv[1])]
 t = {}
-for rnd, tool, ok, a, b in rows:
-    if rnd not in bad:
-        t.setdefault(tool, []).append(float(b) - float(a))
-if bad:
-    print("  (%d of %s rounds dropped: a tool failed, e.g. the fake cluster was replaced)" % (len(bad), r))
-if not t:
-    sys.exit("bench_exec: no round where all tools succeeded")
-med = {k: statistics.median(v) for k, v in t.items()}
-print("dtctl exec vs pdsh/clush: `true` on %s fake nodes, %d of %s alternating rounds" % (n, len(t["dtctl"]), r))
-for k in ("dtctl", "pdsh", "clush"):
-    v = sorted(t[k])
-    print("  %-6s median %.3f s  (min %.3f, max %.3f)" % (k, med[k], v[0], v[-1]))
-print("  ratio dtctl/pdsh  %.2f  (target <= 0.5)" % (med["dtctl"] / med["pdsh"]))
-print("  ratio dtctl/clush %.2f" % (med["dtctl"] / med["clush"]))
-print("full dtctl init of %s nodes (password, new host keys, binaries): %s s; re-run (nothing to do): %s s"
-      % (n, init_s, init2_s))
+for l in lines:
+    if l[0] == "N":
+        print("%s nodes: load average %s before, %s after; %s rounds (%s dropped: a tool failed); "
+              "dtctl init %s s, again with nothing to do %s s" % (l[1], l[3], l[5], l[7], l[9], l[11], l[13]))
+    elif l[0] == "T":
+        t[(int(l[1]), l[2])] = [float(x) for x in l[3:]]
+    else:
+        print(" ".join(l))
+sizes = sorted({k[0] for k in t})
+print()
+print("%5s %-6s %9s %7s %7s %9s %10s %10s %11s" % ("nodes", "tool", "median s", "min", "max",
+      "client s", "sshd s", "dtctl/tool", "sshd/node s"))
+for n in sizes:
+    for tool in ("dtctl", "base", "pdsh", "clush"):
+        if (n, tool) not in t:
+            continue
+        w, lo, hi, cpu, sc = t[(n, tool)]
+        print("%5d %-6s %9.3f %7.3f %7.3f %9.3f %10.3f %10.2f %11.4f" % (
+            n, tool, w, lo, hi, cpu, sc, t[(n, "dtctl")][0] / w, sc / n))
+if len(sizes) > 1:
+    print()
+    print("growth per added node (wall time, between sizes), against the nodes' own sshd CPU per node")
+    for a, b in zip(sizes, sizes[1:]):
+        g = {tool: (t[(b, tool)][0] - t[(a, tool)][0]) / (b - a) for tool in ("dtctl", "pdsh", "clush")}
+        s = (t[(b, "dtctl")][4] / b + t[(a, "dtctl")][4] / a) / 2
+        print("  %d -> %d nodes: dtctl %+.4f s/node, pdsh %+.4f, clush %+.4f; sshd CPU %.4f s/node "
+              "(dtctl's growth %s it)" % (a, b, g["dtctl"], g["pdsh"], g["clush"], s,
+                                            "within" if g["dtctl"] <= s else "ABOVE"))
+        if (a, "base") in t:
+            print("  %d -> %d nodes: base %+.4f s/node" % (a, b, (t[(b, "base")][0] - t[(a, "base")][0]) / (b - a)))
+print()
+for n in sizes:
+    print("ratio dtctl/pdsh at %d nodes: %.2f (target <= 0.3)%s" % (
+        n, t[(n, "dtctl")][0] / t[(n, "pdsh")][0],
+        "; base/pdsh %.2f" % (t[(n, "base")][0] / t[(n, "pdsh")][0]) if (n, "base") in t else ""))
 PYEOF

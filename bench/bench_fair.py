@@ -15,11 +15,13 @@ fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
     bench/bench_fair.py --base-bin /path/to/old/bin [--bin bin] [--pending 10000]
                         [--users 50] [--seconds 5] [--threads 16]
     bench/bench_fair.py --queues 0,1000,10000 [--queries 50]   # growth: jobs/s, `dtctl ps`
-                                                               # p50/p99, dtsched RSS
+                        [--ps-base-bin OLD/bin]                # p50/p99, dtsched RSS
 """
 import argparse
 import os
 import re
+import resource
+import subprocess
 import shutil
 import sys
 import tempfile
@@ -91,16 +93,21 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
-def ps_latency(c, queries):
-    """`dtctl ps` (the whole command, its output read) with the queue as it is: (p50, p99) ms."""
+def ps_latency(c, queries, exe=None):
+    """`dtctl ps` (the whole command, its output read) with the queue as it is, of this
+    build or of exe (another build's dtctl, same cluster): (p50, p99, client CPU) ms."""
     lat = []
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for _ in range(queries):
         t0 = time.monotonic()
-        p = c.dtctl("ps")
+        p = subprocess.run([str(exe or c.exe), "ps"], capture_output=True, text=True,
+                           env=c.env, stdin=subprocess.DEVNULL)
         lat.append((time.monotonic() - t0) * 1000)
         if p.returncode:
             sys.exit("bench_fair: dtctl ps: %s" % p.stderr)
-    return pct(lat, 0.5), pct(lat, 0.99)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) * 1000 / queries
+    return pct(lat, 0.5), pct(lat, 0.99), cpu
 
 
 def rss_mib(pid):
@@ -121,13 +128,19 @@ def run_one(label, bin_dir, a):
         if bad:
             sys.exit("bench_fair: %s: %d of %d submissions refused while filling" % (label, bad, a.pending))
         ps = ps_latency(c, a.queries)
+        # the other build's client against this dtsched, alternated (--ps-base-bin)
+        base_ps = None
+        if getattr(a, "ps_base_bin", None):
+            base_ps = ps_latency(c, a.queries, Path(a.ps_base_bin).resolve() / "dtctl")
+            ps2 = ps_latency(c, a.queries)
+            ps = (max(ps[0], ps2[0]), max(ps[1], ps2[1]), (ps[2] + ps2[2]) / 2)
         t0 = cpu_ticks(c.pid)
         ok, bad, wall = hammer(c, users, a.threads, seconds=a.seconds)
         cpu = (cpu_ticks(c.pid) - t0) / os.sysconf("SC_CLK_TCK")
         return {"label": label, "fill_jobs_per_s": fill, "jobs_per_s": ok / wall,
                 "dtsched_cpu_ms_per_job": 1000 * cpu / max(ok, 1), "refused": bad,
                 "queue": a.pending + ok, "ps_p50_ms": ps[0], "ps_p99_ms": ps[1],
-                "dtsched_rss_mib": rss_mib(c.pid)}
+                "ps_cpu_ms": ps[2], "base_ps": base_ps, "dtsched_rss_mib": rss_mib(c.pid)}
     finally:
         c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -140,6 +153,8 @@ def main():
     ap.add_argument("--queues", help="instead: this build alone at each queue depth, e.g. "
                     "0,1000,10000 (the growth curve: submit rate, ps p50/p99, dtsched RSS)")
     ap.add_argument("--queries", type=int, default=50, help="`dtctl ps` runs per queue")
+    ap.add_argument("--ps-base-bin", help="with --queues: also time this build's `dtctl ps` "
+                    "on the same cluster, before and after this build's (side by side)")
     ap.add_argument("--pending", type=int, default=10000)
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=5)
@@ -159,6 +174,11 @@ def main():
                   % (q, r["jobs_per_s"], r["ps_p50_ms"], r["ps_p99_ms"],
                      r["dtsched_cpu_ms_per_job"], r["dtsched_rss_mib"], os.getloadavg()[0],
                      r["jobs_per_s"] / first), flush=True)
+            print("%8s `dtctl ps` client CPU %.1f ms" % ("", r["ps_cpu_ms"]), flush=True)
+            if r["base_ps"]:
+                print("%8s --ps-base-bin's dtctl ps on the same queue (its dtsched answers "
+                      "it as before: no rows asked): p50 %.1f ms, p99 %.1f ms, client CPU "
+                      "%.1f ms" % ("", *r["base_ps"]), flush=True)
         return
     if not a.base_bin:
         ap.error("--base-bin or --queues")

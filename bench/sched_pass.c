@@ -1,6 +1,7 @@
 /*
  * sched_pass.c - the cost of dtsched's scheduling with a deep queue: one pass
- * over 10,000 pending jobs of 50 users on 64 nodes x 8 GPUs that are all busy,
+ * over 10,000 pending jobs of 50 users on 64 nodes (--nodes, up to 1000) x 8 GPUs
+ * that are all busy,
  * by the fair-share pass (scheduler/fairshare.c: factors, the priority sort,
  * quotas, the reservation and backfill) and by the FIFO pass dtsched had
  * before it (the same placement_try() per job, oldest first, with the same
@@ -17,7 +18,8 @@
  * Prints one line per figure, median of --rounds, and the ratio fair/FIFO;
  * docs/BENCHMARKS.md has the figures.  Pure CPU, no daemons.
  *
- *   build/dev/bench/sched_pass [--pending 10000] [--users 50] [--rounds 21]
+ *   build/dev/bench/sched_pass [--pending 10000] [--users 50] [--nodes 64] [--rounds 21]
+ *                              [--shapes 0|1]
  */
 #include "scheduler/fairshare.h"
 #include "usage.h"
@@ -27,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#define NODES 64
+#define MAX_NODES 1000
 #define GPUS 8
 
 struct bjob {
@@ -36,15 +38,16 @@ struct bjob {
 	int running;
 };
 
-static struct place_node base[NODES];
+static struct place_node base[MAX_NODES];
 static struct bjob *jobs;
-static int npending, nusers;
+static int npending, nusers, nnodes = 64;   /* --nodes, at most MAX_NODES */
+static int shapes = 1;   /* --shapes 0: no fs_job.shape (the pass before it) */
 static char names[64][16];
 static struct fs_running *run;
 static int nrun;
-static int run_node[NODES * GPUS], run_nslots[NODES * GPUS];
-static int run_slot[NODES * GPUS][GPUS];
-static const int *run_slotp[NODES * GPUS];
+static int run_node[MAX_NODES * GPUS], run_nslots[MAX_NODES * GPUS];
+static int run_slot[MAX_NODES * GPUS][GPUS];
+static const int *run_slotp[MAX_NODES * GPUS];
 
 static double now_s(void)
 {
@@ -102,7 +105,7 @@ static void fifo_pass(struct place_node *pool)
 {
 	struct place_result *res = xmalloc(sizeof(*res));
 	struct strbuf reason = STRBUF_INIT;
-	unsigned long long fp = fingerprint(NULL, 1, pool, NODES);
+	unsigned long long fp = fingerprint(NULL, 1, pool, nnodes);
 
 	for (int i = 0; i < npending; i++) {
 		struct bjob *j = &jobs[i];
@@ -111,11 +114,11 @@ static void fifo_pass(struct place_node *pool)
 		if (j->running || j->wait_fp == fp)
 			continue;
 		strbuf_reset(&reason);
-		st = try_place(NULL, &j->fj, pool, NODES, 0, res, &reason);
+		st = try_place(NULL, &j->fj, pool, nnodes, 0, res, &reason);
 		if (st == PLACE_OK) {
 			placement_commit(pool, res, j->fj.per_node);
 			j->running = 1;
-			fp = fingerprint(NULL, 1, pool, NODES);
+			fp = fingerprint(NULL, 1, pool, nnodes);
 		} else {
 			j->wait_fp = fp;
 		}
@@ -127,8 +130,8 @@ static void fifo_pass(struct place_node *pool)
 static void fair_pass(struct place_node *pool, const struct fs_usage *u, const struct fairshare_config *cfg)
 {
 	struct fs_job *fj = xmalloc(sizeof(*fj) * (size_t)npending);
-	struct fs_pool pools[2] = { { NULL, 0, 0 }, { pool, NODES, NODES * GPUS } };
-	int totals[2] = { 0, NODES * GPUS }, n = 0;
+	struct fs_pool pools[2] = { { NULL, 0, 0 }, { pool, nnodes, nnodes * GPUS } };
+	int totals[2] = { 0, nnodes * GPUS }, n = 0;
 	struct fs_pass p;
 
 	for (int i = 0; i < npending; i++)
@@ -190,11 +193,17 @@ int main(int argc, char **argv)
 			npending = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--users"))
 			nusers = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--shapes"))
+			shapes = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--nodes"))
+			nnodes = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--rounds"))
 			rounds = atoi(argv[i + 1]);
 	}
-	if (npending < 1 || nusers < 1 || nusers > 64 || rounds < 1 || rounds > 1000) {
-		fprintf(stderr, "usage: sched_pass [--pending N] [--users 1-64] [--rounds 1-1000]\n");
+	if (npending < 1 || nusers < 1 || nusers > 64 || rounds < 1 || rounds > 1000 ||
+	    nnodes < 1 || nnodes > MAX_NODES) {
+		fprintf(stderr, "usage: sched_pass [--pending N] [--users 1-64] [--nodes 1-%d] "
+			"[--rounds 1-1000]\n", MAX_NODES);
 		return 2;
 	}
 	memset(&cfg, 0, sizeof(cfg));
@@ -209,8 +218,8 @@ int main(int argc, char **argv)
 		fs_usage_add(&usage, names[u], NULL, 1 + rnd(8), 0, 3600LL * 1000000 * (1 + rnd(50)));
 	}
 	/* every GPU busy: one job per node and 8 GPUs, ending at different times */
-	for (int n = 0; n < NODES; n++) {
-		static char nm[NODES][8];
+	for (int n = 0; n < nnodes; n++) {
+		static char nm[MAX_NODES][8];
 
 		snprintf(nm[n], sizeof(nm[n]), "n%02d", n);
 		memset(&base[n], 0, sizeof(base[n]));
@@ -220,8 +229,8 @@ int main(int argc, char **argv)
 		for (int k = 0; k < GPUS; k++)
 			base[n].used[k] = 1;
 	}
-	run = xcalloc(NODES, sizeof(*run));
-	for (int n = 0; n < NODES; n++) {
+	run = xcalloc(nnodes, sizeof(*run));
+	for (int n = 0; n < nnodes; n++) {
 		struct fs_running *r = &run[nrun++];
 
 		run_node[n] = n;
@@ -252,6 +261,9 @@ int main(int argc, char **argv)
 		f->submit_us = 50LL * 3600 * 1000000 + i * 1000000LL;
 		f->limit_ms = 3600LL * 1000 * (1 + rnd(24));
 		f->wait_fp = &jobs[i].wait_fp;
+		if (shapes)   /* as jobs-queue.c: nodes, per node, GPU */
+			f->shape = 1 + ((unsigned long long)(f->size / f->per_node) << 32 |
+					(unsigned long long)f->per_node << 1 | 1);
 	}
 	/* cold: node n00's job ended (8 GPUs free), nobody has waited on that pool */
 	for (int r = 0; r < rounds; r++) {
@@ -317,7 +329,7 @@ int main(int argc, char **argv)
 	}
 	fair_sub = median(t, rounds);
 	printf("sched_pass: %d pending jobs of %d users, %d nodes x %d GPUs all busy, median of %d\n",
-	       npending, nusers, NODES, GPUS, rounds);
+	       npending, nusers, nnodes, GPUS, rounds);
 	printf("%-34s %10s %10s %8s\n", "", "FIFO ms", "fair ms", "ratio");
 	printf("%-34s %10.2f %10.2f %8.2f\n", "pass, cold (every job tried)", fifo_cold * 1e3,
 	       fair_cold * 1e3, fair_cold / fifo_cold);

@@ -32,7 +32,15 @@
  *     best=0.52 regret=0.122 trials=211 epochs=810 full=12 time=51.3
  *
  * full: trials trained to the last epoch; time: the simulated clock when
- * the last epoch ended (one epoch of a median trial takes 1).  --trace
+ * the last epoch ended (one epoch of a median trial takes 1).
+ *
+ * At scale (--epoch-seconds S: an epoch takes S seconds, and the controller's
+ * own CPU time, measured, delays the trial it starts; one controller, as in
+ * dtsched): the cost per trial, TPE's suggestion latency with ~N observations
+ * and makespan/ideal, e.g. 10,000 trials of 0.1 s on 64 slots:
+ *
+ *     sweep_sim hartmann6 --no-asha --epochs 1 --duration-sigma 0 --workers 64 \
+ *         --budget 10000 --epoch-seconds 0.1 [--method random]  --trace
  * prints every trial to stderr as it ends (epochs run, last value, f,
  * params), and the rung check's agreement between consecutive rungs.
  */
@@ -40,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "parse-options.h"
@@ -261,9 +270,28 @@ struct sim {
 	struct asha *asha;
 	int budget, used, seed;
 	double sigma;
+	double epoch_s;      /* --epoch-seconds: the clock in seconds, the controller's CPU on it */
+	double *suggest_s;   /* with it: each suggestion's CPU time, by trial */
+	double work;         /* the epochs started, in clock time */
 	struct trial *t;     /* t[id - 1] */
 	size_t nr, alloc;
 };
+
+/* this thread's CPU time, seconds */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
 
 /*
  * Give an idle worker a trial and start its next epoch, if the budget
@@ -274,6 +302,7 @@ static void worker_start(struct worker *w, struct sim *sim)
 {
 	struct trial *t;
 	int id = 0;
+	double c0;
 
 	if (sim->used >= sim->budget)
 		return;
@@ -284,16 +313,21 @@ static void worker_start(struct worker *w, struct sim *sim)
 		t = &sim->t[sim->nr];
 		memset(t, 0, sizeof(*t));
 		t->sg = (struct suggestion)SUGGESTION_INIT;
+		c0 = cpu_s();
 		if (search_suggest(sim->search, &t->sg)) {
 			suggestion_release(&t->sg);
 			return;
 		}
 		id = (int)++sim->nr;
+		if (sim->suggest_s)
+			sim->suggest_s[id - 1] = cpu_s() - c0;
 		sim->obj->curve(&t->sg, &t->f, &t->amp, &t->rate);
-		t->epoch_time = trial_epoch_time(sim->seed, id, sim->sigma);
+		t->epoch_time = trial_epoch_time(sim->seed, id, sim->sigma) *
+				(sim->epoch_s > 0 ? sim->epoch_s : 1);
 	}
 	w->trial = id;
 	w->end += sim->t[id - 1].epoch_time;   /* from the moment the worker freed */
+	sim->work += sim->t[id - 1].epoch_time;
 	sim->used++;
 }
 
@@ -315,7 +349,7 @@ int main(int argc, const char **argv)
 	int n_startup = -1, candidates = -1, multivariate = -1, min_peers = -1, trace = 0;
 	double gamma = -1, bandwidth = -1, cat_beta = NAN, check_gamma = 0.5, check_widen = 3;
 	int check_trials = 0, grace = 1, nr_workers = 4, promote = 0;
-	double sigma = 0.5;
+	double sigma = 0.5, epoch_s = 0;
 	const char *method = "bayes";
 	struct option opts[] = {
 		OPT_INT(0, "budget", &budget, "trial-epochs to spend (810)"),
@@ -346,6 +380,9 @@ int main(int argc, const char **argv)
 		OPT_DOUBLE(0, "rung-check-widen", &check_widen,
 			   "ASHA rung check: keep widen * n / eta then (3: everyone)"),
 		OPT_BOOL(0, "trace", &trace, "print every trial to stderr"),
+		OPT_DOUBLE(0, "epoch-seconds", &epoch_s, "the clock in seconds of a median epoch, "
+			   "and the controller's CPU (suggest, observe, ASHA) on it, one decision at "
+			   "a time: prints its cost and makespan/ideal (0: off)"),
 		OPT_END(),
 	};
 	const struct objective *obj = NULL;
@@ -357,7 +394,7 @@ int main(int argc, const char **argv)
 	struct rng noise;
 	struct worker *workers, *w;
 	struct sim sim;
-	double best = INFINITY, now = 0;
+	double best = INFINITY, now = 0, ctrl = 0, ctrl_cpu = 0;
 	int full = 0;
 
 	dt_set_progname("sweep_sim");
@@ -406,11 +443,24 @@ int main(int argc, const char **argv)
 	sim = (struct sim){ .search = s, .obj = obj, .asha = a, .budget = budget, .seed = seed,
 			    .sigma = sigma };
 	workers = xcalloc(nr_workers, sizeof(*workers));
-	for (int i = 0; i < nr_workers; i++)
+	if (epoch_s > 0) {
+		sim.epoch_s = epoch_s;
+		sim.suggest_s = xcalloc((size_t)budget + 1, sizeof(double));
+	}
+	for (int i = 0; i < nr_workers; i++) {
+		double c0 = cpu_s();
+
 		worker_start(&workers[i], &sim);
+		if (epoch_s > 0) {
+			ctrl += cpu_s() - c0;
+			ctrl_cpu += cpu_s() - c0;
+			workers[i].end += ctrl;
+		}
+	}
 	while ((w = next_event(workers, nr_workers))) {
 		struct trial *t = &sim.t[w->trial - 1];
 		int e = ++t->epoch, end = 0;
+		double c0 = cpu_s();
 		double v = t->f + t->amp * pow(e, -t->rate) + obj->noise * rng_gauss(&noise);
 
 		now = w->end;
@@ -431,9 +481,19 @@ int main(int argc, const char **argv)
 		if (!end) {
 			sim.used++;
 			w->end += t->epoch_time;
+			sim.work += t->epoch_time;
 		} else {
 			w->trial = 0;
 			worker_start(w, &sim);
+		}
+		if (epoch_s > 0) {
+			/* one controller: this end's decisions, then the next start, wait their turn */
+			double c = cpu_s() - c0;
+
+			ctrl = fmax(ctrl, now) + c;
+			ctrl_cpu += c;
+			if (end && w->trial)
+				w->end += ctrl - now;
 		}
 	}
 	for (size_t k = 0; trace && a && asha_rung_count(a, k + 1); k++) {
@@ -444,6 +504,24 @@ int main(int argc, const char **argv)
 	}
 	printf("best=%.10g regret=%.10g trials=%d epochs=%d full=%d time=%.4g\n", best,
 	       best - obj->f_star, (int)sim.nr, sim.used, full, now);
+	if (epoch_s > 0 && sim.nr) {
+		/* the last tenth's suggestions: made with ~nr observations */
+		size_t from = sim.nr - (sim.nr + 9) / 10, m = sim.nr - from;
+		/* the best any scheduler does: all work spread evenly, or with equal
+		 * trials whole rounds of them */
+		double ideal = sim.work / nr_workers;
+
+		if (sigma == 0 && no_asha)
+			ideal = ceil((double)sim.nr / nr_workers) * epochs * epoch_s;
+
+		qsort(sim.suggest_s + from, m, sizeof(double), cmp_dbl);
+		printf("controller: %.3f ms CPU per trial (suggest + observe), suggest at %zu "
+		       "observations p50 %.3f ms p99 %.3f ms; makespan %.3f s, ideal %.3f s "
+		       "(%d workers), makespan/ideal %.4f\n", 1000 * ctrl_cpu / (double)sim.nr, from,
+		       1000 * sim.suggest_s[from + m / 2], 1000 * sim.suggest_s[from + m * 99 / 100],
+		       now, ideal, nr_workers, now / ideal);
+	}
+	free(sim.suggest_s);
 	for (size_t i = 0; i < sim.nr; i++)
 		suggestion_release(&sim.t[i].sg);
 	free(sim.t);

@@ -274,8 +274,9 @@ static void api_client_release(void)
 	dt_httpc_release(&api_client);
 }
 
-int head_api(const char *method, const char *path, const json_t *body, json_t **out,
-	     int *status)
+/* head_api(), and with text a 2xx reply that is not JSON there, raw */
+static int head_call(const char *method, const char *path, const json_t *body, json_t **out,
+		     struct strbuf *text, int *status)
 {
 	struct strbuf err = STRBUF_INIT;
 	int code = 0, st;
@@ -293,7 +294,22 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 		api_client_ready = 1;
 		atexit(api_client_release);
 	}
-	st = dt_httpc_request(&api_client, method, path, body, out, &err);
+	if (text) {
+		struct strbuf in = STRBUF_INIT;
+
+		if (body)
+			json_append(&in, body);
+		strbuf_reset(text);
+		st = dt_httpc_request_raw(&api_client, method, path, body ? in.buf : NULL, in.len,
+					  text, &err);
+		strbuf_release(&in);
+		if (st > 0 && text->len && (text->buf[0] == '{' || st < 200 || st >= 300)) {
+			*out = json_parse(text->buf, text->len, NULL);
+			strbuf_reset(text);
+		}
+	} else {
+		st = dt_httpc_request(&api_client, method, path, body, out, &err);
+	}
 	if (status)
 		*status = st;
 	if (st < 0 && api_client.unix_socket) {
@@ -329,6 +345,18 @@ int head_api(const char *method, const char *path, const json_t *body, json_t **
 	}
 	strbuf_release(&err);
 	return code;
+}
+
+int head_api(const char *method, const char *path, const json_t *body, json_t **out,
+	     int *status)
+{
+	return head_call(method, path, body, out, NULL, status);
+}
+
+int head_api_text(const char *method, const char *path, const json_t *body, json_t **out,
+		  struct strbuf *text)
+{
+	return head_call(method, path, body, out, text, NULL);
 }
 
 int head_api_id(const char *method, const char *prefix, const char *id, const char *suffix,

@@ -46,6 +46,12 @@ int head_connect(struct dt_httpc *c);
 int head_api(const char *method, const char *path, const json_t *body, json_t **out,
 	     int *status);
 /*
+ * head_api() for a reply that may be text (a 2xx whose body is not a JSON
+ * object): then in text, *out NULL; else as head_api(), text empty.
+ */
+int head_api_text(const char *method, const char *path, const json_t *body, json_t **out,
+		  struct strbuf *text);
+/*
  * head_api() on one object's endpoint, prefix + id + suffix: ("POST",
  * DT_PATH_JOB_PREFIX, "j-000042", DT_PATH_CANCEL_SUFFIX, ...); suffix may be "".
  */

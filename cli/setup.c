@@ -92,6 +92,7 @@ int cluster_setup(int flags)
 	int code;
 
 	int session = 0;
+	static char *record;   /* the allocation's record, when it named the cluster */
 
 	/* dtctl run/sweep inside a Slurm allocation: a cluster of its own (slurm.h) */
 	if ((flags & START_HEAD) && !slurm_session_active() && slurm_session_wanted()) {
@@ -106,7 +107,19 @@ int cluster_setup(int flags)
 		the_cluster.flags = 0;
 		the_cluster.shared_dir = NULL;
 		the_cluster.given = NULL;
+		free(record);
+		record = NULL;
 		session = 1;
+	}
+	/* ps/show/cancel in another shell of an allocation: its head (slurm.h) */
+	if ((flags & NEED_HEAD) && !(flags & START_HEAD) && !(the_cluster.flags & USE_CLUSTER) &&
+	    !the_cluster.given && !getenv_nonempty("DTCTL_CLUSTER")) {
+		char *file;
+
+		if ((code = slurm_session_find(&file)) < 0)
+			return -code;
+		if (code > 0)
+			the_cluster.given = record = file;
 	}
 	if (!(the_cluster.flags & USE_CLUSTER)) {
 		the_cluster.flags |= USE_CLUSTER;
@@ -124,6 +137,9 @@ int cluster_setup(int flags)
 			if (c->agent.dead_after_ms > 0)
 				the_cluster.dead_after_ms = c->agent.dead_after_ms;
 			the_cluster.shared_dir = c->shared_dir;
+			/* the allocation's head runs on its batch host or salloc's machine */
+			if (record && c->head.address)
+				the_cluster.head_address = c->head.address;
 		}
 		if (getenv_nonempty("DTCTL_SHARED_DIR"))
 			the_cluster.shared_dir = getenv("DTCTL_SHARED_DIR");

@@ -12,6 +12,7 @@
 #include "netif.h"
 #include "protocol.h"
 #include "run-command.h"
+#include "safefile.h"
 #include "secret.h"
 #include "setup.h"
 #include "usage.h"
@@ -24,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,7 +178,171 @@ static struct session {
 	int head_port;
 	int guard_fd;               /* our end of the pipe the guard watches, -1 */
 	pid_t guard;
+	char record[64];            /* "<job>.<pid>" in the user's record dir, "" when none */
 } ss = { .guard_fd = -1 };
+
+/* ------------------------------------------------------------------ record */
+
+/*
+ * Other shells of the allocation (salloc's second terminal, `srun --overlap
+ * --jobid=N dtctl ps`) find the private head through a record on the shared
+ * dir, which every node mounts: <shared>/.dtctl-alloc-<uid>/<job>.<pid>/
+ * holding the head's cluster.yaml (its address and port) and secret, both
+ * 0600.  Only the same Unix user can use it: the directory must be ours and
+ * 0700 (fstat on a fd opened without following a symlink), so no other user
+ * can have planted it or anything in it; one that is not is refused, never
+ * read.  The guard removes the record with the head.
+ */
+
+/* The fd of the user's record dir (made when create), checked; -1 (errno ENOENT: none) */
+static int record_dir(const char *shared, int create, struct strbuf *err)
+{
+	char name[64];
+	struct stat st;
+	int root, fd;
+
+	snprintf(name, sizeof(name), ".dtctl-alloc-%u", (unsigned)geteuid());
+	if (create) {
+		root = sf_dir(shared, "", 0, err);
+		if (root < 0)
+			return -1;
+		if (mkdirat(root, name, 0700) < 0 && errno != EEXIST) {
+			strbuf_addf(err, "cannot create '%s/%s': %s", shared, name, strerror(errno));
+			close(root);
+			return -1;
+		}
+		close(root);
+	}
+	fd = sf_dir(shared, name, 0, NULL);
+	if (fd < 0) {
+		if (errno != ENOENT || create)
+			strbuf_addf(err, "'%s/%s': %s", shared, name, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		strbuf_addf(err, "'%s/%s' is not a directory of yours that only you can use "
+			    "(owner %u, mode %04o): not trusted", shared, name, (unsigned)st.st_uid,
+			    (unsigned)(st.st_mode & 07777));
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+/* The head's cluster.yaml and secret in a new record; a warning when it cannot be */
+static void record_publish(void)
+{
+	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
+	static const char *const files[] = { "secret", "cluster.yaml" };   /* cluster.yaml last */
+	struct strbuf err = STRBUF_INIT, data = STRBUF_INIT, path = STRBUF_INIT;
+	int dfd = record_dir(shared, 1, &err), rfd = -1;
+
+	snprintf(ss.record, sizeof(ss.record), "%s.%d", ss.al.job_id, (int)getpid());
+	if (dfd >= 0 && mkdirat(dfd, ss.record, 0700) < 0)
+		strbuf_addf(&err, "cannot create '%s': %s", ss.record, strerror(errno));
+	else if (dfd >= 0)
+		rfd = openat(dfd, ss.record, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	for (size_t i = 0; rfd >= 0 && !err.len && i < ARRAY_SIZE(files); i++) {
+		strbuf_reset(&data);
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%s", ss.home.buf, files[i]);
+		if (strbuf_read_file(&data, path.buf, 1 << 16) < 0)
+			strbuf_addf(&err, "cannot read '%s': %s", path.buf, strerror(errno));
+		else
+			sf_write_at(rfd, files[i], data.buf, data.len, 0600, 0, &err);
+	}
+	if (dfd >= 0 && rfd < 0 && !err.len)
+		strbuf_addf(&err, "cannot open '%s': %s", ss.record, strerror(errno));
+	if (err.len) {
+		warning("other shells of Slurm job %s will not find this head (dtctl ps/show/"
+			"cancel): %s", ss.al.job_id, err.buf);
+		if (dfd >= 0) {
+			for (size_t i = 0; rfd >= 0 && i < ARRAY_SIZE(files); i++)
+				unlinkat(rfd, files[i], 0);
+			unlinkat(dfd, ss.record, AT_REMOVEDIR);
+		}
+		ss.record[0] = '\0';
+	}
+	if (rfd >= 0)
+		close(rfd);
+	if (dfd >= 0)
+		close(dfd);
+	memset(data.buf, 0, data.alloc);   /* the secret */
+	strbuf_release(&data);
+	strbuf_release(&path);
+	strbuf_release(&err);
+}
+
+/* The guard's: the record goes with the head */
+static void record_remove(void)
+{
+	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
+	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	int dfd;
+
+	if (!ss.record[0] || (dfd = record_dir(shared, 0, &err)) < 0) {
+		strbuf_release(&err);
+		return;
+	}
+	strbuf_addf(&path, "%s/.dtctl-alloc-%u/%s", shared, (unsigned)geteuid(), ss.record);
+	rm_tree(path.buf);   /* below a dir only we can write (checked) */
+	close(dfd);
+	strbuf_release(&path);
+}
+
+int slurm_session_find(char **file)
+{
+	const char *job = getenv_nonempty("SLURM_JOB_ID");
+	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
+	struct strbuf err = STRBUF_INIT, found = STRBUF_INIT, prefix = STRBUF_INIT;
+	struct dirent *de;
+	DIR *d;
+	int dfd, n = 0;
+
+	*file = NULL;
+	if (!job || !shared || ss.active || getenv_nonempty("DT_JOB_ID"))
+		return 0;
+	dfd = record_dir(shared, 0, &err);
+	if (dfd < 0) {
+		if (err.len)
+			warning("%s", err.buf);
+		strbuf_release(&err);
+		return 0;
+	}
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	strbuf_addf(&prefix, "%s.", job);
+	while ((de = readdir(d))) {
+		struct strbuf rel = STRBUF_INIT;
+		struct stat st;
+
+		if (!starts_with(de->d_name, prefix.buf))
+			continue;
+		strbuf_addf(&rel, "%s/cluster.yaml", de->d_name);
+		if (!fstatat(dirfd(d), rel.buf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode)) {
+			strbuf_addf(&found, "%s%s/.dtctl-alloc-%u/%s", n ? "\n  " : "", shared,
+				    (unsigned)geteuid(), rel.buf);
+			n++;
+		}
+		strbuf_release(&rel);
+	}
+	closedir(d);
+	strbuf_release(&prefix);
+	if (n > 1) {
+		error("%d dtctl heads run in Slurm job %s; name one with -c:\n  %s", n, job,
+		      found.buf);
+		strbuf_release(&found);
+		return -DT_EXIT_USAGE;
+	}
+	if (n == 1)
+		*file = strbuf_detach(&found, NULL);
+	strbuf_release(&found);
+	return n;
+}
 
 int slurm_session_wanted(void)
 {
@@ -395,6 +562,7 @@ static void guard_main(int fd, const char *hex)
 			    !srun_stop(cp.pid, 0, STEP_STOP_MS)) &&
 	    !srun_stop(cp.pid, SIGTERM, 3000))
 		srun_stop(cp.pid, SIGKILL, 2000);
+	record_remove();
 	dt_home_path(&pidfile, "dtsched.pid");
 	dt_daemon_stop(pidfile.buf, "dtsched", 5000);
 	rm_tree(ss.home.buf);
@@ -484,6 +652,7 @@ int slurm_session_start(void)
 		return DT_EXIT_UNREACH;
 	}
 	strbuf_release(&path);
+	record_publish();
 	fflush(NULL);
 	ss.guard = fork();
 	if (ss.guard < 0) {

@@ -67,5 +67,13 @@ int slurm_session_prepare(void);
 int slurm_session_start(void);
 /* Whether slurm_session_prepare() made a session in this process. */
 int slurm_session_active(void);
+/*
+ * Another shell of the allocation ($SLURM_JOB_ID, $DTCTL_SHARED_DIR; not a
+ * rank of ours): the cluster.yaml of the head a `dtctl run`/`sweep` runs in
+ * it, from the user's own record on the shared dir (only theirs and 0700:
+ * see slurm.c).  1 and *file (malloc'd) when there is one, 0 when none,
+ * -DT_EXIT_USAGE after saying why when there are several.
+ */
+int slurm_session_find(char **file);
 
 #endif

@@ -3,6 +3,7 @@
  * detaching, readiness pipe, stopping (daemon.h).
  */
 #include "daemon.h"
+
 #include "auth.h"
 #include "dthome.h"
 #include "log.h"
@@ -10,6 +11,7 @@
 #include "strbuf.h"
 #include "usage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -68,7 +70,35 @@ int dt_pidfile_running(const char *path, long long *pid)
 	return *pid > 0;
 }
 
-int dt_daemonize(const char *logfile, int *ready_fd)
+/*
+ * Close every descriptor above 2 the daemon inherited but keep_a and keep_b:
+ * a daemon outlives its starter, and an inherited descriptor would keep what
+ * the starter held (a flock(1) lock, a pipe a caller waits on for EOF) for
+ * the daemon's whole life.
+ */
+static void close_inherited(int keep_a, int keep_b)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int fds[256], n = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < (int)(sizeof(fds) / sizeof(fds[0]))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+
+		if (*end || end == e->d_name || fd <= 2 || fd == keep_a || fd == keep_b ||
+		    fd == dirfd(d))
+			continue;
+		fds[n++] = (int)fd;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+int dt_daemonize(const char *logfile, int keep_fd, int *ready_fd)
 {
 	int p[2];
 	pid_t pid;
@@ -124,6 +154,7 @@ int dt_daemonize(const char *logfile, int *ready_fd)
 		if (lfd > 2)
 			close(lfd);
 	}
+	close_inherited(p[1], keep_fd);
 	*ready_fd = p[1];
 	return 0;
 }
@@ -215,7 +246,7 @@ static int daemon_serve(const struct daemon_def *d, const char *pidfile)
 		return 1;
 	}
 	dt_home_path(&logfile, d->logfile);
-	if (d->args->daemonize && dt_daemonize(logfile.buf, &ready) < 0) {
+	if (d->args->daemonize && dt_daemonize(logfile.buf, lockfd, &ready) < 0) {
 		strbuf_release(&logfile);
 		return 1;
 	}

@@ -10,7 +10,7 @@
  * it could not; so `dtagent --daemon` fails loudly, e.g. on a port in use.
  *
  *	fd = dt_pidfile_lock(path, &holder);      // -1: holder runs already
- *	if (daemon && dt_daemonize(log, &ready) ) ... // parent never returns
+ *	if (daemon && dt_daemonize(log, lockfd, &ready) ) ... // parent never returns
  *	dt_pidfile_write(fd);
  *	... bind ... dt_daemon_ready(ready, NULL or "error text");
  */
@@ -111,11 +111,12 @@ void dt_pidfile_write(int fd);
 /* Is a daemon holding this pid file?  Its pid in *pid. */
 int dt_pidfile_running(const char *path, long long *pid);
 /*
- * Detach.  Returns 0 in the daemon (with *ready_fd to report on); the
- * calling process does not return: it exits 0 once the daemon is ready, 1
- * with the daemon's error on stderr otherwise.
+ * Detach.  Returns 0 in the daemon (with *ready_fd to report on), every
+ * descriptor it inherited above 2 closed but keep_fd (the pid file's lock);
+ * the calling process does not return: it exits 0 once the daemon is ready,
+ * 1 with the daemon's error on stderr otherwise.
  */
-int dt_daemonize(const char *logfile, int *ready_fd);
+int dt_daemonize(const char *logfile, int keep_fd, int *ready_fd);
 /* Report readiness (msg NULL) or the reason of failure to the waiting parent. */
 void dt_daemon_ready(int *ready_fd, const char *msg);
 /* SIGTERM the holder of the pid file and wait (SIGKILL after timeout_ms). 0 if stopped or not running. */

@@ -242,6 +242,13 @@
  */
 #define DT_GPU_SLOTS_ENV "DT_GPU_SLOTS"
 /*
+ * An agent whose GPU i is another device (dtagent --slurm: the i-th of its
+ * step's CUDA_VISIBLE_DEVICES) has that list here in its environment, which
+ * every task it starts inherits: the rank logger maps DT_GPU_SLOTS through
+ * it, as the agent maps its own tasks' GPUs (agent/ranklog.h).
+ */
+#define DT_GPU_MAP_ENV "DT_GPU_MAP"
+/*
  * "1": the job asks for line-buffered C stdio (job.yaml line_buffered:,
  * dtctl run --line-buffered).  Whoever execs the rank (the supervisor, or
  * the mpi launcher's rank logger) preloads coreutils' libstdbuf for it
@@ -470,14 +477,25 @@
 #define DT_PATH_WHOAMI "/v1/whoami"
 /*
  * POST /v1/joblist {user?: only theirs, all?: every user's and finished ones;
- *                   neither: the caller's unfinished jobs}         (`dtctl ps`)
+ *                   neither: the caller's unfinished jobs;
+ *                   format?: "tsv"}                                (`dtctl ps`)
  *   -> {protocol, you, jobs: [BRIEF...]} oldest first: what ps prints and no
  *      more (id, name, user, state, reason, elapsed_ms, nodes, world_size,
  *      placement [{node}], stalled (its first), slurm {job_id}, log_lost_lines),
  *      so a queue of 10,000 is not sent whole; `ps --json` still reads
  *      GET /v1/jobs.
+ *   format "tsv" -> 200 text/tab-separated-values: the same jobs as rows
+ *      (lib/rowfmt.h), no JSON to parse: the first row names the columns
+ *      (DT_JOBLIST_FIELDS today; a reader finds its columns by name, and dtsched
+ *      may add some), then a row per job; missing (\N): reason when none,
+ *      stalled_* unless stalled, and of others' jobs what BRIEF leaves out (log
+ *      lost lines and the Slurm job are 0 then; redacted: "redacted").  A
+ *      dtsched that predates it answers with JSON: the reader falls back.
  */
 #define DT_PATH_JOBLIST "/v1/joblist"
+#define DT_JOBLIST_FIELDS "id", "name", "user", "state", "reason", "elapsed_ms", "nodes", \
+	"world_size", "log_lost_lines", "slurm_job_id", "nodelist", "stalled_rank", \
+	"stalled_node", "stalled_pid", "stalled_idle_ms", "redacted"
 /*
  * Users elsewhere, with their own ed25519 key (lib/userkey.h; X-DT-User):
  * GET /v1/users -> {protocol, users: [{name, key, fingerprint, admin, added_at}]}

@@ -31,7 +31,8 @@
 	X(libssh2_channel_get_exit_status) X(libssh2_channel_open_ex) \
 	X(libssh2_channel_process_startup) X(libssh2_channel_read_ex) \
 	X(libssh2_channel_wait_closed) X(libssh2_free) X(libssh2_init) \
-	X(libssh2_session_block_directions) X(libssh2_session_disconnect_ex) \
+	X(libssh2_session_block_directions) X(libssh2_session_callback_set) \
+	X(libssh2_session_disconnect_ex) \
 	X(libssh2_session_free) X(libssh2_session_handshake) X(libssh2_session_hostkey) \
 	X(libssh2_session_init_ex) X(libssh2_session_last_errno) X(libssh2_session_last_error) \
 	X(libssh2_session_method_pref) X(libssh2_session_set_blocking) \
@@ -77,6 +78,7 @@ const struct dt_ssh_lib *dt_ssh_lib(void);
 #define libssh2_free (dt_ssh_lib()->libssh2_free)
 #define libssh2_init (dt_ssh_lib()->libssh2_init)
 #define libssh2_session_block_directions (dt_ssh_lib()->libssh2_session_block_directions)
+#define libssh2_session_callback_set (dt_ssh_lib()->libssh2_session_callback_set)
 #define libssh2_session_disconnect_ex (dt_ssh_lib()->libssh2_session_disconnect_ex)
 #define libssh2_session_free (dt_ssh_lib()->libssh2_session_free)
 #define libssh2_session_handshake (dt_ssh_lib()->libssh2_session_handshake)

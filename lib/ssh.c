@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libssh2.h>
@@ -92,6 +93,15 @@ struct ssh_op {
 	int lfd[2];
 };
 
+/* The phases DTCTL_SSH_TRACE times, each the first time a node reaches it. */
+enum trace_phase {
+	T_START, T_TCP, T_BANNER, T_KEX, T_HOSTKEY, T_AUTH, T_CHANNEL, T_EXEC, T_EOF, T_EXIT,
+	T_DONE, T_NR
+};
+static const char *const trace_names[T_NR] = {
+	"start", "tcp", "banner", "kex", "hostkey", "auth", "channel", "exec", "eof", "exit", "done",
+};
+
 enum node_state {
 	N_PENDING,      /* has not started (or disconnected, with no work) */
 	N_CONNECTING,
@@ -125,6 +135,9 @@ struct ssh_node {
 	int tried_password;
 	long long started, finished, deadline;
 	void *data;
+	struct ssh_node_stats st;
+	int sent_last;             /* the socket's last transfer was a send */
+	long long ph[T_NR];        /* µs (monotonic) when it first reached each phase */
 };
 
 struct ssh_pool {
@@ -140,6 +153,20 @@ struct ssh_pool {
 	long long password_held;   /* since when the password question waits (password_later) */
 	long long last_tick;
 };
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void mark(struct ssh_node *n, enum trace_phase ph)
+{
+	if (!n->ph[ph])
+		n->ph[ph] = now_us();
+}
 
 static long long now_ms(void)
 {
@@ -399,6 +426,34 @@ long long ssh_node_elapsed_ms(const struct ssh_node *n)
 	return (n->finished ? n->finished : now_ms()) - n->started;
 }
 
+const struct ssh_node_stats *ssh_node_stats(const struct ssh_node *n) { return &n->st; }
+
+/* DTCTL_SSH_TRACE=1: one stderr line per node as it finishes or fails. */
+static void trace_node(struct ssh_node *n)
+{
+	static int on = -1;
+	struct strbuf sb = STRBUF_INIT;
+
+	if (on < 0) {
+		const char *e = getenv("DTCTL_SSH_TRACE");
+
+		on = e && *e && strcmp(e, "0");
+	}
+	if (!on || n->local)
+		return;
+	mark(n, T_DONE);
+	strbuf_addf(&sb, "%s: ssh trace %s:", dt_progname(), term_str(n->t.name));
+	for (int i = T_TCP; i < T_NR; i++)
+		if (n->ph[i] && n->ph[T_START])
+			strbuf_addf(&sb, " %s %.1f", trace_names[i],
+				    (n->ph[i] - n->ph[T_START]) / 1000.0);
+	strbuf_addf(&sb, " ms; connects %d kex %d auth_requests %d channels %d round_trips %d "
+		    "sent %lld received %lld\n", n->st.connects, n->st.kex, n->st.auth_requests,
+		    n->st.channels, n->st.round_trips, n->st.sent, n->st.received);
+	fputs(sb.buf, stderr);
+	strbuf_release(&sb);
+}
+
 static int node_busy(const struct ssh_node *n)
 {
 	return n->state != N_FAILED && (n->head || (n->state > N_PENDING && n->state < N_READY));
@@ -624,6 +679,7 @@ static void node_fail_v(struct ssh_node *n, const char *fmt, va_list ap)
 	n->state = N_FAILED;
 	n->finished = now_ms();
 	node_close(n, 0);
+	trace_node(n);
 	/* every queued operation learns once that it will not run */
 	while (n->head) {
 		strbuf_reset(&n->head->msg);
@@ -838,6 +894,7 @@ static void node_start(struct ssh_node *n)
 
 	if (!n->started)
 		n->started = now_ms();
+	mark(n, T_START);
 	n->finished = 0;
 	n->deadline = now_ms() + n->pool->o.connect_timeout_ms;
 	if (n->local) {
@@ -878,8 +935,10 @@ static int connect_next(struct ssh_node *n, int *last_errno)
 			continue;
 		}
 		setsockopt(n->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (connect(n->fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS)
+		if (connect(n->fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+			n->st.connects++;
 			return 1;
+		}
 		*last_errno = errno;
 		close(n->fd);
 		n->fd = -1;
@@ -939,6 +998,50 @@ static void set_hostkey_prefs(struct ssh_node *n)
 	strbuf_release(&prefs);
 }
 
+/*
+ * The socket calls libssh2 makes (its own are the same recv()/send() with
+ * errors as -errno), counted: bytes, and a round trip each time data comes
+ * back after the node sent something.
+ */
+static LIBSSH2_SEND_FUNC(count_send)
+{
+	struct ssh_node *n = *abstract;
+	ssize_t r = send(socket, buffer, length, flags);
+
+	if (r < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	n->st.sent += r;
+	if (r)
+		n->sent_last = 1;
+	return r;
+}
+
+static LIBSSH2_RECV_FUNC(count_recv)
+{
+	struct ssh_node *n = *abstract;
+	ssize_t r = recv(socket, buffer, length, flags);
+
+	if (r < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	if (r > 0) {
+		int one = 1;
+
+		/* ack at once: sshd does not set TCP_NODELAY for a command without a
+		 * tty, so a second small message it sends (the channel confirmation
+		 * after its hostkeys notice, the exit status after the exec reply)
+		 * waits for our ack of the first, which Linux would delay ~40 ms.
+		 * The kernel clears the flag again, so it is set after every read
+		 * (but the banner's, which libssh2 reads a byte at a time). */
+		if (length > 1)
+			setsockopt(socket, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+		mark(n, T_BANNER);
+		n->st.received += r;
+		n->st.round_trips += n->sent_last;
+		n->sent_last = 0;
+	}
+	return r;
+}
+
 static void step_connect(struct ssh_node *n)
 {
 	int err = 0;
@@ -969,12 +1072,15 @@ static void step_connect(struct ssh_node *n)
 			return;
 		}
 	}
+	mark(n, T_TCP);
 	n->s = libssh2_session_init_ex(NULL, NULL, NULL, n);
 	if (!n->s) {
 		node_fail(n, "%s: cannot create an SSH session", n->t.name);
 		return;
 	}
 	libssh2_session_set_blocking(n->s, 0);
+	libssh2_session_callback_set(n->s, LIBSSH2_CALLBACK_SEND, (void *)count_send);
+	libssh2_session_callback_set(n->s, LIBSSH2_CALLBACK_RECV, (void *)count_recv);
 	set_hostkey_prefs(n);
 	n->state = N_HANDSHAKE;
 }
@@ -1013,6 +1119,7 @@ static void auth_ok(struct ssh_node *n, const char *how)
 {
 	n->auth = how;
 	n->state = N_READY;
+	mark(n, T_AUTH);
 	n->connected_once = 1;
 	if (n->pool->o.on_node)
 		n->pool->o.on_node(n, n->pool->o.data);
@@ -1037,8 +1144,10 @@ static int try_agent(struct ssh_node *n)
 
 			prev = id;
 			ssh_blob_type(&type, id->blob, id->blob_len);
-			if (strcmp(type.buf, "ssh-rsa") && strcmp(type.buf, "ssh-dss"))
+			if (strcmp(type.buf, "ssh-rsa") && strcmp(type.buf, "ssh-dss")) {
+				n->st.auth_requests++;
 				ok = libssh2_agent_userauth(agent, n->t.user, id) == 0;
+			}
 			strbuf_release(&type);
 		}
 		libssh2_agent_disconnect(agent);
@@ -1068,9 +1177,18 @@ static void step_session(struct ssh_node *n)
 					  session_error(n));
 				return;
 			}
+			n->st.kex++;
+			mark(n, T_KEX);
 			if (check_host_key(n) < 0)
 				return;
-			n->state = N_AUTH_LIST;
+			mark(n, T_HOSTKEY);
+			/* the cluster key first, without asking for the server's methods
+			 * ("none"): one round trip less per node; the list is asked for
+			 * only when no key got in */
+			free(n->methods);
+			n->methods = NULL;
+			n->key_idx = 0;
+			n->state = p->keys.nr ? N_AUTH_KEY : N_AUTH_LIST;
 			break;
 		case N_AUTH_LIST: {
 			char *m = libssh2_userauth_list(n->s, n->t.user, ulen);
@@ -1087,13 +1205,13 @@ static void step_session(struct ssh_node *n)
 			}
 			free(n->methods);
 			n->methods = xstrdup(m);
-			n->key_idx = 0;
-			n->state = N_AUTH_KEY;
+			n->state = N_AUTH_KEY;   /* the keys not tried yet, if any */
 			break;
 		}
 		case N_AUTH_KEY:
-			if (!has_method(n->methods, "publickey") || n->key_idx >= p->keys.nr) {
-				n->state = N_AUTH_AGENT;
+			if ((n->methods && !has_method(n->methods, "publickey")) ||
+			    n->key_idx >= p->keys.nr) {
+				n->state = n->methods ? N_AUTH_AGENT : N_AUTH_LIST;
 				break;
 			} else {
 				struct strbuf pub = STRBUF_INIT;
@@ -1105,6 +1223,7 @@ static void step_session(struct ssh_node *n)
 				strbuf_release(&pub);
 				if (rc == LIBSSH2_ERROR_EAGAIN)
 					return;
+				n->st.auth_requests++;
 				if (rc == 0) {
 					auth_ok(n, "key");
 					return;
@@ -1153,6 +1272,7 @@ static void step_session(struct ssh_node *n)
 									      kbd_callback);
 			if (rc == LIBSSH2_ERROR_EAGAIN)
 				return;
+			n->st.auth_requests++;
 			if (rc == 0) {
 				auth_ok(n, "password");
 				return;
@@ -1467,6 +1587,8 @@ static int step_remote_op(struct ssh_node *n, struct ssh_op *op)
 				node_fail(n, "%s: cannot open a channel: %s", n->t.name, session_error(n));
 				return -1;
 			}
+			n->st.channels++;
+			mark(n, T_CHANNEL);
 			op->phase = P_CH_EXEC;
 			break;
 		case P_CH_EXEC:
@@ -1477,6 +1599,7 @@ static int step_remote_op(struct ssh_node *n, struct ssh_op *op)
 				node_fail(n, "%s: cannot run a command: %s", n->t.name, session_error(n));
 				return -1;
 			}
+			mark(n, T_EXEC);
 			op->phase = P_CH_IO;
 			break;
 		case P_CH_IO: {
@@ -1506,6 +1629,7 @@ static int step_remote_op(struct ssh_node *n, struct ssh_op *op)
 					return 1;
 				break;
 			}
+			mark(n, T_EOF);
 			op->phase = P_CH_CLOSE;
 			break;
 		}
@@ -1522,6 +1646,7 @@ static int step_remote_op(struct ssh_node *n, struct ssh_op *op)
 			rc = libssh2_channel_wait_closed(op->ch);
 			if (rc == LIBSSH2_ERROR_EAGAIN)
 				return 1;
+			mark(n, T_EXIT);
 			op->res.status = libssh2_channel_get_exit_status(op->ch);
 			if (libssh2_channel_get_exit_signal(op->ch, &sig, &siglen, NULL, NULL,
 							    NULL, NULL) == 0 && sig) {
@@ -1603,6 +1728,7 @@ static void step_ops(struct ssh_node *n)
 			node_close(n, 1);
 			n->state = N_PENDING;
 		}
+		trace_node(n);
 		if (n->pool->o.on_node)
 			n->pool->o.on_node(n, n->pool->o.data);
 	}

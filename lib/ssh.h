@@ -147,6 +147,21 @@ const char *ssh_node_auth(const struct ssh_node *n);
 /* Milliseconds since the node was started (until it finished). */
 long long ssh_node_elapsed_ms(const struct ssh_node *n);
 void ssh_node_set_data(struct ssh_node *n, void *data);
+/*
+ * What a node's connections cost: counted by the pool (its socket callbacks
+ * and state machine), so a test can hold the protocol to one connection and
+ * one key exchange per node.  DTCTL_SSH_TRACE=1 prints them per node on
+ * stderr with the time of each phase, when the node finishes or fails.
+ */
+struct ssh_node_stats {
+	int connects;            /* TCP connections made */
+	int kex;                 /* SSH handshakes (key exchanges) completed */
+	int auth_requests;       /* login attempts (keys, agent, password) */
+	int channels;            /* channels opened (one per exec) */
+	int round_trips;         /* times data came back after the node had sent */
+	long long sent, received;   /* bytes on the socket */
+};
+const struct ssh_node_stats *ssh_node_stats(const struct ssh_node *n);
 void *ssh_node_data(const struct ssh_node *n);
 
 /* Set by the SIGINT/SIGTERM handler ssh_catch_signals() installs. */

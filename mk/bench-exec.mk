@@ -6,6 +6,8 @@
 #   make bench-deps                  installs pdsh and clustershell (Debian), bench-only
 #   make bench-exec                  16 nodes, 15 rounds
 #   make bench-exec BENCH_EXEC_ARGS='-n 8 -r 5'
+#   make bench-exec BENCH_EXEC_ARGS='-n "4 16 48" -r 5'      the growth curve (issue 34)
+#   make bench-exec BENCH_EXEC_ARGS='-c OTHER/bin'           another build's dtctl in the same rounds
 .PHONY: bench-exec
 BENCH_TARGETS += bench-exec
 BENCH_DEPS += pdsh clustershell

@@ -20,3 +20,14 @@ $(SWEEP_SIM): bench/sweep_sim.c $(O)/libsched.a $(O)/libdt.a
 bench-sweep: $(SWEEP_SIM)
 	$(PYTHON) bench/bench_sweep_quality.py --sim $(SWEEP_SIM) $(BENCH_SWEEP_ARGS)
 
+
+# The search at scale: 200, 2,000 and 10,000 trials of 0.1 s on 64 simulated slots,
+# random and TPE: CPU per trial, suggestion latency, makespan/ideal with the
+# controller's own CPU on the clock (bench/sweep_sim.c --epoch-seconds)
+.PHONY: bench-sweep-scale
+BENCH_TARGETS += bench-sweep-scale
+bench-sweep-scale: $(SWEEP_SIM)
+	@uptime
+	@for m in random bayes; do for n in 200 2000 10000; do printf '%-6s %5d trials: ' $$m $$n; \
+		$(SWEEP_SIM) hartmann6 --method $$m --no-asha --epochs 1 --duration-sigma 0 \
+			--workers 64 --budget $$n --epoch-seconds 0.1 | tail -1 || exit 1; done; done

@@ -63,7 +63,9 @@ struct slurm_state {
 	long long cap_ms;             /* mono ms of cap (0: never read) */
 	char *cap_err;                /* why sinfo failed, or NULL */
 	long long polled_ms;          /* mono ms when the last squeue answer was applied */
+	int swept;                    /* the orphans of a dtsched before this one dealt with */
 	json_t *ends;                 /* Slurm job ids to end: [{id, kill}] */
+	int cap_wanted;               /* a pack's allocation waits for sinfo's first answer */
 	json_t *packs;                /* pack: allocation: {"<key>": the allocation's record,
 				       * as a job's "slurm" plus its size and "joined"} */
 };
@@ -96,6 +98,19 @@ static enum slurm_phase phase_of(const struct job *j)
 static const char *pack_of(const struct job *j)
 {
 	return json_get_str(j->slurm, "pack", NULL);
+}
+
+/*
+ * The retry of an attempt whose rank failed while Slurm still runs its job
+ * (no timeout: a new sbatch would get the same partition limit) goes on in
+ * that allocation, on the agents that already joined: no new sbatch, no
+ * queue wait.  A job with a timeout gets a new Slurm job (a fresh --time).
+ */
+static int reusable(const struct job *j)
+{
+	return json_is_true(json_object_get(j->slurm, "reuse")) && !j->cancel &&
+	       !strcmp(j->state, DT_JOB_PENDING) && phase_of(j) == SLURM_RUNNING &&
+	       json_get_int(j->slurm, "attempt", -1) == j->attempt - 1;
 }
 
 static void set_str(json_t *o, const char *key, const char *v)
@@ -226,6 +241,7 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 		r.include = j->cfg.node_include;
 		r.exclude = j->cfg.node_exclude;
 	}
+	r.head = s->head_id;
 	slurm_sbatch_argv(cc, &r, &sub->argv);
 	/* dtctl beside dtsched: the nodes see the installation at the same path */
 	dt_self_dir(&agent);
@@ -406,6 +422,102 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
 	json_decref(got);
 }
 
+/*
+ * Slurm jobs a dtsched before this one submitted and never recorded (it died
+ * between sbatch and saving the id) or whose attempt is over (it died before
+ * ending them).  Ours are found without trusting anything a job can write:
+ * squeue --me (Slurm's word, munge-authenticated, on whose jobs they are),
+ * the batch script dtsched's own file (Command: fixed at submit), and the
+ * comment naming this state.db's head id, job and attempt, checked against
+ * state.db.  A job still waiting for exactly that attempt adopts it; a
+ * pack's allocation that running jobs were placed in is followed again
+ * (worker()); any other is cancelled.  Lock held; `script` is
+ * <home>/slurm/job.sh.
+ */
+static void orphans_apply(struct sched *s, const char *script, const char *out)
+{
+	struct slurm_state *ss = state_of(s);
+	json_t *got = json_object(), *o;
+	const char *key;
+
+	slurm_mine_parse(out, got);
+	json_object_foreach(got, key, o) {
+		long long sid = strtoll(key, NULL, 10);
+		char id[16];
+		int attempt;
+		struct job *j;
+		const char *why = NULL;
+
+		if (slurm_comment_parse(json_get_str(o, "comment", ""), s->head_id, id, sizeof(id),
+					&attempt) < 0 || strcmp(json_get_str(o, "command", ""), script) ||
+		    slurm_phase_final(slurm_phase_of(json_get_str(o, "state", ""))))
+			continue;       /* not this head's, or over */
+		j = job_find(s, id);
+		if (j && sid_of(j) == sid)
+			continue;       /* recorded: followed as usual */
+		if (json_get_int(json_object_get(ss->packs, id), "job_id", 0) == sid)
+			continue;       /* a pack's allocation its running jobs are placed in */
+		if (!j)
+			why = "no such job in state.db";
+		else if (state_final(j->state))
+			why = "its job has ended";
+		else if (j->attempt != attempt)
+			why = "not its job's current attempt";
+		else if (sid_of(j) > 0 && json_get_int(j->slurm, "attempt", -1) == attempt &&
+			 strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
+			why = "its attempt has another Slurm job";
+		if (why) {
+			json_array_append_new(ss->ends, json_pack("{s:I,s:b}", "id", (json_int_t)sid,
+								  "kill", 1));
+			dtlog(DTLOG_WARN, "Slurm job %lld (%s attempt %d) left by an earlier dtsched: "
+			      "cancelling it (%s)", sid, id, attempt, why);
+			continue;
+		}
+		json_object_clear(sj(j));
+		json_object_set_new(j->slurm, "job_id", json_integer(sid));
+		json_object_set_new(j->slurm, "attempt", json_integer(attempt));
+		json_object_set_new(j->slurm, "restarts", json_integer(json_get_int(o, "restarts", 0)));
+		json_object_set_new(j->slurm, "restarts_at_start",
+				    json_integer(json_get_int(o, "restarts", 0)));
+		set_str(j->slurm, "state", json_get_str(o, "state", ""));
+		set_str(j->slurm, "reason", json_get_str(o, "reason", ""));
+		set_str(j->slurm, "nodes", json_get_str(o, "nodes", ""));
+		j->wait_fp = 0;
+		job_save(s, j);
+		dtlog(DTLOG_WARN, "Slurm job %lld (%s attempt %d) submitted by an earlier dtsched "
+		      "that did not record it: adopted", sid, id, attempt);
+	}
+	json_decref(got);
+}
+
+/* squeue of our own jobs, applied by orphans_apply(); lock held, dropped meanwhile */
+static void orphans_sweep(struct sched *s)
+{
+	struct slurm_state *ss = state_of(s);
+	const char *squeue[] = { "squeue", "--me", "-h", "-O", SLURM_MINE_FORMAT, NULL };
+	struct strvec argv = STRVEC_INIT;
+	struct strbuf out = STRBUF_INIT, script = STRBUF_INIT;
+	int rc;
+
+	strbuf_addf(&script, "%s/slurm/job.sh", s->o.home);
+	pthread_mutex_unlock(&s->lock);
+	strvec_pushv(&argv, squeue);
+	rc = slurm_run(&argv, NULL, &out);
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0) {
+		orphans_apply(s, script.buf, out.buf);
+		ss->swept = 1;
+		sched_wake(s);
+	} else {
+		/* no sbatch until it answers: a submit now could duplicate an orphan */
+		dtlog(DTLOG_WARN, "squeue --me failed (exit %d): %s; retrying before any sbatch",
+		      rc, out.buf);
+	}
+	strvec_clear(&argv);
+	strbuf_release(&out);
+	strbuf_release(&script);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sched *s = arg;
@@ -417,18 +529,21 @@ static void *worker_main(void *arg)
 		size_t nr_subs = 0, alloc_subs = 0;
 		struct strbuf ids = STRBUF_INIT, out = STRBUF_INIT, partition = STRBUF_INIT;
 		struct strvec argv = STRVEC_INIT;
-		json_t *ends = ss->ends, *e, *rec;
+		json_t *ends, *e, *rec;
 		const char *key;
 		long long now = dt_mono_ms();
 		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc, starting = 0;
 		size_t k;
 
+		if (!ss->swept)
+			orphans_sweep(s);
+		ends = ss->ends;
 		ss->ends = json_array();
 		ss->kick = 0;
 		for (size_t i = 0; i < s->nr_jobs; i++) {
 			struct job *j = s->jobs[i];
 
-			if (json_is_true(json_object_get(j->slurm, "submit"))) {
+			if (ss->swept && json_is_true(json_object_get(j->slurm, "submit"))) {
 				struct strbuf err = STRBUF_INIT;
 
 				json_object_del(j->slurm, "submit");
@@ -490,8 +605,9 @@ static void *worker_main(void *arg)
 			rc = slurm_run(&argv, NULL, &out);
 			slurm_sinfo_parse(rc == 0 ? out.buf : "", &cap);
 			pthread_mutex_lock(&s->lock);
-			if (!ss->cap_ms)
+			if (ss->cap_wanted)
 				sched_wake(s);   /* a pack's allocation waits for its size */
+			ss->cap_wanted = 0;
 			ss->cap = cap;
 			ss->cap_ms = dt_mono_ms();
 			free(ss->cap_err);
@@ -671,6 +787,7 @@ static int pack_new(struct slurm_state *ss, const struct cluster_config *cc, str
 	json_t *rec;
 
 	if (!ss->cap_ms || ss->cap_err) {
+		ss->cap_wanted = 1;
 		strbuf_addf(reason, "reading the partition's nodes for the allocation (sinfo%s%s)",
 			    ss->cap_err ? ": " : "", ss->cap_err ? ss->cap_err : "");
 		return -1;
@@ -859,6 +976,12 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
 		return PLACE_WAIT;
 	}
+	if (sid > 0 && reusable(j)) {
+		dtlog(DTLOG_INFO, "job %s attempt %d: in Slurm job %lld, which still runs", j->id,
+		      j->attempt, sid);
+		json_object_set_new(j->slurm, "attempt", json_integer(j->attempt));
+		json_object_del(j->slurm, "reuse");
+	}
 	if (sid > 0 && json_get_int(j->slurm, "attempt", -1) != j->attempt &&
 	    !slurm_phase_final(phase_of(j)) && strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
 		/* a retry: the allocation of the attempt before is being ended (slurm_step) */
@@ -1046,6 +1169,9 @@ static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
 	if (ss->polled_ms <= settle + 200 && now - settle < SETTLE_MS)
 		return ATTEMPT_SETTLING;
 	json_object_del(j->slurm, "settle_ms");
+	if (st == ATTEMPT_FAILED && !e->node_fail && !j->cfg.timeout_ms &&
+	    phase_of(j) == SLURM_RUNNING)
+		json_object_set_new(j->slurm, "reuse", json_true());   /* for a retry */
 	return st;
 }
 
@@ -1123,8 +1249,8 @@ static void slurm_step(struct sched *s, struct actions *a)
 		if (sid <= 0 || slurm_phase_final(ph) || pack_of(j) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
 			continue;   /* a pack's allocation is ended below */
-		live_attempt = !state_final(j->state) &&
-			       json_get_int(j->slurm, "attempt", -1) == j->attempt;
+		live_attempt = (!state_final(j->state) &&
+				json_get_int(j->slurm, "attempt", -1) == j->attempt) || reusable(j);
 		if (live_attempt)
 			continue;
 		if (sent && now - sent < END_KILL_MS)

@@ -417,6 +417,35 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 #define LOG_MAX 2000              /* lines one follow-up gets */
 
 /*
+ * The job {id} of a page's API request, if the session's user may read it:
+ * returned with s->lock held (the caller copies what it needs and unlocks);
+ * else NULL, the lock not held, and 403 or 404 answered.
+ */
+static struct job *job_of_page(struct sched *s, struct dt_http_request *req,
+			       struct dt_http_response *resp)
+{
+	const char *id = dt_http_arg(req, "id");
+	struct caller who;
+	struct job *j;
+
+	if (!session_ok(s, req, &who)) {
+		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
+		return NULL;
+	}
+	pthread_mutex_lock(&s->lock);
+	j = job_find(s, id);
+	if (j && caller_may_read(&who, j->user, j->cfg.share_group))
+		return j;
+	pthread_mutex_unlock(&s->lock);
+	if (j)
+		dt_http_error(resp, 403, "job %s is not yours: its logs and metrics are its "
+			      "owner's (or an admin's)", id);
+	else
+		dt_http_error(resp, 404, "no job '%s'", id);
+	return NULL;
+}
+
+/*
  * GET /ui/s/{session}/api/jobs/{id}/logs/{after}: the job's rank logs merged
  * in time order (lib/logmerge.h, read through lib/safefile.h), the lines
  * stamped after `after` (microseconds; 0: the newest LOG_FIRST), at most
@@ -428,44 +457,27 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 static void h_job_logs(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	const char *id = dt_http_arg(req, "id"), *a = dt_http_arg(req, "after");
+	const char *a = dt_http_arg(req, "after");
 	long long after = 0, last = 0;
 	struct logset ls;
 	const struct logline *l;
 	struct job *j;
-	struct caller who;
-	json_t *lines = json_array();
-	int found = 0, final = 0;
+	json_t *lines;
+	int final;
 
-	if (!session_ok(s, req, &who)) {
-		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
-		json_decref(lines);
-		return;
-	}
 	for (const char *p = a; *p; p++)
 		after = *p >= '0' && *p <= '9' && after < 1000000000000000000LL / 10 ?
 			after * 10 + (*p - '0') : -1;
 	if (after < 0) {
 		dt_http_error(resp, 400, "the cursor must be a number of microseconds");
-		json_decref(lines);
 		return;
 	}
-	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id)) && caller_may_read(&who, j->user, j->cfg.share_group)) {
-		found = 1;
-		final = jobstate_final(j->state);
-		job_logset(j, &ls);
-	}
+	if (!(j = job_of_page(s, req, resp)))
+		return;
+	final = jobstate_final(j->state);
+	job_logset(j, &ls);
 	pthread_mutex_unlock(&s->lock);
-	if (!found) {
-		if (j)
-			dt_http_error(resp, 403, "job %s is not yours: its logs and metrics are its "
-				      "owner's (or an admin's)", id);
-		else
-			dt_http_error(resp, 404, "no job '%s'", id);
-		json_decref(lines);
-		return;
-	}
+	lines = json_array();
 	logset_begin(&ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
 	while ((l = logset_next(&ls))) {
 		char ts[DT_TIMESTAMP_LEN];
@@ -501,34 +513,16 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	const char *id = dt_http_arg(req, "id");
 	struct strbuf root = STRBUF_INIT, rel = STRBUF_INIT, text = STRBUF_INIT, why = STRBUF_INIT;
-	json_t *points = json_array();
+	json_t *points;
 	struct job *j;
-	struct caller who;
-	int found = 0;
 
-	if (!session_ok(s, req, &who)) {
-		dt_http_error(resp, 403, "not signed in: run 'dtctl dashboard' for a login link");
-		json_decref(points);
+	if (!(j = job_of_page(s, req, resp)))
 		return;
-	}
-	pthread_mutex_lock(&s->lock);
-	if ((j = job_find(s, id)) && caller_may_read(&who, j->user, j->cfg.share_group)) {
-		found = 1;
-		strbuf_addstr(&root, j->shared_dir);
-		job_rel(j, "metrics.jsonl", &rel);
-	}
+	strbuf_addstr(&root, j->shared_dir);
+	job_rel(j, "metrics.jsonl", &rel);
 	pthread_mutex_unlock(&s->lock);
-	if (!found) {
-		if (j)
-			dt_http_error(resp, 403, "job %s is not yours: its logs and metrics are its "
-				      "owner's (or an admin's)", id);
-		else
-			dt_http_error(resp, 404, "no job '%s'", id);
-		json_decref(points);
-		goto out;
-	}
+	points = json_array();
 	if (sf_read(root.buf, rel.buf, &text, METRICS_MAX_BYTES, &why) >= 0) {
 		for (char *line = text.buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
 			json_t *o, *pt, *v;
@@ -553,7 +547,6 @@ static void h_job_metrics(struct dt_http_request *req, struct dt_http_response *
 		}
 	}
 	dt_http_json(resp, 200, json_pack("{s:o}", "points", points));
-out:
 	strbuf_release(&root);
 	strbuf_release(&rel);
 	strbuf_release(&text);

@@ -467,12 +467,22 @@ static int over_quota(const struct fs_pass *p, const struct fs_job *j, struct st
 	return 0;
 }
 
+/* a shape's try on a pool (fs_job.shape), and what it gave: a queue of
+ * 10,000 jobs of a few shapes is tried a few times per pool, not 10,000 */
+#define SHAPE_MEMO 16
+struct shape_try {
+	unsigned long long shape, fp;
+	enum place_status st;
+	struct strbuf reason;
+};
+
 struct pool_state {
 	struct place_node *masked;    /* the pool with the reservation's slots taken, or NULL */
 	struct place_result *res;     /* those slots */
 	long long shadow_us;          /* when the reservation frees (0: unknown) */
 	unsigned long long fp;
 	struct fs_job *top;
+	struct shape_try memo[SHAPE_MEMO];   /* by shape % SHAPE_MEMO */
 };
 
 static void mark(struct place_node *n, const struct place_result *res, int per_node, int used)
@@ -665,12 +675,16 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 
 	memset(ps, 0, sizeof(ps));
 	for (int g = 0; g < 2; g++)
+		for (int k = 0; k < SHAPE_MEMO; k++)
+			strbuf_init(&ps[g].memo[k].reason, 0);
+	for (int g = 0; g < 2; g++)
 		ps[g].fp = ops->fingerprint ? ops->fingerprint(ctx, g, pools[g].n, pools[g].nr) : 0;
 	for (size_t i = 0; i < p->nr; i++) {
 		struct fs_job *j = p->order[i];
 		int g = j->gpu ? 1 : 0;
 		struct pool_state *s = &ps[g];
 		struct place_node *cur = s->masked ? s->masked : pools[g].n;
+		struct shape_try *m;
 		enum place_status st;
 		int per_node;
 
@@ -679,10 +693,23 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 			ops->wait(ctx, j, reason.buf);
 			continue;
 		}
+		m = &s->memo[j->shape % SHAPE_MEMO];
 		if (s->fp && j->wait_fp && *j->wait_fp == s->fp) {
 			st = PLACE_WAIT;   /* it waited on this very pool: it would again */
 		} else {
-			st = ops->try_place(ctx, j, cur, pools[g].nr, 0, res, &reason);
+			if (s->fp && j->shape && m->shape == j->shape && m->fp == s->fp) {
+				st = m->st;   /* its shape did not fit this very pool */
+				strbuf_addbuf(&reason, &m->reason);
+			} else {
+				st = ops->try_place(ctx, j, cur, pools[g].nr, 0, res, &reason);
+				if (st != PLACE_OK && s->fp && j->shape) {
+					m->shape = j->shape;
+					m->fp = s->fp;
+					m->st = st;
+					strbuf_reset(&m->reason);
+					strbuf_addbuf(&m->reason, &reason);
+				}
+			}
 			if (st == PLACE_WAIT && s->masked && s->shadow_us && j->limit_ms > 0 &&
 			    p->now_us + j->limit_ms * 1000 <= s->shadow_us) {
 				/* it ends before the reservation starts: the reserved slots too */
@@ -725,6 +752,8 @@ int fs_pass_place(struct fs_pass *p, struct fs_pool pools[2], const struct fs_ru
 		}
 	}
 	for (int g = 0; g < 2; g++) {
+		for (int k = 0; k < SHAPE_MEMO; k++)
+			strbuf_release(&ps[g].memo[k].reason);
 		free(ps[g].masked);
 		free(p->reserved[g]);
 		p->reserved[g] = ps[g].res;   /* the caller's until fs_pass_release() */

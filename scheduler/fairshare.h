@@ -80,6 +80,10 @@ struct fs_job {
 	int preemptible, cls_rank;   /* its class: preemptible jobs come after all others,
 				      * then higher class priority first */
 	unsigned long long *wait_fp;  /* the pool it last waited on (the caller's), or NULL */
+	/* what its placement depends on besides the pool, when that is all of it
+	 * (its size, per node, no node lists: the caller's hash), else 0: jobs of
+	 * one shape that wait, all wait on a pool that did not change since */
+	unsigned long long shape;
 	/* outputs */
 	int u, p;                 /* indices into pass->users / projects */
 	double f_fs, f_age, f_size, priority;

@@ -8,6 +8,7 @@
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "rowfmt.h"
 #include "usage.h"
 #include "users.h"
 
@@ -214,6 +215,13 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 				      s->cc->shared_dir);
 			goto out;
 		}
+		/* the mpi launcher's ranks start their image from orted's logger, as
+		 * the user: root's engine is not theirs (docs/team.md) */
+		if (s->cc && s->cc->team && j->cfg.container && j->cfg.launcher == LAUNCHER_MPI) {
+			dt_http_error(resp, 400, "container: an mpi job does not run in an image in "
+				      "team mode (use the agent launcher, or the nodes' own MPI)");
+			goto out;
+		}
 	}
 	if (!s->nr && !s->backend->place) {
 		static const char none[] = "no node has registered with dtsched yet";
@@ -333,14 +341,64 @@ static json_t *job_brief(const struct job *j)
 	return o;
 }
 
-/* POST /v1/joblist {user?, all?}: the jobs `dtctl ps` prints, brief (protocol.h):
- * user's, or with all every user's and finished ones too, else the caller's */
+/* j as one row of DT_JOBLIST_FIELDS (rowfmt.h); what job_brief() holds, no more */
+static void job_row(struct strbuf *sb, const struct job *j, int may_read)
+{
+	long long end = j->ended_us ? j->ended_us : dt_now_us();
+	const json_t *s0 = may_read ? json_array_get(j->stalled, 0) : NULL, *p;
+	size_t i, at;
+
+	rowfmt_add(sb, j->id);
+	rowfmt_add(sb, j->name);
+	rowfmt_add(sb, j->user ? j->user : "");
+	rowfmt_add(sb, j->state);
+	rowfmt_add(sb, j->reason);
+	rowfmt_add_int(sb, j->started_us ? (end - j->started_us) / 1000 : 0);
+	rowfmt_add_int(sb, j->per_node > 0 ? j->world / j->per_node : j->cfg.nodes);
+	rowfmt_add_int(sb, j->world);
+	rowfmt_add_int(sb, may_read ? j->log_lost_lines : 0);
+	rowfmt_add_int(sb, may_read && j->slurm ? json_get_int(j->slurm, "job_id", 0) : 0);
+	/* nodelist: the placement's nodes, comma-separated (node names have no comma) */
+	at = sb->len;
+	json_array_foreach(j->placement, i, p) {
+		if (i)
+			strbuf_addch(sb, ',');
+		strbuf_addstr(sb, json_get_str(p, "node", "?"));
+	}
+	if (memchr(sb->buf + at, '\\', sb->len - at) || strpbrk(sb->buf + at, "\t\n\r")) {
+		/* a node name needing escapes (never in practice): the slow way */
+		char *raw = xstrdup(sb->buf + at);
+
+		strbuf_setlen(sb, at);
+		rowfmt_add(sb, raw);
+		free(raw);
+	} else {
+		strbuf_addch(sb, '\t');
+	}
+	if (s0) {
+		rowfmt_add_int(sb, json_get_int(s0, "rank", -1));
+		rowfmt_add(sb, json_get_str(s0, "node", "?"));
+		rowfmt_add_int(sb, json_get_int(s0, "pid", 0));
+		rowfmt_add_int(sb, json_get_int(s0, "idle_ms", 0));
+	} else {
+		for (int k = 0; k < 4; k++)
+			rowfmt_add(sb, NULL);
+	}
+	rowfmt_add(sb, may_read ? NULL : "redacted");
+	rowfmt_end(sb);
+}
+
+/* POST /v1/joblist {user?, all?, format?}: the jobs `dtctl ps` prints, brief
+ * (protocol.h): user's, or with all every user's and finished ones too, else
+ * the caller's; format "tsv": as text, rows of DT_JOBLIST_FIELDS (rowfmt.h) */
 static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
 	const char *user = json_get_str(req->json, "user", NULL);
 	int all = json_is_true(json_object_get(req->json, "all"));
+	int rows = !strcmp(json_get_str(req->json, "format", ""), "tsv");
 	json_t *arr = json_array();
+	struct strbuf sb = STRBUF_INIT;
 	struct caller c;
 
 	pthread_mutex_lock(&s->lock);
@@ -351,6 +409,13 @@ static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp
 	}
 	if (!user && !all)   /* ps's default: the caller's own */
 		user = c.name;
+	if (rows) {   /* the first row: the columns' names */
+		static const char *const fields[] = { DT_JOBLIST_FIELDS, NULL };
+
+		for (size_t i = 0; fields[i]; i++)
+			rowfmt_add(&sb, fields[i]);
+		rowfmt_end(&sb);
+	}
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		const struct job *j = s->jobs[i];
 		json_t *b;
@@ -358,6 +423,10 @@ static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp
 		if ((user && strcmp(j->user ? j->user : "", user)) ||
 		    (!all && jobstate_final(j->state)))
 			continue;
+		if (rows) {
+			job_row(&sb, j, caller_may_read(&c, j->user, j->cfg.share_group));
+			continue;
+		}
 		b = job_brief(j);
 		if (!caller_may_read(&c, j->user, j->cfg.share_group)) {
 			/* of others' jobs what job_json_for() shows, no more */
@@ -369,6 +438,13 @@ static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp
 		json_array_append_new(arr, b);
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (rows) {
+		json_decref(arr);
+		strbuf_release(&resp->text);
+		resp->text = sb;   /* no copy of a long list */
+		resp->content_type = "text/tab-separated-values; charset=utf-8";
+		return;
+	}
 	dt_http_json(resp, 200, json_pack("{s:o,s:s}", "jobs", arr, "you", c.name));
 }
 

@@ -596,6 +596,12 @@ static void fair_inputs_rank(struct sched *s, struct fair_inputs *in)
 		f->prio = j->cfg.priority;
 		/* a backend that places itself (Slurm) answers anew each step */
 		f->wait_fp = s->backend->place ? NULL : &j->wait_fp;
+		/* job_try_place() of a plain job reads its size and the pool alone */
+		if (!s->backend->place && !j->cfg.node_include && !j->cfg.node_exclude &&
+		    !j->cfg.labels.nr && !j->cfg.burn_in && !json_array_size(j->avoid) &&
+		    !(j->attempt > 0 && j->cfg.elastic_min_nodes > 0))
+			f->shape = 1 + ((unsigned long long)j->cfg.nodes << 32 |
+					(unsigned long long)j->per_node << 1 | (j->gpu ? 1 : 0));
 		fair_class(s, j, &f->preemptible, &f->cls_rank);
 	}
 	fair_running_build(s, &in->run, now);

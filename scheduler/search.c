@@ -63,6 +63,23 @@ struct obs {
 	double resource;             /* NaN when unknown */
 };
 
+struct ranked {
+	double key1, key2;   /* sort keys, smaller is better */
+	long long seq;
+	size_t idx;
+};
+
+static int cmp_ranked(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+
+	if (x->key1 != y->key1)
+		return x->key1 < y->key1 ? -1 : 1;
+	if (x->key2 != y->key2)
+		return x->key2 < y->key2 ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 struct search {
 	enum sweep_method method;
 	enum sweep_goal goal;
@@ -73,6 +90,10 @@ struct search {
 	size_t nr_dims;
 	struct obs *obs;             /* sorted by seq, seqs unique */
 	size_t nr_obs, alloc_obs;
+	/* the observations TPE ranks (rank_key), best first, kept in order by
+	 * search_observe_at(): a suggestion sorts nothing */
+	struct ranked *ranked;
+	size_t nr_ranked, alloc_ranked;
 	struct tpe_options tpe;
 };
 
@@ -692,6 +713,7 @@ void search_free(struct search *s)
 	for (size_t i = 0; i < s->nr_obs; i++)
 		free(s->obs[i].vals);
 	free(s->obs);
+	free(s->ranked);
 	free(s);
 }
 
@@ -737,6 +759,60 @@ void search_set_tpe_options(struct search *s, const struct tpe_options *o)
 		s->tpe.cat_beta = -1;   /* the shared prior, whatever negative number asked for it */
 }
 
+/* s->obs[idx]'s place in s->ranked (rank_observations()'s order); 0: it has none */
+static int rank_key(const struct search *s, size_t idx, struct ranked *r)
+{
+	const struct obs *o = &s->obs[idx];
+	double loss = s->goal == GOAL_MAXIMIZE ? -o->value : o->value;
+
+	if (o->state == SEARCH_FAILED || !isfinite(loss))
+		return 0;
+	r->seq = o->seq;
+	r->idx = idx;
+	if (o->state == SEARCH_COMPLETED) {
+		r->key1 = -INFINITY;
+		r->key2 = loss;
+	} else {
+		r->key1 = isnan(o->resource) ? 0 : -o->resource;
+		r->key2 = loss;
+		if (r->key1 == -INFINITY)
+			r->key1 = -DBL_MAX;
+	}
+	return 1;
+}
+
+static void rank_remove(struct search *s, long long seq)
+{
+	for (size_t i = 0; i < s->nr_ranked; i++)
+		if (s->ranked[i].seq == seq) {
+			memmove(&s->ranked[i], &s->ranked[i + 1],
+				(s->nr_ranked - i - 1) * sizeof(*s->ranked));
+			s->nr_ranked--;
+			return;
+		}
+}
+
+static void rank_insert(struct search *s, size_t idx)
+{
+	struct ranked r;
+	size_t lo = 0, hi = s->nr_ranked;
+
+	if (!rank_key(s, idx, &r))
+		return;
+	while (lo < hi) {   /* first entry that sorts after r (keys are unique: seq) */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_ranked(&s->ranked[mid], &r) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	ALLOC_GROW(s->ranked, s->nr_ranked + 1, s->alloc_ranked);
+	memmove(&s->ranked[lo + 1], &s->ranked[lo], (s->nr_ranked - lo) * sizeof(*s->ranked));
+	s->ranked[lo] = r;
+	s->nr_ranked++;
+}
+
 int search_observe_at(struct search *s, const struct suggestion *sg, double value,
 		      int state, double resource)
 {
@@ -758,10 +834,13 @@ int search_observe_at(struct search *s, const struct suggestion *sg, double valu
 	}
 	if (lo < s->nr_obs && s->obs[lo].seq == sg->seq) {
 		free(s->obs[lo].vals);
+		rank_remove(s, sg->seq);
 	} else {
 		ALLOC_GROW(s->obs, s->nr_obs + 1, s->alloc_obs);
 		memmove(&s->obs[lo + 1], &s->obs[lo], (s->nr_obs - lo) * sizeof(*s->obs));
 		s->nr_obs++;
+		for (size_t i = 0; lo + 1 < s->nr_obs && i < s->nr_ranked; i++)
+			s->ranked[i].idx += s->ranked[i].idx >= lo;
 	}
 	o = &s->obs[lo];
 	o->seq = sg->seq;
@@ -769,6 +848,7 @@ int search_observe_at(struct search *s, const struct suggestion *sg, double valu
 	o->value = value;
 	o->state = state == SEARCH_COMPLETED || state == SEARCH_PRUNED ? state : SEARCH_FAILED;
 	o->resource = isfinite(resource) && resource >= 0 ? resource : NAN;
+	rank_insert(s, lo);
 	return 0;
 }
 
@@ -907,23 +987,6 @@ static double parzen_sample(const struct parzen *pz, struct rng *r)
 	return truncated_gauss(r, pz->mu[i], pz->sigma[i], pz->lo, pz->hi);
 }
 
-struct ranked {
-	double key1, key2;   /* sort keys, smaller is better */
-	long long seq;
-	size_t idx;
-};
-
-static int cmp_ranked(const void *a, const void *b)
-{
-	const struct ranked *x = a, *y = b;
-
-	if (x->key1 != y->key1)
-		return x->key1 < y->key1 ? -1 : 1;
-	if (x->key2 != y->key2)
-		return x->key2 < y->key2 ? -1 : 1;
-	return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
 /*
  * Observed trials, best first: completed ones by value, then pruned ones
  * by how far they got (deepest first) and then by value, as a pruned trial
@@ -932,32 +995,10 @@ static int cmp_ranked(const void *a, const void *b)
  */
 static size_t rank_observations(const struct search *s, struct ranked *out)
 {
-	size_t n = 0;
-
-	for (size_t i = 0; i < s->nr_obs; i++) {
-		const struct obs *o = &s->obs[i];
-		double loss = s->goal == GOAL_MAXIMIZE ? -o->value : o->value;
-		struct ranked *r = &out[n];
-
-		if (o->state == SEARCH_FAILED || !isfinite(loss))
-			continue;
-		r->seq = o->seq;
-		r->idx = i;
-		if (o->state == SEARCH_COMPLETED) {
-			r->key1 = -INFINITY;
-			r->key2 = loss;
-		} else {
-			r->key1 = isnan(o->resource) ? 0 : -o->resource;
-			r->key2 = loss;
-			if (r->key1 == -INFINITY)
-				r->key1 = -DBL_MAX;
-		}
-		n++;
-	}
-	qsort(out, n, sizeof(*out), cmp_ranked);
-	return n;
+	if (s->nr_ranked)
+		memcpy(out, s->ranked, s->nr_ranked * sizeof(*out));
+	return s->nr_ranked;
 }
-
 static double tpe_choose_numeric(const struct search *s, const struct dim *d, size_t di,
 				 const struct ranked *rk, size_t n, size_t n_good, struct rng *r)
 {
@@ -1080,12 +1121,62 @@ struct joint {
 	double *prior_logz;   /* [D] */
 	double cat_c;         /* categorical kernels: weight of every choice besides 1 on the own */
 	double cat_beta;      /* or, when cat_c < 0, a fixed beta for every dimension */
+	/*
+	 * For joint_logpdf(), computed once by joint_build(): per component
+	 * what does not depend on the point (its log weight and every numeric
+	 * kernel's normaliser: -log sigma - log sqrt(2 pi) - logz), the numeric
+	 * and the categorical dimensions (one choice: none), the inverse
+	 * bandwidths; scratch space for the terms and the categorical kernels'
+	 * two values at a point (its choice, another).
+	 */
+	double *c;            /* [n] */
+	size_t *num, *cat, nr_num, nr_cat;
+	double *inv_sigma;    /* [D] */
+	double *t, *lmatch, *lmiss;
 };
 
 /* beta = (weight off the own choice) / (weight on it) of a kernel of j over dm */
 static double joint_cat_beta(const struct joint *j, const struct dim *dm)
 {
 	return j->cat_c >= 0 ? (double)dm->nr_choices * j->cat_c : j->cat_beta;
+}
+
+/* joint_logpdf()'s constants (struct joint); j built but for them */
+static void joint_precompute(struct joint *j, const struct search *s)
+{
+	size_t D = j->D;
+	const double log_sqrt_2pi = 0.5 * log(2 * M_PI);
+
+	j->c = xcalloc(j->n + 1, sizeof(double));
+	j->num = xcalloc(D + 1, sizeof(size_t));
+	j->cat = xcalloc(D + 1, sizeof(size_t));
+	j->inv_sigma = xcalloc(D + 1, sizeof(double));
+	j->t = xcalloc(j->n + 1, sizeof(double));
+	j->lmatch = xcalloc(D + 1, sizeof(double));
+	j->lmiss = xcalloc(D + 1, sizeof(double));
+	j->nr_num = j->nr_cat = 0;
+	for (size_t d = 0; d < D; d++) {
+		const struct dim *dm = &s->dims[d];
+
+		if (dm->type == DIM_NUM) {
+			j->num[j->nr_num++] = d;
+			j->inv_sigma[d] = 1 / j->sigma[d];
+		} else if (dm->nr_choices > 1) {
+			j->cat[j->nr_cat++] = d;
+		}
+	}
+	for (size_t i = 0; i < j->n; i++) {
+		int prior = j->has_prior && i == j->m;
+		double c = log(j->w[i]);
+
+		for (size_t k = 0; k < j->nr_num; k++) {
+			size_t d = j->num[k];
+
+			c -= prior ? log(s->dims[d].prior_sigma) + log_sqrt_2pi + j->prior_logz[d] :
+				     log(j->sigma[d]) + log_sqrt_2pi + j->logz[i * D + d];
+		}
+		j->c[i] = c;
+	}
 }
 
 static void joint_build(struct joint *j, const struct search *s, const struct ranked *rk,
@@ -1151,6 +1242,7 @@ static void joint_build(struct joint *j, const struct search *s, const struct ra
 		total += j->w[i];
 	for (size_t i = 0; i < j->n; i++)
 		j->w[i] /= total;
+	joint_precompute(j, s);
 }
 
 static void joint_release(struct joint *j)
@@ -1160,45 +1252,73 @@ static void joint_release(struct joint *j)
 	free(j->sigma);
 	free(j->logz);
 	free(j->prior_logz);
+	free(j->c);
+	free(j->num);
+	free(j->cat);
+	free(j->inv_sigma);
+	free(j->t);
+	free(j->lmatch);
+	free(j->lmiss);
 }
 
-/* log density of the point x (internal coordinates / choice indexes) */
-static double joint_logpdf(const struct joint *j, const struct search *s, const double *x)
+/*
+ * log density of the point x (internal coordinates / choice indexes): the
+ * log-sum-exp over the components of c[i] + the kernels' terms at x, each
+ * numeric one -z^2 / 2, each categorical one the log of its kernel at x's
+ * choice, which is one of two values per dimension (x's choice is the
+ * component's own or not), or the prior's probability for the prior.  O(m D)
+ * multiplications and m exp(): the constants are joint_build()'s.
+ */
+static double joint_logpdf(struct joint *j, const struct search *s, const double *x)
 {
-	double best = -INFINITY, sum = 0;
-	double *t = xcalloc(j->n + 1, sizeof(double));
+	size_t D = j->D;
+	double best = -INFINITY, sum = 0, prior_cat = 0;
 
-	for (size_t i = 0; i < j->n; i++) {
-		int prior = j->has_prior && i == j->m;
-		double lp = log(j->w[i]);
+	for (size_t k = 0; k < j->nr_cat; k++) {
+		size_t d = j->cat[k];
+		const struct dim *dm = &s->dims[d];
+		double pk = dm->choice_p[(size_t)x[d]], beta = joint_cat_beta(j, dm);
 
-		for (size_t d = 0; d < j->D; d++) {
-			const struct dim *dm = &s->dims[d];
+		j->lmatch[d] = log((1 + beta * pk) / (1 + beta));
+		j->lmiss[d] = log((0 + beta * pk) / (1 + beta));
+		prior_cat += log(pk);
+	}
+	for (size_t i = 0; i < j->m; i++) {
+		const double *xi = &j->x[i * D];
+		double lp = j->c[i];
 
-			if (dm->type == DIM_CAT) {
-				double pk = dm->choice_p[(size_t)x[d]], beta = joint_cat_beta(j, dm);
+		for (size_t k = 0; k < j->nr_cat; k++) {
+			size_t d = j->cat[k];
 
-				if (dm->nr_choices == 1)
-					continue;
-				if (prior)
-					lp += log(pk);
-				else
-					lp += log(((x[d] == j->x[i * j->D + d]) + beta * pk) / (1 + beta));
-			} else if (prior) {
-				lp += gauss_logpdf(x[d], dm->prior_mu, dm->prior_sigma, j->prior_logz[d]);
-			} else {
-				lp += gauss_logpdf(x[d], j->x[i * j->D + d], j->sigma[d],
-						   j->logz[i * j->D + d]);
-			}
+			lp += x[d] == xi[d] ? j->lmatch[d] : j->lmiss[d];
 		}
-		t[i] = lp;
+		for (size_t k = 0; k < j->nr_num; k++) {
+			size_t d = j->num[k];
+			double z = (x[d] - xi[d]) * j->inv_sigma[d];
+
+			lp -= 0.5 * z * z;
+		}
+		j->t[i] = lp;
 		best = fmax(best, lp);
 	}
-	if (isfinite(best))
-		for (size_t i = 0; i < j->n; i++)
-			sum += exp(t[i] - best);
-	free(t);
-	return isfinite(best) ? best + log(sum) : best;
+	if (j->has_prior) {
+		double lp = j->c[j->m] + prior_cat;
+
+		for (size_t k = 0; k < j->nr_num; k++) {
+			size_t d = j->num[k];
+			double z = (x[d] - s->dims[d].prior_mu) / s->dims[d].prior_sigma;
+
+			lp -= 0.5 * z * z;
+		}
+		j->t[j->m] = lp;
+		best = fmax(best, lp);
+	}
+	if (!isfinite(best))
+		return best;
+	for (size_t i = 0; i < j->n; i++)
+		if (j->t[i] - best > -746)   /* exp() of less is 0 */
+			sum += exp(j->t[i] - best);
+	return best + log(sum);
 }
 
 static void joint_sample(const struct joint *j, const struct search *s, struct rng *r, double *x)
@@ -1253,6 +1373,16 @@ static void tpe_choose_joint(const struct search *s, const struct ranked *rk, si
 	free(x);
 }
 
+/*
+ * g, the density of the trials that are not among the best, is made of at
+ * most this many of them: evenly spaced by rank, the best and every
+ * (n - n_good) / TPE_MAX_BAD-th after it.  Each suggestion costs O(n) in
+ * the points of l and g; without it a sweep of 10,000 trials spends ~17 ms
+ * per suggestion (docs/sweep-search.md, "Cost with a long history").  Up to
+ * n_good + 1000 observed trials nothing changes.
+ */
+#define TPE_MAX_BAD 1000
+
 static void suggest_tpe(const struct search *s, struct rng *r, double *vals)
 {
 	struct ranked *rk = xcalloc(s->nr_obs + 1, sizeof(*rk));
@@ -1269,6 +1399,15 @@ static void suggest_tpe(const struct search *s, struct rng *r, double *vals)
 		n_good = (size_t)s->tpe.gamma_cap;
 	if (n_good < 1)
 		n_good = 1;
+	if (n - n_good > TPE_MAX_BAD) {
+		/* g from TPE_MAX_BAD of the rest, evenly spaced by rank (in place:
+		 * the k-th comes from at or past k) */
+		size_t nb = n - n_good;
+
+		for (size_t k = 0; k < TPE_MAX_BAD; k++)
+			rk[n_good + k] = rk[n_good + k * nb / TPE_MAX_BAD];
+		n = n_good + TPE_MAX_BAD;
+	}
 	if (s->tpe.multivariate) {
 		tpe_choose_joint(s, rk, n, n_good, r, vals);
 		free(rk);

@@ -58,6 +58,8 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	push_opt(argv, "job-name", r->name);
 	strbuf_reset(&v);
 	strbuf_addf(&v, "dtctl %s attempt %d", r->job_id, r->attempt);
+	if (r->head)   /* whose: a restarted dtsched finds its own (slurm_comment_parse) */
+		strbuf_addf(&v, " head %s", r->head);
 	push_opt(argv, "comment", v.buf);
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
@@ -168,7 +170,8 @@ int slurm_phase_final(enum slurm_phase p)
 
 /* ---------------------------------------------------------------- output */
 
-/* The '|'-separated fields of line into f (at most max); their number. */
+/* The '|'-separated fields of line into f (at most max, the last keeping any
+ * further '|': a free-text field goes last); their number. */
 static int split_fields(char *line, char **f, int max)
 {
 	int n = 0;
@@ -177,7 +180,7 @@ static int split_fields(char *line, char **f, int max)
 		char *bar = strchr(p, '|');
 
 		f[n++] = p;
-		if (!bar)
+		if (!bar || n == max)
 			break;
 		*bar = '\0';
 		p = bar + 1;
@@ -215,6 +218,50 @@ int slurm_squeue_parse(const char *out, json_t *jobs)
 	}
 	free(buf);
 	return n;
+}
+
+int slurm_mine_parse(const char *out, json_t *jobs)
+{
+	char *buf = xstrdup(out ? out : ""), *save = NULL;
+	int n = 0;
+
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[7];
+
+		if (split_fields(line, f, 7) != 7 || !all_digits(f[0]) || !*f[1] ||
+		    !all_digits(f[2]))
+			continue;
+		json_object_set_new(jobs, f[0], json_pack("{s:s,s:i,s:s,s:s,s:s,s:s}", "state",
+			f[1], "restarts", atoi(f[2]), "nodes", f[3], "reason", f[4], "command", f[5],
+			"comment", f[6]));
+		n++;
+	}
+	free(buf);
+	return n;
+}
+
+int slurm_comment_parse(const char *comment, const char *head, char *job, size_t len,
+			int *attempt)
+{
+	const char *p = comment, *id;
+	size_t idlen;
+	char *end;
+	long n;
+
+	if (!p || !head || !*head || !skip_prefix(p, "dtctl ", &p))
+		return -1;
+	id = p;
+	idlen = strcspn(p, " ");
+	if (!idlen || idlen >= len || !skip_prefix(p + idlen, " attempt ", &p) ||
+	    !(*p >= '0' && *p <= '9'))
+		return -1;
+	n = strtol(p, &end, 10);
+	if (n < 0 || n > 1000000 || !skip_prefix(end, " head ", &p) || strcmp(p, head))
+		return -1;
+	memcpy(job, id, idlen);
+	job[idlen] = '\0';
+	*attempt = (int)n;
+	return 0;
 }
 
 /* The GPUs of a node's gres: "gpu:4", "gpu:a100:4(S:0-1)", "gpu:2,mps:100" */

@@ -32,6 +32,7 @@ struct slurm_request {
 	const char *include;      /* the job's include_nodes: (--nodelist), or NULL */
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
+	const char *head;         /* dtsched's head id (state.db), in --comment, or NULL */
 	int no_warning;           /* no --signal (an allocation dtsched fills: pack:) */
 };
 
@@ -81,6 +82,22 @@ int slurm_phase_final(enum slurm_phase p);
  */
 #define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
 int slurm_squeue_parse(const char *out, json_t *jobs);
+
+/*
+ * dtsched's own active Slurm jobs at its start (`squeue --me -h -O
+ * SLURM_MINE_FORMAT`): {"<id>": {"state", "restarts", "nodes", "reason",
+ * "command", "comment"}} added to jobs for every well-formed line (the comment
+ * last: whatever it holds stays in it); the number read.
+ */
+#define SLURM_MINE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,Reason:|,Command:|,Comment:"
+int slurm_mine_parse(const char *out, json_t *jobs);
+/*
+ * An attempt's --comment, "dtctl <job> attempt <n> head <head id>": 0 with the
+ * job's id in job (size len) and n in *attempt when comment is exactly that
+ * for head `head`; -1 for anything else (another head's, a user's own job).
+ */
+int slurm_comment_parse(const char *comment, const char *head, char *job, size_t len,
+			int *attempt);
 
 /* sinfo's per-node lines: `sinfo -h -N -p P -o SLURM_SINFO_FORMAT` */
 #define SLURM_SINFO_FORMAT "%N|%G|%c|%t"

@@ -50,6 +50,10 @@ struct sweep {
 	struct asha *asha;
 	struct trial **t;
 	size_t nr, alloc;
+	/* t[0 .. settled) are done for good (sweep_settle): the controller's
+	 * per-step scans start past them, so a step costs what is live, not what
+	 * a sweep of 10,000 trials has run */
+	size_t settled;
 	int failures, exhausted;
 	int best_known;           /* best_value is set (the events' "new best": sweep.best) */
 	double best_value;

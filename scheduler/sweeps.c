@@ -525,6 +525,24 @@ static void sweep_end_paused(struct sched *s, struct sweep *w, const char *state
 	}
 }
 
+/*
+ * Move w->settled past the trials that are done for good: final, no job still
+ * stopping, and not paused (ASHA may resume a paused trial).  Nothing makes
+ * such a trial live again, and every per-step scan of the controller passes
+ * them by (trial_follow does nothing for them, they are neither live, waiting
+ * nor stopping, and their jobs' moves are no longer theirs).  Lock held.
+ */
+static void sweep_settle(struct sweep *w)
+{
+	while (w->settled < w->nr) {
+		const struct trial *t = w->t[w->settled];
+
+		if (!trial_final(t) || t->stop_pending || !strcmp(t->state, DT_TRIAL_PAUSED))
+			return;
+		w->settled++;
+	}
+}
+
 /* Start new trials, or resume promoted ones first, while the sweep wants them; lock held. */
 static void sweep_top_up(struct sched *s, struct sweep *w)
 {
@@ -539,7 +557,7 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		last = w->exhausted || w->nr >= (size_t)w->cfg.max_trials;
 		if (last && !(w->asha && asha_get_promotion(w->asha)))
 			return;
-		for (size_t i = 0; i < w->nr; i++) {
+		for (size_t i = w->settled; i < w->nr; i++) {
 			if (trial_final(w->t[i])) {
 				stopping += w->t[i]->stop_pending &&
 					    !strcmp(w->t[i]->state, DT_TRIAL_PAUSED);
@@ -614,7 +632,7 @@ static void sweeps_job_moved(struct sched *s, struct job *j, enum job_event ev,
 	for (size_t i = 0; sw && i < sw->nr; i++) {
 		struct sweep *w = sw->v[i];
 
-		for (size_t k = 0; k < w->nr; k++) {
+		for (size_t k = w->settled; k < w->nr; k++) {
 			struct trial *t = w->t[k];
 
 			if ((!trial_final(t) || t->stop_pending) && !strcmp(t->job, id)) {
@@ -645,20 +663,22 @@ void sweeps_step(struct sched *s)
 		if (sweep_final(w)) {
 			sweep_end_paused(s, w, DT_TRIAL_CANCELLED);   /* stopped or failed */
 			/* trials of an ended sweep whose jobs still run (a restart) */
-			for (size_t k = 0; k < w->nr; k++)
+			for (size_t k = w->settled; k < w->nr; k++)
 				if (!trial_final(w->t[k]) || w->t[k]->stop_pending)
 					trial_follow(s, w, w->t[k]);
+			sweep_settle(w);
 			continue;
 		}
-		for (size_t k = 0; k < w->nr && !sweep_final(w); k++)
+		for (size_t k = w->settled; k < w->nr && !sweep_final(w); k++)
 			trial_follow(s, w, w->t[k]);
+		sweep_settle(w);
 		if (sweep_final(w))
 			continue;
 		sweep_top_up(s, w);
 		if (sweep_final(w))
 			continue;
 		/* a trial whose job is still stopping is not done reporting */
-		for (size_t k = 0; k < w->nr; k++)
+		for (size_t k = w->settled; k < w->nr; k++)
 			live += !trial_final(w->t[k]) || w->t[k]->stop_pending;
 		if (!live && strcmp(w->state, DT_SWEEP_PAUSED) &&
 		    (w->exhausted || w->target_hit || w->nr >= (size_t)w->cfg.max_trials)) {

@@ -51,8 +51,9 @@ PROBE = ("echo IMAGE=$(cat /IMAGE_ID); echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK "
          "echo TMP=$(ls -A /tmp | wc -l)")
 
 
-def rootfs_tar(marker, path):
-    """A root filesystem tarball (what `podman import` takes): busybox and its applets, /IMAGE_ID."""
+def rootfs_tar(marker, path, extra=()):
+    """A root filesystem tarball (what `podman import` takes): busybox and its applets, /IMAGE_ID,
+    and the (file, name in the image, mode) of `extra`, owned by root."""
     with tarfile.open(path, "w") as t:
         def add_dir(name):
             ti = tarfile.TarInfo(name)
@@ -62,10 +63,15 @@ def rootfs_tar(marker, path):
             add_dir(d)
         t.add(BUSYBOX, "bin/busybox")
         for app in ("sh", "echo", "cat", "ls", "ip", "hostname", "sleep", "env", "pwd", "grep",
-                    "tr", "awk", "wc", "id", "true"):
+                    "tr", "awk", "wc", "id", "true", "sort"):
             ti = tarfile.TarInfo("bin/" + app)
             ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
             t.addfile(ti)
+        for src, name, mode in extra:
+            ti = t.gettarinfo(str(src), name)
+            ti.mode, ti.uid, ti.gid, ti.uname, ti.gname = mode, 0, 0, "root", "root"
+            with open(src, "rb") as f:
+                t.addfile(ti, f)
         data = (marker + "\n").encode()
         ti = tarfile.TarInfo("IMAGE_ID")
         ti.size, ti.mode = len(data), 0o644

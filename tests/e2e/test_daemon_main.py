@@ -70,3 +70,40 @@ def test_usage_names_stop_and_status(dtctl_bin, prog):
     p = subprocess.run([str(dtctl_bin / prog), "--port", "0"], capture_output=True, text=True,
                        timeout=10)
     assert p.returncode == 2 and "bad --port" in p.stderr, p
+
+
+@pytest.mark.parametrize("prog,pidfile", [d[:2] for d in DAEMONS])
+def test_daemon_keeps_no_descriptor_of_its_starter(dtctl_bin, tmp_path, prog, pidfile):
+    """A daemon outlives whoever started it: a descriptor it inherited (here a pipe's
+    write end and a flock(1)-style locked file, as `flock LOCK dtsched --daemon` passes)
+    would hold the lock and keep the pipe open for the daemon's whole life."""
+    import fcntl
+
+    exe = str(dtctl_bin / prog)
+    home = make_home(tmp_path / "home")
+    port = free_ports(1)[0]
+    lock = tmp_path / "lock"
+    lfd = os.open(str(lock), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lfd, fcntl.LOCK_EX)
+    r, w = os.pipe()
+    try:
+        p = subprocess.run([exe, "--home", str(home), "--daemon", "--port", str(port)],
+                           pass_fds=(lfd, w), capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        pid = int((home / pidfile).read_text())
+        os.close(w)
+        os.close(lfd)
+        held = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)]
+        assert str(lock) not in held, held
+        # the pipe's only writer left was the daemon: EOF now, not at its stop
+        import select
+        assert select.select([r], [], [], 5)[0], "the daemon keeps its starter's pipe open"
+        assert os.read(r, 1) == b""
+        other = os.open(str(lock), os.O_RDWR)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)   # raises if the daemon holds it
+        finally:
+            os.close(other)
+    finally:
+        subprocess.run([exe, "--home", str(home), "--stop"], capture_output=True, timeout=30)
+        os.close(r)

@@ -44,8 +44,10 @@ def test_clean_cluster_passes(cluster, dtctl, inited):
         assert want in names
     engine = [c for c in res["checks"] if c["check"] == "container"][0]
     if shutil.which("podman"):   # podman info worked as the cluster user on every node
-        assert re.match(r"container engine podman [0-9.]+, \w+, GPUs by (devices|cdi) on every "
-                        r"node$", engine["detail"]), engine
+        assert re.match(r"container engine podman [0-9.]+, \w+, GPUs by (devices|cdi)"
+                        r"(, no squashfs images \(no sqfs2tar\))? on every node$",
+                        engine["detail"]), engine
+        assert ("no sqfs2tar" in engine["detail"]) == (not shutil.which("sqfs2tar")), engine
     else:
         assert engine["detail"] == "container engine (none) on every node", engine
     if cluster.mode == "netns":

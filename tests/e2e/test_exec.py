@@ -131,6 +131,55 @@ def test_push(ready, run, tmp_path):
     assert "no such" in p.stderr.lower() or "cannot create" in p.stderr
 
 
+def _sshd_logs(c):
+    return [c.state / "logs" / ("node%d.sshd.log" % n.index) for n in c.nodes]
+
+
+def test_one_connection_one_key_exchange_per_node(ready, run):
+    """What one `exec` costs each node, counted twice: by the ssh layer (DTCTL_SSH_TRACE)
+    and by the node's own sshd (LogLevel VERBOSE).  Exactly one TCP connection, one key
+    exchange, one login (a publickey query and its signature), one channel, and no round
+    trip beyond the protocol's own: banner, KEXINIT, ECDH, service, publickey query,
+    signature, channel open, exec (8; asking for the auth methods first made it 9).
+    Issue 34: exec slipped to 0.6x pdsh once; a second connection, key exchange or round
+    trip per node must not come back silently.  Nothing here is timed."""
+    import re
+    import time
+    c = ready[0]
+    logs = _sshd_logs(c)
+    min_rt = None
+    for _ in range(3):
+        start = [f.stat().st_size for f in logs]
+        p = run("exec", "--", "true", env={"DTCTL_SSH_TRACE": "1"})
+        assert p.returncode == 0, p.stderr
+        traces = dict(re.findall(r"ssh trace (\S+): (.*)", p.stderr))
+        assert sorted(traces) == sorted(n.name for n in c.nodes), p.stderr
+        for name, line in traces.items():
+            st = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)(?= |$)", line.split("; ", 1)[1])}
+            assert (st["connects"], st["kex"], st["auth_requests"], st["channels"]) == (1, 1, 1, 1), \
+                (name, line)
+            assert st["round_trips"] <= 10, (name, line)    # the last messages may come split
+            min_rt = st["round_trips"] if min_rt is None else min(min_rt, st["round_trips"])
+        # each node's sshd saw the same: one connection, one query, one login, one session,
+        # then our disconnect (polled: sshd logs it after we are gone)
+        deadline = time.monotonic() + 20
+        while True:
+            new = []
+            for f, off in zip(logs, start):
+                with open(f, errors="replace") as fh:
+                    fh.seek(off)
+                    new.append(fh.read())
+            if all("Disconnected from user" in t for t in new) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for n, text in zip(c.nodes, new):
+            counts = [text.count(s) for s in ("Connection from", "Postponed publickey",
+                                               "Accepted publickey", "Starting session",
+                                               "Disconnected from user")]
+            assert counts == [1, 1, 1, 1, 1], (n.name, text)
+    assert min_rt == 8, "fewest round trips of a node: %s (want 8)" % min_rt
+
+
 def test_bad_usage(run):
     assert run("exec").returncode == 2
     assert run("exec", "--nodes", "nosuchnode", "--", "true").returncode == 2

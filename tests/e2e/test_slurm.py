@@ -19,6 +19,7 @@ import pytest
 
 from conftest import FAKESLURM, free_ports
 from dtapi import DtApi
+from test_head_trust import other_user  # noqa: F401 (a fixture: a second Unix user)
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +213,61 @@ def test_run_inside_sbatch_then_scancel_leaves_nothing(slurm, user_env):
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
 
 
+def test_other_shells_of_the_allocation_find_its_head(slurm, user_env, other_user):
+    """`dtctl run` in an sbatch script starts a private head.  Another shell of the
+    allocation finds it through the user's 0700 record on the shared dir: a step on the
+    other node (`srun --overlap --jobid=N dtctl ps`) and a shell with $SLURM_JOB_ID on the
+    host (salloc's second terminal) see the job in ps/show/logs, and cancel it, which ends
+    the run; another Unix user with the same $SLURM_JOB_ID finds nothing; the record goes
+    with the head."""
+    u = user_env
+    out = slurm.fc.shared / "sbatch-other-shell.out"
+    script = slurm.fc.shared / "other-shell.sbatch"
+    tag = "7%05d" % (os.getpid() % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 2 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep %s'"
+                      " %s\n" % (u["dtctl"], tag, tag))
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "-N", "2", "--output=%s" % out, str(script)],
+                  user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    wait_for("both ranks running", lambda: len(sleepers(u["uid"], tag)) == 2, 90,
+             lambda: out.read_text() if out.exists() else "")
+    records = slurm.fc.shared / (".dtctl-alloc-%d" % u["uid"])
+    st = records.stat()
+    assert st.st_uid == u["uid"] and st.st_mode & 0o777 == 0o700, oct(st.st_mode)
+    assert [n.split(".")[0] for n in os.listdir(records)] == [job], os.listdir(records)
+
+    def step(node, *args):
+        return slurm.run(["srun", "--overlap", "--jobid=%s" % job, "-N", "1", "-w", node,
+                          u["dtctl"]] + list(args), user=True, env=u["env"])
+    p = step("dtnode2", "ps", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    jobs = json.loads(p.stdout)["jobs"]
+    assert [j["state"] for j in jobs] == ["RUNNING"], jobs
+    dt_job = jobs[0]["id"]
+    # salloc's second terminal: the host, $SLURM_JOB_ID set
+    host_env = dict(u["env"], SLURM_JOB_ID=job)
+    p = slurm.run([u["dtctl"], "show", "--json", dt_job], user=True, env=host_env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["job"]["state"] == "RUNNING", p.stdout
+    p = slurm.run([u["dtctl"], "logs", dt_job], user=True, env=host_env)
+    assert p.stdout.count("up-" + tag) == 2, p.stdout + p.stderr
+    # another user, the same $SLURM_JOB_ID: not ours to find
+    p = subprocess.run(["runuser", "-u", other_user, "--", "env", "SLURM_JOB_ID=" + job,
+                        "DTCTL_SHARED_DIR=%s" % slurm.fc.shared, "DTCTL_HOME=/tmp/dtt-other-home",
+                        u["dtctl"], "ps"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and "no cluster set up" in p.stderr, p.stdout + p.stderr
+    assert dt_job not in p.stdout
+    p = step("dtnode1", "cancel", dt_job)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert slurm.wait_job_gone(job, timeout=60) in ("COMPLETED", "FAILED")
+    assert "CANCELLED" in out.read_text(), out.read_text()
+    wait_no_user_processes(u["uid"])
+    assert os.listdir(records) == [], "record left"
+    assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
+
+
 @contextlib.contextmanager
 def head_with_slurm_agents(slurm, u):
     """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,
@@ -337,6 +393,34 @@ def test_ranks_get_the_gpus_slurm_gave_the_allocation(slurm, user_env):
         envs = envs_of(p.stdout)
         # each rank sees its node's reservation (docs/run.md), here all of the allocation's
         assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs.values()) == ["2,3", "2,3"], envs
+    finally:
+        slurm.run(["scancel", holder])
+
+
+def test_mpi_ranks_get_the_gpus_slurm_gave_each_node(slurm, user_env):
+    """Another job holds GPUs 0 and 1 of dtnode2: the allocation gets 0,1 of dtnode1 and 2,3
+    of dtnode2.  `dtctl run --launcher mpi -N 2 -g 2` inside it: the ranks mpirun starts on
+    dtnode1 see 0,1, and those of the orted on dtnode2 (started through that node's agent)
+    2,3, as the agent launcher's ranks do (the rank logger maps through DT_GPU_MAP)."""
+    u = user_env
+    p = slurm.run(["sbatch", "--parsable", "-w", "dtnode2", "--gres=gpu:2", "--output=/dev/null",
+                   "--wrap", "sleep 300"], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    holder = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("holder running", lambda: "JobState=RUNNING" in slurm.run(
+            ["scontrol", "-o", "show", "job", holder]).stdout, 30)
+        p = slurm.run(["salloc", "-N", "2", "-w", "dtnode[1-2]", "--gres=gpu:2", u["dtctl"], "run",
+                       "--launcher", "mpi", "-N", "2", "-g", "2", "--", "/bin/sh", "-c",
+                       "echo MPIGPU rank=$OMPI_COMM_WORLD_RANK host=$(hostname) "
+                       "cvd=$CUDA_VISIBLE_DEVICES"], user=True, env=u["env"], timeout=120)
+        m = re.search(r"logs: (\S+)", p.stderr)
+        mpirun_log = Path(m.group(1)) / "mpirun.log" if m else None
+        assert p.returncode == 0, p.stdout + p.stderr + (
+            mpirun_log.read_text() if mpirun_log and mpirun_log.exists() else "")
+        got = sorted(re.findall(r"MPIGPU rank=(\d+) host=(\S+) cvd=(\S*)", p.stdout))
+        assert got == [("0", "dtnode1", "0,1"), ("1", "dtnode1", "0,1"),
+                       ("2", "dtnode2", "2,3"), ("3", "dtnode2", "2,3")], p.stdout
     finally:
         slurm.run(["scancel", holder])
 

@@ -320,6 +320,31 @@ def test_configured_warning_comes_from_slurm_before_the_limit(head):
     head.wait_nothing_left()
 
 
+FAILS_ONCE = r"""
+import os, sys
+print("ATTEMPT=%s RANK=%s" % (os.environ["DT_ATTEMPT"], os.environ["RANK"]), flush=True)
+sys.exit(3 if os.environ["DT_ATTEMPT"] == "0" and os.environ["RANK"] == "1" else 0)
+"""
+
+
+def test_retry_after_a_rank_failure_reuses_the_allocation(head):
+    """Rank 1 fails in attempt 0 (--retries 1, no timeout) while Slurm still runs the job:
+    attempt 1 runs in the same Slurm job, on the agents that joined for attempt 0 (one
+    sbatch, one Slurm output file), and completes; the allocation then ends, nothing left."""
+    job = head.submit("-N", "2", "-p", "1", "--retries", "1", "--", "/usr/bin/python3", "-c",
+                      FAILS_ONCE)
+    j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                      timeout=120)
+    assert j["state"] == "COMPLETED" and j["attempt"] == 1, j
+    sid = j["slurm"]["job_id"]
+    outs = sorted(p.name for p in (head.fc.shared / "slurm").glob(job + ".*"))
+    assert outs == ["%s.0-%d.out" % (job, sid)], outs     # one sbatch for both attempts
+    out = head.dtctl("logs", job).stdout
+    assert "ATTEMPT=1 RANK=0" in out and "ATTEMPT=1 RANK=1" in out, out
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
 def test_job_that_can_never_run_is_refused_with_the_numbers(head):
     p = head.dtctl("run", "-d", "-N", "3", "-p", "1", "--", "true")
     assert p.returncode == 2, p.stdout + p.stderr
@@ -538,3 +563,93 @@ def test_packed_sweep_requeued_by_slurm_runs_its_trials_again(head):
         assert j["slurm"]["job_id"] == sid, j
     assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
     head.wait_nothing_left()
+
+
+# sbatch, but the first time it stalls after Slurm accepted the job (its id printed, and
+# written to <dir>/sid) until dtsched, its parent, is gone: the test kills dtsched with
+# SIGKILL between Slurm's accepting an attempt and dtsched's recording it
+STALLING_SBATCH = r"""#!/bin/sh
+out=$(%(real)s "$@")
+rc=$?
+printf '%%s\n' "$out"
+if [ $rc -eq 0 ] && mkdir %(dir)s/stalled 2>/dev/null; then
+    printf '%%s' "$out" > %(dir)s/sid.tmp && mv %(dir)s/sid.tmp %(dir)s/sid
+    while kill -0 $PPID 2>/dev/null; do sleep 0.05; done
+fi
+exit $rc
+"""
+
+
+def test_dtsched_killed_after_sbatch_adopts_its_job_and_cancels_strays(head):
+    """dtsched is killed (SIGKILL) right after Slurm accepted an attempt's sbatch, before it
+    recorded the Slurm job.  Restarted, it finds its own Slurm jobs (squeue --me, its batch
+    script, the comment naming its head id, checked against state.db): the unrecorded one
+    is adopted and the job completes on it (no second sbatch); a job naming a dtctl job
+    that state.db does not have is cancelled; the user's own Slurm job is left alone.
+    Every active Slurm job of the user is one dtctl knows, or the user's own."""
+    import sqlite3
+    d = Path(tempfile.mkdtemp(prefix="dtctl-stall-", dir="/var/tmp"))
+    os.chown(d, head.uid, -1)
+    os.chmod(d, 0o755)
+    wrapper = d / "sbatch"
+    wrapper.write_text(STALLING_SBATCH % {"real": shutil.which("sbatch"), "dir": d})
+    os.chmod(wrapper, 0o755)
+    mine = None
+    try:
+        assert head.dtctl("head", "stop").returncode == 0
+        head.env["PATH"] = "%s:%s" % (d, os.environ["PATH"])
+        p = head.dtctl("head", "start")
+        assert p.returncode == 0, p.stderr
+        job = head.submit("-N", "1", "-p", "1", "--", "/bin/echo", "ran-on-the-adopted-job")
+        deadline = time.monotonic() + 60
+        while not (d / "sid").exists():
+            assert time.monotonic() < deadline, "sbatch never ran: %s" % head.show(job)
+            time.sleep(0.05)
+        sid = int((d / "sid").read_text().strip().split(";")[0])
+        pid = int((head.home / "dtsched.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while os.path.exists("/proc/%d" % pid):
+            assert time.monotonic() < deadline, "dtsched %d outlived SIGKILL" % pid
+            time.sleep(0.05)
+        # a Slurm job naming a job state.db does not have, and the user's own
+        db = sqlite3.connect("file:%s?mode=ro" % (head.home / "state.db"), uri=True)
+        hid = db.execute("SELECT value FROM meta WHERE key='head_id'").fetchone()[0]
+        db.close()
+        p = head.slurm.run(["sbatch", "--parsable", "--hold", "--output=/dev/null",
+                            "--comment=dtctl j-999999 attempt 0 head %s" % hid,
+                            str(head.home / "slurm" / "job.sh")], user=True)
+        assert p.returncode == 0, p.stderr
+        stray = int(p.stdout.strip().split(";")[0])
+        p = head.slurm.run(["sbatch", "--parsable", "--hold", "--output=/dev/null",
+                            "--comment=my own", "--wrap=true"], user=True)
+        assert p.returncode == 0, p.stderr
+        mine = int(p.stdout.strip().split(";")[0])
+        del head.env["PATH"]
+        p = head.dtctl("head", "start")
+        assert p.returncode == 0, p.stderr
+        j = head.wait_job(job, lambda j: state_final(j["state"]), "ended")
+        assert j["state"] == "COMPLETED", j
+        assert j["slurm"]["job_id"] == sid, (sid, j)
+        assert "ran-on-the-adopted-job" in head.dtctl("logs", job).stdout
+        assert head.slurm.wait_job_gone(str(stray)) == "CANCELLED"
+        assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+        p = head.slurm.run(["squeue", "--me", "-h", "-o", "%i"], user=True)
+        assert p.stdout.split() == [str(mine)], p.stdout
+        log = (head.home / "dtsched.log").read_text()
+        assert re.search(r"Slurm job %d \(%s attempt 0\) submitted by an earlier dtsched "
+                         r"that did not record it: adopted" % (sid, job), log), log[-3000:]
+        assert ("Slurm job %d (j-999999 attempt 0) left by an earlier dtsched: cancelling it "
+                "(no such job in state.db)" % stray) in log, log[-3000:]
+        head.wait_nothing_left()
+    finally:
+        head.env.pop("PATH", None)
+        if mine:
+            head.slurm.run(["scancel", str(mine)])
+        if head.dtctl("head", "status").returncode != 0:
+            head.dtctl("head", "start")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def state_final(st):
+    return st not in ("PENDING", "RUNNING")

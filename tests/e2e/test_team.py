@@ -48,13 +48,14 @@ def users():
 
 
 @contextlib.contextmanager
-def team_cluster(dtctl_bin, tmp, name="local", gpus="0", extra=""):
-    """A one-node cluster in team mode (cluster.yaml + `extra`), started; its cluster file
-    where the users can read it (pytest's tmp dirs are 0700) and the socket in a root-owned
-    folder."""
+def team_cluster(dtctl_bin, tmp, name="local", gpus="0", extra="", env=None):
+    """A one-node cluster in team mode (cluster.yaml + `extra`; `env` for its daemons too),
+    started; its cluster file where the users can read it (pytest's tmp dirs are 0700) and
+    the socket in a root-owned folder."""
     pub = Path(tempfile.mkdtemp(prefix="dtt-team-", dir="/var/tmp"))
     os.chmod(pub, 0o755)
     c = LocalCluster(dtctl_bin / "dtctl", tmp, name=name, gpus=gpus)
+    c.env.update(env or {})
     c.sock = pub / "run" / "dtsched.sock"
     shared = pub / "shared"
     shared.mkdir(mode=0o755)

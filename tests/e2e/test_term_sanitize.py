@@ -83,6 +83,41 @@ def test_ps_and_show_json_exact(local, job):
     assert shown["spec"]["command"][-1] == ARG, shown["spec"]
 
 
+def parse_rows(text):
+    """lib/rowfmt.h's rows: tab-separated, backslash escapes, \\N for a missing field."""
+    esc = {"t": "\t", "n": "\n", "r": "\r"}
+    return [[None if f == "\\N" else re.sub(r"\\(.)", lambda m: esc.get(m[1], m[1]), f)
+             for f in line.split("\t")] for line in text.splitlines()]
+
+
+def test_ps_rows_are_the_brief_list(local, job):
+    """`dtctl ps` reads POST /v1/joblist as text rows (lib/rowfmt.h): field for field what
+    the JSON brief list holds, a name with tabs, newlines and backslashes included, and the
+    table prints that name on its job's one line, sanitised."""
+    name = "t\tn\nb\\N\\"
+    p = local.dtctl("run", "--detach", "--name", name, "-p", "1", "--", "true")
+    assert p.returncode == 0, p.stderr
+    jid = local.job_id(name)
+    fields, *rows = parse_rows(local.dtctl("api", "POST", "/v1/joblist",
+                                           '{"all": true, "format": "tsv"}').stdout)
+    brief = json.loads(local.dtctl("api", "POST", "/v1/joblist", '{"all": true}').stdout)["jobs"]
+    got = [dict(zip(fields, r)) for r in rows]
+    assert [r["id"] for r in got] == [b["id"] for b in brief] and jid in [r["id"] for r in got]
+    for r, b in zip(got, brief):
+        for k in ("name", "user"):
+            assert r[k] == b[k], (k, r, b)
+        for k in ("nodes", "world_size", "log_lost_lines"):
+            assert int(r[k]) == b[k], (k, r, b)
+        if b["state"] == r["state"]:   # a job may have moved between the two calls
+            assert r["reason"] == b["reason"], (r, b)
+            assert r["nodelist"] == ",".join(p["node"] for p in b["placement"]), (r, b)
+    assert [r["name"] for r in got if r["id"] == jid] == [name]
+    out = assert_safe(local.dtctl("ps", "--all", text=False).stdout, "dtctl ps")
+    row = [l for l in out.splitlines() if l.startswith(jid + " ")]
+    assert len(row) == 1, out
+    assert " t\\tn\\nb\\N\\ " in row[0], row   # term.h: \\t, \\n; a backslash is itself
+
+
 def test_logs(local, job):
     jid, _ = job
     out = assert_safe(local.dtctl("logs", jid, text=False).stdout, "dtctl logs")

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "scheduler/jobs-int.h"
@@ -738,6 +739,110 @@ static void test_agents_gpus_taken(void **state)
 
 /* A released hold: dropped once its tasks are final, else its live tasks
  * stopped; a task of a job that no hold knows (an orphan) stopped too. */
+/* path's whole text ("" when absent) */
+static char *slurp(const char *path)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_read_file(&sb, path, 1 << 16);
+	return strbuf_detach(&sb, NULL);
+}
+
+static void write_exec(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0755), 0);
+}
+
+/*
+ * A restarted dtsched's own Slurm jobs (backend-slurm.c, orphans_apply), with
+ * squeue, sbatch and scancel stand-ins on PATH: squeue --me lists an unrecorded
+ * Slurm job of the waiting job's attempt (adopted: no sbatch), a duplicate of
+ * it, one naming a job state.db lacks and one of an ended job (cancelled), and
+ * another head's, another script's and an older attempt's... left alone or
+ * cancelled as the table in docs/slurm-backend.md says.
+ */
+static void test_slurm_orphans(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 4);
+	char a[32], b[32], path[512], *old_path = xstrdup(getenv("PATH"));
+	struct strbuf sq = STRBUF_INIT, bin = STRBUF_INIT;
+	struct job *ja, *jb;
+	char *cancelled = NULL, *sbatched;
+	long long deadline = dt_mono_ms() + 20000;
+	int adopted = 0;
+
+	(void)state;
+	snprintf(s->head_id, sizeof(s->head_id), "abc123");
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", a, sizeof(a));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", b, sizeof(b));
+	ja = job_find(s, a);
+	jb = job_find(s, b);
+	jb->state = DT_JOB_COMPLETED;
+	strbuf_addf(&bin, "%s/bin", f.dir);
+	assert_int_equal(mkdir(bin.buf, 0700), 0);
+	strbuf_addf(&sq, "#!/bin/sh\ncase \"$*\" in\n*--me*) /bin/cat <<'EOF'\n"
+		    "101|PENDING|0||Resources|%s/slurm/job.sh|dtctl %s attempt 0 head abc123\n"
+		    "102|PENDING|0||Resources|%s/slurm/job.sh|dtctl %s attempt 0 head abc123\n"
+		    "103|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl j-999999 attempt 0 head abc123\n"
+		    "104|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 0 head abc123\n"
+		    "105|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 0 head other\n"
+		    "106|RUNNING|0|t1|None|/home/u/run.sh|dtctl %s attempt 0 head abc123\n"
+		    "107|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 3 head abc123\n"
+		    "108|COMPLETED|0|t1|None|%s/slurm/job.sh|dtctl j-999998 attempt 0 head abc123\n"
+		    "109|RUNNING|0|t1|None|%s/slurm/job.sh|my own | job\n"
+		    "EOF\n;;\n*) echo '101|PENDING|0||Resources' ;;\nesac\n",
+		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir);
+	snprintf(path, sizeof(path), "%s/squeue", bin.buf);
+	write_exec(path, sq.buf);
+	strbuf_reset(&sq);
+	strbuf_addf(&sq, "#!/bin/sh\necho \"$*\" >> %s/scancelled\n", f.dir);
+	snprintf(path, sizeof(path), "%s/scancel", bin.buf);
+	write_exec(path, sq.buf);
+	strbuf_reset(&sq);
+	strbuf_addf(&sq, "#!/bin/sh\necho \"$*\" >> %s/sbatched\necho 999\n", f.dir);
+	snprintf(path, sizeof(path), "%s/sbatch", bin.buf);
+	write_exec(path, sq.buf);
+	setenv("PATH", bin.buf, 1);
+
+	/* the lifecycle wants A submitted: the worker looks for orphans first */
+	step(s);
+	while (dt_mono_ms() < deadline) {
+		pthread_mutex_lock(&s->lock);
+		adopted = json_get_int(ja->slurm, "job_id", 0) == 101;
+		pthread_mutex_unlock(&s->lock);
+		free(cancelled);
+		snprintf(path, sizeof(path), "%s/scancelled", f.dir);
+		cancelled = slurp(path);
+		if (adopted && !strcmp(cancelled, "102\n103\n104\n107\n"))
+			break;
+		usleep(20000);
+	}
+	setenv("PATH", old_path, 1);
+	assert_true(adopted);
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(json_get_int(ja->slurm, "attempt", -1), 0);
+	assert_null(json_object_get(ja->slurm, "submit"));
+	pthread_mutex_unlock(&s->lock);
+	/* scancel (not --signal=TERM) of each, in squeue's order; 105, 106, 108, 109 kept */
+	assert_string_equal(cancelled, "102\n103\n104\n107\n");
+	slurm_backend.release(s);
+	snprintf(path, sizeof(path), "%s/sbatched", f.dir);
+	sbatched = slurp(path);
+	assert_string_equal(sbatched, "");   /* the adopted job, not a second one */
+	free(sbatched);
+	free(cancelled);
+	free(old_path);
+	strbuf_release(&sq);
+	strbuf_release(&bin);
+	fx_release(&f);
+}
+
 /*
  * The Slurm backend's view of a running attempt (backend-slurm.c): what Slurm
  * says of its job wins over the agents' view, and PREEMPTED and TIMEOUT are
@@ -939,8 +1044,8 @@ static void test_slurm_pack_place(void **state)
 	strbuf_reset(&text);
 	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
 	assert_non_null(strstr(text.buf, "--nodes=1 --ntasks-per-node=1 --exclusive --gres=gpu:3 "
-			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0 --requeue "
-			       "--output="));
+			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0"));
+	assert_non_null(strstr(text.buf, " --requeue --output="));
 	assert_null(strstr(text.buf, "--signal"));
 
 	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
@@ -1074,6 +1179,7 @@ int main(void)
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_slurm_poll),
 		cmocka_unit_test(test_slurm_pack_place),
+		cmocka_unit_test(test_slurm_orphans),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,6 +70,40 @@ static void test_argv(void **state)
 	strbuf_release(&notes);
 }
 
+/* team mode: the owner's ids and groups, no capabilities, no_new_privs, variables from a file */
+static void test_team_user(void **state)
+{
+	gid_t groups[] = { 1001, 27, 100 };
+	struct container_user u = { 1001, 1001, groups, 3 };
+	struct container_run r = { .engine = "/usr/bin/podman",
+				   .ref = CONTAINER_IMAGE_REPO ":abc", .name = "dtctl-j.0.r1-12345678",
+				   .shared_dir = "/shared", .user = &u,
+				   .env_file = "/root/.dtctl/ctr-env/j.0.r1.12345678.env" };
+	struct strvec out = STRVEC_INIT, set = STRVEC_INIT;
+	struct strbuf notes = STRBUF_INIT;
+
+	run_argv(&r, &out, &set, &notes);
+	assert_true(has(&out, "--user=1001:1001"));
+	assert_true(has(&out, "--group-add=27") && has(&out, "--group-add=100"));
+	assert_false(has(&out, "--group-add=1001"));        /* the primary one is --user's */
+	assert_true(has(&out, "--cap-drop=all") && has(&out, "--security-opt=no-new-privileges"));
+	assert_true(has(&out, "--env-file=/root/.dtctl/ctr-env/j.0.r1.12345678.env"));
+	assert_false(has(&out, "--env=RANK"));              /* not from root's podman's env */
+	strvec_clear(&out);
+	/* line_buffered: the node's library in the image, first in LD_PRELOAD */
+	r.user = NULL;
+	r.env_file = NULL;
+	r.stdbuf_lib = "/usr/libexec/coreutils/libstdbuf.so";
+	r.ld_preload = CONTAINER_STDBUF ":/opt/mine.so";
+	run_argv(&r, &out, &set, &notes);
+	assert_true(has(&out, "--volume=/usr/libexec/coreutils/libstdbuf.so:" CONTAINER_STDBUF ":ro"));
+	assert_true(has(&out, "--env=LD_PRELOAD=" CONTAINER_STDBUF ":/opt/mine.so"));
+	assert_true(has(&out, "--env=_STDBUF_O=L") && has(&out, "--env=RANK"));
+	assert_false(has(&out, "--cap-drop=all"));
+	strvec_clear(&out);
+	strbuf_release(&notes);
+}
+
 static void test_gpus(void **state)
 {
 	char dir[] = "/tmp/dt-cdi-XXXXXX", path[64];
@@ -112,6 +146,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_argv),
 		cmocka_unit_test(test_gpus),
+		cmocka_unit_test(test_team_user),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -551,6 +551,8 @@ struct sim {
 	unsigned long long rng;
 	int started_this_pass;
 	long long top_violations, tops_checked;
+	int shapes;               /* give the jobs their fs_job.shape */
+	long long tries;          /* sim_try() calls */
 };
 
 static unsigned rnd(struct sim *s, unsigned n)
@@ -565,6 +567,7 @@ static enum place_status sim_try(void *ctx, struct fs_job *fj, struct place_node
 	struct place_req r = { .nodes = fj->size > GPUS ? fj->size / GPUS : 1,
 			       .per_node = fj->size > GPUS ? GPUS : fj->size };
 
+	((struct sim *)ctx)->tries++;
 	return placement_try(n, nr, &r, res, reason);
 }
 
@@ -619,6 +622,8 @@ static void submit(struct sim *s, int user)
 	j->dur_us = STEP_US * (1 + rnd(s, 16));          /* 15 min to 4 h */
 	/* its timeout: the duration, or up to an hour more (a timeout is an upper bound) */
 	j->fj.limit_ms = (j->dur_us + STEP_US * rnd(s, 5)) / 1000;
+	if (s->shapes)   /* sim_try() reads the size alone */
+		j->fj.shape = 1 + (unsigned long long)size;
 }
 
 static void check_promise(struct sim *s, const struct fs_job *top)
@@ -778,14 +783,15 @@ static void check_shares(struct sim *s, const double *share, double tol, const c
  * half-life of a day forgets that head start before the week is over.
  */
 /* A simulated week of users (fairshare: section fs) with the given seed and quotas. */
-static void week(struct sim *s, const char *fs, const char **users, int n,
-		 unsigned long long seed, int *max_gpus)
+static void week_of(struct sim *s, const char *fs, const char **users, int n,
+		    unsigned long long seed, int *max_gpus, int shapes)
 {
 	struct cluster_config cc;
 	struct strbuf err = STRBUF_INIT;
 
 	load(&cc, fs, &err);
 	memset(s, 0, sizeof(*s));
+	s->shapes = shapes;
 	s->users = users;
 	s->nusers = n;
 	s->rng = seed;
@@ -793,6 +799,34 @@ static void week(struct sim *s, const char *fs, const char **users, int n,
 	simulate(s, &cc.fairshare, 7 * DAY_US);
 	cluster_config_release(&cc);
 	strbuf_release(&err);
+}
+
+static void week(struct sim *s, const char *fs, const char **users, int n,
+		 unsigned long long seed, int *max_gpus)
+{
+	week_of(s, fs, users, n, seed, max_gpus, 1);
+}
+
+/*
+ * fs_job.shape: a pass tries one job of a shape on a pool that did not change
+ * since it failed, not every one; what starts, and when, is the same.
+ */
+static void test_week_shapes_change_nothing(void **state)
+{
+	static const char *users[] = { "u1", "u2", "u3", "u4", "u5" };
+	static const char *fs = "fairshare:\n  half_life: 1d\n  users:\n    u3: {share: 2}\n"
+				"    u4: {share: 2}\n    u5: {share: 4}\n";
+	struct sim a, b;
+
+	week_of(&a, fs, users, 5, 3, NULL, 0);
+	week_of(&b, fs, users, 5, 3, NULL, 1);
+	for (int u = 0; u < 5; u++)
+		assert_true(a.gpu_s[u] == b.gpu_s[u]);
+	assert_int_equal(a.nr, b.nr);
+	assert_int_equal(a.tops_checked, b.tops_checked);
+	print_message("placement tries in a week: %lld without shapes, %lld with\n", a.tries,
+		      b.tries);
+	assert_true(b.tries < a.tries);
 }
 
 static void test_week_two_users(void **state)
@@ -849,6 +883,7 @@ int main(void)
 		cmocka_unit_test(test_project_quota_waits),
 		cmocka_unit_test(test_submit_limits),
 		cmocka_unit_test(test_week_two_users),
+		cmocka_unit_test(test_week_shapes_change_nothing),
 		cmocka_unit_test(test_week_five_users),
 		cmocka_unit_test(test_week_five_users_quota),
 	};

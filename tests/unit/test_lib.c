@@ -23,6 +23,7 @@
 #include "logmerge.h"
 #include "netif.h"
 #include "parse-options.h"
+#include "rowfmt.h"
 #include "run-command.h"
 #include "strbuf.h"
 #include "strvec.h"
@@ -659,10 +660,62 @@ static void test_error_escapes(void **state)
 	free(out);
 }
 
+/* rowfmt: every byte a field may hold comes back, NULL included, rows apart */
+static void test_rowfmt_round_trip(void **state)
+{
+	static const char *const rows[][4] = {
+		{ "j-1", "plain", NULL, "" },
+		{ "a\tb", "new\nline\r", "back\\slash\\", "\\N" },
+		{ "\\", "\t\t", "\n", "\\t" },
+	};
+	struct strbuf sb = STRBUF_INIT;
+	char *cur, *f[4];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		for (int k = 0; k < 4; k++)
+			rowfmt_add(&sb, rows[i][k]);
+		rowfmt_end(&sb);
+	}
+	/* one line per row: no raw tab beyond the 3 separators, no raw newline inside */
+	assert_int_equal(strchr(sb.buf, '\n') - sb.buf, strlen("j-1\tplain\t\\N\t"));
+	cur = sb.buf;
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(rowfmt_next(&cur, f, 4), 4);
+		for (int k = 0; k < 4; k++) {
+			if (!rows[i][k])
+				assert_null(f[k]);
+			else
+				assert_string_equal(f[k], rows[i][k]);
+		}
+	}
+	assert_int_equal(rowfmt_next(&cur, f, 4), 0);
+	strbuf_release(&sb);
+
+	/* more fields than asked for (a newer dtsched), a last row without '\n',
+	 * an unknown escape, a trailing backslash, numbers */
+	strbuf_addstr(&sb, "x\ty\tz\n\\q\\");
+	cur = sb.buf;
+	assert_int_equal(rowfmt_next(&cur, f, 2), 3);
+	assert_string_equal(f[0], "x");
+	assert_string_equal(f[1], "y");
+	assert_int_equal(rowfmt_next(&cur, f, 2), 1);
+	assert_string_equal(f[0], "q\\");
+	assert_null(f[1]);
+	assert_int_equal(rowfmt_next(&cur, f, 2), 0);
+	strbuf_reset(&sb);
+	rowfmt_add_int(&sb, -42);
+	rowfmt_add_int(&sb, 1LL << 40);
+	rowfmt_end(&sb);
+	assert_string_equal(sb.buf, "-42\t1099511627776\n");
+	strbuf_release(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strbuf_basic),
+		cmocka_unit_test(test_rowfmt_round_trip),
 		cmocka_unit_test(test_strbuf_addf_grows),
 		cmocka_unit_test(test_strbuf_trim_and_quote),
 		cmocka_unit_test(test_strbuf_shell_quote_roundtrip),

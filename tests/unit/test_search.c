@@ -513,6 +513,87 @@ static void test_tpe_pruned_rank_after_completed(void **state)
 	cfg_release(&c);
 }
 
+/* for test_tpe_large_history: trial k's value and its rank order (value, then seq) */
+static double big_vals[3000];
+
+static int cmp_by_value(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	if (big_vals[x] != big_vals[y])
+		return big_vals[x] < big_vals[y] ? -1 : 1;
+	return (x > y) - (x < y);
+}
+
+/*
+ * TPE with a long history (search.c, TPE_MAX_BAD): with 3000 observed trials
+ * (and a few failed ones), observed in no particular order, the suggestion is
+ * exactly the one of a search that saw only the 25 best and 1000 of the rest,
+ * evenly spaced by rank: the same as TPE over all of them up to 1025.
+ */
+static void test_tpe_large_history(void **state)
+{
+	static const char *const opts[] = { "sgd", "adam", "adamw", NULL };
+	enum { N = 3000, GOOD = 25, KEEP = 1000 };
+	struct sweep_config c;
+	struct suggestion *sg = xcalloc(N, sizeof(*sg)), a = SUGGESTION_INIT, b = SUGGESTION_INIT;
+	struct search *big, *small;
+	struct tpe_options o;
+	int order[N];
+
+	cfg_init(&c, SWEEP_BAYES, GOAL_MINIMIZE);
+	add_param(&c, "x", PARAM_UNIFORM, 0, 1);
+	add_param(&c, "lr", PARAM_LOG_UNIFORM, 1e-5, 1);
+	add_values(&c, "opt", opts);
+	big = must_new(&c, 17);
+	small = must_new(&c, 17);
+	search_get_tpe_options(big, &o);
+	o.n_startup = N + 1;   /* the history: draws from the prior */
+	search_set_tpe_options(big, &o);
+	for (int k = 0; k < N; k++) {
+		sg[k] = (struct suggestion)SUGGESTION_INIT;
+		assert_int_equal(search_suggest(big, &sg[k]), 0);
+		big_vals[k] = (num_of(&sg[k], "x") - 0.3) * (num_of(&sg[k], "x") - 0.3) +
+			      0.01 * fabs(log10(num_of(&sg[k], "lr")) + 3) +
+			      (strcmp(suggestion_get(&sg[k], "opt")->value, "adam") ? 0.05 : 0);
+	}
+	/* observed in batches of 64, each from its end, every 97th failed */
+	for (int k = 0; k < N; k += 64)
+		for (int i = (k + 64 < N ? k + 64 : N) - 1; i >= k; i--)
+			assert_int_equal(search_observe(big, &sg[i], i % 97 ? big_vals[i] : NAN,
+							i % 97 ? SEARCH_COMPLETED : SEARCH_FAILED), 0);
+	for (int k = 0, n = 0; k < N; k++)
+		if (k % 97)
+			order[n++] = k;
+	qsort(order, N - (N + 96) / 97, sizeof(int), cmp_by_value);
+	/* small: the 25 best, then ranks 25 + k * nb / 1000 */
+	for (int k = 0; k < GOOD + KEEP; k++) {
+		int nb = N - (N + 96) / 97 - GOOD, r = k < GOOD ? k : GOOD + (k - GOOD) * nb / KEEP;
+
+		assert_int_equal(search_observe(small, &sg[order[r]], big_vals[order[r]],
+						SEARCH_COMPLETED), 0);
+	}
+	o.n_startup = 10;
+	search_set_tpe_options(big, &o);
+	search_set_tpe_options(small, &o);
+	search_set_next_seq(small, N);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(search_suggest(big, &a), 0);
+		assert_int_equal(search_suggest(small, &b), 0);
+		assert_int_equal(a.seq, b.seq);
+		for (size_t i = 0; i < a.nr; i++)
+			assert_string_equal(a.items[i].value, b.items[i].value);
+	}
+	for (int k = 0; k < N; k++)
+		suggestion_release(&sg[k]);
+	free(sg);
+	suggestion_release(&a);
+	suggestion_release(&b);
+	search_free(big);
+	search_free(small);
+	cfg_release(&c);
+}
+
 static void test_observe_rejects_foreign(void **state)
 {
 	static const char *const cat[] = { "a", "b", NULL };
@@ -993,6 +1074,7 @@ int main(void)
 		cmocka_unit_test(test_tpe_beats_random),
 		cmocka_unit_test(test_tpe_mixed_space),
 		cmocka_unit_test(test_tpe_pruned_rank_after_completed),
+		cmocka_unit_test(test_tpe_large_history),
 		cmocka_unit_test(test_tpe_bandwidth_factor),
 		cmocka_unit_test(test_tpe_categorical_kernel),
 		cmocka_unit_test(test_observe_rejects_foreign),

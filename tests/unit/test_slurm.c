@@ -3,7 +3,8 @@
  * sbatch argv from cluster.yaml and a job, the batch script's promise to quote
  * nothing, squeue's and sinfo's lines as Slurm 22.05 prints them, Slurm's
  * states, the partition's capacity with the numbers, and which key of
- * cluster.yaml a refused sbatch points at.
+ * cluster.yaml a refused sbatch points at; what a restarted dtsched reads of
+ * its own Slurm jobs; dtagent --slurm's GPU map.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include <string.h>
 
+#include "agent/ranklog.h"
 #include "scheduler/slurm.h"
 #include "strbuf.h"
 #include "strvec.h"
@@ -78,6 +80,11 @@ static void test_sbatch_argv(void **state)
 			    "--job-name=x --comment=dtctl j-000042 attempt 1 --requeue --signal=B:USR1@120 "
 			    "--nodelist=dtnode[1-2] --exclude=dtnode3 /h/slurm/j-000042.sh");
 	free(s);
+	strvec_clear(&argv);
+	/* dtsched's head id names whose job it is (a restarted dtsched finds its own) */
+	r.head = "0123abcd";
+	slurm_sbatch_argv(&cc, &r, &argv);
+	assert_string_equal(argv.v[7], "--comment=dtctl j-000042 attempt 1 head 0123abcd");
 	strvec_clear(&argv);
 	cluster_config_release(&cc);
 }
@@ -224,6 +231,69 @@ static void test_squeue(void **state)
 	json_decref(jobs);
 }
 
+/* squeue --me at dtsched's start: the comment last, kept whole; ours told from others' */
+static void test_mine_and_comment(void **state)
+{
+	json_t *jobs = json_object(), *o;
+	char id[16];
+	int attempt = -1;
+
+	(void)state;
+	assert_int_equal(slurm_mine_parse("7|PENDING|0||Resources|/h/slurm/job.sh|dtctl j-000007 "
+					  "attempt 2 head ab12\n"
+					  "8|RUNNING|1|dtnode1|None|/x/run.sh|mine | with bars\n"
+					  "9|RUNNING|0|n|None|/x\n"
+					  "junk\n", jobs), 2);
+	o = json_object_get(jobs, "7");
+	assert_string_equal(json_string_value(json_object_get(o, "command")), "/h/slurm/job.sh");
+	assert_string_equal(json_string_value(json_object_get(o, "comment")),
+			    "dtctl j-000007 attempt 2 head ab12");
+	o = json_object_get(jobs, "8");
+	assert_string_equal(json_string_value(json_object_get(o, "comment")), "mine | with bars");
+	assert_int_equal(json_integer_value(json_object_get(o, "restarts")), 1);
+	assert_null(json_object_get(jobs, "9"));
+	json_decref(jobs);
+
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt 2 head ab12", "ab12", id,
+					     sizeof(id), &attempt), 0);
+	assert_string_equal(id, "j-000007");
+	assert_int_equal(attempt, 2);
+	/* another head's, a comment of the user's own, no head, trailing words, no head id */
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt 2 head ab13", "ab12", id,
+					     sizeof(id), &attempt), -1);
+	assert_int_equal(slurm_comment_parse("my run", "ab12", id, sizeof(id), &attempt), -1);
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt 2", "ab12", id, sizeof(id),
+					     &attempt), -1);
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt 2 head ab12 x", "ab12", id,
+					     sizeof(id), &attempt), -1);
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt -1 head ab12", "ab12", id,
+					     sizeof(id), &attempt), -1);
+	assert_int_equal(slurm_comment_parse("dtctl j-000007 attempt 2 head ", "", id, sizeof(id),
+					     &attempt), -1);
+	/* an id longer than the buffer */
+	assert_int_equal(slurm_comment_parse("dtctl j-0000000000000000007 attempt 2 head ab12",
+					     "ab12", id, sizeof(id), &attempt), -1);
+}
+
+/* dtagent --slurm's GPU i is the i-th device of its step (tasks and mpi ranks alike) */
+static void test_gpu_map(void **state)
+{
+	static const char *const cases[][3] = {
+		{ "2,3", "0,1", "2,3" }, { "2,3", "1", "3" }, { "4,5,6,7", "3,0", "7,4" },
+		{ "2,3", "-1", "-1" }, { "2,3", "5", "5" }, { "2,3", "x,1", "x,3" },
+		{ "2,3", "", "" }, { "GPU-aa,GPU-bb", "1", "GPU-bb" },
+	};
+	struct strbuf out = STRBUF_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		strbuf_reset(&out);
+		gpu_map_translate(cases[i][0], cases[i][1], &out);
+		assert_string_equal(out.buf, cases[i][2]);
+	}
+	strbuf_release(&out);
+}
+
 static void test_sinfo_and_fits(void **state)
 {
 	struct slurm_capacity c;
@@ -300,6 +370,8 @@ int main(void)
 		cmocka_unit_test(test_script_quotes_nothing),
 		cmocka_unit_test(test_phases),
 		cmocka_unit_test(test_squeue),
+		cmocka_unit_test(test_mine_and_comment),
+		cmocka_unit_test(test_gpu_map),
 		cmocka_unit_test(test_sinfo_and_fits),
 		cmocka_unit_test(test_refusal_source),
 	};

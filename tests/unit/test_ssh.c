@@ -245,6 +245,13 @@ static void test_unreachable(void **state)
 	assert_int_equal(s.error, SSH_E_NODE);
 	assert_true(ssh_node_failed(n));
 	assert_non_null(strstr(ssh_node_error(n), "cannot connect to 127.0.0.1:1"));
+	/* one connect tried (one address), nothing after it counted */
+	assert_int_equal(ssh_node_stats(n)->connects, 1);
+	assert_int_equal(ssh_node_stats(n)->kex, 0);
+	assert_int_equal(ssh_node_stats(n)->auth_requests, 0);
+	assert_int_equal(ssh_node_stats(n)->channels, 0);
+	assert_int_equal(ssh_node_stats(n)->round_trips, 0);
+	assert_int_equal(ssh_node_stats(n)->sent, 0);
 	ssh_pool_free(p);
 	rmdir(dir);
 	strbuf_release(&kh);

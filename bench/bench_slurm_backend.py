@@ -12,12 +12,15 @@ one slurmd per node), dtsched as the cluster user with `backend: slurm`
   3. --trials one-second trials of one GPU each on the 8 GPUs (4 nodes x 2): as separate
      Slurm jobs through dtctl (`dtctl run -d -g 1 -- sleep 1` each, one sbatch per trial)
      against a bare sbatch loop (`sbatch --gres=gpu:1 --wrap 'sleep 1'`), makespan from
-     the first submit to the last trial's end, over ideal (ceil(trials / 8) s).  Packed
-     into one allocation (`pack: allocation`) is not built yet (docs/slurm-backend.md).
+     the first submit to the last trial's end, over ideal (ceil(trials / 8) s), and
+     the same trials as one sweep packed into one allocation (`pack: allocation`,
+     parallel 8: one Slurm job of 4 nodes x 2 GPUs that dtsched fills), from `dtctl
+     sweep` to the last trial's end (the allocation's start included).
 The fake nodes share this machine's cores, and Slurm's scheduler runs every
 sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
 
-    make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]   (root)
+    make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]
+        [--trials 16] [--only-trials | --only-packed]   (root)
 """
 import argparse
 import json
@@ -78,6 +81,39 @@ def trials_dtctl(h, sc, n):
     return time.monotonic() - t0
 
 
+def trials_packed(h, sc, n):
+    """Makespan of n one-second 1-GPU trials as one sweep packed into one allocation
+    (pack: allocation, parallel 8), from `dtctl sweep` to the last trial's end."""
+    from datetime import datetime
+    idle(sc)
+    sweep = h.home / "packed.yaml"
+    sweep.write_text("method: grid\nparameters: {x: {values: [%s]}}\n"
+                     "job: {name: bpack, gpus_per_node: 1, shell: true, command: ['sleep 1']}\n"
+                     "parallel: 8\npack: allocation\n" % ", ".join(str(i) for i in range(n)))
+    os.chown(sweep, h.uid, -1)
+    t0 = time.time()
+    p = h.dtctl("sweep", "--detach", sweep)
+    if p.returncode != 0:
+        sys.exit("bench_slurm_backend: dtctl sweep: %s%s" % (p.stdout, p.stderr))
+    sw = p.stdout.strip()
+    while True:
+        ex = json.loads(h.dtctl("sweep", "export", "--json", sw).stdout)
+        if ex["sweep"]["state"] not in ("RUNNING", "PENDING"):
+            break
+        time.sleep(0.5)
+    bad = [t for t in ex["trials"] if t["state"] != "COMPLETED"]
+    if ex["sweep"]["state"] != "COMPLETED" or bad or len(ex["trials"]) != n:
+        sys.exit("bench_slurm_backend: packed sweep %s: %s" % (ex["sweep"]["state"], bad[:3]))
+    sids = {h.show(t["job_id"])["slurm"]["job_id"] for t in (ex["trials"][0], ex["trials"][-1])}
+    if len(sids) != 1:
+        sys.exit("bench_slurm_backend: packed sweep used Slurm jobs %s" % sids)
+    def ts(v):
+        return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+    end = max(ts(t["ended_at"]) for t in ex["trials"])
+    first = min(ts(h.show(t["job_id"])["started_at"]) for t in ex["trials"][:8])
+    return end - t0, first - t0
+
+
 def trials_sbatch(sc, n):
     """Makespan of n one-second 1-GPU trials as a bare sbatch loop (until squeue is empty)."""
     idle(sc)
@@ -100,6 +136,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--submits", type=int, default=20)
     ap.add_argument("--trials", type=int, default=16)
+    ap.add_argument("--only-trials", action="store_true", help="only the trials (3.)")
+    ap.add_argument("--only-packed", action="store_true", help="only the packed trials")
     ap.add_argument("--verbose", action="store_true", help="print dtsched's log at the end")
     a = ap.parse_args()
     why = slurm_unavailable()
@@ -122,8 +160,12 @@ def main():
         h = SlurmHead(sc, Path(a.bin).resolve(), home, free_ports(1)[0])
         assert h.dtctl("head", "start").returncode == 0
         dt, srun = [], []
-        timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true")      # warm up both
-        timed(sc.run, ["srun", "-N", "4", "true"], True)
+        if a.only_trials or a.only_packed:
+            a.only_trials = True
+            a.rounds = a.submits = 0
+        else:
+            timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true")      # warm up both
+            timed(sc.run, ["srun", "-N", "4", "true"], True)
         for _ in range(a.rounds):
             idle(sc)
             dt.append(timed(h.dtctl, "run", "-N", "4", "-p", "1", "--", "true"))
@@ -133,7 +175,11 @@ def main():
         for _ in range(a.submits):
             sub_dt.append(timed(h.dtctl, "run", "-d", "-N", "1", "-p", "1", "--", "true"))
             sub_sb.append(timed(sc.run, ["sbatch", "--wrap", "true", "-o", "/dev/null"], True))
-        trials_dt, trials_sb = trials_dtctl(h, sc, a.trials), trials_sbatch(sc, a.trials)
+        if a.only_packed:
+            trials_dt = trials_sb = float("nan")
+        else:
+            trials_dt, trials_sb = trials_dtctl(h, sc, a.trials), trials_sbatch(sc, a.trials)
+        trials_pk, pk_start = trials_packed(h, sc, a.trials)
         for j in json.loads(h.dtctl("ps", "--json").stdout)["jobs"]:
             if j["state"] in ("PENDING", "RUNNING"):
                 h.dtctl("cancel", j["id"])
@@ -148,20 +194,29 @@ def main():
             shutil.rmtree(home, ignore_errors=True)
         subprocess.run([str(FAKESLURM), "down"], capture_output=True)
         subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
-    md, ms = statistics.median(dt), statistics.median(srun)
-    rd, rs = a.submits / sum(sub_dt), a.submits / sum(sub_sb)
     print("bench_slurm_backend: 4 fake nodes, real Slurm 22.05, %d rounds" % a.rounds)
-    print("  4-node no-op   dtctl run (backend: slurm) %6.2f s   srun -N 4 true %6.2f s   "
-          "ratio %.2f" % (md, ms, md / ms))
-    print("    all dtctl: %s" % " ".join("%.2f" % x for x in dt))
-    print("    all srun:  %s" % " ".join("%.2f" % x for x in srun))
-    print("  submit rate    dtctl run -d %6.1f jobs/s   sbatch --wrap %6.1f jobs/s   "
-          "ratio %.2f (%d each, one after another)" % (rd, rs, rd / rs, a.submits))
+    if not a.only_trials:
+        md, ms = statistics.median(dt), statistics.median(srun)
+        rd, rs = a.submits / sum(sub_dt), a.submits / sum(sub_sb)
+        print("  4-node no-op   dtctl run (backend: slurm) %6.2f s   srun -N 4 true %6.2f s   "
+              "ratio %.2f" % (md, ms, md / ms))
+        print("    all dtctl: %s" % " ".join("%.2f" % x for x in dt))
+        print("    all srun:  %s" % " ".join("%.2f" % x for x in srun))
+        print("  submit rate    dtctl run -d %6.1f jobs/s   sbatch --wrap %6.1f jobs/s   "
+              "ratio %.2f (%d each, one after another)" % (rd, rs, rd / rs, a.submits))
     ideal = float(-(-a.trials // 8))
-    print("  %d 1-s trials on 8 GPUs (ideal %.0f s)   separate Slurm jobs via dtctl %6.2f s "
-          "(%.2f x ideal)   bare sbatch loop %6.2f s (%.2f x ideal)   ratio %.2f" % (
-              a.trials, ideal, trials_dt, trials_dt / ideal, trials_sb, trials_sb / ideal,
-              trials_dt / trials_sb))
+    if not a.only_packed:
+        print("  %d 1-s trials on 8 GPUs (ideal %.0f s)   separate Slurm jobs via dtctl %6.2f s "
+              "(%.2f x ideal)   bare sbatch loop %6.2f s (%.2f x ideal)   ratio %.2f" % (
+                  a.trials, ideal, trials_dt, trials_dt / ideal, trials_sb, trials_sb / ideal,
+                  trials_dt / trials_sb))
+    print("    packed into one allocation (pack: allocation) %6.2f s (%.2f x ideal)%s" % (
+        trials_pk, trials_pk / ideal, "" if a.only_packed else ": %.1fx faster than one Slurm "
+        "job per trial, %.1fx than the sbatch loop" % (trials_dt / trials_pk,
+                                                       trials_sb / trials_pk)))
+    print("      of which %.2f s before its first trial started (sbatch, Slurm's scheduling, "
+          "the agents joining); from there %.2f x ideal" % (
+              pk_start, (trials_pk - pk_start) / ideal))
 
 
 if __name__ == "__main__":

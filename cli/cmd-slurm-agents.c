@@ -69,7 +69,8 @@ static void warn_ranks(const char *head, const char *secret, const char *job, in
 
 /*
  * srun (args) as our child; Slurm's warning before the time limit
- * (--signal=B:USR1@120, scheduler/slurm.h: only the batch shell, us, gets it)
+ * (--signal=B:USR1@120 or as slurm: {signal, warn_s} says, scheduler/slurm.h:
+ * only the batch shell, us, gets it)
  * goes to the ranks of `job` (warn_ranks()), SIGTERM/SIGINT/SIGHUP go on to
  * srun as they would have reached it had we exec'd it.  srun's exit status.
  */
@@ -133,7 +134,8 @@ int cmd_slurm_agents(int argc, const char **argv)
 		"head under its Slurm node name; they stop their tasks and exit when the step or",
 		"the allocation ends.  No SSH: dtagent is taken from beside this dtctl.  Under the",
 		"Slurm backend's batch script ($DTCTL_SLURM_JOB) it stays srun's parent and passes",
-		"SIGUSR1/SIGUSR2 (Slurm's --signal=B:USR1@120 warning) to that job's ranks.",
+		"SIGUSR1/SIGUSR2 (Slurm's --signal warning, cluster.yaml's slurm: {signal, warn_s})",
+		"to that job's ranks.",
 		NULL,
 	};
 	struct slurm_alloc al;

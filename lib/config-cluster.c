@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,23 @@ static int get_slurm_name(struct ctx *c, struct ynode *v, const char *path, char
 	return 0;
 }
 
+/*
+ * slurm: {signal: ...}: the signal of Slurm's warning, USR1 or USR2 (SIG
+ * optional): the ones the batch shell (dtctl slurm-agents) passes on to the
+ * ranks rather than to the agents' step.
+ */
+static int slurm_warn_signal(struct ctx *c, struct ynode *v, const char *path,
+			     struct cluster_config *cc)
+{
+	static const char *const names[] = { "USR1", "USR2", "SIGUSR1", "SIGUSR2", NULL };
+	int i;
+
+	if (get_enum(c, v, path, names, &i) < 0)
+		return -1;
+	cc->slurm.warn_signal = i % 2 ? SIGUSR2 : SIGUSR1;
+	return 0;
+}
+
 static int slurm_option_pair(struct ctx *c, struct ynode *k, struct ynode *v, const char *path,
 			     void *data)
 {
@@ -222,6 +240,12 @@ static int slurm_option_pair(struct ctx *c, struct ynode *k, struct ynode *v, co
 	const char *val = NULL;
 	size_t n = strlen(k->text);
 
+	/* dtctl's own keys: the warning before the time limit (--signal) */
+	if (!strcmp(k->text, "signal"))
+		return slurm_warn_signal(c, v, path, cc);
+	if (!strcmp(k->text, "warn_s"))
+		return get_int(c, v, path, 0, 65535, "seconds before the time limit, 0 to 65535 "
+			       "(0: no warning)", &cc->slurm.warn_s);
 	if (n < 2 || n > 40 || !islower((unsigned char)k->text[0]) ||
 	    strspn(k->text, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
 		return fail(c, k, "key '%s': '%s' is not an sbatch option name (a long option "
@@ -639,6 +663,8 @@ static void cluster_defaults(void *cfg)
 	cc->health.failure_window_ms = 60 * 60 * 1000;
 	cc->health.fabric_fraction = 0.5;
 	fairshare_defaults(&cc->fairshare);
+	cc->slurm.warn_signal = SIGUSR1;
+	cc->slurm.warn_s = 120;
 }
 
 static int cluster_from_tree(struct ctx *c, void *cfg, struct ynode *top)

@@ -27,8 +27,10 @@ static const char *const goals[] = { "minimize", "maximize", NULL };
 static const char *const sweep_keys[] = {
 	"method", "metric", "parameters", "early_terminate", "job", "max_trials", "parallel",
 	"gpus_per_trial", "seed", "max_failures", "name", "description", "program", "command",
-	"run_cap", "project", "entity", "checkpoint", "notify", NULL,
+	"run_cap", "project", "entity", "checkpoint", "notify", "pack", "allocation", NULL,
 };
+static const char *const packs[] = { "jobs", "allocation", NULL };
+static const char *const allocation_keys[] = { "nodes", "gpus", NULL };
 static const struct foreign_key sweep_foreign[] = {
 	{ "controller", "dtsched is the controller; remove it" },
 	{ "imports", "install packages in the node setup template; remove it" },
@@ -646,6 +648,17 @@ static int metric_key(struct ctx *c, const char *key, struct ynode *v, const cha
 	return 0;
 }
 
+/* allocation: {nodes, gpus} of pack: allocation */
+static int allocation_key(struct ctx *c, const char *key, struct ynode *v, const char *path,
+			  void *data)
+{
+	struct sweep_config *s = data;
+
+	if (!strcmp(key, "nodes"))
+		return get_int(c, v, path, 1, 256, "a number of nodes (1 to 256)", &s->alloc_nodes);
+	return get_int(c, v, path, 0, 64, "a number of GPUs per node (0 to 64)", &s->alloc_gpus);
+}
+
 struct et_state {
 	struct sweep_config *s;
 	struct ynode *eta, *s_key, *min_iter, *max_iter;
@@ -892,6 +905,22 @@ static int sweep_key(struct ctx *c, const char *key, struct ynode *v, const char
 			       &s->parallel);
 	if (!strcmp(key, "gpus_per_trial"))
 		return get_int(c, v, path, 0, 1024, "a number of GPUs", &s->gpus_per_trial);
+	if (!strcmp(key, "pack")) {
+		if (!s->pack_pos.line) {
+			s->pack_pos.line = v->line;
+			s->pack_pos.col = v->col;
+		}
+		return get_enum(c, v, path, packs, &s->pack);
+	}
+	if (!strcmp(key, "allocation")) {
+		s->pack_pos.line = v->line;
+		s->pack_pos.col = v->col;
+		if (walk_map(c, v, path, allocation_keys, NULL, allocation_key, s) < 0)
+			return -1;
+		if (!s->alloc_nodes)
+			return missing(c, v, path, "nodes", NULL);
+		return 0;
+	}
 	if (!strcmp(key, "max_failures"))
 		return get_int(c, v, path, 0, INT_MAX, "a number of failures (0 or more)",
 			       &s->max_failures);
@@ -1130,6 +1159,13 @@ static int sweep_rules(struct ctx *c, struct sweep_config *s)
 	if (s->max_trials < 1 || s->parallel < 0 || s->max_failures < 0 || s->gpus_per_trial < 0)
 		return fail_at(c, s->pos.line, s->pos.col, "needs max_trials of 1 or more, parallel, "
 			       "gpus_per_trial and max_failures of 0 or more");
+	if (s->alloc_nodes && !s->pack)
+		return fail_at(c, s->pack_pos.line, s->pack_pos.col, "key 'allocation': only with "
+			       "'pack: allocation' (add it, or remove 'allocation:')");
+	if (s->pack && !s->alloc_nodes && !s->parallel)
+		return fail_at(c, s->pack_pos.line, s->pack_pos.col, "key 'pack': an allocation "
+			       "needs a size: give 'parallel:' (trials at once) or 'allocation: "
+			       "{nodes, gpus}'");
 	if (s->wandb && !s->program &&
 	    (!s->command.nr || strvec_find(&s->command, "${program}") >= 0))
 		return fail_at(c, s->pos.line, s->pos.col, "missing required key 'program' (the "
@@ -1382,6 +1418,11 @@ json_t *sweep_config_to_json(const struct sweep_config *s)
 	json_object_set_new(o, "seed", json_integer((json_int_t)s->seed));
 	json_object_set_new(o, "max_failures", json_integer(s->max_failures));
 	json_object_set_new(o, "checkpoint", json_boolean(s->checkpoint));
+	if (s->pack)
+		json_object_set_new(o, "pack", json_string(packs[s->pack]));
+	if (s->alloc_nodes)
+		json_object_set_new(o, "allocation", json_pack("{s:i,s:i}", "nodes", s->alloc_nodes,
+							       "gpus", s->alloc_gpus));
 	if (s->wandb) {
 		json_object_set_new(o, "program", str_or_null(s->program));
 		json_object_set_new(o, "command", json_strvec(&s->command));

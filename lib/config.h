@@ -194,6 +194,10 @@ struct cluster_config {
 		struct config_pos partition_pos, account_pos, qos_pos;
 		struct slurm_option *options;   /* slurm: {name: value}, in file order */
 		size_t nr_options;
+		/* Slurm's warning before the time limit (--signal=B:<sig>@<warn_s>):
+		 * slurm: {signal: USR1 or USR2, warn_s: seconds, 0: none}; USR1, 120 */
+		int warn_signal;                /* SIGUSR1 or SIGUSR2 */
+		int warn_s;
 	} slurm;
 };
 
@@ -353,6 +357,15 @@ struct sweep_config {
 	unsigned long long seed;     /* 0 when not given */
 	int max_failures;            /* 3 */
 	int checkpoint;              /* the trials checkpoint: ASHA promotes (asha.h) */
+	/*
+	 * pack: allocation (backend: slurm, docs/slurm-backend.md): the trials run
+	 * in one Slurm allocation that dtsched fills, of allocation: {nodes, gpus}
+	 * (GPUs per node), or parallel x the trial's GPUs when 0; pack: jobs (0,
+	 * the default) makes each trial its own Slurm job.
+	 */
+	int pack;
+	int alloc_nodes, alloc_gpus;
+	struct config_pos pack_pos;  /* the pack: or allocation: key */
 	char *name;                  /* name: (NULL when not given; dtctl sweep shows it) */
 	/*
 	 * W&B's form: `program:` and `command:` (a list with the agent's macros,

@@ -52,6 +52,7 @@
 #define SETTLE_MS 5000            /* an attempt's end waits this long for Slurm's word */
 #define END_KILL_MS 15000         /* SIGTERM to the agents, then scancel */
 #define SBATCH_RETRY_MS 5000      /* sbatch failed for a reason that may pass */
+#define PACK_IDLE_MS 2000         /* an allocation with nothing left to run is ended then */
 #define OUTPUT_LIMIT (256 * 1024)
 
 struct slurm_state {
@@ -64,6 +65,9 @@ struct slurm_state {
 	long long polled_ms;          /* mono ms when the last squeue answer was applied */
 	int swept;                    /* the orphans of a dtsched before this one dealt with */
 	json_t *ends;                 /* Slurm job ids to end: [{id, kill}] */
+	int cap_wanted;               /* a pack's allocation waits for sinfo's first answer */
+	json_t *packs;                /* pack: allocation: {"<key>": the allocation's record,
+				       * as a job's "slurm" plus its size and "joined"} */
 };
 
 static struct slurm_state *state_of(struct sched *s)
@@ -88,6 +92,12 @@ static long long sid_of(const struct job *j)
 static enum slurm_phase phase_of(const struct job *j)
 {
 	return slurm_phase_of(json_get_str(j->slurm, "state", "PENDING"));
+}
+
+/* the pack (pack: allocation) whose allocation j runs in, or NULL: its own Slurm job */
+static const char *pack_of(const struct job *j)
+{
+	return json_get_str(j->slurm, "pack", NULL);
 }
 
 /*
@@ -129,7 +139,8 @@ static int slurm_run(const struct strvec *argv, const struct strvec *env, struct
 
 /* One submission's argv and environment, made under the lock. */
 struct submit {
-	char job[16];
+	char job[16];             /* the job, or the pack's key */
+	int pack;                 /* job is a pack's key (pack: allocation) */
 	int attempt;
 	struct strvec argv, env;
 	char *script;
@@ -166,8 +177,12 @@ out:
 }
 
 
-/* The submission of attempt j->attempt of j; lock held.  -1 with why. */
-static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, struct strbuf *err)
+/*
+ * The submission of attempt j->attempt of j, or (pack: rec, key) of the
+ * allocation `key` shares, sized in rec; lock held.  -1 with why.
+ */
+static int submit_prepare(struct sched *s, struct job *j, const char *key, json_t *rec,
+			  struct submit *sub, struct strbuf *err)
 {
 	const struct cluster_config *cc = s->cc;
 	struct strbuf script = STRBUF_INIT, output = STRBUF_INIT, hex = STRBUF_INIT;
@@ -204,17 +219,28 @@ static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, st
 	}
 	strbuf_addf(&output, "%s/slurm", cc->shared_dir);
 	memset(&r, 0, sizeof(r));
-	r.job_id = j->id;
-	r.name = j->name;
-	r.attempt = j->attempt;
-	r.nodes = j->cfg.nodes;
-	r.gpus_per_node = j->gpu ? j->per_node : 0;
-	r.cpus_per_node = j->gpu ? 0 : j->per_node;
-	r.timeout_ms = j->cfg.timeout_ms;
 	r.output_dir = output.buf;
-	r.include = j->cfg.node_include;
-	r.exclude = j->cfg.node_exclude;
 	r.script = script.buf;
+	if (rec) {
+		/* the allocation: no time limit of a job, no warning to pass on */
+		r.job_id = key;
+		r.name = key;
+		r.attempt = (int)json_get_int(rec, "generation", 0);
+		r.nodes = (int)json_get_int(rec, "nodes_asked", 1);
+		r.gpus_per_node = (int)json_get_int(rec, "gpus_asked", 0);
+		r.cpus_per_node = (int)json_get_int(rec, "cpus_asked", 0);
+		r.no_warning = 1;
+	} else {
+		r.job_id = j->id;
+		r.name = j->name;
+		r.attempt = j->attempt;
+		r.nodes = j->cfg.nodes;
+		r.gpus_per_node = j->gpu ? j->per_node : 0;
+		r.cpus_per_node = j->gpu ? 0 : j->per_node;
+		r.timeout_ms = j->cfg.timeout_ms;
+		r.include = j->cfg.node_include;
+		r.exclude = j->cfg.node_exclude;
+	}
 	r.head = s->head_id;
 	slurm_sbatch_argv(cc, &r, &sub->argv);
 	/* dtctl beside dtsched: the nodes see the installation at the same path */
@@ -222,10 +248,12 @@ static int submit_prepare(struct sched *s, struct job *j, struct submit *sub, st
 	strbuf_addstr(&agent, "/dtctl");
 	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
 	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
-	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_JOB, j->id);
+	if (!rec)   /* a pack's warning has no one job to go to */
+		strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_JOB, j->id);
 	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
-	snprintf(sub->job, sizeof(sub->job), "%s", j->id);
-	sub->attempt = j->attempt;
+	snprintf(sub->job, sizeof(sub->job), "%s", rec ? key : j->id);
+	sub->pack = !!rec;
+	sub->attempt = r.attempt;
 	ret = 0;
 out:
 	strbuf_release(&script);
@@ -265,14 +293,16 @@ static void slurm_message(struct strbuf *sb, const char *out)
 	free(buf);
 }
 
-/* sbatch's answer to sub, applied to its job; lock held */
+/* sbatch's answer to sub, applied to its job (or its pack's record); lock held */
 static void submit_apply(struct sched *s, const struct submit *sub, int rc, const char *out)
 {
-	struct job *j = job_find(s, sub->job);
+	struct job *j = sub->pack ? NULL : job_find(s, sub->job);
+	json_t *rec = sub->pack ? json_object_get(state_of(s)->packs, sub->job) :
+		      j ? sj(j) : NULL;
 	long long sid = 0;
 	const char *line = out;
 
-	if (!j)
+	if (!rec)
 		return;
 	/* --parsable: "<id>" or "<id>;<cluster>" on the last line */
 	for (const char *p = out; *p; p++)
@@ -280,16 +310,17 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 			line = p + 1;
 	if (rc == 0)
 		sid = strtoll(line, NULL, 10);
-	json_object_del(sj(j), "submitting");
+	json_object_del(rec, "submitting");
 	if (sid > 0) {
-		json_object_set_new(j->slurm, "job_id", json_integer(sid));
-		json_object_set_new(j->slurm, "attempt", json_integer(sub->attempt));
-		json_object_set_new(j->slurm, "state", json_string("PENDING"));
-		json_object_set_new(j->slurm, "restarts", json_integer(0));
-		json_object_set_new(j->slurm, "restarts_at_start", json_integer(0));
-		json_object_del(j->slurm, "error");
-		json_object_del(j->slurm, "stale");
-		dtlog(DTLOG_INFO, "job %s attempt %d: Slurm job %lld", j->id, sub->attempt, sid);
+		json_object_set_new(rec, "job_id", json_integer(sid));
+		json_object_set_new(rec, "attempt", json_integer(sub->attempt));
+		json_object_set_new(rec, "state", json_string("PENDING"));
+		json_object_set_new(rec, "restarts", json_integer(0));
+		json_object_set_new(rec, "restarts_at_start", json_integer(0));
+		json_object_del(rec, "error");
+		json_object_del(rec, "stale");
+		dtlog(DTLOG_INFO, "%s %s attempt %d: Slurm job %lld", sub->pack ? "allocation of" :
+		      "job", sub->job, sub->attempt, sid);
 	} else {
 		struct strbuf msg = STRBUF_INIT, src = STRBUF_INIT;
 
@@ -301,17 +332,19 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 			slurm_refusal_source(s->cc, msg.buf, &src);
 		if (src.len)
 			strbuf_addf(&msg, " (%s)", src.buf);
-		set_str(j->slurm, "error", msg.buf);
+		set_str(rec, "error", msg.buf);
 		/* an option Slurm rejects is rejected again: a usage error; else retried */
-		json_object_set_new(j->slurm, "fatal", json_boolean(rc > 0 && (src.len ||
+		json_object_set_new(rec, "fatal", json_boolean(rc > 0 && (src.len ||
 			strstr(out, "unrecognized option") || strstr(out, "Invalid") ||
 			strstr(out, "invalid"))));
-		json_object_set_new(j->slurm, "failed_ms", json_integer(dt_mono_ms()));
-		dtlog(DTLOG_WARN, "job %s: sbatch failed (exit %d): %s", j->id, rc, msg.buf);
+		json_object_set_new(rec, "failed_ms", json_integer(dt_mono_ms()));
+		dtlog(DTLOG_WARN, "%s %s: sbatch failed (exit %d): %s", sub->pack ? "allocation of" :
+		      "job", sub->job, rc, msg.buf);
 		strbuf_release(&msg);
 		strbuf_release(&src);
 	}
-	job_save(s, j);
+	if (j)
+		job_save(s, j);
 }
 
 /* Is `id` one of the comma-separated ids? */
@@ -325,52 +358,62 @@ static int id_listed(const char *ids, const char *id)
 	return 0;
 }
 
+/* squeue's answer (got) for the Slurm job of record rec, asked in ids: 1 if it changed */
+static int record_apply(json_t *rec, const char *ids, json_t *got)
+{
+	const char *keys[] = { "state", "reason", "nodes" };
+	char key[32];
+	json_t *o;
+	int changed = 0;
+
+	if (json_get_int(rec, "job_id", 0) <= 0)
+		return 0;
+	snprintf(key, sizeof(key), "%lld", json_get_int(rec, "job_id", 0));
+	if (!id_listed(ids, key))
+		return 0;       /* not asked this time */
+	o = json_object_get(got, key);
+	if (!o) {
+		/* purged from slurmctld (MinJobAge) or unknown: over for us */
+		if (strcmp(json_get_str(rec, "state", ""), "GONE")) {
+			set_str(rec, "state", "GONE");
+			changed = 1;
+		}
+		return changed;
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+		if (strcmp(json_get_str(rec, keys[k], ""), json_get_str(o, keys[k], ""))) {
+			set_str(rec, keys[k], json_get_str(o, keys[k], ""));
+			changed = 1;
+		}
+	if (json_get_int(rec, "restarts", 0) != json_get_int(o, "restarts", 0)) {
+		json_object_set_new(rec, "restarts", json_integer(json_get_int(o, "restarts", 0)));
+		changed = 1;
+	}
+	return changed;
+}
+
 /* squeue's answer: every job of ours it names; those it does not know are gone */
 static void squeue_apply(struct sched *s, const char *ids, int rc, const char *out)
 {
-	json_t *got = json_object();
+	json_t *got = json_object(), *rec;
 	int n = slurm_squeue_parse(out, got);
 	int all_unknown = rc != 0 && strstr(out, "Invalid job id");
+	const char *key;
 
 	if (rc != 0 && !n && !all_unknown) {
 		dtlog(DTLOG_WARN, "squeue failed (exit %d): %s", rc, out);
 		json_decref(got);
 		return;
 	}
+	/* the packs' allocations (their jobs' records follow below: the same Slurm job) */
+	json_object_foreach(state_of(s)->packs, key, rec)
+		if (record_apply(rec, ids, got))
+			sched_wake(s);
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
-		char key[32];
-		json_t *o;
-		int changed = 0;
 
-		if (sid_of(j) <= 0)
-			continue;
-		snprintf(key, sizeof(key), "%lld", sid_of(j));
-		if (!id_listed(ids, key))
-			continue;       /* not asked this time */
-		o = json_object_get(got, key);
-		if (!o) {
-			/* purged from slurmctld (MinJobAge) or unknown: over for us */
-			if (strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
-				set_str(j->slurm, "state", "GONE");
-				changed = 1;
-			}
-		} else {
-			const char *keys[] = { "state", "reason", "nodes" };
-
-			for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
-				if (strcmp(json_get_str(j->slurm, keys[k], ""),
-					   json_get_str(o, keys[k], ""))) {
-					set_str(j->slurm, keys[k], json_get_str(o, keys[k], ""));
-					changed = 1;
-				}
-			if (json_get_int(j->slurm, "restarts", 0) != json_get_int(o, "restarts", 0)) {
-				json_object_set_new(j->slurm, "restarts",
-						    json_integer(json_get_int(o, "restarts", 0)));
-				changed = 1;
-			}
-		}
-		if (changed) {
+		if (j->slurm && !(pack_of(j) && state_final(j->state)) &&
+		    record_apply(j->slurm, ids, got)) {
 			j->wait_fp = 0;
 			job_save(s, j);
 			sched_wake(s);   /* the lifecycle's next step sees it at once */
@@ -386,8 +429,10 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
  * squeue --me (Slurm's word, munge-authenticated, on whose jobs they are),
  * the batch script dtsched's own file (Command: fixed at submit), and the
  * comment naming this state.db's head id, job and attempt, checked against
- * state.db.  A job still waiting for exactly that attempt adopts it; any
- * other is cancelled.  Lock held; `script` is <home>/slurm/job.sh.
+ * state.db.  A job still waiting for exactly that attempt adopts it; a
+ * pack's allocation that running jobs were placed in is followed again
+ * (worker()); any other is cancelled.  Lock held; `script` is
+ * <home>/slurm/job.sh.
  */
 static void orphans_apply(struct sched *s, const char *script, const char *out)
 {
@@ -410,6 +455,8 @@ static void orphans_apply(struct sched *s, const char *script, const char *out)
 		j = job_find(s, id);
 		if (j && sid_of(j) == sid)
 			continue;       /* recorded: followed as usual */
+		if (json_get_int(json_object_get(ss->packs, id), "job_id", 0) == sid)
+			continue;       /* a pack's allocation its running jobs are placed in */
 		if (!j)
 			why = "no such job in state.db";
 		else if (state_final(j->state))
@@ -482,7 +529,8 @@ static void *worker_main(void *arg)
 		size_t nr_subs = 0, alloc_subs = 0;
 		struct strbuf ids = STRBUF_INIT, out = STRBUF_INIT, partition = STRBUF_INIT;
 		struct strvec argv = STRVEC_INIT;
-		json_t *ends, *e;
+		json_t *ends, *e, *rec;
+		const char *key;
 		long long now = dt_mono_ms();
 		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc, starting = 0;
 		size_t k;
@@ -500,7 +548,7 @@ static void *worker_main(void *arg)
 
 				json_object_del(j->slurm, "submit");
 				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
-				if (submit_prepare(s, j, &subs[nr_subs], &err) < 0) {
+				if (submit_prepare(s, j, NULL, NULL, &subs[nr_subs], &err) < 0) {
 					submit_release(&subs[nr_subs]);
 					json_object_del(j->slurm, "submitting");
 					set_str(j->slurm, "error", err.buf);
@@ -511,10 +559,34 @@ static void *worker_main(void *arg)
 				}
 				strbuf_release(&err);
 			}
-			if (sid_of(j) > 0 && !slurm_phase_final(phase_of(j)) &&
+			if (sid_of(j) > 0 && !pack_of(j) && !slurm_phase_final(phase_of(j)) &&
 			    strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
 				strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
 				starting |= !strcmp(j->state, DT_JOB_PENDING);
+			}
+		}
+		json_object_foreach(ss->packs, key, rec) {
+			if (json_is_true(json_object_get(rec, "submit"))) {
+				struct strbuf err = STRBUF_INIT;
+
+				json_object_del(rec, "submit");
+				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
+				if (submit_prepare(s, NULL, key, rec, &subs[nr_subs], &err) < 0) {
+					submit_release(&subs[nr_subs]);
+					json_object_del(rec, "submitting");
+					set_str(rec, "error", err.buf);
+					json_object_set_new(rec, "fatal", json_true());
+				} else {
+					nr_subs++;
+				}
+				strbuf_release(&err);
+			}
+			if (json_get_int(rec, "job_id", 0) > 0 &&
+			    !slurm_phase_final(slurm_phase_of(json_get_str(rec, "state", ""))) &&
+			    strcmp(json_get_str(rec, "state", ""), "GONE")) {
+				strbuf_addf(&ids, "%s%lld", ids.len ? "," : "",
+					    json_get_int(rec, "job_id", 0));
+				starting |= strcmp(json_get_str(rec, "state", ""), "RUNNING") != 0;
 			}
 		}
 		if (s->cc && s->cc->slurm.partition)
@@ -533,6 +605,9 @@ static void *worker_main(void *arg)
 			rc = slurm_run(&argv, NULL, &out);
 			slurm_sinfo_parse(rc == 0 ? out.buf : "", &cap);
 			pthread_mutex_lock(&s->lock);
+			if (ss->cap_wanted)
+				sched_wake(s);   /* a pack's allocation waits for its size */
+			ss->cap_wanted = 0;
 			ss->cap = cap;
 			ss->cap_ms = dt_mono_ms();
 			free(ss->cap_err);
@@ -548,10 +623,13 @@ static void *worker_main(void *arg)
 			sched_wake(s);
 			{
 				/* asked about in this round's squeue already */
-				struct job *j = job_find(s, subs[i].job);
+				struct job *j = subs[i].pack ? NULL : job_find(s, subs[i].job);
+				json_t *r = subs[i].pack ? json_object_get(ss->packs, subs[i].job) :
+					    j ? j->slurm : NULL;
 
-				if (j && sid_of(j) > 0) {
-					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+				if (json_get_int(r, "job_id", 0) > 0) {
+					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "",
+						    json_get_int(r, "job_id", 0));
 					starting = 1;
 				}
 			}
@@ -621,11 +699,24 @@ static struct slurm_state *worker(struct sched *s)
 		ss = xcalloc(1, sizeof(*ss));
 		pthread_cond_init(&ss->cond, NULL);
 		ss->ends = json_array();
+		ss->packs = json_object();
 		s->backend_data = ss;
 		/* what a dtsched before this one was doing (its clock) is not ours */
-		for (size_t i = 0; i < s->nr_jobs; i++)
-			for (size_t k = 0; s->jobs[i]->slurm && k < ARRAY_SIZE(transient); k++)
-				json_object_del(s->jobs[i]->slurm, transient[k]);
+		for (size_t i = 0; i < s->nr_jobs; i++) {
+			struct job *j = s->jobs[i];
+
+			for (size_t k = 0; j->slurm && k < ARRAY_SIZE(transient); k++)
+				json_object_del(j->slurm, transient[k]);
+			/* a pack's allocation its running jobs were placed in: followed again */
+			if (pack_of(j) && sid_of(j) > 0 && !state_final(j->state) &&
+			    strcmp(j->state, DT_JOB_PENDING) &&
+			    !json_object_get(ss->packs, pack_of(j)))
+				json_object_set_new(ss->packs, pack_of(j), json_pack(
+					"{s:I,s:s,s:s,s:I,s:b}", "job_id", (json_int_t)sid_of(j),
+					"state", json_get_str(j->slurm, "state", "RUNNING"),
+					"nodes", json_get_str(j->slurm, "nodes", ""), "restarts",
+					(json_int_t)json_get_int(j->slurm, "restarts", 0), "joined", 1));
+		}
 	}
 	if (!ss->started && !pthread_create(&ss->worker, NULL, worker_main, s))
 		ss->started = 1;
@@ -640,8 +731,11 @@ static void kick(struct slurm_state *ss)
 
 /* ------------------------------------------------------------ place */
 
-/* The node of the allocation named `name`, its agent joined for Slurm job sid. */
-static int joined(struct sched *s, struct job *j, const char *name, long long sid)
+/*
+ * The node of the allocation named `name`, its agent joined for Slurm job sid
+ * (rec: the job's, or its pack's, record: which agents are stale).
+ */
+static int joined(struct sched *s, const json_t *rec, const char *name, long long sid)
 {
 	struct node *n = node_find(s, name);
 	char tag[48];
@@ -655,9 +749,194 @@ static int joined(struct sched *s, struct job *j, const char *name, long long si
 	if (!base || !starts_with(base + 1, tag))
 		return 0;
 	/* not the agent of a run Slurm requeued since */
-	stale = json_get_str(json_object_get(j->slurm, "stale"), name, NULL);
+	stale = json_get_str(json_object_get(rec, "stale"), name, NULL);
 	return !stale || !n->agent_started || strcmp(stale, n->agent_started);
 }
+
+
+/* ------------------------------------------------------------ pack: allocation */
+
+/*
+ * A job of pack `key` that runs, or whose slots are still held (pending: or
+ * waits to run): 1
+ */
+static int live_in_pack(struct sched *s, const char *key, int pending)
+{
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+
+		if (!pack_of(j) || strcmp(pack_of(j), key))
+			continue;
+		if (j->hold || (!state_final(j->state) &&
+				(pending || strcmp(j->state, DT_JOB_PENDING))))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A new record for the allocation j's pack shares, sized from j (the pack's
+ * size, or `pack_slots` jobs of j's shape at once on the partition's nodes):
+ * 0, or -1 (WAIT: sinfo not read yet) or -2 (NEVER: it can never fit), why in
+ * reason.  Lock held.
+ */
+static int pack_new(struct slurm_state *ss, const struct cluster_config *cc, struct job *j,
+		    int generation, struct strbuf *reason)
+{
+	int nodes, per;
+	json_t *rec;
+
+	if (!ss->cap_ms || ss->cap_err) {
+		ss->cap_wanted = 1;
+		strbuf_addf(reason, "reading the partition's nodes for the allocation (sinfo%s%s)",
+			    ss->cap_err ? ": " : "", ss->cap_err ? ss->cap_err : "");
+		return -1;
+	}
+	slurm_pack_size(&ss->cap, j->gpu, j->cfg.nodes, j->per_node,
+			(int)json_get_int(j->slurm, "pack_slots", 1),
+			(int)json_get_int(j->slurm, "pack_nodes", 0),
+			(int)json_get_int(j->slurm, "pack_gpus", 0), &nodes, &per);
+	strbuf_addstr(reason, "the allocation (pack: allocation) ");
+	if (slurm_fits(&ss->cap, cc ? cc->slurm.partition : NULL, nodes, j->gpu ? per : 0,
+		       j->gpu ? 0 : per, reason) < 0)
+		return -2;
+	strbuf_reset(reason);
+	rec = json_pack("{s:i,s:i,s:i,s:i,s:b,s:b}", "nodes_asked", nodes,
+			"gpus_asked", j->gpu ? per : 0, "cpus_asked", j->gpu ? 0 : per,
+			"generation", generation, "submit", 1, "submitting", 1);
+	json_object_set_new(ss->packs, pack_of(j), rec);
+	return 0;
+}
+
+/*
+ * Place j in its pack's allocation: made (sbatch) when there is none, or the
+ * one before ended; once Slurm runs it and its agents joined, on free slots
+ * of its nodes, at once (no Slurm job per trial).  Lock held.
+ */
+static enum place_status pack_place(struct sched *s, struct slurm_state *ss, struct job *j,
+				    struct pool *p, struct place_result *res, struct strbuf *reason)
+{
+	const char *key = pack_of(j), *st;
+	json_t *rec = json_object_get(ss->packs, key);
+	struct strvec nodes = STRVEC_INIT;
+	struct strbuf err = STRBUF_INIT;
+	enum slurm_phase ph;
+	long long sid;
+	int got_nodes = 0, seen = 0, rc;
+
+	if (rec && json_get_str(rec, "error", NULL)) {
+		strbuf_addf(reason, "sbatch refused the allocation of %s: %s", key,
+			    json_get_str(rec, "error", ""));
+		if (json_is_true(json_object_get(rec, "fatal"))) {
+			set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */
+			return PLACE_NEVER;
+		}
+		if (dt_mono_ms() - json_get_int(rec, "failed_ms", 0) < SBATCH_RETRY_MS)
+			return PLACE_WAIT;
+		json_object_del(rec, "error");
+		json_object_set_new(rec, "submit", json_true());
+		json_object_set_new(rec, "submitting", json_true());
+		kick(ss);
+	}
+	if (json_is_true(json_object_get(rec, "submitting"))) {
+		strbuf_addf(reason, "submitting the allocation of %s to Slurm (sbatch)", key);
+		return PLACE_WAIT;
+	}
+	sid = json_get_int(rec, "job_id", 0);
+	st = json_get_str(rec, "state", "");
+	ph = slurm_phase_of(st);
+	if (rec && (slurm_phase_final(ph) || !strcmp(st, "GONE"))) {
+		int gen = (int)json_get_int(rec, "generation", 0) + 1;
+
+		if (!json_is_true(json_object_get(rec, "joined"))) {
+			strbuf_addf(reason, "Slurm allocation %lld of %s ended %s before its agents "
+				    "joined (%s; see %s/slurm/%s.%d-%lld.out)", sid, key, st,
+				    json_get_str(rec, "reason", ""), s->cc ? s->cc->shared_dir : "",
+				    key, gen - 1, sid);
+			json_object_del(ss->packs, key);   /* the next job tries a new one */
+			set_str(j->slurm, "fail", reason->buf);
+			return PLACE_NEVER;
+		}
+		if (live_in_pack(s, key, 0))
+			goto wait_end;
+		rec = NULL;
+		json_object_del(ss->packs, key);
+		rc = pack_new(ss, s->cc, j, gen, reason);
+		goto made;
+	}
+	if (!rec) {
+		rc = pack_new(ss, s->cc, j, 0, reason);
+made:
+		if (rc == -2) {
+			set_str(j->slurm, "fail", reason->buf);
+			return PLACE_NEVER;
+		}
+		if (rc < 0)
+			return PLACE_WAIT;
+		kick(ss);
+		strbuf_addf(reason, "submitting the allocation of %s to Slurm (sbatch)", key);
+		return PLACE_WAIT;
+	}
+	if (ph != SLURM_RUNNING) {
+wait_end:
+		strbuf_addf(reason, "Slurm allocation %lld of %s %s (%s)", sid, key, st,
+			    json_get_str(rec, "reason", ""));
+		return PLACE_WAIT;
+	}
+	if (hostrange_expand(json_get_str(rec, "nodes", ""), &nodes, &err) < 0) {
+		strbuf_addf(reason, "Slurm allocation %lld RUNNING on '%s': %s", sid,
+			    json_get_str(rec, "nodes", ""), err.buf);
+		goto out;
+	}
+	memset(res, 0, sizeof(*res));
+	for (size_t k = 0; k < nodes.nr && got_nodes < j->cfg.nodes; k++) {
+		size_t i;
+		int got = 0;
+
+		if (!joined(s, rec, nodes.v[k], sid))
+			continue;
+		seen++;
+		for (i = 0; i < p->nr && strcmp(p->n[i].name, nodes.v[k]); i++)
+			;
+		if (i == p->nr)
+			continue;
+		for (int x = 0; x < p->n[i].total && got < j->per_node; x++)
+			if (!p->n[i].used[x])
+				res->slots[got_nodes][got++] = x;
+		if (got == j->per_node)
+			res->node[got_nodes++] = (int)i;
+	}
+	if (got_nodes < j->cfg.nodes) {
+		if (seen < (int)nodes.nr)
+			strbuf_addf(reason, "Slurm allocation %lld of %s RUNNING on %s: %d of %d "
+				    "agent(s) joined", sid, key, json_get_str(rec, "nodes", ""), seen,
+				    (int)nodes.nr);
+		else
+			strbuf_addf(reason, "Slurm allocation %lld of %s on %s: every slot is taken "
+				    "by its other jobs", sid, key, json_get_str(rec, "nodes", ""));
+		goto out;
+	}
+	res->nr = got_nodes;
+	/* the attempt runs on this run of the allocation: its record is the job's */
+	json_object_set_new(rec, "joined", json_true());
+	json_object_set_new(j->slurm, "job_id", json_integer(sid));
+	json_object_set_new(j->slurm, "attempt", json_integer(j->attempt));
+	set_str(j->slurm, "state", st);
+	set_str(j->slurm, "reason", json_get_str(rec, "reason", ""));
+	set_str(j->slurm, "nodes", json_get_str(rec, "nodes", ""));
+	json_object_set_new(j->slurm, "restarts", json_integer(json_get_int(rec, "restarts", 0)));
+	json_object_set_new(j->slurm, "restarts_at_start",
+			    json_integer(json_get_int(rec, "restarts", 0)));
+	json_object_del(j->slurm, "stale");
+	strvec_clear(&nodes);
+	strbuf_release(&err);
+	return PLACE_OK;
+out:
+	strvec_clear(&nodes);
+	strbuf_release(&err);
+	return PLACE_WAIT;
+}
+
 
 static enum place_status slurm_place(struct sched *s, struct job *j, struct pool *p,
 				     struct place_result *res, struct strbuf *reason)
@@ -680,6 +959,8 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 			return PLACE_WAIT;
 		}
 	}
+	if (pack_of(j))
+		return pack_place(s, ss, j, p, res, reason);
 	sid = sid_of(j);
 	if (json_get_str(j->slurm, "error", NULL)) {
 		strbuf_addf(reason, "sbatch refused it: %s", json_get_str(j->slurm, "error", ""));
@@ -746,7 +1027,7 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 		size_t i;
 		int got = 0;
 
-		if (!joined(s, j, nodes.v[k], sid)) {
+		if (!joined(s, j->slurm, nodes.v[k], sid)) {
 			strbuf_addf(reason, "Slurm job %lld RUNNING on %s: waiting for the agent on "
 				    "'%s' to join", sid, json_get_str(j->slurm, "nodes", ""),
 				    nodes.v[k]);
@@ -789,26 +1070,51 @@ static enum attempt_status slurm_ended(struct sched *s, struct job *j, struct at
 	int requeued = json_get_int(j->slurm, "restarts", 0) >
 		       json_get_int(j->slurm, "restarts_at_start", 0) || ph == SLURM_WAITING;
 
+	const char *pack = pack_of(j);
+
+	if (pack && !requeued && ph != SLURM_CANCELLED) {
+		/* the allocation went (preempted, a node lost, its time limit, ended):
+		 * not this job's doing; it runs again in the next one */
+		requeued = 1;
+	}
 	if (requeued) {
 		/* its agents of this run are stale once it runs again */
 		json_t *stale = json_object();
+		json_t *rec = pack ? json_object_get(state_of(s)->packs, pack) : NULL;
 
 		for (int k = 0; j->hold && k < j->hold->nr; k++) {
 			struct node *n = node_find(s, j->hold->place[k].node);
 
-			if (n && n->agent_started)
+			if (n && n->agent_started) {
 				json_object_set_new(stale, n->name, json_string(n->agent_started));
+				if (rec && json_get_int(rec, "job_id", 0) == sid) {
+					if (!json_is_object(json_object_get(rec, "stale")))
+						json_object_set_new(rec, "stale", json_object());
+					json_object_set_new(json_object_get(rec, "stale"), n->name,
+							    json_string(n->agent_started));
+				}
+			}
 		}
 		json_object_set_new(j->slurm, "stale", stale);
 		json_object_set_new(j->slurm, "attempt", json_integer(j->attempt + 1));
-		strbuf_addf(&e->why, "Slurm requeued job %lld (preempted, or a node failed)", sid);
+		if (pack)
+			strbuf_addf(&e->why, "Slurm took the allocation of %s back (job %lld %s: "
+				    "preempted, requeued, a node failed or its time ran out)", pack,
+				    sid, st);
+		else
+			strbuf_addf(&e->why, "Slurm requeued job %lld (preempted, or a node failed)",
+				    sid);
 		e->state = "REQUEUED";
 		e->requeue = 1;
 		return ATTEMPT_ENDED;
 	}
 	switch (ph) {
 	case SLURM_CANCELLED:
-		strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld)", sid);
+		if (pack)
+			strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld, the "
+				    "allocation of %s)", sid, pack);
+		else
+			strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld)", sid);
 		e->state = DT_JOB_CANCELLED;
 		break;
 	case SLURM_TIMEOUT:
@@ -840,7 +1146,7 @@ static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
 	long long settle = json_get_int(j->slurm, "settle_ms", 0), now = dt_mono_ms();
 	int moved = json_get_int(j->slurm, "restarts", 0) >
 		    json_get_int(j->slurm, "restarts_at_start", 0) || ph == SLURM_WAITING ||
-		    (slurm_phase_final(ph) && ph != SLURM_DONE) ||
+		    (slurm_phase_final(ph) && (ph != SLURM_DONE || pack_of(j))) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE");
 
 	if (moved)
@@ -871,6 +1177,51 @@ static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
 
 /* ------------------------------------------------------------ step */
 
+/*
+ * The packs' allocations with nothing left to run (every job of the pack
+ * over, its slots free: the sweep ended, was cancelled, or has no trial to
+ * start) for PACK_IDLE_MS: ended as a job's (SIGTERM to the agents, then
+ * scancel); those Slurm ended are forgotten once no job of them runs.
+ */
+static void pack_step(struct sched *s, struct slurm_state *ss, long long now)
+{
+	const char *key;
+	json_t *rec;
+	void *tmp;
+
+	json_object_foreach_safe(ss->packs, tmp, key, rec) {
+		long long sid = json_get_int(rec, "job_id", 0), sent = json_get_int(rec, "end_ms", 0);
+		long long idle = json_get_int(rec, "idle_ms", 0);
+		const char *st = json_get_str(rec, "state", "");
+		enum slurm_phase ph = slurm_phase_of(st);
+		int kill;
+
+		if (live_in_pack(s, key, 1)) {
+			json_object_del(rec, "idle_ms");
+			continue;
+		}
+		if (json_is_true(json_object_get(rec, "submitting")))
+			continue;   /* its sbatch answers first */
+		if (sid <= 0 || slurm_phase_final(ph) || !strcmp(st, "GONE")) {
+			json_object_del(ss->packs, key);
+			continue;
+		}
+		if (!idle) {
+			json_object_set_new(rec, "idle_ms", json_integer(now));
+			continue;
+		}
+		if (now - idle < PACK_IDLE_MS || (sent && now - sent < END_KILL_MS))
+			continue;
+		kill = ph == SLURM_WAITING || sent;
+		json_array_append_new(ss->ends, json_pack("{s:I,s:b}", "id", (json_int_t)sid,
+							  "kill", kill));
+		json_object_set_new(rec, "end_ms", json_integer(now));
+		dtlog(DTLOG_INFO, "allocation of %s: nothing left to run, ending Slurm job %lld (%s)",
+		      key, sid, kill ? "scancel" : "SIGTERM to its agents");
+		kick(ss);
+	}
+}
+
 /* Slurm jobs whose attempt is over: end them (their agents stop what is left). */
 static void slurm_step(struct sched *s, struct actions *a)
 {
@@ -895,9 +1246,9 @@ static void slurm_step(struct sched *s, struct actions *a)
 			sched_wake(s);
 		}
 
-		if (sid <= 0 || slurm_phase_final(ph) ||
+		if (sid <= 0 || slurm_phase_final(ph) || pack_of(j) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
-			continue;
+			continue;   /* a pack's allocation is ended below */
 		live_attempt = (!state_final(j->state) &&
 				json_get_int(j->slurm, "attempt", -1) == j->attempt) || reusable(j);
 		if (live_attempt)
@@ -913,6 +1264,7 @@ static void slurm_step(struct sched *s, struct actions *a)
 		      kill ? "scancel" : "SIGTERM to its agents");
 		kick(ss);
 	}
+	pack_step(s, ss, now);
 }
 
 /* ------------------------------------------------------------ release */
@@ -931,6 +1283,7 @@ static void slurm_release(struct sched *s)
 		pthread_join(ss->worker, NULL);
 	pthread_cond_destroy(&ss->cond);
 	json_decref(ss->ends);
+	json_decref(ss->packs);
 	free(ss->cap_err);
 	free(ss);
 	s->backend_data = NULL;

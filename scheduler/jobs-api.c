@@ -739,6 +739,19 @@ int jobs_view(struct sched *s, const char *id, struct job_view *v)
 	return 0;
 }
 
+void jobs_pack(struct sched *s, const char *id, const char *pack, int nodes, int gpus,
+	       int slots)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j || strcmp(s->backend->name, "slurm"))   /* only its backend has allocations */
+		return;
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:s,s:i,s:i,s:i}", "pack", pack, "pack_nodes", nodes,
+			     "pack_gpus", gpus, "pack_slots", slots);
+	job_save(s, j);
+}
+
 const char *jobs_id(const struct job *j)
 {
 	return j->id;

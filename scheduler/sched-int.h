@@ -325,6 +325,15 @@ int jobs_cancel(struct sched *s, const char *id, const char *why);   /* -1: unkn
 void jobs_unsubmit(struct sched *s, const char *id);
 int jobs_view(struct sched *s, const char *id, struct job_view *v);  /* -1: unknown job */
 const char *jobs_id(const struct job *j);   /* the id of a job an event is about */
+/*
+ * Job `id` (just submitted) runs in the allocation `pack` shares with the
+ * jobs given the same key (a sweep's trials, `pack: allocation`): nodes x
+ * gpus per node, or, nodes 0, sized by the backend for `slots` such jobs at
+ * once.  Only the Slurm backend has allocations (backend-slurm.c); others
+ * ignore it.  Lock held.
+ */
+void jobs_pack(struct sched *s, const char *id, const char *pack, int nodes, int gpus,
+	       int slots);
 void jobs_schedule_now(struct sched *s);
 
 /*

@@ -7,6 +7,7 @@
 #include "slurm.h"
 #include "usage.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +64,12 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
 	/* a warning before the time limit, passed on to the ranks (slurm.h) */
-	push_opt(argv, "signal", SLURM_WARN_SIGNAL);
+	if (!r->no_warning && cc->slurm.warn_s > 0) {
+		strbuf_reset(&v);
+		strbuf_addf(&v, "B:%s@%d", cc->slurm.warn_signal == SIGUSR2 ? "USR2" : "USR1",
+			    cc->slurm.warn_s);
+		push_opt(argv, "signal", v.buf);
+	}
 	if (r->output_dir) {
 		strbuf_reset(&v);
 		for (const char *p = r->output_dir; *p; p++) {
@@ -100,6 +106,30 @@ const char *slurm_script(void)
 	       "# docs/slurm.md), joins dtsched; the ranks are its tasks, inside\n"
 	       "# that step.  The cluster secret is in DTCTL_AGENT_SECRET.\n"
 	       "exec \"$" SLURM_ENV_DTCTL "\" slurm-agents --head \"$" SLURM_ENV_HEAD "\"\n";
+}
+
+void slurm_pack_size(const struct slurm_capacity *c, int gpu, int job_nodes, int per_node,
+		     int slots, int alloc_nodes, int alloc_per, int *nodes, int *per)
+{
+	int most = gpu ? c->max_gpus : c->max_cpus, total;
+
+	if (per_node < 1)
+		per_node = 1;
+	if (slots < 1)
+		slots = 1;
+	if (alloc_nodes > 0) {
+		*nodes = alloc_nodes;
+		*per = alloc_per > 0 ? alloc_per : most;
+	} else if (job_nodes > 1 || most < per_node) {
+		/* jobs of several nodes (or more than a node holds): theirs, side by side */
+		*nodes = slots * (job_nodes > 0 ? job_nodes : 1);
+		*per = per_node;
+	} else {
+		/* whole jobs per node, as few nodes as hold them all */
+		total = slots * per_node;
+		*per = total < most ? total : most - most % per_node;
+		*nodes = (total + *per - 1) / *per;
+	}
 }
 
 /* ---------------------------------------------------------------- states */

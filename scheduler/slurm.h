@@ -33,6 +33,7 @@ struct slurm_request {
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
 	const char *head;         /* dtsched's head id (state.db), in --comment, or NULL */
+	int no_warning;           /* no --signal (an allocation dtsched fills: pack:) */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
@@ -40,13 +41,13 @@ struct slurm_request {
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
 #define SLURM_ENV_JOB DT_ENV_SLURM_JOB       /* dtctl's job id: where the warning goes */
 /*
- * Slurm's warning before the time limit (--signal, always: cluster.yaml's
- * `slurm:` may not set it): SIGUSR1 120 s before it, so a minute before the
- * job's own timeout (--time adds a minute for the agents), to the batch shell, which is
- * `dtctl slurm-agents`; it asks dtsched to signal the job's ranks
- * (POST /v1/jobs/<id>/signal: the backend's signal op), docs/slurm-backend.md.
+ * Slurm's warning before the time limit (--signal=B:<sig>@<s>: cluster.yaml's
+ * `slurm: {signal: USR1, warn_s: 120}`, those by default; warn_s 0: none),
+ * a minute closer to the job's own timeout than warn_s (--time adds a minute
+ * for the agents), to the batch shell only, which is `dtctl slurm-agents`; it
+ * asks dtsched to signal the job's ranks (POST /v1/jobs/<id>/signal: the
+ * backend's signal op), docs/slurm-backend.md.
  */
-#define SLURM_WARN_SIGNAL "B:USR1@120"
 /* and DTCTL_AGENT_SECRET, the cluster secret, which dtagent --slurm takes out of
  * its environment before anything starts (agent/dtagent.c) */
 
@@ -114,6 +115,15 @@ int slurm_sinfo_parse(const char *out, struct slurm_capacity *c);
  */
 int slurm_fits(const struct slurm_capacity *c, const char *partition, int nodes, int gpus,
 	       int cpus, struct strbuf *why);
+
+/*
+ * The allocation of `pack: allocation` (backend-slurm.c): *nodes x *per GPUs
+ * per node (CPUs when !gpu) for `slots` jobs at once of job_nodes x per_node
+ * each, on as few of the partition's nodes (c) as hold them; given
+ * (alloc_nodes > 0): alloc_nodes x alloc_per (0: a whole node's, c's most).
+ */
+void slurm_pack_size(const struct slurm_capacity *c, int gpu, int job_nodes, int per_node,
+		     int slots, int alloc_nodes, int alloc_per, int *nodes, int *per);
 
 /*
  * sbatch refused r with message msg: the option of cluster.yaml (or of the

@@ -277,6 +277,8 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		db_exec(s, "ROLLBACK");
 		return rc;
 	}
+	if (w->cfg.pack)   /* pack: allocation: the sweep's one allocation */
+		jobs_pack(s, id, w->id, w->cfg.alloc_nodes, w->cfg.alloc_gpus, w->cfg.parallel);
 	snprintf(t->job, sizeof(t->job), "%s", id);
 	t->job_state = NULL;      /* read once at the next look */
 	t->state = DT_TRIAL_PENDING;

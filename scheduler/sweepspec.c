@@ -535,6 +535,16 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
 	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
+	c->pack = !strcmp(json_get_str(o, "pack", "jobs"), "allocation");
+	p = json_object_get(o, "allocation");
+	c->alloc_nodes = (int)json_get_int(p, "nodes", 0);
+	c->alloc_gpus = (int)json_get_int(p, "gpus", 0);
+	if ((p && !json_is_object(p)) || c->alloc_nodes < 0 || c->alloc_nodes > 256 ||
+	    c->alloc_gpus < 0 || c->alloc_gpus > 64 || (p && !c->alloc_nodes)) {
+		strbuf_addstr(err, "sweep: allocation needs nodes (1 to 256) and gpus per node "
+			      "(0 to 64)");
+		goto fail;
+	}
 	/* the loader's own rules, so that what `dtctl validate` accepts is accepted here */
 	if (sweep_config_check(c, err) < 0)
 		goto fail;

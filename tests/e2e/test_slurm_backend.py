@@ -199,6 +199,17 @@ time.sleep(300)
 """
 
 
+def start_requeued_now(head, sid):
+    """A requeued Slurm job waits for its begin time (about 2 minutes): an admin's nudge,
+    once Slurm has finished the requeue (it sets that begin time last)."""
+    deadline = time.monotonic() + 60
+    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
+                                                    str(sid)]).stdout:
+        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
+        time.sleep(0.1)
+    head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
+
+
 @pytest.mark.parametrize("how", ["scontrol-requeue", "node-down"])
 def test_requeue_resumes_from_checkpoint(head, how):
     """`scontrol requeue` (what preemption does), or one of the job's nodes dying (every
@@ -238,17 +249,10 @@ def test_requeue_resumes_from_checkpoint(head, how):
         if how == "node-down":
             head.slurm.run(["scontrol", "update", "NodeName=dtnode2", "State=RESUME"])
     assert "Slurm requeued job %d" % sid in json.dumps(j["history"]), j
-    # a requeued job waits for its begin time (about 2 minutes): an admin's nudge, once
-    # Slurm has finished the requeue (it sets that begin time last)
-    deadline = time.monotonic() + 60
-    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
-                                                    str(sid)]).stdout:
-        assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
-        time.sleep(0.1)
-    head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
+    start_requeued_now(head, sid)
     j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                       timeout=120)
-    assert j["state"] == "COMPLETED", j
+    assert j["state"] == "COMPLETED", (j["reason"], j["history"], j["slurm"])
     assert j["restarts"] == 1 and j["slurm"]["job_id"] == sid, j
     p = head.dtctl("logs", job)
     assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
@@ -288,6 +292,30 @@ def test_slurm_warning_before_the_time_limit_reaches_every_rank(head):
     assert out.count("WARNED=%d" % signal.SIGUSR1) == 2, out
     slurm_out = head.fc.shared / "slurm" / ("%s.0-%d.out" % (job, sid))
     assert "passed on to the ranks of job %s" % job in slurm_out.read_text()
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
+def test_configured_warning_comes_from_slurm_before_the_limit(head):
+    """cluster.yaml's `slurm: {signal: USR2, warn_s: 110}`: a job with a one-minute
+    timeout gets --time=2 and Slurm itself sends SIGUSR2 110 s before that limit (about
+    10 s in, plus Slurm's up to 30 s between time-limit checks), passed on to every rank;
+    the job completes and nothing is left."""
+    head.write_yaml(head.base_yaml + "slurm: {signal: USR2, warn_s: 110}\n")
+    try:
+        time.sleep(1.1)           # cluster.yaml is re-read at most once a second
+        job = head.submit("-N", "2", "-p", "1", "--timeout", "1m", "--", "/usr/bin/python3",
+                          "-c", WARNED.replace("SIGUSR1", "SIGUSR2"))
+        j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
+        sid = j["slurm"]["job_id"]
+        j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                          timeout=75)
+    finally:
+        head.write_yaml(head.base_yaml)
+        time.sleep(1.1)
+    assert j["state"] == "COMPLETED", (j["reason"], head.dtctl("logs", job).stdout)
+    out = head.dtctl("logs", job).stdout
+    assert out.count("WARNED=%d" % signal.SIGUSR2) == 2, out
     assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
     head.wait_nothing_left()
 
@@ -344,6 +372,23 @@ def test_refused_sbatch_names_slurms_message_and_the_option(head):
         time.sleep(1.1)
 
 
+def sweep_export(head, sw):
+    p = head.dtctl("sweep", "export", "--json", sw)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def sweep_ended(head, sw, timeout=150):
+    """`sweep export` of sweep sw once it is no longer RUNNING or PENDING."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ex = sweep_export(head, sw)
+        if ex["sweep"]["state"] not in ("RUNNING", "PENDING"):
+            return ex
+        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
+        time.sleep(0.5)
+
+
 # test_sweep.py's trial (loss q + 1/epoch, 4 epochs), a second per epoch: a pruned
 # trial is stopped while Slurm's job still runs
 SWEEP_TRIAL = ASHA_TRIAL.replace("time.sleep(0.4)", "time.sleep(1)")
@@ -370,15 +415,7 @@ def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
     p = head.dtctl("sweep", "--detach", sweep)
     assert p.returncode == 0, p.stdout + p.stderr
     sw = p.stdout.strip()
-    deadline = time.monotonic() + 150
-    while True:
-        p = head.dtctl("sweep", "export", "--json", sw)
-        assert p.returncode == 0, p.stderr
-        ex = json.loads(p.stdout)
-        if ex["sweep"]["state"] not in ("RUNNING", "PENDING"):
-            break
-        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
-        time.sleep(0.5)
+    ex = sweep_ended(head, sw)
     assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
     st = {t["trial"]: t for t in ex["trials"]}
     assert [st[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "PRUNED"], st
@@ -388,6 +425,143 @@ def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
     assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
     assert len(st[3]["metrics"]) <= 2, st[3]
     assert head.slurm.wait_job_gone(str(sids[3])) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+
+
+def sbatch_probe(head):
+    """Slurm's next job id, taken by a held no-op (cancelled at once): two probes around a
+    sweep say how many Slurm jobs it made."""
+    p = head.slurm.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
+                       True)
+    assert p.returncode == 0, p.stderr
+    sid = int(p.stdout.strip().split(";")[0])
+    head.slurm.run(["scancel", str(sid)], True)
+    return sid
+
+
+def packed_sweep(head, name, trial, values, parallel, extra=""):
+    d = head.fc.shared / "sbtest"
+    d.mkdir(exist_ok=True)
+    os.chmod(d, 0o755)
+    script = d / ("%s.py" % name)
+    script.write_text(trial)
+    os.chmod(script, 0o644)
+    sweep = d / ("%s.yaml" % name)
+    sweep.write_text("method: grid\nmetric: {name: loss, goal: minimize}\n"
+                     "parameters:\n  q: {values: %s}\n%s"
+                     "job: {name: %s, gpus_per_node: 1, command: [/usr/bin/python3, %s]}\n"
+                     "parallel: %d\npack: allocation\n" % (values, extra, name, script, parallel))
+    os.chmod(sweep, 0o644)
+    p = head.dtctl("sweep", "--detach", sweep)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout.strip()
+
+
+def running_trials(head, sw, n, timeout=90):
+    """The trials of sweep sw once n of them run and have reported."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ex = sweep_export(head, sw)
+        running = [t for t in ex["trials"] if t["state"] == "RUNNING" and t.get("metrics")]
+        if len(running) == n:
+            return running
+        assert time.monotonic() < deadline, json.dumps(ex)[:3000]
+        time.sleep(0.2)
+
+
+def test_sweep_packed_into_one_allocation_with_asha(head):
+    """`pack: allocation`: the whole sweep runs in one Slurm job (Slurm's job ids just
+    before and after it are one apart beyond it), 3 trials at once on its 3 GPUs, each
+    next trial started in a slot the moment one ends; ASHA (eta 2) prunes trials by
+    stopping their ranks through the agents while the allocation runs on; once nothing is
+    left the allocation is ended and nothing is left on the nodes."""
+    before = sbatch_probe(head)
+    sw = packed_sweep(head, "sbpack", SWEEP_TRIAL, "[0.1, 0.2, 9, 8, 0.15, 7]", 3,
+                      "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n")
+    ex = sweep_ended(head, sw)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    st = {t["trial"]: t for t in ex["trials"]}
+    assert len(st) == 6, st
+    jobs = {i: head.show(st[i]["job_id"]) for i in st}
+    sids = {jobs[i]["slurm"]["job_id"] for i in st}
+    assert len(sids) == 1, sids                       # one Slurm job for the whole sweep
+    sid = sids.pop()
+    assert sid == before + 1, (before, sid)
+    after = sbatch_probe(head)
+    assert after == sid + 1, (sid, after)             # and no other one since
+    pruned = [i for i in st if st[i]["state"] == "PRUNED"]
+    assert pruned and all(jobs[i]["state"] == "CANCELLED" for i in pruned), st
+    assert st[1]["state"] == "COMPLETED" and jobs[1]["state"] == "COMPLETED", st[1]
+    # trials overlapped in time inside it: 3 at once at the start
+    spans = sorted((dt_time(jobs[i]["started_at"]), dt_time(jobs[i]["ended_at"])) for i in st)
+    at_once = max(sum(1 for a, b in spans if a <= s0 < b) for s0, _ in spans)
+    assert at_once == 3, spans
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+
+
+def dt_time(ts):
+    from datetime import datetime
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+LONG_TRIAL = r'''
+import json, os, time
+for e in range(1, 600):
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+'''
+
+
+def test_packed_sweep_stopped_leaves_no_slurm_job(head):
+    """`dtctl sweep stop` of a packed sweep whose trials run in its allocation: the trials
+    are cancelled, the allocation ended: no Slurm job, no agent or rank on any node."""
+    sw = packed_sweep(head, "sbpackstop", LONG_TRIAL, "[1, 2, 3, 4]", 2)
+    running = running_trials(head, sw, 2)
+    sid = head.show(running[0]["job_id"])["slurm"]["job_id"]
+    assert head.show(running[1]["job_id"])["slurm"]["job_id"] == sid
+    assert head.squeue_state(sid) == "RUNNING"
+    p = head.dtctl("sweep", "stop", sw)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+    ex = sweep_export(head, sw)
+    assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
+    assert all(head.show(t["job_id"])["state"] == "CANCELLED" for t in ex["trials"]
+               if t.get("job_id")), ex["trials"]
+
+
+SHORT_TRIAL = r'''
+import json, os, time
+for e in range(1, 9):
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+'''
+
+
+def test_packed_sweep_requeued_by_slurm_runs_its_trials_again(head):
+    """Slurm takes a packed sweep's allocation back (`scontrol requeue`, what preemption
+    does): its running trials end REQUEUED and run again in it once Slurm runs it again,
+    as restart 1 without using a retry; the sweep's controller goes on with the same two
+    trials and completes; one Slurm job all along, nothing left."""
+    sw = packed_sweep(head, "sbpackrq", SHORT_TRIAL, "[1, 2]", 2)
+    running = running_trials(head, sw, 2)
+    jobs = [t["job_id"] for t in running]
+    sid = head.show(jobs[0])["slurm"]["job_id"]
+    p = head.slurm.run(["scontrol", "requeue", str(sid)])
+    assert p.returncode == 0, p.stderr
+    for job in jobs:
+        j = head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+        assert "Slurm took the allocation of %s back" % sw in json.dumps(j["history"]), j
+    start_requeued_now(head, sid)
+    ex = sweep_ended(head, sw)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [t["job_id"] for t in ex["trials"]] == jobs, ex["trials"]
+    for job in jobs:
+        j = head.show(job)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 1, j
+        assert j["slurm"]["job_id"] == sid, j
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
     head.wait_nothing_left()
 
 

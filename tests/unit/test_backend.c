@@ -848,14 +848,38 @@ static void test_slurm_orphans(void **state)
  * says of its job wins over the agents' view, and PREEMPTED and TIMEOUT are
  * not FAILED; while Slurm runs it, the agents' view decides.
  */
+struct poll_case {
+	const char *slurm;
+	int restarts;
+	const char *want, *why;
+	int requeue;
+};
+
+/* j's attempt, its Slurm job 77 in each case's state (of `pack`'s allocation, or its own) */
+static void check_poll_cases(struct sched *s, struct job *j, const char *pack,
+			     const struct poll_case *cases, size_t n)
+{
+	struct attempt_end e;
+
+	for (size_t i = 0; i < n; i++) {
+		json_decref(j->slurm);
+		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
+				     cases[i].slurm, "restarts", cases[i].restarts,
+				     "restarts_at_start", 0);
+		if (pack)
+			json_object_set_new(j->slurm, "pack", json_string(pack));
+		attempt_end_init(&e);
+		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
+		assert_string_equal(e.state, cases[i].want);
+		assert_string_equal(e.why.buf, cases[i].why);
+		assert_int_equal(e.requeue, cases[i].requeue);
+		attempt_end_release(&e);
+	}
+}
+
 static void test_slurm_poll(void **state)
 {
-	static const struct {
-		const char *slurm;
-		int restarts;
-		const char *want, *why;
-		int requeue;
-	} cases[] = {
+	static const struct poll_case cases[] = {
 		{ "CANCELLED", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)", 0 },
 		{ "CANCELLED by 1001", 0, DT_JOB_CANCELLED, "cancelled in Slurm (scancel of job 77)",
 		  0 },
@@ -869,6 +893,20 @@ static void test_slurm_poll(void **state)
 		/* requeued: back in the queue, or already running again */
 		{ "PENDING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
 		{ "RUNNING", 1, "REQUEUED", "Slurm requeued job 77 (preempted, or a node failed)", 1 },
+	};
+	static const struct poll_case pack_cases[] = {
+		{ "CANCELLED", 0, DT_JOB_CANCELLED,
+		  "cancelled in Slurm (scancel of job 77, the allocation of s-000001)", 0 },
+		{ "PREEMPTED", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "PREEMPTED: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "NODE_FAIL", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "NODE_FAIL: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "TIMEOUT", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "TIMEOUT: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "COMPLETED", 0, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "COMPLETED: preempted, requeued, a node failed or its time ran out)", 1 },
+		{ "RUNNING", 1, "REQUEUED", "Slurm took the allocation of s-000001 back (job 77 "
+		  "RUNNING: preempted, requeued, a node failed or its time ran out)", 1 },
 	};
 	struct sched *s = xcalloc(1, sizeof(*s));
 	struct job *j;
@@ -885,18 +923,13 @@ static void test_slurm_poll(void **state)
 	pthread_mutex_init(&s->lock, NULL);
 	s->o.home = "/nonexistent";
 	j = fake_job(s);
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		json_decref(j->slurm);
-		j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state",
-				     cases[i].slurm, "restarts", cases[i].restarts,
-				     "restarts_at_start", 0);
-		attempt_end_init(&e);
-		assert_int_equal(slurm_backend.attempt_poll(s, j, &e), ATTEMPT_ENDED);
-		assert_string_equal(e.state, cases[i].want);
-		assert_string_equal(e.why.buf, cases[i].why);
-		assert_int_equal(e.requeue, cases[i].requeue);
-		attempt_end_release(&e);
-	}
+	check_poll_cases(s, j, NULL, cases, ARRAY_SIZE(cases));
+	/*
+	 * A trial packed into its sweep's allocation (pack: allocation): Slurm taking
+	 * the allocation back, in any way but a scancel, is not the trial's doing: it
+	 * starts again (a requeue, no retry); a scancel of it cancels the trial.
+	 */
+	check_poll_cases(s, j, "s-000001", pack_cases, ARRAY_SIZE(pack_cases));
 	/* Slurm runs it (this run): the ranks decide, both exited 0 */
 	json_decref(j->slurm);
 	j->slurm = json_pack("{s:i,s:i,s:s,s:i,s:i}", "job_id", 77, "attempt", 0, "state", "RUNNING",
@@ -920,6 +953,169 @@ static void test_slurm_poll(void **state)
 	free(old_path);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* a file of the fixture's dir, with text (mode: 0755 for a program) */
+static void fx_file(struct fx *f, const char *name, const char *text, int mode)
+{
+	struct strbuf path = STRBUF_INIT;
+	FILE *fp;
+
+	strbuf_addf(&path, "%s/%s", f->dir, name);
+	fp = fopen(path.buf, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	assert_int_equal(chmod(path.buf, (mode_t)mode), 0);
+	strbuf_release(&path);
+}
+
+/* place j (lock held): its status, its reason in why */
+static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p,
+				  struct place_result *res, struct strbuf *why)
+{
+	strbuf_reset(why);
+	return slurm_backend.place(s, j, p, res, why);
+}
+
+/* place j until its reason holds `want` (the worker answers in its own time) */
+static void pack_until(struct sched *s, struct job *j, struct pool *p, struct place_result *res,
+		       struct strbuf *why, const char *want)
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&s->lock);
+		assert_int_equal(pack_try(s, j, p, res, why), PLACE_WAIT);
+		pthread_mutex_unlock(&s->lock);
+		if (strstr(why->buf, want))
+			return;
+		usleep(10000);
+	}
+	fail_msg("'%s' never came; the last reason: %s", want, why->buf);
+}
+
+/*
+ * pack: allocation (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue
+ * and scancel on PATH: the first trial asks for the sweep's allocation, sized
+ * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, no --signal); while Slurm
+ * queues it the trials wait with its reason; once it runs and its agent joined,
+ * three trials take its three GPUs and a fourth waits for one; once no trial
+ * is left it is ended (SIGTERM to its agents), and only then.
+ */
+static void test_slurm_pack_place(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 1);
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT, text = STRBUF_INIT;
+	struct place_result *res = xcalloc(1, sizeof(*res));
+	struct actions a = { NULL, 0, 0 };
+	struct job *jobs[4];
+	struct pool p;
+	struct node *n;
+	char *old_path = xstrdup(getenv("PATH"));
+	int placed = 0;
+
+	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\necho 77\n", f.dir);
+	fx_file(&f, "sbatch", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\ncat '%s/squeue.out'\n", f.dir);
+	fx_file(&f, "squeue", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
+	fx_file(&f, "scancel", text.buf, 0755);
+	fx_file(&f, "squeue.out", "77|PENDING|0||Priority\n", 0644);
+	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		0600);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
+		    f.dir);
+	fx_file(&f, "cluster.yaml", text.buf, 0644);
+	strbuf_addf(&path, "%s:%s", f.dir, old_path);
+	setenv("PATH", path.buf, 1);
+
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 4; k++) {
+		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
+					 "name", "trial");
+		char id[16];
+
+		strbuf_reset(&why);
+		assert_int_equal(jobs_submit(s, spec, f.dir, NULL, "u", id, sizeof(id), &why), 0);
+		jobs_pack(s, id, "s-000001", 0, 0, 3);
+		jobs[k] = job_find(s, id);
+		json_decref(spec);
+	}
+	pthread_mutex_unlock(&s->lock);
+	pool_build(s, &p, 1);
+
+	pack_until(s, jobs[0], &p, res, &why, "Slurm allocation 77 of s-000001 PENDING (Priority)");
+	pack_until(s, jobs[1], &p, res, &why, "Slurm allocation 77 of s-000001 PENDING (Priority)");
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/sbatch.args", f.dir);
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_non_null(strstr(text.buf, "--nodes=1 --ntasks-per-node=1 --exclusive --gres=gpu:3 "
+			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0"));
+	assert_non_null(strstr(text.buf, " --requeue --output="));
+	assert_null(strstr(text.buf, "--signal"));
+
+	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
+	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|None\n", 0644);
+	pack_until(s, jobs[0], &p, res, &why, "0 of 1 agent(s) joined");
+	pthread_mutex_lock(&s->lock);
+	n = node_add(s, "n1");
+	n->state = DT_NODE_UP;
+	n->gpus_total = 3;
+	n->home = xstrdup("/tmp/dtagent-slurm-77.0-n1");
+	pthread_mutex_unlock(&s->lock);
+	free(p.n);
+	pool_build(s, &p, 1);
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(pack_try(s, jobs[k], &p, res, &why), PLACE_OK);
+		assert_int_equal(res->nr, 1);
+		assert_string_equal(p.n[res->node[0]].name, "n1");
+		placement_commit(p.n, res, 1);
+		assert_int_equal(json_get_int(jobs[k]->slurm, "job_id", 0), 77);
+		placed |= 1 << res->slots[0][0];
+	}
+	assert_int_equal(placed, 7);                 /* GPUs 0, 1 and 2 */
+	assert_int_equal(pack_try(s, jobs[3], &p, res, &why), PLACE_WAIT);
+	assert_string_equal(why.buf, "Slurm allocation 77 of s-000001 on n1: every slot is taken "
+			    "by its other jobs");
+
+	/* every trial over: the allocation is ended once, not before */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/scancel.args", f.dir);
+	slurm_backend.step(s, &a);
+	for (int k = 0; k < 3; k++)
+		jobs[k]->state = DT_JOB_COMPLETED;
+	slurm_backend.step(s, &a);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(access(path.buf, F_OK), -1);  /* the 4th still waits */
+	pthread_mutex_lock(&s->lock);
+	jobs[3]->state = DT_JOB_CANCELLED;
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
+		pthread_mutex_lock(&s->lock);
+		slurm_backend.step(s, &a);
+		pthread_mutex_unlock(&s->lock);
+		usleep(10000);
+	}
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_string_equal(text.buf, "--signal=TERM 77\n");
+
+	slurm_backend.release(s);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	free(p.n);
+	free(res);
+	free(a.v);
+	strbuf_release(&path);
+	strbuf_release(&why);
+	strbuf_release(&text);
+	fx_release(&f);
 }
 
 static void test_agents_step(void **state)
@@ -993,6 +1189,7 @@ int main(void)
 		cmocka_unit_test(test_agents_gpus_taken),
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_slurm_poll),
+		cmocka_unit_test(test_slurm_pack_place),
 		cmocka_unit_test(test_slurm_orphans),
 	};
 

@@ -72,6 +72,19 @@ static const struct bad_case bad_cases[] = {
 	  "shared_dir: /nfs\nbackend: slurm\nslurm: {comment: \"a\\nb\"}\n",
 	  "t.yaml:3:18: key 'slurm.comment': expected a value without control characters, found "
 	  "'a...'" },
+	/* Slurm's warning before the time limit: dtctl's keys in slurm: */
+	{ "slurm_warn_signal_term", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {signal: TERM}\n",
+	  "t.yaml:3:17: key 'slurm.signal': expected 'USR1', 'USR2', 'SIGUSR1' or 'SIGUSR2', "
+	  "found 'TERM'" },
+	{ "slurm_warn_s_negative", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm:\n  warn_s: -5\n",
+	  "t.yaml:4:11: key 'slurm.warn_s': expected seconds before the time limit, 0 to 65535 "
+	  "(0: no warning), found '-5'" },
+	{ "slurm_warn_s_too_big", "cluster",
+	  "shared_dir: /nfs\nbackend: slurm\nslurm: {warn_s: 70000}\n",
+	  "t.yaml:3:17: key 'slurm.warn_s': expected seconds before the time limit, 0 to 65535 "
+	  "(0: no warning), found '70000'" },
 	{ "slurm_not_map", "cluster",
 	  "shared_dir: /nfs\nbackend: slurm\nslurm: --exclusive\n",
 	  "t.yaml:3:8: key 'slurm': expected a mapping of sbatch options, e.g. {constraint: a100}, "
@@ -569,6 +582,29 @@ static const struct bad_case bad_cases[] = {
 	  "command: [x]\n"
 	  "shell: maybe\n",
 	  "t.yaml:2:8: key 'shell': expected true or false, found 'maybe'" },
+	/* pack: allocation (backend: slurm, docs/slurm-backend.md) */
+	{ "sweep_pack_unknown", "sweep",
+	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\npack: nodes\n",
+	  "t.yaml:5:7: key 'pack': expected 'jobs' or 'allocation', found 'nodes'" },
+	{ "sweep_pack_no_size", "sweep",
+	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\npack: allocation\n",
+	  "t.yaml:5:7: key 'pack': an allocation needs a size: give 'parallel:' (trials at once) "
+	  "or 'allocation: {nodes, gpus}'" },
+	{ "sweep_allocation_without_pack", "sweep",
+	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\nallocation: {nodes: 2, gpus: 4}\n",
+	  "t.yaml:5:13: key 'allocation': only with 'pack: allocation' (add it, or remove "
+	  "'allocation:')" },
+	{ "sweep_allocation_no_nodes", "sweep",
+	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\npack: allocation\nallocation: {gpus: 4}\n",
+	  "t.yaml:6:13: missing required key 'allocation.nodes'" },
+	{ "sweep_allocation_zero_nodes", "sweep",
+	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\npack: allocation\nallocation: {nodes: 0, gpus: 4}\n",
+	  "t.yaml:6:21: key 'allocation.nodes': expected a number of nodes (1 to 256), found '0'" },
 	{ "min_gt_max", "sweep",
 	  "method: random\n"
 	  "max_trials: 5\n"

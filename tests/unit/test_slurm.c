@@ -89,6 +89,77 @@ static void test_sbatch_argv(void **state)
 	cluster_config_release(&cc);
 }
 
+/* sbatch's argv for r on the cluster.yaml text yaml, as one string */
+static char *argv_on(const char *yaml, const struct slurm_request *r)
+{
+	struct cluster_config cc;
+	struct strvec argv = STRVEC_INIT;
+	char *s;
+
+	load(&cc, yaml);
+	slurm_sbatch_argv(&cc, r, &argv);
+	s = joined(&argv);
+	strvec_clear(&argv);
+	cluster_config_release(&cc);
+	return s;
+}
+
+/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0 and a pack's allocation: none */
+static void test_sbatch_warning(void **state)
+{
+	static const char *yaml = "shared_dir: /nfs\nbackend: slurm\n"
+				  "slurm: {signal: SIGUSR2, warn_s: 300, mem: 4G}\n";
+	struct slurm_request r = { .job_id = "j-000007", .name = "w", .nodes = 1,
+				   .gpus_per_node = 1, .script = "/h/slurm/job.sh" };
+	char *s;
+
+	(void)state;
+	s = argv_on(yaml, &r);
+	assert_string_equal(s, "sbatch --parsable --nodes=1 --ntasks-per-node=1 --exclusive "
+			    "--gres=gpu:1 --job-name=w --comment=dtctl j-000007 attempt 0 --requeue "
+			    "--signal=B:USR2@300 --mem=4G /h/slurm/job.sh");
+	free(s);
+	r.no_warning = 1;          /* an allocation dtsched fills (pack:) */
+	s = argv_on(yaml, &r);
+	assert_null(strstr(s, "--signal"));
+	free(s);
+	r.no_warning = 0;
+	s = argv_on("shared_dir: /nfs\nbackend: slurm\nslurm: {warn_s: 0}\n", &r);
+	assert_null(strstr(s, "--signal"));
+	free(s);
+}
+
+/* pack: allocation's size: as few nodes as hold `slots` jobs whole, or as given */
+static void test_pack_size(void **state)
+{
+	static const struct {
+		int max_gpus, gpu, job_nodes, per_node, slots, alloc_nodes, alloc_per;
+		int nodes, per;
+	} cases[] = {
+		{ 2, 1, 1, 1, 8, 0, 0, 4, 2 },     /* 8 one-GPU trials, 2-GPU nodes: 4 x 2 */
+		{ 4, 1, 1, 1, 3, 0, 0, 1, 3 },     /* 3 on a 4-GPU node: 1 x 3 */
+		{ 4, 1, 1, 2, 5, 0, 0, 3, 4 },     /* 5 two-GPU trials: 2 per node, 3 nodes */
+		{ 4, 1, 1, 3, 4, 0, 0, 4, 3 },     /* 3-GPU trials: one per 4-GPU node */
+		{ 4, 1, 2, 2, 2, 0, 0, 4, 2 },     /* 2-node trials: side by side */
+		{ 2, 1, 1, 4, 2, 0, 0, 2, 4 },     /* more than a node has: theirs (never fits) */
+		{ 4, 1, 1, 1, 8, 2, 0, 2, 4 },     /* allocation: {nodes: 2}: whole nodes */
+		{ 4, 1, 1, 1, 8, 3, 1, 3, 1 },     /* allocation: {nodes: 3, gpus: 1} */
+		{ 4, 0, 1, 1, 6, 0, 0, 1, 6 },     /* CPU trials: 6 of max_cpus 8 */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct slurm_capacity c = { .nodes = 4, .all_nodes = 4, .max_gpus = cases[i].max_gpus,
+					    .max_cpus = 8, .nodes_with_gpus = 4 };
+		int nodes = -1, per = -1;
+
+		slurm_pack_size(&c, cases[i].gpu, cases[i].job_nodes, cases[i].per_node,
+				cases[i].slots, cases[i].alloc_nodes, cases[i].alloc_per, &nodes, &per);
+		assert_int_equal(nodes, cases[i].nodes);
+		assert_int_equal(per, cases[i].per);
+	}
+}
+
 static void test_time(void **state)
 {
 	(void)state;
@@ -293,6 +364,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sbatch_argv),
+		cmocka_unit_test(test_sbatch_warning),
+		cmocka_unit_test(test_pack_size),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_script_quotes_nothing),
 		cmocka_unit_test(test_phases),

@@ -209,7 +209,20 @@ static void test_config_from_json(void **state)
 	assert_int_equal(d.et_max_iter, 27);
 	assert_int_equal(d.max_trials, 40);
 	assert_true(d.seed == 42);
+	assert_int_equal(d.pack, 0);
 	sweep_config_release(&d);
+
+	/* pack: allocation and its size reach dtsched; a size without nodes is refused */
+	json_object_set_new(o, "pack", json_string("allocation"));
+	json_object_set_new(o, "allocation", json_pack("{s:i,s:i}", "nodes", 2, "gpus", 4));
+	assert_int_equal(sweep_config_from_json(&d, o, &err), 0);
+	assert_true(d.pack == 1 && d.alloc_nodes == 2 && d.alloc_gpus == 4);
+	sweep_config_release(&d);
+	json_object_set_new(o, "allocation", json_pack("{s:i}", "gpus", 4));
+	assert_int_equal(sweep_config_from_json(&d, o, &err), -1);
+	assert_non_null(strstr(err.buf, "allocation needs nodes"));
+	json_object_del(o, "allocation");
+	json_object_del(o, "pack");
 
 	json_object_set_new(o, "method", json_string("hillclimb"));
 	assert_int_equal(sweep_config_from_json(&d, o, &err), -1);

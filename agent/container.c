@@ -7,6 +7,7 @@
 #include "dthome.h"
 #include "log.h"
 #include "json.h"
+#include "protocol.h"
 #include "run-command.h"
 #include "safefile.h"
 #include "sha256.h"
@@ -594,6 +595,25 @@ static void push_volume(struct strvec *out, const char *path)
 	strbuf_addf(&v, "--volume=%s:%s", path, path);
 	strvec_push(out, v.buf);
 	strbuf_release(&v);
+}
+
+int container_stdbuf(const struct strvec *env, int keep_rest, struct strbuf *lib,
+		     struct strbuf *inside)
+{
+	const char *pre = strvec_getenv(env, "LD_PRELOAD");
+	const char *lb = strvec_getenv(env, DT_LINE_BUFFERED_ENV);
+	size_t len;
+
+	if (!lb || strcmp(lb, "1") || !pre || !strvec_getenv(env, "_STDBUF_O"))
+		return 0;
+	len = strcspn(pre, ":");
+	/* linelog_stdbuf_env() puts it first: anything else is the job's */
+	if (len < strlen("/libstdbuf.so") ||
+	    strncmp(pre + len - strlen("/libstdbuf.so"), "/libstdbuf.so", strlen("/libstdbuf.so")))
+		return 0;
+	strbuf_add(lib, pre, len);
+	strbuf_addf(inside, "%s%s", CONTAINER_STDBUF, keep_rest ? pre + len : "");
+	return 1;
 }
 
 void container_run_argv(const struct container_run *r, const struct strvec *argv,

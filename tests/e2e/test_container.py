@@ -269,6 +269,28 @@ def test_second_job_uses_cached_image(cluster):
     print("cached image job: %.2f s, the same job bare: %.2f s" % (took, took_bare))
 
 
+def test_image_removed_from_the_engine_is_loaded_again(cluster):
+    """A warm node starts ranks without asking podman whether it has the image: the agent
+    notes where podman's store keeps it (images/<hex>.loaded); once `podman rmi` has removed
+    it there, the next job loads it again instead of failing."""
+    hexd = cluster.digest[len("sha256:"):]
+    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", cluster.image, "--", "cat", "/IMAGE_ID")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for i in (1, 2):
+        marker = Path(cluster.agent_home(i)) / "images" / ("%s.loaded" % hexd)
+        store = cluster.fc.exec(i, ["cat", str(marker)], user=True)
+        assert store.returncode == 0 and store.stdout.startswith("/"), store.stdout + store.stderr
+        there = cluster.fc.exec(i, ["test", "-d", store.stdout.strip()], user=True)
+        assert there.returncode == 0, store.stdout
+        rmi = cluster.podman(i, "rmi", "--force", "localhost/dtctl-image:" + hexd)
+        assert rmi.returncode == 0, rmi.stdout + rmi.stderr
+    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", cluster.image, "--", "cat", "/IMAGE_ID")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert p.stdout.count("] first") == 2, out
+    assert out.count("loaded image") == 2, out
+
+
 def test_submit_dir_the_nodes_cannot_enter(cluster, tmp_path):
     """Submitted from a directory the agents cannot enter (a 0700 home, as a clone under
     /root): the ranks start in the image's / (the agent's note says why) instead of podman

@@ -7,11 +7,13 @@
 #include "dthome.h"
 #include "log.h"
 #include "json.h"
+#include "protocol.h"
 #include "run-command.h"
 #include "safefile.h"
 #include "sha256.h"
 #include "usage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -397,6 +399,98 @@ static void mark_cached(const char *shared_root, const char *hex, const char *no
 	strbuf_release(&rel);
 }
 
+/*
+ * The warm path without asking the engine: <home>/images/<hex>.loaded names
+ * the image's directory in the engine's store (containers/storage:
+ * <graphroot>/<driver>-images/<id>), found when an earlier task found or
+ * loaded it; while that directory is there the image is (`podman rmi` and
+ * `system prune` remove it).  `podman image exists` costs ~0.05 s of CPU
+ * per rank, a sixth of a rank's start in an image (docs/BENCHMARKS.md,
+ * containers).  Rootless podman also needs its long-lived pause process
+ * (see supervise.c): the first podman command that finds none starts it,
+ * and that must not be the rank's `podman run` inside the task; so the
+ * engine is skipped only while one of our uid runs.
+ */
+static void loaded_path(const char *digest, struct strbuf *rel)
+{
+	strbuf_addf(rel, "images/%s.loaded", digest + 7);
+}
+
+static int pause_process_runs(void)
+{
+	DIR *d;
+	struct dirent *de;
+	int found = 0;
+
+	if (geteuid() == 0)
+		return 1;      /* root's podman has none */
+	d = opendir("/proc");
+	while (d && !found && (de = readdir(d))) {
+		char path[300], comm[32];
+		struct stat st;
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+		    (n = read(fd, comm, sizeof(comm) - 1)) > 0) {
+			comm[n] = '\0';
+			found = !strcmp(comm, "podman pause\n");
+		}
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static int known_loaded(const char *home, const char *digest)
+{
+	struct strbuf rel = STRBUF_INIT, dir = STRBUF_INIT;
+	struct stat st;
+	int ret = 0;
+
+	loaded_path(digest, &rel);
+	if (sf_read(home, rel.buf, &dir, PATH_MAX, NULL) > 0 && dir.buf[0] == '/' &&
+	    !strchr(dir.buf, '\n') && lstat(dir.buf, &st) == 0 && S_ISDIR(st.st_mode))
+		ret = pause_process_runs();
+	strbuf_release(&rel);
+	strbuf_release(&dir);
+	return ret;
+}
+
+/* The engine has ref: where its store keeps it, for known_loaded() (best effort). */
+static void remember_loaded(const char *engine, const char *home, const char *digest,
+			    const char *ref)
+{
+	struct strbuf rel = STRBUF_INIT, id = STRBUF_INIT, store = STRBUF_INIT;
+
+	if (engine_run(engine, (const char *[]){ "image", "inspect", "--format", "{{.Id}}", ref,
+						 NULL }, &id) ||
+	    engine_run(engine, (const char *[]){ "info", "--format", "{{.Store.GraphRoot}}/"
+						 "{{.Store.GraphDriverName}}-images/", NULL },
+		       &store))
+		goto out;
+	strbuf_trim(&id);
+	strbuf_trim(&store);
+	if (!id.len || strspn(id.buf, "0123456789abcdef") != id.len || store.buf[0] != '/' ||
+	    strchr(store.buf, '\n'))
+		goto out;
+	strbuf_addbuf(&store, &id);
+	loaded_path(digest, &rel);
+	if (sf_write(home, rel.buf, store.buf, store.len, 0600, SF_MKDIRS, NULL) < 0)
+		dtlog(DTLOG_DEBUG, "cannot write '%s/%s': %s", home, rel.buf, strerror(errno));
+out:
+	strbuf_release(&rel);
+	strbuf_release(&id);
+	strbuf_release(&store);
+}
+
 int container_image_ensure(const char *engine, const json_t *ctr, const char *shared_root,
 			   const char *home, container_note_fn note, void *data,
 			   struct strbuf *ref, struct strbuf *why)
@@ -415,7 +509,7 @@ int container_image_ensure_as(const char *engine, const json_t *ctr, const char 
 	const char *node = json_get_str(ctr, "node", NULL);
 	struct strbuf dir = STRBUF_INIT, lock = STRBUF_INIT, tmp = STRBUF_INIT, msg = STRBUF_INIT;
 	struct load_progress lp;
-	int fd = -1, ret = -1, kind;
+	int fd = -1, ret = -1, kind, known;
 
 	strbuf_reset(ref);
 	if (!image || image[0] != '/') {
@@ -427,9 +521,13 @@ int container_image_ensure_as(const char *engine, const json_t *ctr, const char 
 		return image ? 0 : -1;
 	}
 	strbuf_addf(ref, "%s:%s", CONTAINER_IMAGE_REPO, digest + 7);
-	if (engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
+	known = known_loaded(home, digest);
+	if (known ||
+	    engine_run(engine, (const char *[]){ "image", "exists", ref->buf, NULL }, NULL) == 0) {
 		if (u && user_has_image(shared_root, image, digest, home, u, why) < 0)
 			return -1;
+		if (!known)
+			remember_loaded(engine, home, digest, ref->buf);
 		mark_cached(shared_root, digest + 7, node);
 		return 0;
 	}
@@ -490,8 +588,10 @@ out:
 		unlink(tmp.buf);
 	if (fd >= 0)
 		close(fd);          /* unlocks */
-	if (!ret)
+	if (!ret) {
+		remember_loaded(engine, home, digest, ref->buf);
 		mark_cached(shared_root, digest + 7, node);
+	}
 	strbuf_release(&dir);
 	strbuf_release(&lock);
 	strbuf_release(&tmp);
@@ -594,6 +694,25 @@ static void push_volume(struct strvec *out, const char *path)
 	strbuf_addf(&v, "--volume=%s:%s", path, path);
 	strvec_push(out, v.buf);
 	strbuf_release(&v);
+}
+
+int container_stdbuf(const struct strvec *env, int keep_rest, struct strbuf *lib,
+		     struct strbuf *inside)
+{
+	const char *pre = strvec_getenv(env, "LD_PRELOAD");
+	const char *lb = strvec_getenv(env, DT_LINE_BUFFERED_ENV);
+	size_t len;
+
+	if (!lb || strcmp(lb, "1") || !pre || !strvec_getenv(env, "_STDBUF_O"))
+		return 0;
+	len = strcspn(pre, ":");
+	/* linelog_stdbuf_env() puts it first: anything else is the job's */
+	if (len < strlen("/libstdbuf.so") ||
+	    strncmp(pre + len - strlen("/libstdbuf.so"), "/libstdbuf.so", strlen("/libstdbuf.so")))
+		return 0;
+	strbuf_add(lib, pre, len);
+	strbuf_addf(inside, "%s%s", CONTAINER_STDBUF, keep_rest ? pre + len : "");
+	return 1;
 }
 
 void container_run_argv(const struct container_run *r, const struct strvec *argv,

@@ -83,6 +83,16 @@ struct container_run {
 #define CONTAINER_STDBUF "/.dtctl/libstdbuf.so"
 
 /*
+ * line_buffered in an image: when env (a rank's, after linelog_stdbuf_env())
+ * has DT_LINE_BUFFERED=1, _STDBUF_O and the node's libstdbuf.so first in
+ * LD_PRELOAD, that library in *lib and the rank's LD_PRELOAD in the image in
+ * *inside: CONTAINER_STDBUF, then (keep_rest) the job's own preloads after
+ * it.  1 then, 0 when there is nothing to do (both left empty).
+ */
+int container_stdbuf(const struct strvec *env, int keep_rest, struct strbuf *lib,
+		     struct strbuf *inside);
+
+/*
  * The engine's argv running argv in the image: host network and pid
  * namespace, the node's /dev/shm, a private /tmp, the GPUs of the task and
  * no others, every variable named in pass (-e NAME: the value comes from

@@ -94,7 +94,8 @@ static void rank_container_exec(struct rank_ctr *c, const char **argv)
 						DT_CONTAINER_ENV, NULL };
 	extern char **environ;
 	struct strvec args = STRVEC_INIT, pass = STRVEC_INIT, out = STRVEC_INIT, set = STRVEC_INIT;
-	struct strbuf notes = STRBUF_INIT;
+	struct strvec host_env = STRVEC_INIT;
+	struct strbuf notes = STRBUF_INIT, stdbuf = STRBUF_INIT, inside = STRBUF_INIT;
 	struct container_run r;
 	char *cwd = getcwd(NULL, 0);
 
@@ -123,6 +124,14 @@ static void rank_container_exec(struct rank_ctr *c, const char **argv)
 	r.dev_dir = getenv_nonempty("DTAGENT_DEV_DIR");
 	r.extra_volume = getenv_nonempty("OMPI_MCA_orte_top_session_dir");
 	r.keep_id = 1;
+	/* line_buffered: the node's libstdbuf in the image (LD_PRELOAD, kept out
+	 * above, names the node's files; the job's own preloads stay out) */
+	for (char **e = environ; *e; e++)
+		strvec_push(&host_env, *e);
+	if (container_stdbuf(&host_env, 0, &stdbuf, &inside)) {
+		r.stdbuf_lib = stdbuf.buf;
+		r.ld_preload = inside.buf;
+	}
 	container_run_argv(&r, &args, &pass, &out, &set, &notes);
 	for (size_t i = 0; i < set.nr; i++) {
 		char *eq = strchr(set.v[i], '=');

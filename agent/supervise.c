@@ -737,20 +737,11 @@ static int container_wrap(struct sup *s, const char *cwd, struct strvec *argv,
 	struct container_run r;
 	struct container_user user = { s->run_uid, s->run_gid, s->groups, s->nr_groups };
 	const char *lrank = json_get_str(json_object_get(spec, "env"), "LOCAL_RANK", NULL);
-	const char *pre = strvec_getenv(env, "LD_PRELOAD");
-	const char *lb = strvec_getenv(env, DT_LINE_BUFFERED_ENV);
 	struct strbuf stdbuf = STRBUF_INIT, inside = STRBUF_INIT;
 	int ret = 0;
 
-	/* line_buffered (linelog_stdbuf_env put the node's libstdbuf first): the
-	 * same library in the image, at a path of ours; the job's own after it */
-	if (lb && !strcmp(lb, "1") && pre && strstr(pre, "/libstdbuf.so") &&
-	    strvec_getenv(env, "_STDBUF_O")) {
-		size_t len = strcspn(pre, ":");
-
-		strbuf_add(&stdbuf, pre, len);
-		strbuf_addf(&inside, "%s%s", CONTAINER_STDBUF, pre + len);
-	}
+	/* line_buffered: the node's libstdbuf in the image, the job's own after it */
+	container_stdbuf(env, 1, &stdbuf, &inside);
 	json_object_foreach(json_object_get(spec, "env"), key, v)
 		if (!stdbuf.len || strcmp(key, "LD_PRELOAD"))
 			strvec_push(&pass, key);

@@ -12,7 +12,11 @@ to a job's start on a warm cache, independent of the node count.  The fake nodes
 this machine's cores, so ranks that start at once on several "nodes" compete for them
 (podman's client costs ~0.25 s of CPU per rank): on real nodes each has its own.
 
-    bench/bench_container.py [--bin bin] [--rounds 5]     (root: fake cluster)
+With --base BIN (another build, e.g. of the previous commit in its own tree), each round
+runs the jobs under both builds, one after the other (in turn first; dtsched and the
+agents restarted between them), and prints both side by side, with the load average before and after.
+
+    bench/bench_container.py [--bin bin] [--base BIN] [--rounds 5]     (root: fake cluster)
 """
 import argparse
 import os
@@ -29,6 +33,9 @@ from conftest import FAKECLUSTER, FakeCluster  # noqa: E402
 from test_container import CONTAINERS_CONF, Ctx, rootfs_tar, unavailable  # noqa: E402
 
 
+SHAPES = {"1 node x 1 rank ": (1, 1), "4 nodes x 1 rank ": (4, 1), "4 nodes x 2 ranks": (4, 2)}
+
+
 def timed(ctx, *args):
     t0 = time.monotonic()
     p = ctx.dtctl("run", *args, timeout=300)
@@ -41,6 +48,7 @@ def timed(ctx, *args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
+    ap.add_argument("--base", help="another build's bin dir, measured in the same rounds")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     why = unavailable()
@@ -61,26 +69,36 @@ def main():
             os.chmod(img, 0o777)
             image = img / "bb.tar"
             rootfs_tar("bench", image)
-            with ctx.running():
-                cold = timed(ctx, "-n", 4, "-p", 2, "-C", image, "--", "true")
-                one = {"bare": [], "image": []}
-                four = {"bare": [], "image": []}
-                four1 = {"bare": [], "image": []}
-                for _ in range(a.rounds):
-                    one["bare"].append(timed(ctx, "-n", 1, "-p", 1, "--", "true"))
-                    one["image"].append(timed(ctx, "-n", 1, "-p", 1, "-C", image, "--", "true"))
-                    four["bare"].append(timed(ctx, "-n", 4, "-p", 2, "--", "true"))
-                    four["image"].append(timed(ctx, "-n", 4, "-p", 2, "-C", image, "--", "true"))
-                    four1["bare"].append(timed(ctx, "-n", 4, "-p", 1, "--", "true"))
-                    four1["image"].append(timed(ctx, "-n", 4, "-p", 1, "-C", image, "--", "true"))
+            builds = [("", Path(a.bin).resolve())]
+            if a.base:
+                builds.insert(0, ("base ", Path(a.base).resolve()))
+            res = {label: {k: {"bare": [], "image": []} for k in SHAPES} for label, _ in builds}
+            cold = {}
+            load = [os.getloadavg()[0]]
+            for r in range(a.rounds):
+                for label, bin_dir in (builds if r % 2 == 0 else builds[::-1]):
+                    ctx.bin = bin_dir
+                    with ctx.running():
+                        if r == 0:
+                            cold[label] = timed(ctx, "-n", 4, "-p", 2, "-C", image, "--", "true")
+                        for shape, (n, pp) in SHAPES.items():
+                            d = res[label][shape]
+                            d["bare"].append(timed(ctx, "-n", n, "-p", pp, "--", "true"))
+                            d["image"].append(timed(ctx, "-n", n, "-p", pp, "-C", image, "--",
+                                                    "true"))
+            load.append(os.getloadavg()[0])
     finally:
         subprocess.run([str(FAKECLUSTER), "down"], capture_output=True)
-    print("bench_container: %d rounds, medians (whole `dtctl run`, s)" % a.rounds)
-    for what, d in (("1 node x 1 rank ", one), ("4 nodes x 1 rank ", four1),
-                    ("4 nodes x 2 ranks", four)):
-        b, i = statistics.median(d["bare"]), statistics.median(d["image"])
-        print("  %s  bare %.3f  image %.3f  added %.3f s  ratio %.2fx" % (what, b, i, i - b, i / b))
-    print("  cold: first 4 x 2 job, image loaded on 4 nodes at once: %.3f s" % cold)
+    print("bench_container: %d rounds, medians (whole `dtctl run`, s); load average %.2f "
+          "before, %.2f after" % (a.rounds, load[0], load[1]))
+    for label, _ in builds:
+        for shape in SHAPES:
+            d = res[label][shape]
+            b, i = statistics.median(d["bare"]), statistics.median(d["image"])
+            print("  %s%s  bare %.3f  image %.3f  added %.3f s  ratio %.2fx"
+                  % (label, shape, b, i, i - b, i / b))
+        print("  %scold: first 4 x 2 job (the first under this build; only the first build's "
+              "loads the image): %.3f s" % (label, cold[label]))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ import io
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import stat
 import subprocess
 import tarfile
@@ -78,6 +80,55 @@ def rootfs_tar(marker, path, extra=()):
         t.addfile(ti, io.BytesIO(data))
     os.chmod(path, 0o644)
     return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+LB_C = r"""#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	printf("first line\n");   /* block-buffered on a pipe, unless line_buffered works */
+	while (argc > 1 && access(argv[1], F_OK))
+		usleep(20000);
+	printf("second line\n");
+	return 0;
+}
+"""
+
+
+def glibc_image(path, program, marker="glibc"):
+    """busybox, a dynamically linked program at /bin/<its name> and the host's libraries it
+    needs (ldd), at their paths: C stdio of the host's glibc in an image."""
+    libs = re.findall(r"(/\S+\.so[.\d]*) \(0x", subprocess.check_output(["ldd", str(program)],
+                                                                      text=True))
+    return rootfs_tar(marker, path, extra=[(program, "bin/" + program.name, 0o755)] +
+                      [(os.path.realpath(lib), lib.lstrip("/"), 0o755) for lib in libs])
+
+
+def line_buffered_seen(f, go, timeout):
+    """What f (a process printing the LB_C program's output) shows: its first line must come
+    while the program waits for go, which is made only then; the rest once f ends.  f is
+    killed (its process group) if it is still there at the end."""
+    seen = ""
+    try:
+        deadline = time.monotonic() + timeout
+        while "first line" not in seen:
+            assert time.monotonic() < deadline, "no line while the program runs: %r" % seen
+            r, _, _ = select.select([f.stdout], [], [], 1)
+            if r:
+                line = f.stdout.readline()
+                assert line, "the output ended: %r" % seen
+                seen += line
+        assert "second line" not in seen, seen
+        go.write_text("")
+        out, _ = f.communicate(timeout=timeout)
+        seen += out
+    finally:
+        go.write_text("")
+        if f.poll() is None:
+            os.killpg(f.pid, signal.SIGKILL)   # f and what it started (start_new_session)
+            f.communicate()
+    assert "second line" in seen, seen
+    return seen
 
 
 def unavailable():
@@ -216,6 +267,28 @@ def test_second_job_uses_cached_image(cluster):
     bare, took_bare = run(cluster, "-n", 2, "-p", 2, "--", "true")
     assert bare.returncode == 0, bare.stdout + bare.stderr
     print("cached image job: %.2f s, the same job bare: %.2f s" % (took, took_bare))
+
+
+def test_image_removed_from_the_engine_is_loaded_again(cluster):
+    """A warm node starts ranks without asking podman whether it has the image: the agent
+    notes where podman's store keeps it (images/<hex>.loaded); once `podman rmi` has removed
+    it there, the next job loads it again instead of failing."""
+    hexd = cluster.digest[len("sha256:"):]
+    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", cluster.image, "--", "cat", "/IMAGE_ID")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for i in (1, 2):
+        marker = Path(cluster.agent_home(i)) / "images" / ("%s.loaded" % hexd)
+        store = cluster.fc.exec(i, ["cat", str(marker)], user=True)
+        assert store.returncode == 0 and store.stdout.startswith("/"), store.stdout + store.stderr
+        there = cluster.fc.exec(i, ["test", "-d", store.stdout.strip()], user=True)
+        assert there.returncode == 0, store.stdout
+        rmi = cluster.podman(i, "rmi", "--force", "localhost/dtctl-image:" + hexd)
+        assert rmi.returncode == 0, rmi.stdout + rmi.stderr
+    p, _ = run(cluster, "-n", 2, "-p", 1, "-C", cluster.image, "--", "cat", "/IMAGE_ID")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert p.stdout.count("] first") == 2, out
+    assert out.count("loaded image") == 2, out
 
 
 def test_submit_dir_the_nodes_cannot_enter(cluster, tmp_path):
@@ -444,6 +517,23 @@ def test_mpi_job_in_image_with_the_hosts_orted(cluster, tmp_path):
     for i in (1, 2):
         ps = cluster.podman(i, "ps", "-a", "--format", "{{.Names}}")
         assert ps.returncode == 0 and "dtctl-" not in ps.stdout, ps.stdout + ps.stderr
+
+
+def test_mpi_rank_line_buffered_in_image(cluster, tmp_path):
+    """line_buffered on the mpi launcher's path (dtshim rank-log starts the engine): a C
+    program's stdout in the image reaches the attached run at each newline.  The program
+    prints a line, then waits for a file that the test makes only once that line is shown."""
+    (tmp_path / "lb.c").write_text(LB_C)
+    subprocess.run(["cc", "-O", "-o", tmp_path / "lbprobe", tmp_path / "lb.c"], check=True)
+    img = Path(cluster.fc.shared) / "img" / "glibc.tar"
+    glibc_image(img, tmp_path / "lbprobe")
+    go = Path(cluster.fc.shared) / "img" / "lb-go"
+    f = subprocess.Popen([str(cluster.bin / "dtctl"), "run", "-n", "1", "-p", "1", "--launcher",
+                          "mpi", "--line-buffered", "-C", str(img), "--", "/bin/lbprobe", str(go)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=cluster.env, stdin=subprocess.DEVNULL, start_new_session=True)
+    line_buffered_seen(f, go, 120)
+    assert f.returncode == 0
 
 
 def test_builtin_trainer_from_an_image(cluster, dtctl_bin):

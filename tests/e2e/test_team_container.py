@@ -12,8 +12,6 @@ import hashlib
 import json
 import os
 import re
-import select
-import signal
 import shutil
 import subprocess
 import tarfile
@@ -23,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from test_container import CONTAINERS_CONF, rootfs_tar, unavailable
+from test_container import (CONTAINERS_CONF, LB_C, glibc_image, line_buffered_seen, rootfs_tar,
+                            unavailable)
 from test_team import ALICE, BOB, as_user, raw, team_cluster, users  # noqa: F401 (fixture)
 
 GROUP = "dtt-ctrgrp"
@@ -208,28 +207,6 @@ def test_another_users_image_is_not_theirs(team_ctr):
     assert "an mpi job does not run in an image in team mode" in p.stderr, p.stderr
 
 
-LB_C = r"""#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	printf("first line\n");   /* block-buffered on a pipe, unless line_buffered works */
-	while (argc > 1 && access(argv[1], F_OK))
-		usleep(20000);
-	printf("second line\n");
-	return 0;
-}
-"""
-
-
-def glibc_image(path, program, marker="glibc"):
-    """busybox, a dynamically linked program at /bin/<its name> and the host's libraries it
-    needs (ldd), at their paths: C stdio of the host's glibc in an image."""
-    libs = re.findall(r"(/\S+\.so[.\d]*) \(0x", subprocess.check_output(["ldd", str(program)],
-                                                                      text=True))
-    return rootfs_tar(marker, path, extra=[(program, "bin/" + program.name, 0o755)] +
-                      [(os.path.realpath(lib), lib.lstrip("/"), 0o755) for lib in libs])
-
-
 def test_line_buffered_in_image(team_ctr, tmp_path):
     """line_buffered: a C program's stdout in the image reaches `logs -f` at each newline (the
     node's libstdbuf mounted in and preloaded).  The program prints a line, then waits for a
@@ -250,26 +227,7 @@ def test_line_buffered_in_image(team_ctr, tmp_path):
                          stdin=subprocess.DEVNULL, cwd="/", start_new_session=True,
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1",
                               "HOME": "/nonexistent", "DTCTL_NO_SYSTEMD": "1"})
-    seen = ""
-    try:
-        deadline = time.monotonic() + 60
-        while "first line" not in seen:
-            assert time.monotonic() < deadline, "no line while the program runs: %r" % seen
-            r, _, _ = select.select([f.stdout], [], [], 1)
-            if r:
-                line = f.stdout.readline()
-                assert line, "logs -f ended: %r" % seen
-                seen += line
-        assert "second line" not in seen, seen
-        go.write_text("")
-        out, _ = f.communicate(timeout=60)
-        seen += out
-    finally:
-        go.write_text("")
-        if f.poll() is None:
-            os.killpg(f.pid, signal.SIGKILL)   # runuser and the dtctl under it
-            f.communicate()
-    assert "second line" in seen, seen
+    line_buffered_seen(f, go, 60)
     assert wait_final(c, job)["state"] == "COMPLETED"
 
 

@@ -117,7 +117,7 @@ def test_bad_file(dtctl, tmp_path, name, text, want):
 
 HOSTILE = [
     # a newline in a user name would add a ProxyCommand line to ssh_config
-    ('user: "dtu\\n    ProxyCommand touch /tmp/x"\n', "key 'user': expected a user name"),
+    ('user: "dtu\\n    ProxyCommand touch /tmp/dtctl-e2e-proxycommand-ran"\n', "key 'user': expected a user name"),
     ('nodes: [{host: gpu1, user: "a b"}]\n', "key 'nodes[0].user': expected a user name"),
     ('shared_dir: "/n\\nx"\n', "key 'shared_dir': expected a path without control"),
     ("shared_dir: /n/../etc\n", "key 'shared_dir': expected a path without a '..' component"),
@@ -146,7 +146,7 @@ def test_hostile_cluster_values(dtctl, tmp_home, tmp_path, extra, want):
         assert m and m.group(1) == str(p) and int(m.group(2)) == line, r.stderr
         assert want in m.group(4), r.stderr
     assert sorted(os.listdir(tmp_home)) == [], os.listdir(tmp_home)
-    assert not os.path.exists("/tmp/x")
+    assert not os.path.exists("/tmp/dtctl-e2e-proxycommand-ran")
 
 
 def test_good_and_bad_prints_nothing(dtctl, tmp_path):

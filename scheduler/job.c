@@ -45,6 +45,56 @@ struct job *job_find(struct sched *s, const char *id)
 	return NULL;
 }
 
+void jobs_add(struct sched *s, struct job *j)
+{
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j;
+	if (jobstate_final(j->state))
+		return;
+	ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
+	s->live[s->nr_live++] = j;
+}
+
+/* Drop the jobs that ended (jobstate_set() set live_stale): O(live jobs). */
+void jobs_live_compact(struct sched *s)
+{
+	size_t k = 0;
+
+	if (!s->live_stale)
+		return;
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!jobstate_final(s->live[i]->state))
+			s->live[k++] = s->live[i];
+	s->nr_live = k;
+	s->live_stale = 0;
+}
+
+void jobs_live_rebuild(struct sched *s)
+{
+	s->nr_live = 0;
+	s->live_stale = 0;
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		if (jobstate_final(s->jobs[i]->state))
+			continue;
+		ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
+		s->live[s->nr_live++] = s->jobs[i];
+	}
+}
+
+void jobs_remove(struct sched *s, size_t i)
+{
+	struct job *j = s->jobs[i];
+
+	memmove(s->jobs + i, s->jobs + i + 1, (s->nr_jobs - i - 1) * sizeof(*s->jobs));
+	s->nr_jobs--;
+	for (size_t k = s->nr_live; k > 0; k--)
+		if (s->live[k - 1] == j) {
+			memmove(s->live + k - 1, s->live + k, (s->nr_live - k) * sizeof(*s->live));
+			s->nr_live--;
+			break;
+		}
+}
+
 /* "jobs/<id>/<name>" below the shared dir ("jobs/<id>" for name NULL). */
 void job_rel(const struct job *j, const char *name, struct strbuf *rel)
 {

@@ -165,6 +165,13 @@ void rank_set_end(json_t *r, int lost);
 int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
+/* s->jobs and its index of live jobs (sched-int.h, s->live): a job known
+ * (appended to both unless it ended), the ended ones dropped from the index,
+ * the index made anew from s->jobs (after a load), one taken out (freed next) */
+void jobs_add(struct sched *s, struct job *j);
+void jobs_live_compact(struct sched *s);
+void jobs_live_rebuild(struct sched *s);
+void jobs_remove(struct sched *s, size_t i);
 void job_rel(const struct job *j, const char *name, struct strbuf *rel);
 /* A new attempt of j starts on hold j->hold: its world size, the first start. */
 void job_attempt_started(struct job *j);

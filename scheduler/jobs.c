@@ -209,6 +209,7 @@ static void jobs_load(struct sched *s)
 		json_decref(o);
 	}
 	sqlite3_finalize(st);
+	jobs_live_rebuild(s);
 	if (s->nr_jobs)
 		dtlog(DTLOG_INFO, "loaded %zu job(s), %zu slot hold(s)", s->nr_jobs, s->nr_holds);
 }
@@ -260,6 +261,7 @@ void jobs_release(struct sched *s)
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		job_free(s->jobs[i]);
 	free(s->jobs);
+	free(s->live);
 	for (size_t i = 0; i < s->nr_holds; i++)
 		hold_free(s->holds[i]);
 	free(s->holds);
@@ -653,14 +655,16 @@ void jobs_step(struct sched *s)
 	/* every write of this step (transitions, reasons, holds) in one commit */
 	db_begin(s);
 	cluster_refresh(s);
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING))
-			check_running(s, s->jobs[i]);
+	/* the live jobs alone (an ended one has no hold, no launch): s->live */
+	jobs_live_compact(s);
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_RUNNING))
+			check_running(s, s->live[i]);
 	if (s->backend->step)
 		s->backend->step(s, &a);
 	schedule_pending(s);
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		struct job *j = s->jobs[i];
+	for (size_t i = 0; i < s->nr_live; i++) {
+		struct job *j = s->live[i];
 		struct launch_arg *la;
 
 		if (j->launch != 1 || !j->hold)

@@ -122,8 +122,11 @@ int jobstate_set(struct sched *s, struct job *j, const char *to,
 	info.from = j->state;
 	info.to = j->state = names[r->to];
 	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
-	if (r->persist & JS_PERSIST_ENDED)
+	if (r->persist & JS_PERSIST_ENDED) {
 		j->ended_us = dt_now_us();
+		if (s)
+			s->live_stale = 1;   /* out of the live index at its next compaction */
+	}
 	if (r->persist & JS_PERSIST_HISTORY)
 		p->history(j, j->state, j->reason);
 	if (r->persist & JS_PERSIST_ROW)

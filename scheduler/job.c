@@ -49,35 +49,82 @@ void jobs_add(struct sched *s, struct job *j)
 {
 	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
 	s->jobs[s->nr_jobs++] = j;
+	j->ord = ++s->jobs_ord;
 	if (jobstate_final(j->state))
 		return;
 	ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
 	s->live[s->nr_live++] = j;
+	if (!strcmp(j->state, DT_JOB_RUNNING))
+		jobs_running_note(s, j);
 }
 
-/* Drop the jobs that ended (jobstate_set() set live_stale): O(live jobs). */
+/* j became RUNNING: into s->running at its place in s->jobs' order, once */
+void jobs_running_note(struct sched *s, struct job *j)
+{
+	size_t lo = 0, hi = s->nr_running;
+
+	if (j->in_running)
+		return;   /* it stopped and runs again before a compaction: still there */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s->running[mid]->ord < j->ord)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	ALLOC_GROW(s->running, s->nr_running + 1, s->alloc_running);
+	memmove(s->running + lo + 1, s->running + lo, (s->nr_running - lo) * sizeof(*s->running));
+	s->running[lo] = j;
+	s->nr_running++;
+	j->in_running = 1;
+}
+
+/* Drop the jobs that ended, and from s->running those that stopped
+ * (jobstate_set() marks both stale): O(live jobs), only after a change. */
 void jobs_live_compact(struct sched *s)
 {
 	size_t k = 0;
 
-	if (!s->live_stale)
-		return;
-	for (size_t i = 0; i < s->nr_live; i++)
-		if (!jobstate_final(s->live[i]->state))
-			s->live[k++] = s->live[i];
-	s->nr_live = k;
-	s->live_stale = 0;
+	if (s->live_stale) {
+		for (size_t i = 0; i < s->nr_live; i++)
+			if (!jobstate_final(s->live[i]->state))
+				s->live[k++] = s->live[i];
+		s->nr_live = k;
+		s->live_stale = 0;
+	}
+	if (s->running_stale) {
+		k = 0;
+		for (size_t i = 0; i < s->nr_running; i++) {
+			struct job *j = s->running[i];
+
+			if (!strcmp(j->state, DT_JOB_RUNNING))
+				s->running[k++] = j;
+			else
+				j->in_running = 0;
+		}
+		s->nr_running = k;
+		s->running_stale = 0;
+	}
 }
 
+/* both indexes anew from s->jobs (after a load: its order, its states) */
 void jobs_live_rebuild(struct sched *s)
 {
-	s->nr_live = 0;
-	s->live_stale = 0;
+	for (size_t i = 0; i < s->nr_running; i++)
+		s->running[i]->in_running = 0;
+	s->nr_live = s->nr_running = 0;
+	s->live_stale = s->running_stale = 0;
 	for (size_t i = 0; i < s->nr_jobs; i++) {
-		if (jobstate_final(s->jobs[i]->state))
+		struct job *j = s->jobs[i];
+
+		j->ord = ++s->jobs_ord;
+		if (jobstate_final(j->state))
 			continue;
 		ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
-		s->live[s->nr_live++] = s->jobs[i];
+		s->live[s->nr_live++] = j;
+		if (!strcmp(j->state, DT_JOB_RUNNING))
+			jobs_running_note(s, j);
 	}
 }
 
@@ -91,6 +138,13 @@ void jobs_remove(struct sched *s, size_t i)
 		if (s->live[k - 1] == j) {
 			memmove(s->live + k - 1, s->live + k, (s->nr_live - k) * sizeof(*s->live));
 			s->nr_live--;
+			break;
+		}
+	for (size_t k = s->nr_running; j->in_running && k > 0; k--)
+		if (s->running[k - 1] == j) {
+			memmove(s->running + k - 1, s->running + k,
+				(s->nr_running - k) * sizeof(*s->running));
+			s->nr_running--;
 			break;
 		}
 }

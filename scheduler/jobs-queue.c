@@ -472,8 +472,8 @@ static void fair_running_build(struct sched *s, struct fair_running *r, long lon
 	r->nslots = xcalloc(slots ? slots : 1, sizeof(int));
 	r->slot = xcalloc(slots ? slots : 1, sizeof(int *));
 	r->nr = 0;
-	for (size_t i = 0; i < s->nr_live; i++) {   /* an ended job has no hold */
-		struct job *j = s->live[i];
+	for (size_t i = 0; i < s->nr_running; i++) {   /* a pending or ended one has no hold */
+		struct job *j = s->running[i];
 		struct hold *h = j->hold;
 		struct fs_running *f;
 

@@ -122,6 +122,10 @@ int jobstate_set(struct sched *s, struct job *j, const char *to,
 	info.from = j->state;
 	info.to = j->state = names[r->to];
 	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
+	if (s && r->from == JS_RUNNING)
+		s->running_stale = 1;   /* out of s->running at its next compaction */
+	if (s && r->to == JS_RUNNING)
+		jobs_running_note(s, j);
 	if (r->persist & JS_PERSIST_ENDED) {
 		j->ended_us = dt_now_us();
 		if (s)

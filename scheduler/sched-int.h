@@ -130,6 +130,12 @@ struct sched {
 	struct job **live;
 	size_t nr_live, alloc_live;
 	int live_stale;
+	/* the RUNNING jobs among them, also in s->jobs' order (jobs_step's walks):
+	 * joined by jobstate_set(), left at the compaction after they stop */
+	struct job **running;
+	size_t nr_running, alloc_running;
+	int running_stale;
+	long long jobs_ord;         /* the last job's ord (jobs_add) */
 	struct hold **holds;        /* slots held by launched attempts */
 	size_t nr_holds, alloc_holds;
 	sqlite3_stmt *st_job;

@@ -216,11 +216,11 @@ static void quiet_state_file(const struct job *j) {}
 static const struct jobstate_persist quiet = { quiet_history, quiet_row, quiet_state_file };
 
 /* what a per-step walk decides from: the ids in `state`, in order, from a
- * scan of every job (index 0) or of the live index (1) */
-static void walk(struct sched *s, int live, const char *state, struct strbuf *out)
+ * scan of every job (0), of the live index (1) or of the running one (2) */
+static void walk(struct sched *s, int index, const char *state, struct strbuf *out)
 {
-	struct job **v = live ? s->live : s->jobs;
-	size_t nr = live ? s->nr_live : s->nr_jobs;
+	struct job **v = index == 2 ? s->running : index ? s->live : s->jobs;
+	size_t nr = index == 2 ? s->nr_running : index ? s->nr_live : s->nr_jobs;
 
 	strbuf_reset(out);
 	for (size_t i = 0; i < nr; i++)
@@ -228,18 +228,29 @@ static void walk(struct sched *s, int live, const char *state, struct strbuf *ou
 			strbuf_addf(out, "%s ", v[i]->id);
 }
 
-/* the index holds exactly the jobs of s->jobs that did not end, in order */
+/* after a compaction: the indexes hold exactly the jobs of s->jobs that did
+ * not end, and that run, in order */
 static void assert_live_exact(struct sched *s)
 {
-	size_t k = 0;
+	size_t k = 0, r = 0;
 
-	for (size_t i = 0; i < s->nr_jobs; i++)
+	for (size_t i = 0; i < s->nr_jobs; i++) {
 		if (!jobstate_final(s->jobs[i]->state)) {
 			assert_true(k < s->nr_live);
 			assert_ptr_equal(s->live[k], s->jobs[i]);
 			k++;
 		}
+		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING)) {
+			assert_true(r < s->nr_running);
+			assert_ptr_equal(s->running[r], s->jobs[i]);
+			assert_true(s->jobs[i]->in_running);
+			r++;
+		} else {
+			assert_false(s->jobs[i]->in_running);
+		}
+	}
 	assert_int_equal(k, s->nr_live);
+	assert_int_equal(r, s->nr_running);
 }
 
 /*
@@ -295,26 +306,37 @@ static void test_live_index(void **state)
 			walk(s, 1, st, &b);
 			assert_string_equal(a.buf, b.buf);
 		}
+		/* the running walk (jobs_step): each running job once, in order */
+		walk(s, 0, DT_JOB_RUNNING, &a);
+		walk(s, 2, DT_JOB_RUNNING, &b);
+		assert_string_equal(a.buf, b.buf);
 	}
 	assert_true(compactions > 1000 && moved_out > 1000);
 	jobs_live_compact(s);
 	{
 		/* a restart: dtsched loads s->jobs, then makes the index */
-		size_t nr = s->nr_live;
+		size_t nr = s->nr_live, nr_run = s->nr_running;
 		struct job **kept = xmalloc((nr ? nr : 1) * sizeof(*kept));
+		struct job **kept_run = xmalloc((nr_run ? nr_run : 1) * sizeof(*kept_run));
 
+		assert_true(nr_run > 0 && nr_run < nr);
 		memcpy(kept, s->live, nr * sizeof(*kept));
+		memcpy(kept_run, s->running, nr_run * sizeof(*kept_run));
 		s->nr_live = 0;
 		jobs_live_rebuild(s);
 		assert_int_equal(s->nr_live, nr);
 		assert_memory_equal(s->live, kept, nr * sizeof(*kept));
+		assert_int_equal(s->nr_running, nr_run);
+		assert_memory_equal(s->running, kept_run, nr_run * sizeof(*kept_run));
 		assert_live_exact(s);
 		free(kept);
+		free(kept_run);
 	}
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		job_free(s->jobs[i]);
 	free(s->jobs);
 	free(s->live);
+	free(s->running);
 	free(s);
 	strbuf_release(&a);
 	strbuf_release(&b);

@@ -58,28 +58,6 @@ void jobs_add(struct sched *s, struct job *j)
 		jobs_running_note(s, j);
 }
 
-/* j became RUNNING: into s->running at its place in s->jobs' order, once */
-void jobs_running_note(struct sched *s, struct job *j)
-{
-	size_t lo = 0, hi = s->nr_running;
-
-	if (j->in_running)
-		return;   /* it stopped and runs again before a compaction: still there */
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (s->running[mid]->ord < j->ord)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	ALLOC_GROW(s->running, s->nr_running + 1, s->alloc_running);
-	memmove(s->running + lo + 1, s->running + lo, (s->nr_running - lo) * sizeof(*s->running));
-	s->running[lo] = j;
-	s->nr_running++;
-	j->in_running = 1;
-}
-
 /* Drop the jobs that ended, and from s->running those that stopped
  * (jobstate_set() marks both stale): O(live jobs), only after a change. */
 void jobs_live_compact(struct sched *s)

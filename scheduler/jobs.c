@@ -665,7 +665,8 @@ void jobs_step(struct sched *s)
 	jobs_live_compact(s);
 	run = xmalloc((s->nr_running ? s->nr_running : 1) * sizeof(*run));
 	nr_run = s->nr_running;
-	memcpy(run, s->running, nr_run * sizeof(*run));
+	if (nr_run)   /* s->running is NULL until a job runs */
+		memcpy(run, s->running, nr_run * sizeof(*run));
 	for (size_t i = 0; i < nr_run; i++)
 		if (!strcmp(run[i]->state, DT_JOB_RUNNING))
 			check_running(s, run[i]);

@@ -45,6 +45,88 @@ struct job *job_find(struct sched *s, const char *id)
 	return NULL;
 }
 
+void jobs_add(struct sched *s, struct job *j)
+{
+	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
+	s->jobs[s->nr_jobs++] = j;
+	j->ord = ++s->jobs_ord;
+	if (jobstate_final(j->state))
+		return;
+	ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
+	s->live[s->nr_live++] = j;
+	if (!strcmp(j->state, DT_JOB_RUNNING))
+		jobs_running_note(s, j);
+}
+
+/* Drop the jobs that ended, and from s->running those that stopped
+ * (jobstate_set() marks both stale): O(live jobs), only after a change. */
+void jobs_live_compact(struct sched *s)
+{
+	size_t k = 0;
+
+	if (s->live_stale) {
+		for (size_t i = 0; i < s->nr_live; i++)
+			if (!jobstate_final(s->live[i]->state))
+				s->live[k++] = s->live[i];
+		s->nr_live = k;
+		s->live_stale = 0;
+	}
+	if (s->running_stale) {
+		k = 0;
+		for (size_t i = 0; i < s->nr_running; i++) {
+			struct job *j = s->running[i];
+
+			if (!strcmp(j->state, DT_JOB_RUNNING))
+				s->running[k++] = j;
+			else
+				j->in_running = 0;
+		}
+		s->nr_running = k;
+		s->running_stale = 0;
+	}
+}
+
+/* both indexes anew from s->jobs (after a load: its order, its states) */
+void jobs_live_rebuild(struct sched *s)
+{
+	for (size_t i = 0; i < s->nr_running; i++)
+		s->running[i]->in_running = 0;
+	s->nr_live = s->nr_running = 0;
+	s->live_stale = s->running_stale = 0;
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *j = s->jobs[i];
+
+		j->ord = ++s->jobs_ord;
+		if (jobstate_final(j->state))
+			continue;
+		ALLOC_GROW(s->live, s->nr_live + 1, s->alloc_live);
+		s->live[s->nr_live++] = j;
+		if (!strcmp(j->state, DT_JOB_RUNNING))
+			jobs_running_note(s, j);
+	}
+}
+
+void jobs_remove(struct sched *s, size_t i)
+{
+	struct job *j = s->jobs[i];
+
+	memmove(s->jobs + i, s->jobs + i + 1, (s->nr_jobs - i - 1) * sizeof(*s->jobs));
+	s->nr_jobs--;
+	for (size_t k = s->nr_live; k > 0; k--)
+		if (s->live[k - 1] == j) {
+			memmove(s->live + k - 1, s->live + k, (s->nr_live - k) * sizeof(*s->live));
+			s->nr_live--;
+			break;
+		}
+	for (size_t k = s->nr_running; j->in_running && k > 0; k--)
+		if (s->running[k - 1] == j) {
+			memmove(s->running + k - 1, s->running + k,
+				(s->nr_running - k) * sizeof(*s->running));
+			s->nr_running--;
+			break;
+		}
+}
+
 /* "jobs/<id>/<name>" below the shared dir ("jobs/<id>" for name NULL). */
 void job_rel(const struct job *j, const char *name, struct strbuf *rel)
 {

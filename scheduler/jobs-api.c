@@ -124,8 +124,7 @@ static int job_enqueue(struct sched *s, struct job *j, const char *shared, const
 	 * each is an inode on the shared dir per submit (docs/BENCHMARKS.md,
 	 * "submit rate").
 	 */
-	ALLOC_GROW(s->jobs, s->nr_jobs + 1, s->alloc_jobs);
-	s->jobs[s->nr_jobs++] = j;
+	jobs_add(s, j);
 	return 0;
 }
 
@@ -691,8 +690,7 @@ void jobs_unsubmit(struct sched *s, const char *id)
 		if (strcmp(j->id, id))
 			continue;
 		dtlog(DTLOG_WARN, "job %s: not recorded in state.db, dropped", id);
-		memmove(s->jobs + i - 1, s->jobs + i, (s->nr_jobs - i) * sizeof(*s->jobs));
-		s->nr_jobs--;
+		jobs_remove(s, i - 1);
 		job_free(j);
 		return;
 	}

@@ -70,6 +70,8 @@ struct job {
 	long long log_lost_lines;  /* output lines of its ranks that could not be logged */
 	char *log_error;          /* the first such write error, e.g. "No space left on device" */
 	unsigned long long wait_fp;  /* pool_fingerprint() it last waited on; 0 = try it */
+	long long ord;            /* its place in s->jobs' order (jobs_add; the live index) */
+	int in_running;           /* it is in s->running (sched-int.h) */
 	/* what restarts cost (goodput.h), kept in the job's JSON */
 	long long first_started_us;  /* the first attempt's start */
 	long long lost_us;        /* wall time lost: work since the last checkpoint + restarts */
@@ -168,6 +170,14 @@ void rank_set_end(json_t *r, int lost);
 int state_final(const char *st);
 int task_final(const json_t *t);
 struct job *job_find(struct sched *s, const char *id);
+/* s->jobs and its index of live jobs (sched-int.h, s->live): a job known
+ * (appended to both unless it ended), the ended ones dropped from the index,
+ * the index made anew from s->jobs (after a load), one taken out (freed next) */
+void jobs_add(struct sched *s, struct job *j);
+void jobs_live_compact(struct sched *s);
+void jobs_live_rebuild(struct sched *s);
+void jobs_running_note(struct sched *s, struct job *j);   /* j became RUNNING */
+void jobs_remove(struct sched *s, size_t i);
 void job_rel(const struct job *j, const char *name, struct strbuf *rel);
 /* A new attempt of j starts on hold j->hold: its world size, the first start. */
 void job_attempt_started(struct job *j);

@@ -477,8 +477,8 @@ static void fair_running_build(struct sched *s, struct fair_running *r, long lon
 	r->nslots = xcalloc(slots ? slots : 1, sizeof(int));
 	r->slot = xcalloc(slots ? slots : 1, sizeof(int *));
 	r->nr = 0;
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		struct job *j = s->jobs[i];
+	for (size_t i = 0; i < s->nr_running; i++) {   /* a pending or ended one has no hold */
+		struct job *j = s->running[i];
 		struct hold *h = j->hold;
 		struct fs_running *f;
 
@@ -545,8 +545,8 @@ int job_admit(struct sched *s, struct job *j, struct strbuf *err)
 	j->project = xstrdup(fs_project_of(cfg, j->user, j->cfg.project));
 	/* the pending jobs are counted only for a max_pending: a scan of the queue */
 	if (fs_limits_of(cfg, 0, j->user).max_pending || fs_limits_of(cfg, 1, j->project).max_pending)
-		for (size_t i = 0; i < s->nr_jobs; i++) {
-			const struct job *o = s->jobs[i];
+		for (size_t i = 0; i < s->nr_live; i++) {
+			const struct job *o = s->live[i];
 
 			if (strcmp(o->state, DT_JOB_PENDING) || o->cancel)
 				continue;
@@ -579,12 +579,12 @@ static void fair_inputs_rank(struct sched *s, struct fair_inputs *in)
 	long long now = dt_now_us();
 	size_t n = 0;
 
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel)
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING) && !s->live[i]->cancel)
 			n++;
 	in->fj = xcalloc(n ? n : 1, sizeof(*in->fj));
-	for (size_t i = 0; i < s->nr_jobs; i++) {
-		struct job *j = s->jobs[i];
+	for (size_t i = 0; i < s->nr_live; i++) {
+		struct job *j = s->live[i];
 		struct fs_job *f;
 
 		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel)
@@ -675,8 +675,8 @@ static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct 
 	long long now = dt_now_us();
 	int ret = 0;
 
-	for (size_t i = first; i < s->nr_jobs && !ret; i++) {
-		struct job *j = s->jobs[i];
+	for (size_t i = first; i < s->nr_live && !ret; i++) {
+		struct job *j = s->live[i];
 		int g = j->gpu ? 1 : 0;
 		struct pool *p = ctx.pools[g];
 		struct fs_job fj;
@@ -741,14 +741,14 @@ void schedule_pending(struct sched *s)
 	unsigned long long fp[2];
 	long long now_ms = dt_mono_ms();
 	int any = 0, untried = 0, unranked = 0;
-	size_t first = 0;   /* the first job never tried (they are the newest, mostly) */
+	size_t first = 0;   /* in s->live, the first job never tried (the newest, mostly) */
 
-	for (size_t i = 0; i < s->nr_jobs; i++)
-		if (!strcmp(s->jobs[i]->state, DT_JOB_PENDING) && !s->jobs[i]->cancel) {
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING) && !s->live[i]->cancel) {
 			any = 1;
-			if (!s->jobs[i]->wait_fp && !untried++)
+			if (!s->live[i]->wait_fp && !untried++)
 				first = i;
-			unranked |= !s->jobs[i]->prio_pos;
+			unranked |= !s->live[i]->prio_pos;
 		}
 	if (!any)
 		return;

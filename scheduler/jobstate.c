@@ -111,6 +111,29 @@ void job_events_emit(const struct job_events *b, struct sched *s, struct job *j,
 		b->sub[ev][i].fn(s, j, ev, info ? info : &none, b->sub[ev][i].data);
 }
 
+/* j became RUNNING: into s->running (sched-int.h) at its place in s->jobs' order, once;
+ * here, below job.c, as jobstate_set() calls it */
+void jobs_running_note(struct sched *s, struct job *j)
+{
+	size_t lo = 0, hi = s->nr_running;
+
+	if (j->in_running)
+		return;   /* it stopped and runs again before a compaction: still there */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s->running[mid]->ord < j->ord)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	ALLOC_GROW(s->running, s->nr_running + 1, s->alloc_running);
+	memmove(s->running + lo + 1, s->running + lo, (s->nr_running - lo) * sizeof(*s->running));
+	s->running[lo] = j;
+	s->nr_running++;
+	j->in_running = 1;
+}
+
 int jobstate_set(struct sched *s, struct job *j, const char *to,
 		 const struct jobstate_persist *p, const struct job_events *bus)
 {
@@ -122,8 +145,15 @@ int jobstate_set(struct sched *s, struct job *j, const char *to,
 	info.from = j->state;
 	info.to = j->state = names[r->to];
 	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
-	if (r->persist & JS_PERSIST_ENDED)
+	if (s && r->from == JS_RUNNING)
+		s->running_stale = 1;   /* out of s->running at its next compaction */
+	if (s && r->to == JS_RUNNING)
+		jobs_running_note(s, j);
+	if (r->persist & JS_PERSIST_ENDED) {
 		j->ended_us = dt_now_us();
+		if (s)
+			s->live_stale = 1;   /* out of the live index at its next compaction */
+	}
 	if (r->persist & JS_PERSIST_HISTORY)
 		p->history(j, j->state, j->reason);
 	if (r->persist & JS_PERSIST_ROW)

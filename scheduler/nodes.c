@@ -235,7 +235,7 @@ void node_derive(struct node *n)
 	json_t *gpus = json_object_get(n->inventory, "gpus"), *g, *t;
 	size_t i;
 	const char *id;
-	unsigned char used[1024] = { 0 };
+	unsigned char used[NODE_MAX_GPUS] = { 0 };
 	double util = 0;
 
 	n->gpus_total = (int)json_array_size(gpus);
@@ -250,8 +250,11 @@ void node_derive(struct node *n)
 	n->gpu_util = n->gpus_total ? util / n->gpus_total : 0;
 	node_derive_health(n);
 	n->tasks_running = 0;
+	memset(n->nonjob_gpus, 0, sizeof(n->nonjob_gpus));
 	json_object_foreach(n->tasks, id, t) {
 		const char *cvd = json_get_str(t, "cuda_visible_devices", NULL);
+
+		int nonjob = !json_get_str(t, "job_id", NULL);
 
 		if (task_state_final_str(json_get_str(t, "state", NULL)))
 			continue;
@@ -264,6 +267,8 @@ void node_derive(struct node *n)
 				break;
 			if (d >= 0 && d < (long)sizeof(used) && d < n->gpus_total)
 				used[d] = 1;
+			if (d >= 0 && d < NODE_MAX_GPUS && nonjob)   /* the reader bounds it */
+				n->nonjob_gpus[d / 64] |= 1ULL << (d % 64);
 			cvd = *end == ',' ? end + 1 : end;
 			if (end == cvd && *cvd)
 				break;

@@ -25,6 +25,8 @@
 #include "backend.h"
 #include "jobstate.h"
 
+#define NODE_MAX_GPUS 1024     /* GPUs of one node the head counts (placement.h's slots) */
+
 struct node {
 	char *name;
 	char *address;
@@ -43,6 +45,10 @@ struct node {
 	long long saved_hb_us;      /* last_hb_us as last written to the database */
 	json_t *tasks;              /* id -> last known TASK (as in the database) */
 	int gpus_total, gpus_used, cpus, tasks_running;
+	/* bit d: GPU d is held by a live task that is no job's (started through the
+	 * agent API): made by node_derive() whenever the tasks change, read by
+	 * every scheduling request (backend-agents.c, agents_gpus_taken) */
+	unsigned long long nonjob_gpus[NODE_MAX_GPUS / 64];
 	double gpu_util;
 	long long mem_total, mem_available;
 	char *agent_version;
@@ -114,6 +120,22 @@ struct sched {
 	long long jobs_seq_max, agents_seq_max;
 	char head_id[33];           /* this state.db's random id: its tasks say it (agent.c) */
 	size_t nr_jobs, alloc_jobs;
+	/*
+	 * The live jobs (PENDING, RUNNING), in s->jobs' order: what the per-step
+	 * walks read (jobs_step, schedule_pending), so that a long history of
+	 * ended jobs costs them nothing (job.c, jobs_live_*).  A job that ends
+	 * stays in it until the next jobs_live_compact() (live_stale set);
+	 * ended jobs never come back, new ones are appended.
+	 */
+	struct job **live;
+	size_t nr_live, alloc_live;
+	int live_stale;
+	/* the RUNNING jobs among them, also in s->jobs' order (jobs_step's walks):
+	 * joined by jobstate_set(), left at the compaction after they stop */
+	struct job **running;
+	size_t nr_running, alloc_running;
+	int running_stale;
+	long long jobs_ord;         /* the last job's ord (jobs_add) */
 	struct hold **holds;        /* slots held by launched attempts */
 	size_t nr_holds, alloc_holds;
 	sqlite3_stmt *st_job;

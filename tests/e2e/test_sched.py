@@ -140,6 +140,41 @@ def test_tasks_through_agents_reach_dtsched(cluster):
     assert t[0]["exit_code"] == 143 and t[0]["node"] == name
 
 
+def test_gpus_of_a_task_of_no_job_are_not_placed_on(cluster):
+    """GPUs 1 and 3 of a node held by a task started through the agent API (no job's):
+    a 3-GPU job on that node waits while the task lives and runs once it ended, as the
+    head learns it from the heartbeats (nodes.c node_derive, the agents' gpus_taken)."""
+    api = cluster.agent_api(2)
+    name = cluster.fc.node(2).name
+    cluster.wait_state(name, ["UP"], 10)
+    st, body = api.request("POST", "/v1/tasks", {"id": "s-2", "argv": ["sleep", "60"],
+                                                 "cuda_visible_devices": "1,3"})
+    assert st == 201, body
+    deadline = time.time() + 5
+    while cluster.nodes()[name]["gpus_used"] != 2:
+        assert time.time() < deadline, cluster.nodes()[name]
+        time.sleep(0.1)
+    p = cluster.dtctl("run", "--detach", "--nodes", name, "-g", "3", "--", "true")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip()
+
+    def show():
+        return json.loads(cluster.dtctl("show", "--json", job).stdout)["job"]
+
+    deadline = time.time() + 10
+    while not (show().get("reason") or "").startswith("waiting"):
+        assert time.time() < deadline, show()
+        time.sleep(0.1)
+    assert show()["state"] == "PENDING"
+    st, body = api.request("DELETE", "/v1/tasks/s-2", {"grace_ms": 1000})
+    assert st == 202
+    deadline = time.time() + 15
+    while (j := show())["state"] in ("PENDING", "RUNNING"):
+        assert time.time() < deadline, j
+        time.sleep(0.1)
+    assert j["state"] == "COMPLETED", j
+
+
 def test_drain_and_resume(cluster):
     name = cluster.fc.node(1).name
     p = cluster.dtctl("drain", name)

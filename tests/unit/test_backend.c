@@ -729,8 +729,23 @@ static void test_agents_gpus_taken(void **state)
 	report(s, "a", "done", "{\"state\": \"exited\", \"exit_code\": 0, "
 	       "\"cuda_visible_devices\": \"2\"}");
 	report(s, "a", "odd", "{\"state\": \"running\", \"cuda_visible_devices\": \"5,x,9\"}");
+	node_derive(n);   /* what the heartbeat does when the tasks change */
 	agents_backend.gpus_taken(s, n, used, 6);
 	assert_memory_equal(used, ((unsigned char[8]){ 0, 1, 0, 1, 0, 1, 0, 0 }), 8);
+	/* kept per change, not re-read: "mine" ends, a task of no job starts on 2 */
+	report(s, "a", "mine", "{\"state\": \"exited\", \"exit_code\": 0, "
+	       "\"cuda_visible_devices\": \"1,3\"}");
+	report(s, "a", "new", "{\"state\": \"running\", \"cuda_visible_devices\": \"2\"}");
+	node_derive(n);
+	memset(used, 0, sizeof(used));
+	agents_backend.gpus_taken(s, n, used, 6);
+	assert_memory_equal(used, ((unsigned char[8]){ 0, 0, 1, 0, 0, 1, 0, 0 }), 8);
+	/* a node that lost its tasks (down: node_fail_tasks) takes none */
+	json_object_clear(n->tasks);
+	node_derive(n);
+	memset(used, 0, sizeof(used));
+	agents_backend.gpus_taken(s, n, used, 6);
+	assert_memory_equal(used, ((unsigned char[8]){ 0 }), 8);
 	for (size_t i = 0; i < s->nr; i++)
 		node_free(s->nodes[i]);
 	free(s->nodes);

@@ -208,6 +208,140 @@ static void test_bus(void **state)
 	strbuf_release(&trace);
 }
 
+/* ------------------------------------------- the live index (s->live) */
+
+static void quiet_history(struct job *j, const char *state, const char *reason) {}
+static int quiet_row(struct sched *s, struct job *j) { return 0; }
+static void quiet_state_file(const struct job *j) {}
+static const struct jobstate_persist quiet = { quiet_history, quiet_row, quiet_state_file };
+
+/* what a per-step walk decides from: the ids in `state`, in order, from a
+ * scan of every job (0), of the live index (1) or of the running one (2) */
+static void walk(struct sched *s, int index, const char *state, struct strbuf *out)
+{
+	struct job **v = index == 2 ? s->running : index ? s->live : s->jobs;
+	size_t nr = index == 2 ? s->nr_running : index ? s->nr_live : s->nr_jobs;
+
+	strbuf_reset(out);
+	for (size_t i = 0; i < nr; i++)
+		if (!strcmp(v[i]->state, state))
+			strbuf_addf(out, "%s ", v[i]->id);
+}
+
+/* after a compaction: the indexes hold exactly the jobs of s->jobs that did
+ * not end, and that run, in order */
+static void assert_live_exact(struct sched *s)
+{
+	size_t k = 0, r = 0;
+
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		if (!jobstate_final(s->jobs[i]->state)) {
+			assert_true(k < s->nr_live);
+			assert_ptr_equal(s->live[k], s->jobs[i]);
+			k++;
+		}
+		if (!strcmp(s->jobs[i]->state, DT_JOB_RUNNING)) {
+			assert_true(r < s->nr_running);
+			assert_ptr_equal(s->running[r], s->jobs[i]);
+			assert_true(s->jobs[i]->in_running);
+			r++;
+		} else {
+			assert_false(s->jobs[i]->in_running);
+		}
+	}
+	assert_int_equal(k, s->nr_live);
+	assert_int_equal(r, s->nr_running);
+}
+
+/*
+ * A simulated head: jobs submitted, moved through their states by the state
+ * machine (placed, retried, ended, cancelled), some unsubmitted, the index
+ * compacted at random steps; at every step each walk (the RUNNING jobs, the
+ * PENDING ones) decides the same from the index as from all jobs: nothing
+ * skipped, nothing out of order.  Then a restart: the index made anew from
+ * the jobs is the one kept all along.
+ */
+static void test_live_index(void **state)
+{
+	static const char *const to[] = { DT_JOB_RUNNING, DT_JOB_PENDING, DT_JOB_COMPLETED,
+					   DT_JOB_FAILED, DT_JOB_CANCELLED, DT_JOB_TIMEOUT };
+	struct sched *s = xcalloc(1, sizeof(*s));
+	struct strbuf a = STRBUF_INIT, b = STRBUF_INIT;
+	unsigned r = 12345;
+	int seq = 0, compactions = 0, moved_out = 0;
+
+	for (int step = 0; step < 20000; step++) {
+		r = r * 1103515245u + 12345u;
+		if ((r >> 16) % 4 == 0 || !s->nr_jobs) {
+			struct job *j = job_new();
+
+			snprintf(j->id, sizeof(j->id), "j-%d", ++seq);
+			jobs_add(s, j);
+		} else if ((r >> 16) % 97 == 1) {
+			size_t i = (r >> 8) % s->nr_jobs;
+			struct job *j = s->jobs[i];
+
+			jobs_remove(s, i);   /* jobs_unsubmit */
+			job_free(j);
+		} else {
+			struct job *j = s->jobs[(r >> 8) % s->nr_jobs];
+			int was_live = !jobstate_final(j->state);
+
+			if (jobstate_set(s, j, to[(r >> 20) % ARRAY_SIZE(to)], &quiet, NULL) == 0 &&
+			    was_live && jobstate_final(j->state)) {
+				moved_out++;
+				assert_true(s->live_stale);
+			}
+		}
+		if ((r >> 24) % 8 == 0) {
+			jobs_live_compact(s);
+			assert_false(s->live_stale);
+			assert_live_exact(s);
+			compactions++;
+		}
+		for (int k = 0; k < 2; k++) {
+			const char *st = k ? DT_JOB_PENDING : DT_JOB_RUNNING;
+
+			walk(s, 0, st, &a);
+			walk(s, 1, st, &b);
+			assert_string_equal(a.buf, b.buf);
+		}
+		/* the running walk (jobs_step): each running job once, in order */
+		walk(s, 0, DT_JOB_RUNNING, &a);
+		walk(s, 2, DT_JOB_RUNNING, &b);
+		assert_string_equal(a.buf, b.buf);
+	}
+	assert_true(compactions > 1000 && moved_out > 1000);
+	jobs_live_compact(s);
+	{
+		/* a restart: dtsched loads s->jobs, then makes the index */
+		size_t nr = s->nr_live, nr_run = s->nr_running;
+		struct job **kept = xmalloc((nr ? nr : 1) * sizeof(*kept));
+		struct job **kept_run = xmalloc((nr_run ? nr_run : 1) * sizeof(*kept_run));
+
+		assert_true(nr_run > 0 && nr_run < nr);
+		memcpy(kept, s->live, nr * sizeof(*kept));
+		memcpy(kept_run, s->running, nr_run * sizeof(*kept_run));
+		s->nr_live = 0;
+		jobs_live_rebuild(s);
+		assert_int_equal(s->nr_live, nr);
+		assert_memory_equal(s->live, kept, nr * sizeof(*kept));
+		assert_int_equal(s->nr_running, nr_run);
+		assert_memory_equal(s->running, kept_run, nr_run * sizeof(*kept_run));
+		assert_live_exact(s);
+		free(kept);
+		free(kept_run);
+	}
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		job_free(s->jobs[i]);
+	free(s->jobs);
+	free(s->live);
+	free(s->running);
+	free(s);
+	strbuf_release(&a);
+	strbuf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -215,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_states),
 		cmocka_unit_test(test_life_with_retry),
 		cmocka_unit_test(test_bus),
+		cmocka_unit_test(test_live_index),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

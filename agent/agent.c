@@ -865,6 +865,20 @@ out:
 	return code;
 }
 
+/* Start the one task of a request and answer it: 201 {task}, or the error */
+static void start_one(struct agent *a, const json_t *req, struct dt_http_response *resp)
+{
+	struct strbuf msg = STRBUF_INIT;
+	json_t *one = NULL;
+	int code = task_start(a, req, &one, &msg);
+
+	if (code == 201)
+		dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
+	else
+		dt_http_error(resp, code, "%s", msg.buf);
+	strbuf_release(&msg);
+}
+
 /* POST /v1/tasks: one task, or {"tasks": [...]}, each started as if alone */
 static void h_task_start(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
@@ -890,21 +904,13 @@ static void h_task_start(struct dt_http_request *req, struct dt_http_response *r
 			strbuf_release(&msg);
 			return;
 		}
-		code = task_start(a, r, &one, &msg);
+		start_one(a, r, resp);
 		json_decref(r);
-		if (code == 201)
-			dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
-		else
-			dt_http_error(resp, code, "%s", msg.buf);
 		strbuf_release(&msg);
 		return;
 	}
 	if (!batch) {
-		code = task_start(a, req->json, &one, &msg);
-		if (code == 201)
-			dt_http_json(resp, 201, json_pack("{s:o}", "task", one));
-		else
-			dt_http_error(resp, code, "%s", msg.buf);
+		start_one(a, req->json, resp);
 		strbuf_release(&msg);
 		return;
 	}

@@ -396,16 +396,13 @@ static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp
 	const char *user = json_get_str(req->json, "user", NULL);
 	int all = json_is_true(json_object_get(req->json, "all"));
 	int rows = !strcmp(json_get_str(req->json, "format", ""), "tsv");
-	json_t *arr = json_array();
+	json_t *arr;
 	struct strbuf sb = STRBUF_INIT;
 	struct caller c;
 
-	pthread_mutex_lock(&s->lock);
-	if (caller_of(s, req, &c, resp) < 0) {
-		pthread_mutex_unlock(&s->lock);
-		json_decref(arr);
+	if (caller_of_locked(s, req, &c, resp) < 0)
 		return;
-	}
+	arr = json_array();
 	if (!user && !all)   /* ps's default: the caller's own */
 		user = c.name;
 	if (rows) {   /* the first row: the columns' names */
@@ -450,15 +447,12 @@ static void h_joblist(struct dt_http_request *req, struct dt_http_response *resp
 static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	json_t *arr = json_array();
+	json_t *arr;
 	struct caller c;
 
-	pthread_mutex_lock(&s->lock);
-	if (caller_of(s, req, &c, resp) < 0) {
-		pthread_mutex_unlock(&s->lock);
-		json_decref(arr);
+	if (caller_of_locked(s, req, &c, resp) < 0)
 		return;
-	}
+	arr = json_array();
 	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
 	for (size_t i = 0; i < s->nr_jobs; i++)
 		json_array_append_new(arr, job_json_for(s, s->jobs[i], 0, &c));

@@ -320,15 +320,12 @@ static json_t *sweep_json_for(struct sweep *w, const struct caller *c)
 static void h_list(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
 	struct sched *s = data;
-	json_t *arr = json_array();
+	json_t *arr;
 	struct caller c;
 
-	pthread_mutex_lock(&s->lock);
-	if (caller_of(s, req, &c, resp) < 0) {
-		pthread_mutex_unlock(&s->lock);
-		json_decref(arr);
+	if (caller_of_locked(s, req, &c, resp) < 0)
 		return;
-	}
+	arr = json_array();
 	/* oldest first, as every list of dtctl (docs/json.md, "Lists") */
 	for (size_t i = 0; i < s->sweeps->nr; i++)
 		json_array_append_new(arr, sweep_json_for(s->sweeps->v[i], &c));

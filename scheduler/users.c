@@ -54,6 +54,17 @@ static int in_group(const char *user, gid_t gid, const char *group)
 	return 0;
 }
 
+int caller_of_locked(struct sched *s, const struct dt_http_request *req, struct caller *c,
+		     struct dt_http_response *resp)
+{
+	pthread_mutex_lock(&s->lock);
+	if (caller_of(s, req, c, resp) < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return -1;
+	}
+	return 0;
+}
+
 int caller_of(struct sched *s, const struct dt_http_request *req, struct caller *c,
 	      struct dt_http_response *resp)
 {

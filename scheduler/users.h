@@ -42,6 +42,9 @@ struct caller {
  */
 int caller_of(struct sched *s, const struct dt_http_request *req, struct caller *c,
 	      struct dt_http_response *resp);
+/* caller_of() with s->lock taken: 0 with the lock held, or -1 (answered) with it released */
+int caller_of_locked(struct sched *s, const struct dt_http_request *req, struct caller *c,
+		     struct dt_http_response *resp);
 /* {"user", "uid", "roles": [...], "authenticated_by", "admin_because"} */
 json_t *caller_json(const struct caller *c);
 /* o's "head_key" (OpenSSH public key line) and "head_key_fingerprint": dtsched's

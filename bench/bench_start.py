@@ -17,7 +17,8 @@ round's mean):
     its reply (unsigned, so a 401), one line out;
   * dtctl ps and dtctl run --detach against a live head (a one-node `host: local`
     cluster, bench_submit.py's, a blocker job holding its slots so that ps has one
-    row and the submits queue), of both builds.
+    row and the submits queue; they are cancelled after each batch, so that every
+    ps sees the same queue), of both builds.
 
 Printed: one JSON object per command (cpu_ms, minflt) and the ratios: each dtctl call
 to static_version (the issue's bare static start) and the head calls to
@@ -141,6 +142,18 @@ def measure(argv, env, n):
     return 1000 * cpu / n, flt / n, bad
 
 
+def cancel_submitted(run):
+    """cancel the jobs the submits queued, so that every `ps` sees the same queue (the
+    blocker alone): dtsched sends ps the queued and running jobs only"""
+    p = run("ps", "--json")
+    assert p.returncode == 0, p.stderr
+    ids = [j["id"] for j in json.loads(p.stdout)["jobs"]
+           if j.get("name") == "b" and j.get("state") == "PENDING"]
+    if ids:
+        p = run("cancel", *ids)
+        assert p.returncode == 0, p.stderr
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
@@ -178,6 +191,8 @@ def main():
             order = cmds if r % 2 == 0 else cmds[::-1]
             for name, argv in order:
                 per[name].append(measure(argv, env, a.runs))
+                if name.endswith("--detach"):
+                    cancel_submitted(run)
         res = {}
         for name, _ in cmds:
             res[name] = {"cpu_ms": round(statistics.median(x[0] for x in per[name]), 3),

@@ -19,7 +19,7 @@ static void lib_load(void)
 	void *h = dlopen(LIBM_SO, RTLD_NOW | RTLD_LOCAL);
 
 #define LOAD(f) \
-	if (!(lib.f = h ? (__typeof__(f) *)dlsym(h, #f) : NULL) && !lib_err[0]) \
+	if (!(lib.f##_fn = h ? (__typeof__(f) *)dlsym(h, #f) : NULL) && !lib_err[0]) \
 		snprintf(lib_err, sizeof(lib_err), "%s", dlerror());
 	DT_LIBM_FUNCS(LOAD)
 #undef LOAD

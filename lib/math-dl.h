@@ -21,7 +21,7 @@
 
 #define DT_LIBM_FUNCS(X) X(exp) X(fmax) X(fmin) X(log10) X(lround) X(pow) X(round)
 
-#define DT_LIBM_FIELD(f) __typeof__(f) *f;
+#define DT_LIBM_FIELD(f) __typeof__(f) *f##_fn;
 struct dt_libm {
 	DT_LIBM_FUNCS(DT_LIBM_FIELD)
 };
@@ -31,13 +31,13 @@ struct dt_libm {
 const struct dt_libm *dt_libm(void);
 
 #ifndef DT_MATH_DL_IMPL
-#define exp(...) (dt_libm()->exp(__VA_ARGS__))
-#define fmax(...) (dt_libm()->fmax(__VA_ARGS__))
-#define fmin(...) (dt_libm()->fmin(__VA_ARGS__))
-#define log10(...) (dt_libm()->log10(__VA_ARGS__))
-#define lround(...) (dt_libm()->lround(__VA_ARGS__))
-#define pow(...) (dt_libm()->pow(__VA_ARGS__))
-#define round(...) (dt_libm()->round(__VA_ARGS__))
+#define exp(...) (dt_libm()->exp_fn(__VA_ARGS__))
+#define fmax(...) (dt_libm()->fmax_fn(__VA_ARGS__))
+#define fmin(...) (dt_libm()->fmin_fn(__VA_ARGS__))
+#define log10(...) (dt_libm()->log10_fn(__VA_ARGS__))
+#define lround(...) (dt_libm()->lround_fn(__VA_ARGS__))
+#define pow(...) (dt_libm()->pow_fn(__VA_ARGS__))
+#define round(...) (dt_libm()->round_fn(__VA_ARGS__))
 #endif
 
 #endif

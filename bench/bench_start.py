@@ -25,11 +25,13 @@ to static_version (the issue's bare static start) and the head calls to
 static_client (the same syscalls, statically linked).  The 1-minute load average is
 printed at the start and at the end.  Not part of check.
 
-    bench/bench_start.py [--bin bin] [--old build/base/dtctl] [--runs 100] [--rounds 7]
+    bench/bench_start.py [--bin bin] [--old build/base/dtctl] [--also LABEL=DTCTL]...
+                         [--runs 100] [--rounds 7]
 """
 import argparse
 import json
 import os
+import pwd
 import shutil
 import statistics
 import subprocess
@@ -158,6 +160,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
     ap.add_argument("--old", help="an older build's dtctl, measured beside --bin's")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=DTCTL",
+                    help="another dtctl to measure beside them (e.g. a static-pie link)")
     ap.add_argument("--runs", type=int, default=100, help="starts per command per round")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--cc", default="cc")
@@ -165,13 +169,17 @@ def main():
     new = str(Path(a.bin).resolve() / "dtctl")
     tmp = Path(tempfile.mkdtemp(prefix="bench-start-"))
     home, env, run = local_cluster(new, tmp)
+    # a login's environment (USER set): without it the cluster file's default ssh user
+    # is looked up in the user database (NSS) by every call
+    env.setdefault("USER", pwd.getpwuid(os.getuid()).pw_name)
     port = next(line.split("port:")[1].strip(" }\n") for line in
                 (home / "cluster.yaml").read_text().splitlines() if line.startswith("head:"))
     try:
         start_local_cluster(run)
         p = run("run", "--detach", "-p", "2", "--name", "blocker", "--", "sleep", "600")
         assert p.returncode == 0, p.stderr
-        builds = [("new", new)] + ([("old", str(Path(a.old).resolve()))] if a.old else [])
+        builds = [("new", new)] + ([("old", str(Path(a.old).resolve()))] if a.old else []) + \
+            [(x.split("=", 1)[0], str(Path(x.split("=", 1)[1]).resolve())) for x in a.also]
         cmds = [("static_version", [build(a.cc, VERSION_C, tmp / "sv", "-static")]),
                 ("dynamic_version", [build(a.cc, VERSION_C, tmp / "dv")]),
                 ("static_client", [build(a.cc, CLIENT_C, tmp / "sc", "-static"),

@@ -4,8 +4,9 @@
  * first use instead of linked.
  *
  * Why: dtctl is exec'd once per command, and mapping libm.so.6 cost every one of
- * them ~0.07 ms of CPU (9 page faults, ~10 % of `dtctl --version`; docs/BENCHMARKS.md,
- * "client start") though only `sweep report` and the sweep file's checks use it.
+ * them ~0.06 ms of CPU (10 page faults, ~8 % of `dtctl --version`; bench/bench_start.py,
+ * docs/BENCHMARKS.md "client start") though only `sweep report` and the sweep file's
+ * checks use it.
  * tests/e2e/test_client_start.py checks that dtctl needs libc.so.6 alone.
  *
  * How (as ssh-dl.h): a file includes this header after <math.h> and all others;

@@ -77,11 +77,17 @@ int slurm_phase_final(enum slurm_phase p);
 
 /*
  * The format of squeue's lines that slurm_squeue_parse() reads (-O), and the
- * parse: {"<id>": {"state", "restarts", "nodes", "reason"}} added to jobs for
- * every well-formed line; others are skipped.  Returns the number read.
+ * parse: {"<id>": {"state", "restarts", "nodes", "reason", "left_s"}} added to
+ * jobs for every well-formed line; others are skipped.  Returns the number
+ * read.  left_s: what is left of the job's time limit (TimeLeft) in seconds,
+ * SLURM_UNLIMITED for none, absent when squeue's word was not a time.
  */
-#define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
+#define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,TimeLeft:|,Reason:"
+#define SLURM_UNLIMITED (-2LL)
 int slurm_squeue_parse(const char *out, json_t *jobs);
+/* Slurm's time ("1-02:03:04", "2:03:04", "3:04", "UNLIMITED") in seconds,
+ * SLURM_UNLIMITED, or -1 for anything else ("INVALID", "NOT_SET", junk) */
+long long slurm_time_parse(const char *s);
 
 /*
  * dtsched's own active Slurm jobs at its start (`squeue --me -h -O

@@ -268,6 +268,52 @@ def test_other_shells_of_the_allocation_find_its_head(slurm, user_env, other_use
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
 
 
+def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
+    """`dtctl run` in a ONE-node sbatch job: the batch script runs on that node, and its
+    head is published at the node's address (Slurm's NodeAddr of dtnode1), not 127.0.0.1,
+    so a shell on another node (here dtnode2's namespaces, outside the allocation) reaches
+    it through the record: ps sees the job, cancel ends it (signed with the secret as
+    any client); nothing stays."""
+    u = user_env
+    fc = slurm.fc
+    out = fc.shared / "sbatch-one-node.out"
+    script = fc.shared / "one-node.sbatch"
+    tag = "8%05d" % (os.getpid() % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 1 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep "
+                      "%s' %s\n" % (u["dtctl"], tag, tag))
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "-N", "1", "-w", "dtnode1", "--output=%s" % out,
+                   str(script)], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("the rank running", lambda: len(sleepers(u["uid"], tag)) == 1, 90,
+                 lambda: out.read_text() if out.exists() else "")
+        addr = fc.node(1).addr
+        assert "inside Slurm job %s: head on %s:" % (job, addr) in out.read_text(), \
+            out.read_text()
+        records = fc.shared / (".dtctl-alloc-%d" % u["uid"])
+        [rec] = [r for r in os.listdir(records) if r.startswith(job + ".")]
+        assert "address: %s," % addr in (records / rec / "cluster.yaml").read_text()
+
+        def on_node2(*args):
+            return fc.exec(2, ["env", "SLURM_JOB_ID=" + job, "DTCTL_SHARED_DIR=%s" % fc.shared,
+                               "NO_COLOR=1", "TMPDIR=/tmp", u["dtctl"]] + list(args),
+                           user=True, timeout=60)
+        p = on_node2("ps", "--json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        jobs = json.loads(p.stdout)["jobs"]
+        assert [j["state"] for j in jobs] == ["RUNNING"], jobs
+        p = on_node2("cancel", jobs[0]["id"])
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert slurm.wait_job_gone(job, timeout=60) in ("COMPLETED", "FAILED")
+        assert "CANCELLED" in out.read_text(), out.read_text()
+    finally:
+        slurm.run(["scancel", job])
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(fc, "dtctl-alloc-"), "head home left"
+
+
 @contextlib.contextmanager
 def head_with_slurm_agents(slurm, u):
     """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,

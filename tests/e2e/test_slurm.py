@@ -543,11 +543,32 @@ def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
                   timeout=120)
     job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
     assert p.returncode == 0, p.stdout + p.stderr
-    for want in (r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+    for want in (r"PASS munge +munged at \S+: a credential made and read back",
+                 r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
                  r"PASS versions +slurm(-wlm)? 22\.05\.\S+, dtctl ", r"PASS partition +debug\* up 2 ",
                  r"PASS gres +.*gpu:4", r"PASS pmix ", r"PASS shared dir +%s on 2 nodes of job %s"
                  % (re.escape(str(slurm.fc.shared)), job), r"PASS dtagent +"):
         assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    # munged unreachable (slurm.conf's AuthInfo socket wrong): munge fails, and says so
+    # apart from slurmctld, which cannot be asked without it
+    conf = Path(tempfile.mkdtemp(prefix="dtctl-nomunge-", dir="/var/tmp"))
+    try:
+        text = Path(slurm.conf).read_text()
+        assert "AuthInfo=socket=" in text
+        (conf / "slurm.conf").write_text(re.sub(r"AuthInfo=socket=\S+",
+                                                "AuthInfo=socket=/nonexistent/munge.socket", text))
+        os.chmod(conf, 0o755)
+        os.chmod(conf / "slurm.conf", 0o644)
+        p = slurm.run(["env", "SLURM_CONF=%s" % (conf / "slurm.conf"), u["dtctl"], "doctor",
+                       "--slurm", "--json"], user=True, env=u["env"])   # run() sets its own
+        assert p.returncode == 1, p.stdout + p.stderr
+        checks = json.loads(p.stdout)["checks"]
+        assert checks[0]["check"] == "munge" and not checks[0]["ok"], checks
+        assert "/nonexistent/munge.socket" in checks[0]["detail"], checks
+        assert "munged" in checks[0]["fix"], checks
+        assert checks[1]["check"] == "slurmctld" and not checks[1]["ok"], checks
+    finally:
+        shutil.rmtree(conf, ignore_errors=True)
     # a real failure: slurmctld gone
     inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], capture_output=True,
                                      text=True, check=True).stdout)
@@ -556,9 +577,10 @@ def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
     p = slurm.run([u["dtctl"], "doctor", "--slurm", "--json"], user=True, env=u["env"])
     assert p.returncode == 1, p.stdout + p.stderr
     checks = json.loads(p.stdout)["checks"]
-    assert checks[0]["check"] == "slurmctld" and not checks[0]["ok"], checks
-    assert "DOWN" in checks[0]["detail"] and "slurmctld" in checks[0]["fix"], checks
-    assert len(checks) == 1, checks        # nothing else is tried without the controller
+    assert checks[0]["check"] == "munge" and checks[0]["ok"], checks   # not munge's fault
+    assert checks[1]["check"] == "slurmctld" and not checks[1]["ok"], checks
+    assert "DOWN" in checks[1]["detail"] and "slurmctld" in checks[1]["fix"], checks
+    assert len(checks) == 2, checks        # nothing else is tried without the controller
 
 
 def test_in_allocation_mistakes_are_usage_errors(dtctl):

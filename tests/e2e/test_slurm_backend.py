@@ -457,6 +457,40 @@ def test_refused_sbatch_names_slurms_message_and_the_option(head):
         time.sleep(1.1)
 
 
+def test_doctor_on_a_slurm_backend_cluster_checks_slurm_and_its_partition(head):
+    """`dtctl doctor` on a `backend: slurm` cluster (no nodes: of its own) runs the Slurm
+    checks, not the SSH ones (which passed vacuously on 0 nodes): munge through the socket
+    slurm.conf names, slurmctld, the partition cluster.yaml names and its GRES, the shared
+    dir and dtagent through srun.  A partition Slurm does not have fails, naming the key."""
+    p = head.dtctl("doctor", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for want in (r"PASS munge +munged at %s: a credential made and read back"
+                 % re.escape(str(head.slurm.state / "munge" / "munge.socket")),
+                 r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+                 r"PASS partition +%s\*? up 2 " % head.slurm.partition,
+                 r"PASS gres +gpu:4", r"PASS shared dir +%s on 1 node" % re.escape(str(head.fc.shared)),
+                 r"PASS dtagent +"):
+        assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    assert "ssh" not in p.stdout, p.stdout
+    other = Path(tempfile.mkdtemp(prefix="dtctl-doctor-", dir="/var/tmp"))
+    try:
+        yaml = other / "cluster.yaml"
+        yaml.write_text(head.base_yaml.replace("partition: %s\n" % head.slurm.partition,
+                                               "partition: nosuchpart\n"))
+        os.chmod(other, 0o755)
+        os.chmod(yaml, 0o644)
+        p = head.dtctl("-c", yaml, "doctor", "--json", timeout=120)
+        assert p.returncode == 1, p.stdout + p.stderr
+        checks = {c["check"]: c for c in json.loads(p.stdout)["checks"]}
+        part = checks["partition"]
+        assert not part["ok"], checks
+        assert "Slurm has no partition 'nosuchpart' (%s:4:12)" % yaml in part["detail"], part
+        assert head.slurm.partition in part["detail"] and "partition:" in part["fix"], part
+        assert checks["munge"]["ok"] and checks["slurmctld"]["ok"], checks
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+
+
 def sweep_export(head, sw):
     p = head.dtctl("sweep", "export", "--json", sw)
     assert p.returncode == 0, p.stderr

@@ -36,7 +36,6 @@
 #include "safefile.h"
 #include "secret.h"
 #include "slurm.h"
-#include "units.h"
 #include "usage.h"
 
 #include <errno.h>
@@ -54,7 +53,6 @@
 #define END_KILL_MS 15000         /* SIGTERM to the agents, then scancel */
 #define SBATCH_RETRY_MS 5000      /* sbatch failed for a reason that may pass */
 #define PACK_IDLE_MS 2000         /* an allocation with nothing left to run is ended then */
-#define REUSE_MARGIN_MS 10000     /* a retry in its allocation: Slurm's limit after its timeout */
 #define OUTPUT_LIMIT (256 * 1024)
 
 struct slurm_state {
@@ -116,40 +114,13 @@ static int reusable(const struct job *j)
 	       json_get_int(j->slurm, "attempt", -1) == j->attempt - 1;
 }
 
-/*
- * Whether what is left of j's Slurm job's time limit (squeue's TimeLeft, as
- * "ends_ms") covers a new attempt's timeout, with REUSE_MARGIN_MS to spare
- * (dtctl's timeout, not Slurm's, must end it): 1, or 0 with why.  A job
- * without timeout is covered (a new sbatch would get the same partition
- * limit), as is one in a Slurm job without limit.
- */
+/* slurm_time_covers() for j's Slurm job: what is left of its limit now ("ends_ms") */
 static int time_covers(const struct job *j, long long now, struct strbuf *why)
 {
-	long long ends = json_get_int(j->slurm, "ends_ms", 0), sid = sid_of(j);
+	long long ends = json_get_int(j->slurm, "ends_ms", 0);
 
-	if (!j->cfg.timeout_ms || ends < 0) {
-		strbuf_addf(why, "Slurm job %lld, which still runs%s", sid,
-			    j->cfg.timeout_ms ? " without time limit" : "");
-		return 1;
-	}
-	if (!ends) {
-		strbuf_addf(why, "squeue did not say what is left of Slurm job %lld's time limit",
-			    sid);
-		return 0;
-	}
-	strbuf_addf(why, "Slurm job %lld has ", sid);
-	format_duration(why, ends > now ? (ends - now) / 1000 * 1000 : 0);
-	strbuf_addstr(why, " left of its time limit");
-	if (ends - now >= j->cfg.timeout_ms + REUSE_MARGIN_MS) {
-		strbuf_addstr(why, ", which covers the job's timeout ");
-		format_duration(why, j->cfg.timeout_ms);
-		return 1;
-	}
-	strbuf_addstr(why, ", less than the job's timeout ");
-	format_duration(why, j->cfg.timeout_ms);
-	if (ends - now >= j->cfg.timeout_ms)
-		strbuf_addf(why, " and %ds to spare", REUSE_MARGIN_MS / 1000);
-	return 0;
+	return slurm_time_covers(sid_of(j), !ends ? -1 : ends < 0 ? SLURM_UNLIMITED :
+				 ends > now ? ends - now : 0, j->cfg.timeout_ms, why);
 }
 
 /* the job's event for a retry's Slurm job: in the allocation it failed in, or a new one */

@@ -5,6 +5,7 @@
  * a command; backend-slurm.c does, with argv only (lib/run-command.h).
  */
 #include "slurm.h"
+#include "units.h"
 #include "usage.h"
 
 #include <signal.h>
@@ -239,6 +240,33 @@ long long slurm_time_parse(const char *s)
 	/* [[hours:]minutes:]seconds */
 	return days * 86400 + (n == 3 ? v[0] * 3600 + v[1] * 60 + v[2] :
 			       n == 2 ? v[0] * 60 + v[1] : v[0]);
+}
+
+int slurm_time_covers(long long sid, long long left_ms, long long timeout_ms, struct strbuf *why)
+{
+	if (!timeout_ms || left_ms == SLURM_UNLIMITED) {
+		strbuf_addf(why, "Slurm job %lld, which still runs%s", sid,
+			    timeout_ms ? " without time limit" : "");
+		return 1;
+	}
+	if (left_ms < 0) {
+		strbuf_addf(why, "squeue did not say what is left of Slurm job %lld's time limit",
+			    sid);
+		return 0;
+	}
+	strbuf_addf(why, "Slurm job %lld has ", sid);
+	format_duration(why, left_ms / 1000 * 1000);
+	strbuf_addstr(why, " left of its time limit");
+	if (left_ms >= timeout_ms + SLURM_REUSE_MARGIN_MS) {
+		strbuf_addstr(why, ", which covers the job's timeout ");
+		format_duration(why, timeout_ms);
+		return 1;
+	}
+	strbuf_addstr(why, ", less than the job's timeout ");
+	format_duration(why, timeout_ms);
+	if (left_ms >= timeout_ms)
+		strbuf_addf(why, " and %ds to spare", SLURM_REUSE_MARGIN_MS / 1000);
+	return 0;
 }
 
 int slurm_squeue_parse(const char *out, json_t *jobs)

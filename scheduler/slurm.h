@@ -90,6 +90,16 @@ int slurm_squeue_parse(const char *out, json_t *jobs);
 long long slurm_time_parse(const char *s);
 
 /*
+ * A retry after a rank failure in the Slurm job (sid) its attempt failed in:
+ * whether what is left of that job's time limit (left_ms; SLURM_UNLIMITED:
+ * none; -1: unknown) covers the job's timeout (0: none) with
+ * SLURM_REUSE_MARGIN_MS to spare, so that dtctl's timeout, not Slurm's, ends
+ * it.  1 or 0, why saying which either way.
+ */
+#define SLURM_REUSE_MARGIN_MS 10000
+int slurm_time_covers(long long sid, long long left_ms, long long timeout_ms, struct strbuf *why);
+
+/*
  * dtsched's own active Slurm jobs at its start (`squeue --me -h -O
  * SLURM_MINE_FORMAT`): {"<id>": {"state", "restarts", "nodes", "reason",
  * "command", "comment"}} added to jobs for every well-formed line (the comment

@@ -259,6 +259,41 @@ static void test_time_parse(void **state)
 	assert_int_equal(slurm_time_parse("99999999999999999999:00"), -1);
 }
 
+/* a retry in the Slurm job it failed in: does what is left cover its timeout? */
+static void test_time_covers(void **state)
+{
+	static const struct {
+		long long left_ms, timeout_ms;
+		int covers;
+		const char *why;
+	} cases[] = {
+		{ 347000, 300000, 1, "Slurm job 77 has 5m47s left of its time limit, which covers "
+		  "the job's timeout 5m" },
+		{ 310000, 300000, 1, "Slurm job 77 has 5m10s left of its time limit, which covers "
+		  "the job's timeout 5m" },
+		{ 309999, 300000, 0, "Slurm job 77 has 5m9s left of its time limit, less than the "
+		  "job's timeout 5m and 10s to spare" },
+		{ 232500, 300000, 0, "Slurm job 77 has 3m52s left of its time limit, less than the "
+		  "job's timeout 5m" },
+		{ 0, 300000, 0, "Slurm job 77 has 0s left of its time limit, less than the job's "
+		  "timeout 5m" },
+		{ SLURM_UNLIMITED, 300000, 1, "Slurm job 77, which still runs without time limit" },
+		{ -1, 300000, 0, "squeue did not say what is left of Slurm job 77's time limit" },
+		{ 5000, 0, 1, "Slurm job 77, which still runs" },        /* no timeout */
+		{ -1, 0, 1, "Slurm job 77, which still runs" },
+	};
+	struct strbuf why = STRBUF_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		strbuf_reset(&why);
+		assert_int_equal(slurm_time_covers(77, cases[i].left_ms, cases[i].timeout_ms, &why),
+				 cases[i].covers);
+		assert_string_equal(why.buf, cases[i].why);
+	}
+	strbuf_release(&why);
+}
+
 /* squeue --me at dtsched's start: the comment last, kept whole; ours told from others' */
 static void test_mine_and_comment(void **state)
 {
@@ -399,6 +434,7 @@ int main(void)
 		cmocka_unit_test(test_phases),
 		cmocka_unit_test(test_squeue),
 		cmocka_unit_test(test_time_parse),
+		cmocka_unit_test(test_time_covers),
 		cmocka_unit_test(test_mine_and_comment),
 		cmocka_unit_test(test_gpu_map),
 		cmocka_unit_test(test_sinfo_and_fits),

@@ -811,7 +811,7 @@ static void test_slurm_orphans(void **state)
 		    "107|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 3 head abc123\n"
 		    "108|COMPLETED|0|t1|None|%s/slurm/job.sh|dtctl j-999998 attempt 0 head abc123\n"
 		    "109|RUNNING|0|t1|None|%s/slurm/job.sh|my own | job\n"
-		    "EOF\n;;\n*) echo '101|PENDING|0||Resources' ;;\nesac\n",
+		    "EOF\n;;\n*) echo '101|PENDING|0||1:00:00|Resources' ;;\nesac\n",
 		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir);
 	snprintf(path, sizeof(path), "%s/squeue", bin.buf);
 	write_exec(path, sq.buf);
@@ -1038,7 +1038,7 @@ static void test_slurm_pack_place(void **state)
 	strbuf_reset(&text);
 	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
 	fx_file(&f, "scancel", text.buf, 0755);
-	fx_file(&f, "squeue.out", "77|PENDING|0||Priority\n", 0644);
+	fx_file(&f, "squeue.out", "77|PENDING|0||UNLIMITED|Priority\n", 0644);
 	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
 		0600);
 	strbuf_reset(&text);
@@ -1075,7 +1075,7 @@ static void test_slurm_pack_place(void **state)
 	assert_null(strstr(text.buf, "--signal"));
 
 	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
-	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|None\n", 0644);
+	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|UNLIMITED|None\n", 0644);
 	pack_until(s, jobs[0], &p, res, &why, "0 of 1 agent(s) joined");
 	pthread_mutex_lock(&s->lock);
 	n = node_add(s, "n1");

@@ -130,6 +130,13 @@ struct sched {
 	struct job **live;
 	size_t nr_live, alloc_live;
 	int live_stale;
+	/*
+	 * Bumped by every change to the live jobs that schedule_pending()'s scan
+	 * of them reads, other than a job appended: a transition (jobstate_set),
+	 * a compaction or removal, a job to be tried again (job_place_again).
+	 * While it stays the same, a step scans only the jobs appended since.
+	 */
+	unsigned long long queue_gen;
 	/* the RUNNING jobs among them, also in s->jobs' order (jobs_step's walks):
 	 * joined by jobstate_set(), left at the compaction after they stop */
 	struct job **running;

@@ -69,11 +69,36 @@ out:
 	strbuf_release(&err);
 }
 
-static const struct cluster_node *cc_node(struct sched *s, const char *name)
+/* n in cluster.yaml, or NULL: its index there last time first (every step
+ * builds the pools: a search per node was O(nodes^2), ~1M strcmp at 1,000) */
+static const struct cluster_node *cc_node(struct sched *s, struct node *n)
 {
-	int i = s->cc ? cluster_find_node(s->cc, name) : -1;
+	int i;
 
+	if (!s->cc)
+		return NULL;
+	i = n->cc_hint;
+	if (i < 0 || (size_t)i >= s->cc->nr_nodes || strcmp(s->cc->nodes[i].name, n->name))
+		i = n->cc_hint = cluster_find_node(s->cc, n->name);
 	return i >= 0 ? &s->cc->nodes[i] : NULL;
+}
+
+static int node_index(const struct sched *s, const char *name)
+{
+	size_t lo = 0, hi = s->nr;
+
+	while (lo < hi) {   /* s->nodes is sorted by name */
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(s->nodes[mid]->name, name);
+
+		if (!c)
+			return (int)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
 }
 
 void pool_build(struct sched *s, struct pool *p, int gpu)
@@ -84,7 +109,7 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 	for (size_t i = 0; i < s->nr; i++) {
 		struct node *n = s->nodes[i];
 		struct place_node *pn = &p->n[i];
-		const struct cluster_node *cn = cc_node(s, n->name);
+		const struct cluster_node *cn = cc_node(s, n);
 
 		pn->name = n->name;
 		pn->up = !strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED);
@@ -106,13 +131,11 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 		if (hd->gpu != gpu)
 			continue;
 		for (int k = 0; k < hd->nr; k++) {
-			for (size_t i = 0; i < s->nr; i++) {
-				if (strcmp(s->nodes[i]->name, hd->place[k].node))
-					continue;
-				for (int x = 0; x < hd->place[k].nslots; x++)
-					if (hd->place[k].slot[x] < PLACE_MAX_SLOTS)
-						p->n[i].used[hd->place[k].slot[x]] = 1;
-			}
+			int i = node_index(s, hd->place[k].node);
+
+			for (int x = 0; i >= 0 && x < hd->place[k].nslots; x++)
+				if (hd->place[k].slot[x] < PLACE_MAX_SLOTS)
+					p->n[i].used[hd->place[k].slot[x]] = 1;
 		}
 	}
 }
@@ -357,24 +380,6 @@ static unsigned long long fair_fp(void *ctx, int gpu, const struct place_node *n
 	struct pool p = { (struct place_node *)n, nr, gpu };
 
 	return pool_fingerprint(c->s, &p);
-}
-
-static int node_index(const struct sched *s, const char *name)
-{
-	size_t lo = 0, hi = s->nr;
-
-	while (lo < hi) {   /* s->nodes is sorted by name */
-		size_t mid = (lo + hi) / 2;
-		int c = strcmp(s->nodes[mid]->name, name);
-
-		if (!c)
-			return (int)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
 }
 
 /* j's class (cluster.yaml's fairshare.classes): preemptible, and its rank */

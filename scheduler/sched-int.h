@@ -69,6 +69,8 @@ struct node {
 	char *health_reason;        /* the worst event's detail, or NULL */
 	const char *health_evented; /* the health the last node.health event said (events.c) */
 	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
+	int cc_hint;                /* where it last was in cluster.yaml's nodes (a guess:
+				     * jobs-queue.c checks the name) */
 };
 
 /* why beacons were dropped or taken (GET /metrics); the first six are

@@ -19,11 +19,13 @@ fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
                         [--idle 20]                            # dtsched CPU, queue idle
 """
 import argparse
+import json
 import os
 import re
 import resource
 import subprocess
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -61,6 +63,21 @@ class Cluster(LocalCluster):
                     "command": ["sleep", "600"]},
             "shared_dir": str(self.shared), "user": user})
         return st == 201
+
+    def stop(self):
+        super().stop()
+        # the ranks outlive their agent (tasks run on under their supervisors): the
+        # blocker's, and those placed when it ends; SIGTERM stops a supervisor's tree
+        for f in (self.home / "tasks").glob("*.json"):
+            try:
+                t = json.loads(f.read_text())
+                pid = int(t.get("supervisor_pid") or 0)
+                with open("/proc/%d/cmdline" % pid, "rb") as c:
+                    mine = t["id"].encode() in c.read().split(b"\0")
+            except (OSError, ValueError, KeyError):
+                continue
+            if mine and t.get("state") in ("starting", "running", "stopping"):
+                os.kill(pid, signal.SIGTERM)
 
 
 def hammer(c, users, threads, count=None, seconds=None):

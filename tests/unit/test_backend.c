@@ -102,6 +102,7 @@ static struct {
 	int requeue_attempts;     /* this many are requeued by the resource manager */
 	const char *end_state;    /* then the resource manager ends one in this state */
 	int attempts_ended;
+	int keep_running;         /* every poll: still running */
 } tb;
 
 static int tb_gate(struct sched *s, struct job *j, const struct pool *p,
@@ -136,7 +137,7 @@ static void tb_stop(struct sched *s, const struct action *x)
 /* the first poll of an attempt: still running; the second: over */
 static enum attempt_status tb_poll(struct sched *s, struct job *j, struct attempt_end *e)
 {
-	if (++tb.polls % 2)
+	if (++tb.polls % 2 || tb.keep_running)
 		return ATTEMPT_RUNNING;
 	tb.attempts_ended++;
 	if (tb.attempts_ended <= tb.requeue_attempts) {
@@ -238,7 +239,9 @@ static void test_lifecycle_end_to_end(void **state)
 	assert_string_equal(j->reason, "the test gate is closed");
 	assert_int_equal(tb.launches, 0);
 
-	j->wait_fp = 0;           /* the pool is the same: try it again anyway */
+	pthread_mutex_lock(&s->lock);
+	job_place_again(s, j);    /* the pool is the same: try it again anyway */
+	pthread_mutex_unlock(&s->lock);
 	step(s);                  /* placed, started, launched through the backend */
 	assert_string_equal(j->state, DT_JOB_RUNNING);
 	assert_int_equal(tb.launches, 1);
@@ -395,6 +398,86 @@ static void test_sweep_trial_hears_its_job(void **state)
 	sweeps_release(s);
 	free(t);
 	free(w);
+	fx_release(&f);
+}
+
+/*
+ * A step in which nothing changed does not walk the queue (jobs-queue.c,
+ * queue_scan: 1,000s of pending jobs walked per step were most of dtsched's
+ * CPU), yet each kind of change still places: a new job, a node's freed
+ * slot (no job moved), a job to be tried again on the same pool, and the
+ * periodic full pass (its timer).
+ */
+static void test_queue_cache_sees_changes(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);
+	char a[32], big[32], c[32], d[32], id[32];
+	struct job *jbig, *jd;
+	unsigned long long walks;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.keep_running = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"a\"]}", a, sizeof(a));
+	step(s);
+	assert_string_equal(job_find(s, a)->state, DT_JOB_RUNNING);
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 2, \"command\": [\"big\"]}", big,
+	       sizeof(big));
+	for (int i = 0; i < 50; i++)   /* a queue behind big, which waits for 2 slots */
+		submit(&f, "{\"nodes\": 1, \"procs_per_node\": 2, \"command\": [\"q\"]}", id,
+		       sizeof(id));
+	step(s);                  /* the full pass (the pool changed): all wait */
+	step(s);                  /* the queue walked once after it */
+	jbig = job_find(s, big);
+	assert_string_equal(jbig->state, DT_JOB_PENDING);
+	/* no whole pass falls due meanwhile, however slow the machine (5 s) */
+	s->fair_cache->at_ms = dt_mono_ms() + 3600 * 1000;
+	walks = s->fair_cache->walks;
+	for (int i = 0; i < 5; i++)
+		step(s);              /* nothing changed: no walk of the queue */
+	assert_int_equal(s->fair_cache->walks, walks);
+
+	/* a new job (1 slot: fits beside a) is placed, the queue not walked for it */
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"c\"]}", c, sizeof(c));
+	step(s);
+	assert_string_equal(job_find(s, c)->state, DT_JOB_RUNNING);
+
+	/* a node's slots grow, no job moved: the pools' fingerprint places big */
+	s->nodes[0]->cpus = 4;
+	step(s);
+	assert_string_equal(jbig->state, DT_JOB_RUNNING);
+
+	/* a job to be tried again on the same pool (its avoid list changed) */
+	tb.gate_waits = 1;
+	s->nodes[0]->cpus = 5;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"d\"]}", d, sizeof(d));
+	step(s);                  /* the gate holds d back: it waits on this pool */
+	jd = job_find(s, d);
+	assert_string_equal(jd->state, DT_JOB_PENDING);
+	assert_string_equal(jd->reason, "the test gate is closed");
+	step(s);
+	step(s);
+	assert_string_equal(jd->state, DT_JOB_PENDING);
+	pthread_mutex_lock(&s->lock);
+	job_place_again(s, jd);
+	pthread_mutex_unlock(&s->lock);
+	step(s);
+	assert_string_equal(jd->state, DT_JOB_RUNNING);
+
+	/* the timer: the full pass every 5 s ranks the queue again */
+	step(s);
+	step(s);
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING))
+			s->live[i]->prio_pos = 0;
+	s->fair_cache->at_ms = dt_mono_ms() + 3600 * 1000;
+	step(s);
+	assert_int_equal(job_find(s, id)->prio_pos, 0);   /* no pass: nothing changed */
+	s->fair_cache->at_ms = dt_mono_ms() - 6000;   /* the last one 6 s ago */
+	step(s);
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING))
+			assert_true(s->live[i]->prio_pos > 0);
 	fx_release(&f);
 }
 
@@ -1195,6 +1278,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_queue_cache_sees_changes),
 		cmocka_unit_test(test_goodput_hears_retries),
 		cmocka_unit_test(test_sweep_trial_hears_its_job),
 		cmocka_unit_test(test_backend_stall_and_log_loss),

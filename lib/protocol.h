@@ -534,6 +534,11 @@
  * whose ranks `dtctl slurm-agents` passes Slurm's --signal warning on to.
  */
 #define DT_ENV_SLURM_JOB "DTCTL_SLURM_JOB"
+/*
+ * ... or, in a sweep's allocation (pack: allocation), the pack's key (the
+ * sweep's id): the warning goes to every job running in that Slurm job.
+ */
+#define DT_ENV_SLURM_PACK "DTCTL_SLURM_PACK"
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"

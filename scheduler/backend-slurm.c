@@ -222,14 +222,14 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 	r.output_dir = output.buf;
 	r.script = script.buf;
 	if (rec) {
-		/* the allocation: no time limit of a job, no warning to pass on */
+		/* the allocation: no time limit of a job's (the partition's); Slurm's
+		 * warning before that limit goes to every job running in it */
 		r.job_id = key;
 		r.name = key;
 		r.attempt = (int)json_get_int(rec, "generation", 0);
 		r.nodes = (int)json_get_int(rec, "nodes_asked", 1);
 		r.gpus_per_node = (int)json_get_int(rec, "gpus_asked", 0);
 		r.cpus_per_node = (int)json_get_int(rec, "cpus_asked", 0);
-		r.no_warning = 1;
 	} else {
 		r.job_id = j->id;
 		r.name = j->name;
@@ -248,8 +248,8 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 	strbuf_addstr(&agent, "/dtctl");
 	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
 	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
-	if (!rec)   /* a pack's warning has no one job to go to */
-		strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_JOB, j->id);
+	/* where Slurm's warning goes: the job's ranks, or those of every job in the pack's */
+	strvec_pushf(&sub->env, "%s=%s", rec ? SLURM_ENV_PACK : SLURM_ENV_JOB, rec ? key : j->id);
 	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
 	snprintf(sub->job, sizeof(sub->job), "%s", rec ? key : j->id);
 	sub->pack = !!rec;

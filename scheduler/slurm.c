@@ -64,7 +64,7 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
 	/* a warning before the time limit, passed on to the ranks (slurm.h) */
-	if (!r->no_warning && cc->slurm.warn_s > 0) {
+	if (cc->slurm.warn_s > 0) {
 		strbuf_reset(&v);
 		strbuf_addf(&v, "B:%s@%d", cc->slurm.warn_signal == SIGUSR2 ? "USR2" : "USR1",
 			    cc->slurm.warn_s);

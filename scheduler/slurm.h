@@ -33,13 +33,13 @@ struct slurm_request {
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
 	const char *head;         /* dtsched's head id (state.db), in --comment, or NULL */
-	int no_warning;           /* no --signal (an allocation dtsched fills: pack:) */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
 #define SLURM_ENV_DTCTL "DTCTL_SLURM_DTCTL"   /* dtctl's path on the nodes */
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
 #define SLURM_ENV_JOB DT_ENV_SLURM_JOB       /* dtctl's job id: where the warning goes */
+#define SLURM_ENV_PACK DT_ENV_SLURM_PACK     /* or a pack's key: every job running in it */
 /*
  * Slurm's warning before the time limit (--signal=B:<sig>@<s>: cluster.yaml's
  * `slurm: {signal: USR1, warn_s: 120}`, those by default; warn_s 0: none),

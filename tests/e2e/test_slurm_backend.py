@@ -565,6 +565,49 @@ def test_packed_sweep_requeued_by_slurm_runs_its_trials_again(head):
     head.wait_nothing_left()
 
 
+# a trial that reports until Slurm's warning (SIGUSR1) reaches it, then says so and ends
+WARNED_TRIAL = r'''
+import json, signal, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+e, deadline = 0, time.time() + 150
+while not got and time.time() < deadline:
+    e += 1
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+print("WARNED=%s" % (got[0] if got else "none"), flush=True)
+'''
+
+
+def test_packed_sweep_gets_slurms_warning_before_the_time_limit(head):
+    """A packed sweep's allocation asks for Slurm's warning too (--signal=B:USR1@120): once it
+    has a short time limit (2 minutes, set on the running allocation) Slurm itself sends
+    SIGUSR1 to its batch shell at its next time-limit check, and `dtctl slurm-agents` passes
+    it on to every trial running in it (the sweep's jobs whose Slurm job it is); both
+    trials see it, checkpoint (here: end) and the sweep completes, nothing left."""
+    sw = packed_sweep(head, "sbpackwarn", WARNED_TRIAL, "[1, 2]", 2)
+    running = running_trials(head, sw, 2)
+    sid = head.show(running[0]["job_id"])["slurm"]["job_id"]
+    assert head.show(running[1]["job_id"])["slurm"]["job_id"] == sid
+    p = head.slurm.run(["scontrol", "-o", "show", "job", str(sid)])
+    assert re.search(r"\bTimeLimit=UNLIMITED\b", p.stdout), p.stdout   # the partition's
+    p = head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "TimeLimit=2"])
+    assert p.returncode == 0, p.stderr
+    ex = sweep_ended(head, sw, timeout=100)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [t["state"] for t in ex["trials"]] == ["COMPLETED", "COMPLETED"], ex["trials"]
+    for t in ex["trials"]:
+        j = head.show(t["job_id"])
+        assert j["slurm"]["job_id"] == sid and j["restarts"] == 0, j
+        out = head.dtctl("logs", t["job_id"]).stdout
+        assert "WARNED=%d" % signal.SIGUSR1 in out, out[-2000:]
+    slurm_out = (head.fc.shared / "slurm" / ("%s.0-%d.out" % (sw, sid))).read_text()
+    assert ("Slurm's warning (signal %d) passed on to 2 job(s) of the allocation of %s "
+            "running in Slurm job %d" % (signal.SIGUSR1, sw, sid)) in slurm_out, slurm_out
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+
+
 # sbatch, but the first time it stalls after Slurm accepted the job (its id printed, and
 # written to <dir>/sid) until dtsched, its parent, is gone: the test kills dtsched with
 # SIGKILL between Slurm's accepting an attempt and dtsched's recording it

@@ -1011,7 +1011,8 @@ static void pack_until(struct sched *s, struct job *j, struct pool *p, struct pl
 /*
  * pack: allocation (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue
  * and scancel on PATH: the first trial asks for the sweep's allocation, sized
- * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, no --signal); while Slurm
+ * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, Slurm's warning passed on
+ * to the trials in it: --signal and $DTCTL_SLURM_PACK); while Slurm
  * queues it the trials wait with its reason; once it runs and its agent joined,
  * three trials take its three GPUs and a fourth waits for one; once no trial
  * is left it is ended (SIGTERM to its agents), and only then.
@@ -1030,7 +1031,9 @@ static void test_slurm_pack_place(void **state)
 	int placed = 0;
 
 	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\necho 77\n", f.dir);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\n"
+		    "echo \"job=$DTCTL_SLURM_JOB pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
+		    "echo 77\n", f.dir, f.dir);
 	fx_file(&f, "sbatch", text.buf, 0755);
 	strbuf_reset(&text);
 	strbuf_addf(&text, "#!/bin/sh\ncat '%s/squeue.out'\n", f.dir);
@@ -1071,8 +1074,9 @@ static void test_slurm_pack_place(void **state)
 	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
 	assert_non_null(strstr(text.buf, "--nodes=1 --ntasks-per-node=1 --exclusive --gres=gpu:3 "
 			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0"));
-	assert_non_null(strstr(text.buf, " --requeue --output="));
-	assert_null(strstr(text.buf, "--signal"));
+	/* Slurm's warning before the partition's limit, for every trial running in it */
+	assert_non_null(strstr(text.buf, " --requeue --signal=B:USR1@120 --output="));
+	assert_non_null(strstr(text.buf, "\njob= pack=s-000001\n"));
 
 	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
 	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|None\n", 0644);

@@ -104,7 +104,7 @@ static char *argv_on(const char *yaml, const struct slurm_request *r)
 	return s;
 }
 
-/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0 and a pack's allocation: none */
+/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0: none */
 static void test_sbatch_warning(void **state)
 {
 	static const char *yaml = "shared_dir: /nfs\nbackend: slurm\n"
@@ -119,11 +119,6 @@ static void test_sbatch_warning(void **state)
 			    "--gres=gpu:1 --job-name=w --comment=dtctl j-000007 attempt 0 --requeue "
 			    "--signal=B:USR2@300 --mem=4G /h/slurm/job.sh");
 	free(s);
-	r.no_warning = 1;          /* an allocation dtsched fills (pack:) */
-	s = argv_on(yaml, &r);
-	assert_null(strstr(s, "--signal"));
-	free(s);
-	r.no_warning = 0;
 	s = argv_on("shared_dir: /nfs\nbackend: slurm\nslurm: {warn_s: 0}\n", &r);
 	assert_null(strstr(s, "--signal"));
 	free(s);

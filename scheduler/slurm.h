@@ -33,6 +33,9 @@ struct slurm_request {
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
 	const char *head;         /* dtsched's head id (state.db), in --comment, or NULL */
+	int array_size;           /* > 0: a job array of that many tasks, one trial each
+				   * (--array=0-<n-1>[%array_parallel]; --output per task) */
+	int array_parallel;       /* at most this many tasks at once (0: no limit) */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
@@ -98,6 +101,17 @@ int slurm_mine_parse(const char *out, json_t *jobs);
  */
 int slurm_comment_parse(const char *comment, const char *head, char *job, size_t len,
 			int *attempt);
+
+/*
+ * A job array's tasks (a sweep's trials, `pack: array`): `squeue -h -t all
+ * --jobs=<array ids> -O SLURM_ARRAY_FORMAT`.  {"<array id>_<task>": {"job_id"
+ * (the task's own Slurm job id, 0 while it waits in the array's pending
+ * record), "state", "restarts", "nodes", "reason"}} added to jobs for every
+ * task named (a pending record "2-4%2" or "2,5,7" names each of its tasks);
+ * the number of lines read.
+ */
+#define SLURM_ARRAY_FORMAT "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
+int slurm_array_parse(const char *out, json_t *jobs);
 
 /* sinfo's per-node lines: `sinfo -h -N -p P -o SLURM_SINFO_FORMAT` */
 #define SLURM_SINFO_FORMAT "%N|%G|%c|%t"

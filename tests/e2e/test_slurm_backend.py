@@ -428,6 +428,88 @@ def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
     head.wait_nothing_left()
 
 
+def array_tasks(head, aid):
+    """Slurm's view of job array aid: {task: (its own job id, or None while it waits in
+    the array's pending record ("2-3%2"), state)}, every task."""
+    p = head.slurm.run(["squeue", "-h", "-t", "all", "--jobs=%d" % aid, "-O",
+                        "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:"])
+    assert p.returncode == 0, p.stderr
+    tasks = {}
+    for line in p.stdout.split("\n"):
+        f = [x.strip() for x in line.split("|")]
+        if len(f) != 4 or not f[1].isdigit():
+            continue
+        assert int(f[1]) == aid, line
+        if f[2].isdigit():
+            tasks[int(f[2])] = (int(f[0]), f[3])
+            continue
+        for part in f[2].strip("[]").split("%")[0].split(","):
+            a, _, b = part.partition("-")
+            for k in range(int(a), int(b or a) + 1):
+                tasks[k] = (None, f[3])
+    return tasks
+
+
+def test_sweep_as_one_slurm_job_array_with_asha(head):
+    """`pack: array`: a grid sweep's three trials go to Slurm as ONE job array
+    (--array=0-2%1: Slurm runs one at a time), each task running one trial through our
+    agents; every trial's result reaches the sweep; ASHA (eta 2) prunes the third at its
+    first rung and its task, named JOBID_TASKID, is ended in Slurm (scancel 812_2), not the
+    array; nothing is left on the nodes."""
+    sw = packed_sweep(head, "sbarray", SWEEP_TRIAL, "[0.1, 9, 8]", 1,
+                      "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n",
+                      pack="array")
+    ex = sweep_ended(head, sw)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    st = {t["trial"]: t for t in ex["trials"]}
+    assert [st[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "PRUNED"], st
+    assert all(st[i]["metrics"] for i in (1, 2, 3)), st     # every result reached the sweep
+    jobs = {i: head.show(st[i]["job_id"]) for i in (1, 2, 3)}
+    names = {i: jobs[i]["slurm"]["array_job"] for i in (1, 2, 3)}
+    aid = int(names[1].split("_")[0])
+    assert names == {1: "%d_0" % aid, 2: "%d_1" % aid, 3: "%d_2" % aid}, names
+    tasks = array_tasks(head, aid)                            # one array, three tasks
+    assert sorted(tasks) == [0, 1, 2], tasks
+    for i in (1, 2, 3):                                       # each trial ran in its task
+        assert jobs[i]["slurm"]["job_id"] == tasks[i - 1][0], (jobs[i]["slurm"], tasks)
+    assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
+    assert head.slurm.wait_job_gone(names[3]) in ("COMPLETED", "CANCELLED")
+    log = (head.home / "dtsched.log").read_text()
+    assert "job %s: ending Slurm job %s" % (st[3]["job_id"], names[3]) in log, log[-3000:]
+    head.wait_nothing_left()
+
+
+def test_array_sweep_stopped_leaves_no_slurm_job(head):
+    """A `pack: array` sweep of four long trials, two running (%2) and two waiting in the
+    array: ps and show name each running trial's task (JOBID_TASKID); `dtctl sweep stop`
+    cancels every trial, the waiting tasks in Slurm too: no task of the array is left
+    active, and no agent or rank on any node."""
+    sw = packed_sweep(head, "sbarraystop", LONG_TRIAL, "[1, 2, 3, 4]", 2, pack="array")
+    running = running_trials(head, sw, 2)
+    names = sorted(head.show(t["job_id"])["slurm"]["array_job"] for t in running)
+    aid = int(names[0].split("_")[0])
+    assert names == ["%d_0" % aid, "%d_1" % aid], names
+    ps = head.dtctl("ps").stdout
+    for t, name in zip(sorted(running, key=lambda t: t["trial"]), names):
+        assert re.search(r"%s .*\(slurm %s\)" % (t["job_id"], name), ps), ps
+    p = head.dtctl("show", running[0]["job_id"])
+    assert re.search(r"slurm: +job %d_\d \(\d+\), RUNNING" % aid, p.stdout), p.stdout
+    tasks = array_tasks(head, aid)
+    assert sorted(tasks) == [0, 1, 2, 3], tasks
+    assert [tasks[k][1] for k in (2, 3)] == ["PENDING", "PENDING"], tasks
+    p = head.dtctl("sweep", "stop", sw)
+    assert p.returncode == 0, p.stdout + p.stderr
+    deadline = time.monotonic() + 60
+    while any(not state_final(st) for _, st in array_tasks(head, aid).values()):
+        assert time.monotonic() < deadline, array_tasks(head, aid)
+        time.sleep(0.2)
+    head.wait_nothing_left()
+    ex = sweep_export(head, sw)
+    assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
+    assert all(head.show(t["job_id"])["state"] == "CANCELLED" for t in ex["trials"]), \
+        ex["trials"]
+
+
 def sbatch_probe(head):
     """Slurm's next job id, taken by a held no-op (cancelled at once): two probes around a
     sweep say how many Slurm jobs it made."""
@@ -439,7 +521,9 @@ def sbatch_probe(head):
     return sid
 
 
-def packed_sweep(head, name, trial, values, parallel, extra=""):
+def packed_sweep(head, name, trial, values, parallel, extra="", pack="allocation"):
+    """A grid sweep of one-GPU trials, `pack: allocation` (one Slurm allocation dtsched
+    fills) or `pack: array` (one Slurm job array)."""
     d = head.fc.shared / "sbtest"
     d.mkdir(exist_ok=True)
     os.chmod(d, 0o755)
@@ -450,7 +534,7 @@ def packed_sweep(head, name, trial, values, parallel, extra=""):
     sweep.write_text("method: grid\nmetric: {name: loss, goal: minimize}\n"
                      "parameters:\n  q: {values: %s}\n%s"
                      "job: {name: %s, gpus_per_node: 1, command: [/usr/bin/python3, %s]}\n"
-                     "parallel: %d\npack: allocation\n" % (values, extra, name, script, parallel))
+                     "parallel: %d\npack: %s\n" % (values, extra, name, script, parallel, pack))
     os.chmod(sweep, 0o644)
     p = head.dtctl("sweep", "--detach", sweep)
     assert p.returncode == 0, p.stdout + p.stderr

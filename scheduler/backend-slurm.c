@@ -617,6 +617,15 @@ static void orphans_sweep(struct sched *s)
 	strbuf_release(&script);
 }
 
+/* j's sbatch could not even be made (why): it fails at its next place (fatal) */
+static void submit_unprepared(struct sched *s, struct job *j, const char *why)
+{
+	json_object_del(j->slurm, "submitting");
+	set_str(j->slurm, "error", why);
+	json_object_set_new(j->slurm, "fatal", json_true());
+	job_save(s, j);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sched *s = arg;
@@ -658,10 +667,7 @@ static void *worker_main(void *arg)
 				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
 				if (submit_prepare(s, j, NULL, NULL, NULL, &subs[nr_subs], &err) < 0) {
 					submit_release(&subs[nr_subs]);
-					json_object_del(j->slurm, "submitting");
-					set_str(j->slurm, "error", err.buf);
-					json_object_set_new(j->slurm, "fatal", json_true());
-					job_save(s, j);
+					submit_unprepared(s, j, err.buf);
 				} else {
 					nr_subs++;
 				}
@@ -692,14 +698,8 @@ static void *worker_main(void *arg)
 				if (submit_prepare(s, job_find(s, tasks.v[0]), key, NULL, &tasks,
 						   &subs[nr_subs], &err) < 0) {
 					submit_release(&subs[nr_subs]);
-					for (size_t t = 0; t < tasks.nr; t++) {
-						struct job *j = job_find(s, tasks.v[t]);
-
-						json_object_del(j->slurm, "submitting");
-						set_str(j->slurm, "error", err.buf);
-						json_object_set_new(j->slurm, "fatal", json_true());
-						job_save(s, j);
-					}
+					for (size_t t = 0; t < tasks.nr; t++)
+						submit_unprepared(s, job_find(s, tasks.v[t]), err.buf);
 				} else {
 					nr_subs++;
 				}

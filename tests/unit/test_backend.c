@@ -1137,6 +1137,123 @@ static void test_slurm_pack_place(void **state)
 	fx_release(&f);
 }
 
+/*
+ * pack: array (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue and
+ * scancel: placing the first of a sweep's three trials submits all three as
+ * one job array (one sbatch, --array=0-2%2); while Slurm queues them each
+ * waits with its own task's reason; task 0, started as Slurm job 78, is placed
+ * on the agent that joined for 78 and shown as 77_0; a waiting trial that is
+ * cancelled is scancel'd alone, as task 77_2, never the array.
+ */
+static void test_slurm_array_place(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 1);
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT, text = STRBUF_INIT;
+	struct place_result *res = xcalloc(1, sizeof(*res));
+	struct actions a = { NULL, 0, 0 };
+	struct job *jobs[3];
+	struct pool p;
+	struct node *n;
+	char *old_path = xstrdup(getenv("PATH"));
+
+	(void)state;
+	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@ pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
+		    "echo 77\n", f.dir);
+	fx_file(&f, "sbatch", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\ncase \"$*\" in *ArrayJobID*) cat '%s/array.out';; "
+		    "*) cat '%s/squeue.out';; esac\n", f.dir, f.dir);
+	fx_file(&f, "squeue", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
+	fx_file(&f, "scancel", text.buf, 0755);
+	fx_file(&f, "squeue.out", "", 0644);
+	fx_file(&f, "array.out", "77|77|0-2%2|PENDING|0||Priority\n", 0644);
+	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		0600);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
+		    f.dir);
+	fx_file(&f, "cluster.yaml", text.buf, 0644);
+	strbuf_addf(&path, "%s:%s", f.dir, old_path);
+	setenv("PATH", path.buf, 1);
+
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 3; k++) {
+		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
+					 "name", "trial");
+		char id[16];
+
+		strbuf_reset(&why);
+		assert_int_equal(jobs_submit(s, spec, f.dir, NULL, "u", id, sizeof(id), &why), 0);
+		jobs_array(s, id, "s-000001", 2);
+		jobs[k] = job_find(s, id);
+		json_decref(spec);
+	}
+	pthread_mutex_unlock(&s->lock);
+	pool_build(s, &p, 1);
+
+	/* only the first is placed: all three go, as one array */
+	pack_until(s, jobs[0], &p, res, &why, "Slurm job 77_0 PENDING (Priority)");
+	pack_until(s, jobs[2], &p, res, &why, "Slurm job 77_2 PENDING (Priority)");
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/sbatch.args", f.dir);
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_non_null(strstr(text.buf, " --comment=dtctl s-000001 attempt 0 "));
+	assert_non_null(strstr(text.buf, " --array=0-2%2 --output="));
+	assert_non_null(strstr(text.buf, "/s-000001.0-%A_%a.out "));
+	assert_non_null(strstr(text.buf, " pack=s-000001\n"));
+	assert_ptr_equal(strchr(text.buf, '\n'), text.buf + text.len - 1);   /* one sbatch */
+
+	/* Slurm starts task 0 as its own job 78 on n1; its agent joins */
+	fx_file(&f, "array.out", "78|77|0|RUNNING|0|n1|None\n"
+		"77|77|1-2%2|PENDING|0||JobArrayTaskLimit\n", 0644);
+	pack_until(s, jobs[0], &p, res, &why, "Slurm job 78 RUNNING on n1: waiting for the agent");
+	pack_until(s, jobs[1], &p, res, &why, "Slurm job 77_1 PENDING (JobArrayTaskLimit)");
+	pthread_mutex_lock(&s->lock);
+	n = node_add(s, "n1");
+	n->state = DT_NODE_UP;
+	n->gpus_total = 4;
+	n->home = xstrdup("/tmp/dtagent-slurm-78.0-n1");
+	pthread_mutex_unlock(&s->lock);
+	free(p.n);
+	pool_build(s, &p, 1);
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(pack_try(s, jobs[0], &p, res, &why), PLACE_OK);
+	assert_string_equal(p.n[res->node[0]].name, "n1");
+	assert_int_equal(json_get_int(jobs[0]->slurm, "job_id", 0), 78);
+	assert_string_equal(json_get_str(jobs[0]->slurm, "array_job", ""), "77_0");
+
+	/* a waiting trial cancelled: its task alone */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/scancel.args", f.dir);
+	jobs[2]->state = DT_JOB_CANCELLED;
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
+		pthread_mutex_lock(&s->lock);
+		slurm_backend.step(s, &a);
+		pthread_mutex_unlock(&s->lock);
+		usleep(10000);
+	}
+	strbuf_reset(&text);
+	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	assert_string_equal(text.buf, "77_2\n");
+
+	slurm_backend.release(s);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	free(p.n);
+	free(res);
+	free(a.v);
+	strbuf_release(&path);
+	strbuf_release(&why);
+	strbuf_release(&text);
+	fx_release(&f);
+}
+
 static void test_agents_step(void **state)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -1209,6 +1326,7 @@ int main(void)
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_slurm_poll),
 		cmocka_unit_test(test_slurm_pack_place),
+		cmocka_unit_test(test_slurm_array_place),
 		cmocka_unit_test(test_slurm_orphans),
 	};
 

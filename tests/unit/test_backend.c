@@ -985,6 +985,58 @@ static void fx_file(struct fx *f, const char *name, const char *text, int mode)
 	strbuf_release(&path);
 }
 
+/*
+ * Stand-ins of Slurm's commands in f's dir, first on PATH (the old PATH
+ * returned): sinfo (one node n1, 4 GPUs), sbatch (appends its argv and a
+ * "job=... pack=..." line of its environment to sbatch.args, answers 77),
+ * squeue (array.out when asked about job arrays, else squeue.out), scancel
+ * (appends its argv to scancel.args); the secret and a cluster.yaml with
+ * `backend: slurm`.
+ */
+static char *slurm_stubs(struct fx *f)
+{
+	struct strbuf text = STRBUF_INIT;
+	char *old_path = xstrdup(getenv("PATH"));
+
+	fx_file(f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/sbatch.args'\n"
+		    "echo \"job=$DTCTL_SLURM_JOB pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
+		    "echo 77\n", f->dir, f->dir);
+	fx_file(f, "sbatch", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\ncase \"$*\" in *ArrayJobID*) cat '%s/array.out';; "
+		    "*) cat '%s/squeue.out';; esac\n", f->dir, f->dir);
+	fx_file(f, "squeue", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f->dir);
+	fx_file(f, "scancel", text.buf, 0755);
+	fx_file(f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		0600);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
+		    f->dir);
+	fx_file(f, "cluster.yaml", text.buf, 0644);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "%s:%s", f->dir, old_path);
+	setenv("PATH", text.buf, 1);
+	strbuf_release(&text);
+	return old_path;
+}
+
+/* step s until scancel.args (path) is written: its text in text */
+static void slurm_stubs_scancel(struct sched *s, struct actions *a, const char *path,
+				struct strbuf *text)
+{
+	for (int i = 0; i < 500 && access(path, F_OK) < 0; i++) {
+		pthread_mutex_lock(&s->lock);
+		slurm_backend.step(s, a);
+		pthread_mutex_unlock(&s->lock);
+		usleep(10000);
+	}
+	strbuf_reset(text);
+	assert_true(strbuf_read_file(text, path, 4096) > 0);
+}
+
 /* place j (lock held): its status, its reason in why */
 static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p,
 				  struct place_result *res, struct strbuf *why)
@@ -1027,30 +1079,10 @@ static void test_slurm_pack_place(void **state)
 	struct job *jobs[4];
 	struct pool p;
 	struct node *n;
-	char *old_path = xstrdup(getenv("PATH"));
+	char *old_path = slurm_stubs(&f);
 	int placed = 0;
 
-	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\n"
-		    "echo \"job=$DTCTL_SLURM_JOB pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
-		    "echo 77\n", f.dir, f.dir);
-	fx_file(&f, "sbatch", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\ncat '%s/squeue.out'\n", f.dir);
-	fx_file(&f, "squeue", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
-	fx_file(&f, "scancel", text.buf, 0755);
 	fx_file(&f, "squeue.out", "77|PENDING|0||Priority\n", 0644);
-	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
-		0600);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
-		    f.dir);
-	fx_file(&f, "cluster.yaml", text.buf, 0644);
-	strbuf_addf(&path, "%s:%s", f.dir, old_path);
-	setenv("PATH", path.buf, 1);
-
 	pthread_mutex_lock(&s->lock);
 	for (int k = 0; k < 4; k++) {
 		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
@@ -1115,14 +1147,7 @@ static void test_slurm_pack_place(void **state)
 	pthread_mutex_lock(&s->lock);
 	jobs[3]->state = DT_JOB_CANCELLED;
 	pthread_mutex_unlock(&s->lock);
-	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
-		pthread_mutex_lock(&s->lock);
-		slurm_backend.step(s, &a);
-		pthread_mutex_unlock(&s->lock);
-		usleep(10000);
-	}
-	strbuf_reset(&text);
-	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	slurm_stubs_scancel(s, &a, path.buf, &text);
 	assert_string_equal(text.buf, "--signal=TERM 77\n");
 
 	slurm_backend.release(s);
@@ -1155,31 +1180,11 @@ static void test_slurm_array_place(void **state)
 	struct job *jobs[3];
 	struct pool p;
 	struct node *n;
-	char *old_path = xstrdup(getenv("PATH"));
+	char *old_path = slurm_stubs(&f);
 
 	(void)state;
-	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@ pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
-		    "echo 77\n", f.dir);
-	fx_file(&f, "sbatch", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\ncase \"$*\" in *ArrayJobID*) cat '%s/array.out';; "
-		    "*) cat '%s/squeue.out';; esac\n", f.dir, f.dir);
-	fx_file(&f, "squeue", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
-	fx_file(&f, "scancel", text.buf, 0755);
 	fx_file(&f, "squeue.out", "", 0644);
 	fx_file(&f, "array.out", "77|77|0-2%2|PENDING|0||Priority\n", 0644);
-	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
-		0600);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
-		    f.dir);
-	fx_file(&f, "cluster.yaml", text.buf, 0644);
-	strbuf_addf(&path, "%s:%s", f.dir, old_path);
-	setenv("PATH", path.buf, 1);
-
 	pthread_mutex_lock(&s->lock);
 	for (int k = 0; k < 3; k++) {
 		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
@@ -1205,8 +1210,9 @@ static void test_slurm_array_place(void **state)
 	assert_non_null(strstr(text.buf, " --comment=dtctl s-000001 attempt 0 "));
 	assert_non_null(strstr(text.buf, " --array=0-2%2 --output="));
 	assert_non_null(strstr(text.buf, "/s-000001.0-%A_%a.out "));
-	assert_non_null(strstr(text.buf, " pack=s-000001\n"));
-	assert_ptr_equal(strchr(text.buf, '\n'), text.buf + text.len - 1);   /* one sbatch */
+	/* one sbatch: its argv, then its environment's line */
+	assert_non_null(strstr(text.buf, "\njob= pack=s-000001\n"));
+	assert_ptr_equal(strstr(text.buf, "pack="), text.buf + text.len - strlen("pack=s-000001\n"));
 
 	/* Slurm starts task 0 as its own job 78 on n1; its agent joins */
 	fx_file(&f, "array.out", "78|77|0|RUNNING|0|n1|None\n"
@@ -1232,14 +1238,7 @@ static void test_slurm_array_place(void **state)
 	strbuf_addf(&path, "%s/scancel.args", f.dir);
 	jobs[2]->state = DT_JOB_CANCELLED;
 	pthread_mutex_unlock(&s->lock);
-	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
-		pthread_mutex_lock(&s->lock);
-		slurm_backend.step(s, &a);
-		pthread_mutex_unlock(&s->lock);
-		usleep(10000);
-	}
-	strbuf_reset(&text);
-	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
+	slurm_stubs_scancel(s, &a, path.buf, &text);
 	assert_string_equal(text.buf, "77_2\n");
 
 	slurm_backend.release(s);

@@ -67,7 +67,7 @@ static void signal_jobs_in(struct dt_httpc *c, const char *head, const char *wha
 
 	status = want > 0 ? dt_httpc_request(c, "POST", DT_PATH_JOBLIST, body, &reply, &err) : -1;
 	if (status != 200) {
-		error("Slurm's warning (signal %d) not passed on to %s: %s", sig, what,
+		error("Slurm's warning (signal %d) not passed on to the jobs of %s: %s", sig, what,
 		      want <= 0 ? "no $SLURM_JOB_ID" : status < 0 ? err.buf :
 		      dt_httpc_reply_error(reply, status));
 		goto out;
@@ -103,20 +103,15 @@ static void warn_ranks(const char *head, const char *secret, const char *job, co
 
 	if (secret ? dt_auth_key_load(&key, secret) < 0 : !hex || dt_auth_key_from_hex(&key, hex) < 0) {
 		error("Slurm's warning (signal %d) not passed on to %s %s: no cluster secret", sig,
-		      job ? "job" : "the allocation of", job ? job : pack);
+		      job ? "job" : "the Slurm job of", job ? job : pack);
 		return;
 	}
 	strbuf_add(&host, head, (size_t)(colon - head));
 	dt_httpc_init(&c, host.buf, atoi(colon + 1), &key);
-	if (job) {
+	if (job)
 		signal_job(&c, head, job, sig);
-	} else {
-		struct strbuf what = STRBUF_INIT;
-
-		strbuf_addf(&what, "the allocation of %s", pack);
-		signal_jobs_in(&c, head, what.buf, sig);
-		strbuf_release(&what);
-	}
+	else
+		signal_jobs_in(&c, head, pack, sig);
 	dt_httpc_release(&c);
 	strbuf_release(&host);
 }

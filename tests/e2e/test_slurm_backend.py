@@ -479,35 +479,52 @@ def test_sweep_as_one_slurm_job_array_with_asha(head):
     head.wait_nothing_left()
 
 
-def test_array_sweep_stopped_leaves_no_slurm_job(head):
-    """A `pack: array` sweep of four long trials, two running (%2) and two waiting in the
-    array: ps and show name each running trial's task (JOBID_TASKID); `dtctl sweep stop`
-    cancels every trial, the waiting tasks in Slurm too: no task of the array is left
-    active, and no agent or rank on any node."""
-    sw = packed_sweep(head, "sbarraystop", LONG_TRIAL, "[1, 2, 3, 4]", 2, pack="array")
-    running = running_trials(head, sw, 2)
-    names = sorted(head.show(t["job_id"])["slurm"]["array_job"] for t in running)
-    aid = int(names[0].split("_")[0])
-    assert names == ["%d_0" % aid, "%d_1" % aid], names
-    ps = head.dtctl("ps").stdout
-    for t, name in zip(sorted(running, key=lambda t: t["trial"]), names):
-        assert re.search(r"%s .*\(slurm %s\)" % (t["job_id"], name), ps), ps
-    p = head.dtctl("show", running[0]["job_id"])
-    assert re.search(r"slurm: +job %d_\d \(\d+\), RUNNING" % aid, p.stdout), p.stdout
-    tasks = array_tasks(head, aid)
-    assert sorted(tasks) == [0, 1, 2, 3], tasks
-    assert [tasks[k][1] for k in (2, 3)] == ["PENDING", "PENDING"], tasks
-    p = head.dtctl("sweep", "stop", sw)
-    assert p.returncode == 0, p.stdout + p.stderr
-    deadline = time.monotonic() + 60
-    while any(not state_final(st) for _, st in array_tasks(head, aid).values()):
-        assert time.monotonic() < deadline, array_tasks(head, aid)
-        time.sleep(0.2)
-    head.wait_nothing_left()
-    ex = sweep_export(head, sw)
-    assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
-    assert all(head.show(t["job_id"])["state"] == "CANCELLED" for t in ex["trials"]), \
-        ex["trials"]
+def test_array_sweep_warned_and_stopped_leaves_no_slurm_job(head):
+    """A `pack: array` sweep of four trials, two running (%2) and two waiting in the array:
+    ps and show name each running trial's task (JOBID_TASKID); Slurm's warning to task 0's
+    batch shell (what --signal=B:USR1 does) reaches that task's trial alone, which ends;
+    `dtctl sweep stop` then cancels every other trial, the waiting tasks in Slurm too: no
+    task of the array is left active, and no agent or rank on any node."""
+    sw = packed_sweep(head, "sbarraystop", WARNED_TRIAL, "[1, 2, 3, 4]", 2, pack="array")
+    try:
+        running = sorted(running_trials(head, sw, 2), key=lambda t: t["trial"])
+        names = [head.show(t["job_id"])["slurm"]["array_job"] for t in running]
+        aid = int(names[0].split("_")[0])
+        assert sorted(names) == ["%d_0" % aid, "%d_1" % aid], names
+        ps = head.dtctl("ps").stdout
+        for t, name in zip(running, names):
+            assert re.search(r"%s .*\(slurm %s\)" % (t["job_id"], name), ps), ps
+        p = head.dtctl("show", running[0]["job_id"])
+        assert re.search(r"slurm: +job %s \(\d+\), RUNNING" % names[0], p.stdout), p.stdout
+        tasks = array_tasks(head, aid)
+        assert sorted(tasks) == [0, 1, 2, 3], tasks
+        assert [tasks[k][1] for k in (2, 3)] == ["PENDING", "PENDING"], tasks
+        warned = running[names.index("%d_0" % aid)]["job_id"]
+        task0 = tasks[0][0]
+        # (scancel exits 229 here for an array's task, silently, yet signals it)
+        p = head.slurm.run(["scancel", "--batch", "--signal=USR1", str(task0)])
+        head.wait_job(warned, lambda j: state_final(j["state"]),
+                      "ended after the warning (scancel: rc %d %s)" % (p.returncode, p.stderr))
+        out = (head.fc.shared / "slurm" / ("%s.0-%d_0.out" % (sw, aid))).read_text()
+        assert ("Slurm's warning (signal %d) passed on to 1 job(s) of %s running in Slurm job %d"
+                % (signal.SIGUSR1, sw, task0)) in out, out
+        assert "WARNED=%d" % signal.SIGUSR1 in head.dtctl("logs", warned).stdout
+        other = [t["job_id"] for t in running if t["job_id"] != warned][0]
+        assert "WARNED" not in head.dtctl("logs", other).stdout      # its task was not warned
+        p = head.dtctl("sweep", "stop", sw)
+        assert p.returncode == 0, p.stdout + p.stderr
+        deadline = time.monotonic() + 60
+        while any(not state_final(st) for _, st in array_tasks(head, aid).values()):
+            assert time.monotonic() < deadline, array_tasks(head, aid)
+            time.sleep(0.2)
+        head.wait_nothing_left()
+        ex = sweep_export(head, sw)
+        assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
+        states = {t["job_id"]: head.show(t["job_id"])["state"] for t in ex["trials"]}
+        assert states.pop(warned) == "COMPLETED", states
+        assert set(states.values()) == {"CANCELLED"}, states
+    finally:
+        head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
 
 
 def sbatch_probe(head):
@@ -686,8 +703,8 @@ def test_packed_sweep_gets_slurms_warning_before_the_time_limit(head):
         out = head.dtctl("logs", t["job_id"]).stdout
         assert "WARNED=%d" % signal.SIGUSR1 in out, out[-2000:]
     slurm_out = (head.fc.shared / "slurm" / ("%s.0-%d.out" % (sw, sid))).read_text()
-    assert ("Slurm's warning (signal %d) passed on to 2 job(s) of the allocation of %s "
-            "running in Slurm job %d" % (signal.SIGUSR1, sw, sid)) in slurm_out, slurm_out
+    assert ("Slurm's warning (signal %d) passed on to 2 job(s) of %s running in Slurm job %d"
+            % (signal.SIGUSR1, sw, sid)) in slurm_out, slurm_out
     assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
     head.wait_nothing_left()
 

@@ -527,6 +527,44 @@ def test_array_sweep_warned_and_stopped_leaves_no_slurm_job(head):
         head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
 
 
+MID_TRIAL = r'''
+import json, time
+for e in range(1, 16):
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+'''
+
+
+def test_array_task_requeued_by_slurm_runs_its_trial_again(head):
+    """Slurm requeues one task of a sweep's job array (`scontrol requeue`, what preemption
+    does): its trial's attempt ends REQUEUED and it runs again in that same task (its own
+    Slurm job id) as restart 1, using no retry; the other task's trial is untouched; the
+    sweep completes and nothing is left."""
+    sw = packed_sweep(head, "sbarrayrq", MID_TRIAL, "[1, 2]", 2, pack="array")
+    try:
+        running = running_trials(head, sw, 2)
+        jobs = {head.show(t["job_id"])["slurm"]["array_job"]: t["job_id"] for t in running}
+        aid = int(sorted(jobs)[0].split("_")[0])
+        job0, job1 = jobs["%d_0" % aid], jobs["%d_1" % aid]
+        sid0 = head.show(job0)["slurm"]["job_id"]
+        p = head.slurm.run(["scontrol", "requeue", str(sid0)])
+        assert p.returncode == 0, p.stderr
+        j = head.wait_job(job0, lambda j: j["attempt"] == 1, "requeued")
+        assert "Slurm requeued job %d" % sid0 in json.dumps(j["history"]), j
+        start_requeued_now(head, sid0)
+        ex = sweep_ended(head, sw)
+        assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+        assert sorted(t["job_id"] for t in ex["trials"]) == sorted([job0, job1]), ex["trials"]
+        j = head.show(job0)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 1, j
+        assert (j["slurm"]["job_id"], j["slurm"]["array_job"]) == (sid0, "%d_0" % aid), j
+        j = head.show(job1)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 0 and j["attempt"] == 0, j
+        head.wait_nothing_left()
+    finally:
+        head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
+
+
 def sbatch_probe(head):
     """Slurm's next job id, taken by a held no-op (cancelled at once): two probes around a
     sweep say how many Slurm jobs it made."""

@@ -1445,8 +1445,14 @@ static void slurm_step(struct sched *s, struct actions *a)
 			continue;
 		if (sent && now - sent < END_KILL_MS)
 			continue;
-		/* still queued, or deaf to SIGTERM: cancel (an array's task alone) */
-		kill = ph == SLURM_WAITING || sent;
+		/*
+		 * Still queued, or deaf to SIGTERM: cancel.  An array's task alone, by
+		 * its name ("812_3"), and cancelled at once: `scancel --signal` of a
+		 * task (Slurm 22.05) retries for 5 s and fails (ESLURM_ALREADY_DONE)
+		 * after signalling it, which would stall this worker; its agents get
+		 * SIGTERM from slurmstepd all the same.
+		 */
+		kill = ph == SLURM_WAITING || sent || array_id_of(j) > 0;
 		json_array_append_new(ss->ends, json_pack("{s:I,s:b,s:s?}", "id", (json_int_t)sid,
 							  "kill", kill, "task", array_id_of(j) > 0 ?
 							  slurm_name(j, name, sizeof(name)) : NULL));

@@ -454,8 +454,8 @@ def test_sweep_as_one_slurm_job_array_with_asha(head):
     """`pack: array`: a grid sweep's three trials go to Slurm as ONE job array
     (--array=0-2%1: Slurm runs one at a time), each task running one trial through our
     agents; every trial's result reaches the sweep; ASHA (eta 2) prunes the third at its
-    first rung and its task, named JOBID_TASKID, is ended in Slurm (scancel 812_2), not the
-    array; nothing is left on the nodes."""
+    first rung and its task alone is cancelled in Slurm (scancel 812_2), not the array; no
+    scancel fails; nothing is left on the nodes."""
     sw = packed_sweep(head, "sbarray", SWEEP_TRIAL, "[0.1, 9, 8]", 1,
                       "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n",
                       pack="array")
@@ -475,7 +475,10 @@ def test_sweep_as_one_slurm_job_array_with_asha(head):
     assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
     assert head.slurm.wait_job_gone(names[3]) in ("COMPLETED", "CANCELLED")
     log = (head.home / "dtsched.log").read_text()
-    assert "job %s: ending Slurm job %s" % (st[3]["job_id"], names[3]) in log, log[-3000:]
+    # the pruned trial's task alone, by its JOBID_TASKID; no scancel failed
+    assert "job %s: ending Slurm job %s (scancel)" % (st[3]["job_id"], names[3]) in log, \
+        log[-3000:]
+    assert not re.search(r"scancel \S+: exit", log), log[-3000:]
     head.wait_nothing_left()
 
 

@@ -785,9 +785,9 @@ static void test_slurm_orphans(void **state)
 {
 	struct fx f;
 	struct sched *s = fx_sched(&f, &slurm_backend, 4);
-	char a[32], b[32], path[512], *old_path = xstrdup(getenv("PATH"));
+	char a[32], b[32], c[32], path[512], *old_path = xstrdup(getenv("PATH"));
 	struct strbuf sq = STRBUF_INIT, bin = STRBUF_INIT;
-	struct job *ja, *jb;
+	struct job *ja, *jb, *jc;
 	char *cancelled = NULL, *sbatched;
 	long long deadline = dt_mono_ms() + 20000;
 	int adopted = 0;
@@ -796,9 +796,16 @@ static void test_slurm_orphans(void **state)
 	snprintf(s->head_id, sizeof(s->head_id), "abc123");
 	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", a, sizeof(a));
 	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", b, sizeof(b));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", c, sizeof(c));
 	ja = job_find(s, a);
 	jb = job_find(s, b);
 	jb->state = DT_JOB_COMPLETED;
+	/* a trial of sweep s-000009 recorded in task 0 of its job array 110 (pack: array) */
+	jc = job_find(s, c);
+	json_decref(jc->slurm);
+	jc->slurm = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i}", "array", "s-000009",
+			      "array_parallel", 1, "array_id", 110, "array_task", 0, "job_id", 110,
+			      "attempt", 0, "state", "PENDING", "restarts", 0, "restarts_at_start", 0);
 	strbuf_addf(&bin, "%s/bin", f.dir);
 	assert_int_equal(mkdir(bin.buf, 0700), 0);
 	strbuf_addf(&sq, "#!/bin/sh\ncase \"$*\" in\n*--me*) /bin/cat <<'EOF'\n"
@@ -811,8 +818,14 @@ static void test_slurm_orphans(void **state)
 		    "107|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 3 head abc123\n"
 		    "108|COMPLETED|0|t1|None|%s/slurm/job.sh|dtctl j-999998 attempt 0 head abc123\n"
 		    "109|RUNNING|0|t1|None|%s/slurm/job.sh|my own | job\n"
+		    /* job arrays: sweep s-000009's (recorded: its pending record and a task
+		     * started since) kept; s-000008's (no live trial records it) cancelled */
+		    "110|PENDING|0||JobArrayTaskLimit|%s/slurm/job.sh|dtctl s-000009 attempt 0 head abc123\n"
+		    "112|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl s-000009 attempt 0 head abc123\n"
+		    "113|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl s-000008 attempt 0 head abc123\n"
 		    "EOF\n;;\n*) echo '101|PENDING|0||Resources' ;;\nesac\n",
-		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir);
+		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir, f.dir,
+		    f.dir, f.dir);
 	snprintf(path, sizeof(path), "%s/squeue", bin.buf);
 	write_exec(path, sq.buf);
 	strbuf_reset(&sq);
@@ -834,7 +847,7 @@ static void test_slurm_orphans(void **state)
 		free(cancelled);
 		snprintf(path, sizeof(path), "%s/scancelled", f.dir);
 		cancelled = slurp(path);
-		if (adopted && !strcmp(cancelled, "102\n103\n104\n107\n"))
+		if (adopted && !strcmp(cancelled, "102\n103\n104\n107\n113\n"))
 			break;
 		usleep(20000);
 	}
@@ -844,8 +857,9 @@ static void test_slurm_orphans(void **state)
 	assert_int_equal(json_get_int(ja->slurm, "attempt", -1), 0);
 	assert_null(json_object_get(ja->slurm, "submit"));
 	pthread_mutex_unlock(&s->lock);
-	/* scancel (not --signal=TERM) of each, in squeue's order; 105, 106, 108, 109 kept */
-	assert_string_equal(cancelled, "102\n103\n104\n107\n");
+	/* scancel (not --signal=TERM) of each, in squeue's order; 105, 106, 108, 109, and
+	 * the recorded array's 110 and 112 kept */
+	assert_string_equal(cancelled, "102\n103\n104\n107\n113\n");
 	slurm_backend.release(s);
 	snprintf(path, sizeof(path), "%s/sbatched", f.dir);
 	sbatched = slurp(path);

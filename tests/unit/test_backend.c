@@ -1037,11 +1037,13 @@ static char *slurm_stubs(struct fx *f)
 	return old_path;
 }
 
-/* step s until scancel.args (path) is written: its text in text */
+/* step s until scancel.args (path) is written (30 s at most: a loaded machine), its text in text */
 static void slurm_stubs_scancel(struct sched *s, struct actions *a, const char *path,
 				struct strbuf *text)
 {
-	for (int i = 0; i < 500 && access(path, F_OK) < 0; i++) {
+	long long deadline = dt_mono_ms() + 30000;
+
+	while (dt_mono_ms() < deadline && access(path, F_OK) < 0) {
 		pthread_mutex_lock(&s->lock);
 		slurm_backend.step(s, a);
 		pthread_mutex_unlock(&s->lock);
@@ -1059,11 +1061,13 @@ static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p
 	return slurm_backend.place(s, j, p, res, why);
 }
 
-/* place j until its reason holds `want` (the worker answers in its own time) */
+/* place j until its reason holds `want` (the worker answers in its own time: 30 s at most) */
 static void pack_until(struct sched *s, struct job *j, struct pool *p, struct place_result *res,
 		       struct strbuf *why, const char *want)
 {
-	for (int i = 0; i < 500; i++) {
+	long long deadline = dt_mono_ms() + 30000;
+
+	while (dt_mono_ms() < deadline) {
 		pthread_mutex_lock(&s->lock);
 		assert_int_equal(pack_try(s, j, p, res, why), PLACE_WAIT);
 		pthread_mutex_unlock(&s->lock);

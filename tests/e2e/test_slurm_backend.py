@@ -530,9 +530,12 @@ def test_array_sweep_warned_and_stopped_leaves_no_slurm_job(head):
         head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
 
 
+# trial q=1's first attempt runs until Slurm takes it away (at most 2 minutes); every
+# other run of a trial reports for 3 s and ends
 MID_TRIAL = r'''
-import json, time
-for e in range(1, 16):
+import json, os, time
+first = float(os.environ["DT_PARAM_Q"]) == 1 and os.environ["DT_ATTEMPT"] == "0"
+for e in range(1, 241 if first else 7):
     print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
     time.sleep(0.5)
 '''
@@ -548,7 +551,7 @@ def test_array_task_requeued_by_slurm_runs_its_trial_again(head):
         running = running_trials(head, sw, 2)
         jobs = {head.show(t["job_id"])["slurm"]["array_job"]: t["job_id"] for t in running}
         aid = int(sorted(jobs)[0].split("_")[0])
-        job0, job1 = jobs["%d_0" % aid], jobs["%d_1" % aid]
+        job0, job1 = jobs["%d_0" % aid], jobs["%d_1" % aid]     # trials q=1 and q=2
         sid0 = head.show(job0)["slurm"]["job_id"]
         p = head.slurm.run(["scontrol", "requeue", str(sid0)])
         assert p.returncode == 0, p.stderr

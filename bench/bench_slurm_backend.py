@@ -15,12 +15,14 @@ one slurmd per node), dtsched as the cluster user with `backend: slurm`
      the first submit to the last trial's end, over ideal (ceil(trials / 8) s), and
      the same trials as one sweep packed into one allocation (`pack: allocation`,
      parallel 8: one Slurm job of 4 nodes x 2 GPUs that dtsched fills), from `dtctl
-     sweep` to the last trial's end (the allocation's start included).
+     sweep` to the last trial's end (the allocation's start included), and as one Slurm
+     job array (`pack: array`, parallel 8: --array=0-K%8, one task per trial; each task
+     holds its node whole, --exclusive, so at most 4 run at once here).
 The fake nodes share this machine's cores, and Slurm's scheduler runs every
 sched_interval (2 s here) or on events: ratios, not absolute times, are what carries over.
 
     make bench-slurm-backend, or bench/bench_slurm_backend.py [--bin bin] [--rounds 5] [--submits 20]
-        [--trials 16] [--only-trials | --only-packed]   (root)
+        [--trials 16] [--only-trials | --only-packed] [--no-array]   (root)
 """
 import argparse
 import json
@@ -81,15 +83,17 @@ def trials_dtctl(h, sc, n):
     return time.monotonic() - t0
 
 
-def trials_packed(h, sc, n):
+def trials_packed(h, sc, n, pack="allocation"):
     """Makespan of n one-second 1-GPU trials as one sweep packed into one allocation
-    (pack: allocation, parallel 8), from `dtctl sweep` to the last trial's end."""
+    (pack: allocation, parallel 8), or as one job array (pack: array), from `dtctl
+    sweep` to the last trial's end."""
     from datetime import datetime
     idle(sc)
-    sweep = h.home / "packed.yaml"
+    sweep = h.home / ("%s.yaml" % pack)
     sweep.write_text("method: grid\nparameters: {x: {values: [%s]}}\n"
-                     "job: {name: bpack, gpus_per_node: 1, shell: true, command: ['sleep 1']}\n"
-                     "parallel: 8\npack: allocation\n" % ", ".join(str(i) for i in range(n)))
+                     "job: {name: b%s, gpus_per_node: 1, shell: true, command: ['sleep 1']}\n"
+                     "parallel: 8\npack: %s\n" % (", ".join(str(i) for i in range(n)),
+                                                   pack, pack))
     os.chown(sweep, h.uid, -1)
     t0 = time.time()
     p = h.dtctl("sweep", "--detach", sweep)
@@ -104,9 +108,10 @@ def trials_packed(h, sc, n):
     bad = [t for t in ex["trials"] if t["state"] != "COMPLETED"]
     if ex["sweep"]["state"] != "COMPLETED" or bad or len(ex["trials"]) != n:
         sys.exit("bench_slurm_backend: packed sweep %s: %s" % (ex["sweep"]["state"], bad[:3]))
-    sids = {h.show(t["job_id"])["slurm"]["job_id"] for t in (ex["trials"][0], ex["trials"][-1])}
+    sl = [h.show(t["job_id"])["slurm"] for t in (ex["trials"][0], ex["trials"][-1])]
+    sids = {x["array_job"].split("_")[0] if pack == "array" else x["job_id"] for x in sl}
     if len(sids) != 1:
-        sys.exit("bench_slurm_backend: packed sweep used Slurm jobs %s" % sids)
+        sys.exit("bench_slurm_backend: %s sweep used Slurm jobs %s" % (pack, sids))
     def ts(v):
         return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
     end = max(ts(t["ended_at"]) for t in ex["trials"])
@@ -138,6 +143,7 @@ def main():
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--only-trials", action="store_true", help="only the trials (3.)")
     ap.add_argument("--only-packed", action="store_true", help="only the packed trials")
+    ap.add_argument("--no-array", action="store_true", help="not the job array's trials")
     ap.add_argument("--verbose", action="store_true", help="print dtsched's log at the end")
     a = ap.parse_args()
     why = slurm_unavailable()
@@ -180,6 +186,8 @@ def main():
         else:
             trials_dt, trials_sb = trials_dtctl(h, sc, a.trials), trials_sbatch(sc, a.trials)
         trials_pk, pk_start = trials_packed(h, sc, a.trials)
+        trials_ar, ar_start = (float("nan"), float("nan")) if a.no_array else \
+            trials_packed(h, sc, a.trials, "array")
         for j in json.loads(h.dtctl("ps", "--json").stdout)["jobs"]:
             if j["state"] in ("PENDING", "RUNNING"):
                 h.dtctl("cancel", j["id"])
@@ -217,6 +225,12 @@ def main():
     print("      of which %.2f s before its first trial started (sbatch, Slurm's scheduling, "
           "the agents joining); from there %.2f x ideal" % (
               pk_start, (trials_pk - pk_start) / ideal))
+    if not a.no_array:
+        print("    one job array (pack: array, --array=0-%d%%8; a task holds its node whole: "
+              "at most 4 at once here) %6.2f s (%.2f x ideal)%s; first trial after %.2f s" % (
+                  a.trials - 1, trials_ar, trials_ar / ideal, "" if a.only_packed else
+                  ": %.1fx faster than one Slurm job per trial" % (trials_dt / trials_ar),
+                  ar_start))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ static void fmt_time(char *buf, size_t len, long long ms)
 /* one line of the table, from either form of the reply */
 struct ps_row {
 	const char *id, *name, *user, *state, *reason, *nodelist, *stalled_node;
+	const char *slurm_array_job;   /* a job array's task, "812_3", or NULL */
 	long long elapsed_ms, nodes, world_size, log_lost_lines, slurm_job_id;
 	long long stalled_rank, stalled_pid, stalled_idle_ms;
 	int stalled;
@@ -67,7 +68,10 @@ static void print_row(const struct ps_row *r, int color, struct strbuf *where)
 			    r->stalled_pid, r->stalled_idle_ms / 1000);
 	else
 		strbuf_addstr(where, term_str(r->nodelist));
-	if (!strcmp(st, DT_JOB_RUNNING) && r->slurm_job_id)
+	if (!strcmp(st, DT_JOB_RUNNING) && r->slurm_array_job)
+		/* a task of a Slurm job array: Slurm's JOBID_TASKID */
+		strbuf_addf(where, " (slurm %s)", term_str(r->slurm_array_job));
+	else if (!strcmp(st, DT_JOB_RUNNING) && r->slurm_job_id)
 		/* backend: slurm (docs/slurm-backend.md): the Slurm job beside ours */
 		strbuf_addf(where, " (slurm %lld)", r->slurm_job_id);
 	if (r->log_lost_lines > 0)
@@ -101,13 +105,14 @@ static void row_of_json(struct ps_row *r, const json_t *j, struct strbuf *nl)
 		.world_size = json_get_int(j, "world_size", 0),
 		.log_lost_lines = json_get_int(j, "log_lost_lines", 0),
 		.slurm_job_id = json_get_int(json_object_get(j, "slurm"), "job_id", 0),
+		.slurm_array_job = json_get_str(json_object_get(j, "slurm"), "array_job", NULL),
 		.stalled_rank = json_get_int(s0, "rank", -1), .stalled_pid = json_get_int(s0, "pid", 0),
 		.stalled_idle_ms = json_get_int(s0, "idle_ms", 0), .stalled = s0 != NULL,
 	};
 }
 
 enum { F_ID, F_NAME, F_USER, F_STATE, F_REASON, F_ELAPSED, F_NODES, F_WORLD, F_LOST, F_SLURM,
-       F_NODELIST, F_ST_RANK, F_ST_NODE, F_ST_PID, F_ST_IDLE, NR_F };
+       F_NODELIST, F_ST_RANK, F_ST_NODE, F_ST_PID, F_ST_IDLE, F_ARRAY, NR_F };
 
 static long long num(const char *s)
 {
@@ -125,7 +130,7 @@ static int print_rows(char *buf, const char *user, int all, int color)
 	static const char *const names[NR_F] = {
 		"id", "name", "user", "state", "reason", "elapsed_ms", "nodes", "world_size",
 		"log_lost_lines", "slurm_job_id", "nodelist", "stalled_rank", "stalled_node",
-		"stalled_pid", "stalled_idle_ms",
+		"stalled_pid", "stalled_idle_ms", "slurm_array_job",
 	};
 	char *cur = buf, *head[64], **f;
 	int col[NR_F], max = rowfmt_next(&cur, head, 64), n, shown = 0, line = 1;
@@ -157,6 +162,7 @@ static int print_rows(char *buf, const char *user, int all, int color)
 			.stalled_node = COL(F_ST_NODE), .elapsed_ms = num(COL(F_ELAPSED)),
 			.nodes = num(COL(F_NODES)), .world_size = num(COL(F_WORLD)),
 			.log_lost_lines = num(COL(F_LOST)), .slurm_job_id = num(COL(F_SLURM)),
+			.slurm_array_job = COL(F_ARRAY),
 			.stalled_rank = COL(F_ST_RANK) ? num(COL(F_ST_RANK)) : -1,
 			.stalled_pid = num(COL(F_ST_PID)), .stalled_idle_ms = num(COL(F_ST_IDLE)),
 			.stalled = COL(F_ST_RANK) != NULL,

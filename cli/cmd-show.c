@@ -84,8 +84,13 @@ int cmd_show(int argc, const char **argv)
 		/* backend: slurm (docs/slurm-backend.md): the Slurm job beside ours */
 		const json_t *sl = json_object_get(j, "slurm");
 
-		printf("slurm:      job %lld, %s", json_get_int(sl, "job_id", 0),
-		       term_str(json_get_str(sl, "state", "?")));
+		if (json_get_str(sl, "array_job", NULL))   /* a task of a job array */
+			printf("slurm:      job %s (%lld), %s", term_str(json_get_str(sl, "array_job",
+			       "")), json_get_int(sl, "job_id", 0),
+			       term_str(json_get_str(sl, "state", "?")));
+		else
+			printf("slurm:      job %lld, %s", json_get_int(sl, "job_id", 0),
+			       term_str(json_get_str(sl, "state", "?")));
 		if (*json_get_str(sl, "nodes", ""))
 			printf(" on %s", term_str(json_get_str(sl, "nodes", "")));
 		if (json_get_int(sl, "restarts", 0))

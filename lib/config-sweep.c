@@ -31,7 +31,7 @@ static const char *const sweep_keys[] = {
 	"gpus_per_trial", "seed", "max_failures", "name", "description", "program", "command",
 	"run_cap", "project", "entity", "checkpoint", "notify", "pack", "allocation", NULL,
 };
-static const char *const packs[] = { "jobs", "allocation", NULL };
+static const char *const packs[] = { "jobs", "allocation", "array", NULL };  /* SWEEP_PACK_* */
 static const char *const allocation_keys[] = { "nodes", "gpus", NULL };
 static const struct foreign_key sweep_foreign[] = {
 	{ "controller", "dtsched is the controller; remove it" },
@@ -1161,10 +1161,14 @@ static int sweep_rules(struct ctx *c, struct sweep_config *s)
 	if (s->max_trials < 1 || s->parallel < 0 || s->max_failures < 0 || s->gpus_per_trial < 0)
 		return fail_at(c, s->pos.line, s->pos.col, "needs max_trials of 1 or more, parallel, "
 			       "gpus_per_trial and max_failures of 0 or more");
-	if (s->alloc_nodes && !s->pack)
+	if (s->alloc_nodes && s->pack != SWEEP_PACK_ALLOCATION)
 		return fail_at(c, s->pack_pos.line, s->pack_pos.col, "key 'allocation': only with "
 			       "'pack: allocation' (add it, or remove 'allocation:')");
-	if (s->pack && !s->alloc_nodes && !s->parallel)
+	if (s->pack == SWEEP_PACK_ARRAY && s->method == SWEEP_BAYES)
+		return fail_at(c, s->pack_pos.line, s->pack_pos.col, "key 'pack': a job array "
+			       "needs its trials known up front (method grid or random); bayes "
+			       "suggests each trial after earlier results (use pack: jobs)");
+	if (s->pack == SWEEP_PACK_ALLOCATION && !s->alloc_nodes && !s->parallel)
 		return fail_at(c, s->pack_pos.line, s->pack_pos.col, "key 'pack': an allocation "
 			       "needs a size: give 'parallel:' (trials at once) or 'allocation: "
 			       "{nodes, gpus}'");

@@ -287,6 +287,7 @@ int container_digest_valid(const char *digest);
 /* ------------------------------------------------------------------ sweep */
 
 enum sweep_method { SWEEP_GRID, SWEEP_RANDOM, SWEEP_BAYES };
+enum sweep_pack { SWEEP_PACK_JOBS, SWEEP_PACK_ALLOCATION, SWEEP_PACK_ARRAY };   /* pack: */
 enum sweep_goal { GOAL_MINIMIZE, GOAL_MAXIMIZE };
 
 enum param_kind {
@@ -361,7 +362,8 @@ struct sweep_config {
 	 * pack: allocation (backend: slurm, docs/slurm-backend.md): the trials run
 	 * in one Slurm allocation that dtsched fills, of allocation: {nodes, gpus}
 	 * (GPUs per node), or parallel x the trial's GPUs when 0; pack: jobs (0,
-	 * the default) makes each trial its own Slurm job.
+	 * the default) makes each trial its own Slurm job; pack: array submits
+	 * a grid or random sweep's trials as one Slurm job array (SWEEP_PACK_*).
 	 */
 	int pack;
 	int alloc_nodes, alloc_gpus;

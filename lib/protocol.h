@@ -482,7 +482,8 @@
  *                   format?: "tsv"}                                (`dtctl ps`)
  *   -> {protocol, you, jobs: [BRIEF...]} oldest first: what ps prints and no
  *      more (id, name, user, state, reason, elapsed_ms, nodes, world_size,
- *      placement [{node}], stalled (its first), slurm {job_id}, log_lost_lines),
+ *      placement [{node}], stalled (its first), slurm {job_id, array_job?: a
+ *      job array's task, "812_3"}, log_lost_lines),
  *      so a queue of 10,000 is not sent whole; `ps --json` still reads
  *      GET /v1/jobs.
  *   format "tsv" -> 200 text/tab-separated-values: the same jobs as rows
@@ -496,7 +497,7 @@
 #define DT_PATH_JOBLIST "/v1/joblist"
 #define DT_JOBLIST_FIELDS "id", "name", "user", "state", "reason", "elapsed_ms", "nodes", \
 	"world_size", "log_lost_lines", "slurm_job_id", "nodelist", "stalled_rank", \
-	"stalled_node", "stalled_pid", "stalled_idle_ms", "redacted"
+	"stalled_node", "stalled_pid", "stalled_idle_ms", "redacted", "slurm_array_job"
 /*
  * Users elsewhere, with their own ed25519 key (lib/userkey.h; X-DT-User):
  * GET /v1/users -> {protocol, users: [{name, key, fingerprint, admin, added_at}]}
@@ -535,6 +536,11 @@
  * whose ranks `dtctl slurm-agents` passes Slurm's --signal warning on to.
  */
 #define DT_ENV_SLURM_JOB "DTCTL_SLURM_JOB"
+/*
+ * ... or, in a sweep's allocation (pack: allocation), the pack's key (the
+ * sweep's id): the warning goes to every job running in that Slurm job.
+ */
+#define DT_ENV_SLURM_PACK "DTCTL_SLURM_PACK"
 #define DT_JOB_WAIT_MAX_MS 60000
 
 #define DT_JOB_PENDING "PENDING"

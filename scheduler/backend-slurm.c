@@ -54,6 +54,7 @@
 #define SBATCH_RETRY_MS 5000      /* sbatch failed for a reason that may pass */
 #define PACK_IDLE_MS 2000         /* an allocation with nothing left to run is ended then */
 #define OUTPUT_LIMIT (256 * 1024)
+#define ARRAY_MAX 1000            /* tasks of one job array (pack: array) */
 
 struct slurm_state {
 	pthread_t worker;
@@ -98,6 +99,33 @@ static enum slurm_phase phase_of(const struct job *j)
 static const char *pack_of(const struct job *j)
 {
 	return json_get_str(j->slurm, "pack", NULL);
+}
+
+/*
+ * A sweep's trial submitted in a job array (pack: array): the array's key (the
+ * sweep's id) while it waits for the array, and once in one, its id and task
+ * ("array_id", "array_task"; "job_id" is the array's until Slurm starts the
+ * task, then the task's own).  A retry or a later trial is its own Slurm job.
+ */
+static const char *array_of(const struct job *j)
+{
+	return json_get_str(j->slurm, "array", NULL);
+}
+
+static long long array_id_of(const struct job *j)
+{
+	return json_get_int(j->slurm, "array_id", 0);
+}
+
+/* The Slurm job of j as Slurm's commands name it: "812", or an array's task "812_3" */
+static const char *slurm_name(const struct job *j, char *buf, size_t size)
+{
+	if (array_id_of(j) > 0)
+		snprintf(buf, size, "%lld_%lld", array_id_of(j),
+			 json_get_int(j->slurm, "array_task", 0));
+	else
+		snprintf(buf, size, "%lld", sid_of(j));
+	return buf;
 }
 
 /*
@@ -180,6 +208,7 @@ struct submit {
 	char job[16];             /* the job, or the pack's key */
 	int pack;                 /* job is a pack's key (pack: allocation) */
 	int attempt;
+	struct strvec tasks;      /* a job array's: its jobs, task 0 first (pack: array) */
 	struct strvec argv, env;
 	char *script;
 };
@@ -220,7 +249,7 @@ out:
  * allocation `key` shares, sized in rec; lock held.  -1 with why.
  */
 static int submit_prepare(struct sched *s, struct job *j, const char *key, json_t *rec,
-			  struct submit *sub, struct strbuf *err)
+			  const struct strvec *tasks, struct submit *sub, struct strbuf *err)
 {
 	const struct cluster_config *cc = s->cc;
 	struct strbuf script = STRBUF_INIT, output = STRBUF_INIT, hex = STRBUF_INIT;
@@ -231,6 +260,7 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 	memset(sub, 0, sizeof(*sub));
 	strvec_init(&sub->argv);
 	strvec_init(&sub->env);
+	strvec_init(&sub->tasks);
 	if (!cc) {
 		strbuf_addstr(err, "no cluster.yaml in dtsched's home");
 		goto out;
@@ -260,14 +290,14 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 	r.output_dir = output.buf;
 	r.script = script.buf;
 	if (rec) {
-		/* the allocation: no time limit of a job, no warning to pass on */
+		/* the allocation: no time limit of a job's (the partition's); Slurm's
+		 * warning before that limit goes to every job running in it */
 		r.job_id = key;
 		r.name = key;
 		r.attempt = (int)json_get_int(rec, "generation", 0);
 		r.nodes = (int)json_get_int(rec, "nodes_asked", 1);
 		r.gpus_per_node = (int)json_get_int(rec, "gpus_asked", 0);
 		r.cpus_per_node = (int)json_get_int(rec, "cpus_asked", 0);
-		r.no_warning = 1;
 	} else {
 		r.job_id = j->id;
 		r.name = j->name;
@@ -279,6 +309,14 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 		r.include = j->cfg.node_include;
 		r.exclude = j->cfg.node_exclude;
 	}
+	if (tasks) {
+		/* a job array, one task per job of the same shape (j: the first) */
+		r.job_id = key;
+		r.attempt = 0;
+		r.array_size = (int)tasks->nr;
+		r.array_parallel = (int)json_get_int(j->slurm, "array_parallel", 0);
+		strvec_pushv(&sub->tasks, (const char **)tasks->v);
+	}
 	r.head = s->head_id;
 	slurm_sbatch_argv(cc, &r, &sub->argv);
 	/* dtctl beside dtsched: the nodes see the installation at the same path */
@@ -286,10 +324,12 @@ static int submit_prepare(struct sched *s, struct job *j, const char *key, json_
 	strbuf_addstr(&agent, "/dtctl");
 	strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_DTCTL, agent.buf);
 	strvec_pushf(&sub->env, "%s=%s:%d", SLURM_ENV_HEAD, cc->head.address, s->o.port);
-	if (!rec)   /* a pack's warning has no one job to go to */
-		strvec_pushf(&sub->env, "%s=%s", SLURM_ENV_JOB, j->id);
+	/* where Slurm's warning goes: the job's ranks, or those of every job running in
+	 * the Slurm job (a pack's allocation, an array's task) */
+	strvec_pushf(&sub->env, "%s=%s", rec || tasks ? SLURM_ENV_PACK : SLURM_ENV_JOB,
+		     rec || tasks ? key : j->id);
 	strvec_pushf(&sub->env, "DTCTL_AGENT_SECRET=%s", hex.buf);
-	snprintf(sub->job, sizeof(sub->job), "%s", rec ? key : j->id);
+	snprintf(sub->job, sizeof(sub->job), "%s", rec || tasks ? key : j->id);
 	sub->pack = !!rec;
 	sub->attempt = r.attempt;
 	ret = 0;
@@ -307,6 +347,7 @@ static void submit_release(struct submit *sub)
 {
 	strvec_clear(&sub->argv);
 	strvec_clear(&sub->env);
+	strvec_clear(&sub->tasks);
 	free(sub->script);
 }
 
@@ -331,15 +372,43 @@ static void slurm_message(struct strbuf *sb, const char *out)
 	free(buf);
 }
 
+static void submit_apply(struct sched *s, const struct submit *sub, int rc, const char *out);
+
+/* sbatch's answer to a job array: each of its jobs in its task, or the error */
+static void submit_apply_array(struct sched *s, const struct submit *sub, int rc, const char *out)
+{
+	for (size_t k = 0; k < sub->tasks.nr; k++) {
+		struct job *j = job_find(s, sub->tasks.v[k]);
+		struct submit one = *sub;
+
+		if (!j || !j->slurm)
+			continue;
+		snprintf(one.job, sizeof(one.job), "%s", j->id);
+		strvec_init(&one.tasks);
+		submit_apply(s, &one, rc, out);
+		if (sid_of(j) > 0) {
+			json_object_set_new(j->slurm, "array_id", json_integer(sid_of(j)));
+			json_object_set_new(j->slurm, "array_task", json_integer((json_int_t)k));
+			json_object_set_new(j->slurm, "array_job", json_sprintf("%lld_%zu",
+									       sid_of(j), k));
+			job_save(s, j);
+		}
+	}
+}
+
 /* sbatch's answer to sub, applied to its job (or its pack's record); lock held */
 static void submit_apply(struct sched *s, const struct submit *sub, int rc, const char *out)
 {
-	struct job *j = sub->pack ? NULL : job_find(s, sub->job);
+	struct job *j = sub->pack || sub->tasks.nr ? NULL : job_find(s, sub->job);
 	json_t *rec = sub->pack ? json_object_get(state_of(s)->packs, sub->job) :
 		      j ? sj(j) : NULL;
 	long long sid = 0;
 	const char *line = out;
 
+	if (sub->tasks.nr) {
+		submit_apply_array(s, sub, rc, out);
+		return;
+	}
 	if (!rec)
 		return;
 	/* --parsable: "<id>" or "<id>;<cluster>" on the last line */
@@ -396,20 +465,35 @@ static int id_listed(const char *ids, const char *id)
 	return 0;
 }
 
-/* squeue's answer (got) for the Slurm job of record rec, asked in ids: 1 if it changed */
+/*
+ * squeue's answer (got) for the Slurm job of record rec, asked in ids: 1 if it
+ * changed.  A job array's task (rec's "array_id" asked in ids) is its line
+ * "<array>_<task>", which names the task's own job id once Slurm started it.
+ */
 static int record_apply(json_t *rec, const char *ids, json_t *got)
 {
 	const char *keys[] = { "state", "reason", "nodes" };
-	char key[32];
+	char key[48], asked[24];
 	json_t *o;
 	int changed = 0;
+	long long array = json_get_int(rec, "array_id", 0);
 
 	if (json_get_int(rec, "job_id", 0) <= 0)
 		return 0;
-	snprintf(key, sizeof(key), "%lld", json_get_int(rec, "job_id", 0));
-	if (!id_listed(ids, key))
+	snprintf(asked, sizeof(asked), "%lld", array > 0 ? array : json_get_int(rec, "job_id", 0));
+	if (!id_listed(ids, asked))
 		return 0;       /* not asked this time */
+	if (array > 0)
+		snprintf(key, sizeof(key), "%lld_%lld", array, json_get_int(rec, "array_task", 0));
+	else
+		snprintf(key, sizeof(key), "%s", asked);
 	o = json_object_get(got, key);
+	if (o && array > 0 && json_get_int(o, "job_id", 0) > 0 &&
+	    json_get_int(o, "job_id", 0) != json_get_int(rec, "job_id", 0)) {
+		/* Slurm started the task: its own job id (its agents' SLURM_JOB_ID) */
+		json_object_set_new(rec, "job_id", json_integer(json_get_int(o, "job_id", 0)));
+		changed = 1;
+	}
 	if (!o) {
 		/* purged from slurmctld (MinJobAge) or unknown: over for us */
 		if (strcmp(json_get_str(rec, "state", ""), "GONE")) {
@@ -440,11 +524,14 @@ static int record_apply(json_t *rec, const char *ids, json_t *got)
 	return changed;
 }
 
-/* squeue's answer: every job of ours it names; those it does not know are gone */
-static void squeue_apply(struct sched *s, const char *ids, int rc, const char *out)
+/*
+ * squeue's answer: every job of ours it names; those it does not know are
+ * gone.  arrays: the answer is of SLURM_ARRAY_FORMAT, for job arrays' tasks.
+ */
+static void squeue_apply(struct sched *s, const char *ids, int arrays, int rc, const char *out)
 {
 	json_t *got = json_object(), *rec;
-	int n = slurm_squeue_parse(out, got);
+	int n = arrays ? slurm_array_parse(out, got) : slurm_squeue_parse(out, got);
 	int all_unknown = rc != 0 && strstr(out, "Invalid job id");
 	const char *key;
 
@@ -455,12 +542,13 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
 	}
 	/* the packs' allocations (their jobs' records follow below: the same Slurm job) */
 	json_object_foreach(state_of(s)->packs, key, rec)
-		if (record_apply(rec, ids, got))
+		if (!arrays && record_apply(rec, ids, got))
 			sched_wake(s);
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
 
-		if (j->slurm && !(pack_of(j) && state_final(j->state)) &&
+		if (j->slurm && !arrays == !(array_id_of(j) > 0) &&
+		    !(pack_of(j) && state_final(j->state)) &&
 		    record_apply(j->slurm, ids, got)) {
 			j->wait_fp = 0;
 			job_save(s, j);
@@ -482,6 +570,15 @@ static void squeue_apply(struct sched *s, const char *ids, int rc, const char *o
  * (worker()); any other is cancelled.  Lock held; `script` is
  * <home>/slurm/job.sh.
  */
+static int array_recorded(struct sched *s, const char *key)
+{
+	for (size_t i = 0; i < s->nr_jobs; i++)
+		if (!state_final(s->jobs[i]->state) && array_id_of(s->jobs[i]) > 0 &&
+		    !strcmp(array_of(s->jobs[i]) ? array_of(s->jobs[i]) : "", key))
+			return 1;
+	return 0;
+}
+
 static void orphans_apply(struct sched *s, const char *script, const char *out)
 {
 	struct slurm_state *ss = state_of(s);
@@ -505,6 +602,8 @@ static void orphans_apply(struct sched *s, const char *script, const char *out)
 			continue;       /* recorded: followed as usual */
 		if (json_get_int(json_object_get(ss->packs, id), "job_id", 0) == sid)
 			continue;       /* a pack's allocation its running jobs are placed in */
+		if (!j && array_recorded(s, id))
+			continue;       /* a job array of sweep `id`: followed through its tasks */
 		if (!j)
 			why = "no such job in state.db";
 		else if (state_final(j->state))
@@ -566,6 +665,15 @@ static void orphans_sweep(struct sched *s)
 	strbuf_release(&script);
 }
 
+/* j's sbatch could not even be made (why): it fails at its next place (fatal) */
+static void submit_unprepared(struct sched *s, struct job *j, const char *why)
+{
+	json_object_del(j->slurm, "submitting");
+	set_str(j->slurm, "error", why);
+	json_object_set_new(j->slurm, "fatal", json_true());
+	job_save(s, j);
+}
+
 static void *worker_main(void *arg)
 {
 	struct sched *s = arg;
@@ -576,8 +684,9 @@ static void *worker_main(void *arg)
 		struct submit *subs = NULL;
 		size_t nr_subs = 0, alloc_subs = 0;
 		struct strbuf ids = STRBUF_INIT, out = STRBUF_INIT, partition = STRBUF_INIT;
+		struct strbuf arrays = STRBUF_INIT;
 		struct strvec argv = STRVEC_INIT;
-		json_t *ends, *e, *rec;
+		json_t *ends, *e, *rec, *groups = json_object(), *g;
 		const char *key;
 		long long now = dt_mono_ms();
 		int want_sinfo = !ss->cap_ms || now - ss->cap_ms >= SINFO_MS, rc, starting = 0;
@@ -591,17 +700,22 @@ static void *worker_main(void *arg)
 		for (size_t i = 0; i < s->nr_jobs; i++) {
 			struct job *j = s->jobs[i];
 
-			if (ss->swept && json_is_true(json_object_get(j->slurm, "submit"))) {
+			if (ss->swept && json_is_true(json_object_get(j->slurm, "submit")) &&
+			    array_of(j)) {
+				/* a sweep's trials waiting together: one job array (below) */
+				json_object_del(j->slurm, "submit");
+				if (!json_object_get(groups, array_of(j)))
+					json_object_set_new(groups, array_of(j), json_array());
+				json_array_append_new(json_object_get(groups, array_of(j)),
+						      json_string(j->id));
+			} else if (ss->swept && json_is_true(json_object_get(j->slurm, "submit"))) {
 				struct strbuf err = STRBUF_INIT;
 
 				json_object_del(j->slurm, "submit");
 				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
-				if (submit_prepare(s, j, NULL, NULL, &subs[nr_subs], &err) < 0) {
+				if (submit_prepare(s, j, NULL, NULL, NULL, &subs[nr_subs], &err) < 0) {
 					submit_release(&subs[nr_subs]);
-					json_object_del(j->slurm, "submitting");
-					set_str(j->slurm, "error", err.buf);
-					json_object_set_new(j->slurm, "fatal", json_true());
-					job_save(s, j);
+					submit_unprepared(s, j, err.buf);
 				} else {
 					nr_subs++;
 				}
@@ -609,17 +723,46 @@ static void *worker_main(void *arg)
 			}
 			if (sid_of(j) > 0 && !pack_of(j) && !slurm_phase_final(phase_of(j)) &&
 			    strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
-				strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+				char a[24];
+
+				snprintf(a, sizeof(a), "%lld", array_id_of(j));
+				if (array_id_of(j) <= 0)
+					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "", sid_of(j));
+				else if (!id_listed(arrays.buf, a))
+					strbuf_addf(&arrays, "%s%s", arrays.len ? "," : "", a);
 				starting |= !strcmp(j->state, DT_JOB_PENDING);
 			}
 		}
+		/* each sweep's trials waiting to be submitted: job arrays of at most
+		 * ARRAY_MAX tasks (Slurm's default MaxArraySize is 1001) */
+		json_object_foreach(groups, key, g) {
+			for (size_t from = 0; from < json_array_size(g); from += ARRAY_MAX) {
+				struct strvec tasks = STRVEC_INIT;
+				struct strbuf err = STRBUF_INIT;
+
+				for (k = from; k < json_array_size(g) && k < from + ARRAY_MAX; k++)
+					strvec_push(&tasks, json_string_value(json_array_get(g, k)));
+				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
+				if (submit_prepare(s, job_find(s, tasks.v[0]), key, NULL, &tasks,
+						   &subs[nr_subs], &err) < 0) {
+					submit_release(&subs[nr_subs]);
+					for (size_t t = 0; t < tasks.nr; t++)
+						submit_unprepared(s, job_find(s, tasks.v[t]), err.buf);
+				} else {
+					nr_subs++;
+				}
+				strvec_clear(&tasks);
+				strbuf_release(&err);
+			}
+		}
+		json_decref(groups);
 		json_object_foreach(ss->packs, key, rec) {
 			if (json_is_true(json_object_get(rec, "submit"))) {
 				struct strbuf err = STRBUF_INIT;
 
 				json_object_del(rec, "submit");
 				ALLOC_GROW(subs, nr_subs + 1, alloc_subs);
-				if (submit_prepare(s, NULL, key, rec, &subs[nr_subs], &err) < 0) {
+				if (submit_prepare(s, NULL, key, rec, NULL, &subs[nr_subs], &err) < 0) {
 					submit_release(&subs[nr_subs]);
 					json_object_del(rec, "submitting");
 					set_str(rec, "error", err.buf);
@@ -671,12 +814,14 @@ static void *worker_main(void *arg)
 			sched_wake(s);
 			{
 				/* asked about in this round's squeue already */
-				struct job *j = subs[i].pack ? NULL : job_find(s, subs[i].job);
+				struct job *j = subs[i].pack ? NULL : job_find(s, subs[i].tasks.nr ?
+							subs[i].tasks.v[0] : subs[i].job);
 				json_t *r = subs[i].pack ? json_object_get(ss->packs, subs[i].job) :
 					    j ? j->slurm : NULL;
 
 				if (json_get_int(r, "job_id", 0) > 0) {
-					strbuf_addf(&ids, "%s%lld", ids.len ? "," : "",
+					strbuf_addf(subs[i].tasks.nr ? &arrays : &ids, "%s%lld",
+						    (subs[i].tasks.nr ? arrays.len : ids.len) ? "," : "",
 						    json_get_int(r, "job_id", 0));
 					starting = 1;
 				}
@@ -693,29 +838,38 @@ static void *worker_main(void *arg)
 			strvec_push(&argv, "scancel");
 			if (!json_is_true(json_object_get(e, "kill")))
 				strvec_push(&argv, "--signal=TERM");
-			strvec_pushf(&argv, "%lld", sid);
+			if (json_get_str(e, "task", NULL))   /* a job array's task: "812_3" */
+				strvec_push(&argv, json_get_str(e, "task", NULL));
+			else
+				strvec_pushf(&argv, "%lld", sid);
 			rc = slurm_run(&argv, NULL, &out);
 			if (rc != 0)
 				dtlog(DTLOG_INFO, "scancel %lld: exit %d: %s", sid, rc, out.buf);
 			strvec_clear(&argv);
 			strbuf_reset(&out);
 		}
-		if (ids.len) {
+		/* our jobs, then job arrays (every task of each, the waiting ones in one line) */
+		for (int arr = 0; arr < 2; arr++) {
 			const char *squeue[] = { "squeue", "-h", "-t", "all", "-O",
-						 SLURM_SQUEUE_FORMAT, NULL };
+						 arr ? SLURM_ARRAY_FORMAT : SLURM_SQUEUE_FORMAT, NULL };
+			const char *asked = arr ? arrays.buf : ids.buf;
 
+			if (!*asked)
+				continue;
 			strvec_pushv(&argv, squeue);
-			strvec_pushf(&argv, "--jobs=%s", ids.buf);
+			strvec_pushf(&argv, "--jobs=%s", asked);
 			rc = slurm_run(&argv, NULL, &out);
 			pthread_mutex_lock(&s->lock);
-			squeue_apply(s, ids.buf, rc, out.buf);
+			squeue_apply(s, asked, arr, rc, out.buf);
 			ss->polled_ms = dt_mono_ms();
 			pthread_mutex_unlock(&s->lock);
 			strvec_clear(&argv);
+			strbuf_reset(&out);
 		}
 		json_decref(ends);
 		free(subs);
 		strbuf_release(&ids);
+		strbuf_release(&arrays);
 		strbuf_release(&out);
 		strbuf_release(&partition);
 
@@ -986,6 +1140,25 @@ out:
 }
 
 
+/*
+ * j, a sweep's trial, is being submitted in its sweep's job array: so are the
+ * sweep's other trials that wait for their first Slurm job, whether or not
+ * the queue's pass reaches them now (one array, not one per pass).  Lock held.
+ */
+static void array_gather(struct sched *s, struct job *j)
+{
+	for (size_t i = 0; i < s->nr_jobs; i++) {
+		struct job *o = s->jobs[i];
+
+		if (o == j || !o->slurm || !array_of(o) || strcmp(array_of(o), array_of(j)) ||
+		    sid_of(o) > 0 || o->cancel || o->attempt || strcmp(o->state, DT_JOB_PENDING) ||
+		    json_object_get(o->slurm, "submitting") || json_object_get(o->slurm, "error"))
+			continue;
+		json_object_set_new(o->slurm, "submit", json_true());
+		json_object_set_new(o->slurm, "submitting", json_true());
+	}
+}
+
 static enum place_status slurm_place(struct sched *s, struct job *j, struct pool *p,
 				     struct place_result *res, struct strbuf *reason)
 {
@@ -1042,18 +1215,30 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 	}
 	if (sid <= 0 || json_get_int(j->slurm, "attempt", -1) != j->attempt ||
 	    !strcmp(json_get_str(j->slurm, "state", ""), "GONE")) {
-		/* a new Slurm job for this attempt */
+		/* a new Slurm job for this attempt: a trial's first in its sweep's job
+		 * array (pack: array), a retry its own */
+		json_t *array = sid <= 0 && array_of(j) ? json_pack("{s:s,s:I}", "array",
+			array_of(j), "array_parallel", (json_int_t)json_get_int(j->slurm,
+			"array_parallel", 0)) : NULL;
+
 		json_object_clear(sj(j));
+		if (array)
+			json_object_update(j->slurm, array);
+		json_decref(array);
 		json_object_set_new(j->slurm, "submit", json_true());
 		json_object_set_new(j->slurm, "submitting", json_true());
+		if (array_of(j))
+			array_gather(s, j);
 		kick(ss);
 		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
 		return PLACE_WAIT;
 	}
 	ph = phase_of(j);
 	if (ph == SLURM_WAITING) {
-		strbuf_addf(reason, "Slurm job %lld %s (%s)", sid, json_get_str(j->slurm, "state", ""),
-			    json_get_str(j->slurm, "reason", ""));
+		char name[48];
+
+		strbuf_addf(reason, "Slurm job %s %s (%s)", slurm_name(j, name, sizeof(name)),
+			    json_get_str(j->slurm, "state", ""), json_get_str(j->slurm, "reason", ""));
 		return PLACE_WAIT;
 	}
 	if (ph != SLURM_RUNNING) {
@@ -1164,6 +1349,10 @@ static enum attempt_status slurm_ended(struct sched *s, struct job *j, struct at
 		if (pack)
 			strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld, the "
 				    "allocation of %s)", sid, pack);
+		else if (array_id_of(j) > 0)
+			strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld, task %lld of "
+				    "array %lld)", sid, json_get_int(j->slurm, "array_task", 0),
+				    array_id_of(j));
 		else
 			strbuf_addf(&e->why, "cancelled in Slurm (scancel of job %lld)", sid);
 		e->state = DT_JOB_CANCELLED;
@@ -1284,6 +1473,7 @@ static void slurm_step(struct sched *s, struct actions *a)
 		long long sid = sid_of(j), sent = json_get_int(j->slurm, "end_ms", 0);
 		enum slurm_phase ph = phase_of(j);
 		int live_attempt, kill;
+		char name[48];
 
 		if (!strcmp(j->state, DT_JOB_PENDING) && !j->cancel &&
 		    json_get_str(j->slurm, "fail", NULL)) {
@@ -1306,13 +1496,20 @@ static void slurm_step(struct sched *s, struct actions *a)
 			continue;
 		if (sent && now - sent < END_KILL_MS)
 			continue;
-		/* still queued, or deaf to SIGTERM: cancel */
-		kill = ph == SLURM_WAITING || sent;
-		json_array_append_new(ss->ends, json_pack("{s:I,s:b}", "id", (json_int_t)sid,
-							  "kill", kill));
+		/*
+		 * Still queued, or deaf to SIGTERM: cancel.  An array's task alone, by
+		 * its name ("812_3"), and cancelled at once: `scancel --signal` of a
+		 * task (Slurm 22.05) retries for 5 s and fails (ESLURM_ALREADY_DONE)
+		 * after signalling it, which would stall this worker; its agents get
+		 * SIGTERM from slurmstepd all the same.
+		 */
+		kill = ph == SLURM_WAITING || sent || array_id_of(j) > 0;
+		json_array_append_new(ss->ends, json_pack("{s:I,s:b,s:s?}", "id", (json_int_t)sid,
+							  "kill", kill, "task", array_id_of(j) > 0 ?
+							  slurm_name(j, name, sizeof(name)) : NULL));
 		json_object_set_new(j->slurm, "end_ms", json_integer(now));
-		dtlog(DTLOG_INFO, "job %s: ending Slurm job %lld (%s)", j->id, sid,
-		      kill ? "scancel" : "SIGTERM to its agents");
+		dtlog(DTLOG_INFO, "job %s: ending Slurm job %s (%s)", j->id,
+		      slurm_name(j, name, sizeof(name)), kill ? "scancel" : "SIGTERM to its agents");
 		kick(ss);
 	}
 	pack_step(s, ss, now);

@@ -335,8 +335,9 @@ static json_t *job_brief(const struct job *j)
 	if (json_array_size(j->stalled))
 		json_object_set_new(o, "stalled", json_pack("[O]", json_array_get(j->stalled, 0)));
 	if (j->slurm)
-		json_object_set_new(o, "slurm", json_pack("{s:I}", "job_id",
-					(json_int_t)json_get_int(j->slurm, "job_id", 0)));
+		json_object_set_new(o, "slurm", json_pack("{s:I,s:s*}", "job_id",
+					(json_int_t)json_get_int(j->slurm, "job_id", 0), "array_job",
+					json_get_str(j->slurm, "array_job", NULL)));
 	return o;
 }
 
@@ -384,6 +385,7 @@ static void job_row(struct strbuf *sb, const struct job *j, int may_read)
 			rowfmt_add(sb, NULL);
 	}
 	rowfmt_add(sb, may_read ? NULL : "redacted");
+	rowfmt_add(sb, may_read && j->slurm ? json_get_str(j->slurm, "array_job", NULL) : NULL);
 	rowfmt_end(sb);
 }
 
@@ -741,6 +743,17 @@ void jobs_pack(struct sched *s, const char *id, const char *pack, int nodes, int
 	json_decref(j->slurm);
 	j->slurm = json_pack("{s:s,s:i,s:i,s:i}", "pack", pack, "pack_nodes", nodes,
 			     "pack_gpus", gpus, "pack_slots", slots);
+	job_save(s, j);
+}
+
+void jobs_array(struct sched *s, const char *id, const char *key, int parallel)
+{
+	struct job *j = job_find(s, id);
+
+	if (!j || strcmp(s->backend->name, "slurm"))   /* only its backend has arrays */
+		return;
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:s,s:i}", "array", key, "array_parallel", parallel);
 	job_save(s, j);
 }
 

@@ -365,6 +365,13 @@ const char *jobs_id(const struct job *j);   /* the id of a job an event is about
  */
 void jobs_pack(struct sched *s, const char *id, const char *pack, int nodes, int gpus,
 	       int slots);
+/*
+ * Job `id` (just submitted) is one task of a Slurm job array with the jobs
+ * given the same key that wait to be submitted with it (a sweep's trials,
+ * `pack: array`), at most `parallel` tasks running at once (0: no limit).
+ * Only the Slurm backend has arrays; others ignore it.  Lock held.
+ */
+void jobs_array(struct sched *s, const char *id, const char *key, int parallel);
 void jobs_schedule_now(struct sched *s);
 
 /*

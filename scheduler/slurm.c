@@ -65,11 +65,19 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 	/* preemption and node failure requeue the job: its next attempt resumes */
 	push_opt(argv, "requeue", NULL);
 	/* a warning before the time limit, passed on to the ranks (slurm.h) */
-	if (!r->no_warning && cc->slurm.warn_s > 0) {
+	if (cc->slurm.warn_s > 0) {
 		strbuf_reset(&v);
 		strbuf_addf(&v, "B:%s@%d", cc->slurm.warn_signal == SIGUSR2 ? "USR2" : "USR1",
 			    cc->slurm.warn_s);
 		push_opt(argv, "signal", v.buf);
+	}
+	if (r->array_size > 0) {
+		/* one task per trial; Slurm runs at most array_parallel of them at once */
+		strbuf_reset(&v);
+		strbuf_addf(&v, "0-%d", r->array_size - 1);
+		if (r->array_parallel > 0)
+			strbuf_addf(&v, "%%%d", r->array_parallel);
+		push_opt(argv, "array", v.buf);
 	}
 	if (r->output_dir) {
 		strbuf_reset(&v);
@@ -78,7 +86,9 @@ void slurm_sbatch_argv(const struct cluster_config *cc, const struct slurm_reque
 				strbuf_addch(&v, '%');
 			strbuf_addch(&v, *p);
 		}
-		strbuf_addf(&v, "/%s.%d-%%j.out", r->job_id, r->attempt);
+		/* %j: the Slurm job; an array's task: <array id>_<task> */
+		strbuf_addf(&v, "/%s.%d-%s.out", r->job_id, r->attempt,
+			    r->array_size > 0 ? "%A_%a" : "%j");
 		push_opt(argv, "output", v.buf);
 	}
 	if (r->include)           /* host ranges: Slurm reads the same syntax */
@@ -310,6 +320,66 @@ int slurm_mine_parse(const char *out, json_t *jobs)
 			"comment", f[6]));
 		n++;
 	}
+	free(buf);
+	return n;
+}
+
+/* The tasks a pending record names: "3", "2-4%2", "1,3,5-6%2" ([] optional): 0 or -1 */
+static int array_tasks(const char *spec, int *task, int max, int *n)
+{
+	const char *p = spec + (*spec == '[');
+
+	*n = 0;
+	while (*p && *p != '%' && *p != ']') {
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+
+		if (end == p || a < 0 || a > 4000000)
+			return -1;
+		p = end;
+		if (*p == '-') {
+			b = strtol(p + 1, &end, 10);
+			if (end == p + 1 || b < a || b > 4000000)
+				return -1;
+			p = end;
+		}
+		for (long t = a; t <= b; t++) {
+			if (*n == max)
+				return -1;
+			task[(*n)++] = (int)t;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p && *p != '%' && *p != ']')
+			return -1;
+	}
+	return *n ? 0 : -1;
+}
+
+int slurm_array_parse(const char *out, json_t *jobs)
+{
+	char *buf = xstrdup(out ? out : ""), *save = NULL;
+	int n = 0, max = 65536, *task = xcalloc((size_t)max, sizeof(*task));
+
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[7], key[48];
+		int nt;
+
+		if (split_fields(line, f, 7) != 7 || !all_digits(f[0]) || !all_digits(f[1]) ||
+		    !*f[3] || !all_digits(f[4]) || array_tasks(f[2], task, max, &nt) < 0)
+			continue;
+		for (int i = 0; i < nt; i++) {
+			/* one task: its own job id; a pending record's: none yet */
+			long long id = nt == 1 && all_digits(f[2]) ? strtoll(f[0], NULL, 10) : 0;
+
+			snprintf(key, sizeof(key), "%s_%d", f[1], task[i]);
+			json_object_set_new(jobs, key, json_pack("{s:I,s:s,s:i,s:s,s:s}", "job_id",
+				(json_int_t)id, "state", f[3], "restarts", atoi(f[4]), "nodes", f[5],
+				"reason", f[6]));
+		}
+		n++;
+	}
+	free(task);
 	free(buf);
 	return n;
 }

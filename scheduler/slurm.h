@@ -33,13 +33,16 @@ struct slurm_request {
 	const char *exclude;      /* its exclude_nodes: (--exclude), or NULL */
 	const char *script;       /* the batch script's path, last */
 	const char *head;         /* dtsched's head id (state.db), in --comment, or NULL */
-	int no_warning;           /* no --signal (an allocation dtsched fills: pack:) */
+	int array_size;           /* > 0: a job array of that many tasks, one trial each
+				   * (--array=0-<n-1>[%array_parallel]; --output per task) */
+	int array_parallel;       /* at most this many tasks at once (0: no limit) */
 };
 
 /* The environment variables the batch script reads (sbatch passes them on). */
 #define SLURM_ENV_DTCTL "DTCTL_SLURM_DTCTL"   /* dtctl's path on the nodes */
 #define SLURM_ENV_HEAD "DTCTL_SLURM_HEAD"     /* addr:port of dtsched */
 #define SLURM_ENV_JOB DT_ENV_SLURM_JOB       /* dtctl's job id: where the warning goes */
+#define SLURM_ENV_PACK DT_ENV_SLURM_PACK     /* or a pack's key: every job running in it */
 /*
  * Slurm's warning before the time limit (--signal=B:<sig>@<s>: cluster.yaml's
  * `slurm: {signal: USR1, warn_s: 120}`, those by default; warn_s 0: none),
@@ -114,6 +117,17 @@ int slurm_mine_parse(const char *out, json_t *jobs);
  */
 int slurm_comment_parse(const char *comment, const char *head, char *job, size_t len,
 			int *attempt);
+
+/*
+ * A job array's tasks (a sweep's trials, `pack: array`): `squeue -h -t all
+ * --jobs=<array ids> -O SLURM_ARRAY_FORMAT`.  {"<array id>_<task>": {"job_id"
+ * (the task's own Slurm job id, 0 while it waits in the array's pending
+ * record), "state", "restarts", "nodes", "reason"}} added to jobs for every
+ * task named (a pending record "2-4%2" or "2,5,7" names each of its tasks);
+ * the number of lines read.
+ */
+#define SLURM_ARRAY_FORMAT "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
+int slurm_array_parse(const char *out, json_t *jobs);
 
 /* sinfo's per-node lines: `sinfo -h -N -p P -o SLURM_SINFO_FORMAT` */
 #define SLURM_SINFO_FORMAT "%N|%G|%c|%t"

@@ -277,8 +277,10 @@ static int trial_submit(struct sched *s, struct sweep *w, struct trial *t, struc
 		db_exec(s, "ROLLBACK");
 		return rc;
 	}
-	if (w->cfg.pack)   /* pack: allocation: the sweep's one allocation */
+	if (w->cfg.pack == SWEEP_PACK_ALLOCATION)   /* the sweep's one allocation */
 		jobs_pack(s, id, w->id, w->cfg.alloc_nodes, w->cfg.alloc_gpus, w->cfg.parallel);
+	else if (w->cfg.pack == SWEEP_PACK_ARRAY && !t->resume)   /* a task of its job array */
+		jobs_array(s, id, w->id, w->cfg.parallel);
 	snprintf(t->job, sizeof(t->job), "%s", id);
 	t->job_state = NULL;      /* read once at the next look */
 	t->state = DT_TRIAL_PENDING;
@@ -543,6 +545,18 @@ static void sweep_settle(struct sweep *w)
 	}
 }
 
+/*
+ * pack: array on the Slurm backend: the trials of a grid or random sweep are
+ * known up front, so all of them are made at once and go to Slurm as one job
+ * array (jobs_array), which runs `parallel` at a time (--array=0-K%P) and
+ * queues the rest itself.  A promoted trial (ASHA with checkpoint) or a retry
+ * is its own Slurm job.
+ */
+static int array_mode(struct sched *s, const struct sweep *w)
+{
+	return w->cfg.pack == SWEEP_PACK_ARRAY && !strcmp(s->backend->name, "slurm");
+}
+
 /* Start new trials, or resume promoted ones first, while the sweep wants them; lock held. */
 static void sweep_top_up(struct sched *s, struct sweep *w)
 {
@@ -569,7 +583,9 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 			    !strcmp(w->t[i]->job_state, DT_JOB_PENDING))
 				waiting++;
 		}
-		if (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0)
+		/* pack: array on Slurm: every trial at once, Slurm runs `parallel` of them */
+		if (!array_mode(s, w) &&
+		    (w->cfg.parallel ? live >= (size_t)w->cfg.parallel : waiting > 0))
 			return;
 		/* promotion: no decision while a paused trial's job is still stopping:
 		 * what it reports until it is gone may reach a rung, or max_iter */

@@ -535,7 +535,9 @@ int sweep_config_from_json(struct sweep_config *c, const json_t *o, struct strbu
 	c->seed = (unsigned long long)json_get_int(o, "seed", 0);
 	c->max_failures = (int)json_get_int(o, "max_failures", 3);
 	c->checkpoint = json_is_true(json_object_get(o, "checkpoint"));
-	c->pack = !strcmp(json_get_str(o, "pack", "jobs"), "allocation");
+	c->pack = !strcmp(json_get_str(o, "pack", "jobs"), "allocation") ? SWEEP_PACK_ALLOCATION :
+		  !strcmp(json_get_str(o, "pack", "jobs"), "array") ? SWEEP_PACK_ARRAY :
+		  SWEEP_PACK_JOBS;
 	p = json_object_get(o, "allocation");
 	c->alloc_nodes = (int)json_get_int(p, "nodes", 0);
 	c->alloc_gpus = (int)json_get_int(p, "gpus", 0);

@@ -547,6 +547,149 @@ def test_sweep_trials_are_slurm_jobs_and_asha_stops_one(head):
     head.wait_nothing_left()
 
 
+def array_tasks(head, aid):
+    """Slurm's view of job array aid: {task: (its own job id, or None while it waits in
+    the array's pending record ("2-3%2"), state)}, every task."""
+    p = head.slurm.run(["squeue", "-h", "-t", "all", "--jobs=%d" % aid, "-O",
+                        "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:"])
+    assert p.returncode == 0, p.stderr
+    tasks = {}
+    for line in p.stdout.split("\n"):
+        f = [x.strip() for x in line.split("|")]
+        if len(f) != 4 or not f[1].isdigit():
+            continue
+        assert int(f[1]) == aid, line
+        if f[2].isdigit():
+            tasks[int(f[2])] = (int(f[0]), f[3])
+            continue
+        for part in f[2].strip("[]").split("%")[0].split(","):
+            a, _, b = part.partition("-")
+            for k in range(int(a), int(b or a) + 1):
+                tasks[k] = (None, f[3])
+    return tasks
+
+
+def test_sweep_as_one_slurm_job_array_with_asha(head):
+    """`pack: array`: a grid sweep's three trials go to Slurm as ONE job array
+    (--array=0-2%1: Slurm runs one at a time), each task running one trial through our
+    agents; every trial's result reaches the sweep; ASHA (eta 2) prunes the third at its
+    first rung and its task alone is cancelled in Slurm (scancel 812_2), not the array; no
+    scancel fails; nothing is left on the nodes."""
+    sw = packed_sweep(head, "sbarray", SWEEP_TRIAL, "[0.1, 9, 8]", 1,
+                      "early_terminate: {type: hyperband, min_iter: 1, eta: 2, max_iter: 4}\n",
+                      pack="array")
+    ex = sweep_ended(head, sw)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    st = {t["trial"]: t for t in ex["trials"]}
+    assert [st[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "PRUNED"], st
+    assert all(st[i]["metrics"] for i in (1, 2, 3)), st     # every result reached the sweep
+    jobs = {i: head.show(st[i]["job_id"]) for i in (1, 2, 3)}
+    names = {i: jobs[i]["slurm"]["array_job"] for i in (1, 2, 3)}
+    aid = int(names[1].split("_")[0])
+    assert names == {1: "%d_0" % aid, 2: "%d_1" % aid, 3: "%d_2" % aid}, names
+    tasks = array_tasks(head, aid)                            # one array, three tasks
+    assert sorted(tasks) == [0, 1, 2], tasks
+    for i in (1, 2, 3):                                       # each trial ran in its task
+        assert jobs[i]["slurm"]["job_id"] == tasks[i - 1][0], (jobs[i]["slurm"], tasks)
+    assert [jobs[i]["state"] for i in (1, 2, 3)] == ["COMPLETED", "COMPLETED", "CANCELLED"]
+    assert head.slurm.wait_job_gone(names[3]) in ("COMPLETED", "CANCELLED")
+    log = (head.home / "dtsched.log").read_text()
+    # the pruned trial's task alone, by its JOBID_TASKID; no scancel failed
+    assert "job %s: ending Slurm job %s (scancel)" % (st[3]["job_id"], names[3]) in log, \
+        log[-3000:]
+    assert not re.search(r"scancel \S+: exit", log), log[-3000:]
+    head.wait_nothing_left()
+
+
+def test_array_sweep_warned_and_stopped_leaves_no_slurm_job(head):
+    """A `pack: array` sweep of four trials, two running (%2) and two waiting in the array:
+    ps and show name each running trial's task (JOBID_TASKID); Slurm's warning to task 0's
+    batch shell (what --signal=B:USR1 does) reaches that task's trial alone, which ends;
+    `dtctl sweep stop` then cancels every other trial, the waiting tasks in Slurm too: no
+    task of the array is left active, and no agent or rank on any node."""
+    sw = packed_sweep(head, "sbarraystop", WARNED_TRIAL, "[1, 2, 3, 4]", 2, pack="array")
+    try:
+        running = sorted(running_trials(head, sw, 2), key=lambda t: t["trial"])
+        names = [head.show(t["job_id"])["slurm"]["array_job"] for t in running]
+        aid = int(names[0].split("_")[0])
+        assert sorted(names) == ["%d_0" % aid, "%d_1" % aid], names
+        ps = head.dtctl("ps").stdout
+        for t, name in zip(running, names):
+            assert re.search(r"%s .*\(slurm %s\)" % (t["job_id"], name), ps), ps
+        p = head.dtctl("show", running[0]["job_id"])
+        assert re.search(r"slurm: +job %s \(\d+\), RUNNING" % names[0], p.stdout), p.stdout
+        tasks = array_tasks(head, aid)
+        assert sorted(tasks) == [0, 1, 2, 3], tasks
+        assert [tasks[k][1] for k in (2, 3)] == ["PENDING", "PENDING"], tasks
+        warned = running[names.index("%d_0" % aid)]["job_id"]
+        task0 = tasks[0][0]
+        # (scancel exits 229 here for an array's task, silently, yet signals it)
+        p = head.slurm.run(["scancel", "--batch", "--signal=USR1", str(task0)])
+        head.wait_job(warned, lambda j: state_final(j["state"]),
+                      "ended after the warning (scancel: rc %d %s)" % (p.returncode, p.stderr))
+        out = (head.fc.shared / "slurm" / ("%s.0-%d_0.out" % (sw, aid))).read_text()
+        assert ("Slurm's warning (signal %d) passed on to 1 job(s) of %s running in Slurm job %d"
+                % (signal.SIGUSR1, sw, task0)) in out, out
+        assert "WARNED=%d" % signal.SIGUSR1 in head.dtctl("logs", warned).stdout
+        other = [t["job_id"] for t in running if t["job_id"] != warned][0]
+        assert "WARNED" not in head.dtctl("logs", other).stdout      # its task was not warned
+        p = head.dtctl("sweep", "stop", sw)
+        assert p.returncode == 0, p.stdout + p.stderr
+        deadline = time.monotonic() + 60
+        while any(not state_final(st) for _, st in array_tasks(head, aid).values()):
+            assert time.monotonic() < deadline, array_tasks(head, aid)
+            time.sleep(0.2)
+        head.wait_nothing_left()
+        ex = sweep_export(head, sw)
+        assert ex["sweep"]["state"] not in ("RUNNING", "PENDING"), ex["sweep"]
+        states = {t["job_id"]: head.show(t["job_id"])["state"] for t in ex["trials"]}
+        assert states.pop(warned) == "COMPLETED", states
+        assert set(states.values()) == {"CANCELLED"}, states
+    finally:
+        head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
+
+
+# trial q=1's first attempt runs until Slurm takes it away (at most 2 minutes); every
+# other run of a trial reports for 3 s and ends
+MID_TRIAL = r'''
+import json, os, time
+first = float(os.environ["DT_PARAM_Q"]) == 1 and os.environ["DT_ATTEMPT"] == "0"
+for e in range(1, 241 if first else 7):
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+'''
+
+
+def test_array_task_requeued_by_slurm_runs_its_trial_again(head):
+    """Slurm requeues one task of a sweep's job array (`scontrol requeue`, what preemption
+    does): its trial's attempt ends REQUEUED and it runs again in that same task (its own
+    Slurm job id) as restart 1, using no retry; the other task's trial is untouched; the
+    sweep completes and nothing is left."""
+    sw = packed_sweep(head, "sbarrayrq", MID_TRIAL, "[1, 2]", 2, pack="array")
+    try:
+        running = running_trials(head, sw, 2)
+        jobs = {head.show(t["job_id"])["slurm"]["array_job"]: t["job_id"] for t in running}
+        aid = int(sorted(jobs)[0].split("_")[0])
+        job0, job1 = jobs["%d_0" % aid], jobs["%d_1" % aid]     # trials q=1 and q=2
+        sid0 = head.show(job0)["slurm"]["job_id"]
+        p = head.slurm.run(["scontrol", "requeue", str(sid0)])
+        assert p.returncode == 0, p.stderr
+        j = head.wait_job(job0, lambda j: j["attempt"] == 1, "requeued")
+        assert "Slurm requeued job %d" % sid0 in json.dumps(j["history"]), j
+        start_requeued_now(head, sid0)
+        ex = sweep_ended(head, sw)
+        assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+        assert sorted(t["job_id"] for t in ex["trials"]) == sorted([job0, job1]), ex["trials"]
+        j = head.show(job0)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 1, j
+        assert (j["slurm"]["job_id"], j["slurm"]["array_job"]) == (sid0, "%d_0" % aid), j
+        j = head.show(job1)
+        assert j["state"] == "COMPLETED" and j["restarts"] == 0 and j["attempt"] == 0, j
+        head.wait_nothing_left()
+    finally:
+        head.dtctl("sweep", "stop", sw)     # a failure above leaves nothing running
+
+
 def sbatch_probe(head):
     """Slurm's next job id, taken by a held no-op (cancelled at once): two probes around a
     sweep say how many Slurm jobs it made."""
@@ -558,7 +701,9 @@ def sbatch_probe(head):
     return sid
 
 
-def packed_sweep(head, name, trial, values, parallel, extra=""):
+def packed_sweep(head, name, trial, values, parallel, extra="", pack="allocation"):
+    """A grid sweep of one-GPU trials, `pack: allocation` (one Slurm allocation dtsched
+    fills) or `pack: array` (one Slurm job array)."""
     d = head.fc.shared / "sbtest"
     d.mkdir(exist_ok=True)
     os.chmod(d, 0o755)
@@ -569,7 +714,7 @@ def packed_sweep(head, name, trial, values, parallel, extra=""):
     sweep.write_text("method: grid\nmetric: {name: loss, goal: minimize}\n"
                      "parameters:\n  q: {values: %s}\n%s"
                      "job: {name: %s, gpus_per_node: 1, command: [/usr/bin/python3, %s]}\n"
-                     "parallel: %d\npack: allocation\n" % (values, extra, name, script, parallel))
+                     "parallel: %d\npack: %s\n" % (values, extra, name, script, parallel, pack))
     os.chmod(sweep, 0o644)
     p = head.dtctl("sweep", "--detach", sweep)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -680,6 +825,49 @@ def test_packed_sweep_requeued_by_slurm_runs_its_trials_again(head):
         j = head.show(job)
         assert j["state"] == "COMPLETED" and j["restarts"] == 1, j
         assert j["slurm"]["job_id"] == sid, j
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    head.wait_nothing_left()
+
+
+# a trial that reports until Slurm's warning (SIGUSR1) reaches it, then says so and ends
+WARNED_TRIAL = r'''
+import json, signal, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+e, deadline = 0, time.time() + 150
+while not got and time.time() < deadline:
+    e += 1
+    print("DTCTL_METRIC " + json.dumps({"epoch": e, "loss": 1.0 / e}), flush=True)
+    time.sleep(0.5)
+print("WARNED=%s" % (got[0] if got else "none"), flush=True)
+'''
+
+
+def test_packed_sweep_gets_slurms_warning_before_the_time_limit(head):
+    """A packed sweep's allocation asks for Slurm's warning too (--signal=B:USR1@120): once it
+    has a short time limit (2 minutes, set on the running allocation) Slurm itself sends
+    SIGUSR1 to its batch shell at its next time-limit check, and `dtctl slurm-agents` passes
+    it on to every trial running in it (the sweep's jobs whose Slurm job it is); both
+    trials see it, checkpoint (here: end) and the sweep completes, nothing left."""
+    sw = packed_sweep(head, "sbpackwarn", WARNED_TRIAL, "[1, 2]", 2)
+    running = running_trials(head, sw, 2)
+    sid = head.show(running[0]["job_id"])["slurm"]["job_id"]
+    assert head.show(running[1]["job_id"])["slurm"]["job_id"] == sid
+    p = head.slurm.run(["scontrol", "-o", "show", "job", str(sid)])
+    assert re.search(r"\bTimeLimit=UNLIMITED\b", p.stdout), p.stdout   # the partition's
+    p = head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "TimeLimit=2"])
+    assert p.returncode == 0, p.stderr
+    ex = sweep_ended(head, sw, timeout=100)
+    assert ex["sweep"]["state"] == "COMPLETED", ex["sweep"]
+    assert [t["state"] for t in ex["trials"]] == ["COMPLETED", "COMPLETED"], ex["trials"]
+    for t in ex["trials"]:
+        j = head.show(t["job_id"])
+        assert j["slurm"]["job_id"] == sid and j["restarts"] == 0, j
+        out = head.dtctl("logs", t["job_id"]).stdout
+        assert "WARNED=%d" % signal.SIGUSR1 in out, out[-2000:]
+    slurm_out = (head.fc.shared / "slurm" / ("%s.0-%d.out" % (sw, sid))).read_text()
+    assert ("Slurm's warning (signal %d) passed on to 2 job(s) of %s running in Slurm job %d"
+            % (signal.SIGUSR1, sw, sid)) in slurm_out, slurm_out
     assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
     head.wait_nothing_left()
 

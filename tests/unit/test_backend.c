@@ -868,9 +868,9 @@ static void test_slurm_orphans(void **state)
 {
 	struct fx f;
 	struct sched *s = fx_sched(&f, &slurm_backend, 4);
-	char a[32], b[32], path[512], *old_path = xstrdup(getenv("PATH"));
+	char a[32], b[32], c[32], path[512], *old_path = xstrdup(getenv("PATH"));
 	struct strbuf sq = STRBUF_INIT, bin = STRBUF_INIT;
-	struct job *ja, *jb;
+	struct job *ja, *jb, *jc;
 	char *cancelled = NULL, *sbatched;
 	long long deadline = dt_mono_ms() + 20000;
 	int adopted = 0;
@@ -879,9 +879,16 @@ static void test_slurm_orphans(void **state)
 	snprintf(s->head_id, sizeof(s->head_id), "abc123");
 	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", a, sizeof(a));
 	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", b, sizeof(b));
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"true\"]}", c, sizeof(c));
 	ja = job_find(s, a);
 	jb = job_find(s, b);
 	jb->state = DT_JOB_COMPLETED;
+	/* a trial of sweep s-000009 recorded in task 0 of its job array 110 (pack: array) */
+	jc = job_find(s, c);
+	json_decref(jc->slurm);
+	jc->slurm = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:i,s:i}", "array", "s-000009",
+			      "array_parallel", 1, "array_id", 110, "array_task", 0, "job_id", 110,
+			      "attempt", 0, "state", "PENDING", "restarts", 0, "restarts_at_start", 0);
 	strbuf_addf(&bin, "%s/bin", f.dir);
 	assert_int_equal(mkdir(bin.buf, 0700), 0);
 	strbuf_addf(&sq, "#!/bin/sh\ncase \"$*\" in\n*--me*) /bin/cat <<'EOF'\n"
@@ -894,8 +901,14 @@ static void test_slurm_orphans(void **state)
 		    "107|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 3 head abc123\n"
 		    "108|COMPLETED|0|t1|None|%s/slurm/job.sh|dtctl j-999998 attempt 0 head abc123\n"
 		    "109|RUNNING|0|t1|None|%s/slurm/job.sh|my own | job\n"
+		    /* job arrays: sweep s-000009's (recorded: its pending record and a task
+		     * started since) kept; s-000008's (no live trial records it) cancelled */
+		    "110|PENDING|0||JobArrayTaskLimit|%s/slurm/job.sh|dtctl s-000009 attempt 0 head abc123\n"
+		    "112|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl s-000009 attempt 0 head abc123\n"
+		    "113|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl s-000008 attempt 0 head abc123\n"
 		    "EOF\n;;\n*) echo '101|PENDING|0||1:00:00|Resources' ;;\nesac\n",
-		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir);
+		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir, f.dir,
+		    f.dir, f.dir);
 	snprintf(path, sizeof(path), "%s/squeue", bin.buf);
 	write_exec(path, sq.buf);
 	strbuf_reset(&sq);
@@ -917,7 +930,7 @@ static void test_slurm_orphans(void **state)
 		free(cancelled);
 		snprintf(path, sizeof(path), "%s/scancelled", f.dir);
 		cancelled = slurp(path);
-		if (adopted && !strcmp(cancelled, "102\n103\n104\n107\n"))
+		if (adopted && !strcmp(cancelled, "102\n103\n104\n107\n113\n"))
 			break;
 		usleep(20000);
 	}
@@ -927,8 +940,9 @@ static void test_slurm_orphans(void **state)
 	assert_int_equal(json_get_int(ja->slurm, "attempt", -1), 0);
 	assert_null(json_object_get(ja->slurm, "submit"));
 	pthread_mutex_unlock(&s->lock);
-	/* scancel (not --signal=TERM) of each, in squeue's order; 105, 106, 108, 109 kept */
-	assert_string_equal(cancelled, "102\n103\n104\n107\n");
+	/* scancel (not --signal=TERM) of each, in squeue's order; 105, 106, 108, 109, and
+	 * the recorded array's 110 and 112 kept */
+	assert_string_equal(cancelled, "102\n103\n104\n107\n113\n");
 	slurm_backend.release(s);
 	snprintf(path, sizeof(path), "%s/sbatched", f.dir);
 	sbatched = slurp(path);
@@ -1068,6 +1082,60 @@ static void fx_file(struct fx *f, const char *name, const char *text, int mode)
 	strbuf_release(&path);
 }
 
+/*
+ * Stand-ins of Slurm's commands in f's dir, first on PATH (the old PATH
+ * returned): sinfo (one node n1, 4 GPUs), sbatch (appends its argv and a
+ * "job=... pack=..." line of its environment to sbatch.args, answers 77),
+ * squeue (array.out when asked about job arrays, else squeue.out), scancel
+ * (appends its argv to scancel.args); the secret and a cluster.yaml with
+ * `backend: slurm`.
+ */
+static char *slurm_stubs(struct fx *f)
+{
+	struct strbuf text = STRBUF_INIT;
+	char *old_path = xstrdup(getenv("PATH"));
+
+	fx_file(f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/sbatch.args'\n"
+		    "echo \"job=$DTCTL_SLURM_JOB pack=$DTCTL_SLURM_PACK\" >> '%s/sbatch.args'\n"
+		    "echo 77\n", f->dir, f->dir);
+	fx_file(f, "sbatch", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\ncase \"$*\" in *ArrayJobID*) cat '%s/array.out';; "
+		    "*) cat '%s/squeue.out';; esac\n", f->dir, f->dir);
+	fx_file(f, "squeue", text.buf, 0755);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f->dir);
+	fx_file(f, "scancel", text.buf, 0755);
+	fx_file(f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+		0600);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
+		    f->dir);
+	fx_file(f, "cluster.yaml", text.buf, 0644);
+	strbuf_reset(&text);
+	strbuf_addf(&text, "%s:%s", f->dir, old_path);
+	setenv("PATH", text.buf, 1);
+	strbuf_release(&text);
+	return old_path;
+}
+
+/* step s until scancel.args (path) is written (30 s at most: a loaded machine), its text in text */
+static void slurm_stubs_scancel(struct sched *s, struct actions *a, const char *path,
+				struct strbuf *text)
+{
+	long long deadline = dt_mono_ms() + 30000;
+
+	while (dt_mono_ms() < deadline && access(path, F_OK) < 0) {
+		pthread_mutex_lock(&s->lock);
+		slurm_backend.step(s, a);
+		pthread_mutex_unlock(&s->lock);
+		usleep(10000);
+	}
+	strbuf_reset(text);
+	assert_true(strbuf_read_file(text, path, 4096) > 0);
+}
+
 /* place j (lock held): its status, its reason in why */
 static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p,
 				  struct place_result *res, struct strbuf *why)
@@ -1076,11 +1144,13 @@ static enum place_status pack_try(struct sched *s, struct job *j, struct pool *p
 	return slurm_backend.place(s, j, p, res, why);
 }
 
-/* place j until its reason holds `want` (the worker answers in its own time) */
+/* place j until its reason holds `want` (the worker answers in its own time: 30 s at most) */
 static void pack_until(struct sched *s, struct job *j, struct pool *p, struct place_result *res,
 		       struct strbuf *why, const char *want)
 {
-	for (int i = 0; i < 500; i++) {
+	long long deadline = dt_mono_ms() + 30000;
+
+	while (dt_mono_ms() < deadline) {
 		pthread_mutex_lock(&s->lock);
 		assert_int_equal(pack_try(s, j, p, res, why), PLACE_WAIT);
 		pthread_mutex_unlock(&s->lock);
@@ -1094,7 +1164,8 @@ static void pack_until(struct sched *s, struct job *j, struct pool *p, struct pl
 /*
  * pack: allocation (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue
  * and scancel on PATH: the first trial asks for the sweep's allocation, sized
- * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, no --signal); while Slurm
+ * for 3 one-GPU trials (one sbatch: 1 node x 3 GPUs, Slurm's warning passed on
+ * to the trials in it: --signal and $DTCTL_SLURM_PACK); while Slurm
  * queues it the trials wait with its reason; once it runs and its agent joined,
  * three trials take its three GPUs and a fourth waits for one; once no trial
  * is left it is ended (SIGTERM to its agents), and only then.
@@ -1109,28 +1180,10 @@ static void test_slurm_pack_place(void **state)
 	struct job *jobs[4];
 	struct pool p;
 	struct node *n;
-	char *old_path = xstrdup(getenv("PATH"));
+	char *old_path = slurm_stubs(&f);
 	int placed = 0;
 
-	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" > '%s/sbatch.args'\necho 77\n", f.dir);
-	fx_file(&f, "sbatch", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\ncat '%s/squeue.out'\n", f.dir);
-	fx_file(&f, "squeue", text.buf, 0755);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
-	fx_file(&f, "scancel", text.buf, 0755);
 	fx_file(&f, "squeue.out", "77|PENDING|0||UNLIMITED|Priority\n", 0644);
-	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
-		0600);
-	strbuf_reset(&text);
-	strbuf_addf(&text, "cluster: t\nshared_dir: %s\nbackend: slurm\nhead: {address: 10.0.0.1}\n",
-		    f.dir);
-	fx_file(&f, "cluster.yaml", text.buf, 0644);
-	strbuf_addf(&path, "%s:%s", f.dir, old_path);
-	setenv("PATH", path.buf, 1);
-
 	pthread_mutex_lock(&s->lock);
 	for (int k = 0; k < 4; k++) {
 		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
@@ -1154,8 +1207,9 @@ static void test_slurm_pack_place(void **state)
 	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
 	assert_non_null(strstr(text.buf, "--nodes=1 --ntasks-per-node=1 --exclusive --gres=gpu:3 "
 			       "--job-name=s-000001 --comment=dtctl s-000001 attempt 0"));
-	assert_non_null(strstr(text.buf, " --requeue --output="));
-	assert_null(strstr(text.buf, "--signal"));
+	/* Slurm's warning before the partition's limit, for every trial running in it */
+	assert_non_null(strstr(text.buf, " --requeue --signal=B:USR1@120 --output="));
+	assert_non_null(strstr(text.buf, "\njob= pack=s-000001\n"));
 
 	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
 	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|UNLIMITED|None\n", 0644);
@@ -1194,15 +1248,99 @@ static void test_slurm_pack_place(void **state)
 	pthread_mutex_lock(&s->lock);
 	jobs[3]->state = DT_JOB_CANCELLED;
 	pthread_mutex_unlock(&s->lock);
-	for (int i = 0; i < 500 && access(path.buf, F_OK) < 0; i++) {
-		pthread_mutex_lock(&s->lock);
-		slurm_backend.step(s, &a);
-		pthread_mutex_unlock(&s->lock);
-		usleep(10000);
+	slurm_stubs_scancel(s, &a, path.buf, &text);
+	assert_string_equal(text.buf, "--signal=TERM 77\n");
+
+	slurm_backend.release(s);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	free(p.n);
+	free(res);
+	free(a.v);
+	strbuf_release(&path);
+	strbuf_release(&why);
+	strbuf_release(&text);
+	fx_release(&f);
+}
+
+/*
+ * pack: array (backend-slurm.c), against stand-ins of sinfo, sbatch, squeue and
+ * scancel: placing the first of a sweep's three trials submits all three as
+ * one job array (one sbatch, --array=0-2%2); while Slurm queues them each
+ * waits with its own task's reason; task 0, started as Slurm job 78, is placed
+ * on the agent that joined for 78 and shown as 77_0; a waiting trial that is
+ * cancelled is scancel'd alone, as task 77_2, never the array.
+ */
+static void test_slurm_array_place(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 1);
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT, text = STRBUF_INIT;
+	struct place_result *res = xcalloc(1, sizeof(*res));
+	struct actions a = { NULL, 0, 0 };
+	struct job *jobs[3];
+	struct pool p;
+	struct node *n;
+	char *old_path = slurm_stubs(&f);
+
+	(void)state;
+	fx_file(&f, "squeue.out", "", 0644);
+	fx_file(&f, "array.out", "77|77|0-2%2|PENDING|0||Priority\n", 0644);
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < 3; k++) {
+		json_t *spec = json_pack("{s:[s],s:i,s:s}", "command", "true", "gpus_per_node", 1,
+					 "name", "trial");
+		char id[16];
+
+		strbuf_reset(&why);
+		assert_int_equal(jobs_submit(s, spec, f.dir, NULL, "u", id, sizeof(id), &why), 0);
+		jobs_array(s, id, "s-000001", 2);
+		jobs[k] = job_find(s, id);
+		json_decref(spec);
 	}
+	pthread_mutex_unlock(&s->lock);
+	pool_build(s, &p, 1);
+
+	/* only the first is placed: all three go, as one array */
+	pack_until(s, jobs[0], &p, res, &why, "Slurm job 77_0 PENDING (Priority)");
+	pack_until(s, jobs[2], &p, res, &why, "Slurm job 77_2 PENDING (Priority)");
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/sbatch.args", f.dir);
 	strbuf_reset(&text);
 	assert_true(strbuf_read_file(&text, path.buf, 4096) > 0);
-	assert_string_equal(text.buf, "--signal=TERM 77\n");
+	assert_non_null(strstr(text.buf, " --comment=dtctl s-000001 attempt 0 "));
+	assert_non_null(strstr(text.buf, " --array=0-2%2 --output="));
+	assert_non_null(strstr(text.buf, "/s-000001.0-%A_%a.out "));
+	/* one sbatch: its argv, then its environment's line */
+	assert_non_null(strstr(text.buf, "\njob= pack=s-000001\n"));
+	assert_ptr_equal(strstr(text.buf, "pack="), text.buf + text.len - strlen("pack=s-000001\n"));
+
+	/* Slurm starts task 0 as its own job 78 on n1; its agent joins */
+	fx_file(&f, "array.out", "78|77|0|RUNNING|0|n1|None\n"
+		"77|77|1-2%2|PENDING|0||JobArrayTaskLimit\n", 0644);
+	pack_until(s, jobs[0], &p, res, &why, "Slurm job 78 RUNNING on n1: waiting for the agent");
+	pack_until(s, jobs[1], &p, res, &why, "Slurm job 77_1 PENDING (JobArrayTaskLimit)");
+	pthread_mutex_lock(&s->lock);
+	n = node_add(s, "n1");
+	n->state = DT_NODE_UP;
+	n->gpus_total = 4;
+	n->home = xstrdup("/tmp/dtagent-slurm-78.0-n1");
+	pthread_mutex_unlock(&s->lock);
+	free(p.n);
+	pool_build(s, &p, 1);
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(pack_try(s, jobs[0], &p, res, &why), PLACE_OK);
+	assert_string_equal(p.n[res->node[0]].name, "n1");
+	assert_int_equal(json_get_int(jobs[0]->slurm, "job_id", 0), 78);
+	assert_string_equal(json_get_str(jobs[0]->slurm, "array_job", ""), "77_0");
+
+	/* a waiting trial cancelled: its task alone */
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/scancel.args", f.dir);
+	jobs[2]->state = DT_JOB_CANCELLED;
+	pthread_mutex_unlock(&s->lock);
+	slurm_stubs_scancel(s, &a, path.buf, &text);
+	assert_string_equal(text.buf, "77_2\n");
 
 	slurm_backend.release(s);
 	setenv("PATH", old_path, 1);
@@ -1289,6 +1427,7 @@ int main(void)
 		cmocka_unit_test(test_manager_requeue_and_end),
 		cmocka_unit_test(test_slurm_poll),
 		cmocka_unit_test(test_slurm_pack_place),
+		cmocka_unit_test(test_slurm_array_place),
 		cmocka_unit_test(test_slurm_orphans),
 	};
 

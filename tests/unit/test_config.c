@@ -586,7 +586,13 @@ static const struct bad_case bad_cases[] = {
 	{ "sweep_pack_unknown", "sweep",
 	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
 	  "job: {command: [a]}\npack: nodes\n",
-	  "t.yaml:5:7: key 'pack': expected 'jobs' or 'allocation', found 'nodes'" },
+	  "t.yaml:5:7: key 'pack': expected 'jobs', 'allocation' or 'array', found 'nodes'" },
+	/* pack: array: a job array needs the trials known up front */
+	{ "sweep_pack_array_bayes", "sweep",
+	  "method: bayes\nmax_trials: 2\nmetric: {name: loss}\nparameters: {x: {values: [1]}}\n"
+	  "job: {command: [a]}\npack: array\n",
+	  "t.yaml:6:7: key 'pack': a job array needs its trials known up front (method grid or "
+	  "random); bayes suggests each trial after earlier results (use pack: jobs)" },
 	{ "sweep_pack_no_size", "sweep",
 	  "method: random\nmax_trials: 2\nparameters: {x: {values: [1]}}\n"
 	  "job: {command: [a]}\npack: allocation\n",

@@ -104,7 +104,7 @@ static char *argv_on(const char *yaml, const struct slurm_request *r)
 	return s;
 }
 
-/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0 and a pack's allocation: none */
+/* slurm: {signal, warn_s}: Slurm's warning as configured; warn_s 0: none */
 static void test_sbatch_warning(void **state)
 {
 	static const char *yaml = "shared_dir: /nfs\nbackend: slurm\n"
@@ -119,11 +119,6 @@ static void test_sbatch_warning(void **state)
 			    "--gres=gpu:1 --job-name=w --comment=dtctl j-000007 attempt 0 --requeue "
 			    "--signal=B:USR2@300 --mem=4G /h/slurm/job.sh");
 	free(s);
-	r.no_warning = 1;          /* an allocation dtsched fills (pack:) */
-	s = argv_on(yaml, &r);
-	assert_null(strstr(s, "--signal"));
-	free(s);
-	r.no_warning = 0;
 	s = argv_on("shared_dir: /nfs\nbackend: slurm\nslurm: {warn_s: 0}\n", &r);
 	assert_null(strstr(s, "--signal"));
 	free(s);
@@ -294,6 +289,73 @@ static void test_time_covers(void **state)
 	strbuf_release(&why);
 }
 
+/* a sweep's job array: --array=0-<K-1>%P, each task's output its own (%A_%a) */
+static void test_sbatch_array(void **state)
+{
+	static const char *yaml = "shared_dir: /nfs\nbackend: slurm\n";
+	struct slurm_request r = { .job_id = "s-000002", .name = "t", .nodes = 1,
+				   .gpus_per_node = 1, .script = "/h/slurm/job.sh",
+				   .output_dir = "/nfs/slurm", .array_size = 5, .array_parallel = 2 };
+	char *s;
+
+	(void)state;
+	s = argv_on(yaml, &r);
+	assert_string_equal(s, "sbatch --parsable --nodes=1 --ntasks-per-node=1 --exclusive "
+			    "--gres=gpu:1 --job-name=t --comment=dtctl s-000002 attempt 0 --requeue "
+			    "--signal=B:USR1@120 --array=0-4%2 --output=/nfs/slurm/s-000002.0-%A_%a.out "
+			    "/h/slurm/job.sh");
+	free(s);
+	r.array_parallel = 0;      /* parallel: 0: Slurm runs as many as fit */
+	s = argv_on(yaml, &r);
+	assert_non_null(strstr(s, " --array=0-4 --output="));
+	free(s);
+}
+
+/* squeue of job arrays (what Slurm 22.05 prints): the pending record names each waiting
+ * task; a started task has its own job id; the last one keeps the array's */
+static void test_array_squeue(void **state)
+{
+	json_t *jobs = json_object(), *o;
+
+	(void)state;
+	assert_int_equal(slurm_array_parse("1|1|2-4%2|PENDING|0||JobArrayTaskLimit\n"
+					   "3|1|1|RUNNING|0|dtnode2|None\n"
+					   "2|1|0|COMPLETED|1|dtnode1|None\n"
+					   "9|9|[1,3,5-6]|PENDING|0||Priority\n"
+					   "9|9|4-2|PENDING|0||Priority\n"
+					   "junk\n"
+					   "7|7|N/A|RUNNING|0|n1|None\n", jobs), 4);
+	assert_int_equal(json_object_size(jobs), 9);
+	for (int t = 2; t <= 4; t++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "1_%d", t);
+		o = json_object_get(jobs, key);
+		assert_non_null(o);
+		assert_string_equal(json_string_value(json_object_get(o, "state")), "PENDING");
+		assert_string_equal(json_string_value(json_object_get(o, "reason")),
+				    "JobArrayTaskLimit");
+		assert_int_equal(json_integer_value(json_object_get(o, "job_id")), 0);
+	}
+	o = json_object_get(jobs, "1_1");
+	assert_int_equal(json_integer_value(json_object_get(o, "job_id")), 3);
+	assert_string_equal(json_string_value(json_object_get(o, "nodes")), "dtnode2");
+	o = json_object_get(jobs, "1_0");
+	assert_string_equal(json_string_value(json_object_get(o, "state")), "COMPLETED");
+	assert_int_equal(json_integer_value(json_object_get(o, "restarts")), 1);
+	assert_non_null(json_object_get(jobs, "9_1"));
+	assert_non_null(json_object_get(jobs, "9_6"));
+	assert_null(json_object_get(jobs, "9_4"));
+	assert_null(json_object_get(jobs, "9_2"));
+	json_decref(jobs);
+	jobs = json_object();
+	/* the last task left runs in the array's own record: its job id is the array's */
+	assert_int_equal(slurm_array_parse("1|1|4|RUNNING|0|dtnode1|None\n", jobs), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(jobs, "1_4"),
+							    "job_id")), 1);
+	json_decref(jobs);
+}
+
 /* squeue --me at dtsched's start: the comment last, kept whole; ours told from others' */
 static void test_mine_and_comment(void **state)
 {
@@ -428,6 +490,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sbatch_argv),
 		cmocka_unit_test(test_sbatch_warning),
+		cmocka_unit_test(test_sbatch_array),
+		cmocka_unit_test(test_array_squeue),
 		cmocka_unit_test(test_pack_size),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_script_quotes_nothing),

@@ -523,3 +523,39 @@ def test_stall_and_hang_events_and_an_exec_timeout(dtctl_bin, tmp_path):
         assert "did not finish within 300 ms (killed)" in f["error"], f
         p = subprocess.run(["pgrep", "-f", "sleep 987.25"], capture_output=True, text=True)
         assert p.returncode == 1, "a timed-out command is still running: %s" % p.stdout
+
+
+def test_a_jobs_ca_file_never_blocks_the_deliveries(dtctl_bin, tmp_path, ca):
+    # A job's webhook names its own ca_file: a FIFO (or /dev/zero) there once held
+    # the delivery thread forever (libcurl opened it as dtsched, root here), and every
+    # later notification of every user waited behind it, a stop included.
+    hook = Webhook(ca)
+    fifo = tmp_path / "ca.fifo"
+    os.mkfifo(fifo)
+    try:
+        c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {webhook: '%s', ca_file: %s, "
+                         "on: [done]}\n" % (hook.url(), ca.ca_pem))
+        job = tmp_path / "job.yaml"
+        with c:
+            for i, bad in enumerate((fifo, "/dev/zero")):
+                job.write_text("name: bad%d\ncommand: [true]\nnotify:\n"
+                               "  - {webhook: '%s', ca_file: %s, on: [done]}\n"
+                               % (i, hook.url("/own"), bad))
+                assert c.dtctl("run", job).returncode == 0
+            assert c.dtctl("run", "--name", "after", "--", "true").returncode == 0
+            # the operator's webhook hears all three jobs end
+            ok, posts = hook.wait_for(lambda ps: len([p for p in ps if p[0] != "/own"]) >= 3,
+                                      timeout=60)
+            assert ok, (posts, events(c))
+            assert not [p for p in posts if p[0] == "/own"], posts
+            evs = wait_events(c, lambda es: len([e for e in es
+                                                 if e["kind"] == "notify.failed"]) >= 2)
+            failed = [e for e in evs if e["kind"] == "notify.failed"]
+            assert len(failed) == 2 and all(f["tries"] == 1 for f in failed), failed
+            assert all("ca_file" in f["error"] for f in failed), failed
+            assert str(fifo) in failed[0]["error"] + failed[1]["error"], failed
+            t0 = time.monotonic()
+            assert c.dtctl("head", "stop").returncode == 0
+            assert time.monotonic() - t0 < 20
+    finally:
+        hook.close()

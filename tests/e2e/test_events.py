@@ -559,3 +559,34 @@ def test_a_jobs_ca_file_never_blocks_the_deliveries(dtctl_bin, tmp_path, ca):
             assert time.monotonic() - t0 < 20
     finally:
         hook.close()
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def test_a_flood_of_matching_lines_costs_the_head_no_memory(dtctl_bin, tmp_path):
+    # Any job can print what cluster.yaml's `match:` looks for.  The watch once kept every
+    # matching line of a tick before the burst limit (10 a minute) dropped all but ten:
+    # 300,000 lines printed at once were ~200 MB more in dtsched.
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [/bin/true], "
+                     "match: 'NaN'}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text("name: flood\ncommand: [/usr/bin/python3, -c, \"import sys, time; "
+                   "sys.stdout.write(('loss NaN ' + 'x' * 190 + '\\\\n') * 300000); sys.stdout.flush(); "
+                   "time.sleep(3)\"]\n")
+    with c:
+        pid = int((c.home / "dtsched.pid").read_text().split()[0])
+        before = vm_hwm_kib(pid)
+        assert c.dtctl("run", job).returncode == 0
+        jid = c.job_id("flood")
+        deadline = time.monotonic() + 60
+        while True:   # polled: `events -f` would wait for good if fewer came
+            m = [e for e in events(c) if e["kind"] == "log.match"]
+            if len(m) >= 10 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(m) == 10 and all(e["job"] == jid for e in m), m
+        grown = vm_hwm_kib(pid) - before
+        assert grown < 40 * 1024, "dtsched's peak RSS grew by %d KiB" % grown

@@ -590,3 +590,51 @@ def test_a_flood_of_matching_lines_costs_the_head_no_memory(dtctl_bin, tmp_path)
         assert len(m) == 10 and all(e["job"] == jid for e in m), m
         grown = vm_hwm_kib(pid) - before
         assert grown < 40 * 1024, "dtsched's peak RSS grew by %d KiB" % grown
+
+
+def test_others_events_are_redacted_like_their_jobs(dtctl_bin, tmp_path):
+    # The stream once gave every user every event whole: a log.match quotes the matching
+    # line of another user's rank log (which `logs` refuses them), a sweep.best their
+    # results, a notify.failed their targets.  Others' events now carry what `ps` shows
+    # of others' jobs (docs/team.md), and "redacted": true.
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [/bin/true], "
+                     "match: 'token'}\n")
+    job = tmp_path / "job.yaml"
+    # its own exec target fails (dtsched runs as root here): a notify.failed naming it
+    job.write_text("name: private\ncommand: [sh, -c, 'echo token hunter2-abc; sleep 2; exit 4']\n"
+                   "notify:\n  - {exec: [/usr/local/bin/page-owner-7], on: [fail]}\n")
+    with c:
+        key = tmp_path / "mallory"
+        p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert c.dtctl("user", "add", "mallory", "--key", "%s.pub" % key).returncode == 0
+        mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory",
+                       DTCTL_HEAD_KEY=json.loads(c.dtctl("whoami", "--json").stdout)["head_key"])
+        assert c.dtctl("run", job).returncode == 4
+        jid = c.job_id("private")
+        # the owner's view: the line, the failed target
+        evs = wait_events(c, lambda es: {"log.match", "notify.failed"} <= {e["kind"] for e in es})
+        assert [e for e in evs if e["kind"] == "log.match" and "hunter2" in e["line"]], evs
+        mine = subprocess.run([str(c.exe), "run", "--name", "hers", "--", "sh", "-c", "exit 6"],
+                              capture_output=True, text=True, env=mallory)
+        assert mine.returncode == 6, mine.stderr
+        for args in ([], ["--job", jid]):
+            p = subprocess.run([str(c.exe), "events", "--json"] + args, capture_output=True,
+                               text=True, env=mallory)
+            assert p.returncode == 0, p.stderr
+            seen = [json.loads(line) for line in p.stdout.splitlines()]
+            assert "hunter2" not in p.stdout and "page-owner" not in p.stdout, p.stdout
+            others = [e for e in seen if e.get("job") == jid]
+            assert {e["kind"] for e in others} >= {"job.queued", "log.match", "job.ended",
+                                                    "notify.failed"}, seen
+            assert all(e.get("redacted") is True and e["user"] != "mallory" for e in others)
+            ended = [e for e in others if e["kind"] == "job.ended"][0]
+            assert ended["state"] == "FAILED" and ended["name"] == "private", ended
+            m = [e for e in others if e["kind"] == "log.match"][0]
+            assert "line" not in m and "pattern" not in m, m
+        hers = [json.loads(line) for line in subprocess.run(
+            [str(c.exe), "events", "--json"], capture_output=True, text=True,
+            env=mallory).stdout.splitlines() if '"hers"' in line]
+        ended = [e for e in hers if e["kind"] == "job.ended"]
+        assert ended and ended[0]["exit_code"] == 6 and "redacted" not in ended[0], hers

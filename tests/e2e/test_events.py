@@ -604,13 +604,7 @@ def test_others_events_are_redacted_like_their_jobs(dtctl_bin, tmp_path):
     job.write_text("name: private\ncommand: [sh, -c, 'echo token hunter2-abc; sleep 2; exit 4']\n"
                    "notify:\n  - {exec: [/usr/local/bin/page-owner-7], on: [fail]}\n")
     with c:
-        key = tmp_path / "mallory"
-        p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                           capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        assert c.dtctl("user", "add", "mallory", "--key", "%s.pub" % key).returncode == 0
-        mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory",
-                       DTCTL_HEAD_KEY=json.loads(c.dtctl("whoami", "--json").stdout)["head_key"])
+        mallory = c.key_user("mallory", tmp_path)
         assert c.dtctl("run", job).returncode == 4
         jid = c.job_id("private")
         # the owner's view: the line, the failed target

@@ -84,8 +84,8 @@ static char *self_exe(const char *argv0)
 static struct strbuf slurm_home = STRBUF_INIT;
 
 /*
- * --slurm: the node name, a fresh home of ours (a path in the sticky /tmp
- * could have been planted by another user: made here, then checked to be a
+ * --slurm: the node name, a fresh home of ours (mkdtemp: a fixed path in the
+ * sticky /tmp could have been planted by another user; still checked to be a
  * real directory of ours, 0700), the secret from the environment and the
  * step's GPUs.  Dies with DT_EXIT_USAGE naming what is missing.
  */
@@ -109,9 +109,11 @@ static void slurm_prepare(void)
 		char host[256] = "node";
 
 		gethostname(host, sizeof(host) - 1);
-		strbuf_addf(&slurm_home, "%s/dtagent-slurm-%s.%s-%s", tmp ? tmp : "/tmp", job,
+		/* a random tail: the name is guessable (job ids come in order), and
+		 * another user's dir made there first must not stop us */
+		strbuf_addf(&slurm_home, "%s/dtagent-slurm-%s.%s-%s-XXXXXX", tmp ? tmp : "/tmp", job,
 			    step ? step : "0", name ? name : host);
-		if (mkdir(slurm_home.buf, 0700) < 0 && errno != EEXIST)
+		if (!mkdtemp(slurm_home.buf))
 			die_code(DT_EXIT_USAGE, "--slurm: cannot create '%s': %s", slurm_home.buf,
 				 strerror(errno));
 		if (lstat(slurm_home.buf, &st) < 0 || !S_ISDIR(st.st_mode) ||

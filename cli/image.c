@@ -3,11 +3,13 @@
  */
 #include "image.h"
 #include "safefile.h"
+#include "setup.h"
 #include "sha256.h"
 #include "json.h"
 #include "usage.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +38,49 @@ int image_lookup(const char *shared_dir, const char *name, char digest[DT_DIGEST
 	strbuf_release(&rel);
 	strbuf_release(&sb);
 	return ret;
+}
+
+/*
+ * Team mode: a name is only as safe as whoever can change what it resolves
+ * to, so images/, NAME.json and NAME.image must be the caller's or root's (a
+ * directory's owner may rename anything in it, sticky bit or not): another
+ * user's record would run their image as the caller.  0, or DT_EXIT_USAGE
+ * after error() naming the file and its owner.
+ */
+static int image_name_trusted(const char *shared_dir, const char *name)
+{
+	static const char *const parts[] = { "", ".json", ".image" };
+	struct strbuf why = STRBUF_INIT, file = STRBUF_INIT;
+	struct stat st;
+	int dfd = sf_dir(shared_dir, "images", 0, &why), ret = 0;
+
+	for (size_t i = 0; dfd >= 0 && !ret && i < ARRAY_SIZE(parts); i++) {
+		int fd = -1;
+
+		strbuf_reset(&file);
+		strbuf_addf(&file, "%s%s", i ? name : "", parts[i]);
+		if (i ? (fd = sf_open_read_at(dfd, file.buf, &st, &why)) < 0 : fstat(dfd, &st) < 0)
+			ret = error("container: '%s/images/%s': %s", shared_dir, file.buf,
+				    why.len ? why.buf : strerror(errno));
+		else if (st.st_uid != geteuid() && st.st_uid != 0) {
+			struct passwd *pw = getpwuid(st.st_uid);
+
+			ret = error("container: '%s/images%s%s' belongs to %s (uid %u), not to you "
+				    "or root: the image name '%s' is not used (its owner could make it "
+				    "any image); name an image file you trust instead (-C PATH)",
+				    shared_dir, i ? "/" : "", file.buf, pw ? pw->pw_name : "?",
+				    (unsigned)st.st_uid, name);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (dfd < 0)
+		ret = error("container: '%s/images': %s", shared_dir, why.buf);
+	else
+		close(dfd);
+	strbuf_release(&why);
+	strbuf_release(&file);
+	return ret ? DT_EXIT_USAGE : 0;
 }
 
 /* path without "." and ".." components and repeated '/', lexically (no link is read) */
@@ -76,9 +121,14 @@ int image_resolve(struct job_config *j, const char *shared_dir)
 	if (j->container[0] != '/' && strncmp(j->container, "./", 2) &&
 	    strncmp(j->container, "../", 3)) {
 		/* an imported image, else a name for the nodes' engine */
+		int code;
+
 		if (!shared_dir || !image_name_valid(j->container) ||
 		    image_lookup(shared_dir, j->container, digest) < 0)
 			return 0;
+		if (the_cluster.config.team &&
+		    (code = image_name_trusted(shared_dir, j->container)))
+			return code;
 		strbuf_addf(&path, "%s/images/%s.image", shared_dir, j->container);
 		free(j->container);
 		j->container = strbuf_detach(&path, NULL);

@@ -205,21 +205,27 @@ static ssize_t read_bounded(int fd, struct strbuf *sb, size_t limit, const struc
 	return strbuf_read_fd(sb, fd, limit);
 }
 
-ssize_t sf_read_at(int dfd, const char *name, struct strbuf *sb, size_t limit, struct strbuf *why)
+/* read_bounded(), then fd closed; a failure named after name */
+static ssize_t read_and_close(int fd, const struct stat *st, struct strbuf *sb, size_t limit,
+			      const char *name, struct strbuf *why)
 {
-	struct stat st = { 0 };
-	int fd = sf_open_read_at(dfd, name, &st, why);
-	ssize_t n;
-	int e;
+	ssize_t n = read_bounded(fd, sb, limit, st);
+	int e = errno;
 
-	if (fd < 0)
-		return -1;
-	n = read_bounded(fd, sb, limit, &st);
-	e = errno;
 	close(fd);
 	if (n < 0)
 		return fail(why, name, NULL, e, limit);
 	return n;
+}
+
+ssize_t sf_read_at(int dfd, const char *name, struct strbuf *sb, size_t limit, struct strbuf *why)
+{
+	struct stat st = { 0 };
+	int fd = sf_open_read_at(dfd, name, &st, why);
+
+	if (fd < 0)
+		return -1;
+	return read_and_close(fd, &st, sb, limit, name, why);
 }
 
 static int write_all(int fd, const void *data, size_t len)
@@ -547,6 +553,39 @@ int sf_open_path_read(const char *path, struct stat *st, struct strbuf *why)
 ssize_t sf_read_path(const char *path, struct strbuf *sb, size_t limit, struct strbuf *why)
 {
 	return sf_read_at(AT_FDCWD, path, sb, limit, why);
+}
+
+/*
+ * A path through links (an operator's /etc/ssl/certs/x.pem is one), yet
+ * nothing but a regular file is ever opened for reading: O_PATH resolves it
+ * without calling any driver's open (a FIFO, /dev/watchdog, a tape that
+ * rewinds), fstat checks the inode, and that inode is reopened through
+ * /proc/self/fd, so swapping the path afterwards changes nothing.
+ */
+ssize_t sf_read_named(const char *path, struct strbuf *sb, size_t limit, struct strbuf *why)
+{
+	char self[64];
+	struct stat st;
+	int pfd = open(path, O_PATH | O_CLOEXEC), fd, e;
+
+	if (pfd < 0)
+		return fail(why, path, NULL, errno, 0);
+	if (fstat(pfd, &st) < 0) {
+		e = errno;
+		close(pfd);
+		return fail(why, path, NULL, e, 0);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(pfd);
+		return fail_type(why, path, st.st_mode, S_ISDIR(st.st_mode) ? EISDIR : EINVAL);
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return fail(why, path, NULL, e, 0);
+	return read_and_close(fd, &st, sb, limit, path, why);
 }
 
 const char *sf_below(const char *path, const char *root)

@@ -111,6 +111,13 @@ DIR *sf_opendir(const char *root, const char *rel, struct strbuf *why);
 int sf_open_path_read(const char *path, struct stat *st, struct strbuf *why);
 ssize_t sf_read_path(const char *path, struct strbuf *sb, size_t limit, struct strbuf *why);
 
+/*
+ * A file named by a whole path that may go through symbolic links (a ca_file
+ * in a job's notify:): only a regular file is ever opened (O_PATH first,
+ * then that inode reopened), bounded by limit; never a FIFO or a device.
+ */
+ssize_t sf_read_named(const char *path, struct strbuf *sb, size_t limit, struct strbuf *why);
+
 /* rel of `path` below `root` ("" for root itself), or NULL if it is not below it. */
 const char *sf_below(const char *path, const char *root);
 

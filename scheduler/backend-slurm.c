@@ -945,7 +945,7 @@ static int joined(struct sched *s, const json_t *rec, const char *name, long lon
 
 	if (!n || strcmp(n->state, DT_NODE_UP))
 		return 0;
-	/* dtagent --slurm's home is <tmp>/dtagent-slurm-<job>.<step>-<node> */
+	/* dtagent --slurm's home is <tmp>/dtagent-slurm-<job>.<step>-<node>-XXXXXX */
 	snprintf(tag, sizeof(tag), "dtagent-slurm-%lld.", sid);
 	base = n->home ? strrchr(n->home, '/') : NULL;
 	if (!base || !starts_with(base + 1, tag))

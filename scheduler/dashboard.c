@@ -35,6 +35,7 @@
 #define DASH_TOKEN_S 600          /* a login link: once, within 10 minutes */
 #define DASH_SESSION_S (12 * 3600)
 #define DASH_MAX 64               /* tokens and sessions kept (the oldest give way) */
+#define DASH_PER_USER 8           /* of them one user's: a ninth takes their own oldest's place */
 
 struct dash_secret {
 	char id[65];              /* 64 hex digits; "" = free */
@@ -61,19 +62,34 @@ static int random_hex(char out[65])
 	return 0;
 }
 
-/* a free (or expired, or else the soonest to expire) slot */
-static struct dash_secret *slot(struct dash_secret *v)
+/*
+ * A slot for a new one of who's: their own soonest to expire once they hold
+ * DASH_PER_USER (so no one user can push everyone else's links and sessions
+ * out), else a free or expired one, else the soonest to expire.
+ */
+static struct dash_secret *slot(struct dash_secret *v, const struct caller *who)
 {
-	struct dash_secret *best = &v[0];
+	struct dash_secret *best = NULL, *own = NULL, *free_one = NULL;
 	long long now = dt_mono_ms();
+	int mine = 0;
 
 	for (int i = 0; i < DASH_MAX; i++) {
-		if (!v[i].id[0] || v[i].expires_ms <= now)
-			return &v[i];
-		if (v[i].expires_ms < best->expires_ms)
+		if (!v[i].id[0] || v[i].expires_ms <= now) {
+			if (!free_one)
+				free_one = &v[i];
+			continue;
+		}
+		if (!strcmp(v[i].who.name, who->name)) {
+			mine++;
+			if (!own || v[i].expires_ms < own->expires_ms)
+				own = &v[i];
+		}
+		if (!best || v[i].expires_ms < best->expires_ms)
 			best = &v[i];
 	}
-	return best;
+	if (own && mine >= DASH_PER_USER)
+		return own;
+	return free_one ? free_one : best;
 }
 
 /* the live entry with this id, in constant time per entry; NULL when none */
@@ -118,7 +134,7 @@ static void h_login_mint(struct dt_http_request *req, struct dt_http_response *r
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
-	t = slot(dash.tokens);
+	t = slot(dash.tokens, &c);
 	memcpy(t->id, id, sizeof(t->id));
 	t->who = c;
 	t->expires_ms = dt_mono_ms() + DASH_TOKEN_S * 1000LL;
@@ -154,7 +170,7 @@ static void h_login(struct dt_http_request *req, struct dt_http_response *resp, 
 	pthread_mutex_lock(&s->lock);
 	t = lookup(dash.tokens, dt_http_arg(req, "token"));
 	if (t) {
-		sess = slot(dash.sessions);
+		sess = slot(dash.sessions, &t->who);
 		memcpy(sess->id, id, sizeof(sess->id));
 		sess->who = t->who;
 		sess->expires_ms = dt_mono_ms() + DASH_SESSION_S * 1000LL;

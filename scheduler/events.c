@@ -12,10 +12,11 @@
  * the sweeps can all call events_add().  What else hears of an event (the
  * notifications, notify.c) is a hook set at start-up, not a call from here.
  */
-#include "sched-int.h"
+#include "jobs-int.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
+#include "users.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -171,8 +172,42 @@ static long long events_oldest(struct sched *s)
 }
 
 /*
- * POST /v1/events (protocol.h): the events after after_id; parked while there
- * is none yet and timeout_ms > 0 (events_add() wakes it).
+ * ev as c may see it (users.h), taking ev: whole when it is about no one's
+ * (a node's) or about what c may read (their own job or sweep, an admin,
+ * share: group through the event's job); of others' what `ps` shows of their
+ * jobs and "redacted": true: never a log.match's line, a sweep's results, a
+ * notification's target or error, a hang's culprits.  Lock held.
+ */
+static json_t *event_for(struct sched *s, const struct caller *c, json_t *ev)
+{
+	static const char *const shown[] = {
+		"schema", "id", "at", "kind", "job", "sweep", "name", "user", "state", "attempt",
+		"nodes", "node", "exit_code", "signal", "node_fail", NULL,
+	};
+	const char *owner = json_get_str(ev, "user", NULL), *kind = json_get_str(ev, "kind", "");
+	const char *id = json_get_str(ev, "job", NULL);
+	const struct job *j = id ? job_find(s, id) : NULL;
+	json_t *o, *v;
+
+	if (!owner || caller_may_read(c, owner, j ? j->cfg.share_group : 0))
+		return ev;
+	o = json_object();
+	for (size_t i = 0; shown[i]; i++)
+		if ((v = json_object_get(ev, shown[i])))
+			json_object_set(o, shown[i], v);
+	/* the job's reason, as ps shows it (a hang's is its analysis: not shown) */
+	if (starts_with(kind, "job.") && strcmp(kind, "job.hang") &&
+	    (v = json_object_get(ev, "reason")))
+		json_object_set(o, "reason", v);
+	json_object_set_new(o, "redacted", json_true());
+	json_decref(ev);
+	return o;
+}
+
+/*
+ * POST /v1/events (protocol.h): the events after after_id, as the caller may
+ * see them (event_for()); parked while there is none yet and timeout_ms > 0
+ * (events_add() wakes it).
  */
 static void h_events(struct dt_http_request *req, struct dt_http_response *resp, void *data)
 {
@@ -183,7 +218,9 @@ static void h_events(struct dt_http_request *req, struct dt_http_response *resp,
 	long long timeout = json_get_int(req->json, "timeout_ms", 0);
 	json_t *jv = json_object_get(req->json, "job");
 	const char *job = json_is_string(jv) ? json_string_value(jv) : NULL;
-	json_t *arr;
+	struct caller c;
+	json_t *arr, *ev;
+	size_t i;
 
 	if (timeout < 0 || timeout > DT_JOB_WAIT_MAX_MS || limit < 1 ||
 	    limit > DT_EVENTS_MAX_LIMIT || after < 0 || (jv && !job)) {
@@ -191,8 +228,13 @@ static void h_events(struct dt_http_request *req, struct dt_http_response *resp,
 			      "job a string", DT_EVENTS_MAX_LIMIT, DT_JOB_WAIT_MAX_MS);
 		return;
 	}
-	pthread_mutex_lock(&s->lock);
+	if (caller_of_locked(s, req, &c, resp) < 0)
+		return;
 	arr = events_read(s, after, since, job, limit);
+	for (i = 0; i < json_array_size(arr); i++) {
+		ev = json_incref(json_array_get(arr, i));
+		json_array_set_new(arr, i, event_for(s, &c, ev));
+	}
 	if (!json_array_size(arr) && timeout > 0 && req->may_park) {
 		json_decref(arr);
 		resp->park_ms = timeout;

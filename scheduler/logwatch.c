@@ -180,6 +180,7 @@ static void watch_read(struct sched *s, struct watch *w, int final)
 {
 	const struct logline *l;
 	json_t *hits = json_array();
+	long long over = 0;
 	size_t i;
 	json_t *h;
 
@@ -190,6 +191,12 @@ static void watch_read(struct sched *s, struct watch *w, int final)
 		for (size_t k = 0; k < w->nr_p; k++) {
 			if (regexec(&w->p[k].re, l->text, 0, NULL, 0))
 				continue;
+			/* more than a burst would only be suppressed: counted, not kept (a
+			 * job printing a pattern in a loop once cost dtsched GBs here) */
+			if (json_array_size(hits) >= MATCH_BURST) {
+				over++;
+				continue;
+			}
 			json_array_append_new(hits, json_pack("{s:i,s:s,s:s%,s:I,s:i}", "rank",
 				l->rank, "node", l->node ? l->node : "?", "text", l->text,
 				cut_len(l->text, l->len),
@@ -220,6 +227,7 @@ static void watch_read(struct sched *s, struct watch *w, int final)
 		w->in_window++;
 		match_event(s, w, &l2, w->p[json_get_int(h, "p", 0)].text);
 	}
+	w->suppressed += over;   /* after these: the next event counts them */
 	pthread_mutex_unlock(&s->lock);
 	json_decref(hits);
 }

@@ -37,6 +37,7 @@
 #include "notify-spec.h"
 #include "promtext.h"
 #include "run-command.h"
+#include "safefile.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -51,6 +52,7 @@
 #define NOTIFY_QUEUE 1024
 #define NOTIFY_PERMANENT (-2)     /* a delivery's failure that no retry can fix */
 #define NOTIFY_TRIES 4
+#define NOTIFY_CA_MAX (4 << 20)   /* bytes of a ca_file (Debian's whole bundle: ~220 KB) */
 #define SENDMAIL "/usr/sbin/sendmail"
 
 enum { T_WEBHOOK, T_EMAIL, T_EXEC, NR_T };
@@ -283,12 +285,12 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 {
 	const char *fmt = json_get_str(t, "format", "generic"), *ca = json_get_str(t, "ca_file", NULL);
 	long long timeout = json_get_int(t, "timeout_ms", NOTIFY_DEFAULT_TIMEOUT_MS);
-	struct strbuf text = STRBUF_INIT;
+	struct strbuf text = STRBUF_INIT, pem = STRBUF_INIT, err = STRBUF_INIT;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdr = NULL;
 	json_t *body;
 	char *payload;
-	CURL *c;
+	CURL *c = NULL;
 	CURLcode rc;
 	long code = 0;
 	int ret = -1;
@@ -302,6 +304,16 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 		body = json_pack("{s:s,s:O}", "text", text.buf, "event", ev);
 	payload = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(body);
+	/*
+	 * The CA file is read here, not by libcurl: a job names its own, and
+	 * libcurl would open a FIFO (blocking this thread, and every delivery
+	 * behind it, for good), a device or an endless file as dtsched.
+	 */
+	if (ca && sf_read_named(ca, &pem, NOTIFY_CA_MAX, &err) < 0) {
+		strbuf_addf(why, "ca_file: %s", err.buf);
+		ret = NOTIFY_PERMANENT;
+		goto out;
+	}
 	c = curl_easy_init();
 	if (!c || !payload) {
 		strbuf_addstr(why, "out of memory");
@@ -313,8 +325,11 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (ca)
-		curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+	if (ca) {
+		struct curl_blob blob = { pem.buf, pem.len, CURL_BLOB_COPY };
+
+		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
+	}
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout);
@@ -342,6 +357,8 @@ out:
 		curl_easy_cleanup(c);
 	free(payload);
 	strbuf_release(&text);
+	strbuf_release(&pem);
+	strbuf_release(&err);
 	return ret;
 }
 

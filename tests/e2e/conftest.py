@@ -304,6 +304,18 @@ class LocalCluster:
         except OSError:
             return "(none)"
 
+    def key_user(self, name, keydir: Path) -> dict:
+        """A user of the cluster with their own ed25519 key (`dtctl user add NAME --key`,
+        docs/team.md): the environment dtctl runs as them in (dtsched's key pinned)."""
+        key = keydir / name
+        p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f",
+                            str(key)], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        p = self.dtctl("user", "add", name, "--key", "%s.pub" % key)
+        assert p.returncode == 0, p.stderr
+        return dict(self.env, DTCTL_USER_KEY=str(key), DTCTL_USER=name,
+                    DTCTL_HEAD_KEY=json.loads(self.dtctl("whoami", "--json").stdout)["head_key"])
+
     def job_id(self, name):
         """The id of the newest job called name, from `dtctl ps --all --json`."""
         p = self.dtctl("ps", "--all", "--json")

@@ -139,6 +139,33 @@ def test_login_once_sessions_required_and_localhost_only(cluster):
     assert not [a for a in listen if a.endswith(":%04X" % port) and a != "0100007F:%04X" % port]
 
 
+def test_one_user_cannot_sign_everyone_else_out(cluster, tmp_path):
+    """Links and sessions are kept 64 at a time, and a new one took the place of the one
+    nearest its end, whoever's: one user minting and using 70 links signed everyone else
+    out (and voided their unused links).  Now each user holds at most 8 of each, their
+    own oldest giving way; the owner's session and link outlive eve's flood."""
+    c = cluster
+    url = login_url(c)
+    status, page = get(url)
+    assert status == 200, page
+    base, session = url.split("/ui/")[0], re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    unused = login_url(c)
+    eve = c.key_user("eve", tmp_path)
+    hers = []
+    for _ in range(70):
+        p = subprocess.run([str(c.exe), "dashboard", "--print-url"], capture_output=True,
+                           text=True, env=eve, stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, p.stderr
+        status, page = get(p.stdout.strip())
+        assert status == 200, page
+        hers.append(re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1))
+    status, state = get("%s/ui/s/%s/api/state" % (base, session))
+    assert status == 200 and json.loads(state)["user"] != "eve", state
+    assert get(unused)[0] == 200
+    assert get("%s/ui/s/%s/api/state" % (base, hers[-1]))[0] == 200
+    assert get("%s/ui/s/%s/api/state" % (base, hers[0]))[0] == 403   # her own gave way
+
+
 def test_dashboard_needs_the_head(dtctl, tmp_path):
     p = dtctl("dashboard")
     assert p.returncode == 3, p.stdout + p.stderr
@@ -155,13 +182,7 @@ def test_cancel_from_the_page_for_the_owner_only(cluster, tmp_path):
     api = DtApi("127.0.0.1", head, read_secret(str(c.home)))
 
     # mallory: a user of the cluster with her own key (docs/team.md), not the job's owner
-    key = tmp_path / "mallory"
-    p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    assert c.dtctl("user", "add", "mallory", "--key", "%s.pub" % key).returncode == 0
-    as_mallory = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER="mallory",
-                      DTCTL_HEAD_KEY=json.loads(c.dtctl("whoami", "--json").stdout)["head_key"])
+    as_mallory = c.key_user("mallory", tmp_path)
 
     def session_for(user):
         """A session of `user`: whom the login request proves (a "user" it names is

@@ -523,3 +523,112 @@ def test_stall_and_hang_events_and_an_exec_timeout(dtctl_bin, tmp_path):
         assert "did not finish within 300 ms (killed)" in f["error"], f
         p = subprocess.run(["pgrep", "-f", "sleep 987.25"], capture_output=True, text=True)
         assert p.returncode == 1, "a timed-out command is still running: %s" % p.stdout
+
+
+def test_a_jobs_ca_file_never_blocks_the_deliveries(dtctl_bin, tmp_path, ca):
+    # A job's webhook names its own ca_file: a FIFO (or /dev/zero) there once held
+    # the delivery thread forever (libcurl opened it as dtsched, root here), and every
+    # later notification of every user waited behind it, a stop included.
+    hook = Webhook(ca)
+    fifo = tmp_path / "ca.fifo"
+    os.mkfifo(fifo)
+    try:
+        c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {webhook: '%s', ca_file: %s, "
+                         "on: [done]}\n" % (hook.url(), ca.ca_pem))
+        job = tmp_path / "job.yaml"
+        with c:
+            for i, bad in enumerate((fifo, "/dev/zero")):
+                job.write_text("name: bad%d\ncommand: [true]\nnotify:\n"
+                               "  - {webhook: '%s', ca_file: %s, on: [done]}\n"
+                               % (i, hook.url("/own"), bad))
+                assert c.dtctl("run", job).returncode == 0
+            assert c.dtctl("run", "--name", "after", "--", "true").returncode == 0
+            # the operator's webhook hears all three jobs end
+            ok, posts = hook.wait_for(lambda ps: len([p for p in ps if p[0] != "/own"]) >= 3,
+                                      timeout=60)
+            assert ok, (posts, events(c))
+            assert not [p for p in posts if p[0] == "/own"], posts
+            evs = wait_events(c, lambda es: len([e for e in es
+                                                 if e["kind"] == "notify.failed"]) >= 2)
+            failed = [e for e in evs if e["kind"] == "notify.failed"]
+            assert len(failed) == 2 and all(f["tries"] == 1 for f in failed), failed
+            assert all("ca_file" in f["error"] for f in failed), failed
+            assert str(fifo) in failed[0]["error"] + failed[1]["error"], failed
+            t0 = time.monotonic()
+            assert c.dtctl("head", "stop").returncode == 0
+            assert time.monotonic() - t0 < 20
+    finally:
+        hook.close()
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def test_a_flood_of_matching_lines_costs_the_head_no_memory(dtctl_bin, tmp_path):
+    # Any job can print what cluster.yaml's `match:` looks for.  The watch once kept every
+    # matching line of a tick before the burst limit (10 a minute) dropped all but ten:
+    # 300,000 lines printed at once were ~200 MB more in dtsched.
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [/bin/true], "
+                     "match: 'NaN'}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text("name: flood\ncommand: [/usr/bin/python3, -c, \"import sys, time; "
+                   "sys.stdout.write(('loss NaN ' + 'x' * 190 + '\\\\n') * 300000); sys.stdout.flush(); "
+                   "time.sleep(3)\"]\n")
+    with c:
+        pid = int((c.home / "dtsched.pid").read_text().split()[0])
+        before = vm_hwm_kib(pid)
+        assert c.dtctl("run", job).returncode == 0
+        jid = c.job_id("flood")
+        deadline = time.monotonic() + 60
+        while True:   # polled: `events -f` would wait for good if fewer came
+            m = [e for e in events(c) if e["kind"] == "log.match"]
+            if len(m) >= 10 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(m) == 10 and all(e["job"] == jid for e in m), m
+        grown = vm_hwm_kib(pid) - before
+        assert grown < 40 * 1024, "dtsched's peak RSS grew by %d KiB" % grown
+
+
+def test_others_events_are_redacted_like_their_jobs(dtctl_bin, tmp_path):
+    # The stream once gave every user every event whole: a log.match quotes the matching
+    # line of another user's rank log (which `logs` refuses them), a sweep.best their
+    # results, a notify.failed their targets.  Others' events now carry what `ps` shows
+    # of others' jobs (docs/team.md), and "redacted": true.
+    c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {exec: [/bin/true], "
+                     "match: 'token'}\n")
+    job = tmp_path / "job.yaml"
+    # its own exec target fails (dtsched runs as root here): a notify.failed naming it
+    job.write_text("name: private\ncommand: [sh, -c, 'echo token hunter2-abc; sleep 2; exit 4']\n"
+                   "notify:\n  - {exec: [/usr/local/bin/page-owner-7], on: [fail]}\n")
+    with c:
+        mallory = c.key_user("mallory", tmp_path)
+        assert c.dtctl("run", job).returncode == 4
+        jid = c.job_id("private")
+        # the owner's view: the line, the failed target
+        evs = wait_events(c, lambda es: {"log.match", "notify.failed"} <= {e["kind"] for e in es})
+        assert [e for e in evs if e["kind"] == "log.match" and "hunter2" in e["line"]], evs
+        mine = subprocess.run([str(c.exe), "run", "--name", "hers", "--", "sh", "-c", "exit 6"],
+                              capture_output=True, text=True, env=mallory)
+        assert mine.returncode == 6, mine.stderr
+        for args in ([], ["--job", jid]):
+            p = subprocess.run([str(c.exe), "events", "--json"] + args, capture_output=True,
+                               text=True, env=mallory)
+            assert p.returncode == 0, p.stderr
+            seen = [json.loads(line) for line in p.stdout.splitlines()]
+            assert "hunter2" not in p.stdout and "page-owner" not in p.stdout, p.stdout
+            others = [e for e in seen if e.get("job") == jid]
+            assert {e["kind"] for e in others} >= {"job.queued", "log.match", "job.ended",
+                                                    "notify.failed"}, seen
+            assert all(e.get("redacted") is True and e["user"] != "mallory" for e in others)
+            ended = [e for e in others if e["kind"] == "job.ended"][0]
+            assert ended["state"] == "FAILED" and ended["name"] == "private", ended
+            m = [e for e in others if e["kind"] == "log.match"][0]
+            assert "line" not in m and "pattern" not in m, m
+        hers = [json.loads(line) for line in subprocess.run(
+            [str(c.exe), "events", "--json"], capture_output=True, text=True,
+            env=mallory).stdout.splitlines() if '"hers"' in line]
+        ended = [e for e in hers if e["kind"] == "job.ended"]
+        assert ended and ended[0]["exit_code"] == 6 and "redacted" not in ended[0], hers

@@ -81,18 +81,8 @@ def local(dtctl_bin, tmp_path_factory):
         c.start()
         keys = c.home / "userkeys"
         keys.mkdir()
-        c.user_env = {}
-        # dtsched's own key, which a key user pins to know its replies (docs/team.md)
-        head_key = json.loads(c.dtctl("whoami", "--json").stdout)["head_key"]
-        for u in USERS:
-            key = keys / u
-            p = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", u, "-f",
-                                str(key)], capture_output=True, text=True)
-            assert p.returncode == 0, p.stderr
-            p = c.dtctl("user", "add", u, "--key", "%s.pub" % key)
-            assert p.returncode == 0, p.stderr
-            c.user_env[u] = dict(c.env, DTCTL_USER_KEY=str(key), DTCTL_USER=u,
-                                 DTCTL_HEAD_KEY=head_key)
+        # each with their own key, dtsched's pinned (docs/team.md)
+        c.user_env = {u: c.key_user(u, keys) for u in USERS}
         yield c
     finally:
         c.stop()

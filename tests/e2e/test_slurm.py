@@ -314,6 +314,46 @@ def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
     assert not node_tmp_entries(fc, "dtctl-alloc-"), "head home left"
 
 
+def test_another_users_dir_at_the_agents_home_path_denies_nothing(slurm, user_env, other_user):
+    """A node's /tmp is everyone's, and Slurm's job ids come in order: another user who
+    made /tmp/dtagent-slurm-<job>.<step>-<node> before the job (0700, theirs) once made
+    every agent of it die ("not a private directory of ours") and the run fail.  Each
+    agent now makes a fresh home of its own beside it; the planted dirs stay untouched."""
+    u = user_env
+    p = slurm.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    held = int(p.stdout.strip().split(";")[0])
+    assert slurm.run(["scancel", str(held)], user=True).returncode == 0
+    ouid = pwd.getpwnam(other_user).pw_uid
+    planted = []
+    for i in (1, 2):
+        for job in range(held + 1, held + 4):
+            for step_id in range(3):
+                d = slurm.fc.state / ("node%d" % i) / "tmp" / (
+                    "dtagent-slurm-%d.%d-dtnode%d" % (job, step_id, i))
+                d.mkdir()
+                os.chown(d, ouid, ouid)
+                os.chmod(d, 0o700)
+                planted.append(d)
+    try:
+        p = slurm.run(["salloc", "-N", "2", u["dtctl"], "run", "-N", "2", "--", "true"],
+                      user=True, env=u["env"], timeout=180)
+        assert p.returncode == 0, "salloc + dtctl run: rc %d\n%s%s" % (p.returncode, p.stdout,
+                                                                        p.stderr)
+        job = int(re.search(r"Granted job allocation (\d+)", p.stderr).group(1))
+        assert held < job < held + 4, (held, job)
+        wait_no_user_processes(u["uid"])
+        for d in planted:
+            st = d.lstat()
+            assert st.st_uid == ouid and st.st_mode & 0o7777 == 0o700, d
+        # the agents' own homes went with them
+        assert sorted(node_tmp_entries(slurm.fc, "dtagent-slurm-")) == sorted(
+            "%s:%s" % (d.parent.parent.name.replace("node", "dtnode"), d.name) for d in planted)
+    finally:
+        for d in planted:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def head_with_slurm_agents(slurm, u):
     """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,

@@ -207,6 +207,52 @@ def test_another_users_image_is_not_theirs(team_ctr):
     assert "an mpi job does not run in an image in team mode" in p.stderr, p.stderr
 
 
+def test_an_image_name_resolves_only_through_files_of_yours_or_roots(team_ctr):
+    """`-C NAME` is <shared>/images/NAME.json (its digest) and NAME.image.  bob made
+    images/ (his, 0777: the first to import, say) and put a pytorch record there, or
+    swapped alice's own for his (a directory's owner may): alice's `-C pytorch` once ran
+    bob's image as alice (his code, her files).  A name now resolves only through a
+    directory and files of the user's own or root's; bob's are refused, naming him."""
+    c = team_ctr
+    images = c.shared / "images"      # root's, made when a node marked a cached image
+    images.mkdir(mode=0o755, exist_ok=True)
+    was = images.stat()
+    try:
+        shutil.chown(images, BOB, BOB)
+        os.chmod(images, 0o777)
+        shutil.copyfile(c.bob_image, images / "pytorch.image")
+        (images / "pytorch.json").write_text(json.dumps(
+            {"name": "pytorch", "digest": c.bob_digest, "size": 1}))
+        for f in ("pytorch.image", "pytorch.json"):
+            shutil.chown(images / f, BOB, BOB)
+            os.chmod(images / f, 0o644)
+        p = as_user(c, ALICE, "run", "-C", "pytorch", "-w", c.alice_dir, "--", "cat",
+                    "/IMAGE_ID", timeout=120)
+        assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+        assert "bobs" not in p.stdout, p.stdout
+        assert "'%s' belongs to %s" % (images, BOB) in p.stderr, p.stderr
+        # the same files in a directory of root's, bob's record: still not alice's to trust
+        shutil.chown(images, "root", "root")
+        os.chmod(images, 0o755)
+        p = as_user(c, ALICE, "run", "-C", "pytorch", "--", "true", timeout=60)
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert "'%s/pytorch.json' belongs to %s" % (images, BOB) in p.stderr, p.stderr
+        # root's (an admin's import) resolve for everyone
+        for f in ("pytorch.image", "pytorch.json"):
+            shutil.chown(images / f, "root", "root")
+        shutil.copyfile(c.image, images / "pytorch.image")
+        (images / "pytorch.json").write_text(json.dumps(
+            {"name": "pytorch", "digest": c.digest, "size": 1}))
+        p = as_user(c, ALICE, "run", "-C", "pytorch", "-w", c.alice_dir, "--", "cat",
+                    "/IMAGE_ID", timeout=120)
+        assert p.returncode == 0 and "team" in p.stdout, (p.stdout, p.stderr)
+    finally:
+        for f in ("pytorch.image", "pytorch.json"):
+            (images / f).unlink(missing_ok=True)
+        os.chown(images, was.st_uid, was.st_gid)
+        os.chmod(images, was.st_mode & 0o7777)
+
+
 def test_line_buffered_in_image(team_ctr, tmp_path):
     """line_buffered: a C program's stdout in the image reaches `logs -f` at each newline (the
     node's libstdbuf mounted in and preloaded).  The program prints a line, then waits for a

@@ -248,6 +248,42 @@ static void test_special_files(void **state)
 	strbuf_release(&why);
 }
 
+/*
+ * sf_read_named (a ca_file a job names): links are followed to a regular file,
+ * and a FIFO with no writer, a device or an endless file is never opened (the
+ * FIFO would block here for good; O_PATH never calls the driver's open).
+ */
+static void test_named_file(void **state)
+{
+	struct fx *f = *state;
+	struct strbuf sb = STRBUF_INIT, why = STRBUF_INIT;
+	char big[64];
+
+	assert_int_equal(symlink(at(f->outside, "victim"), at(f->root, "link.pem")), 0);
+	assert_int_equal(sf_read_named(at(f->root, "link.pem"), &sb, 100, &why), 7);
+	assert_string_equal(sb.buf, "secret\n");
+	strbuf_reset(&sb);
+	assert_int_equal(mkfifo(at(f->root, "ca.fifo"), 0666), 0);
+	assert_int_equal(symlink(at(f->root, "ca.fifo"), at(f->root, "fifo.pem")), 0);
+	assert_int_equal(sf_read_named(at(f->root, "fifo.pem"), &sb, 100, &why), -1);
+	assert_non_null(strstr(why.buf, "is a FIFO (not used)"));
+	assert_int_equal(sf_read_named("/dev/zero", &sb, 100, &why), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_non_null(strstr(why.buf, "'/dev/zero' is a device"));
+	assert_int_equal(sf_read_named(f->root, &sb, 100, &why), -1);
+	assert_int_equal(errno, EISDIR);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	put(at(f->root, "big.pem"), big);
+	assert_int_equal(sf_read_named(at(f->root, "big.pem"), &sb, 10, &why), -1);
+	assert_int_equal(errno, EFBIG);
+	assert_int_equal(sf_read_named(at(f->root, "none.pem"), &sb, 10, &why), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(sb.len, 0);
+	strbuf_release(&sb);
+	strbuf_release(&why);
+}
+
 /* write_file_atomic (trusted homes) shares the writer: a planted temp name is never used. */
 static void test_atomic_temp_names(void **state)
 {
@@ -274,6 +310,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hard_link_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_named_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_atomic_temp_names, setup, teardown),
 	};
 

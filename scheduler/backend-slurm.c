@@ -314,6 +314,8 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 	if (sid > 0) {
 		json_object_set_new(rec, "job_id", json_integer(sid));
 		json_object_set_new(rec, "attempt", json_integer(sub->attempt));
+		/* its output file's name (slurm.c), kept by Slurm across requeues */
+		json_object_set_new(rec, "sbatch_attempt", json_integer(sub->attempt));
 		json_object_set_new(rec, "state", json_string("PENDING"));
 		json_object_set_new(rec, "restarts", json_integer(0));
 		json_object_set_new(rec, "restarts_at_start", json_integer(0));
@@ -476,6 +478,7 @@ static void orphans_apply(struct sched *s, const char *script, const char *out)
 		json_object_clear(sj(j));
 		json_object_set_new(j->slurm, "job_id", json_integer(sid));
 		json_object_set_new(j->slurm, "attempt", json_integer(attempt));
+		json_object_set_new(j->slurm, "sbatch_attempt", json_integer(attempt));
 		json_object_set_new(j->slurm, "restarts", json_integer(json_get_int(o, "restarts", 0)));
 		json_object_set_new(j->slurm, "restarts_at_start",
 				    json_integer(json_get_int(o, "restarts", 0)));
@@ -1007,10 +1010,12 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 	}
 	if (ph != SLURM_RUNNING) {
 		/* it ended before its ranks started: the agents never joined */
+		/* the file sbatch named for the attempt that submitted it: Slurm
+		 * writes there again after a requeue (restarts count on) */
 		strbuf_addf(reason, "Slurm job %lld ended %s before its agents joined (%s; see "
 			    "%s/slurm/%s.%d-%lld.out)", sid, json_get_str(j->slurm, "state", ""),
 			    json_get_str(j->slurm, "reason", ""), s->cc ? s->cc->shared_dir : "",
-			    j->id, j->attempt, sid);
+			    j->id, (int)json_get_int(j->slurm, "sbatch_attempt", j->attempt), sid);
 		if (ph == SLURM_ENDING)
 			return PLACE_WAIT;
 		set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */

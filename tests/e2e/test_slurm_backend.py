@@ -199,6 +199,12 @@ time.sleep(300)
 """
 
 
+def slurm_outputs(head, job):
+    """Slurm's output files of job's sbatches: what a failed run said."""
+    return {p.name: p.read_text(errors="replace")[-3000:]
+            for p in sorted((head.fc.shared / "slurm").glob(job + ".*.out"))}
+
+
 def start_requeued_now(head, sid):
     """A requeued Slurm job waits for its begin time (about 2 minutes): an admin's nudge,
     once Slurm has finished the requeue (it sets that begin time last)."""
@@ -252,10 +258,46 @@ def test_requeue_resumes_from_checkpoint(head, how):
     start_requeued_now(head, sid)
     j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                       timeout=120)
-    assert j["state"] == "COMPLETED", (j["reason"], j["history"], j["slurm"])
+    assert j["state"] == "COMPLETED", (j["reason"], j["history"], j["slurm"],
+                                       slurm_outputs(head, job))
     assert j["restarts"] == 1 and j["slurm"]["job_id"] == sid, j
     p = head.dtctl("logs", job)
     assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
+    head.wait_nothing_left()
+
+
+def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head):
+    """A requeued Slurm job keeps its output file, named at sbatch for the attempt that
+    submitted it: when its next run fails before the agents joined (here: a file, not a
+    private directory, where each node's agent would make its home), the job FAILED
+    naming that file, which holds the agents' own message."""
+    job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", RESUMER)
+    j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
+    sid = j["slurm"]["job_id"]
+    assert head.slurm.run(["scontrol", "requeue", str(sid)]).returncode == 0
+    head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+    # the first run's agents are gone with their homes; the next run's could not make theirs
+    deadline = time.monotonic() + 30
+    while node_tmp_entries(head.fc, "dtagent-slurm-%d." % sid):
+        assert time.monotonic() < deadline, node_tmp_entries(head.fc, "dtagent-slurm-")
+        time.sleep(0.1)
+    planted = [head.fc.state / ("node%d" % i) / "tmp" /
+               ("dtagent-slurm-%d.0-%s" % (sid, head.fc.node(i).name))
+               for i in range(1, head.fc.n + 1)]
+    try:
+        for f in planted:
+            f.write_text("not a home\n")
+        start_requeued_now(head, sid)
+        j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                          timeout=120)
+    finally:
+        for f in planted:
+            f.unlink()
+    out = "%s/slurm/%s.0-%d.out" % (head.fc.shared, job, sid)
+    assert j["state"] == "FAILED" and "before its agents joined" in j["reason"], j["reason"]
+    assert "see %s)" % out in j["reason"], (j["reason"], slurm_outputs(head, job))
+    assert "is not a private directory of ours" in Path(out).read_text(), \
+        slurm_outputs(head, job)
     head.wait_nothing_left()
 
 

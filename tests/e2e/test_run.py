@@ -391,17 +391,28 @@ def test_torchrun_style_script_on_3_nodes(cluster):
 
 def test_two_jobs_compete_one_queues(cluster):
     marker = "compete-" + uuid.uuid4().hex[:8]
-    a = cluster.submit("-n", 3, "-g", 4, "--name", "first", "--", "sh", "-c", "sleep 2", marker)
+    # the first job holds every GPU until the test lets it end (a fixed sleep could end it
+    # before a loaded dtsched looked at the second)
+    release = Path(cluster.fc.shared) / marker
+    a = cluster.submit("-n", 3, "-g", 4, "--name", "first", "--", "sh", "-c",
+                       'while [ ! -e "$1" ]; do sleep 0.1; done', marker, str(release))
     cluster.wait_job(a, ["RUNNING"])
     b = cluster.submit("-n", 2, "-g", 3, "--name", "second", "--", "true", marker)
-    time.sleep(0.5)
-    jb = cluster.show(b)
-    assert jb["state"] == "PENDING" and "waiting for 2 node(s) with 3 free slot(s)" in jb["reason"], jb
+    deadline = time.time() + 20
+    while True:
+        jb = cluster.show(b)
+        assert jb["state"] == "PENDING", jb
+        if "waiting for 2 node(s) with 3 free slot(s)" in (jb["reason"] or ""):
+            break
+        assert time.time() < deadline, jb
+        time.sleep(0.1)
     p = cluster.dtctl("ps")
     assert b in p.stdout and "(waiting for" in p.stdout, p.stdout
+    release.write_text("")
     ja = cluster.wait_job(a, ["COMPLETED"], 15)
     jb = cluster.wait_job(b, ["COMPLETED"], 15)
     assert jb["started_at"] >= ja["ended_at"], (ja, jb)
+    release.unlink()
 
 
 def test_too_big_refused_with_numbers(cluster):
@@ -488,6 +499,16 @@ time.sleep(120)
 '''
 
 
+def wait_checkpointed(cluster, job, timeout=60):
+    """Every rank of a NODE_KILL job said it checkpointed (rank 0 wrote ckpt/step-7.ckpt
+    first): Python's start takes its time on a loaded machine, more than any fixed sleep."""
+    n = cluster.show(job)["world_size"]
+    deadline = time.time() + timeout
+    while cluster.logs(job).count("checkpointed, training") < n:
+        assert time.time() < deadline, cluster.logs(job)
+        time.sleep(0.2)
+
+
 def kill_node(cluster, job, victim):
     """The node dies: its agent, the supervisors and job's rank there, all at once.
     Returns the node's index (cluster.start_agent(i) brings it back)."""
@@ -512,7 +533,7 @@ def test_node_killed_node_fail_then_retry_from_checkpoint(cluster):
     job = cluster.submit("-n", 2, "-g", 4, "--retries", 1, "--name", "nodekill", "--",
                          PY, "-c", NODE_KILL, marker)
     j = cluster.wait_job(job, ["RUNNING"])
-    time.sleep(1.5)
+    wait_checkpointed(cluster, job)
     victim = j["placement"][1]["node"]
     i = kill_node(cluster, job, victim)
     try:

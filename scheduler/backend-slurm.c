@@ -1008,6 +1008,29 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 			    json_get_str(j->slurm, "reason", ""));
 		return PLACE_WAIT;
 	}
+	if ((ph == SLURM_FAILED || ph == SLURM_DONE) &&
+	    json_get_int(j->slurm, "restarts", 0) > json_get_int(j->slurm, "restarts_at_start", 0)) {
+		/*
+		 * Slurm requeued it (this attempt is that restart), then ended it
+		 * before it ran again.  Seen with Slurm 22.05 on a loaded machine:
+		 * about a second after `scontrol requeue`, FAILED (NonZeroExitCode)
+		 * with RestartCnt 1 and nothing but the first run's lines in its
+		 * output, as if that run's batch script, which exits non-zero once
+		 * its srun is killed, ended the requeued job.  The restart is still
+		 * owed: a new Slurm job for it, once (its own restarts start at 0,
+		 * so a failure of that one fails the job).
+		 */
+		dtlog(DTLOG_WARN, "job %s attempt %d: Slurm ended job %lld %s (%s) after requeueing "
+		      "it, before it ran again: a new Slurm job for this attempt", j->id, j->attempt,
+		      sid, json_get_str(j->slurm, "state", ""), json_get_str(j->slurm, "reason", ""));
+		json_object_clear(sj(j));
+		json_object_set_new(j->slurm, "submit", json_true());
+		json_object_set_new(j->slurm, "submitting", json_true());
+		kick(ss);
+		strbuf_addf(reason, "Slurm ended job %lld after requeueing it, before it ran again: "
+			    "submitting a new Slurm job (sbatch)", sid);
+		return PLACE_WAIT;
+	}
 	if (ph != SLURM_RUNNING) {
 		/* it ended before its ranks started: the agents never joined */
 		/* the file sbatch named for the attempt that submitted it: Slurm

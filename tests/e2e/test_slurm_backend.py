@@ -270,8 +270,11 @@ def test_requeue_resumes_from_checkpoint(head, how):
     # the same Slurm job ran again; or Slurm ended it after the requeue (its first run's
     # late exit taken as the end, under load) and dtsched submitted the restart anew
     assert j["restarts"] == 1, j
-    assert j["slurm"]["job_id"] == sid or "after requeueing it, before it ran again" in \
-        (head.home / "dtsched.log").read_text(), j
+    if j["slurm"]["job_id"] != sid:
+        print("Slurm ended job %d before it ran again; the restart ran as job %d"
+              % (sid, j["slurm"]["job_id"]))
+        assert "after requeueing it, before it ran again" in \
+            (head.home / "dtsched.log").read_text(), j
     p = head.dtctl("logs", job)
     assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
     head.wait_nothing_left()

@@ -284,7 +284,9 @@ def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head
     """A requeued Slurm job keeps its output file, named at sbatch for the attempt that
     submitted it: when its next run fails before the agents joined (here: a file, not a
     private directory, where each node's agent would make its home), the job FAILED
-    naming that file, which holds the agents' own message."""
+    naming that file, which holds the agents' own message.  (When Slurm ends the
+    requeued job before it runs again, seen under load, the restart is a new Slurm job,
+    the next id, whose file is named for this attempt: the same holds for it.)"""
     job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", RESUMER)
     j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
     sid = j["slurm"]["job_id"]
@@ -296,8 +298,8 @@ def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head
         assert time.monotonic() < deadline, node_tmp_entries(head.fc, "dtagent-slurm-")
         time.sleep(0.1)
     planted = [head.fc.state / ("node%d" % i) / "tmp" /
-               ("dtagent-slurm-%d.0-%s" % (sid, head.fc.node(i).name))
-               for i in range(1, head.fc.n + 1)]
+               ("dtagent-slurm-%d.0-%s" % (s, head.fc.node(i).name))
+               for i in range(1, head.fc.n + 1) for s in (sid, sid + 1)]
     try:
         for f in planted:
             f.write_text("not a home\n")
@@ -307,10 +309,12 @@ def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head
     finally:
         for f in planted:
             f.unlink()
-    out = "%s/slurm/%s.0-%d.out" % (head.fc.shared, job, sid)
     assert j["state"] == "FAILED" and "before its agents joined" in j["reason"], j["reason"]
-    assert "see %s)" % out in j["reason"], (j["reason"], slurm_outputs(head, job))
-    assert "is not a private directory of ours" in Path(out).read_text(), \
+    m = re.search(r"; see (\S+)\)$", j["reason"])
+    assert m and m.group(1) in ("%s/slurm/%s.0-%d.out" % (head.fc.shared, job, sid),
+                                "%s/slurm/%s.1-%d.out" % (head.fc.shared, job, sid + 1)), \
+        (j["reason"], slurm_outputs(head, job))
+    assert "is not a private directory of ours" in Path(m.group(1)).read_text(), \
         slurm_outputs(head, job)
     head.wait_nothing_left()
 

@@ -125,7 +125,9 @@ PROG_LIBS = $(O)/libcli.a $(O)/libagent.a $(O)/libsched.a $(O)/libdt.a
 # dtctl is exec'd once per command (a submit is one run): libyaml, jansson and Nettle go
 # in statically where their -dev packages installed the archives, which saves the dynamic
 # loader ~0.2 ms of CPU per run (three objects to map and relocate; docs/BENCHMARKS.md,
-# "submit rate").  libc and libm stay shared (NSS, the dlopen of libssh2).
+# "submit rate").  libc stays shared (NSS, the dlopen of libssh2); libm is not linked
+# (--as-needed: lib/math-dl.h loads it for the sweep code that uses it), so ld.so maps
+# libc alone (docs/BENCHMARKS.md, "client start"; tests/e2e/test_client_start.py).
 CLI_STATIC := $(if $(and $(filter /%,$(shell $(CC) -print-file-name=libyaml.a)),\
 	$(filter /%,$(shell $(CC) -print-file-name=libjansson.a)),\
 	$(filter /%,$(shell $(CC) -print-file-name=libnettle.a))),-lyaml -ljansson -lnettle)
@@ -134,7 +136,7 @@ CLI_LIBS := $(if $(CLI_STATIC),-Wl$(,)-Bstatic $(CLI_STATIC) -Wl$(,)-Bdynamic) \
 
 $(BINDIR)/dtctl: $(O)/cli/dtctl.o $(PROG_LIBS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(CLI_LIBS)
 $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

@@ -189,14 +189,17 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 	d = opendir("/proc");
 	while (d && (de = readdir(d))) {
 		pid_t pid, ppid = 0, pgrp = 0;
+		unsigned long long start = 0;
 		char st = 0;
 
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		pid = (pid_t)atoi(de->d_name);
-		if (pid == self || read_stat(pid, &st, &ppid, &pgrp, NULL) < 0 || st == 'Z' || st == 'X')
+		if (pid == self || read_stat(pid, &st, &ppid, &pgrp, &start) < 0 || st == 'Z' ||
+		    st == 'X')
 			continue;
-		if ((t->pgid > 0 && pgrp == t->pgid) || (marker.len && has_env_entry(pid, marker.buf)))
+		if ((t->pgid > 0 && pgrp == t->pgid) ||
+		    (marker.len && start >= t->since && has_env_entry(pid, marker.buf)))
 			pidset_add(out, pid);
 		if (t->parent > 0) {
 			pidset_push(&all, pid);

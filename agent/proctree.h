@@ -24,6 +24,12 @@ struct proc_tree {
 	const char *marker_name; /* environment entry marker_name=marker, or NULL */
 	const char *marker;
 	pid_t parent;            /* every descendant of this process, or 0 */
+	/* the start time (/proc/PID/stat's, clock ticks since boot) of the first
+	 * process that can be the task's, or 0: one that started before it is
+	 * matched by its group and parent alone, its environment not read (it
+	 * cannot have inherited a marker made later; a read of every process's
+	 * environment was most of the scan at every task's end) */
+	unsigned long long since;
 };
 
 /* Send sig to every live process of the tree; returns how many there were. */

@@ -130,6 +130,7 @@ struct sup {
 	long long kill_started;
 	long long empty_since;        /* tree found empty at this time */
 	int leftovers_checked;
+	int tree_gone;                /* that check found none: none can come (no scan again) */
 	struct strbuf cgroup_why;
 	/* container: (container.h): the engine, the image to run, the container's name */
 	struct strbuf engine, image_ref, ctr_name;
@@ -1035,6 +1036,7 @@ static struct proc_tree tree_of(struct sup *s)
 	struct proc_tree pt = task_proc_tree(&s->t);
 
 	pt.parent = getpid();   /* we are the subreaper: every descendant is the task's */
+	pt.since = s->t.sup_start;   /* ours (the kernel's), not the task file's */
 	return pt;
 }
 
@@ -1274,6 +1276,7 @@ int supervise_main(const char *home, const char *id)
 			int left = proc_tree_count(&pt);
 
 			s.leftovers_checked = 1;
+			s.tree_gone = !left;
 			if (left) {
 				s.t.leftovers_killed = left;
 				dtlog(DTLOG_INFO, "task %s: main process ended, stopping %d leftover process(es)",
@@ -1302,7 +1305,7 @@ int supervise_main(const char *home, const char *id)
 			if (s.fd_out < 0 && s.fd_err < 0 && (!s.term_deadline || !proc_tree_count(&pt)))
 				break;
 			if (s.term_deadline || s.fd_out >= 0 || s.fd_err >= 0) {
-				if (proc_tree_count(&pt)) {
+				if (!s.tree_gone && proc_tree_count(&pt)) {
 					s.empty_since = 0;
 				} else if (!s.empty_since) {
 					s.empty_since = now;

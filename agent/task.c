@@ -575,7 +575,7 @@ int task_table_load_dir(struct task_table *tt, const char *dir, struct strbuf *e
 
 struct proc_tree task_proc_tree(const struct task *t)
 {
-	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, DT_TASK_MARKER_ENV, t->marker, 0 };
+	struct proc_tree pt = { (pid_t)t->pgid, t->cgroup, DT_TASK_MARKER_ENV, t->marker, 0, 0 };
 
 	if (!t->marker[0]) {
 		pt.marker_name = DT_TASK_ID_ENV;

@@ -16,13 +16,16 @@ fair/FIFO.  The scheduling pass alone is bench/sched_pass.c (make bench-fair).
                         [--users 50] [--seconds 5] [--threads 16]
     bench/bench_fair.py --queues 0,1000,10000 [--queries 50]   # growth: jobs/s, `dtctl ps`
                         [--ps-base-bin OLD/bin]                # p50/p99, dtsched RSS
+                        [--idle 20]                            # dtsched CPU, queue idle
 """
 import argparse
+import json
 import os
 import re
 import resource
 import subprocess
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -60,6 +63,21 @@ class Cluster(LocalCluster):
                     "command": ["sleep", "600"]},
             "shared_dir": str(self.shared), "user": user})
         return st == 201
+
+    def stop(self):
+        super().stop()
+        # the ranks outlive their agent (tasks run on under their supervisors): the
+        # blocker's, and those placed when it ends; SIGTERM stops a supervisor's tree
+        for f in (self.home / "tasks").glob("*.json"):
+            try:
+                t = json.loads(f.read_text())
+                pid = int(t.get("supervisor_pid") or 0)
+                with open("/proc/%d/cmdline" % pid, "rb") as c:
+                    mine = t["id"].encode() in c.read().split(b"\0")
+            except (OSError, ValueError, KeyError):
+                continue
+            if mine and t.get("state") in ("starting", "running", "stopping"):
+                os.kill(pid, signal.SIGTERM)
 
 
 def hammer(c, users, threads, count=None, seconds=None):
@@ -134,13 +152,19 @@ def run_one(label, bin_dir, a):
             base_ps = ps_latency(c, a.queries, Path(a.ps_base_bin).resolve() / "dtctl")
             ps2 = ps_latency(c, a.queries)
             ps = (max(ps[0], ps2[0]), max(ps[1], ps2[1]), (ps[2] + ps2[2]) / 2)
+        idle = None
+        if a.idle:   # nothing submitted, the queue as it is: what dtsched's steps cost
+            t0, w0 = cpu_ticks(c.pid), time.monotonic()
+            time.sleep(a.idle)
+            idle = 100.0 * (cpu_ticks(c.pid) - t0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - w0)
         t0 = cpu_ticks(c.pid)
         ok, bad, wall = hammer(c, users, a.threads, seconds=a.seconds)
         cpu = (cpu_ticks(c.pid) - t0) / os.sysconf("SC_CLK_TCK")
         return {"label": label, "fill_jobs_per_s": fill, "jobs_per_s": ok / wall,
                 "dtsched_cpu_ms_per_job": 1000 * cpu / max(ok, 1), "refused": bad,
                 "queue": a.pending + ok, "ps_p50_ms": ps[0], "ps_p99_ms": ps[1],
-                "ps_cpu_ms": ps[2], "base_ps": base_ps, "dtsched_rss_mib": rss_mib(c.pid)}
+                "ps_cpu_ms": ps[2], "base_ps": base_ps, "dtsched_rss_mib": rss_mib(c.pid),
+                "idle_cpu_pct": idle}
     finally:
         c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -155,6 +179,8 @@ def main():
     ap.add_argument("--queries", type=int, default=50, help="`dtctl ps` runs per queue")
     ap.add_argument("--ps-base-bin", help="with --queues: also time this build's `dtctl ps` "
                     "on the same cluster, before and after this build's (side by side)")
+    ap.add_argument("--idle", type=float, default=0, help="also dtsched's CPU (%% of a core) "
+                    "over this many seconds with the queue full and nothing submitted")
     ap.add_argument("--pending", type=int, default=10000)
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=5)
@@ -175,6 +201,9 @@ def main():
                      r["dtsched_cpu_ms_per_job"], r["dtsched_rss_mib"], os.getloadavg()[0],
                      r["jobs_per_s"] / first), flush=True)
             print("%8s `dtctl ps` client CPU %.1f ms" % ("", r["ps_cpu_ms"]), flush=True)
+            if r["idle_cpu_pct"] is not None:
+                print("%8s dtsched idle (nothing submitted, %.0f s): %.2f %% of a core"
+                      % ("", a.idle, r["idle_cpu_pct"]), flush=True)
             if r["base_ps"]:
                 print("%8s --ps-base-bin's dtctl ps on the same queue (its dtsched answers "
                       "it as before: no rows asked): p50 %.1f ms, p99 %.1f ms, client CPU "

@@ -132,6 +132,42 @@ def sqlite_reference(dbdir, seconds, batch):
     return rate
 
 
+def local_cluster(dtctl, tmp, slots=2):
+    """A one-node `host: local` cluster under tmp (its own DTCTL_HOME, shared dir and
+    ports, as tests/e2e/conftest.py's LocalCluster): (home, env, run), run(*args)
+    being one dtctl call in it.  Nothing is started: start_local_cluster(run)."""
+    home, shared = tmp / "home", tmp / "shared"
+    home.mkdir(mode=0o700)
+    shared.mkdir()
+    agent_port, head_port = free_ports(2)
+    (home / "cluster.yaml").write_text(
+        "cluster: bench\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: %d}\n"
+        "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
+        % (shared, slots, agent_port, head_port))
+    env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_NO_SYSTEMD="1", NO_COLOR="1")
+    env.pop("DTCTL_CLUSTER", None)
+    env.pop("DTCTL_SHARED_DIR", None)
+
+    def run(*args, timeout=60):
+        return subprocess.run([dtctl] + list(args), env=env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    return home, env, run
+
+
+def start_local_cluster(run):
+    """dtsched and the agent up, node 'local' UP (20 s at most)."""
+    for what in (("head", "start"), ("agents", "start")):
+        p = run(*what)
+        assert p.returncode == 0, "dtctl %s: %s%s" % (" ".join(what), p.stdout, p.stderr)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        p = run("nodes", "--json")
+        if p.returncode == 0 and any(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]):
+            return
+        time.sleep(0.2)
+    sys.exit("bench: node 'local' not UP: %s" % p.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "bin"))
@@ -142,35 +178,10 @@ def main():
     b = Path(a.bin).resolve()
     dtctl = str(b / "dtctl")
     tmp = Path(tempfile.mkdtemp(prefix="bench-submit-"))
-    home, shared = tmp / "home", tmp / "shared"
-    home.mkdir(mode=0o700)
-    shared.mkdir()
-    agent_port, head_port = free_ports(2)
-    (home / "cluster.yaml").write_text(
-        "cluster: bench\nshared_dir: %s\nnodes:\n  - {host: local, gpus: 0, slots: 2}\n"
-        "agent: {port: %d, heartbeat: 500ms, dead_after: 5s}\nhead: {port: %d}\n"
-        % (shared, agent_port, head_port))
-    env = dict(os.environ, DTCTL_HOME=str(home), DTCTL_NO_SYSTEMD="1", NO_COLOR="1")
-    env.pop("DTCTL_CLUSTER", None)
-    env.pop("DTCTL_SHARED_DIR", None)
-
-    def run(*args, timeout=60):
-        return subprocess.run([dtctl] + list(args), env=env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-
+    home, env, run = local_cluster(dtctl, tmp)
     res = {"seconds": a.seconds, "cores": os.cpu_count(), "clients": []}
     try:
-        for what in (("head", "start"), ("agents", "start")):
-            p = run(*what)
-            assert p.returncode == 0, "dtctl %s: %s%s" % (" ".join(what), p.stdout, p.stderr)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            p = run("nodes", "--json")
-            if p.returncode == 0 and any(n["state"] == "UP" for n in json.loads(p.stdout)["nodes"]):
-                break
-            time.sleep(0.2)
-        else:
-            sys.exit("bench_submit: node 'local' not UP: %s" % p.stderr)
+        start_local_cluster(run)
         p = run("run", "--detach", "-p", "2", "--name", "blocker", "--", "sleep", "600")
         assert p.returncode == 0, p.stderr
         pid = int((home / "dtsched.pid").read_text())

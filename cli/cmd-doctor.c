@@ -753,20 +753,128 @@ static void check_port(void)
 
 /* ------------------------------------------------------------ slurm */
 
-/* argv's output (stdout and stderr), trimmed, into out; its exit code (-1: not run) */
-static int slurm_capture(const char **argv, struct strbuf *out)
+/* argv's output (stdout and stderr), trimmed, into out, its stdin fd `in` (0: none);
+ * its exit code (-1: not run) */
+static int slurm_capture_in(const char **argv, int in, struct strbuf *out)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
 	int code;
 
 	strvec_pushv(&cp.args, argv);
-	cp.no_stdin = 1;
+	if (in > 0)
+		cp.in = in;
+	else
+		cp.no_stdin = 1;
 	cp.err_to_out = 1;
 	strbuf_reset(out);
 	code = capture_command(&cp, out, 1 << 20);
 	child_process_clear(&cp);
 	strbuf_trim(out);
 	return code;
+}
+
+static int slurm_capture(const char **argv, struct strbuf *out)
+{
+	return slurm_capture_in(argv, 0, out);
+}
+
+/*
+ * The value of `key` in slurm.conf ($SLURM_CONF, else /etc/slurm/slurm.conf;
+ * keys are case-insensitive) into val; empty when unset or unreadable.
+ */
+static void slurm_conf_value(const char *key, struct strbuf *val)
+{
+	const char *conf = getenv_nonempty("SLURM_CONF");
+	struct strbuf text = STRBUF_INIT;
+	size_t n = strlen(key);
+
+	strbuf_reset(val);
+	if (strbuf_read_file(&text, conf ? conf : "/etc/slurm/slurm.conf", 1 << 20) < 0) {
+		strbuf_release(&text);
+		return;
+	}
+	for (const char *p = text.buf; *p;) {
+		size_t l = strcspn(p, "\n");
+		const char *q = p + strspn(p, " \t");
+
+		if (!strncasecmp(q, key, n) && q[n + strspn(q + n, " \t")] == '=') {
+			q += n + strspn(q + n, " \t") + 1;
+			q += strspn(q, " \t");
+			strbuf_reset(val);
+			strbuf_add(val, q, strcspn(q, " \t\n#"));
+		}
+		p += l + (p[l] == '\n');
+	}
+	strbuf_release(&text);
+}
+
+/*
+ * munge: Slurm signs every request with a munge credential, so a munged
+ * that is down (or keyed differently) looks like an unreachable slurmctld.
+ * A credential made (munge -n) and read back (unmunge) through the socket
+ * slurm.conf names tells the two apart.
+ */
+static int check_munge(void)
+{
+	struct strbuf sock = STRBUF_INIT, opt = STRBUF_INIT, cred = STRBUF_INIT;
+	struct strbuf out = STRBUF_INIT, detail = STRBUF_INIT;
+	const char *argv[4] = { NULL };
+	int code, fds[2] = { -1, -1 };
+
+	slurm_conf_value("AuthType", &out);
+	if (out.len && strcmp(out.buf, "auth/munge")) {
+		strbuf_addf(&detail, "not used: AuthType=%s", out.buf);
+		verdict("munge", 1, detail.buf, NULL);
+		strbuf_release(&out);
+		strbuf_release(&detail);
+		return 0;
+	}
+	strbuf_reset(&out);
+	/* AuthInfo=socket=PATH[,ttl=...] */
+	slurm_conf_value("AuthInfo", &detail);
+	for (const char *v = detail.buf; (v = strstr(v, "socket=")); v++)
+		if (v == detail.buf || v[-1] == ',') {
+			strbuf_add(&sock, v + 7, strcspn(v + 7, ","));
+			break;
+		}
+	strbuf_reset(&detail);
+	if (sock.len)
+		strbuf_addf(&opt, "--socket=%s", sock.buf);
+	argv[0] = "munge";
+	argv[1] = "-n";
+	argv[2] = sock.len ? opt.buf : NULL;
+	code = slurm_capture(argv, &cred);
+	if (!code && pipe(fds) == 0) {
+		strbuf_addch(&cred, '\n');
+		/* a credential is far below a pipe's buffer: no reader needed yet */
+		code = write(fds[1], cred.buf, cred.len) == (ssize_t)cred.len ? 0 : -1;
+		close(fds[1]);
+		argv[0] = "unmunge";
+		argv[1] = sock.len ? opt.buf : NULL;
+		argv[2] = NULL;
+		if (!code)
+			code = slurm_capture_in(argv, fds[0], &out);
+		close(fds[0]);
+		code = code || !strstr(out.buf, "STATUS:") || !strstr(out.buf, "Success");
+		strbuf_addf(&detail, "munged at %s: ", sock.len ? sock.buf : "its default socket");
+		if (!code)
+			strbuf_addstr(&detail, "a credential made and read back");
+		else
+			strbuf_addf(&detail, "unmunge: %s", out.len ? out.buf : "no answer");
+	} else {
+		strbuf_addf(&detail, "munge -n%s%s: %s", sock.len ? " " : "", opt.buf,
+			    cred.len ? cred.buf : code ? "failed" : strerror(errno));
+		code = 1;
+	}
+	verdict("munge", !code, detail.buf, "start munged with the cluster's key (systemctl start "
+		"munge; the same /etc/munge/munge.key on every node): Slurm authenticates every "
+		"request with it");
+	strbuf_release(&sock);
+	strbuf_release(&opt);
+	strbuf_release(&cred);
+	strbuf_release(&out);
+	strbuf_release(&detail);
+	return code ? -1 : 0;
 }
 
 /* how many lines of out are exactly want */
@@ -784,39 +892,76 @@ static size_t count_lines(const char *out, const char *want)
 }
 
 /*
- * `dtctl doctor --slurm` (or doctor inside an allocation): the Slurm side a
- * dtctl on Slurm depends on, with Slurm's own clients (docs/slurm.md):
- * slurmctld answers, a partition is up (and its GRES), PMIx for MPI under
+ * `dtctl doctor --slurm` (or doctor inside an allocation, or on a `backend:
+ * slurm` cluster): the Slurm side a dtctl on Slurm depends on, with Slurm's
+ * own clients (docs/slurm.md): munge makes and reads a credential, slurmctld
+ * answers, a partition is up (cluster.yaml's partition: when `partition` is
+ * set) and its GRES, PMIx for MPI under
  * srun, the shared dir seen by the compute nodes (a token written here,
  * read there through srun: every allocated node inside an allocation, one
  * node otherwise) and dtagent beside this dtctl running there in the same
  * version.  slurmctld unreachable: the other checks are not tried.
  */
-static int doctor_slurm(int json)
+static int doctor_slurm(int json, const char *partition)
 {
 	struct doctor d;
 	struct strbuf out = STRBUF_INIT, detail = STRBUF_INIT, bin = STRBUF_INIT, tok = STRBUF_INIT;
 	struct slurm_alloc al;
-	int in_alloc, code;
+	int in_alloc, code, up;
 
 	memset(&d, 0, sizeof(d));
 	D = &d;
 	d.json = json;
 	d.checks = json_array();
-	code = slurm_capture((const char *[]){ "scontrol", "ping", NULL }, &out);
-	verdict("slurmctld", code == 0 && strstr(out.buf, " is UP"), out.len ? out.buf : "no answer",
-		"start slurmctld on the controller (systemctl start slurmctld) and check that "
-		"SlurmctldHost in slurm.conf ($SLURM_CONF) names it");
-	if (!d.failed) {
+	if (check_munge() < 0) {
+		/* every request to slurmctld carries a credential: none can be asked */
+		up = 0;
+		verdict("slurmctld", 0, "not asked: Slurm's clients need munge, which failed", NULL);
+	} else {
+		code = slurm_capture((const char *[]){ "scontrol", "ping", NULL }, &out);
+		up = code == 0 && strstr(out.buf, " is UP");
+		verdict("slurmctld", up, out.len ? out.buf : "no answer",
+			"start slurmctld on the controller (systemctl start slurmctld) and check "
+			"that SlurmctldHost in slurm.conf ($SLURM_CONF) names it");
+	}
+	if (up) {
+		struct strbuf lines = STRBUF_INIT;
+
 		strbuf_reset(&detail);
 		slurm_capture((const char *[]){ "scontrol", "--version", NULL }, &out);
 		strbuf_addf(&detail, "%s, dtctl %s", out.buf, DT_VERSION);
 		verdict("versions", code == 0, detail.buf, NULL);
 		code = slurm_capture((const char *[]){ "sinfo", "--noheader", "--format=%P %a %D %t %G",
 						      NULL }, &out);
-		verdict("partition", code == 0 && strstr(out.buf, " up "), out.len ? out.buf :
-			"no partition", "define a partition (PartitionName=... State=UP) with nodes in "
+		/* cluster.yaml's partition: its lines only ("debug* up 2 idle gpu:4") */
+		for (const char *p = out.buf; code == 0 && *p;) {
+			size_t l = strcspn(p, "\n"), w = strcspn(p, " *\n");
+
+			if (!partition || (w == strlen(partition) && !strncmp(p, partition, w)))
+				strbuf_addf(&lines, "%.*s\n", (int)l, p);
+			p += l + (p[l] == '\n');
+		}
+		strbuf_trim(&lines);
+		strbuf_reset(&detail);
+		if (code == 0 && partition && !lines.len) {
+			strbuf_addf(&detail, "Slurm has no partition '%s' (%s:%d:%d); sinfo: %s",
+				    partition, the_cluster.file ? the_cluster.file : "cluster.yaml",
+				    the_cluster.config.slurm.partition_pos.line,
+				    the_cluster.config.slurm.partition_pos.col,
+				    out.len ? out.buf : "no partition");
+		} else {
+			strbuf_addstr(&detail, code == 0 ? lines.buf : out.buf);
+			if (!detail.len)
+				strbuf_addstr(&detail, "no partition");
+		}
+		verdict("partition", code == 0 && (strstr(lines.buf, " up ") != NULL), detail.buf,
+			partition ? "set partition: in cluster.yaml to an up partition sinfo lists, or "
+			"ask the admins to bring it up (scontrol update PartitionName=... State=UP)" :
+			"define a partition (PartitionName=... State=UP) with nodes in "
 			"slurm.conf, or ask the admins which one to use (sinfo)");
+		strbuf_reset(&out);
+		strbuf_add(&out, lines.buf, lines.len);
+		strbuf_release(&lines);
 		/* the GRES column of each partition line */
 		strbuf_reset(&detail);
 		for (const char *p = out.buf; code == 0 && *p;) {
@@ -929,8 +1074,9 @@ int cmd_doctor(int argc, const char **argv)
 		OPT_BOOL(0, "fabric", &fabric, "instead: the fabric test through dtsched (all-reduce, "
 			 "pairwise latency and bandwidth against baselines; UP nodes by default)"),
 		OPT_BOOL(0, "quick", &quick, "with --fabric: connectivity and latency only"),
-		OPT_BOOL(0, "slurm", &slurm, "instead: the Slurm side (slurmctld, partition, GRES, PMIx, "
-			 "shared dir and dtagent on the compute nodes; default inside an allocation)"),
+		OPT_BOOL(0, "slurm", &slurm, "instead: the Slurm side (munge, slurmctld, partition, GRES, "
+			 "PMIx, shared dir and dtagent on the compute nodes; default inside an "
+			 "allocation and on a backend: slurm cluster)"),
 		OPT_END(),
 	};
 	struct cluster_config *c = &the_cluster.config;
@@ -948,9 +1094,12 @@ int cmd_doctor(int argc, const char **argv)
 	}
 	if (fabric)
 		return doctor_fabric(nodes, quick, json);
-	/* inside an allocation with no cluster named: the Slurm checks (slurm.h) */
+	/* inside an allocation with no cluster named, or a `backend: slurm` cluster (no
+	 * nodes of its own): the Slurm checks (slurm.h), of its partition: if named */
+	if (the_cluster.file && c->backend == BACKEND_SLURM)
+		return doctor_slurm(json, c->slurm.partition);
 	if (slurm || (!the_cluster.file && getenv_nonempty("SLURM_JOB_ID")))
-		return doctor_slurm(json);
+		return doctor_slurm(json, NULL);
 	if ((rc = cluster_setup(NEED_CLUSTER)))
 		return rc;
 	if (cluster_select(c, nodes, &idx, &nr) < 0) {

@@ -376,8 +376,8 @@ int head_job_submit(const struct job_config *job, struct strbuf *id)
 	json_t *req, *reply = NULL;
 	int code;
 
-	req = json_pack("{s:o,s:s,s:s}", "job", job_config_to_json(job), "shared_dir",
-			the_cluster.shared_dir, "user", cli_whoami());
+	req = json_pack("{s:o,s:s}", "job", job_config_to_json(job), "shared_dir",
+			the_cluster.shared_dir);   /* the owner: who the request proves to be */
 	code = head_api("POST", DT_PATH_JOBS, req, &reply, NULL);
 	if (!code)
 		strbuf_addstr(id, json_get_str(json_object_get(reply, "job"), "id", "?"));

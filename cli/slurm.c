@@ -378,14 +378,56 @@ static int free_port(void)
 }
 
 /*
+ * The address other machines reach Slurm node `node` (this one) on: its
+ * NodeAddr in Slurm's configuration (`scontrol -o show node`; the node's name
+ * where it has none), as the kernel routes it (lib/netif.h).  0, or -1 when
+ * that is no address another machine reaches (loopback, unresolvable).
+ */
+static int node_address(const char *node, char *out, size_t size, struct strbuf *why)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf sout = STRBUF_INIT, addr = STRBUF_INIT;
+	struct strbuf err = STRBUF_INIT;
+	struct dt_netif nif;
+	const char *p;
+	int ret = -1;
+
+	strvec_pushv(&cp.args, (const char *[]){ "scontrol", "-o", "show", "node", node, NULL });
+	cp.no_stdin = 1;
+	cp.no_stderr = 1;
+	if (capture_command(&cp, &sout, 1 << 16) == 0 && (p = strstr(sout.buf, " NodeAddr=")))
+		strbuf_add(&addr, p + 10, strcspn(p + 10, " \n"));
+	child_process_clear(&cp);
+	if (!addr.len)
+		strbuf_addstr(&addr, node);
+	if (dt_netif_route(addr.buf, 1, &nif, &err) < 0) {
+		strbuf_addf(why, "Slurm's address of node %s, '%s': %s", node, addr.buf, err.buf);
+	} else if (nif.loopback) {
+		strbuf_addf(why, "Slurm's address of node %s, '%s', is %s, a loopback address",
+			    node, addr.buf, nif.addr);
+	} else {
+		snprintf(out, size, "%s", nif.addr);
+		ret = 0;
+	}
+	strbuf_release(&sout);
+	strbuf_release(&addr);
+	strbuf_release(&err);
+	return ret;
+}
+
+/*
  * The address the nodes reach this machine on: the source of our route to
- * the first allocated node that is not this one (lib/netif.h); 127.0.0.1
- * when the allocation is this node alone.
+ * the first allocated node that is not this one (lib/netif.h).  When the
+ * allocation is this node alone, the node's own address as Slurm knows it
+ * (node_address()), so that a later shell on another machine (salloc's login
+ * node, another node's step) reaches the head through its record as well;
+ * 127.0.0.1, with a warning, only when it has none.
  */
 static int head_address(char *out, size_t size, struct strbuf *err)
 {
 	char host[256] = "";
 	const char *me = getenv_nonempty("SLURMD_NODENAME");
+	struct strbuf why = STRBUF_INIT;
 
 	gethostname(host, sizeof(host) - 1);
 	for (size_t i = 0; i < ss.al.nodes.nr; i++) {
@@ -400,7 +442,12 @@ static int head_address(char *out, size_t size, struct strbuf *err)
 		snprintf(out, size, "%s", nif.addr);
 		return 0;
 	}
-	snprintf(out, size, "127.0.0.1");
+	if (node_address(ss.al.nodes.v[0], out, size, &why) < 0) {
+		warning("the head of Slurm job %s listens on 127.0.0.1: only this node reaches it "
+			"(%s)", ss.al.job_id, why.buf);
+		snprintf(out, size, "127.0.0.1");
+	}
+	strbuf_release(&why);
 	return 0;
 }
 

@@ -29,6 +29,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "math-dl.h"   /* last: exp, log10, pow... load libm on first use */
+
 /* Chart geometry, in SVG user units (= CSS px: the SVGs are not scaled). */
 #define CW 1160                 /* width of both charts */
 #define CH 460                  /* height of the curves chart */

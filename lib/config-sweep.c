@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "math-dl.h"   /* last: exp, log10, pow... load libm on first use */
+
 #define GRID_MAX 1000000LL    /* largest grid a sweep may enumerate */
 #define INT_UNIFORM_MAX 1e15   /* |bound| of int_uniform: exact in a double */
 

@@ -418,7 +418,8 @@
  *            exclude_nodes, labels),
  *       shared_dir: the cluster's shared dir (job dirs go to <shared_dir>/jobs/<id>),
  *       dry_run?: true = place and plan only, start and store nothing,
- *       user?: who submitted (shown in ps),
+ *       user?: ignored (older clients sent it): the owner is who the request
+ *              proves to be (scheduler/users.h),
  *       submit_dir?: the absolute directory dtctl ran in: the ranks start there
  *                    where it exists on their node (the job's workdir wins)}
  *   -> 201 {protocol, job: JOB}               queued (PENDING) or already RUNNING

@@ -102,15 +102,53 @@ static const char *pack_of(const struct job *j)
 
 /*
  * The retry of an attempt whose rank failed while Slurm still runs its job
- * (no timeout: a new sbatch would get the same partition limit) goes on in
- * that allocation, on the agents that already joined: no new sbatch, no
- * queue wait.  A job with a timeout gets a new Slurm job (a fresh --time).
+ * goes on in that allocation, on the agents that already joined: no new
+ * sbatch, no queue wait.  For a job with a timeout only while what is left
+ * of the Slurm job's time limit covers it (reuse_check()); else it gets a
+ * new Slurm job (a fresh --time).
  */
 static int reusable(const struct job *j)
 {
 	return json_is_true(json_object_get(j->slurm, "reuse")) && !j->cancel &&
 	       !strcmp(j->state, DT_JOB_PENDING) && phase_of(j) == SLURM_RUNNING &&
 	       json_get_int(j->slurm, "attempt", -1) == j->attempt - 1;
+}
+
+/* slurm_time_covers() for j's Slurm job: what is left of its limit now ("ends_ms") */
+static int time_covers(const struct job *j, long long now, struct strbuf *why)
+{
+	long long ends = json_get_int(j->slurm, "ends_ms", 0);
+
+	return slurm_time_covers(sid_of(j), !ends ? -1 : ends < 0 ? SLURM_UNLIMITED :
+				 ends > now ? ends - now : 0, j->cfg.timeout_ms, why);
+}
+
+/* the job's event for a retry's Slurm job: in the allocation it failed in, or a new one */
+static void retry_event(struct sched *s, const struct job *j, int reused, const char *why)
+{
+	dtlog(DTLOG_INFO, "job %s attempt %d: %s: %s", j->id, j->attempt,
+	      reused ? "in the same Slurm job" : "a new Slurm job", why);
+	events_add(s, "job.slurm_retry", json_pack("{s:s,s:s,s:s,s:i,s:I,s:b,s:s}", "job", j->id,
+		   "name", j->name ? j->name : "", "user", j->user ? j->user : "", "attempt",
+		   j->attempt, "slurm_job", (json_int_t)sid_of(j), "reused", reused, "reason",
+		   why), NULL);
+}
+
+/*
+ * A retry to go on in the allocation its attempt failed in whose time left
+ * no longer covers its timeout: the flag goes (slurm_step() ends that Slurm
+ * job, slurm_place() submits a new one) and the job's events say why.
+ */
+static void reuse_check(struct sched *s, struct job *j)
+{
+	struct strbuf why = STRBUF_INIT;
+
+	if (reusable(j) && !time_covers(j, dt_mono_ms(), &why)) {
+		json_object_del(j->slurm, "reuse");
+		retry_event(s, j, 0, why.buf);
+		job_save(s, j);
+	}
+	strbuf_release(&why);
 }
 
 static void set_str(json_t *o, const char *key, const char *v)
@@ -387,6 +425,16 @@ static int record_apply(json_t *rec, const char *ids, json_t *got)
 			set_str(rec, keys[k], json_get_str(o, keys[k], ""));
 			changed = 1;
 		}
+	/* what is left of its time limit, as a time on dt_mono_ms()'s clock (not saved
+	 * as a change: it moves at every answer); -1: no limit */
+	if (json_object_get(o, "left_s")) {
+		long long left = json_get_int(o, "left_s", 0);
+
+		json_object_set_new(rec, "ends_ms", json_integer(left == SLURM_UNLIMITED ? -1 :
+								 dt_mono_ms() + left * 1000));
+	} else {
+		json_object_del(rec, "ends_ms");
+	}
 	if (json_get_int(rec, "restarts", 0) != json_get_int(o, "restarts", 0)) {
 		json_object_set_new(rec, "restarts", json_integer(json_get_int(o, "restarts", 0)));
 		changed = 1;
@@ -979,9 +1027,12 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 		strbuf_addstr(reason, "submitting to Slurm (sbatch)");
 		return PLACE_WAIT;
 	}
+	if (sid > 0)
+		reuse_check(s, j);
 	if (sid > 0 && reusable(j)) {
-		dtlog(DTLOG_INFO, "job %s attempt %d: in Slurm job %lld, which still runs", j->id,
-		      j->attempt, sid);
+		time_covers(j, dt_mono_ms(), &err);
+		retry_event(s, j, 1, err.buf);
+		strbuf_reset(&err);
 		json_object_set_new(j->slurm, "attempt", json_integer(j->attempt));
 		json_object_del(j->slurm, "reuse");
 	}
@@ -1197,8 +1248,7 @@ static enum attempt_status slurm_attempt_poll(struct sched *s, struct job *j,
 	if (ss->polled_ms <= settle + 200 && now - settle < SETTLE_MS)
 		return ATTEMPT_SETTLING;
 	json_object_del(j->slurm, "settle_ms");
-	if (st == ATTEMPT_FAILED && !e->node_fail && !j->cfg.timeout_ms &&
-	    phase_of(j) == SLURM_RUNNING)
+	if (st == ATTEMPT_FAILED && !e->node_fail && phase_of(j) == SLURM_RUNNING)
 		json_object_set_new(j->slurm, "reuse", json_true());   /* for a retry */
 	return st;
 }
@@ -1277,6 +1327,7 @@ static void slurm_step(struct sched *s, struct actions *a)
 		if (sid <= 0 || slurm_phase_final(ph) || pack_of(j) ||
 		    !strcmp(json_get_str(j->slurm, "state", ""), "GONE"))
 			continue;   /* a pack's allocation is ended below */
+		reuse_check(s, j);
 		live_attempt = (!state_final(j->state) &&
 				json_get_int(j->slurm, "attempt", -1) == j->attempt) || reusable(j);
 		if (live_attempt)

@@ -138,7 +138,7 @@ static void gate_ended(struct sched *s, struct job *j, const struct job *g, cons
 	}
 	history_add(j, DT_JOB_PENDING, sb.buf);
 	set_reason(j, "%s", sb.buf);
-	j->wait_fp = 0;
+	job_place_again(s, j);
 	job_save(s, j);
 	strbuf_release(&sb);
 }

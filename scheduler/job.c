@@ -70,6 +70,7 @@ void jobs_live_compact(struct sched *s)
 				s->live[k++] = s->live[i];
 		s->nr_live = k;
 		s->live_stale = 0;
+		s->queue_gen++;
 	}
 	if (s->running_stale) {
 		k = 0;
@@ -93,6 +94,7 @@ void jobs_live_rebuild(struct sched *s)
 		s->running[i]->in_running = 0;
 	s->nr_live = s->nr_running = 0;
 	s->live_stale = s->running_stale = 0;
+	s->queue_gen++;
 	for (size_t i = 0; i < s->nr_jobs; i++) {
 		struct job *j = s->jobs[i];
 
@@ -112,6 +114,7 @@ void jobs_remove(struct sched *s, size_t i)
 
 	memmove(s->jobs + i, s->jobs + i + 1, (s->nr_jobs - i - 1) * sizeof(*s->jobs));
 	s->nr_jobs--;
+	s->queue_gen++;
 	for (size_t k = s->nr_live; k > 0; k--)
 		if (s->live[k - 1] == j) {
 			memmove(s->live + k - 1, s->live + k, (s->nr_live - k) * sizeof(*s->live));

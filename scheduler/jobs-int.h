@@ -261,8 +261,23 @@ struct fair_cache {
 	struct place_result *reserved[2];
 	int per_node[2];
 	long long shadow_us[2];
+	/* the scan of s->live (queue_scan): valid while s->queue_gen == scan_gen;
+	 * then jobs appended since (from scan_nr on) are all a step scans */
+	int scan_valid;
+	unsigned long long scan_gen;
+	size_t scan_nr;
+	int any, untried, unranked;   /* pending jobs, never tried, never ranked */
+	size_t first;             /* in s->live, the first job never tried */
+	unsigned long long walks; /* whole walks of the queue (tests, bench) */
 };
 void fair_cache_free(struct sched *s);
+/* j is to be placed anew although the pools did not change (its nodes to
+ * avoid did): the next step tries it.  Lock held. */
+static inline void job_place_again(struct sched *s, struct job *j)
+{
+	j->wait_fp = 0;
+	s->queue_gen++;
+}
 /*
  * At submission (lock held, cluster.yaml read): j's project, and the quotas
  * it can never get past (fairshare.h, fs_check_submit); a job without a

@@ -69,11 +69,36 @@ out:
 	strbuf_release(&err);
 }
 
-static const struct cluster_node *cc_node(struct sched *s, const char *name)
+/* n in cluster.yaml, or NULL: its index there last time first (every step
+ * builds the pools: a search per node was O(nodes^2), ~1M strcmp at 1,000) */
+static const struct cluster_node *cc_node(struct sched *s, struct node *n)
 {
-	int i = s->cc ? cluster_find_node(s->cc, name) : -1;
+	int i;
 
+	if (!s->cc)
+		return NULL;
+	i = n->cc_hint;
+	if (i < 0 || (size_t)i >= s->cc->nr_nodes || strcmp(s->cc->nodes[i].name, n->name))
+		i = n->cc_hint = cluster_find_node(s->cc, n->name);
 	return i >= 0 ? &s->cc->nodes[i] : NULL;
+}
+
+static int node_index(const struct sched *s, const char *name)
+{
+	size_t lo = 0, hi = s->nr;
+
+	while (lo < hi) {   /* s->nodes is sorted by name */
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(s->nodes[mid]->name, name);
+
+		if (!c)
+			return (int)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
 }
 
 void pool_build(struct sched *s, struct pool *p, int gpu)
@@ -84,7 +109,7 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 	for (size_t i = 0; i < s->nr; i++) {
 		struct node *n = s->nodes[i];
 		struct place_node *pn = &p->n[i];
-		const struct cluster_node *cn = cc_node(s, n->name);
+		const struct cluster_node *cn = cc_node(s, n);
 
 		pn->name = n->name;
 		pn->up = !strcmp(n->state, DT_NODE_UP) || !strcmp(n->state, DT_NODE_DRAINED);
@@ -106,13 +131,11 @@ void pool_build(struct sched *s, struct pool *p, int gpu)
 		if (hd->gpu != gpu)
 			continue;
 		for (int k = 0; k < hd->nr; k++) {
-			for (size_t i = 0; i < s->nr; i++) {
-				if (strcmp(s->nodes[i]->name, hd->place[k].node))
-					continue;
-				for (int x = 0; x < hd->place[k].nslots; x++)
-					if (hd->place[k].slot[x] < PLACE_MAX_SLOTS)
-						p->n[i].used[hd->place[k].slot[x]] = 1;
-			}
+			int i = node_index(s, hd->place[k].node);
+
+			for (int x = 0; i >= 0 && x < hd->place[k].nslots; x++)
+				if (hd->place[k].slot[x] < PLACE_MAX_SLOTS)
+					p->n[i].used[hd->place[k].slot[x]] = 1;
 		}
 	}
 }
@@ -357,24 +380,6 @@ static unsigned long long fair_fp(void *ctx, int gpu, const struct place_node *n
 	struct pool p = { (struct place_node *)n, nr, gpu };
 
 	return pool_fingerprint(c->s, &p);
-}
-
-static int node_index(const struct sched *s, const char *name)
-{
-	size_t lo = 0, hi = s->nr;
-
-	while (lo < hi) {   /* s->nodes is sorted by name */
-		size_t mid = (lo + hi) / 2;
-		int c = strcmp(s->nodes[mid]->name, name);
-
-		if (!c)
-			return (int)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
 }
 
 /* j's class (cluster.yaml's fairshare.classes): preemptible, and its rank */
@@ -723,13 +728,50 @@ static int fair_place_new(struct sched *s, struct fair_inputs *in, const struct 
 }
 
 /*
+ * What schedule_pending() needs of the queue, in c: any pending job, the
+ * first never tried, any never ranked.  A walk of the whole queue (10,000
+ * pending jobs: most of dtsched's CPU per submit, and per idle step) only
+ * after a change other than new jobs (s->queue_gen); otherwise the jobs
+ * appended since the last walk alone.  A backend that places itself (Slurm)
+ * leaves its jobs untried: walked each time, as it answers anew each step.
+ */
+static void queue_scan(struct sched *s, struct fair_cache *c)
+{
+	size_t i = 0;
+
+	if (c->scan_valid && c->scan_gen == s->queue_gen && c->scan_nr <= s->nr_live &&
+	    !s->backend->place) {
+		i = c->scan_nr;
+	} else {
+		c->any = c->untried = c->unranked = 0;
+		c->first = 0;
+		c->walks++;
+	}
+	for (; i < s->nr_live; i++) {
+		const struct job *j = s->live[i];
+
+		if (strcmp(j->state, DT_JOB_PENDING) || j->cancel)
+			continue;
+		c->any = 1;
+		if (!j->wait_fp && !c->untried++)
+			c->first = i;
+		c->unranked |= !j->prio_pos;
+	}
+	c->scan_valid = 1;
+	c->scan_gen = s->queue_gen;
+	c->scan_nr = s->nr_live;
+}
+
+/*
  * Place pending jobs in priority order (fairshare.h: fair share, age, size,
  * priority: among a user's own jobs), within the quotas; the first that
  * waits gets a reservation and later ones backfill around it.  The full pass
  * sorts the whole queue: it runs when the pools changed (an attempt started
  * or ended, a node came or went, cluster.yaml changed), every second while
  * new jobs arrive and every 5 s otherwise; in between, the new jobs are
- * placed as the full pass would place them behind the top job.
+ * placed as the full pass would place them behind the top job, and a step
+ * in which nothing changed costs the pools' fingerprints (O(nodes)), not a
+ * walk of the queue (queue_scan).
  */
 void schedule_pending(struct sched *s)
 {
@@ -740,27 +782,23 @@ void schedule_pending(struct sched *s)
 	struct fair_cache *c;
 	unsigned long long fp[2];
 	long long now_ms = dt_mono_ms();
-	int any = 0, untried = 0, unranked = 0;
-	size_t first = 0;   /* in s->live, the first job never tried (the newest, mostly) */
 
-	for (size_t i = 0; i < s->nr_live; i++)
-		if (!strcmp(s->live[i]->state, DT_JOB_PENDING) && !s->live[i]->cancel) {
-			any = 1;
-			if (!s->live[i]->wait_fp && !untried++)
-				first = i;
-			unranked |= !s->live[i]->prio_pos;
-		}
-	if (!any)
-		return;
 	if (!s->fair_cache)
 		s->fair_cache = xcalloc(1, sizeof(*s->fair_cache));
 	c = s->fair_cache;
+	queue_scan(s, c);
+	if (!c->any)
+		return;
 	fair_inputs_pools(s, &in);
 	fp[0] = pool_fingerprint(s, &in.cpu);
 	fp[1] = pool_fingerprint(s, &in.gpu);
 	if (c->at_ms && fp[0] == c->fp[0] && fp[1] == c->fp[1] &&
-	    now_ms - c->at_ms < (unranked ? FAIR_FULL_NEW_MS : FAIR_FULL_IDLE_MS) &&
-	    (!untried || !fair_place_new(s, &in, c, first))) {
+	    now_ms - c->at_ms < (c->unranked ? FAIR_FULL_NEW_MS : FAIR_FULL_IDLE_MS) &&
+	    (!c->untried || !fair_place_new(s, &in, c, c->first))) {
+		/* each one tried: placed (a transition: the queue is walked again) or
+		 * waiting on this pool */
+		if (!s->backend->place)
+			c->untried = 0;
 		free(in.gpu.n);
 		free(in.cpu.n);
 		return;
@@ -793,6 +831,7 @@ void schedule_pending(struct sched *s)
 		j->floor_in_use = in.pass.projects[f->p].gpus;
 	}
 	c->at_ms = now_ms;
+	c->scan_valid = 0;   /* ranked, tried, waiting: walk the queue once more */
 	c->fp[0] = pool_fingerprint(s, &in.cpu);
 	c->fp[1] = pool_fingerprint(s, &in.gpu);
 	for (int g = 0; g < 2; g++) {

@@ -145,6 +145,8 @@ int jobstate_set(struct sched *s, struct job *j, const char *to,
 	info.from = j->state;
 	info.to = j->state = names[r->to];
 	j->wait_fp = 0;           /* a requeue may avoid other nodes now: try it afresh */
+	if (s)
+		s->queue_gen++;   /* schedule_pending() scans the queue again */
 	if (s && r->from == JS_RUNNING)
 		s->running_stale = 1;   /* out of s->running at its next compaction */
 	if (s && r->to == JS_RUNNING)

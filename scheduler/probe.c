@@ -161,7 +161,7 @@ static void probe_ended(struct sched *s, struct job *j, struct probe_run *r,
 			set_reason(j, "%s", sb.buf);
 		}
 	}
-	j->wait_fp = 0;   /* place it again: on the nodes that passed, or others */
+	job_place_again(s, j);   /* place it again: on the nodes that passed, or others */
 	job_save(s, j);
 	sched_wake(s);
 	free(culprit);

@@ -69,6 +69,8 @@ struct node {
 	char *health_reason;        /* the worst event's detail, or NULL */
 	const char *health_evented; /* the health the last node.health event said (events.c) */
 	char *drain_reason;         /* "auto: XID 79 on GPU 1 ... (2026-...)", "by dtctl drain" */
+	int cc_hint;                /* where it last was in cluster.yaml's nodes (a guess:
+				     * jobs-queue.c checks the name) */
 };
 
 /* why beacons were dropped or taken (GET /metrics); the first six are
@@ -130,6 +132,13 @@ struct sched {
 	struct job **live;
 	size_t nr_live, alloc_live;
 	int live_stale;
+	/*
+	 * Bumped by every change to the live jobs that schedule_pending()'s scan
+	 * of them reads, other than a job appended: a transition (jobstate_set),
+	 * a compaction or removal, a job to be tried again (job_place_again).
+	 * While it stays the same, a step scans only the jobs appended since.
+	 */
+	unsigned long long queue_gen;
 	/* the RUNNING jobs among them, also in s->jobs' order (jobs_step's walks):
 	 * joined by jobstate_set(), left at the compaction after they stop */
 	struct job **running;

@@ -5,6 +5,7 @@
  * a command; backend-slurm.c does, with argv only (lib/run-command.h).
  */
 #include "slurm.h"
+#include "units.h"
 #include "usage.h"
 
 #include <signal.h>
@@ -201,19 +202,92 @@ static int all_digits(const char *s)
 	return *s && strspn(s, "0123456789") == strlen(s);
 }
 
+long long slurm_time_parse(const char *s)
+{
+	long long v[4] = { 0 }, days = 0;
+	int n = 0;
+	const char *p = s;
+	char *end;
+
+	if (!s)
+		return -1;
+	if (!strcmp(s, "UNLIMITED"))
+		return SLURM_UNLIMITED;
+	if (strchr(s, '-')) {           /* days-hours:minutes:seconds */
+		if (!(*p >= '0' && *p <= '9'))
+			return -1;
+		days = strtoll(p, &end, 10);
+		if (*end != '-' || days > 100000)
+			return -1;
+		p = end + 1;
+	}
+	for (;;) {
+		if (!(*p >= '0' && *p <= '9') || n == 3)
+			return -1;
+		v[n++] = strtoll(p, &end, 10);
+		if (v[n - 1] > 1000000)
+			return -1;
+		if (!*end)
+			break;
+		if (*end != ':')
+			return -1;
+		p = end + 1;
+	}
+	if (n == 1 && !days)
+		return -1;                /* a bare number is no TimeLeft squeue prints */
+	if (days && n != 3)
+		return -1;
+	/* [[hours:]minutes:]seconds */
+	return days * 86400 + (n == 3 ? v[0] * 3600 + v[1] * 60 + v[2] :
+			       n == 2 ? v[0] * 60 + v[1] : v[0]);
+}
+
+int slurm_time_covers(long long sid, long long left_ms, long long timeout_ms, struct strbuf *why)
+{
+	if (!timeout_ms || left_ms == SLURM_UNLIMITED) {
+		strbuf_addf(why, "Slurm job %lld, which still runs%s", sid,
+			    timeout_ms ? " without time limit" : "");
+		return 1;
+	}
+	if (left_ms < 0) {
+		strbuf_addf(why, "squeue did not say what is left of Slurm job %lld's time limit",
+			    sid);
+		return 0;
+	}
+	strbuf_addf(why, "Slurm job %lld has ", sid);
+	format_duration(why, left_ms / 1000 * 1000);
+	strbuf_addstr(why, " left of its time limit");
+	if (left_ms >= timeout_ms + SLURM_REUSE_MARGIN_MS) {
+		strbuf_addstr(why, ", which covers the job's timeout ");
+		format_duration(why, timeout_ms);
+		return 1;
+	}
+	strbuf_addstr(why, ", less than the job's timeout ");
+	format_duration(why, timeout_ms);
+	if (left_ms >= timeout_ms)
+		strbuf_addf(why, " and %ds to spare", SLURM_REUSE_MARGIN_MS / 1000);
+	return 0;
+}
+
 int slurm_squeue_parse(const char *out, json_t *jobs)
 {
 	char *buf = xstrdup(out ? out : ""), *save = NULL;
 	int n = 0;
 
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *f[5];
+		char *f[6];
+		long long left;
+		json_t *o;
 
-		if (split_fields(line, f, 5) != 5 || !all_digits(f[0]) || !*f[1] ||
+		if (split_fields(line, f, 6) != 6 || !all_digits(f[0]) || !*f[1] ||
 		    !all_digits(f[2]))
 			continue;
-		json_object_set_new(jobs, f[0], json_pack("{s:s,s:i,s:s,s:s}", "state", f[1],
-			"restarts", atoi(f[2]), "nodes", f[3], "reason", f[4]));
+		o = json_pack("{s:s,s:i,s:s,s:s}", "state", f[1], "restarts", atoi(f[2]), "nodes",
+			      f[3], "reason", f[5]);
+		left = slurm_time_parse(f[4]);
+		if (left != -1)
+			json_object_set_new(o, "left_s", json_integer(left));
+		json_object_set_new(jobs, f[0], o);
 		n++;
 	}
 	free(buf);

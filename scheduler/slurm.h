@@ -77,11 +77,27 @@ int slurm_phase_final(enum slurm_phase p);
 
 /*
  * The format of squeue's lines that slurm_squeue_parse() reads (-O), and the
- * parse: {"<id>": {"state", "restarts", "nodes", "reason"}} added to jobs for
- * every well-formed line; others are skipped.  Returns the number read.
+ * parse: {"<id>": {"state", "restarts", "nodes", "reason", "left_s"}} added to
+ * jobs for every well-formed line; others are skipped.  Returns the number
+ * read.  left_s: what is left of the job's time limit (TimeLeft) in seconds,
+ * SLURM_UNLIMITED for none, absent when squeue's word was not a time.
  */
-#define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,Reason:"
+#define SLURM_SQUEUE_FORMAT "JobID:|,State:|,RestartCnt:|,NodeList:|,TimeLeft:|,Reason:"
+#define SLURM_UNLIMITED (-2LL)
 int slurm_squeue_parse(const char *out, json_t *jobs);
+/* Slurm's time ("1-02:03:04", "2:03:04", "3:04", "UNLIMITED") in seconds,
+ * SLURM_UNLIMITED, or -1 for anything else ("INVALID", "NOT_SET", junk) */
+long long slurm_time_parse(const char *s);
+
+/*
+ * A retry after a rank failure in the Slurm job (sid) its attempt failed in:
+ * whether what is left of that job's time limit (left_ms; SLURM_UNLIMITED:
+ * none; -1: unknown) covers the job's timeout (0: none) with
+ * SLURM_REUSE_MARGIN_MS to spare, so that dtctl's timeout, not Slurm's, ends
+ * it.  1 or 0, why saying which either way.
+ */
+#define SLURM_REUSE_MARGIN_MS 10000
+int slurm_time_covers(long long sid, long long left_ms, long long timeout_ms, struct strbuf *why);
 
 /*
  * dtsched's own active Slurm jobs at its start (`squeue --me -h -O

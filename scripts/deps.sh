@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BUILD_PKGS="make build-essential pkg-config libssh2-1-dev libyaml-dev libmicrohttpd-dev
 libjansson-dev libsqlite3-dev libssl-dev nettle-dev libcurl4-openssl-dev openmpi-bin libopenmpi-dev libopenblas-dev"
 TEST_PKGS="libcmocka-dev python3 python3-pytest python3-yaml python3-torch openssh-server openssh-client
-iproute2 procps psmisc time gdb clang cppcheck clang-tidy valgrind chromium prometheus bindfs
+iproute2 procps psmisc time gdb strace clang cppcheck clang-tidy valgrind chromium prometheus bindfs
 podman runc uidmap busybox-static squashfs-tools squashfs-tools-ng python3-aiosmtpd msmtp-mta openssl libjs-chart.js
 slurmctld slurmd slurm-client munge"
 case "${1:-}" in

@@ -268,6 +268,52 @@ def test_other_shells_of_the_allocation_find_its_head(slurm, user_env, other_use
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
 
 
+def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
+    """`dtctl run` in a ONE-node sbatch job: the batch script runs on that node, and its
+    head is published at the node's address (Slurm's NodeAddr of dtnode1), not 127.0.0.1,
+    so a shell on another node (here dtnode2's namespaces, outside the allocation) reaches
+    it through the record: ps sees the job, cancel ends it (signed with the secret as
+    any client); nothing stays."""
+    u = user_env
+    fc = slurm.fc
+    out = fc.shared / "sbatch-one-node.out"
+    script = fc.shared / "one-node.sbatch"
+    tag = "8%05d" % (os.getpid() % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 1 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep "
+                      "%s' %s\n" % (u["dtctl"], tag, tag))
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "-N", "1", "-w", "dtnode1", "--output=%s" % out,
+                   str(script)], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("the rank running", lambda: len(sleepers(u["uid"], tag)) == 1, 90,
+                 lambda: out.read_text() if out.exists() else "")
+        addr = fc.node(1).addr
+        assert "inside Slurm job %s: head on %s:" % (job, addr) in out.read_text(), \
+            out.read_text()
+        records = fc.shared / (".dtctl-alloc-%d" % u["uid"])
+        [rec] = [r for r in os.listdir(records) if r.startswith(job + ".")]
+        assert "address: %s," % addr in (records / rec / "cluster.yaml").read_text()
+
+        def on_node2(*args):
+            return fc.exec(2, ["env", "SLURM_JOB_ID=" + job, "DTCTL_SHARED_DIR=%s" % fc.shared,
+                               "NO_COLOR=1", "TMPDIR=/tmp", u["dtctl"]] + list(args),
+                           user=True, timeout=60)
+        p = on_node2("ps", "--json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        jobs = json.loads(p.stdout)["jobs"]
+        assert [j["state"] for j in jobs] == ["RUNNING"], jobs
+        p = on_node2("cancel", jobs[0]["id"])
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert slurm.wait_job_gone(job, timeout=60) in ("COMPLETED", "FAILED")
+        assert "CANCELLED" in out.read_text(), out.read_text()
+    finally:
+        slurm.run(["scancel", job])
+    wait_no_user_processes(u["uid"])
+    assert not node_tmp_entries(fc, "dtctl-alloc-"), "head home left"
+
+
 @contextlib.contextmanager
 def head_with_slurm_agents(slurm, u):
     """A head on the host (a private DTCTL_HOME of the test user) and, in an sbatch job,
@@ -497,11 +543,32 @@ def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
                   timeout=120)
     job = re.search(r"Granted job allocation (\d+)", p.stderr).group(1)
     assert p.returncode == 0, p.stdout + p.stderr
-    for want in (r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+    for want in (r"PASS munge +munged at \S+: a credential made and read back",
+                 r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
                  r"PASS versions +slurm(-wlm)? 22\.05\.\S+, dtctl ", r"PASS partition +debug\* up 2 ",
                  r"PASS gres +.*gpu:4", r"PASS pmix ", r"PASS shared dir +%s on 2 nodes of job %s"
                  % (re.escape(str(slurm.fc.shared)), job), r"PASS dtagent +"):
         assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    # munged unreachable (slurm.conf's AuthInfo socket wrong): munge fails, and says so
+    # apart from slurmctld, which cannot be asked without it
+    conf = Path(tempfile.mkdtemp(prefix="dtctl-nomunge-", dir="/var/tmp"))
+    try:
+        text = Path(slurm.conf).read_text()
+        assert "AuthInfo=socket=" in text
+        (conf / "slurm.conf").write_text(re.sub(r"AuthInfo=socket=\S+",
+                                                "AuthInfo=socket=/nonexistent/munge.socket", text))
+        os.chmod(conf, 0o755)
+        os.chmod(conf / "slurm.conf", 0o644)
+        p = slurm.run(["env", "SLURM_CONF=%s" % (conf / "slurm.conf"), u["dtctl"], "doctor",
+                       "--slurm", "--json"], user=True, env=u["env"])   # run() sets its own
+        assert p.returncode == 1, p.stdout + p.stderr
+        checks = json.loads(p.stdout)["checks"]
+        assert checks[0]["check"] == "munge" and not checks[0]["ok"], checks
+        assert "/nonexistent/munge.socket" in checks[0]["detail"], checks
+        assert "munged" in checks[0]["fix"], checks
+        assert checks[1]["check"] == "slurmctld" and not checks[1]["ok"], checks
+    finally:
+        shutil.rmtree(conf, ignore_errors=True)
     # a real failure: slurmctld gone
     inst = json.loads(subprocess.run([str(FAKESLURM), "env", "--json"], capture_output=True,
                                      text=True, check=True).stdout)
@@ -510,9 +577,10 @@ def test_doctor_on_slurm_and_with_slurmctld_stopped(slurm, user_env):
     p = slurm.run([u["dtctl"], "doctor", "--slurm", "--json"], user=True, env=u["env"])
     assert p.returncode == 1, p.stdout + p.stderr
     checks = json.loads(p.stdout)["checks"]
-    assert checks[0]["check"] == "slurmctld" and not checks[0]["ok"], checks
-    assert "DOWN" in checks[0]["detail"] and "slurmctld" in checks[0]["fix"], checks
-    assert len(checks) == 1, checks        # nothing else is tried without the controller
+    assert checks[0]["check"] == "munge" and checks[0]["ok"], checks   # not munge's fault
+    assert checks[1]["check"] == "slurmctld" and not checks[1]["ok"], checks
+    assert "DOWN" in checks[1]["detail"] and "slurmctld" in checks[1]["fix"], checks
+    assert len(checks) == 2, checks        # nothing else is tried without the controller
 
 
 def test_in_allocation_mistakes_are_usage_errors(dtctl):

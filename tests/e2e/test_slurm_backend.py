@@ -405,6 +405,91 @@ def test_retry_after_a_rank_failure_reuses_the_allocation(head):
     head.wait_nothing_left()
 
 
+def slurm_jobs_of(head, job):
+    """Slurm's own list of the Slurm jobs dtsched submitted for dtctl job `job` (their
+    --comment names it), ended ones included: {slurm id: state}."""
+    p = head.slurm.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k"])
+    assert p.returncode == 0, p.stderr
+    out = {}
+    for line in p.stdout.splitlines():
+        sid, state, comment = line.strip().split("|", 2)
+        if comment.startswith("dtctl %s attempt " % job):
+            out[int(sid)] = state
+    return out
+
+
+def slurm_retry_events(head, job):
+    p = head.dtctl("events", "--json", "--job", job)
+    assert p.returncode == 0, p.stderr
+    evs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return [e for e in evs if e.get("kind") == "job.slurm_retry"]
+
+
+WAITS_THEN_FAILS_ONCE = r"""
+import os, sys, time
+print("ATTEMPT=%s RANK=%s" % (os.environ["DT_ATTEMPT"], os.environ["RANK"]), flush=True)
+if os.environ["DT_ATTEMPT"] == "0":
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.1)
+    sys.exit(3)
+"""
+
+
+def test_retry_with_a_timeout_reuses_the_allocation_its_time_left_covers(head):
+    """A job with a timeout (5m: sbatch --time=6) whose rank fails once: what is left of
+    the Slurm job's limit (squeue's TimeLeft) covers the retry's 5 minutes, so attempt 1
+    (DT_ATTEMPT=1) runs in the same Slurm job: Slurm lists one job for it, one output
+    file, and the job's events say why."""
+    job = head.submit("-N", "2", "-p", "1", "--retries", "1", "--timeout", "5m", "--",
+                      "/usr/bin/python3", "-c", FAILS_ONCE)
+    j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                      timeout=120)
+    assert j["state"] == "COMPLETED" and j["attempt"] == 1, j
+    sid = j["slurm"]["job_id"]
+    assert list(slurm_jobs_of(head, job)) == [sid]
+    outs = sorted(p.name for p in (head.fc.shared / "slurm").glob(job + ".*"))
+    assert outs == ["%s.0-%d.out" % (job, sid)], outs
+    assert "ATTEMPT=1 RANK=0" in head.dtctl("logs", job).stdout
+    evs = slurm_retry_events(head, job)
+    assert [(e["attempt"], e["slurm_job"], e["reused"]) for e in evs] == [(1, sid, True)], evs
+    assert re.search(r"Slurm job %d has \S+ left of its time limit, which covers the job's "
+                     r"timeout 5m" % sid, evs[0]["reason"]), evs
+    assert head.slurm.wait_job_gone(str(sid)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
+def test_retry_with_a_timeout_gets_a_new_slurm_job_when_too_little_is_left(head):
+    """The same, but Slurm's limit was cut to 4 minutes (scontrol update) while attempt 0
+    ran: less is left than the 5m timeout, so the retry gets a new Slurm job (a fresh
+    --time), the first one is ended, and the job's events say why."""
+    go = head.fc.shared / ("go-%d" % os.getpid())
+    go.unlink(missing_ok=True)
+    job = head.submit("-N", "1", "-p", "1", "--retries", "1", "--timeout", "5m", "--",
+                      "/usr/bin/python3", "-c", WAITS_THEN_FAILS_ONCE, str(go))
+    try:
+        j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "running", timeout=120)
+        sid = j["slurm"]["job_id"]
+        p = head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "TimeLimit=4"])
+        assert p.returncode == 0, p.stdout + p.stderr
+        go.write_text("go")
+        j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                          timeout=120)
+    finally:
+        go.unlink(missing_ok=True)
+    assert j["state"] == "COMPLETED" and j["attempt"] == 1, j
+    sid2 = j["slurm"]["job_id"]
+    assert sid2 != sid, j
+    assert sorted(slurm_jobs_of(head, job)) == [sid, sid2]
+    assert head.slurm.wait_job_gone(str(sid)) in ("COMPLETED", "CANCELLED")
+    evs = slurm_retry_events(head, job)
+    assert [(e["attempt"], e["slurm_job"], e["reused"]) for e in evs] == [(1, sid, False)], evs
+    assert re.search(r"Slurm job %d has \S+ left of its time limit, less than the job's "
+                     r"timeout 5m" % sid, evs[0]["reason"]), evs
+    assert "ATTEMPT=1 RANK=0" in head.dtctl("logs", job).stdout
+    assert head.slurm.wait_job_gone(str(sid2)) == "COMPLETED"
+    head.wait_nothing_left()
+
+
 def test_job_that_can_never_run_is_refused_with_the_numbers(head):
     p = head.dtctl("run", "-d", "-N", "3", "-p", "1", "--", "true")
     assert p.returncode == 2, p.stdout + p.stderr
@@ -430,6 +515,40 @@ def test_refused_sbatch_names_slurms_message_and_the_option(head):
     finally:
         head.write_yaml(head.base_yaml)
         time.sleep(1.1)
+
+
+def test_doctor_on_a_slurm_backend_cluster_checks_slurm_and_its_partition(head):
+    """`dtctl doctor` on a `backend: slurm` cluster (no nodes: of its own) runs the Slurm
+    checks, not the SSH ones (which passed vacuously on 0 nodes): munge through the socket
+    slurm.conf names, slurmctld, the partition cluster.yaml names and its GRES, the shared
+    dir and dtagent through srun.  A partition Slurm does not have fails, naming the key."""
+    p = head.dtctl("doctor", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for want in (r"PASS munge +munged at %s: a credential made and read back"
+                 % re.escape(str(head.slurm.state / "munge" / "munge.socket")),
+                 r"PASS slurmctld +Slurmctld\(primary\) at \S+ is UP",
+                 r"PASS partition +%s\*? up 2 " % head.slurm.partition,
+                 r"PASS gres +gpu:4", r"PASS shared dir +%s on 1 node" % re.escape(str(head.fc.shared)),
+                 r"PASS dtagent +"):
+        assert re.search(want, p.stdout), "%r not in:\n%s" % (want, p.stdout)
+    assert "ssh" not in p.stdout, p.stdout
+    other = Path(tempfile.mkdtemp(prefix="dtctl-doctor-", dir="/var/tmp"))
+    try:
+        yaml = other / "cluster.yaml"
+        yaml.write_text(head.base_yaml.replace("partition: %s\n" % head.slurm.partition,
+                                               "partition: nosuchpart\n"))
+        os.chmod(other, 0o755)
+        os.chmod(yaml, 0o644)
+        p = head.dtctl("-c", yaml, "doctor", "--json", timeout=120)
+        assert p.returncode == 1, p.stdout + p.stderr
+        checks = {c["check"]: c for c in json.loads(p.stdout)["checks"]}
+        part = checks["partition"]
+        assert not part["ok"], checks
+        assert "Slurm has no partition 'nosuchpart' (%s:4:12)" % yaml in part["detail"], part
+        assert head.slurm.partition in part["detail"] and "partition:" in part["fix"], part
+        assert checks["munge"]["ok"] and checks["slurmctld"]["ok"], checks
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
 
 
 def sweep_export(head, sw):

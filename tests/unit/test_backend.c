@@ -102,6 +102,7 @@ static struct {
 	int requeue_attempts;     /* this many are requeued by the resource manager */
 	const char *end_state;    /* then the resource manager ends one in this state */
 	int attempts_ended;
+	int keep_running;         /* every poll: still running */
 } tb;
 
 static int tb_gate(struct sched *s, struct job *j, const struct pool *p,
@@ -136,7 +137,7 @@ static void tb_stop(struct sched *s, const struct action *x)
 /* the first poll of an attempt: still running; the second: over */
 static enum attempt_status tb_poll(struct sched *s, struct job *j, struct attempt_end *e)
 {
-	if (++tb.polls % 2)
+	if (++tb.polls % 2 || tb.keep_running)
 		return ATTEMPT_RUNNING;
 	tb.attempts_ended++;
 	if (tb.attempts_ended <= tb.requeue_attempts) {
@@ -238,7 +239,9 @@ static void test_lifecycle_end_to_end(void **state)
 	assert_string_equal(j->reason, "the test gate is closed");
 	assert_int_equal(tb.launches, 0);
 
-	j->wait_fp = 0;           /* the pool is the same: try it again anyway */
+	pthread_mutex_lock(&s->lock);
+	job_place_again(s, j);    /* the pool is the same: try it again anyway */
+	pthread_mutex_unlock(&s->lock);
 	step(s);                  /* placed, started, launched through the backend */
 	assert_string_equal(j->state, DT_JOB_RUNNING);
 	assert_int_equal(tb.launches, 1);
@@ -395,6 +398,86 @@ static void test_sweep_trial_hears_its_job(void **state)
 	sweeps_release(s);
 	free(t);
 	free(w);
+	fx_release(&f);
+}
+
+/*
+ * A step in which nothing changed does not walk the queue (jobs-queue.c,
+ * queue_scan: 1,000s of pending jobs walked per step were most of dtsched's
+ * CPU), yet each kind of change still places: a new job, a node's freed
+ * slot (no job moved), a job to be tried again on the same pool, and the
+ * periodic full pass (its timer).
+ */
+static void test_queue_cache_sees_changes(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &test_backend, 2);
+	char a[32], big[32], c[32], d[32], id[32];
+	struct job *jbig, *jd;
+	unsigned long long walks;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.keep_running = 1;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"a\"]}", a, sizeof(a));
+	step(s);
+	assert_string_equal(job_find(s, a)->state, DT_JOB_RUNNING);
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 2, \"command\": [\"big\"]}", big,
+	       sizeof(big));
+	for (int i = 0; i < 50; i++)   /* a queue behind big, which waits for 2 slots */
+		submit(&f, "{\"nodes\": 1, \"procs_per_node\": 2, \"command\": [\"q\"]}", id,
+		       sizeof(id));
+	step(s);                  /* the full pass (the pool changed): all wait */
+	step(s);                  /* the queue walked once after it */
+	jbig = job_find(s, big);
+	assert_string_equal(jbig->state, DT_JOB_PENDING);
+	/* no whole pass falls due meanwhile, however slow the machine (5 s) */
+	s->fair_cache->at_ms = dt_mono_ms() + 3600 * 1000;
+	walks = s->fair_cache->walks;
+	for (int i = 0; i < 5; i++)
+		step(s);              /* nothing changed: no walk of the queue */
+	assert_int_equal(s->fair_cache->walks, walks);
+
+	/* a new job (1 slot: fits beside a) is placed, the queue not walked for it */
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"c\"]}", c, sizeof(c));
+	step(s);
+	assert_string_equal(job_find(s, c)->state, DT_JOB_RUNNING);
+
+	/* a node's slots grow, no job moved: the pools' fingerprint places big */
+	s->nodes[0]->cpus = 4;
+	step(s);
+	assert_string_equal(jbig->state, DT_JOB_RUNNING);
+
+	/* a job to be tried again on the same pool (its avoid list changed) */
+	tb.gate_waits = 1;
+	s->nodes[0]->cpus = 5;
+	submit(&f, "{\"nodes\": 1, \"procs_per_node\": 1, \"command\": [\"d\"]}", d, sizeof(d));
+	step(s);                  /* the gate holds d back: it waits on this pool */
+	jd = job_find(s, d);
+	assert_string_equal(jd->state, DT_JOB_PENDING);
+	assert_string_equal(jd->reason, "the test gate is closed");
+	step(s);
+	step(s);
+	assert_string_equal(jd->state, DT_JOB_PENDING);
+	pthread_mutex_lock(&s->lock);
+	job_place_again(s, jd);
+	pthread_mutex_unlock(&s->lock);
+	step(s);
+	assert_string_equal(jd->state, DT_JOB_RUNNING);
+
+	/* the timer: the full pass every 5 s ranks the queue again */
+	step(s);
+	step(s);
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING))
+			s->live[i]->prio_pos = 0;
+	s->fair_cache->at_ms = dt_mono_ms() + 3600 * 1000;
+	step(s);
+	assert_int_equal(job_find(s, id)->prio_pos, 0);   /* no pass: nothing changed */
+	s->fair_cache->at_ms = dt_mono_ms() - 6000;   /* the last one 6 s ago */
+	step(s);
+	for (size_t i = 0; i < s->nr_live; i++)
+		if (!strcmp(s->live[i]->state, DT_JOB_PENDING))
+			assert_true(s->live[i]->prio_pos > 0);
 	fx_release(&f);
 }
 
@@ -811,7 +894,7 @@ static void test_slurm_orphans(void **state)
 		    "107|RUNNING|0|t1|None|%s/slurm/job.sh|dtctl %s attempt 3 head abc123\n"
 		    "108|COMPLETED|0|t1|None|%s/slurm/job.sh|dtctl j-999998 attempt 0 head abc123\n"
 		    "109|RUNNING|0|t1|None|%s/slurm/job.sh|my own | job\n"
-		    "EOF\n;;\n*) echo '101|PENDING|0||Resources' ;;\nesac\n",
+		    "EOF\n;;\n*) echo '101|PENDING|0||1:00:00|Resources' ;;\nesac\n",
 		    f.dir, a, f.dir, a, f.dir, f.dir, b, f.dir, a, a, f.dir, a, f.dir, f.dir);
 	snprintf(path, sizeof(path), "%s/squeue", bin.buf);
 	write_exec(path, sq.buf);
@@ -1038,7 +1121,7 @@ static void test_slurm_pack_place(void **state)
 	strbuf_reset(&text);
 	strbuf_addf(&text, "#!/bin/sh\necho \"$@\" >> '%s/scancel.args'\n", f.dir);
 	fx_file(&f, "scancel", text.buf, 0755);
-	fx_file(&f, "squeue.out", "77|PENDING|0||Priority\n", 0644);
+	fx_file(&f, "squeue.out", "77|PENDING|0||UNLIMITED|Priority\n", 0644);
 	fx_file(&f, "secret", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
 		0600);
 	strbuf_reset(&text);
@@ -1075,7 +1158,7 @@ static void test_slurm_pack_place(void **state)
 	assert_null(strstr(text.buf, "--signal"));
 
 	/* Slurm runs it: its agent joins under n1's name with 3 GPUs */
-	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|None\n", 0644);
+	fx_file(&f, "squeue.out", "77|RUNNING|0|n1|UNLIMITED|None\n", 0644);
 	pack_until(s, jobs[0], &p, res, &why, "0 of 1 agent(s) joined");
 	pthread_mutex_lock(&s->lock);
 	n = node_add(s, "n1");
@@ -1260,6 +1343,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
 		cmocka_unit_test(test_cancel_running),
+		cmocka_unit_test(test_queue_cache_sees_changes),
 		cmocka_unit_test(test_goodput_hears_retries),
 		cmocka_unit_test(test_sweep_trial_hears_its_job),
 		cmocka_unit_test(test_backend_stall_and_log_loss),

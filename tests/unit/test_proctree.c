@@ -4,8 +4,9 @@
  * group and again by its pid: a rank that checkpoints on SIGUSR1 (a
  * preemption, docs/fairshare.md) would checkpoint twice.  A real-time signal
  * shows it (they queue: two sends are two deliveries, where two SIGUSR1
- * sent close together may merge).  An mpi launcher's task passes a signal
- * only to the ranks below its rank loggers.
+ * sent close together may merge).  A process older than the tree's `since`
+ * is not matched by the marker in its environment.  An mpi launcher's task
+ * passes a signal only to the ranks below its rank loggers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,11 +114,47 @@ static void test_only_ranks_below_loggers(void **state)
 	assert_int_equal(proc_tree_signal_ranks(&t, SIGUSR1, "/bin/sh"), 0);
 }
 
+/*
+ * A process that carries the tree's marker is the tree's, unless it started
+ * before `since` (the supervisor's own start): the marker is made after it,
+ * so it cannot have inherited it, and its environment is not read.
+ */
+static void test_marker_since(void **state)
+{
+	char *argv[] = { "sleep", "30", NULL }, *envp[] = { "DT_TEST_MARK=m-4242", NULL };
+	struct proc_tree t;
+	unsigned long long start;
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execve("/bin/sleep", argv, envp);
+		_exit(127);
+	}
+	memset(&t, 0, sizeof(t));
+	t.marker_name = "DT_TEST_MARK";
+	t.marker = "m-4242";
+	/* until it has exec'd, its environment is ours (no marker) */
+	for (int i = 0; i < 10000 && proc_tree_count(&t) != 1; i++)
+		usleep(1000);
+	assert_int_equal(proc_tree_count(&t), 1);
+	start = proc_start_time(pid, NULL);
+	assert_true(start > 0);
+	t.since = start;          /* started then: still the tree's */
+	assert_int_equal(proc_tree_count(&t), 1);
+	t.since = start + 1;      /* started before: not */
+	assert_int_equal(proc_tree_count(&t), 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_group_member_signalled_once),
 		cmocka_unit_test(test_only_ranks_below_loggers),
+		cmocka_unit_test(test_marker_since),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

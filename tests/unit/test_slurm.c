@@ -215,20 +215,83 @@ static void test_squeue(void **state)
 	json_t *jobs = json_object(), *o;
 
 	(void)state;
-	assert_int_equal(slurm_squeue_parse("7|PENDING|0||Resources\n"
-					    "1|RUNNING|0|dtnode[1-2]|None\n"
+	assert_int_equal(slurm_squeue_parse("7|PENDING|0||6:00|Resources\n"
+					    "1|RUNNING|0|dtnode[1-2]|5:47|None\n"
 					    "junk line\n"
-					    "x|RUNNING|0|n|None\n"
-					    "2|PENDING|1||BeginTime\n"
-					    "3|FAILED|0||BadConstraints", jobs), 4);
+					    "x|RUNNING|0|n|5:00|None\n"
+					    "4|RUNNING|0|n|None\n"
+					    "2|PENDING|1||UNLIMITED|BeginTime\n"
+					    "3|FAILED|0||INVALID|BadConstraints", jobs), 4);
 	o = json_object_get(jobs, "1");
 	assert_string_equal(json_string_value(json_object_get(o, "state")), "RUNNING");
 	assert_string_equal(json_string_value(json_object_get(o, "nodes")), "dtnode[1-2]");
+	assert_string_equal(json_string_value(json_object_get(o, "reason")), "None");
+	assert_int_equal(json_integer_value(json_object_get(o, "left_s")), 347);
 	o = json_object_get(jobs, "2");
 	assert_int_equal(json_integer_value(json_object_get(o, "restarts")), 1);
 	assert_string_equal(json_string_value(json_object_get(o, "reason")), "BeginTime");
+	assert_int_equal(json_integer_value(json_object_get(o, "left_s")), SLURM_UNLIMITED);
+	assert_null(json_object_get(json_object_get(jobs, "3"), "left_s"));   /* not a time */
 	assert_null(json_object_get(jobs, "x"));
+	assert_null(json_object_get(jobs, "4"));   /* the old format: a field short */
 	json_decref(jobs);
+}
+
+/* squeue's TimeLeft as Slurm prints it (secs2time_str), and what it never prints */
+static void test_time_parse(void **state)
+{
+	(void)state;
+	assert_int_equal(slurm_time_parse("0:00"), 0);
+	assert_int_equal(slurm_time_parse("5:47"), 347);
+	assert_int_equal(slurm_time_parse("2:03:04"), 7384);
+	assert_int_equal(slurm_time_parse("1-00:00:05"), 86405);
+	assert_int_equal(slurm_time_parse("UNLIMITED"), SLURM_UNLIMITED);
+	assert_int_equal(slurm_time_parse("INVALID"), -1);
+	assert_int_equal(slurm_time_parse("NOT_SET"), -1);
+	assert_int_equal(slurm_time_parse(""), -1);
+	assert_int_equal(slurm_time_parse(NULL), -1);
+	assert_int_equal(slurm_time_parse("47"), -1);
+	assert_int_equal(slurm_time_parse("1-05:00"), -1);
+	assert_int_equal(slurm_time_parse("1:2:3:4"), -1);
+	assert_int_equal(slurm_time_parse("5:"), -1);
+	assert_int_equal(slurm_time_parse("-5:00"), -1);
+	assert_int_equal(slurm_time_parse("5:00x"), -1);
+	assert_int_equal(slurm_time_parse("99999999999999999999:00"), -1);
+}
+
+/* a retry in the Slurm job it failed in: does what is left cover its timeout? */
+static void test_time_covers(void **state)
+{
+	static const struct {
+		long long left_ms, timeout_ms;
+		int covers;
+		const char *why;
+	} cases[] = {
+		{ 347000, 300000, 1, "Slurm job 77 has 5m47s left of its time limit, which covers "
+		  "the job's timeout 5m" },
+		{ 310000, 300000, 1, "Slurm job 77 has 5m10s left of its time limit, which covers "
+		  "the job's timeout 5m" },
+		{ 309999, 300000, 0, "Slurm job 77 has 5m9s left of its time limit, less than the "
+		  "job's timeout 5m and 10s to spare" },
+		{ 232500, 300000, 0, "Slurm job 77 has 3m52s left of its time limit, less than the "
+		  "job's timeout 5m" },
+		{ 0, 300000, 0, "Slurm job 77 has 0s left of its time limit, less than the job's "
+		  "timeout 5m" },
+		{ SLURM_UNLIMITED, 300000, 1, "Slurm job 77, which still runs without time limit" },
+		{ -1, 300000, 0, "squeue did not say what is left of Slurm job 77's time limit" },
+		{ 5000, 0, 1, "Slurm job 77, which still runs" },        /* no timeout */
+		{ -1, 0, 1, "Slurm job 77, which still runs" },
+	};
+	struct strbuf why = STRBUF_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		strbuf_reset(&why);
+		assert_int_equal(slurm_time_covers(77, cases[i].left_ms, cases[i].timeout_ms, &why),
+				 cases[i].covers);
+		assert_string_equal(why.buf, cases[i].why);
+	}
+	strbuf_release(&why);
 }
 
 /* squeue --me at dtsched's start: the comment last, kept whole; ours told from others' */
@@ -370,6 +433,8 @@ int main(void)
 		cmocka_unit_test(test_script_quotes_nothing),
 		cmocka_unit_test(test_phases),
 		cmocka_unit_test(test_squeue),
+		cmocka_unit_test(test_time_parse),
+		cmocka_unit_test(test_time_covers),
 		cmocka_unit_test(test_mine_and_comment),
 		cmocka_unit_test(test_gpu_map),
 		cmocka_unit_test(test_sinfo_and_fits),

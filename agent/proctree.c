@@ -245,6 +245,59 @@ int proc_tree_signal(const struct proc_tree *t, int sig)
 	return n;
 }
 
+/* Whether /proc/PID/exe is the file `exe` was stat'ed from (the kernel's link). */
+static int runs_exe(pid_t pid, const struct stat *exe)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	return stat(path, &st) == 0 && st.st_dev == exe->st_dev && st.st_ino == exe->st_ino;
+}
+
+int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logger_exe)
+{
+	struct pidset s = { NULL, 0, 0 };
+	struct stat exe;
+	pid_t *ppid;
+	/* 0: the launcher's own; 1: a rank logger; 2: of a rank (below a logger) */
+	unsigned char *kind;
+	int n = 0;
+
+	if (stat(logger_exe, &exe) < 0)
+		return 0;
+	collect(t, &s);
+	ppid = xcalloc(s.nr + 1, sizeof(*ppid));
+	kind = xcalloc(s.nr + 1, 1);
+	for (size_t i = 0; i < s.nr; i++) {
+		read_stat(s.v[i], NULL, &ppid[i], NULL, NULL);
+		kind[i] = runs_exe(s.v[i], &exe);
+	}
+	/* a logger's child between its fork and its exec runs the logger's file too:
+	 * a logger is one whose parent does not */
+	for (size_t i = 0; i < s.nr; i++)
+		for (size_t k = 0; kind[i] == 1 && k < s.nr; k++)
+			if (s.v[k] == ppid[i] && runs_exe(s.v[k], &exe))
+				kind[i] = 2;
+	/* below a logger: a fixpoint over the parent links, as deep as the tree */
+	for (int grew = 1; grew;) {
+		grew = 0;
+		for (size_t i = 0; i < s.nr; i++)
+			for (size_t k = 0; !kind[i] && k < s.nr; k++)
+				if (s.v[k] == ppid[i] && kind[k]) {
+					kind[i] = 2;
+					grew = 1;
+				}
+	}
+	for (size_t i = 0; i < s.nr; i++)
+		if (kind[i] == 2 && kill(s.v[i], sig) == 0)
+			n++;
+	free(kind);
+	free(ppid);
+	free(s.v);
+	return n;
+}
+
 int proc_tree_count(const struct proc_tree *t)
 {
 	struct pidset s = { NULL, 0, 0 };

@@ -34,6 +34,19 @@ struct proc_tree {
 
 /* Send sig to every live process of the tree; returns how many there were. */
 int proc_tree_signal(const struct proc_tree *t, int sig);
+/*
+ * Send sig to the ranks of an mpi launcher's task (mpirun's or an orted's)
+ * once each, and to none of the launcher's own processes: every process of
+ * the tree below a rank logger (agent/ranklog.h), the processes that run the
+ * file logger_exe names (compared by inode through /proc/PID/exe, the
+ * kernel's link, never a name the job could set) while their parent does
+ * not.  mpirun, the orteds, `dtagent rsh` and the loggers get nothing: mpirun
+ * and the loggers would pass the signal on a second time (Open MPI forwards
+ * SIGUSR1/2, SIGTSTP, SIGCONT, SIGALRM, SIGABRT to every rank), and mpirun
+ * ends the whole job on SIGTERM, SIGINT or SIGHUP.  Returns how many
+ * processes were signalled (0 before the first rank started).
+ */
+int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logger_exe);
 /* Count the live processes of the tree. */
 int proc_tree_count(const struct proc_tree *t);
 /* Append the tree's live processes to *pids (ALLOC_GROW'n, *nr of *alloc). */

@@ -391,6 +391,9 @@ int ranklog_main(int argc, const char **argv)
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	linelog_init(&out, 'O', 0);
 	linelog_init(&err, 'E', 0);
+	/* the rank's orphans stay below us, where a user's signal finds them
+	 * (proctree.h, proc_tree_signal_ranks) */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	started = dt_now_us();
 	pid = fork();
 	if (pid < 0) {
@@ -435,7 +438,12 @@ int ranklog_main(int argc, const char **argv)
 				int status;
 
 				if (si.ssi_signo == SIGCHLD) {
-					while (!done && waitpid(pid, &status, WNOHANG) == pid) {
+					pid_t w;
+
+					/* the program, and its orphans (we are their subreaper) */
+					while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+						if (w != pid || done)
+							continue;
 						code = wait_status_to_code(status);
 						sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 						done = 1;

@@ -12,6 +12,10 @@
  * DIR/../ranks/<rank>.json records {rank, node, pid, exit_code, signal,
  * started_at, ended_at}, which dtsched reads to name the first failing rank.
  * If rank-log itself is killed the program gets SIGKILL (PR_SET_PDEATHSIG).
+ * rank-log is the subreaper of the program's orphans, so that the rank's
+ * processes are the ones below it: a user's signal (dtctl cancel --signal)
+ * goes from the supervisor of mpirun's or the orted's task to those
+ * directly, not through rank-log (agent/proctree.h).
  */
 #ifndef DT_AGENT_RANKLOG_H
 #define DT_AGENT_RANKLOG_H

@@ -1040,6 +1040,25 @@ static struct proc_tree tree_of(struct sup *s)
 	return pt;
 }
 
+/*
+ * A user's signal (dtctl cancel --signal) reaches every process of each rank
+ * exactly once.  An agent launcher's task is one rank: its whole tree.  The
+ * mpi launcher's tasks (no rank of their own: mpirun, an orted) hold the
+ * ranks below their rank loggers, which our own file runs (dtshim
+ * rank-log): only those get it, from the supervisor of each node, and
+ * mpirun, the orteds and the loggers never do, so nothing passes it on
+ * again (proctree.h).  With mpi.orted_launch: ssh the other nodes' orteds
+ * are no agent's tasks: their ranks are not reached.
+ */
+static int pass_signal(struct sup *s, int sig)
+{
+	struct proc_tree pt = tree_of(s);
+
+	if (json_get_int(s->t.spec, "rank", -1) >= 0)
+		return proc_tree_signal(&pt, sig);
+	return proc_tree_signal_ranks(&pt, sig, "/proc/self/exe");
+}
+
 static void request_stop(struct sup *s, long long grace_ms)
 {
 	struct proc_tree pt = tree_of(s);
@@ -1237,11 +1256,10 @@ int supervise_main(const char *home, const char *id)
 					   si.ssi_int >= 1 && si.ssi_int <= DT_SIGNAL_MAX &&
 					   !s.main_done) {
 					/* the agent's POST /v1/tasks/<id>/signal: passed on
-					 * to the whole tree; a plain SIGHUP is ignored */
-					struct proc_tree pt = tree_of(&s);
-
+					 * to the whole tree, or to the ranks of mpirun's or
+					 * an orted's; a plain SIGHUP is ignored */
 					dtlog(DTLOG_INFO, "task %s: signal %d to %d process(es)",
-					      s.t.id, si.ssi_int, proc_tree_signal(&pt, si.ssi_int));
+					      s.t.id, si.ssi_int, pass_signal(&s, si.ssi_int));
 				}
 			}
 		}

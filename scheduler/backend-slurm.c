@@ -421,6 +421,8 @@ static void submit_apply(struct sched *s, const struct submit *sub, int rc, cons
 	if (sid > 0) {
 		json_object_set_new(rec, "job_id", json_integer(sid));
 		json_object_set_new(rec, "attempt", json_integer(sub->attempt));
+		/* its output file's name (slurm.c), kept by Slurm across requeues */
+		json_object_set_new(rec, "sbatch_attempt", json_integer(sub->attempt));
 		json_object_set_new(rec, "state", json_string("PENDING"));
 		json_object_set_new(rec, "restarts", json_integer(0));
 		json_object_set_new(rec, "restarts_at_start", json_integer(0));
@@ -623,6 +625,7 @@ static void orphans_apply(struct sched *s, const char *script, const char *out)
 		json_object_clear(sj(j));
 		json_object_set_new(j->slurm, "job_id", json_integer(sid));
 		json_object_set_new(j->slurm, "attempt", json_integer(attempt));
+		json_object_set_new(j->slurm, "sbatch_attempt", json_integer(attempt));
 		json_object_set_new(j->slurm, "restarts", json_integer(json_get_int(o, "restarts", 0)));
 		json_object_set_new(j->slurm, "restarts_at_start",
 				    json_integer(json_get_int(o, "restarts", 0)));
@@ -1241,12 +1244,37 @@ static enum place_status slurm_place(struct sched *s, struct job *j, struct pool
 			    json_get_str(j->slurm, "state", ""), json_get_str(j->slurm, "reason", ""));
 		return PLACE_WAIT;
 	}
+	if ((ph == SLURM_FAILED || ph == SLURM_DONE) &&
+	    json_get_int(j->slurm, "restarts", 0) > json_get_int(j->slurm, "restarts_at_start", 0)) {
+		/*
+		 * Slurm requeued it (this attempt is that restart), then ended it
+		 * before it ran again.  Seen with Slurm 22.05 on a loaded machine:
+		 * about a second after `scontrol requeue`, FAILED (NonZeroExitCode)
+		 * with RestartCnt 1 and nothing but the first run's lines in its
+		 * output, as if that run's batch script, which exits non-zero once
+		 * its srun is killed, ended the requeued job.  The restart is still
+		 * owed: a new Slurm job for it, once (its own restarts start at 0,
+		 * so a failure of that one fails the job).
+		 */
+		dtlog(DTLOG_WARN, "job %s attempt %d: Slurm ended job %lld %s (%s) after requeueing "
+		      "it, before it ran again: a new Slurm job for this attempt", j->id, j->attempt,
+		      sid, json_get_str(j->slurm, "state", ""), json_get_str(j->slurm, "reason", ""));
+		json_object_clear(sj(j));
+		json_object_set_new(j->slurm, "submit", json_true());
+		json_object_set_new(j->slurm, "submitting", json_true());
+		kick(ss);
+		strbuf_addf(reason, "Slurm ended job %lld after requeueing it, before it ran again: "
+			    "submitting a new Slurm job (sbatch)", sid);
+		return PLACE_WAIT;
+	}
 	if (ph != SLURM_RUNNING) {
 		/* it ended before its ranks started: the agents never joined */
+		/* the file sbatch named for the attempt that submitted it: Slurm
+		 * writes there again after a requeue (restarts count on) */
 		strbuf_addf(reason, "Slurm job %lld ended %s before its agents joined (%s; see "
 			    "%s/slurm/%s.%d-%lld.out)", sid, json_get_str(j->slurm, "state", ""),
 			    json_get_str(j->slurm, "reason", ""), s->cc ? s->cc->shared_dir : "",
-			    j->id, j->attempt, sid);
+			    j->id, (int)json_get_int(j->slurm, "sbatch_attempt", j->attempt), sid);
 		if (ph == SLURM_ENDING)
 			return PLACE_WAIT;
 		set_str(j->slurm, "fail", reason->buf);   /* slurm_step() ends it */

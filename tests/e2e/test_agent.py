@@ -692,7 +692,8 @@ def test_probe_names_are_bounded_and_off_the_request_thread(dtctl_bin, tmp_path)
             r = res["slow%d" % i]
             assert not r["ok"] and r["error"] == \
                 "cannot resolve 'slow-%d.dtctl-test.example' within 1500 ms" % i, r
-        assert worst < 0.5, "GET /v1/status took %.3f s during the probe (%d asked)" % (worst, n)
+        # the lookups block for 1.5 s: an answer within 1 s was not held up behind them
+        assert worst < 1.0, "GET /v1/status took %.3f s during the probe (%d asked)" % (worst, n)
         # bounded: more targets than a node has peers
         st, body = a.api.request("POST", "/v1/probe", {"targets": [targets[3]] * 257})
         assert st == 400 and "at most 256" in body["error"], body

@@ -76,6 +76,16 @@ class Ctx(HeadCluster):
         assert doc["schema"] == 1, doc
         return doc["hang"]
 
+    def debug_until(self, job, pred, timeout=60):
+        """`dtctl debug` again until its answer satisfies pred (ranks reach the hang at
+        their own pace on a loaded machine); the last answer either way."""
+        deadline = time.time() + timeout
+        while True:
+            h = self.debug(job)
+            if pred(h) or time.time() > deadline:
+                return h
+            time.sleep(0.5)
+
     def cancel(self, job):
         self.dtctl("cancel", job)
 
@@ -143,8 +153,9 @@ def test_dttrain_rank_hung_inside_allreduce(cluster):
                          "--trainer", "--", *TRAIN, "--hang-rank=1:5")
     try:
         j = cluster.wait_for(job, lambda j: ranks_started(j, 4), 60, "ranks")
-        time.sleep(4)    # well past step 5
-        h = cluster.debug(job)
+        # until rank 1 reached its hang at step 5 and the others wait for it
+        h = cluster.debug_until(job, lambda h: h["verdict"] == "hung" and any(
+            r["rank"] == 1 and r.get("step") == 5 for r in h["ranks"]))
         assert h["verdict"] == "hung" and [c["rank"] for c in h["culprits"]] == [1], \
             json.dumps(h, indent=1)
         c = h["culprits"][0]
@@ -160,8 +171,8 @@ def test_dttrain_slow_rank_is_slow_not_hung(cluster):
                          "--trainer", "--", *TRAIN, "--slow-rank=2:300")
     try:
         j = cluster.wait_for(job, lambda j: ranks_started(j, 4), 60, "ranks")
-        time.sleep(6)    # the others have waited for rank 2 a while
-        h = cluster.debug(job)
+        # until the others have waited for rank 2 a while
+        h = cluster.debug_until(job, lambda h: h["verdict"] == "slow")
         assert h["verdict"] == "slow", h
         assert [c["rank"] for c in h["culprits"]] == [2], h
         assert h["culprits"][0]["node"] == j["placement"][1]["node"], h
@@ -180,8 +191,9 @@ def test_python_gloo_rank_sleeping_outside_collective(cluster):
         j = cluster.wait_for(job, lambda j: j["state"] == "RUNNING" and (
             Path(j["job_dir"]) / "logs" / "1.log").exists() and "first all-reduce done" in
             (Path(j["job_dir"]) / "logs" / "1.log").read_text(), 90, "first all-reduce")
-        time.sleep(2)
-        h = cluster.debug(job)
+        # until rank 0 waits in the second all-reduce
+        h = cluster.debug_until(job, lambda h: any(
+            r["rank"] == 0 and r.get("in_collective") for r in h["ranks"]))
         assert h["verdict"] == "hung" and [c["rank"] for c in h["culprits"]] == [1], h
         c = h["culprits"][0]
         assert c["node"] == j["placement"][1]["node"], (c, j["placement"])
@@ -203,8 +215,10 @@ def test_native_rank_stack_from_gdb(cluster):
                          'if [ "$RANK" = 1 ]; then exec sleep 600; fi; while :; do :; done')
     try:
         cluster.wait_for(job, lambda j: j["state"] == "RUNNING", 30, "start")
-        time.sleep(2)
-        h = cluster.debug(job)
+        # until rank 1 is in its sleep (not still the shell) and rank 0 spins
+        h = cluster.debug_until(job, lambda h: [c["rank"] for c in h["culprits"]] == [1] and
+                                any(r["rank"] == 1 and r.get("comm") == "sleep"
+                                    for r in h["ranks"]))
         assert [c["rank"] for c in h["culprits"]] == [1], json.dumps(h, indent=1)
         r1 = next(r for r in h["ranks"] if r["rank"] == 1)
         assert r1["source"] == "native" and r1["comm"] == "sleep", json.dumps(r1)

@@ -129,7 +129,9 @@ def test_buffered_python_prints_arrive_live_and_never_stall(cluster, launcher):
         if m:
             stamped = time.mktime(time.strptime(rec["time"][:19], "%Y-%m-%dT%H:%M:%S")) - \
                 time.timezone + float("0." + rec["time"][20:26])
-            assert abs(stamped - float(m.group(1))) < 0.5, rec
+            # (a stamp at the end would be seconds off for the early ticks; 1 s, not
+            # less, for a loaded machine's scheduling)
+            assert abs(stamped - float(m.group(1))) < 1.0, rec
 
 
 def test_logs_follow_shows_python_prints_live(cluster):

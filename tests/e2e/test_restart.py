@@ -14,7 +14,8 @@ import os
 import time
 import uuid
 
-from test_run import NODE_KILL, PY, cluster, kill_node, wait_no_procs  # noqa: F401 (fixture)
+from test_run import (NODE_KILL, PY, cluster, kill_node, wait_checkpointed,  # noqa: F401
+                      wait_no_procs)
 
 
 def gone(pid):
@@ -29,7 +30,7 @@ def kill_and_wait_restart(cluster, job):
     """Kill the job's second node; returns (victim index, victim, seconds from the
     NODE_FAIL decision until the surviving rank was gone, the job once final)."""
     j = cluster.wait_job(job, ["RUNNING"])
-    time.sleep(1.5)
+    wait_checkpointed(cluster, job)
     victim = j["placement"][1]["node"]
     survivor = [r["pid"] for r in cluster.show(job)["ranks"] if r["node"] != victim][0]
     killed = time.time()

@@ -391,17 +391,28 @@ def test_torchrun_style_script_on_3_nodes(cluster):
 
 def test_two_jobs_compete_one_queues(cluster):
     marker = "compete-" + uuid.uuid4().hex[:8]
-    a = cluster.submit("-n", 3, "-g", 4, "--name", "first", "--", "sh", "-c", "sleep 2", marker)
+    # the first job holds every GPU until the test lets it end (a fixed sleep could end it
+    # before a loaded dtsched looked at the second)
+    release = Path(cluster.fc.shared) / marker
+    a = cluster.submit("-n", 3, "-g", 4, "--name", "first", "--", "sh", "-c",
+                       'while [ ! -e "$1" ]; do sleep 0.1; done', marker, str(release))
     cluster.wait_job(a, ["RUNNING"])
     b = cluster.submit("-n", 2, "-g", 3, "--name", "second", "--", "true", marker)
-    time.sleep(0.5)
-    jb = cluster.show(b)
-    assert jb["state"] == "PENDING" and "waiting for 2 node(s) with 3 free slot(s)" in jb["reason"], jb
+    deadline = time.time() + 20
+    while True:
+        jb = cluster.show(b)
+        assert jb["state"] == "PENDING", jb
+        if "waiting for 2 node(s) with 3 free slot(s)" in (jb["reason"] or ""):
+            break
+        assert time.time() < deadline, jb
+        time.sleep(0.1)
     p = cluster.dtctl("ps")
     assert b in p.stdout and "(waiting for" in p.stdout, p.stdout
+    release.write_text("")
     ja = cluster.wait_job(a, ["COMPLETED"], 15)
     jb = cluster.wait_job(b, ["COMPLETED"], 15)
     assert jb["started_at"] >= ja["ended_at"], (ja, jb)
+    release.unlink()
 
 
 def test_too_big_refused_with_numbers(cluster):
@@ -488,6 +499,16 @@ time.sleep(120)
 '''
 
 
+def wait_checkpointed(cluster, job, timeout=60):
+    """Every rank of a NODE_KILL job said it checkpointed (rank 0 wrote ckpt/step-7.ckpt
+    first): Python's start takes its time on a loaded machine, more than any fixed sleep."""
+    n = cluster.show(job)["world_size"]
+    deadline = time.time() + timeout
+    while cluster.logs(job).count("checkpointed, training") < n:
+        assert time.time() < deadline, cluster.logs(job)
+        time.sleep(0.2)
+
+
 def kill_node(cluster, job, victim):
     """The node dies: its agent, the supervisors and job's rank there, all at once.
     Returns the node's index (cluster.start_agent(i) brings it back)."""
@@ -512,7 +533,7 @@ def test_node_killed_node_fail_then_retry_from_checkpoint(cluster):
     job = cluster.submit("-n", 2, "-g", 4, "--retries", 1, "--name", "nodekill", "--",
                          PY, "-c", NODE_KILL, marker)
     j = cluster.wait_job(job, ["RUNNING"])
-    time.sleep(1.5)
+    wait_checkpointed(cluster, job)
     victim = j["placement"][1]["node"]
     i = kill_node(cluster, job, victim)
     try:
@@ -563,8 +584,12 @@ def test_signal_reaches_every_rank_and_the_job_goes_on(cluster, launcher):
         pytest.skip("mpirun across nodes needs distinct hostnames (fake cluster mode %s)"
                     % cluster.fc.mode)
     marker = "signal-" + uuid.uuid4().hex[:8]
-    script = ("trap 'echo got-usr1; exit 0' USR1; echo ready; "
-              "while :; do sleep 0.1; done")
+    # each rank counts its SIGUSR1s and stays 3 s after the first, so that a second
+    # delivery (mpirun or a rank logger passing it on again) is counted too
+    script = ("r=${RANK:-$OMPI_COMM_WORLD_RANK}; n=0; "
+              "trap 'n=$((n+1)); echo got-usr1 rank $r number $n' USR1; echo ready; "
+              "while [ $n = 0 ]; do sleep 0.1; done; "
+              "i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 0")
     p = cluster.dtctl("cancel", "--signal", "NOPE", "j-1")
     assert p.returncode == 2 and "'NOPE' is not a signal" in p.stderr, p.stderr
     assert cluster.dtctl("cancel", "--signal", "USR1", "j-999999").returncode == 2
@@ -580,9 +605,12 @@ def test_signal_reaches_every_rank_and_the_job_goes_on(cluster, launcher):
     assert p.returncode == 0, p.stderr
     # agent: one task per rank; mpi: mpirun's and an orted on the other node
     assert p.stdout.strip() == "%s: SIGUSR1 sent to its ranks (2 tasks)" % job, p.stdout
-    j = cluster.wait_job(job, ["COMPLETED", "FAILED", "CANCELLED"], 10)
-    assert j["state"] == "COMPLETED", j
-    assert cluster.logs(job).count("got-usr1") == 2, cluster.logs(job)
+    j = cluster.wait_job(job, ["COMPLETED", "FAILED", "CANCELLED"], 40)
+    logs = cluster.logs(job)
+    assert j["state"] == "COMPLETED", (j.get("reason"), logs)
+    # exactly once for every rank
+    got = sorted(ln.split("got-usr1 ", 1)[1] for ln in logs.splitlines() if "got-usr1" in ln)
+    assert got == ["rank 0 number 1", "rank 1 number 1"], logs
     # over: nothing to signal (409 -> exit 1), and it says why
     p = cluster.dtctl("cancel", "--signal", "10", job)
     assert p.returncode == 1 and "no attempt of it is running" in p.stderr, p.stderr

@@ -199,12 +199,24 @@ time.sleep(300)
 """
 
 
+def slurm_outputs(head, job):
+    """Slurm's output files of job's sbatches: what a failed run said."""
+    return "\n".join("--- %s:\n%s" % (p.name, p.read_text(errors="replace")[-3000:])
+                     for p in sorted((head.fc.shared / "slurm").glob(job + ".*.out")))
+
+
 def start_requeued_now(head, sid):
     """A requeued Slurm job waits for its begin time (about 2 minutes): an admin's nudge,
-    once Slurm has finished the requeue (it sets that begin time last)."""
+    once Slurm has finished the requeue (it sets that begin time last).  Nothing to nudge
+    when Slurm ended the requeued job instead (the first run's late exit taken as its end:
+    dtsched submits the restart as a new Slurm job)."""
     deadline = time.monotonic() + 60
-    while "Reason=BeginTime" not in head.slurm.run(["scontrol", "-o", "show", "job",
-                                                    str(sid)]).stdout:
+    while True:
+        out = head.slurm.run(["scontrol", "-o", "show", "job", str(sid)]).stdout
+        if "Reason=BeginTime" in out:
+            break
+        if re.search(r"JobState=(FAILED|COMPLETED)\b", out):
+            return
         assert time.monotonic() < deadline, "Slurm job %d never waited for BeginTime" % sid
         time.sleep(0.1)
     head.slurm.run(["scontrol", "update", "JobId=%d" % sid, "StartTime=now"])
@@ -252,10 +264,58 @@ def test_requeue_resumes_from_checkpoint(head, how):
     start_requeued_now(head, sid)
     j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                       timeout=120)
-    assert j["state"] == "COMPLETED", (j["reason"], j["history"], j["slurm"])
-    assert j["restarts"] == 1 and j["slurm"]["job_id"] == sid, j
+    assert j["state"] == "COMPLETED", "%s\nhistory: %s\nslurm: %s\n%s\nslurmctld:\n%s\n%s" % (
+        j["reason"], j["history"], j["slurm"], slurm_outputs(head, job),
+        head.slurm.log("slurmctld.log", 40), head.slurm.log("slurmd.dtnode1.log", 30))
+    # the same Slurm job ran again; or Slurm ended it after the requeue (its first run's
+    # late exit taken as the end, under load) and dtsched submitted the restart anew
+    assert j["restarts"] == 1, j
+    if j["slurm"]["job_id"] != sid:
+        print("Slurm ended job %d before it ran again; the restart ran as job %d"
+              % (sid, j["slurm"]["job_id"]))
+        assert "after requeueing it, before it ran again" in \
+            (head.home / "dtsched.log").read_text(), j
     p = head.dtctl("logs", job)
     assert "RESUME=%s/jobs/%s/ckpt/step-7" % (head.fc.shared, job) in p.stdout, p.stdout
+    head.wait_nothing_left()
+
+
+def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head):
+    """A requeued Slurm job keeps its output file, named at sbatch for the attempt that
+    submitted it: when its next run fails before the agents joined (here: a file, not a
+    private directory, where each node's agent would make its home), the job FAILED
+    naming that file, which holds the agents' own message.  (When Slurm ends the
+    requeued job before it runs again, seen under load, the restart is a new Slurm job,
+    the next id, whose file is named for this attempt: the same holds for it.)"""
+    job = head.submit("-N", "2", "-p", "1", "--", "/usr/bin/python3", "-c", RESUMER)
+    j = head.wait_job(job, lambda j: j["state"] == "RUNNING", "RUNNING")
+    sid = j["slurm"]["job_id"]
+    assert head.slurm.run(["scontrol", "requeue", str(sid)]).returncode == 0
+    head.wait_job(job, lambda j: j["attempt"] == 1, "requeued")
+    # the first run's agents are gone with their homes; the next run's could not make theirs
+    deadline = time.monotonic() + 30
+    while node_tmp_entries(head.fc, "dtagent-slurm-%d." % sid):
+        assert time.monotonic() < deadline, node_tmp_entries(head.fc, "dtagent-slurm-")
+        time.sleep(0.1)
+    planted = [head.fc.state / ("node%d" % i) / "tmp" /
+               ("dtagent-slurm-%d.0-%s" % (s, head.fc.node(i).name))
+               for i in range(1, head.fc.n + 1) for s in (sid, sid + 1)]
+    try:
+        for f in planted:
+            f.write_text("not a home\n")
+        start_requeued_now(head, sid)
+        j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
+                          timeout=120)
+    finally:
+        for f in planted:
+            f.unlink()
+    assert j["state"] == "FAILED" and "before its agents joined" in j["reason"], j["reason"]
+    m = re.search(r"; see (\S+)\)$", j["reason"])
+    assert m and m.group(1) in ("%s/slurm/%s.0-%d.out" % (head.fc.shared, job, sid),
+                                "%s/slurm/%s.1-%d.out" % (head.fc.shared, job, sid + 1)), \
+        (j["reason"], slurm_outputs(head, job))
+    assert "is not a private directory of ours" in Path(m.group(1)).read_text(), \
+        slurm_outputs(head, job)
     head.wait_nothing_left()
 
 

@@ -403,7 +403,14 @@ parallel: 2
     sid = cluster.submit(f)
     p = cluster.dtctl("sweep", "pause", sid)
     assert p.returncode == 0 and "PAUSED" in p.stdout, p.stdout + p.stderr
-    time.sleep(3)
+    # the trials started before the pause run to their end (however slow a loaded
+    # machine makes them); then a while with nothing new
+    deadline = time.time() + 60
+    while not all(t["state"] in ("COMPLETED", "FAILED", "CANCELLED")
+                  for t in cluster.export(sid)["trials"]):
+        assert time.time() < deadline, cluster.export(sid)["trials"]
+        time.sleep(0.2)
+    time.sleep(1.5)
     ex = cluster.export(sid)
     n = len(ex["trials"])
     assert n <= 2 and ex["sweep"]["state"] == "PAUSED", ex["sweep"]

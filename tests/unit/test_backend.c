@@ -1354,6 +1354,71 @@ static void test_slurm_array_place(void **state)
 	fx_release(&f);
 }
 
+/*
+ * A Slurm job that Slurm requeued (this attempt is its restart) and then
+ * ended before it ran again (FAILED, NonZeroExitCode: the first run's late
+ * exit taken as its end): the restart is submitted as a new Slurm job, once.
+ * Ended before its agents joined in its own run: the job fails, naming the
+ * output file sbatch named for the attempt that submitted it.
+ */
+static void test_slurm_requeued_then_ended(void **state)
+{
+	struct fx f;
+	struct sched *s = fx_sched(&f, &slurm_backend, 1);
+	struct strbuf path = STRBUF_INIT, why = STRBUF_INIT, text = STRBUF_INIT;
+	struct place_result *res = xcalloc(1, sizeof(*res));
+	char *old_path = xstrdup(getenv("PATH")), id[16];
+	json_t *spec = json_pack("{s:[s],s:i,s:i}", "command", "true", "nodes", 2,
+				 "gpus_per_node", 1);
+	struct job *j;
+	struct pool p;
+
+	fx_file(&f, "sinfo", "#!/bin/sh\necho 'n1|gpu:4|8|idle'\n", 0755);
+	fx_file(&f, "sbatch", "#!/bin/sh\necho 78\n", 0755);
+	fx_file(&f, "squeue", "#!/bin/sh\nexit 1\n", 0755);
+	fx_file(&f, "scancel", "#!/bin/sh\nexit 0\n", 0755);
+	strbuf_addf(&path, "%s:%s", f.dir, old_path);
+	setenv("PATH", path.buf, 1);
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(jobs_submit(s, spec, f.dir, NULL, "u", id, sizeof(id), &why), 0);
+	j = job_find(s, id);
+	j->attempt = 1;
+	pool_build(s, &p, 1);
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:i,s:i,s:i,s:s,s:s,s:i,s:i}", "job_id", 77, "attempt", 1,
+			     "sbatch_attempt", 0, "state", "FAILED", "reason", "NonZeroExitCode",
+			     "restarts", 1, "restarts_at_start", 0);
+	strbuf_reset(&why);
+	assert_int_equal(slurm_backend.place(s, j, &p, res, &why), PLACE_WAIT);
+	assert_string_equal(why.buf, "Slurm ended job 77 after requeueing it, before it ran "
+			    "again: submitting a new Slurm job (sbatch)");
+	assert_true(json_is_true(json_object_get(j->slurm, "submitting")));
+	assert_int_equal(json_get_int(j->slurm, "job_id", 0), 0);
+
+	/* that new job (or a run that started) ended before its agents joined: failed */
+	json_decref(j->slurm);
+	j->slurm = json_pack("{s:i,s:i,s:i,s:s,s:s,s:i,s:i}", "job_id", 77, "attempt", 1,
+			     "sbatch_attempt", 0, "state", "FAILED", "reason", "NonZeroExitCode",
+			     "restarts", 1, "restarts_at_start", 1);
+	strbuf_reset(&why);
+	assert_int_equal(slurm_backend.place(s, j, &p, res, &why), PLACE_NEVER);
+	strbuf_addf(&text, "Slurm job 77 ended FAILED before its agents joined (NonZeroExitCode; "
+		    "see /slurm/%s.0-77.out)", id);
+	assert_string_equal(why.buf, text.buf);
+	pthread_mutex_unlock(&s->lock);
+
+	slurm_backend.release(s);
+	setenv("PATH", old_path, 1);
+	free(old_path);
+	free(p.n);
+	free(res);
+	json_decref(spec);
+	strbuf_release(&path);
+	strbuf_release(&why);
+	strbuf_release(&text);
+	fx_release(&f);
+}
+
 static void test_agents_step(void **state)
 {
 	struct sched *s = xcalloc(1, sizeof(*s));
@@ -1428,6 +1493,7 @@ int main(void)
 		cmocka_unit_test(test_slurm_poll),
 		cmocka_unit_test(test_slurm_pack_place),
 		cmocka_unit_test(test_slurm_array_place),
+		cmocka_unit_test(test_slurm_requeued_then_ended),
 		cmocka_unit_test(test_slurm_orphans),
 	};
 

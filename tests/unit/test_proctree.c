@@ -5,7 +5,8 @@
  * preemption, docs/fairshare.md) would checkpoint twice.  A real-time signal
  * shows it (they queue: two sends are two deliveries, where two SIGUSR1
  * sent close together may merge).  A process older than the tree's `since`
- * is not matched by the marker in its environment.
+ * is not matched by the marker in its environment.  An mpi launcher's task
+ * passes a signal only to the ranks below its rank loggers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,6 +69,52 @@ static void test_group_member_signalled_once(void **state)
 }
 
 /*
+ * The mpi launcher's task: launcher -> rank logger -> rank.  Here the
+ * launcher is timeout(1), the "logger" /bin/sh (the file passed as
+ * logger_exe) and the rank its `sleep`, beside a sleep of the launcher's
+ * own side.  SIGUSR1 kills only the rank's sleep: the shell then goes on
+ * to `:` and exits 0, so timeout exits 0 (had the shell or timeout got it,
+ * timeout would end by the signal or with 128+10), and the other sleep lives.
+ */
+static void test_only_ranks_below_loggers(void **state)
+{
+	struct proc_tree t;
+	struct timespec tick = { 0, 20 * 1000 * 1000 };
+	pid_t launcher, other;
+	int status = 0, tries;
+
+	other = fork();
+	assert_true(other >= 0);
+	if (other == 0) {
+		execl("/bin/sleep", "sleep", "103", (char *)NULL);
+		_exit(127);
+	}
+	launcher = fork();
+	assert_true(launcher >= 0);
+	if (launcher == 0) {
+		execlp("timeout", "timeout", "100", "/bin/sh", "-c",
+		       "exec 2>/dev/null; sleep 102; :", (char *)NULL);
+		_exit(127);
+	}
+	memset(&t, 0, sizeof(t));
+	t.parent = getpid();
+	/* other, timeout, the shell and its sleep */
+	for (tries = 0; proc_tree_count(&t) < 4 && tries < 1000; tries++)
+		nanosleep(&tick, NULL);
+	assert_int_equal(proc_tree_count(&t), 4);
+	assert_int_equal(proc_tree_signal_ranks(&t, SIGUSR1, "/bin/sh"), 1);
+	for (tries = 0; waitpid(launcher, &status, WNOHANG) == 0 && tries < 1500; tries++)
+		nanosleep(&tick, NULL);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(waitpid(other, &status, WNOHANG), 0);
+	kill(other, SIGKILL);
+	assert_int_equal(waitpid(other, &status, 0), other);
+	/* no logger in the tree: nothing to signal */
+	assert_int_equal(proc_tree_signal_ranks(&t, SIGUSR1, "/bin/sh"), 0);
+}
+
+/*
  * A process that carries the tree's marker is the tree's, unless it started
  * before `since` (the supervisor's own start): the marker is made after it,
  * so it cannot have inherited it, and its environment is not read.
@@ -106,6 +153,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_group_member_signalled_once),
+		cmocka_unit_test(test_only_ranks_below_loggers),
 		cmocka_unit_test(test_marker_since),
 	};
 

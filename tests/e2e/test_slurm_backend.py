@@ -282,8 +282,8 @@ def test_requeue_resumes_from_checkpoint(head, how):
 
 def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head):
     """A requeued Slurm job keeps its output file, named at sbatch for the attempt that
-    submitted it: when its next run fails before the agents joined (here: a file, not a
-    private directory, where each node's agent would make its home), the job FAILED
+    submitted it: when its next run fails before the agents joined (here: each node's /tmp
+    closed to the job's user, so no agent can make its home), the job FAILED
     naming that file, which holds the agents' own message.  (When Slurm ends the
     requeued job before it runs again, seen under load, the restart is a new Slurm job,
     the next id, whose file is named for this attempt: the same holds for it.)"""
@@ -297,25 +297,25 @@ def test_requeued_run_that_cannot_start_its_agents_names_slurms_output_file(head
     while node_tmp_entries(head.fc, "dtagent-slurm-%d." % sid):
         assert time.monotonic() < deadline, node_tmp_entries(head.fc, "dtagent-slurm-")
         time.sleep(0.1)
-    planted = [head.fc.state / ("node%d" % i) / "tmp" /
-               ("dtagent-slurm-%d.0-%s" % (s, head.fc.node(i).name))
-               for i in range(1, head.fc.n + 1) for s in (sid, sid + 1)]
+    # each node's /tmp closed to the job's user: its agents cannot make their homes there
+    # (a planted name no longer stops them: they make a fresh one by mkdtemp)
+    tmps = [head.fc.state / ("node%d" % i) / "tmp" for i in range(1, head.fc.n + 1)]
     try:
-        for f in planted:
-            f.write_text("not a home\n")
+        for t in tmps:
+            os.chmod(t, 0o755)
         start_requeued_now(head, sid)
         j = head.wait_job(job, lambda j: j["state"] not in ("PENDING", "RUNNING"), "ended",
                           timeout=120)
     finally:
-        for f in planted:
-            f.unlink()
+        for t in tmps:
+            os.chmod(t, 0o1777)
     assert j["state"] == "FAILED" and "before its agents joined" in j["reason"], j["reason"]
     m = re.search(r"; see (\S+)\)$", j["reason"])
     assert m and m.group(1) in ("%s/slurm/%s.0-%d.out" % (head.fc.shared, job, sid),
                                 "%s/slurm/%s.1-%d.out" % (head.fc.shared, job, sid + 1)), \
         (j["reason"], slurm_outputs(head, job))
-    assert "is not a private directory of ours" in Path(m.group(1)).read_text(), \
-        slurm_outputs(head, job)
+    assert re.search(r"--slurm: cannot create '\S*/dtagent-slurm-\d+\.\d+-\S+': "
+                     r"Permission denied", Path(m.group(1)).read_text()), slurm_outputs(head, job)
     head.wait_nothing_left()
 
 

@@ -131,6 +131,54 @@ def pytest_configure(config):
           "copies in %s" % (bin_dir, why, staged))
 
 
+# One hung test must not eat CI's 90 minutes (and a whole session's work with them): each
+# phase of a test (setup, call, teardown) gets DT_TEST_TIMEOUT seconds (600 by default, ~10x
+# the slowest test under load), then fails with where it was.  A test blocked in a read
+# (an `events -f` waiting for an event that never comes) is interrupted by SIGALRM.
+TEST_TIMEOUT = int(os.environ.get("DT_TEST_TIMEOUT", "600"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with _watchdog(item, "setup"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with _watchdog(item, "call"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    with _watchdog(item, "teardown"):
+        yield
+
+
+@contextlib.contextmanager
+def _watchdog(item, phase):
+    import signal
+    import traceback
+
+    if TEST_TIMEOUT <= 0:
+        yield
+        return
+
+    def expired(signum, frame):
+        where = "".join(traceback.format_stack(frame, limit=6))
+        pytest.fail("%s: %s took over %d s (DT_TEST_TIMEOUT); it was at:\n%s"
+                    % (item.nodeid, phase, TEST_TIMEOUT, where), pytrace=False)
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_TIMEOUT)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def pytest_unconfigure(config):
     for top in _STAGED:
         shutil.rmtree(top, ignore_errors=True)

@@ -9,6 +9,7 @@ no daemon) into a local SMTP sink (python3-aiosmtpd), and local commands.
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import time
@@ -48,7 +49,8 @@ def events(c, *args):
 
 
 def wait_events(c, pred, timeout=30, *args):
-    """`dtctl events --json` once pred(events) holds, through `events -f` (no polling)."""
+    """`dtctl events --json` once pred(events) holds (or the timeout passed), woken by
+    `events -f` as soon as a new event is added, else after at most 1 s."""
     deadline = time.monotonic() + timeout
     evs = events(c, *args)
     while not pred(evs) and time.monotonic() < deadline:
@@ -58,7 +60,9 @@ def wait_events(c, pred, timeout=30, *args):
                              stdout=subprocess.PIPE, text=True, env=c.env,
                              stdin=subprocess.DEVNULL)
         try:
-            p.stdout.readline()
+            # bounded: pred may wait on more than events (a hook's file), and no event may
+            # come after `last` at all (a fresh root once hung here for an hour)
+            select.select([p.stdout], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
         finally:
             p.kill()
             p.wait()

@@ -690,8 +690,8 @@ static void recover(struct sched *s, struct notifier *nf)
 	json_decref(dropped);
 	if (nf->nr > before || nf->dropped)
 		dtlog(DTLOG_INFO, "notifications: %zu owed since dtsched last stopped are queued again, "
-		      "%llu more than the queue holds (%d) dropped", nf->nr - before, nf->dropped,
-		      NOTIFY_QUEUE);
+		      "%llu more than the queue (%d) or an owner's share of it (%d) holds dropped",
+		      nf->nr - before, nf->dropped, NOTIFY_QUEUE, NOTIFY_OWNER_SHARE);
 	cursor_save(s, nf, cursor_now(nf));
 }
 

@@ -7,9 +7,12 @@
  *
  * The scheduler never waits for any of it: the hook (called by events_add()
  * with s->lock held) only copies the event and the target into a bounded
- * queue (NOTIFY_QUEUE; when full the event is dropped and counted); one
- * thread of its own delivers, with a timeout per try and up to NOTIFY_TRIES
- * tries 1 s, 2 s, 4 s apart.  A delivery that failed for good is an event
+ * queue (NOTIFY_QUEUE; when full the event is dropped and counted);
+ * NOTIFY_WORKERS threads of its own deliver, with a timeout per try and up to
+ * NOTIFY_TRIES tries 1 s, 2 s, 4 s apart.  An owner (a job's user for its
+ * own targets, "" the operator for cluster.yaml's) is served by one worker at
+ * a time and holds at most NOTIFY_OWNER_SHARE slots, so one user's dead
+ * receivers neither delay nor crowd out another's deliveries.  A delivery that failed for good is an event
  * itself (notify.failed, with the target redacted and the cause), and every
  * outcome is counted for /metrics.
  *

@@ -192,7 +192,8 @@ static struct session {
  * 0600.  Only the same Unix user can use it: the directory must be ours and
  * 0700 (fstat on a fd opened without following a symlink), so no other user
  * can have planted it or anything in it; one that is not is refused, never
- * read.  The guard removes the record with the head.
+ * read, and the fallback (fallback_dir()) is used instead.  The guard removes
+ * the record with the head.
  */
 
 /* The fd of shared/name when it is a directory of ours that only we can use; -1 */

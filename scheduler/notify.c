@@ -608,10 +608,14 @@ static void progress_save(struct sched *s, long long id, const char *key, int tr
 	       "VALUES(?1, ?2, ?3, ?4)", id, tries, key, done);
 }
 
-/* Move the cursor to upto, forgetting the progress it covers (s->lock held). */
+/*
+ * Move the cursor to upto, forgetting the progress it covers (s->lock held).
+ * It only moves forward: a worker that computed an older cursor (mu) may
+ * get here after one that computed a newer one.
+ */
 static void cursor_save(struct sched *s, struct notifier *nf, long long upto)
 {
-	if (upto == nf->saved_upto)
+	if (upto <= nf->saved_upto)
 		return;
 	db_begin(s);
 	if (db_run(s, "INSERT OR REPLACE INTO notify_cursor(one, upto) VALUES(0, ?1)", upto, 0,

@@ -362,6 +362,8 @@ def test_a_squatted_record_dir_still_lets_other_shells_find_the_head(slurm, user
     finally:
         slurm.run(["scancel", job])
         shutil.rmtree(squat, ignore_errors=True)
+        for d in fc.shared.glob(squat.name + "-*"):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_another_users_dir_at_the_agents_home_path_denies_nothing(slurm, user_env, other_user):

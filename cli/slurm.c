@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -191,17 +192,72 @@ static struct session {
  * 0600.  Only the same Unix user can use it: the directory must be ours and
  * 0700 (fstat on a fd opened without following a symlink), so no other user
  * can have planted it or anything in it; one that is not is refused, never
- * read.  The guard removes the record with the head.
+ * read, and the fallback (fallback_dir()) is used instead.  The guard removes
+ * the record with the head.
  */
 
-/* The fd of the user's record dir (made when create), checked; -1 (errno ENOENT: none) */
-static int record_dir(const char *shared, int create, struct strbuf *err)
+/* The fd of shared/name when it is a directory of ours that only we can use; -1 */
+static int own_dir(const char *shared, const char *name, struct stat *st)
 {
-	char name[64];
+	int fd = sf_dir(shared, name, 0, NULL);
+
+	if (fd >= 0 && (fstat(fd, st) < 0 || st->st_uid != geteuid() || (st->st_mode & 077) ||
+			!S_ISDIR(st->st_mode))) {
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * When .dtctl-alloc-<uid> is another user's (made first in a world-writable
+ * shared dir), ours is .dtctl-alloc-<uid>-<16 random hex digits>: nobody can
+ * make it before us, and our shells find it by its owner and mode.  The
+ * first of ours (by name) in name; its fd, or -1 (ENOENT: none).
+ */
+static int fallback_dir(const char *shared, const char *base, char *name, size_t size)
+{
+	struct dirent *de;
+	struct stat st;
+	size_t blen = strlen(base);
+	int root = sf_dir(shared, "", 0, NULL), fd = -1;
+	DIR *d = root >= 0 ? fdopendir(root) : NULL;
+
+	name[0] = '\0';
+	if (!d) {
+		if (root >= 0)
+			close(root);
+		errno = ENOENT;
+		return -1;
+	}
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, base, blen) && de->d_name[blen] == '-' &&
+		    !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISDIR(st.st_mode) &&
+		    st.st_uid == geteuid() && !(st.st_mode & 077) &&
+		    (!name[0] || strcmp(de->d_name, name) < 0) && strlen(de->d_name) < size)
+			snprintf(name, size, "%s", de->d_name);
+	closedir(d);
+	if (name[0])
+		fd = own_dir(shared, name, &st);
+	if (fd < 0)
+		errno = ENOENT;
+	return fd;
+}
+
+/*
+ * The fd of the user's record dir (made when create), checked, its name in
+ * name; -1 (errno ENOENT: none).  A .dtctl-alloc-<uid> that another user
+ * made (or that is not 0700) is never used: the fallback is.
+ */
+static int record_dir(const char *shared, int create, char *name, size_t size, struct strbuf *err)
+{
+	char base[64];
 	struct stat st;
 	int root, fd;
 
-	snprintf(name, sizeof(name), ".dtctl-alloc-%u", (unsigned)geteuid());
+	snprintf(base, sizeof(base), ".dtctl-alloc-%u", (unsigned)geteuid());
+	snprintf(name, size, "%s", base);
 	if (create) {
 		root = sf_dir(shared, "", 0, err);
 		if (root < 0)
@@ -213,20 +269,40 @@ static int record_dir(const char *shared, int create, struct strbuf *err)
 		}
 		close(root);
 	}
-	fd = sf_dir(shared, name, 0, NULL);
-	if (fd < 0) {
-		if (errno != ENOENT || create)
-			strbuf_addf(err, "'%s/%s': %s", shared, name, strerror(errno));
+	fd = own_dir(shared, base, &st);
+	if (fd >= 0)
+		return fd;
+	if (errno == ENOENT && !create)
+		return -1;
+	/* squatted (another's, or open to others): ours has a name nobody can guess */
+	fd = fallback_dir(shared, base, name, size);
+	if (fd >= 0 || !create)
+		return fd;
+	{
+		unsigned char rnd[8];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			strbuf_addf(err, "getrandom: %s", strerror(errno));
+			return -1;
+		}
+		snprintf(name, size, "%s-%02x%02x%02x%02x%02x%02x%02x%02x", base, rnd[0], rnd[1],
+			 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	}
+	root = sf_dir(shared, "", 0, err);
+	if (root < 0)
+		return -1;
+	if (mkdirat(root, name, 0700) < 0) {
+		strbuf_addf(err, "cannot create '%s/%s': %s", shared, name, strerror(errno));
+		close(root);
 		return -1;
 	}
-	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
-		strbuf_addf(err, "'%s/%s' is not a directory of yours that only you can use "
-			    "(owner %u, mode %04o): not trusted", shared, name, (unsigned)st.st_uid,
-			    (unsigned)(st.st_mode & 07777));
-		close(fd);
-		errno = EPERM;
-		return -1;
-	}
+	close(root);
+	warning("'%s/%s' is not a directory of yours that only you can use (another user "
+		"made it?): this allocation's record is in '%s/%s' instead", shared, base, shared,
+		name);
+	fd = own_dir(shared, name, &st);
+	if (fd < 0)
+		strbuf_addf(err, "'%s/%s': %s", shared, name, strerror(errno));
 	return fd;
 }
 
@@ -236,7 +312,8 @@ static void record_publish(void)
 	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
 	static const char *const files[] = { "secret", "cluster.yaml" };   /* cluster.yaml last */
 	struct strbuf err = STRBUF_INIT, data = STRBUF_INIT, path = STRBUF_INIT;
-	int dfd = record_dir(shared, 1, &err), rfd = -1;
+	char dname[96];
+	int dfd = record_dir(shared, 1, dname, sizeof(dname), &err), rfd = -1;
 
 	snprintf(ss.record, sizeof(ss.record), "%s.%d", ss.al.job_id, (int)getpid());
 	if (dfd >= 0 && mkdirat(dfd, ss.record, 0700) < 0)
@@ -279,13 +356,14 @@ static void record_remove(void)
 {
 	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	char dname[96];
 	int dfd;
 
-	if (!ss.record[0] || (dfd = record_dir(shared, 0, &err)) < 0) {
+	if (!ss.record[0] || (dfd = record_dir(shared, 0, dname, sizeof(dname), &err)) < 0) {
 		strbuf_release(&err);
 		return;
 	}
-	strbuf_addf(&path, "%s/.dtctl-alloc-%u/%s", shared, (unsigned)geteuid(), ss.record);
+	strbuf_addf(&path, "%s/%s/%s", shared, dname, ss.record);
 	rm_tree(path.buf);   /* below a dir only we can write (checked) */
 	close(dfd);
 	strbuf_release(&path);
@@ -297,13 +375,14 @@ int slurm_session_find(char **file)
 	const char *shared = getenv_nonempty("DTCTL_SHARED_DIR");
 	struct strbuf err = STRBUF_INIT, found = STRBUF_INIT, prefix = STRBUF_INIT;
 	struct dirent *de;
+	char dname[96];
 	DIR *d;
 	int dfd, n = 0;
 
 	*file = NULL;
 	if (!job || !shared || ss.active || getenv_nonempty("DT_JOB_ID"))
 		return 0;
-	dfd = record_dir(shared, 0, &err);
+	dfd = record_dir(shared, 0, dname, sizeof(dname), &err);
 	if (dfd < 0) {
 		if (err.len)
 			warning("%s", err.buf);
@@ -324,8 +403,7 @@ int slurm_session_find(char **file)
 			continue;
 		strbuf_addf(&rel, "%s/cluster.yaml", de->d_name);
 		if (!fstatat(dirfd(d), rel.buf, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode)) {
-			strbuf_addf(&found, "%s%s/.dtctl-alloc-%u/%s", n ? "\n  " : "", shared,
-				    (unsigned)geteuid(), rel.buf);
+			strbuf_addf(&found, "%s%s/%s/%s", n ? "\n  " : "", shared, dname, rel.buf);
 			n++;
 		}
 		strbuf_release(&rel);

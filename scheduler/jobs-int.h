@@ -186,6 +186,10 @@ void job_file_mode(const struct job *j, const char *name, const char *data, size
 long long highest_job_dir(const char *shared);
 int job_id_free(const struct job *j, struct strbuf *err);
 int job_subdirs(const struct job *j, struct strbuf *err);
+#define CKPT_SCAN_MAX 100000   /* entries of ckpt/ read for DT_RESUME */
+#define CKPT_SCAN_MS 5000      /* nor longer than this */
+char *job_latest_checkpoint(const struct job *j, size_t max_entries, long long max_ms,
+			    size_t *nread);
 /* Team mode: the job dir and its logs/, ckpt/, ranks/ handed to uid:gid with
  * mode (fchown, fchmod on fds; docs/team.md); -1 with why in err. */
 int job_dir_give(const struct job *j, long long uid, long long gid, int mode, struct strbuf *err);

@@ -33,9 +33,16 @@ void clients_release(struct jobs_clients *c)
 /*
  * DT_RESUME: the checkpoint dttrain's "latest" names, else the newest regular
  * file.  ckpt/ is the job's own: a link, FIFO or directory there is skipped.
+ * Called without s->lock (do_launch: a huge ckpt/ or a slow mount the job
+ * controls stalls only its own launch), and bounded: at most max_entries
+ * entries read and max_ms spent, then the newest of those read (a warning
+ * names ckpt/latest as the way out).  *nread (may be NULL): entries read.
  */
-static char *latest_checkpoint(const struct job *j)
+char *job_latest_checkpoint(const struct job *j, size_t max_entries, long long max_ms,
+			    size_t *nread)
 {
+	long long deadline = dt_mono_ms() + max_ms;
+	size_t n = 0;
 	struct strbuf rel = STRBUF_INIT, buf = STRBUF_INIT, why = STRBUF_INIT;
 	char *best = NULL;
 	long long best_ns = -1;
@@ -61,6 +68,13 @@ static char *latest_checkpoint(const struct job *j)
 	while (!best && (de = readdir(d))) {
 		long long ns;
 
+		if (++n > max_entries || ((n & 255) == 0 && dt_mono_ms() > deadline)) {
+			dtlog(DTLOG_WARN, "job %s: ckpt/ has more than %zu entries or took more than "
+			      "%lld ms to read: resuming from the newest of the %zu read (name the "
+			      "checkpoint in ckpt/latest)", j->id, max_entries, max_ms, n - 1);
+			n--;
+			break;
+		}
 		if (de->d_name[0] == '.' || ends_with(de->d_name, ".tmp") ||
 		    !strcmp(de->d_name, "latest") || sf_stat_at(dirfd(d), de->d_name, &st) < 0 ||
 		    !S_ISREG(st.st_mode))
@@ -84,6 +98,8 @@ static char *latest_checkpoint(const struct job *j)
 		best = strbuf_detach(&buf, NULL);
 	}
 out:
+	if (nread)
+		*nread = n;
 	strbuf_release(&rel);
 	strbuf_release(&buf);
 	strbuf_release(&why);
@@ -354,7 +370,7 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	struct launch_plan plan;
 	struct strbuf err = STRBUF_INIT, sb = STRBUF_INIT, pj = STRBUF_INIT;
 	char *maddr, *resume = NULL;
-	int mport, port = 0, code, own_mode = 0700;
+	int mport, port = 0, code, own_mode = 0700, attempt;
 	long long own_uid = -1, own_gid = -1;
 	json_t *reply = NULL, *req, **bodies = NULL;
 	size_t nr_tasks = 0;
@@ -374,6 +390,7 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		if (s->cc && s->cc->team && user_ids(j->user, &own_uid, &own_gid) < 0)
 			own_uid = own_gid = -1;
 		own_mode = j->cfg.share_group ? 0750 : 0700;
+		attempt = j->attempt;
 	}
 	pthread_mutex_unlock(&s->lock);
 
@@ -390,6 +407,9 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 	if (port && (job_subdirs(j, &sb) < 0 ||
 		     (own_uid > 0 && job_dir_give(j, own_uid, own_gid, own_mode, &sb) < 0)))
 		port = -1;
+	/* ckpt/ is the job's: read without the lock, bounded (a retry's DT_RESUME) */
+	if (port > 0 && attempt > 0)
+		resume = job_latest_checkpoint(j, CKPT_SCAN_MAX, CKPT_SCAN_MS, NULL);
 
 	pthread_mutex_lock(&s->lock);
 	if (j->hold != h) {           /* ended while we asked: nothing started */
@@ -410,8 +430,6 @@ static void do_launch(struct sched *s, struct job *j, struct hold *h, struct job
 		goto out;
 	}
 	j->master_port = port;
-	if (j->attempt > 0)
-		resume = latest_checkpoint(j);
 
 	/* 3. the plan (what `dtctl run --dry-run` shows) and the job dir files */
 	strbuf_reset(&err);

@@ -7,9 +7,12 @@
  *
  * The scheduler never waits for any of it: the hook (called by events_add()
  * with s->lock held) only copies the event and the target into a bounded
- * queue (NOTIFY_QUEUE; when full the event is dropped and counted); one
- * thread of its own delivers, with a timeout per try and up to NOTIFY_TRIES
- * tries 1 s, 2 s, 4 s apart.  A delivery that failed for good is an event
+ * queue (NOTIFY_QUEUE; when full the event is dropped and counted);
+ * NOTIFY_WORKERS threads of its own deliver, with a timeout per try and up to
+ * NOTIFY_TRIES tries 1 s, 2 s, 4 s apart.  An owner (a job's user for its
+ * own targets, "" the operator for cluster.yaml's) is served by one worker at
+ * a time and holds at most NOTIFY_OWNER_SHARE slots, so one user's dead
+ * receivers neither delay nor crowd out another's deliveries.  A delivery that failed for good is an event
  * itself (notify.failed, with the target redacted and the cause), and every
  * outcome is counted for /metrics.
  *
@@ -50,6 +53,8 @@
 #include <unistd.h>
 
 #define NOTIFY_QUEUE 1024
+#define NOTIFY_WORKERS 4          /* delivery threads; one owner uses at most one */
+#define NOTIFY_OWNER_SHARE (NOTIFY_QUEUE / 4)   /* the slots one owner may hold */
 #define NOTIFY_PERMANENT (-2)     /* a delivery's failure that no retry can fix */
 #define NOTIFY_TRIES 4
 #define NOTIFY_CA_MAX (4 << 20)   /* bytes of a ca_file (Debian's whole bundle: ~220 KB) */
@@ -62,22 +67,24 @@ struct nitem {
 	json_t *ev, *target;      /* deep copies: the thread's own */
 	long long id;             /* the event's */
 	char key[DT_SHA256_HEX];  /* the target's, in state.db (notify_target_key) */
-	int tries;
+	char owner[64];           /* whose target: the job's user, "" the operator's */
+	int tries, busy;          /* busy: a worker delivers it now */
 	long long due_ms;         /* dt_mono_ms() of the next try */
 };
 
 struct notifier {
-	pthread_t th;
+	pthread_t th[NOTIFY_WORKERS];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct nitem *q;          /* NOTIFY_QUEUE slots, unordered; ev NULL: free */
 	size_t nr;
-	int stop, started;
+	int stop, started;        /* started: how many workers run */
 	long long seen;           /* the last event id the hook was given (mu) */
 	long long saved_upto;     /* notify_cursor.upto in state.db (s->lock) */
 	/* /metrics (mu) */
 	unsigned long long sent[NR_T], failed[NR_T], retried[NR_T], dropped;
 	unsigned long long dropped_reported;
+	int busy_owners;          /* deliveries in progress (mu) */
 };
 
 static struct notifier *notifier_of(struct sched *s)
@@ -147,12 +154,31 @@ static json_t *target_copy(const json_t *t, int from_job)
  */
 static int enqueue(struct notifier *nf, const json_t *ev, json_t *tc, const char *key, int tries)
 {
+	/* a job's own targets are its user's; cluster.yaml's the operator's ("") */
+	const char *owner = json_is_true(json_object_get(tc, "_from_job")) ?
+			    json_get_str(ev, "user", "?") : "";
+	size_t mine = 0, slot = NOTIFY_QUEUE;
+
 	if (nf->nr >= NOTIFY_QUEUE) {
 		json_decref(tc);
 		return -1;
 	}
 	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
 		if (!nf->q[i].ev) {
+			if (slot == NOTIFY_QUEUE)
+				slot = i;
+		} else if (!strncmp(nf->q[i].owner, owner, sizeof(nf->q[i].owner) - 1)) {
+			mine++;
+		}
+	/* one owner's dead receivers never crowd out everyone else's deliveries */
+	if (mine >= NOTIFY_OWNER_SHARE || slot == NOTIFY_QUEUE) {
+		json_decref(tc);
+		return -1;
+	}
+	for (size_t i = slot; i < NOTIFY_QUEUE; i++)
+		if (!nf->q[i].ev) {
+			snprintf(nf->q[i].owner, sizeof(nf->q[i].owner), "%s", owner);
+			nf->q[i].busy = 0;
 			nf->q[i].ev = json_deep_copy(ev);
 			nf->q[i].target = tc;
 			nf->q[i].id = json_get_int(ev, "id", 0);
@@ -582,10 +608,14 @@ static void progress_save(struct sched *s, long long id, const char *key, int tr
 	       "VALUES(?1, ?2, ?3, ?4)", id, tries, key, done);
 }
 
-/* Move the cursor to upto, forgetting the progress it covers (s->lock held). */
+/*
+ * Move the cursor to upto, forgetting the progress it covers (s->lock held).
+ * It only moves forward: a worker that computed an older cursor (mu) may
+ * get here after one that computed a newer one.
+ */
 static void cursor_save(struct sched *s, struct notifier *nf, long long upto)
 {
-	if (upto == nf->saved_upto)
+	if (upto <= nf->saved_upto)
 		return;
 	db_begin(s);
 	if (db_run(s, "INSERT OR REPLACE INTO notify_cursor(one, upto) VALUES(0, ?1)", upto, 0,
@@ -667,11 +697,36 @@ static void recover(struct sched *s, struct notifier *nf)
 	json_decref(dropped);
 	if (nf->nr > before || nf->dropped)
 		dtlog(DTLOG_INFO, "notifications: %zu owed since dtsched last stopped are queued again, "
-		      "%llu more than the queue holds (%d) dropped", nf->nr - before, nf->dropped,
-		      NOTIFY_QUEUE);
+		      "%llu more than the queue (%d) or an owner's share of it (%d) holds dropped",
+		      nf->nr - before, nf->dropped, NOTIFY_QUEUE, NOTIFY_OWNER_SHARE);
 	cursor_save(s, nf, cursor_now(nf));
 }
 
+/* The owners a worker delivers for now (mu held): at most NOTIFY_WORKERS. */
+static int busy_owners(const struct notifier *nf, const char **v)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < NOTIFY_QUEUE && n < nf->busy_owners && n < NOTIFY_WORKERS; i++)
+		if (nf->q[i].ev && nf->q[i].busy)
+			v[n++] = nf->q[i].owner;
+	return n;
+}
+
+static int owner_in(const char *owner, const char **v, int n)
+{
+	while (n-- > 0)
+		if (!strcmp(v[n], owner))
+			return 1;
+	return 0;
+}
+
+/*
+ * One of NOTIFY_WORKERS delivery threads.  A worker takes the due delivery
+ * of an owner that no other worker serves, so a job's dead or slow receivers
+ * (a try may take 10 minutes) hold at most one worker, and the others keep
+ * delivering everyone else's.
+ */
 static void *notify_thread(void *arg)
 {
 	struct sched *s = arg;
@@ -683,11 +738,12 @@ static void *notify_thread(void *arg)
 		struct nitem *it = NULL, work;
 		struct strbuf why = STRBUF_INIT;
 		unsigned long long dropped;
-		int ok, rc;
+		const char *busy[NOTIFY_WORKERS];
+		int ok, rc, nbusy = busy_owners(nf, busy);
 
 		for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
-			if (!nf->q[i].ev)
-				continue;
+			if (!nf->q[i].ev || nf->q[i].busy || owner_in(nf->q[i].owner, busy, nbusy))
+				continue;   /* a busy owner's next waits for its worker (broadcast) */
 			if (nf->q[i].due_ms <= now && (!it || nf->q[i].due_ms < it->due_ms))
 				it = &nf->q[i];
 			else if (nf->q[i].due_ms > now && (next < 0 || nf->q[i].due_ms < next))
@@ -724,12 +780,17 @@ static void *notify_thread(void *arg)
 			continue;
 		}
 		work = *it;   /* the slot stays taken while it is delivered */
+		it->busy = 1;
+		nf->busy_owners++;
 		pthread_mutex_unlock(&nf->mu);
 		if (!work.key[0])
 			notify_target_key(work.target, work.key);
 		rc = deliver(work.ev, work.target, &why);
 		ok = rc == 0;
 		pthread_mutex_lock(&nf->mu);
+		it->busy = 0;
+		nf->busy_owners--;
+		pthread_cond_broadcast(&nf->cv);   /* its owner's next may go now */
 		if (!ok && rc != NOTIFY_PERMANENT && nf->stop) {
 			/* aborted by the stop: still owed, made again at the next start */
 			strbuf_release(&why);
@@ -808,12 +869,11 @@ int notify_run(struct sched *s)
 	/* the main loop takes its signals with sigtimedwait: none for this thread */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(&nf->th, NULL, notify_thread, s);
+	for (rc = 0; nf->started < NOTIFY_WORKERS && !rc; )
+		if (!(rc = pthread_create(&nf->th[nf->started], NULL, notify_thread, s)))
+			nf->started++;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		return -1;
-	nf->started = 1;
-	return 0;
+	return nf->started ? 0 : -1;
 }
 
 int notify_start(struct sched *s)
@@ -835,10 +895,10 @@ void notify_stop(struct sched *s)
 	pthread_mutex_lock(&nf->mu);
 	nf->stop = 1;
 	stopping = 1;
-	pthread_cond_signal(&nf->cv);
+	pthread_cond_broadcast(&nf->cv);
 	pthread_mutex_unlock(&nf->mu);
-	if (nf->started)
-		pthread_join(nf->th, NULL);
+	for (int i = 0; i < nf->started; i++)
+		pthread_join(nf->th[i], NULL);
 	/* what is still queued stays owed: the cursor stops before the oldest */
 	pthread_mutex_lock(&s->lock);
 	cursor_save(s, nf, cursor_now(nf));

@@ -434,6 +434,51 @@ def test_a_dead_receiver_neither_blocks_jobs_nor_holds_up_a_stop(dtctl_bin, tmp_
         dead.close()
 
 
+def test_one_users_dead_receivers_delay_and_crowd_out_nobody_else(dtctl_bin, tmp_path, ca):
+    # One delivery thread once served every user's targets in turn: a job whose 16
+    # targets hang (10 minutes a try, 4 tries each) held everyone's notifications for
+    # hours, and its deliveries could fill the whole queue so that others' were dropped.
+    # Now a user's deliveries take one worker of four at a time and a quarter of the queue.
+    import socket
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead.listen(1024)   # the kernel accepts; nobody ever answers the TLS handshake
+    port = dead.getsockname()[1]
+    hook = Webhook(ca)
+    try:
+        c = make_cluster(dtctl_bin, tmp_path / "c")
+        hers = tmp_path / "hers.yaml"
+        hers.write_text("name: flood\ncommand: [true]\nnotify:\n" + "".join(
+            "  - {webhook: 'https://127.0.0.1:%d/t%d', on: [start, done], timeout: 10m}\n"
+            % (port, i) for i in range(16)))
+        mine = tmp_path / "mine.yaml"
+        mine.write_text("name: mine\ncommand: [true]\nnotify:\n"
+                        "  - {webhook: '%s', ca_file: %s, on: [done]}\n" % (hook.url("/mine"), ca.ca_pem))
+        with c:
+            mallory = c.key_user("mallory", tmp_path)
+            for i in range(9):   # 9 jobs x 16 targets x 2 events: 288 deliveries, all hanging
+                p = subprocess.run([str(c.exe), "run", str(hers)], capture_output=True, text=True,
+                                   env=mallory)
+                assert p.returncode == 0, p.stderr
+            assert c.dtctl("run", mine).returncode == 0
+            ok, posts = hook.wait_for(lambda ps: any(p[0] == "/mine" for p in ps), timeout=60)
+            assert ok, (posts, metrics_text(c))
+            assert posts[0][1]["event"]["name"] == "mine", posts
+            # her share of the queue is a quarter of it: the rest of hers dropped, counted
+            # (the drops may be reported in more than one notify.dropped event)
+            evs = wait_events(c, lambda es: sum(e["count"] for e in es
+                                                if e["kind"] == "notify.dropped") >= 288 - 256)
+            assert sum(e["count"] for e in evs if e["kind"] == "notify.dropped") == 288 - 256, evs
+            deadline = time.monotonic() + 30
+            while metric(c, "dtsched_notifications_queued") != 256 and \
+                    time.monotonic() < deadline:   # mine leaves the queue once curl is back
+                time.sleep(0.1)
+            assert metric(c, "dtsched_notifications_queued") == 256, metrics_text(c)
+    finally:
+        hook.close()
+        dead.close()
+
+
 def metrics_text(c):
     port = int(re.search(r"head: \{port: (\d+)", (c.home / "cluster.yaml").read_text()).group(1))
     with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:

@@ -314,6 +314,58 @@ def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
     assert not node_tmp_entries(fc, "dtctl-alloc-"), "head home left"
 
 
+def test_a_squatted_record_dir_still_lets_other_shells_find_the_head(slurm, user_env,
+                                                                     other_user):
+    """The shared dir is everyone's: another user who made .dtctl-alloc-<uid> first (theirs)
+    once left other shells of the allocation with a warning and no head.  The head now
+    records itself in .dtctl-alloc-<uid>-<random> (the user's, 0700), which the other shells
+    find by owner and mode; the squatted dir is never used or touched."""
+    u = user_env
+    fc = slurm.fc
+    squat = fc.shared / (".dtctl-alloc-%d" % u["uid"])
+    if squat.exists():
+        shutil.rmtree(squat)
+    squat.mkdir(mode=0o777)
+    os.chmod(squat, 0o777)
+    os.chown(squat, pwd.getpwnam(other_user).pw_uid, -1)
+    out = fc.shared / "sbatch-squat.out"
+    script = fc.shared / "squat.sbatch"
+    tag = "6%05d" % (os.getpid() % 100000)
+    script.write_text("#!/bin/sh\nexec %s run -N 1 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep "
+                      "%s' %s\n" % (u["dtctl"], tag, tag))
+    os.chmod(script, 0o755)
+    p = slurm.run(["sbatch", "--parsable", "-N", "1", "-w", "dtnode1", "--output=%s" % out,
+                   str(script)], user=True, env=u["env"])
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        wait_for("the rank running", lambda: len(sleepers(u["uid"], tag)) == 1, 90,
+                 lambda: out.read_text() if out.exists() else "")
+        assert os.listdir(squat) == [], "the squatted dir was used"
+        mine = [d for d in fc.shared.iterdir()
+                if d.name.startswith(squat.name + "-") and d.stat().st_uid == u["uid"]]
+        assert len(mine) == 1 and mine[0].stat().st_mode & 0o777 == 0o700, mine
+        assert re.fullmatch(r"\.dtctl-alloc-%d-[0-9a-f]{16}" % u["uid"], mine[0].name), mine
+        assert [r.split(".")[0] for r in os.listdir(mine[0])] == [job], os.listdir(mine[0])
+        assert "not a directory of yours" in out.read_text(), out.read_text()
+        host_env = dict(u["env"], SLURM_JOB_ID=job)   # salloc's second terminal
+        p = slurm.run([u["dtctl"], "ps", "--json"], user=True, env=host_env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        jobs = json.loads(p.stdout)["jobs"]
+        assert [j["state"] for j in jobs] == ["RUNNING"], jobs
+        p = slurm.run([u["dtctl"], "cancel", jobs[0]["id"]], user=True, env=host_env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert slurm.wait_job_gone(job, timeout=60) in ("COMPLETED", "FAILED")
+        wait_no_user_processes(u["uid"])
+        assert os.listdir(mine[0]) == [], "record left"
+        assert os.listdir(squat) == [] and squat.stat().st_uid != u["uid"]
+    finally:
+        slurm.run(["scancel", job])
+        shutil.rmtree(squat, ignore_errors=True)
+        for d in fc.shared.glob(squat.name + "-*"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def test_another_users_dir_at_the_agents_home_path_denies_nothing(slurm, user_env, other_user):
     """A node's /tmp is everyone's, and Slurm's job ids come in order: another user who
     made /tmp/dtagent-slurm-<job>.<step>-<node> before the job (0700, theirs) once made

@@ -20,11 +20,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "scheduler/jobs-int.h"
 #include "scheduler/sweeps-int.h"
+#include "dthome.h"
 #include "json.h"
 #include "log.h"
 #include "protocol.h"
@@ -1476,10 +1478,69 @@ static void test_agents_step(void **state)
 	free(s);
 }
 
+/*
+ * A retry's DT_RESUME: ckpt/latest's name, else the newest regular file; a
+ * ckpt/ of the job's with more entries than the bound is read only up to it
+ * (do_launch calls this without s->lock: a huge ckpt/ stalls only that launch).
+ */
+static void test_latest_checkpoint_is_bounded(void **state)
+{
+	char dir[] = "/tmp/dt-test-ckpt-XXXXXX", path[256], jdir[128];
+	struct job j = { .id = "j-7" };
+	struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+	size_t nread = 0;
+	char *got;
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	j.shared_dir = dir;
+	snprintf(jdir, sizeof(jdir), "%s/jobs", dir);
+	assert_int_equal(mkdir(jdir, 0700), 0);
+	snprintf(jdir, sizeof(jdir), "%s/jobs/j-7", dir);
+	j.job_dir = jdir;
+	assert_int_equal(mkdir(jdir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/jobs/j-7/ckpt", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	fd = open(path, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 3000; i++) {
+		char name[32];
+		int f;
+
+		snprintf(name, sizeof(name), "step-%d.pt", i);
+		f = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		assert_true(f >= 0);
+		close(f);
+		ts[0].tv_sec = ts[1].tv_sec = 1000 + i;   /* step-2999.pt the newest */
+		assert_int_equal(utimensat(fd, name, ts, 0), 0);
+	}
+	snprintf(path, sizeof(path), "%s/jobs/j-7/ckpt/step-2999.pt", dir);
+	got = job_latest_checkpoint(&j, 100000, 60000, &nread);
+	assert_string_equal(got, path);
+	assert_int_equal(nread, 3002);   /* and . and .. */
+	free(got);
+	/* more than the bound: 1,000 read, one of them */
+	got = job_latest_checkpoint(&j, 1000, 60000, &nread);
+	assert_non_null(got);
+	assert_int_equal(nread, 1000);
+	assert_non_null(strstr(got, "/ckpt/step-"));
+	free(got);
+	/* ckpt/latest names it: nothing scanned */
+	assert_int_equal(sf_write_at(fd, "latest", "step-5.pt\n", 10, 0600, 0, NULL), 0);
+	snprintf(path, sizeof(path), "%s/jobs/j-7/ckpt/step-5.pt", dir);
+	got = job_latest_checkpoint(&j, 1000, 60000, &nread);
+	assert_string_equal(got, path);
+	assert_int_equal(nread, 0);
+	free(got);
+	close(fd);
+	assert_int_equal(rm_tree(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lifecycle_end_to_end),
+		cmocka_unit_test(test_latest_checkpoint_is_bounded),
 		cmocka_unit_test(test_cancel_running),
 		cmocka_unit_test(test_queue_cache_sees_changes),
 		cmocka_unit_test(test_goodput_hears_retries),

@@ -293,11 +293,12 @@ static void test_queue_recomputed_at_start(void **state)
 	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 7);
 	assert_int_equal(db_int(s, "SELECT COUNT(*) FROM notify_progress"), 0);
 
-	/* more than the queue holds: the rest dropped, counted, and not owed again */
-	for (int i = 0; i < 1030; i++)
+	/* more than an owner's share of the queue (the operator's here: a quarter of
+	 * 1,024): the rest dropped, counted, and not owed again */
+	for (int i = 0; i < 262; i++)
 		ended(s, "j-9", "COMPLETED");
 	assert_int_equal(notify_open(s), 0);
-	assert_int_equal(queue_len(s), 1024);
+	assert_int_equal(queue_len(s), 256);
 	notify_metrics(s, &m);
 	assert_non_null(strstr(m.buf, "\ndtsched_notifications_dropped_total 6\n"));
 	notify_stop(s);
@@ -306,7 +307,7 @@ static void test_queue_recomputed_at_start(void **state)
 	strbuf_reset(&m);
 	notify_metrics(s, &m);
 	assert_non_null(strstr(m.buf, "\ndtsched_notifications_dropped_total 0\n"));
-	assert_int_equal(queue_len(s), 1024);
+	assert_int_equal(queue_len(s), 256);
 	notify_stop(s);
 
 	strbuf_release(&m);
@@ -314,6 +315,48 @@ static void test_queue_recomputed_at_start(void **state)
 	sqlite3_close(s->db);
 	json_decref(s->cc->notify);
 	free(s->cc);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/*
+ * One owner's targets (a job's own: its user's) hold at most a quarter of the
+ * queue: a user whose receivers are dead cannot fill it so that another's
+ * deliveries are dropped.
+ */
+static void test_one_owner_cannot_fill_the_queue(void **state)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+	json_t *mine = json_pack("[{s:s,s:[s]}]", "webhook", "https://dead.example/x", "on", "done");
+	json_t *hers = json_pack("[{s:[s],s:[s]}]", "exec", "/bin/true", "on", "done");
+	json_t *q, *it;
+	size_t i, by_mal = 0, by_eve = 0;
+
+	pthread_mutex_init(&s->lock, NULL);
+	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
+	assert_int_equal(events_init(s), 0);
+	assert_int_equal(notify_open(s), 0);   /* the hook, no worker: nothing leaves */
+	pthread_mutex_lock(&s->lock);
+	for (int n = 0; n < 1100; n++)
+		events_add(s, "job.ended", json_pack("{s:s,s:s,s:s}", "job", "j-1", "user", "mal",
+						     "state", "COMPLETED"), mine);
+	events_add(s, "job.ended", json_pack("{s:s,s:s,s:s}", "job", "j-2", "user", "eve",
+					     "state", "COMPLETED"), hers);
+	pthread_mutex_unlock(&s->lock);
+	q = notify_queue_json(s);
+	json_array_foreach(q, i, it)
+		if (json_get_int(it, "event_id", 0) == 1101)
+			by_eve++;
+		else
+			by_mal++;
+	json_decref(q);
+	assert_int_equal(by_mal, 256);
+	assert_int_equal(by_eve, 1);
+	notify_stop(s);
+	events_release(s);
+	sqlite3_close(s->db);
+	json_decref(mine);
+	json_decref(hers);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -327,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_on_bits),
 		cmocka_unit_test(test_yaml),
 		cmocka_unit_test(test_queue_recomputed_at_start),
+		cmocka_unit_test(test_one_owner_cannot_fill_the_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

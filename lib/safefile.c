@@ -144,14 +144,14 @@ static int open_subdir(int dfd, const char *name)
 int sf_dir_at(int dfd, const char *name, struct strbuf *why)
 {
 	char one[NAME_MAX + 1];
-	const char *p = name ? name : "";
+	const char *start = name ? name : "", *p = start;
 	int fd;
 
-	/* one component: "", ".", "..", "a/b" are refused as in a walk */
-	if (sf_next_component(&p, one, sizeof(one)) != 1 || *p || strcmp(one, name))
-		return fail(why, name, NULL, EINVAL, 0);
-	fd = open_subdir(dfd, name);
-	return fd < 0 ? fail(why, name, NULL, errno, 0) : fd;
+	/* one component: "", ".", "..", "a/b", "/a" are refused as in a walk */
+	if (sf_next_component(&p, one, sizeof(one)) != 1 || *p || strcmp(one, start))
+		return fail(why, start, NULL, EINVAL, 0);
+	fd = open_subdir(dfd, start);
+	return fd < 0 ? fail(why, start, NULL, errno, 0) : fd;
 }
 
 int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why)

@@ -142,9 +142,11 @@ $(BINDIR)/dtagent: $(O)/agent/dtagent.o $(PROG_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 # dtshim: exec'd per task and per MPI rank, so it links only what it uses
 # (--as-needed drops microhttpd, SQLite, libssh2 and their TLS stacks: see agent/dtshim.c)
+# and, as dtctl, libyaml, jansson and Nettle statically: ld.so maps libc alone (a sweep's
+# every trial pays a dtshim start; docs/BENCHMARKS.md, "sweep overhead")
 $(BINDIR)/dtshim: $(O)/agent/dtshim.o $(O)/libagent.a $(O)/libdt.a
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -Wl,--as-needed $(CLI_LIBS)
 # (libcli.a once more after libsched.a: the dashboard's sweep page is the sweep
 # report of cli/sweep-report.c, a pure function)
 $(BINDIR)/dtsched: $(O)/scheduler/dtsched.o $(PROG_LIBS)

@@ -1607,6 +1607,14 @@ static void *heartbeat_thread(void *data)
 	struct sockaddr_in head_sa;
 	int have_sa = 0, paused_before = 0;
 	long long net_at = 0;
+	/* the node's facts (inventory, health, usage) as last collected: a beat
+	 * within heartbeat_ms of that collection -- one kicked by a task that
+	 * started or ended -- sends them again rather than collecting them anew
+	 * (health and usage read /proc, statfs and NVML: at a sweep's turnover
+	 * every trial's start and end kicks one) */
+	json_t *inv_c = NULL, *usage_c = NULL;
+	char hash_c[DT_SHA256_HEX] = "";
+	long long inv_at = 0;
 
 	dt_httpc_init(&c, a->head_host, a->head_port, &a->key);
 	c.peer_port_name = "the head port";
@@ -1644,7 +1652,6 @@ static void *heartbeat_thread(void *data)
 			net_refresh(a);
 			net_at = dt_mono_ms();
 		}
-		health_refresh(a);
 		dt_tasks_digest(tasks, digest);
 		/*
 		 * The inventory only when the node changed since dtsched last took
@@ -1652,12 +1659,23 @@ static void *heartbeat_thread(void *data)
 		 * it changed; the whole inventory still carries the current numbers
 		 * for a dtsched that does not know "usage".
 		 */
-		inv = agent_inventory(a);
-		fixed = json_deep_copy(inv);
-		usage = inventory_take_usage(fixed);
-		json_append(&ib, fixed);
-		dt_sha256_hex(ib.buf, ib.len, hash);
-		strbuf_reset(&ib);
+		if (!inv_c || full || dt_mono_ms() - inv_at >= a->o.heartbeat_ms) {
+			health_refresh(a);
+			json_decref(inv_c);
+			json_decref(usage_c);
+			inv_c = agent_inventory(a);
+			fixed = json_deep_copy(inv_c);
+			usage_c = inventory_take_usage(fixed);
+			json_append(&ib, fixed);
+			dt_sha256_hex(ib.buf, ib.len, hash_c);
+			strbuf_reset(&ib);
+			json_decref(fixed);
+			inv_at = dt_mono_ms();
+		}
+		inv = json_incref(inv_c);
+		usage = json_incref(usage_c);
+		fixed = NULL;
+		memcpy(hash, hash_c, sizeof(hash));
 		json_append(&ib, usage);
 		with_usage = strcmp(ib.buf, usage_acked.buf) != 0;
 		/*
@@ -1758,6 +1776,8 @@ static void *heartbeat_thread(void *data)
 		strbuf_release(&err);
 	}
 	pthread_mutex_unlock(&a->lock);
+	json_decref(inv_c);
+	json_decref(usage_c);
 	dt_httpc_release(&c);
 	strbuf_release(&usage_acked);
 	strbuf_release(&last_fail);

@@ -1,7 +1,6 @@
 /*
  * debug.c - per-rank evidence for hang attribution (see debug.h).
  */
-#include <math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -410,7 +409,9 @@ static void add_rank(json_t *ranks, const char *node, const char *job_dir, struc
 	json_object_set_new(o, "comm", json_string(p->comm));
 	json_object_set_new(o, "state", json_stringn(&p->state, 1));
 	json_object_set_new(o, "wchan", json_string(w.len && strcmp(w.buf, "0") ? w.buf : ""));
-	json_object_set_new(o, "cpu_pct", json_real(round(cpu * 10) / 10));
+	/* to 0.1 (cpu >= 0; no round(): libm is one object more for ld.so to map
+	 * in every dtshim, which runs per task) */
+	json_object_set_new(o, "cpu_pct", json_real((double)(long long)(cpu * 10 + 0.5) / 10));
 	json_object_set_new(o, "source", json_string(p->src == 1 ? "dttrain" : p->src == 2 ?
 						     "python" : "none"));
 	json_object_set_new(o, "seq", json_integer(-1));

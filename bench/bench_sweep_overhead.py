@@ -72,6 +72,7 @@ def main():
         "parameters:\n  x: {distribution: uniform, min: 0, max: 1}\n"
         "job: {procs_per_node: 1, command: [sleep, '%g'], env: {X: '{x}'}}\n"
         "max_trials: %d\nparallel: %d\nseed: 1\n" % (a.duration, a.trials, a.slots))
+    load_before = os.getloadavg()
     try:
         dtctl("head", "start")
         dtctl("agents", "start")
@@ -126,6 +127,9 @@ def main():
         "mean_job_runtime_s": round(busy / len(runs), 4),
         "turnover_median_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "turnover_p95_ms": round(sorted(gaps)[int(0.95 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
+        # the machine's load around the sweep: the ratio follows it more than anything
+        # dtctl does (docs/BENCHMARKS.md, "sweep overhead")
+        "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
     }
     # where each trial's job spends the time beyond its program (agent task records)
     phases = {"placed -> task created (dtsched -> agent)": [],
@@ -164,6 +168,8 @@ def main():
                                               "" if makespan / ideal <= 1.05 else "  ABOVE TARGET"))
     print("same trials through `xargs -P %d` right after: %.2f s (%.3f of ideal); dtctl / xargs %.3f"
           % (a.slots, pool, pool / ideal, makespan / pool))
+    print("load average (1 min) before / after the sweep: %.2f / %.2f"
+          % tuple(res["loadavg_1m_before_after"]))
     (work / "result.json").write_text(json.dumps(res, indent=1) + "\n")
     return 0 if sw["state"] == "COMPLETED" else 1
 

@@ -126,6 +126,34 @@ static void give_like_parent(int dfd, int fd, unsigned flags)
 	}
 }
 
+/* The fd (O_DIRECTORY) of directory name in dfd, never through a symlink (ELOOP). */
+static int open_subdir(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int e = errno;
+	struct stat st;
+
+	/* ENOTDIR also for a symlink with O_DIRECTORY|O_NOFOLLOW: say which */
+	if (fd < 0 && e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
+		e = ELOOP;
+	errno = e;
+	return fd;
+}
+
+int sf_dir_at(int dfd, const char *name, struct strbuf *why)
+{
+	char one[NAME_MAX + 1];
+	const char *start = name ? name : "", *p = start;
+	int fd;
+
+	/* one component: "", ".", "..", "a/b", "/a" are refused as in a walk */
+	if (sf_next_component(&p, one, sizeof(one)) != 1 || *p || strcmp(one, start))
+		return fail(why, start, NULL, EINVAL, 0);
+	fd = open_subdir(dfd, start);
+	return fd < 0 ? fail(why, start, NULL, errno, 0) : fd;
+}
+
 int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why)
 {
 	char name[NAME_MAX + 1];
@@ -149,18 +177,10 @@ int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why
 		}
 		/* a new dir gets 0775 less the umask (safefile.h), set on its fd */
 		fd = (flags & SF_MKDIRS) ? sf_mkdir_new_at(dfd, name, SF_DIR_MODE, flags, NULL) : -1;
-		if (fd < 0) {
-			fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
-				    O_NONBLOCK);
-		}
+		if (fd < 0)
+			fd = open_subdir(dfd, name);
 		e = errno;
 		if (fd < 0) {
-			struct stat st;
-
-			/* ENOTDIR also for a symlink with O_DIRECTORY|O_NOFOLLOW: say which */
-			if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISLNK(st.st_mode))
-				e = ELOOP;
 			close(dfd);
 			return fail(why, rel, NULL, e, 0);
 		}

@@ -61,6 +61,8 @@ void sf_set_umask(mode_t mask);
 
 /* The fd (O_DIRECTORY) of root/rel; rel may be "" for the root itself. */
 int sf_dir(const char *root, const char *rel, unsigned flags, struct strbuf *why);
+/* The fd (O_DIRECTORY) of the directory name (one component) in dfd. */
+int sf_dir_at(int dfd, const char *name, struct strbuf *why);
 
 /* Open name in dfd for reading: a regular file or -1 (ELOOP, EISDIR, ENXIO, ...). */
 int sf_open_read_at(int dfd, const char *name, struct stat *st, struct strbuf *why);

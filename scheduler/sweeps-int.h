@@ -27,6 +27,10 @@ struct trial {
 	int nreports;
 	json_t *metrics;          /* the reports, in order */
 	long long scanned_ms;
+	/* its job dir (sf_dir) while the job runs, of job scan_job: opened at the
+	 * first scan, so a scan opens its two files and not the whole path again */
+	int scan_dfd;             /* -1: none */
+	char scan_job[16];
 	char *reason;
 	/* its job's state as last learnt: read from the job API once (a new job,
 	 * and every trial after a head restart: NULL until then), then kept by
@@ -84,6 +88,8 @@ extern const char *const trial_states[NR_TRIAL_STATES];
 int trial_final(const struct trial *t);
 int sweep_final(const struct sweep *w);
 void check_target(struct sweep *w, int trial, double v);
+/* Close the job dir a live trial's scans hold (scan_dfd), if any. */
+void trial_scan_close(struct trial *t);
 void trial_free(struct trial *t);
 void sweep_free(struct sweep *w);
 int sweep_save(struct sched *s, struct sweep *w);   /* -1: not written (logged) */

@@ -77,8 +77,16 @@ static const char *sweep_state_const(const char *s)
 	return const_of(s, all, ARRAY_SIZE(all), DT_SWEEP_FAILED);
 }
 
+void trial_scan_close(struct trial *t)
+{
+	if (t->scan_dfd >= 0)
+		close(t->scan_dfd);
+	t->scan_dfd = -1;
+}
+
 void trial_free(struct trial *t)
 {
+	trial_scan_close(t);
 	suggestion_release(&t->sg);
 	json_decref(t->metrics);
 	free(t->reason);
@@ -328,6 +336,7 @@ static void sweeps_load(struct sched *s)
 		t->created_us = json_get_int(o, "created_us", 0);
 		t->ended_us = json_get_int(o, "ended_us", 0);
 		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
+		t->scan_dfd = -1;
 		t->rd.mf_off = json_get_int(o, "mf_off", 0);
 		t->rd.log_off = json_get_int(o, "log_off", 0);
 		t->reached = -1;

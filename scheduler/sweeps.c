@@ -126,7 +126,19 @@ static void scan_trial(struct sched *s, struct sweep *w, struct trial *t, const 
 		      job_dir, shared);
 		goto out;
 	}
-	sweep_reader_scan(&t->rd, shared, rel, w->cfg.metric_name, got, refused);
+	if (t->scan_dfd >= 0 && strcmp(t->scan_job, t->job))
+		trial_scan_close(t);     /* a new job of the trial: a new job dir */
+	if (t->scan_dfd < 0 && !force) {
+		/* none yet (ENOENT: not made yet; EMFILE): the walk below, again next time */
+		t->scan_dfd = sf_dir(shared, rel, 0, NULL);
+		snprintf(t->scan_job, sizeof(t->scan_job), "%s", t->job);
+	}
+	if (t->scan_dfd >= 0)
+		sweep_reader_scan_at(&t->rd, t->scan_dfd, rel, w->cfg.metric_name, got, refused);
+	else
+		sweep_reader_scan(&t->rd, shared, rel, w->cfg.metric_name, got, refused);
+	if (force)
+		trial_scan_close(t);     /* its job is over: the last look */
 	json_array_foreach(refused, i, r) {
 		char *text = json_dumps(json_object_get(r, "report"), JSON_COMPACT);
 		int by_epoch = json_is_number(json_object_get(r, "last_epoch"));
@@ -537,10 +549,11 @@ static void sweep_end_paused(struct sched *s, struct sweep *w, const char *state
 static void sweep_settle(struct sweep *w)
 {
 	while (w->settled < w->nr) {
-		const struct trial *t = w->t[w->settled];
+		struct trial *t = w->t[w->settled];
 
 		if (!trial_final(t) || t->stop_pending || !strcmp(t->state, DT_TRIAL_PAUSED))
 			return;
+		trial_scan_close(t);   /* done for good: no scan of it again */
 		w->settled++;
 	}
 }
@@ -614,6 +627,7 @@ static void sweep_top_up(struct sched *s, struct sweep *w)
 		t->resource = -1;
 		t->reached = -1;
 		t->rd = (struct sweep_reader)SWEEP_READER_INIT;
+		t->scan_dfd = -1;
 		rc = trial_submit(s, w, t, &err);
 		if (rc < 0) {
 			struct strbuf why = STRBUF_INIT;

@@ -75,6 +75,10 @@ void sweep_reader_note(struct sweep_reader *rd, const json_t *r);
  */
 void sweep_reader_scan(struct sweep_reader *rd, const char *root, const char *job_rel,
 		       const char *metric, json_t *got, json_t *refused);
+/* The same in the job dir the caller opened (sf_dir) and holds: a live trial's is
+ * walked to once, not at every scan (where names it in warnings). */
+void sweep_reader_scan_at(struct sweep_reader *rd, int job_dfd, const char *where,
+			  const char *metric, json_t *got, json_t *refused);
 
 /* DT_PARAM_<NAME>: upper-cased, every character but [A-Z0-9_] made '_'. */
 void sweep_param_env(struct strbuf *sb, const char *name);

@@ -657,21 +657,26 @@ static int reader_repeats(const struct sweep_reader *rd, const json_t *r)
 	return e < rd->epoch || (e == rd->epoch && st <= rd->step);
 }
 
-/* One source of sweep_reader_scan(): root/rel, `name` in what `refused` says. */
-static void reader_scan_file(struct sweep_reader *rd, const char *root, const char *rel,
-			     const char *name, long long *off, int from_log, const char *metric,
-			     json_t *got, json_t *refused)
+/* One source of sweep_reader_scan_at(): name in dfd (in its subdirectory dir when
+ * given: name is then "dir/file"), `name` in what `refused` says. */
+static void reader_scan_file(struct sweep_reader *rd, int dfd, const char *where,
+			     const char *dir, const char *name, long long *off, int from_log,
+			     const char *metric, json_t *got, json_t *refused)
 {
 	struct strbuf why = STRBUF_INIT;
 	size_t total = 0;
 	char *buf;
 	ssize_t n;
 	size_t start = 0;
-	int fd = sf_open_read(root, rel, NULL, &why);
+	int fd = -1, sub = dir ? sf_dir_at(dfd, dir, &why) : dfd;
 
+	if (sub >= 0)
+		fd = sf_open_read_at(sub, dir ? name + strlen(dir) + 1 : name, NULL, &why);
 	if (fd < 0 && errno != ENOENT)
-		dtlog(DTLOG_WARN, "trial metrics: ignoring %s", why.buf);
+		dtlog(DTLOG_WARN, "trial metrics: ignoring %s in '%s'", why.buf, where);
 	strbuf_release(&why);
+	if (sub >= 0 && sub != dfd)
+		close(sub);
 	if (fd < 0)
 		return;
 	buf = xmalloc(SCAN_CHUNK);
@@ -717,16 +722,26 @@ static void reader_scan_file(struct sweep_reader *rd, const char *root, const ch
 	close(fd);
 }
 
+void sweep_reader_scan_at(struct sweep_reader *rd, int job_dfd, const char *where,
+			  const char *metric, json_t *got, json_t *refused)
+{
+	reader_scan_file(rd, job_dfd, where, NULL, "metrics.jsonl", &rd->mf_off, 0, metric, got,
+			 refused);
+	reader_scan_file(rd, job_dfd, where, "logs", "logs/0.log", &rd->log_off, 1, metric, got,
+			 refused);
+}
+
 void sweep_reader_scan(struct sweep_reader *rd, const char *root, const char *job_rel,
 		       const char *metric, json_t *got, json_t *refused)
 {
-	struct strbuf path = STRBUF_INIT;
+	struct strbuf why = STRBUF_INIT;
+	int dfd = sf_dir(root, job_rel, 0, &why);
 
-	strbuf_addf(&path, "%s/metrics.jsonl", job_rel);
-	reader_scan_file(rd, root, path.buf, "metrics.jsonl", &rd->mf_off, 0, metric, got,
-			 refused);
-	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/logs/0.log", job_rel);
-	reader_scan_file(rd, root, path.buf, "logs/0.log", &rd->log_off, 1, metric, got, refused);
-	strbuf_release(&path);
+	if (dfd < 0 && errno != ENOENT)
+		dtlog(DTLOG_WARN, "trial metrics: ignoring %s", why.buf);
+	strbuf_release(&why);
+	if (dfd < 0)
+		return;
+	sweep_reader_scan_at(rd, dfd, job_rel, metric, got, refused);
+	close(dfd);
 }

@@ -217,6 +217,38 @@ static void test_symlink_dir(void **state)
 	strbuf_release(&why);
 }
 
+/* sf_dir_at: one directory below a held fd, never through a symlink, never a path. */
+static void test_dir_at(void **state)
+{
+	struct fx *f = *state;
+	struct strbuf sb = STRBUF_INIT, why = STRBUF_INIT;
+	int jobs = sf_dir(f->root, "jobs", 0, &why), fd;
+
+	assert_true(jobs >= 0);
+	fd = sf_dir_at(jobs, "j-1", &why);
+	assert_true(fd >= 0);
+	put(at(f->root, "jobs/j-1/ok"), "ok\n");
+	assert_int_equal(sf_read_at(fd, "ok", &sb, 100, &why), 3);
+	close(fd);
+	assert_int_equal(symlink(f->outside, at(f->root, "jobs/j-9")), 0);
+	assert_int_equal(sf_dir_at(jobs, "j-9", &why), -1);
+	assert_int_equal(errno, ELOOP);
+	assert_non_null(strstr(why.buf, "'j-9' is a symbolic link"));
+	assert_int_equal(sf_dir_at(jobs, "ok", &why), -1);      /* absent here */
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(sf_dir_at(jobs, "j-1/../..", &why), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(sf_dir_at(jobs, "..", &why), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(sf_dir_at(jobs, "", &why), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(sf_dir_at(jobs, "/etc", &why), -1);
+	assert_int_equal(errno, EINVAL);
+	close(jobs);
+	strbuf_release(&sb);
+	strbuf_release(&why);
+}
+
 /* FIFOs, sockets and directories at a file's path: refused at once, no blocking. */
 static void test_special_files(void **state)
 {
@@ -308,6 +340,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_write_plain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dir_at, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hard_link_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_special_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_named_file, setup, teardown),

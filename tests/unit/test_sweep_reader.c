@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "safefile.h"
 #include "strbuf.h"
 #include "scheduler/sweeps.h"
 
@@ -39,6 +40,7 @@ static int teardown(void **state)
 {
 	static const char *const paths[] = {
 		"jobs/j-1/logs/0.log", "jobs/j-1/metrics.jsonl", "jobs/j-2/logs/0.log",
+		"jobs/j-2/metrics.jsonl",
 		"jobs/j-1/logs", "jobs/j-2/logs", "jobs/j-1", "jobs/j-2", "jobs", "",
 	};
 	struct strbuf p = STRBUF_INIT;
@@ -253,12 +255,64 @@ static void test_repeats(void **state)
 	strbuf_release(&sb);
 }
 
+/*
+ * A live trial's job dir held open (sweeps.c: scan_dfd): appends and files
+ * made after it was opened (logs/ comes with the first rank) are read as
+ * through the walk; a symlink planted for logs/ is not followed.
+ */
+static void test_held_job_dir(void **state)
+{
+	struct sweep_reader rd = SWEEP_READER_INIT;
+	json_t *got = json_array(), *refused = json_array();
+	struct strbuf sb = STRBUF_INIT, p = STRBUF_INIT;
+	int dfd;
+
+	strbuf_addf(&p, "%s/jobs", root);
+	mkdir(p.buf, 0755);
+	strbuf_addstr(&p, "/j-2");
+	mkdir(p.buf, 0755);
+	dfd = sf_dir(root, "jobs/j-2", 0, NULL);
+	assert_true(dfd >= 0);
+	sweep_reader_scan_at(&rd, dfd, "jobs/j-2", "loss", got, refused);
+	assert_int_equal(json_array_size(got), 0);      /* nothing there yet */
+	log_epoch("j-2", 1, "\n");                      /* makes logs/ after the open */
+	sweep_reader_scan_at(&rd, dfd, "jobs/j-2", "loss", got, refused);
+	log_epoch("j-2", 2, "\n");
+	append("jobs/j-2/metrics.jsonl", "{\"epoch\": 3, \"loss\": 3.5}\n");
+	sweep_reader_scan_at(&rd, dfd, "jobs/j-2", "loss", got, refused);
+	assert_string_equal(epochs(got, &sb), "1,3");    /* metrics.jsonl first, each look */
+	assert_string_equal(epochs(refused, &sb), "2");  /* 2 after 3: a repeat */
+	close(dfd);
+
+	/* logs/ a symlink to another job's: not read */
+	log_epoch("j-1", 9, "\n");
+	strbuf_reset(&p);
+	strbuf_addf(&p, "%s/jobs/j-2/logs/0.log", root);
+	assert_int_equal(unlink(p.buf), 0);
+	strbuf_setlen(&p, p.len - strlen("/0.log"));
+	assert_int_equal(rmdir(p.buf), 0);
+	assert_int_equal(symlink("../j-1/logs", p.buf), 0);
+	dfd = sf_dir(root, "jobs/j-2", 0, NULL);
+	rd = (struct sweep_reader)SWEEP_READER_INIT;
+	json_array_clear(got);
+	json_array_clear(refused);
+	sweep_reader_scan_at(&rd, dfd, "jobs/j-2", "loss", got, refused);
+	assert_string_equal(epochs(got, &sb), "3");      /* metrics.jsonl alone */
+	close(dfd);
+	assert_int_equal(unlink(p.buf), 0);
+	json_decref(got);
+	json_decref(refused);
+	strbuf_release(&sb);
+	strbuf_release(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_reports_read_once_across_a_crash, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_repeats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_job_dir, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

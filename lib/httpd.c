@@ -220,6 +220,8 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 		MHD_add_response_header(r, "Allow", resp->allow);
 	if (ctx->close)
 		MHD_add_response_header(r, "Connection", "close");
+	for (const char *const *h = srv->opts.headers; h && h[0] && h[1]; h += 2)
+		MHD_add_response_header(r, h[0], h[1]);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	count(srv, resp->status);

@@ -242,11 +242,14 @@ struct dt_httpd_opts {
 	 * server's own, a user's key), counted from their first request; more are
 	 * answered 429 and closed.  0 = conn_limit / 16, at least 8 */
 	unsigned owner_limit;
+	/* header name, value, name, value, ..., NULL: sent with every reply (the
+	 * dashboard's Content-Security-Policy and the like); NULL: none */
+	const char *const *headers;
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL, 0 }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL, 0, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

@@ -77,7 +77,7 @@ struct dt_httpd {
 	long long sweep_ms;           /* serve_loop: last periodic check */
 	/* connections held per user (owner_admit), under conn_lock; entries are
 	 * kept (one per user ever seen: users are few) */
-	struct owner_conns { char who[80]; unsigned n; } *owners;
+	struct owner_conns { char who[112]; unsigned n; } *owners;
 	size_t nr_owners, alloc_owners;
 	unsigned owner_limit;
 	unsigned long long owner_refused;   /* not logged yet */
@@ -594,12 +594,14 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 		req.via = DT_VIA_SECRET;
 	}
 	if ((srv->opts.unix_path && req.peer_uid != (long long)geteuid()) ||
-	    req.via == DT_VIA_USERKEY) {
-		char who[80];
+	    req.via == DT_VIA_USERKEY || req.via == DT_VIA_JOBCAP) {
+		char who[112];
 		unsigned held = 0;
 
 		if (req.via == DT_VIA_USERKEY)
 			snprintf(who, sizeof(who), "user '%s'", req.user);
+		else if (req.via == DT_VIA_JOBCAP)   /* a job's ranks know its capability */
+			snprintf(who, sizeof(who), "the capability of job '%s'", req.cap.job);
 		else
 			snprintf(who, sizeof(who), "uid %lld", req.peer_uid);
 		if (owner_admit(srv, conn, who, &held) < 0) {

@@ -65,7 +65,8 @@
  * carried a signed request are never evicted; the room between idle_limit
  * and conn_limit is theirs.  Closes are counted in dt_httpd_stats and logged
  * at most every 10 s.  Of that room one user (a uid on the local socket other
- * than the server's own, or a user's key) holds at most owner_limit: a request
+ * than the server's own, a user's key, a job's capability) holds at most
+ * owner_limit: a request
  * on a connection beyond it is answered 429 and the connection closed, so one
  * user cannot take every connection and the daemon's open files from the
  * others and from the agents.
@@ -239,8 +240,8 @@ struct dt_httpd_opts {
 	 */
 	const struct dt_userkey *reply_userkey;
 	/* connections one user may hold (a uid on the local socket other than the
-	 * server's own, a user's key), counted from their first request; more are
-	 * answered 429 and closed.  0 = conn_limit / 16, at least 8 */
+	 * server's own, a user's key, a job's capability), counted from their first
+	 * request; more are answered 429 and closed.  0 = conn_limit / 16, at least 8 */
 	unsigned owner_limit;
 	/* header name, value, name, value, ..., NULL: sent with every reply (the
 	 * dashboard's Content-Security-Policy and the like); NULL: none */

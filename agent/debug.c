@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "debug.h"
+#include "proctree.h"
 #include "json.h"
 #include "log.h"
 #include "run-command.h"
@@ -110,27 +111,12 @@ out:
  * is still the one read before (its start time).  -1 without pidfds (then
  * the number is used as before).
  */
-static unsigned long long start_time(pid_t pid)
-{
-	struct strbuf sb = STRBUF_INIT;
-	unsigned long long t = 0;
-	const char *p;
-
-	/* field 22 of stat, the 20th after the ")" that ends comm */
-	if (!read_proc(pid, "stat", &sb, 4096) && (p = strrchr(sb.buf, ')')) &&
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-		   "%*d %*d %llu", &t) != 1)
-		t = 0;
-	strbuf_release(&sb);
-	return t;
-}
-
 static int pin_process(pid_t pid, unsigned long long t0)
 {
 #ifdef SYS_pidfd_open
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
 
-	if (fd >= 0 && (!t0 || start_time(pid) != t0)) {
+	if (fd >= 0 && (!t0 || proc_start_time(pid, NULL) != t0)) {
 		close(fd);
 		return -2;   /* gone or replaced while we looked */
 	}
@@ -699,7 +685,7 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 
 		memset(&p, 0, sizeof(p));
 		p.pid = pids[i];
-		start = start_time(p.pid);   /* the process the tree listed, before we look */
+		start = proc_start_time(p.pid, NULL);   /* the process the tree listed, before we look */
 		for (size_t k = 0; k < n; k++)
 			dup |= v[k].pid == p.pid;
 		if (dup || read_stat(p.pid, &p.state, &p.ppid, &p.ticks0, p.comm, sizeof(p.comm)) < 0 ||

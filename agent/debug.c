@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "debug.h"
+#include "proctree.h"
 #include "json.h"
 #include "log.h"
 #include "run-command.h"
@@ -37,6 +39,7 @@ struct rproc {
 	off_t off0, off1;        /* the record file's size before each signal */
 	json_t *native;          /* gdb's frames of the main thread, or NULL */
 	char native_err[160];    /* why there are none (gdb's last line) */
+	int pidfd;               /* the process itself, not its number, or -1 (pin_process) */
 };
 
 static long long mono_ms(void)
@@ -96,6 +99,55 @@ static int read_stat(pid_t pid, char *state, pid_t *ppid, unsigned long long *ti
 out:
 	strbuf_release(&sb);
 	return ret;
+}
+
+/*
+ * The process as the task's tree listed it, held by a pidfd: the sampling
+ * takes a second or more, and the agent (root in team mode) must not signal
+ * or attach gdb to another user's process that got the number meanwhile.
+ * The number names the same process while the pidfd's process lives (a
+ * number is free again only once its process is reaped), so each use checks
+ * that first (alive()); the fd is taken only when the process at the number
+ * is still the one read before (its start time).  -1 without pidfds (then
+ * the number is used as before).
+ */
+static int pin_process(pid_t pid, unsigned long long t0)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd >= 0 && (!t0 || proc_start_time(pid, NULL) != t0)) {
+		close(fd);
+		return -2;   /* gone or replaced while we looked */
+	}
+	return fd;
+#else
+	(void)pid;
+	(void)t0;
+	return -1;
+#endif
+}
+
+/* Is p's process (its pidfd's) still there?  Always yes without a pidfd. */
+static int alive(const struct rproc *p)
+{
+#ifdef SYS_pidfd_send_signal
+	if (p->pidfd >= 0)
+		return syscall(SYS_pidfd_send_signal, p->pidfd, 0, NULL, 0) == 0;
+#endif
+	return 1;
+}
+
+/* sig to p's process, never to another that got its number */
+static void signal_rank(const struct rproc *p, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+	if (p->pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0);
+		return;
+	}
+#endif
+	kill(p->pid, sig);
 }
 
 /* The rank in pid's environment, or -1. */
@@ -548,6 +600,12 @@ static int gdb_next(struct child_process *cp, void *data, void **task)
 		g->next++;
 	if (g->next >= g->n)
 		return 0;
+	if (!alive(&g->v[g->next])) {
+		snprintf(g->v[g->next].native_err, sizeof(g->v[g->next].native_err),
+			 "the process ended while sampled");
+		g->next++;
+		return gdb_next(cp, data, task);
+	}
 	if (g->started >= DEBUG_MAX_NATIVE) {
 		/* bounded: a job that forks a hundred "ranks" gets no hundred gdbs */
 		for (; g->next < g->n; g->next++)
@@ -573,6 +631,12 @@ static void gdb_done(int code, struct strbuf *output, void *data, void *task)
 	json_t *frames = json_array();
 
 	(void)data;
+	if (!alive(p)) {
+		/* gdb may have attached to whatever got the number since */
+		snprintf(p->native_err, sizeof(p->native_err), "the process ended while sampled");
+		json_decref(frames);
+		return;
+	}
 	if (!debug_parse_gdb(output->buf, output->len, frames, GDB_FRAMES)) {
 		/* gdb missing (-1), timed out (124), or refused: its last line says why */
 		struct strbuf why = STRBUF_INIT;
@@ -616,10 +680,12 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		sample_ms = DEBUG_SAMPLE_MS_MAX;
 	for (size_t i = 0; i < nr; i++) {
 		struct rproc p;
+		unsigned long long start;
 		int dup = 0;
 
 		memset(&p, 0, sizeof(p));
 		p.pid = pids[i];
+		start = proc_start_time(p.pid, NULL);   /* the process the tree listed, before we look */
 		for (size_t k = 0; k < n; k++)
 			dup |= v[k].pid == p.pid;
 		if (dup || read_stat(p.pid, &p.state, &p.ppid, &p.ticks0, p.comm, sizeof(p.comm)) < 0 ||
@@ -629,6 +695,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 			skipped++;
 			continue;
 		}
+		if ((p.pidfd = pin_process(p.pid, start)) == -2)
+			continue;
 		v[n++] = p;
 	}
 	/*
@@ -651,8 +719,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		if (v[i].rank < 0)
 			continue;
 		read_stat(v[i].pid, &v[i].state, &v[i].ppid, &v[i].ticks0, NULL, 0);
-		if (v[i].src && catches(v[i].pid, SIGUSR2))
-			kill(v[i].pid, SIGUSR2);
+		if (v[i].src && catches(v[i].pid, SIGUSR2) && alive(&v[i]))
+			signal_rank(&v[i], SIGUSR2);
 		else
 			v[i].src = 0;
 	}
@@ -660,7 +728,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].rank < 0)
 			continue;
-		if (read_stat(v[i].pid, &v[i].state, &v[i].ppid, &v[i].ticks1, NULL, 0) < 0) {
+		if (!alive(&v[i]) ||
+		    read_stat(v[i].pid, &v[i].state, &v[i].ppid, &v[i].ticks1, NULL, 0) < 0) {
 			v[i].ticks1 = v[i].ticks0;
 			v[i].state = 'X';
 			v[i].src = 0;
@@ -669,7 +738,7 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		if (v[i].src == 1) {
 			/* dttrain again: did it move? (one Python dump is enough) */
 			v[i].off1 = file_size(job_dir, &v[i]);
-			kill(v[i].pid, SIGUSR2);
+			signal_rank(&v[i], SIGUSR2);
 		}
 	}
 	t1 = mono_ms();
@@ -684,6 +753,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		if (v[i].rank >= 0)
 			add_rank(ranks, node, job_dir, &v[i], t1 - t0, hz > 0 ? hz : 100);
 		json_decref(v[i].native);
+		if (v[i].pidfd >= 0)
+			close(v[i].pidfd);
 	}
 	free(v);
 	return json_pack("{s:s,s:o,s:I}", "node", node, "ranks", ranks,

@@ -67,8 +67,8 @@ static void print_csv(const json_t *jobs)
 				strbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
 			else if (json_is_real(v))
 				strbuf_addf(&sb, "%.6f", json_real_value(v));
-			else if (json_is_string(v))
-				strbuf_addcsv(&sb, json_string_value(v));
+			else if (json_is_string(v))   /* names are anyone's words */
+				strbuf_addcsv_text(&sb, json_string_value(v));
 		}
 		strbuf_addch(&sb, '\n');
 	}

@@ -30,6 +30,23 @@ static int sbatch_value_ok(const char *s)
 	return s && *s && !strpbrk(s, "\n\r");
 }
 
+/* a control byte (a newline ends a comment or an #SBATCH line: what follows would be a
+ * command of the script, and ends sbatch's options), or NULL */
+static const char *control_byte(const char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return s;
+	return NULL;
+}
+
+/* s for a comment line: control bytes as '?' */
+static void add_comment_text(struct strbuf *sb, const char *s)
+{
+	for (; *s; s++)
+		strbuf_addch(sb, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+}
+
 /* s for an #SBATCH line or the shell: as it is when that is safe, else quoted */
 static void add_word(struct strbuf *sb, const char *s)
 {
@@ -65,6 +82,12 @@ static int export_slurm(const char *file, const char *partition, const char *acc
 		      "the directory every node of the Slurm cluster mounts");
 		goto usage_fail;
 	}
+	if (job.name && control_byte(job.name)) {
+		error("'%s': the job's name has a control character (byte 0x%02x), which an "
+		      "#SBATCH line cannot hold: give 'name:' one line of text", file,
+		      (unsigned char)*control_byte(job.name));
+		goto usage_fail;
+	}
 	if ((partition && !sbatch_value_ok(partition)) || (account && !sbatch_value_ok(account)) ||
 	    !cwd || strpbrk(cwd, "\n\r")) {
 		error("--partition, --account and the current directory must be one line each");
@@ -74,6 +97,7 @@ static int export_slurm(const char *file, const char *partition, const char *acc
 		   job.procs_per_node > 0 ? job.procs_per_node : 1;
 	dt_self_dir(&self);
 	abs = realpath(file, NULL);
+	add_comment_text(&q, abs ? abs : file);
 	printf("#!/bin/sh\n"
 	       "# sbatch script made by 'dtctl export slurm %s' (dtctl %s).\n"
 	       "# Submit it with: sbatch <this file>.  It does what 'dtctl run' does with that job\n"
@@ -82,7 +106,8 @@ static int export_slurm(const char *file, const char *partition, const char *acc
 	       "# torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), GPU\n"
 	       "# binding and rank logs in the shared dir; all of it ends with the job\n"
 	       "# (docs/slurm.md).  Nothing here is about ranks: edit the job file below.\n",
-	       abs ? abs : file, DT_VERSION);
+	       q.buf, DT_VERSION);
+	strbuf_reset(&q);
 	add_word(&q, job.name ? job.name : "dtctl");
 	printf("#SBATCH --job-name=%s\n", q.buf);
 	printf("#SBATCH --nodes=%d\n", job.nodes > 0 ? job.nodes : 1);

@@ -1687,6 +1687,11 @@ int sweep_report_html(const json_t *export, struct strbuf *out, struct strbuf *e
 	return 0;
 }
 
+const char *sweep_report_script(void)
+{
+	return script;
+}
+
 int cmd_sweep_report_file(int argc, const char **argv)
 {
 	const char *out_path = NULL, *path;

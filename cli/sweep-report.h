@@ -25,5 +25,8 @@
  * partial page, which the caller discards.  The caller owns both buffers.
  */
 int sweep_report_html(const json_t *export, struct strbuf *out, struct strbuf *err);
+/* the page's one inline script, as it is between <script> and </script> (the
+ * dashboard allows exactly it by its hash in its Content-Security-Policy) */
+const char *sweep_report_script(void);
 
 #endif

@@ -75,6 +75,13 @@ struct dt_httpd {
 	long long log_from_ms;        /* when the first of those was closed */
 	char log_peer[48];            /* the address of the last one closed */
 	long long sweep_ms;           /* serve_loop: last periodic check */
+	/* connections held per user (owner_admit), under conn_lock; entries are
+	 * kept (one per user ever seen: users are few) */
+	struct owner_conns { char who[112]; unsigned n; } *owners;
+	size_t nr_owners, alloc_owners;
+	unsigned owner_limit;
+	unsigned long long owner_refused;   /* not logged yet */
+	long long owner_log_ms;             /* when the last refusal was logged */
 };
 
 /*
@@ -90,6 +97,7 @@ struct conn_track {
 	int signed_req;               /* carried a signed request: never evicted */
 	int has_cred;                 /* a Unix socket's peer, as the kernel saw it */
 	struct ucred cred;
+	size_t owner;                 /* 1 + its index in srv->owners once admitted, else 0 */
 };
 
 /* an fd served by the polling thread besides HTTP (dt_httpd_add_fd) */
@@ -110,6 +118,7 @@ struct req_ctx {
 	struct dt_auth_cap cap;
 	struct dt_auth_key cap_key;   /* its replies are signed with it */
 	long long deadline_ms;        /* parked: when to answer anyway; 0 = never parked */
+	int close;                    /* answer with Connection: close (owner_admit refused) */
 	int big;                      /* counted in srv->big_replies until completed */
 	void *state;                  /* the handler's (httpd.h dt_http_request) */
 	void (*state_free)(void *state);
@@ -155,6 +164,8 @@ static void count(struct dt_httpd *srv, int status)
 
 /* a reply this big needs several rounds of the poll loop (see serve_loop) */
 #define BIG_REPLY (64 * 1024)
+/* closes and refusals are logged at most this often (a flood is thousands a second) */
+#define FLOOD_LOG_MS 10000
 
 static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *conn,
 				  struct req_ctx *ctx, struct dt_http_response *resp)
@@ -207,6 +218,10 @@ static enum MHD_Result send_reply(struct dt_httpd *srv, struct MHD_Connection *c
 	}
 	if (resp->status == 405 && resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
+	if (ctx->close)
+		MHD_add_response_header(r, "Connection", "close");
+	for (const char *const *h = srv->opts.headers; h && h[0] && h[1]; h += 2)
+		MHD_add_response_header(r, h[0], h[1]);
 	ret = MHD_queue_response(conn, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	count(srv, resp->status);
@@ -429,6 +444,54 @@ static int verify_cap(struct dt_httpd *srv, struct MHD_Connection *conn,
 	return 0;
 }
 
+/*
+ * Count conn against the user it speaks for (who: "uid N" on the local socket,
+ * "user NAME" for a user's key), once per connection.  Connections that carried
+ * such a request are never evicted as a flood (they are signed), so without a
+ * bound one user could hold every connection the server takes, and with them
+ * the daemon's open files: other users, and on dtsched the agents' heartbeats,
+ * would be refused.  -1 (nothing counted) when who holds owner_limit already.
+ */
+static int owner_admit(struct dt_httpd *srv, struct MHD_Connection *conn, const char *who,
+		       unsigned *held)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_track *t = ci ? ci->socket_context : NULL;
+	long long now = dt_mono_ms();
+	size_t i;
+	int ret = 0;
+
+	/* t->owner is only written here, on the connection's own thread */
+	if (!t || t->owner)
+		return 0;
+	pthread_mutex_lock(&srv->conn_lock);
+	for (i = 0; i < srv->nr_owners && strcmp(srv->owners[i].who, who); i++)
+		;
+	if (i == srv->nr_owners) {
+		ALLOC_GROW(srv->owners, srv->nr_owners + 1, srv->alloc_owners);
+		memset(&srv->owners[i], 0, sizeof(srv->owners[i]));
+		snprintf(srv->owners[i].who, sizeof(srv->owners[i].who), "%s", who);
+		srv->nr_owners++;
+	}
+	*held = srv->owners[i].n;
+	if (srv->owners[i].n >= srv->owner_limit) {
+		srv->owner_refused++;
+		if (!srv->owner_log_ms || now - srv->owner_log_ms >= FLOOD_LOG_MS) {
+			dtlog(DTLOG_WARN, "httpd: %llu request(s) refused: %s holds %u connections, "
+			      "the most one user may", srv->owner_refused, who, srv->owners[i].n);
+			srv->owner_refused = 0;
+			srv->owner_log_ms = now;
+		}
+		ret = -1;
+	} else {
+		srv->owners[i].n++;
+		t->owner = i + 1;
+	}
+	pthread_mutex_unlock(&srv->conn_lock);
+	return ret;
+}
+
 static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const char *url,
 		     const char *method, struct req_ctx *ctx, struct dt_http_response *resp)
 {
@@ -530,6 +593,25 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 	} else {
 		req.via = DT_VIA_SECRET;
 	}
+	if ((srv->opts.unix_path && req.peer_uid != (long long)geteuid()) ||
+	    req.via == DT_VIA_USERKEY || req.via == DT_VIA_JOBCAP) {
+		char who[112];
+		unsigned held = 0;
+
+		if (req.via == DT_VIA_USERKEY)
+			snprintf(who, sizeof(who), "user '%s'", req.user);
+		else if (req.via == DT_VIA_JOBCAP)   /* a job's ranks know its capability */
+			snprintf(who, sizeof(who), "the capability of job '%s'", req.cap.job);
+		else
+			snprintf(who, sizeof(who), "uid %lld", req.peer_uid);
+		if (owner_admit(srv, conn, who, &held) < 0) {
+			ctx->close = 1;
+			dt_http_error(resp, 429, "%s holds %u open connections to this %s, the most "
+				      "one user may: close some (each 'dtctl events -f', 'logs -f' "
+				      "or attached 'run' holds one)", who, held, dt_progname());
+			return;
+		}
+	}
 	if (req.via == DT_VIA_JOBCAP && (!route || !(route->flags & DT_ROUTE_JOBCAP))) {
 		dt_http_error(resp, 403, "a job's capability (%s) may only start and watch that "
 			      "job's orted, not %s '%s'", DT_HDR_CAP, method, url);
@@ -573,8 +655,6 @@ static void dispatch(struct dt_httpd *srv, struct MHD_Connection *conn, const ch
 
 /* --- connection floods (httpd.h) ----------------------------------------------- */
 
-/* closes are logged at most this often (a flood is thousands a second) */
-#define FLOOD_LOG_MS 10000
 /* serve_loop checks fresh_timeout_ms this often when nothing connects */
 #define SWEEP_MS 1000
 /* the least default peer_idle_limit (dt_httpd_start) */
@@ -743,6 +823,8 @@ static void conn_closed(struct dt_httpd *srv, void **socket_context)
 	pthread_mutex_lock(&srv->conn_lock);
 	if (t->listed)
 		unlist(srv, t);
+	if (t->owner)
+		srv->owners[t->owner - 1].n--;
 	srv->conns_open--;
 	pthread_mutex_unlock(&srv->conn_lock);
 	free(t);
@@ -1167,6 +1249,8 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	if (srv->limits.peer_idle_limit > srv->limits.idle_limit)
 		srv->limits.peer_idle_limit = srv->limits.idle_limit;
 	srv->limits.fresh_timeout_ms = opts->fresh_timeout_ms;
+	srv->owner_limit = opts->owner_limit ? opts->owner_limit :
+		opts->conn_limit / 16 > 8 ? opts->conn_limit / 16 : 8;
 	raise_nofile(opts->conn_limit);
 	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
 	if (opts->unix_path) {
@@ -1447,6 +1531,7 @@ void dt_httpd_stop(struct dt_httpd *srv)
 	pthread_mutex_destroy(&srv->park_lock);
 	pthread_mutex_destroy(&srv->conn_lock);
 	free(srv->idle);
+	free(srv->owners);
 	free(srv->parked);
 	free(srv);
 }

@@ -64,7 +64,12 @@
  * often shares 127.0.0.1 or a NAT address with everyone).  Connections that
  * carried a signed request are never evicted; the room between idle_limit
  * and conn_limit is theirs.  Closes are counted in dt_httpd_stats and logged
- * at most every 10 s.
+ * at most every 10 s.  Of that room one user (a uid on the local socket other
+ * than the server's own, a user's key, a job's capability) holds at most
+ * owner_limit: a request
+ * on a connection beyond it is answered 429 and the connection closed, so one
+ * user cannot take every connection and the daemon's open files from the
+ * others and from the agents.
  */
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
@@ -234,11 +239,18 @@ struct dt_httpd_opts {
 	 * that pinned its public key; NULL: they go unsigned.
 	 */
 	const struct dt_userkey *reply_userkey;
+	/* connections one user may hold (a uid on the local socket other than the
+	 * server's own, a user's key, a job's capability), counted from their first
+	 * request; more are answered 429 and closed.  0 = conn_limit / 16, at least 8 */
+	unsigned owner_limit;
+	/* header name, value, name, value, ..., NULL: sent with every reply (the
+	 * dashboard's Content-Security-Policy and the like); NULL: none */
+	const char *const *headers;
 };
 
 #define DT_HTTPD_FRESH_TIMEOUT_MS 5000
 #define DT_HTTPD_OPTS_INIT { NULL, 0, NULL, 0, NULL, NULL, 1024 * 1024, 256, 64 * 1024, 30, 1, \
-			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL }
+			     0, 0, DT_HTTPD_FRESH_TIMEOUT_MS, NULL, 0, NULL, NULL, 0, NULL }
 
 struct dt_httpd_stats {
 	unsigned long long requests, unauthorized, too_large, bad_request, not_found, errors;

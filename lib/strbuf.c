@@ -272,3 +272,16 @@ void strbuf_addcsv(struct strbuf *sb, const char *v)
 	}
 	strbuf_addch(sb, '"');
 }
+
+void strbuf_addcsv_text(struct strbuf *sb, const char *v)
+{
+	struct strbuf t = STRBUF_INIT;
+
+	if (!*v || !strchr("=+-@\t\r", *v)) {
+		strbuf_addcsv(sb, v);
+		return;
+	}
+	strbuf_addf(&t, "'%s", v);
+	strbuf_addcsv(sb, t.buf);
+	strbuf_release(&t);
+}

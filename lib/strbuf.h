@@ -75,6 +75,10 @@ int hex_value(int c);
 /* v as one CSV field (RFC 4180): as it is, or quoted with "" for a quote when it
  * holds a comma, quote or line break */
 void strbuf_addcsv(struct strbuf *sb, const char *v);
+/* someone's words (a job's name) as one CSV field: as strbuf_addcsv, with a leading
+ * "'" when v begins with '=', '+', '-', '@', a tab or a carriage return, so that a
+ * spreadsheet shows it as text and never runs it as a formula (CSV injection) */
+void strbuf_addcsv_text(struct strbuf *sb, const char *v);
 int name_chars_ok(const char *s, size_t max, const char *extra);
 
 int starts_with(const char *s, const char *prefix);

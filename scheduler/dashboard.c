@@ -27,7 +27,10 @@
 #include "protocol.h"
 #include "safefile.h"
 #include "users.h"
+#include "sha256.h"
 #include "cli/sweep-report.h"
+
+#include <nettle/base64.h>
 
 #include <string.h>
 #include <sys/random.h>
@@ -49,6 +52,8 @@ static struct {
 	char url[320];            /* http://ADDRESS:PORT (127.0.0.1 unless configured) */
 	const struct dt_http_route *api;   /* dtsched's route table (sched.c's) */
 	size_t nr_api;
+	char csp[1024];           /* Content-Security-Policy (dashboard_start) */
+	const char *headers[13];  /* sent with every reply (httpd.h headers) */
 } dash;
 
 static int random_hex(char out[65])
@@ -181,10 +186,11 @@ static void h_login(struct dt_http_request *req, struct dt_http_response *resp, 
 		html(resp, 403, refused_page);
 		return;
 	}
+	/* no script: the policy allows only the pages' own (dashboard_start) */
 	strbuf_addf(&page, "<!doctype html><html><head><meta charset=utf-8>"
-		    "<meta name=referrer content=no-referrer><title>dtctl</title></head><body>"
-		    "<script>location.replace('/ui/s/%s/')</script>"
-		    "<p><a href='/ui/s/%s/'>open the dashboard</a></p></body></html>", id, id);
+		    "<meta name=referrer content=no-referrer>"
+		    "<meta http-equiv=refresh content='0;url=/ui/s/%s/'><title>dtctl</title></head>"
+		    "<body><p><a href='/ui/s/%s/'>open the dashboard</a></p></body></html>", id, id);
 	html(resp, 200, page.buf);
 	strbuf_release(&page);
 }
@@ -662,6 +668,54 @@ const struct dt_http_route dashboard_routes[] = {
 };
 const size_t dashboard_nr_routes = ARRAY_SIZE(dashboard_routes);
 
+/* " 'sha256-<base64>'" of each inline <script> in text (CSP's hash source) */
+static void add_script_hashes(struct strbuf *csp, const char *text)
+{
+	for (const char *p = text; (p = strstr(p, "<script>")); ) {
+		const char *body = p + strlen("<script>"), *end = strstr(body, "</script>");
+		unsigned char md[DT_SHA256_LEN];
+		char b64[BASE64_ENCODE_RAW_LENGTH(DT_SHA256_LEN) + 1];
+
+		if (!end)
+			break;
+		dt_sha256(body, (size_t)(end - body), md);
+		base64_encode_raw(b64, DT_SHA256_LEN, md);
+		b64[BASE64_ENCODE_RAW_LENGTH(DT_SHA256_LEN)] = '\0';
+		strbuf_addf(csp, " 'sha256-%s'", b64);
+		p = end;
+	}
+}
+
+/*
+ * The headers of every reply: scripts only from the dashboard itself and the
+ * pages' own inline scripts, by their hashes (a job name, log line or sweep
+ * parameter that ever got into a page as markup could run nothing), requests
+ * only to the dashboard, no framing (clickjacking the cancel button), no MIME
+ * sniffing, no Referer (the session is in the path), nothing cached.
+ */
+static void security_headers(void)
+{
+	struct strbuf csp = STRBUF_INIT, report = STRBUF_INIT;
+	const char *const h[] = {
+		"Content-Security-Policy", dash.csp, "X-Content-Type-Options", "nosniff",
+		"X-Frame-Options", "DENY", "Referrer-Policy", "no-referrer",
+		"Cache-Control", "no-store", "Cross-Origin-Opener-Policy", "same-origin", NULL,
+	};
+
+	strbuf_addstr(&csp, "default-src 'none'; script-src 'self'");
+	add_script_hashes(&csp, page);
+	add_script_hashes(&csp, job_page);
+	strbuf_addf(&report, "<script>%s</script>", sweep_report_script());
+	add_script_hashes(&csp, report.buf);
+	strbuf_addstr(&csp, "; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+		      "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+		      "frame-ancestors 'none'");
+	snprintf(dash.csp, sizeof(dash.csp), "%s", csp.buf);
+	memcpy(dash.headers, h, sizeof(h));
+	strbuf_release(&csp);
+	strbuf_release(&report);
+}
+
 int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_api)
 {
 	struct dt_httpd_opts ho = DT_HTTPD_OPTS_INIT;
@@ -680,6 +734,8 @@ int dashboard_start(struct sched *s, const struct dt_http_route *api, size_t nr_
 	ho.key = &s->key;
 	ho.max_body = 4096;
 	ho.conn_limit = 256;
+	security_headers();
+	ho.headers = dash.headers;
 	dash.srv = dt_httpd_start(&ho, &err);
 	if (!dash.srv) {
 		dtlog(DTLOG_WARN, "dashboard not started: %s", err.buf);

@@ -293,6 +293,51 @@ static void summary(struct strbuf *sb, const json_t *ev)
 			sb->buf[i] = ' ';
 }
 
+/*
+ * The summary in a chat's markup, as text only: job names, log lines and
+ * reasons are anyone's words, and the operator's channel must not show
+ * them as a mention that pings everyone (Slack's <!channel>, Discord's
+ * @everyone) or a link that says another address than it opens.  Slack:
+ * '&', '<' and '>' escaped as its docs say (they make every mention and
+ * link); Discord: its markdown characters backslash-escaped (mentions are
+ * turned off in the body: allowed_mentions).
+ */
+static void chat_text(struct strbuf *out, const char *text, int discord)
+{
+	for (const char *p = text; *p; p++) {
+		if (!discord && *p == '&')
+			strbuf_addstr(out, "&amp;");
+		else if (!discord && *p == '<')
+			strbuf_addstr(out, "&lt;");
+		else if (!discord && *p == '>')
+			strbuf_addstr(out, "&gt;");
+		else if (discord && strchr("\\*_~`|<>[]()@", *p)) {
+			strbuf_addch(out, '\\');
+			strbuf_addch(out, *p);
+		} else
+			strbuf_addch(out, *p);
+	}
+}
+
+json_t *notify_webhook_body(const json_t *ev, const char *format)
+{
+	struct strbuf text = STRBUF_INIT, chat = STRBUF_INIT;
+	json_t *body;
+
+	summary(&text, ev);
+	if (!strcmp(format, "slack") || !strcmp(format, "discord"))
+		chat_text(&chat, text.buf, !strcmp(format, "discord"));
+	if (!strcmp(format, "slack"))
+		body = json_pack("{s:s}", "text", chat.buf);
+	else if (!strcmp(format, "discord"))
+		body = json_pack("{s:s,s:{s:[]}}", "content", chat.buf, "allowed_mentions", "parse");
+	else
+		body = json_pack("{s:s,s:O}", "text", text.buf, "event", ev);
+	strbuf_release(&text);
+	strbuf_release(&chat);
+	return body;
+}
+
 static size_t discard(char *p, size_t size, size_t n, void *data)
 {
 	return size * n;
@@ -311,7 +356,7 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 {
 	const char *fmt = json_get_str(t, "format", "generic"), *ca = json_get_str(t, "ca_file", NULL);
 	long long timeout = json_get_int(t, "timeout_ms", NOTIFY_DEFAULT_TIMEOUT_MS);
-	struct strbuf text = STRBUF_INIT, pem = STRBUF_INIT, err = STRBUF_INIT;
+	struct strbuf pem = STRBUF_INIT, err = STRBUF_INIT;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *hdr = NULL;
 	json_t *body;
@@ -321,13 +366,7 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 	long code = 0;
 	int ret = -1;
 
-	summary(&text, ev);
-	if (!strcmp(fmt, "slack"))
-		body = json_pack("{s:s}", "text", text.buf);
-	else if (!strcmp(fmt, "discord"))
-		body = json_pack("{s:s}", "content", text.buf);
-	else
-		body = json_pack("{s:s,s:O}", "text", text.buf, "event", ev);
+	body = notify_webhook_body(ev, fmt);
 	payload = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(body);
 	/*
@@ -382,7 +421,6 @@ out:
 	if (c)
 		curl_easy_cleanup(c);
 	free(payload);
-	strbuf_release(&text);
 	strbuf_release(&pem);
 	strbuf_release(&err);
 	return ret;

@@ -306,6 +306,9 @@ int notify_run(struct sched *s);
 void notify_stop(struct sched *s);
 json_t *notify_queue_json(struct sched *s);
 void notify_target_key(const json_t *t, char *out);
+/* the JSON a webhook target of format ("generic", "slack", "discord") gets for ev;
+ * a chat's text escaped for its markup (no mention, no disguised link) */
+json_t *notify_webhook_body(const json_t *ev, const char *format);
 void notify_metrics(struct sched *s, struct strbuf *o);
 /* dashboard.c: the dashboard's listener (127.0.0.1) and its login route; api:
  * dtsched's whole route table, whose handlers give the pages their data (kept) */

@@ -139,6 +139,47 @@ def test_login_once_sessions_required_and_localhost_only(cluster):
     assert not [a for a in listen if a.endswith(":%04X" % port) and a != "0100007F:%04X" % port]
 
 
+def test_pages_may_run_only_their_own_scripts(cluster):
+    """Every reply carries a Content-Security-Policy that runs the dashboard's own scripts
+    only (its files and each page's inline script by its SHA-256: a job name, log line or
+    sweep parameter that ever reached a page as markup could run nothing), lets the page
+    talk to the dashboard only, and may not be framed (clickjacking the cancel button);
+    no MIME sniffing, no Referer (the session is in the path), nothing cached.  The login
+    page moves on without a script."""
+    import base64
+    import hashlib
+
+    def head(url):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.status, r.headers, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read().decode()
+
+    url = login_url(cluster)
+    base = url.split("/ui/")[0]
+    status, hdr, login = head(url)
+    assert status == 200 and "<script" not in login, login
+    session = re.search(r"url=/ui/s/([0-9a-f]{64})/", login).group(1)
+    status, hdr, page = head("%s/ui/s/%s/" % (base, session))
+    assert status == 200, page
+    csp = {d.split()[0]: d.split()[1:] for d in hdr["Content-Security-Policy"].split("; ")}
+    assert csp["default-src"] == ["'none'"] and csp["frame-ancestors"] == ["'none'"], csp
+    assert csp["connect-src"] == ["'self'"] and csp["base-uri"] == ["'none'"], csp
+    assert "'unsafe-inline'" not in csp["script-src"] and "'unsafe-eval'" not in csp["script-src"]
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert scripts, page
+    for body in scripts:
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert "'sha256-%s'" % digest in csp["script-src"], (digest, csp)
+    for path in ("/ui/s/%s/" % session, "/ui/s/%s/api/state" % session,
+                 "/ui/s/%s/jobs/x" % session, "/ui/s/%s/" % ("0" * 64)):
+        status, hdr, _ = head(base + path)
+        assert hdr["Content-Security-Policy"] and hdr["X-Frame-Options"] == "DENY", path
+        assert hdr["X-Content-Type-Options"] == "nosniff", path
+        assert hdr["Referrer-Policy"] == "no-referrer" and hdr["Cache-Control"] == "no-store"
+
+
 def test_one_user_cannot_sign_everyone_else_out(cluster, tmp_path):
     """Links and sessions are kept 64 at a time, and a new one took the place of the one
     nearest its end, whoever's: one user minting and using 70 links signed everyone else

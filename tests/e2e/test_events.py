@@ -352,7 +352,8 @@ def test_sweep_best_and_done_reach_the_webhook(dtctl_bin, tmp_path, ca):
             ok, posts = hook.wait_for(lambda ps: len(ps) >= 6)
             assert ok, posts
             texts = [doc["content"] for _, doc in posts]
-            assert all(set(doc) == {"content"} for _, doc in posts)
+            assert all(set(doc) == {"content", "allowed_mentions"} and
+                       doc["allowed_mentions"] == {"parse": []} for _, doc in posts), posts
             assert len([t for t in texts if "sweep.best" in t]) == 2
             assert any("sweep.best" in t and "loss = 1" in t for t in texts), texts
             assert len([t for t in texts if "sweep.ended" in t and "COMPLETED" in t]) == 1

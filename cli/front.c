@@ -35,7 +35,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
-#include <stdio.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,10 +59,8 @@ noreturn void front_exec_full(const char *why)
 	if (n <= 0 || !(slash = memrchr(self, '/', n)))
 		die("cannot find the full dtctl (for %s): /proc/self/exe: %s", why,
 		    n < 0 ? strerror(errno) : "no folder");
-	strcpy(slash + 1, FULL_NAME);
-	if (getenv("DTCTL_FRONT_TRACE"))
-		fprintf(stderr, "dtctl: %s: running %s\n", why, self);
-	fflush(NULL);
+	memcpy(slash + 1, FULL_NAME, sizeof(FULL_NAME));
+	/* nothing buffered is flushed: dtctl-full does the command from its start */
 	execv(self, front_argv);
 	die("cannot run '%s' (the full dtctl, needed for %s): %s; reinstall dtctl (make install "
 	    "installs both)", self, why, strerror(errno));

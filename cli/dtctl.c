@@ -9,6 +9,7 @@
  * reported as JSON on stdout too (docs/json.md).
  */
 #include "builtin.h"
+#include "auth.h"
 #include "setup.h"
 #include "sanitize.h"
 #include "parse-options.h"
@@ -16,6 +17,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,8 +256,13 @@ int cmd_complete(int argc, const char **argv)
 int main(int argc, const char **argv)
 {
 	const struct option *opts = dtctl_opts;
+	uint32_t seed = 0;
 
 	dt_set_progname("dtctl");
+	/* jansson's hash seed from one getrandom() here, not its open/read/close of
+	 * /dev/urandom at the first object */
+	if (dt_random_bytes(&seed, sizeof(seed)) == 0 && seed)
+		json_object_seed(seed);
 #ifdef DT_FRONT
 	front_init((char *const *)argv);
 #endif

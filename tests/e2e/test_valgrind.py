@@ -43,7 +43,11 @@ if not VALGRIND:
 
 @pytest.fixture(scope="module")
 def vg_dtctl(dtctl_bin):
-    exe = dtctl_bin / "dtctl"
+    # dtctl-full: the same sources as the static front (bin/dtctl, cli/front.c), linked
+    # dynamically, so memcheck can replace malloc (in a static binary it sees no heap)
+    exe = dtctl_bin / "dtctl-full"
+    if not exe.exists():
+        exe = dtctl_bin / "dtctl"
     if not os.access(exe, os.X_OK):
         pytest.fail("%s is not built (run make, or set DTCTL_BIN)" % exe)
     if b"__asan_init" in exe.read_bytes():

@@ -65,7 +65,7 @@ struct cmd_struct {
  * reaches none of them (tests/e2e/test_client_start.py runs the front's paths).
  */
 #define FRONT 1
-void front_init(char *const *argv);
+void front_init(int argc, char *const *argv);
 const char *front_needs_full(const struct cmd_struct *cmd);
 noreturn void front_exec_full(const char *why);
 

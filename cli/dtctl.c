@@ -264,7 +264,7 @@ int main(int argc, const char **argv)
 	if (dt_random_bytes(&seed, sizeof(seed)) == 0 && seed)
 		json_object_seed(seed);
 #ifdef DT_FRONT
-	front_init((char *const *)argv);
+	front_init(argc, (char *const *)argv);
 #endif
 	signal(SIGPIPE, SIG_IGN);
 	if (argc >= 2 && !strcmp(argv[1], "help"))

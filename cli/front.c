@@ -42,11 +42,13 @@
 
 #define FULL_NAME "dtctl-full"
 
-static char *const *front_argv;
+static char **front_argv;
 
-void front_init(char *const *argv)
+/* a copy of main's argv: parse_options() takes the global options out of it in place */
+void front_init(int argc, char *const *argv)
 {
-	front_argv = argv;
+	front_argv = xcalloc((size_t)argc + 1, sizeof(*front_argv));
+	memcpy(front_argv, argv, (size_t)argc * sizeof(*front_argv));
 }
 
 /* dtctl-full beside this program, with the same argv and environment */

@@ -170,7 +170,8 @@ def test_the_table_sends_ssh_and_nss_modes_to_dtctl_full(local, tmp_path):
     no_user = {k: v for k, v in login.items() if k != "USER"}
     key = tmp_path / "missing-key"
     cases = [("exec", ["exec", "--nodes", "nosuchnode", "--", "true"], login, True),
-             ("no $USER", ["ps"], no_user, True),
+             # a global option before the command: dtctl-full gets it too
+             ("no $USER", ["-c", local.home / "cluster.yaml", "ps"], no_user, True),
              ("$DTCTL_USER_KEY", ["ps"], dict(login, DTCTL_USER_KEY=str(key)), True),
              ("ps", ["ps"], login, False)]
     for i, (what, args, env, to_full) in enumerate(cases):

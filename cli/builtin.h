@@ -22,7 +22,7 @@
  *      (cli/setup.h, docs/json.md) if it shows state;
  *   2. declare `int cmd_foo(int argc, const char **argv);` below, in order;
  *   3. add its row to `commands[]` in cli/dtctl.c, in order:
- *	{ "foo", cmd_foo, "one-line summary", NEED_HEAD },
+ *	{ "foo", cmd_foo, "one-line summary", NEED_HEAD, FRONT },
  *      the summary is what `dtctl --help` lists and what the man page says
  *      (NULL hides the command); the flags column (enum setup_flags in
  *      cli/setup.h) says what the command needs before it runs, and the
@@ -34,6 +34,9 @@
  *	NEED_HEAD     talks to dtsched and never starts it (read-only commands)
  *	START_HEAD    with NEED_HEAD: may start dtsched (run)
  *	NEED_SHARED   needs the shared dir (shared_dir: or $DTCTL_SHARED_DIR)
+ *      the last column, FRONT, lets the static front (cli/front.c) run it: only
+ *      for a command whose every path needs no SSH, libcrypto or user/host
+ *      database lookup (else 0: it runs in dtctl-full);
  *      a command that needs more only for some verbs or arguments asks for
  *      it itself with cluster_setup(FLAGS): `sweep` submitting (START_HEAD),
  *      `logs` given a job id rather than a directory (NEED_SHARED);

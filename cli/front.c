@@ -196,7 +196,7 @@ const struct dt_ssh_lib *dt_ssh_lib(void)
 const struct dt_libm *dt_libm(void)
 {
 	static const struct dt_libm lib = {
-#define FN(f) .f##_fn = f,
+#define FN(f) .f##_fn = (f),
 		DT_LIBM_FUNCS(FN)
 #undef FN
 	};

@@ -210,3 +210,22 @@ def test_detach_asks_for_the_id_alone(local, tmp_path):
     # --json still prints the whole job
     p = local.dtctl("run", "--detach", "--json", "-p", "1", "--name", "full", "--", "true")
     assert p.returncode == 0 and json.loads(p.stdout)["job"]["state"], p.stdout + p.stderr
+
+
+def test_front_without_dtctl_full_says_so(dtctl_bin, tmp_path):
+    """a front copied alone still runs its own commands; one it hands over fails with
+    exit 1 naming the missing dtctl-full, and does nothing"""
+    if not front_expected(dtctl_bin):
+        pytest.skip("no static front in this build (ASan, or no libc.a: Makefile FRONT)")
+    lone = tmp_path / "bin"
+    lone.mkdir()
+    shutil.copy2(dtctl_bin / "dtctl", lone / "dtctl")
+    env = dict(os.environ, DTCTL_HOME=str(tmp_path / "home"), USER="dt-start-test",
+               HOME=str(tmp_path))
+    p = subprocess.run([str(lone / "dtctl"), "--version"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout.startswith("dtctl "), p.stdout + p.stderr
+    p = subprocess.run([str(lone / "dtctl"), "hosts", "list"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 1 and str(lone / "dtctl-full") in p.stderr, p.stdout + p.stderr
+    assert not (tmp_path / "home").exists(), "the front did something before handing over"

@@ -169,8 +169,9 @@ def main():
     bin_dir = fc.shared / "bench-hang-bin"
     shutil.rmtree(bin_dir, ignore_errors=True)
     bin_dir.mkdir()
-    for prog in ("dtctl", "dtagent", "dtshim", "dtsched", "dttrain"):
-        shutil.copy2(Path(a.bin) / prog, bin_dir / prog)
+    for prog in ("dtctl", "dtctl-full", "dtagent", "dtshim", "dtsched", "dttrain"):
+        if (Path(a.bin) / prog).exists():     # dtctl-full: beside the static front
+            shutil.copy2(Path(a.bin) / prog, bin_dir / prog)
     os.chmod(bin_dir, 0o755)
     c = HeadCluster(fc, bin_dir, Path(tempfile.mkdtemp(prefix="bench-hang-")),
                     HEAD_PORT, AGENT_PORT, gpus=0, tag="bhang", dead_after_ms=5000)

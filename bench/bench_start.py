@@ -23,7 +23,14 @@ round's mean):
 Printed: one JSON object per command (cpu_ms, minflt) and the ratios: each dtctl call
 to static_version (the issue's bare static start) and the head calls to
 static_client (the same syscalls, statically linked).  The 1-minute load average is
-printed at the start and at the end.  Not part of check.
+printed at the start and at the end.  Then one "summary" object per build: its three
+calls as x static_version, beside the floor, static_client's own ratio: the least
+any client that reads its files and makes one request reaches on this machine (when
+the floor is above the 1.2x goal, the goal is out of reach of every such client).
+Not part of check.
+
+bin/dtctl is the static front (cli/front.c); --also full=bin/dtctl-full measures the
+dynamic binary it hands SSH and NSS commands to, the same sources.
 
     bench/bench_start.py [--bin bin] [--old build/base/dtctl] [--also LABEL=DTCTL]...
                          [--runs 100] [--rounds 7]
@@ -213,6 +220,15 @@ def main():
                 r["x_static_client"] = round(r["cpu_ms"] / sc, 2)
             print(json.dumps(dict(command=name, **r)), flush=True)
         print(json.dumps({"load_average_end": os.getloadavg()[0]}))
+        floor = res["static_client"]["x_static_version"]
+        for tag, _ in builds:
+            print(json.dumps({"summary": tag, "goal": 1.2, "floor_static_client": floor,
+                              **{c: res["%s %s" % (tag, c)]["x_static_version"]
+                                 for c in ("--version", "ps", "run --detach")}}))
+        if floor > 1.2:
+            print("bench_start: the minimal static client is %.2fx a static start here: "
+                  "1.2x is below what any client making one request reaches on this "
+                  "machine" % floor)
         if any(r["failed"] for n, r in res.items() if n != "static_client"):
             sys.exit("bench_start: some calls failed (see 'failed')")
     finally:

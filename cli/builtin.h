@@ -22,7 +22,7 @@
  *      (cli/setup.h, docs/json.md) if it shows state;
  *   2. declare `int cmd_foo(int argc, const char **argv);` below, in order;
  *   3. add its row to `commands[]` in cli/dtctl.c, in order:
- *	{ "foo", cmd_foo, "one-line summary", NEED_HEAD },
+ *	{ "foo", cmd_foo, "one-line summary", NEED_HEAD, FRONT },
  *      the summary is what `dtctl --help` lists and what the man page says
  *      (NULL hides the command); the flags column (enum setup_flags in
  *      cli/setup.h) says what the command needs before it runs, and the
@@ -34,6 +34,9 @@
  *	NEED_HEAD     talks to dtsched and never starts it (read-only commands)
  *	START_HEAD    with NEED_HEAD: may start dtsched (run)
  *	NEED_SHARED   needs the shared dir (shared_dir: or $DTCTL_SHARED_DIR)
+ *      the last column, FRONT, lets the static front (cli/front.c) run it: only
+ *      for a command whose every path needs no SSH, libcrypto or user/host
+ *      database lookup (else 0: it runs in dtctl-full);
  *      a command that needs more only for some verbs or arguments asks for
  *      it itself with cluster_setup(FLAGS): `sweep` submitting (START_HEAD),
  *      `logs` given a job id rather than a directory (NEED_SHARED);
@@ -46,13 +49,28 @@
 #ifndef DT_BUILTIN_H
 #define DT_BUILTIN_H
 
+#include <stdnoreturn.h>
+
 /* A row of the command table (cli/dtctl.c). */
 struct cmd_struct {
 	const char *name;       /* dtctl NAME */
 	int (*fn)(int argc, const char **argv);   /* argv[0] is NAME; returns the exit code */
 	const char *summary;    /* one line for --help and the man page; NULL: hidden */
 	int flags;              /* what it needs before it runs: enum setup_flags, cli/setup.h */
+	int front;              /* FRONT: the static dtctl runs it itself (cli/front.c) */
 };
+
+/*
+ * The static front (cli/front.c, in bin/dtctl only): a row marked FRONT needs
+ * neither SSH, libcrypto nor the user or host databases in its every mode;
+ * any other row, and the modes front_needs_full() names, run in dtctl-full
+ * (execv, before the command starts).  Mark a row FRONT only when its code
+ * reaches none of them (tests/e2e/test_client_start.py runs the front's paths).
+ */
+#define FRONT 1
+void front_init(int argc, char *const *argv);
+const char *front_needs_full(const struct cmd_struct *cmd);
+noreturn void front_exec_full(const char *why);
 
 int cmd_acct(int argc, const char **argv);
 int cmd_agents(int argc, const char **argv);

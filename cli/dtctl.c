@@ -9,6 +9,7 @@
  * reported as JSON on stdout too (docs/json.md).
  */
 #include "builtin.h"
+#include "auth.h"
 #include "setup.h"
 #include "sanitize.h"
 #include "parse-options.h"
@@ -16,6 +17,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,38 +25,38 @@
 
 /* the command table: one row per command (struct cmd_struct; how to add one: builtin.h) */
 static const struct cmd_struct commands[] = {
-	{ "acct", cmd_acct, "accounts of ended jobs: GPU-hours per user and project", NEED_HEAD },
-	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER },
-	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD },
-	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD },
-	{ "dashboard", cmd_dashboard, "a login link to the live dashboard (nodes, GPUs, queue, events)", NEED_HEAD },
-	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD },
-	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", USE_CLUSTER },   /* NEED_CLUSTER but --slurm */
-	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD },
-	{ "events", cmd_events, "the head's event stream: jobs, nodes, sweeps, notifications (-f)", NEED_HEAD },
-	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER },
-	{ "export", cmd_export, "print an sbatch script doing what 'dtctl run job.yaml' does", USE_CLUSTER },
-	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER },
-	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER },
-	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED },
-	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node", 0 },   /* picks its file itself */
-	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order", USE_CLUSTER },
-	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats", NEED_HEAD },
-	{ "ps", cmd_ps, "queued and running jobs (--all: history too)", NEED_HEAD },
-	{ "push", cmd_push, "copy a file to the nodes", NEED_CLUSTER },
-	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD },
-	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD },
-	{ "share", cmd_share, "fair share: each user's and project's share, usage, factor", NEED_HEAD },
-	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD },
-	{ "slurm-agents", cmd_slurm_agents, "inside a Slurm allocation: our agent on every node, joining a head", 0 },
-	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER },
-	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0 },   /* hidden: tests */
-	{ "__complete", cmd_complete, NULL, 0 },   /* hidden: the bash completion's words */
-	{ "user", cmd_user, "users with their own keys: add, list, remove (docs/team.md)", NEED_HEAD },
-	{ "validate", cmd_validate, "check configuration files and print them resolved", 0 },   /* -c: when no file */
-	{ "version", cmd_version, "print the version", 0 },
-	{ "why", cmd_why, "why a pending job waits: its place, priority, expected start", NEED_HEAD },
-	{ "whoami", cmd_whoami, "who dtsched takes you for: user, roles, how", NEED_HEAD },
+	{ "acct", cmd_acct, "accounts of ended jobs: GPU-hours per user and project", NEED_HEAD, FRONT },
+	{ "agents", cmd_agents, "start, stop, restart or check dtagent on the nodes", NEED_CLUSTER, 0 },
+	{ "api", cmd_api, "(debug) send a signed request to dtsched or an agent", NEED_HEAD, FRONT },
+	{ "cancel", cmd_cancel, "cancel jobs (pending or running)", NEED_HEAD, FRONT },
+	{ "dashboard", cmd_dashboard, "a login link to the live dashboard (nodes, GPUs, queue, events)", NEED_HEAD, 0 },
+	{ "debug", cmd_debug, "which rank a stalled job waits for: phase, stack, node", NEED_HEAD, 0 },
+	{ "doctor", cmd_doctor, "pre-flight check of the whole cluster", USE_CLUSTER, 0 },   /* NEED_CLUSTER but --slurm */
+	{ "drain", cmd_drain, "stop placing work on a node", NEED_HEAD, FRONT },
+	{ "events", cmd_events, "the head's event stream: jobs, nodes, sweeps, notifications (-f)", NEED_HEAD, FRONT },
+	{ "exec", cmd_exec, "run a command on the nodes in parallel", NEED_CLUSTER, 0 },
+	{ "export", cmd_export, "print an sbatch script doing what 'dtctl run job.yaml' does", USE_CLUSTER, 0 },
+	{ "hosts", cmd_hosts, "list, forget or import the nodes' host keys", NEED_CLUSTER, 0 },
+	{ "head", cmd_head, "start, stop or check dtsched, the head service", USE_CLUSTER, 0 },
+	{ "image", cmd_image, "container images on the shared dir: import, list, rm", NEED_SHARED, 0 },
+	{ "init", cmd_init, "keys, verified host keys, setup and binaries on every node", 0, 0 },   /* picks its file itself */
+	{ "logs", cmd_logs, "print a job's logs, every rank merged in time order", USE_CLUSTER, FRONT },
+	{ "nodes", cmd_nodes, "the nodes: state, GPUs, utilisation, tasks, heartbeats", NEED_HEAD, FRONT },
+	{ "ps", cmd_ps, "queued and running jobs (--all: history too)", NEED_HEAD, FRONT },
+	{ "push", cmd_push, "copy a file to the nodes", NEED_CLUSTER, 0 },
+	{ "resume", cmd_resume, "place work on a drained node again", NEED_HEAD, FRONT },
+	{ "run", cmd_run, "run a distributed job and stream its logs", NEED_SHARED | NEED_HEAD | START_HEAD, FRONT },
+	{ "share", cmd_share, "fair share: each user's and project's share, usage, factor", NEED_HEAD, FRONT },
+	{ "show", cmd_show, "one job: placement, history, ranks, exit codes, logs", NEED_HEAD, FRONT },
+	{ "slurm-agents", cmd_slurm_agents, "inside a Slurm allocation: our agent on every node, joining a head", 0, 0 },
+	{ "sweep", cmd_sweep, "hyperparameter sweep on free slots, with early stopping", USE_CLUSTER, 0 },
+	{ "sweep-report-file", cmd_sweep_report_file, NULL, 0, 0 },   /* hidden: tests */
+	{ "__complete", cmd_complete, NULL, 0, 0 },   /* hidden: the bash completion's words */
+	{ "user", cmd_user, "users with their own keys: add, list, remove (docs/team.md)", NEED_HEAD, 0 },
+	{ "validate", cmd_validate, "check configuration files and print them resolved", 0, FRONT },   /* -c: when no file */
+	{ "version", cmd_version, "print the version", 0, FRONT },
+	{ "why", cmd_why, "why a pending job waits: its place, priority, expected start", NEED_HEAD, FRONT },
+	{ "whoami", cmd_whoami, "who dtsched takes you for: user, roles, how", NEED_HEAD, FRONT },
 };
 
 static void list_commands(FILE *out)
@@ -126,6 +128,13 @@ static int run_command_row(const struct cmd_struct *cmd, int argc, const char **
 {
 	int code;
 
+#ifdef DT_FRONT
+	/* the static front: the row and the environment say which binary runs it */
+	const char *why = front_needs_full(cmd);
+
+	if (why)
+		front_exec_full(why);
+#endif
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--json"))
 			json_mode = 1;
@@ -247,8 +256,16 @@ int cmd_complete(int argc, const char **argv)
 int main(int argc, const char **argv)
 {
 	const struct option *opts = dtctl_opts;
+	uint32_t seed = 0;
 
 	dt_set_progname("dtctl");
+	/* jansson's hash seed from one getrandom() here, not its open/read/close of
+	 * /dev/urandom at the first object */
+	if (dt_random_bytes(&seed, sizeof(seed)) == 0 && seed)
+		json_object_seed(seed);
+#ifdef DT_FRONT
+	front_init(argc, (char *const *)argv);
+#endif
 	signal(SIGPIPE, SIG_IGN);
 	if (argc >= 2 && !strcmp(argv[1], "help"))
 		return cmd_help(argc - 1, argv + 1);

@@ -70,10 +70,13 @@ int dt_home_ensure(void)
 	const char *h = dt_home();
 	struct stat st;
 
-	if (mkdir_p(h, 0700) < 0)
-		return -1;
-	if (stat(h, &st) < 0)
-		return error_errno("cannot stat '%s'", h);
+	/* there already (every call but the first): no mkdir of each folder on the way */
+	if (stat(h, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (mkdir_p(h, 0700) < 0)
+			return -1;
+		if (stat(h, &st) < 0)
+			return error_errno("cannot stat '%s'", h);
+	}
 	if (!S_ISDIR(st.st_mode))
 		return error("'%s' is not a directory", h);
 	if ((st.st_mode & 077) && chmod(h, 0700) < 0)

@@ -10,7 +10,7 @@ E2E_ASAN_PATHS = tests/e2e/test_agent.py tests/e2e/test_beacon.py tests/e2e/test
 	tests/e2e/test_logs.py tests/e2e/test_trainer.py tests/e2e/test_exec.py tests/e2e/test_flood.py \
 	tests/e2e/test_term_sanitize.py tests/e2e/test_daemon_exit.py tests/e2e/test_daemon_main.py \
 	tests/e2e/test_health.py tests/e2e/test_events.py tests/e2e/test_dashboard.py
-e2e: $(BINDIR)/dtctl $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched $(BINDIR)/dttrain
+e2e: $(BINDIR)/dtctl $(BINDIR)/dtctl-full $(BINDIR)/dtagent $(BINDIR)/dtshim $(BINDIR)/dtsched $(BINDIR)/dttrain
 	@mkdir -p build/results
 	@DTCTL_BIN=$(CURDIR)/$(BINDIR) $(PYTHON) -m pytest $(E2E_PATHS) -rs -v -p no:cacheprovider \
 		--junitxml=$(E2E_XML) $(E2E_ARGS); rc=$$?; \

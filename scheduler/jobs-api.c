@@ -272,7 +272,11 @@ static void h_submit(struct dt_http_request *req, struct dt_http_response *resp,
 	}
 	dtlog(DTLOG_INFO, "job %s (%s): submitted by '%s', %d node(s) x %d %s", j->id, j->name,
 	      j->user, j->cfg.nodes, j->per_node, j->gpu ? "GPU(s)" : "process(es)");
-	dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json_shown(s, j)));
+	/* "reply": "id" (`dtctl run --detach`): the id alone, not the whole job */
+	if (!strcmp(json_get_str(req->json, "reply", ""), "id"))
+		dt_http_json(resp, 201, json_pack("{s:{s:s}}", "job", "id", j->id));
+	else
+		dt_http_json(resp, 201, json_pack("{s:o}", "job", job_json_shown(s, j)));
 	j = NULL;
 	sched_wake(s);
 out:

@@ -64,7 +64,8 @@ def _default_stdin(kw: dict) -> None:
 
 # --------------------------------------------------------------------------- programs
 
-PROGRAMS = ("dtctl", "dtagent", "dtshim", "dtsched", "dttrain")
+# dtctl-full: what the static front dtctl execs for SSH and NSS commands (cli/front.c)
+PROGRAMS = ("dtctl", "dtctl-full", "dtagent", "dtshim", "dtsched", "dttrain")
 _STAGED: List[Path] = []
 
 

@@ -208,10 +208,8 @@ def test_exec_over_ssh_under_valgrind(ready, dtctl_bin, tmp_path, args):
     import shutil
     if not shutil.which("valgrind"):
         pytest.skip("valgrind not installed (Debian package valgrind; run make deps)")
-    exe = dtctl_bin / "dtctl"
-    if b"__asan_init" in exe.read_bytes():
-        pytest.skip("%s is an ASan build: valgrind needs the developer build (make)" % exe)
-    from test_valgrind import run_vg
+    from test_valgrind import run_vg, vg_exe
+    exe = vg_exe(dtctl_bin)
     c, cfg, home = ready
     env = dict(os.environ, DTCTL_HOME=str(home))
     env.pop("DTCTL_PASSWORD", None)

@@ -41,14 +41,23 @@ if not VALGRIND:
                 allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def vg_dtctl(dtctl_bin):
-    exe = dtctl_bin / "dtctl"
+def vg_exe(dtctl_bin: Path) -> Path:
+    """the dtctl to run under memcheck: dtctl-full, the same sources as the static front
+    (bin/dtctl, cli/front.c) linked dynamically, so that memcheck can replace malloc (in
+    a static binary it sees no heap, and glibc's static start reads as errors)"""
+    exe = dtctl_bin / "dtctl-full"
+    if not exe.exists():
+        exe = dtctl_bin / "dtctl"
     if not os.access(exe, os.X_OK):
         pytest.fail("%s is not built (run make, or set DTCTL_BIN)" % exe)
     if b"__asan_init" in exe.read_bytes():
         pytest.skip("%s is an ASan build: valgrind needs the developer build (make)" % exe)
     return exe
+
+
+@pytest.fixture(scope="module")
+def vg_dtctl(dtctl_bin):
+    return vg_exe(dtctl_bin)
 
 
 def vg_argv(exe: Path, log: Path) -> list:

@@ -1383,7 +1383,7 @@ struct debug_work {
 	struct agent *a;
 	char *job, *dir;
 	long ms;
-	pid_t *pids;
+	struct proc_id *procs;   /* pinned by their start times as the scan read them */
 	size_t nr;
 };
 
@@ -1397,14 +1397,14 @@ static void debug_work_free(void *p)
 	pthread_mutex_unlock(&a->lock);
 	free(w->job);
 	free(w->dir);
-	free(w->pids);
+	free(w->procs);
 	free(w);
 }
 
 static json_t *debug_work(void *p, int *status)
 {
 	struct debug_work *w = p;
-	json_t *reply = debug_collect(w->a->name, w->pids, w->nr, w->dir, w->ms);
+	json_t *reply = debug_collect_procs(w->a->name, w->procs, w->nr, w->dir, w->ms);
 	json_t *inv = inventory_collect(w->a->name, w->a->o.gpus);
 
 	debug_add_gpus(reply, inv);    /* GPU use per rank, from NVML */
@@ -1451,7 +1451,7 @@ static void h_debug(struct dt_http_request *req, struct dt_http_response *resp, 
 		if (task_state_final(t->state) || strcmp(json_get_str(t->spec, "job_id", ""), job))
 			continue;
 		pt = task_proc_tree(t);
-		proc_tree_pids(&pt, &w->pids, &w->nr, &alloc);
+		proc_tree_procs(&pt, &w->procs, &w->nr, &alloc);
 	}
 	pthread_mutex_unlock(&a->lock);
 	w->job = xstrdup(job);

@@ -668,6 +668,21 @@ static void native_stacks(struct rproc *v, size_t n)
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
 		      long sample_ms)
 {
+	struct proc_id *procs = xcalloc(nr ? nr : 1, sizeof(*procs));
+	json_t *reply;
+
+	for (size_t i = 0; i < nr; i++) {
+		procs[i].pid = pids[i];
+		procs[i].start = proc_start_time(pids[i], NULL);   /* now: no scan to pin by */
+	}
+	reply = debug_collect_procs(node, procs, nr, job_dir, sample_ms);
+	free(procs);
+	return reply;
+}
+
+json_t *debug_collect_procs(const char *node, const struct proc_id *procs, size_t nr,
+			    const char *job_dir, long sample_ms)
+{
 	struct rproc *v = xcalloc(nr ? (nr < DEBUG_MAX_PROCS ? nr : DEBUG_MAX_PROCS) : 1, sizeof(*v));
 	size_t n = 0, skipped = 0;
 	json_t *ranks = json_array();
@@ -684,8 +699,8 @@ json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char
 		int dup = 0;
 
 		memset(&p, 0, sizeof(p));
-		p.pid = pids[i];
-		start = proc_start_time(p.pid, NULL);   /* the process the tree listed, before we look */
+		p.pid = procs[i].pid;
+		start = procs[i].start;   /* the process the tree listed, read as it was listed */
 		for (size_t k = 0; k < n; k++)
 			dup |= v[k].pid == p.pid;
 		if (dup || read_stat(p.pid, &p.state, &p.ppid, &p.ticks0, p.comm, sizeof(p.comm)) < 0 ||

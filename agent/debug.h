@@ -52,6 +52,13 @@
  * duplicates ok); skipped: rank processes left out over DEBUG_MAX_PROCS. */
 json_t *debug_collect(const char *node, const pid_t *pids, size_t nr, const char *job_dir,
 		      long sample_ms);
+/* The same for processes pinned by the start time their scan read
+ * (proctree.h proc_tree_procs): a process at such a number that started at
+ * another time (the number freed and taken since) is left alone.
+ * debug_collect() reads the start times when called. */
+struct proc_id;
+json_t *debug_collect_procs(const char *node, const struct proc_id *procs, size_t nr,
+			    const char *job_dir, long sample_ms);
 /* Each rank's GPUs from the node's inventory (NVML's per-GPU processes):
  * "gpus": [{index, utilization, used_memory}] ([] when it has none). */
 void debug_add_gpus(json_t *reply, const json_t *inv);

@@ -125,18 +125,36 @@ static int has_env_entry(pid_t pid, const char *entry)
 	return found;
 }
 
+/* pids, each with its start time as the scan read it (0: not read) */
 struct pidset {
 	pid_t *v;
-	size_t nr, alloc;
+	unsigned long long *start;
+	size_t nr, alloc, alloc_start;
 };
+#define PIDSET_INIT { NULL, NULL, 0, 0, 0 }
 
-static void pidset_add(struct pidset *s, pid_t pid)
+static void pidset_release(struct pidset *s)
+{
+	free(s->v);
+	free(s->start);
+}
+
+/* Append without pidset_add's linear dedupe: /proc lists each pid once, and
+ * parents.v[i] must stay the parent of all.v[i]. */
+static void pidset_push(struct pidset *s, pid_t pid, unsigned long long start)
+{
+	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
+	ALLOC_GROW(s->start, s->nr + 1, s->alloc_start);
+	s->start[s->nr] = start;
+	s->v[s->nr++] = pid;
+}
+
+static void pidset_add(struct pidset *s, pid_t pid, unsigned long long start)
 {
 	for (size_t i = 0; i < s->nr; i++)
 		if (s->v[i] == pid)
 			return;
-	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
-	s->v[s->nr++] = pid;
+	pidset_push(s, pid, start);
 }
 
 static int pidset_has(const struct pidset *s, pid_t pid)
@@ -147,20 +165,12 @@ static int pidset_has(const struct pidset *s, pid_t pid)
 	return 0;
 }
 
-/* Append without pidset_add's linear dedupe: /proc lists each pid once, and
- * parents.v[i] must stay the parent of all.v[i]. */
-static void pidset_push(struct pidset *s, pid_t pid)
-{
-	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
-	s->v[s->nr++] = pid;
-}
-
 /* Collect the live processes of the tree. */
 static void collect(const struct proc_tree *t, struct pidset *out)
 {
 	pid_t self = getpid();
 	struct strbuf marker = STRBUF_INIT;
-	struct pidset all = { NULL, 0, 0 }, parents = { NULL, 0, 0 };
+	struct pidset all = PIDSET_INIT, parents = PIDSET_INIT;
 	DIR *d;
 	struct dirent *de;
 
@@ -176,8 +186,12 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 
 				if (end == p)
 					break;
-				if (v > 0 && v != self && proc_alive((pid_t)v, 0))
-					pidset_add(out, (pid_t)v);
+				char st = 0;
+				unsigned long long start = v > 0 && v != self ?
+					proc_start_time((pid_t)v, &st) : 0;
+
+				if (start && st != 'Z' && st != 'X')
+					pidset_add(out, (pid_t)v, start);
 				p = end;
 			}
 		}
@@ -200,10 +214,10 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 			continue;
 		if ((t->pgid > 0 && pgrp == t->pgid) ||
 		    (marker.len && start >= t->since && has_env_entry(pid, marker.buf)))
-			pidset_add(out, pid);
+			pidset_add(out, pid, start);
 		if (t->parent > 0) {
-			pidset_push(&all, pid);
-			pidset_push(&parents, ppid);
+			pidset_push(&all, pid, start);
+			pidset_push(&parents, ppid, 0);
 		}
 	}
 	if (d)
@@ -216,21 +230,21 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 			pid_t pp = parents.v[i];
 
 			if ((pp == t->parent || pidset_has(out, pp)) && !pidset_has(out, all.v[i])) {
-				pidset_add(out, all.v[i]);
+				pidset_add(out, all.v[i], all.start[i]);
 				grew = 1;
 			}
 		}
 		if (!grew)
 			break;
 	}
-	free(all.v);
-	free(parents.v);
+	pidset_release(&all);
+	pidset_release(&parents);
 	strbuf_release(&marker);
 }
 
 int proc_tree_signal(const struct proc_tree *t, int sig)
 {
-	struct pidset s = { NULL, 0, 0 };
+	struct pidset s = PIDSET_INIT;
 	int n, group;
 
 	group = t->pgid > 1 && kill(-t->pgid, sig) == 0;
@@ -241,7 +255,7 @@ int proc_tree_signal(const struct proc_tree *t, int sig)
 		if (!group || getpgid(s.v[i]) != t->pgid)
 			kill(s.v[i], sig);
 	n = (int)s.nr;
-	free(s.v);
+	pidset_release(&s);
 	return n;
 }
 
@@ -257,7 +271,7 @@ static int runs_exe(pid_t pid, const struct stat *exe)
 
 int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logger_exe)
 {
-	struct pidset s = { NULL, 0, 0 };
+	struct pidset s = PIDSET_INIT;
 	struct stat exe;
 	pid_t *ppid;
 	/* 0: the launcher's own; 1: a rank logger; 2: of a rank (below a logger) */
@@ -294,31 +308,44 @@ int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logge
 			n++;
 	free(kind);
 	free(ppid);
-	free(s.v);
+	pidset_release(&s);
 	return n;
 }
 
 int proc_tree_count(const struct proc_tree *t)
 {
-	struct pidset s = { NULL, 0, 0 };
+	struct pidset s = PIDSET_INIT;
 	int n;
 
 	collect(t, &s);
 	n = (int)s.nr;
-	free(s.v);
+	pidset_release(&s);
 	return n;
+}
+
+void proc_tree_procs(const struct proc_tree *t, struct proc_id **v, size_t *nr, size_t *alloc)
+{
+	struct pidset s = PIDSET_INIT;
+
+	collect(t, &s);
+	for (size_t i = 0; i < s.nr; i++) {
+		ALLOC_GROW(*v, *nr + 1, *alloc);
+		(*v)[*nr].pid = s.v[i];
+		(*v)[(*nr)++].start = s.start[i];
+	}
+	pidset_release(&s);
 }
 
 void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc)
 {
-	struct pidset s = { NULL, 0, 0 };
+	struct pidset s = PIDSET_INIT;
 
 	collect(t, &s);
 	for (size_t i = 0; i < s.nr; i++) {
 		ALLOC_GROW(*pids, *nr + 1, *alloc);
 		(*pids)[(*nr)++] = s.v[i];
 	}
-	free(s.v);
+	pidset_release(&s);
 }
 
 /* ---------------------------------------------------------------- cgroups */

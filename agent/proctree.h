@@ -51,6 +51,17 @@ int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logge
 int proc_tree_count(const struct proc_tree *t);
 /* Append the tree's live processes to *pids (ALLOC_GROW'n, *nr of *alloc). */
 void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc);
+/*
+ * The same, each with its start time (/proc/PID/stat field 22) read in the
+ * same read that made it a member of the tree: a user of the number later
+ * (a pidfd, a signal) checks that the process there still started then, so a
+ * number freed and taken by another process since the scan is not it.
+ */
+struct proc_id {
+	pid_t pid;
+	unsigned long long start;
+};
+void proc_tree_procs(const struct proc_tree *t, struct proc_id **v, size_t *nr, size_t *alloc);
 
 /* Start time of pid (clock ticks since boot, /proc/PID/stat field 22) and
  * its state letter; 0 if there is no such process. */

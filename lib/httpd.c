@@ -861,22 +861,60 @@ static void conn_tick(struct dt_httpd *srv, long long now)
 
 /*
  * MHD polls with epoll, so FD_SETSIZE is no limit, but the soft limit on open
- * files (often 1024) is: raise it to what conn_limit needs, as far as the hard
- * limit allows.  Never lowered, and no higher than needed: the agent's tasks
- * inherit it.
+ * files (often 1024) is, and it is the process's, shared by all its servers
+ * (dtsched runs two of 4096 connections and the dashboard's): each server
+ * claims its conn_limit, and the limit is raised to the sum of the claims plus
+ * NOFILE_SLACK, as far as the hard limit allows.  Never lowered, and no higher
+ * than needed: the agent's tasks inherit it.  Where the hard limit is too low
+ * the server takes fewer connections (warned): MHD then stops accepting at its
+ * connection limit, and never meets EMFILE, on which a server holding no
+ * connection would retry accept() in a busy loop (libmicrohttpd's "at FIRST
+ * connection") and one holding some would stop accepting until one closes.
  */
-static void raise_nofile(unsigned conn_limit)
+#define NOFILE_SLACK 512   /* logs (a logs round holds up to 256), database, pipes, epoll */
+#define NOFILE_MIN_CONNS 16
+static pthread_mutex_t nofile_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long nofile_claimed;   /* the conn_limits of the servers running */
+
+/* Claim conn_limit connections' files; returns the number that fits. */
+static unsigned nofile_claim(unsigned conn_limit)
 {
-	rlim_t want = (rlim_t)conn_limit + 128;   /* + logs, database, pipes, epoll */
+	unsigned long long want;
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
-		dtlog(DTLOG_WARN, "httpd: open file limit %llu is below what %u connections need",
-		      (unsigned long long)rl.rlim_cur, conn_limit);
+	pthread_mutex_lock(&nofile_lock);
+	want = nofile_claimed + conn_limit + NOFILE_SLACK;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < want) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			rl.rlim_cur = was;
+		if (rl.rlim_cur < want) {
+			unsigned long long room = rl.rlim_cur > nofile_claimed + NOFILE_SLACK +
+				NOFILE_MIN_CONNS ? rl.rlim_cur - nofile_claimed - NOFILE_SLACK :
+				NOFILE_MIN_CONNS;
+
+			dtlog(DTLOG_WARN, "httpd: open file limit %llu (hard %llu) is below what "
+			      "%u connections need besides the %llu of this process's other "
+			      "servers: this one takes %llu (raise LimitNOFILE)",
+			      (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+			      conn_limit, nofile_claimed, room < conn_limit ? room : conn_limit);
+			if (room < conn_limit)
+				conn_limit = (unsigned)room;
+		}
+	}
+	nofile_claimed += conn_limit;
+	pthread_mutex_unlock(&nofile_lock);
+	return conn_limit;
+}
+
+static void nofile_release(unsigned conn_limit)
+{
+	pthread_mutex_lock(&nofile_lock);
+	nofile_claimed -= conn_limit;
+	pthread_mutex_unlock(&nofile_lock);
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1226,6 +1264,8 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	};
 
 	srv->opts = *opts;
+	srv->opts.conn_limit = nofile_claim(opts->conn_limit);
+	opts = &srv->opts;
 	srv->unix_fd = -1;
 	srv->batch_fd = -1;
 	srv->loop_fd = -1;
@@ -1251,7 +1291,6 @@ struct dt_httpd *dt_httpd_start(const struct dt_httpd_opts *opts, struct strbuf 
 	srv->limits.fresh_timeout_ms = opts->fresh_timeout_ms;
 	srv->owner_limit = opts->owner_limit ? opts->owner_limit :
 		opts->conn_limit / 16 > 8 ? opts->conn_limit / 16 : 8;
-	raise_nofile(opts->conn_limit);
 	srv->nonces = dt_nonce_cache_new(DT_AUTH_MAX_SKEW_S, 2 * 1000 * 1000);
 	if (opts->unix_path) {
 		srv->unix_fd = unix_listen(opts->unix_path, opts->unix_mode ? opts->unix_mode : 0600,
@@ -1312,6 +1351,7 @@ fail:
 		unlink(opts->unix_path);
 	}
 	dt_nonce_cache_free(srv->nonces);
+	nofile_release(srv->opts.conn_limit);
 	pthread_mutex_destroy(&srv->stats_lock);
 	pthread_mutex_destroy(&srv->park_lock);
 	pthread_mutex_destroy(&srv->conn_lock);
@@ -1527,6 +1567,7 @@ void dt_httpd_stop(struct dt_httpd *srv)
 	flood_log(srv, dt_mono_ms(), 1);
 	pthread_mutex_unlock(&srv->conn_lock);
 	dt_nonce_cache_free(srv->nonces);
+	nofile_release(srv->opts.conn_limit);
 	pthread_mutex_destroy(&srv->stats_lock);
 	pthread_mutex_destroy(&srv->park_lock);
 	pthread_mutex_destroy(&srv->conn_lock);

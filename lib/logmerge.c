@@ -379,6 +379,109 @@ static void heap_push(struct logset *ls, size_t src)
 	h[i] = k;
 }
 
+/*
+ * The first line start at or after pos in a file of `size` bytes (size if
+ * none); a line longer than LOG_MAX_LINE is cut there, as the reader does.
+ */
+static off_t line_start_at(int fd, off_t pos, off_t size)
+{
+	char buf[8192];
+	off_t at;
+
+	if (pos <= 0)
+		return 0;
+	for (at = pos - 1; at < size && at - pos < LOG_MAX_LINE;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), at);
+		const char *nl;
+
+		if (n <= 0)
+			return size;
+		if ((nl = memchr(buf, '\n', (size_t)n)))
+			return at + (nl - buf) + 1;
+		at += n;
+	}
+	return at < size ? at : size;
+}
+
+/* The stamp of the line at pos; -1 if it has none */
+static long long stamp_at(int fd, off_t pos)
+{
+	char buf[64];
+	ssize_t n = pread(fd, buf, sizeof(buf), pos);
+	const char *text;
+	long long ts;
+	char stream;
+
+	if (n <= 0 || logline_parse(buf, (size_t)n, &ts, &stream, &text) < 0)
+		return -1;
+	return ts;
+}
+
+/* Where source s's round starts (logset_seek), with its markers just before it applied */
+static void src_seek(struct logset *ls, struct logsrc *s, long long after, size_t tail)
+{
+	struct strbuf why = STRBUF_INIT, win = STRBUF_INIT;
+	struct stat st;
+	int fd = sf_open_path_read(s->path, &st, &why);
+	off_t lo = 0, hi, from;
+
+	strbuf_release(&why);
+	if (fd < 0)
+		return;
+	hi = st.st_size;
+	if (!after) {
+		lo = line_start_at(fd, st.st_size > (off_t)tail ? st.st_size - (off_t)tail : 0,
+				   st.st_size);
+	} else {
+		/* the line at lo is stamped <= after (or is the file's first) */
+		while (hi - lo > LOG_SEEK_SLACK) {
+			off_t mid = lo + (hi - lo) / 2, m = line_start_at(fd, mid, hi);
+			long long ts = m < hi ? stamp_at(fd, m) : -1;
+
+			if (ts >= 0 && ts <= after)
+				lo = m;
+			else
+				hi = mid;
+		}
+	}
+	s->node = s->added_node;
+	s->attempt = -1;
+	s->open_attempt = 0;
+	/* the markers in the slack before lo: the last one is this attempt's */
+	from = line_start_at(fd, lo > LOG_SEEK_SLACK ? lo - LOG_SEEK_SLACK : 0, lo);
+	strbuf_grow(&win, (size_t)(lo - from));
+	if (lo > from && pread(fd, win.buf, (size_t)(lo - from), from) == lo - from) {
+		strbuf_setlen(&win, (size_t)(lo - from));
+		for (char *p = win.buf, *nl; (nl = memchr(p, '\n', win.buf + win.len - p)); p = nl + 1) {
+			long long ts;
+			char stream;
+			const char *text;
+
+			if (logline_parse(p, (size_t)(nl - p), &ts, &stream, &text) < 0)
+				continue;
+			if (stream == 'A') {
+				apply_marker(ls, s, text, (size_t)(nl - text));
+				s->open_attempt = 1;
+			} else if (stream == 'Z') {
+				s->open_attempt = 0;
+			}
+		}
+	}
+	strbuf_release(&win);
+	close(fd);
+	s->ino = st.st_ino;
+	s->offset = lo;
+	s->start = s->end = 0;
+	s->last_ts = 0;
+	s->due = 1;
+}
+
+void logset_seek(struct logset *ls, long long after, size_t tail)
+{
+	for (size_t i = 0; i < ls->nr_src; i++)
+		src_seek(ls, &ls->src[i], after, tail);
+}
+
 void logset_begin(struct logset *ls, unsigned flags)
 {
 	ls->final = !!(flags & LOGSET_FINAL);

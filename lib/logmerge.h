@@ -146,6 +146,23 @@ const struct logline *logset_next(struct logset *ls);
 int logset_end(struct logset *ls);
 
 /*
+ * Before a round: start every source near the end of its file instead of
+ * where the last round stopped, so that a look at a huge log reads bounded
+ * bytes (the dashboard, scheduler/dashboard.c).  after == 0: at the first
+ * line that begins in the file's last `tail` bytes; after > 0: at most one
+ * bisection step (LOG_SEEK_SLACK bytes) before the first line stamped after
+ * `after`, found by bisection on the lines' stamps (a file is in time order;
+ * a clock stepped back can make the bisection start late, past lines that a
+ * full read would have stamped after `after`).  Lines stamped <= after may
+ * still come out: the caller skips them.  Attribution markers up to
+ * LOG_SEEK_SLACK bytes before the start are applied; an older one is not
+ * seen (node "?" or the one added with, attempt -1).  A file that cannot be
+ * opened is left as it is (the round names it).
+ */
+#define LOG_SEEK_SLACK (256 * 1024)
+void logset_seek(struct logset *ls, long long after, size_t tail);
+
+/*
  * Follow <jobdir>/logs: inotify on a local file system, adaptive polling on a
  * network one or with DTCTL_LOGS_POLL=1; idle_ms is the slowest poll.  While
  * the caller sets ls->live (the job is running), a silent file is polled no

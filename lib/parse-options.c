@@ -367,7 +367,7 @@ int parse_options(int argc, const char **argv, const struct option *opts,
 		}
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage_with_options(usagestr, opts, 0);
-			exit(DT_EXIT_OK);
+			dt_exit(DT_EXIT_OK);   /* through the exit hook, as every exit of the parser */
 		}
 		if (a[1] == '-') {
 			const char *name = a + 2, *eq = strchr(name, '=');

@@ -437,6 +437,7 @@ static void h_job(struct dt_http_request *req, struct dt_http_response *resp, vo
 
 #define LOG_FIRST 500             /* lines a first look gets: the newest */
 #define LOG_MAX 2000              /* lines one follow-up gets */
+#define LOG_TAIL_BUDGET (4 << 20)  /* bytes a first look reads, over all ranks */
 
 /*
  * The job {id} of a page's API request, if the session's user may read it:
@@ -471,7 +472,11 @@ static struct job *job_of_page(struct sched *s, struct dt_http_request *req,
  * GET /ui/s/{session}/api/jobs/{id}/logs/{after}: the job's rank logs merged
  * in time order (lib/logmerge.h, read through lib/safefile.h), the lines
  * stamped after `after` (microseconds; 0: the newest LOG_FIRST), at most
- * LOG_MAX; "last" is the cursor of the next request.  Partial last lines wait
+ * LOG_MAX; "last" is the cursor of the next request.  Each rank's file is
+ * entered near its end (logset_seek: a first look reads its last
+ * LOG_TAIL_BUDGET/ranks bytes, a follow-up bisects to its cursor's stamp),
+ * so a request costs bounded bytes on the dashboard's thread however large
+ * a log grew, and is not offloaded.  Partial last lines wait
  * for their newline.  (Two ranks' lines of the same microsecond split across
  * two requests would lose the second: the stamps are the agents' clocks in
  * microseconds.)
@@ -500,6 +505,10 @@ static void h_job_logs(struct dt_http_request *req, struct dt_http_response *res
 	job_logset(j, &ls);
 	pthread_mutex_unlock(&s->lock);
 	lines = json_array();
+	/* a page's look reads bounded bytes, however long the logs grew: this
+	 * runs on the dashboard's one thread, every user's pages wait on it */
+	logset_seek(&ls, after, ls.nr_src ? LOG_TAIL_BUDGET / ls.nr_src > LOG_MAX_LINE ?
+		    LOG_TAIL_BUDGET / ls.nr_src : LOG_MAX_LINE + 1 : 0);
 	logset_begin(&ls, LOGSET_ALL | (final ? LOGSET_FINAL : 0));
 	while ((l = logset_next(&ls))) {
 		char ts[DT_TIMESTAMP_LEN];

@@ -45,7 +45,9 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -352,6 +354,125 @@ static int abort_if_stopping(void *data, curl_off_t dt, curl_off_t dn, curl_off_
 	return stopping != 0;   /* non-zero aborts the transfer */
 }
 
+#define CA_READ_MS 10000   /* a reader stuck on a dead NFS server is killed */
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Read a job's ca_file as its user, when dtsched is root (team mode): root
+ * reads what its user may not (a path in another user's 0700 dir), and the
+ * delivery's notify.failed reason said whether it existed there.  A child
+ * takes the user's uid, gid and groups (looked up here: no NSS after fork)
+ * and reads with sf_read_named(); it sends "0" and the bytes, or "1" and the
+ * reason, through a pipe.  A process of its own rather than per-thread
+ * credentials: glibc's setgroups()/setuid() change every thread's (and the
+ * raw syscalls would leave this thread as the user if a step failed), and
+ * a process is gone when the read ends, whatever happened.
+ */
+static ssize_t ca_read_as(const char *user, const char *path, struct strbuf *pem,
+			  size_t limit, struct strbuf *err)
+{
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+	gid_t groups[256];
+	int ng = (int)ARRAY_SIZE(groups), fds[2], st = 0;
+	long long deadline = dt_mono_ms() + CA_READ_MS;
+	struct strbuf out = STRBUF_INIT;
+	ssize_t ret = -1;
+	pid_t pid;
+
+	if (getpwnam_r(user, &pw, pwbuf, sizeof(pwbuf), &res) || !res) {
+		strbuf_addf(err, "'%s': not read: its job's user '%s' is no user on the head",
+			    path, user);
+		return -1;
+	}
+	if (getgrouplist(user, pw.pw_gid, groups, &ng) < 0) {
+		strbuf_addf(err, "'%s': not read: user '%s' is in over %zu groups", path, user,
+			    ARRAY_SIZE(groups));
+		return -1;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		strbuf_addf(err, "'%s': not read: pipe: %s", path, strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		strbuf_addf(err, "'%s': not read: fork: %s", path, strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		struct strbuf text = STRBUF_INIT, why = STRBUF_INIT;
+		int ok;
+
+		close(fds[0]);
+		if (setgroups((size_t)ng, groups) < 0 || setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid) < 0 ||
+		    setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid) < 0) {
+			strbuf_addf(&why, "'%s': not read: cannot become user '%s': %s", path, user,
+				    strerror(errno));
+			ok = 0;
+		} else {
+			ok = sf_read_named(path, &text, limit, &why) >= 0;
+		}
+		if (write_all(fds[1], ok ? "0" : "1", 1) < 0 ||
+		    write_all(fds[1], ok ? text.buf : why.buf, ok ? text.len : why.len) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	for (;;) {
+		long long left = deadline - dt_mono_ms();
+		struct pollfd p = { fds[0], POLLIN, 0 };
+		char buf[65536];
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+			kill(pid, SIGKILL);
+			strbuf_addf(err, "'%s': not read within %d s", path, CA_READ_MS / 1000);
+			goto out;
+		}
+		n = read(fds[0], buf, sizeof(buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		if (out.len + (size_t)n > limit + 1 + 4096) {
+			kill(pid, SIGKILL);
+			strbuf_addf(err, "'%s': over %zu bytes", path, limit);
+			goto out;
+		}
+		strbuf_add(&out, buf, (size_t)n);
+	}
+	if (out.len && out.buf[0] == '0') {
+		strbuf_add(pem, out.buf + 1, out.len - 1);
+		ret = (ssize_t)(out.len - 1);
+	} else if (out.len) {
+		strbuf_add(err, out.buf + 1, out.len - 1);
+	} else {
+		strbuf_addf(err, "'%s': its reader (as user '%s') ended without an answer", path, user);
+	}
+out:
+	close(fds[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	strbuf_release(&out);
+	return ret;
+}
+
 static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why)
 {
 	const char *fmt = json_get_str(t, "format", "generic"), *ca = json_get_str(t, "ca_file", NULL);
@@ -374,7 +495,9 @@ static int deliver_webhook(const json_t *ev, const json_t *t, struct strbuf *why
 	 * libcurl would open a FIFO (blocking this thread, and every delivery
 	 * behind it, for good), a device or an endless file as dtsched.
 	 */
-	if (ca && sf_read_named(ca, &pem, NOTIFY_CA_MAX, &err) < 0) {
+	if (ca && (json_is_true(json_object_get(t, "_from_job")) && geteuid() == 0 ?
+		   ca_read_as(json_get_str(ev, "user", ""), ca, &pem, NOTIFY_CA_MAX, &err) :
+		   sf_read_named(ca, &pem, NOTIFY_CA_MAX, &err)) < 0) {
 		strbuf_addf(why, "ca_file: %s", err.buf);
 		ret = NOTIFY_PERMANENT;
 		goto out;

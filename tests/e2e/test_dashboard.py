@@ -346,6 +346,105 @@ def test_job_page_ranks_logs_that_follow_and_events(cluster, tmp_path):
     c.dtctl("cancel", job)
 
 
+def read_bytes(pid):
+    """What process pid has read so far (its rchar in /proc/PID/io: read and pread)."""
+    return int(re.search(r"^rchar: (\d+)$", Path("/proc/%d/io" % pid).read_text(), re.M).group(1))
+
+
+def test_a_huge_log_costs_its_pages_bounded_bytes(cluster, tmp_path):
+    # A job's log grows to 200 MB (10M lines are minutes of a chatty job); its
+    # page's first look and follow-ups read bounded bytes on the dashboard's one
+    # thread, so another job's page still answers while they are polled, and
+    # no line after a cursor is lost or doubled.
+    import threading
+    import time
+    c = cluster
+    p = c.dtctl("run", "--detach", "--name", "huge", "--", "sh", "-c", "echo first; sleep 120")
+    assert p.returncode == 0, p.stderr
+    job = c.job_id("huge")
+    other = c.job_id("training")
+    status, page = get(login_url(c))
+    base = login_url(c).split("/ui/")[0]
+    session = re.search(r"/ui/s/([0-9a-f]{64})/", page).group(1)
+    api = "%s/ui/s/%s/api/jobs/" % (base, session)
+    log = [f for f in c.shared.rglob("logs/0.log") if job in str(f)]
+    deadline = time.monotonic() + 30
+    while not (log and b" O first\n" in log[0].read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = [f for f in c.shared.rglob("logs/0.log") if job in str(f)]
+    assert log and b" O first\n" in log[0].read_bytes(), log
+    t0 = int(time.time() * 1e6) + 1000000
+
+    def lines(start, n):   # stamped as the agent stamps them, one microsecond apart
+        out = []
+        for i in range(start, start + n):
+            t = t0 + i
+            out.append("%s.%06dZ O line %08d %s\n" % (
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // 1000000)), t % 1000000, i,
+                "x" * 55))
+        return "".join(out).encode()
+
+    block = 200000
+    with open(log[0], "ab") as f:
+        for k in range(0, 2000000, block):   # 2M lines of 100 bytes
+            f.write(lines(k, block))
+    size = log[0].stat().st_size
+    assert size > 190e6, size
+    pid = int((c.home / "dtsched.pid").read_text().split()[0])
+
+    def fetch(cursor):
+        status, body = get(api + job + "/logs/" + str(cursor))
+        assert status == 200, body
+        return json.loads(body)
+
+    before = read_bytes(pid)
+    first = fetch(0)
+    assert read_bytes(pid) - before < 32 << 20, "a first look read %d bytes" % (
+        read_bytes(pid) - before)
+    assert [l["text"] for l in first["lines"]] == [
+        "line %08d %s" % (i, "x" * 55) for i in range(2000000 - 500, 2000000)], first["lines"][:2]
+    # a follow-up from a cursor deep in the file: bisected, not read from the start
+    mid = first["lines"][0]["ts"] - 1000000
+    before = read_bytes(pid)
+    more = fetch(mid)
+    assert read_bytes(pid) - before < 32 << 20, "a follow-up read %d bytes" % (
+        read_bytes(pid) - before)
+    assert [l["ts"] for l in more["lines"]] == list(range(mid + 1, mid + 2001))
+    # the page's follow: appended lines come once, none lost
+    with open(log[0], "ab") as f:
+        f.write(lines(2000000, 300))
+    follow = fetch(first["last"])
+    assert [l["text"][:13] for l in follow["lines"]] == [
+        "line %08d" % i for i in range(2000000, 2000300)]
+
+    # while its page is polled from two threads, another job's page answers
+    stop = threading.Event()
+    errors = []
+
+    def poll():
+        while not stop.is_set():
+            try:
+                fetch(0)
+            except Exception as e:   # noqa: BLE001 (reported below)
+                errors.append(e)
+
+    pollers = [threading.Thread(target=poll) for _ in range(2)]
+    for t in pollers:
+        t.start()
+    try:
+        for _ in range(10):
+            start = time.monotonic()
+            status, body = get(api + other)
+            took = time.monotonic() - start
+            assert status == 200 and took < 5, (status, took)
+    finally:
+        stop.set()
+        for t in pollers:
+            t.join()
+    assert not errors, errors
+    c.dtctl("cancel", job)
+
+
 @pytest.mark.skipif(not os.path.exists("/usr/share/javascript/chart.js/chart.min.js"),
                     reason="no Debian libjs-chart.js (scripts/deps.sh installs it)")
 def test_a_running_jobs_loss_is_plotted(cluster, tmp_path):

@@ -698,3 +698,39 @@ def test_key_users_check_dtsched_signs_its_replies(team):
             imp.stop()
     finally:
         team.dtctl("user", "remove", ALICE)
+
+
+def test_a_jobs_ca_file_is_read_as_its_owner(team):
+    """dtsched (root) read a job's notify ca_file itself, so the delivery's notify.failed
+    reason told the job's user whether a path existed in another user's 0700 folder
+    ("No such file" against a TLS error).  It is read as the job's user: both answer
+    "Permission denied", at once (no retries)."""
+    pub = Path(tempfile.mkdtemp(prefix="dtt-ca-", dir="/var/tmp"))
+    os.chmod(pub, 0o755)
+    bobs = pub / "bob"
+    bobs.mkdir(mode=0o700)
+    (bobs / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    for f in (bobs, bobs / "ca.pem"):
+        shutil.chown(f, BOB, BOB)
+    try:
+        for name, ca in (("there", bobs / "ca.pem"), ("absent", bobs / "nope.pem")):
+            spec = pub / ("%s.yaml" % name)
+            spec.write_text("name: ca-%s\ncommand: [true]\nnotify:\n  - {webhook: "
+                            "'https://127.0.0.1:9/x', ca_file: %s, on: [done]}\n" % (name, ca))
+            os.chmod(spec, 0o644)
+            p = as_user(team, ALICE, "run", "-d", "-w", "/tmp", str(spec))
+            assert p.returncode == 0, (p.stdout, p.stderr)
+        deadline = time.monotonic() + 60
+        failed = []
+        while len(failed) < 2 and time.monotonic() < deadline:
+            p = team.dtctl("events", "--json")
+            assert p.returncode == 0, p.stderr
+            failed = [e for e in map(json.loads, p.stdout.splitlines())
+                      if e["kind"] == "notify.failed" and str(bobs) in e.get("error", "")]
+            time.sleep(0.2)   # polling the condition: both deliveries failed
+        assert len(failed) == 2, failed
+        for f in failed:
+            assert "ca_file" in f["error"] and "Permission denied" in f["error"], f
+            assert "No such file" not in f["error"] and f["tries"] == 1, f
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/debug.h"
+#include "agent/proctree.h"
 #include "scheduler/hang.h"
 
 static json_t *rank(int r, const char *node, const char *phase, long long seq, int in_coll,
@@ -312,6 +313,64 @@ static void test_debug_never_signals_a_reused_pid(void **state)
 		skip();   /* other processes took the number every time */
 }
 
+/*
+ * `dtctl debug` pins each process of a rank's tree by the start time its scan
+ * read (proc_tree_procs, in the same read of /proc/PID/stat that made it a
+ * member): a number freed and taken by another process between the scan and
+ * the pidfd is not that process.  Here the scan's start time is checked
+ * against the kernel's, and a process whose start differs from the pinned one
+ * (what a reused number looks like) is left alone: not sampled, not signalled.
+ */
+static void test_debug_pins_the_scanned_start_time(void **state)
+{
+	char *const envp[] = { "RANK=0", "PATH=/usr/bin:/bin", NULL };
+	struct proc_tree pt;
+	struct proc_id *procs = NULL, stale;
+	size_t nr = 0, alloc = 0, found = 0;
+	char line[16];
+	int ready[2], st;
+	json_t *reply;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(ready[1], 3);
+		execle("/bin/sh", "sh", "-c", "trap 'exit 0' USR2; echo ready >&3; "
+		       "while :; do sleep 0.05; done", (char *)NULL, envp);
+		_exit(127);
+	}
+	close(ready[1]);
+	assert_true(read(ready[0], line, sizeof(line)) > 0);
+	close(ready[0]);
+	memset(&pt, 0, sizeof(pt));
+	pt.parent = getpid();
+	proc_tree_procs(&pt, &procs, &nr, &alloc);
+	for (size_t i = 0; i < nr; i++)
+		if (procs[i].pid == pid) {
+			assert_int_equal(procs[i].start, proc_start_time(pid, NULL));
+			assert_true(procs[i].start > 0);
+			stale = procs[i];
+			found++;
+		}
+	assert_int_equal(found, 1);
+	stale.start++;   /* the number's process started at another time */
+	reply = debug_collect_procs("n1", &stale, 1, NULL, 100);
+	assert_int_equal(json_array_size(json_object_get(reply, "ranks")), 0);
+	assert_int_equal(kill(pid, 0), 0);   /* and it was never signalled */
+	json_decref(reply);
+	/* the control: pinned by its true start time, it is sampled */
+	stale.start--;
+	reply = debug_collect_procs("n1", &stale, 1, NULL, 100);
+	assert_int_equal(json_array_size(json_object_get(reply, "ranks")), 1);
+	json_decref(reply);
+	free(procs);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -324,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_gdb),
 		cmocka_unit_test(test_gpus),
 		cmocka_unit_test(test_debug_never_signals_a_reused_pid),
+		cmocka_unit_test(test_debug_pins_the_scanned_start_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

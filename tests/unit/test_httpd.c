@@ -25,7 +25,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -855,6 +857,89 @@ static void test_one_capability_holds_few_connections(void **state)
 	strbuf_release(&err);
 }
 
+/* A public server of conn_limit connections that evicts none of them as a flood */
+static struct dt_httpd *start_unevicting(unsigned conn_limit)
+{
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+	struct strbuf err = STRBUF_INIT;
+	struct dt_httpd *srv;
+
+	o.bind = "127.0.0.1";
+	o.routes = routes;
+	o.nr_routes = sizeof(routes) / sizeof(routes[0]);
+	o.conn_limit = conn_limit;
+	o.idle_limit = o.peer_idle_limit = conn_limit;
+	srv = dt_httpd_start(&o, &err);
+	if (!srv)
+		fail_msg("cannot start the test server: %s", err.buf);
+	strbuf_release(&err);
+	return srv;
+}
+
+/*
+ * The open-file limit is the process's: two servers (dtsched runs two of
+ * 4096 connections, and the dashboard) each nearly full still accept, and
+ * answer.  It was sized for one server: the second met EMFILE, and
+ * libmicrohttpd stopped accepting there (or, holding no connection, retried
+ * accept() in a busy loop).
+ */
+#define NOFILE_CONNS 300
+static void test_two_full_servers_fit_the_file_limit(void **state)
+{
+	struct rlimit was, low;
+	struct dt_httpd *a, *b;
+	int ready[2], hold[2], fd, port_a, port_b;
+	char c, reply[64] = "";
+	const char *req = "GET /pub HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	struct pollfd p;
+	pid_t pid;
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	if (was.rlim_max != RLIM_INFINITY && was.rlim_max < 4 * NOFILE_CONNS)
+		skip();
+	low = was;
+	low.rlim_cur = 64;   /* as a shell's 1024 is to dtsched's 4096 */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	a = start_unevicting(NOFILE_CONNS);
+	b = start_unevicting(NOFILE_CONNS);
+	port_a = dt_httpd_port(a);
+	port_b = dt_httpd_port(b);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(hold), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {   /* the clients: every connection of a, all but one of b */
+		setrlimit(RLIMIT_NOFILE, &was);
+		close(hold[1]);
+		for (int i = 0; i < 2 * NOFILE_CONNS - 1; i++)
+			connect_idle(i < NOFILE_CONNS ? port_a : port_b);
+		if (write(ready[1], "r", 1) != 1 || read(hold[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	fd = connect_idle(port_b);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	p.fd = fd;
+	p.events = POLLIN;
+	assert_int_equal(poll(&p, 1, 20000), 1);   /* generous: a loaded machine */
+	n = read(fd, reply, sizeof(reply) - 1);
+	assert_true(n > 0);
+	reply[n] = '\0';
+	assert_non_null(strstr(reply, " 200 "));
+	close(fd);
+	close(hold[1]);
+	close(ready[0]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	dt_httpd_stop(a);
+	dt_httpd_stop(b);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -871,6 +956,7 @@ int main(void)
 		cmocka_unit_test(test_unix_socket),
 		cmocka_unit_test(test_flood_one_thread),
 		cmocka_unit_test(test_flood_thread_pool),
+		cmocka_unit_test(test_two_full_servers_fit_the_file_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -517,6 +517,87 @@ static void test_follow_poll_live(void **state)
 	strbuf_release(&path);
 }
 
+/* line i of the seek tests: stamped i microseconds after 10:00:00 */
+static void seek_line(struct strbuf *sb, int i)
+{
+	strbuf_addf(sb, "2026-11-22T10:00:0%d.%06dZ O line %06d\n", i / 1000000, i % 1000000, i);
+}
+
+/*
+ * logset_seek: a first look at a large log reads only its tail, whole lines,
+ * the newest ones, with the attempt's marker from before the tail; a
+ * follow-up bisects to its cursor and loses no line after it.
+ */
+static void test_seek_bounded(void **state)
+{
+	struct strbuf data = STRBUF_INIT, path = STRBUF_INIT;
+	const struct logline *l;
+	struct logset ls;
+	long long t0;
+	const char *text;
+	char stream;
+	int n = 300000, nr = 0, prev = -1;
+
+	(void)state;
+	strbuf_addf(&path, "%s/big.log", dir);
+	strbuf_addstr(&data, "2026-11-22T10:00:00.000000Z A 0 nodeA\n");
+	for (int i = 0; i < n - 2000; i++)
+		seek_line(&data, i);
+	strbuf_addstr(&data, "2026-11-22T10:00:00.299000Z A 1 nodeB\n");
+	for (int i = n - 2000; i < n; i++)
+		seek_line(&data, i);
+	write_at(path.buf, data.buf, data.len, 0);
+	assert_int_equal(logline_parse(data.buf + 38, 40, &t0, &stream, &text), 0);
+
+	/* a first look: 16 KiB of a 12 MB file, the lines whole and the last ones */
+	logset_init(&ls);
+	logset_add(&ls, path.buf, 0, "placed");
+	logset_seek(&ls, 0, 16384);
+	assert_true(ls.src[0].offset >= (off_t)data.len - 16384);
+	logset_begin(&ls, LOGSET_ALL);
+	while ((l = logset_next(&ls))) {
+		int i = atoi(l->text + 5);
+
+		assert_true(prev < 0 || i == prev + 1);
+		assert_true(l->len == 11 && !strncmp(l->text, "line ", 5));
+		assert_int_equal(l->ts, t0 + i);
+		assert_string_equal(l->node, "nodeB");   /* its marker is before the tail */
+		assert_int_equal(l->attempt, 1);
+		prev = i;
+		nr++;
+	}
+	assert_int_equal(logset_end(&ls), 0);
+	assert_int_equal(prev, n - 1);
+	assert_in_range(nr, 16384 / 42 - 1, 16384 / 42);
+	logset_release(&ls);
+
+	/* a follow-up from the cursor of line 123456: every later line, once */
+	logset_init(&ls);
+	logset_add(&ls, path.buf, 0, "placed");
+	logset_seek(&ls, t0 + 123456, 0);
+	assert_true(ls.src[0].offset <= (off_t)(123457 * 42));
+	assert_true(ls.src[0].offset >= (off_t)(123457 * 42) - 2 * LOG_SEEK_SLACK);
+	logset_begin(&ls, LOGSET_ALL);
+	prev = -1;
+	nr = 0;
+	while ((l = logset_next(&ls))) {
+		if (l->ts <= t0 + 123456)
+			continue;
+		int i = atoi(l->text + 5);
+
+		assert_int_equal(i, prev < 0 ? 123457 : prev + 1);
+		/* attempt 0's marker is far before: not seen; attempt 1's is read */
+		assert_string_equal(l->node, i < n - 2000 ? "placed" : "nodeB");
+		prev = i;
+		nr++;
+	}
+	assert_int_equal(logset_end(&ls), 0);
+	assert_int_equal(nr, n - 123457);
+	logset_release(&ls);
+	strbuf_release(&data);
+	strbuf_release(&path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +607,7 @@ int main(void)
 		cmocka_unit_test(test_merge_growing_files),
 		cmocka_unit_test(test_markers),
 		cmocka_unit_test(test_follow_poll_live),
+		cmocka_unit_test(test_seek_bounded),
 	};
 
 	return cmocka_run_group_tests_name("logmerge", tests, setup, teardown);

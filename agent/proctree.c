@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Read /proc/PID/stat: state, pgrp and start time. */
@@ -165,6 +167,38 @@ static int pidset_has(const struct pidset *s, pid_t pid)
 	return 0;
 }
 
+/* Add the live processes of t->cgroup but ourselves, each with the start time
+ * read; -1 if its list cannot be read. */
+static int cgroup_members(const struct proc_tree *t, struct pidset *out)
+{
+	struct strbuf path = STRBUF_INIT, procs = STRBUF_INIT;
+	pid_t self = getpid();
+	int ret = -1;
+
+	strbuf_addf(&path, "%s/cgroup.procs", t->cgroup);
+	if (strbuf_read_file(&procs, path.buf, 4 * 1024 * 1024) >= 0) {
+		char *p = procs.buf, *end;
+
+		for (;;) {
+			long v = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			char st = 0;
+			unsigned long long start = v > 0 && v != self ?
+				proc_start_time((pid_t)v, &st) : 0;
+
+			if (start && st != 'Z' && st != 'X')
+				pidset_add(out, (pid_t)v, start);
+			p = end;
+		}
+		ret = 0;
+	}
+	strbuf_release(&path);
+	strbuf_release(&procs);
+	return ret;
+}
+
 /* Collect the live processes of the tree. */
 static void collect(const struct proc_tree *t, struct pidset *out)
 {
@@ -174,30 +208,8 @@ static void collect(const struct proc_tree *t, struct pidset *out)
 	DIR *d;
 	struct dirent *de;
 
-	if (t->cgroup) {
-		struct strbuf path = STRBUF_INIT, procs = STRBUF_INIT;
-
-		strbuf_addf(&path, "%s/cgroup.procs", t->cgroup);
-		if (strbuf_read_file(&procs, path.buf, 4 * 1024 * 1024) >= 0) {
-			char *p = procs.buf, *end;
-
-			for (;;) {
-				long v = strtol(p, &end, 10);
-
-				if (end == p)
-					break;
-				char st = 0;
-				unsigned long long start = v > 0 && v != self ?
-					proc_start_time((pid_t)v, &st) : 0;
-
-				if (start && st != 'Z' && st != 'X')
-					pidset_add(out, (pid_t)v, start);
-				p = end;
-			}
-		}
-		strbuf_release(&path);
-		strbuf_release(&procs);
-	}
+	if (t->cgroup)
+		cgroup_members(t, out);
 	if (t->marker_name && t->marker && *t->marker)
 		strbuf_addf(&marker, "%s=%s", t->marker_name, t->marker);
 	d = opendir("/proc");
@@ -334,6 +346,33 @@ void proc_tree_procs(const struct proc_tree *t, struct proc_id **v, size_t *nr, 
 		(*v)[(*nr)++].start = s.start[i];
 	}
 	pidset_release(&s);
+}
+
+/*
+ * Without a walk of /proc: the caller is t->parent and a child subreaper with
+ * no child at all (waitid's ECHILD; zombies are children too), so nothing
+ * descends from it -- a descendant whose parent died would have been
+ * reparented to it -- and t->cgroup lists no live process.  The process
+ * group adds nothing then: the task's main process called setsid(), so its
+ * group's members are of its session, made by forks inside it, all below the
+ * caller.  Nor does the marker, whose part is where no cgroup could be made
+ * (proctree.h).  At a task's end this replaces a read of every process's
+ * stat on the machine (a wave of a sweep ends 8 tasks at once).
+ */
+int proc_tree_empty_quick(const struct proc_tree *t)
+{
+	struct pidset s = PIDSET_INIT;
+	siginfo_t si;
+	int sub = 0, empty;
+
+	if (!t->cgroup || t->parent != getpid() || prctl(PR_GET_CHILD_SUBREAPER, &sub) < 0 || !sub)
+		return 0;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0 || errno != ECHILD)
+		return 0;
+	empty = cgroup_members(t, &s) == 0 && !s.nr;
+	pidset_release(&s);
+	return empty;
 }
 
 void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc)

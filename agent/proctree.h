@@ -49,6 +49,12 @@ int proc_tree_signal(const struct proc_tree *t, int sig);
 int proc_tree_signal_ranks(const struct proc_tree *t, int sig, const char *logger_exe);
 /* Count the live processes of the tree. */
 int proc_tree_count(const struct proc_tree *t);
+/*
+ * 1 if the tree is certainly empty, known without walking /proc: the caller
+ * is t->parent, a child subreaper with no child left, and t->cgroup (which
+ * must be set) has no live process.  0 when it may not be empty: count it.
+ */
+int proc_tree_empty_quick(const struct proc_tree *t);
 /* Append the tree's live processes to *pids (ALLOC_GROW'n, *nr of *alloc). */
 void proc_tree_pids(const struct proc_tree *t, pid_t **pids, size_t *nr, size_t *alloc);
 /*

@@ -1273,7 +1273,8 @@ int supervise_main(const char *home, const char *id)
 		if (s.main_done && !s.leftovers_checked) {
 			/* the main process ended: what is left of its tree goes too */
 			struct proc_tree pt = tree_of(&s);
-			int left = proc_tree_count(&pt);
+			/* a task that left nothing, as most do: no walk of /proc */
+			int left = proc_tree_empty_quick(&pt) ? 0 : proc_tree_count(&pt);
 
 			s.leftovers_checked = 1;
 			s.tree_gone = !left;

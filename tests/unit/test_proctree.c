@@ -6,7 +6,9 @@
  * shows it (they queue: two sends are two deliveries, where two SIGUSR1
  * sent close together may merge).  A process older than the tree's `since`
  * is not matched by the marker in its environment.  An mpi launcher's task
- * passes a signal only to the ranks below its rank loggers.
+ * passes a signal only to the ranks below its rank loggers.  The quick
+ * empty check at a task's end (no walk of /proc) says "empty" only when the
+ * subreaper has no child and the cgroup no process.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +17,10 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -149,12 +154,115 @@ static void test_marker_since(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 }
 
+static void write_procs(const char *dir, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Wait until pid is a zombie (it exited, not yet reaped). */
+static void wait_zombie(pid_t pid)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+}
+
+/*
+ * A stand-in for a task's cgroup (a dir with a cgroup.procs file) and the
+ * supervisor (this process, a child subreaper): "empty" without a walk only
+ * when no child of ours is left, zombies included, and the cgroup lists no
+ * live process; whatever it says, a full count agrees where it says empty.
+ */
+static void test_empty_quick(void **state)
+{
+	char dir[] = "/tmp/dt-test-cgroup.XXXXXX", line[32], path[300];
+	struct proc_tree t;
+	pid_t pid, grandchild = 0;
+	int status, p[2], q[2];
+
+	assert_non_null(mkdtemp(dir));
+	write_procs(dir, "");
+	memset(&t, 0, sizeof(t));
+	t.cgroup = dir;
+	t.parent = getpid();
+	while (waitpid(-1, &status, WNOHANG) > 0)
+		;
+	assert_int_equal(proc_tree_empty_quick(&t), 0);     /* not a subreaper */
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	assert_int_equal(proc_tree_empty_quick(&t), 1);
+	assert_int_equal(proc_tree_count(&t), 0);
+
+	write_procs(dir, "1\n");                            /* a live process in it */
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	write_procs(dir, "");
+
+	/* a child that exited, not yet reaped: a child all the same */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	wait_zombie(pid);
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	snprintf(line, sizeof(line), "%d\n", (int)pid);    /* a dead pid in the list */
+	write_procs(dir, line);
+	assert_int_equal(proc_tree_empty_quick(&t), 1);
+	write_procs(dir, "");
+
+	/* an orphan outside the cgroup: its parent exited, so it is ours now */
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(pipe(q), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pid_t g = fork();
+
+		if (g == 0) {
+			close(q[1]);
+			if (read(q[0], line, 1) < 0)
+				_exit(1);
+			_exit(0);          /* when the test closes its end of q */
+		}
+		_exit(write(p[1], &g, sizeof(g)) == sizeof(g) ? 0 : 1);
+	}
+	close(q[0]);
+	assert_int_equal(read(p[0], &grandchild, sizeof(grandchild)), (ssize_t)sizeof(grandchild));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	assert_int_equal(proc_tree_count(&t), 1);
+	close(q[1]);
+	assert_int_equal(waitpid(grandchild, &status, 0), grandchild);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(proc_tree_empty_quick(&t), 1);
+
+	t.parent = 1;                                        /* not the caller */
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	t.parent = getpid();
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	assert_int_equal(unlink(path), 0);                   /* list unreadable */
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	t.cgroup = NULL;                                     /* no cgroup */
+	assert_int_equal(proc_tree_empty_quick(&t), 0);
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_group_member_signalled_once),
 		cmocka_unit_test(test_only_ranks_below_loggers),
 		cmocka_unit_test(test_marker_since),
+		cmocka_unit_test(test_empty_quick),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

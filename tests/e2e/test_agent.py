@@ -5,7 +5,6 @@ running task after kill -9 of the agent, one agent per home, /metrics."""
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -326,55 +325,6 @@ def test_task_runs_in_its_cgroup(dtctl_bin, tmp_path, how):
         assert not Path(t["cgroup"] or "/nonexistent-cgroup").exists(), "cgroup left behind"
     finally:
         a.stop()
-
-
-def test_task_end_in_an_empty_cgroup_walks_no_proc(dtctl_bin, tmp_path):
-    """A task that ends leaving nothing (a sweep's trial, most tasks) is known to be over
-    without reading every process's stat on the machine: its cgroup is empty and its
-    supervisor, the subreaper, has no child left.  One that leaves a process behind still
-    gets the walk, and the process is stopped."""
-    a = Agent(dtctl_bin, make_home(tmp_path / "h"), free_port())
-    a.start(env={"DTAGENT_NO_CGROUP": ""})
-    trace = tmp_path / "strace.log"
-    st = None
-    try:
-        st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace),
-                               "-p", str(a.pid())], stdin=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while "TracerPid:\t0\n" in Path("/proc/%d/status" % a.pid()).read_text():
-            assert time.time() < deadline and st.poll() is None, "strace did not attach"
-            time.sleep(0.05)
-        tids = {"clean": "clean-%d" % os.getpid(), "left": "left-%d" % os.getpid()}
-        st_, body = a.api.request("POST", "/v1/tasks", {"id": tids["clean"],
-                                                        "argv": ["sleep", "0.2"]})
-        assert st_ == 201, body
-        clean = a.api.wait_task(tids["clean"], timeout=30)
-        if not clean["cgroup"]:
-            pytest.skip("no cgroup v2 this agent may write here")
-        assert clean["state"] == "exited" and clean["exit_code"] == 0, clean
-        assert clean["leftovers_killed"] == 0, clean
-        st_, body = a.api.request("POST", "/v1/tasks", {"id": tids["left"], "shell": True,
-                                                        "argv": ["setsid sleep 300 & exit 0"]})
-        assert st_ == 201, body
-        left = a.api.wait_task(tids["left"], timeout=30)
-        assert left["state"] == "exited" and left["leftovers_killed"] == 1, left
-        assert not procs_with_marker(tids["left"])
-    finally:
-        if st:
-            st.terminate()
-            st.wait(timeout=30)
-        a.stop()
-
-    def stat_reads(sup):
-        """/proc/N/stat opened by the supervisor `sup` for any N but its own pid."""
-        pat = re.compile(r'^%d openat\(AT_FDCWD, "/proc/(\d+)/stat"' % sup)
-        return [m.group(1) for m in map(pat.match, trace.read_text().splitlines())
-                if m and int(m.group(1)) != sup]
-
-    assert stat_reads(clean["supervisor_pid"]) == [], \
-        "the supervisor of a task that left nothing walked /proc"
-    assert len(stat_reads(left["supervisor_pid"])) > 1, \
-        "the supervisor of a task with a leftover did not look for it"
 
 
 def test_delete_grace_override_and_sigterm(agent):

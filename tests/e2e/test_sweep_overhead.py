@@ -6,7 +6,18 @@ trial, eight at a time on a node whose slots turn over together (docs/BENCHMARKS
 "sweep overhead"; bench/bench_sweep_overhead.py measures the whole):
   * dtshim names libc.so.6 alone: libyaml, jansson and Nettle are linked in, libm is
     not used.
+  * a task that ends leaving nothing is known to be over without a walk of /proc (a
+    read of every process's stat on the machine, at each of the eight ends of a wave).
 """
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from test_agent import Agent, free_port, make_home, procs_with_marker
 from test_client_start import SANITIZERS, needed
 
 
@@ -16,3 +27,52 @@ def test_dtshim_needs_libc_alone(dtctl_bin):
         "bin/dtshim names %s: every library ld.so maps costs each task's start, a sweep "
         "trial's among them (docs/BENCHMARKS.md, 'sweep overhead'); link it in (Makefile "
         "CLI_LIBS)" % libs)
+
+
+def test_task_end_in_an_empty_cgroup_walks_no_proc(dtctl_bin, tmp_path):
+    """A task that ends leaving nothing (a sweep's trial, most tasks) is known to be over
+    without reading every process's stat on the machine: its cgroup is empty and its
+    supervisor, the subreaper, has no child left.  One that leaves a process behind still
+    gets the walk, and the process is stopped."""
+    a = Agent(dtctl_bin, make_home(tmp_path / "h"), free_port())
+    a.start(env={"DTAGENT_NO_CGROUP": ""})
+    trace = tmp_path / "strace.log"
+    st = None
+    try:
+        st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace),
+                               "-p", str(a.pid())], stdin=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while "TracerPid:\t0\n" in Path("/proc/%d/status" % a.pid()).read_text():
+            assert time.time() < deadline and st.poll() is None, "strace did not attach"
+            time.sleep(0.05)
+        tids = {"clean": "clean-%d" % os.getpid(), "left": "left-%d" % os.getpid()}
+        st_, body = a.api.request("POST", "/v1/tasks", {"id": tids["clean"],
+                                                        "argv": ["sleep", "0.2"]})
+        assert st_ == 201, body
+        clean = a.api.wait_task(tids["clean"], timeout=30)
+        if not clean["cgroup"]:
+            pytest.skip("no cgroup v2 this agent may write here")
+        assert clean["state"] == "exited" and clean["exit_code"] == 0, clean
+        assert clean["leftovers_killed"] == 0, clean
+        st_, body = a.api.request("POST", "/v1/tasks", {"id": tids["left"], "shell": True,
+                                                        "argv": ["setsid sleep 300 & exit 0"]})
+        assert st_ == 201, body
+        left = a.api.wait_task(tids["left"], timeout=30)
+        assert left["state"] == "exited" and left["leftovers_killed"] == 1, left
+        assert not procs_with_marker(tids["left"])
+    finally:
+        if st:
+            st.terminate()
+            st.wait(timeout=30)
+        a.stop()
+
+    def stat_reads(sup):
+        """/proc/N/stat opened by the supervisor `sup` for any N but its own pid."""
+        pat = re.compile(r'^%d openat\(AT_FDCWD, "/proc/(\d+)/stat"' % sup)
+        return [m.group(1) for m in map(pat.match, trace.read_text().splitlines())
+                if m and int(m.group(1)) != sup]
+
+    assert stat_reads(clean["supervisor_pid"]) == [], \
+        "the supervisor of a task that left nothing walked /proc"
+    assert len(stat_reads(left["supervisor_pid"])) > 1, \
+        "the supervisor of a task with a leftover did not look for it"

@@ -119,12 +119,18 @@ def main():
         if before:
             gaps.append(s - before[-1])
     busy = sum(e - s for s, e in runs)
+    # the makespan beyond the trials' own turnover: the first placement after the
+    # POST, and the sweep's end after its last trial's job ended
+    first_placed = runs[0][0] - ts(sw["created_at"])
+    last_to_end = ts(sw["ended_at"]) - max(ends)
     res = {
         "trials": a.trials, "duration_s": a.duration, "slots": a.slots,
         "state": sw["state"], "trial_states": states,
         "makespan_s": round(makespan, 3), "ideal_s": round(ideal, 3),
         "ratio": round(makespan / ideal, 4),
         "mean_job_runtime_s": round(busy / len(runs), 4),
+        "sweep_created_to_first_placed_ms": round(first_placed * 1000, 1),
+        "last_job_ended_to_sweep_ended_ms": round(last_to_end * 1000, 1),
         "turnover_median_ms": round(statistics.median(gaps) * 1000, 1) if gaps else None,
         "turnover_p95_ms": round(sorted(gaps)[int(0.95 * (len(gaps) - 1))] * 1000, 1) if gaps else None,
         # the machine's load around the sweep: the ratio follows it more than anything

@@ -29,6 +29,17 @@ def test_dtshim_needs_libc_alone(dtctl_bin):
         "CLI_LIBS)" % libs)
 
 
+def all_threads_traced(pid):
+    """Every thread of pid has a tracer (TracerPid in its status is not 0)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+        return bool(tids) and all("TracerPid:\t0\n" not in
+                                  Path("/proc/%d/task/%s/status" % (pid, t)).read_text()
+                                  for t in tids)
+    except FileNotFoundError:   # a thread that ended while we looked: look again
+        return False
+
+
 def test_task_end_in_an_empty_cgroup_walks_no_proc(dtctl_bin, tmp_path):
     """A task that ends leaving nothing (a sweep's trial, most tasks) is known to be over
     without reading every process's stat on the machine: its cgroup is empty and its
@@ -41,8 +52,11 @@ def test_task_end_in_an_empty_cgroup_walks_no_proc(dtctl_bin, tmp_path):
     try:
         st = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace),
                                "-p", str(a.pid())], stdin=subprocess.DEVNULL)
+        # every thread of the agent traced, not its main one alone: strace attaches them one
+        # by one, and a task started from a thread not yet traced is never seen (its
+        # supervisor, forked there, neither)
         deadline = time.time() + 30
-        while "TracerPid:\t0\n" in Path("/proc/%d/status" % a.pid()).read_text():
+        while not all_threads_traced(a.pid()):
             assert time.time() < deadline and st.poll() is None, "strace did not attach"
             time.sleep(0.05)
         tids = {"clean": "clean-%d" % os.getpid(), "left": "left-%d" % os.getpid()}
@@ -72,6 +86,11 @@ def test_task_end_in_an_empty_cgroup_walks_no_proc(dtctl_bin, tmp_path):
         return [m.group(1) for m in map(pat.match, trace.read_text().splitlines())
                 if m and int(m.group(1)) != sup]
 
+    seen = {int(line.split()[0]) for line in trace.read_text().splitlines() if line[:1].isdigit()}
+    for name, task in (("clean", clean), ("left", left)):
+        assert task["supervisor_pid"] in seen, \
+            "strace saw nothing of the %s task's supervisor %d (pids seen: %s)" % (
+                name, task["supervisor_pid"], sorted(seen))
     assert stat_reads(clean["supervisor_pid"]) == [], \
         "the supervisor of a task that left nothing walked /proc"
     assert len(stat_reads(left["supervisor_pid"])) > 1, \

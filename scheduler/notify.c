@@ -62,9 +62,10 @@
  * Delivery threads at most; one owner uses at most one.  Far above the
  * owners a cluster has with a due delivery at once (its users with a job
  * ending, plus the operator), so hanging receivers delay only their own
- * owners' until this many owners hang at once; and each holds a socket or
- * a pipe, well within the 512 descriptors dtsched keeps beyond its
- * servers' (httpd), and a mostly untouched stack.
+ * owners' until this many owners hang at once.  Each holds a socket or a
+ * pipe: 64 fit with room to spare in the 512 descriptors that dtsched's
+ * open-file limit keeps beyond its servers' (lib/httpd.c: NOFILE_SLACK,
+ * logs and state.db too), and a mostly untouched stack.
  */
 #define NOTIFY_THREADS_MAX 64
 #define NOTIFY_IDLE_MS 30000      /* an idle delivery thread ends after this */

@@ -103,6 +103,7 @@ struct notifier {
 	int stop, run;            /* run: notify_run() was called: threads may start */
 	int threads, idle;        /* delivery threads running, those without a delivery (mu) */
 	int create_failed;        /* pthread_create() failed and was logged (mu) */
+	long long idle_ms;        /* NOTIFY_IDLE_MS; tests set less */
 	long long seen;           /* the last event id the hook was given (mu) */
 	long long saved_upto;     /* notify_cursor.upto in state.db (s->lock) */
 	/* /metrics (mu) */
@@ -1008,7 +1009,7 @@ static void *notify_thread(void *arg)
 		}
 		if (!it) {
 			struct timespec ts;
-			long long until = idle_since + NOTIFY_IDLE_MS, wait;
+			long long until = idle_since + nf->idle_ms, wait;
 
 			if (now >= until) {
 				if (nf->idle > 1 || !owed_to_idle_owner(nf))
@@ -1104,6 +1105,7 @@ int notify_open(struct sched *s)
 	nf->q = xcalloc(NOTIFY_QUEUE, sizeof(*nf->q));
 	for (int i = 0; i < NOTIFY_THREADS_MAX; i++)
 		nf->w[i].s = s;
+	nf->idle_ms = NOTIFY_IDLE_MS;
 	pthread_mutex_init(&nf->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1130,6 +1132,15 @@ int notify_run(struct sched *s)
 	rc = nf->create_failed ? -1 : 0;
 	pthread_mutex_unlock(&nf->mu);
 	return rc;
+}
+
+void notify_idle_ms_set(struct sched *s, long long ms)
+{
+	struct notifier *nf = notifier_of(s);
+
+	pthread_mutex_lock(&nf->mu);
+	nf->idle_ms = ms;
+	pthread_mutex_unlock(&nf->mu);
 }
 
 int notify_start(struct sched *s)

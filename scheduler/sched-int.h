@@ -305,6 +305,8 @@ int notify_open(struct sched *s);
 int notify_run(struct sched *s);
 void notify_stop(struct sched *s);
 json_t *notify_queue_json(struct sched *s);
+/* tests: how long an idle delivery thread waits before it ends (30 s) */
+void notify_idle_ms_set(struct sched *s, long long ms);
 void notify_target_key(const json_t *t, char *out);
 /* the JSON a webhook target of format ("generic", "slack", "discord") gets for ev;
  * a chat's text escaped for its markup (no mention, no disguised link) */

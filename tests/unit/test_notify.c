@@ -552,6 +552,34 @@ static void test_delivery_threads_stop_at_the_cap(void **state)
 }
 
 /*
+ * An idle delivery thread ends (here after 200 ms, 30 s in dtsched): a burst
+ * of deliveries leaves no threads behind, and the next delivery starts one.
+ */
+static void test_idle_delivery_threads_end(void **state)
+{
+	struct sched *s = notify_head(json_pack("[{s:[s],s:[s]}]", "exec", "/bin/true", "on", "done"));
+	const char *sent = "{type=\"exec\",result=\"sent\"} ";
+	long long deadline;
+
+	assert_int_equal(notify_open(s), 0);
+	notify_idle_ms_set(s, 200);
+	assert_int_equal(notify_run(s), 0);
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 0);
+	for (int round = 1; round <= 2; round++) {
+		ended(s, "j-1", "COMPLETED");
+		deadline = dt_mono_ms() + 30000;
+		while ((notify_metric(s, sent) != round ||
+			notify_metric(s, "\ndtsched_notifications_threads ") != 0) &&
+		       dt_mono_ms() < deadline)
+			nap();
+		assert_int_equal(notify_metric(s, sent), round);
+		assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 0);
+	}
+	notify_stop(s);
+	notify_head_free(s);
+}
+
+/*
  * A job's name, a log line or a reason reaches the operator's chat as text:
  * never a mention that pings the channel or a link showing another address
  * than it opens (Slack's <!channel>, <URL|text>; Discord's @everyone,
@@ -603,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_chat_payloads_are_text_only),
 		cmocka_unit_test(test_hanging_owners_hold_nobody_else),
 		cmocka_unit_test(test_delivery_threads_stop_at_the_cap),
+		cmocka_unit_test(test_idle_delivery_threads_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1240,17 +1240,24 @@ void notify_metrics(struct sched *s, struct strbuf *o)
 			prom_sample(o, "dtsched_notifications_total", l, (double)v[k]);
 		}
 	}
-	prom_family(o, "dtsched_notifications_dropped_total", "counter",
-		    "Notifications dropped because the queue was full.");
-	prom_sample(o, "dtsched_notifications_dropped_total", NULL, (double)nf->dropped);
-	prom_family(o, "dtsched_notifications_queued", "gauge",
-		    "Notifications waiting in the queue (retries included).");
-	prom_sample(o, "dtsched_notifications_queued", NULL, (double)nf->nr);
-	prom_family(o, "dtsched_notifications_in_progress", "gauge",
-		    "Notifications being delivered now (one per owner at most).");
-	prom_sample(o, "dtsched_notifications_in_progress", NULL, (double)nf->busy_owners);
-	prom_family(o, "dtsched_notifications_threads", "gauge",
-		    "Delivery threads running (started on demand, at most 64; idle ones end).");
-	prom_sample(o, "dtsched_notifications_threads", NULL, (double)nf->threads);
+	{
+		const struct { const char *name, *type, *help; double v; } one[] = {
+			{ "dtsched_notifications_dropped_total", "counter",
+			  "Notifications dropped because the queue was full.", (double)nf->dropped },
+			{ "dtsched_notifications_queued", "gauge",
+			  "Notifications waiting in the queue (retries included).", (double)nf->nr },
+			{ "dtsched_notifications_in_progress", "gauge",
+			  "Notifications being delivered now (one per owner at most).",
+			  (double)nf->busy_owners },
+			{ "dtsched_notifications_threads", "gauge",
+			  "Delivery threads running (started on demand, at most 64; idle ones end).",
+			  (double)nf->threads },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(one); i++) {
+			prom_family(o, one[i].name, one[i].type, one[i].help);
+			prom_sample(o, one[i].name, NULL, one[i].v);
+		}
+	}
 	pthread_mutex_unlock(&nf->mu);
 }

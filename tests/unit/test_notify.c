@@ -243,6 +243,29 @@ static const char *queued(struct sched *s, const char *kexec)
 	return buf;
 }
 
+/* A head whose events are in memory, with cluster.yaml's notify: list `ops`. */
+static struct sched *notify_head(json_t *ops)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+
+	pthread_mutex_init(&s->lock, NULL);
+	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
+	assert_int_equal(events_init(s), 0);
+	s->cc = xcalloc(1, sizeof(*s->cc));
+	s->cc->notify = ops;
+	return s;
+}
+
+static void notify_head_free(struct sched *s)
+{
+	events_release(s);
+	sqlite3_close(s->db);
+	json_decref(s->cc->notify);
+	free(s->cc);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 /*
  * What a stopped (or killed) dtsched owed is queued again at its start: the
  * events after the cursor that a target asks for, less the deliveries state.db
@@ -251,16 +274,12 @@ static const char *queued(struct sched *s, const char *kexec)
  */
 static void test_queue_recomputed_at_start(void **state)
 {
-	struct sched *s = xcalloc(1, sizeof(*s));
+	struct sched *s = notify_head(json_pack("[{s:[s],s:[s]},{s:s,s:[s]}]", "exec", "/bin/true",
+						"on", "done", "webhook", "https://h.example/T/secret",
+						"on", "fail"));
 	char kexec[DT_SHA256_HEX], kweb[DT_SHA256_HEX];
 	struct strbuf m = STRBUF_INIT;
 
-	pthread_mutex_init(&s->lock, NULL);
-	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
-	assert_int_equal(events_init(s), 0);
-	s->cc = xcalloc(1, sizeof(*s->cc));
-	s->cc->notify = json_pack("[{s:[s],s:[s]},{s:s,s:[s]}]", "exec", "/bin/true", "on", "done",
-				  "webhook", "https://h.example/T/secret", "on", "fail");
 	notify_target_key(json_array_get(s->cc->notify, 0), kexec);
 	notify_target_key(json_array_get(s->cc->notify, 1), kweb);
 	assert_string_not_equal(kexec, kweb);
@@ -318,12 +337,7 @@ static void test_queue_recomputed_at_start(void **state)
 	notify_stop(s);
 
 	strbuf_release(&m);
-	events_release(s);
-	sqlite3_close(s->db);
-	json_decref(s->cc->notify);
-	free(s->cc);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	notify_head_free(s);
 }
 
 /*
@@ -387,29 +401,6 @@ static int dead_server(int *port)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
 	*port = ntohs(a.sin_port);
 	return fd;
-}
-
-/* A head whose events are in memory, with cluster.yaml's notify: list `ops`. */
-static struct sched *notify_head(json_t *ops)
-{
-	struct sched *s = xcalloc(1, sizeof(*s));
-
-	pthread_mutex_init(&s->lock, NULL);
-	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
-	assert_int_equal(events_init(s), 0);
-	s->cc = xcalloc(1, sizeof(*s->cc));
-	s->cc->notify = ops;
-	return s;
-}
-
-static void notify_head_free(struct sched *s)
-{
-	events_release(s);
-	sqlite3_close(s->db);
-	json_decref(s->cc->notify);
-	free(s->cc);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
 }
 
 /* n users' jobs ended, each with its own webhook to the dead server (10 minutes a try) */

@@ -293,10 +293,12 @@ extern const size_t events_nr_routes;
 /* events-jobs.c: the job events (jobstate.h) into the stream */
 void events_jobs_subscribe(struct sched *s);
 /*
- * notify.c: the notifications' thread and queue, hooked to the stream; stopped
+ * notify.c: the notifications' threads and queue, hooked to the stream; stopped
  * last.  notify_start() is notify_open() (the queue, hooked, refilled from the
  * stream with what was owed when dtsched last stopped, crash included: state.db's
- * notify_cursor and notify_progress) and then notify_run() (the delivery thread).
+ * notify_cursor and notify_progress) and then notify_run() (delivery threads may
+ * start: one per owner with a due delivery, at most 64, on demand; notify_stop()
+ * ends and joins them).
  * notify_queue_json() lists the queue ([{event_id, target, tries}], oldest first)
  * and notify_target_key() names a target in state.db (DT_SHA256_HEX bytes): tests.
  */

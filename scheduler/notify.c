@@ -8,13 +8,16 @@
  * The scheduler never waits for any of it: the hook (called by events_add()
  * with s->lock held) only copies the event and the target into a bounded
  * queue (NOTIFY_QUEUE; when full the event is dropped and counted);
- * NOTIFY_WORKERS threads of its own deliver, with a timeout per try and up to
- * NOTIFY_TRIES tries 1 s, 2 s, 4 s apart.  An owner (a job's user for its
- * own targets, "" the operator for cluster.yaml's) is served by one worker at
- * a time and holds at most NOTIFY_OWNER_SHARE slots, so one user's dead
- * receivers neither delay nor crowd out another's deliveries.  A delivery that failed for good is an event
- * itself (notify.failed, with the target redacted and the cause), and every
- * outcome is counted for /metrics.
+ * threads of its own deliver, with a timeout per try and up to NOTIFY_TRIES
+ * tries 1 s, 2 s, 4 s apart.  An owner (a job's user for its own targets, ""
+ * the operator for cluster.yaml's) is served by one thread at a time and
+ * holds at most NOTIFY_OWNER_SHARE slots.  Threads start on demand, one for
+ * each owner with a due delivery (up to NOTIFY_THREADS_MAX), and an idle one
+ * ends after NOTIFY_IDLE_MS, so owners whose receivers hang (a try may take
+ * 10 minutes) hold a thread each and never the one another owner needs; nor
+ * can they crowd out another's deliveries.  A delivery that failed for good
+ * is an event itself (notify.failed, with the target redacted and the
+ * cause), and every outcome is counted for /metrics.
  *
  * What is queued survives a stop or a crash of dtsched without a write on the
  * path that adds an event: a delivery is the event's id (the events are kept
@@ -55,7 +58,17 @@
 #include <unistd.h>
 
 #define NOTIFY_QUEUE 1024
-#define NOTIFY_WORKERS 4          /* delivery threads; one owner uses at most one */
+/*
+ * Delivery threads at most; one owner uses at most one.  Far above the
+ * owners a cluster has with a due delivery at once (its users with a job
+ * ending, plus the operator), so hanging receivers delay only their own
+ * owners' until this many owners hang at once.  Each holds a socket or a
+ * pipe: 64 fit with room to spare in the 512 descriptors that dtsched's
+ * open-file limit keeps beyond its servers' (lib/httpd.c: NOFILE_SLACK,
+ * logs and state.db too), and a mostly untouched stack.
+ */
+#define NOTIFY_THREADS_MAX 64
+#define NOTIFY_IDLE_MS 30000      /* an idle delivery thread ends after this */
 #define NOTIFY_OWNER_SHARE (NOTIFY_QUEUE / 4)   /* the slots one owner may hold */
 #define NOTIFY_PERMANENT (-2)     /* a delivery's failure that no retry can fix */
 #define NOTIFY_TRIES 4
@@ -74,13 +87,23 @@ struct nitem {
 	long long due_ms;         /* dt_mono_ms() of the next try */
 };
 
+/* a delivery thread's slot: FREE, RUNNING, or EXITED (to be joined) */
+struct worker {
+	pthread_t th;
+	enum { W_FREE, W_RUNNING, W_EXITED } state;
+	struct sched *s;
+};
+
 struct notifier {
-	pthread_t th[NOTIFY_WORKERS];
+	struct worker w[NOTIFY_THREADS_MAX];   /* (mu) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct nitem *q;          /* NOTIFY_QUEUE slots, unordered; ev NULL: free */
 	size_t nr;
-	int stop, started;        /* started: how many workers run */
+	int stop, run;            /* run: notify_run() was called: threads may start */
+	int threads, idle;        /* delivery threads running, those without a delivery (mu) */
+	int create_failed;        /* pthread_create() failed and was logged (mu) */
+	long long idle_ms;        /* NOTIFY_IDLE_MS; tests set less */
 	long long seen;           /* the last event id the hook was given (mu) */
 	long long saved_upto;     /* notify_cursor.upto in state.db (s->lock) */
 	/* /metrics (mu) */
@@ -244,6 +267,8 @@ static void offer(struct notifier *nf, const json_t *ev, const json_t *list, int
 	}
 }
 
+static void workers_top_up(struct notifier *nf);
+
 /* events_add()'s hook (s->lock held): queue what the targets ask for, never wait */
 static void notify_event(struct sched *s, const json_t *ev, const json_t *notify, void *data)
 {
@@ -258,6 +283,7 @@ static void notify_event(struct sched *s, const json_t *ev, const json_t *notify
 			offer(nf, ev, notify, on, 1, NULL, NULL);
 		if (s->cc && s->cc->notify)   /* cluster.yaml's, for every job and node */
 			offer(nf, ev, s->cc->notify, on, 0, NULL, NULL);
+		workers_top_up(nf);   /* a thread for a new owner's delivery: no wait */
 		pthread_cond_signal(&nf->cv);
 	}
 	pthread_mutex_unlock(&nf->mu);
@@ -863,12 +889,12 @@ static void recover(struct sched *s, struct notifier *nf)
 	cursor_save(s, nf, cursor_now(nf));
 }
 
-/* The owners a worker delivers for now (mu held): at most NOTIFY_WORKERS. */
+/* The owners a thread delivers for now (mu held): at most NOTIFY_THREADS_MAX. */
 static int busy_owners(const struct notifier *nf, const char **v)
 {
 	int n = 0;
 
-	for (size_t i = 0; i < NOTIFY_QUEUE && n < nf->busy_owners && n < NOTIFY_WORKERS; i++)
+	for (size_t i = 0; i < NOTIFY_QUEUE && n < nf->busy_owners && n < NOTIFY_THREADS_MAX; i++)
 		if (nf->q[i].ev && nf->q[i].busy)
 			v[n++] = nf->q[i].owner;
 	return n;
@@ -882,16 +908,76 @@ static int owner_in(const char *owner, const char **v, int n)
 	return 0;
 }
 
+/* Whether a queued delivery's owner has none in progress: it needs a thread (mu held). */
+static int owed_to_idle_owner(const struct notifier *nf)
+{
+	const char *busy[NOTIFY_THREADS_MAX];
+	int nbusy = busy_owners(nf, busy);
+
+	for (size_t i = 0; i < NOTIFY_QUEUE; i++)
+		if (nf->q[i].ev && !nf->q[i].busy && !owner_in(nf->q[i].owner, busy, nbusy))
+			return 1;
+	return 0;
+}
+
+static void *notify_thread(void *arg);
+
 /*
- * One of NOTIFY_WORKERS delivery threads.  A worker takes the due delivery
- * of an owner that no other worker serves, so a job's dead or slow receivers
- * (a try may take 10 minutes) hold at most one worker, and the others keep
- * delivering everyone else's.
+ * Start a delivery thread when a queued delivery's owner has none in
+ * progress and no thread is idle to take it (mu held; never waits: the hook
+ * calls it).  Each thread, once it takes a delivery, calls this again, so
+ * every owner with a due delivery gets a thread, up to NOTIFY_THREADS_MAX.
+ * An exited thread's slot is joined first (it has let go of mu: it only
+ * returns).  A failed start is logged once; the delivery waits for a thread.
+ */
+static void workers_top_up(struct notifier *nf)
+{
+	struct worker *w = NULL;
+	sigset_t all, old;
+	int rc;
+
+	if (!nf->run || nf->stop || nf->idle > 0 || nf->threads >= NOTIFY_THREADS_MAX ||
+	    !owed_to_idle_owner(nf))
+		return;
+	for (int i = 0; i < NOTIFY_THREADS_MAX; i++) {
+		if (nf->w[i].state == W_EXITED) {
+			pthread_join(nf->w[i].th, NULL);
+			nf->w[i].state = W_FREE;
+		}
+		if (nf->w[i].state == W_FREE && !w)
+			w = &nf->w[i];
+	}
+	/* the main loop takes its signals with sigtimedwait: none for these threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&w->th, NULL, notify_thread, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		if (!nf->create_failed)
+			dtlog(DTLOG_WARN, "notifications: cannot start a delivery thread (%d run): %s; "
+			      "deliveries wait for one", nf->threads, strerror(rc));
+		nf->create_failed = 1;
+		return;
+	}
+	nf->create_failed = 0;
+	w->state = W_RUNNING;
+	nf->threads++;
+	nf->idle++;   /* until it takes a delivery: no second one for the same work */
+}
+
+/*
+ * A delivery thread.  It takes the due delivery of an owner that no other
+ * thread serves, so a job's dead or slow receivers (a try may take 10
+ * minutes) hold at most one thread, and others (workers_top_up()) deliver
+ * everyone else's.  Idle for NOTIFY_IDLE_MS, it ends, unless it is the one
+ * idle thread and a delivery waits for its due time.
  */
 static void *notify_thread(void *arg)
 {
-	struct sched *s = arg;
+	struct worker *self = arg;
+	struct sched *s = self->s;
 	struct notifier *nf = notifier_of(s);
+	long long idle_since = dt_mono_ms();
 
 	pthread_mutex_lock(&nf->mu);
 	while (!nf->stop) {
@@ -899,7 +985,7 @@ static void *notify_thread(void *arg)
 		struct nitem *it = NULL, work;
 		struct strbuf why = STRBUF_INIT;
 		unsigned long long dropped;
-		const char *busy[NOTIFY_WORKERS];
+		const char *busy[NOTIFY_THREADS_MAX];
 		int ok, rc, nbusy = busy_owners(nf, busy);
 
 		for (size_t i = 0; i < NOTIFY_QUEUE; i++) {
@@ -923,19 +1009,22 @@ static void *notify_thread(void *arg)
 		}
 		if (!it) {
 			struct timespec ts;
+			long long until = idle_since + nf->idle_ms, wait;
 
+			if (now >= until) {
+				if (nf->idle > 1 || !owed_to_idle_owner(nf))
+					break;   /* idle for long: another serves what comes */
+				until = now + 3600 * 1000LL;   /* the one left for a retry's due time */
+			}
+			if (next < 0 || next > until)
+				next = until;
+			wait = next - now;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			if (next < 0) {
-				ts.tv_sec += 3600;
-			} else {
-				long long wait = next - now;
-
-				ts.tv_sec += wait / 1000;
-				ts.tv_nsec += (wait % 1000) * 1000000L;
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
+			ts.tv_sec += wait / 1000;
+			ts.tv_nsec += (wait % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
 			}
 			pthread_cond_timedwait(&nf->cv, &nf->mu, &ts);
 			continue;
@@ -943,6 +1032,8 @@ static void *notify_thread(void *arg)
 		work = *it;   /* the slot stays taken while it is delivered */
 		it->busy = 1;
 		nf->busy_owners++;
+		nf->idle--;
+		workers_top_up(nf);   /* another owner's due delivery gets a thread */
 		pthread_mutex_unlock(&nf->mu);
 		if (!work.key[0])
 			notify_target_key(work.target, work.key);
@@ -951,6 +1042,8 @@ static void *notify_thread(void *arg)
 		pthread_mutex_lock(&nf->mu);
 		it->busy = 0;
 		nf->busy_owners--;
+		nf->idle++;
+		idle_since = dt_mono_ms();
 		pthread_cond_broadcast(&nf->cv);   /* its owner's next may go now */
 		if (!ok && rc != NOTIFY_PERMANENT && nf->stop) {
 			/* aborted by the stop: still owed, made again at the next start */
@@ -994,6 +1087,9 @@ static void *notify_thread(void *arg)
 		}
 		strbuf_release(&why);
 	}
+	nf->threads--;
+	nf->idle--;
+	self->state = W_EXITED;   /* joined by the next top-up or by notify_stop() */
 	pthread_mutex_unlock(&nf->mu);
 	return NULL;
 }
@@ -1007,6 +1103,9 @@ int notify_open(struct sched *s)
 		return -1;
 	nf = xcalloc(1, sizeof(*nf));
 	nf->q = xcalloc(NOTIFY_QUEUE, sizeof(*nf->q));
+	for (int i = 0; i < NOTIFY_THREADS_MAX; i++)
+		nf->w[i].s = s;
+	nf->idle_ms = NOTIFY_IDLE_MS;
 	pthread_mutex_init(&nf->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1021,20 +1120,27 @@ int notify_open(struct sched *s)
 	return 0;
 }
 
+/* Deliveries may start: a thread for what notify_open() queued again, others on demand. */
 int notify_run(struct sched *s)
 {
 	struct notifier *nf = notifier_of(s);
-	sigset_t all, old;
 	int rc;
 
-	/* the main loop takes its signals with sigtimedwait: none for this thread */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	for (rc = 0; nf->started < NOTIFY_WORKERS && !rc; )
-		if (!(rc = pthread_create(&nf->th[nf->started], NULL, notify_thread, s)))
-			nf->started++;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return nf->started ? 0 : -1;
+	pthread_mutex_lock(&nf->mu);
+	nf->run = 1;
+	workers_top_up(nf);
+	rc = nf->create_failed ? -1 : 0;
+	pthread_mutex_unlock(&nf->mu);
+	return rc;
+}
+
+void notify_idle_ms_set(struct sched *s, long long ms)
+{
+	struct notifier *nf = notifier_of(s);
+
+	pthread_mutex_lock(&nf->mu);
+	nf->idle_ms = ms;
+	pthread_mutex_unlock(&nf->mu);
 }
 
 int notify_start(struct sched *s)
@@ -1047,6 +1153,8 @@ int notify_start(struct sched *s)
 void notify_stop(struct sched *s)
 {
 	struct notifier *nf = notifier_of(s);
+	pthread_t th[NOTIFY_THREADS_MAX];
+	int n = 0;
 
 	if (!nf)
 		return;
@@ -1054,12 +1162,15 @@ void notify_stop(struct sched *s)
 	s->event_hook = NULL;
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_lock(&nf->mu);
-	nf->stop = 1;
+	nf->stop = 1;   /* no thread starts after this */
 	stopping = 1;
 	pthread_cond_broadcast(&nf->cv);
+	for (int i = 0; i < NOTIFY_THREADS_MAX; i++)
+		if (nf->w[i].state != W_FREE)
+			th[n++] = nf->w[i].th;
 	pthread_mutex_unlock(&nf->mu);
-	for (int i = 0; i < nf->started; i++)
-		pthread_join(nf->th[i], NULL);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
 	/* what is still queued stays owed: the cursor stops before the oldest */
 	pthread_mutex_lock(&s->lock);
 	cursor_save(s, nf, cursor_now(nf));
@@ -1129,11 +1240,24 @@ void notify_metrics(struct sched *s, struct strbuf *o)
 			prom_sample(o, "dtsched_notifications_total", l, (double)v[k]);
 		}
 	}
-	prom_family(o, "dtsched_notifications_dropped_total", "counter",
-		    "Notifications dropped because the queue was full.");
-	prom_sample(o, "dtsched_notifications_dropped_total", NULL, (double)nf->dropped);
-	prom_family(o, "dtsched_notifications_queued", "gauge",
-		    "Notifications waiting in the queue (retries included).");
-	prom_sample(o, "dtsched_notifications_queued", NULL, (double)nf->nr);
+	{
+		const struct { const char *name, *type, *help; double v; } one[] = {
+			{ "dtsched_notifications_dropped_total", "counter",
+			  "Notifications dropped because the queue was full.", (double)nf->dropped },
+			{ "dtsched_notifications_queued", "gauge",
+			  "Notifications waiting in the queue (retries included).", (double)nf->nr },
+			{ "dtsched_notifications_in_progress", "gauge",
+			  "Notifications being delivered now (one per owner at most).",
+			  (double)nf->busy_owners },
+			{ "dtsched_notifications_threads", "gauge",
+			  "Delivery threads running (started on demand, at most 64; idle ones end).",
+			  (double)nf->threads },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(one); i++) {
+			prom_family(o, one[i].name, one[i].type, one[i].help);
+			prom_sample(o, one[i].name, NULL, one[i].v);
+		}
+	}
 	pthread_mutex_unlock(&nf->mu);
 }

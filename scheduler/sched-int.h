@@ -293,10 +293,12 @@ extern const size_t events_nr_routes;
 /* events-jobs.c: the job events (jobstate.h) into the stream */
 void events_jobs_subscribe(struct sched *s);
 /*
- * notify.c: the notifications' thread and queue, hooked to the stream; stopped
+ * notify.c: the notifications' threads and queue, hooked to the stream; stopped
  * last.  notify_start() is notify_open() (the queue, hooked, refilled from the
  * stream with what was owed when dtsched last stopped, crash included: state.db's
- * notify_cursor and notify_progress) and then notify_run() (the delivery thread).
+ * notify_cursor and notify_progress) and then notify_run() (delivery threads may
+ * start: one per owner with a due delivery, at most 64, on demand; notify_stop()
+ * ends and joins them).
  * notify_queue_json() lists the queue ([{event_id, target, tries}], oldest first)
  * and notify_target_key() names a target in state.db (DT_SHA256_HEX bytes): tests.
  */
@@ -305,6 +307,8 @@ int notify_open(struct sched *s);
 int notify_run(struct sched *s);
 void notify_stop(struct sched *s);
 json_t *notify_queue_json(struct sched *s);
+/* tests: how long an idle delivery thread waits before it ends (30 s) */
+void notify_idle_ms_set(struct sched *s, long long ms);
 void notify_target_key(const json_t *t, char *out);
 /* the JSON a webhook target of format ("generic", "slack", "discord") gets for ev;
  * a chat's text escaped for its markup (no mention, no disguised link) */

@@ -411,12 +411,18 @@ def test_the_stream_is_bounded_and_ids_never_repeat(dtctl_bin, tmp_path):
         assert [e["kind"] for e in after] == ["node.drained"] and after[0]["id"] == ids[-1] + 1
 
 
-def test_a_dead_receiver_neither_blocks_jobs_nor_holds_up_a_stop(dtctl_bin, tmp_path):
+def dead_receiver(backlog):
+    """A local server that accepts (the kernel does, up to backlog) and never answers a
+    TLS handshake: (its socket, to close; its port)."""
     import socket
     dead = socket.socket()
     dead.bind(("127.0.0.1", 0))
-    dead.listen(16)   # never accepted: the TLS handshake never starts
-    port = dead.getsockname()[1]
+    dead.listen(backlog)
+    return dead, dead.getsockname()[1]
+
+
+def test_a_dead_receiver_neither_blocks_jobs_nor_holds_up_a_stop(dtctl_bin, tmp_path):
+    dead, port = dead_receiver(16)
     try:
         c = make_cluster(dtctl_bin, tmp_path, "notify:\n  - {webhook: 'https://127.0.0.1:%d/x', "
                          "on: [done], timeout: 60s}\n" % port)
@@ -443,12 +449,8 @@ def test_one_users_dead_receivers_delay_and_crowd_out_nobody_else(dtctl_bin, tmp
     # One delivery thread once served every user's targets in turn: a job whose 16
     # targets hang (10 minutes a try, 4 tries each) held everyone's notifications for
     # hours, and its deliveries could fill the whole queue so that others' were dropped.
-    # Now a user's deliveries take one worker of four at a time and a quarter of the queue.
-    import socket
-    dead = socket.socket()
-    dead.bind(("127.0.0.1", 0))
-    dead.listen(1024)   # the kernel accepts; nobody ever answers the TLS handshake
-    port = dead.getsockname()[1]
+    # Now a user's deliveries take one thread at a time and a quarter of the queue.
+    dead, port = dead_receiver(1024)
     hook = Webhook(ca)
     try:
         c = make_cluster(dtctl_bin, tmp_path / "c")
@@ -479,6 +481,50 @@ def test_one_users_dead_receivers_delay_and_crowd_out_nobody_else(dtctl_bin, tmp
                     time.monotonic() < deadline:   # mine leaves the queue once curl is back
                 time.sleep(0.1)
             assert metric(c, "dtsched_notifications_queued") == 256, metrics_text(c)
+    finally:
+        hook.close()
+        dead.close()
+
+
+def test_owners_whose_receivers_all_hang_hold_nobody_else(dtctl_bin, tmp_path, ca):
+    # Four delivery threads once served every owner: the operator's own target and three
+    # users' that accept and never answer (10 minutes a try) held all four, and every
+    # other user's notifications waited a whole try.  Now each owner with a due delivery
+    # gets a thread of its own (up to 64): the fifth owner's webhook arrives at once.
+    dead, port = dead_receiver(64)
+    hook = Webhook(ca)
+    try:
+        c = make_cluster(dtctl_bin, tmp_path / "c", "notify:\n  - {webhook: "
+                         "'https://127.0.0.1:%d/ops', on: [start], timeout: 10m}\n" % port)
+        theirs = tmp_path / "theirs.yaml"
+        theirs.write_text("name: theirs\ncommand: [true]\nnotify:\n  - {webhook: "
+                          "'https://127.0.0.1:%d/user', on: [start], timeout: 10m}\n" % port)
+        mine = tmp_path / "mine.yaml"
+        mine.write_text("name: mine\ncommand: [true]\nnotify:\n"
+                        "  - {webhook: '%s', ca_file: %s, on: [done]}\n" % (hook.url("/mine"), ca.ca_pem))
+        with c:
+            for user in ("mallory", "trent", "victor"):
+                p = subprocess.run([str(c.exe), "run", str(theirs)], capture_output=True,
+                                   text=True, env=c.key_user(user, tmp_path))
+                assert p.returncode == 0, p.stderr
+            # 3 starts for the operator's target and one for each user's: all hang, and
+            # none can settle for 10 minutes
+            deadline = time.monotonic() + 60
+            while metric(c, "dtsched_notifications_queued") < 6 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert metric(c, "dtsched_notifications_queued") == 6, metrics_text(c)
+            assert c.dtctl("run", mine).returncode == 0
+            ok, posts = hook.wait_for(lambda ps: any(p[0] == "/mine" for p in ps), timeout=60)
+            assert ok, (posts, metrics_text(c))
+            assert posts[0][1]["event"]["name"] == "mine", posts
+            # the four owners' tries still hang, one each, on threads of their own (mine's
+            # try ends once curl is back)
+            deadline = time.monotonic() + 30
+            while metric(c, "dtsched_notifications_in_progress") != 4 and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert metric(c, "dtsched_notifications_in_progress") == 4, metrics_text(c)
+            assert metric(c, "dtsched_notifications_threads") <= 64, metrics_text(c)
     finally:
         hook.close()
         dead.close()

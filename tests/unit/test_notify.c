@@ -5,17 +5,24 @@
  * the queue owes after a restart (scheduler/notify.c: cursor and progress in
  * state.db, recomputed from the event stream).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "config.h"
 #include "json.h"
+#include "log.h"
 #include "notify-spec.h"
+#include "safefile.h"
 #include "strbuf.h"
 #include "scheduler/sched-int.h"
 
@@ -236,6 +243,29 @@ static const char *queued(struct sched *s, const char *kexec)
 	return buf;
 }
 
+/* A head whose events are in memory, with cluster.yaml's notify: list `ops`. */
+static struct sched *notify_head(json_t *ops)
+{
+	struct sched *s = xcalloc(1, sizeof(*s));
+
+	pthread_mutex_init(&s->lock, NULL);
+	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
+	assert_int_equal(events_init(s), 0);
+	s->cc = xcalloc(1, sizeof(*s->cc));
+	s->cc->notify = ops;
+	return s;
+}
+
+static void notify_head_free(struct sched *s)
+{
+	events_release(s);
+	sqlite3_close(s->db);
+	json_decref(s->cc->notify);
+	free(s->cc);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
 /*
  * What a stopped (or killed) dtsched owed is queued again at its start: the
  * events after the cursor that a target asks for, less the deliveries state.db
@@ -244,16 +274,12 @@ static const char *queued(struct sched *s, const char *kexec)
  */
 static void test_queue_recomputed_at_start(void **state)
 {
-	struct sched *s = xcalloc(1, sizeof(*s));
+	struct sched *s = notify_head(json_pack("[{s:[s],s:[s]},{s:s,s:[s]}]", "exec", "/bin/true",
+						"on", "done", "webhook", "https://h.example/T/secret",
+						"on", "fail"));
 	char kexec[DT_SHA256_HEX], kweb[DT_SHA256_HEX];
 	struct strbuf m = STRBUF_INIT;
 
-	pthread_mutex_init(&s->lock, NULL);
-	assert_int_equal(sqlite3_open(":memory:", &s->db), SQLITE_OK);
-	assert_int_equal(events_init(s), 0);
-	s->cc = xcalloc(1, sizeof(*s->cc));
-	s->cc->notify = json_pack("[{s:[s],s:[s]},{s:s,s:[s]}]", "exec", "/bin/true", "on", "done",
-				  "webhook", "https://h.example/T/secret", "on", "fail");
 	notify_target_key(json_array_get(s->cc->notify, 0), kexec);
 	notify_target_key(json_array_get(s->cc->notify, 1), kweb);
 	assert_string_not_equal(kexec, kweb);
@@ -311,12 +337,7 @@ static void test_queue_recomputed_at_start(void **state)
 	notify_stop(s);
 
 	strbuf_release(&m);
-	events_release(s);
-	sqlite3_close(s->db);
-	json_decref(s->cc->notify);
-	free(s->cc);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
+	notify_head_free(s);
 }
 
 /*
@@ -359,6 +380,194 @@ static void test_one_owner_cannot_fill_the_queue(void **state)
 	json_decref(hers);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+/* ------------------------------------ many owners' receivers hanging */
+
+/*
+ * A local server that never answers: the kernel completes each TCP handshake
+ * (the listen backlog) and nobody ever reads, so a webhook's TLS handshake
+ * waits for its timeout.  Its port in *port; the socket to close.
+ */
+static int dead_server(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 256), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* n users' jobs ended, each with its own webhook to the dead server (10 minutes a try) */
+static void hanging_owners(struct sched *s, int n, int port)
+{
+	char url[64];
+	json_t *mine;
+
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/hook", port);
+	mine = json_pack("[{s:s,s:[s],s:i}]", "webhook", url, "on", "done", "timeout_ms", 600000);
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < n; i++) {
+		char user[32];
+
+		snprintf(user, sizeof(user), "user%d", i);
+		assert_true(events_add(s, "job.ended", json_pack("{s:s,s:s,s:s}", "job", "j-1",
+				       "user", user, "state", "COMPLETED"), mine) > 0);
+	}
+	pthread_mutex_unlock(&s->lock);
+	json_decref(mine);
+}
+
+/* a sample of /metrics, or -1 */
+static double notify_metric(struct sched *s, const char *sample)
+{
+	struct strbuf m = STRBUF_INIT;
+	char *p;
+	double v = -1;
+
+	notify_metrics(s, &m);
+	p = strstr(m.buf, sample);
+	if (p)
+		v = strtod(p + strlen(sample), NULL);
+	strbuf_release(&m);
+	return v;
+}
+
+static void nap(void)
+{
+	struct timespec ts = { 0, 50 * 1000000L };   /* between polls of a condition */
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Eight users whose webhooks accept and never answer (10 minutes a try) hold
+ * eight deliveries; the operator's target, queued after them all, is still
+ * delivered at once: each owner with a due delivery gets a thread of its
+ * own.  (With four threads for everyone, the four first held them all.)  A
+ * stop ends the hanging tries at once and leaves them owed.
+ */
+static void test_hanging_owners_hold_nobody_else(void **state)
+{
+	char out[] = "/tmp/dt-notify-XXXXXX", path[64], ev[64];
+	struct strbuf got = STRBUF_INIT, err = STRBUF_INIT;
+	struct sched *s;
+	long long deadline, t0;
+	int port, fd = dead_server(&port);
+
+	assert_non_null(mkdtemp(out));
+	snprintf(path, sizeof(path), "%s/got", out);
+	/* the operator's target: on a failure only, so the 8 completed jobs are not its */
+	s = notify_head(json_pack("[{s:[s,s],s:[s]}]", "exec", "/usr/bin/tee", path, "on", "fail"));
+	assert_int_equal(notify_open(s), 0);
+	hanging_owners(s, 8, port);
+	pthread_mutex_lock(&s->lock);
+	assert_true(events_add(s, "job.ended", json_pack("{s:s,s:s,s:s}", "job", "j-2", "user",
+			       "eve", "state", "FAILED"), NULL) == 9);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(queue_len(s), 9);
+	assert_int_equal(notify_run(s), 0);
+
+	deadline = dt_mono_ms() + 30000;
+	snprintf(ev, sizeof(ev), "\"id\":%d", 9);
+	while (dt_mono_ms() < deadline) {
+		strbuf_reset(&got);
+		strbuf_reset(&err);
+		if (sf_read_named(path, &got, 1 << 20, &err) >= 0 && strstr(got.buf, "\n"))
+			break;
+		nap();
+	}
+	if (!strstr(got.buf, ev))
+		fail_msg("the operator's target got [%s] within 30 s, expected the event with %s: "
+			 "8 hanging owners held every delivery thread", got.buf, ev);
+	/* the eight still hang, each in a try of its own */
+	deadline = dt_mono_ms() + 30000;
+	while (notify_metric(s, "\ndtsched_notifications_in_progress ") != 8 &&
+	       dt_mono_ms() < deadline)
+		nap();
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_in_progress "), 8);
+	assert_int_equal(queue_len(s), 8);
+	t0 = dt_mono_ms();
+	notify_stop(s);
+	if (dt_mono_ms() - t0 > 20000)
+		fail_msg("notify_stop() took %lld ms with 8 tries in progress", dt_mono_ms() - t0);
+	/* aborted by the stop, not failed: owed at the next start (the cursor stops
+	 * before the oldest; only the operator's is settled) */
+	assert_int_equal(db_int(s, "SELECT upto FROM notify_cursor"), 0);
+	assert_int_equal(db_int(s, "SELECT COUNT(*) FROM notify_progress WHERE done"), 1);
+	assert_int_equal(db_int(s, "SELECT COUNT(*) FROM events WHERE kind = 'notify.failed'"), 0);
+
+	close(fd);
+	unlink(path);
+	rmdir(out);
+	strbuf_release(&got);
+	strbuf_release(&err);
+	notify_head_free(s);
+}
+
+/*
+ * Threads start on demand, one per owner with a due delivery, up to 64: 70
+ * owners hanging at once take 64 threads, the other 6 wait their turn.
+ */
+static void test_delivery_threads_stop_at_the_cap(void **state)
+{
+	struct sched *s = notify_head(NULL);
+	long long deadline;
+	int port, fd = dead_server(&port), most = 0;
+
+	assert_int_equal(notify_open(s), 0);
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 0);
+	hanging_owners(s, 70, port);
+	assert_int_equal(notify_run(s), 0);
+	deadline = dt_mono_ms() + 60000;   /* ~1 s; 64 TLS clients starting under valgrind: ~40 s */
+	while (dt_mono_ms() < deadline) {
+		int n = (int)notify_metric(s, "\ndtsched_notifications_threads ");
+
+		most = n > most ? n : most;
+		if (notify_metric(s, "\ndtsched_notifications_in_progress ") == 64)
+			break;
+		nap();
+	}
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_in_progress "), 64);
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 64);
+	assert_true(most <= 64);
+	assert_int_equal(queue_len(s), 70);
+	notify_stop(s);
+	close(fd);
+	notify_head_free(s);
+}
+
+/*
+ * An idle delivery thread ends (here after 200 ms, 30 s in dtsched): a burst
+ * of deliveries leaves no threads behind, and the next delivery starts one.
+ */
+static void test_idle_delivery_threads_end(void **state)
+{
+	struct sched *s = notify_head(json_pack("[{s:[s],s:[s]}]", "exec", "/bin/true", "on", "done"));
+	const char *sent = "{type=\"exec\",result=\"sent\"} ";
+	long long deadline;
+
+	assert_int_equal(notify_open(s), 0);
+	notify_idle_ms_set(s, 200);
+	assert_int_equal(notify_run(s), 0);
+	assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 0);
+	for (int round = 1; round <= 2; round++) {
+		ended(s, "j-1", "COMPLETED");
+		deadline = dt_mono_ms() + 30000;
+		while ((notify_metric(s, sent) != round ||
+			notify_metric(s, "\ndtsched_notifications_threads ") != 0) &&
+		       dt_mono_ms() < deadline)
+			nap();
+		assert_int_equal(notify_metric(s, sent), round);
+		assert_int_equal(notify_metric(s, "\ndtsched_notifications_threads "), 0);
+	}
+	notify_stop(s);
+	notify_head_free(s);
 }
 
 /*
@@ -411,6 +620,9 @@ int main(void)
 		cmocka_unit_test(test_queue_recomputed_at_start),
 		cmocka_unit_test(test_one_owner_cannot_fill_the_queue),
 		cmocka_unit_test(test_chat_payloads_are_text_only),
+		cmocka_unit_test(test_hanging_owners_hold_nobody_else),
+		cmocka_unit_test(test_delivery_threads_stop_at_the_cap),
+		cmocka_unit_test(test_idle_delivery_threads_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_ports(n):
+    """n different free ports: all bound at once, so the kernel cannot hand one out twice."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def make_home(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = path / "secret"
@@ -265,7 +277,8 @@ def test_agents_of_other_homes_keep_to_their_own_tasks(dtctl_bin, tmp_path, cgro
     must not touch the other's processes, its setsid'd ones included, nor share its
     cgroup."""
     env = {"DTAGENT_NO_CGROUP": "1" if cgroup == "off" else ""}
-    agents = [Agent(dtctl_bin, make_home(tmp_path / ("h%d" % i)), free_port()) for i in (0, 1)]
+    agents = [Agent(dtctl_bin, make_home(tmp_path / ("h%d" % i)), port)
+              for i, port in enumerate(free_ports(2))]
     tid = "twin-%d" % os.getpid()
     pidfiles = [tmp_path / ("pid%d" % i) for i in (0, 1)]
     try:

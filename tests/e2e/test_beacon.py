@@ -23,12 +23,15 @@ from dtapi import DtApi
 HB_MS = 200
 
 
-def free_port():
-    """A port free for TCP and UDP alike (dtsched takes both)."""
+def free_port(taken=()):
+    """A port free for TCP and UDP alike (dtsched takes both), none of `taken` (the kernel
+    may hand out a port just closed again: the head's and the agent's were once the same)."""
     for _ in range(50):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        if port in taken:
+            continue
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
                 u.bind(("0.0.0.0", port))
@@ -50,7 +53,8 @@ class Local:
             (h / "secret").write_text(secret)
             (h / "secret").chmod(0o600)
         self.secret = secret.strip()
-        self.port, self.agent_port = free_port(), free_port()
+        self.port = free_port()
+        self.agent_port = free_port(taken=(self.port,))
         self.dead_after_ms = dead_after_ms
         self.head_env = None
 

@@ -371,24 +371,31 @@ static const struct dt_http_route routes[] = {
 #define FRESH_MS 400
 #define FLOOD 300                     /* well over conn_limit */
 
-static struct dt_httpd *start(const struct dt_auth_key *key, unsigned threads)
+/* the test routes on 127.0.0.1 with the options o sets besides */
+static struct dt_httpd *start_with(struct dt_httpd_opts *o)
 {
-	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
 	struct strbuf err = STRBUF_INIT;
 	struct dt_httpd *srv;
 
-	o.bind = "127.0.0.1";
-	o.routes = routes;
-	o.nr_routes = sizeof(routes) / sizeof(routes[0]);
-	o.key = key;
-	o.conn_limit = CONN_LIMIT;
-	o.fresh_timeout_ms = FRESH_MS;
-	o.threads = threads;
-	srv = dt_httpd_start(&o, &err);
+	o->bind = "127.0.0.1";
+	o->routes = routes;
+	o->nr_routes = sizeof(routes) / sizeof(routes[0]);
+	srv = dt_httpd_start(o, &err);
 	if (!srv)
 		fail_msg("cannot start the test server: %s", err.buf);
 	strbuf_release(&err);
 	return srv;
+}
+
+static struct dt_httpd *start(const struct dt_auth_key *key, unsigned threads)
+{
+	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
+
+	o.key = key;
+	o.conn_limit = CONN_LIMIT;
+	o.fresh_timeout_ms = FRESH_MS;
+	o.threads = threads;
+	return start_with(&o);
 }
 
 static int connect_idle(int port)
@@ -861,19 +868,10 @@ static void test_one_capability_holds_few_connections(void **state)
 static struct dt_httpd *start_unevicting(unsigned conn_limit)
 {
 	struct dt_httpd_opts o = DT_HTTPD_OPTS_INIT;
-	struct strbuf err = STRBUF_INIT;
-	struct dt_httpd *srv;
 
-	o.bind = "127.0.0.1";
-	o.routes = routes;
-	o.nr_routes = sizeof(routes) / sizeof(routes[0]);
 	o.conn_limit = conn_limit;
 	o.idle_limit = o.peer_idle_limit = conn_limit;
-	srv = dt_httpd_start(&o, &err);
-	if (!srv)
-		fail_msg("cannot start the test server: %s", err.buf);
-	strbuf_release(&err);
-	return srv;
+	return start_with(&o);
 }
 
 /*

@@ -75,8 +75,8 @@ struct dt_httpd {
 	long long log_from_ms;        /* when the first of those was closed */
 	char log_peer[48];            /* the address of the last one closed */
 	long long sweep_ms;           /* serve_loop: last periodic check */
-	/* connections held per user (owner_admit), under conn_lock; entries are
-	 * kept (one per user ever seen: users are few) */
+	/* connections held per user (owner_admit), under conn_lock; an entry
+	 * holding none is reused, so there are as many as users holding some */
 	struct owner_conns { char who[112]; unsigned n; } *owners;
 	size_t nr_owners, alloc_owners;
 	unsigned owner_limit;
@@ -459,20 +459,28 @@ static int owner_admit(struct dt_httpd *srv, struct MHD_Connection *conn, const 
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct conn_track *t = ci ? ci->socket_context : NULL;
 	long long now = dt_mono_ms();
-	size_t i;
+	size_t i, free_slot;
 	int ret = 0;
 
 	/* t->owner is only written here, on the connection's own thread */
 	if (!t || t->owner)
 		return 0;
 	pthread_mutex_lock(&srv->conn_lock);
+	free_slot = srv->nr_owners;
 	for (i = 0; i < srv->nr_owners && strcmp(srv->owners[i].who, who); i++)
-		;
+		if (!srv->owners[i].n && free_slot == srv->nr_owners)
+			free_slot = i;
 	if (i == srv->nr_owners) {
-		ALLOC_GROW(srv->owners, srv->nr_owners + 1, srv->alloc_owners);
+		/* an entry that holds nothing is reused: an agent sees a job's
+		 * capability per job, thousands over its life */
+		if (free_slot < srv->nr_owners) {
+			i = free_slot;
+		} else {
+			ALLOC_GROW(srv->owners, srv->nr_owners + 1, srv->alloc_owners);
+			srv->nr_owners++;
+		}
 		memset(&srv->owners[i], 0, sizeof(srv->owners[i]));
 		snprintf(srv->owners[i].who, sizeof(srv->owners[i].who), "%s", who);
-		srv->nr_owners++;
 	}
 	*held = srv->owners[i].n;
 	if (srv->owners[i].n >= srv->owner_limit) {
